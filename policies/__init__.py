@@ -1,0 +1,1 @@
+"""The trtguard policy language: schema, loader, evaluator, workload extraction and policy tests."""

@@ -1,0 +1,1 @@
+"""Internals: not part of the public API."""

@@ -1,0 +1,7 @@
+"""``python -m webhook`` runs the ``trtguard`` command line."""
+
+import sys
+
+from webhook._cli import main
+
+sys.exit(main())
