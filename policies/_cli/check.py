@@ -1,9 +1,72 @@
-"""PLACEHOLDER: replaced by the module's owner (see docs/ARCHITECTURE.md)."""
+"""``trtguard check``: dry-run the policies over rendered manifests, offline or against a registry."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from policies.check import CheckReport, check, read_resources
+from policies.evaluator import PolicyEngine
+from policies.loader import load_policy_set
+from policies.report import FORMATS, render
+from policies.results import Action
+from verifier.evidence import LocalEvidence
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add this module's sub-commands (none yet)."""
+    """Add ``check``."""
+    parser = subparsers.add_parser(
+        "check",
+        help="check Kubernetes manifests against the policies (exit 0 allowed, 1 denied, 2 error)",
+        description="Evaluate Pods and Pod-bearing resources in FILE|DIR|- against the policies, offline.",
+    )
+    parser.add_argument("inputs", nargs="+", metavar="FILE|DIR|-", help="YAML/JSON manifests; - reads stdin")
+    parser.add_argument(
+        "--policies",
+        type=Path,
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="policy file or directory (repeatable)",
+    )
+    parser.add_argument(
+        "--attestations",
+        type=Path,
+        metavar="DIR",
+        help="folder of DSSE attestations, Sigstore bundles and OCI manifests, matched by subject digest",
+    )
+    parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the report here, not stdout")
+    parser.add_argument(
+        "--namespace",
+        metavar="NS",
+        default=None,
+        help="namespace for resources that name none (default: 'default', as kubectl would)",
+    )
+    parser.add_argument(
+        "--unverifiable",
+        choices=("deny", "warn"),
+        default=None,
+        help="action for rules that cannot be checked here (default: each policy's onError)",
+    )
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    policy_set = load_policy_set(args.policies)
+    evidence = LocalEvidence(args.attestations)
+    engine = PolicyEngine(policy_set, evidence)
+    report = CheckReport(policy_revision=policy_set.revision)
+    resources = list(read_resources(args.inputs, sys.stdin.buffer.read, report.problems))
+    unverifiable = {None: None, "deny": Action.DENY, "warn": Action.WARN}[args.unverifiable]
+    report.outcomes = asyncio.run(
+        check(engine, resources, namespace=args.namespace, unverifiable=unverifiable)
+    )
+    text = render(report, args.format)
+    if args.output is not None:
+        args.output.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return report.exit_code

@@ -1,9 +1,23 @@
-"""PLACEHOLDER: replaced by the module's owner (see docs/ARCHITECTURE.md)."""
+"""``trtguard schema manifest|policy``: print the JSON Schemas of the documents trtguard reads."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+
+from policies.schema import policy_json_schema
+from verifier.manifest import manifest_json_schema
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add this module's sub-commands (none yet)."""
+    """Add ``schema``."""
+    parser = subparsers.add_parser("schema", help="print a JSON Schema (manifest or policy)")
+    parser.add_argument("which", choices=("manifest", "policy"), help="which document's schema")
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    schema = manifest_json_schema() if args.which == "manifest" else policy_json_schema()
+    sys.stdout.write(json.dumps(schema, indent=2) + "\n")
+    return 0

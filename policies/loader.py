@@ -1,0 +1,433 @@
+"""Load policy files into a compiled, immutable :class:`PolicySet`.
+
+Everything that can be checked before a workload arrives is checked here, and every problem is reported with
+its file, line and field: schema errors, unknown keys, duplicate names, key references that point nowhere,
+keys that do not parse, image patterns that are not normalised, CEL expressions that do not compile. A set
+with any problem does not load at all (never partly), so that the previous set stays in force in a running
+server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from policies._private.cel import CelCompileError, CelProgram, compile_expression
+from policies._private.patterns import ImagePattern, PatternError, matches_any
+from policies._private.yamldoc import Document, decode, load_documents
+from policies.schema import (
+    API_VERSION,
+    ImageRule,
+    InferencePolicyDocument,
+    TrustedKey,
+    TrustedKeysDocument,
+    parse_duration,
+)
+from verifier.errors import InputError, TrtguardError
+from verifier.keys import PublicKey
+from verifier.references import ImageReference
+
+#: Names that CEL expressions may refer to.
+CEL_VARIABLES = ("manifest", "workload", "engine")
+
+_POLICY_SUFFIXES = (".yaml", ".yml", ".json")
+# A policy directory may carry test suites beside the policies; they are not policies.
+_SKIPPED_DIRECTORIES = frozenset({"tests", "testdata"})
+
+
+class PolicyLoadError(InputError):
+    """One or more problems in the policy files; nothing was loaded."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        count = len(problems)
+        summary = problems[0] if count == 1 else f"{count} problems in the policies"
+        super().__init__(summary, hint="fix the policy files; nothing was loaded")
+        self.problems = tuple(problems)
+
+    def diagnostics(self) -> str:
+        """Every problem on its own line."""
+        if len(self.problems) == 1:
+            return super().diagnostics()
+        lines = [f"{len(self.problems)} problems in the policies (nothing was loaded):"]
+        lines += [f"  {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class KeylessSigner:
+    """A keyless identity with the trusted root it is checked against."""
+
+    issuer: str
+    subject: str | None
+    subject_regexp: str | None
+    trusted_root: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Signer:
+    """A named signer from a TrustedKeys document, ready to verify with."""
+
+    ref: str
+    public_key: PublicKey | None
+    keyless: KeylessSigner | None
+    rekor_key: PublicKey | None
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledImageRule:
+    """An image rule with its patterns compiled."""
+
+    rule: ImageRule
+    patterns: tuple[ImagePattern, ...]
+    excluded: tuple[ImagePattern, ...]
+
+    def applies_to(self, reference: ImageReference) -> bool:
+        """True when a ``match`` pattern selects ``reference`` and no ``exclude`` pattern does."""
+        return matches_any(self.patterns, reference) and not matches_any(self.excluded, reference)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledExpression:
+    """A CEL expression of a policy, compiled, with its message."""
+
+    name: str
+    program: CelProgram
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPolicy:
+    """An InferencePolicy ready to evaluate."""
+
+    document: InferencePolicyDocument
+    source: str
+    namespace_patterns: tuple[str, ...] | None
+    exclude_namespace_patterns: tuple[str, ...] | None
+    image_rules: tuple[CompiledImageRule, ...]
+    expressions: tuple[CompiledExpression, ...]
+    manifest_max_age: timedelta | None
+    toolchain_patterns: tuple[ImagePattern, ...]
+
+    @property
+    def name(self) -> str:
+        """The policy's ``metadata.name``."""
+        return self.document.metadata.name
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySet:
+    """Every loaded policy and signer, with the revision digest of the files they came from."""
+
+    policies: tuple[CompiledPolicy, ...]
+    signers: Mapping[str, Signer]
+    revision: str
+    sources: tuple[Path, ...] = field(default=())
+
+    def signers_for(self, refs: Iterable[str]) -> dict[str, Signer]:
+        """The signers named by ``refs`` (all of them exist: the loader checked)."""
+        return {ref: self.signers[ref] for ref in refs}
+
+
+def policy_files(paths: Sequence[Path]) -> list[Path]:
+    """The policy files under ``paths``: files as given, directories walked (skipping ``tests/``), sorted."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            for candidate in sorted(path.rglob("*")):
+                relative = candidate.relative_to(path).parts
+                if any(part in _SKIPPED_DIRECTORIES or part.startswith(".") for part in relative[:-1]):
+                    continue
+                if candidate.is_file() and candidate.suffix in _POLICY_SUFFIXES:
+                    found.append(candidate)
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise PolicyLoadError([f"{path}: no such file or directory"])
+    if not found:
+        raise PolicyLoadError([f"no policy files (*.yaml, *.yml, *.json) under {', '.join(map(str, paths))}"])
+    return found
+
+
+def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
+    """Load and compile every policy document under ``paths``.
+
+    Raises :class:`PolicyLoadError` listing every problem; nothing is returned partly.
+    """
+    files = policy_files([paths] if isinstance(paths, Path) else list(paths))
+    problems: list[str] = []
+    digest = hashlib.sha256()
+    key_docs: list[tuple[TrustedKeysDocument, Document, Path]] = []
+    policy_docs: list[tuple[InferencePolicyDocument, Document, Path]] = []
+    for path in files:
+        raw = _read(path, problems)
+        if raw is None:
+            continue
+        digest.update(f"{path.name}\0{len(raw)}\0".encode())
+        digest.update(raw)
+        try:
+            documents = list(load_documents(decode(raw, str(path)), str(path)))
+        except InputError as error:
+            problems.append(str(error))
+            continue
+        for document in documents:
+            parsed = _parse_document(document, path, problems)
+            if isinstance(parsed, TrustedKeysDocument):
+                key_docs.append((parsed, document, path))
+            elif isinstance(parsed, InferencePolicyDocument):
+                policy_docs.append((parsed, document, path))
+
+    signers = _load_signers(key_docs, problems, digest)
+    policies = _compile_policies(policy_docs, signers, problems)
+    if problems:
+        raise PolicyLoadError(problems)
+    if not policies:
+        raise PolicyLoadError([f"no InferencePolicy documents in {', '.join(map(str, files))}"])
+    return PolicySet(
+        policies=tuple(policies),
+        signers=signers,
+        revision=f"sha256:{digest.hexdigest()}",
+        sources=tuple(files),
+    )
+
+
+def _read(path: Path, problems: list[str]) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        problems.append(f"{path}: cannot read: {error.strerror}")
+        return None
+
+
+def _parse_document(
+    document: Document, path: Path, problems: list[str]
+) -> TrustedKeysDocument | InferencePolicyDocument | None:
+    data = document.data
+    where = f"{path}:{document.line}"
+    if not isinstance(data, dict):
+        problems.append(f"{where}: a policy document must be a mapping with apiVersion, kind, metadata, spec")
+        return None
+    kind = data.get("kind")
+    model: type[TrustedKeysDocument] | type[InferencePolicyDocument]
+    if kind == "TrustedKeys":
+        model = TrustedKeysDocument
+    elif kind == "InferencePolicy":
+        model = InferencePolicyDocument
+    else:
+        problems.append(
+            f"{where}: kind {kind!r} is not a policy document; expected TrustedKeys or InferencePolicy "
+            f"(apiVersion {API_VERSION})"
+        )
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        problems.extend(_describe(error, document, path))
+        return None
+
+
+def _describe(error: ValidationError, document: Document, path: Path) -> list[str]:
+    found = []
+    for item in error.errors(include_url=False):
+        loc = tuple(item["loc"])
+        field_path = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in loc).replace(".[", "[")
+        line = document.line_of(loc)
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown key (check the spelling against `trtguard schema policy`)"
+        elif item["type"] == "missing":
+            message = "required key is missing"
+        value = item.get("input")
+        shown = "" if item["type"] in ("missing", "extra_forbidden") else f" (got {_short(value)})"
+        found.append(f"{path}:{line}: {field_path or '<document>'}: {message}{shown}")
+    return found
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _load_signers(
+    docs: list[tuple[TrustedKeysDocument, Document, Path]], problems: list[str], digest: Any
+) -> dict[str, Signer]:
+    signers: dict[str, Signer] = {}
+    seen: dict[str, str] = {}
+    for doc, document, path in docs:
+        set_name = doc.metadata.name
+        where = f"{path}:{document.line}"
+        if set_name in seen:
+            problems.append(f"{where}: TrustedKeys {set_name!r} is already defined at {seen[set_name]}")
+            continue
+        seen[set_name] = where
+        for index, key in enumerate(doc.spec.keys):
+            key_where = f"{path}:{document.line_of(('spec', 'keys', index))}"
+            signer = _load_signer(f"{set_name}/{key.name}", key, path.parent, key_where, problems, digest)
+            if signer is not None:
+                signers[signer.ref] = signer
+    return signers
+
+
+def _load_signer(
+    ref: str, key: TrustedKey, base: Path, where: str, problems: list[str], digest: Any
+) -> Signer | None:
+    def read(name: str) -> bytes | None:
+        file = base / name
+        try:
+            data = file.read_bytes()
+        except OSError as error:
+            problems.append(f"{where}: key {ref}: cannot read {file}: {error.strerror}")
+            return None
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+        return data
+
+    try:
+        public_key = None
+        if key.public_key is not None:
+            public_key = PublicKey.from_pem(key.public_key.encode())
+        elif key.file is not None:
+            data = read(key.file)
+            if data is None:
+                return None
+            public_key = PublicKey.from_pem(data)
+        keyless = None
+        if key.keyless is not None:
+            root = read(key.keyless.trusted_root.file)
+            if root is None:
+                return None
+            keyless = KeylessSigner(
+                issuer=key.keyless.issuer,
+                subject=key.keyless.subject,
+                subject_regexp=key.keyless.subject_regexp,
+                trusted_root=root,
+            )
+        rekor = None
+        if key.rekor_public_key is not None:
+            data = read(key.rekor_public_key.file)
+            if data is None:
+                return None
+            rekor = PublicKey.from_pem(data)
+    except TrtguardError as error:
+        problems.append(f"{where}: key {ref}: {error.message}")
+        return None
+    return Signer(ref=ref, public_key=public_key, keyless=keyless, rekor_key=rekor)
+
+
+def _key_refs(doc: InferencePolicyDocument) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every key reference in a policy with the path it sits at."""
+    spec = doc.spec
+    refs: list[tuple[tuple[str | int, ...], str]] = []
+    for i, rule in enumerate(spec.images):
+        if rule.signatures:
+            refs += [
+                (("spec", "images", i, "signatures", "keys", k), r)
+                for k, r in enumerate(rule.signatures.keys)
+            ]
+        for j, attestation in enumerate(rule.attestations):
+            base = ("spec", "images", i, "attestations", j, "keys")
+            refs += [((*base, k), r) for k, r in enumerate(attestation.keys)]
+    if spec.models is not None:
+        for name in ("build_manifest", "verification"):
+            rule = getattr(spec.models, name)
+            if rule is not None:
+                camel = "buildManifest" if name == "build_manifest" else name
+                refs += [(("spec", "models", camel, "keys", k), r) for k, r in enumerate(rule.keys)]
+    if spec.change_control is not None:
+        keys = spec.change_control.approvals.keys
+        refs += [(("spec", "changeControl", "approvals", "keys", k), r) for k, r in enumerate(keys)]
+    return refs
+
+
+def _compile_policies(
+    docs: list[tuple[InferencePolicyDocument, Document, Path]],
+    signers: Mapping[str, Signer],
+    problems: list[str],
+) -> list[CompiledPolicy]:
+    compiled: list[CompiledPolicy] = []
+    seen: dict[str, str] = {}
+    for doc, document, path in docs:
+        where = f"{path}:{document.line}"
+        name = doc.metadata.name
+        if name in seen:
+            problems.append(f"{where}: InferencePolicy {name!r} is already defined at {seen[name]}")
+            continue
+        seen[name] = where
+        before = len(problems)
+        for loc, ref in _key_refs(doc):
+            if ref not in signers:
+                field_path = ".".join(str(p) for p in loc if isinstance(p, str))
+                problems.append(
+                    f"{path}:{document.line_of(loc)}: {field_path}: key {ref!r} is not defined "
+                    f"(known: {', '.join(sorted(signers)) or 'none'}); add it to a TrustedKeys document"
+                )
+        image_rules = []
+        for i, rule in enumerate(doc.spec.images):
+            compiled_lists: dict[str, list[ImagePattern]] = {"match": [], "exclude": []}
+            for key, texts in (("match", rule.match), ("exclude", rule.exclude)):
+                for j, text in enumerate(texts):
+                    try:
+                        compiled_lists[key].append(ImagePattern.compile(text))
+                    except PatternError as error:
+                        line = document.line_of(("spec", "images", i, key, j))
+                        problems.append(f"{path}:{line}: spec.images[{i}].{key}[{j}]: {error}")
+            image_rules.append(
+                CompiledImageRule(
+                    rule=rule,
+                    patterns=tuple(compiled_lists["match"]),
+                    excluded=tuple(compiled_lists["exclude"]),
+                )
+            )
+        expressions = []
+        toolchain_patterns: list[ImagePattern] = []
+        max_age = None
+        models = doc.spec.models
+        if models is not None:
+            for i, expression in enumerate(models.rules.expressions):
+                loc = ("spec", "models", "rules", "expressions", i, "cel")
+                try:
+                    program = compile_expression(
+                        expression.cel, variables=CEL_VARIABLES, location=f"{path}:{document.line_of(loc)}"
+                    )
+                except CelCompileError as error:
+                    problems.append(str(error))
+                    continue
+                expressions.append(
+                    CompiledExpression(
+                        name=expression.name or f"expressions[{i}]",
+                        program=program,
+                        message=expression.message,
+                    )
+                )
+            toolchain = models.rules.toolchain
+            for j, text in enumerate(toolchain.allowed or [] if toolchain else []):
+                try:
+                    toolchain_patterns.append(ImagePattern.compile(text))
+                except PatternError as error:
+                    line = document.line_of(("spec", "models", "rules", "toolchain", "allowed", j))
+                    problems.append(f"{path}:{line}: spec.models.rules.toolchain.allowed[{j}]: {error}")
+            if models.build_manifest is not None and models.build_manifest.max_age is not None:
+                max_age = parse_duration(models.build_manifest.max_age)
+        if len(problems) > before:
+            continue
+        match, exclude = doc.spec.match, doc.spec.exclude
+        compiled.append(
+            CompiledPolicy(
+                document=doc,
+                source=where,
+                namespace_patterns=tuple(match.namespaces) if match.namespaces is not None else None,
+                exclude_namespace_patterns=tuple(exclude.namespaces)
+                if exclude and exclude.namespaces
+                else None,
+                image_rules=tuple(image_rules),
+                expressions=tuple(expressions),
+                manifest_max_age=max_age,
+                toolchain_patterns=tuple(toolchain_patterns),
+            )
+        )
+    return compiled

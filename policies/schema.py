@@ -1,0 +1,398 @@
+"""The policy documents, as pydantic models: ``TrustedKeys`` and ``InferencePolicy``.
+
+The documents are Kubernetes-style YAML (``apiVersion``, ``kind``, ``metadata``, ``spec``) with camelCase
+keys. Unknown keys are errors everywhere: a misspelt rule must never be silently ignored.
+``policies/README.md`` documents every field with an example; ``trtguard schema policy`` prints the
+JSON Schema.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from policies.results import Action
+
+API_VERSION = "trtguard.dev/v1alpha1"
+
+_NAME = r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$"
+_KEY_REF = r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?/[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$"
+_DURATION = re.compile(r"^(\d+)(s|m|h|d|w)$")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+Name = Annotated[str, Field(pattern=_NAME, description="lower-case DNS-1123 name")]
+KeyRef = Annotated[
+    str, Field(pattern=_KEY_REF, description="'<TrustedKeys name>/<key name>', e.g. 'platform/image-signer'")
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30s``, ``15m``, ``12h``, ``180d``, ``2w`` → timedelta."""
+    found = _DURATION.fullmatch(text)
+    if found is None:
+        raise ValueError(
+            f"{text!r} is not a duration; write a whole number and a unit s, m, h, d or w (180d)"
+        )
+    return timedelta(seconds=int(found.group(1)) * _DURATION_UNITS[found.group(2)])
+
+
+class Metadata(_Model):
+    """``metadata`` of a policy document."""
+
+    name: Name
+    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+# --- TrustedKeys -------------------------------------------------------------------------------------------
+
+
+class FileRef(_Model):
+    """A file, relative to the policy file that names it."""
+
+    file: str
+
+
+class KeylessIdentity(_Model):
+    """Keyless (Fulcio) signer: certificate identity and OIDC issuer, checked offline against a root."""
+
+    issuer: str = Field(description="OIDC issuer URL, exact match")
+    subject: str | None = Field(default=None, description="certificate identity (SAN), exact match")
+    subject_regexp: str | None = Field(default=None, description="certificate identity, full-match regexp")
+    trusted_root: FileRef = Field(
+        description="Sigstore trusted_root.json (never fetched on the request path)"
+    )
+
+    @model_validator(mode="after")
+    def _one_subject(self) -> KeylessIdentity:
+        if (self.subject is None) == (self.subject_regexp is None):
+            raise ValueError("give exactly one of 'subject' and 'subjectRegexp'")
+        if self.subject_regexp is not None:
+            try:
+                re.compile(self.subject_regexp)
+            except re.error as error:
+                raise ValueError(f"subjectRegexp does not compile: {error}") from None
+        return self
+
+
+class TrustedKey(_Model):
+    """One named signer: a public key (inline PEM or a file) or a keyless identity."""
+
+    name: Name
+    public_key: str | None = Field(default=None, description="PEM public key (ECDSA, Ed25519 or RSA)")
+    file: str | None = Field(default=None, description="PEM public key file, relative to this policy file")
+    keyless: KeylessIdentity | None = None
+    rekor_public_key: FileRef | None = Field(
+        default=None, description="when set, signatures must carry a Rekor inclusion promise by this log key"
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TrustedKey:
+        given = [x for x in (self.public_key, self.file, self.keyless) if x is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'publicKey', 'file' and 'keyless'")
+        return self
+
+
+class TrustedKeysSpec(_Model):
+    """``spec`` of a TrustedKeys document."""
+
+    keys: list[TrustedKey] = Field(min_length=1)
+
+    @field_validator("keys")
+    @classmethod
+    def _unique(cls, keys: list[TrustedKey]) -> list[TrustedKey]:
+        names = [k.name for k in keys]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"key names must be unique; repeated: {', '.join(duplicates)}")
+        return keys
+
+
+class TrustedKeysDocument(_Model):
+    """A set of named signers that policies refer to as ``<metadata.name>/<key name>``."""
+
+    api_version: Literal["trtguard.dev/v1alpha1"]
+    kind: Literal["TrustedKeys"]
+    metadata: Metadata
+    spec: TrustedKeysSpec
+
+
+# --- InferencePolicy ---------------------------------------------------------------------------------------
+
+
+class LabelExpression(_Model):
+    """One Kubernetes label selector requirement."""
+
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values_fit(self) -> LabelExpression:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class LabelSelector(_Model):
+    """Kubernetes label selector: every ``matchLabels`` pair and every expression must hold."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelExpression] = Field(default_factory=list)
+
+
+WORKLOAD_KINDS = (
+    "Pod",
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+    "ReplicationController",
+    "PodTemplate",
+)
+
+WorkloadKind = Literal[
+    "Pod",
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+    "ReplicationController",
+    "PodTemplate",
+]
+
+
+class ResourceFilter(_Model):
+    """Which resources a policy applies to (``match``) or skips (``exclude``)."""
+
+    namespaces: list[str] | None = Field(default=None, description="namespace globs; absent = any")
+    kinds: list[WorkloadKind] | None = Field(default=None, description="absent = every Pod-bearing kind")
+    labels: LabelSelector | None = Field(default=None, description="selector on the object's own labels")
+
+
+class SignatureRule(_Model):
+    """Signatures required on the image (cosign classic or Sigstore bundle)."""
+
+    keys: list[KeyRef] = Field(min_length=1)
+    threshold: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _threshold_reachable(self) -> SignatureRule:
+        if self.threshold > len(set(self.keys)):
+            raise ValueError(f"threshold {self.threshold} is more than the {len(set(self.keys))} keys listed")
+        return self
+
+
+class AttestationRule(SignatureRule):
+    """An attestation of ``predicateType`` signed by ``threshold`` of ``keys`` whose subject is the image."""
+
+    predicate_type: str = Field(min_length=1)
+
+
+class ImageRule(_Model):
+    """A class of images (by glob over normalised references) and what each of them must satisfy."""
+
+    name: Name
+    match: list[str] = Field(min_length=1, description="globs over normalised references")
+    exclude: list[str] = Field(default_factory=list, description="globs this rule does not apply to")
+    require_digest: bool = Field(default=False, description="the workload must pin the image by digest")
+    digests: list[str] | None = Field(default=None, description="allow-list of sha256 digests")
+    signatures: SignatureRule | None = None
+    attestations: list[AttestationRule] = Field(default_factory=list)
+
+    @field_validator("digests")
+    @classmethod
+    def _digest_form(cls, digests: list[str] | None) -> list[str] | None:
+        for digest in digests or []:
+            if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+                raise ValueError(f"{digest!r} is not 'sha256:' followed by 64 lower-case hex characters")
+        return digests
+
+
+class BuildManifestRule(_Model):
+    """The engine's signed build manifest: who must have signed it and how old it may be."""
+
+    keys: list[KeyRef] = Field(min_length=1)
+    threshold: int = Field(default=1, ge=1)
+    max_age: str | None = Field(default=None, description="e.g. 180d; age is measured from build_timestamp")
+
+    @field_validator("max_age")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_duration(value)
+        return value
+
+
+class VerificationRule(_Model):
+    """A passing GPU verification attestation for the engine, signed by the verifier's key."""
+
+    keys: list[KeyRef] = Field(min_length=1)
+    threshold: int = Field(default=1, ge=1)
+
+
+class ToolchainRule(_Model):
+    """Which TensorRT builder image an engine may come from."""
+
+    same_as_runtime_image: bool = Field(
+        default=False,
+        description="the builder image digest must equal the digest of a container using the engine",
+    )
+    allowed: list[str] | None = Field(default=None, description="globs over the builder image reference")
+
+    @model_validator(mode="after")
+    def _something(self) -> ToolchainRule:
+        if not self.same_as_runtime_image and not self.allowed:
+            raise ValueError("set 'sameAsRuntimeImage: true' or list 'allowed' images")
+        return self
+
+
+class Expression(_Model):
+    """A CEL expression over ``manifest``, ``workload`` and ``engine`` that must evaluate to true."""
+
+    name: Name | None = None
+    cel: str = Field(min_length=1)
+    message: str = Field(min_length=1, description="what is wrong when the expression is false")
+
+
+Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8", "fp8", "int4", "fp4"]
+
+
+class ModelRulesSpec(_Model):
+    """Rules over the verified build manifest of each engine."""
+
+    precisions: list[Precision] | None = None
+    int8_requires_calibration: bool = False
+    min_accuracy: dict[str, float] = Field(default_factory=dict)
+    toolchain: ToolchainRule | None = None
+    plugins_allowed: list[str] | None = Field(default=None, description="plugin library sha256 allow-list")
+    expressions: list[Expression] = Field(default_factory=list)
+
+
+class ModelsRule(_Model):
+    """What every engine the workload declares must satisfy."""
+
+    required: bool = Field(default=False, description="a matched workload without an engine is a violation")
+    build_manifest: BuildManifestRule | None = None
+    verification: VerificationRule | None = None
+    rules: ModelRulesSpec = Field(default_factory=ModelRulesSpec)
+
+    @model_validator(mode="after")
+    def _rules_need_manifest(self) -> ModelsRule:
+        rules = self.rules
+        needs_manifest = bool(
+            rules.precisions
+            or rules.int8_requires_calibration
+            or rules.min_accuracy
+            or rules.toolchain
+            or rules.plugins_allowed is not None
+            or rules.expressions
+        )
+        if needs_manifest and self.build_manifest is None:
+            raise ValueError(
+                "model rules read the engine's build manifest, so 'buildManifest.keys' must say who signs it"
+            )
+        return self
+
+
+ChangeType = Literal[
+    "FirstInt8",
+    "PrecisionChange",
+    "TensorRTMajorUpgrade",
+    "TensorRTMinorUpgrade",
+    "DynamicShapeChange",
+    "WorkspaceChange",
+    "CalibrationDataChange",
+    "ToolchainImageChange",
+    "AccuracyDrop",
+    "OnnxModelChange",
+    "PluginChange",
+    "HardwareCompatibilityChange",
+    "BatchSizeChange",
+]
+
+
+class ApprovalRule(_Model):
+    """Who approves gated changes and how many approvals are needed."""
+
+    keys: list[KeyRef] = Field(min_length=1)
+    threshold: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _threshold_reachable(self) -> ApprovalRule:
+        if self.threshold > len(set(self.keys)):
+            raise ValueError(f"threshold {self.threshold} is more than the {len(set(self.keys))} keys listed")
+        return self
+
+
+class ChangeControl(_Model):
+    """Gated engine changes need signed approvals for the engine digest and audit ID."""
+
+    gated: list[ChangeType] = Field(min_length=1)
+    approvals: ApprovalRule
+
+
+class InferencePolicySpec(_Model):
+    """``spec`` of an InferencePolicy."""
+
+    match: ResourceFilter = Field(default_factory=ResourceFilter)
+    exclude: ResourceFilter | None = None
+    action: Action = Action.DENY
+    on_error: Action = Field(
+        default=Action.DENY, description="what an unchecked rule does (never a silent allow)"
+    )
+    images: list[ImageRule] = Field(default_factory=list)
+    models: ModelsRule | None = None
+    change_control: ChangeControl | None = None
+
+    @field_validator("images")
+    @classmethod
+    def _unique_rules(cls, rules: list[ImageRule]) -> list[ImageRule]:
+        names = [r.name for r in rules]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"image rule names must be unique; repeated: {', '.join(duplicates)}")
+        return rules
+
+    @model_validator(mode="after")
+    def _has_rules(self) -> InferencePolicySpec:
+        if not self.images and self.models is None:
+            raise ValueError("a policy needs 'images' rules, 'models' rules or both")
+        if self.change_control is not None and (self.models is None or self.models.build_manifest is None):
+            raise ValueError("changeControl compares build manifests, so 'models.buildManifest' must be set")
+        return self
+
+
+class InferencePolicyDocument(_Model):
+    """A policy over the images and engines of inference workloads."""
+
+    api_version: Literal["trtguard.dev/v1alpha1"]
+    kind: Literal["InferencePolicy"]
+    metadata: Metadata
+    spec: InferencePolicySpec
+
+
+def policy_json_schema() -> dict[str, Any]:
+    """JSON Schema of the policy documents (one of TrustedKeys, InferencePolicy), by alias."""
+    adapter: TypeAdapter[TrustedKeysDocument | InferencePolicyDocument] = TypeAdapter(
+        Annotated[TrustedKeysDocument | InferencePolicyDocument, Field(discriminator="kind")]
+    )
+    schema = adapter.json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "trtguard policy document"
+    return schema

@@ -1,0 +1,235 @@
+"""``trtguard policy test``: policy unit tests in the spirit of ``kyverno test``.
+
+A test suite is a ``PolicyTest`` document (in any ``*.yaml`` file under the directory given) naming the
+policies, the resources, an optional attestation folder, and the expected result of each resource — and
+optionally exactly which (policy, rule) pairs must fire. Paths are relative to the test file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from policies._private.yamldoc import decode, load_documents
+from policies.check import Outcome, check, read_resources
+from policies.evaluator import PolicyEngine
+from policies.loader import load_policy_set
+from policies.results import Action, Decision
+from verifier.errors import InputError, TrtguardError
+from verifier.evidence import LocalEvidence
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+
+class ExpectedViolation(_Model):
+    """A (policy, rule) pair that must fire."""
+
+    policy: str
+    rule: str
+
+
+class ExpectedResult(_Model):
+    """The expected outcome of one resource, named ``Kind/name`` or ``Kind/namespace/name``."""
+
+    resource: str = Field(pattern=r"^[A-Za-z]+/([a-z0-9.-]+/)?[a-z0-9.-]+$")
+    result: Literal["allow", "deny", "warn", "skip"]
+    violations: list[ExpectedViolation] | None = Field(
+        default=None, description="when given, exactly these Deny and Warn violations must fire"
+    )
+
+
+class PolicyTestSpec(_Model):
+    """``spec`` of a PolicyTest."""
+
+    policies: list[str] = Field(min_length=1)
+    resources: list[str] = Field(min_length=1)
+    attestations: str | None = None
+    namespace: str | None = None
+    now: AwareDatetime | None = Field(default=None, description="the clock for maxAge rules")
+    results: list[ExpectedResult] = Field(min_length=1)
+
+
+class PolicyTestMetadata(_Model):
+    """``metadata`` of a PolicyTest."""
+
+    name: str
+
+
+class PolicyTestDocument(_Model):
+    """A policy test suite."""
+
+    api_version: Literal["trtguard.dev/v1alpha1"]
+    kind: Literal["PolicyTest"]
+    metadata: PolicyTestMetadata
+    spec: PolicyTestSpec
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """One expected result checked."""
+
+    suite: str
+    resource: str
+    passed: bool
+    detail: str
+
+
+@dataclass
+class TestRun:
+    """Every case of every suite, plus suites that could not run."""
+
+    cases: list[CaseResult] = field(default_factory=list)
+    errors: list[TrtguardError] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """2 when a suite could not run, 1 when a case failed, 0 when all passed."""
+        if self.errors:
+            return 2
+        return 0 if all(c.passed for c in self.cases) else 1
+
+
+def find_suites(root: Path) -> list[tuple[Path, PolicyTestDocument]]:
+    """Every PolicyTest document under ``root`` (a file or a directory)."""
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml"))
+    suites = []
+    for path in files:
+        for document in load_documents(decode(path.read_bytes(), str(path)), str(path)):
+            data = document.data
+            if isinstance(data, dict) and data.get("kind") == "PolicyTest":
+                try:
+                    suites.append((path, PolicyTestDocument.model_validate(data)))
+                except ValidationError as error:
+                    problems = "; ".join(
+                        f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False)
+                    )
+                    raise InputError(
+                        f"invalid PolicyTest: {problems}", location=f"{path}:{document.line}"
+                    ) from None
+    if not suites:
+        raise InputError(
+            f"no PolicyTest documents under {root}", hint="see policies/README.md, 'Testing policies'"
+        )
+    return suites
+
+
+def _verdict(decision: Decision | None) -> str:
+    if decision is None:
+        return "skip"
+    if not decision.allowed:
+        return "deny"
+    return "warn" if decision.warnings else "allow"
+
+
+def _find(outcomes: list[Outcome], name: str) -> Outcome | None:
+    parts = name.split("/")
+    kind, namespace, resource = (
+        (parts[0], None, parts[1]) if len(parts) == 2 else (parts[0], parts[1], parts[2])
+    )
+    for outcome in outcomes:
+        found = outcome.resource
+        if found.kind == kind and found.name == resource and namespace in (None, found.namespace):
+            return outcome
+    return None
+
+
+async def run_suite(path: Path, suite: PolicyTestDocument) -> list[CaseResult]:
+    """Run one suite; raises :class:`TrtguardError` when its policies or inputs cannot be read."""
+    base = path.parent
+    spec = suite.spec
+    policy_set = load_policy_set([base / p for p in spec.policies])
+    evidence = LocalEvidence(base / spec.attestations if spec.attestations else None)
+    now: datetime | None = spec.now
+    engine = PolicyEngine(policy_set, evidence, clock=(lambda: now) if now else datetime.now().astimezone)
+    problems: list[InputError] = []
+    resources = list(read_resources([str(base / r) for r in spec.resources], None, problems))
+    if problems:
+        raise problems[0]
+    outcomes = await check(engine, resources, namespace=spec.namespace)
+    results = []
+    for expected in spec.results:
+        outcome = _find(outcomes, expected.resource)
+        name = suite.metadata.name
+        if outcome is None:
+            results.append(CaseResult(name, expected.resource, False, "no such resource in the inputs"))
+            continue
+        got = _verdict(outcome.decision)
+        fired = sorted(
+            {(v.policy, v.rule) for v in outcome.decision.violations if v.action is not Action.AUDIT}
+            if outcome.decision
+            else set()
+        )
+        if got != expected.result:
+            reasons = "; ".join(v.one_line() for v in outcome.decision.violations) if outcome.decision else ""
+            results.append(
+                CaseResult(
+                    name,
+                    expected.resource,
+                    False,
+                    f"expected {expected.result}, got {got}" + (f": {reasons}" if reasons else ""),
+                )
+            )
+            continue
+        if expected.violations is not None:
+            wanted = sorted({(v.policy, v.rule) for v in expected.violations})
+            if wanted != fired:
+                results.append(
+                    CaseResult(
+                        name,
+                        expected.resource,
+                        False,
+                        f"expected violations {_pairs(wanted)}, got {_pairs(fired)}",
+                    )
+                )
+                continue
+        results.append(CaseResult(name, expected.resource, True, got))
+    return results
+
+
+def _pairs(pairs: list[tuple[str, str]]) -> str:
+    return "[" + ", ".join(f"{p}/{r}" for p, r in pairs) + "]" if pairs else "none"
+
+
+def run_tests(root: Path) -> TestRun:
+    """Run every suite under ``root``."""
+    run = TestRun()
+    for path, suite in find_suites(root):
+        try:
+            run.cases += asyncio.run(run_suite(path, suite))
+        except TrtguardError as error:
+            run.errors.append(
+                TrtguardError(f"suite {suite.metadata.name}: {error}", location=str(path), hint=error.hint)
+            )
+    return run
+
+
+def junit(run: TestRun) -> str:
+    """JUnit XML of a test run: one testsuite per PolicyTest."""
+    root = ET.Element("testsuites", name="trtguard policy test")
+    suites: dict[str, ET.Element] = {}
+    for result in run.cases:
+        suite = suites.get(result.suite)
+        if suite is None:
+            suite = suites[result.suite] = ET.SubElement(root, "testsuite", name=result.suite)
+        element = ET.SubElement(suite, "testcase", classname=result.suite, name=result.resource)
+        if not result.passed:
+            ET.SubElement(element, "failure", message=result.detail).text = result.detail
+    for name, suite in suites.items():
+        results = [c for c in run.cases if c.suite == name]
+        suite.set("tests", str(len(results)))
+        suite.set("failures", str(sum(not c.passed for c in results)))
+    for error in run.errors:
+        suite = ET.SubElement(root, "testsuite", name=error.location or "suite", tests="1", errors="1")
+        element = ET.SubElement(suite, "testcase", classname="suite", name=error.location or "suite")
+        ET.SubElement(element, "error", message=error.message).text = error.diagnostics()
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

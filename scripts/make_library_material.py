@@ -1,0 +1,194 @@
+"""Regenerate the signed test material of the policy library's test suites.
+
+Writes ``policies/library/tests/keys.yaml`` (fresh TEST-ONLY public keys; the private keys are thrown away)
+and ``policies/library/tests/attestations/`` (engine artifact manifests, signed build manifests, image signing
+statements). Engine bytes, manifests and image digests are fixed, so every digest that the hand-written
+``resources.yaml`` files name stays the same across runs; only the signatures change.
+
+Usage: ``.venv/bin/python scripts/make_library_material.py``
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from verifier.digests import sha256_bytes
+from verifier.dsse import sign_envelope
+from verifier.evidence import COSIGN_SIGN_PREDICATE
+from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
+from verifier.keys import PrivateKey, generate_private_key
+from verifier.manifest import EngineBuildManifest, manifest_statement
+
+ROOT = Path(__file__).resolve().parent.parent / "policies" / "library" / "tests"
+
+#: Fixed image digests used by the library's test resources.
+IMAGES = {
+    "tensorrt-a": "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32,
+    "tensorrt-b": "nvcr.io/nvidia/tensorrt@sha256:" + "b2" * 32,
+    "triton-unsigned": "nvcr.io/nvidia/tritonserver@sha256:" + "c3" * 32,
+    "tool-rogue": "registry.example.com/inference/tool@sha256:" + "d4" * 32,
+}
+
+
+def _engine_manifest(name: str, **overrides: Any) -> dict[str, Any]:
+    engine = f"trtguard library test engine {name}\n".encode()
+    base: dict[str, Any] = {
+        "build_timestamp": "2026-10-01T12:00:00Z",
+        "toolchain": {
+            "image": IMAGES["tensorrt-a"],
+            "tensorrt_version": "10.5.0.18",
+            "cuda_version": "12.6.3",
+        },
+        "build_node": {
+            "gpu_name": "NVIDIA H200",
+            "compute_capability": "9.0",
+            "driver_version": "580.159.04",
+        },
+        "onnx": {"sha256": sha256_bytes(b"onnx " + name.encode()), "name": f"{name}.onnx"},
+        "calibration": None,
+        "builder_config": {"typing": "weak", "precision_flags": ["fp16"], "max_workspace_size": 1 << 30},
+        "output_engine": {"sha256": sha256_bytes(engine), "size": len(engine), "name": f"{name}.plan"},
+        "accuracy": [
+            {"metric": "top1_acc", "value": 0.78, "dataset": {"name": "imagenet-val", "sha256": "e5" * 32}}
+        ],
+        "audit_id": f"AUD-{name}",
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = {**base[key], **value}
+        else:
+            base[key] = value
+    return base
+
+
+CALIBRATION = {
+    "dataset": {"sha256": "f6" * 32, "hash_method": "file", "sampling": "1,000 images, stratified by class"},
+    "cache": {"sha256": "07" * 32, "algorithm": "EntropyCalibration2"},
+}
+
+#: engine name → build manifest fields that differ from the defaults, and who signs it.
+ENGINES: dict[str, tuple[dict[str, Any], str]] = {
+    "fp16-good": ({}, "build"),
+    "int8-uncalibrated": ({"builder_config": {"precision_flags": ["fp16", "int8"]}}, "build"),
+    "int8-calibrated": (
+        {
+            "builder_config": {"precision_flags": ["int8"]},
+            "calibration": CALIBRATION,
+            "accuracy": [
+                {
+                    "metric": "top1_acc",
+                    "value": 0.76,
+                    "dataset": {"name": "imagenet-val", "sha256": "e5" * 32},
+                }
+            ],
+        },
+        "build",
+    ),
+    "int8-inaccurate": (
+        {
+            "builder_config": {"precision_flags": ["int8"]},
+            "calibration": CALIBRATION,
+            "accuracy": [
+                {
+                    "metric": "top1_acc",
+                    "value": 0.70,
+                    "dataset": {"name": "imagenet-val", "sha256": "e5" * 32},
+                }
+            ],
+        },
+        "build",
+    ),
+    "fp8-engine": ({"builder_config": {"precision_flags": ["fp8"]}}, "build"),
+    "huge-workspace": ({"builder_config": {"max_workspace_size": 8 << 30}}, "build"),
+    "rogue-signed": ({}, "rogue"),
+    "stale": ({"build_timestamp": "2024-01-10T08:00:00Z"}, "build"),
+    "other-toolchain": ({"toolchain": {"image": IMAGES["tensorrt-b"]}}, "build"),
+}
+
+
+def _artifact_manifest(engine_sha256: str, size: int, name: str) -> bytes:
+    document = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactType": "application/vnd.trtguard.engine.v1",
+        "config": {
+            "mediaType": "application/vnd.oci.empty.v1+json",
+            "digest": "sha256:" + sha256_bytes(b"{}"),
+            "size": 2,
+            "data": "e30=",
+        },
+        "layers": [
+            {
+                "mediaType": "application/vnd.trtguard.engine.plan.v1",
+                "digest": f"sha256:{engine_sha256}",
+                "size": size,
+                "annotations": {"org.opencontainers.image.title": name},
+            }
+        ],
+    }
+    return json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
+
+
+def _public_pem(key: PrivateKey) -> str:
+    return key.public_key().to_pem().decode()
+
+
+def main() -> None:
+    keys = {
+        "image-signer": generate_private_key(),
+        "build-signer": generate_private_key(),
+        "gpu-verifier": generate_private_key(),
+    }
+    rogue = generate_private_key()
+    out = ROOT / "attestations"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+
+    key_lines = [
+        "# TEST-ONLY keys for the library's test suites (regenerated by scripts/make_library_material.py;",
+        "# the private keys were thrown away). Never trust these in a real cluster.",
+        "apiVersion: trtguard.dev/v1alpha1",
+        "kind: TrustedKeys",
+        "metadata:",
+        "  name: platform",
+        "spec:",
+        "  keys:",
+    ]
+    for name, key in keys.items():
+        key_lines += [f"    - name: {name}", "      publicKey: |"]
+        key_lines += [f"        {line}" for line in _public_pem(key).strip().splitlines()]
+    (ROOT / "keys.yaml").write_text("\n".join(key_lines) + "\n")
+
+    summary: dict[str, str] = dict(IMAGES)
+    for name, (overrides, signer) in ENGINES.items():
+        manifest = EngineBuildManifest.model_validate(_engine_manifest(name, **overrides))
+        engine = manifest.output_engine
+        artifact = _artifact_manifest(engine.sha256, engine.size, engine.name)
+        (out / f"engine-{name}.oci-manifest.json").write_bytes(artifact)
+        statement = manifest_statement(manifest)
+        key = keys["build-signer"] if signer == "build" else rogue
+        envelope = sign_envelope(PAYLOAD_TYPE, statement.to_json(), key)
+        (out / f"engine-{name}.build-manifest.dsse.json").write_bytes(envelope.to_json() + b"\n")
+        summary[f"engine-{name}"] = f"registry.example.com/models/{name}@sha256:{sha256_bytes(artifact)}"
+
+    for name, signer in (
+        ("tensorrt-a", keys["image-signer"]),
+        ("tensorrt-b", keys["image-signer"]),
+        ("tool-rogue", rogue),
+    ):
+        digest = IMAGES[name].split("@sha256:")[1]
+        statement = Statement(
+            subject=[ResourceDescriptor(digest={"sha256": digest})], predicate_type=COSIGN_SIGN_PREDICATE
+        )
+        envelope = sign_envelope(PAYLOAD_TYPE, statement.to_json(), signer)
+        (out / f"image-{name}.cosign-sign.dsse.json").write_bytes(envelope.to_json() + b"\n")
+
+    for name, reference in summary.items():
+        print(f"{name:24} {reference}")
+
+
+if __name__ == "__main__":
+    main()

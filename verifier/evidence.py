@@ -1,0 +1,179 @@
+"""Where signatures and attestations for an artifact come from.
+
+An :class:`EvidenceSource` answers four questions about an OCI reference: which digest a tag points at, which
+digests stand for the artifact (its manifest digest and, for an engine artifact, its layer digests, which are
+the engine file's sha256), which DSSE attestations are attached to it, and which image signatures exist. It
+returns unverified material; the policy evaluator verifies it against the keys a policy names.
+
+:class:`LocalEvidence` serves a folder of files for offline checks (``trtguard check --attestations DIR``):
+DSSE envelopes (``*.json``, ``*.dsse``, ``*.intoto.jsonl`` with one envelope per line), Sigstore bundles that
+carry a DSSE envelope, and OCI image manifests (which map an artifact digest to its layer digests).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from verifier.deadline import Deadline
+from verifier.digests import sha256_bytes
+from verifier.dsse import Envelope
+from verifier.errors import EvidenceUnavailable, InputError
+from verifier.intoto import statement_from_envelope
+from verifier.references import ImageReference
+
+#: Predicate type of cosign v3 image signatures (an in-toto statement about the image digest).
+COSIGN_SIGN_PREDICATE = "https://sigstore.dev/cosign/sign/v1"
+
+_OCI_MANIFEST_TYPES = frozenset(
+    {"application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"}
+)
+_MAX_FILE = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Attestation:
+    """A DSSE envelope with the subjects and predicate type of the statement it carries (unverified)."""
+
+    envelope: Envelope
+    predicate_type: str
+    subjects: frozenset[str]
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImageSignatures:
+    """Unverified signature material found for one image digest."""
+
+    digest: str
+    statements: tuple[Attestation, ...] = ()
+    origin: str = ""
+
+
+class EvidenceSource(Protocol):
+    """A source of digests, attestations and signatures for OCI artifacts."""
+
+    @property
+    def description(self) -> str:
+        """Where the evidence comes from, for messages ("attestation folder ./att", "registry")."""
+        ...
+
+    async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
+        """The ``sha256:…`` digest ``reference`` points at (its own digest when it has one)."""
+        ...
+
+    async def subject_digests(self, reference: ImageReference, deadline: Deadline) -> frozenset[str]:
+        """Digests that stand for the artifact: the manifest digest and, for artifacts, the layer digests."""
+        ...
+
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
+        """DSSE attestations whose statement subject is one of :meth:`subject_digests`."""
+        ...
+
+    async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
+        """Signatures over the image digest (``reference`` carries a digest)."""
+        ...
+
+
+class LocalEvidence:
+    """Evidence from a folder of files; offline, so it cannot resolve tags or read a registry."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        """Read every evidence file under ``folder``; with no folder there is no evidence at all."""
+        self._folder = folder
+        self._by_subject: dict[str, list[Attestation]] = defaultdict(list)
+        self._layers: dict[str, frozenset[str]] = {}
+        if folder is None:
+            return
+        if not folder.is_dir():
+            raise InputError(f"attestation folder {folder} does not exist or is not a folder")
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            self._load(path)
+
+    @property
+    def description(self) -> str:
+        """Human-readable origin."""
+        if self._folder is None:
+            return "no attestation folder given (--attestations)"
+        return f"attestation folder {self._folder}"
+
+    def _load(self, path: Path) -> None:
+        if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl"):
+            return
+        if path.stat().st_size > _MAX_FILE:
+            raise InputError(f"file is larger than {_MAX_FILE // (1024 * 1024)} MiB", location=str(path))
+        raw = path.read_bytes()
+        if path.suffix == ".jsonl":
+            for number, line in enumerate(raw.splitlines(), start=1):
+                if line.strip():
+                    self._add_json(line, f"{path}:{number}")
+            return
+        self._add_json(raw, str(path))
+
+    def _add_json(self, raw: bytes, location: str) -> None:
+        try:
+            document: Any = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise InputError(
+                "not JSON", location=location, hint="the folder holds JSON evidence files"
+            ) from None
+        if isinstance(document, dict) and document.get("mediaType") in _OCI_MANIFEST_TYPES:
+            layers = document.get("layers")
+            if not isinstance(layers, list):
+                raise InputError("OCI manifest without a layers list", location=location)
+            digests = {layer.get("digest") for layer in layers if isinstance(layer, dict)}
+            self._layers[f"sha256:{sha256_bytes(raw)}"] = frozenset(d for d in digests if isinstance(d, str))
+            return
+        if isinstance(document, dict) and isinstance(document.get("dsseEnvelope"), dict):
+            document = document["dsseEnvelope"]  # a Sigstore bundle: the statement is in its envelope
+        if not (isinstance(document, dict) and "payloadType" in document):
+            raise InputError(
+                "neither a DSSE envelope, a Sigstore bundle nor an OCI image manifest",
+                location=location,
+                hint="remove unrelated files from the attestation folder",
+            )
+        envelope = Envelope.from_dict(document, location=location)
+        statement = statement_from_envelope(envelope, location=location)
+        attestation = Attestation(
+            envelope=envelope,
+            predicate_type=statement.predicate_type,
+            subjects=statement.subject_digests(),
+            origin=location,
+        )
+        for digest in attestation.subjects:
+            self._by_subject[digest].append(attestation)
+
+    async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
+        """The reference's own digest; a tag cannot be resolved offline."""
+        if reference.digest is not None:
+            return reference.digest
+        raise EvidenceUnavailable(
+            f"{reference} has no digest and the tag cannot be resolved offline",
+            transient=False,
+            hint="pin the image by digest, or check against a registry (--registry)",
+        )
+
+    async def subject_digests(self, reference: ImageReference, deadline: Deadline) -> frozenset[str]:
+        """The reference's digest plus the layer digests of its manifest when the folder holds it."""
+        digest = await self.resolve_digest(reference, deadline)
+        return frozenset({digest}) | self._layers.get(digest, frozenset())
+
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
+        """Attestations in the folder whose subject is one of the artifact's digests."""
+        found: dict[int, Attestation] = {}
+        for digest in await self.subject_digests(reference, deadline):
+            for attestation in self._by_subject.get(digest, ()):
+                found[id(attestation)] = attestation
+        return tuple(found.values())
+
+    async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
+        """cosign v3 signing statements (``https://sigstore.dev/cosign/sign/v1``) for the image digest."""
+        digest = await self.resolve_digest(reference, deadline)
+        statements = tuple(
+            a for a in self._by_subject.get(digest, ()) if a.predicate_type == COSIGN_SIGN_PREDICATE
+        )
+        return ImageSignatures(digest=digest, statements=statements, origin=self.description)
