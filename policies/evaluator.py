@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from policies._private.cel import CelEvaluationError
+from policies._private.cel import CelEvaluationError, prepare_activation
 from policies._private.patterns import matches_any
 from policies.loader import CompiledPolicy, PolicySet, Signer
 from policies.results import Action, ArtifactRecord, Decision, Violation
@@ -81,9 +81,9 @@ class PolicyEngine:
         self.evidence = evidence
         self.clock = clock
         self._memo_size = memo_size
-        self._manifests: dict[
-            tuple[bytes, bytes, tuple[str, ...], int], VerifiedManifest | TrtguardError
-        ] = {}
+        # Verification of given bytes against given keys always ends the same way, so results (failures
+        # included) are kept: repeated admissions of the same image or engine cost a dictionary look-up.
+        self._memo: dict[tuple[object, ...], object] = {}
 
     @property
     def revision(self) -> str:
@@ -197,6 +197,40 @@ class PolicyEngine:
             ),
         )
 
+    def _memoised(self, key: tuple[object, ...], compute: Callable[[], T]) -> T:
+        found = self._memo.get(key)
+        if found is None:
+            try:
+                found = compute()
+            except TrtguardError as error:
+                found = error
+            if len(self._memo) >= self._memo_size:
+                self._memo.clear()
+            self._memo[key] = found
+        if isinstance(found, TrtguardError):
+            raise found
+        result: T = found  # type: ignore[assignment]
+        return result
+
+    def verified_signers(
+        self, attestation: Attestation, signers: Mapping[str, Signer], threshold: int
+    ) -> tuple[str, ...]:
+        """Names of ``signers`` that signed ``attestation`` (at least ``threshold``; memoised).
+
+        Raises :class:`VerificationError` below the threshold.
+        """
+        envelope = attestation.envelope
+        key = (
+            "signers",
+            envelope.payload,
+            tuple(s.sig for s in envelope.signatures),
+            tuple(signers),
+            threshold,
+        )
+        return self._memoised(
+            key, lambda: verify_envelope(envelope, _public_keys(signers), threshold=threshold)
+        )
+
     def verified_manifest(
         self, attestation: Attestation, signers: Mapping[str, Signer], threshold: int
     ) -> VerifiedManifest:
@@ -206,29 +240,18 @@ class PolicyEngine:
         """
         envelope = attestation.envelope
         key = (
+            "manifest",
             envelope.payload,
-            b"".join(s.sig for s in envelope.signatures),
+            tuple(s.sig for s in envelope.signatures),
             tuple(signers),
             threshold,
         )
-        found = self._manifests.get(key)
-        if found is None:
-            try:
-                found = self._verify_manifest(attestation, signers, threshold)
-            except TrtguardError as error:
-                found = error
-            if len(self._manifests) >= self._memo_size:
-                self._manifests.clear()
-            self._manifests[key] = found
-        if isinstance(found, TrtguardError):
-            raise found
-        return found
+        return self._memoised(key, lambda: self._verify_manifest(attestation, signers, threshold))
 
     def _verify_manifest(
         self, attestation: Attestation, signers: Mapping[str, Signer], threshold: int
     ) -> VerifiedManifest:
-        keys = _public_keys(signers)
-        verified = verify_envelope(attestation.envelope, keys, threshold=threshold)
+        verified = self.verified_signers(attestation, signers, threshold)
         statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
         manifest = load_manifest(statement, attestation.origin)
         engine_digest = f"sha256:{manifest.output_engine.sha256}"
@@ -504,7 +527,7 @@ class _Run:
         reasons: list[str] = []
         for statement in material.statements:
             try:
-                verified.update(verify_envelope(statement.envelope, _public_keys(signers), threshold=1))
+                verified.update(self.engine.verified_signers(statement, signers, 1))
             except TrtguardError as error:
                 reasons.append(error.message)
         if len({signers[r].public_key for r in verified}) >= rule.threshold:
@@ -542,7 +565,7 @@ class _Run:
         candidates = [a for a in attestations if a.predicate_type == rule.predicate_type]
         for attestation in candidates:
             try:
-                verify_envelope(attestation.envelope, _public_keys(signers), threshold=rule.threshold)
+                self.engine.verified_signers(attestation, signers, rule.threshold)
             except TrtguardError:
                 continue
             return []
@@ -710,11 +733,22 @@ class _Run:
                         "build without the plugin, or have its library digest reviewed and allowed",
                     )
         if policy.expressions:
-            activation = {
-                "manifest": verified.as_json,
-                "workload": self.workload.obj,
-                "engine": {"name": use.name, "reference": str(ref), "digest": ref.digest},
-            }
+            try:
+                # Checked against the limits and converted once for all of this policy's expressions.
+                activation = prepare_activation(
+                    {
+                        "manifest": verified.as_json,
+                        "workload": self.workload.obj,
+                        "engine": {"name": use.name, "reference": str(ref), "digest": ref.digest},
+                    }
+                )
+            except CelEvaluationError as error:
+                add(
+                    "models.rules.expressions",
+                    f"the workload or manifest cannot be handed to CEL: {error.message}",
+                    error.hint or "shrink the object",
+                )
+                return found
             for expression in policy.expressions:
                 rule_id = f"models.rules.expressions.{expression.name}"
                 try:
@@ -829,7 +863,7 @@ class _Run:
         reasons: list[str] = []
         for attestation in candidates:
             try:
-                verify_envelope(attestation.envelope, _public_keys(signers), threshold=rule.threshold)
+                self.engine.verified_signers(attestation, signers, rule.threshold)
                 statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
                 observed = load_verification(statement, attestation.origin)
                 if manifest is not None and observed.engine.sha256 != manifest.manifest.output_engine.sha256:

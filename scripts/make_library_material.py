@@ -174,16 +174,17 @@ def main() -> None:
         (out / f"engine-{name}.build-manifest.dsse.json").write_bytes(envelope.to_json() + b"\n")
         summary[f"engine-{name}"] = f"registry.example.com/models/{name}@sha256:{sha256_bytes(artifact)}"
 
-    for name, signer in (
-        ("tensorrt-a", keys["image-signer"]),
-        ("tensorrt-b", keys["image-signer"]),
-        ("tool-rogue", rogue),
-    ):
+    image_signers = {
+        "tensorrt-a": keys["image-signer"],
+        "tensorrt-b": keys["image-signer"],
+        "tool-rogue": rogue,
+    }
+    for name, image_key in image_signers.items():
         digest = IMAGES[name].split("@sha256:")[1]
         statement = Statement(
             subject=[ResourceDescriptor(digest={"sha256": digest})], predicate_type=COSIGN_SIGN_PREDICATE
         )
-        envelope = sign_envelope(PAYLOAD_TYPE, statement.to_json(), signer)
+        envelope = sign_envelope(PAYLOAD_TYPE, statement.to_json(), image_key)
         (out / f"image-{name}.cosign-sign.dsse.json").write_bytes(envelope.to_json() + b"\n")
 
     for name, reference in summary.items():

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
 #: Public test data shared by every checkout (see ../shared/fixtures/SOURCES.md); never copied into the repo.
 def _shared_fixtures() -> Path:
-    """``$TRTGUARD_SHARED_FIXTURES``, else ``../shared/fixtures`` beside the checkout, else ``/work/shared``."""
+    """``$TRTGUARD_SHARED_FIXTURES``, else ``../shared/fixtures`` beside the checkout, else /work/shared."""
     configured = os.environ.get("TRTGUARD_SHARED_FIXTURES")
     if configured:
         return Path(configured)

@@ -1,0 +1,243 @@
+"""Policy evaluation time per workload: 3 containers, 1 engine, 20 rules of which 5 CEL (goal: median ≤ 1 ms).
+
+Baselines in the same run: extracting the workload alone, and evaluating against a policy set that matches
+nothing. Keys, signatures and the engine's build manifest are real (made fresh in a temporary folder).
+
+Usage: ``.venv/bin/python bench/policy_eval.py [--runs N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from policies.evaluator import PolicyEngine
+from policies.loader import load_policy_set
+from policies.workload import extract
+from verifier.digests import sha256_bytes
+from verifier.dsse import sign_envelope
+from verifier.evidence import COSIGN_SIGN_PREDICATE, LocalEvidence
+from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
+from verifier.keys import generate_private_key
+from verifier.manifest import EngineBuildManifest, manifest_statement
+
+RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32
+SIDECARS = (
+    "registry.example.com/inference/metrics@sha256:" + "b2" * 32,
+    "registry.example.com/inference/proxy@sha256:" + "c3" * 32,
+)
+
+# 20 rules: 5 image rule checks, 10 model rule checks, 5 CEL expressions.
+POLICIES = f"""
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {{name: images}}
+spec:
+  match: {{namespaces: ["prod-*"]}}
+  images:
+    - name: runtime
+      match: ["nvcr.io/nvidia/tensorrt:*"]
+      requireDigest: true
+      signatures: {{keys: [platform/image-signer]}}
+    - name: sidecars
+      match: ["registry.example.com/inference/*"]
+      requireDigest: true
+      digests: ["sha256:{"b2" * 32}", "sha256:{"c3" * 32}"]
+    - name: engines
+      match: ["registry.example.com/models/*"]
+      requireDigest: true
+---
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {{name: models}}
+spec:
+  match: {{namespaces: ["prod-*"]}}
+  models:
+    required: true
+    buildManifest: {{keys: [platform/build-signer], maxAge: 365d}}
+    rules:
+      precisions: [fp32, fp16, int8]
+      int8RequiresCalibration: true
+      minAccuracy: {{top1_acc: 0.75, top5_acc: 0.9}}
+      toolchain: {{sameAsRuntimeImage: true, allowed: ["nvcr.io/nvidia/tensorrt:*"]}}
+      pluginsAllowed: ["sha256:{"d4" * 32}"]
+      expressions:
+        - {{cel: "manifest.builder_config.max_workspace_size <= 4 * 1024 * 1024 * 1024", message: m1}}
+        - {{cel: "manifest.accuracy.exists(m, m.metric == 'top1_acc' && m.value >= 0.75)", message: m2}}
+        - {{cel: "size(manifest.builder_config.optimization_profiles) <= 4", message: m3}}
+        - cel: "workload.metadata.namespace.startsWith('prod') && has(workload.metadata.labels.team)"
+          message: m4
+        - {{cel: "manifest.builder_config.plugins.all(p, p.library_sha256 != '')", message: m5}}
+"""
+
+NOTHING = """
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: elsewhere}
+spec:
+  match: {namespaces: ["nowhere"]}
+  images: [{name: any, match: ["*"]}]
+"""
+
+
+def build(root: Path) -> tuple[PolicyEngine, PolicyEngine, dict[str, Any]]:
+    signers = {"image-signer": generate_private_key(), "build-signer": generate_private_key()}
+    keys = [
+        "apiVersion: trtguard.dev/v1alpha1",
+        "kind: TrustedKeys",
+        "metadata: {name: platform}",
+        "spec:",
+        "  keys:",
+    ]
+    for name, key in signers.items():
+        keys += [f"    - name: {name}", "      publicKey: |"]
+        keys += [f"        {line}" for line in key.public_key().to_pem().decode().strip().splitlines()]
+    (root / "keys.yaml").write_text("\n".join(keys) + "\n")
+    (root / "policies.yaml").write_text(POLICIES)
+    (root / "nothing.yaml").write_text(NOTHING)
+    evidence_dir = root / "evidence"
+    evidence_dir.mkdir()
+
+    engine_bytes = b"benchmark engine"
+    manifest = EngineBuildManifest.model_validate(
+        {
+            "build_timestamp": "2026-10-01T12:00:00Z",
+            "toolchain": {"image": RUNTIME, "tensorrt_version": "10.5.0.18", "cuda_version": "12.6.3"},
+            "build_node": {
+                "gpu_name": "NVIDIA H200",
+                "compute_capability": "9.0",
+                "driver_version": "580.159.04",
+            },
+            "onnx": {"sha256": "0e" * 32},
+            "calibration": {"dataset": {"sha256": "f6" * 32}, "cache": {"sha256": "07" * 32}},
+            "builder_config": {
+                "typing": "weak",
+                "precision_flags": ["fp16", "int8"],
+                "max_workspace_size": 1 << 30,
+                "optimization_profiles": [
+                    {
+                        "inputs": {
+                            "input": {
+                                "min": [1, 3, 224, 224],
+                                "opt": [8, 3, 224, 224],
+                                "max": [32, 3, 224, 224],
+                            }
+                        }
+                    }
+                ],
+                "plugins": [{"name": "AddScalar", "library_sha256": "d4" * 32}],
+            },
+            "output_engine": {
+                "sha256": sha256_bytes(engine_bytes),
+                "size": len(engine_bytes),
+                "name": "m.plan",
+            },
+            "accuracy": [
+                {"metric": "top1_acc", "value": 0.78, "dataset": {"name": "val", "sha256": "e5" * 32}},
+                {"metric": "top5_acc", "value": 0.94, "dataset": {"name": "val", "sha256": "e5" * 32}},
+            ],
+            "audit_id": "AUD-1",
+        }
+    )
+    envelope = sign_envelope(PAYLOAD_TYPE, manifest_statement(manifest).to_json(), signers["build-signer"])
+    (evidence_dir / "manifest.json").write_bytes(envelope.to_json())
+    artifact = json.dumps(
+        {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "layers": [{"digest": f"sha256:{manifest.output_engine.sha256}", "size": 16}],
+        }
+    ).encode()
+    (evidence_dir / "artifact.json").write_bytes(artifact)
+    signature = Statement(
+        subject=[ResourceDescriptor(digest={"sha256": "a1" * 32})], predicate_type=COSIGN_SIGN_PREDICATE
+    )
+    (evidence_dir / "sig.json").write_bytes(
+        sign_envelope(PAYLOAD_TYPE, signature.to_json(), signers["image-signer"]).to_json()
+    )
+
+    containers = [
+        {"name": "server", "image": RUNTIME, "volumeMounts": [{"name": "engine", "mountPath": "/m"}]}
+    ]
+    containers += [{"name": f"side{i}", "image": image} for i, image in enumerate(SIDECARS)]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "resnet", "namespace": "prod-eu", "labels": {"team": "vision"}},
+        "spec": {
+            "containers": containers,
+            "volumes": [
+                {
+                    "name": "engine",
+                    "image": {
+                        "reference": f"registry.example.com/models/resnet@sha256:{sha256_bytes(artifact)}"
+                    },
+                }
+            ],
+        },
+    }
+    evidence = LocalEvidence(evidence_dir)
+    full = PolicyEngine(load_policy_set([root / "policies.yaml", root / "keys.yaml"]), evidence)
+    empty = PolicyEngine(load_policy_set([root / "nothing.yaml"]), evidence)
+    return full, empty, pod
+
+
+def timed(runs: int, call: Callable[[], Any]) -> list[float]:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def timed_async(runs: int, make: Callable[[], Coroutine[Any, Any, Any]]) -> list[float]:
+    async def loop() -> list[float]:
+        samples = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            await make()
+            samples.append(time.perf_counter() - start)
+        return samples
+
+    return asyncio.run(loop())
+
+
+def describe(name: str, samples: list[float]) -> str:
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return (
+        f"{name:44} median {statistics.median(samples) * 1e6:8.1f} µs   p99 {p99 * 1e6:8.1f} µs   "
+        f"({len(samples)} runs)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=3000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        full, empty, pod = build(Path(folder))
+        first = timed_async(1, lambda: full.evaluate(pod))
+        decision = asyncio.run(full.evaluate(pod))
+        assert decision.allowed, [v.one_line() for v in decision.violations]
+        assert len(decision.matched_policies) == 2
+        print("workload: 3 containers, 1 engine; policies: 20 rules, 5 of them CEL; decision: allowed")
+        print(describe("baseline: extract() only", timed(args.runs, lambda: extract(pod))))
+        print(
+            describe(
+                "baseline: evaluate, no policy matches", timed_async(args.runs, lambda: empty.evaluate(pod))
+            )
+        )
+        print(describe("evaluate, first call (verifies signatures)", first))
+        print(describe("evaluate, 20 rules (warm)", timed_async(args.runs, lambda: full.evaluate(pod))))
+
+
+if __name__ == "__main__":
+    main()

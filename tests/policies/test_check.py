@@ -1,0 +1,212 @@
+"""``trtguard check`` end to end through the command line: inputs, exit codes and every output format."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.policies.conftest import RUNTIME, Material, pod
+from webhook._cli import main
+
+POLICY = """\
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: images}
+spec:
+  match: {namespaces: ["prod"]}
+  onError: Warn
+  images:
+    - name: runtime
+      match: ["nvcr.io/nvidia/tensorrt:*"]
+      requireDigest: true
+    - name: signed
+      match: ["nvcr.io/nvidia/tensorrt:*"]
+      signatures: {keys: [platform/image-signer]}
+"""
+
+
+@pytest.fixture
+def setup(material: Material) -> tuple[list[str], Material]:
+    material.sign_image(RUNTIME)
+    args = [
+        "--policies",
+        str(material.policy(POLICY)),
+        "--policies",
+        str(material.keys_file("image-signer")),
+        "--attestations",
+        str(material.attestations),
+    ]
+    return args, material
+
+
+def write(path: Path, *objects: dict[str, object]) -> Path:
+    path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    return path
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    status = main(argv)
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_allowed_input_exits_zero(
+    setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args, material = setup
+    status, out, _ = run(["check", *args, str(write(material.root / "ok.yaml", pod()))], capsys)
+    assert status == 0
+    assert out.startswith("ALLOW  Pod prod/p (")
+    assert "1 resource: 1 allowed, 0 denied" in out
+
+
+def test_denied_input_exits_one_and_says_why(
+    setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args, material = setup
+    bad = pod(images=("nvcr.io/nvidia/tensorrt:24.05-py3",))
+    status, out, _ = run(["check", *args, str(write(material.root / "bad.yaml", bad))], capsys)
+    assert status == 1
+    assert "DENY   Pod prod/p" in out
+    assert "x images/images.runtime.requireDigest  nvcr.io/nvidia/tensorrt:24.05-py3" in out
+    # The signature rule cannot be checked offline: onError Warn makes it a warning, shown as such.
+    assert "! images/images.signed.signatures" in out
+    assert "could not be checked" in out
+
+
+def test_unverifiable_flag_overrides_on_error(
+    setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args, material = setup
+    tagged = write(material.root / "t.yaml", pod(images=("nvcr.io/nvidia/tensorrt:24.05-py3",)))
+    policy_warn = POLICY.replace("      requireDigest: true\n", "")
+    args[1] = str(material.policy(policy_warn, "warn.yaml"))
+    assert run(["check", *args, str(tagged)], capsys)[0] == 0
+    assert run(["check", *args, "--unverifiable", "deny", str(tagged)], capsys)[0] == 1
+
+
+def test_stdin_directories_lists_and_skips(
+    setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args, material = setup
+    folder = material.root / "manifests"
+    (folder / "nested").mkdir(parents=True)
+    write(folder / "a.yaml", pod("a"))
+    write(folder / "nested" / "b.yml", {"apiVersion": "v1", "kind": "List", "items": [pod("b"), pod("c")]})
+    write(folder / "svc.json", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}})
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(yaml.safe_dump(pod("d")).encode())))
+    status, out, _ = run(["check", *args, "--format", "json", str(folder), "-"], capsys)
+    assert status == 0
+    results = json.loads(out)
+    assert [(r["kind"], r["name"]) for r in results] == [
+        ("Pod", "a"),
+        ("Pod", "b"),
+        ("Pod", "c"),
+        ("Service", "s"),
+        ("Pod", "d"),
+    ]
+    assert results[3]["skipped"]
+    assert results[4]["source"] == "<stdin>:1"
+    for result in results:
+        assert {"kind", "namespace", "name", "allowed", "violations", "warnings"} <= result.keys()
+
+
+def test_json_violation_fields(setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str]) -> None:
+    args, material = setup
+    bad = write(material.root / "bad.yaml", pod(images=("docker.io/library/nginx:1",)))
+    status, out, _ = run(["check", *args, "--format", "json", str(bad)], capsys)
+    assert status == 1
+    [result] = json.loads(out)
+    assert result["allowed"] is False
+    [violation] = result["violations"]
+    assert violation["policy"] == "images"
+    assert violation["rule"] == "images"
+    assert violation["image"] == "docker.io/library/nginx:1"
+    assert violation["path"] == "spec.containers[0].image"
+    assert violation["fix"]
+
+
+def test_malformed_input_exits_two_after_checking_the_rest(
+    setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args, material = setup
+    good = write(material.root / "good.yaml", pod())
+    broken = material.root / "broken.yaml"
+    broken.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: [unclosed\n")
+    kindless = material.root / "kindless.yaml"
+    kindless.write_text("metadata: {name: x}\n")
+    binary = material.root / "binary.yaml"
+    binary.write_bytes(b"kind: Pod\nname: \xff\xfe\n")
+    status, out, _ = run(["check", *args, str(good), str(broken), str(kindless), str(binary)], capsys)
+    assert status == 2
+    assert "ALLOW  Pod prod/p" in out
+    assert f"ERROR  {broken}:4:1: malformed YAML" in out
+    assert f"{kindless}:1: not a Kubernetes object" in out
+    assert "byte 0xff at offset 16" in out
+    assert "3 input errors" in out
+
+
+def test_huge_and_deep_documents_are_refused(
+    setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args, material = setup
+    deep = material.root / "deep.yaml"
+    deep.write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
+    wide = material.root / "wide.yaml"
+    wide.write_text("apiVersion: v1\nkind: Pod\nitems: [" + ", ".join("1" for _ in range(250_000)) + "]\n")
+    status, out, _ = run(["check", *args, str(deep), str(wide)], capsys)
+    assert status == 2
+    assert "nesting depth" in out
+    assert "more than 200000 values" in out
+
+
+def test_bad_policy_exits_two_without_traceback(
+    material: Material, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = material.policy(POLICY.replace("requireDigest: true", "requireDigest: [true]"))
+    status, out, err = run(
+        ["check", "--policies", str(broken), str(write(material.root / "x.yaml", pod()))], capsys
+    )
+    assert status == 2
+    assert out == ""
+    assert "Traceback" not in err
+    assert f"{broken}:10: spec.images[0].requireDigest" in err
+
+
+def test_junit_and_sarif(setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str]) -> None:
+    args, material = setup
+    inputs = write(material.root / "in.yaml", pod("good"), pod("bad", images=("docker.io/library/nginx:1",)))
+    status, out, _ = run(["check", *args, "--format", "junit", str(inputs)], capsys)
+    assert status == 1
+    suite = ET.fromstring(out).find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "1")
+    failure = suite.find("testcase[2]/failure")
+    assert failure is not None and "images/images" in (failure.get("message") or "")
+
+    status, out, _ = run(["check", *args, "--format", "sarif", str(inputs)], capsys)
+    sarif = json.loads(out)
+    [result] = sarif["runs"][0]["results"]
+    assert result["ruleId"] == "images/images"
+    assert result["level"] == "error"
+    region = result["locations"][0]["physicalLocation"]["region"]
+    text = inputs.read_text().splitlines()
+    assert "docker.io/library/nginx:1" in text[region["startLine"] - 1]
+
+
+def test_output_file(setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str]) -> None:
+    args, material = setup
+    target = material.root / "report.json"
+    status, out, _ = run(
+        ["check", *args, "--format", "json", "-o", str(target), str(write(material.root / "in.yaml", pod()))],
+        capsys,
+    )
+    assert status == 0
+    assert out == ""
+    assert json.loads(target.read_text())[0]["allowed"] is True

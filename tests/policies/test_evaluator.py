@@ -1,0 +1,515 @@
+"""policies.evaluator: every rule against real keys and real signed attestations in a local folder."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from policies.evaluator import PolicyEngine
+from policies.loader import load_policy_set
+from policies.results import Action, Decision
+from policies.workload import NotAWorkload
+from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, pod
+from verifier.deadline import Deadline
+from verifier.errors import EvidenceUnavailable
+from verifier.evidence import Attestation, EvidenceSource, ImageSignatures, LocalEvidence
+from verifier.references import ImageReference
+
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+
+IMAGES_POLICY = """
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: images}
+spec:
+  match: {namespaces: ["prod*"]}
+  action: ACTION
+  onError: ONERROR
+  images:
+    - name: runtime
+      match: ["nvcr.io/nvidia/tensorrt:*"]
+      requireDigest: true
+"""
+
+
+def engine_for(material: Material, *policies: str, keys: Sequence[str] = ()) -> PolicyEngine:
+    paths = [material.policy(text, f"policy{i}.yaml") for i, text in enumerate(policies)]
+    if keys:
+        paths.append(material.keys_file(*keys))
+    return PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: NOW)
+
+
+def evaluate(engine: PolicyEngine, obj: dict[str, Any], **kwargs: Any) -> Decision:
+    return asyncio.run(engine.evaluate(obj, **kwargs))
+
+
+def rules(decision: Decision) -> set[tuple[str, str, Action]]:
+    return {(v.policy, v.rule, v.action) for v in decision.violations}
+
+
+def images_policy(action: str = "Deny", on_error: str = "Deny") -> str:
+    return IMAGES_POLICY.replace("ACTION", action).replace("ONERROR", on_error)
+
+
+# --- images ------------------------------------------------------------------------------------------------
+
+
+def test_pinned_allowed_image_passes(material: Material) -> None:
+    decision = evaluate(engine_for(material, images_policy()), pod())
+    assert decision.allowed
+    assert decision.violations == ()
+    assert decision.matched_policies == ("images",)
+    assert decision.images[0].digest == RUNTIME.split("@")[1]
+
+
+def test_unmatched_image_is_a_violation_naming_what_is_allowed(material: Material) -> None:
+    decision = evaluate(
+        engine_for(material, images_policy()), pod(images=(RUNTIME, "docker.io/library/nginx:1.27"))
+    )
+    assert not decision.allowed
+    [violation] = decision.violations
+    assert (violation.rule, violation.image, violation.path) == (
+        "images",
+        "docker.io/library/nginx:1.27",
+        "spec.containers[1].image",
+    )
+    assert "nvcr.io/nvidia/tensorrt:*" in violation.message
+
+
+def test_short_name_is_normalised_before_matching(material: Material) -> None:
+    decision = evaluate(engine_for(material, images_policy()), pod(images=("nginx",)))
+    assert decision.violations[0].image == "docker.io/library/nginx:latest"
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "nvcr.io/nvidia/TensorRT:24.05",  # upper case in the repository
+        "nvcr.io/nvidia/tеnsorrt:24.05",  # Cyrillic 'е'
+        "nvcr.io/nvidia/tensorrt@sha256:abc",  # malformed digest
+    ],
+)
+def test_invalid_reference_is_a_violation_never_a_match(material: Material, reference: str) -> None:
+    decision = evaluate(engine_for(material, images_policy()), pod(images=(reference,)))
+    assert not decision.allowed
+    [violation] = decision.violations
+    assert violation.rule == "images"
+    assert violation.message.startswith("invalid image reference")
+
+
+def test_unpinned_image_fails_require_digest(material: Material) -> None:
+    decision = evaluate(
+        engine_for(material, images_policy()), pod(images=("nvcr.io/nvidia/tensorrt:24.05-py3",))
+    )
+    [violation] = decision.violations
+    assert violation.rule == "images.runtime.requireDigest"
+    assert "nvcr.io/nvidia/tensorrt@sha256:<digest>" in violation.fix
+
+
+def test_warn_policy_never_denies_and_audit_only_records(material: Material) -> None:
+    warn = evaluate(engine_for(material, images_policy("Warn")), pod(images=("nvcr.io/nvidia/tensorrt:1",)))
+    assert warn.allowed
+    assert [v.action for v in warn.warnings] == [Action.WARN]
+    audit = evaluate(engine_for(material, images_policy("Audit")), pod(images=("nvcr.io/nvidia/tensorrt:1",)))
+    assert audit.allowed
+    assert audit.warnings == ()
+    assert len(audit.audits) == 1
+
+
+def test_deny_policy_next_to_warn_policy_still_denies(material: Material) -> None:
+    strict = images_policy("Deny")
+    lenient = images_policy("Warn").replace("name: images", "name: lenient")
+    decision = evaluate(engine_for(material, strict, lenient), pod(images=("nvcr.io/nvidia/tensorrt:1",)))
+    assert not decision.allowed
+    assert {(v.policy, v.action) for v in decision.violations} == {
+        ("images", Action.DENY),
+        ("lenient", Action.WARN),
+    }
+
+
+def test_digest_allow_list(material: Material) -> None:
+    policy = images_policy().replace("requireDigest: true", f"digests: ['sha256:{'a1' * 32}']")
+    engine = engine_for(material, policy)
+    assert evaluate(engine, pod()).allowed
+    decision = evaluate(engine, pod(images=(OTHER_RUNTIME,)))
+    assert rules(decision) == {("images", "images.runtime.digests", Action.DENY)}
+
+
+def test_every_matching_rule_applies_and_exclude_carves_exceptions(material: Material) -> None:
+    policy = (
+        images_policy()
+        + """
+    - name: everything
+      match: ["*"]
+      exclude: ["registry.example.com/*"]
+      digests: ['sha256:{}']
+    - name: internal
+      match: ["registry.example.com/*"]
+""".format("a1" * 32)
+    )
+    engine = engine_for(material, policy)
+    # RUNTIME matches both `runtime` and `everything`: both apply, both pass.
+    assert evaluate(engine, pod()).allowed
+    other = evaluate(engine, pod(images=(OTHER_RUNTIME,)))
+    assert rules(other) == {("images", "images.everything.digests", Action.DENY)}
+    internal = evaluate(engine, pod(images=("registry.example.com/tools/x:1",)))
+    assert internal.allowed
+
+
+def test_workload_without_images_is_never_a_vacuous_pass(material: Material) -> None:
+    obj = pod()
+    obj["spec"]["containers"] = []
+    decision = evaluate(engine_for(material, images_policy()), obj)
+    assert not decision.allowed
+    assert {v.rule for v in decision.violations} == {"workload"}
+
+
+def test_malformed_fields_become_violations(material: Material) -> None:
+    obj = pod()
+    obj["spec"]["containers"].append({"name": "broken", "image": 42})
+    decision = evaluate(engine_for(material, images_policy()), obj)
+    assert not decision.allowed
+    assert any(v.rule == "workload" and "spec.containers[1]" in (v.path or "") for v in decision.violations)
+
+
+def test_unreadable_object_is_denied_by_trtguard(material: Material) -> None:
+    decision = evaluate(
+        engine_for(material, images_policy()), {"apiVersion": "v1", "kind": "Pod", "msg": "x"}
+    )
+    assert not decision.allowed
+    assert decision.violations[0].policy == "trtguard"
+
+
+def test_non_workload_kinds_raise(material: Material) -> None:
+    with pytest.raises(NotAWorkload):
+        evaluate(
+            engine_for(material, images_policy()), {"apiVersion": "v1", "kind": "Service", "metadata": {}}
+        )
+
+
+# --- matching ----------------------------------------------------------------------------------------------
+
+
+def test_match_and_exclude_by_namespace_kind_and_labels(material: Material) -> None:
+    policy = images_policy().replace(
+        'match: {namespaces: ["prod*"]}',
+        'match: {namespaces: ["prod*"], kinds: [Pod], '
+        "labels: {matchExpressions: [{key: tier, operator: In, values: [gpu]}]}}\n"
+        "  exclude: {labels: {matchLabels: {experimental: 'true'}}}",
+    )
+    engine = engine_for(material, policy)
+    bad = ("docker.io/library/nginx:1",)
+    assert not evaluate(engine, pod(images=bad, labels={"tier": "gpu"})).allowed
+    assert evaluate(engine, pod(images=bad, labels={"tier": "cpu"})).matched_policies == ()
+    assert evaluate(engine, pod(images=bad, namespace="dev", labels={"tier": "gpu"})).matched_policies == ()
+    excluded = evaluate(engine, pod(images=bad, labels={"tier": "gpu", "experimental": "true"}))
+    assert excluded.matched_policies == ()
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "prod", "labels": {"tier": "gpu"}},
+        "spec": {"template": {"spec": pod(images=bad)["spec"]}},
+    }
+    assert evaluate(engine, deployment).matched_policies == ()
+
+
+def test_resource_without_namespace_counts_as_default(material: Material) -> None:
+    policy = images_policy().replace('namespaces: ["prod*"]', 'namespaces: ["default"]')
+    decision = evaluate(engine_for(material, policy), pod(namespace=None, images=("docker.io/library/x:1",)))
+    assert decision.matched_policies == ("images",)
+
+
+# --- updates and errors ------------------------------------------------------------------------------------
+
+
+def test_update_judges_only_new_or_changed_images(material: Material) -> None:
+    engine = engine_for(material, images_policy())
+    old = pod(images=("docker.io/library/legacy:1",))
+    unchanged = pod(images=("docker.io/library/legacy:1",), labels={"new": "label"})
+    decision = evaluate(engine, unchanged, old=old)
+    assert decision.allowed
+    assert decision.notes
+    changed = pod(images=("docker.io/library/legacy:1", "docker.io/library/new:1"))
+    decision = evaluate(engine, changed, old=old)
+    assert [v.image for v in decision.violations] == ["docker.io/library/new:1"]
+
+
+class UnreachableRegistry:
+    """A stand-in evidence source whose registry is down (the real registry client is tested elsewhere)."""
+
+    description = "registry 127.0.0.1:1 (down)"
+
+    async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
+        raise EvidenceUnavailable("127.0.0.1:1 refused the connection", transient=True)
+
+    async def subject_digests(self, reference: ImageReference, deadline: Deadline) -> frozenset[str]:
+        raise EvidenceUnavailable("127.0.0.1:1 refused the connection", transient=True)
+
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
+        raise EvidenceUnavailable("127.0.0.1:1 refused the connection", transient=True)
+
+    async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
+        raise EvidenceUnavailable("127.0.0.1:1 refused the connection", transient=True)
+
+
+@pytest.mark.parametrize(("on_error", "allowed"), [("Deny", False), ("Warn", True)])
+def test_unavailable_evidence_follows_on_error(material: Material, on_error: str, allowed: bool) -> None:
+    policy = images_policy(on_error=on_error) + "      signatures: {keys: [platform/image-signer]}\n"
+    source: EvidenceSource = UnreachableRegistry()
+    engine = PolicyEngine(
+        load_policy_set([material.policy(policy), material.keys_file("image-signer")]), source
+    )
+    decision = evaluate(engine, pod())
+    assert decision.allowed is allowed
+    [violation] = decision.violations
+    assert violation.error
+    assert violation.rule == "images.runtime.signatures"
+    assert "refused the connection" in violation.message
+
+
+def test_error_decision_applies_each_policys_on_error(material: Material) -> None:
+    engine = engine_for(material, images_policy(on_error="Warn"))
+    decision = engine.error_decision(pod(), namespace="prod", message="ran out of time after 4.5 s")
+    assert decision.allowed
+    assert decision.warnings[0].message == "ran out of time after 4.5 s"
+    strict = engine_for(material, images_policy(on_error="Deny"))
+    assert not strict.error_decision(pod(), namespace="prod", message="timeout").allowed
+
+
+def test_error_decision_without_matching_policy_still_denies(material: Material) -> None:
+    engine = engine_for(material, images_policy(on_error="Warn"))
+    decision = engine.error_decision({"kind": "Pod", "spec": 1}, namespace=None, message="crashed")
+    # The object cannot be read, so every policy's onError applies: here all say Warn.
+    assert decision.allowed
+    nothing = engine.error_decision(pod(namespace="dev"), namespace="dev", message="crashed")
+    assert not nothing.allowed
+    assert nothing.violations[0].policy == "trtguard"
+
+
+# --- signatures --------------------------------------------------------------------------------------------
+
+
+def signature_policy(threshold: int = 1) -> str:
+    keys = "[platform/image-signer, platform/second-signer]"
+    return images_policy() + f"      signatures: {{keys: {keys}, threshold: {threshold}}}\n"
+
+
+def test_signature_by_trusted_key_passes_and_rogue_key_fails(material: Material) -> None:
+    material.sign_image(RUNTIME)
+    material.sign_image(OTHER_RUNTIME, signer="rogue")
+    engine = engine_for(material, signature_policy(), keys=("image-signer", "second-signer"))
+    assert evaluate(engine, pod()).allowed
+    rogue = evaluate(engine, pod(images=(OTHER_RUNTIME,)))
+    assert rules(rogue) == {("images", "images.runtime.signatures", Action.DENY)}
+    assert "none by a trusted key" in rogue.violations[0].message
+
+
+def test_signature_threshold_counts_distinct_keys(material: Material) -> None:
+    material.sign_image(RUNTIME)
+    engine = engine_for(material, signature_policy(threshold=2), keys=("image-signer", "second-signer"))
+    decision = evaluate(engine, pod())
+    assert "1 of 2 required signatures" in decision.violations[0].message
+    material.sign_image(RUNTIME, signer="second-signer")
+    engine = engine_for(material, signature_policy(threshold=2), keys=("image-signer", "second-signer"))
+    assert evaluate(engine, pod()).allowed
+
+
+def test_missing_signature_says_where_it_looked(material: Material) -> None:
+    engine = engine_for(material, signature_policy(), keys=("image-signer", "second-signer"))
+    decision = evaluate(engine, pod())
+    assert "no signature found" in decision.violations[0].message
+    assert "attestation folder" in decision.violations[0].message
+
+
+def test_image_attestation_rule(material: Material) -> None:
+    policy = images_policy() + (
+        "      attestations: [{predicateType: 'https://cyclonedx.org/bom', keys: [platform/image-signer]}]\n"
+    )
+    engine = engine_for(material, policy, keys=("image-signer",))
+    decision = evaluate(engine, pod())
+    assert rules(decision) == {
+        ("images", "images.runtime.attestations[https://cyclonedx.org/bom]", Action.DENY)
+    }
+    material.statement(
+        "a1" * 32, "https://cyclonedx.org/bom", {"bomFormat": "CycloneDX"}, "image-signer", "sbom.json"
+    )
+    assert evaluate(engine_for(material, policy, keys=("image-signer",)), pod()).allowed
+
+
+# --- models ------------------------------------------------------------------------------------------------
+
+MODELS_POLICY = """
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: models}
+spec:
+  match: {namespaces: [prod]}
+  models:
+    required: true
+    buildManifest: {keys: [platform/build-signer], maxAge: 90d}
+"""
+
+
+def models_policy(rules_yaml: str = "") -> str:
+    return MODELS_POLICY + (f"    rules:\n{rules_yaml}" if rules_yaml else "")
+
+
+def test_engine_with_signed_manifest_passes(material: Material) -> None:
+    ref = material.engine("good")
+    decision = evaluate(engine_for(material, models_policy(), keys=("build-signer",)), pod(engine=ref))
+    assert decision.allowed, decision.violations
+    assert decision.engines[0].digest == ref.split("@")[1]
+
+
+def test_required_engine_missing(material: Material) -> None:
+    decision = evaluate(engine_for(material, models_policy(), keys=("build-signer",)), pod())
+    assert rules(decision) == {("models", "models.required", Action.DENY)}
+
+
+def test_engine_reference_must_be_pinned(material: Material) -> None:
+    decision = evaluate(
+        engine_for(material, models_policy(), keys=("build-signer",)),
+        pod(engine="registry.example.com/models/x:v1"),
+    )
+    assert rules(decision) == {("models", "models.reference", Action.DENY)}
+
+
+@pytest.mark.parametrize("signer", ["rogue", None])
+def test_unsigned_or_missing_manifest_is_denied(material: Material, signer: str | None) -> None:
+    ref = (
+        material.engine("e", signer=signer) if signer else "registry.example.com/models/e@sha256:" + "9" * 64
+    )
+    decision = evaluate(engine_for(material, models_policy(), keys=("build-signer",)), pod(engine=ref))
+    [violation] = decision.violations
+    assert violation.rule == "models.buildManifest"
+    assert ("not signed by" if signer else "no build manifest attestation") in violation.message
+
+
+def test_stale_manifest_fails_max_age(material: Material) -> None:
+    ref = material.engine("old", build_timestamp="2026-01-01T00:00:00Z")
+    decision = evaluate(engine_for(material, models_policy(), keys=("build-signer",)), pod(engine=ref))
+    [violation] = decision.violations
+    assert violation.rule == "models.buildManifest.maxAge"
+    assert "304 days ago" in violation.message
+
+
+def test_model_rules(material: Material) -> None:
+    rules_yaml = """      precisions: [fp32, fp16, int8]
+      int8RequiresCalibration: true
+      minAccuracy: {top1_acc: 0.75, mAP: 0.5}
+      pluginsAllowed: ["sha256:%s"]
+      expressions:
+        - name: small-workspace
+          cel: "manifest.builder_config.max_workspace_size <= 1073741824"
+          message: too big
+        - {name: namespaced, cel: "workload.metadata.namespace == 'prod'", message: wrong namespace}
+""" % ("ab" * 32)
+    plugin = {"name": "AddScalar", "library_sha256": "cd" * 32}
+    ref = material.engine(
+        "bad",
+        builder_config={
+            "typing": "weak",
+            "precision_flags": ["int8", "fp8"],
+            "max_workspace_size": 2 << 30,
+            "plugins": [plugin],
+        },
+    )
+    decision = evaluate(
+        engine_for(material, models_policy(rules_yaml), keys=("build-signer",)), pod(engine=ref)
+    )
+    assert {v.rule for v in decision.violations} == {
+        "models.rules.precisions",
+        "models.rules.int8RequiresCalibration",
+        "models.rules.minAccuracy.mAP",
+        "models.rules.pluginsAllowed",
+        "models.rules.expressions.small-workspace",
+    }
+    by_rule = {v.rule: v for v in decision.violations}
+    assert "fp8" in by_rule["models.rules.precisions"].message
+    assert "records no accuracy metric 'mAP'" in by_rule["models.rules.minAccuracy.mAP"].message
+    assert by_rule["models.rules.expressions.small-workspace"].message == "too big"
+
+
+def test_accuracy_below_floor(material: Material) -> None:
+    ref = material.engine(
+        "weak",
+        accuracy=[{"metric": "top1_acc", "value": 0.5, "dataset": {"name": "val", "sha256": "e5" * 32}}],
+    )
+    decision = evaluate(
+        engine_for(material, models_policy("      minAccuracy: {top1_acc: 0.75}\n"), keys=("build-signer",)),
+        pod(engine=ref),
+    )
+    assert decision.violations[0].message == "top1_acc is 0.5, below the required 0.75"
+
+
+def test_cel_expression_error_is_a_violation_quoting_the_error(material: Material) -> None:
+    rules_yaml = (
+        '      expressions:\n        - {cel: "manifest.no_such_field == 1", message: needs the field}\n'
+    )
+    ref = material.engine("e")
+    decision = evaluate(
+        engine_for(material, models_policy(rules_yaml), keys=("build-signer",)), pod(engine=ref)
+    )
+    [violation] = decision.violations
+    assert violation.rule == "models.rules.expressions.expressions[0]"
+    assert violation.message.startswith("needs the field (the expression failed")
+    assert not decision.allowed
+
+
+def test_toolchain_same_as_runtime_and_allowed_list(material: Material) -> None:
+    rules_yaml = "      toolchain: {sameAsRuntimeImage: true, allowed: ['nvcr.io/nvidia/tensorrt:*']}\n"
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(rules_yaml), keys=("build-signer",))
+    assert evaluate(engine, pod(engine=ref)).allowed
+    mismatch = evaluate(engine, pod(images=(OTHER_RUNTIME,), engine=ref))
+    assert "runs in nvcr.io/nvidia/tensorrt@sha256:b2" in mismatch.violations[0].message
+    unknown = evaluate(engine, pod(images=("nvcr.io/nvidia/tensorrt:24.05",), engine=ref))
+    assert unknown.violations[0].error  # cannot be compared offline: onError decides, and it says so
+    outsider = material.engine(
+        "x",
+        toolchain={
+            "image": "registry.example.com/trt@sha256:" + "a1" * 32,
+            "tensorrt_version": "10.5.0.18",
+            "cuda_version": "12.6.3",
+        },
+    )
+    decision = evaluate(
+        engine_for(material, models_policy(rules_yaml), keys=("build-signer",)), pod(engine=outsider)
+    )
+    assert any("not an allowed toolchain" in v.message for v in decision.violations)
+
+
+def test_newest_of_several_signed_manifests_is_used(material: Material) -> None:
+    ref = material.engine("e", build_timestamp="2026-01-01T00:00:00Z")
+    engine = engine_for(material, models_policy(), keys=("build-signer",))
+    assert not evaluate(engine, pod(engine=ref)).allowed
+    # A newer signed manifest for the same engine file supersedes the stale one.
+    (material.attestations / "e.manifest.json").rename(material.attestations / "e.old.json")
+    assert material.engine("e") == ref
+    assert evaluate(engine_for(material, models_policy(), keys=("build-signer",)), pod(engine=ref)).allowed
+
+
+def test_gpu_verification_rule(material: Material) -> None:
+    policy = models_policy() + "    verification: {keys: [platform/gpu-verifier]}\n"
+    ref = material.engine("e")
+    keys = ("build-signer", "gpu-verifier")
+    decision = evaluate(engine_for(material, policy, keys=keys), pod(engine=ref))
+    assert decision.violations[0].message == "no GPU verification attestation found"
+    material.verification("e", result="fail")
+    decision = evaluate(engine_for(material, policy, keys=keys), pod(engine=ref))
+    assert "failed checks: output_engine.sha256" in decision.violations[0].message
+    material.verification("e")
+    assert evaluate(engine_for(material, policy, keys=keys), pod(engine=ref)).allowed
+
+
+def test_verified_manifests_are_memoised(material: Material) -> None:
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(), keys=("build-signer",))
+    for _ in range(3):
+        assert evaluate(engine, pod(engine=ref)).allowed
+    # One signature check and one manifest parse, whatever the number of admissions.
+    assert len(engine._memo) == 2

@@ -1,0 +1,183 @@
+"""policies.loader: whole policy sets load, or nothing does, and every problem names file, line and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from policies.loader import PolicyLoadError, load_policy_set, policy_files
+from tests.policies.conftest import Material
+
+POLICY = """\
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: p}
+spec:
+  images:
+    - name: runtime
+      match: ["nvcr.io/nvidia/tensorrt:*"]
+      signatures: {keys: [platform/image-signer]}
+"""
+
+
+def problems_of(*paths: Path) -> tuple[str, ...]:
+    with pytest.raises(PolicyLoadError) as caught:
+        load_policy_set(list(paths))
+    return caught.value.problems
+
+
+def test_loads_policies_and_keys(material: Material) -> None:
+    policy_set = load_policy_set([material.policy(POLICY), material.keys_file("image-signer")])
+    assert [p.name for p in policy_set.policies] == ["p"]
+    assert set(policy_set.signers) == {"platform/image-signer"}
+    assert policy_set.revision.startswith("sha256:")
+
+
+def test_revision_follows_content_not_location(material: Material, tmp_path: Path) -> None:
+    keys = material.keys_file("image-signer")
+    first = load_policy_set([material.policy(POLICY), keys]).revision
+    assert load_policy_set([material.policy(POLICY), keys]).revision == first
+    changed = load_policy_set([material.policy(POLICY.replace("tensorrt:*", "tensorrt:24*")), keys]).revision
+    assert changed != first
+
+
+def test_unknown_key_names_file_line_and_field(material: Material) -> None:
+    path = material.policy(POLICY.replace("      match:", "      requireDigst: true\n      match:"))
+    [problem] = problems_of(path, material.keys_file("image-signer"))
+    assert problem.startswith(f"{path}:7: spec.images[0].requireDigst: unknown key")
+
+
+def test_wrong_type_says_what_was_given(material: Material) -> None:
+    path = material.policy(POLICY.replace("name: runtime", "name: runtime\n      requireDigest: maybe"))
+    [problem] = problems_of(path, material.keys_file("image-signer"))
+    assert f"{path}:7: spec.images[0].requireDigest" in problem
+    assert "'maybe'" in problem
+
+
+def test_duplicate_yaml_key_is_an_error(material: Material) -> None:
+    path = material.policy(POLICY.replace("metadata: {name: p}", "metadata: {name: p}\nmetadata: {name: q}"))
+    [problem] = problems_of(path)
+    assert "key 'metadata' appears twice" in problem
+    assert f"{path}:4" in problem
+
+
+def test_alias_is_refused(material: Material) -> None:
+    text = POLICY.replace(
+        'match: ["nvcr.io/nvidia/tensorrt:*"]', 'match: &m ["a.io/x:*"]\n    - name: b\n      match: *m'
+    )
+    assert "aliases" in problems_of(material.policy(text))[0]
+
+
+def test_undefined_key_reference(material: Material) -> None:
+    path = material.policy(POLICY)
+    [problem] = problems_of(path, material.keys_file("other"))
+    assert problem.startswith(
+        f"{path}:8: spec.images.signatures.keys: key 'platform/image-signer' is not defined"
+    )
+    assert "platform/other" in problem
+
+
+def test_pattern_must_be_normalised(material: Material) -> None:
+    path = material.policy(POLICY.replace("nvcr.io/nvidia/tensorrt:*", "nginx:*"))
+    [problem] = problems_of(path, material.keys_file("image-signer"))
+    assert "docker.io/library/nginx" in problem
+    assert f"{path}:7: spec.images[0].match[0]" in problem
+
+
+def test_cel_compile_error_has_line_and_column(material: Material) -> None:
+    policy = """\
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: p}
+spec:
+  models:
+    buildManifest: {keys: [platform/image-signer]}
+    rules:
+      expressions:
+        - cel: "manifest.x == "
+          message: broken
+"""
+    path = material.policy(policy)
+    [problem] = problems_of(path, material.keys_file("image-signer"))
+    assert problem.startswith(f"{path}:9:")
+
+
+def test_every_problem_is_reported_and_nothing_loads(material: Material) -> None:
+    bad = material.policy(POLICY.replace("name: p", "name: Bad_Name"), "a.yaml")
+    worse = material.policy("kind: Something\n", "b.yaml")
+    broken = material.policy("spec: [unclosed\n", "c.yaml")
+    problems = problems_of(bad, worse, broken)
+    assert len(problems) >= 3
+    text = "\n".join(problems)
+    assert "metadata.name" in text and "kind 'Something'" in text and "malformed YAML" in text
+
+
+def test_model_rules_require_a_manifest_signer(material: Material) -> None:
+    policy = POLICY.replace("  images:", "  models:\n    rules: {precisions: [fp16]}\n  images:")
+    assert "buildManifest.keys" in problems_of(material.policy(policy), material.keys_file("image-signer"))[0]
+
+
+@pytest.mark.parametrize(
+    ("fragment", "message"),
+    [
+        ("signatures: {keys: [platform/image-signer], threshold: 2}", "threshold 2 is more than the 1 keys"),
+        ("digests: ['sha256:ABC']", "is not 'sha256:' followed by 64"),
+    ],
+)
+def test_value_rules(material: Material, fragment: str, message: str) -> None:
+    path = material.policy(POLICY.replace("signatures: {keys: [platform/image-signer]}", fragment))
+    assert message in problems_of(path, material.keys_file("image-signer"))[0]
+
+
+def test_duplicate_policy_names_across_files(material: Material) -> None:
+    keys = material.keys_file("image-signer")
+    problems = problems_of(material.policy(POLICY, "a.yaml"), material.policy(POLICY, "b.yaml"), keys)
+    assert "already defined" in problems[0]
+
+
+def test_key_files_are_relative_to_the_policy(material: Material) -> None:
+    (material.root / "keys").mkdir()
+    (material.root / "keys" / "signer.pub").write_bytes(material.key("image-signer").public_key().to_pem())
+    keys = material.policy(
+        "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: platform}\n"
+        "spec:\n  keys:\n    - {name: image-signer, file: keys/signer.pub}\n",
+        "keys.yaml",
+    )
+    assert "platform/image-signer" in load_policy_set([material.policy(POLICY), keys]).signers
+    missing = material.policy(keys.read_text().replace("signer.pub", "absent.pub"), "keys.yaml")
+    assert "cannot read" in problems_of(material.policy(POLICY), missing)[0]
+    garbage = material.policy(keys.read_text().replace("absent.pub", "signer.pub"), "keys.yaml")
+    (material.root / "keys" / "signer.pub").write_text("not a key")
+    assert "key platform/image-signer" in problems_of(material.policy(POLICY), garbage)[0]
+
+
+def test_non_utf8_file(material: Material) -> None:
+    path = material.root / "latin1.yaml"
+    path.write_bytes(POLICY.encode().replace(b"name: p", b"name: p\xe9"))
+    assert "byte 0xe9 at offset" in problems_of(path)[0]
+
+
+def test_directory_walk_skips_tests_and_hidden_folders(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "a.yaml").write_text(POLICY)
+    (tmp_path / "tests" / "suite.yaml").write_text("kind: PolicyTest\n")
+    (tmp_path / ".git" / "x.yaml").write_text("x")
+    (tmp_path / "notes.txt").write_text("x")
+    assert policy_files([tmp_path]) == [tmp_path / "a.yaml"]
+
+
+def test_missing_path_and_empty_folder(tmp_path: Path) -> None:
+    assert "no such file" in problems_of(tmp_path / "absent")[0]
+    assert "no policy files" in problems_of(tmp_path)[0]
+
+
+def test_keys_alone_are_not_a_policy_set(material: Material) -> None:
+    assert "no InferencePolicy" in problems_of(material.keys_file("image-signer"))[0]
+
+
+def test_library_loads_with_test_keys() -> None:
+    root = Path(__file__).resolve().parents[2] / "policies" / "library"
+    policy_set = load_policy_set([root, root / "tests" / "keys.yaml"])
+    assert len(policy_set.policies) == 5

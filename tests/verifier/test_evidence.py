@@ -1,0 +1,97 @@
+"""verifier.evidence.LocalEvidence: a folder of DSSE envelopes, Sigstore bundles and OCI manifests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from verifier.deadline import Deadline
+from verifier.digests import sha256_bytes
+from verifier.dsse import sign_envelope
+from verifier.errors import EvidenceUnavailable, InputError
+from verifier.evidence import COSIGN_SIGN_PREDICATE, LocalEvidence
+from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
+from verifier.keys import generate_private_key
+from verifier.references import ImageReference
+
+SUBJECT = "ab" * 32
+T = TypeVar("T")
+
+
+def envelope_json(subject: str = SUBJECT, predicate_type: str = "https://example.com/p") -> bytes:
+    statement = Statement(
+        subject=[ResourceDescriptor(digest={"sha256": subject})], predicate_type=predicate_type
+    )
+    return sign_envelope(PAYLOAD_TYPE, statement.to_json(), generate_private_key()).to_json()
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coroutine)
+
+
+def test_envelopes_bundles_and_json_lines(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_bytes(envelope_json())
+    bundle = {
+        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "dsseEnvelope": json.loads(envelope_json(predicate_type=COSIGN_SIGN_PREDICATE)),
+    }
+    (tmp_path / "b.sigstore.json").write_text(json.dumps(bundle))
+    (tmp_path / "c.jsonl").write_bytes(envelope_json() + b"\n\n" + envelope_json(subject="cd" * 32) + b"\n")
+    (tmp_path / "README.md").write_text("ignored")
+    evidence = LocalEvidence(tmp_path)
+    ref = ImageReference.parse(f"quay.io/a/b@sha256:{SUBJECT}")
+    found = run(evidence.attestations(ref, Deadline.never()))
+    assert sorted(a.origin.rsplit("/", 1)[1] for a in found) == ["a.json", "b.sigstore.json", "c.jsonl:1"]
+    signatures = run(evidence.image_signatures(ref, Deadline.never()))
+    assert [s.predicate_type for s in signatures.statements] == [COSIGN_SIGN_PREDICATE]
+
+
+def test_oci_manifest_maps_an_artifact_to_its_layers(tmp_path: Path) -> None:
+    manifest = json.dumps(
+        {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "layers": [{"digest": f"sha256:{SUBJECT}", "size": 1}],
+        }
+    ).encode()
+    (tmp_path / "artifact.json").write_bytes(manifest)
+    (tmp_path / "att.json").write_bytes(envelope_json())
+    evidence = LocalEvidence(tmp_path)
+    ref = ImageReference.parse(f"quay.io/models/m@sha256:{sha256_bytes(manifest)}")
+    assert run(evidence.subject_digests(ref, Deadline.never())) == {ref.digest, f"sha256:{SUBJECT}"}
+    assert len(run(evidence.attestations(ref, Deadline.never()))) == 1
+
+
+def test_tags_cannot_be_resolved_offline(tmp_path: Path) -> None:
+    with pytest.raises(EvidenceUnavailable, match="cannot be resolved offline") as caught:
+        run(LocalEvidence(tmp_path).resolve_digest(ImageReference.parse("quay.io/a/b:1"), Deadline.never()))
+    assert caught.value.transient is False
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{not json", "not JSON"),
+        (b'{"kind": "Pod"}', "neither a DSSE envelope"),
+        (
+            b'{"payloadType": "application/vnd.in-toto+json", "payload": "e30=", "signatures": []}',
+            "invalid in-toto statement",
+        ),
+        (b'{"mediaType": "application/vnd.oci.image.manifest.v1+json"}', "without a layers list"),
+    ],
+)
+def test_malformed_files_are_errors_naming_the_file(tmp_path: Path, content: bytes, message: str) -> None:
+    (tmp_path / "bad.json").write_bytes(content)
+    with pytest.raises(InputError, match=message) as caught:
+        LocalEvidence(tmp_path)
+    assert caught.value.location == str(tmp_path / "bad.json")
+
+
+def test_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        LocalEvidence(tmp_path / "absent")
+    assert "no attestation folder" in LocalEvidence().description
