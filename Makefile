@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 LOCK := requirements/dev.lock
 STAMP := $(VENV)/.installed-$(shell sha256sum $(LOCK) pyproject.toml | sha256sum | cut -c1-16)
-APT_PACKAGES := docker-registry
+APT_PACKAGES := docker-registry skopeo
 
 .PHONY: setup demo test lint typecheck pytest bench lock clean
 
@@ -49,9 +49,11 @@ bench: setup
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 # Regenerate the hashed lock after changing pyproject.toml (needs network access to PyPI and `uv`).
+LOCK_FLAGS := --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28
 lock:
-	uv pip compile pyproject.toml --extra dev --extra onnx --extra otel --generate-hashes \
-	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(LOCK)
+	uv pip compile pyproject.toml --extra dev --extra onnx --extra otel --extra bench $(LOCK_FLAGS) -o $(LOCK)
+	uv pip compile pyproject.toml $(LOCK_FLAGS) -o requirements/runtime.lock
+	echo "hatchling==1.29.0" | uv pip compile - $(LOCK_FLAGS) -o requirements/build.lock
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache

@@ -187,19 +187,19 @@ async def check(
     unverifiable: Action | None = None,
     concurrency: int = 32,
 ) -> list[Outcome]:
-    """Evaluate every resource; ``unverifiable`` overrides the action of rules that could not be checked."""
-    limit = asyncio.Semaphore(concurrency)
+    """Evaluate every resource; ``unverifiable`` overrides the action of rules that could not be checked.
+
+    ``concurrency`` resources are evaluated at once when the evidence comes from the network; from memory,
+    one after another (concurrency would only add scheduling).
+    """
 
     async def one(resource: Resource) -> Outcome:
-        async with limit:
-            try:
-                decision = await engine.evaluate(
-                    resource.obj,
-                    namespace=None if resource.namespace else namespace,
-                    deadline=Deadline.never(),
-                )
-            except NotAWorkload as error:
-                return Outcome(resource=resource, skipped=error.message)
+        try:
+            decision = await engine.evaluate(
+                resource.obj, namespace=None if resource.namespace else namespace, deadline=Deadline.never()
+            )
+        except NotAWorkload as error:
+            return Outcome(resource=resource, skipped=error.message)
         if unverifiable is not None:
             decision = replace(
                 decision,
@@ -209,4 +209,13 @@ async def check(
             )
         return Outcome(resource=resource, decision=decision)
 
-    return list(await asyncio.gather(*(one(r) for r in resources)))
+    outcomes: list[Outcome | None] = [None] * len(resources)
+    pending = iter(enumerate(resources))
+
+    async def worker() -> None:
+        for index, resource in pending:
+            outcomes[index] = await one(resource)
+
+    workers = min(concurrency if engine.evidence.concurrent_lookups else 1, len(resources))
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    return [o for o in outcomes if o is not None]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,11 +19,13 @@ from typing import Any, TypeVar
 
 from policies._private.cel import CelEvaluationError, prepare_activation
 from policies._private.patterns import matches_any
-from policies.loader import CompiledPolicy, PolicySet, Signer
+from policies._private.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
+from policies.loader import CompiledPolicy, PolicySet
 from policies.results import Action, ArtifactRecord, Decision, Violation
 from policies.schema import (
     AttestationRule,
     BuildManifestRule,
+    ImageRule,
     LabelSelector,
     ModelsRule,
     ResourceFilter,
@@ -31,42 +34,30 @@ from policies.schema import (
     VerificationRule,
 )
 from policies.workload import EngineUse, ImageUse, NotAWorkload, Workload, changed_since, extract
-from verifier.attestations import ENGINE_VERIFICATION_PREDICATE_TYPE, load_verification
 from verifier.deadline import Deadline
-from verifier.dsse import verify_envelope
-from verifier.errors import EvidenceUnavailable, InputError, TrtguardError, VerificationError
+from verifier.errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.evidence import Attestation, EvidenceSource
-from verifier.intoto import statement_from_envelope
-from verifier.keys import PublicKey
-from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest
 from verifier.references import ImageReference, InvalidReference
+
+__all__ = ["CacheSettings", "PolicyEngine", "VerifiedManifest"]
 
 T = TypeVar("T")
 
 #: Name used for violations that belong to no single policy (a resource that cannot be read at all).
 ENGINE_NAME = "trtguard"
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(frozen=True, slots=True)
-class VerifiedManifest:
-    """A build manifest whose signature verified, with its JSON form for CEL and the subjects it covers."""
-
-    manifest: EngineBuildManifest
-    as_json: dict[str, Any]
-    subjects: frozenset[str]
-    signers: tuple[str, ...]
-    origin: str
-
-
 class PolicyEngine:
     """Evaluates workloads against one policy set with one evidence source.
 
-    An engine is immutable with respect to its policy set; a reload makes a new engine. It memoises verified
-    build manifests per (envelope, key set), so repeated admissions of the same engine cost little.
+    An engine is immutable with respect to its policy set; a reload makes a new engine. Verified evidence
+    (signatures, build manifests, attestations) is cached per digest and key set for ``cache.ttl`` seconds,
+    so repeated admissions of the same image or engine touch neither the registry nor the cryptography.
     """
 
     def __init__(
@@ -75,15 +66,12 @@ class PolicyEngine:
         evidence: EvidenceSource,
         *,
         clock: Callable[[], datetime] = _utcnow,
-        memo_size: int = 4096,
+        cache: CacheSettings | None = None,
     ) -> None:
         self.policy_set = policy_set
         self.evidence = evidence
         self.clock = clock
-        self._memo_size = memo_size
-        # Verification of given bytes against given keys always ends the same way, so results (failures
-        # included) are kept: repeated admissions of the same image or engine cost a dictionary look-up.
-        self._memo: dict[tuple[object, ...], object] = {}
+        self.verified = VerifiedEvidence(policy_set, evidence, cache or CacheSettings())
 
     @property
     def revision(self) -> str:
@@ -99,32 +87,34 @@ class PolicyEngine:
         obj: Mapping[str, Any],
         *,
         namespace: str | None = None,
+        kind: str | None = None,
         old: Mapping[str, Any] | None = None,
         deadline: Deadline | None = None,
     ) -> Decision:
         """The decision for ``obj``.
 
-        ``old`` is the previous version of the object (an UPDATE): only images and engines that are new or
-        changed are judged. Raises :class:`~policies.workload.NotAWorkload` for kinds without a pod spec.
+        ``namespace`` and ``kind`` come from the request (they fill in what the object leaves out). ``old``
+        is the previous version of the object (an UPDATE): only images and engines that are new or changed
+        are judged. Raises :class:`~policies.workload.NotAWorkload` for kinds without a pod spec.
         """
         deadline = deadline or Deadline.never()
         try:
-            workload = extract(obj, namespace=namespace)
+            workload = extract(obj, namespace=namespace, kind=kind)
         except NotAWorkload:
             raise
         except InputError as error:
             return self._unreadable(obj, namespace, error)
-        updating = False
+        judged, previous = workload, None
         if old is not None:
             try:
-                workload = changed_since(workload, extract(old, namespace=namespace))
-                updating = True
+                previous = extract(old, namespace=namespace, kind=kind)
+                judged = changed_since(workload, previous)
             except InputError:
                 pass  # an unreadable old object means everything counts as new
         policies = self.matching(workload)
-        run = _Run(self, workload, deadline)
-        per_policy = await asyncio.gather(*(run.policy(p, updating=updating) for p in policies))
-        violations = tuple(v for found in per_policy for v in found)
+        run = _Run(self, judged, workload, previous, deadline)
+        await run.prefetch(policies)
+        violations = tuple([v for p in policies for v in await run.policy(p)])
         return Decision(
             kind=workload.kind,
             namespace=workload.namespace,
@@ -134,7 +124,7 @@ class PolicyEngine:
             violations=violations,
             images=tuple(run.image_records()),
             engines=tuple(run.engine_records()),
-            notes=("only new or changed images and engines were judged",) if updating else (),
+            notes=("only new or changed images and engines were judged",) if previous is not None else (),
         )
 
     def error_decision(self, obj: Mapping[str, Any], *, namespace: str | None, message: str) -> Decision:
@@ -197,88 +187,6 @@ class PolicyEngine:
             ),
         )
 
-    def _memoised(self, key: tuple[object, ...], compute: Callable[[], T]) -> T:
-        found = self._memo.get(key)
-        if found is None:
-            try:
-                found = compute()
-            except TrtguardError as error:
-                found = error
-            if len(self._memo) >= self._memo_size:
-                self._memo.clear()
-            self._memo[key] = found
-        if isinstance(found, TrtguardError):
-            raise found
-        result: T = found  # type: ignore[assignment]
-        return result
-
-    def verified_signers(
-        self, attestation: Attestation, signers: Mapping[str, Signer], threshold: int
-    ) -> tuple[str, ...]:
-        """Names of ``signers`` that signed ``attestation`` (at least ``threshold``; memoised).
-
-        Raises :class:`VerificationError` below the threshold.
-        """
-        envelope = attestation.envelope
-        key = (
-            "signers",
-            envelope.payload,
-            tuple(s.sig for s in envelope.signatures),
-            tuple(signers),
-            threshold,
-        )
-        return self._memoised(
-            key, lambda: verify_envelope(envelope, _public_keys(signers), threshold=threshold)
-        )
-
-    def verified_manifest(
-        self, attestation: Attestation, signers: Mapping[str, Signer], threshold: int
-    ) -> VerifiedManifest:
-        """Verify ``attestation`` as a build manifest signed by ``threshold`` of ``signers`` (memoised).
-
-        Raises :class:`VerificationError` (bad or missing signature) or :class:`InputError` (not a manifest).
-        """
-        envelope = attestation.envelope
-        key = (
-            "manifest",
-            envelope.payload,
-            tuple(s.sig for s in envelope.signatures),
-            tuple(signers),
-            threshold,
-        )
-        return self._memoised(key, lambda: self._verify_manifest(attestation, signers, threshold))
-
-    def _verify_manifest(
-        self, attestation: Attestation, signers: Mapping[str, Signer], threshold: int
-    ) -> VerifiedManifest:
-        verified = self.verified_signers(attestation, signers, threshold)
-        statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
-        manifest = load_manifest(statement, attestation.origin)
-        engine_digest = f"sha256:{manifest.output_engine.sha256}"
-        if engine_digest not in statement.subject_digests():
-            raise VerificationError(
-                f"the manifest's output_engine.sha256 {engine_digest} is not the statement's subject",
-                location=attestation.origin,
-                hint="re-create the manifest for the engine it describes",
-            )
-        return VerifiedManifest(
-            manifest=manifest,
-            as_json=manifest.model_dump(mode="json"),
-            subjects=statement.subject_digests(),
-            signers=verified,
-            origin=attestation.origin,
-        )
-
-
-def _public_keys(signers: Mapping[str, Signer]) -> dict[str, PublicKey]:
-    keys = {ref: s.public_key for ref, s in signers.items() if s.public_key is not None}
-    if not keys:
-        raise VerificationError(
-            f"none of {', '.join(signers)} is a public key; keyless signers cannot sign attestations here",
-            hint="name public-key signers for attestations",
-        )
-    return keys
-
 
 # --- matching ----------------------------------------------------------------------------------------------
 
@@ -339,14 +247,22 @@ def _selected(policy: CompiledPolicy, workload: Workload) -> bool:
 
 @dataclass
 class _Run:
-    """State of one evaluation: memoised look-ups shared by every policy."""
+    """State of one evaluation: parsed references and evidence look-ups shared by every policy.
+
+    ``workload`` holds what is judged (on an UPDATE, only new or changed images and engines); ``context`` is
+    the whole object, which rules about the running containers read (the runtime image of an engine);
+    ``previous`` is the old object of an UPDATE.
+    """
 
     engine: PolicyEngine
     workload: Workload
+    context: Workload
+    previous: Workload | None
     deadline: Deadline
     _refs: dict[str, ImageReference | InvalidReference] = field(default_factory=dict)
-    _lookups: dict[tuple[str, str], asyncio.Future[Any]] = field(default_factory=dict)
-    _digests: dict[str, str] = field(default_factory=dict)
+    _lookups: dict[tuple[object, ...], asyncio.Future[Any]] = field(default_factory=dict)
+    _digests: dict[ImageReference, str] = field(default_factory=dict)
+    _cel_workload: dict[str, Any] | None = None
 
     def reference(self, text: str) -> ImageReference | InvalidReference:
         found = self._refs.get(text)
@@ -358,13 +274,15 @@ class _Run:
             self._refs[text] = found
         return found
 
-    async def lookup(self, kind: str, reference: ImageReference, call: Callable[[], Awaitable[T]]) -> T:
-        """One evidence call per (kind, reference) per evaluation, shared by concurrent callers."""
-        key = (kind, str(reference))
+    async def once(self, key: tuple[object, ...], call: Callable[[], Awaitable[T]]) -> T:
+        """One evidence question per key per evaluation, shared by concurrent askers (failures included)."""
         future = self._lookups.get(key)
         if future is None:
             future = asyncio.ensure_future(call())
             self._lookups[key] = future
+        if future.done():  # the common case once prefetched: no scheduling at all
+            done: T = future.result()
+            return done
         result: T = await asyncio.shield(future)
         return result
 
@@ -372,37 +290,127 @@ class _Run:
         if reference.digest is not None:
             return reference.digest
         evidence = self.engine.evidence
-        digest = await self.lookup(
-            "digest", reference, lambda: evidence.resolve_digest(reference, self.deadline)
+        digest = await self.once(
+            ("digest", reference), lambda: evidence.resolve_digest(reference, self.deadline)
         )
-        self._digests[str(reference)] = digest
+        self._digests[reference] = digest
         return digest
 
+    def attestations(self, reference: ImageReference) -> Callable[[], Awaitable[tuple[Attestation, ...]]]:
+        """A fetch of the artifact's attestations, made at most once per evaluation."""
+        evidence = self.engine.evidence
+
+        async def fetch() -> tuple[Attestation, ...]:
+            return tuple(await evidence.attestations(reference, self.deadline))
+
+        return lambda: self.once(("attestations", reference), fetch)
+
+    async def signatures(self, reference: ImageReference, rule: SignatureRule) -> object:
+        verified = self.engine.verified
+        return await self.once(
+            ("signatures", reference, tuple(rule.keys), rule.threshold),
+            lambda: verified.image_signatures(reference, rule.keys, rule.threshold, self.deadline),
+        )
+
+    async def image_attestation(self, reference: ImageReference, rule: AttestationRule) -> object:
+        verified = self.engine.verified
+        return await self.once(
+            ("attestation", reference, rule.predicate_type, tuple(rule.keys), rule.threshold),
+            lambda: verified.attestation(
+                reference, rule.predicate_type, rule.keys, rule.threshold, self.attestations(reference)
+            ),
+        )
+
+    async def build_manifest(self, reference: ImageReference, rule: BuildManifestRule) -> VerifiedManifest:
+        verified = self.engine.verified
+        return await self.once(
+            ("manifest", reference, tuple(rule.keys), rule.threshold),
+            lambda: verified.build_manifest(
+                reference, rule.keys, rule.threshold, self.attestations(reference)
+            ),
+        )
+
+    async def prefetch(self, policies: Iterable[CompiledPolicy]) -> None:
+        """Start every evidence question the matched rules will ask, all at once.
+
+        The rules are then evaluated one after another; without this, a registry would be asked one
+        question at a time. Failures stay in the shared futures for the rules to report.
+        """
+        if not self.engine.evidence.concurrent_lookups:
+            return
+        questions: list[Callable[[], Awaitable[object]]] = []
+        for policy in policies:
+            for image_use in self.workload.images:
+                ref = self.reference(image_use.reference)
+                if isinstance(ref, InvalidReference):
+                    continue
+                for compiled in policy.image_rules:
+                    rule = compiled.rule
+                    if not compiled.applies_to(ref):
+                        continue
+                    if rule.signatures is not None:
+                        questions.append(functools.partial(self._pinned_signatures, ref, rule.signatures))
+                    questions += [
+                        functools.partial(self._pinned_attestation, ref, a) for a in rule.attestations
+                    ]
+                    if rule.digests is not None:
+                        questions.append(functools.partial(self.digest, ref))
+            models = policy.document.spec.models
+            if models is not None and models.build_manifest is not None:
+                for engine_use in self.workload.engines:
+                    engine = self.reference(engine_use.reference)
+                    if isinstance(engine, ImageReference) and engine.digest is not None:
+                        questions.append(
+                            functools.partial(self.build_manifest, engine, models.build_manifest)
+                        )
+        if len(questions) > 1:
+            await asyncio.gather(*(q() for q in questions), return_exceptions=True)
+
+    async def _pinned_signatures(self, reference: ImageReference, rule: SignatureRule) -> object:
+        return await self.signatures(reference.with_digest(await self.digest(reference)), rule)
+
+    async def _pinned_attestation(self, reference: ImageReference, rule: AttestationRule) -> object:
+        return await self.image_attestation(reference.with_digest(await self.digest(reference)), rule)
+
+    def cel_workload(self) -> dict[str, Any]:
+        """The object for CEL, without the bookkeeping that only makes it large (kept per evaluation)."""
+        if self._cel_workload is None:
+            obj = dict(self.context.obj)
+            metadata = obj.get("metadata")
+            if isinstance(metadata, dict):
+                metadata = {k: v for k, v in metadata.items() if k != "managedFields"}
+                annotations = metadata.get("annotations")
+                if isinstance(annotations, dict) and _LAST_APPLIED in annotations:
+                    metadata["annotations"] = {k: v for k, v in annotations.items() if k != _LAST_APPLIED}
+                obj["metadata"] = metadata
+            self._cel_workload = obj
+        return self._cel_workload
+
     def image_records(self) -> Iterable[ArtifactRecord]:
-        for use in self.workload.images:
-            ref = self._refs.get(use.reference)
+        for use in self.context.images:
+            ref = self._refs.get(use.reference) or self.reference(use.reference)
             digest = None
             if isinstance(ref, ImageReference):
-                digest = ref.digest or self._digests.get(str(ref))
+                digest = ref.digest or self._digests.get(ref)
             yield ArtifactRecord(reference=use.reference, digest=digest, path=use.path)
 
     def engine_records(self) -> Iterable[ArtifactRecord]:
-        for use in self.workload.engines:
-            ref = self._refs.get(use.reference)
+        for use in self.context.engines:
+            ref = self._refs.get(use.reference) or self.reference(use.reference)
             digest = ref.digest if isinstance(ref, ImageReference) else None
             yield ArtifactRecord(reference=use.reference, digest=digest, path=use.path)
 
     # --- per policy ---
 
-    async def policy(self, policy: CompiledPolicy, *, updating: bool) -> list[Violation]:
-        checks: list[Awaitable[list[Violation]]] = []
+    async def policy(self, policy: CompiledPolicy) -> list[Violation]:
         spec = policy.document.spec
         found: list[Violation] = [
             _violation(policy, "workload", problem.message, "fix the resource", path=problem.path)
             for problem in self.workload.problems
         ]
         if policy.image_rules:
-            if not self.workload.images and not updating:
+            # Nothing to check is never a pass; on an UPDATE only when it is new (the images were removed).
+            if not self.context.images and (self.previous is None or self.previous.images):
                 found.append(
                     _violation(
                         policy,
@@ -412,9 +420,14 @@ class _Run:
                         path=self.workload.pod_spec_path,
                     )
                 )
-            checks += [self.image(policy, use) for use in self.workload.images]
+            for image_use in self.workload.images:
+                found += await self.image(policy, image_use)
         if spec.models is not None:
-            if spec.models.required and not self.workload.engines and not updating:
+            if (
+                spec.models.required
+                and not self.context.engines
+                and (self.previous is None or self.previous.engines)
+            ):
                 found.append(
                     _violation(
                         policy,
@@ -424,9 +437,8 @@ class _Run:
                         path=f"{self.workload.pod_spec_path}.volumes",
                     )
                 )
-            checks += [self.engine_use(policy, spec.models, use) for use in self.workload.engines]
-        for result in await asyncio.gather(*checks):
-            found += result
+            for engine_use in self.workload.engines:
+                found += await self.engine_use(policy, spec.models, engine_use)
         return found
 
     # --- images ---
@@ -459,127 +471,73 @@ class _Run:
             ]
         found: list[Violation] = []
         for compiled in rules:
-            rule = compiled.rule
-            rule_id = f"images.{rule.name}"
-            if rule.require_digest and ref.digest is None:
-                found.append(
-                    _violation(
-                        policy,
-                        f"{rule_id}.requireDigest",
-                        "image is not pinned by digest",
-                        f"pin it: {ref.name}@sha256:<digest> (e.g. from `crane digest {ref}`)",
-                        image=str(ref),
-                        path=use.path,
-                    )
-                )
-            # The checks below judge the digest that actually runs, so a tag must be resolved first.
-            needs_digest = [
-                name
-                for name, needed in (
-                    ("digests", rule.digests is not None),
-                    ("signatures", rule.signatures is not None),
-                    ("attestations", bool(rule.attestations)),
-                )
-                if needed
-            ]
-            if not needs_digest:
-                continue
-            try:
-                digest = await self.digest(ref)
-            except EvidenceUnavailable as error:
-                found += [
-                    _unavailable(policy, f"{rule_id}.{name}", error, image=str(ref), path=use.path)
-                    for name in needs_digest
-                ]
-                continue
-            pinned = ref.with_digest(digest)
-            if rule.digests is not None and digest not in rule.digests:
-                found.append(
-                    _violation(
-                        policy,
-                        f"{rule_id}.digests",
-                        f"digest {digest} is not in the allow-list",
-                        "use one of the digests the policy allows, or have the allow-list extended",
-                        image=str(pinned),
-                        path=use.path,
-                    )
-                )
-            if rule.signatures is not None:
-                found += await self.signatures(policy, f"{rule_id}.signatures", pinned, use, rule.signatures)
-            for attestation_rule in rule.attestations:
-                found += await self.image_attestation(
-                    policy, f"{rule_id}.attestations", pinned, use, attestation_rule
-                )
+            found += await self.image_rule(policy, compiled.rule, ref, use)
         return found
 
-    async def signatures(
-        self, policy: CompiledPolicy, rule_id: str, ref: ImageReference, use: ImageUse, rule: SignatureRule
+    async def image_rule(
+        self, policy: CompiledPolicy, rule: ImageRule, ref: ImageReference, use: ImageUse
     ) -> list[Violation]:
-        evidence = self.engine.evidence
-        try:
-            material = await self.lookup(
-                "signatures", ref, lambda: evidence.image_signatures(ref, self.deadline)
-            )
-        except EvidenceUnavailable as error:
-            return [_unavailable(policy, rule_id, error, image=str(ref), path=use.path)]
-        signers = self.engine.policy_set.signers_for(rule.keys)
-        verified: set[str] = set()
-        reasons: list[str] = []
-        for statement in material.statements:
-            try:
-                verified.update(self.engine.verified_signers(statement, signers, 1))
-            except TrtguardError as error:
-                reasons.append(error.message)
-        if len({signers[r].public_key for r in verified}) >= rule.threshold:
-            return []
-        if not material.statements:
-            message = f"no signature found (looked in {material.origin or evidence.description})"
-        elif not verified and reasons:
-            message = reasons[0]
-        else:
-            message = (
-                f"{len(verified)} of {rule.threshold} required signatures from keys [{', '.join(rule.keys)}]"
-            )
-        return [
-            _violation(
-                policy,
-                rule_id,
-                message,
-                f"sign the image with {' or '.join(rule.keys)} (`trtguard sign`)",
-                image=str(ref),
-                path=use.path,
-            )
-        ]
+        rule_id = f"images.{rule.name}"
+        found: list[Violation] = []
 
-    async def image_attestation(
-        self, policy: CompiledPolicy, rule_id: str, ref: ImageReference, use: ImageUse, rule: AttestationRule
-    ) -> list[Violation]:
-        evidence = self.engine.evidence
-        try:
-            attestations = await self.lookup(
-                "attestations", ref, lambda: evidence.attestations(ref, self.deadline)
+        def add(suffix: str, message: str, fix: str, image: ImageReference) -> None:
+            found.append(
+                _violation(policy, f"{rule_id}.{suffix}", message, fix, image=str(image), path=use.path)
             )
-        except EvidenceUnavailable as error:
-            return [_unavailable(policy, rule_id, error, image=str(ref), path=use.path)]
-        signers = self.engine.policy_set.signers_for(rule.keys)
-        candidates = [a for a in attestations if a.predicate_type == rule.predicate_type]
-        for attestation in candidates:
-            try:
-                self.engine.verified_signers(attestation, signers, rule.threshold)
-            except TrtguardError:
-                continue
-            return []
-        what = "no" if not candidates else "no correctly signed"
-        return [
-            _violation(
-                policy,
-                f"{rule_id}[{rule.predicate_type}]",
-                f"{what} attestation of type {rule.predicate_type} signed by [{', '.join(rule.keys)}]",
-                "attach the attestation to the image digest (`trtguard attest`)",
-                image=str(ref),
-                path=use.path,
+
+        def unavailable(suffix: str, error: EvidenceUnavailable, image: ImageReference) -> None:
+            found.append(_unavailable(policy, f"{rule_id}.{suffix}", error, image=str(image), path=use.path))
+
+        if rule.require_digest and ref.digest is None:
+            add(
+                "requireDigest",
+                "image is not pinned by digest",
+                f"pin it: {ref.name}@sha256:<digest> (e.g. from `crane digest {ref}`)",
+                ref,
             )
+        # The checks below judge the digest that actually runs, so a tag must be resolved first.
+        needs_digest = [
+            name
+            for name, needed in (
+                ("digests", rule.digests is not None),
+                ("signatures", rule.signatures is not None),
+                ("attestations", bool(rule.attestations)),
+            )
+            if needed
         ]
+        if not needs_digest:
+            return found
+        try:
+            pinned = ref.with_digest(await self.digest(ref))
+        except EvidenceUnavailable as error:
+            for name in needs_digest:
+                unavailable(name, error, ref)
+            return found
+        if rule.digests is not None and pinned.digest not in rule.digests:
+            add(
+                "digests",
+                f"digest {pinned.digest} is not in the allow-list",
+                "use one of the digests the policy allows, or have the allow-list extended",
+                pinned,
+            )
+        if rule.signatures is not None:
+            try:
+                await self.signatures(pinned, rule.signatures)
+            except EvidenceUnavailable as error:
+                unavailable("signatures", error, pinned)
+            except VerificationError as error:
+                keys = " or ".join(rule.signatures.keys)
+                add("signatures", error.message, f"sign the image with {keys} (`trtguard sign`)", pinned)
+        for attestation_rule in rule.attestations:
+            suffix = f"attestations[{attestation_rule.predicate_type}]"
+            try:
+                await self.image_attestation(pinned, attestation_rule)
+            except EvidenceUnavailable as error:
+                unavailable(suffix, error, pinned)
+            except VerificationError as error:
+                fix = "attach the attestation to the image digest (`trtguard attest --push`)"
+                add(suffix, error.message, fix, pinned)
+        return found
 
     # --- engines ---
 
@@ -607,74 +565,57 @@ class _Run:
                     path=use.path,
                 )
             ]
-        if models.build_manifest is None and models.verification is None:
-            return []
-        evidence = self.engine.evidence
-        try:
-            attestations = await self.lookup(
-                "attestations", ref, lambda: evidence.attestations(ref, self.deadline)
-            )
-        except EvidenceUnavailable as error:
-            return [_unavailable(policy, "models.buildManifest", error, engine=str(ref), path=use.path)]
         found: list[Violation] = []
         manifest: VerifiedManifest | None = None
         if models.build_manifest is not None:
-            manifest, problem = self.build_manifest(policy, models.build_manifest, ref, use, attestations)
-            if problem is not None:
-                return [problem]
-        if manifest is not None:
+            rule = models.build_manifest
+            try:
+                manifest = await self.build_manifest(ref, rule)
+            except EvidenceUnavailable as error:
+                return [_unavailable(policy, "models.buildManifest", error, engine=str(ref), path=use.path)]
+            except VerificationError as error:
+                return [
+                    _violation(
+                        policy,
+                        "models.buildManifest",
+                        error.message,
+                        f"sign the build manifest with {' or '.join(rule.keys)} and attach it to the engine "
+                        "(`trtguard attest --type https://trtguard.dev/attestations/engine-build/v1 --push`)",
+                        engine=str(ref),
+                        path=use.path,
+                    )
+                ]
+            found += self.max_age(policy, rule, ref, use, manifest)
             found += self.model_rules(policy, models, ref, use, manifest)
             if models.rules.toolchain is not None:
                 found += await self.toolchain(policy, models.rules.toolchain, ref, use, manifest)
         if models.verification is not None:
-            found += self.verification(policy, models.verification, ref, use, attestations, manifest)
+            found += await self.verification(policy, models.verification, ref, use, manifest)
         return found
 
-    def build_manifest(
+    def max_age(
         self,
         policy: CompiledPolicy,
         rule: BuildManifestRule,
         ref: ImageReference,
         use: EngineUse,
-        attestations: Iterable[Attestation],
-    ) -> tuple[VerifiedManifest | None, Violation | None]:
-        signers = self.engine.policy_set.signers_for(rule.keys)
-        candidates = [a for a in attestations if a.predicate_type == ENGINE_BUILD_PREDICATE_TYPE]
-        verified: list[VerifiedManifest] = []
-        reasons: list[str] = []
-        for attestation in candidates:
-            try:
-                verified.append(self.engine.verified_manifest(attestation, signers, rule.threshold))
-            except TrtguardError as error:
-                reasons.append(f"{attestation.origin}: {error.message}")
-        if not verified:
-            if not candidates:
-                message = f"no build manifest attestation found ({self.engine.evidence.description})"
-            else:
-                message = f"build manifest not signed by [{', '.join(rule.keys)}]: {reasons[0]}"
-            return None, _violation(
+        verified: VerifiedManifest,
+    ) -> list[Violation]:
+        if policy.manifest_max_age is None:
+            return []
+        age = self.engine.clock() - verified.manifest.build_timestamp
+        if age <= policy.manifest_max_age:
+            return []
+        return [
+            _violation(
                 policy,
-                "models.buildManifest",
-                message,
-                f"sign the build manifest with {' or '.join(rule.keys)} and attach it to the engine "
-                "(`trtguard attest --type https://trtguard.dev/attestations/engine-build/v1`)",
+                "models.buildManifest.maxAge",
+                f"the engine was built {age.days} days ago, more than the {rule.max_age} allowed",
+                "rebuild the engine and record a fresh build manifest",
                 engine=str(ref),
                 path=use.path,
             )
-        # Several signed manifests for one engine: the newest build is the one that describes it.
-        manifest = max(verified, key=lambda v: v.manifest.build_timestamp)
-        if policy.manifest_max_age is not None:
-            age = self.engine.clock() - manifest.manifest.build_timestamp
-            if age > policy.manifest_max_age:
-                return manifest, _violation(
-                    policy,
-                    "models.buildManifest.maxAge",
-                    f"the engine was built {age.days} days ago, more than the {rule.max_age} allowed",
-                    "rebuild the engine and record a fresh build manifest",
-                    engine=str(ref),
-                    path=use.path,
-                )
-        return manifest, None
+        ]
 
     def model_rules(
         self,
@@ -738,7 +679,7 @@ class _Run:
                 activation = prepare_activation(
                     {
                         "manifest": verified.as_json,
-                        "workload": self.workload.obj,
+                        "workload": self.cel_workload() if policy.expressions_read_workload else {},
                         "engine": {"name": use.name, "reference": str(ref), "digest": ref.digest},
                     }
                 )
@@ -804,7 +745,7 @@ class _Run:
         if rule.same_as_runtime_image:
             runtime = [
                 u
-                for u in self.workload.images
+                for u in self.context.images
                 if u.field in ("container", "initContainer") and u.container in use.containers
             ]
             digests: dict[str, str] = {}
@@ -849,48 +790,37 @@ class _Run:
                 )
         return found
 
-    def verification(
+    async def verification(
         self,
         policy: CompiledPolicy,
         rule: VerificationRule,
         ref: ImageReference,
         use: EngineUse,
-        attestations: Iterable[Attestation],
         manifest: VerifiedManifest | None,
     ) -> list[Violation]:
-        signers = self.engine.policy_set.signers_for(rule.keys)
-        candidates = [a for a in attestations if a.predicate_type == ENGINE_VERIFICATION_PREDICATE_TYPE]
-        reasons: list[str] = []
-        for attestation in candidates:
-            try:
-                self.engine.verified_signers(attestation, signers, rule.threshold)
-                statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
-                observed = load_verification(statement, attestation.origin)
-                if manifest is not None and observed.engine.sha256 != manifest.manifest.output_engine.sha256:
-                    reasons.append(f"it is about engine file sha256:{observed.engine.sha256}, not this one")
-                    continue
-                if observed.result != "pass":
-                    failed = ", ".join(c.field for c in observed.checks if c.status == "fail")
-                    reasons.append(f"the GPU verifier reported failed checks: {failed}")
-                    continue
-                return []
-            except TrtguardError as error:
-                reasons.append(error.message)
-        message = (
-            "no GPU verification attestation found"
-            if not candidates
-            else (f"no passing GPU verification signed by [{', '.join(rule.keys)}]: {reasons[0]}")
-        )
-        return [
-            _violation(
-                policy,
-                "models.verification",
-                message,
-                "run `trtguard verify-engine --gpu --attest` on a GPU node and attach the attestation",
-                engine=str(ref),
-                path=use.path,
+        verified = self.engine.verified
+        engine_sha256 = manifest.manifest.output_engine.sha256 if manifest is not None else None
+        try:
+            await self.once(
+                ("verification", ref, tuple(rule.keys), rule.threshold, engine_sha256),
+                lambda: verified.gpu_verification(
+                    ref, rule.keys, rule.threshold, engine_sha256, self.attestations(ref)
+                ),
             )
-        ]
+        except EvidenceUnavailable as error:
+            return [_unavailable(policy, "models.verification", error, engine=str(ref), path=use.path)]
+        except VerificationError as error:
+            return [
+                _violation(
+                    policy,
+                    "models.verification",
+                    error.message,
+                    "run `trtguard verify-engine --gpu --attest` on a GPU node and attach the attestation",
+                    engine=str(ref),
+                    path=use.path,
+                )
+            ]
+        return []
 
 
 def _violation(

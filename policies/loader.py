@@ -10,6 +10,7 @@ server.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -32,11 +33,13 @@ from policies.schema import (
 from verifier.errors import InputError, TrtguardError
 from verifier.keys import PublicKey
 from verifier.references import ImageReference
+from verifier.signatures import KeylessIdentity, TrustRoot
 
 #: Names that CEL expressions may refer to.
 CEL_VARIABLES = ("manifest", "workload", "engine")
 
 _POLICY_SUFFIXES = (".yaml", ".yml", ".json")
+_WORKLOAD_NAME = re.compile(r"\bworkload\b")
 # A policy directory may carry test suites beside the policies; they are not policies.
 _SKIPPED_DIRECTORIES = frozenset({"tests", "testdata"})
 
@@ -60,22 +63,16 @@ class PolicyLoadError(InputError):
 
 
 @dataclass(frozen=True, slots=True)
-class KeylessSigner:
-    """A keyless identity with the trusted root it is checked against."""
-
-    issuer: str
-    subject: str | None
-    subject_regexp: str | None
-    trusted_root: bytes
-
-
-@dataclass(frozen=True, slots=True)
 class Signer:
-    """A named signer from a TrustedKeys document, ready to verify with."""
+    """A named signer from a TrustedKeys document, ready to verify with.
+
+    Either a public key, or a keyless identity with the Sigstore trusted root it is checked against.
+    """
 
     ref: str
     public_key: PublicKey | None
-    keyless: KeylessSigner | None
+    identity: KeylessIdentity | None
+    trust_root: TrustRoot | None
     rekor_key: PublicKey | None
 
 
@@ -111,6 +108,7 @@ class CompiledPolicy:
     exclude_namespace_patterns: tuple[str, ...] | None
     image_rules: tuple[CompiledImageRule, ...]
     expressions: tuple[CompiledExpression, ...]
+    expressions_read_workload: bool
     manifest_max_age: timedelta | None
     toolchain_patterns: tuple[ImagePattern, ...]
 
@@ -288,7 +286,7 @@ def _load_signer(
         return data
 
     try:
-        public_key = None
+        public_key = identity = trust_root = rekor = None
         if key.public_key is not None:
             public_key = PublicKey.from_pem(key.public_key.encode())
         elif key.file is not None:
@@ -296,18 +294,17 @@ def _load_signer(
             if data is None:
                 return None
             public_key = PublicKey.from_pem(data)
-        keyless = None
         if key.keyless is not None:
-            root = read(key.keyless.trusted_root.file)
-            if root is None:
+            keyless = key.keyless
+            if read(keyless.trusted_root.file) is None:
                 return None
-            keyless = KeylessSigner(
-                issuer=key.keyless.issuer,
-                subject=key.keyless.subject,
-                subject_regexp=key.keyless.subject_regexp,
-                trusted_root=root,
+            trust_root = TrustRoot.from_file(base / keyless.trusted_root.file)
+            identity = KeylessIdentity(
+                issuer=keyless.issuer,
+                issuer_regex=keyless.issuer_regexp,
+                subject=keyless.subject,
+                subject_regex=keyless.subject_regexp,
             )
-        rekor = None
         if key.rekor_public_key is not None:
             data = read(key.rekor_public_key.file)
             if data is None:
@@ -316,7 +313,7 @@ def _load_signer(
     except TrtguardError as error:
         problems.append(f"{where}: key {ref}: {error.message}")
         return None
-    return Signer(ref=ref, public_key=public_key, keyless=keyless, rekor_key=rekor)
+    return Signer(ref=ref, public_key=public_key, identity=identity, trust_root=trust_root, rekor_key=rekor)
 
 
 def _key_refs(doc: InferencePolicyDocument) -> list[tuple[tuple[str | int, ...], str]]:
@@ -392,10 +389,13 @@ def _compile_policies(
                 loc = ("spec", "models", "rules", "expressions", i, "cel")
                 try:
                     program = compile_expression(
-                        expression.cel, variables=CEL_VARIABLES, location=f"{path}:{document.line_of(loc)}"
+                        expression.cel,
+                        variables=CEL_VARIABLES,
+                        location=f"{path}:{document.line_of(loc)}",
+                        expect_bool=True,
                     )
                 except CelCompileError as error:
-                    problems.append(str(error))
+                    problems.append(str(error) + (f" ({error.hint})" if error.hint else ""))
                     continue
                 expressions.append(
                     CompiledExpression(
@@ -426,6 +426,8 @@ def _compile_policies(
                 else None,
                 image_rules=tuple(image_rules),
                 expressions=tuple(expressions),
+                # Handing the object to CEL costs a scan and a conversion; skip it when nothing reads it.
+                expressions_read_workload=any(_WORKLOAD_NAME.search(e.program.source) for e in expressions),
                 manifest_max_age=max_age,
                 toolchain_patterns=tuple(toolchain_patterns),
             )

@@ -86,7 +86,8 @@ def _outcome_json(outcome: Outcome) -> dict[str, Any]:
 def _json(report: CheckReport) -> str:
     document = [_outcome_json(o) for o in report.outcomes]
     document += [{"error": p.message, "location": p.location, "hint": p.hint} for p in report.problems]
-    return json.dumps(document, indent=2) + "\n"
+    # One resource per line: readable in a CI log, and the C encoder (indent=None) keeps 10,000 fast.
+    return "[\n" + ",\n".join(json.dumps(item) for item in document) + "\n]\n"
 
 
 def _junit(report: CheckReport) -> str:

@@ -64,7 +64,8 @@ class FileRef(_Model):
 class KeylessIdentity(_Model):
     """Keyless (Fulcio) signer: certificate identity and OIDC issuer, checked offline against a root."""
 
-    issuer: str = Field(description="OIDC issuer URL, exact match")
+    issuer: str | None = Field(default=None, description="OIDC issuer URL, exact match")
+    issuer_regexp: str | None = Field(default=None, description="OIDC issuer, full-match regexp")
     subject: str | None = Field(default=None, description="certificate identity (SAN), exact match")
     subject_regexp: str | None = Field(default=None, description="certificate identity, full-match regexp")
     trusted_root: FileRef = Field(
@@ -72,14 +73,18 @@ class KeylessIdentity(_Model):
     )
 
     @model_validator(mode="after")
-    def _one_subject(self) -> KeylessIdentity:
-        if (self.subject is None) == (self.subject_regexp is None):
-            raise ValueError("give exactly one of 'subject' and 'subjectRegexp'")
-        if self.subject_regexp is not None:
-            try:
-                re.compile(self.subject_regexp)
-            except re.error as error:
-                raise ValueError(f"subjectRegexp does not compile: {error}") from None
+    def _one_each(self) -> KeylessIdentity:
+        for exact, pattern, name in (
+            (self.issuer, self.issuer_regexp, "issuer"),
+            (self.subject, self.subject_regexp, "subject"),
+        ):
+            if (exact is None) == (pattern is None):
+                raise ValueError(f"give exactly one of '{name}' and '{name}Regexp'")
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as error:
+                    raise ValueError(f"{name}Regexp does not compile: {error}") from None
         return self
 
 

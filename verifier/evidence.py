@@ -25,9 +25,9 @@ from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable, InputError
 from verifier.intoto import statement_from_envelope
 from verifier.references import ImageReference
+from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature
 
-#: Predicate type of cosign v3 image signatures (an in-toto statement about the image digest).
-COSIGN_SIGN_PREDICATE = "https://sigstore.dev/cosign/sign/v1"
+__all__ = ["COSIGN_SIGN_PREDICATE", "Attestation", "EvidenceSource", "ImageSignatures", "LocalEvidence"]
 
 _OCI_MANIFEST_TYPES = frozenset(
     {"application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"}
@@ -47,11 +47,21 @@ class Attestation:
 
 @dataclass(frozen=True, slots=True)
 class ImageSignatures:
-    """Unverified signature material found for one image digest."""
+    """Unverified signature material found for one image digest, as ``verify_image_signatures`` takes it."""
 
     digest: str
+    #: Layers of the classic ``sha256-<digest>.sig`` manifest (cosign ≤ 2, ``trtguard sign``).
+    classic: tuple[CosignSignature, ...] = ()
+    #: Sigstore bundles (JSON) carrying a cosign v3 signature: keyed, or keyless with a certificate.
+    bundles: tuple[bytes, ...] = ()
+    #: Bare DSSE envelopes of ``https://sigstore.dev/cosign/sign/v1`` statements (attestation folders).
     statements: tuple[Attestation, ...] = ()
     origin: str = ""
+
+    @property
+    def count(self) -> int:
+        """How many signatures were found, of all kinds."""
+        return len(self.classic) + len(self.bundles) + len(self.statements)
 
 
 class EvidenceSource(Protocol):
@@ -60,6 +70,11 @@ class EvidenceSource(Protocol):
     @property
     def description(self) -> str:
         """Where the evidence comes from, for messages ("attestation folder ./att", "registry")."""
+        ...
+
+    @property
+    def concurrent_lookups(self) -> bool:
+        """True when look-ups wait on the network, so that starting several at once pays off."""
         ...
 
     async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
@@ -86,6 +101,7 @@ class LocalEvidence:
         """Read every evidence file under ``folder``; with no folder there is no evidence at all."""
         self._folder = folder
         self._by_subject: dict[str, list[Attestation]] = defaultdict(list)
+        self._signature_bundles: dict[str, list[bytes]] = defaultdict(list)
         self._layers: dict[str, frozenset[str]] = {}
         if folder is None:
             return
@@ -100,6 +116,11 @@ class LocalEvidence:
         if self._folder is None:
             return "no attestation folder given (--attestations)"
         return f"attestation folder {self._folder}"
+
+    @property
+    def concurrent_lookups(self) -> bool:
+        """Answers come from memory: nothing is gained by starting them together."""
+        return False
 
     def _load(self, path: Path) -> None:
         if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl"):
@@ -128,7 +149,10 @@ class LocalEvidence:
             digests = {layer.get("digest") for layer in layers if isinstance(layer, dict)}
             self._layers[f"sha256:{sha256_bytes(raw)}"] = frozenset(d for d in digests if isinstance(d, str))
             return
-        if isinstance(document, dict) and isinstance(document.get("dsseEnvelope"), dict):
+        bundle = (
+            raw if isinstance(document, dict) and isinstance(document.get("dsseEnvelope"), dict) else None
+        )
+        if bundle is not None:
             document = document["dsseEnvelope"]  # a Sigstore bundle: the statement is in its envelope
         if not (isinstance(document, dict) and "payloadType" in document):
             raise InputError(
@@ -145,7 +169,11 @@ class LocalEvidence:
             origin=location,
         )
         for digest in attestation.subjects:
-            self._by_subject[digest].append(attestation)
+            if bundle is not None and attestation.predicate_type == COSIGN_SIGN_PREDICATE:
+                # Kept whole: a keyless bundle's certificate and log entry are part of the signature.
+                self._signature_bundles[digest].append(bundle)
+            else:
+                self._by_subject[digest].append(attestation)
 
     async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
         """The reference's own digest; a tag cannot be resolved offline."""
@@ -171,9 +199,14 @@ class LocalEvidence:
         return tuple(found.values())
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
-        """cosign v3 signing statements (``https://sigstore.dev/cosign/sign/v1``) for the image digest."""
+        """cosign v3 signatures for the image digest: Sigstore bundles and bare signing statements."""
         digest = await self.resolve_digest(reference, deadline)
         statements = tuple(
             a for a in self._by_subject.get(digest, ()) if a.predicate_type == COSIGN_SIGN_PREDICATE
         )
-        return ImageSignatures(digest=digest, statements=statements, origin=self.description)
+        return ImageSignatures(
+            digest=digest,
+            bundles=tuple(self._signature_bundles.get(digest, ())),
+            statements=statements,
+            origin=self.description,
+        )

@@ -7,12 +7,16 @@ import asyncio
 import sys
 from pathlib import Path
 
-from policies.check import CheckReport, check, read_resources
+from policies.check import CheckReport, Outcome, check, read_resources
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.report import FORMATS, render
 from policies.results import Action
-from verifier.evidence import LocalEvidence
+from verifier.errors import InputError
+from verifier.evidence import EvidenceSource, LocalEvidence
+from verifier.registry.client import RegistryClient
+from verifier.registry.config import RegistryConfig, load_registry_config
+from verifier.registry.evidence import RegistryEvidence
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,11 +35,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="PATH",
         help="policy file or directory (repeatable)",
     )
-    parser.add_argument(
+    evidence = parser.add_mutually_exclusive_group()
+    evidence.add_argument(
         "--attestations",
         type=Path,
         metavar="DIR",
         help="folder of DSSE attestations, Sigstore bundles and OCI manifests, matched by subject digest",
+    )
+    evidence.add_argument(
+        "--registry",
+        action="store_true",
+        help="read digests, signatures and attestations from the registries (CI with registry access)",
+    )
+    parser.add_argument(
+        "--registry-config",
+        type=Path,
+        metavar="FILE",
+        help="registry settings: CA bundles, loopback plain-HTTP hosts, credentials (implies --registry)",
     )
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the report here, not stdout")
@@ -55,15 +71,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.registry_config is not None and args.attestations is not None:
+        raise InputError(
+            "--attestations and --registry-config are alternatives",
+            hint="check offline against a folder, or against the registries",
+        )
     policy_set = load_policy_set(args.policies)
-    evidence = LocalEvidence(args.attestations)
-    engine = PolicyEngine(policy_set, evidence)
     report = CheckReport(policy_revision=policy_set.revision)
     resources = list(read_resources(args.inputs, sys.stdin.buffer.read, report.problems))
     unverifiable = {None: None, "deny": Action.DENY, "warn": Action.WARN}[args.unverifiable]
-    report.outcomes = asyncio.run(
-        check(engine, resources, namespace=args.namespace, unverifiable=unverifiable)
-    )
+
+    async def evaluate(evidence: EvidenceSource) -> list[Outcome]:
+        engine = PolicyEngine(policy_set, evidence)
+        return await check(engine, resources, namespace=args.namespace, unverifiable=unverifiable)
+
+    async def online() -> list[Outcome]:
+        config = load_registry_config(args.registry_config) if args.registry_config else RegistryConfig()
+        async with RegistryClient(config) as client:
+            return await evaluate(RegistryEvidence(client))
+
+    if args.registry or args.registry_config is not None:
+        report.outcomes = asyncio.run(online())
+    else:
+        report.outcomes = asyncio.run(evaluate(LocalEvidence(args.attestations)))
     text = render(report, args.format)
     if args.output is not None:
         args.output.write_text(text)

@@ -36,23 +36,51 @@ class Limits:
     max_nodes: int = 200_000
 
 
+class _Nodes:
+    """The node trees of one stream, composed again only when a line number is asked for.
+
+    Keeping every node of every document alive for the whole run makes Python's cycle collector rescan
+    them over and over (10,000 manifests: seconds); the text alone costs it nothing.
+    """
+
+    __slots__ = ("_roots", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._roots: list[yaml.Node | None] | None = None
+
+    def root(self, index: int) -> yaml.Node | None:
+        if self._roots is None:
+            self._roots = list(yaml.compose_all(self._text, Loader=_Loader))
+        return self._roots[index]
+
+
 @dataclass(frozen=True, slots=True)
 class Document:
-    """One parsed document: its data, its 1-based start line and the line of every value by path."""
+    """One parsed document: its data, its 1-based start line, and the means to find any value's line."""
 
     data: Any
     line: int
     index: int
-    lines: dict[Path, int]
+    nodes: _Nodes
 
     def line_of(self, path: Path) -> int:
-        """The line of the value at ``path``, or of its nearest ancestor that has one."""
-        while path:
-            found = self.lines.get(path)
-            if found is not None:
-                return found
-            path = path[:-1]
-        return self.line
+        """The line of the value at ``path``, or of its nearest ancestor that exists."""
+        node = self.nodes.root(self.index)
+        if node is None:
+            return self.line
+        for part in path:
+            child: yaml.Node | None = None
+            if isinstance(node, yaml.MappingNode):
+                child = next((v for k, v in node.value if k.value == str(part)), None)
+            elif (
+                isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value)
+            ):
+                child = node.value[part]
+            if child is None:
+                break
+            node = child
+        return int(node.start_mark.line) + 1
 
 
 def decode(raw: bytes, source: str) -> str:
@@ -70,10 +98,11 @@ def decode(raw: bytes, source: str) -> str:
 def load_documents(text: str, source: str, limits: Limits | None = None) -> Iterator[Document]:
     """Yield every document of a YAML (or JSON) stream; empty documents are skipped."""
     limits = limits or Limits()
+    nodes = _Nodes(text)
     try:
         for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
             if node is not None:
-                yield _construct(node, source, index, limits)
+                yield _construct(node, source, index, limits, nodes)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
@@ -88,31 +117,46 @@ def load_documents(text: str, source: str, limits: Limits | None = None) -> Iter
 
 
 _SCALAR_CONSTRUCTOR = yaml.SafeLoader(stream="")
+_CONSTRUCTORS = yaml.SafeLoader.yaml_constructors
+_STR = "tag:yaml.org,2002:str"
+# Kubernetes reads timestamps as strings; a datetime object would also not be JSON-like data.
+_AS_TEXT = frozenset({_STR, "tag:yaml.org,2002:timestamp"})
 
 
-def _scalar(node: yaml.ScalarNode) -> Any:
-    return _SCALAR_CONSTRUCTOR.construct_object(node, deep=False)
+def _scalar(node: yaml.ScalarNode, source: str) -> Any:
+    if node.tag in _AS_TEXT:
+        return node.value
+    constructor = _CONSTRUCTORS.get(node.tag)
+    if constructor is None:
+        raise InputError(
+            f"unsupported YAML tag {node.tag}",
+            location=f"{source}:{node.start_mark.line + 1}",
+            hint="remove the explicit tag",
+        )
+    return constructor(_SCALAR_CONSTRUCTOR, node)
 
 
-def _construct(root: yaml.Node, source: str, index: int, limits: Limits) -> Document:
-    lines: dict[Path, int] = {}
+def _construct(root: yaml.Node, source: str, index: int, limits: Limits, nodes: _Nodes) -> Document:
     seen: set[int] = set()
     count = 0
 
     def where(node: yaml.Node) -> str:
         return f"{source}:{node.start_mark.line + 1}"
 
-    def visit(node: yaml.Node, path: Path) -> Any:
+    def visit(node: yaml.Node, depth: int) -> Any:
         nonlocal count
         count += 1
         if count > limits.max_nodes:
             raise InputError(
                 f"document has more than {limits.max_nodes} values", location=where(root), hint="split it"
             )
-        if len(path) > limits.max_depth:
+        if depth > limits.max_depth:
             raise InputError(
                 f"document is nested deeper than {limits.max_depth} levels", location=where(node)
             )
+        if isinstance(node, yaml.ScalarNode):
+            # Scalars are never shared unless aliased, and an alias of a scalar is harmless to expand.
+            return _scalar(node, source)
         if id(node) in seen:
             raise InputError(
                 "YAML aliases (*name) are not accepted",
@@ -120,11 +164,8 @@ def _construct(root: yaml.Node, source: str, index: int, limits: Limits) -> Docu
                 hint="write the value out instead of referring to an anchor",
             )
         seen.add(id(node))
-        lines[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.ScalarNode):
-            return _scalar(node)
         if isinstance(node, yaml.SequenceNode):
-            return [visit(child, (*path, i)) for i, child in enumerate(node.value)]
+            return [visit(child, depth + 1) for child in node.value]
         if isinstance(node, yaml.MappingNode):
             result: dict[Any, Any] = {}
             for key_node, value_node in node.value:
@@ -132,16 +173,16 @@ def _construct(root: yaml.Node, source: str, index: int, limits: Limits) -> Docu
                     raise InputError("mapping keys must be plain values", location=where(key_node))
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     raise InputError("YAML merge keys (<<) are not accepted", location=where(key_node))
-                key = _scalar(key_node)
+                key = _scalar(key_node, source)
                 if key in result:
                     raise InputError(
                         f"key {key!r} appears twice in the same mapping",
                         location=where(key_node),
                         hint="remove one of them; which one was meant is ambiguous",
                     )
-                result[key] = visit(value_node, (*path, str(key)))
+                result[key] = visit(value_node, depth + 1)
             return result
         raise InputError(f"unsupported YAML node {node.tag}", location=where(node))  # pragma: no cover
 
-    data = visit(root, ())
-    return Document(data=data, line=root.start_mark.line + 1, index=index, lines=lines)
+    data = visit(root, 0)
+    return Document(data=data, line=root.start_mark.line + 1, index=index, nodes=nodes)

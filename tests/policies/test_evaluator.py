@@ -242,6 +242,7 @@ class UnreachableRegistry:
     """A stand-in evidence source whose registry is down (the real registry client is tested elsewhere)."""
 
     description = "registry 127.0.0.1:1 (down)"
+    concurrent_lookups = True
 
     async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
         raise EvidenceUnavailable("127.0.0.1:1 refused the connection", transient=True)
@@ -305,7 +306,7 @@ def test_signature_by_trusted_key_passes_and_rogue_key_fails(material: Material)
     assert evaluate(engine, pod()).allowed
     rogue = evaluate(engine, pod(images=(OTHER_RUNTIME,)))
     assert rules(rogue) == {("images", "images.runtime.signatures", Action.DENY)}
-    assert "none by a trusted key" in rogue.violations[0].message
+    assert "signature present but not made by any trusted key" in rogue.violations[0].message
 
 
 def test_signature_threshold_counts_distinct_keys(material: Material) -> None:
@@ -506,10 +507,27 @@ def test_gpu_verification_rule(material: Material) -> None:
     assert evaluate(engine_for(material, policy, keys=keys), pod(engine=ref)).allowed
 
 
-def test_verified_manifests_are_memoised(material: Material) -> None:
+def test_verified_evidence_is_cached_across_admissions(material: Material) -> None:
     ref = material.engine("e")
-    engine = engine_for(material, models_policy(), keys=("build-signer",))
+    material.sign_image(RUNTIME)
+    policy = models_policy() + (
+        "  images:\n"
+        "    - {name: runtime, match: ['nvcr.io/*'], signatures: {keys: [platform/image-signer]}}\n"
+        "    - {name: engines, match: ['registry.example.com/*']}\n"
+    )
+    engine = engine_for(material, policy, keys=("build-signer", "image-signer"))
     for _ in range(3):
         assert evaluate(engine, pod(engine=ref)).allowed
-    # One signature check and one manifest parse, whatever the number of admissions.
-    assert len(engine._memo) == 2
+    # One verification each of the signature and the manifest, whatever the number of admissions.
+    manifests = engine.verified.manifests_cache.stats
+    signatures = engine.verified.signatures_cache.stats
+    assert (manifests.misses, manifests.hits) == (1, 2)
+    assert (signatures.misses, signatures.hits) == (1, 2)
+
+
+def test_definitive_failures_are_cached_briefly(material: Material) -> None:
+    engine = engine_for(material, signature_policy(), keys=("image-signer", "second-signer"))
+    for _ in range(2):
+        assert not evaluate(engine, pod()).allowed
+    stats = engine.verified.signatures_cache.stats
+    assert (stats.misses, stats.negative_hits) == (1, 1)

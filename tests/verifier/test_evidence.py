@@ -46,9 +46,11 @@ def test_envelopes_bundles_and_json_lines(tmp_path: Path) -> None:
     evidence = LocalEvidence(tmp_path)
     ref = ImageReference.parse(f"quay.io/a/b@sha256:{SUBJECT}")
     found = run(evidence.attestations(ref, Deadline.never()))
-    assert sorted(a.origin.rsplit("/", 1)[1] for a in found) == ["a.json", "b.sigstore.json", "c.jsonl:1"]
+    assert sorted(a.origin.rsplit("/", 1)[1] for a in found) == ["a.json", "c.jsonl:1"]
+    # A signing bundle is a signature, kept whole (a keyless one needs its certificate), not an attestation.
     signatures = run(evidence.image_signatures(ref, Deadline.never()))
-    assert [s.predicate_type for s in signatures.statements] == [COSIGN_SIGN_PREDICATE]
+    assert signatures.statements == ()
+    assert [json.loads(b)["mediaType"] for b in signatures.bundles] == [bundle["mediaType"]]
 
 
 def test_oci_manifest_maps_an_artifact_to_its_layers(tmp_path: Path) -> None:

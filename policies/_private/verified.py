@@ -1,0 +1,266 @@
+"""Evidence for one artifact, fetched from an evidence source and verified against a policy's signers.
+
+Each answer is cached by what was asked (digest, the policy revision, the key set and threshold) with
+:class:`~verifier.cache.ResultCache`: a verified result for ``ttl`` seconds, a definitive failure (no
+signature, a wrong key) for ``negative_ttl``, a transient failure (a registry that is down) never. A cache
+hit skips the registry and the cryptography; the evaluator still runs every other check on each admission.
+Verification runs in a worker thread (keyless signatures cost ~10 ms of certificate checks), never on the
+event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from policies.loader import PolicySet, Signer
+from verifier.attestations import ENGINE_VERIFICATION_PREDICATE_TYPE, EngineVerification, load_verification
+from verifier.cache import ResultCache
+from verifier.deadline import Deadline
+from verifier.dsse import verify_envelope
+from verifier.errors import InputError, TrtguardError, VerificationError
+from verifier.evidence import Attestation, EvidenceSource
+from verifier.intoto import statement_from_envelope
+from verifier.keys import PublicKey
+from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest
+from verifier.references import ImageReference
+from verifier.signatures import NoSignatures, TrustPolicy, VerificationResult, verify_image_signatures
+
+Fetch = Callable[[], Awaitable[Sequence[Attestation]]]
+"""Fetches the attestations of an artifact (shared by the checks of one evaluation)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSettings:
+    """Lifetimes of cached verification results, in seconds."""
+
+    ttl: float = 600.0
+    negative_ttl: float = 30.0
+    max_entries: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedManifest:
+    """A build manifest whose signature verified, with its JSON form for CEL and the subjects it covers."""
+
+    manifest: EngineBuildManifest
+    as_json: dict[str, Any]
+    subjects: frozenset[str]
+    signers: tuple[str, ...]
+    origin: str
+
+
+def public_keys(signers: Mapping[str, Signer]) -> dict[str, PublicKey]:
+    """The public keys among ``signers``; attestations (DSSE) are verified with keys only."""
+    keys = {ref: s.public_key for ref, s in signers.items() if s.public_key is not None}
+    if not keys:
+        raise VerificationError(
+            f"none of {', '.join(signers)} is a public key; keyless signers cannot sign attestations here",
+            hint="name public-key signers for attestations",
+        )
+    return keys
+
+
+class VerifiedEvidence:
+    """Verified answers about artifacts for one policy set, cached across admissions."""
+
+    def __init__(self, policy_set: PolicySet, source: EvidenceSource, settings: CacheSettings) -> None:
+        self._policy_set = policy_set
+        self._source = source
+        self._trust_policies: dict[tuple[tuple[str, ...], int], TrustPolicy] = {}
+
+        def cache() -> ResultCache[tuple[object, ...], Any]:
+            return ResultCache(
+                ttl=settings.ttl, negative_ttl=settings.negative_ttl, max_entries=settings.max_entries
+            )
+
+        self.signatures_cache: ResultCache[tuple[object, ...], VerificationResult] = cache()
+        self.manifests_cache: ResultCache[tuple[object, ...], VerifiedManifest] = cache()
+        self.attestations_cache: ResultCache[tuple[object, ...], tuple[str, ...]] = cache()
+        self.verifications_cache: ResultCache[tuple[object, ...], EngineVerification] = cache()
+
+    def _key(self, kind: str, reference: ImageReference, *parts: object) -> tuple[object, ...]:
+        return (kind, self._policy_set.revision, reference.digest, *parts)
+
+    def trust_policy(self, keys: Sequence[str], threshold: int) -> TrustPolicy:
+        """The signature policy for a rule's keys and threshold (built once per rule)."""
+        found = self._trust_policies.get((tuple(keys), threshold))
+        if found is None:
+            signers = self._policy_set.signers_for(keys)
+            roots = {id(s.trust_root): s.trust_root for s in signers.values() if s.trust_root is not None}
+            if len(roots) > 1:
+                raise InputError(
+                    f"keyless signers [{', '.join(keys)}] use different trusted roots",
+                    hint="list keyless signers of one Sigstore instance per rule",
+                )
+            found = TrustPolicy(
+                keys={ref: s.public_key for ref, s in signers.items() if s.public_key is not None},
+                identities=tuple(s.identity for s in signers.values() if s.identity is not None),
+                threshold=threshold,
+                trust_root=next(iter(roots.values()), None),
+                rekor_keys=tuple(s.rekor_key for s in signers.values() if s.rekor_key is not None),
+                require_tlog=any(s.rekor_key is not None for s in signers.values()),
+            )
+            self._trust_policies[(tuple(keys), threshold)] = found
+        return found
+
+    async def image_signatures(
+        self, reference: ImageReference, keys: Sequence[str], threshold: int, deadline: Deadline
+    ) -> VerificationResult:
+        """Signatures over the (pinned) image, verified; raises VerificationError below the threshold."""
+
+        async def compute() -> VerificationResult:
+            material = await self._source.image_signatures(reference, deadline)
+            where = material.origin or self._source.description
+            if not material.count:
+                raise NoSignatures(
+                    f"no signature found (looked in {where})",
+                    hint="sign the image (`trtguard sign`, `cosign sign`) and push the signature",
+                )
+            policy = self.trust_policy(keys, threshold)
+            return await asyncio.to_thread(
+                verify_image_signatures,
+                material.digest,
+                policy,
+                classic=material.classic,
+                bundles=material.bundles,
+                envelopes=tuple(s.envelope for s in material.statements),
+                location=where,
+            )
+
+        key = self._key("signatures", reference, tuple(keys), threshold)
+        return await self.signatures_cache.get_or_compute(key, compute)
+
+    async def attestation(
+        self,
+        reference: ImageReference,
+        predicate_type: str,
+        keys: Sequence[str],
+        threshold: int,
+        fetch: Fetch,
+    ) -> tuple[str, ...]:
+        """Names of the keys that signed an attestation of ``predicate_type`` about the artifact."""
+
+        async def compute() -> tuple[str, ...]:
+            candidates = [a for a in await fetch() if a.predicate_type == predicate_type]
+            if not candidates:
+                raise VerificationError(f"no attestation of type {predicate_type}")
+            signers = public_keys(self._policy_set.signers_for(keys))
+            reasons = []
+            for attestation in candidates:
+                try:
+                    return await asyncio.to_thread(
+                        verify_envelope, attestation.envelope, signers, threshold=threshold
+                    )
+                except VerificationError as error:
+                    reasons.append(error.message)
+            raise VerificationError(
+                f"no attestation of type {predicate_type} signed by [{', '.join(keys)}]: {reasons[0]}"
+            )
+
+        key = self._key("attestation", reference, predicate_type, tuple(keys), threshold)
+        return await self.attestations_cache.get_or_compute(key, compute)
+
+    async def build_manifest(
+        self, reference: ImageReference, keys: Sequence[str], threshold: int, fetch: Fetch
+    ) -> VerifiedManifest:
+        """The newest build manifest of the engine signed by ``threshold`` of ``keys``."""
+
+        async def compute() -> VerifiedManifest:
+            candidates = [a for a in await fetch() if a.predicate_type == ENGINE_BUILD_PREDICATE_TYPE]
+            if not candidates:
+                raise VerificationError(f"no build manifest attestation found ({self._source.description})")
+            signers = self._policy_set.signers_for(keys)
+            verified: list[VerifiedManifest] = []
+            reasons: list[str] = []
+            for attestation in candidates:
+                try:
+                    verified.append(
+                        await asyncio.to_thread(_verify_manifest, attestation, signers, threshold)
+                    )
+                except TrtguardError as error:
+                    reasons.append(f"{attestation.origin}: {error.message}")
+            if not verified:
+                raise VerificationError(f"build manifest not signed by [{', '.join(keys)}]: {reasons[0]}")
+            # Several signed manifests for one engine: the newest build is the one that describes it.
+            return max(verified, key=lambda v: v.manifest.build_timestamp)
+
+        key = self._key("manifest", reference, tuple(keys), threshold)
+        return await self.manifests_cache.get_or_compute(key, compute)
+
+    async def gpu_verification(
+        self,
+        reference: ImageReference,
+        keys: Sequence[str],
+        threshold: int,
+        engine_sha256: str | None,
+        fetch: Fetch,
+    ) -> EngineVerification:
+        """A passing GPU verification of the engine signed by ``threshold`` of ``keys``.
+
+        ``engine_sha256``, when the build manifest is known, is the engine file it must be about.
+        """
+
+        async def compute() -> EngineVerification:
+            candidates = [a for a in await fetch() if a.predicate_type == ENGINE_VERIFICATION_PREDICATE_TYPE]
+            if not candidates:
+                raise VerificationError("no GPU verification attestation found")
+            signers = public_keys(self._policy_set.signers_for(keys))
+            reasons = []
+            for attestation in candidates:
+                try:
+                    observed = await asyncio.to_thread(_verify_verification, attestation, signers, threshold)
+                except TrtguardError as error:
+                    reasons.append(error.message)
+                    continue
+                if engine_sha256 is not None and observed.engine.sha256 != engine_sha256:
+                    reasons.append(f"it is about engine file sha256:{observed.engine.sha256}, not this one")
+                elif observed.result != "pass":
+                    failed = ", ".join(c.field for c in observed.checks if c.status == "fail")
+                    reasons.append(f"the GPU verifier reported failed checks: {failed}")
+                else:
+                    return observed
+            raise VerificationError(
+                f"no passing GPU verification signed by [{', '.join(keys)}]: {reasons[0]}"
+            )
+
+        key = self._key("verification", reference, tuple(keys), threshold, engine_sha256)
+        return await self.verifications_cache.get_or_compute(key, compute)
+
+
+def _verify_manifest(
+    attestation: Attestation, signers: Mapping[str, Signer], threshold: int
+) -> VerifiedManifest:
+    verified = verify_envelope(attestation.envelope, public_keys(signers), threshold=threshold)
+    statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
+    try:
+        manifest = load_manifest(statement, attestation.origin)
+    except InputError as error:
+        # Signed but malformed is a definitive answer, cached like a bad signature.
+        raise VerificationError(f"the signed build manifest is invalid: {error.message}") from error
+    engine_digest = f"sha256:{manifest.output_engine.sha256}"
+    if engine_digest not in statement.subject_digests():
+        raise VerificationError(
+            f"the manifest's output_engine.sha256 {engine_digest} is not the statement's subject",
+            hint="re-create the manifest for the engine it describes",
+        )
+    return VerifiedManifest(
+        manifest=manifest,
+        as_json=manifest.model_dump(mode="json"),
+        subjects=statement.subject_digests(),
+        signers=verified,
+        origin=attestation.origin,
+    )
+
+
+def _verify_verification(
+    attestation: Attestation, signers: Mapping[str, PublicKey], threshold: int
+) -> EngineVerification:
+    verify_envelope(attestation.envelope, signers, threshold=threshold)
+    statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
+    try:
+        return load_verification(statement, attestation.origin)
+    except InputError as error:
+        raise VerificationError(f"the signed verification attestation is invalid: {error.message}") from error

@@ -1,0 +1,130 @@
+"""`helm lint --strict` on every scenario, and values.schema.json refusing bad values with a clear message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from tests.charts.helm_chart import CHART, CI_VALUES, render_error, run_helm
+
+pytestmark = pytest.mark.helm
+
+SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+
+
+def test_lint_strict_with_the_defaults() -> None:
+    result = run_helm("lint", "--strict", str(CHART))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("values", CI_VALUES, ids=lambda path: path.name)
+def test_lint_strict_with_each_ci_scenario(values: Path) -> None:
+    result = run_helm("lint", "--strict", str(CHART), "--values", str(values))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_lint_reports_schema_violations() -> None:
+    result = run_helm("lint", "--strict", str(CHART), "--set", "webhook.timeoutSeconds=45")
+    assert result.returncode != 0
+    assert "at '/webhook/timeoutSeconds': maximum: got 45, want 30" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("set_json", "message"),
+    [
+        ({"webhook.timeoutSeconds": 45}, "at '/webhook/timeoutSeconds': maximum: got 45, want 30"),
+        ({"webhook.timeoutSeconds": 0}, "at '/webhook/timeoutSeconds': minimum: got 0, want 1"),
+        ({"webhook.timeoutSeconds": "5"}, "at '/webhook/timeoutSeconds': got string, want integer"),
+        (
+            {"webhook.failurePolicy": "Sometimes"},
+            "at '/webhook/failurePolicy': value must be one of 'Fail', 'Ignore'",
+        ),
+        ({"webhok": {"name": "x"}}, "at '': additional properties 'webhok' not allowed"),
+        ({"webhook.sideEffects": "Some"}, "at '/webhook': additional properties 'sideEffects' not allowed"),
+        ({"replicaCount": "two"}, "at '/replicaCount': got string, want integer"),
+        ({"replicaCount": 0}, "at '/replicaCount': minimum: got 0, want 1"),
+        ({"image.digest": "sha256:abc"}, "at '/image/digest': 'sha256:abc' does not match pattern"),
+        (
+            {"certificates.mode": "selfSigned"},
+            "at '/certificates/mode': value must be one of 'helm', 'certManager', 'external'",
+        ),
+        (
+            {"decisionLog.type": "mysql"},
+            "at '/decisionLog/type': value must be one of 'sqlite', 'postgresql'",
+        ),
+        ({"webhook.name": "trtguard"}, "at '/webhook/name': 'trtguard' does not match pattern"),
+        (
+            {"webhook.namespaceSelector.matchExpressions": [{"key": "a", "operator": "Maybe"}]},
+            "at '/webhook/namespaceSelector/matchExpressions/0/operator': value must be one of",
+        ),
+        (
+            {"webhook.matchConditions": [{"name": f"c{i}", "expression": "true"} for i in range(65)]},
+            "at '/webhook/matchConditions': maxItems: got 65, want 64",
+        ),
+        ({"server.port": 443}, "at '/server/port': minimum: got 443, want 1,024"),
+        ({"resources.limits.gpu": 1}, "at '/resources/limits': additional properties 'gpu' not allowed"),
+        ({"securityContext.runAsUser": 0}, "at '/securityContext/runAsUser': minimum: got 0, want 1"),
+        (
+            {"registry.config": {"credentials_file": "/x"}},
+            "at '/registry/config': additional properties 'credentials_file' not allowed",
+        ),
+    ],
+)
+def test_bad_values_are_refused_with_the_field_and_the_reason(set_json: dict[str, Any], message: str) -> None:
+    assert message in render_error(set_json=set_json)
+
+
+@pytest.mark.parametrize(
+    ("set_json", "message"),
+    [
+        (
+            {"replicaCount": 2, "decisionLog.sqlite.persistence.enabled": True},
+            "a SQLite decision log on a PersistentVolumeClaim serves one replica",
+        ),
+        (
+            {"decisionLog.type": "postgresql"},
+            "decisionLog.type=postgresql needs decisionLog.postgresql.existingSecret",
+        ),
+        (
+            {"metrics.serviceMonitor.enabled": True},
+            "metrics.serviceMonitor.enabled needs metrics.enabled=true",
+        ),
+        ({"metrics.enabled": True, "metrics.port": 8443}, "metrics.port must differ from server.port"),
+    ],
+)
+def test_values_that_contradict_each_other_are_refused(set_json: dict[str, Any], message: str) -> None:
+    assert message in render_error(set_json=set_json)
+
+
+def test_every_object_in_the_schema_is_closed() -> None:
+    """additionalProperties is false wherever the chart defines the keys (Kubernetes types pass through)."""
+    open_objects: list[str] = []
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            if (
+                node.get("type") == "object"
+                and "properties" in node
+                and node.get("additionalProperties") is not False
+            ):
+                open_objects.append(where)
+            for key, child in node.items():
+                walk(child, f"{where}/{key}")
+        elif isinstance(node, list):
+            for index, child in enumerate(node):
+                walk(child, f"{where}/{index}")
+
+    walk(SCHEMA, "")
+    assert open_objects == []
+
+
+@pytest.mark.parametrize("values", [CHART / "values.yaml", *CI_VALUES], ids=lambda path: path.name)
+def test_values_files_satisfy_the_schema_outside_helm(values: Path) -> None:
+    """The schema is plain JSON Schema: CI tools other than helm (check-jsonschema) read it the same way."""
+    jsonschema.validate(yaml.safe_load(values.read_text()), SCHEMA)

@@ -1,0 +1,302 @@
+"""verifier/registry/evidence.py: RegistryEvidence against a real registry, fed into verifier.signatures."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.verifier.registry.faultproxy import Fault, FaultProxy
+from tests.verifier.registry.images import TinyImage, push_image, tiny_image
+from tests.verifier.registry.localregistry import LocalRegistry, plain_config
+from verifier.deadline import Deadline
+from verifier.dsse import Envelope
+from verifier.errors import EvidenceUnavailable
+from verifier.evidence import COSIGN_SIGN_PREDICATE, EvidenceSource
+from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_for_file
+from verifier.keys import PrivateKey, generate_private_key
+from verifier.references import ImageReference
+from verifier.registry.client import RegistryClient
+from verifier.registry.cosign_layout import (
+    BUNDLE_CONTENT_ANNOTATION,
+    BUNDLE_PREDICATE_ANNOTATION,
+    DSSE_ENVELOPE,
+    PREDICATE_TYPE_ANNOTATION,
+    SIGNATURE_ANNOTATION,
+    SIGSTORE_BUNDLE,
+    SIMPLE_SIGNING,
+    append_layer,
+    attestation_tag,
+    push_referrer,
+    signature_tag,
+    simple_signing_payload,
+)
+from verifier.registry.evidence import RegistryEvidence
+from verifier.registry.oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, image_manifest
+from verifier.registry.push import ENGINE_ARTIFACT_TYPE, ENGINE_LAYER, TITLE_ANNOTATION, push_engine
+from verifier.signatures import TrustPolicy, verify_attestation, verify_image_signatures
+
+BUILD = "https://trtguard.dev/attestations/engine-build/v1"
+
+
+def _statement(digest: str, predicate_type: str, predicate: dict[str, object] | None = None) -> Statement:
+    return Statement(
+        subject=[ResourceDescriptor(digest={"sha256": digest.removeprefix("sha256:")})],
+        predicate_type=predicate_type,
+        predicate=predicate or {},
+    )
+
+
+def _keyed_bundle(envelope: Envelope, key: PrivateKey) -> bytes:
+    """A cosign v3 style key-signed bundle (no transparency log entry)."""
+    hint = base64.b64encode(hashlib.sha256(key.public_key().to_der()).digest()).decode()
+    return json.dumps(
+        {
+            "mediaType": SIGSTORE_BUNDLE,
+            "verificationMaterial": {"publicKey": {"hint": hint}, "tlogEntries": []},
+            "dsseEnvelope": envelope.to_dict(),
+        }
+    ).encode()
+
+
+async def _sign_classic(client: RegistryClient, ref: ImageReference, digest: str, key: PrivateKey) -> None:
+    payload = simple_signing_payload(ref, digest)
+    await append_layer(
+        client,
+        ref,
+        signature_tag(digest),
+        payload,
+        media_type=SIMPLE_SIGNING,
+        annotations={SIGNATURE_ANNOTATION: base64.b64encode(key.sign(payload)).decode()},
+        deadline=Deadline.after(10),
+    )
+
+
+async def _sign_v3(client: RegistryClient, ref: ImageReference, image: TinyImage, key: PrivateKey) -> None:
+    envelope = sign_statement(_statement(image.digest, COSIGN_SIGN_PREDICATE), key)
+    await push_referrer(
+        client,
+        ref,
+        image.descriptor,
+        artifact_type=SIGSTORE_BUNDLE,
+        blob=_keyed_bundle(envelope, key),
+        blob_media_type=SIGSTORE_BUNDLE,
+        annotations={
+            BUNDLE_CONTENT_ANNOTATION: "dsse-envelope",
+            BUNDLE_PREDICATE_ANNOTATION: COSIGN_SIGN_PREDICATE,
+        },
+        deadline=Deadline.after(10),
+    )
+
+
+async def _attach(
+    client: RegistryClient, ref: ImageReference, subject: Descriptor, envelope: Envelope
+) -> None:
+    """Attach the way attach-attestation does: a .att layer and a DSSE referrer."""
+    statement_type = json.loads(envelope.payload)["predicateType"]
+    data = envelope.to_json()
+    await append_layer(
+        client,
+        ref,
+        attestation_tag(subject.digest),
+        data,
+        media_type=DSSE_ENVELOPE,
+        annotations={PREDICATE_TYPE_ANNOTATION: statement_type},
+        deadline=Deadline.after(10),
+    )
+    await push_referrer(
+        client,
+        ref,
+        subject,
+        artifact_type=DSSE_ENVELOPE,
+        blob=data,
+        blob_media_type=DSSE_ENVELOPE,
+        deadline=Deadline.after(10),
+    )
+
+
+def test_registry_evidence_is_an_evidence_source(client: RegistryClient) -> None:
+    source: EvidenceSource = RegistryEvidence(client)
+    assert source.description == "registry"
+    assert source.concurrent_lookups
+
+
+async def test_classic_and_v3_signatures_of_a_tagged_image(
+    client: RegistryClient, registry: LocalRegistry
+) -> None:
+    ref = ImageReference.parse(f"{registry.host}/evidence/signed:v1")
+    image = tiny_image()
+    digest = await push_image(client, ref, image)
+    classic_key, bundle_key = generate_private_key(), generate_private_key()
+    await _sign_classic(client, ref, digest, classic_key)
+    await _sign_v3(client, ref, image, bundle_key)
+    evidence = RegistryEvidence(client)
+    material = await evidence.image_signatures(ref, Deadline.after(10))  # a tag: judged by its digest
+    assert material.digest == digest
+    assert len(material.classic) == 1 and len(material.bundles) == 1
+    policy = TrustPolicy(
+        keys={"classic": classic_key.public_key(), "v3": bundle_key.public_key()}, threshold=2
+    )
+    result = verify_image_signatures(
+        digest, policy, classic=material.classic, bundles=material.bundles, repository=ref.name
+    )
+    assert sorted(result.keys) == ["classic", "v3"]
+    # The v3 bundle is handed in whole, not again as a bare statement (it would be counted twice).
+    assert material.statements == ()
+    assert COSIGN_SIGN_PREDICATE.encode() in base64.b64decode(
+        json.loads(material.bundles[0])["dsseEnvelope"]["payload"]
+    )
+    # v3 signatures are not attestations.
+    assert await evidence.attestations(ref, Deadline.after(10)) == ()
+
+
+async def test_unsigned_image_has_empty_material(client: RegistryClient, registry: LocalRegistry) -> None:
+    ref = ImageReference.parse(f"{registry.host}/evidence/unsigned:v1")
+    digest = await push_image(client, ref, tiny_image())
+    material = await RegistryEvidence(client).image_signatures(ref, Deadline.after(10))
+    assert material.digest == digest and material.classic == () and material.bundles == ()
+
+
+async def test_attestations_from_att_and_referrers_are_deduplicated_and_filtered(
+    client: RegistryClient, registry: LocalRegistry
+) -> None:
+    ref = ImageReference.parse(f"{registry.host}/evidence/attested:v1")
+    image = tiny_image()
+    digest = await push_image(client, ref, image)
+    key = generate_private_key()
+    sbom = sign_statement(_statement(digest, "https://cyclonedx.org/bom", {"components": []}), key)
+    await _attach(client, ref, image.descriptor, sbom)
+    # Found but about another artifact: left out.
+    elsewhere = sign_statement(_statement("sha256:" + "9" * 64, BUILD), key)
+    await _attach(client, ref, image.descriptor, elsewhere)
+    # Garbage under the .att tag: skipped.
+    await append_layer(
+        client,
+        ref,
+        attestation_tag(digest),
+        b"not json",
+        media_type=DSSE_ENVELOPE,
+        annotations={},
+        deadline=Deadline.after(10),
+    )
+    # A cosign v3 attestation bundle: its envelope counts as an attestation.
+    provenance = sign_statement(_statement(digest, "https://slsa.dev/provenance/v1"), key)
+    await push_referrer(
+        client,
+        ref,
+        image.descriptor,
+        artifact_type=SIGSTORE_BUNDLE,
+        blob=_keyed_bundle(provenance, key),
+        blob_media_type=SIGSTORE_BUNDLE,
+        deadline=Deadline.after(10),
+    )
+    found = await RegistryEvidence(client).attestations(ref, Deadline.after(10))
+    assert sorted(a.predicate_type for a in found) == [
+        "https://cyclonedx.org/bom",
+        "https://slsa.dev/provenance/v1",
+    ]
+    sbom_found = next(a for a in found if a.predicate_type == "https://cyclonedx.org/bom")
+    assert sbom_found.envelope == sbom and sbom_found.subjects == {digest}
+    result = verify_attestation(
+        sbom_found.envelope, TrustPolicy(keys={"ci": key.public_key()}), subject_digest=digest
+    )
+    assert result.keys == ("ci",)
+
+
+async def test_engine_artifact_subjects_and_build_manifest(
+    client: RegistryClient, registry: LocalRegistry, tmp_path: Path
+) -> None:
+    engine = tmp_path / "model.plan"
+    engine.write_bytes(b"engine bytes " * 100)
+    calibration = tmp_path / "calib.cache"
+    calibration.write_bytes(b"TRT-8601-EntropyCalibration2\n")
+    to = ImageReference.parse(f"{registry.host}/evidence/engine:v1")
+    artifact = await push_engine(client, to, engine, Deadline.after(30), calibration_cache=calibration)
+    evidence = RegistryEvidence(client)
+    subjects = await evidence.subject_digests(artifact.reference, Deadline.after(10))
+    assert artifact.calibration_cache is not None
+    assert subjects == {artifact.reference.digest, artifact.engine.digest, artifact.calibration_cache.digest}
+    key = generate_private_key()
+    build = sign_statement(statement_for_file(engine, BUILD, {"audit_id": "A-1"}), key)
+    manifest = await client.get_manifest(artifact.reference, Deadline.after(10))
+    assert manifest is not None
+    await _attach(client, artifact.reference, manifest.descriptor, build)
+    (found,) = await evidence.attestations(artifact.reference.without_digest(), Deadline.after(10))
+    assert found.predicate_type == BUILD and found.subjects == {artifact.engine.digest}
+
+
+async def test_a_malformed_engine_artifact_is_refused(
+    client: RegistryClient, registry: LocalRegistry
+) -> None:
+    ref = ImageReference.parse(f"{registry.host}/evidence/smuggled:v1")
+    deadline = Deadline.after(10)
+    await client.push_blob(ref, b"{}", EMPTY_DESCRIPTOR.media_type, deadline)
+    engine = await client.push_blob(ref, b"engine", ENGINE_LAYER, deadline)
+    plugin = await client.push_blob(ref, b"\x7fELF", "application/x-sharedlib", deadline)
+    layers = [
+        Descriptor(
+            engine.media_type, engine.digest, engine.size, annotations={TITLE_ANNOTATION: "model.plan"}
+        ),
+        Descriptor(
+            plugin.media_type, plugin.digest, plugin.size, annotations={TITLE_ANNOTATION: "plugin.so"}
+        ),
+    ]
+    data = image_manifest(config=EMPTY_DESCRIPTOR, layers=layers, artifact_type=ENGINE_ARTIFACT_TYPE)
+    await client.push_manifest(ref, data, OCI_MANIFEST, deadline, tag="v1")
+    with pytest.raises(EvidenceUnavailable, match="not a well-formed engine artifact") as raised:
+        await RegistryEvidence(client).subject_digests(ref, deadline)
+    assert raised.value.transient is False
+
+
+async def test_plain_images_and_indexes_stand_for_their_digest_only(
+    client: RegistryClient, registry: LocalRegistry
+) -> None:
+    ref = ImageReference.parse(f"{registry.host}/evidence/plain:v1")
+    digest = await push_image(client, ref, tiny_image())
+    assert await RegistryEvidence(client).subject_digests(ref, Deadline.after(10)) == {digest}
+
+
+async def test_registry_failures_keep_their_transient_flag(
+    proxy: FaultProxy, registry: LocalRegistry, client: RegistryClient
+) -> None:
+    ref = ImageReference.parse(f"{registry.host}/evidence/failing:v1")
+    digest = await push_image(client, ref, tiny_image())
+    await _sign_classic(client, ref, digest, generate_private_key())
+    through = ImageReference.parse(f"{proxy.host}/evidence/failing:v1")
+    async with RegistryClient(plain_config(proxy.host)) as faulty:
+        proxy.inject(Fault.answer(503), path=".sig")
+        with pytest.raises(EvidenceUnavailable) as transient:
+            await RegistryEvidence(faulty).image_signatures(through, Deadline.after(5))
+        assert transient.value.transient and "answered 503 three times" in transient.value.message
+        proxy.clear()
+        proxy.inject(Fault("corrupt"), path="/blobs/")
+        with pytest.raises(EvidenceUnavailable) as lying:
+            await RegistryEvidence(faulty).image_signatures(through, Deadline.after(5))
+        assert lying.value.transient is False and "received bytes hash to" in lying.value.message
+
+
+async def test_burst_of_100_lookups_of_a_new_signed_image_is_one_set_of_requests(
+    proxy: FaultProxy, registry: LocalRegistry, client: RegistryClient
+) -> None:
+    ref = ImageReference.parse(f"{registry.host}/evidence/burst:v1")
+    image = tiny_image()
+    digest = await push_image(client, ref, image)
+    key = generate_private_key()
+    await _sign_classic(client, ref, digest, key)
+    await _sign_v3(client, ref, image, key)
+    through = ImageReference.parse(f"{proxy.host}/evidence/burst:v1")
+    proxy.inject(Fault("delay", seconds=0.2))  # keep the 100 look-ups overlapping
+    async with RegistryClient(plain_config(proxy.host)) as fresh:
+        evidence = RegistryEvidence(fresh)
+        results = await asyncio.gather(
+            *(evidence.image_signatures(through, Deadline.after(20)) for _ in range(100))
+        )
+    assert all(r.digest == digest and len(r.classic) == 1 and len(r.bundles) == 1 for r in results)
+    paths = [path for _, path in proxy.requests]
+    assert len(paths) == len(set(paths)), f"repeated requests: {sorted(paths)}"
+    # tag, .sig manifest, payload blob, referrers API, fallback index, bundle manifest, bundle blob
+    assert len(paths) == 7

@@ -1,0 +1,698 @@
+"""verifier.signatures with material made here: real keys, real signatures, a local Rekor key.
+
+The public interop vectors (cosign, containers/image, Connaisseur, Sigstore conformance) are in
+test_signatures_interop.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rfc8785
+from cryptography import x509
+
+from verifier import dsse, intoto, keys, signatures
+from verifier.errors import InputError, VerificationError
+from verifier.keys import PrivateKey, PublicKey
+from verifier.signatures import (
+    COSIGN_SIGN_PREDICATE,
+    CosignSignature,
+    KeylessIdentity,
+    NoSignatures,
+    TrustPolicy,
+    TrustRoot,
+)
+
+IMAGE = "sha256:" + hashlib.sha256(b"an image manifest").hexdigest()
+OTHER_IMAGE = "sha256:" + hashlib.sha256(b"another manifest").hexdigest()
+REPOSITORY = "registry.example.com/inference/trt"
+
+
+@pytest.fixture(scope="module")
+def signer() -> dict[str, PrivateKey]:
+    return {name: keys.generate_private_key() for name in ("alice", "bob", "carol", "rekor")}
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def simple_signing(digest: str = IMAGE, reference: str = REPOSITORY, **critical: Any) -> bytes:
+    document = {
+        "critical": {
+            "identity": {"docker-reference": reference},
+            "image": {"docker-manifest-digest": digest},
+            "type": "cosign container image signature",
+            **critical,
+        },
+        "optional": None,
+    }
+    return json.dumps(document).encode()
+
+
+def classic(key: PrivateKey, payload: bytes | None = None, **fields: Any) -> CosignSignature:
+    payload = simple_signing() if payload is None else payload
+    return CosignSignature(payload=payload, signature=_b64(key.sign(payload)), **fields)
+
+
+def policy(signer: Mapping[str, PrivateKey], *names: str, **options: Any) -> TrustPolicy:
+    return TrustPolicy(keys={name: signer[name].public_key() for name in names}, **options)
+
+
+def rekor_entry(
+    rekor: PrivateKey, body: dict[str, Any], *, integrated_time: int = 1_700_000_000
+) -> dict[str, Any]:
+    payload: dict[str, str | int] = {
+        "body": _b64(json.dumps(body).encode()),
+        "integratedTime": integrated_time,
+        "logID": rekor.public_key().key_id,
+        "logIndex": 42,
+    }
+    return {"SignedEntryTimestamp": _b64(rekor.sign(rfc8785.dumps(payload))), "Payload": payload}
+
+
+def hashedrekord(data: bytes, signature: bytes, key: PublicKey) -> dict[str, Any]:
+    return {
+        "apiVersion": "0.0.1",
+        "kind": "hashedrekord",
+        "spec": {
+            "data": {"hash": {"algorithm": "sha256", "value": hashlib.sha256(data).hexdigest()}},
+            "signature": {"content": _b64(signature), "publicKey": {"content": _b64(key.to_pem())}},
+        },
+    }
+
+
+# --- classic signatures ---------------------------------------------------------------------------------
+
+
+def test_classic_signature_by_a_trusted_key(signer: dict[str, PrivateKey]) -> None:
+    result = signatures.verify_image_signatures(
+        IMAGE, policy(signer, "alice"), classic=[classic(signer["alice"])], repository=REPOSITORY
+    )
+    assert (result.keys, result.identities, result.verified, result.threshold) == (("alice",), (), 1, 1)
+    assert result.tlog_verified is False
+    assert result.summary() == "1 of 1 required signers: keys [alice]"
+
+
+def test_no_signature_at_all_is_its_own_error(signer: dict[str, PrivateKey]) -> None:
+    with pytest.raises(NoSignatures, match=f"no signature found for {IMAGE}") as raised:
+        signatures.verify_image_signatures(IMAGE, policy(signer, "alice"), location="image x")
+    assert raised.value.location == "image x"
+    assert raised.value.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda s: classic(s["carol"]), "signature present but not made by any trusted key"),
+        (
+            lambda s: CosignSignature(
+                payload=simple_signing() + b" ", signature=classic(s["alice"]).signature
+            ),
+            "signature present but not made by any trusted key",
+        ),
+        (lambda s: classic(s["alice"], simple_signing(OTHER_IMAGE)), f"the signature is for {OTHER_IMAGE}"),
+        (
+            lambda s: classic(s["alice"], simple_signing(type="something else")),
+            "type is 'something else'",
+        ),
+        (lambda s: classic(s["alice"], b"not json"), "the signed payload is not JSON"),
+        (lambda s: classic(s["alice"], b'{"critical": []}'), "critical section is not an object"),
+        (
+            lambda s: CosignSignature(payload=simple_signing(), signature=""),
+            "no dev.cosignproject.cosign/signature",
+        ),
+        (lambda s: CosignSignature(payload=simple_signing(), signature="@@@"), "not valid base64"),
+        (
+            lambda s: classic(s["alice"], media_type="application/vnd.dsse.envelope.v1+json"),
+            "is not a cosign simple-signing payload",
+        ),
+    ],
+    ids=[
+        "wrong-key",
+        "payload-changed",
+        "digest",
+        "type",
+        "not-json",
+        "shape",
+        "no-annotation",
+        "base64",
+        "media",
+    ],
+)
+def test_classic_signature_rejections_name_the_reason(
+    signer: dict[str, PrivateKey], make: Callable[[dict[str, PrivateKey]], Any], reason: str
+) -> None:
+    with pytest.raises(VerificationError) as raised:
+        signatures.verify_image_signatures(IMAGE, policy(signer, "alice", "bob"), classic=[make(signer)])
+    assert not isinstance(raised.value, NoSignatures)
+    message = raised.value.message
+    assert message.startswith("0 of 1 required signatures from keys [alice, bob] (signature 1: ")
+    assert reason in message
+
+
+def test_repository_check_ignores_tags_and_normalises_names(signer: dict[str, PrivateKey]) -> None:
+    tagged = classic(signer["alice"], simple_signing(reference=f"{REPOSITORY}:v1"))
+    assert signatures.verify_image_signatures(
+        IMAGE, policy(signer, "alice"), classic=[tagged], repository=REPOSITORY
+    )
+    hub = classic(signer["alice"], simple_signing(reference="index.docker.io/library/nginx"))
+    assert signatures.verify_image_signatures(
+        IMAGE, policy(signer, "alice"), classic=[hub], repository="docker.io/library/nginx"
+    )
+    with pytest.raises(VerificationError, match=r"is for repository registry\.example\.com/other, not"):
+        signatures.verify_image_signatures(
+            IMAGE,
+            policy(signer, "alice"),
+            classic=[classic(signer["alice"], simple_signing(reference="registry.example.com/other"))],
+            repository=REPOSITORY,
+        )
+    with pytest.raises(VerificationError, match="is not a valid reference"):
+        signatures.verify_image_signatures(
+            IMAGE,
+            policy(signer, "alice"),
+            classic=[classic(signer["alice"], simple_signing(reference="UPPER/Case"))],
+            repository=REPOSITORY,
+        )
+
+
+def test_threshold_counts_distinct_keys(signer: dict[str, PrivateKey]) -> None:
+    two = [classic(signer["alice"]), classic(signer["alice"]), classic(signer["carol"])]
+    with pytest.raises(VerificationError) as raised:
+        signatures.verify_image_signatures(IMAGE, policy(signer, "alice", "bob", threshold=2), classic=two)
+    assert raised.value.message.startswith("1 of 2 required signatures from keys [alice, bob] (signature 3: ")
+    both = [classic(signer["alice"]), classic(signer["carol"]), classic(signer["bob"])]
+    result = signatures.verify_image_signatures(
+        IMAGE, policy(signer, "alice", "bob", threshold=2), classic=both
+    )
+    assert (result.keys, result.verified) == (("alice", "bob"), 2)
+
+
+def test_one_key_under_two_names_is_one_signer(signer: dict[str, PrivateKey]) -> None:
+    same = TrustPolicy(keys={"a": signer["alice"].public_key(), "b": signer["alice"].public_key()})
+    result = signatures.verify_image_signatures(IMAGE, same, classic=[classic(signer["alice"])])
+    assert (result.keys, result.verified) == (("a", "b"), 1)
+    with pytest.raises(InputError, match="threshold 2 cannot be met by 1 distinct key"):
+        TrustPolicy(keys=dict(same.keys), threshold=2)
+
+
+def test_invalid_image_digest_is_an_input_error(signer: dict[str, PrivateKey]) -> None:
+    with pytest.raises(InputError, match="image digest"):
+        signatures.verify_image_signatures(
+            "sha256:abc", policy(signer, "alice"), classic=[classic(signer["alice"])]
+        )
+
+
+def test_from_layer_reads_the_cosign_annotations() -> None:
+    layer = CosignSignature.from_layer(
+        b"{}",
+        signatures.SIMPLE_SIGNING_MEDIA_TYPE,
+        {
+            signatures.SIGNATURE_ANNOTATION: "c2ln",
+            signatures.CERTIFICATE_ANNOTATION: "cert",
+            signatures.CHAIN_ANNOTATION: "chain",
+            signatures.BUNDLE_ANNOTATION: "{}",
+        },
+    )
+    assert (layer.signature, layer.certificate, layer.chain, layer.rekor_bundle) == (
+        "c2ln",
+        "cert",
+        "chain",
+        "{}",
+    )
+    assert CosignSignature.from_layer(b"{}", "text/plain", {}).signature == ""
+
+
+# --- Rekor SET (classic) --------------------------------------------------------------------------------
+
+
+def with_rekor(
+    signer: dict[str, PrivateKey], key_name: str = "alice", **entry_options: Any
+) -> CosignSignature:
+    payload = simple_signing()
+    signature = signer[key_name].sign(payload)
+    entry = rekor_entry(
+        signer["rekor"], hashedrekord(payload, signature, signer[key_name].public_key()), **entry_options
+    )
+    return CosignSignature(payload=payload, signature=_b64(signature), rekor_bundle=json.dumps(entry))
+
+
+def test_rekor_set_is_checked_when_the_policy_requires_a_log(signer: dict[str, PrivateKey]) -> None:
+    trust = policy(signer, "alice", rekor_keys=(signer["rekor"].public_key(),), require_tlog=True)
+    result = signatures.verify_image_signatures(IMAGE, trust, classic=[with_rekor(signer)])
+    assert result.tlog_verified is True
+
+
+def _tamper_entry(signature: CosignSignature, change: Callable[[dict[str, Any]], object]) -> CosignSignature:
+    assert signature.rekor_bundle is not None
+    entry = json.loads(signature.rekor_bundle)
+    change(entry)
+    return CosignSignature(
+        payload=signature.payload, signature=signature.signature, rekor_bundle=json.dumps(entry)
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda e: e["Payload"].update(logIndex=43), "signed entry timestamp (SET) does not verify"),
+        (lambda e: e["Payload"].update(logID="00" * 32), "unknown log"),
+        (lambda e: e.update(SignedEntryTimestamp="***"), "not valid base64"),
+        (lambda e: e.pop("Payload"), "Rekor bundle annotation is malformed"),
+        (lambda e: e["Payload"].update(integratedTime="1700000000"), "fields of the wrong type"),
+    ],
+    ids=["set", "log-id", "set-base64", "shape", "types"],
+)
+def test_rekor_entry_tampering_is_detected(
+    signer: dict[str, PrivateKey], change: Callable[[dict[str, Any]], None], reason: str
+) -> None:
+    trust = policy(signer, "alice", rekor_keys=(signer["rekor"].public_key(),), require_tlog=True)
+    with pytest.raises(VerificationError, match=reason.replace("(", "\\(").replace(")", "\\)")):
+        signatures.verify_image_signatures(IMAGE, trust, classic=[_tamper_entry(with_rekor(signer), change)])
+
+
+@pytest.mark.parametrize(
+    ("body_change", "reason"),
+    [
+        (lambda b: b["spec"]["data"]["hash"].update(value="0" * 64), "different artifact hash"),
+        (lambda b: b["spec"]["signature"].update(content=_b64(b"other")), "different signature"),
+        (lambda b: b.update(kind="rekord"), "expected hashedrekord/0.0.1"),
+    ],
+)
+def test_rekor_body_must_match_the_signature(
+    signer: dict[str, PrivateKey], body_change: Callable[[dict[str, Any]], None], reason: str
+) -> None:
+    # Re-signing the SET proves the body check itself catches the mismatch.
+    payload = simple_signing()
+    signature = signer["alice"].sign(payload)
+    body = hashedrekord(payload, signature, signer["alice"].public_key())
+    body_change(body)
+    entry = rekor_entry(signer["rekor"], body)
+    layer = CosignSignature(payload=payload, signature=_b64(signature), rekor_bundle=json.dumps(entry))
+    trust = policy(signer, "alice", rekor_keys=(signer["rekor"].public_key(),), require_tlog=True)
+    with pytest.raises(VerificationError, match=reason):
+        signatures.verify_image_signatures(IMAGE, trust, classic=[layer])
+
+
+def test_rekor_body_with_another_signing_key_is_rejected(signer: dict[str, PrivateKey]) -> None:
+    payload = simple_signing()
+    signature = signer["alice"].sign(payload)
+    entry = rekor_entry(signer["rekor"], hashedrekord(payload, signature, signer["bob"].public_key()))
+    layer = CosignSignature(payload=payload, signature=_b64(signature), rekor_bundle=json.dumps(entry))
+    trust = policy(signer, "alice", rekor_keys=(signer["rekor"].public_key(),), require_tlog=True)
+    with pytest.raises(VerificationError, match="different signing key"):
+        signatures.verify_image_signatures(IMAGE, trust, classic=[layer])
+
+
+def test_missing_rekor_bundle_when_required(signer: dict[str, PrivateKey]) -> None:
+    trust = policy(signer, "alice", rekor_keys=(signer["rekor"].public_key(),), require_tlog=True)
+    with pytest.raises(VerificationError, match="no Rekor bundle but the policy requires one"):
+        signatures.verify_image_signatures(IMAGE, trust, classic=[classic(signer["alice"])])
+
+
+def test_rekor_entry_is_ignored_unless_required(signer: dict[str, PrivateKey]) -> None:
+    broken = _tamper_entry(with_rekor(signer), lambda e: e["Payload"].update(logIndex=1))
+    result = signatures.verify_image_signatures(IMAGE, policy(signer, "alice"), classic=[broken])
+    assert result.tlog_verified is False
+
+
+# --- key-signed Sigstore bundles (cosign v3 layout) -----------------------------------------------------
+
+
+def keyed_bundle(
+    key: PrivateKey,
+    *,
+    digest: str = IMAGE,
+    predicate_type: str = COSIGN_SIGN_PREDICATE,
+    rekor: PrivateKey | None = None,
+    tamper_body: bool = False,
+) -> bytes:
+    statement = intoto.Statement(
+        subject=[intoto.ResourceDescriptor(digest={"sha256": digest.removeprefix("sha256:")})],
+        predicate_type=predicate_type,
+    )
+    envelope = intoto.sign_statement(statement, key)
+    entries = []
+    if rekor is not None:
+        payload_hash = hashlib.sha256(envelope.payload + (b"x" if tamper_body else b"")).hexdigest()
+        body = {
+            "apiVersion": "0.0.1",
+            "kind": "dsse",
+            "spec": {
+                "payloadHash": {"algorithm": "sha256", "value": payload_hash},
+                "signatures": [
+                    {
+                        "signature": _b64(envelope.signatures[0].sig),
+                        "verifier": _b64(key.public_key().to_pem()),
+                    }
+                ],
+            },
+        }
+        entry = rekor_entry(rekor, body)
+        entries.append(
+            {
+                "logIndex": "42",
+                "logId": {"keyId": _b64(bytes.fromhex(entry["Payload"]["logID"]))},
+                "kindVersion": {"kind": "dsse", "version": "0.0.1"},
+                "integratedTime": str(entry["Payload"]["integratedTime"]),
+                "inclusionPromise": {"signedEntryTimestamp": entry["SignedEntryTimestamp"]},
+                "inclusionProof": {
+                    "logIndex": "42",
+                    "rootHash": _b64(b"r" * 32),
+                    "treeSize": "43",
+                    "hashes": [],
+                },
+                "canonicalizedBody": entry["Payload"]["body"],
+            }
+        )
+    document = {
+        "mediaType": signatures.BUNDLE_MEDIA_TYPE,
+        "verificationMaterial": {
+            "publicKey": {"hint": _b64(bytes.fromhex(key.public_key().key_id))},
+            "tlogEntries": entries,
+        },
+        "dsseEnvelope": {
+            "payload": _b64(envelope.payload),
+            "payloadType": envelope.payload_type,
+            "signatures": [{"sig": _b64(envelope.signatures[0].sig), "keyid": ""}],
+        },
+    }
+    return json.dumps(document).encode()
+
+
+def test_cosign_v3_keyed_bundle_signs_the_image(signer: dict[str, PrivateKey]) -> None:
+    result = signatures.verify_image_signatures(
+        IMAGE, policy(signer, "alice"), bundles=[keyed_bundle(signer["alice"])]
+    )
+    assert result.keys == ("alice",)
+
+
+def test_keyed_bundles_and_classic_signatures_count_together(signer: dict[str, PrivateKey]) -> None:
+    trust = policy(signer, "alice", "bob", threshold=2)
+    result = signatures.verify_image_signatures(
+        IMAGE, trust, classic=[classic(signer["alice"])], bundles=[keyed_bundle(signer["bob"])]
+    )
+    assert (result.keys, result.verified) == (("alice", "bob"), 2)
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda s: keyed_bundle(s["carol"]), "signature present but not made by any trusted key"),
+        (lambda s: keyed_bundle(s["alice"], digest=OTHER_IMAGE), "subject digest mismatch"),
+        (lambda s: keyed_bundle(s["alice"], predicate_type="https://example.com/other"), "predicate type is"),
+        (lambda s: b'{"mediaType": "application/json"}', "not a Sigstore bundle"),
+        (lambda s: b"\x00", "not a Sigstore bundle"),
+    ],
+    ids=["wrong-key", "digest", "predicate", "not-bundle", "binary"],
+)
+def test_keyed_bundle_rejections(
+    signer: dict[str, PrivateKey], make: Callable[[dict[str, PrivateKey]], Any], reason: str
+) -> None:
+    with pytest.raises(VerificationError, match=reason) as raised:
+        signatures.verify_image_signatures(IMAGE, policy(signer, "alice"), bundles=[make(signer)])
+    assert "(bundle 1: " in raised.value.message
+
+
+def test_keyed_bundle_rekor_entry(signer: dict[str, PrivateKey]) -> None:
+    trust = policy(signer, "alice", rekor_keys=(signer["rekor"].public_key(),), require_tlog=True)
+    good = keyed_bundle(signer["alice"], rekor=signer["rekor"])
+    assert signatures.verify_image_signatures(IMAGE, trust, bundles=[good]).tlog_verified
+    with pytest.raises(VerificationError, match="different DSSE payload hash"):
+        signatures.verify_image_signatures(
+            IMAGE, trust, bundles=[keyed_bundle(signer["alice"], rekor=signer["rekor"], tamper_body=True)]
+        )
+    with pytest.raises(VerificationError, match="no transparency log entry"):
+        signatures.verify_image_signatures(IMAGE, trust, bundles=[keyed_bundle(signer["alice"])])
+    with pytest.raises(VerificationError, match="unknown log"):
+        signatures.verify_image_signatures(
+            IMAGE, trust, bundles=[keyed_bundle(signer["alice"], rekor=signer["bob"])]
+        )
+
+
+def test_verify_bundle_returns_the_statement_of_an_attestation(signer: dict[str, PrivateKey]) -> None:
+    bundle = keyed_bundle(signer["alice"], predicate_type="https://trtguard.dev/attestations/engine-build/v1")
+    result = signatures.verify_bundle(
+        bundle,
+        policy(signer, "alice"),
+        digest=IMAGE,
+        predicate_type="https://trtguard.dev/attestations/engine-build/v1",
+    )
+    assert result.statement is not None
+    assert result.statement.subject_digests() == frozenset({IMAGE})
+    with pytest.raises(VerificationError, match="predicate type is") as raised:
+        signatures.verify_bundle(
+            bundle,
+            policy(signer, "alice"),
+            digest=IMAGE,
+            predicate_type=COSIGN_SIGN_PREDICATE,
+            location="b.json",
+        )
+    assert raised.value.location == "b.json"
+
+
+def test_keyed_message_signature_bundle(signer: dict[str, PrivateKey]) -> None:
+    artifact = b"engine bytes"
+    digest = hashlib.sha256(artifact).digest()
+    document = {
+        "mediaType": "application/vnd.dev.sigstore.bundle+json;version=0.3",
+        "verificationMaterial": {"publicKey": {"hint": "x"}, "tlogEntries": []},
+        "messageSignature": {
+            "messageDigest": {"algorithm": "SHA2_256", "digest": _b64(digest)},
+            "signature": _b64(signer["alice"].sign(artifact)),
+        },
+    }
+    bundle = json.dumps(document)
+    result = signatures.verify_bundle(bundle, policy(signer, "alice"), digest=f"sha256:{digest.hex()}")
+    assert result.keys == ("alice",)
+    assert result.statement is None
+    with pytest.raises(VerificationError, match="the bundle signs sha256:"):
+        signatures.verify_bundle(bundle, policy(signer, "alice"), digest=OTHER_IMAGE)
+    with pytest.raises(VerificationError, match="message signature, not an attestation"):
+        signatures.verify_bundle(
+            bundle, policy(signer, "alice"), digest=f"sha256:{digest.hex()}", predicate_type="https://x/y"
+        )
+
+
+# --- DSSE attestations ----------------------------------------------------------------------------------
+
+
+def _attestation(key: PrivateKey, tmp_path: Path) -> tuple[dsse.Envelope, str]:
+    engine = tmp_path / "engine.plan"
+    engine.write_bytes(b"plan")
+    statement = intoto.statement_for_file(
+        engine, "https://trtguard.dev/attestations/engine-build/v1", {"a": 1}
+    )
+    return intoto.sign_statement(statement, key), "sha256:" + hashlib.sha256(b"plan").hexdigest()
+
+
+def test_attestation_checks_signature_subject_and_predicate(
+    signer: dict[str, PrivateKey], tmp_path: Path
+) -> None:
+    envelope, digest = _attestation(signer["alice"], tmp_path)
+    result = signatures.verify_attestation(
+        envelope,
+        policy(signer, "alice", "bob"),
+        subject_digest=digest,
+        predicate_type="https://trtguard.dev/attestations/engine-build/v1",
+    )
+    assert (result.keys, result.verified) == (("alice",), 1)
+    assert result.statement is not None and result.statement.predicate == {"a": 1}
+
+    with pytest.raises(VerificationError, match="subject digest mismatch"):
+        signatures.verify_attestation(envelope, policy(signer, "alice"), subject_digest=OTHER_IMAGE)
+    with pytest.raises(VerificationError, match="predicate type is"):
+        signatures.verify_attestation(envelope, policy(signer, "alice"), predicate_type="https://x/y")
+    with pytest.raises(VerificationError, match="0 of 1 required signatures from keys \\[bob\\]"):
+        signatures.verify_attestation(envelope, policy(signer, "bob"))
+    with pytest.raises(VerificationError, match="1 of 2 required"):
+        signatures.verify_attestation(envelope, policy(signer, "alice", "bob", threshold=2))
+
+
+def test_attestation_payload_type_and_missing_signatures(
+    signer: dict[str, PrivateKey], tmp_path: Path
+) -> None:
+    wrong_type = dsse.sign_envelope("text/plain", b"{}", signer["alice"])
+    with pytest.raises(VerificationError, match="payload type is 'text/plain'"):
+        signatures.verify_attestation(wrong_type, policy(signer, "alice"))
+    envelope, _ = _attestation(signer["alice"], tmp_path)
+    unsigned = dsse.Envelope(envelope.payload_type, envelope.payload, ())
+    with pytest.raises(NoSignatures, match="carries no signature"):
+        signatures.verify_attestation(unsigned, policy(signer, "alice"))
+    needs_log = policy(signer, "alice", rekor_keys=(signer["rekor"].public_key(),), require_tlog=True)
+    with pytest.raises(VerificationError, match="cannot carry"):
+        signatures.verify_attestation(envelope, needs_log)
+
+
+# --- policy configuration -------------------------------------------------------------------------------
+
+
+def test_policy_configuration_errors(signer: dict[str, PrivateKey], shared_fixtures: Path) -> None:
+    with pytest.raises(InputError, match="at least one trusted key"):
+        TrustPolicy()
+    identity = KeylessIdentity(issuer="https://issuer", subject="me@example.com")
+    with pytest.raises(InputError, match="need a Sigstore trusted root"):
+        TrustPolicy(identities=(identity,))
+    with pytest.raises(InputError, match="no Rekor key or trusted root"):
+        policy(signer, "alice", require_tlog=True)
+    with pytest.raises(InputError, match="threshold 0"):
+        policy(signer, "alice", threshold=0)
+    root = TrustRoot.from_file(shared_fixtures / "cosign" / "trust" / "prod-trusted_root.json")
+    keyless = TrustPolicy(identities=(identity,), trust_root=root, threshold=3)
+    assert keyless.describe() == "identities [me@example.com (https://issuer)]"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"subject": "a"}, "exactly one of issuer and issuer_regex"),
+        ({"issuer": "i", "issuer_regex": "i", "subject": "a"}, "exactly one of issuer and issuer_regex"),
+        ({"issuer": "i"}, "exactly one of subject and subject_regex"),
+        ({"issuer": "i", "subject_regex": "("}, "not a valid regular expression"),
+    ],
+)
+def test_keyless_identity_rules_are_validated(arguments: dict[str, str], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        KeylessIdentity(**arguments)
+
+
+def test_keyless_identity_regexes_must_match_the_whole_value(shared_fixtures: Path) -> None:
+    certificate = x509.load_pem_x509_certificate(
+        (shared_fixtures / "cosign" / "containers-image" / "raw" / "rekor-cert.pem").read_bytes()
+    )
+    issuer = "https://github.com/login/oauth"
+    assert (
+        KeylessIdentity(issuer=issuer, subject="mitr@redhat.com").match(certificate)
+        == f"mitr@redhat.com ({issuer})"
+    )
+    assert KeylessIdentity(issuer_regex=r"https://github\.com/.*", subject_regex=r".*@redhat\.com").match(
+        certificate
+    )
+    assert KeylessIdentity(issuer=issuer, subject_regex="redhat").match(certificate) is None
+    assert KeylessIdentity(issuer_regex="github", subject="mitr@redhat.com").match(certificate) is None
+    assert (
+        KeylessIdentity(issuer="https://accounts.google.com", subject="mitr@redhat.com").match(certificate)
+        is None
+    )
+    assert str(KeylessIdentity(issuer_regex="a.*", subject="s")) == "s (/a.*/)"
+
+
+def test_trust_root_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read the trusted root"):
+        TrustRoot.from_file(tmp_path / "absent.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"mediaType": "application/json"}')
+    with pytest.raises(InputError, match="not a Sigstore trusted root") as raised:
+        TrustRoot.from_file(bad)
+    assert raised.value.location == str(bad)
+    bad.write_bytes(b"\xff")
+    with pytest.raises(InputError, match="not a Sigstore trusted root"):
+        TrustRoot.from_file(bad)
+
+
+def test_trust_root_from_a_client_trust_config(shared_fixtures: Path, tmp_path: Path) -> None:
+    root = json.loads((shared_fixtures / "cosign" / "trust" / "prod-trusted_root.json").read_bytes())
+    config = {
+        "mediaType": "application/vnd.dev.sigstore.clienttrustconfig.v0.1+json",
+        "trustedRoot": root,
+        "signingConfig": {"mediaType": "application/vnd.dev.sigstore.signingconfig.v0.2+json"},
+    }
+    path = tmp_path / "trust_config.json"
+    path.write_text(json.dumps(config))
+    trust_root = TrustRoot.from_file(path)
+    assert {log.log_id.hex()[:8] for log in trust_root.rekor_logs} >= {"c0d23d6a"}
+    assert len(trust_root.certificate_authorities) == 2
+
+
+# --- bare DSSE envelopes as image signatures; limits -------------------------------------------------------
+
+
+def _sign_statement(
+    key: PrivateKey, digest: str = IMAGE, predicate_type: str = COSIGN_SIGN_PREDICATE
+) -> dsse.Envelope:
+    statement = intoto.Statement(
+        subject=[intoto.ResourceDescriptor(digest={"sha256": digest.removeprefix("sha256:")})],
+        predicate_type=predicate_type,
+    )
+    return intoto.sign_statement(statement, key)
+
+
+def test_signing_statement_envelopes_count_with_other_signatures(signer: dict[str, PrivateKey]) -> None:
+    trust = policy(signer, "alice", "bob", "carol", threshold=3)
+    result = signatures.verify_image_signatures(
+        IMAGE,
+        trust,
+        classic=[classic(signer["alice"])],
+        bundles=[keyed_bundle(signer["bob"])],
+        envelopes=[_sign_statement(signer["carol"])],
+    )
+    assert (result.keys, result.verified) == (("alice", "bob", "carol"), 3)
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda s: _sign_statement(s["carol"]), "signature present but not made by any trusted key"),
+        (lambda s: _sign_statement(s["alice"], OTHER_IMAGE), "subject digest mismatch"),
+        (
+            lambda s: _sign_statement(s["alice"], predicate_type="https://example.com/sbom"),
+            "predicate type is",
+        ),
+        (lambda s: dsse.sign_envelope("text/plain", b"{}", s["alice"]), "payload type is 'text/plain'"),
+        (lambda s: dsse.sign_envelope(intoto.PAYLOAD_TYPE, b"[]", s["alice"]), "invalid in-toto statement"),
+    ],
+    ids=["wrong-key", "digest", "predicate", "payload-type", "statement"],
+)
+def test_signing_statement_envelope_rejections(
+    signer: dict[str, PrivateKey], make: Callable[[dict[str, PrivateKey]], dsse.Envelope], reason: str
+) -> None:
+    with pytest.raises(VerificationError, match=reason) as raised:
+        signatures.verify_image_signatures(IMAGE, policy(signer, "alice"), envelopes=[make(signer)])
+    assert "(envelope 1: " in raised.value.message
+
+
+def test_too_many_signatures_for_one_image_are_refused(signer: dict[str, PrivateKey]) -> None:
+    crowd = [classic(signer["alice"])] * (signatures.MAX_SIGNATURES + 1)
+    with pytest.raises(VerificationError, match=r"65 signatures found .* at most 64 are checked"):
+        signatures.verify_image_signatures(IMAGE, policy(signer, "alice"), classic=crowd)
+
+
+def test_keyed_bundle_with_too_many_envelope_signatures(signer: dict[str, PrivateKey]) -> None:
+    document = json.loads(keyed_bundle(signer["alice"]))
+    signatures_list = document["dsseEnvelope"]["signatures"]
+    document["dsseEnvelope"]["signatures"] = signatures_list * (signatures.MAX_SIGNATURES + 1)
+    with pytest.raises(VerificationError, match="at most 64 are checked"):
+        signatures.verify_image_signatures(IMAGE, policy(signer, "alice"), bundles=[json.dumps(document)])
+
+
+@pytest.mark.parametrize(
+    "body_change",
+    [
+        lambda b: b["spec"]["data"].update(hash="not an object"),
+        lambda b: b.update(spec=[]),
+        lambda b: b["spec"].update(signature=None),
+        lambda b: b["spec"]["signature"].update(publicKey={"content": 5}),
+    ],
+    ids=["hash-type", "spec-type", "signature-null", "key-type"],
+)
+def test_rekor_body_of_the_wrong_shape_is_a_clean_failure(
+    signer: dict[str, PrivateKey], body_change: Callable[[dict[str, Any]], None]
+) -> None:
+    payload = simple_signing()
+    signature = signer["alice"].sign(payload)
+    body = hashedrekord(payload, signature, signer["alice"].public_key())
+    body_change(body)
+    layer = CosignSignature(
+        payload=payload,
+        signature=_b64(signature),
+        rekor_bundle=json.dumps(rekor_entry(signer["rekor"], body)),
+    )
+    trust = policy(signer, "alice", rekor_keys=(signer["rekor"].public_key(),), require_tlog=True)
+    with pytest.raises(VerificationError, match="the Rekor entry"):
+        signatures.verify_image_signatures(IMAGE, trust, classic=[layer])

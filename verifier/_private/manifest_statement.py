@@ -1,0 +1,73 @@
+"""Reading a trtguard predicate out of whatever form it arrives in: bare, or inside an in-toto Statement."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from verifier.errors import InputError
+from verifier.intoto import Statement
+from verifier.validation import input_error_from_validation
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def validate_predicate(
+    model: type[_Model],
+    data: Mapping[str, Any] | Statement,
+    source: str,
+    *,
+    predicate_type: str,
+    what: str,
+) -> tuple[_Model, Statement | None]:
+    """Validate ``data`` (a bare predicate, a Statement mapping or a :class:`Statement`) against ``model``.
+
+    A Statement must carry ``predicate_type``. Returns the predicate and the Statement (None for a bare
+    predicate) so that the caller can check the subject against the predicate's own digest field.
+    """
+    statement: Statement | None = None
+    predicate: Mapping[str, Any]
+    if isinstance(data, Statement):
+        statement = data
+        predicate = data.predicate
+    elif not isinstance(data, Mapping):
+        raise InputError(
+            f"{what} must be a JSON object, not {type(data).__name__}",
+            location=source,
+            hint="give a bare predicate or an in-toto Statement",
+        )
+    elif "_type" in data:
+        try:
+            statement = Statement.model_validate(data)
+        except ValidationError as error:
+            raise input_error_from_validation(error, source, what="in-toto Statement") from None
+        predicate = statement.predicate
+    else:
+        predicate = data
+    if statement is not None and statement.predicate_type != predicate_type:
+        raise InputError(
+            f"predicateType is {statement.predicate_type!r}, not {predicate_type} ({what})",
+            location=source,
+            hint=f"give the Statement whose predicateType is {predicate_type}",
+        )
+    prefix = ("predicate",) if statement is not None else ()
+    try:
+        return model.model_validate(predicate), statement
+    except ValidationError as error:
+        raise input_error_from_validation(error, source, what=what, prefix=prefix, model=model) from None
+
+
+def require_subject(statement: Statement | None, sha256: str, field: str, source: str) -> None:
+    """Raise :class:`InputError` unless a subject of ``statement`` has SHA-256 ``sha256`` (bare hex)."""
+    if statement is None:
+        return
+    digests = sorted(statement.subject_digests())
+    if f"sha256:{sha256}" not in digests:
+        raise InputError(
+            f"no subject of the Statement has the digest in {field} (sha256:{sha256}); "
+            f"its subjects: {', '.join(digests) or 'no sha256 digest'}",
+            location=source,
+            hint="the Statement's subject must be the engine file its predicate describes",
+        )

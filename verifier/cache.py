@@ -1,0 +1,203 @@
+"""An async cache of verification results, with single-flight coalescing of identical computations.
+
+The admission path verifies the same digest over and over (one Deployment update fans out into many
+AdmissionReviews), so results are cached under a key the caller chooses (the evaluator uses digest, policy
+revision and key set). The rules:
+
+* a returned value is kept for ``ttl`` seconds;
+* a *definitive* failure (a :class:`~verifier.errors.VerificationError`, an
+  :class:`~verifier.errors.EvidenceUnavailable` with ``transient=False``, or a value the caller's
+  ``is_failure`` predicate marks) is kept for the much shorter ``negative_ttl``;
+* a transient failure is never kept, so the next request asks the registry again;
+* concurrent identical computations run once (:class:`SingleFlight`): the other callers wait for the first
+  one's result instead of each asking the registry.
+
+Only the outcome of a computation is cached; callers still run every non-network check on a hit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, cast
+
+from verifier.errors import EvidenceUnavailable, VerificationError
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class SingleFlight(Generic[K, V]):
+    """Runs at most one computation per key at a time; concurrent callers of the same key share it.
+
+    The computation runs in its own task, so a caller that gives up (cancelled, or out of time) does not
+    cancel it for the others. Each caller waits with its own patience: ``run`` returns or raises exactly
+    what the shared computation returned or raised.
+    """
+
+    def __init__(self) -> None:
+        self._flights: dict[K, asyncio.Future[V]] = {}
+        #: How many callers joined a computation that was already running (for metrics and tests).
+        self.coalesced = 0
+
+    def in_flight(self) -> int:
+        """Number of computations running now."""
+        return len(self._flights)
+
+    async def run(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
+        """Return ``await compute()``, sharing one running computation among concurrent callers of ``key``."""
+        flight = self._flights.get(key)
+        if flight is None:
+            flight = asyncio.ensure_future(self._drive(key, compute))
+            self._flights[key] = flight
+            # Retrieve the exception even when every waiter has gone: none is reported "never retrieved".
+            flight.add_done_callback(_consume)
+        else:
+            self.coalesced += 1
+        # shield: a waiter that is cancelled leaves; the computation goes on for the others.
+        return await asyncio.shield(flight)
+
+    async def _drive(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
+        try:
+            return await compute()
+        finally:
+            self._flights.pop(key, None)
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def is_definitive(error: BaseException) -> bool:
+    """True for failures that say something about the artifact and may be cached for ``negative_ttl``.
+
+    A failed verification (wrong key, no signature, claim not met) is definitive; evidence that could not be
+    fetched is definitive only when the source said so (``transient=False``). Anything else — a bug, a
+    cancellation, a timeout — is not.
+    """
+    if isinstance(error, EvidenceUnavailable):
+        return not error.transient
+    return isinstance(error, VerificationError)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """Counters since the cache was made."""
+
+    hits: int
+    negative_hits: int
+    misses: int
+    coalesced: int
+    entries: int
+
+
+@dataclass(slots=True)
+class _Entry(Generic[V]):
+    expires_at: float
+    value: V | None
+    error: BaseException | None
+
+
+class ResultCache(Generic[K, V]):
+    """A TTL cache of computed results with negative caching of definitive failures and single-flight.
+
+    ``ttl`` and ``negative_ttl`` are seconds (``negative_ttl=0`` turns negative caching off); ``max_entries``
+    bounds memory (least recently used entries go first); ``is_failure`` marks returned values that are
+    definitive failures (for callers that return a verdict instead of raising); ``clock`` is injectable
+    for tests.
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl: float,
+        negative_ttl: float,
+        max_entries: int = 10_000,
+        is_failure: Callable[[V], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if ttl < 0 or negative_ttl < 0 or max_entries < 1:
+            raise ValueError("ttl and negative_ttl must be >= 0 and max_entries >= 1")
+        self._ttl = ttl
+        self._negative_ttl = negative_ttl
+        self._max_entries = max_entries
+        self._is_failure = is_failure
+        self._clock = clock
+        self._entries: OrderedDict[K, _Entry[V]] = OrderedDict()
+        self._flight: SingleFlight[K, V] = SingleFlight()
+        self._hits = 0
+        self._negative_hits = 0
+        self._misses = 0
+
+    @property
+    def stats(self) -> CacheStats:
+        """Hit, miss and coalescing counters."""
+        return CacheStats(
+            hits=self._hits,
+            negative_hits=self._negative_hits,
+            misses=self._misses,
+            coalesced=self._flight.coalesced,
+            entries=len(self._entries),
+        )
+
+    async def get_or_compute(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
+        """Return the cached outcome for ``key`` or compute it (once, however many callers ask at once).
+
+        A cached definitive failure is raised again; a cached value is returned as is.
+        """
+        entry = self._lookup(key)
+        if entry is not None:
+            if entry.error is not None:
+                self._negative_hits += 1
+                raise entry.error.with_traceback(None)
+            self._hits += 1
+            return cast(V, entry.value)  # a positive entry always holds a value
+        self._misses += 1
+        return await self._flight.run(key, lambda: self._compute_and_store(key, compute))
+
+    def invalidate(self, key: K) -> None:
+        """Forget ``key``."""
+        self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        """Forget everything (for example when the trust material changes)."""
+        self._entries.clear()
+
+    def _lookup(self, key: K) -> _Entry[V] | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if self._clock() >= entry.expires_at:
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return entry
+
+    async def _compute_and_store(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
+        # A caller that waited for the flight of an identical key may find the result already stored.
+        entry = self._lookup(key)
+        if entry is not None:
+            if entry.error is not None:
+                raise entry.error.with_traceback(None)
+            return cast(V, entry.value)
+        try:
+            value = await compute()
+        except Exception as error:
+            if is_definitive(error) and self._negative_ttl > 0:
+                self._store(key, _Entry(self._clock() + self._negative_ttl, None, error))
+            raise
+        failed = self._is_failure is not None and self._is_failure(value)
+        ttl = self._negative_ttl if failed else self._ttl
+        if ttl > 0:
+            self._store(key, _Entry(self._clock() + ttl, value, None))
+        return value
+
+    def _store(self, key: K, entry: _Entry[V]) -> None:
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._max_entries:
+            self._entries.popitem(last=False)

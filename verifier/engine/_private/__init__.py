@@ -1,0 +1,1 @@
+"""Internals of the engine verifier: the GPU child program and its supervisor."""

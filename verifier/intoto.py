@@ -1,0 +1,154 @@
+"""in-toto attestation Statement v1 (and reading v0.1, which has the same fields).
+
+Spec: https://github.com/in-toto/attestation/tree/main/spec/v1 (statement.md, resource_descriptor.md,
+digest_set.md). A Statement binds a predicate to its subjects by digest; it travels in a DSSE envelope with
+payload type ``application/vnd.in-toto+json``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from verifier.digests import hash_file, parse_sha256
+from verifier.dsse import Envelope, sign_envelope
+from verifier.errors import InputError, VerificationError
+from verifier.keys import PrivateKey
+
+__all__ = [
+    "PAYLOAD_TYPE",
+    "STATEMENT_TYPE",
+    "ResourceDescriptor",
+    "Statement",
+    "sign_statement",
+    "statement_for_file",
+    "statement_from_envelope",
+]
+
+#: DSSE payload type of in-toto statements.
+PAYLOAD_TYPE: Final = "application/vnd.in-toto+json"
+#: ``_type`` written by this module.
+STATEMENT_TYPE: Final = "https://in-toto.io/Statement/v1"
+# v0.1 (still written by older cosign releases) differs only in the `_type` value for our purposes.
+_READABLE_TYPES: Final = frozenset({STATEMENT_TYPE, "https://in-toto.io/Statement/v0.1"})
+_HEX_ALGORITHMS: Final = {"sha256": 64, "sha384": 96, "sha512": 128, "sha224": 56, "sha1": 40}
+_HEX = re.compile(r"[0-9a-fA-F]+")
+
+
+class ResourceDescriptor(BaseModel):
+    """An in-toto ResourceDescriptor; as a subject it needs a digest."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+    name: str | None = None
+    uri: str | None = None
+    digest: dict[str, str] = Field(default_factory=dict)
+    content: str | None = None
+    download_location: str | None = Field(default=None, alias="downloadLocation")
+    media_type: str | None = Field(default=None, alias="mediaType")
+    annotations: dict[str, Any] | None = None
+
+    @field_validator("digest")
+    @classmethod
+    def _hex_digests(cls, value: dict[str, str]) -> dict[str, str]:
+        normalised = {}
+        for algorithm, text in value.items():
+            expected = _HEX_ALGORITHMS.get(algorithm)
+            if expected is not None and (len(text) != expected or _HEX.fullmatch(text) is None):
+                raise ValueError(f"digest {algorithm} must be {expected} hexadecimal characters")
+            # Hex digests compare case-insensitively; other algorithms' values are kept as given.
+            normalised[algorithm] = text.lower() if expected is not None else text
+        return normalised
+
+
+class Statement(BaseModel):
+    """An in-toto Statement: subjects (by digest), a predicate type URI and the predicate."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+    type_: str = Field(default=STATEMENT_TYPE, alias="_type")
+    subject: list[ResourceDescriptor] = Field(min_length=1)
+    predicate_type: str = Field(alias="predicateType", min_length=1)
+    predicate: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("type_")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        if value not in _READABLE_TYPES:
+            raise ValueError(f"unsupported statement type {value!r}; expected {STATEMENT_TYPE}")
+        return value
+
+    @model_validator(mode="after")
+    def _subjects_have_digests(self) -> Statement:
+        for index, subject in enumerate(self.subject):
+            if not subject.digest:
+                raise ValueError(f"subject[{index}] has no digest")
+        return self
+
+    def to_json(self) -> bytes:
+        """Compact JSON with the spec's field names (``_type``, ``predicateType``); unset fields left out."""
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+    def subject_digests(self) -> frozenset[str]:
+        """Every subject's SHA-256 as ``sha256:<hex>``."""
+        return frozenset(f"sha256:{s.digest['sha256']}" for s in self.subject if "sha256" in s.digest)
+
+    def require_subject(self, digest: str) -> ResourceDescriptor:
+        """The subject whose SHA-256 is ``digest`` (``sha256:<hex>`` or bare hex).
+
+        Raises :class:`VerificationError` naming the digests the statement does cover.
+        """
+        hex_value = parse_sha256(digest)
+        for subject in self.subject:
+            if subject.digest.get("sha256") == hex_value:
+                return subject
+        covered = ", ".join(sorted(self.subject_digests())) or "no sha256 digest"
+        raise VerificationError(
+            f"subject digest mismatch: the statement covers {covered}, not sha256:{hex_value}",
+            hint="the attestation was made for a different artifact; attest this one",
+        )
+
+
+def statement_from_envelope(envelope: Envelope, *, location: str | None = None) -> Statement:
+    """The in-toto Statement carried by ``envelope``.
+
+    Raises :class:`VerificationError` when the payload type is not ``application/vnd.in-toto+json`` and
+    :class:`InputError` when the payload is not a valid statement. Does not verify signatures.
+    """
+    if envelope.payload_type != PAYLOAD_TYPE:
+        raise VerificationError(
+            f"payload type is {envelope.payload_type!r}, expected {PAYLOAD_TYPE!r}",
+            location=location,
+            hint="this envelope does not carry an in-toto statement",
+        )
+    try:
+        document = json.loads(envelope.payload)
+        return Statement.model_validate(document)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'statement'}: {e['msg']}" for e in error.errors()
+        )
+        raise InputError(f"invalid in-toto statement: {problems}", location=location) from error
+    except (ValueError, UnicodeDecodeError) as error:
+        raise InputError("the in-toto statement is not JSON", location=location) from error
+
+
+def statement_for_file(
+    path: Path, predicate_type: str, predicate: dict[str, Any], *, name: str | None = None
+) -> Statement:
+    """A Statement v1 whose one subject is the file at ``path`` (name and streamed SHA-256)."""
+    try:
+        digest = hash_file(path)
+    except OSError as error:
+        raise InputError(f"cannot read subject file: {error.strerror}", location=str(path)) from error
+    subject = ResourceDescriptor(name=name or path.name, digest={"sha256": digest.sha256})
+    return Statement(subject=[subject], predicate_type=predicate_type, predicate=predicate)
+
+
+def sign_statement(statement: Statement, key: PrivateKey) -> Envelope:
+    """A DSSE envelope (payload type ``application/vnd.in-toto+json``) of ``statement`` signed by ``key``."""
+    return sign_envelope(PAYLOAD_TYPE, statement.to_json(), key)

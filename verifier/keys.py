@@ -1,0 +1,314 @@
+"""Public and private keys: PEM public keys, cosign encrypted key files, key generation.
+
+Signature schemes follow cosign: ECDSA with the hash chosen by the curve (P-256/SHA-256, P-384/SHA-384,
+P-521/SHA-512) and an ASN.1 DER signature; Ed25519; RSA PKCS#1 v1.5 with SHA-256 (RSA-PSS with SHA-256 is
+also accepted when verifying). A key's id is the lower-case hex SHA-256 of its SubjectPublicKeyInfo DER.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from typing import Final
+
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
+
+from verifier._private import cosign_keyfile
+from verifier._private.cosign_keyfile import WrongPassword
+from verifier.errors import InputError
+
+__all__ = [
+    "InvalidKey",
+    "PrivateKey",
+    "PublicKey",
+    "WrongPassword",
+    "encrypt_private_key",
+    "generate_private_key",
+    "load_private_key",
+]
+
+_PublicCrypto = ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey | rsa.RSAPublicKey
+_PrivateCrypto = ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey | rsa.RSAPrivateKey
+
+_CURVE_HASHES: Final[dict[str, type[hashes.HashAlgorithm]]] = {
+    "secp256r1": hashes.SHA256,
+    "secp384r1": hashes.SHA384,
+    "secp521r1": hashes.SHA512,
+}
+_MIN_RSA_BITS: Final = 2048
+_PEM_BLOCK = re.compile(
+    rb"-----BEGIN (?P<label>[A-Z0-9 ]+)-----\r?\n(?P<body>[A-Za-z0-9+/=\s]*?)-----END (?P=label)-----"
+)
+_PUBLIC_KEY_BLOCK = re.compile(rb"-----BEGIN PUBLIC KEY-----.*?-----END PUBLIC KEY-----", re.DOTALL)
+_PLAIN_PKCS8_LABEL: Final = "PRIVATE KEY"
+
+
+class InvalidKey(InputError):
+    """A key file or key text that cannot be used: malformed, unsupported algorithm, weak parameters."""
+
+
+def _hash_for_curve(curve: ec.EllipticCurve) -> hashes.HashAlgorithm:
+    hash_type = _CURVE_HASHES.get(curve.name)
+    if hash_type is None:
+        raise InvalidKey(
+            f"unsupported elliptic curve {curve.name}",
+            hint="use an ECDSA key on P-256, P-384 or P-521, an Ed25519 key or an RSA key",
+        )
+    return hash_type()
+
+
+def _verify_rsa(
+    key: rsa.RSAPublicKey,
+    signature: bytes,
+    data: bytes,
+    hash_algorithm: hashes.HashAlgorithm,
+    *,
+    prehashed: bool,
+) -> bool:
+    """PKCS#1 v1.5 (cosign's RSA scheme), then RSA-PSS with the salt length read from the signature."""
+    algorithm: hashes.HashAlgorithm | Prehashed = Prehashed(hash_algorithm) if prehashed else hash_algorithm
+    schemes = (
+        padding.PKCS1v15(),
+        padding.PSS(mgf=padding.MGF1(hash_algorithm), salt_length=padding.PSS.AUTO),
+    )
+    for scheme in schemes:
+        try:
+            key.verify(signature, data, scheme, algorithm)
+        except InvalidSignature:
+            continue
+        return True
+    return False
+
+
+def _check_supported(key: _PublicCrypto) -> str:
+    """The scheme name of ``key``; raises :class:`InvalidKey` for curves and sizes we do not accept."""
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        _hash_for_curve(key.curve)
+        return f"ecdsa-{key.curve.name}"
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        return "ed25519"
+    if key.key_size < _MIN_RSA_BITS:
+        raise InvalidKey(
+            f"RSA key of {key.key_size} bits is too small", hint=f"use at least {_MIN_RSA_BITS} bits"
+        )
+    return f"rsa-{key.key_size}"
+
+
+class PublicKey:
+    """A verification key: ECDSA (P-256/384/521), Ed25519 or RSA."""
+
+    __slots__ = ("_key", "algorithm", "key_id")
+
+    def __init__(self, key: _PublicCrypto) -> None:
+        if not isinstance(key, ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey | rsa.RSAPublicKey):
+            raise InvalidKey(
+                f"unsupported public key type {type(key).__name__}",
+                hint="use an ECDSA (P-256, P-384, P-521), Ed25519 or RSA key",
+            )
+        self._key = key
+        #: Scheme name, e.g. ``ecdsa-secp256r1``, ``ed25519``, ``rsa-3072``.
+        self.algorithm: str = _check_supported(key)
+        #: Lower-case hex SHA-256 of the SubjectPublicKeyInfo DER.
+        self.key_id: str = hashlib.sha256(self.to_der()).hexdigest()
+
+    @classmethod
+    def from_pem(cls, data: bytes | str) -> PublicKey:
+        """Load a ``PUBLIC KEY`` PEM block (SubjectPublicKeyInfo); text before the block is skipped."""
+        raw = data.encode() if isinstance(data, str) else data
+        # Only the PUBLIC KEY block: cryptography would read the first block of any kind.
+        block = _PUBLIC_KEY_BLOCK.search(raw)
+        if block is None:
+            raise InvalidKey(
+                "no '-----BEGIN PUBLIC KEY-----' block found",
+                hint="give a PEM public key, e.g. the .pub file written by `trtguard keygen` or cosign",
+            )
+        try:
+            key = serialization.load_pem_public_key(block[0])
+        except (ValueError, UnsupportedAlgorithm) as error:
+            raise InvalidKey(
+                "the public key PEM block does not parse",
+                hint="the key text is damaged or truncated; copy the .pub file again",
+            ) from error
+        return cls(key)  # type: ignore[arg-type]  # other key types are refused in __init__
+
+    @classmethod
+    def from_der(cls, data: bytes) -> PublicKey:
+        """Load a SubjectPublicKeyInfo DER key."""
+        try:
+            key = serialization.load_der_public_key(data)
+        except (ValueError, UnsupportedAlgorithm) as error:
+            raise InvalidKey("the public key DER does not parse") from error
+        return cls(key)  # type: ignore[arg-type]  # other key types are refused in __init__
+
+    @classmethod
+    def from_crypto(cls, key: object) -> PublicKey:
+        """Wrap a ``cryptography`` public key object (from a certificate, for instance)."""
+        return cls(key)  # type: ignore[arg-type]  # checked in __init__
+
+    @property
+    def hash_algorithm(self) -> hashes.HashAlgorithm | None:
+        """The hash the signature scheme uses over the data; ``None`` for Ed25519 (no pre-hash)."""
+        if isinstance(self._key, ec.EllipticCurvePublicKey):
+            return _hash_for_curve(self._key.curve)
+        if isinstance(self._key, rsa.RSAPublicKey):
+            return hashes.SHA256()
+        return None
+
+    def to_der(self) -> bytes:
+        """SubjectPublicKeyInfo DER."""
+        return self._key.public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+
+    def to_pem(self) -> bytes:
+        """``-----BEGIN PUBLIC KEY-----`` PEM (SubjectPublicKeyInfo)."""
+        return self._key.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+
+    def verify(self, signature: bytes, data: bytes) -> bool:
+        """True when ``signature`` is a valid signature by this key over ``data``."""
+        key = self._key
+        try:
+            if isinstance(key, ec.EllipticCurvePublicKey):
+                key.verify(signature, data, ec.ECDSA(_hash_for_curve(key.curve)))
+            elif isinstance(key, ed25519.Ed25519PublicKey):
+                key.verify(signature, data)
+            else:
+                return _verify_rsa(key, signature, data, hashes.SHA256(), prehashed=False)
+        except InvalidSignature:
+            return False
+        return True
+
+    def verify_digest(self, signature: bytes, digest: bytes, algorithm: hashes.HashAlgorithm) -> bool:
+        """True when ``signature`` signs the pre-computed ``digest`` (ECDSA and RSA only).
+
+        ``algorithm`` must be the scheme's own hash (see :attr:`hash_algorithm`); Ed25519 signs the message
+        itself and cannot be checked against a digest, so it always answers False.
+        """
+        own = self.hash_algorithm
+        if own is None or own.name != algorithm.name or len(digest) != own.digest_size:
+            return False
+        key = self._key
+        if isinstance(key, ec.EllipticCurvePublicKey):
+            try:
+                key.verify(signature, digest, ec.ECDSA(Prehashed(own)))
+            except InvalidSignature:
+                return False
+            return True
+        if isinstance(key, rsa.RSAPublicKey):
+            return _verify_rsa(key, signature, digest, own, prehashed=True)
+        return False
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PublicKey) and other.key_id == self.key_id
+
+    def __hash__(self) -> int:
+        return hash(self.key_id)
+
+    def __repr__(self) -> str:
+        return f"PublicKey({self.algorithm}, key_id={self.key_id[:16]}…)"
+
+
+class PrivateKey:
+    """A signing key: ECDSA (P-256/384/521), Ed25519 or RSA (PKCS#1 v1.5, SHA-256)."""
+
+    __slots__ = ("_key", "_public")
+
+    def __init__(self, key: _PrivateCrypto) -> None:
+        if not isinstance(key, ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey | rsa.RSAPrivateKey):
+            raise InvalidKey(
+                f"unsupported private key type {type(key).__name__}",
+                hint="use an ECDSA (P-256, P-384, P-521), Ed25519 or RSA key",
+            )
+        self._key = key
+        self._public = PublicKey(key.public_key())
+
+    def sign(self, data: bytes) -> bytes:
+        """Sign ``data`` with the key's scheme (ECDSA signatures are ASN.1 DER)."""
+        key = self._key
+        if isinstance(key, ec.EllipticCurvePrivateKey):
+            return key.sign(data, ec.ECDSA(_hash_for_curve(key.curve)))
+        if isinstance(key, ed25519.Ed25519PrivateKey):
+            return key.sign(data)
+        return key.sign(data, padding.PKCS1v15(), hashes.SHA256())
+
+    def public_key(self) -> PublicKey:
+        """The matching public key."""
+        return self._public
+
+    def to_pkcs8_der(self) -> bytes:
+        """The unencrypted PKCS#8 DER form (what cosign's key file encrypts)."""
+        return self._key.private_bytes(
+            serialization.Encoding.DER,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+
+    def __repr__(self) -> str:
+        return f"PrivateKey({self._public.algorithm}, key_id={self._public.key_id[:16]}…)"
+
+
+def generate_private_key() -> PrivateKey:
+    """A new ECDSA P-256 key (cosign's default)."""
+    return PrivateKey(ec.generate_private_key(ec.SECP256R1()))
+
+
+def _pem_block(data: bytes) -> tuple[str, bytes]:
+    match = _PEM_BLOCK.search(data)
+    if match is None:
+        raise InvalidKey(
+            "no PEM private key block found",
+            hint="give a cosign key file (ENCRYPTED SIGSTORE PRIVATE KEY) or a PKCS#8 PEM private key",
+        )
+    try:
+        body = base64.b64decode(b"".join(match["body"].split()), validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise InvalidKey("the PEM block body is not valid base64") from error
+    return match["label"].decode(), body
+
+
+def _from_pkcs8(der: bytes) -> PrivateKey:
+    if not cosign_keyfile.is_pkcs8(der):
+        raise InvalidKey(
+            "the private key is not PKCS#8 (SEC1 or PKCS#1 structures are refused, as cosign does)",
+            hint="convert it with `openssl pkcs8 -topk8 -nocrypt`",
+        )
+    try:
+        key = serialization.load_der_private_key(der, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as error:
+        raise InvalidKey("the PKCS#8 private key does not parse") from error
+    return PrivateKey(key)  # type: ignore[arg-type]  # other key types are refused in __init__
+
+
+def load_private_key(data: bytes, password: bytes) -> PrivateKey:
+    """Load a cosign encrypted key file (either PEM label) or an unencrypted PKCS#8 PEM private key.
+
+    ``password`` is ignored for unencrypted keys. Raises :class:`WrongPassword` when the password does not
+    open the file and :class:`InvalidKey` (or another :class:`InputError`) for anything malformed.
+    """
+    label, body = _pem_block(data)
+    if label in cosign_keyfile.LABELS:
+        return _from_pkcs8(cosign_keyfile.decrypt(body, password))
+    if label == _PLAIN_PKCS8_LABEL:
+        return _from_pkcs8(body)
+    raise InvalidKey(
+        f"unsupported private key PEM label {label!r}",
+        hint=(
+            "expected 'ENCRYPTED SIGSTORE PRIVATE KEY', 'ENCRYPTED COSIGN PRIVATE KEY' or 'PRIVATE KEY' "
+            "(PKCS#8); convert other formats with `openssl pkcs8 -topk8 -nocrypt`"
+        ),
+    )
+
+
+def encrypt_private_key(key: PrivateKey, password: bytes) -> bytes:
+    """The cosign key file (``ENCRYPTED SIGSTORE PRIVATE KEY``, scrypt N=2^16, r=8, p=1) for ``key``."""
+    body = base64.b64encode(cosign_keyfile.encrypt(key.to_pkcs8_der(), password)).decode()
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    label = cosign_keyfile.SIGSTORE_LABEL
+    return (f"-----BEGIN {label}-----\n" + "\n".join(lines) + f"\n-----END {label}-----\n").encode()

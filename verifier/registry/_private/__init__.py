@@ -1,0 +1,1 @@
+"""Internals of ``verifier.registry``."""

@@ -1,0 +1,239 @@
+"""Evidence from OCI registries: the :class:`~verifier.evidence.EvidenceSource` of the webhook and of
+``trtguard check --registry``.
+
+Everything returned is fetched through :class:`~verifier.registry.client.RegistryClient` (so every byte is
+digest-checked) but not yet verified: the evaluator verifies signatures and envelopes against the keys a
+policy names (``verifier.signatures``).
+
+Where evidence is looked for, for the artifact digest ``D`` in repository ``R``:
+
+* image signatures: the classic ``R:sha256-D.sig`` manifest (cosign ≤ 2) and Sigstore bundle referrers of
+  ``D`` that carry a signature (cosign v3: a ``https://sigstore.dev/cosign/sign/v1`` statement or a
+  message signature);
+* attestations: the DSSE envelopes of ``R:sha256-D.att``, DSSE envelope referrers of ``D`` (what
+  ``trtguard attach-attestation`` writes), and Sigstore bundle referrers carrying any other statement.
+
+Referrers come from the OCI 1.1 referrers API, or from the ``sha256-D`` fallback index where the registry
+has none. A document that does not parse (another tool's attachment, garbage under a tag) is skipped and
+logged: missing evidence can only lead to a violation, never to an allow.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from verifier.deadline import Deadline
+from verifier.dsse import Envelope
+from verifier.errors import EvidenceUnavailable, InputError, VerificationError
+from verifier.evidence import COSIGN_SIGN_PREDICATE, Attestation, ImageSignatures
+from verifier.intoto import statement_from_envelope
+from verifier.references import ImageReference
+from verifier.registry._private.tasks import task_group
+from verifier.registry.client import RegistryClient
+from verifier.registry.cosign_layout import (
+    DSSE_ENVELOPE,
+    SIGSTORE_BUNDLE,
+    list_referrers,
+    read_attestations,
+    read_referrer,
+    read_signatures,
+)
+from verifier.registry.push import ENGINE_ARTIFACT_TYPE, InvalidEngineArtifact, engine_layers
+from verifier.signatures import CosignSignature
+
+__all__ = ["RegistryEvidence"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Bundle:
+    data: bytes
+    envelope: Envelope | None
+    predicate_type: str | None
+
+
+class RegistryEvidence:
+    """An evidence source backed by OCI registries through one shared :class:`RegistryClient`."""
+
+    def __init__(self, client: RegistryClient) -> None:
+        self._client = client
+
+    @property
+    def description(self) -> str:
+        """Where the evidence comes from, for messages."""
+        return "registry"
+
+    @property
+    def concurrent_lookups(self) -> bool:
+        """Look-ups wait on registries, so the evaluator should start several at once."""
+        return True
+
+    async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
+        """The digest of ``reference``: its own, or the one its tag points at now (from the bytes)."""
+        return await self._client.resolve(reference, deadline)
+
+    async def subject_digests(self, reference: ImageReference, deadline: Deadline) -> frozenset[str]:
+        """The manifest digest; for an artifact also its layer digests (engine layer: the file's sha256).
+
+        An engine artifact (``application/vnd.trtguard.engine.v1``) must follow the layout that
+        ``trtguard push-engine`` writes; one that does not (extra files, two engines) is refused.
+        """
+        digest = await self.resolve_digest(reference, deadline)
+        manifest = await self._client.get_manifest(reference, deadline, reference=digest)
+        if manifest.is_index:
+            return frozenset({digest})
+        if manifest.artifact_type == ENGINE_ARTIFACT_TYPE:
+            try:
+                layers = engine_layers(manifest)
+            except InvalidEngineArtifact as error:
+                raise EvidenceUnavailable(
+                    f"{reference.name}@{digest} is not a well-formed engine artifact: {error}",
+                    transient=False,
+                    location=f"engine {reference.name}@{digest}",
+                    hint="push the engine with trtguard push-engine",
+                ) from error
+            return frozenset({digest} | {layer.digest for layer in layers if layer is not None})
+        if manifest.artifact_type is not None:
+            return frozenset({digest} | {layer.digest for layer in manifest.layers})
+        return frozenset({digest})
+
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
+        """DSSE attestations attached to the artifact whose statement names one of its subject digests."""
+        digest = await self.resolve_digest(reference, deadline)
+        pinned = reference.with_digest(digest)
+        async with task_group() as group:
+            subjects_task = group.create_task(self.subject_digests(pinned, deadline))
+            classic_task = group.create_task(read_attestations(self._client, pinned, digest, deadline))
+            referrers_task = group.create_task(self._referrer_envelopes(pinned, digest, deadline))
+        subjects = subjects_task.result()
+        found: dict[Envelope, Attestation] = {}
+        candidates = [
+            (layer.payload, f"{pinned.name}:{_tag(digest, 'att')} layer {layer.digest}")
+            for layer in classic_task.result()
+        ]
+        for data, origin in candidates:
+            envelope = _envelope(data, origin)
+            if envelope is not None:
+                _add(found, envelope, origin, subjects)
+        for envelope, origin in referrers_task.result():
+            _add(found, envelope, origin, subjects)
+        return tuple(found.values())
+
+    async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
+        """Classic ``.sig`` signatures and cosign v3 signature bundles of the image digest, digest-checked."""
+        digest = await self.resolve_digest(reference, deadline)
+        pinned = reference.with_digest(digest)
+        async with task_group() as group:
+            classic_task = group.create_task(read_signatures(self._client, pinned, digest, deadline))
+            bundles_task = group.create_task(self._bundles(pinned, digest, deadline))
+        classic = tuple(
+            CosignSignature.from_layer(layer.payload, layer.media_type, layer.annotations)
+            for layer in classic_task.result()
+        )
+        # The bundles carry the signing statements too; they are not handed in again as bare statements.
+        bundles = tuple(
+            bundle.data
+            for _, bundle in bundles_task.result()
+            if bundle.predicate_type in (None, COSIGN_SIGN_PREDICATE)
+        )
+        return ImageSignatures(
+            digest=digest, classic=classic, bundles=bundles, origin=f"registry {pinned.registry}"
+        )
+
+    async def _bundles(
+        self, pinned: ImageReference, digest: str, deadline: Deadline
+    ) -> list[tuple[str, _Bundle]]:
+        found = []
+        for origin, data in await self._referrer_blobs(pinned, digest, SIGSTORE_BUNDLE, deadline):
+            bundle = _bundle(data, origin)
+            if bundle is not None:
+                found.append((origin, bundle))
+        return found
+
+    async def _referrer_envelopes(
+        self, pinned: ImageReference, digest: str, deadline: Deadline
+    ) -> list[tuple[Envelope, str]]:
+        """Envelopes of DSSE referrers, and of bundle referrers with a statement other than a signature."""
+        async with task_group() as group:
+            plain_task = group.create_task(self._referrer_blobs(pinned, digest, DSSE_ENVELOPE, deadline))
+            bundles_task = group.create_task(self._bundles(pinned, digest, deadline))
+        found = []
+        for origin, data in plain_task.result():
+            envelope = _envelope(data, origin)
+            if envelope is not None:
+                found.append((envelope, origin))
+        for origin, bundle in bundles_task.result():
+            if bundle.envelope is not None and bundle.predicate_type not in (None, COSIGN_SIGN_PREDICATE):
+                found.append((bundle.envelope, origin))
+        return found
+
+    async def _referrer_blobs(
+        self, pinned: ImageReference, digest: str, artifact_type: str, deadline: Deadline
+    ) -> list[tuple[str, bytes]]:
+        descriptors = await list_referrers(
+            self._client, pinned, digest, deadline, artifact_types=[artifact_type]
+        )
+        async with task_group() as group:
+            tasks = [
+                group.create_task(read_referrer(self._client, pinned, descriptor, digest, deadline))
+                for descriptor in descriptors
+            ]
+        found = []
+        for descriptor, task in zip(descriptors, tasks, strict=True):
+            artifact = task.result()
+            if artifact is not None:
+                found.append((f"{pinned.name}@{descriptor.digest} (referrer)", artifact.blob))
+        return found
+
+
+def _tag(digest: str, suffix: str) -> str:
+    return f"sha256-{digest.removeprefix('sha256:')}.{suffix}"
+
+
+def _envelope(data: bytes, origin: str) -> Envelope | None:
+    try:
+        return Envelope.from_json(data, location=origin)
+    except InputError as error:
+        _log.warning("skipping an attachment that is not a DSSE envelope: %s", error)
+        return None
+
+
+def _bundle(data: bytes, origin: str) -> _Bundle | None:
+    """Parse just enough of a Sigstore bundle to route it: a DSSE statement's type, or a message signature."""
+    try:
+        document: Any = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        _log.warning("skipping a bundle referrer that is not JSON: %s", origin)
+        return None
+    if not isinstance(document, dict):
+        _log.warning("skipping a bundle referrer that is not a JSON object: %s", origin)
+        return None
+    if "messageSignature" in document:
+        return _Bundle(data, None, None)
+    try:
+        envelope = Envelope.from_dict(document.get("dsseEnvelope"), location=origin)
+        statement = statement_from_envelope(envelope, location=origin)
+    except (InputError, VerificationError) as error:
+        _log.warning("skipping a bundle referrer without a readable statement: %s", error)
+        return None
+    return _Bundle(data, envelope, statement.predicate_type)
+
+
+def _add(
+    found: dict[Envelope, Attestation], envelope: Envelope, origin: str, subjects: frozenset[str]
+) -> None:
+    if envelope in found:
+        return  # the same envelope under .att and as a referrer (attach-attestation writes both)
+    try:
+        statement = statement_from_envelope(envelope, location=origin)
+    except (InputError, VerificationError) as error:
+        _log.warning("skipping an attestation without a readable in-toto statement: %s", error)
+        return
+    named = statement.subject_digests()
+    if named & subjects:
+        found[envelope] = Attestation(envelope, statement.predicate_type, named, origin)

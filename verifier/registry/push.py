@@ -1,0 +1,156 @@
+"""TensorRT engines as OCI artifacts that a Pod mounts as an image volume.
+
+Layout (OCI image-spec "artifact" guidance, the form CRI-O mounts as files):
+
+* manifest ``artifactType`` ``application/vnd.trtguard.engine.v1``, ``config`` the OCI empty descriptor;
+* one layer per file, **uncompressed**, so that a layer's digest is the file's sha256: the engine layer's
+  digest is exactly the ``output_engine.sha256`` a build manifest names as its subject;
+* each layer carries ``org.opencontainers.image.title`` = the file name, which CRI-O uses as the file's
+  name inside the mounted volume.
+
+Layer media types: ``application/vnd.trtguard.engine.plan.v1`` (the serialized engine; exactly one),
+``application/vnd.trtguard.calibration-cache.v1`` and ``application/vnd.trtguard.onnx.v1`` (optional).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from verifier.deadline import Deadline
+from verifier.errors import InputError
+from verifier.references import ImageReference
+from verifier.registry.client import RegistryClient
+from verifier.registry.oci import (
+    EMPTY_DESCRIPTOR,
+    EMPTY_JSON,
+    OCI_MANIFEST,
+    Descriptor,
+    Manifest,
+    image_manifest,
+)
+
+ENGINE_ARTIFACT_TYPE: Final = "application/vnd.trtguard.engine.v1"
+ENGINE_LAYER: Final = "application/vnd.trtguard.engine.plan.v1"
+CALIBRATION_CACHE_LAYER: Final = "application/vnd.trtguard.calibration-cache.v1"
+ONNX_LAYER: Final = "application/vnd.trtguard.onnx.v1"
+TITLE_ANNOTATION: Final = "org.opencontainers.image.title"
+_LAYER_TYPES = frozenset({ENGINE_LAYER, CALIBRATION_CACHE_LAYER, ONNX_LAYER})
+
+
+class InvalidEngineArtifact(ValueError):
+    """A manifest that says it is an engine artifact but does not follow the layout."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineArtifact:
+    """An engine artifact in a registry: its digest reference and its layers."""
+
+    reference: ImageReference
+    engine: Descriptor
+    calibration_cache: Descriptor | None = None
+    onnx: Descriptor | None = None
+
+    @property
+    def layers(self) -> tuple[Descriptor, ...]:
+        """Every file layer, the engine first."""
+        return tuple(d for d in (self.engine, self.calibration_cache, self.onnx) if d is not None)
+
+
+def engine_layers(manifest: Manifest) -> tuple[Descriptor, Descriptor | None, Descriptor | None]:
+    """(engine, calibration cache, ONNX) layers of an engine artifact manifest; strict about the layout.
+
+    Anything unexpected — another layer media type, a second engine, a compressed or untitled layer — is
+    refused, so that an artifact cannot smuggle extra files into the volume next to a signed engine.
+    """
+    if manifest.is_index or manifest.artifact_type != ENGINE_ARTIFACT_TYPE:
+        raise InvalidEngineArtifact(f"{manifest.digest} is not a {ENGINE_ARTIFACT_TYPE} artifact")
+    found: dict[str, Descriptor] = {}
+    titles: set[str] = set()
+    for index, layer in enumerate(manifest.layers):
+        if layer.media_type not in _LAYER_TYPES:
+            raise InvalidEngineArtifact(
+                f"layer {index} has media type {layer.media_type}, not an engine file"
+            )
+        if layer.media_type in found:
+            raise InvalidEngineArtifact(f"layer {index} is a second {layer.media_type} layer")
+        title = layer.annotations.get(TITLE_ANNOTATION, "")
+        if not _plain_name(title) or title in titles:
+            raise InvalidEngineArtifact(f"layer {index} has no unique plain file name in {TITLE_ANNOTATION}")
+        titles.add(title)
+        found[layer.media_type] = layer
+    if ENGINE_LAYER not in found:
+        raise InvalidEngineArtifact(f"no {ENGINE_LAYER} layer")
+    return found[ENGINE_LAYER], found.get(CALIBRATION_CACHE_LAYER), found.get(ONNX_LAYER)
+
+
+async def push_engine(
+    client: RegistryClient,
+    to: ImageReference,
+    engine: Path,
+    deadline: Deadline,
+    *,
+    calibration_cache: Path | None = None,
+    onnx: Path | None = None,
+) -> EngineArtifact:
+    """Upload the engine (and optional files) as an engine artifact under ``to``'s tag (or by digest)."""
+    if to.digest is not None:
+        raise InputError(
+            f"{to} carries a digest; an artifact is pushed to a repository or a tag",
+            hint="give --to registry/repository[:tag]; the digest is printed after the push",
+        )
+    files: list[tuple[str, Path]] = [(ENGINE_LAYER, engine)]
+    if calibration_cache is not None:
+        files.append((CALIBRATION_CACHE_LAYER, calibration_cache))
+    if onnx is not None:
+        files.append((ONNX_LAYER, onnx))
+    _check_files(files)
+    await client.push_blob(to, EMPTY_JSON, EMPTY_DESCRIPTOR.media_type, deadline)
+    layers: list[Descriptor] = []
+    for media_type, path in files:
+        layers.append(
+            await client.push_blob_file(
+                to, path, media_type, deadline, annotations={TITLE_ANNOTATION: path.name}
+            )
+        )
+    data = image_manifest(
+        config=EMPTY_DESCRIPTOR,
+        layers=layers,
+        artifact_type=ENGINE_ARTIFACT_TYPE,
+        annotations={"org.opencontainers.image.created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
+    )
+    pushed = await client.push_manifest(to, data, OCI_MANIFEST, deadline, tag=to.tag)
+    by_type = {layer.media_type: layer for layer in layers}
+    return EngineArtifact(
+        reference=to.with_digest(pushed.digest),
+        engine=by_type[ENGINE_LAYER],
+        calibration_cache=by_type.get(CALIBRATION_CACHE_LAYER),
+        onnx=by_type.get(ONNX_LAYER),
+    )
+
+
+def _check_files(files: Sequence[tuple[str, Path]]) -> None:
+    names: dict[str, Path] = {}
+    for _, path in files:
+        if not path.is_file():
+            raise InputError(
+                f"{path} is not a file", location=str(path), hint="give the path of an existing file"
+            )
+        if not _plain_name(path.name):
+            raise InputError(
+                f"the file name {path.name!r} cannot name a file in a volume", location=str(path)
+            )
+        if path.name in names:
+            raise InputError(
+                f"{path} and {names[path.name]} have the same file name; the volume would hold only one",
+                location=str(path),
+                hint="rename one of the files",
+            )
+        names[path.name] = path
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "/" not in name and "\x00" not in name
