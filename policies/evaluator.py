@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import functools
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from policies._private.cel import CelEvaluationError, prepare_activation
+from policies._private.change_control import Baseline, describe, judge
 from policies._private.patterns import matches_any
 from policies._private.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
 from policies.loader import CompiledPolicy, PolicySet
@@ -25,6 +26,7 @@ from policies.results import Action, ArtifactRecord, Decision, Violation
 from policies.schema import (
     AttestationRule,
     BuildManifestRule,
+    ChangeControl,
     ImageRule,
     LabelSelector,
     ModelsRule,
@@ -39,7 +41,7 @@ from verifier.errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.evidence import Attestation, EvidenceSource
 from verifier.references import ImageReference, InvalidReference
 
-__all__ = ["CacheSettings", "PolicyEngine", "VerifiedManifest"]
+__all__ = ["AdmissionHistory", "CacheSettings", "PolicyEngine", "VerifiedManifest"]
 
 T = TypeVar("T")
 
@@ -50,6 +52,16 @@ _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class AdmissionHistory(Protocol):
+    """What was admitted before: the webhook answers from its decision log, for change control."""
+
+    async def last_engine(
+        self, namespace: str, kind: str, name: str, repository: str, deadline: Deadline
+    ) -> str | None:
+        """The engine (``repository@sha256:…``) last admitted for this workload from ``repository``."""
+        ...
 
 
 class PolicyEngine:
@@ -67,10 +79,12 @@ class PolicyEngine:
         *,
         clock: Callable[[], datetime] = _utcnow,
         cache: CacheSettings | None = None,
+        history: AdmissionHistory | None = None,
     ) -> None:
         self.policy_set = policy_set
         self.evidence = evidence
         self.clock = clock
+        self.history = history
         self.verified = VerifiedEvidence(policy_set, evidence, cache or CacheSettings())
 
     @property
@@ -589,8 +603,117 @@ class _Run:
             found += self.model_rules(policy, models, ref, use, manifest)
             if models.rules.toolchain is not None:
                 found += await self.toolchain(policy, models.rules.toolchain, ref, use, manifest)
+            change_control = policy.document.spec.change_control
+            if change_control is not None:
+                found += await self.change_control(policy, change_control, rule, ref, use, manifest)
         if models.verification is not None:
             found += await self.verification(policy, models.verification, ref, use, manifest)
+        return found
+
+    async def manifests_of(
+        self, reference: ImageReference, rule: BuildManifestRule
+    ) -> tuple[VerifiedManifest, ...]:
+        verified = self.engine.verified
+        return await self.once(
+            ("manifests", reference, tuple(rule.keys), rule.threshold),
+            lambda: verified.build_manifests(
+                reference, rule.keys, rule.threshold, self.attestations(reference)
+            ),
+        )
+
+    async def baselines(
+        self,
+        policy: CompiledPolicy,
+        rule: BuildManifestRule,
+        ref: ImageReference,
+        use: EngineUse,
+        verified: VerifiedManifest,
+    ) -> tuple[list[Baseline], list[Violation]]:
+        """What the engine is compared with: its declared previous manifest and the last admitted engine."""
+        manifest = verified.manifest
+        declared = manifest.previous_manifest_digest
+        baselines: list[Baseline] = []
+        found: list[Violation] = []
+        declared_found = False
+
+        def add(candidates: Sequence[VerifiedManifest], source: str) -> None:
+            nonlocal declared_found
+            matching = [c for c in candidates if c.digest == declared]
+            if matching:
+                declared_found = True
+                baselines.append(Baseline(matching[0].manifest, f"declared previous manifest {declared}"))
+            else:
+                newest = max(candidates, key=lambda c: c.manifest.build_timestamp)
+                baselines.append(Baseline(newest.manifest, source))
+
+        def problem(message: str, fix: str) -> None:
+            found.append(
+                _violation(policy, "changeControl", message, fix, engine=str(ref), path=use.path, error=True)
+            )
+
+        def unavailable(error: EvidenceUnavailable) -> None:
+            found.append(_unavailable(policy, "changeControl", error, engine=str(ref), path=use.path))
+
+        if manifest.previous_engine is not None:
+            previous = self.reference(manifest.previous_engine)
+            if isinstance(previous, ImageReference):
+                try:
+                    add(await self.manifests_of(previous, rule), f"previous engine {previous}")
+                except EvidenceUnavailable as error:
+                    unavailable(error)
+                except VerificationError as error:
+                    problem(
+                        f"the declared previous engine {previous} has no usable build manifest: "
+                        f"{error.message}",
+                        "attach the previous engine's signed build manifest to it",
+                    )
+        history, workload = self.engine.history, self.context
+        if history is not None and workload.name and workload.namespace:
+            try:
+                last = await history.last_engine(
+                    workload.namespace, workload.kind, workload.name, ref.name, self.deadline
+                )
+                last_ref = self.reference(last) if last else None
+                if isinstance(last_ref, ImageReference) and last_ref != ref:
+                    add(await self.manifests_of(last_ref, rule), f"last admitted engine {last_ref}")
+            except EvidenceUnavailable as error:
+                unavailable(error)
+            except VerificationError as error:
+                problem(
+                    f"the engine last admitted here has no usable build manifest: {error.message}",
+                    "attach the previous engine's signed build manifest, or have the change reviewed",
+                )
+        if declared is not None and not declared_found:
+            problem(
+                f"the declared previous manifest {declared} cannot be found, so the changes against it "
+                "cannot be computed",
+                "record where it is attached (`trtguard manifest create --previous-engine REF`)",
+            )
+        return baselines, found
+
+    async def change_control(
+        self,
+        policy: CompiledPolicy,
+        rule: ChangeControl,
+        manifest_rule: BuildManifestRule,
+        ref: ImageReference,
+        use: EngineUse,
+        verified: VerifiedManifest,
+    ) -> list[Violation]:
+        baselines, found = await self.baselines(policy, manifest_rule, ref, use, verified)
+        verdict = judge(rule, verified, baselines, (), self.engine.clock())
+        if verdict.gated:
+            try:
+                approvals = await self.once(
+                    ("approvals", ref, tuple(rule.approvals.keys)),
+                    lambda: self.engine.verified.approvals(ref, rule.approvals.keys, self.attestations(ref)),
+                )
+            except EvidenceUnavailable as error:
+                return [*found, _unavailable(policy, "changeControl", error, engine=str(ref), path=use.path)]
+            verdict = judge(rule, verified, baselines, approvals, self.engine.clock())
+        if not verdict.satisfied:
+            message, fix = describe(rule, verified, verdict)
+            found.append(_violation(policy, "changeControl", message, fix, engine=str(ref), path=use.path))
         return found
 
     def max_age(

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator,
 from pydantic.alias_generators import to_camel
 
 from policies.results import Action
+from verifier.attestations import ChangeKind
 
 API_VERSION = "trtguard.dev/v1alpha1"
 
@@ -315,23 +316,6 @@ class ModelsRule(_Model):
         return self
 
 
-ChangeType = Literal[
-    "FirstInt8",
-    "PrecisionChange",
-    "TensorRTMajorUpgrade",
-    "TensorRTMinorUpgrade",
-    "DynamicShapeChange",
-    "WorkspaceChange",
-    "CalibrationDataChange",
-    "ToolchainImageChange",
-    "AccuracyDrop",
-    "OnnxModelChange",
-    "PluginChange",
-    "HardwareCompatibilityChange",
-    "BatchSizeChange",
-]
-
-
 class ApprovalRule(_Model):
     """Who approves gated changes and how many approvals are needed."""
 
@@ -348,7 +332,7 @@ class ApprovalRule(_Model):
 class ChangeControl(_Model):
     """Gated engine changes need signed approvals for the engine digest and audit ID."""
 
-    gated: list[ChangeType] = Field(min_length=1)
+    gated: list[ChangeKind] = Field(min_length=1, description="change kinds of `trtguard manifest diff`")
     approvals: ApprovalRule
 
 

@@ -35,6 +35,8 @@ from verifier._private.manifest_types import (
     Timestamp,
 )
 from verifier.attestations import ENGINE_BUILD_PREDICATE_TYPE
+from verifier.digests import sha256_bytes
+from verifier.dsse import Envelope
 from verifier.errors import InputError
 from verifier.intoto import ResourceDescriptor, Statement
 from verifier.references import ImageReference
@@ -57,6 +59,7 @@ __all__ = [
     "TimeRange",
     "Toolchain",
     "load_manifest",
+    "manifest_digest",
     "manifest_json_schema",
     "manifest_statement",
     "parse_tensorrt_version",
@@ -312,7 +315,12 @@ class EngineBuildManifest(StrictModel):
     accuracy: Annotated[list[AccuracyMetric], AfterValidator(_unique_metrics)] = Field(default_factory=list)
     audit_id: NonEmptyStr
     previous_manifest_digest: Digest | None = Field(
-        default=None, description="digest of the previous engine's manifest envelope, for change control"
+        default=None,
+        description="manifest_digest() of the previous engine's signed build manifest, for change control",
+    )
+    previous_engine: PinnedImage | None = Field(
+        default=None,
+        description="the previous engine artifact (registry/repo@sha256:…), where that manifest is attached",
     )
 
     @model_validator(mode="after")
@@ -412,6 +420,15 @@ def manifest_statement(manifest: EngineBuildManifest) -> Statement:
         predicate_type=ENGINE_BUILD_PREDICATE_TYPE,
         predicate=manifest.model_dump(mode="json"),
     )
+
+
+def manifest_digest(envelope: Envelope) -> str:
+    """The digest that names a signed build manifest: SHA-256 of its in-toto statement (the DSSE payload).
+
+    It stays the same when the envelope is re-serialised or countersigned, so one manifest keeps one name in
+    ``previous_manifest_digest``, change approvals and verification attestations.
+    """
+    return f"sha256:{sha256_bytes(envelope.payload)}"
 
 
 def load_manifest(data: Mapping[str, Any] | Statement, source: str) -> EngineBuildManifest:

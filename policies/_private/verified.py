@@ -11,12 +11,20 @@ event loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from policies.loader import PolicySet, Signer
-from verifier.attestations import ENGINE_VERIFICATION_PREDICATE_TYPE, EngineVerification, load_verification
+from verifier.attestations import (
+    CHANGE_APPROVAL_PREDICATE_TYPE,
+    ENGINE_VERIFICATION_PREDICATE_TYPE,
+    ChangeApproval,
+    EngineVerification,
+    load_approval,
+    load_verification,
+)
 from verifier.cache import ResultCache
 from verifier.deadline import Deadline
 from verifier.dsse import verify_envelope
@@ -24,9 +32,11 @@ from verifier.errors import InputError, TrtguardError, VerificationError
 from verifier.evidence import Attestation, EvidenceSource
 from verifier.intoto import statement_from_envelope
 from verifier.keys import PublicKey
-from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest
+from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest, manifest_digest
 from verifier.references import ImageReference
 from verifier.signatures import NoSignatures, TrustPolicy, VerificationResult, verify_image_signatures
+
+_log = logging.getLogger(__name__)
 
 Fetch = Callable[[], Awaitable[Sequence[Attestation]]]
 """Fetches the attestations of an artifact (shared by the checks of one evaluation)."""
@@ -48,6 +58,17 @@ class VerifiedManifest:
     manifest: EngineBuildManifest
     as_json: dict[str, Any]
     subjects: frozenset[str]
+    signers: tuple[str, ...]
+    origin: str
+    #: :func:`verifier.manifest.manifest_digest` of the envelope: how approvals and successors name it.
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedApproval:
+    """A change approval whose signature verified, with the names of the keys that signed it."""
+
+    approval: ChangeApproval
     signers: tuple[str, ...]
     origin: str
 
@@ -77,7 +98,8 @@ class VerifiedEvidence:
             )
 
         self.signatures_cache: ResultCache[tuple[object, ...], VerificationResult] = cache()
-        self.manifests_cache: ResultCache[tuple[object, ...], VerifiedManifest] = cache()
+        self.manifests_cache: ResultCache[tuple[object, ...], tuple[VerifiedManifest, ...]] = cache()
+        self.approvals_cache: ResultCache[tuple[object, ...], tuple[VerifiedApproval, ...]] = cache()
         self.attestations_cache: ResultCache[tuple[object, ...], tuple[str, ...]] = cache()
         self.verifications_cache: ResultCache[tuple[object, ...], EngineVerification] = cache()
 
@@ -167,8 +189,16 @@ class VerifiedEvidence:
         self, reference: ImageReference, keys: Sequence[str], threshold: int, fetch: Fetch
     ) -> VerifiedManifest:
         """The newest build manifest of the engine signed by ``threshold`` of ``keys``."""
+        manifests = await self.build_manifests(reference, keys, threshold, fetch)
+        # Several signed manifests for one engine: the newest build is the one that describes it.
+        return max(manifests, key=lambda v: v.manifest.build_timestamp)
 
-        async def compute() -> VerifiedManifest:
+    async def build_manifests(
+        self, reference: ImageReference, keys: Sequence[str], threshold: int, fetch: Fetch
+    ) -> tuple[VerifiedManifest, ...]:
+        """Every build manifest of the engine signed by ``threshold`` of ``keys`` (at least one)."""
+
+        async def compute() -> tuple[VerifiedManifest, ...]:
             candidates = [a for a in await fetch() if a.predicate_type == ENGINE_BUILD_PREDICATE_TYPE]
             if not candidates:
                 raise VerificationError(f"no build manifest attestation found ({self._source.description})")
@@ -184,11 +214,29 @@ class VerifiedEvidence:
                     reasons.append(f"{attestation.origin}: {error.message}")
             if not verified:
                 raise VerificationError(f"build manifest not signed by [{', '.join(keys)}]: {reasons[0]}")
-            # Several signed manifests for one engine: the newest build is the one that describes it.
-            return max(verified, key=lambda v: v.manifest.build_timestamp)
+            return tuple(verified)
 
         key = self._key("manifest", reference, tuple(keys), threshold)
         return await self.manifests_cache.get_or_compute(key, compute)
+
+    async def approvals(
+        self, reference: ImageReference, keys: Sequence[str], fetch: Fetch
+    ) -> tuple[VerifiedApproval, ...]:
+        """Every change approval about the artifact signed by one of ``keys`` (possibly none)."""
+
+        async def compute() -> tuple[VerifiedApproval, ...]:
+            candidates = [a for a in await fetch() if a.predicate_type == CHANGE_APPROVAL_PREDICATE_TYPE]
+            signers = public_keys(self._policy_set.signers_for(keys))
+            found = []
+            for attestation in candidates:
+                try:
+                    found.append(await asyncio.to_thread(_verify_approval, attestation, signers))
+                except TrtguardError as error:
+                    _log.info("approval %s ignored: %s", attestation.origin, error.message)
+            return tuple(found)
+
+        key = self._key("approvals", reference, tuple(keys))
+        return await self.approvals_cache.get_or_compute(key, compute)
 
     async def gpu_verification(
         self,
@@ -252,7 +300,14 @@ def _verify_manifest(
         subjects=statement.subject_digests(),
         signers=verified,
         origin=attestation.origin,
+        digest=manifest_digest(attestation.envelope),
     )
+
+
+def _verify_approval(attestation: Attestation, signers: Mapping[str, PublicKey]) -> VerifiedApproval:
+    names = verify_envelope(attestation.envelope, signers, threshold=1)
+    statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
+    return VerifiedApproval(load_approval(statement, attestation.origin), names, attestation.origin)
 
 
 def _verify_verification(

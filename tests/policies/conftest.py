@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from verifier.attestations import ENGINE_VERIFICATION_PREDICATE_TYPE
+from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ENGINE_VERIFICATION_PREDICATE_TYPE
 from verifier.digests import sha256_bytes
 from verifier.dsse import sign_envelope
 from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.keys import PrivateKey, generate_private_key
-from verifier.manifest import EngineBuildManifest, manifest_statement
+from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 
 RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32
 OTHER_RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "b2" * 32
@@ -50,6 +50,8 @@ class Material:
 
     root: Path
     keys: dict[str, PrivateKey] = field(default_factory=dict)
+    #: engine name → manifest_digest of its signed build manifest
+    manifest_digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def attestations(self) -> Path:
@@ -87,7 +89,9 @@ class Material:
         path.write_text(textwrap.dedent(text))
         return path
 
-    def engine(self, name: str, signer: str = "build-signer", **overrides: Any) -> str:
+    def engine(
+        self, name: str, signer: str = "build-signer", *, repository: str | None = None, **overrides: Any
+    ) -> str:
         """Store an engine artifact manifest and its signed build manifest; return the engine reference."""
         engine = f"engine {name}".encode()
         manifest = EngineBuildManifest.model_validate(manifest_data(engine, **overrides))
@@ -112,7 +116,36 @@ class Material:
         (self.attestations / f"{name}.oci.json").write_bytes(artifact)
         envelope = sign_envelope(PAYLOAD_TYPE, manifest_statement(manifest).to_json(), self.key(signer))
         (self.attestations / f"{name}.manifest.json").write_bytes(envelope.to_json())
-        return f"registry.example.com/models/{name}@sha256:{sha256_bytes(artifact)}"
+        self.manifest_digests[name] = manifest_digest(envelope)
+        return f"registry.example.com/models/{repository or name}@sha256:{sha256_bytes(artifact)}"
+
+    def approval(
+        self,
+        engine_name: str,
+        changes: list[str],
+        signer: str,
+        *,
+        audit_id: str = "AUD-1",
+        expires_at: str | None = None,
+    ) -> None:
+        """A signed change approval of the engine ``engine_name`` by ``signer``."""
+        engine = sha256_bytes(f"engine {engine_name}".encode())
+        predicate: dict[str, Any] = {
+            "engine_digest": f"sha256:{engine}",
+            "audit_id": audit_id,
+            "changes": changes,
+            "approver": f"{signer}@example.com",
+            "approved_at": "2026-10-15T00:00:00Z",
+        }
+        if expires_at is not None:
+            predicate["expires_at"] = expires_at
+        self.statement(
+            engine,
+            CHANGE_APPROVAL_PREDICATE_TYPE,
+            predicate,
+            signer,
+            f"approval-{engine_name}-{signer}-{audit_id}.json",
+        )
 
     def statement(
         self, subject_sha256: str, predicate_type: str, predicate: dict[str, Any], signer: str, file: str

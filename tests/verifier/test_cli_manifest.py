@@ -6,6 +6,7 @@ real: files, hashes, the shared TensorRT plan fixture, keys and DSSE envelopes.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import shutil
@@ -109,7 +110,17 @@ def test_create_writes_a_statement(
 ) -> None:
     output = tmp_path / "manifest.json"
     previous = tmp_path / "previous.dsse.json"
-    previous.write_bytes(b'{"payloadType": "application/vnd.in-toto+json"}')
+    previous_statement = b'{"_type": "https://in-toto.io/Statement/v1"}'
+    previous.write_text(
+        json.dumps(
+            {
+                "payloadType": "application/vnd.in-toto+json",
+                "payload": base64.b64encode(previous_statement).decode(),
+                "signatures": [],
+            },
+            indent=2,
+        )
+    )
     status, out, err = run(
         create_args(
             build,
@@ -119,6 +130,7 @@ def test_create_writes_a_statement(
             "--calibration-start", "2025-01-01T00:00:00Z",
             "--calibration-end", "2025-01-31T00:00:00Z",
             "--previous-manifest", str(previous),
+            "--previous-engine", f"registry.example.com/models/mnist@sha256:{'ab' * 32}",
             "-o", str(output),
         ),
         capsys,
@@ -129,7 +141,9 @@ def test_create_writes_a_statement(
     engine_sha = hashlib.sha256(build["engine"].read_bytes()).hexdigest()
     assert statement["subject"] == [{"name": "mnist.plan", "digest": {"sha256": engine_sha}}]
     manifest = load_manifest(statement, str(output))
-    assert manifest.previous_manifest_digest == "sha256:" + hashlib.sha256(previous.read_bytes()).hexdigest()
+    # The previous manifest is named by its statement, whatever the envelope's formatting or signatures.
+    assert manifest.previous_manifest_digest == "sha256:" + hashlib.sha256(previous_statement).hexdigest()
+    assert manifest.previous_engine == f"registry.example.com/models/mnist@sha256:{'ab' * 32}"
     assert manifest.build_node.gpu_name == "NVIDIA H200"
     assert manifest.toolchain.cuda_version == "12.6.2"
     assert manifest.calibration is not None and manifest.calibration.dataset is not None

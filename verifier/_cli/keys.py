@@ -152,10 +152,14 @@ def _attest(args: argparse.Namespace) -> int:
         raise InputError("the subject file does not exist", location=str(args.subject))
     statement = statement_for_file(args.subject, args.type, predicate, name=args.subject_name)
     envelope = sign_statement(statement, load_signing_key(args.key, args))
+    write_envelope(envelope, args)
+    return 0
+
+
+def write_envelope(envelope: Envelope, args: argparse.Namespace) -> None:
+    """Write a signed envelope to ``--output`` (or standard output) and attach it to ``--push REF``."""
     output = envelope.to_json() + b"\n"
-    if args.output is None:
-        sys.stdout.buffer.write(output)
-    else:
+    if args.output is not None:
         try:
             args.output.write_bytes(output)
         except OSError as error:
@@ -163,7 +167,24 @@ def _attest(args: argparse.Namespace) -> int:
                 f"cannot write the envelope: {error.strerror}", location=str(args.output)
             ) from error
         print(f"Attestation written to {args.output}", file=sys.stderr)
-    return 0
+    elif args.push is None:
+        sys.stdout.buffer.write(output)
+    if args.push is not None:
+        # The registry client is imported only when something is pushed (and registry.py imports this module).
+        from verifier._cli.registry import push_attestation  # noqa: PLC0415
+
+        print(push_attestation(output, args.push, args), file=sys.stderr)
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--output``, ``--push`` and the registry options for commands that write an envelope."""
+    from verifier._cli.registry import add_registry_arguments  # noqa: PLC0415 - see write_envelope
+
+    parser.add_argument("--output", type=Path, metavar="FILE", help="write here instead of standard output")
+    parser.add_argument(
+        "--push", metavar="REF", help="also attach it to this image or engine artifact in its registry"
+    )
+    add_registry_arguments(parser)
 
 
 def _verify_attestation(args: argparse.Namespace) -> int:
@@ -216,7 +237,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     attest.add_argument("--subject", required=True, type=Path, metavar="FILE", help="the file attested")
     attest.add_argument("--subject-name", metavar="NAME", help="subject name (default: the file name)")
     attest.add_argument("--key", required=True, type=Path, metavar="KEY", help="private key file")
-    attest.add_argument("--output", type=Path, metavar="FILE", help="write here instead of standard output")
+    add_output_arguments(attest)
     add_password_arguments(attest)
     attest.set_defaults(handler=_attest)
 

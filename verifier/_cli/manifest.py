@@ -25,8 +25,9 @@ from verifier._private.manifest_flat import import_flat
 from verifier._private.manifest_probe import Distribution
 from verifier._private.manifest_settings import ManifestSettings
 from verifier.digests import hash_file
+from verifier.dsse import Envelope
 from verifier.errors import InputError
-from verifier.manifest import EngineBuildManifest, manifest_statement
+from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 from verifier.manifest_diff import ManifestDiff, diff_manifests
 from verifier.validation import input_error_from_validation
 
@@ -85,7 +86,14 @@ def _settings_options(parser: argparse.ArgumentParser) -> None:
     previous.add_argument(
         "--previous-manifest", type=Path, metavar="FILE", help="the previous engine's manifest envelope"
     )
-    previous.add_argument("--previous-manifest-digest", metavar="DIGEST", help="sha256:… of that envelope")
+    previous.add_argument(
+        "--previous-manifest-digest", metavar="DIGEST", help="sha256:… of that manifest's statement (payload)"
+    )
+    given.add_argument(
+        "--previous-engine",
+        metavar="REF",
+        help="the previous engine artifact, registry/repo@sha256:… (where its manifest is attached)",
+    )
     given.add_argument("--build-timestamp", metavar="TIME", help="RFC 3339 (create's default: now)")
     override = parser.add_argument_group("toolchain and build node (create reads them from the environment)")
     override.add_argument("--tensorrt-version", metavar="VERSION")
@@ -256,6 +264,7 @@ def _settings(args: argparse.Namespace) -> ManifestSettings:
         "onnx_uri": args.onnx_uri,
         "build_timestamp": args.build_timestamp,
         "previous_manifest_digest": args.previous_manifest_digest,
+        "previous_engine": args.previous_engine,
         "tensorrt_version": args.tensorrt_version,
         "cuda_version": args.cuda_version,
         "cudnn_version": args.cudnn_version,
@@ -266,11 +275,13 @@ def _settings(args: argparse.Namespace) -> ManifestSettings:
     values.update({key: value for key, value in flags.items() if value is not None})
     if args.previous_manifest is not None:
         try:
-            values["previous_manifest_digest"] = hash_file(args.previous_manifest).digest
+            data = args.previous_manifest.read_bytes()
         except OSError as error:
             raise InputError(
                 f"cannot read the previous manifest: {error.strerror}", location=str(args.previous_manifest)
             ) from error
+        envelope = Envelope.from_json(data, location=str(args.previous_manifest))
+        values["previous_manifest_digest"] = manifest_digest(envelope)
     if (args.calibration_start is None) != (args.calibration_end is None):
         raise InputError(
             "--calibration-start and --calibration-end go together",

@@ -18,25 +18,19 @@ from verifier.dsse import Envelope
 from verifier.errors import InputError, TrtguardError
 from verifier.intoto import statement_from_envelope
 from verifier.references import ImageReference
+from verifier.registry.attach import Attached, attach_attestation
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig, load_registry_config
 from verifier.registry.cosign_layout import (
-    DSSE_ENVELOPE,
-    PREDICATE_TYPE_ANNOTATION,
     SIGNATURE_ANNOTATION,
     SIMPLE_SIGNING,
     append_layer,
-    attestation_tag,
-    push_referrer,
     signature_tag,
     simple_signing_payload,
 )
-from verifier.registry.evidence import RegistryEvidence
 from verifier.registry.push import push_engine
 
 _MAX_ENVELOPE = 16 * 1024 * 1024
-#: Annotation on trtguard's attestation referrer manifests (the name BuildKit uses for in-toto layers).
-PREDICATE_TYPE_REFERRER_ANNOTATION = "in-toto.io/predicate-type"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="add to the payload's 'optional' section (repeatable)",
     )
     add_password_arguments(sign)
-    _add_registry_arguments(sign)
+    add_registry_arguments(sign)
     sign.set_defaults(handler=_sign)
 
     push = subparsers.add_parser(
@@ -72,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     push.add_argument("--to", required=True, metavar="REF", help="registry/repository[:tag] to push to")
     push.add_argument("--calibration-cache", type=Path, metavar="FILE", help="INT8 calibration cache")
     push.add_argument("--onnx", type=Path, metavar="FILE", help="the ONNX model the engine was built from")
-    _add_registry_arguments(push)
+    add_registry_arguments(push)
     push.set_defaults(handler=_push_engine)
 
     attach = subparsers.add_parser(
@@ -84,11 +78,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     attach.add_argument("envelope", type=Path, metavar="ENVELOPE", help="DSSE envelope (JSON) file")
     attach.add_argument("--to", required=True, metavar="REF", help="image or engine artifact reference")
-    _add_registry_arguments(attach)
+    add_registry_arguments(attach)
     attach.set_defaults(handler=_attach_attestation)
 
 
-def _add_registry_arguments(parser: argparse.ArgumentParser) -> None:
+def add_registry_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--registry-config`` and ``--timeout`` (used by every command that writes to a registry)."""
     parser.add_argument(
         "--registry-config",
         type=Path,
@@ -182,51 +177,31 @@ def _attach_attestation(args: argparse.Namespace) -> int:
         data = path.read_bytes()
     except OSError as error:
         raise InputError(f"cannot read the envelope: {error.strerror}", location=str(path)) from error
-    envelope = Envelope.from_json(data, location=str(path))
+    print(push_attestation(data, args.to, args, location=str(path)))
+    return 0
+
+
+def push_attestation(data: bytes, to: str, args: argparse.Namespace, *, location: str | None = None) -> str:
+    """Attach the signed envelope ``data`` to the artifact ``to``; returns a line saying where it went.
+
+    ``args`` carries the options of :func:`add_registry_arguments`.
+    """
+    envelope = Envelope.from_json(data, location=location)
     try:
-        statement = statement_from_envelope(envelope, location=str(path))
+        statement = statement_from_envelope(envelope, location=location)
     except TrtguardError as error:
-        raise InputError(error.message, location=str(path), hint=error.hint) from error
+        raise InputError(error.message, location=location, hint=error.hint) from error
     if not envelope.signatures:
-        raise InputError("the envelope carries no signature", location=str(path), hint="sign it first")
-    target = ImageReference.parse(args.to)
+        raise InputError("the envelope carries no signature", location=location, hint="sign it first")
+    target = ImageReference.parse(to)
     config, deadline = _registry_config(args), _deadline(args)
 
-    async def run() -> tuple[str, str]:
+    async def run() -> Attached:
         async with RegistryClient(config) as client:
-            digest = await client.resolve(target, deadline)
-            pinned = target.with_digest(digest)
-            subjects = await RegistryEvidence(client).subject_digests(pinned, deadline)
-            if not statement.subject_digests() & subjects:
-                named = ", ".join(sorted(statement.subject_digests())) or "no sha256 digest"
-                raise InputError(
-                    f"the attestation is about {named}, not about {pinned.name}@{digest} or its files",
-                    location=str(path),
-                    hint="attach it to the artifact its statement's subject names",
-                )
-            await append_layer(
-                client,
-                pinned,
-                attestation_tag(digest),
-                data,
-                media_type=DSSE_ENVELOPE,
-                annotations={PREDICATE_TYPE_ANNOTATION: statement.predicate_type},
-                deadline=deadline,
-            )
-            manifest = await client.get_manifest(pinned, deadline)
-            pushed = await push_referrer(
-                client,
-                pinned,
-                manifest.descriptor,
-                artifact_type=DSSE_ENVELOPE,
-                blob=data,
-                blob_media_type=DSSE_ENVELOPE,
-                layer_annotations={PREDICATE_TYPE_ANNOTATION: statement.predicate_type},
-                annotations={PREDICATE_TYPE_REFERRER_ANNOTATION: statement.predicate_type},
-                deadline=deadline,
-            )
-            return digest, pushed.digest
+            return await attach_attestation(client, target, data, statement, deadline, location=location)
 
-    digest, referrer = asyncio.run(run())
-    print(f"attached {statement.predicate_type} to {target.name}@{digest}; referrer {target.name}@{referrer}")
-    return 0
+    attached = asyncio.run(run())
+    return (
+        f"attached {statement.predicate_type} to {target.name}@{attached.digest}; "
+        f"referrer {target.name}@{attached.referrer}"
+    )

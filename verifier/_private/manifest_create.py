@@ -166,6 +166,7 @@ def create_manifest(
         "accuracy": accuracy,
         "audit_id": settings.audit_id,
         "previous_manifest_digest": settings.previous_manifest_digest,
+        "previous_engine": settings.previous_engine,
     }
     return finish(document, notes)
 

@@ -110,6 +110,7 @@ def import_flat(
     document["audit_id"] = None
     notes.append(Note("audit_id", "not in the flat record; pass --audit-id", True))
     document["previous_manifest_digest"] = None
+    document["previous_engine"] = None
     _overlay(document, notes, settings)
     return finish(document, notes)
 
@@ -129,6 +130,7 @@ _SETTING_PATHS = {
     "engine_name": "output_engine.name",
     "audit_id": "audit_id",
     "previous_manifest_digest": "previous_manifest_digest",
+    "previous_engine": "previous_engine",
 }
 
 

@@ -54,6 +54,7 @@ class ManifestSettings(BaseModel):
     onnx_uri: Text = None
     build_timestamp: Any = None
     previous_manifest_digest: Text = None
+    previous_engine: Text = None
     calibration: CalibrationSettings | None = None
     builder_config: dict[str, Any] | None = None
     accuracy: list[Any] | None = None

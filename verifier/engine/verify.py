@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifier.digests import ProgressCallback, hash_file, sha256_bytes
+from verifier.digests import ProgressCallback, hash_file
 from verifier.dsse import Envelope, verify_envelope
 from verifier.engine import checks as _checks
 from verifier.engine.calibration import CalibrationCache, InvalidCalibrationCache, read_calibration_cache
@@ -24,7 +24,7 @@ from verifier.engine.runtime import LEAN_MODULES, GpuOptions, GpuOutcome, GpuRun
 from verifier.errors import InputError, VerificationError
 from verifier.intoto import statement_from_envelope
 from verifier.keys import PublicKey
-from verifier.manifest import EngineBuildManifest, load_manifest
+from verifier.manifest import EngineBuildManifest, load_manifest, manifest_digest
 
 #: A manifest envelope is a few kilobytes; refuse to read anything absurdly large.
 MAX_ENVELOPE_BYTES = 16 * 1024 * 1024
@@ -79,7 +79,7 @@ def load_signed_manifest(path: Path, keys: Mapping[str, PublicKey], *, threshold
             hint="give the DSSE envelope of the engine build manifest",
         )
     envelope = Envelope.from_json(data, location=str(path))
-    digest = f"sha256:{sha256_bytes(data)}"
+    digest = manifest_digest(envelope)
     try:
         signers = verify_envelope(envelope, keys, threshold=threshold)
     except VerificationError as error:

@@ -1,0 +1,221 @@
+"""Change control: gated changes against the declared previous manifest and the last admitted engine."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from policies.evaluator import PolicyEngine
+from policies.loader import load_policy_set
+from policies.results import Decision
+from tests.policies.conftest import Material, pod
+from verifier.deadline import Deadline
+from verifier.evidence import LocalEvidence
+from verifier.keys import encrypt_private_key
+from webhook._cli import main
+
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+COMMITTEE = ("alice", "bob", "chen")
+POLICY = """
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: change-control}
+spec:
+  match: {namespaces: [prod]}
+  models:
+    buildManifest: {keys: [platform/build-signer]}
+  changeControl:
+    gated: [FirstInt8, TensorRTMajorUpgrade, DynamicShapeChange]
+    approvals: {keys: [committee/alice, committee/bob, committee/chen], threshold: 2}
+"""
+INT8 = {"typing": "weak", "precision_flags": ["fp16", "int8"], "max_workspace_size": 1 << 30}
+CALIBRATION = {"dataset": {"sha256": "f6" * 32}, "cache": {"sha256": "07" * 32}}
+TRT8 = {
+    "image": "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32,
+    "tensorrt_version": "8.6.1.6",
+    "cuda_version": "12.0.1",
+}
+
+
+class RecordedHistory:
+    """What a decision log would answer: the last engine admitted per workload and engine repository."""
+
+    def __init__(self, last: dict[tuple[str, str, str, str], str]) -> None:
+        self.last = last
+
+    async def last_engine(
+        self, namespace: str, kind: str, name: str, repository: str, deadline: Deadline
+    ) -> str | None:
+        return self.last.get((namespace, kind, name, repository))
+
+
+def engine_for(material: Material, history: RecordedHistory | None = None) -> PolicyEngine:
+    paths = [
+        material.policy(POLICY),
+        material.keys_file("build-signer"),
+        material.keys_file(*COMMITTEE, set_name="committee"),
+    ]
+    return PolicyEngine(
+        load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: NOW, history=history
+    )
+
+
+def evaluate(engine: PolicyEngine, obj: dict[str, Any]) -> Decision:
+    return asyncio.run(engine.evaluate(obj))
+
+
+def change_violation(decision: Decision) -> str:
+    [violation] = [v for v in decision.violations if v.rule == "changeControl"]
+    return violation.message
+
+
+def test_first_int8_engine_needs_two_approvals(material: Material) -> None:
+    ref = material.engine("first", builder_config=INT8, calibration=CALIBRATION)
+    decision = evaluate(engine_for(material), pod(engine=ref))
+    assert not decision.allowed
+    message = change_violation(decision)
+    assert "gated changes [FirstInt8] (against no earlier engine)" in message
+    assert "audit ID AUD-1" in message and "FirstInt8 needs 2 more" in message
+    material.approval("first", ["FirstInt8"], "alice")
+    assert "FirstInt8 needs 1 more (approved by [committee/alice])" in change_violation(
+        evaluate(engine_for(material), pod(engine=ref))
+    )
+    material.approval("first", ["FirstInt8"], "bob")
+    assert evaluate(engine_for(material), pod(engine=ref)).allowed
+
+
+def test_approvals_that_do_not_count(material: Material) -> None:
+    ref = material.engine("e", builder_config=INT8, calibration=CALIBRATION)
+    material.approval("e", ["FirstInt8"], "alice", audit_id="AUD-other")  # another audit ID
+    material.approval("e", ["FirstInt8"], "bob", expires_at="2026-10-20T00:00:00Z")  # expired
+    material.approval("e", ["FirstInt8"], "mallory")  # not on the committee
+    material.approval("e", ["DynamicShapeChange"], "chen")  # another change kind
+    assert "FirstInt8 needs 2 more" in change_violation(evaluate(engine_for(material), pod(engine=ref)))
+
+
+def test_declared_previous_manifest_shows_a_major_upgrade(material: Material) -> None:
+    old = material.engine("v1", toolchain=TRT8)
+    new = material.engine("v2", previous_engine=old, previous_manifest_digest=material.manifest_digests["v1"])
+    decision = evaluate(engine_for(material), pod(engine=new))
+    message = change_violation(decision)
+    assert "gated changes [TensorRTMajorUpgrade]" in message
+    assert f"declared previous manifest {material.manifest_digests['v1']}" in message
+    for member in ("alice", "chen"):
+        material.approval("v2", ["TensorRTMajorUpgrade"], member)
+    assert evaluate(engine_for(material), pod(engine=new)).allowed
+
+
+def test_omitted_previous_cannot_hide_a_gated_change(material: Material) -> None:
+    old = material.engine("v1", repository="resnet", toolchain=TRT8)
+    new = material.engine("v2", repository="resnet")  # no previous declared
+    assert evaluate(engine_for(material), pod(engine=new)).allowed  # nothing known to compare with
+    history = RecordedHistory({("prod", "Pod", "p", "registry.example.com/models/resnet"): old})
+    message = change_violation(evaluate(engine_for(material, history), pod(engine=new)))
+    assert f"gated changes [TensorRTMajorUpgrade] (against last admitted engine {old})" in message
+    # The same engine admitted again is not a change against itself.
+    history.last[("prod", "Pod", "p", "registry.example.com/models/resnet")] = new
+    assert evaluate(engine_for(material, history), pod(engine=new)).allowed
+
+
+def test_declared_previous_that_cannot_be_found_is_an_error(material: Material) -> None:
+    new = material.engine("v2", previous_manifest_digest="sha256:" + "9" * 64)
+    decision = evaluate(engine_for(material), pod(engine=new))
+    [violation] = decision.violations
+    assert violation.error and violation.rule == "changeControl"
+    assert "cannot be found" in violation.message
+    assert not decision.allowed  # onError defaults to Deny
+
+
+def test_ungated_changes_pass(material: Material) -> None:
+    old = material.engine("v1")
+    new = material.engine(
+        "v2",
+        builder_config={"typing": "weak", "precision_flags": ["fp16"], "max_workspace_size": 2 << 30},
+        previous_engine=old,
+        previous_manifest_digest=material.manifest_digests["v1"],
+    )
+    assert evaluate(engine_for(material), pod(engine=new)).allowed  # a WorkspaceChange is not gated
+
+
+def test_approve_command_signs_an_approval_that_counts(
+    material: Material, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ref = material.engine("e", builder_config=INT8, calibration=CALIBRATION)
+    monkeypatch.setenv("TRTGUARD_PASSWORD", "pw")
+    engine_file = material.root / "e.plan"
+    engine_file.write_bytes(b"engine e")
+    for member in ("alice", "bob"):
+        key = material.root / f"{member}.key"
+        key.write_bytes(encrypt_private_key(material.key(member), b"pw"))
+        assert (
+            main(
+                [
+                    "approve",
+                    str(engine_file),
+                    "--audit-id",
+                    "AUD-1",
+                    "--changes",
+                    "FirstInt8",
+                    "--approver",
+                    f"{member}@example.com",
+                    "--manifest",
+                    str(material.attestations / "e.manifest.json"),
+                    "--expires",
+                    "30d",
+                    "--key",
+                    str(key),
+                    "--output",
+                    str(material.attestations / f"approval-{member}.json"),
+                ]
+            )
+            == 0
+        )
+    assert evaluate(engine_for(material), pod(engine=ref)).allowed
+
+
+def test_approve_refuses_a_manifest_for_another_audit_id(
+    material: Material, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    material.engine("e")
+    monkeypatch.setenv("TRTGUARD_PASSWORD", "pw")
+    status = main(
+        [
+            "approve",
+            "sha256:" + "ab" * 32,
+            "--audit-id",
+            "AUD-9",
+            "--changes",
+            "FirstInt8",
+            "--approver",
+            "a@example.com",
+            "--manifest",
+            str(material.attestations / "e.manifest.json"),
+            "--key",
+            str(material.root / "none.key"),
+        ]
+    )
+    assert status == 2
+    assert "describes engine sha256:" in capsys.readouterr().err
+
+
+def test_approve_refuses_unknown_change_kinds(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(
+            [
+                "approve",
+                "sha256:" + "ab" * 32,
+                "--audit-id",
+                "A",
+                "--changes",
+                "FirstInt8,NotAKind",
+                "--approver",
+                "a",
+                "--key",
+                "k",
+            ]
+        )
+    assert exited.value.code == 2
+    assert "unknown change kind 'NotAKind'" in capsys.readouterr().err
