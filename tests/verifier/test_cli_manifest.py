@@ -19,10 +19,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from verifier.dsse import sign_envelope
+from verifier.dsse import Envelope, sign_envelope, verify_envelope
 from verifier.errors import InputError
-from verifier.intoto import PAYLOAD_TYPE
-from verifier.keys import generate_private_key
+from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
+from verifier.keys import encrypt_private_key, generate_private_key
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
 from webhook._cli import main
 
@@ -492,3 +492,46 @@ def test_create_jobs_must_be_positive(build: dict[str, Path], capsys: pytest.Cap
     status, _, err = run(create_args(build, "--jobs", "0"), capsys)
     assert status == 2
     assert "trtguard: error: --jobs: --jobs must be at least 1" in err
+
+
+@pytest.mark.usefixtures("fake_gpu")
+def test_create_with_key_writes_a_signed_envelope(
+    build: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key = generate_private_key()
+    key_file = tmp_path / "build.key"
+    key_file.write_bytes(encrypt_private_key(key, b"pw"))
+    monkeypatch.setenv("TRTGUARD_PASSWORD", "pw")
+    output = tmp_path / "manifest.dsse.json"
+    status, out, err = run(
+        create_args(
+            build,
+            "--toolchain-image",
+            IMAGE,
+            "--audit-id",
+            "CHG-7",
+            "--key",
+            str(key_file),
+            "-o",
+            str(output),
+        ),
+        capsys,
+    )
+    assert (status, out) == (0, ""), err
+    envelope = Envelope.from_json(output.read_bytes())
+    assert verify_envelope(envelope, {"build": key.public_key()}) == ("build",)
+    manifest = load_manifest(statement_from_envelope(envelope), str(output))
+    assert manifest.audit_id == "CHG-7"
+    # --push needs a signature to push; --predicate-only cannot be signed.
+    assert (
+        run(
+            create_args(
+                build, "--toolchain-image", IMAGE, "--audit-id", "C", "--push", "r.io/a@sha256:" + "a" * 64
+            ),
+            capsys,
+        )[0]
+        == 2
+    )

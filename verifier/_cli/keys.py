@@ -28,7 +28,7 @@ _PASSWORD_VARIABLES = ("TRTGUARD_PASSWORD", "COSIGN_PASSWORD")
 _MAX_INPUT = 16 * 1024 * 1024
 
 
-def add_password_arguments(parser: argparse.ArgumentParser) -> None:
+def add_password_arguments(parser: argparse._ActionsContainer) -> None:
     """Add ``--password-file`` to a command that needs a private key password."""
     parser.add_argument(
         "--password-file",

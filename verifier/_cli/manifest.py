@@ -18,6 +18,8 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
+from verifier._cli.keys import add_password_arguments, load_signing_key, write_envelope
+from verifier._cli.registry import add_registry_arguments
 from verifier._private.manifest_create import CreateInputs, Environment, create_manifest
 from verifier._private.manifest_draft import Draft
 from verifier._private.manifest_files import read_json, read_manifest_file, read_yaml
@@ -27,6 +29,7 @@ from verifier._private.manifest_settings import ManifestSettings
 from verifier.digests import hash_file
 from verifier.dsse import Envelope
 from verifier.errors import InputError
+from verifier.intoto import sign_statement
 from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 from verifier.manifest_diff import ManifestDiff, diff_manifests
 from verifier.validation import input_error_from_validation
@@ -123,6 +126,7 @@ def _register_import(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     _settings_options(parser)
     _output_options(parser)
+    _signing_options(parser)
     parser.set_defaults(handler=_import)
 
 
@@ -156,7 +160,18 @@ def _register_create(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress lines while hashing")
     _output_options(parser)
+    _signing_options(parser)
     parser.set_defaults(handler=_create)
+
+
+def _signing_options(parser: argparse.ArgumentParser) -> None:
+    signing = parser.add_argument_group("signing (instead of `trtguard attest` afterwards)")
+    signing.add_argument(
+        "--key", type=Path, metavar="KEY", help="sign the statement with this key and write the DSSE envelope"
+    )
+    signing.add_argument("--push", metavar="REF", help="with --key: also attach it to this engine artifact")
+    add_registry_arguments(parser)
+    add_password_arguments(parser)
 
 
 def _register_diff(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -328,8 +343,21 @@ def _emit(draft: Draft, args: argparse.Namespace, command: str) -> int:
             file=sys.stderr,
         )
         return 0
-    _write(_render(draft.manifest, predicate_only=args.predicate_only), args.output)
     engine = draft.manifest.output_engine
+    if args.key is not None:
+        if args.predicate_only:
+            raise InputError("--key signs the statement; it does not go with --predicate-only")
+        write_envelope(
+            sign_statement(manifest_statement(draft.manifest), load_signing_key(args.key, args)), args
+        )
+        print(
+            f"{command}: signed the build manifest for {engine.name} (sha256:{engine.sha256})",
+            file=sys.stderr,
+        )
+        return 0
+    if args.push is not None:
+        raise InputError("--push attaches a signed manifest", hint="add --key")
+    _write(_render(draft.manifest, predicate_only=args.predicate_only), args.output)
     what = "predicate" if args.predicate_only else "in-toto Statement"
     where = f" to {args.output}" if args.output is not None else ""
     print(f"{command}: wrote the {what} for {engine.name} (sha256:{engine.sha256}){where}", file=sys.stderr)

@@ -82,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     attach.set_defaults(handler=_attach_attestation)
 
 
-def add_registry_arguments(parser: argparse.ArgumentParser) -> None:
+def add_registry_arguments(parser: argparse._ActionsContainer) -> None:
     """Add ``--registry-config`` and ``--timeout`` (used by every command that writes to a registry)."""
     parser.add_argument(
         "--registry-config",
