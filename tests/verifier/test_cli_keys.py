@@ -21,7 +21,7 @@ from verifier.dsse import Envelope
 from verifier.errors import InputError, TrtguardError
 from verifier.intoto import statement_from_envelope
 
-PREDICATE_TYPE = "https://trtguard.dev/attestations/engine-build/v1"
+PREDICATE_TYPE = "https://example.com/attestations/custom/v1"
 
 
 def run(*argv: object) -> int:
@@ -350,3 +350,21 @@ def test_attest_with_cosign_made_keys(
         tmp_path / "s.bin",
     ]
     assert run(*verify) == 0
+
+
+def test_attest_refuses_an_invalid_build_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """trtguard's own predicate types are validated before signing: a draft is never signed."""
+    key = tmp_path / "signer.key"
+    key.write_bytes(keys.encrypt_private_key(keys.generate_private_key(), b"pw"))
+    password = tmp_path / "password"
+    password.write_text("pw")
+    predicate = tmp_path / "draft.json"
+    predicate.write_text('{"build_timestamp": null}')
+    subject = tmp_path / "model.plan"
+    subject.write_bytes(b"plan")
+    status = run(
+        "attest", "--predicate", predicate, "--type", "https://trtguard.dev/attestations/engine-build/v1",
+        "--subject", subject, "--key", key, "--password-file", password,
+    )  # fmt: skip
+    assert status == 2
+    assert "build_timestamp" in capsys.readouterr().err

@@ -12,16 +12,24 @@ import getpass
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from verifier.attestations import (
+    CHANGE_APPROVAL_PREDICATE_TYPE,
+    ENGINE_BUILD_PREDICATE_TYPE,
+    ENGINE_VERIFICATION_PREDICATE_TYPE,
+    load_approval,
+    load_verification,
+)
 from verifier.digests import hash_file
 from verifier.dsse import Envelope
 from verifier.errors import InputError, TrtguardError
-from verifier.intoto import sign_statement, statement_for_file
+from verifier.intoto import Statement, sign_statement, statement_for_file
 from verifier.keys import PrivateKey, PublicKey, encrypt_private_key, generate_private_key, load_private_key
+from verifier.manifest import load_manifest
 from verifier.signatures import TrustPolicy, verify_attestation
 
 _PASSWORD_VARIABLES = ("TRTGUARD_PASSWORD", "COSIGN_PASSWORD")
@@ -151,9 +159,22 @@ def _attest(args: argparse.Namespace) -> int:
     if not args.subject.is_file():
         raise InputError("the subject file does not exist", location=str(args.subject))
     statement = statement_for_file(args.subject, args.type, predicate, name=args.subject_name)
+    _validate_known_predicate(statement, str(args.predicate))
     envelope = sign_statement(statement, load_signing_key(args.key, args))
     write_envelope(envelope, args)
     return 0
+
+
+def _validate_known_predicate(statement: Statement, source: str) -> None:
+    """trtguard's own predicate types are checked before signing, so a draft can never be signed."""
+    loaders: dict[str, Callable[[Statement, str], object]] = {
+        ENGINE_BUILD_PREDICATE_TYPE: load_manifest,
+        ENGINE_VERIFICATION_PREDICATE_TYPE: load_verification,
+        CHANGE_APPROVAL_PREDICATE_TYPE: load_approval,
+    }
+    loader = loaders.get(statement.predicate_type)
+    if loader is not None:
+        loader(statement, source)
 
 
 def write_envelope(envelope: Envelope, args: argparse.Namespace) -> None:
