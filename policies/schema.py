@@ -191,17 +191,21 @@ class ResourceFilter(_Model):
     labels: LabelSelector | None = Field(default=None, description="selector on the object's own labels")
 
 
-class SignatureRule(_Model):
-    """Signatures required on the image (cosign classic or Sigstore bundle)."""
+class SignersRule(_Model):
+    """``threshold`` distinct signers out of the named ``keys`` (the threshold must be reachable)."""
 
     keys: list[KeyRef] = Field(min_length=1)
     threshold: int = Field(default=1, ge=1)
 
     @model_validator(mode="after")
-    def _threshold_reachable(self) -> SignatureRule:
+    def _threshold_reachable(self) -> SignersRule:
         if self.threshold > len(set(self.keys)):
             raise ValueError(f"threshold {self.threshold} is more than the {len(set(self.keys))} keys listed")
         return self
+
+
+class SignatureRule(SignersRule):
+    """Signatures required on the image (cosign classic or Sigstore bundle)."""
 
 
 class AttestationRule(SignatureRule):
@@ -230,11 +234,9 @@ class ImageRule(_Model):
         return digests
 
 
-class BuildManifestRule(_Model):
+class BuildManifestRule(SignersRule):
     """The engine's signed build manifest: who must have signed it and how old it may be."""
 
-    keys: list[KeyRef] = Field(min_length=1)
-    threshold: int = Field(default=1, ge=1)
     max_age: str | None = Field(default=None, description="e.g. 180d; age is measured from build_timestamp")
 
     @field_validator("max_age")
@@ -245,11 +247,8 @@ class BuildManifestRule(_Model):
         return value
 
 
-class VerificationRule(_Model):
+class VerificationRule(SignersRule):
     """A passing GPU verification attestation for the engine, signed by the verifier's key."""
-
-    keys: list[KeyRef] = Field(min_length=1)
-    threshold: int = Field(default=1, ge=1)
 
 
 class ToolchainRule(_Model):
@@ -316,17 +315,8 @@ class ModelsRule(_Model):
         return self
 
 
-class ApprovalRule(_Model):
+class ApprovalRule(SignersRule):
     """Who approves gated changes and how many approvals are needed."""
-
-    keys: list[KeyRef] = Field(min_length=1)
-    threshold: int = Field(default=1, ge=1)
-
-    @model_validator(mode="after")
-    def _threshold_reachable(self) -> ApprovalRule:
-        if self.threshold > len(set(self.keys)):
-            raise ValueError(f"threshold {self.threshold} is more than the {len(set(self.keys))} keys listed")
-        return self
 
 
 class ChangeControl(_Model):

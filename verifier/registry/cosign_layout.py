@@ -39,6 +39,14 @@ from verifier.registry.oci import (
     image_index,
     image_manifest,
 )
+from verifier.signatures import (
+    BUNDLE_ANNOTATION,
+    BUNDLE_MEDIA_TYPE,
+    CERTIFICATE_ANNOTATION,
+    CHAIN_ANNOTATION,
+    SIGNATURE_ANNOTATION,
+    SIMPLE_SIGNING_MEDIA_TYPE,
+)
 
 __all__ = [
     "BUNDLE_CONTENT_ANNOTATION",
@@ -67,14 +75,10 @@ __all__ = [
     "simple_signing_payload",
 ]
 
-SIMPLE_SIGNING: Final = "application/vnd.dev.cosign.simplesigning.v1+json"
+SIMPLE_SIGNING: Final = SIMPLE_SIGNING_MEDIA_TYPE
 DSSE_ENVELOPE: Final = "application/vnd.dsse.envelope.v1+json"
-SIGSTORE_BUNDLE: Final = "application/vnd.dev.sigstore.bundle.v0.3+json"
-
-SIGNATURE_ANNOTATION: Final = "dev.cosignproject.cosign/signature"
-CERTIFICATE_ANNOTATION: Final = "dev.sigstore.cosign/certificate"
-CHAIN_ANNOTATION: Final = "dev.sigstore.cosign/chain"
-REKOR_BUNDLE_ANNOTATION: Final = "dev.sigstore.cosign/bundle"
+SIGSTORE_BUNDLE: Final = BUNDLE_MEDIA_TYPE
+REKOR_BUNDLE_ANNOTATION: Final = BUNDLE_ANNOTATION
 RFC3161_ANNOTATION: Final = "dev.sigstore.cosign/rfc3161timestamp"
 #: cosign's annotation on ``.att`` layers.
 PREDICATE_TYPE_ANNOTATION: Final = "predicateType"
