@@ -1,0 +1,234 @@
+"""webhook/decisionlog/postgres.py against the real PostgreSQL server on 127.0.0.1:5432."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.webhook.harness import RecordFactory, TcpProxy
+from verifier.deadline import Deadline
+from webhook.decisionlog import (
+    DecisionLogError,
+    DecisionLogUnavailable,
+    DecisionRecord,
+    PostgresOptions,
+    PostgresStore,
+    RecordQuery,
+    open_store,
+)
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+async def store(pg_url: str) -> AsyncIterator[PostgresStore]:
+    s = PostgresStore(pg_url)
+    await s.open()
+    yield s
+    await s.close()
+
+
+async def test_appends_form_a_chain_that_verifies(store: PostgresStore, make_record: RecordFactory) -> None:
+    assert store.ready
+    receipts = await asyncio.gather(
+        *(store.append(make_record(), deadline=Deadline.after(10)) for _ in range(50))
+    )
+    assert sorted(r.seq or 0 for r in receipts) == list(range(1, 51))
+    report = await store.verify()
+    assert report.ok, report.summary()
+    assert report.records == 50
+
+
+async def test_same_schema_and_record_form_as_sqlite(
+    store: PostgresStore, pg_url: str, make_record: RecordFactory
+) -> None:
+    record = make_record(dry_run=True, allowed=False, reason="PolicyViolation", warnings=("w",))
+    await store.append(record, deadline=Deadline.after(5))
+    [stored] = await store.query(RecordQuery(uid=record.uid))
+    assert stored.record == record
+    with psycopg.connect(pg_url) as conn:
+        columns = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'trtguard_decisions'"
+            " ORDER BY ordinal_position"
+        ).fetchall()
+        assert [c[0] for c in columns] == [
+            "seq",
+            "record_id",
+            "time",
+            "uid",
+            "operation",
+            "kind",
+            "namespace",
+            "name",
+            "allowed",
+            "dry_run",
+            "policy_revision",
+            "body",
+            "prev_hash",
+            "hash",
+        ]
+        assert conn.execute("SELECT version FROM trtguard_schema_migrations").fetchall() == [(1,)]
+
+
+async def test_two_replicas_in_two_processes_write_one_valid_chain(pg_url: str, tmp_path: Path) -> None:
+    """Two OS processes append 150 records each at the same time; the chain has all 300, in one line."""
+    script = textwrap.dedent(
+        """
+        import asyncio, pathlib, sys
+        from verifier.deadline import Deadline
+        from webhook.decisionlog import DecisionRecord, PostgresStore
+
+        async def main(url, replica, barrier):
+            store = PostgresStore(url)
+            await store.open()
+            # Start together however long each took to start: write a mark, wait for both marks.
+            (barrier / replica).touch()
+            for _ in range(600):
+                if len(list(barrier.iterdir())) == 2:
+                    break
+                await asyncio.sleep(0.05)
+            records = [DecisionRecord(uid=f"{replica}-{i}", operation="CREATE", kind="Pod", api_version="v1",
+                                      allowed=True, reason="Allowed", replica=replica) for i in range(150)]
+            for chunk in range(0, 150, 10):
+                await asyncio.gather(*(store.append(r, deadline=Deadline.after(30))
+                                       for r in records[chunk:chunk + 10]))
+            await store.close()
+
+        asyncio.run(main(sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])))
+        """
+    )
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    procs = [
+        await asyncio.create_subprocess_exec(sys.executable, "-c", script, pg_url, replica, str(barrier))
+        for replica in ("replica-a", "replica-b")
+    ]
+    codes = await asyncio.gather(*(p.wait() for p in procs))
+    assert codes == [0, 0]
+    store = PostgresStore(pg_url)
+    await store.open()
+    try:
+        report = await store.verify()
+        assert report.ok, report.summary()
+        assert report.records == 300
+        rows = await store.query(RecordQuery())
+        replicas = [r.record.replica for r in rows]
+        assert replicas.count("replica-a") == replicas.count("replica-b") == 150
+        # Interleaved, not one after the other: the lock really arbitrated concurrent writers.
+        switches = sum(1 for a, b in itertools.pairwise(replicas) if a != b)
+        assert switches >= 2
+    finally:
+        await store.close()
+
+
+async def test_replicas_starting_together_apply_the_migration_once(pg_url: str) -> None:
+    stores = [PostgresStore(pg_url) for _ in range(4)]
+    await asyncio.gather(*(s.open() for s in stores))
+    try:
+        assert all(s.ready for s in stores)
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM trtguard_schema_migrations").fetchone() == (1,)
+
+
+async def test_the_table_is_append_only(
+    store: PostgresStore, pg_url: str, make_record: RecordFactory
+) -> None:
+    await store.append(make_record(), deadline=Deadline.after(5))
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for statement in (
+            "UPDATE trtguard_decisions SET allowed = false",
+            "DELETE FROM trtguard_decisions",
+            "TRUNCATE trtguard_decisions",
+        ):
+            with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+                conn.execute(statement)
+
+
+async def test_verify_names_the_first_broken_record(
+    store: PostgresStore, pg_url: str, make_record: RecordFactory
+) -> None:
+    records = [make_record() for _ in range(4)]
+    for record in records:
+        await store.append(record, deadline=Deadline.after(5))
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE trtguard_decisions DISABLE TRIGGER trtguard_decisions_append_only")
+        conn.execute(
+            'UPDATE trtguard_decisions SET body = replace(body, \'"operation":"CREATE"\', '
+            "'\"operation\":\"DELETE\"'), operation = 'DELETE' WHERE seq = 2"
+        )
+    report = await store.verify()
+    assert not report.ok
+    assert report.first_break is not None
+    assert (report.first_break.seq, report.first_break.uid) == (2, records[1].uid)
+    assert "stored hash does not match" in report.first_break.problem
+
+
+async def test_database_down_then_back(pg_proxy: TcpProxy, pg_url: str, make_record: RecordFactory) -> None:
+    """Writes fail fast while the database is unreachable, the store says so, and it recovers by itself."""
+    database = pg_url.rsplit("/", 1)[1]
+    store = PostgresStore(pg_proxy.url(database), PostgresOptions(connect_timeout=1.0, write_timeout=2.0))
+    await pg_proxy.stop()
+    await store.open()  # does not fail: the webhook starts and reports not ready
+    try:
+        assert not store.ready
+        with pytest.raises(DecisionLogUnavailable):
+            await store.append(make_record(), deadline=Deadline.after(3))
+        assert not store.ready
+        await pg_proxy.start()
+        receipt = await store.append(make_record(), deadline=Deadline.after(10))
+        assert receipt.seq == 1
+        assert store.ready
+        await pg_proxy.stop()  # cuts the pooled connection mid-life
+        with pytest.raises(DecisionLogUnavailable):
+            await store.append(make_record(), deadline=Deadline.after(3))
+        await pg_proxy.start()
+        for _ in range(20):  # the pool notices the broken connection and reconnects
+            try:
+                receipt = await store.append(make_record(), deadline=Deadline.after(5))
+                break
+            except DecisionLogUnavailable:
+                await asyncio.sleep(0.2)
+        assert receipt.seq == 2
+        assert (await store.verify()).ok
+    finally:
+        await store.close()
+
+
+async def test_a_reader_never_creates_tables(pg_url: str) -> None:
+    reader = open_store(pg_url, read_only=True)
+    await reader.open()
+    try:
+        with pytest.raises(DecisionLogError, match="holds no trtguard decision log"):
+            await reader.query(RecordQuery())
+        with pytest.raises(DecisionLogError, match="holds no trtguard decision log"):
+            await reader.verify()
+        with pytest.raises(DecisionLogUnavailable, match="read-only"):
+            await reader.append(make_plain_record(), deadline=Deadline.after(1))
+    finally:
+        await reader.close()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT to_regclass('trtguard_decisions')").fetchone() == (None,)
+
+
+async def test_a_reader_reports_an_unreachable_server(pg_proxy: TcpProxy, pg_url: str) -> None:
+    database = pg_url.rsplit("/", 1)[1]
+    await pg_proxy.stop()
+    reader = PostgresStore(pg_proxy.url(database), PostgresOptions(connect_timeout=1.0), read_only=True)
+    with pytest.raises(DecisionLogUnavailable, match="not reachable"):
+        await reader.open()
+    await reader.close()
+
+
+def make_plain_record() -> DecisionRecord:
+    return DecisionRecord(
+        uid="u", operation="CREATE", kind="Pod", api_version="v1", allowed=True, reason="Allowed"
+    )

@@ -1,0 +1,266 @@
+"""webhook/decisionlog/sqlite.py against real SQLite files: chain, group commit, tampering, timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.webhook.harness import RecordFactory
+from verifier.deadline import Deadline
+from webhook.decisionlog import (
+    DecisionLogError,
+    DecisionLogUnavailable,
+    RecordQuery,
+    SQLiteStore,
+    open_store,
+)
+from webhook.decisionlog.sqlite import connect
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "decisions.db")
+    await s.open()
+    yield s
+    await s.close()
+
+
+async def test_appends_form_a_chain_that_verifies(store: SQLiteStore, make_record: RecordFactory) -> None:
+    receipts = [await store.append(make_record(), deadline=Deadline.after(5)) for _ in range(5)]
+    assert [r.seq for r in receipts] == [1, 2, 3, 4, 5]
+    assert not any(r.spooled for r in receipts)
+    report = await store.verify()
+    assert report.ok, report.summary()
+    assert report.records == 5
+    assert report.head_seq == 5
+    assert report.head_hash == receipts[-1].hash
+    rows = await store.query(RecordQuery())
+    assert [r.prev_hash for r in rows[1:]] == [r.hash for r in rows[:-1]]
+
+
+async def test_concurrent_appends_are_group_committed_into_one_chain(
+    store: SQLiteStore, make_record: RecordFactory
+) -> None:
+    records = [make_record() for _ in range(300)]
+    receipts = await asyncio.gather(*(store.append(r, deadline=Deadline.after(10)) for r in records))
+    assert sorted(r.seq or 0 for r in receipts) == list(range(1, 301))
+    report = await store.verify()
+    assert report.ok, report.summary()
+    stored = {s.record.uid for s in await store.query(RecordQuery())}
+    assert stored == {r.uid for r in records}
+
+
+async def test_records_survive_reopening_and_the_chain_continues(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    path = tmp_path / "d.db"
+    first = SQLiteStore(path)
+    await first.open()
+    await first.append(make_record(), deadline=Deadline.after(5))
+    await first.close()
+    second = SQLiteStore(path)
+    await second.open()
+    receipt = await second.append(make_record(), deadline=Deadline.after(5))
+    await second.close()
+    assert receipt.seq == 2
+    assert (await second.verify()).ok
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM trtguard_schema_migrations").fetchall() == [(1,)]
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_query_filters_and_tail(store: SQLiteStore, make_record: RecordFactory) -> None:
+    old = datetime.now(UTC) - timedelta(days=2)
+    await store.append(make_record(namespace="dev", name="a", time=old), deadline=Deadline.after(5))
+    await store.append(
+        make_record(namespace="prod", name="b", allowed=False, reason="PolicyViolation"),
+        deadline=Deadline.after(5),
+    )
+    await store.append(make_record(namespace="prod", name="b", dry_run=True), deadline=Deadline.after(5))
+    target = make_record(namespace="prod", name="c")
+    await store.append(target, deadline=Deadline.after(5))
+
+    assert [r.record.name for r in await store.query(RecordQuery(namespace="prod", name="b"))] == ["b", "b"]
+    assert [r.seq for r in await store.query(RecordQuery(allowed=False))] == [2]
+    assert [r.seq for r in await store.query(RecordQuery(dry_run=True))] == [3]
+    assert [r.seq for r in await store.query(RecordQuery(uid=target.uid))] == [4]
+    assert [r.seq for r in await store.query(RecordQuery(since=old + timedelta(hours=1)))] == [2, 3, 4]
+    assert [r.seq for r in await store.query(RecordQuery(until=old + timedelta(hours=1)))] == [1]
+    assert [r.seq for r in await store.query(RecordQuery(newest_first=True, limit=2))] == [4, 3]
+    assert [r.seq for r in await store.query(RecordQuery(after_seq=2))] == [3, 4]
+    assert (await store.query(RecordQuery(uid=target.uid)))[0].record == target
+
+
+async def test_the_table_is_append_only(
+    store: SQLiteStore, make_record: RecordFactory, tmp_path: Path
+) -> None:
+    await store.append(make_record(), deadline=Deadline.after(5))
+    with sqlite3.connect(store.path) as conn:
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("UPDATE trtguard_decisions SET allowed = 0")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("DELETE FROM trtguard_decisions")
+
+
+def _tamper(path: Path, *statements: str) -> None:
+    """What someone with write access to the file could do: drop the guards and edit rows."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TRIGGER trtguard_decisions_no_update")
+        conn.execute("DROP TRIGGER trtguard_decisions_no_delete")
+        for statement in statements:
+            conn.execute(statement)
+
+
+@pytest.mark.parametrize(
+    ("statement", "broken_seq", "problem"),
+    [
+        (
+            "UPDATE trtguard_decisions SET body = replace(body, '\"allowed\":false', '\"allowed\":true') "
+            "WHERE seq = 3",
+            3,
+            "stored hash does not match",
+        ),
+        ("UPDATE trtguard_decisions SET allowed = 1 WHERE seq = 3", 3, "column allowed"),
+        ("UPDATE trtguard_decisions SET namespace = 'other' WHERE seq = 2", 2, "column namespace"),
+        ("DELETE FROM trtguard_decisions WHERE seq = 2", 3, "records were removed before it"),
+        ("UPDATE trtguard_decisions SET prev_hash = hash WHERE seq = 4", 4, "prev_hash does not match"),
+        ("DELETE FROM trtguard_decisions WHERE seq = 5", 5, "records at the end were removed"),
+        ("UPDATE trtguard_decisions SET body = '{' WHERE seq = 1", 1, "not JSON"),
+    ],
+)
+async def test_verify_names_the_first_broken_record(
+    tmp_path: Path, make_record: RecordFactory, statement: str, broken_seq: int, problem: str
+) -> None:
+    store = SQLiteStore(tmp_path / "d.db")
+    await store.open()
+    records = [make_record(allowed=(i != 3), reason="x") for i in range(1, 6)]
+    for record in records:
+        await store.append(record, deadline=Deadline.after(5))
+    await store.close()
+    _tamper(store.path, statement)
+    report = await store.verify()
+    assert not report.ok
+    assert report.first_break is not None
+    assert report.first_break.seq == broken_seq
+    assert problem in report.first_break.problem
+    if broken_seq < 5 and "not JSON" not in problem:
+        assert report.first_break.uid == records[broken_seq - 1].uid
+    assert f"seq {broken_seq}" in report.summary()
+
+
+async def test_a_record_not_yet_taken_is_withdrawn_when_its_deadline_passes(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    """While another process holds the write lock, a waiting record times out and is never written."""
+    store = SQLiteStore(tmp_path / "d.db")
+    await store.open()
+    blocker = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
+    blocker.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(1.0, blocker.execute, args=("COMMIT",))
+    release.start()
+    try:
+        # The writer takes the first record and waits on the lock: its waiter must not give up on it.
+        first = make_record()
+        first_task = asyncio.create_task(store.append(first, deadline=Deadline.after(0.2)))
+        await asyncio.sleep(0.1)
+        second = make_record()
+        with pytest.raises(DecisionLogUnavailable, match="in time"):
+            await store.append(second, deadline=Deadline.after(0.2))
+        receipt = await first_task
+        assert receipt.seq == 1
+    finally:
+        release.join()
+        blocker.close()
+    third = await store.append(make_record(), deadline=Deadline.after(5))
+    await store.close()
+    uids = [r.record.uid for r in await store.query(RecordQuery())]
+    assert uids == [first.uid, uids[1]]
+    assert second.uid not in uids
+    assert third.seq == 2
+
+
+async def test_a_failed_write_raises_and_marks_the_store_not_ready(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    store = SQLiteStore(tmp_path / "d.db", busy_timeout_ms=100)
+    await store.open()
+    assert store.ready
+    blocker = sqlite3.connect(store.path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(DecisionLogUnavailable, match="locked"):
+            await store.append(make_record(), deadline=Deadline.after(5))
+        assert not store.ready
+    finally:
+        blocker.execute("COMMIT")
+        blocker.close()
+    await store.append(make_record(), deadline=Deadline.after(5))
+    assert store.ready
+    await store.close()
+    assert [r.seq for r in await store.query(RecordQuery())] == [1]
+
+
+async def test_a_schema_from_a_newer_trtguard_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "d.db"
+    store = SQLiteStore(path)
+    await store.open()
+    await store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO trtguard_schema_migrations VALUES (99, 'future', '2030-01-01')")
+    with pytest.raises(DecisionLogError, match="newer than this trtguard"):
+        await SQLiteStore(path).open()
+
+
+async def test_reading_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(DecisionLogError, match="does not exist"):
+        await SQLiteStore(tmp_path / "nope.db").verify()
+
+
+def test_open_store_understands_the_url_forms(tmp_path: Path) -> None:
+    relative = open_store("sqlite:///./x.db")
+    assert isinstance(relative, SQLiteStore)
+    assert relative.path == Path("./x.db")
+    absolute = open_store(f"sqlite:///{tmp_path}/y.db")
+    assert isinstance(absolute, SQLiteStore)
+    assert absolute.path == tmp_path / "y.db"
+    with pytest.raises(DecisionLogError, match="unsupported decision log URL") as raised:
+        open_store("mysql://root:secret@db/x")
+    assert "secret" not in raised.value.diagnostics()
+
+
+async def test_append_before_open_is_unavailable(tmp_path: Path, make_record: RecordFactory) -> None:
+    with pytest.raises(DecisionLogUnavailable, match="not open"):
+        await SQLiteStore(tmp_path / "d.db").append(make_record(), deadline=Deadline.after(1))
+
+
+async def test_group_commit_keeps_appends_fast(store: SQLiteStore, make_record: RecordFactory) -> None:
+    """A burst of 200 appends costs a few fsyncs, not 200: well under a second on this machine."""
+    started = time.perf_counter()
+    await asyncio.gather(*(store.append(make_record(), deadline=Deadline.after(10)) for _ in range(200)))
+    assert time.perf_counter() - started < 2.0
+
+
+@pytest.mark.parametrize(
+    ("url_option", "level", "pragma"),
+    [("", "full", 2), ("?synchronous=full", "full", 2), ("?synchronous=NORMAL", "normal", 1)],
+)
+def test_sync_level_from_the_url(tmp_path: Path, url_option: str, level: str, pragma: int) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/d.db{url_option}")
+    assert isinstance(store, SQLiteStore)
+    assert store.synchronous == level
+    conn = connect(tmp_path / "d.db", synchronous=store.synchronous)
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == pragma
+    conn.close()
+
+
+@pytest.mark.parametrize("url", ["sqlite:///d.db?synchronous=off", "sqlite:///d.db?journal=memory"])
+def test_unknown_sqlite_options_are_refused(url: str) -> None:
+    with pytest.raises(DecisionLogError, match="unsupported option"):
+        open_store(url)

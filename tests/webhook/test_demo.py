@@ -1,0 +1,47 @@
+"""webhook/demo.py: the README's first command, end to end (a real server, real TLS, real signatures)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from webhook import demo
+from webhook._private.demo_material import Material
+
+
+def test_the_demo_admits_one_and_denies_four_with_reasons(tmp_path: Path) -> None:
+    out = io.StringIO()
+    assert demo.run(tmp_path / "demo", out=out) == 0
+    text = out.getvalue()
+    assert text.count("-> ALLOWED") == 1
+    assert text.count("-> DENIED (403 PolicyViolation)") == 4
+    flat = " ".join(text.split())
+    for phrase in (
+        "not pinned by digest",
+        "not allowed by any image rule",
+        "build manifest not signed",
+        "no calibration evidence",
+    ):
+        assert phrase in flat
+    assert "!!" not in text
+    assert re.search(r"chain verified: 5 records", text)
+    assert "trtguard audit tail --decision-log sqlite:///" in text
+    assert (tmp_path / "demo" / "tls" / "ca.crt").is_file()
+
+
+def test_the_demo_reports_an_unexpected_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    original = demo.scenarios
+
+    def wrong(material: Material) -> list[demo.Scenario]:
+        cases = original(material)
+        return [dataclasses.replace(cases[4], allowed=True), *cases[:1]]
+
+    monkeypatch.setattr(demo, "scenarios", wrong)
+    out = io.StringIO()
+    assert demo.run(tmp_path / "demo", out=out) == 1
+    assert "!! expected an admission" in out.getvalue()
+    assert "demo FAILED: 1 unexpected verdict(s)" in out.getvalue()

@@ -1,0 +1,64 @@
+"""webhook/metrics.py: a private registry with the webhook's metric names."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from webhook.metrics import Metrics
+
+
+def _samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    body, content_type = metrics.render()
+    assert content_type.startswith("text/plain")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+    }
+
+
+def test_each_instance_has_its_own_registry() -> None:
+    first, second = Metrics(), Metrics()
+    first.reviews.labels("allow", "CREATE", "Pod", "false").inc()
+    assert (
+        "trtguard_admission_reviews_total",
+        (("decision", "allow"), ("dry_run", "false"), ("kind", "Pod"), ("operation", "CREATE")),
+    ) in _samples(first)
+    assert not any(name == "trtguard_admission_reviews_total" for name, _ in _samples(second))
+
+
+def test_policy_revision_info_names_only_the_set_in_force() -> None:
+    metrics = Metrics()
+    metrics.set_policy_revision("sha256:one")
+    metrics.set_policy_revision("sha256:two")
+    metrics.set_policy_revision("sha256:two")
+    revisions = {labels for name, labels in _samples(metrics) if name == "trtguard_policy_revision_info"}
+    assert revisions == {(("revision", "sha256:two"),)}
+
+
+def test_latency_buckets_resolve_the_10_ms_goal() -> None:
+    metrics = Metrics()
+    metrics.review_seconds.labels("allow").observe(0.004)
+    samples = _samples(metrics)
+    bucket = ("trtguard_admission_review_duration_seconds_bucket", (("decision", "allow"), ("le", "0.005")))
+    assert samples[bucket] == 1
+    below = ("trtguard_admission_review_duration_seconds_bucket", (("decision", "allow"), ("le", "0.0025")))
+    assert samples[below] == 0
+
+
+def test_every_documented_metric_is_exported() -> None:
+    metrics = Metrics()
+    metrics.review_failures.labels("timeout").inc()
+    metrics.policy_reloads.labels("failure").inc()
+    metrics.decision_log_writes.labels("spooled").inc()
+    metrics.tls_reloads.labels("success").inc()
+    names = {name for name, _ in _samples(metrics)}
+    assert {
+        "trtguard_admission_review_failures_total",
+        "trtguard_policy_reloads_total",
+        "trtguard_policy_reload_failing",
+        "trtguard_decision_log_writes_total",
+        "trtguard_decision_log_spool_pending",
+        "trtguard_tls_reloads_total",
+        "trtguard_tls_certificate_expiry_timestamp_seconds",
+    } <= names

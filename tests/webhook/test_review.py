@@ -1,0 +1,304 @@
+"""webhook/review.py: the verdict rules, the deadline backstop and fail-closed behaviour, with the real
+policy engine, the bundled policies and a real SQLite decision log.
+
+Evidence sources that hang or break are stand-ins for a registry that does so; the real registry client
+honours deadlines itself, so these exercise the webhook's own backstop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import shutil
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.webhook.harness import PodFactory, ReviewFactory
+from verifier.deadline import Deadline
+from verifier.evidence import Attestation, EvidenceSource, ImageSignatures, LocalEvidence
+from verifier.references import ImageReference
+from webhook._private.demo_material import OFF_LIST_IMAGE, TENSORRT_IMAGE, Material
+from webhook.admission import parse_review_document
+from webhook.decisionlog import RecordQuery, SQLiteStore
+from webhook.metrics import Metrics
+from webhook.policy_store import PolicyStore
+from webhook.review import Reviewer, ReviewSettings
+
+
+class _HangingEvidence(LocalEvidence):
+    """Answers digests from the folder but never returns attestations or signatures."""
+
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+class _BrokenEvidence(LocalEvidence):
+    """Fails with a programming error, as a bug in an evidence source would."""
+
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
+        raise RuntimeError("boom")
+
+    async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
+        raise RuntimeError("boom")
+
+
+def _policies_with_on_error(material: Material, tmp_path: Path, on_error: str) -> Path:
+    folder = tmp_path / f"policies-{on_error}"
+    shutil.copytree(material.policies, folder)
+    for path in folder.glob("*.yaml"):
+        path.write_text(re.sub(r"onError: \w+", f"onError: {on_error}", path.read_text()))
+    return folder
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "decisions.db")
+    await s.open()
+    yield s
+    await s.close()
+
+
+def _reviewer(
+    policy_path: Path, evidence: EvidenceSource, store: SQLiteStore, *, load: bool = True, **settings: Any
+) -> Reviewer:
+    policies = PolicyStore(policy_path, evidence)
+    if load:
+        policies.load()
+    return Reviewer(policies, store, Metrics(), settings=ReviewSettings(**settings))
+
+
+async def _review(
+    reviewer: Reviewer, body: dict[str, Any], api_timeout: float | None = 10.0
+) -> dict[str, Any]:
+    request = parse_review_document(body)
+    answer: dict[str, Any] = (
+        await reviewer.review(request, api_timeout=api_timeout, started=time.perf_counter())
+    )["response"]
+    return answer
+
+
+async def test_allowed_review_is_recorded_before_it_is_returned(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(
+        demo_material.policies, LocalEvidence(demo_material.attestations), store, replica="r-1"
+    )
+    body = make_review(obj=make_pod("ok", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is True
+    [stored] = await store.query(RecordQuery(uid=body["request"]["uid"]))
+    record = stored.record
+    assert (record.allowed, record.reason, record.kind, record.namespace, record.name) == (
+        True,
+        "Allowed",
+        "Pod",
+        "prod",
+        "ok",
+    )
+    assert record.user == "kubernetes-admin"
+    assert record.replica == "r-1"
+    assert reviewer.policies.current is not None
+    assert record.policy_revision == reviewer.policies.current.revision
+    # The engine's image volume is an image-bearing field too.
+    assert [i["reference"] for i in record.images] == [TENSORRT_IMAGE, demo_material.engines["fp16"]]
+    assert [e["digest"] for e in record.engines] == [demo_material.engines["fp16"].split("@")[1]]
+    assert record.latency_us > 0
+
+
+async def test_evaluation_that_runs_out_of_time_is_denied_in_time(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, _HangingEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("slow", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    started = time.perf_counter()
+    answer = await _review(reviewer, body, api_timeout=2.0)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 2.0, "answered within the API server's timeout"
+    assert answer["allowed"] is False
+    assert answer["status"]["reason"] == "EvaluationTimeout"
+    assert "ran out of time after 1.5 s" in answer["status"]["message"]
+    [stored] = await store.query(RecordQuery(uid=body["request"]["uid"]))
+    assert (stored.record.allowed, stored.record.reason) == (False, "EvaluationTimeout")
+    assert all(v["error"] for v in stored.record.violations)
+    assert reviewer.metrics.review_failures.labels("timeout")._value.get() == 1
+
+
+async def test_on_error_warn_admits_with_a_warning_when_out_of_time(
+    demo_material: Material,
+    tmp_path: Path,
+    store: SQLiteStore,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+) -> None:
+    policies = _policies_with_on_error(demo_material, tmp_path, "Warn")
+    reviewer = _reviewer(policies, _HangingEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("slow", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    answer = await _review(reviewer, body, api_timeout=1.0)
+    assert answer["allowed"] is True  # every matching policy said onError: Warn
+    assert answer["auditAnnotations"]["reason"] == "EvaluationTimeout"
+    assert answer["warnings"] and all("ran out of time" in w for w in answer["warnings"])
+
+
+async def test_a_bug_in_evaluation_denies(
+    demo_material: Material,
+    store: SQLiteStore,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reviewer = _reviewer(demo_material.policies, _BrokenEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("bug", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    with caplog.at_level(logging.ERROR):
+        answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    assert answer["status"]["reason"] == "EvaluationError"
+    assert "internal error while evaluating (RuntimeError)" in answer["status"]["message"]
+    assert any(r.exc_info for r in caplog.records), "the traceback goes to the log, not to the user"
+
+
+async def test_a_cancelled_review_answers_nothing_and_records_nothing(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, _HangingEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("gone", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    task = asyncio.create_task(_review(reviewer, body, api_timeout=30.0))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await store.query(RecordQuery(uid=body["request"]["uid"])) == []
+
+
+async def test_a_decision_that_cannot_be_recorded_is_denied(
+    demo_material: Material, tmp_path: Path, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    closed = SQLiteStore(tmp_path / "never-opened.db")
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), closed)
+    body = make_review(obj=make_pod("ok", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    assert answer["status"]["reason"] == "DecisionLogUnavailable"
+    assert "could not record this decision" in answer["status"]["message"]
+    assert reviewer.metrics.decision_log_writes.labels("failed")._value.get() == 1
+    assert reviewer.metrics.review_failures.labels("decision_log")._value.get() == 1
+
+
+async def test_no_policies_loaded_denies(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store, load=False)
+    answer = await _review(reviewer, make_review(obj=make_pod("x", TENSORRT_IMAGE, namespace="dev")))
+    assert answer["allowed"] is False
+    assert answer["status"]["reason"] == "PoliciesNotLoaded"
+
+
+async def test_pre_1_22_ephemeral_containers_kind_is_denied(
+    demo_material: Material, store: SQLiteStore, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    obj = {
+        "apiVersion": "v1",
+        "kind": "EphemeralContainers",
+        "metadata": {"name": "p", "namespace": "prod"},
+        "ephemeralContainers": [{"name": "debug", "image": "busybox"}],
+    }
+    body = make_review(obj=obj, operation="UPDATE", old=obj, sub_resource="ephemeralcontainers")
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    assert answer["status"]["reason"] == "UnsupportedRequest"
+
+
+async def test_create_without_object_is_denied(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("x", TENSORRT_IMAGE))
+    body["request"]["object"] = None
+    answer = await _review(reviewer, body)
+    assert (answer["allowed"], answer["status"]["reason"]) == (False, "UnsupportedRequest")
+
+
+async def test_update_of_an_object_being_deleted_is_allowed(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    old = make_pod("x", OFF_LIST_IMAGE)
+    new = make_pod("x", OFF_LIST_IMAGE)
+    new["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:00Z"
+    answer = await _review(reviewer, make_review(obj=new, old=old, operation="UPDATE"))
+    assert (answer["allowed"], answer["auditAnnotations"]["reason"]) == (True, "DeletionInProgress")
+    # A CREATE carrying the field gets no such pass (the API server clears it; a forged one is judged).
+    answer = await _review(reviewer, make_review(obj=new))
+    assert answer["allowed"] is False
+
+
+async def test_object_without_kind_is_decoded_with_the_request_kind(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("nokind", OFF_LIST_IMAGE))
+    del body["request"]["object"]["kind"], body["request"]["object"]["apiVersion"]
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    assert OFF_LIST_IMAGE in answer["status"]["message"]
+
+
+async def test_object_naming_another_kind_than_the_request_is_denied(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("x", TENSORRT_IMAGE, namespace="dev"))
+    body["request"]["kind"]["kind"] = "Deployment"
+    body["request"]["kind"]["group"] = "apps"
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    assert answer["status"]["reason"] == "UnsupportedRequest"
+    assert "the object is a Pod but the request says Deployment" in answer["status"]["message"]
+
+
+async def test_without_api_timeout_the_default_applies(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(
+        demo_material.policies,
+        _HangingEvidence(demo_material.attestations),
+        store,
+        default_timeout=1.0,
+        timeout_margin=0.25,
+    )
+    body = make_review(obj=make_pod("slow", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    answer = await _review(reviewer, body, api_timeout=None)
+    # 1.0 s default minus the 0.25 s margin minus what already passed.
+    assert re.search(r"ran out of time after 0\.[67] s", answer["status"]["message"])
+
+
+async def test_warn_findings_become_short_warnings_and_the_message_lists_every_denial(
+    demo_material: Material,
+    tmp_path: Path,
+    store: SQLiteStore,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+) -> None:
+    folder = tmp_path / "warn"
+    shutil.copytree(demo_material.policies, folder)
+    target = folder / "trusted-base-images.yaml"
+    target.write_text(target.read_text().replace("action: Deny", "action: Warn"))
+    reviewer = _reviewer(folder, LocalEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("w", OFF_LIST_IMAGE, engine=demo_material.engines["int8-uncalibrated"]))
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    assert any("trusted-tensorrt-images" in w for w in answer["warnings"])
+    assert all(len(w) <= 120 for w in answer["warnings"])
+    message = answer["status"]["message"]
+    assert message.startswith(f"{message.split(' ')[0]} policy violations: (1) ")
+    assert "int8RequiresCalibration" in message

@@ -1,0 +1,97 @@
+"""Which decisions an evidence package is about: one rule, applied alike by the exporter and the verifier."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from verifier.digests import is_sha256_hex, parse_sha256
+from verifier.errors import InputError
+from verifier.references import ImageReference
+from webhook.decisionlog import DecisionRecord
+
+SelectionKind = Literal["audit_id", "engine", "workload"]
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The decisions to export: by engine audit ID, by engine digest, or by workload (``namespace/name``)."""
+
+    kind: SelectionKind
+    value: str
+
+    @classmethod
+    def workload(cls, text: str) -> Selection:
+        """``NAMESPACE/NAME``; raises :class:`InputError` for anything else."""
+        namespace, slash, name = text.partition("/")
+        if not slash or not namespace or not name or "/" in name:
+            raise InputError(
+                f"expected NAMESPACE/NAME, got {text!r}",
+                location="--workload",
+                hint="for example: --workload prod/resnet50",
+            )
+        return cls("workload", text)
+
+    @classmethod
+    def engine(cls, text: str) -> Selection:
+        """An engine digest, ``sha256:<hex>`` or bare hex."""
+        try:
+            return cls("engine", f"sha256:{parse_sha256(text.strip(), what='engine digest')}")
+        except InputError as error:
+            error.location = "--engine"
+            raise
+
+    @classmethod
+    def audit_id(cls, text: str) -> Selection:
+        """A build manifest's ``audit_id``."""
+        if not text.strip():
+            raise InputError("the audit ID is empty", location="--audit-id")
+        return cls("audit_id", text)
+
+    def rule(self) -> str:
+        """The selection rule in words."""
+        if self.kind == "workload":
+            return f"every decision about workload {self.value} (any kind, verdict or dry run)"
+        if self.kind == "engine":
+            return f"every real (not dry-run) admission of a workload naming engine {self.value}"
+        return f"every decision naming an engine whose build manifest carries audit ID {self.value!r}"
+
+    def matches(self, record: DecisionRecord, audit_engines: Collection[str] = ()) -> bool:
+        """True when ``record`` is selected; ``audit_engines`` are the engines carrying the audit ID."""
+        if self.kind == "workload":
+            namespace, _, name = self.value.partition("/")
+            return record.namespace == namespace and record.name == name
+        if self.kind == "engine":
+            return record.allowed and not record.dry_run and self.value in engine_digests(record)
+        return any(digest in audit_engines for digest in engine_digests(record))
+
+
+def engine_digests(record: DecisionRecord) -> dict[str, str]:
+    """The engines a record names: ``sha256:…`` digest → first reference (digest-less engines left out)."""
+    found: dict[str, str] = {}
+    for engine in record.engines:
+        digest = _digest(engine)
+        if digest is not None:
+            reference = engine.get("reference")
+            found.setdefault(digest, reference if isinstance(reference, str) else digest)
+    return found
+
+
+def undigested_engines(record: DecisionRecord) -> list[str]:
+    """References of engines the record names without a digest (no evidence can be looked up for them)."""
+    return [str(engine.get("reference")) for engine in record.engines if _digest(engine) is None]
+
+
+def _digest(engine: Mapping[str, Any]) -> str | None:
+    """The recorded digest, else the one in the reference; ``None`` when neither is a SHA-256 digest."""
+    digest = engine.get("digest")
+    reference = engine.get("reference")
+    if not isinstance(digest, str) and isinstance(reference, str):
+        try:
+            digest = ImageReference.parse(reference).digest
+        except InputError:
+            return None
+    if isinstance(digest, str) and digest.startswith("sha256:") and is_sha256_hex(digest[7:]):
+        return digest
+    return None

@@ -1,0 +1,342 @@
+"""AdmissionReview ``admission.k8s.io/v1``: lenient parsing of requests, strict protocol-valid responses.
+
+Requests are read the way the API server actually sends them (``dryRun`` absent or null, ``name``
+absent on ``generateName`` creates, ``object``/``oldObject`` null), but anything that is not an
+AdmissionReview v1 with a uid raises :class:`ReviewError` carrying an HTTP status, so that the API server
+counts a failed call and its ``failurePolicy`` decides: an unparseable review is never answered with an allow.
+
+Responses follow the API server's ``VerifyAdmissionResponse`` rules: exact GVK, the request's uid, a boolean
+``allowed``, never ``patch``/``patchType``; a denial carries ``status.code`` ≥ 400 with a one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from verifier.errors import InputError
+
+API_VERSION: Final = "admission.k8s.io/v1"
+KIND: Final = "AdmissionReview"
+#: controller-runtime's reasoning: two objects of up to 3 MiB each plus under 1 MiB for the rest.
+MAX_BODY_BYTES: Final = 7 * 1024 * 1024
+OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+#: The API doc asks for warnings of at most 120 characters; the API server truncates beyond 4096 in total.
+MAX_WARNING_CHARS: Final = 120
+MAX_WARNINGS: Final = 20
+#: A readable ``kubectl`` error; the full list is in ``auditAnnotations`` and the decision log.
+MAX_MESSAGE_CHARS: Final = 1000
+MAX_ANNOTATION_CHARS: Final = 8192
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS: Final = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+# Audit annotation keys become "<webhook name>/<key>", which the API server checks as a qualified name.
+_ANNOTATION_KEY = re.compile(r"[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?")
+
+
+class ReviewError(InputError):
+    """The body cannot be answered as an AdmissionReview v1; ``status`` is the HTTP status to send."""
+
+    def __init__(self, message: str, *, status: int, location: str | None = None, hint: str | None = None):
+        super().__init__(message, location=location, hint=hint)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class GroupVersionKind:
+    """``{group, version, kind}`` as the API server writes it; the core group is ``""``."""
+
+    group: str
+    version: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        """``apps/v1`` or ``v1`` for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def __str__(self) -> str:
+        return f"{self.api_version}/{self.kind}"
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionRequest:
+    """The fields of ``AdmissionReview.request`` the webhook uses; absent optional fields are ``None``."""
+
+    uid: str
+    kind: GroupVersionKind
+    operation: str
+    resource: str | None = None
+    sub_resource: str | None = None
+    request_kind: GroupVersionKind | None = None
+    name: str | None = None
+    namespace: str | None = None
+    username: str | None = None
+    groups: tuple[str, ...] = ()
+    object: Mapping[str, Any] | None = None
+    old_object: Mapping[str, Any] | None = None
+    dry_run: bool = False
+
+
+def parse_review(body: bytes) -> AdmissionRequest:
+    """Decode an AdmissionReview v1 request body.
+
+    Raises :class:`ReviewError` with status 400 for a body that is not a JSON object and 422 for a JSON
+    object that is not an AdmissionReview v1 request with a uid.
+    """
+    try:
+        document = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ReviewError(
+            f"request body is not JSON: {error}",
+            status=400,
+            hint="send an AdmissionReview admission.k8s.io/v1 as application/json",
+        ) from None
+    if not isinstance(document, dict):
+        raise ReviewError(
+            f"request body is JSON {_json_type(document)}, not an AdmissionReview object",
+            status=400,
+            hint="send an AdmissionReview admission.k8s.io/v1 as application/json",
+        )
+    return parse_review_document(document)
+
+
+def parse_review_document(document: Mapping[str, Any]) -> AdmissionRequest:
+    """Like :func:`parse_review`, for an already decoded JSON object."""
+    api_version = document.get("apiVersion")
+    kind = document.get("kind")
+    if api_version != API_VERSION or kind != KIND:
+        raise ReviewError(
+            f"expected apiVersion {API_VERSION!r} and kind {KIND!r}, got {api_version!r} and {kind!r}",
+            status=422,
+            location="apiVersion",
+            hint='register the webhook with admissionReviewVersions: ["v1"]',
+        )
+    request = document.get("request")
+    if not isinstance(request, dict):
+        raise ReviewError(
+            f"request is {_json_type(request)}, expected an AdmissionRequest object",
+            status=422,
+            location="request",
+        )
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise ReviewError("request.uid is missing or empty", status=422, location="request.uid")
+    operation = request.get("operation")
+    if operation not in OPERATIONS:
+        raise ReviewError(
+            f"request.operation is {operation!r}, expected one of {', '.join(sorted(OPERATIONS))}",
+            status=422,
+            location="request.operation",
+        )
+    gvk = _gvk(request.get("kind"), "request.kind")
+    if gvk is None:
+        raise ReviewError("request.kind is missing", status=422, location="request.kind")
+    resource = request.get("resource")
+    user = request.get("userInfo")
+    user = user if isinstance(user, dict) else {}
+    groups = user.get("groups")
+    return AdmissionRequest(
+        uid=uid,
+        kind=gvk,
+        operation=operation,
+        resource=_optional_str(resource.get("resource"), "request.resource.resource")
+        if isinstance(resource, dict)
+        else None,
+        sub_resource=_optional_str(request.get("subResource"), "request.subResource"),
+        request_kind=_gvk(request.get("requestKind"), "request.requestKind"),
+        name=_optional_str(request.get("name"), "request.name"),
+        namespace=_optional_str(request.get("namespace"), "request.namespace"),
+        username=_optional_str(user.get("username"), "request.userInfo.username"),
+        groups=tuple(g for g in groups if isinstance(g, str)) if isinstance(groups, list) else (),
+        object=_optional_object(request.get("object"), "request.object"),
+        # CREATE and CONNECT have no old object; whatever a sender put there is ignored, not judged.
+        old_object=_optional_object(request.get("oldObject"), "request.oldObject")
+        if operation in ("UPDATE", "DELETE")
+        else None,
+        dry_run=_dry_run(request.get("dryRun")),
+    )
+
+
+def parse_timeout(value: str | None) -> float | None:
+    """Seconds from the ``?timeout=`` the API server appends (a Go duration such as ``10s`` or ``1m30s``).
+
+    Returns ``None`` when the value is absent or not a duration; the caller then uses its default.
+    """
+    if not value:
+        return None
+    position = 0
+    seconds = 0.0
+    for match in _DURATION_PART.finditer(value):
+        if match.start() != position:
+            return None
+        seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        position = match.end()
+    if position != len(value) or position == 0:
+        return None
+    return seconds
+
+
+def allow_response(
+    uid: str,
+    *,
+    warnings: Iterable[str] = (),
+    audit_annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """An AdmissionReview v1 that admits the request."""
+    response: dict[str, Any] = {"uid": uid, "allowed": True}
+    _add_extras(response, warnings, audit_annotations)
+    return _review(response)
+
+
+def deny_response(
+    uid: str,
+    *,
+    message: str,
+    reason: str,
+    code: int = 403,
+    causes: Sequence[tuple[str, str]] = (),
+    warnings: Iterable[str] = (),
+    audit_annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """An AdmissionReview v1 that denies the request.
+
+    ``message`` is folded to one line; ``causes`` are ``(field path, message)`` pairs for
+    ``status.details.causes``. ``code`` below 400 is a programming error (the API server would raise it to 400
+    anyway, losing the intent).
+    """
+    if code < 400:
+        raise ValueError(f"a denial needs an HTTP status code >= 400, not {code}")
+    status: dict[str, Any] = {
+        "metadata": {},
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": _one_line(message, MAX_MESSAGE_CHARS) or reason,
+    }
+    if causes:
+        status["details"] = {
+            "causes": [
+                {
+                    "reason": "FieldValueForbidden",
+                    "field": field,
+                    "message": _one_line(text, MAX_MESSAGE_CHARS),
+                }
+                for field, text in causes
+            ]
+        }
+    response: dict[str, Any] = {"uid": uid, "allowed": False, "status": status}
+    _add_extras(response, warnings, audit_annotations)
+    return _review(response)
+
+
+def encode(review: Mapping[str, Any]) -> bytes:
+    """The response body: compact UTF-8 JSON."""
+    return json.dumps(review, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def short_warnings(texts: Iterable[str]) -> list[str]:
+    """Warnings as the API server wants them: one line, at most 120 characters, de-duplicated, few."""
+    seen: dict[str, None] = {}
+    for text in texts:
+        line = _one_line(text, MAX_WARNING_CHARS)
+        if line:
+            seen.setdefault(line, None)
+    lines = list(seen)
+    if len(lines) > MAX_WARNINGS:
+        hidden = len(lines) - (MAX_WARNINGS - 1)
+        lines = [*lines[: MAX_WARNINGS - 1], f"{hidden} more warnings: see the decision log"]
+    return lines
+
+
+def _review(response: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+
+
+def _add_extras(
+    response: dict[str, Any], warnings: Iterable[str], audit_annotations: Mapping[str, str] | None
+) -> None:
+    lines = short_warnings(warnings)
+    if lines:
+        response["warnings"] = lines
+    if audit_annotations:
+        for key in audit_annotations:
+            if not _ANNOTATION_KEY.fullmatch(key):
+                raise ValueError(f"audit annotation key {key!r} is not a valid qualified-name part")
+        response["auditAnnotations"] = {
+            key: value if len(value) <= MAX_ANNOTATION_CHARS else value[: MAX_ANNOTATION_CHARS - 1] + "…"
+            for key, value in audit_annotations.items()
+        }
+
+
+def _one_line(text: str, limit: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _gvk(value: object, where: str) -> GroupVersionKind | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ReviewError(f"{where} is {_json_type(value)}, expected {{group, version, kind}}", status=422)
+    kind = value.get("kind")
+    group = value.get("group", "")
+    version = value.get("version", "")
+    if not isinstance(kind, str) or not kind:
+        raise ReviewError(f"{where}.kind is missing or empty", status=422, location=f"{where}.kind")
+    if not isinstance(group, str) or not isinstance(version, str):
+        raise ReviewError(f"{where}.group and .version must be strings", status=422, location=where)
+    return GroupVersionKind(group=group, version=version, kind=kind)
+
+
+def _optional_str(value: object, where: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ReviewError(f"{where} is {_json_type(value)}, expected a string", status=422, location=where)
+    return value
+
+
+def _optional_object(value: object, where: str) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ReviewError(f"{where} is {_json_type(value)}, expected an object", status=422, location=where)
+    return value
+
+
+def _dry_run(value: object) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ReviewError(
+            f"request.dryRun is {_json_type(value)}, expected a boolean",
+            status=422,
+            location="request.dryRun",
+        )
+    return value

@@ -1,0 +1,200 @@
+"""The FastAPI application: ``POST /validate``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``.
+
+``create_app`` takes the settings and the already-built services (policy store, decision store, reviewer,
+metrics, tracing, certificate reloader) and wires them to HTTP; it reads nothing from the environment. Its
+lifespan opens the decision store and runs the policy and certificate watchers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from webhook.admission import MAX_BODY_BYTES, ReviewError, encode, parse_review, parse_timeout
+from webhook.decisionlog import DecisionStore, SpoolingStore
+from webhook.metrics import Metrics
+from webhook.policy_store import PolicyStore
+from webhook.review import Reviewer
+from webhook.settings import ServeSettings
+from webhook.tls import CertificateReloader
+from webhook.tracing import Tracing
+
+#: Bodies above this size are decoded in a thread, so a large review does not stall other requests.
+THREAD_DECODE_BYTES: Final = 256 * 1024
+
+
+@dataclass(slots=True)
+class WebhookServices:
+    """Everything the HTTP layer needs, built by ``trtguard serve`` (or a test)."""
+
+    policies: PolicyStore
+    store: DecisionStore
+    metrics: Metrics
+    reviewer: Reviewer
+    tracing: Tracing
+    certificates: CertificateReloader | None = None
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def create_app(settings: ServeSettings, services: WebhookServices) -> FastAPI:
+    """The webhook application; its lifespan opens the decision store and starts the watchers."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await services.store.open()
+        tasks = [
+            asyncio.create_task(
+                services.policies.watch(settings.reload_interval), name="trtguard-policy-watch"
+            )
+        ]
+        if services.certificates is not None:
+            tasks.append(
+                asyncio.create_task(
+                    services.certificates.watch(settings.reload_interval), name="trtguard-tls-watch"
+                )
+            )
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await services.store.close()
+            services.tracing.shutdown()
+
+    app = FastAPI(
+        title="trtguard admission webhook",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+
+    async def validate(request: Request) -> Response:
+        started = time.perf_counter()
+        api_timeout = parse_timeout(request.query_params.get("timeout"))
+        try:
+            # A body that trickles in is cut off when the API server itself would have given up.
+            async with asyncio.timeout(api_timeout or settings.default_timeout):
+                body = await _read_body(request)
+        except TimeoutError:
+            services.metrics.review_failures.labels("bad_request").inc()
+            return _status(408, "Timeout", "the request body did not arrive in time", close=True)
+        except _TooLarge:
+            services.metrics.review_failures.labels("too_large").inc()
+            return _status(
+                413,
+                "RequestEntityTooLarge",
+                f"AdmissionReview bodies above {MAX_BODY_BYTES // (1024 * 1024)} MiB are refused",
+                close=True,
+            )
+        try:
+            if len(body) > THREAD_DECODE_BYTES:
+                admission = await asyncio.to_thread(parse_review, body)
+            else:
+                admission = parse_review(body)
+        except ReviewError as error:
+            services.metrics.review_failures.labels("bad_request").inc()
+            return _status(
+                error.status, "BadRequest" if error.status == 400 else "Invalid", error.diagnostics()
+            )
+        review = await services.reviewer.review(admission, api_timeout=api_timeout, started=started)
+        return Response(encode(review), media_type="application/json")
+
+    # A plain Starlette route: the handler reads the raw body itself, so FastAPI's per-request parameter
+    # resolution would be pure overhead on the hot path.
+    app.add_route("/validate", validate, methods=["POST"])
+    _add_probes(app, services)
+    return app
+
+
+def create_probe_app(services: WebhookServices) -> FastAPI:
+    """``/healthz``, ``/readyz`` and ``/metrics`` alone, for the plain-HTTP ``--metrics-port``."""
+    app = FastAPI(title="trtguard probes", docs_url=None, redoc_url=None, openapi_url=None)
+    _add_probes(app, services)
+    return app
+
+
+def readiness(services: WebhookServices) -> tuple[bool, dict[str, Any]]:
+    """Whether the webhook can judge requests, with the details ``/readyz`` shows."""
+    loaded = services.policies.current
+    failure = services.policies.last_failure
+    store = services.store
+    policies: dict[str, Any] = {
+        "loaded": loaded is not None,
+        "revision": loaded.revision if loaded else None,
+        "loaded_at": loaded.loaded_at.isoformat() if loaded else None,
+        "policies": [p.name for p in loaded.policy_set.policies] if loaded else [],
+        "last_reload_error": {"message": failure.message, "at": failure.at.isoformat()} if failure else None,
+    }
+    decision_log: dict[str, Any] = {"store": store.description, "ready": store.ready}
+    if isinstance(store, SpoolingStore):
+        decision_log["spooled"] = store.pending
+    detail: dict[str, Any] = {"policies": policies, "decision_log": decision_log}
+    if services.certificates is not None:
+        cert = services.certificates
+        detail["tls"] = {
+            "not_after": cert.not_after.isoformat() if cert.not_after else None,
+            "last_reload_error": cert.last_error,
+        }
+    ready = loaded is not None and store.ready
+    detail["ready"] = ready
+    return ready, detail
+
+
+def _add_probes(app: FastAPI, services: WebhookServices) -> None:
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        ready, detail = readiness(services)
+        return JSONResponse(detail, status_code=200 if ready else 503)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        _update_gauges(services)
+        body, content_type = services.metrics.render()
+        return Response(body, media_type=content_type)
+
+
+def _update_gauges(services: WebhookServices) -> None:
+    metrics: Metrics = services.metrics
+    if isinstance(services.store, SpoolingStore):
+        metrics.decision_log_spooled.set(services.store.pending)
+    if services.certificates is not None and services.certificates.not_after is not None:
+        metrics.tls_not_after.set(services.certificates.not_after.timestamp())
+
+
+async def _read_body(request: Request) -> bytes:
+    """The body, refusing to read past :data:`MAX_BODY_BYTES` (checked before and while reading)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _status(code: int, reason: str, message: str, *, close: bool = False) -> Response:
+    # A metav1.Status body: the API server shows its message when it reports the failed call.
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code}
+    body.update(reason=reason, message=message)
+    headers = {"connection": "close"} if close else None
+    return JSONResponse(body, status_code=code, headers=headers)

@@ -1,0 +1,80 @@
+"""The append-only, hash-chained decision log: SQLite by default, PostgreSQL for several replicas.
+
+Every admission decision is written here before the answer leaves the webhook. ``open_store(url)`` gives a
+:class:`DecisionStore`; ``trtguard audit`` reads and verifies it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from webhook.decisionlog.chain import Break, ChainReport
+from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
+from webhook.decisionlog.postgres import PostgresOptions, PostgresStore
+from webhook.decisionlog.record import GENESIS_HASH, DecisionRecord, StoredRecord, chain_hash
+from webhook.decisionlog.spool import SpoolingStore
+from webhook.decisionlog.sqlite import SQLiteStore
+from webhook.decisionlog.store import AppendReceipt, DecisionStore, RecordQuery, redact
+
+__all__ = [
+    "GENESIS_HASH",
+    "AppendReceipt",
+    "Break",
+    "ChainReport",
+    "DecisionLogError",
+    "DecisionLogUnavailable",
+    "DecisionRecord",
+    "DecisionStore",
+    "PostgresOptions",
+    "PostgresStore",
+    "RecordQuery",
+    "SQLiteStore",
+    "SpoolingStore",
+    "StoredRecord",
+    "chain_hash",
+    "open_store",
+    "redact",
+]
+
+
+def open_store(
+    url: str,
+    *,
+    unavailable: Literal["deny", "spool"] = "deny",
+    spool: Path | None = None,
+    read_only: bool = False,
+) -> DecisionStore:
+    """A store for ``sqlite:///path`` or ``postgresql://…``, not yet opened.
+
+    With ``unavailable="spool"`` a PostgreSQL store that cannot be written admits the decision and keeps the
+    record in the local SQLite file ``spool`` until it can be shipped; SQLite stores ignore it (a local file
+    that cannot be written has no better place to spool to). A ``read_only`` store (``trtguard audit``) never
+    creates a file or tables.
+    """
+    if url.startswith("sqlite:///"):
+        path, _, query = url.removeprefix("sqlite:///").partition("?")
+        return SQLiteStore(Path(path), read_only=read_only, synchronous=_sqlite_sync(query, url))
+    if url.startswith(("postgresql://", "postgres://")):
+        primary = PostgresStore(url, read_only=read_only)
+        if unavailable == "spool" and not read_only:
+            return SpoolingStore(primary, spool or Path("trtguard-spool.db"))
+        return primary
+    raise DecisionLogError(
+        f"unsupported decision log URL {redact(url)!r}",
+        location="--decision-log",
+        hint="use sqlite:///relative/file.db, sqlite:////absolute/file.db or postgresql://user@host/db",
+    )
+
+
+def _sqlite_sync(query: str, url: str) -> Literal["full", "normal"]:
+    options = dict(part.partition("=")[::2] for part in query.split("&") if part)
+    unknown = set(options) - {"synchronous"}
+    value = options.get("synchronous", "full").lower()
+    if unknown or value not in ("full", "normal"):
+        raise DecisionLogError(
+            f"unsupported option in decision log URL {url!r}",
+            location="--decision-log",
+            hint="the only SQLite option is ?synchronous=full (default) or ?synchronous=normal",
+        )
+    return "normal" if value == "normal" else "full"

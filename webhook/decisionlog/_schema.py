@@ -1,0 +1,112 @@
+"""Schema migrations shared by the SQLite and PostgreSQL stores.
+
+Both dialects get the same tables and columns; only trigger syntax differs. A migration is applied once, in a
+transaction, and recorded in ``trtguard_schema_migrations``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from webhook.decisionlog.errors import DecisionLogError
+
+Dialect = Literal["sqlite", "postgresql"]
+
+SELECT_VERSION: Final = "SELECT COALESCE(MAX(version), 0) FROM trtguard_schema_migrations"
+INSERT_VERSION: Final = (
+    "INSERT INTO trtguard_schema_migrations (version, description, applied_at) VALUES ({p}, {p}, {p})"
+)
+
+CREATE_MIGRATIONS_TABLE: Final = (
+    "CREATE TABLE IF NOT EXISTS trtguard_schema_migrations ("
+    " version INTEGER PRIMARY KEY,"
+    " description TEXT NOT NULL,"
+    " applied_at TEXT NOT NULL)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema step, written out for each dialect."""
+
+    version: int
+    description: str
+    sqlite: tuple[str, ...]
+    postgresql: tuple[str, ...]
+
+    def statements(self, dialect: Dialect) -> tuple[str, ...]:
+        """The SQL statements of this step for ``dialect``."""
+        return self.sqlite if dialect == "sqlite" else self.postgresql
+
+
+_DECISIONS = (
+    "CREATE TABLE trtguard_decisions ("
+    " seq BIGINT PRIMARY KEY,"
+    " record_id TEXT NOT NULL UNIQUE,"
+    " time TEXT NOT NULL,"
+    " uid TEXT NOT NULL,"
+    " operation TEXT NOT NULL,"
+    " kind TEXT NOT NULL,"
+    " namespace TEXT,"
+    " name TEXT,"
+    " allowed BOOLEAN NOT NULL,"
+    " dry_run BOOLEAN NOT NULL,"
+    " policy_revision TEXT,"
+    " body TEXT NOT NULL,"
+    " prev_hash TEXT NOT NULL,"
+    " hash TEXT NOT NULL UNIQUE)"
+)
+_INDEXES = (
+    "CREATE INDEX trtguard_decisions_workload ON trtguard_decisions (namespace, name, seq)",
+    "CREATE INDEX trtguard_decisions_uid ON trtguard_decisions (uid)",
+    "CREATE INDEX trtguard_decisions_time ON trtguard_decisions (time)",
+)
+# One row that every writer locks: it serialises appends from several replicas into one chain.
+_HEAD = (
+    "CREATE TABLE trtguard_chain_head ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1),"
+    " seq BIGINT NOT NULL,"
+    " hash TEXT NOT NULL)",
+    # The genesis prev_hash (GENESIS_HASH): 64 zeros.
+    "INSERT INTO trtguard_chain_head (id, seq, hash)"
+    " VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000')",
+)
+
+MIGRATIONS: Final = (
+    Migration(
+        version=1,
+        description="decisions, chain head, append-only triggers",
+        sqlite=(
+            _DECISIONS,
+            *_INDEXES,
+            *_HEAD,
+            "CREATE TRIGGER trtguard_decisions_no_update BEFORE UPDATE ON trtguard_decisions"
+            " BEGIN SELECT RAISE(ABORT, 'trtguard_decisions is append-only'); END",
+            "CREATE TRIGGER trtguard_decisions_no_delete BEFORE DELETE ON trtguard_decisions"
+            " BEGIN SELECT RAISE(ABORT, 'trtguard_decisions is append-only'); END",
+        ),
+        postgresql=(
+            _DECISIONS,
+            *_INDEXES,
+            *_HEAD,
+            "CREATE FUNCTION trtguard_append_only() RETURNS trigger LANGUAGE plpgsql AS"
+            " $$ BEGIN RAISE EXCEPTION 'trtguard_decisions is append-only'; END $$",
+            "CREATE TRIGGER trtguard_decisions_append_only BEFORE UPDATE OR DELETE OR TRUNCATE"
+            " ON trtguard_decisions FOR EACH STATEMENT EXECUTE FUNCTION trtguard_append_only()",
+        ),
+    ),
+)
+
+LATEST_VERSION: Final = MIGRATIONS[-1].version
+
+
+def pending(applied: int, *, where: str) -> tuple[Migration, ...]:
+    """Migrations after version ``applied``; raises when the store is newer than this program."""
+    if applied > LATEST_VERSION:
+        raise DecisionLogError(
+            f"decision log schema version {applied} is newer than this trtguard knows ({LATEST_VERSION})",
+            location=where,
+            hint="upgrade trtguard on every replica that writes to this decision log",
+        )
+    return tuple(m for m in MIGRATIONS if m.version > applied)

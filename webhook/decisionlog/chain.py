@@ -1,0 +1,146 @@
+"""Recomputing a decision log's hash chain and naming the first record that breaks it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.decisionlog.errors import DecisionLogError
+from webhook.decisionlog.record import GENESIS_HASH, DecisionRecord, chain_hash, load_body
+
+#: Columns stored beside the body for queries; each must agree with the hashed body.
+_INDEXED = (
+    "record_id",
+    "time",
+    "uid",
+    "operation",
+    "kind",
+    "namespace",
+    "name",
+    "allowed",
+    "dry_run",
+    "policy_revision",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A stored row as the verifier sees it: the hashed body plus the indexed columns beside it."""
+
+    seq: int
+    body: str
+    prev_hash: str
+    hash: str
+    columns: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Break:
+    """The first place where the chain does not hold."""
+
+    seq: int
+    uid: str | None
+    problem: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChainReport:
+    """Result of :func:`verify_rows`: how many records were checked and the first break, if any."""
+
+    records: int
+    head_seq: int
+    head_hash: str
+    first_break: Break | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when every record links to the one before and the chain head matches the last record."""
+        return self.first_break is None
+
+    def summary(self) -> str:
+        """One line for people."""
+        if self.first_break is None:
+            return (
+                f"chain verified: {self.records} records, head {self.head_hash[:16]}… at seq {self.head_seq}"
+            )
+        brk = self.first_break
+        uid = f" (uid {brk.uid})" if brk.uid else ""
+        return f"chain broken at record seq {brk.seq}{uid}: {brk.problem}"
+
+
+class ChainVerifier:
+    """Checks rows one at a time in ``seq`` order, so that a store can stream a log of any size."""
+
+    def __init__(self) -> None:
+        self._expected_seq = 1
+        self._prev = GENESIS_HASH
+        self._count = 0
+        self._break: Break | None = None
+
+    def feed(self, row: Row) -> bool:
+        """Check the next row; returns False once the chain is broken (later rows need not be read)."""
+        if self._break is not None:
+            return False
+        self._count += 1
+        problem, uid = _check(row, self._expected_seq, self._prev)
+        if problem is not None:
+            self._break = Break(row.seq, uid, problem)
+            return False
+        self._expected_seq = row.seq + 1
+        self._prev = row.hash
+        return True
+
+    def finish(self, *, head_seq: int, head_hash: str) -> ChainReport:
+        """The report, after comparing the last record with the chain-head row.
+
+        Writers update the head in the same transaction as their inserts, so records removed from the end
+        are noticed too.
+        """
+        if self._break is not None:
+            return ChainReport(self._count, head_seq, head_hash, self._break)
+        last_seq = self._expected_seq - 1
+        if (head_seq, head_hash) != (last_seq, self._prev):
+            brk = Break(
+                last_seq + 1,
+                None,
+                f"the chain head says seq {head_seq} with hash {head_hash[:16]}…, but the last record is seq "
+                f"{last_seq} with hash {self._prev[:16]}…: records at the end were removed",
+            )
+            return ChainReport(self._count, head_seq, head_hash, brk)
+        return ChainReport(self._count, head_seq, head_hash)
+
+
+def verify_rows(rows: Iterable[Row], *, head_seq: int, head_hash: str) -> ChainReport:
+    """Check every link, hash and indexed column of ``rows`` (in ``seq`` order), then the chain head."""
+    verifier = ChainVerifier()
+    for row in rows:
+        if not verifier.feed(row):
+            break
+    return verifier.finish(head_seq=head_seq, head_hash=head_hash)
+
+
+def _check(row: Row, expected_seq: int, prev: str) -> tuple[str | None, str | None]:
+    try:
+        data = load_body(row.body)
+    except DecisionLogError as error:
+        return error.message, None
+    uid = data.get("uid") if isinstance(data.get("uid"), str) else None
+    if row.seq != expected_seq:
+        return f"expected seq {expected_seq} next, found {row.seq}: records were removed before it", uid
+    if row.prev_hash != prev:
+        return "prev_hash does not match the hash of the record before it", uid
+    if chain_hash(prev, data) != row.hash:
+        return "stored hash does not match the record's content: the record was changed", uid
+    try:
+        record = DecisionRecord.from_json(data)
+    except DecisionLogError as error:
+        return error.message, uid
+    stored = record.to_json()
+    for column in _INDEXED:
+        value = row.columns.get(column)
+        if isinstance(stored[column], bool):
+            value = None if value is None else bool(value)
+        if value != stored[column]:
+            return f"column {column} ({value!r}) differs from the hashed record ({stored[column]!r})", uid
+    return None, uid

@@ -1,0 +1,332 @@
+"""The shared decision log: PostgreSQL through a psycopg 3 connection pool.
+
+Several webhook replicas append to one chain: every append transaction first locks the single chain-head row
+(``SELECT … FOR UPDATE``), so writers queue inside the database and each batch links to the true latest
+record. Within one replica, appends queued while a transaction runs are committed together (group commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import psycopg
+import psycopg_pool
+
+from verifier.deadline import Deadline
+from webhook.decisionlog import _schema, _sql
+from webhook.decisionlog.chain import ChainReport, ChainVerifier, Row
+from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
+from webhook.decisionlog.record import DecisionRecord, StoredRecord, canonical_json, link_hash, load_body
+from webhook.decisionlog.store import AppendReceipt, RecordQuery, redact
+
+_log = logging.getLogger(__name__)
+
+MAX_BATCH: Final = 512
+#: Arbitrary constant naming trtguard's advisory lock for schema migrations.
+_MIGRATION_LOCK: Final = 0x7472_7467_7561_7264 & 0x7FFF_FFFF_FFFF_FFFF
+
+
+@dataclass(slots=True)
+class _Pending:
+    record: DecisionRecord
+    future: asyncio.Future[StoredRecord]
+    taken: bool = False
+    abandoned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresOptions:
+    """Pool and timeout settings; the defaults suit a webhook with a 5-10 s admission timeout."""
+
+    min_size: int = 1
+    max_size: int = 4
+    connect_timeout: float = 3.0
+    #: Upper bound of one append transaction, lock waits on the chain head included.
+    write_timeout: float = 5.0
+    statement_timeout_ms: int = 5000
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class PostgresStore:
+    """Decision log in PostgreSQL; see the module docstring for how appends are serialised."""
+
+    def __init__(self, url: str, options: PostgresOptions | None = None, *, read_only: bool = False) -> None:
+        self._url = url
+        self._read_only = read_only
+        self._options = options or PostgresOptions()
+        self._pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+        self._queue: asyncio.Queue[_Pending | None] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self._schema_ready = False
+        self._schema_lock = asyncio.Lock()
+        self._failed: str | None = None
+
+    @property
+    def description(self) -> str:
+        """The URL without its password."""
+        return redact(self._url)
+
+    @property
+    def ready(self) -> bool:
+        """True once the schema is in place and the last write succeeded."""
+        return self._schema_ready and self._failed is None
+
+    async def open(self) -> None:
+        """Start the pool and the writer and try to apply migrations.
+
+        A database that is down does not fail ``open``: the store reports not ready, appends fail (or spool),
+        and the schema is applied on the first append that reaches the database. A ``read_only`` store never
+        creates tables and fails at once when the server cannot be reached.
+        """
+        options = self._options
+        self._pool = psycopg_pool.AsyncConnectionPool(
+            self._url,
+            min_size=options.min_size,
+            max_size=options.max_size,
+            open=False,
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": max(1, round(options.connect_timeout)),
+                **options.extra,
+            },
+            configure=self._configure,
+            check=psycopg_pool.AsyncConnectionPool.check_connection,
+            timeout=options.connect_timeout,
+            # Give up a failed background connection at once: the next append (or the spool shipper) asks
+            # again within its own deadline, instead of a retry loop logging while the database is down.
+            reconnect_timeout=0,
+            name="trtguard-decision-log",
+        )
+        if self._read_only:
+            try:
+                await self._pool.open(wait=True, timeout=options.connect_timeout)
+            except psycopg_pool.PoolTimeout:
+                raise DecisionLogUnavailable(
+                    "PostgreSQL is not reachable",
+                    location=self.description,
+                    hint="check that the database is up and the URL, user and network policy are right",
+                ) from None
+            return
+        await self._pool.open(wait=False)
+        self._writer = asyncio.create_task(self._write_loop(), name="trtguard-decision-log-writer")
+        try:
+            await self._ensure_schema()
+        except DecisionLogUnavailable as error:
+            _log.warning(
+                "decision log not reachable yet: %s", error.message, extra={"store": self.description}
+            )
+
+    async def close(self) -> None:
+        """Finish queued appends, then close the pool."""
+        if self._writer is not None:
+            self._queue.put_nowait(None)
+            await self._writer
+            self._writer = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
+        """Queue ``record`` for the writer and wait for its commit (see ``DecisionStore.append``)."""
+        if self._read_only:
+            raise DecisionLogUnavailable("this decision log was opened read-only", location=self.description)
+        if self._writer is None:
+            raise DecisionLogUnavailable("the decision log is not open", location=self.description)
+        pending = _Pending(record, asyncio.get_running_loop().create_future())
+        self._queue.put_nowait(pending)
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                stored = await asyncio.shield(pending.future)
+        except TimeoutError:
+            if not pending.taken:
+                pending.abandoned = True
+                raise DecisionLogUnavailable(
+                    "the decision log did not take the record in time", location=self.description
+                ) from None
+            # Already inside a transaction: its outcome is bounded by write_timeout, and must be known.
+            stored = await pending.future
+        return AppendReceipt(stored.seq, stored.hash)
+
+    async def append_many(self, records: Sequence[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
+        """Append ``records`` in one transaction, skipping stored ``record_id``s when ``dedupe`` is set."""
+        await self._ensure_schema()
+        return await self._write_batch(list(records), dedupe=dedupe)
+
+    async def probe(self) -> bool:
+        """True when the database answers within the connect timeout."""
+        try:
+            async with self._connection() as conn:
+                await conn.execute("SELECT 1")
+        except DecisionLogUnavailable:
+            return False
+        return True
+
+    async def query(self, query: RecordQuery) -> list[StoredRecord]:
+        """Records matching ``query``."""
+        sql, params = _sql.select(query, "%s")
+        async with self._connection() as conn:
+            rows = await self._fetch(conn, sql, params)
+        return [
+            StoredRecord(row[0], DecisionRecord.from_json(load_body(row[1])), row[2], row[3]) for row in rows
+        ]
+
+    async def verify(self) -> ChainReport:
+        """Recompute the chain from one snapshot, streaming rows through a server-side cursor."""
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            head = await self._fetch(conn, "SELECT seq, hash FROM trtguard_chain_head WHERE id = 1", [])
+            verifier = ChainVerifier()
+            async with conn.cursor(name="trtguard_verify") as cursor:
+                await cursor.execute(f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions ORDER BY seq")  # noqa: S608
+                async for row in cursor:
+                    columns = dict(zip(_sql.INDEXED_NAMES, row[4:], strict=True))
+                    if not verifier.feed(Row(row[0], row[1], row[2], row[3], columns)):
+                        break
+        return verifier.finish(head_seq=int(head[0][0]), head_hash=str(head[0][1]))
+
+    async def _fetch(self, conn: psycopg.AsyncConnection[Any], sql: str, params: list[object]) -> list[Any]:
+        try:
+            cursor = await conn.execute(sql, params)
+            return await cursor.fetchall()
+        except psycopg.errors.UndefinedTable:
+            raise DecisionLogError(
+                "this database holds no trtguard decision log",
+                location=self.description,
+                hint="check the --decision-log URL; `trtguard serve` creates the tables on first start",
+            ) from None
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        if self._pool is None:
+            raise DecisionLogUnavailable("the decision log is not open", location=self.description)
+        try:
+            async with self._pool.connection(timeout=self._options.connect_timeout) as conn:
+                yield conn
+        except (psycopg_pool.PoolTimeout, psycopg.OperationalError) as error:
+            raise DecisionLogUnavailable(
+                f"PostgreSQL is not reachable: {error}",
+                location=self.description,
+                hint="check that the database is up and the URL, user and network policy are right",
+            ) from None
+
+    async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute(f"SET statement_timeout = {int(self._options.statement_timeout_ms)}")
+        await conn.execute(f"SET lock_timeout = {int(self._options.statement_timeout_ms)}")
+
+    async def _ensure_schema(self) -> None:
+        if self._schema_ready:
+            return
+        async with self._schema_lock:
+            if self._schema_ready:
+                return
+            async with self._connection() as conn, conn.transaction():
+                # Replicas starting together must not race on CREATE TABLE.
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                await conn.execute(_schema.CREATE_MIGRATIONS_TABLE)
+                cursor = await conn.execute(_schema.SELECT_VERSION)
+                row = await cursor.fetchone()
+                applied = int(row[0]) if row else 0
+                for migration in _schema.pending(applied, where=self.description):
+                    for statement in migration.statements("postgresql"):
+                        await conn.execute(statement)
+                    await conn.execute(
+                        _schema.INSERT_VERSION.format(p="%s"),
+                        (migration.version, migration.description, datetime.now(UTC).isoformat()),
+                    )
+            self._schema_ready = True
+
+    async def _write_batch(self, records: list[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
+        async with (
+            asyncio.timeout(self._options.write_timeout),
+            self._connection() as conn,
+            conn.transaction(),
+        ):
+            cursor = await conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1 FOR UPDATE")
+            head = await cursor.fetchone()
+            if head is None:
+                raise DecisionLogError("the chain head row is missing", location=self.description)
+            seq, prev = int(head[0]), str(head[1])
+            known: set[str] = set()
+            if dedupe:
+                cursor = await conn.execute(
+                    "SELECT record_id FROM trtguard_decisions WHERE record_id = ANY(%s)",
+                    ([r.record_id for r in records],),
+                )
+                known = {row[0] for row in await cursor.fetchall()}
+            stored: list[StoredRecord] = []
+            values: list[tuple[object, ...]] = []
+            for record in records:
+                if record.record_id in known:
+                    continue
+                seq += 1
+                data = record.to_json()
+                body = canonical_json(data)
+                digest = link_hash(prev, body)
+                values.append(
+                    (
+                        seq,
+                        *(data[name] for name in _sql.INDEXED_NAMES),
+                        body.decode(),
+                        prev,
+                        digest,
+                    )
+                )
+                stored.append(StoredRecord(seq, record, prev, digest))
+                prev = digest
+            if values:
+                async with conn.cursor() as insert:
+                    await insert.executemany(_sql.insert("%s"), values)
+                await conn.execute(
+                    "UPDATE trtguard_chain_head SET seq = %s, hash = %s WHERE id = 1", (seq, prev)
+                )
+        return stored
+
+    async def _write_loop(self) -> None:
+        while True:
+            first = await self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            stop = False
+            while len(batch) < MAX_BATCH and not self._queue.empty():
+                item = self._queue.get_nowait()
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+            taken = [p for p in batch if not p.abandoned]
+            for pending in taken:
+                pending.taken = True
+            if taken:
+                await self._write_taken(taken)
+            if stop:
+                return
+
+    async def _write_taken(self, taken: list[_Pending]) -> None:
+        try:
+            await self._ensure_schema()
+            stored = await self._write_batch([p.record for p in taken], dedupe=False)
+        except Exception as error:  # every waiter must get an answer; a failed write denies or spools
+            self._failed = str(error)
+            message = (
+                error.message if isinstance(error, DecisionLogError) else str(error) or type(error).__name__
+            )
+            _log.error("decision log write failed: %s", message, extra={"store": self.description})
+            for pending in taken:
+                if not pending.future.done():
+                    pending.future.set_exception(
+                        DecisionLogUnavailable(
+                            f"decision log write failed: {message}", location=self.description
+                        )
+                    )
+            return
+        self._failed = None
+        for pending, result in zip(taken, stored, strict=True):
+            if not pending.future.done():
+                pending.future.set_result(result)

@@ -1,0 +1,249 @@
+"""One decision-log record and the hash that chains it to the one before.
+
+The hash of a record is the SHA-256 of the RFC 8785 (JCS) canonical JSON of ``{"prev_hash": …, "record": …}``,
+so any store — SQLite, PostgreSQL, an exported archive — can recompute it from the stored JSON alone. Records
+hold no floating-point numbers (latency is in whole microseconds), and for such data the standard library's
+sorted, compact JSON *is* JCS, several times faster than a general JCS encoder; anything else goes through
+``rfc8785``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import rfc8785
+
+from webhook.decisionlog.errors import DecisionLogError
+
+#: ``prev_hash`` of the first record of a chain.
+GENESIS_HASH: Final = "0" * 64
+
+# Seeded from the OS (again in a forked child); record ids need uniqueness, not secrecy, and an os.urandom
+# call per record costs a measurable share of an admission.
+_ids = random.Random()  # noqa: S311
+os.register_at_fork(after_in_child=_ids.seed)
+
+
+def new_record_id() -> str:
+    """128 random bits as hex: unique across replicas without a system call per record."""
+    return f"{_ids.getrandbits(128):032x}"
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    """What the webhook decided about one AdmissionReview, as written to the log.
+
+    ``violations`` hold the Deny, Warn and Audit findings in their machine-readable form (``action`` says
+    which); ``images`` and ``engines`` are ``{reference, digest, path}`` objects with the digest where known.
+    """
+
+    uid: str
+    operation: str
+    kind: str
+    api_version: str
+    allowed: bool
+    reason: str
+    namespace: str | None = None
+    name: str | None = None
+    sub_resource: str | None = None
+    user: str | None = None
+    dry_run: bool = False
+    message: str | None = None
+    violations: tuple[Mapping[str, Any], ...] = ()
+    warnings: tuple[str, ...] = ()
+    images: tuple[Mapping[str, Any], ...] = ()
+    engines: tuple[Mapping[str, Any], ...] = ()
+    policy_revision: str | None = None
+    latency_us: int = 0
+    replica: str | None = None
+    time: datetime = field(default_factory=lambda: datetime.now(UTC))
+    record_id: str = field(default_factory=new_record_id)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object that is stored and hashed."""
+        return {
+            "record_id": self.record_id,
+            "time": format_time(self.time),
+            "uid": self.uid,
+            "operation": self.operation,
+            "kind": self.kind,
+            "api_version": self.api_version,
+            "sub_resource": self.sub_resource,
+            "namespace": self.namespace,
+            "name": self.name,
+            "user": self.user,
+            "dry_run": self.dry_run,
+            "allowed": self.allowed,
+            "reason": self.reason,
+            "message": self.message,
+            "violations": [dict(v) for v in self.violations],
+            "warnings": list(self.warnings),
+            "images": [dict(i) for i in self.images],
+            "engines": [dict(e) for e in self.engines],
+            "policy_revision": self.policy_revision,
+            "latency_us": self.latency_us,
+            "replica": self.replica,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DecisionRecord:
+        """Rebuild a record from :meth:`to_json` output; raises :class:`DecisionLogError` if it is not one."""
+        try:
+            return cls(
+                record_id=_text(data, "record_id"),
+                time=parse_time(_text(data, "time")),
+                uid=_text(data, "uid"),
+                operation=_text(data, "operation"),
+                kind=_text(data, "kind"),
+                api_version=_text(data, "api_version"),
+                sub_resource=_optional_text(data, "sub_resource"),
+                namespace=_optional_text(data, "namespace"),
+                name=_optional_text(data, "name"),
+                user=_optional_text(data, "user"),
+                dry_run=_flag(data, "dry_run"),
+                allowed=_flag(data, "allowed"),
+                reason=_text(data, "reason"),
+                message=_optional_text(data, "message"),
+                violations=tuple(_objects(data, "violations")),
+                warnings=tuple(_texts(data, "warnings")),
+                images=tuple(_objects(data, "images")),
+                engines=tuple(_objects(data, "engines")),
+                policy_revision=_optional_text(data, "policy_revision"),
+                latency_us=_integer(data, "latency_us"),
+                replica=_optional_text(data, "replica"),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise DecisionLogError(
+                f"stored record is not a decision record: {error}",
+                hint="the row was written by something other than trtguard or edited by hand",
+            ) from None
+
+    def canonical(self) -> bytes:
+        """RFC 8785 canonical JSON of :meth:`to_json`, the form stored in the log."""
+        return canonical_json(self.to_json())
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """A record as read back from a store, with its place in the chain."""
+
+    seq: int
+    record: DecisionRecord
+    prev_hash: str
+    hash: str
+
+
+def chain_hash(prev_hash: str, record_json: Mapping[str, Any]) -> str:
+    """The hash that links ``record_json`` (a :meth:`DecisionRecord.to_json` object) after ``prev_hash``."""
+    return link_hash(prev_hash, canonical_json(record_json))
+
+
+def canonical_json(data: Mapping[str, Any]) -> bytes:
+    """RFC 8785 (JCS) canonical JSON of ``data``.
+
+    Without floats (and with ASCII keys, as every record has) JCS and ``json.dumps`` with sorted keys, no
+    whitespace and no ASCII escaping produce the same bytes: strings are escaped alike and integers print
+    alike; only number formatting of floats and key order beyond ASCII differ.
+    """
+    if _plain(data):
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return rfc8785.dumps(dict(data))
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and k.isascii() and _plain(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    return (
+        value is None
+        or isinstance(value, str | bool)
+        or (isinstance(value, int) and -(2**53) < value < 2**53)
+    )
+
+
+def link_hash(prev_hash: str, canonical_record: bytes) -> str:
+    """:func:`chain_hash` from the record's canonical bytes (so a writer canonicalises each record once).
+
+    The JCS form of ``{"prev_hash": p, "record": r}`` is exactly these bytes: keys sort as written, and a
+    nested object's canonical form is its canonical form on its own.
+    """
+    digest = hashlib.sha256(b'{"prev_hash":"')
+    digest.update(prev_hash.encode("ascii"))
+    digest.update(b'","record":')
+    digest.update(canonical_record)
+    digest.update(b"}")
+    return digest.hexdigest()
+
+
+def load_body(body: str | bytes) -> dict[str, Any]:
+    """Parse a stored record body; raises :class:`DecisionLogError` when it is not a JSON object."""
+    try:
+        data = json.loads(body)
+    except ValueError as error:
+        raise DecisionLogError(f"stored record is not JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise DecisionLogError("stored record is not a JSON object")
+    return data
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 in UTC with microseconds and a ``Z``: sortable as text."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str) -> datetime:
+    """Inverse of :func:`format_time`; also accepts any RFC 3339 time with an offset."""
+    parsed = datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        raise ValueError(f"time {text!r} has no timezone")
+    return parsed.astimezone(UTC)
+
+
+def _text(data: Mapping[str, Any], key: str) -> str:
+    value = data[key]
+    if not isinstance(value, str):
+        raise TypeError(f"{key} is not a string")
+    return value
+
+
+def _integer(data: Mapping[str, Any], key: str) -> int:
+    value = data.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{key} is not an integer")
+    return value
+
+
+def _optional_text(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{key} is not a string")
+    return value
+
+
+def _flag(data: Mapping[str, Any], key: str) -> bool:
+    value = data[key]
+    if not isinstance(value, bool):
+        raise TypeError(f"{key} is not a boolean")
+    return value
+
+
+def _objects(data: Mapping[str, Any], key: str) -> Sequence[Mapping[str, Any]]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise TypeError(f"{key} is not a list of objects")
+    return value
+
+
+def _texts(data: Mapping[str, Any], key: str) -> Sequence[str]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"{key} is not a list of strings")
+    return value

@@ -1,0 +1,220 @@
+"""Admit-and-spool: when PostgreSQL cannot take a record, keep it in a local SQLite file and ship it later.
+
+Chosen with ``--decision-log-unavailable spool``. A record is answered only after it is durable in one of the
+two places, so none is lost; the shipper re-appends spooled records to the shared chain in their spool order
+and skips any ``record_id`` the database already holds, so a record that reached PostgreSQL after all (a
+commit whose acknowledgement was lost) is not stored twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final, TypeVar
+
+from verifier.deadline import Deadline
+from webhook.decisionlog.chain import ChainReport
+from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
+from webhook.decisionlog.postgres import PostgresStore
+from webhook.decisionlog.record import DecisionRecord, StoredRecord, load_body
+from webhook.decisionlog.store import AppendReceipt, RecordQuery
+
+_log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+#: Seconds of the request's budget kept for the local write when PostgreSQL is tried first.
+SPOOL_RESERVE: Final = 0.5
+SHIP_BATCH: Final = 500
+
+
+class Spool:
+    """Records waiting for the shared store, in one SQLite file used by one thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trtguard-spool")
+        self._conn: sqlite3.Connection | None = None
+
+    async def open(self) -> int:
+        """Create the file if needed; returns how many records wait in it."""
+        return await self._run(self._open)
+
+    async def close(self) -> None:
+        """Close the file."""
+        if self._conn is not None:
+            await self._run(self._conn.close)
+            self._conn = None
+        self._executor.shutdown(wait=True)
+
+    async def put(self, record: DecisionRecord) -> None:
+        """Store ``record`` durably."""
+        await self._run(self._put, record)
+
+    async def peek(self, limit: int) -> list[DecisionRecord]:
+        """The oldest ``limit`` waiting records."""
+        return await self._run(self._peek, limit)
+
+    async def remove(self, record_ids: list[str]) -> None:
+        """Forget records that were shipped."""
+        await self._run(self._remove, record_ids)
+
+    async def _run(self, func: Callable[..., _T], *args: object) -> _T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, func, *args)
+        except sqlite3.Error as error:
+            raise DecisionLogUnavailable(
+                f"cannot use the local decision spool: {error}",
+                location=str(self.path),
+                hint="the spool must be on a writable volume (an emptyDir or a persistent volume)",
+            ) from None
+
+    def _open(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS trtguard_spool ("
+            " n INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " record_id TEXT NOT NULL UNIQUE,"
+            " queued_at TEXT NOT NULL,"
+            " body TEXT NOT NULL)"
+        )
+        self._conn = conn
+        return int(conn.execute("SELECT COUNT(*) FROM trtguard_spool").fetchone()[0])
+
+    def _put(self, record: DecisionRecord) -> None:
+        self._connection().execute(
+            "INSERT OR IGNORE INTO trtguard_spool (record_id, queued_at, body) VALUES (?, ?, ?)",
+            (record.record_id, datetime.now(UTC).isoformat(), record.canonical().decode()),
+        )
+
+    def _peek(self, limit: int) -> list[DecisionRecord]:
+        rows = (
+            self._connection()
+            .execute("SELECT body FROM trtguard_spool ORDER BY n LIMIT ?", (limit,))
+            .fetchall()
+        )
+        return [DecisionRecord.from_json(load_body(row[0])) for row in rows]
+
+    def _remove(self, record_ids: list[str]) -> None:
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany("DELETE FROM trtguard_spool WHERE record_id = ?", [(i,) for i in record_ids])
+        conn.execute("COMMIT")
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise sqlite3.ProgrammingError("the spool is not open")
+        return self._conn
+
+
+class SpoolingStore:
+    """PostgreSQL first; the local spool when it is down; a background shipper that empties the spool."""
+
+    def __init__(
+        self,
+        primary: PostgresStore,
+        spool_path: Path,
+        *,
+        primary_timeout: float = 2.0,
+        ship_interval: float = 2.0,
+        retry_after: float = 5.0,
+    ) -> None:
+        self.primary = primary
+        self.spool = Spool(spool_path)
+        self._primary_timeout = primary_timeout
+        self._ship_interval = ship_interval
+        self._retry_after = retry_after
+        # While PostgreSQL is known to be down, requests go straight to the spool instead of waiting on it.
+        self._skip_primary_until = 0.0
+        self._pending = 0
+        self._shipper: asyncio.Task[None] | None = None
+        self._closing = asyncio.Event()
+
+    @property
+    def description(self) -> str:
+        """The PostgreSQL URL (no password) and the spool file."""
+        return f"{self.primary.description} (spooling to {self.spool.path} while unreachable)"
+
+    @property
+    def ready(self) -> bool:
+        """Always true once open: the local spool takes what PostgreSQL cannot."""
+        return self._shipper is not None
+
+    @property
+    def pending(self) -> int:
+        """Records waiting in the spool."""
+        return self._pending
+
+    async def open(self) -> None:
+        """Open the spool and PostgreSQL, then start the shipper."""
+        self._pending = await self.spool.open()
+        await self.primary.open()
+        self._shipper = asyncio.create_task(self._ship_loop(), name="trtguard-spool-shipper")
+
+    async def close(self) -> None:
+        """Stop the shipper after one last attempt, then close both stores."""
+        if self._shipper is not None:
+            self._closing.set()
+            await self._shipper
+            self._shipper = None
+        await self.primary.close()
+        await self.spool.close()
+
+    async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
+        """PostgreSQL within its share of ``deadline``; otherwise the spool."""
+        budget = min(self._primary_timeout, deadline.remaining() - SPOOL_RESERVE)
+        if budget > 0 and time.monotonic() >= self._skip_primary_until:
+            try:
+                return await self.primary.append(record, deadline=Deadline.after(budget))
+            except DecisionLogUnavailable as error:
+                self._skip_primary_until = time.monotonic() + self._retry_after
+                _log.warning("spooling decisions locally: %s", error.message)
+        await self.spool.put(record)
+        self._pending += 1
+        return AppendReceipt(None, None, spooled=True)
+
+    async def ship_once(self) -> int:
+        """Move spooled records to PostgreSQL; returns how many were shipped."""
+        shipped = 0
+        while True:
+            batch = await self.spool.peek(SHIP_BATCH)
+            if not batch:
+                if time.monotonic() < self._skip_primary_until and await self.primary.probe():
+                    self._skip_primary_until = 0.0
+                return shipped
+            try:
+                await self.primary.append_many(batch, dedupe=True)
+            except DecisionLogError as error:
+                self._skip_primary_until = time.monotonic() + self._retry_after
+                _log.debug("spool not shipped yet: %s", error.message)
+                return shipped
+            await self.spool.remove([r.record_id for r in batch])
+            shipped += len(batch)
+            self._pending = max(0, self._pending - len(batch))
+            self._skip_primary_until = 0.0
+            _log.info("shipped %d spooled decisions to %s", len(batch), self.primary.description)
+
+    async def query(self, query: RecordQuery) -> list[StoredRecord]:
+        """Records in PostgreSQL (spooled ones appear once shipped)."""
+        return await self.primary.query(query)
+
+    async def verify(self) -> ChainReport:
+        """Verify the PostgreSQL chain."""
+        return await self.primary.verify()
+
+    async def _ship_loop(self) -> None:
+        while not self._closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._ship_interval):
+                    await self._closing.wait()
+            await self.ship_once()

@@ -1,0 +1,340 @@
+"""The embedded decision log: one SQLite file in WAL mode, written by one dedicated thread.
+
+Appends from the event loop are queued to the writer thread, which commits whatever has queued up in one
+transaction (group commit): one fsync covers a burst of decisions, and the event loop never blocks on disk.
+The waiters of a batch are woken with one call into the event loop, not one each.
+
+``synchronous=FULL`` (the default) makes a committed record survive a power loss; ``synchronous=NORMAL``
+(``sqlite:///path?synchronous=normal``) skips the fsync per commit, which still survives a killed process
+but may lose the last commits on a power loss, for a shorter wait per decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final, Literal
+
+from verifier.deadline import Deadline
+from webhook.decisionlog import _schema, _sql
+from webhook.decisionlog.chain import ChainReport, Row, verify_rows
+from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
+from webhook.decisionlog.record import DecisionRecord, StoredRecord, canonical_json, link_hash, load_body
+from webhook.decisionlog.store import AppendReceipt, RecordQuery
+
+_log = logging.getLogger(__name__)
+
+#: How long a writer waits for another process's lock on the same file before failing the batch.
+BUSY_TIMEOUT_MS: Final = 5000
+#: Most records committed in one transaction.
+MAX_BATCH: Final = 512
+
+_QUEUED, _TAKEN, _ABANDONED = 0, 1, 2
+
+
+@dataclass(slots=True, eq=False)
+class _Item:
+    """One record on its way to the writer; ``state`` changes only under the store's lock."""
+
+    record: DecisionRecord
+    future: asyncio.Future[StoredRecord]
+    loop: asyncio.AbstractEventLoop
+    state: int = _QUEUED
+
+
+Synchronous = Literal["full", "normal"]
+
+
+def connect(
+    path: Path,
+    *,
+    readonly: bool = False,
+    busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+    synchronous: Synchronous = "full",
+) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL, this sync level, busy timeout."""
+    if readonly:
+        if not path.is_file():
+            raise DecisionLogError(
+                "decision log file does not exist",
+                location=str(path),
+                hint="pass the --decision-log URL that `trtguard serve` writes to",
+            )
+        conn = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+        )
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL" if synchronous == "normal" else "PRAGMA synchronous=FULL")
+    conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+    return conn
+
+
+def migrate(conn: sqlite3.Connection, *, where: str) -> int:
+    """Apply pending migrations in one ``IMMEDIATE`` transaction; returns the schema version."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(_schema.CREATE_MIGRATIONS_TABLE)
+        applied = conn.execute(_schema.SELECT_VERSION).fetchone()[0]
+        for migration in _schema.pending(applied, where=where):
+            for statement in migration.statements("sqlite"):
+                conn.execute(statement)
+            conn.execute(
+                _schema.INSERT_VERSION.format(p="?"),
+                (migration.version, migration.description, datetime.now(UTC).isoformat()),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return _schema.LATEST_VERSION
+
+
+def write_batch(
+    conn: sqlite3.Connection, records: list[DecisionRecord], *, dedupe: bool
+) -> list[StoredRecord]:
+    """Append ``records`` after the current chain head in one transaction.
+
+    With ``dedupe`` records whose ``record_id`` is already stored are skipped (shipping a spool twice).
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        seq, prev = conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
+        stored: list[StoredRecord] = []
+        for record in records:
+            if (
+                dedupe
+                and conn.execute(
+                    "SELECT 1 FROM trtguard_decisions WHERE record_id = ?", (record.record_id,)
+                ).fetchone()
+            ):
+                continue
+            seq += 1
+            data = record.to_json()
+            body = canonical_json(data)
+            digest = link_hash(prev, body)
+            conn.execute(_sql.insert("?"), _row_values(seq, data, body.decode(), prev, digest))
+            stored.append(StoredRecord(seq, record, prev, digest))
+            prev = digest
+        conn.execute("UPDATE trtguard_chain_head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+    return stored
+
+
+def _row_values(seq: int, data: dict[str, object], body: str, prev: str, digest: str) -> tuple[object, ...]:
+    return (seq, *(data[name] for name in _sql.INDEXED_NAMES), body, prev, digest)
+
+
+class SQLiteStore:
+    """Decision log in one SQLite file; see the module docstring for how writes happen."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+        read_only: bool = False,
+        synchronous: Synchronous = "full",
+    ) -> None:
+        self.path = path
+        self._read_only = read_only
+        self._synchronous: Synchronous = synchronous
+        self._busy_timeout_ms = busy_timeout_ms
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._failed: str | None = None
+
+    @property
+    def synchronous(self) -> Synchronous:
+        """``full`` (fsync on every commit) or ``normal`` (fsync at checkpoints only)."""
+        return self._synchronous
+
+    @property
+    def description(self) -> str:
+        """``sqlite:///path``."""
+        return f"sqlite:///{self.path}"
+
+    @property
+    def ready(self) -> bool:
+        """True while the writer thread runs and its last batch did not fail."""
+        return self._thread is not None and self._thread.is_alive() and self._failed is None
+
+    async def open(self) -> None:
+        """Create the file and schema, then start the writer thread (a ``read_only`` store only reads)."""
+        if self._read_only:
+            return
+        opened: concurrent.futures.Future[sqlite3.Connection] = concurrent.futures.Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(opened,), name="trtguard-decision-log", daemon=True
+        )
+        self._thread.start()
+        await asyncio.wrap_future(opened)
+
+    async def close(self) -> None:
+        """Write what is queued, then stop the writer thread."""
+        if self._thread is None:
+            return
+        self._queue.put(None)
+        await asyncio.to_thread(self._thread.join)
+        self._thread = None
+
+    async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
+        """Queue ``record`` to the writer thread and wait until it is committed (see ``DecisionStore``)."""
+        stored = await self._submit(record, deadline)
+        return AppendReceipt(stored.seq, stored.hash)
+
+    async def _submit(self, record: DecisionRecord, deadline: Deadline) -> StoredRecord:
+        if self._read_only:
+            raise DecisionLogUnavailable("this decision log was opened read-only", location=self.description)
+        if self._thread is None:
+            raise DecisionLogUnavailable("the decision log is not open", location=self.description)
+        loop = asyncio.get_running_loop()
+        item = _Item(record, loop.create_future(), loop)
+        self._queue.put(item)
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                return await asyncio.shield(item.future)
+        except TimeoutError:
+            with self._lock:
+                withdrawn = item.state == _QUEUED
+                if withdrawn:
+                    item.state = _ABANDONED
+            # Not yet taken by the writer: withdrawn, so that no record contradicts the answer we give.
+            if withdrawn:
+                raise DecisionLogUnavailable(
+                    "the decision log did not take the record in time",
+                    location=self.description,
+                ) from None
+        # The writer has started on it: its outcome is bounded by the busy timeout, so wait for it.
+        return await item.future
+
+    async def query(self, query: RecordQuery) -> list[StoredRecord]:
+        """Records matching ``query``, read on a separate read-only connection in a thread."""
+        return await asyncio.to_thread(self._query, query)
+
+    async def verify(self) -> ChainReport:
+        """Recompute the chain in a thread."""
+        return await asyncio.to_thread(self._verify)
+
+    def _query(self, query: RecordQuery) -> list[StoredRecord]:
+        sql, params = _sql.select(query, "?")
+        with contextlib.closing(connect(self.path, readonly=True)) as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [
+            StoredRecord(row[0], DecisionRecord.from_json(load_body(row[1])), row[2], row[3]) for row in rows
+        ]
+
+    def _verify(self) -> ChainReport:
+        with contextlib.closing(connect(self.path, readonly=True)) as conn:
+            # One read transaction, so that rows and head are one snapshot while writers go on.
+            conn.execute("BEGIN")
+            head_seq, head_hash = conn.execute(
+                "SELECT seq, hash FROM trtguard_chain_head WHERE id = 1"
+            ).fetchone()
+            cursor = conn.execute(f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions ORDER BY seq")  # noqa: S608
+            report = verify_rows(_rows(cursor), head_seq=head_seq, head_hash=head_hash)
+            conn.execute("COMMIT")
+        return report
+
+    def _run(self, opened: concurrent.futures.Future[sqlite3.Connection]) -> None:
+        try:
+            conn = connect(self.path, busy_timeout_ms=self._busy_timeout_ms, synchronous=self._synchronous)
+            migrate(conn, where=self.description)
+        except (sqlite3.Error, OSError, DecisionLogError) as error:
+            opened.set_exception(
+                error
+                if isinstance(error, DecisionLogError)
+                else DecisionLogError(
+                    f"cannot open the decision log: {error}",
+                    location=self.description,
+                    hint="check that the directory exists and is writable",
+                )
+            )
+            return
+        opened.set_result(conn)
+        try:
+            while True:
+                first = self._queue.get()
+                if first is None:
+                    return
+                batch, stop = self._drain(first)
+                self._write(conn, batch)
+                if stop:
+                    return
+        finally:
+            conn.close()
+
+    def _drain(self, first: _Item) -> tuple[list[_Item], bool]:
+        batch = [first]
+        stop = False
+        while len(batch) < MAX_BATCH:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                stop = True
+                break
+            batch.append(item)
+        return batch, stop
+
+    def _write(self, conn: sqlite3.Connection, batch: list[_Item]) -> None:
+        with self._lock:
+            taken = [item for item in batch if item.state == _QUEUED]
+            for item in taken:
+                item.state = _TAKEN
+        if not taken:
+            return
+        try:
+            stored = write_batch(conn, [item.record for item in taken], dedupe=False)
+        except Exception as error:  # every waiter must get an answer; a failed write denies
+            self._failed = str(error)
+            _log.error("decision log write failed: %s", error, extra={"store": self.description})
+            failure = DecisionLogUnavailable(f"decision log write failed: {error}", location=self.description)
+            _notify(taken, [failure] * len(taken))
+            return
+        self._failed = None
+        _notify(taken, stored)
+
+
+def _notify(items: Sequence[_Item], outcomes: Sequence[StoredRecord | DecisionLogUnavailable]) -> None:
+    """Resolve the waiters' futures: one call into each event loop for the whole batch."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Item, StoredRecord | DecisionLogUnavailable]]] = {}
+    for item, outcome in zip(items, outcomes, strict=True):
+        by_loop.setdefault(item.loop, []).append((item, outcome))
+    for loop, pairs in by_loop.items():
+        # A closed loop raises RuntimeError: nobody is waiting there any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_resolve, pairs)
+
+
+def _resolve(pairs: list[tuple[_Item, StoredRecord | DecisionLogUnavailable]]) -> None:
+    for item, outcome in pairs:
+        if item.future.done():
+            continue
+        if isinstance(outcome, DecisionLogUnavailable):
+            item.future.set_exception(outcome)
+        else:
+            item.future.set_result(outcome)
+
+
+def _rows(cursor: sqlite3.Cursor) -> Iterator[Row]:
+    for row in cursor:
+        columns = dict(zip(_sql.INDEXED_NAMES, row[4:], strict=True))
+        yield Row(seq=row[0], body=row[1], prev_hash=row[2], hash=row[3], columns=columns)

@@ -1,0 +1,241 @@
+"""Which engines a workload was admitted with over time, and what changed in their build manifests.
+
+Built from the decision log alone: real (not dry-run) admissions of ``namespace/name``. On UPDATE the webhook
+records only the engines that changed, so the engines in force are replayed record by record, per engine
+repository. Build manifests come from an evidence source (an attestation folder or the registry) and are
+compared with :func:`verifier.manifest_diff.diff_manifests`.
+
+:class:`DecisionLogHistory` answers the policy engine's change control (``AdmissionHistory``) from the same
+records: the engine last admitted for a workload from one repository.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from verifier.deadline import Deadline
+from verifier.errors import EvidenceUnavailable, InputError, TrtguardError
+from verifier.evidence import EvidenceSource
+from verifier.intoto import statement_from_envelope
+from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest
+from verifier.manifest_diff import ManifestDiff, diff_manifests
+from verifier.references import ImageReference
+from webhook.decisionlog import DecisionLogError, DecisionStore, RecordQuery, StoredRecord
+
+
+@dataclass(frozen=True, slots=True)
+class EngineChange:
+    """One engine repository whose engine changed; ``old`` is ``None`` for a first admission."""
+
+    repository: str
+    old: str | None
+    new: str
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"repository", "old", "new"}``."""
+        return {"repository": self.repository, "old": self.old, "new": self.new}
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """An admission that changed the engines in force for the workload."""
+
+    seq: int
+    time: datetime
+    uid: str
+    operation: str
+    kind: str
+    user: str | None
+    policy_revision: str | None
+    engines: Mapping[str, str]
+    """Repository → engine reference in force after this admission."""
+    changes: tuple[EngineChange, ...]
+
+
+async def engine_history(store: DecisionStore, namespace: str, name: str) -> list[HistoryEntry]:
+    """The admissions of ``namespace/name`` that changed its engines, oldest first."""
+    records = await store.query(RecordQuery(namespace=namespace, name=name, allowed=True, dry_run=False))
+    entries: list[HistoryEntry] = []
+    in_force: dict[str, str] = {}
+    for stored in records:
+        record = stored.record
+        if record.operation not in ("CREATE", "UPDATE") or not record.engines:
+            continue
+        admitted = _engines(stored)
+        if record.operation == "CREATE":
+            previous, in_force = in_force, dict(admitted)
+            # A re-created workload starts afresh; what it replaces is still its predecessor.
+            changes = tuple(
+                EngineChange(repo, previous.get(repo), ref)
+                for repo, ref in admitted.items()
+                if previous.get(repo) != ref
+            )
+        else:
+            changes = tuple(
+                EngineChange(repo, in_force.get(repo), ref)
+                for repo, ref in admitted.items()
+                if in_force.get(repo) != ref
+            )
+            in_force.update(admitted)
+        if changes:
+            entries.append(
+                HistoryEntry(
+                    seq=stored.seq,
+                    time=record.time,
+                    uid=record.uid,
+                    operation=record.operation,
+                    kind=record.kind,
+                    user=record.user,
+                    policy_revision=record.policy_revision,
+                    engines=dict(in_force),
+                    changes=changes,
+                )
+            )
+    return entries
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestComparison:
+    """The build-manifest differences for one :class:`EngineChange`, or why there are none."""
+
+    change: EngineChange
+    diff: ManifestDiff | None
+    problem: str | None = None
+
+
+async def compare_manifests(
+    change: EngineChange, evidence: EvidenceSource, deadline: Deadline
+) -> ManifestComparison:
+    """Fetch both engines' build manifests and compare them (nothing to compare for a first admission).
+
+    Signatures are not checked again here: the webhook verified them when it admitted each engine.
+    """
+    if change.old is None:
+        return ManifestComparison(change, None, "first engine of this repository for the workload")
+    try:
+        old = await build_manifest(change.old, evidence, deadline)
+        new = await build_manifest(change.new, evidence, deadline)
+    except TrtguardError as error:
+        return ManifestComparison(change, None, str(error))
+    return ManifestComparison(change, diff_manifests(old, new))
+
+
+async def build_manifest(reference: str, evidence: EvidenceSource, deadline: Deadline) -> EngineBuildManifest:
+    """The build manifest attached to engine ``reference``; raises :class:`TrtguardError` if there is none."""
+    ref = ImageReference.parse(reference)
+    attestations = await evidence.attestations(ref, deadline)
+    for attestation in attestations:
+        if attestation.predicate_type == ENGINE_BUILD_PREDICATE_TYPE:
+            statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
+            return load_manifest(statement, attestation.origin)
+    raise InputError(
+        f"no build manifest found for {reference} in {evidence.description}",
+        hint="point --attestations at the folder with the engine's attestations, or use --registry-config",
+    )
+
+
+class DecisionLogHistory:
+    """The policy engine's ``AdmissionHistory``, answered from the decision log.
+
+    Looks back through real admissions of the workload, newest first, a page at a time, for the first one
+    that recorded an engine from the repository (UPDATEs record only the engines they changed).
+    """
+
+    #: Records read per round trip to the store.
+    PAGE = 50
+
+    def __init__(self, store: DecisionStore) -> None:
+        self.store = store
+
+    async def last_engine(
+        self, namespace: str, kind: str, name: str, repository: str, deadline: Deadline
+    ) -> str | None:
+        """The engine (``repository@sha256:…``) last admitted for this workload from ``repository``.
+
+        Raises :class:`EvidenceUnavailable` (transient) when the log cannot answer in time: the policy's
+        ``onError`` then decides, as for any evidence that cannot be fetched.
+        """
+        before: int | None = None
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                while True:
+                    page = await self.store.query(
+                        RecordQuery(
+                            namespace=namespace,
+                            name=name,
+                            kind=kind,
+                            allowed=True,
+                            dry_run=False,
+                            before_seq=before,
+                            newest_first=True,
+                            limit=self.PAGE,
+                        )
+                    )
+                    for stored in page:
+                        reference = _engines(stored).get(repository)
+                        if reference is not None:
+                            return reference
+                    if len(page) < self.PAGE:
+                        return None
+                    before = page[-1].seq
+        except (TimeoutError, DecisionLogError) as error:
+            reason = "ran out of time" if isinstance(error, TimeoutError) else str(error)
+            raise EvidenceUnavailable(
+                f"the decision log could not say which engine was last admitted for "
+                f"{namespace}/{kind}/{name}: {reason}",
+                transient=True,
+                location=self.store.description,
+            ) from None
+
+
+def _engines(stored: StoredRecord) -> dict[str, str]:
+    engines: dict[str, str] = {}
+    for engine in stored.record.engines:
+        reference = engine.get("reference")
+        if isinstance(reference, str):
+            engines[_repository(reference)] = reference
+    return engines
+
+
+def _repository(reference: str) -> str:
+    try:
+        return ImageReference.parse(reference).name
+    except InputError:
+        return reference.split("@", 1)[0]
+
+
+def history_json(
+    entries: Sequence[HistoryEntry], comparisons: Mapping[tuple[int, str], ManifestComparison]
+) -> list[dict[str, Any]]:
+    """The history as JSON; ``comparisons`` is keyed by (entry seq, engine repository)."""
+    result: list[dict[str, Any]] = []
+    for entry in entries:
+        changes = []
+        for change in entry.changes:
+            comparison = comparisons.get((entry.seq, change.repository))
+            diff = comparison.diff if comparison is not None else None
+            changes.append(
+                {
+                    **change.to_json(),
+                    "manifest_diff": diff.to_json() if diff is not None else None,
+                    "note": comparison.problem if comparison is not None else "build manifests not compared",
+                }
+            )
+        result.append(
+            {
+                "seq": entry.seq,
+                "time": entry.time.isoformat(),
+                "uid": entry.uid,
+                "operation": entry.operation,
+                "kind": entry.kind,
+                "user": entry.user,
+                "policy_revision": entry.policy_revision,
+                "engines": dict(entry.engines),
+                "changes": changes,
+            }
+        )
+    return result

@@ -1,0 +1,390 @@
+"""Judging one AdmissionRequest: operation rules, the deadline, the policy engine, and the decision record.
+
+:class:`Reviewer` turns a parsed request into the AdmissionReview answer. Everything it decides is written to
+the decision log *before* the answer is returned; if the record cannot be written the answer is a denial.
+Nothing that goes wrong here (a timeout, an exception, a policy engine that fails) becomes an allow: the
+policies' ``onError`` decides, and without a policy to ask, the answer is a denial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from policies.evaluator import PolicyEngine
+from policies.results import Action, Decision, Violation
+from policies.workload import NotAWorkload, is_workload_kind
+from verifier.deadline import Deadline
+from verifier.errors import TrtguardError
+from webhook.admission import AdmissionRequest, allow_response, deny_response
+from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, DecisionStore
+from webhook.logging import log_fields
+from webhook.metrics import Metrics
+from webhook.policy_store import PolicyStore
+from webhook.tracing import Tracing
+
+_log = logging.getLogger(__name__)
+
+#: Shortest evaluation budget; below it even a cached verdict is unlikely to be computed in time.
+MIN_BUDGET: Final = 0.05
+#: Violations listed in the ``violations`` audit annotation (the decision log has them all).
+MAX_ANNOTATED: Final = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The outcome of judging one request, before it is recorded and encoded."""
+
+    allowed: bool
+    reason: str
+    """Machine-readable: Allowed, PolicyViolation, EvaluationTimeout, EvaluationError, NotAWorkload, …"""
+    message: str | None = None
+    warnings: tuple[str, ...] = ()
+    decision: Decision | None = None
+    causes: tuple[tuple[str, str], ...] = ()
+    failure: str | None = None
+    """Metric label when the request could not be judged normally (timeout, evaluation_error, …)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewSettings:
+    """Timing and identity settings of a :class:`Reviewer`."""
+
+    default_timeout: float = 10.0
+    timeout_margin: float = 0.5
+    replica: str | None = None
+
+
+@dataclass(slots=True)
+class Reviewer:
+    """Judges AdmissionRequests against the policies in force and records every decision."""
+
+    policies: PolicyStore
+    store: DecisionStore
+    metrics: Metrics
+    tracing: Tracing = field(default_factory=lambda: Tracing(None))
+    settings: ReviewSettings = field(default_factory=ReviewSettings)
+
+    async def review(
+        self, request: AdmissionRequest, *, api_timeout: float | None, started: float
+    ) -> dict[str, Any]:
+        """The AdmissionReview answer for ``request``; ``api_timeout`` is the API server's ``?timeout=``.
+
+        ``started`` is the ``time.perf_counter()`` reading when the request arrived. Raises only
+        ``CancelledError`` (the caller went away: nobody receives an answer).
+        """
+        total = api_timeout if api_timeout is not None and api_timeout > 0 else self.settings.default_timeout
+        budget = max(MIN_BUDGET, total - self.settings.timeout_margin - (time.perf_counter() - started))
+        deadline = Deadline.after(budget)
+        with self.tracing.span(
+            "admission.review",
+            **{
+                "k8s.admission.uid": request.uid,
+                "k8s.admission.operation": request.operation,
+                "k8s.admission.kind": str(request.kind),
+                "k8s.namespace.name": request.namespace,
+                "k8s.admission.dry_run": request.dry_run,
+            },
+        ) as span:
+            verdict = await self._judge(request, deadline, budget)
+            latency = time.perf_counter() - started
+            record = self._record(request, verdict, latency)
+            # Half the margin is left for the record, so that a slow evaluation still gets logged in time.
+            log_deadline = Deadline.after(deadline.remaining() + self.settings.timeout_margin / 2)
+            verdict = await self._write(record, verdict, log_deadline)
+            span.set_attribute("trtguard.allowed", verdict.allowed)
+            span.set_attribute("trtguard.reason", verdict.reason)
+        self._observe(request, verdict, record, time.perf_counter() - started)
+        return self._response(request, verdict)
+
+    async def _judge(self, request: AdmissionRequest, deadline: Deadline, budget: float) -> Verdict:
+        loaded = self.policies.current
+        if loaded is None:
+            return _deny(
+                "PoliciesNotLoaded", "trtguard has no policies loaded yet; retry shortly", "no_policies"
+            )
+        if request.operation in ("DELETE", "CONNECT"):
+            # Neither carries new images; they reach the webhook only if the configuration registers them.
+            return Verdict(True, "OperationNotJudged")
+        if request.sub_resource == "ephemeralcontainers" and request.kind.kind != "Pod":
+            # Kubernetes before 1.22 sent an EphemeralContainers object here; it cannot be judged like a Pod.
+            return _deny(
+                "UnsupportedRequest",
+                f"pods/ephemeralcontainers sent as {request.kind}, expected v1/Pod (Kubernetes >= 1.22)",
+                "evaluation_error",
+            )
+        obj = request.object
+        if obj is None:
+            return _deny(
+                "UnsupportedRequest",
+                f"{request.operation} of {request.kind} carries no object, so nothing can be checked",
+                "evaluation_error",
+            )
+        own_kind = obj.get("kind")
+        if own_kind is not None and own_kind != request.kind.kind:
+            # Decode by `kind`: an object that says otherwise is not what the API server describes.
+            return _deny(
+                "UnsupportedRequest",
+                f"the object is a {own_kind} but the request says {request.kind.kind}; nothing was checked",
+                "evaluation_error",
+            )
+        if request.operation == "UPDATE" and (_being_deleted(obj) or _being_deleted(request.old_object)):
+            # Finalizer removal and other clean-up must never be blocked (kyverno#8815).
+            return Verdict(True, "DeletionInProgress")
+        if not is_workload_kind(request.kind.kind):
+            return _not_a_workload(request)
+
+        obj = _with_kind(obj, request)
+        old = _with_kind(request.old_object, request) if request.old_object is not None else None
+        engine = loaded.engine
+        try:
+            with self.tracing.span("policy.evaluate", **{"trtguard.policy_revision": loaded.revision}):
+                async with asyncio.timeout(deadline.remaining()):
+                    decision = await engine.evaluate(
+                        obj, namespace=request.namespace, old=old, deadline=deadline
+                    )
+        except NotAWorkload:
+            return _not_a_workload(request)
+        except TimeoutError:
+            message = f"ran out of time after {budget:.1f} s"
+            return self._error_verdict(
+                engine,
+                obj=obj,
+                request=request,
+                message=message,
+                reason="EvaluationTimeout",
+                failure="timeout",
+            )
+        except TrtguardError as error:
+            return self._error_verdict(
+                engine,
+                obj=obj,
+                request=request,
+                message=str(error),
+                reason="EvaluationError",
+                failure="evaluation_error",
+            )
+        except Exception as error:  # a bug in a policy or the engine: onError decides, not a default allow
+            _log.exception("policy evaluation failed", extra={"fields": {"uid": request.uid}})
+            message = f"internal error while evaluating ({type(error).__name__})"
+            return self._error_verdict(
+                engine,
+                obj=obj,
+                request=request,
+                message=message,
+                reason="EvaluationError",
+                failure="evaluation_error",
+            )
+        return _from_decision(decision, "PolicyViolation")
+
+    def _error_verdict(
+        self,
+        engine: PolicyEngine,
+        *,
+        obj: Mapping[str, Any],
+        request: AdmissionRequest,
+        message: str,
+        reason: str,
+        failure: str,
+    ) -> Verdict:
+        try:
+            decision = engine.error_decision(obj, namespace=request.namespace, message=message)
+        except Exception:  # the fallback itself failed: deny rather than guess what the policies meant
+            _log.exception("error decision failed", extra={"fields": {"uid": request.uid}})
+            return _deny(reason, f"trtguard could not check this request: {message}", failure)
+        verdict = _from_decision(decision, reason)
+        return Verdict(
+            verdict.allowed,
+            reason,
+            verdict.message,
+            verdict.warnings,
+            decision,
+            verdict.causes,
+            failure,
+        )
+
+    def _record(self, request: AdmissionRequest, verdict: Verdict, latency: float) -> DecisionRecord:
+        decision = verdict.decision
+        violations: tuple[Mapping[str, Any], ...] = ()
+        images: tuple[Mapping[str, Any], ...] = ()
+        engines: tuple[Mapping[str, Any], ...] = ()
+        revision = self.policies.current.revision if self.policies.current is not None else None
+        if decision is not None:
+            violations = tuple(v.to_json() for v in decision.violations)
+            images = tuple(i.to_json() for i in decision.images)
+            engines = tuple(e.to_json() for e in decision.engines)
+            revision = decision.policy_revision
+        return DecisionRecord(
+            uid=request.uid,
+            operation=request.operation,
+            kind=request.kind.kind,
+            api_version=request.kind.api_version,
+            sub_resource=request.sub_resource,
+            namespace=request.namespace,
+            name=request.name or _object_name(request.object or request.old_object),
+            user=request.username,
+            dry_run=request.dry_run,
+            allowed=verdict.allowed,
+            reason=verdict.reason,
+            message=verdict.message,
+            violations=violations,
+            warnings=verdict.warnings,
+            images=images,
+            engines=engines,
+            policy_revision=revision,
+            latency_us=round(latency * 1_000_000),
+            replica=self.settings.replica,
+        )
+
+    async def _write(self, record: DecisionRecord, verdict: Verdict, deadline: Deadline) -> Verdict:
+        with self.tracing.span("decisionlog.append") as span:
+            try:
+                receipt = await self.store.append(record, deadline=deadline)
+            except DecisionLogUnavailable as error:
+                self.metrics.decision_log_writes.labels("failed").inc()
+                _log.error(
+                    "decision not recorded; denying",
+                    extra={"fields": {"uid": record.uid, "error": error.message, "verdict": verdict.reason}},
+                )
+                span.set_attribute("trtguard.recorded", False)
+                return _deny(
+                    "DecisionLogUnavailable",
+                    "trtguard could not record this decision in its decision log, so it denies the request; "
+                    "retry shortly",
+                    "decision_log",
+                )
+            span.set_attribute("trtguard.recorded", True)
+        self.metrics.decision_log_writes.labels("spooled" if receipt.spooled else "written").inc()
+        return verdict
+
+    def _observe(
+        self, request: AdmissionRequest, verdict: Verdict, record: DecisionRecord, seconds: float
+    ) -> None:
+        decision = "allow" if verdict.allowed else "deny"
+        kind = request.kind.kind if is_workload_kind(request.kind.kind) else "other"
+        self.metrics.reviews.labels(decision, request.operation, kind, str(request.dry_run).lower()).inc()
+        self.metrics.review_seconds.labels(decision).observe(seconds)
+        if verdict.failure is not None:
+            self.metrics.review_failures.labels(verdict.failure).inc()
+        log_fields(
+            _log,
+            logging.INFO,
+            "admission decision",
+            {
+                "uid": request.uid,
+                "operation": request.operation,
+                "kind": str(request.kind),
+                "sub_resource": request.sub_resource,
+                "namespace": request.namespace,
+                "name": record.name,
+                "user": request.username,
+                "dry_run": request.dry_run,
+                "allowed": verdict.allowed,
+                "reason": verdict.reason,
+                "status_message": verdict.message,
+                "warnings": list(verdict.warnings),
+                "policy_revision": record.policy_revision,
+                "latency_ms": round(seconds * 1000, 3),
+            },
+        )
+
+    def _response(self, request: AdmissionRequest, verdict: Verdict) -> dict[str, Any]:
+        annotations = {"decision": "allow" if verdict.allowed else "deny", "reason": verdict.reason}
+        if verdict.decision is not None:
+            annotations["policy-revision"] = verdict.decision.policy_revision
+            if verdict.decision.violations:
+                annotations["violations"] = _violations_annotation(verdict.decision.violations)
+        if request.dry_run:
+            annotations["dry-run"] = "true"
+        if verdict.allowed:
+            return allow_response(request.uid, warnings=verdict.warnings, audit_annotations=annotations)
+        return deny_response(
+            request.uid,
+            message=verdict.message or verdict.reason,
+            reason=verdict.reason,
+            causes=verdict.causes,
+            warnings=verdict.warnings,
+            audit_annotations=annotations,
+        )
+
+
+def _from_decision(decision: Decision, deny_reason: str) -> Verdict:
+    warnings = tuple(v.one_line() for v in decision.warnings)
+    if decision.allowed:
+        return Verdict(True, "Allowed", warnings=warnings, decision=decision)
+    denials = decision.denials
+    return Verdict(
+        False,
+        deny_reason,
+        message=_message(denials),
+        warnings=warnings,
+        decision=decision,
+        causes=tuple((v.path, v.one_line()) for v in denials if v.path),
+    )
+
+
+def _message(denials: Sequence[Violation]) -> str:
+    # The same finding from several policies (the same rule on the same image or engine, with the same text)
+    # is said once, naming every policy: a readable message matters more than one line per policy.
+    groups: dict[tuple[str, str | None, str | None, str, str], list[str]] = {}
+    for v in denials:
+        groups.setdefault((v.rule, v.image, v.engine, v.message, v.fix), []).append(v.policy)
+    lines = [
+        Violation(", ".join(policies), rule, message, fix, Action.DENY, image, engine).one_line()
+        for (rule, image, engine, message, fix), policies in groups.items()
+    ]
+    if len(lines) == 1:
+        return lines[0]
+    return f"{len(lines)} policy violations: " + " | ".join(
+        f"({n}) {line}" for n, line in enumerate(lines, 1)
+    )
+
+
+def _violations_annotation(violations: Sequence[Violation]) -> str:
+    items: list[dict[str, Any]] = []
+    for v in violations[:MAX_ANNOTATED]:
+        item: dict[str, Any] = {"policy": v.policy, "rule": v.rule, "action": v.action.value}
+        for key, value in (("image", v.image), ("engine", v.engine), ("path", v.path)):
+            if value is not None:
+                item[key] = value
+        if v.error:
+            item["error"] = True
+        items.append(item)
+    if len(violations) > MAX_ANNOTATED:
+        items.append({"more": len(violations) - MAX_ANNOTATED})
+    return json.dumps(items, separators=(",", ":"), ensure_ascii=False)
+
+
+def _deny(reason: str, message: str, failure: str | None = None) -> Verdict:
+    return Verdict(False, reason, message=message, failure=failure)
+
+
+def _not_a_workload(request: AdmissionRequest) -> Verdict:
+    warning = f"trtguard does not check {request.kind.kind}: nothing to judge (check the webhook's rules)"
+    return Verdict(True, "NotAWorkload", warnings=(warning,))
+
+
+def _being_deleted(obj: Mapping[str, Any] | None) -> bool:
+    metadata = obj.get("metadata") if obj is not None else None
+    return isinstance(metadata, dict) and bool(metadata.get("deletionTimestamp"))
+
+
+def _with_kind(obj: Mapping[str, Any], request: AdmissionRequest) -> Mapping[str, Any]:
+    # `kind` in the request is authoritative (decode with kind, not requestKind). Fill it in where the object
+    # lacks it; an object that names a different kind is left alone, and the extractor refuses it.
+    if "kind" in obj and "apiVersion" in obj:
+        return obj
+    return {"apiVersion": request.kind.api_version, "kind": request.kind.kind, **obj}
+
+
+def _object_name(obj: Mapping[str, Any] | None) -> str | None:
+    metadata = obj.get("metadata") if obj is not None else None
+    if not isinstance(metadata, dict):
+        return None
+    name = metadata.get("name") or metadata.get("generateName")
+    return name if isinstance(name, str) else None
