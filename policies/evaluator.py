@@ -292,8 +292,20 @@ class _Run:
         """One evidence question per key per evaluation, shared by concurrent askers (failures included)."""
         future = self._lookups.get(key)
         if future is None:
-            future = asyncio.ensure_future(call())
-            self._lookups[key] = future
+            if not self.engine.evidence.concurrent_lookups:
+                # Answers come from memory: awaiting directly spares a task and several loop turns.
+                future = asyncio.get_running_loop().create_future()
+                self._lookups[key] = future
+                try:
+                    future.set_result(await call())
+                except (EvidenceUnavailable, VerificationError) as error:
+                    future.set_exception(error)
+                except BaseException:
+                    del self._lookups[key]  # a bug or a cancellation is not an answer to keep
+                    raise
+            else:
+                future = asyncio.ensure_future(call())
+                self._lookups[key] = future
         if future.done():  # the common case once prefetched: no scheduling at all
             done: T = future.result()
             return done

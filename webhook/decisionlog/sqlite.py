@@ -37,6 +37,9 @@ _log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS: Final = 5000
 #: Most records committed in one transaction.
 MAX_BATCH: Final = 512
+#: Seconds between background checkpoints, and records after which the writer asks for one sooner.
+CHECKPOINT_INTERVAL: Final = 1.0
+CHECKPOINT_RECORDS: Final = 1000
 
 _QUEUED, _TAKEN, _ABANDONED = 0, 1, 2
 
@@ -159,6 +162,13 @@ class SQLiteStore:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._failed: str | None = None
+        # WAL checkpoints copy the log into the database and fsync it: done inline by the writer they stall
+        # every decision waiting behind that commit, so a thread of their own does them (PASSIVE: it never
+        # blocks the writer).
+        self._checkpointer: threading.Thread | None = None
+        self._checkpoint_due = threading.Event()
+        self._stopping = threading.Event()
+        self._since_checkpoint = 0
 
     @property
     def synchronous(self) -> Synchronous:
@@ -185,6 +195,11 @@ class SQLiteStore:
         )
         self._thread.start()
         await asyncio.wrap_future(opened)
+        self._stopping.clear()
+        self._checkpointer = threading.Thread(
+            target=self._checkpoints, name="trtguard-decision-log-checkpoint", daemon=True
+        )
+        self._checkpointer.start()
 
     async def close(self) -> None:
         """Write what is queued, then stop the writer thread."""
@@ -193,6 +208,11 @@ class SQLiteStore:
         self._queue.put(None)
         await asyncio.to_thread(self._thread.join)
         self._thread = None
+        if self._checkpointer is not None:
+            self._stopping.set()
+            self._checkpoint_due.set()
+            await asyncio.to_thread(self._checkpointer.join)
+            self._checkpointer = None
 
     async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
         """Queue ``record`` to the writer thread and wait until it is committed (see ``DecisionStore``)."""
@@ -267,6 +287,7 @@ class SQLiteStore:
                 )
             )
             return
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # see _checkpoints
         opened.set_result(conn)
         try:
             while True:
@@ -311,6 +332,32 @@ class SQLiteStore:
             return
         self._failed = None
         _notify(taken, stored)
+        self._since_checkpoint += len(stored)
+        if self._since_checkpoint >= CHECKPOINT_RECORDS:
+            self._since_checkpoint = 0
+            self._checkpoint_due.set()
+
+    def _checkpoints(self) -> None:
+        """Checkpoint the WAL every CHECKPOINT_INTERVAL s or when the writer asks; once more at close."""
+        try:
+            conn = connect(self.path, busy_timeout_ms=self._busy_timeout_ms, synchronous=self._synchronous)
+        except sqlite3.Error as error:
+            _log.error("decision log checkpointer cannot start: %s", error, extra={"store": self.description})
+            return
+        try:
+            while True:
+                self._checkpoint_due.wait(CHECKPOINT_INTERVAL)
+                self._checkpoint_due.clear()
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error as error:  # the records are safe in the WAL; the next try catches up
+                    _log.warning(
+                        "decision log checkpoint failed: %s", error, extra={"store": self.description}
+                    )
+                if self._stopping.is_set():
+                    return
+        finally:
+            conn.close()
 
 
 def _notify(items: Sequence[_Item], outcomes: Sequence[StoredRecord | DecisionLogUnavailable]) -> None:
