@@ -26,7 +26,7 @@ LIBRARY = ROOT / "policies" / "library"
 RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32
 ENGINE = (
     "registry.example.com/models/fp16-good"
-    "@sha256:f52271fa1f3fa24f5c3b52814cb1e4135ed3e28523b576fed84654c3e0bd4d1d"
+    "@sha256:f64c3ad0b953ee69d21a4b8179ddd10189d34e71bdb074dc9bce2bb25ddd2a5e"
 )
 
 

@@ -10,7 +10,6 @@ Usage: ``.venv/bin/python scripts/make_library_material.py``
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.keys import PrivateKey, generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_statement
+from verifier.registry.push import engine_artifact_manifest, engine_layer
 
 ROOT = Path(__file__).resolve().parent.parent / "policies" / "library" / "tests"
 
@@ -110,26 +110,7 @@ ENGINES: dict[str, tuple[dict[str, Any], str]] = {
 
 
 def _artifact_manifest(engine_sha256: str, size: int, name: str) -> bytes:
-    document = {
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "artifactType": "application/vnd.trtguard.engine.v1",
-        "config": {
-            "mediaType": "application/vnd.oci.empty.v1+json",
-            "digest": "sha256:" + sha256_bytes(b"{}"),
-            "size": 2,
-            "data": "e30=",
-        },
-        "layers": [
-            {
-                "mediaType": "application/vnd.trtguard.engine.plan.v1",
-                "digest": f"sha256:{engine_sha256}",
-                "size": size,
-                "annotations": {"org.opencontainers.image.title": name},
-            }
-        ],
-    }
-    return json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
+    return engine_artifact_manifest([engine_layer(name, engine_sha256, size)])
 
 
 def _public_pem(key: PrivateKey) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.keys import PrivateKey, generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
+from verifier.registry.push import engine_artifact_manifest, engine_layer
 
 RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32
 OTHER_RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "b2" * 32
@@ -95,24 +95,9 @@ class Material:
         """Store an engine artifact manifest and its signed build manifest; return the engine reference."""
         engine = f"engine {name}".encode()
         manifest = EngineBuildManifest.model_validate(manifest_data(engine, **overrides))
-        artifact = json.dumps(
-            {
-                "schemaVersion": 2,
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "config": {
-                    "mediaType": "application/vnd.oci.empty.v1+json",
-                    "size": 2,
-                    "digest": "sha256:" + sha256_bytes(b"{}"),
-                },
-                "layers": [
-                    {
-                        "mediaType": "application/vnd.trtguard.engine.plan.v1",
-                        "size": len(engine),
-                        "digest": f"sha256:{manifest.output_engine.sha256}",
-                    }
-                ],
-            }
-        ).encode()
+        artifact = engine_artifact_manifest(
+            [engine_layer("model.plan", manifest.output_engine.sha256, len(engine))]
+        )
         (self.attestations / f"{name}.oci.json").write_bytes(artifact)
         envelope = sign_envelope(PAYLOAD_TYPE, manifest_statement(manifest).to_json(), self.key(signer))
         (self.attestations / f"{name}.manifest.json").write_bytes(envelope.to_json())

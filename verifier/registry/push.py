@@ -87,6 +87,21 @@ def engine_layers(manifest: Manifest) -> tuple[Descriptor, Descriptor | None, De
     return found[ENGINE_LAYER], found.get(CALIBRATION_CACHE_LAYER), found.get(ONNX_LAYER)
 
 
+def engine_layer(name: str, sha256: str, size: int, media_type: str = ENGINE_LAYER) -> Descriptor:
+    """The layer descriptor of an engine file (or of a calibration cache or ONNX model) named ``name``."""
+    return Descriptor(media_type, f"sha256:{sha256}", size, annotations={TITLE_ANNOTATION: name})
+
+
+def engine_artifact_manifest(layers: Sequence[Descriptor], *, created: str | None = None) -> bytes:
+    """The manifest bytes of an engine artifact with ``layers`` (the engine first): what a registry stores."""
+    return image_manifest(
+        config=EMPTY_DESCRIPTOR,
+        layers=layers,
+        artifact_type=ENGINE_ARTIFACT_TYPE,
+        annotations={"org.opencontainers.image.created": created} if created else None,
+    )
+
+
 async def push_engine(
     client: RegistryClient,
     to: ImageReference,
@@ -116,12 +131,7 @@ async def push_engine(
                 to, path, media_type, deadline, annotations={TITLE_ANNOTATION: path.name}
             )
         )
-    data = image_manifest(
-        config=EMPTY_DESCRIPTOR,
-        layers=layers,
-        artifact_type=ENGINE_ARTIFACT_TYPE,
-        annotations={"org.opencontainers.image.created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")},
-    )
+    data = engine_artifact_manifest(layers, created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     pushed = await client.push_manifest(to, data, OCI_MANIFEST, deadline, tag=to.tag)
     by_type = {layer.media_type: layer for layer in layers}
     return EngineArtifact(
