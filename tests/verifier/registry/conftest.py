@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.verifier.registry.faultproxy import FaultProxy
-from tests.verifier.registry.localregistry import LocalRegistry, make_ca, plain_config, start_registry
+from tests.verifier.registry.localregistry import LocalRegistry, plain_config, start_registry
 from tests.verifier.registry.tokenserver import TokenServer
 from verifier.registry.client import RegistryClient
+from webhook.tls import make_self_signed
 
 
 @pytest.fixture(scope="session")
@@ -28,9 +29,10 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry
 
 @pytest.fixture(scope="session")
 def tls_registry(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[LocalRegistry]:
-    """A TLS registry (certificate from a test CA, ``ca.pem`` in its folder) with htpasswd Basic auth."""
+    """A TLS registry (certificate from a test CA, ``ca.crt`` in its folder) with htpasswd Basic auth."""
     folder = tmp_path_factory.mktemp("tls-registry")
-    _, cert, key = make_ca(folder)
+    files = make_self_signed(folder)  # the CA and serving certificate `trtguard serve --self-signed` makes
+    cert, key = files.cert, files.key
     running = start_registry(
         folder,
         http={"tls": {"certificate": str(cert), "key": str(key)}},

@@ -166,7 +166,7 @@ def _tls_config(registry: LocalRegistry, tmp_path: Path, *, password: str | None
             _write_credentials(tmp_path / "tls-auth.json", {registry.host: (HTPASSWD_USER, password)})
         )
     if ca:
-        document["registries"] = {registry.host: {"ca_bundle": str(registry.folder / "ca.pem")}}
+        document["registries"] = {registry.host: {"ca_bundle": str(registry.folder / "ca.crt")}}
     return RegistryConfig.model_validate(document)
 
 
