@@ -1,14 +1,15 @@
 """Registry evidence on the admission path: latency cold and warm, requests per burst, verification rate.
 
 Starts Debian's ``docker-registry`` on 127.0.0.1 (temporary storage, killed at the end), pushes signed tiny
-images with the project's own client, then measures what an admission pays for one image's signatures:
+images with the project's own client, then measures what ``PolicyEngine.evaluate`` pays for a pod whose
+image must carry a signature by a trusted key (policy: one image rule with ``signatures: {keys: [...]}``):
 
-* **look-up latency** — resolve the tag, fetch the ``.sig`` manifest, its payload blob and the referrers
-  (API, then fallback tag), verify the signature — with a cold cache (a new image each time) and warm (the
-  verified-results cache keyed by digest + policy revision + key set); p50 and p99. Baseline in the same
-  run: one bare HTTP GET of ``/v2/`` on the same registry (the floor any registry look-up pays).
-* **registry requests per burst** of 100 concurrent identical look-ups of a new image, with the shared
-  client and cache (single-flight) against the baseline of 100 independent look-ups (no sharing).
+* **admission latency** — resolve the tag, fetch the ``.sig`` manifest, its payload blob and the referrers
+  (API, then fallback tag), verify the signature, decide — with a cold cache (a new image each time) and
+  warm (the engine's verified-evidence cache, keyed by digest and key set); p50 and p99. Baseline in the
+  same run: one bare HTTP GET of ``/v2/`` on the same registry (the floor any registry look-up pays).
+* **registry requests per burst** of 100 concurrent admissions of one new image by one engine (shared
+  client, single-flight cache) against the baseline of 100 independent engines (nothing shared).
 * **verification throughput** — classic signatures verified per second by
   ``verifier.signatures.verify_image_signatures``, against a bare ECDSA P-256 verify with ``cryptography``.
 
@@ -38,7 +39,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from verifier.cache import ResultCache
+from policies.evaluator import PolicyEngine
+from policies.loader import PolicySet, load_policy_set
 from verifier.deadline import Deadline
 from verifier.keys import PrivateKey, generate_private_key
 from verifier.references import ImageReference
@@ -53,9 +55,7 @@ from verifier.registry.cosign_layout import (
 )
 from verifier.registry.evidence import RegistryEvidence
 from verifier.registry.oci import OCI_CONFIG, OCI_MANIFEST, Descriptor, image_manifest
-from verifier.signatures import CosignSignature, TrustPolicy, VerificationResult, verify_image_signatures
-
-POLICY_REVISION = "sha256:" + "0" * 64  # stands in for the loaded policy set's revision
+from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
 
 
 def _free_port() -> int:
@@ -119,37 +119,34 @@ async def push_signed_image(client: RegistryClient, host: str, key: PrivateKey) 
     return ref
 
 
-class Admission:
-    """The registry half of one admission: resolve, then a cached (single-flight) fetch + verify."""
+def signed_images_policy(host: str, key: PrivateKey, folder: Path) -> PolicySet:
+    """One image rule: images from the bench repository need a signature by ``bench/signer``."""
+    pem = key.public_key().to_pem().decode().strip().splitlines()
+    (folder / "keys.yaml").write_text(
+        "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: bench}\nspec:\n  keys:\n"
+        "    - name: signer\n      publicKey: |\n" + "".join(f"        {line}\n" for line in pem)
+    )
+    (folder / "policy.yaml").write_text(
+        "apiVersion: trtguard.dev/v1alpha1\nkind: InferencePolicy\nmetadata: {name: signed-images}\n"
+        f'spec:\n  images:\n    - name: bench\n      match: ["{host}/bench/*"]\n'
+        "      signatures: {keys: [bench/signer]}\n"
+    )
+    return load_policy_set([folder / "policy.yaml", folder / "keys.yaml"])
 
-    def __init__(
-        self,
-        client: RegistryClient,
-        policy: TrustPolicy,
-        cache: ResultCache[tuple[str, ...], VerificationResult],
-    ) -> None:
-        self.evidence = RegistryEvidence(client)
-        self.policy = policy
-        self.cache = cache
-        self.key_set = ",".join(sorted(key.key_id for key in policy.keys.values()))
 
-    async def look_up(self, ref: ImageReference) -> VerificationResult:
-        deadline = Deadline.after(10)
-        digest = await self.evidence.resolve_digest(ref, deadline)
-        pinned = ref.with_digest(digest)
+def pod(image: ImageReference | str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "bench", "namespace": "default"},
+        "spec": {"containers": [{"name": "app", "image": str(image)}]},
+    }
 
-        async def verify() -> VerificationResult:
-            material = await self.evidence.image_signatures(pinned, deadline)
-            return await asyncio.to_thread(
-                verify_image_signatures,
-                digest,
-                self.policy,
-                classic=material.classic,
-                bundles=material.bundles,
-                repository=ref.name,
-            )
 
-        return await self.cache.get_or_compute((digest, POLICY_REVISION, self.key_set), verify)
+async def admit(engine: PolicyEngine, image: ImageReference | str) -> None:
+    decision = await engine.evaluate(pod(image), deadline=Deadline.after(10))
+    if not decision.allowed:
+        raise SystemExit(f"unexpected deny: {[v.message for v in decision.denials]}")
 
 
 def percentile(samples: list[float], fraction: float) -> float:
@@ -174,12 +171,8 @@ async def timed(action: Callable[[], Awaitable[object]], count: int) -> list[flo
     return samples
 
 
-def new_cache() -> ResultCache[tuple[str, ...], VerificationResult]:
-    return ResultCache(ttl=300, negative_ttl=30)
-
-
-async def latency(host: str, key: PrivateKey, policy: TrustPolicy, images: int, warm: int) -> None:
-    print("look-up latency (resolve + .sig + payload + referrers + verify):")
+async def latency(host: str, key: PrivateKey, policy_set: PolicySet, images: int, warm: int) -> None:
+    print("admission latency, PolicyEngine.evaluate (resolve + .sig + payload + referrers + verify):")
     async with RegistryClient(client_config(host)) as seeding:
         refs = [await push_signed_image(seeding, host, key) for _ in range(images)]
     async with httpx.AsyncClient() as bare:
@@ -188,54 +181,53 @@ async def latency(host: str, key: PrivateKey, policy: TrustPolicy, images: int, 
             await timed(lambda: bare.get(f"http://{host}/v2/"), warm),
         )
     async with RegistryClient(client_config(host)) as client:
-        admission = Admission(client, policy, new_cache())
+        engine = PolicyEngine(policy_set, RegistryEvidence(client))
         queue = list(refs)
         report(
             "cold: new image each time, tag reference",
-            await timed(lambda: admission.look_up(queue.pop()), images),
+            await timed(lambda: admit(engine, queue.pop()), images),
         )
-        report("warm: cached result, tag reference", await timed(lambda: admission.look_up(refs[0]), warm))
+        report("warm: cached result, tag reference", await timed(lambda: admit(engine, refs[0]), warm))
         pinned = refs[0].with_digest(await client.resolve(refs[0], Deadline.after(10)))
-        report("warm: cached result, digest reference", await timed(lambda: admission.look_up(pinned), warm))
+        report("warm: cached result, digest reference", await timed(lambda: admit(engine, pinned), warm))
 
 
-async def bursts(host: str, key: PrivateKey, policy: TrustPolicy, count: int) -> None:
-    print("registry requests per burst of 100 concurrent identical look-ups of a new image:")
+async def bursts(host: str, key: PrivateKey, policy_set: PolicySet, count: int) -> None:
+    print("registry requests per burst of 100 concurrent admissions of one new image:")
     shared_counts, naive_counts, durations = [], [], []
     for _ in range(count):
         async with RegistryClient(client_config(host)) as seeding:
             ref = await push_signed_image(seeding, host, key)
         async with RegistryClient(client_config(host)) as client:
-            admission = Admission(client, policy, new_cache())
+            engine = PolicyEngine(policy_set, RegistryEvidence(client))
             started = time.perf_counter()
-            results = await asyncio.gather(*(admission.look_up(ref) for _ in range(100)))
+            await asyncio.gather(*(admit(engine, ref) for _ in range(100)))
             durations.append(time.perf_counter() - started)
-            assert all(r.keys == ("signer",) for r in results)
             shared_counts.append(client.stats.total_requests)
-        # Baseline: the same 100 look-ups, each with its own client and cache (nothing shared), ten at a
-        # time so that the two-core test machine answers them within the deadline.
+        # Baseline: the same 100 admissions, each with its own engine and client (nothing shared), ten at
+        # a time so that the two-core test machine answers them within the deadline.
         clients = [RegistryClient(client_config(host)) for _ in range(100)]
         gate = asyncio.Semaphore(10)
         try:
-            await asyncio.gather(*(_independent(made, policy, ref, gate) for made in clients))
+            await asyncio.gather(*(_independent(made, policy_set, ref, gate) for made in clients))
             naive_counts.append(sum(c.stats.total_requests for c in clients))
         finally:
             for made in clients:
                 await made.aclose()
     shared = statistics.fmean(shared_counts)
-    print(f"  shared client + cache (single-flight)   {shared:7.1f} requests per burst {shared_counts}")
+    print(f"  one engine, shared client (single-flight) {shared:7.1f} requests per burst {shared_counts}")
     print(
-        f"  baseline: 100 independent look-ups      {statistics.fmean(naive_counts):7.1f} requests per burst"
+        f"  baseline: 100 independent engines       {statistics.fmean(naive_counts):7.1f} requests per burst"
     )
-    print(f"  requests in one look-up ('one set')     {naive_counts[0] / 100:7.1f}")
+    print(f"  requests in one admission ('one set')   {naive_counts[0] / 100:7.1f}")
     report("whole burst of 100 (shared)", durations)
 
 
 async def _independent(
-    client: RegistryClient, policy: TrustPolicy, ref: ImageReference, gate: asyncio.Semaphore
+    client: RegistryClient, policy_set: PolicySet, ref: ImageReference, gate: asyncio.Semaphore
 ) -> None:
     async with gate:
-        await Admission(client, policy, new_cache()).look_up(ref)
+        await admit(PolicyEngine(policy_set, RegistryEvidence(client)), ref)
 
 
 def throughput(key: PrivateKey, policy: TrustPolicy, seconds: float) -> None:
@@ -278,8 +270,9 @@ async def main() -> None:
         process, host = start_registry(Path(folder))
         try:
             print(f"docker-registry on {host}; Python {sys.version.split()[0]}")
-            await latency(host, key, policy, args.images, args.warm)
-            await bursts(host, key, policy, args.bursts)
+            policy_set = signed_images_policy(host, key, Path(folder))
+            await latency(host, key, policy_set, args.images, args.warm)
+            await bursts(host, key, policy_set, args.bursts)
         finally:
             process.terminate()
             process.wait(timeout=10)
