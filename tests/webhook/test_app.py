@@ -163,6 +163,23 @@ def _data(data_dir: Path, name: str) -> dict[str, Any]:
     return review
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "700-pod-ephemeralcontainers-update-review.json",
+        "702-pod-image-volume-engine-review.json",
+        "703-pod-update-one-image-review.json",
+        "705-deployment-requestkind-differs-review.json",
+    ],
+)
+def test_data_files_name_the_demo_fp16_engine(data_dir: Path, demo_material: Material, name: str) -> None:
+    # The demo engine's artifact digest is deterministic; when the artifact layout changes, these files
+    # must follow, or the tests that use them fail for the wrong reason.
+    assert demo_material.engines["fp16"] in (data_dir / name).read_text(), (
+        f"tests/data/{name} names another fp16 engine than the demo material: {demo_material.engines['fp16']}"
+    )
+
+
 async def test_ephemeral_container_subresource_judges_the_added_container(
     data_dir: Path, demo_webhook: WebhookProcess, verify_admission_response: Verifier
 ) -> None:
