@@ -20,6 +20,7 @@ from typing import Any
 
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
+from policies.schema import trusted_keys_yaml
 from policies.workload import extract
 from verifier.digests import sha256_bytes
 from verifier.dsse import sign_envelope
@@ -89,17 +90,8 @@ spec:
 
 def build(root: Path) -> tuple[PolicyEngine, PolicyEngine, dict[str, Any]]:
     signers = {"image-signer": generate_private_key(), "build-signer": generate_private_key()}
-    keys = [
-        "apiVersion: trtguard.dev/v1alpha1",
-        "kind: TrustedKeys",
-        "metadata: {name: platform}",
-        "spec:",
-        "  keys:",
-    ]
-    for name, key in signers.items():
-        keys += [f"    - name: {name}", "      publicKey: |"]
-        keys += [f"        {line}" for line in key.public_key().to_pem().decode().strip().splitlines()]
-    (root / "keys.yaml").write_text("\n".join(keys) + "\n")
+    public = {name: key.public_key() for name, key in signers.items()}
+    (root / "keys.yaml").write_text(trusted_keys_yaml("platform", public))
     (root / "policies.yaml").write_text(POLICIES)
     (root / "nothing.yaml").write_text(NOTHING)
     evidence_dir = root / "evidence"

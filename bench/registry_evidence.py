@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from policies.evaluator import PolicyEngine
 from policies.loader import PolicySet, load_policy_set
+from policies.schema import trusted_keys_yaml
 from verifier.deadline import Deadline
 from verifier.keys import PrivateKey, generate_private_key
 from verifier.references import ImageReference
@@ -121,11 +122,7 @@ async def push_signed_image(client: RegistryClient, host: str, key: PrivateKey) 
 
 def signed_images_policy(host: str, key: PrivateKey, folder: Path) -> PolicySet:
     """One image rule: images from the bench repository need a signature by ``bench/signer``."""
-    pem = key.public_key().to_pem().decode().strip().splitlines()
-    (folder / "keys.yaml").write_text(
-        "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: bench}\nspec:\n  keys:\n"
-        "    - name: signer\n      publicKey: |\n" + "".join(f"        {line}\n" for line in pem)
-    )
+    (folder / "keys.yaml").write_text(trusted_keys_yaml("bench", {"signer": key.public_key()}))
     (folder / "policy.yaml").write_text(
         "apiVersion: trtguard.dev/v1alpha1\nkind: InferencePolicy\nmetadata: {name: signed-images}\n"
         f'spec:\n  images:\n    - name: bench\n      match: ["{host}/bench/*"]\n'

@@ -9,6 +9,7 @@ JSON Schema.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
@@ -17,6 +18,7 @@ from pydantic.alias_generators import to_camel
 
 from policies.results import Action
 from verifier.attestations import ChangeKind
+from verifier.keys import PublicKey
 
 API_VERSION = "trtguard.dev/v1alpha1"
 
@@ -130,6 +132,26 @@ class TrustedKeysDocument(_Model):
     kind: Literal["TrustedKeys"]
     metadata: Metadata
     spec: TrustedKeysSpec
+
+
+def trusted_keys_yaml(name: str, keys: Mapping[str, PublicKey], *, comment: str = "") -> str:
+    """A TrustedKeys document named ``name`` (YAML text) with each of ``keys`` inline as PEM.
+
+    ``comment`` (one or more lines) goes at the top, each line prefixed with ``# ``.
+    """
+    lines = [f"# {line}" for line in comment.splitlines()]
+    lines += [
+        f"apiVersion: {API_VERSION}",
+        "kind: TrustedKeys",
+        "metadata:",
+        f"  name: {name}",
+        "spec:",
+        "  keys:",
+    ]
+    for key_name, key in keys.items():
+        lines += [f"    - name: {key_name}", "      publicKey: |"]
+        lines += [f"        {line}" for line in key.to_pem().decode().strip().splitlines()]
+    return "\n".join(lines) + "\n"
 
 
 # --- InferencePolicy ---------------------------------------------------------------------------------------

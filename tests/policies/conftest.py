@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from policies.schema import trusted_keys_yaml
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ENGINE_VERIFICATION_PREDICATE_TYPE
 from verifier.digests import sha256_bytes
 from verifier.dsse import sign_envelope
@@ -68,19 +69,8 @@ class Material:
 
     def keys_file(self, *names: str, set_name: str = "platform") -> Path:
         """A TrustedKeys document with the public keys ``names``."""
-        lines = [
-            "apiVersion: trtguard.dev/v1alpha1",
-            "kind: TrustedKeys",
-            f"metadata: {{name: {set_name}}}",
-            "spec:",
-            "  keys:",
-        ]
-        for name in names:
-            pem = self.key(name).public_key().to_pem().decode()
-            lines += [f"    - name: {name}", "      publicKey: |"]
-            lines += [f"        {line}" for line in pem.strip().splitlines()]
         path = self.root / f"keys-{set_name}.yaml"
-        path.write_text("\n".join(lines) + "\n")
+        path.write_text(trusted_keys_yaml(set_name, {name: self.key(name).public_key() for name in names}))
         return path
 
     def policy(self, text: str, name: str = "policy.yaml") -> Path:

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from policies.loader import PolicyLoadError, load_policy_set, policy_files
+from policies.schema import trusted_keys_yaml
 from tests.policies.conftest import Material
+from verifier.keys import generate_private_key
 
 POLICY = """\
 apiVersion: trtguard.dev/v1alpha1
@@ -32,6 +34,22 @@ def test_loads_policies_and_keys(material: Material) -> None:
     assert [p.name for p in policy_set.policies] == ["p"]
     assert set(policy_set.signers) == {"platform/image-signer"}
     assert policy_set.revision.startswith("sha256:")
+
+
+def test_trusted_keys_yaml_loads_back_as_the_same_keys(material: Material, tmp_path: Path) -> None:
+    keys = {
+        "image-signer": generate_private_key().public_key(),
+        "build-signer": generate_private_key().public_key(),
+    }
+    text = trusted_keys_yaml("team", keys, comment="two lines\nof comment")
+    assert text.startswith("# two lines\n# of comment\napiVersion: trtguard.dev/v1alpha1\n")
+    (tmp_path / "keys.yaml").write_text(text)
+    signers = load_policy_set(
+        [material.policy(POLICY.replace("platform", "team")), tmp_path / "keys.yaml"]
+    ).signers
+    assert {ref: s.public_key.key_id for ref, s in signers.items() if s.public_key} == {
+        f"team/{name}": key.key_id for name, key in keys.items()
+    }
 
 
 def test_revision_follows_content_not_location(material: Material, tmp_path: Path) -> None:

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any, Final
 
 import policies
+from policies.schema import trusted_keys_yaml
 from verifier.digests import sha256_bytes
 from verifier.dsse import Envelope, sign_envelope
 from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
-from verifier.keys import PrivateKey, generate_private_key
+from verifier.keys import generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_statement
 from verifier.registry.push import engine_artifact_manifest, engine_layer
 
@@ -74,9 +75,12 @@ def make_material(folder: Path, *, library: Path = LIBRARY, now: datetime | None
         shutil.copy(source, policies / source.name)
 
     image_signer, build_signer, gpu_verifier = (generate_private_key() for _ in range(3))
+    signers = {"image-signer": image_signer, "build-signer": build_signer, "gpu-verifier": gpu_verifier}
     (policies / "keys.yaml").write_text(
-        _trusted_keys(
-            {"image-signer": image_signer, "build-signer": build_signer, "gpu-verifier": gpu_verifier}
+        trusted_keys_yaml(
+            "platform",
+            {name: key.public_key() for name, key in signers.items()},
+            comment="Demo keys, generated for this run; the private keys were discarded.",
         )
     )
 
@@ -117,22 +121,6 @@ def make_material(folder: Path, *, library: Path = LIBRARY, now: datetime | None
         envelope = sign_envelope(PAYLOAD_TYPE, statement.to_json(), image_signer)
         (attestations / f"image-{label}.cosign-sign.dsse.json").write_bytes(envelope.to_json() + b"\n")
     return Material(policies, attestations, engines)
-
-
-def _trusted_keys(keys: Mapping[str, PrivateKey]) -> str:
-    lines = [
-        "# Demo keys, generated for this run; the private keys were discarded.",
-        "apiVersion: trtguard.dev/v1alpha1",
-        "kind: TrustedKeys",
-        "metadata:",
-        "  name: platform",
-        "spec:",
-        "  keys:",
-    ]
-    for name, key in keys.items():
-        lines += [f"    - name: {name}", "      publicKey: |"]
-        lines += [f"        {line}" for line in key.public_key().to_pem().decode().strip().splitlines()]
-    return "\n".join(lines) + "\n"
 
 
 def _manifest_fields(name: str, built: str, overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,18 +15,6 @@ INSERT_COLUMNS: Final = (
     "seq, record_id, time, uid, operation, kind, namespace, name, allowed, dry_run, policy_revision, body,"
     " prev_hash, hash"
 )
-INDEXED_NAMES: Final = (
-    "record_id",
-    "time",
-    "uid",
-    "operation",
-    "kind",
-    "namespace",
-    "name",
-    "allowed",
-    "dry_run",
-    "policy_revision",
-)
 
 
 def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:

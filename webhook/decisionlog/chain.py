@@ -7,21 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.decisionlog.errors import DecisionLogError
-from webhook.decisionlog.record import GENESIS_HASH, DecisionRecord, chain_hash, load_body
-
-#: Columns stored beside the body for queries; each must agree with the hashed body.
-_INDEXED = (
-    "record_id",
-    "time",
-    "uid",
-    "operation",
-    "kind",
-    "namespace",
-    "name",
-    "allowed",
-    "dry_run",
-    "policy_revision",
-)
+from webhook.decisionlog.record import GENESIS_HASH, INDEXED_NAMES, DecisionRecord, chain_hash, load_body
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +123,7 @@ def _check(row: Row, expected_seq: int, prev: str) -> tuple[str | None, str | No
     except DecisionLogError as error:
         return error.message, uid
     stored = record.to_json()
-    for column in _INDEXED:
+    for column in INDEXED_NAMES:
         value = row.columns.get(column)
         if isinstance(stored[column], bool):
             value = None if value is None else bool(value)

@@ -22,7 +22,14 @@ from verifier.deadline import Deadline
 from webhook.decisionlog import _schema, _sql
 from webhook.decisionlog.chain import ChainReport, ChainVerifier, Row
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
-from webhook.decisionlog.record import DecisionRecord, StoredRecord, canonical_json, link_hash, load_body
+from webhook.decisionlog.record import (
+    INDEXED_NAMES,
+    DecisionRecord,
+    StoredRecord,
+    canonical_json,
+    link_hash,
+    load_body,
+)
 from webhook.decisionlog.store import AppendReceipt, RecordQuery, redact
 
 _log = logging.getLogger(__name__)
@@ -185,7 +192,7 @@ class PostgresStore:
             async with conn.cursor(name="trtguard_verify") as cursor:
                 await cursor.execute(f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions ORDER BY seq")  # noqa: S608
                 async for row in cursor:
-                    columns = dict(zip(_sql.INDEXED_NAMES, row[4:], strict=True))
+                    columns = dict(zip(INDEXED_NAMES, row[4:], strict=True))
                     if not verifier.feed(Row(row[0], row[1], row[2], row[3], columns)):
                         break
         return verifier.finish(head_seq=int(head[0][0]), head_hash=str(head[0][1]))
@@ -271,7 +278,7 @@ class PostgresStore:
                 values.append(
                     (
                         seq,
-                        *(data[name] for name in _sql.INDEXED_NAMES),
+                        *(data[name] for name in INDEXED_NAMES),
                         body.decode(),
                         prev,
                         digest,

@@ -25,6 +25,20 @@ from webhook.decisionlog.errors import DecisionLogError
 #: ``prev_hash`` of the first record of a chain.
 GENESIS_HASH: Final = "0" * 64
 
+#: Fields of the hashed body that are also stored as columns, for queries; each must agree with the body.
+INDEXED_NAMES: Final = (
+    "record_id",
+    "time",
+    "uid",
+    "operation",
+    "kind",
+    "namespace",
+    "name",
+    "allowed",
+    "dry_run",
+    "policy_revision",
+)
+
 # Seeded from the OS (again in a forked child); record ids need uniqueness, not secrecy, and an os.urandom
 # call per record costs a measurable share of an admission.
 _ids = random.Random()  # noqa: S311

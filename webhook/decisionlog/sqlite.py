@@ -28,7 +28,14 @@ from verifier.deadline import Deadline
 from webhook.decisionlog import _schema, _sql
 from webhook.decisionlog.chain import ChainReport, Row, verify_rows
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
-from webhook.decisionlog.record import DecisionRecord, StoredRecord, canonical_json, link_hash, load_body
+from webhook.decisionlog.record import (
+    INDEXED_NAMES,
+    DecisionRecord,
+    StoredRecord,
+    canonical_json,
+    link_hash,
+    load_body,
+)
 from webhook.decisionlog.store import AppendReceipt, RecordQuery
 
 _log = logging.getLogger(__name__)
@@ -140,7 +147,7 @@ def write_batch(
 
 
 def _row_values(seq: int, data: dict[str, object], body: str, prev: str, digest: str) -> tuple[object, ...]:
-    return (seq, *(data[name] for name in _sql.INDEXED_NAMES), body, prev, digest)
+    return (seq, *(data[name] for name in INDEXED_NAMES), body, prev, digest)
 
 
 class SQLiteStore:
@@ -383,5 +390,5 @@ def _resolve(pairs: list[tuple[_Item, StoredRecord | DecisionLogUnavailable]]) -
 
 def _rows(cursor: sqlite3.Cursor) -> Iterator[Row]:
     for row in cursor:
-        columns = dict(zip(_sql.INDEXED_NAMES, row[4:], strict=True))
+        columns = dict(zip(INDEXED_NAMES, row[4:], strict=True))
         yield Row(seq=row[0], body=row[1], prev_hash=row[2], hash=row[3], columns=columns)
