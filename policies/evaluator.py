@@ -13,7 +13,7 @@ import asyncio
 import fnmatch
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
@@ -256,6 +256,20 @@ def _selected(policy: CompiledPolicy, workload: Workload) -> bool:
     )
 
 
+def _cel_view(obj: Mapping[str, Any]) -> tuple[object, ...]:
+    """The parts of an object whose change makes CEL expressions over the workload worth asking again.
+
+    Status, finalizers and other bookkeeping are left out, so that a controller's UPDATE (removing a
+    finalizer) is not judged as a new workload.
+    """
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    annotations = metadata.get("annotations")
+    if isinstance(annotations, Mapping):
+        annotations = {k: v for k, v in annotations.items() if k != _LAST_APPLIED}
+    return metadata.get("labels"), annotations, obj.get("spec")
+
+
 # --- one evaluation ----------------------------------------------------------------------------------------
 
 
@@ -265,7 +279,7 @@ class _Run:
 
     ``workload`` holds what is judged (on an UPDATE, only new or changed images and engines); ``context`` is
     the whole object, which rules about the running containers read (the runtime image of an engine);
-    ``previous`` is the old object of an UPDATE.
+    ``previous`` is the old object of an UPDATE. :meth:`view` says what one policy judges.
     """
 
     engine: PolicyEngine
@@ -277,6 +291,21 @@ class _Run:
     _lookups: dict[tuple[object, ...], asyncio.Future[Any]] = field(default_factory=dict)
     _digests: dict[ImageReference, str] = field(default_factory=dict)
     _cel_workload: dict[str, Any] | None = None
+
+    def view(self, policy: CompiledPolicy) -> tuple[Workload, Workload | None]:
+        """What ``policy`` judges, and the old object it compares against (None: judge everything).
+
+        A policy that did not select the old object (a label that excluded it was removed, or the policy is
+        new since) judges the whole object: what it never checked cannot count as unchanged. A policy
+        whose CEL expressions read the workload judges every engine again when the part of the object
+        they read (labels, annotations, spec) changed.
+        """
+        previous = self.previous
+        if previous is None or not _selected(policy, previous):
+            return self.context, None
+        if policy.expressions_read_workload and _cel_view(previous.obj) != _cel_view(self.context.obj):
+            return replace(self.workload, engines=self.context.engines), previous
+        return self.workload, previous
 
     def reference(self, text: str) -> ImageReference | InvalidReference:
         found = self._refs.get(text)
@@ -366,7 +395,8 @@ class _Run:
             return
         questions: list[Callable[[], Awaitable[object]]] = []
         for policy in policies:
-            for image_use in self.workload.images:
+            judged, _ = self.view(policy)
+            for image_use in judged.images:
                 ref = self.reference(image_use.reference)
                 if isinstance(ref, InvalidReference):
                     continue
@@ -383,7 +413,7 @@ class _Run:
                         questions.append(functools.partial(self.digest, ref))
             models = policy.document.spec.models
             if models is not None and models.build_manifest is not None:
-                for engine_use in self.workload.engines:
+                for engine_use in judged.engines:
                     engine = self.reference(engine_use.reference)
                     if isinstance(engine, ImageReference) and engine.digest is not None:
                         questions.append(
@@ -430,40 +460,37 @@ class _Run:
 
     async def policy(self, policy: CompiledPolicy) -> list[Violation]:
         spec = policy.document.spec
+        judged, previous = self.view(policy)
         found: list[Violation] = [
             _violation(policy, "workload", problem.message, "fix the resource", path=problem.path)
-            for problem in self.workload.problems
+            for problem in judged.problems
         ]
         if policy.image_rules:
             # Nothing to check is never a pass; on an UPDATE only when it is new (the images were removed).
-            if not self.context.images and (self.previous is None or self.previous.images):
+            if not self.context.images and (previous is None or previous.images):
                 found.append(
                     _violation(
                         policy,
                         "workload",
                         "no image could be found in the resource, so nothing can be checked",
                         "give every container an image",
-                        path=self.workload.pod_spec_path,
+                        path=judged.pod_spec_path,
                     )
                 )
-            for image_use in self.workload.images:
+            for image_use in judged.images:
                 found += await self.image(policy, image_use)
         if spec.models is not None:
-            if (
-                spec.models.required
-                and not self.context.engines
-                and (self.previous is None or self.previous.engines)
-            ):
+            if spec.models.required and not self.context.engines and (previous is None or previous.engines):
                 found.append(
                     _violation(
                         policy,
                         "models.required",
                         "the workload declares no TensorRT engine",
                         "name the engine by digest in an image volume or the trtguard.dev/engines annotation",
-                        path=f"{self.workload.pod_spec_path}.volumes",
+                        path=f"{judged.pod_spec_path}.volumes",
                     )
                 )
-            for engine_use in self.workload.engines:
+            for engine_use in judged.engines:
                 found += await self.engine_use(policy, spec.models, engine_use)
         return found
 

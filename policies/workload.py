@@ -293,10 +293,10 @@ def changed_since(new: Workload, old: Workload) -> Workload:
     """``new`` with only the image and engine uses (and problems) that ``old`` does not have.
 
     An image use is unchanged when ``old`` has the same (path, reference) pair; an engine use when ``old``
-    has the same (path, reference, containers), so an engine newly mounted by another container is checked
-    again. Paths include the container's index, so moving an image to another container counts as changed.
-    A problem is unchanged when ``old`` has the same (path, message). Everything else (labels, ``obj``) is
-    ``new``'s.
+    has the same (path, reference, containers) and none of those containers changed its image, so an engine
+    newly mounted by another container, or now running in another image, is checked again. Paths include
+    the container's index, so moving an image to another container counts as changed. A problem is
+    unchanged when ``old`` has the same (path, message). Everything else (labels, ``obj``) is ``new``'s.
 
     An UPDATE that changes no image or engine gives a workload with empty ``images``: callers must read that
     as "nothing new to judge", not as "nothing could be extracted".
@@ -304,11 +304,16 @@ def changed_since(new: Workload, old: Workload) -> Workload:
     old_images = {(use.path, use.reference) for use in old.images}
     old_engines = {(use.path, use.reference, use.containers) for use in old.engines}
     old_problems = set(old.problems)
+    images = tuple(use for use in new.images if (use.path, use.reference) not in old_images)
+    rerun = {use.container for use in images if use.field != "volume"}
     return replace(
         new,
-        images=tuple(use for use in new.images if (use.path, use.reference) not in old_images),
+        images=images,
         engines=tuple(
-            use for use in new.engines if (use.path, use.reference, use.containers) not in old_engines
+            use
+            for use in new.engines
+            if (use.path, use.reference, use.containers) not in old_engines
+            or rerun.intersection(use.containers)
         ),
         problems=tuple(problem for problem in new.problems if problem not in old_problems),
     )

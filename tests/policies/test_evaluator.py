@@ -238,6 +238,48 @@ def test_update_judges_only_new_or_changed_images(material: Material) -> None:
     assert [v.image for v in decision.violations] == ["docker.io/library/new:1"]
 
 
+def test_update_that_makes_a_policy_apply_judges_the_whole_object(material: Material) -> None:
+    policy = images_policy().replace(
+        'match: {namespaces: ["prod*"]}',
+        'match: {namespaces: ["prod*"]}\n  exclude: {labels: {matchLabels: {tier: experimental}}}',
+    )
+    engine = engine_for(material, policy)
+    bad = ("docker.io/library/anything:1",)
+    old = pod(images=bad, labels={"tier": "experimental"})
+    assert evaluate(engine, old).matched_policies == ()
+    # Only the label goes: the image was never checked by this policy, so it is judged now.
+    decision = evaluate(engine, pod(images=bad), old=old)
+    assert [v.image for v in decision.violations] == ["docker.io/library/anything:1"]
+    assert not decision.allowed
+
+
+def test_update_of_the_runtime_image_judges_its_engine_again(material: Material) -> None:
+    rules_yaml = "      toolchain: {sameAsRuntimeImage: true}\n"
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(rules_yaml), keys=("build-signer",))
+    old = pod(engine=ref)
+    assert evaluate(engine, old).allowed
+    decision = evaluate(engine, pod(images=(OTHER_RUNTIME,), engine=ref), old=old)
+    assert ("models", "models.rules.toolchain", Action.DENY) in rules(decision)
+
+
+def test_update_of_what_cel_reads_judges_the_engine_again(material: Material) -> None:
+    rules_yaml = (
+        "      expressions:\n"
+        "        - {name: team, cel: 'has(workload.metadata.labels.team)', message: label the team}\n"
+    )
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(rules_yaml), keys=("build-signer",))
+    old = pod(engine=ref, labels={"team": "vision"})
+    assert evaluate(engine, old).allowed
+    decision = evaluate(engine, pod(engine=ref, labels={"app": "resnet"}), old=old)
+    assert [v.message for v in decision.violations] == ["label the team"]
+    # A change CEL cannot see (a finalizer removed by a controller) judges nothing again.
+    finalized = pod(engine=ref)
+    finalized["metadata"]["finalizers"] = ["example.com/cleanup"]
+    assert evaluate(engine, pod(engine=ref), old=finalized).violations == ()
+
+
 class UnreachableRegistry:
     """A stand-in evidence source whose registry is down (the real registry client is tested elsewhere)."""
 

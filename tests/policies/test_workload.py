@@ -1102,11 +1102,18 @@ def test_changed_since_keeps_only_new_or_changed_uses() -> None:
     b = {"name": "b", "image": "registry.corp/b:1"}
     old = _deployment([a, b], [{"name": "e", "ref": ENGINE_REF}])
 
-    # one image changed
+    # one image changed: the engines that container runs are judged again (their toolchain rule reads it)
     new = _deployment([{**a, "image": "registry.corp/a:2"}, b], [{"name": "e", "ref": ENGINE_REF}])
     changed = changed_since(new, old)
     assert changed.images == (_c(f"{TSS}.containers[0].image", "registry.corp/a:2", "a"),)
-    assert changed.engines == ()
+    assert [engine.name for engine in changed.engines] == ["model", "e"]
+
+    # only b changed, which runs the annotation's engine (every container) but does not mount the volume
+    new = _deployment([a, {**b, "image": "registry.corp/b:2"}], [{"name": "e", "ref": ENGINE_REF}])
+    assert [engine.name for engine in changed_since(new, old).engines] == ["e"]
+
+    # labels alone change nothing that is judged
+    assert changed_since(_deployment([a, b], [{"name": "e", "ref": ENGINE_REF}]), old).engines == ()
 
     # moving images between containers counts as a change for both
     swapped = _deployment(
