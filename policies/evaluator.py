@@ -1,8 +1,9 @@
 """Evaluate a workload against a :class:`~policies.loader.PolicySet`.
 
 For every policy that matches the resource, every image must match at least one of the policy's image rules
-(an unmatched image is a violation) and satisfy each rule it matches; every engine must come with a build
-manifest signed by the policy's keys and satisfy the model rules. A rule that cannot be checked (offline, a
+(an unmatched image is a violation) and satisfy each rule it matches; every engine must satisfy the
+policy's ``models`` rules (a build manifest signed by its keys, when ``buildManifest`` is set, and the
+rules over that manifest). A rule that cannot be checked (offline, a
 registry that fails, time running out) is a violation with ``error=True`` whose action is the policy's
 ``onError``: a failure to check is never a silent pass.
 """
@@ -14,7 +15,7 @@ import fnmatch
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from policies._private.cel import CelEvaluationError, prepare_activation
@@ -37,7 +38,7 @@ from policies.schema import (
 )
 from policies.workload import EngineUse, ImageUse, NotAWorkload, Workload, changed_since, extract
 from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable, InputError, VerificationError
+from verifier.errors import EvidenceUnavailable, InputError, TrtguardError, VerificationError
 from verifier.evidence import Attestation, EvidenceSource
 from verifier.references import ImageReference, InvalidReference
 
@@ -48,6 +49,8 @@ T = TypeVar("T")
 #: Name used for violations that belong to no single policy (a resource that cannot be read at all).
 ENGINE_NAME = "trtguard"
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+#: How far a build manifest may be dated ahead of this clock (build machines' clocks drift).
+_CLOCK_SKEW = timedelta(minutes=5)
 
 
 def _utcnow() -> datetime:
@@ -478,7 +481,12 @@ class _Run:
                     )
                 )
             for image_use in judged.images:
-                found += await self.image(policy, image_use)
+                try:
+                    found += await self.image(policy, image_use)
+                except TrtguardError as error:  # a check that failed in an unforeseen way: onError decides
+                    found.append(
+                        _unavailable(policy, "images", error, image=image_use.reference, path=image_use.path)
+                    )
         if spec.models is not None:
             if spec.models.required and not self.context.engines and (previous is None or previous.engines):
                 found.append(
@@ -491,7 +499,14 @@ class _Run:
                     )
                 )
             for engine_use in judged.engines:
-                found += await self.engine_use(policy, spec.models, engine_use)
+                try:
+                    found += await self.engine_use(policy, spec.models, engine_use)
+                except TrtguardError as error:
+                    found.append(
+                        _unavailable(
+                            policy, "models", error, engine=engine_use.reference, path=engine_use.path
+                        )
+                    )
         return found
 
     # --- images ---
@@ -766,17 +781,17 @@ class _Run:
         if policy.manifest_max_age is None:
             return []
         age = self.engine.clock() - verified.manifest.build_timestamp
-        if age <= policy.manifest_max_age:
+        if age < -_CLOCK_SKEW:  # a manifest dated in the future would never expire
+            built = verified.manifest.build_timestamp
+            message = f"the build manifest is dated {_duration(-age)} in the future ({built})"
+            fix = "record the build time from a synchronised clock and sign the manifest again"
+        elif age > policy.manifest_max_age:
+            message = f"the engine was built {_duration(age)} ago, more than the {rule.max_age} allowed"
+            fix = "rebuild the engine and record a fresh build manifest"
+        else:
             return []
         return [
-            _violation(
-                policy,
-                "models.buildManifest.maxAge",
-                f"the engine was built {age.days} days ago, more than the {rule.max_age} allowed",
-                "rebuild the engine and record a fresh build manifest",
-                engine=str(ref),
-                path=use.path,
-            )
+            _violation(policy, "models.buildManifest.maxAge", message, fix, engine=str(ref), path=use.path)
         ]
 
     def model_rules(
@@ -829,7 +844,7 @@ class _Run:
         if rules.plugins_allowed is not None:
             allowed = set(rules.plugins_allowed)
             for plugin in manifest.builder_config.plugins:
-                if f"sha256:{plugin.library_sha256}" not in allowed and plugin.library_sha256 not in allowed:
+                if f"sha256:{plugin.library_sha256}" not in allowed:
                     add(
                         "models.rules.pluginsAllowed",
                         f"plugin {plugin.name} library sha256:{plugin.library_sha256} is not allowed",
@@ -922,13 +937,14 @@ class _Run:
                     unresolved.append(str(image_ref))
             if builder.digest in digests:
                 return found
-            if unresolved and not digests:
+            if unresolved:  # one of them may be the builder: the check cannot be made
                 found.append(
                     _violation(
                         policy,
                         rule_id,
                         f"cannot compare the builder image {builder} with the runtime image "
-                        f"{', '.join(unresolved)}: its digest is unknown",
+                        f"{', '.join(unresolved)}: its digest is unknown"
+                        + (f" (the others differ: {', '.join(digests.values())})" if digests else ""),
                         "pin the runtime image by digest",
                         engine=str(ref),
                         path=use.path,
@@ -985,6 +1001,18 @@ class _Run:
         return []
 
 
+def _duration(delta: timedelta) -> str:
+    """``3 days 4 h``, ``5 h 12 min``, ``40 s``: enough to read a max-age violation."""
+    seconds = int(delta.total_seconds())
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    if days:
+        return f"{days} days {hours} h"
+    if hours:
+        return f"{hours} h {rest // 60} min"
+    return f"{rest // 60} min {rest % 60} s" if rest >= 60 else f"{rest} s"
+
+
 def _violation(
     policy: CompiledPolicy,
     rule: str,
@@ -1013,7 +1041,7 @@ def _violation(
 def _unavailable(
     policy: CompiledPolicy,
     rule: str,
-    error: EvidenceUnavailable,
+    error: TrtguardError,
     *,
     image: str | None = None,
     engine: str | None = None,

@@ -341,6 +341,47 @@ def _key_refs(doc: InferencePolicyDocument) -> list[tuple[tuple[str | int, ...],
     return refs
 
 
+def _key_list_problems(
+    entries: Sequence[tuple[tuple[str | int, ...], str]], signers: Mapping[str, Signer]
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """What makes one rule's list of (defined) keys unusable, found now rather than at admission time."""
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    first = entries[0][0]
+    field_path = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in first[:-1]).replace(".[", "[")
+    by_key: dict[str, str] = {}
+    for loc, ref in entries:
+        key = signers[ref].public_key
+        if key is None:
+            if "signatures" not in first:  # only image signatures may be keyless; DSSE needs a public key
+                found.append(
+                    (
+                        loc,
+                        f"{field_path}: {ref} is a keyless identity; attestations are verified with public "
+                        "keys only, so list a TrustedKeys entry with publicKey or file",
+                    )
+                )
+            continue
+        if key.key_id in by_key and by_key[key.key_id] != ref:
+            found.append(
+                (
+                    loc,
+                    f"{field_path}: {ref} and {by_key[key.key_id]} are the same key; a threshold counts "
+                    "distinct keys, so list each key once",
+                )
+            )
+        by_key.setdefault(key.key_id, ref)
+    roots = {id(signers[ref].trust_root) for _, ref in entries if signers[ref].trust_root is not None}
+    if len(roots) > 1:
+        found.append(
+            (
+                first,
+                f"{field_path}: the keyless signers use different trusted roots; list keyless "
+                "signers of one Sigstore instance per rule",
+            )
+        )
+    return found
+
+
 def _compile_policies(
     docs: list[tuple[InferencePolicyDocument, Document, Path]],
     signers: Mapping[str, Signer],
@@ -356,6 +397,7 @@ def _compile_policies(
             continue
         seen[name] = where
         before = len(problems)
+        lists: dict[tuple[str | int, ...], list[tuple[tuple[str | int, ...], str]]] = {}
         for loc, ref in _key_refs(doc):
             if ref not in signers:
                 field_path = ".".join(str(p) for p in loc if isinstance(p, str))
@@ -363,6 +405,13 @@ def _compile_policies(
                     f"{path}:{document.line_of(loc)}: {field_path}: key {ref!r} is not defined "
                     f"(known: {', '.join(sorted(signers)) or 'none'}); add it to a TrustedKeys document"
                 )
+            else:
+                lists.setdefault(loc[:-1], []).append((loc, ref))
+        for entries in lists.values():
+            problems += [
+                f"{path}:{document.line_of(loc)}: {text}"
+                for loc, text in _key_list_problems(entries, signers)
+            ]
         image_rules = []
         for i, rule in enumerate(doc.spec.images):
             compiled_lists: dict[str, list[ImagePattern]] = {"match": [], "exclude": []}
@@ -422,7 +471,7 @@ def _compile_policies(
                 source=where,
                 namespace_patterns=tuple(match.namespaces) if match.namespaces is not None else None,
                 exclude_namespace_patterns=tuple(exclude.namespaces)
-                if exclude and exclude.namespaces
+                if exclude is not None and exclude.namespaces is not None
                 else None,
                 image_rules=tuple(image_rules),
                 expressions=tuple(expressions),

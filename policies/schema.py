@@ -180,18 +180,6 @@ class LabelSelector(_Model):
     match_expressions: list[LabelExpression] = Field(default_factory=list)
 
 
-WORKLOAD_KINDS = (
-    "Pod",
-    "Deployment",
-    "ReplicaSet",
-    "StatefulSet",
-    "DaemonSet",
-    "Job",
-    "CronJob",
-    "ReplicationController",
-    "PodTemplate",
-)
-
 WorkloadKind = Literal[
     "Pod",
     "Deployment",
@@ -208,8 +196,13 @@ WorkloadKind = Literal[
 class ResourceFilter(_Model):
     """Which resources a policy applies to (``match``) or skips (``exclude``)."""
 
-    namespaces: list[str] | None = Field(default=None, description="namespace globs; absent = any")
-    kinds: list[WorkloadKind] | None = Field(default=None, description="absent = every Pod-bearing kind")
+    # An empty list would silently select nothing (match) or everything (exclude): absent says "any".
+    namespaces: list[str] | None = Field(
+        default=None, min_length=1, description="namespace globs; absent = any"
+    )
+    kinds: list[WorkloadKind] | None = Field(
+        default=None, min_length=1, description="absent = every Pod-bearing kind"
+    )
     labels: LabelSelector | None = Field(default=None, description="selector on the object's own labels")
 
 
@@ -251,9 +244,13 @@ class ImageRule(_Model):
     @classmethod
     def _digest_form(cls, digests: list[str] | None) -> list[str] | None:
         for digest in digests or []:
-            if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
-                raise ValueError(f"{digest!r} is not 'sha256:' followed by 64 lower-case hex characters")
+            _check_digest(digest)
         return digests
+
+
+def _check_digest(digest: str) -> None:
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        raise ValueError(f"{digest!r} is not 'sha256:' followed by 64 lower-case hex characters")
 
 
 class BuildManifestRule(SignersRule):
@@ -303,12 +300,29 @@ Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8", "fp8", "int4", "fp4"
 class ModelRulesSpec(_Model):
     """Rules over the verified build manifest of each engine."""
 
-    precisions: list[Precision] | None = None
+    precisions: list[Precision] | None = Field(default=None, min_length=1)
     int8_requires_calibration: bool = False
-    min_accuracy: dict[str, float] = Field(default_factory=dict)
+    min_accuracy: dict[str, Annotated[float, Field(allow_inf_nan=False)]] = Field(default_factory=dict)
     toolchain: ToolchainRule | None = None
-    plugins_allowed: list[str] | None = Field(default=None, description="plugin library sha256 allow-list")
+    plugins_allowed: list[str] | None = Field(
+        default=None, description="plugin library allow-list: 'sha256:<hex>' digests; [] allows no plugin"
+    )
     expressions: list[Expression] = Field(default_factory=list)
+
+    @field_validator("plugins_allowed")
+    @classmethod
+    def _plugin_digests(cls, digests: list[str] | None) -> list[str] | None:
+        for digest in digests or []:
+            _check_digest(digest)
+        return digests
+
+    @field_validator("expressions")
+    @classmethod
+    def _unique_names(cls, expressions: list[Expression]) -> list[Expression]:
+        names = [e.name for e in expressions if e.name is not None]
+        if len(names) != len(set(names)):
+            raise ValueError(f"expression names must be unique (rule ids are built from them): {names}")
+        return expressions
 
 
 class ModelsRule(_Model):
@@ -323,7 +337,7 @@ class ModelsRule(_Model):
     def _rules_need_manifest(self) -> ModelsRule:
         rules = self.rules
         needs_manifest = bool(
-            rules.precisions
+            rules.precisions is not None
             or rules.int8_requires_calibration
             or rules.min_accuracy
             or rules.toolchain

@@ -130,14 +130,16 @@ def _verdict(decision: Decision | None) -> str:
     return "warn" if decision.warnings else "allow"
 
 
-def _find(outcomes: list[Outcome], name: str) -> Outcome | None:
+def _find(outcomes: list[Outcome], name: str, default_namespace: str | None) -> Outcome | None:
     parts = name.split("/")
     kind, namespace, resource = (
         (parts[0], None, parts[1]) if len(parts) == 2 else (parts[0], parts[1], parts[2])
     )
     for outcome in outcomes:
         found = outcome.resource
-        if found.kind == kind and found.name == resource and namespace in (None, found.namespace):
+        # A resource that names no namespace is judged in the suite's (or "default"), so it is found there.
+        effective = found.namespace or default_namespace or "default"
+        if found.kind == kind and found.name == resource and namespace in (None, effective):
             return outcome
     return None
 
@@ -157,7 +159,7 @@ async def run_suite(path: Path, suite: PolicyTestDocument) -> list[CaseResult]:
     outcomes = await check(engine, resources, namespace=spec.namespace)
     results = []
     for expected in spec.results:
-        outcome = _find(outcomes, expected.resource)
+        outcome = _find(outcomes, expected.resource, spec.namespace)
         name = suite.metadata.name
         if outcome is None:
             results.append(CaseResult(name, expected.resource, False, "no such resource in the inputs"))

@@ -24,7 +24,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "check",
         help="check Kubernetes manifests against the policies (exit 0 allowed, 1 denied, 2 error)",
-        description="Evaluate Pods and Pod-bearing resources in FILE|DIR|- against the policies, offline.",
+        description=(
+            "Evaluate Pods and Pod-bearing resources in FILE|DIR|- against the policies: offline with "
+            "--attestations, or against the registries with --registry."
+        ),
     )
     parser.add_argument("inputs", nargs="+", metavar="FILE|DIR|-", help="YAML/JSON manifests; - reads stdin")
     parser.add_argument(

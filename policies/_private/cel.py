@@ -109,8 +109,9 @@ class CelEvaluationError(TrtguardError):
 class CelActivation(Mapping[str, Any]):
     """Variable values checked against the limits once, to evaluate many programs against.
 
-    Build one per workload with :func:`prepare_activation`: cel-cpp then converts each variable into its
-    own representation once, on first use, for all programs compiled with the same variables.
+    Build one with :func:`prepare_activation` per set of values (the evaluator: per policy and engine):
+    cel-cpp then converts each variable into its own representation once, on first use, for all programs
+    compiled with the same variables.
     """
 
     __slots__ = ("_activations", "_values", "limits")

@@ -1,10 +1,12 @@
 """Glob patterns over normalised image references.
 
-A pattern has the shape of a reference: ``NAME[:TAG][@DIGEST]`` where each part may use ``*`` (any run of
-characters, ``/`` included) and ``?``. ``NAME`` is matched against ``registry/repository`` of the normalised
-reference; ``:TAG`` when given must match the tag (``:*`` also admits a digest-only reference, which has
-no tag); ``@DIGEST`` when given must match the digest. Patterns must themselves be normalised
-(``docker.io/library/nginx``, not ``nginx``): a short name would silently never match.
+A pattern has the shape of a reference: ``NAME[:TAG][@DIGEST]`` where each part may use ``*`` and ``?``.
+``NAME`` is matched against ``registry/repository`` of the normalised reference: in the repository ``*`` is
+any run of characters, ``/`` included; in the registry host it never crosses a ``/``, so
+``*.example.com/app`` cannot match ``evil.io/x.example.com/app``. ``:TAG`` when given must match the tag
+(``:*`` also admits a digest-only reference, which has no tag); ``@DIGEST`` when given must match the
+digest. Patterns must themselves be normalised (``docker.io/library/nginx``, not ``nginx``): a short name
+would silently never match.
 """
 
 from __future__ import annotations
@@ -61,9 +63,19 @@ class ImagePattern:
             )
         if not _HOST.match(host):
             raise PatternError(f"pattern {text!r} has an invalid registry host {host!r}")
+        path = name.partition("/")[2]
+        if host == "index.docker.io" or (host == "docker.io" and not any(c in path for c in "/*?")):
+            raise PatternError(
+                f"pattern {text!r} is not normalised: Docker Hub references read "
+                f"'docker.io/library/<name>' or 'docker.io/<user>/<name>'"
+            )
+        if tag == "" or text.endswith("@"):
+            raise PatternError(
+                f"pattern {text!r} has an empty tag or digest; write ':*' or '@sha256:*' for any"
+            )
         return cls(
             text=text,
-            name=re.compile(fnmatch.translate(name)),
+            name=re.compile(_name_regex(name)),
             tag=re.compile(fnmatch.translate(tag)) if tag else None,
             tag_is_wildcard=tag == "*",
             digest=re.compile(fnmatch.translate(digest)) if digest else None,
@@ -82,6 +94,15 @@ class ImagePattern:
         if self.digest is not None:
             return reference.digest is not None and self.digest.match(reference.digest) is not None
         return True
+
+
+def _name_regex(name: str) -> str:
+    """``fnmatch`` over the repository; in the host, wildcards stop at the first ``/``."""
+    if name == "*":
+        return fnmatch.translate(name)
+    host, path = name.split("/", 1)
+    host_regex = "".join({"*": "[^/]*", "?": "[^/]"}.get(c, re.escape(c)) for c in host)
+    return f"{host_regex}/{fnmatch.translate(path)}"
 
 
 def matches_any(patterns: tuple[ImagePattern, ...], reference: ImageReference) -> bool:

@@ -149,6 +149,9 @@ class VerifiedEvidence:
                 classic=material.classic,
                 bundles=material.bundles,
                 envelopes=tuple(s.envelope for s in material.statements),
+                # A classic signature names the repository it was made for; one copied to another
+                # repository (or registry) is not a signature of this image there.
+                repository=reference.name,
                 location=where,
             )
 

@@ -15,7 +15,7 @@ from policies.results import Action, Decision
 from policies.workload import NotAWorkload
 from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, pod
 from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable
+from verifier.errors import EvidenceUnavailable, VerificationError
 from verifier.evidence import Attestation, EvidenceSource, ImageSignatures, LocalEvidence
 from verifier.references import ImageReference
 
@@ -314,6 +314,27 @@ def test_unavailable_evidence_follows_on_error(material: Material, on_error: str
     assert "refused the connection" in violation.message
 
 
+class LyingRegistry(UnreachableRegistry):
+    """A stand-in whose registry answers with a digest it cannot back (a typed error nobody foresaw)."""
+
+    async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
+        raise VerificationError("the registry's digest does not match the bytes it sent")
+
+
+def test_unforeseen_check_error_is_confined_to_its_image_and_follows_on_error(material: Material) -> None:
+    policy = images_policy(on_error="Deny").replace("requireDigest: true", "digests: []")
+    engine = PolicyEngine(load_policy_set([material.policy(policy)]), LyingRegistry())
+    decision = evaluate(engine, pod(images=("nvcr.io/nvidia/tensorrt:24.05",)))
+    assert not decision.allowed
+    [violation] = decision.violations
+    assert (violation.rule, violation.error, violation.image) == (
+        "images",
+        True,
+        "nvcr.io/nvidia/tensorrt:24.05",
+    )
+    assert "does not match the bytes" in violation.message
+
+
 def test_error_decision_applies_each_policys_on_error(material: Material) -> None:
     engine = engine_for(material, images_policy(on_error="Warn"))
     decision = engine.error_decision(pod(), namespace="prod", message="ran out of time after 4.5 s")
@@ -437,7 +458,19 @@ def test_stale_manifest_fails_max_age(material: Material) -> None:
     decision = evaluate(engine_for(material, models_policy(), keys=("build-signer",)), pod(engine=ref))
     [violation] = decision.violations
     assert violation.rule == "models.buildManifest.maxAge"
-    assert "304 days ago" in violation.message
+    assert "304 days 0 h ago" in violation.message
+
+
+def test_manifest_dated_in_the_future_fails_max_age(material: Material) -> None:
+    # NOW is 2026-11-01T00:00Z; five minutes of clock skew are tolerated, a day is not.
+    policy = models_policy()
+    skewed = material.engine("skewed", build_timestamp="2026-11-01T00:04:00Z")
+    assert evaluate(engine_for(material, policy, keys=("build-signer",)), pod(engine=skewed)).allowed
+    ref = material.engine("future", build_timestamp="2026-11-02T03:00:00Z")
+    decision = evaluate(engine_for(material, policy, keys=("build-signer",)), pod(engine=ref))
+    [violation] = decision.violations
+    assert violation.rule == "models.buildManifest.maxAge"
+    assert "dated 1 days 3 h in the future" in violation.message
 
 
 def test_model_rules(material: Material) -> None:
@@ -512,6 +545,12 @@ def test_toolchain_same_as_runtime_and_allowed_list(material: Material) -> None:
     assert "runs in nvcr.io/nvidia/tensorrt@sha256:b2" in mismatch.violations[0].message
     unknown = evaluate(engine, pod(images=("nvcr.io/nvidia/tensorrt:24.05",), engine=ref))
     assert unknown.violations[0].error  # cannot be compared offline: onError decides, and it says so
+    # one container differs, the other cannot be resolved: it may be the builder, so still onError
+    mixed = evaluate(engine, pod(images=(OTHER_RUNTIME, "nvcr.io/nvidia/tensorrt:24.05"), engine=ref))
+    [violation] = mixed.violations
+    assert violation.error
+    assert "nvcr.io/nvidia/tensorrt:24.05" in violation.message
+    assert "the others differ" in violation.message
     outsider = material.engine(
         "x",
         toolchain={

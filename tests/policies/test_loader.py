@@ -52,6 +52,45 @@ def test_trusted_keys_yaml_loads_back_as_the_same_keys(material: Material, tmp_p
     }
 
 
+def test_one_key_under_two_names_in_one_rule_is_an_error(material: Material) -> None:
+    pem = material.key("image-signer").public_key().to_pem().decode()
+    keys = material.root / "keys.yaml"
+    keys.write_text(
+        "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: platform}\nspec:\n  keys:\n"
+        + "".join(
+            f"    - name: {name}\n      publicKey: |\n"
+            + "".join(f"        {line}\n" for line in pem.splitlines())
+            for name in ("image-signer", "alias")
+        )
+    )
+    policy = POLICY.replace(
+        "keys: [platform/image-signer]}", "keys: [platform/image-signer, platform/alias], threshold: 2}"
+    )
+    [problem] = problems_of(material.policy(policy), keys)
+    assert (
+        "spec.images[0].signatures.keys: platform/alias and platform/image-signer are the same key" in problem
+    )
+    assert problem.startswith(f"{material.root / 'policy.yaml'}:8:")
+
+
+def test_keyless_signer_for_an_attestation_is_an_error(material: Material, shared_fixtures: Path) -> None:
+    root = shared_fixtures / "cosign" / "bundles" / "cosign" / "trusted_root_pgi.json"
+    keys = material.root / "keys.yaml"
+    keys.write_text(
+        "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: platform}\nspec:\n  keys:\n"
+        "    - name: ci\n"
+        f"      keyless: {{issuer: https://issuer.example, subject: ci, trustedRoot: {{file: {root}}}}}\n"
+    )
+    signatures = POLICY.replace("platform/image-signer", "platform/ci")
+    assert load_policy_set([material.policy(signatures), keys]).signers["platform/ci"].identity is not None
+    models = (
+        "apiVersion: trtguard.dev/v1alpha1\nkind: InferencePolicy\nmetadata: {name: m}\nspec:\n"
+        "  models: {buildManifest: {keys: [platform/ci]}}\n"
+    )
+    [problem] = problems_of(material.policy(models, "models.yaml"), keys)
+    assert "spec.models.buildManifest.keys: platform/ci is a keyless identity" in problem
+
+
 def test_revision_follows_content_not_location(material: Material, tmp_path: Path) -> None:
     keys = material.keys_file("image-signer")
     first = load_policy_set([material.policy(POLICY), keys]).revision
@@ -71,6 +110,47 @@ def test_wrong_type_says_what_was_given(material: Material) -> None:
     [problem] = problems_of(path, material.keys_file("image-signer"))
     assert f"{path}:7: spec.images[0].requireDigest" in problem
     assert "'maybe'" in problem
+
+
+MODELS = """\
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: m}
+spec:
+  models:
+    buildManifest: {keys: [platform/build-signer]}
+    rules:
+      RULE
+"""
+
+
+@pytest.mark.parametrize(
+    ("rule", "expected"),
+    [
+        ("precisions: []", "spec.models.rules.precisions: List should have at least 1 item"),
+        (
+            "minAccuracy: {top1_acc: .nan}",
+            "spec.models.rules.minAccuracy.top1_acc: Input should be a finite number",
+        ),
+        ("pluginsAllowed: [ABCD]", "'ABCD' is not 'sha256:' followed by 64 lower-case hex characters"),
+        (
+            "expressions: [{name: a, cel: 'true', message: x}, {name: a, cel: 'false', message: y}]",
+            "expression names must be unique",
+        ),
+    ],
+)
+def test_model_rules_that_could_never_fire_are_errors(material: Material, rule: str, expected: str) -> None:
+    [problem] = problems_of(material.policy(MODELS.replace("RULE", rule)), material.keys_file("build-signer"))
+    assert expected in problem
+
+
+@pytest.mark.parametrize("term", ["match", "exclude"])
+@pytest.mark.parametrize("field", ["namespaces", "kinds"])
+def test_empty_selector_lists_are_errors(material: Material, term: str, field: str) -> None:
+    # An empty list would select nothing (match) or everything (exclude) without saying so.
+    path = material.policy(POLICY.replace("spec:\n", f"spec:\n  {term}: {{{field}: []}}\n"))
+    [problem] = problems_of(path, material.keys_file("image-signer"))
+    assert f"spec.{term}.{field}: List should have at least 1 item" in problem
 
 
 def test_duplicate_yaml_key_is_an_error(material: Material) -> None:

@@ -28,6 +28,10 @@ DIGEST = "sha256:" + "ab" * 32
         (f"nvcr.io/nvidia/tensorrt@{DIGEST}", "nvcr.io/nvidia/tensorrt:1", False),
         ("*", "quay.io/x/y:1", True),
         ("*.io/*", "quay.io/x/y:1", True),
+        # a wildcard in the host stops at the first "/": no registry can pose as a subdomain
+        ("*.example.com/app:*", "registry.example.com/app:1", True),
+        ("*.example.com/app:*", "evil.io/x.example.com/app:1", False),
+        ("docker.io/*", "nginx:1", True),
     ],
 )
 def test_matching(pattern: str, reference: str, expected: bool) -> None:
@@ -44,6 +48,10 @@ def test_matching(pattern: str, reference: str, expected: bool) -> None:
         ("nvcr.io/nvidia/tеnsorrt", "ASCII"),
         ("", "non-empty"),
         ("bad_host.io/x", "invalid registry host"),
+        ("docker.io/nginx:*", "docker.io/library/<name>"),
+        ("index.docker.io/library/nginx:*", "docker.io/library/<name>"),
+        ("nvcr.io/nvidia/tensorrt:", "empty tag or digest"),
+        ("nvcr.io/nvidia/tensorrt@", "empty tag or digest"),
     ],
 )
 def test_patterns_that_would_silently_never_match_are_refused(pattern: str, reason: str) -> None:

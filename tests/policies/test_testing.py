@@ -75,6 +75,19 @@ def test_missing_resource_is_a_failure(suite_copy: Path) -> None:
     assert any(c.detail == "no such resource in the inputs" for c in run.cases)
 
 
+def test_resource_without_namespace_is_found_in_the_suites_namespace(suite_copy: Path) -> None:
+    suite = suite_copy / "int8-calibration"
+    resources = suite / "resources.yaml"
+    resources.write_text(
+        resources.read_text().replace("  name: fp16\n  namespace: staging\n", "  name: fp16\n")
+    )
+    test_file = suite / "trtguard-test.yaml"
+    test_file.write_text(test_file.read_text().replace("spec:\n", "spec:\n  namespace: staging\n", 1))
+    run = run_tests(suite)
+    assert [c.detail for c in run.cases if "fp16" in c.resource and not c.passed] == []
+    assert any(c.resource == "Pod/staging/fp16" for c in run.cases)
+
+
 def test_suite_that_cannot_run_exits_two(suite_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
     test_file = suite_copy / "signed-images" / "trtguard-test.yaml"
     test_file.write_text(test_file.read_text().replace("../../signed-images.yaml", "../../absent.yaml"))
