@@ -229,11 +229,16 @@ def _parse_document(
         return None
 
 
+def _field_path(loc: Sequence[str | int]) -> str:
+    """``("spec", "images", 0, "match")`` → ``spec.images[0].match``."""
+    return ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in loc).replace(".[", "[")
+
+
 def _describe(error: ValidationError, document: Document, path: Path) -> list[str]:
     found = []
     for item in error.errors(include_url=False):
         loc = tuple(item["loc"])
-        field_path = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in loc).replace(".[", "[")
+        field_path = _field_path(loc)
         line = document.line_of(loc)
         message = item["msg"]
         if item["type"] == "extra_forbidden":
@@ -347,7 +352,7 @@ def _key_list_problems(
     """What makes one rule's list of (defined) keys unusable, found now rather than at admission time."""
     found: list[tuple[tuple[str | int, ...], str]] = []
     first = entries[0][0]
-    field_path = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in first[:-1]).replace(".[", "[")
+    field_path = _field_path(first[:-1])
     by_key: dict[str, str] = {}
     for loc, ref in entries:
         key = signers[ref].public_key
@@ -400,9 +405,8 @@ def _compile_policies(
         lists: dict[tuple[str | int, ...], list[tuple[tuple[str | int, ...], str]]] = {}
         for loc, ref in _key_refs(doc):
             if ref not in signers:
-                field_path = ".".join(str(p) for p in loc if isinstance(p, str))
                 problems.append(
-                    f"{path}:{document.line_of(loc)}: {field_path}: key {ref!r} is not defined "
+                    f"{path}:{document.line_of(loc)}: {_field_path(loc)}: key {ref!r} is not defined "
                     f"(known: {', '.join(sorted(signers)) or 'none'}); add it to a TrustedKeys document"
                 )
             else:
@@ -440,7 +444,7 @@ def _compile_policies(
                     program = compile_expression(
                         expression.cel,
                         variables=CEL_VARIABLES,
-                        location=f"{path}:{document.line_of(loc)}",
+                        location=f"{path}:{document.text_line_of(loc)} {_field_path(loc)}",
                         expect_bool=True,
                     )
                 except CelCompileError as error:

@@ -66,9 +66,21 @@ class Document:
 
     def line_of(self, path: Path) -> int:
         """The line of the value at ``path``, or of its nearest ancestor that exists."""
-        node = self.nodes.root(self.index)
+        node = self._node(path)
+        return self.line if node is None else int(node.start_mark.line) + 1
+
+    def text_line_of(self, path: Path) -> int:
+        """The line where the text of the scalar at ``path`` starts: for ``|`` and ``>`` blocks, the next."""
+        node = self._node(path)
         if node is None:
             return self.line
+        block = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
+        return int(node.start_mark.line) + (2 if block else 1)
+
+    def _node(self, path: Path) -> yaml.Node | None:
+        node = self.nodes.root(self.index)
+        if node is None:
+            return None
         for part in path:
             child: yaml.Node | None = None
             if isinstance(node, yaml.MappingNode):
@@ -80,7 +92,7 @@ class Document:
             if child is None:
                 break
             node = child
-        return int(node.start_mark.line) + 1
+        return node
 
 
 def decode(raw: bytes, source: str) -> str:

@@ -171,7 +171,7 @@ def test_undefined_key_reference(material: Material) -> None:
     path = material.policy(POLICY)
     [problem] = problems_of(path, material.keys_file("other"))
     assert problem.startswith(
-        f"{path}:8: spec.images.signatures.keys: key 'platform/image-signer' is not defined"
+        f"{path}:8: spec.images[0].signatures.keys[0]: key 'platform/image-signer' is not defined"
     )
     assert "platform/other" in problem
 
@@ -199,6 +199,27 @@ spec:
     path = material.policy(policy)
     [problem] = problems_of(path, material.keys_file("image-signer"))
     assert problem.startswith(f"{path}:9:")
+    assert "spec.models.rules.expressions[0].cel" in problem
+
+
+def test_cel_error_in_a_block_scalar_points_at_its_own_line(material: Material) -> None:
+    policy = """\
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: p}
+spec:
+  models:
+    buildManifest: {keys: [platform/image-signer]}
+    rules:
+      expressions:
+        - message: broken
+          cel: |
+            manifest.accuracy.size() > 0 &&
+              nosuchname > 1
+"""
+    path = material.policy(policy)
+    [problem] = problems_of(path, material.keys_file("image-signer"))
+    assert problem.startswith(f"{path}:12:")
 
 
 def test_every_problem_is_reported_and_nothing_loads(material: Material) -> None:
