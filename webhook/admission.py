@@ -1,9 +1,11 @@
 """AdmissionReview ``admission.k8s.io/v1``: lenient parsing of requests, strict protocol-valid responses.
 
 Requests are read the way the API server actually sends them (``dryRun`` absent or null, ``name``
-absent on ``generateName`` creates, ``object``/``oldObject`` null), but anything that is not an
-AdmissionReview v1 with a uid raises :class:`ReviewError` carrying an HTTP status, so that the API server
-counts a failed call and its ``failurePolicy`` decides: an unparseable review is never answered with an allow.
+absent on ``generateName`` creates, ``object``/``oldObject`` null). Anything that is not an AdmissionReview v1
+with a uid raises :class:`ReviewError` carrying an HTTP status: with no uid to answer, the API server counts a
+failed call and its ``failurePolicy`` decides. Once the uid is known, a malformed request raises a
+:class:`ReviewError` that carries the uid, and the webhook answers it with a denial, so that not even
+``failurePolicy: Ignore`` lets it through.
 
 Responses follow the API server's ``VerifyAdmissionResponse`` rules: exact GVK, the request's uid, a boolean
 ``allowed``, never ``patch``/``patchType``; a denial carries ``status.code`` ≥ 400 with a one-line message.
@@ -46,11 +48,24 @@ _ANNOTATION_KEY = re.compile(r"[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?")
 
 
 class ReviewError(InputError):
-    """The body cannot be answered as an AdmissionReview v1; ``status`` is the HTTP status to send."""
+    """The body is not a well-formed AdmissionReview v1 request.
 
-    def __init__(self, message: str, *, status: int, location: str | None = None, hint: str | None = None):
+    ``uid`` is the request's uid when it could be read (answer with a denial), else ``None``; ``status`` is
+    the HTTP status to send when there is no uid to answer.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        location: str | None = None,
+        hint: str | None = None,
+        uid: str | None = None,
+    ):
         super().__init__(message, location=location, hint=hint)
         self.status = status
+        self.uid = uid
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +92,10 @@ class AdmissionRequest:
     uid: str
     kind: GroupVersionKind
     operation: str
-    resource: str | None = None
     sub_resource: str | None = None
-    request_kind: GroupVersionKind | None = None
     name: str | None = None
     namespace: str | None = None
     username: str | None = None
-    groups: tuple[str, ...] = ()
     object: Mapping[str, Any] | None = None
     old_object: Mapping[str, Any] | None = None
     dry_run: bool = False
@@ -92,12 +104,19 @@ class AdmissionRequest:
 def parse_review(body: bytes) -> AdmissionRequest:
     """Decode an AdmissionReview v1 request body.
 
-    Raises :class:`ReviewError` with status 400 for a body that is not a JSON object and 422 for a JSON
-    object that is not an AdmissionReview v1 request with a uid.
+    Raises :class:`ReviewError`: status 400 for a body that is not a JSON object, 422 for a JSON object that
+    is not an AdmissionReview v1 request with a uid, and with ``uid`` set for a request whose other fields are
+    malformed.
     """
     try:
         document = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except RecursionError:
+        raise ReviewError(
+            "request body is JSON nested too deeply to be an AdmissionReview",
+            status=400,
+            hint="send an AdmissionReview admission.k8s.io/v1 as application/json",
+        ) from None
+    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
         raise ReviewError(
             f"request body is not JSON: {error}",
             status=400,
@@ -133,6 +152,15 @@ def parse_review_document(document: Mapping[str, Any]) -> AdmissionRequest:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise ReviewError("request.uid is missing or empty", status=422, location="request.uid")
+    try:
+        return _parse_request(request, uid)
+    except ReviewError as error:
+        raise ReviewError(
+            error.message, status=error.status, location=error.location, hint=error.hint, uid=uid
+        ) from None
+
+
+def _parse_request(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
     operation = request.get("operation")
     if operation not in OPERATIONS:
         raise ReviewError(
@@ -143,23 +171,22 @@ def parse_review_document(document: Mapping[str, Any]) -> AdmissionRequest:
     gvk = _gvk(request.get("kind"), "request.kind")
     if gvk is None:
         raise ReviewError("request.kind is missing", status=422, location="request.kind")
+    # Not used, but checked: the API server always sends them well-formed, so a request where they are not
+    # did not come from it and is denied rather than judged.
+    _gvk(request.get("requestKind"), "request.requestKind")
     resource = request.get("resource")
+    if isinstance(resource, dict):
+        _optional_str(resource.get("resource"), "request.resource.resource")
     user = request.get("userInfo")
     user = user if isinstance(user, dict) else {}
-    groups = user.get("groups")
     return AdmissionRequest(
         uid=uid,
         kind=gvk,
         operation=operation,
-        resource=_optional_str(resource.get("resource"), "request.resource.resource")
-        if isinstance(resource, dict)
-        else None,
         sub_resource=_optional_str(request.get("subResource"), "request.subResource"),
-        request_kind=_gvk(request.get("requestKind"), "request.requestKind"),
         name=_optional_str(request.get("name"), "request.name"),
         namespace=_optional_str(request.get("namespace"), "request.namespace"),
         username=_optional_str(user.get("username"), "request.userInfo.username"),
-        groups=tuple(g for g in groups if isinstance(g, str)) if isinstance(groups, list) else (),
         object=_optional_object(request.get("object"), "request.object"),
         # CREATE and CONNECT have no old object; whatever a sender put there is ignored, not judged.
         old_object=_optional_object(request.get("oldObject"), "request.oldObject")
@@ -303,7 +330,9 @@ def _gvk(value: object, where: str) -> GroupVersionKind | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise ReviewError(f"{where} is {_json_type(value)}, expected {{group, version, kind}}", status=422)
+        raise ReviewError(
+            f"{where} is {_json_type(value)}, expected {{group, version, kind}}", status=422, location=where
+        )
     kind = value.get("kind")
     group = value.get("group", "")
     version = value.get("version", "")

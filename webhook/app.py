@@ -3,12 +3,16 @@
 ``create_app`` takes the settings and the already-built services (policy store, decision store, reviewer,
 metrics, tracing, certificate reloader) and wires them to HTTP; it reads nothing from the environment. Its
 lifespan opens the decision store and runs the policy and certificate watchers.
+
+Once a request's uid is known, every outcome is an AdmissionReview answer: a malformed request and a failure
+inside the webhook are denials, never an HTTP error that ``failurePolicy: Ignore`` would turn into an allow.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,7 +21,14 @@ from typing import Any, Final
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from webhook.admission import MAX_BODY_BYTES, ReviewError, encode, parse_review, parse_timeout
+from webhook.admission import (
+    MAX_BODY_BYTES,
+    ReviewError,
+    deny_response,
+    encode,
+    parse_review,
+    parse_timeout,
+)
 from webhook.decisionlog import DecisionStore, SpoolingStore
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
@@ -25,6 +36,8 @@ from webhook.review import Reviewer
 from webhook.settings import ServeSettings
 from webhook.tls import CertificateReloader
 from webhook.tracing import Tracing
+
+_log = logging.getLogger(__name__)
 
 #: Bodies above this size are decoded in a thread, so a large review does not stall other requests.
 THREAD_DECODE_BYTES: Final = 256 * 1024
@@ -63,6 +76,8 @@ def create_app(settings: ServeSettings, services: WebhookServices) -> FastAPI:
                     services.certificates.watch(settings.reload_interval), name="trtguard-tls-watch"
                 )
             )
+        for task in tasks:
+            task.add_done_callback(_report_stopped)
         try:
             yield
         finally:
@@ -105,11 +120,24 @@ def create_app(settings: ServeSettings, services: WebhookServices) -> FastAPI:
                 admission = parse_review(body)
         except ReviewError as error:
             services.metrics.review_failures.labels("bad_request").inc()
+            if error.uid is not None:
+                _log.warning("malformed AdmissionReview denied", extra={"fields": {"uid": error.uid}})
+                return _answer(deny_response(error.uid, message=str(error), reason="BadRequest", code=400))
             return _status(
                 error.status, "BadRequest" if error.status == 400 else "Invalid", error.diagnostics()
             )
-        review = await services.reviewer.review(admission, api_timeout=api_timeout, started=started)
-        return Response(encode(review), media_type="application/json")
+        try:
+            review = await services.reviewer.review(admission, api_timeout=api_timeout, started=started)
+        except Exception:  # a bug in the webhook: deny, rather than an HTTP 500 that failurePolicy decides
+            _log.exception("review failed; denying", extra={"fields": {"uid": admission.uid}})
+            services.metrics.review_failures.labels("internal_error").inc()
+            review = deny_response(
+                admission.uid,
+                message="trtguard failed while checking this request, so it denies it; retry shortly",
+                reason="InternalError",
+                code=500,
+            )
+        return _answer(review)
 
     # A plain Starlette route: the handler reads the raw body itself, so FastAPI's per-request parameter
     # resolution would be pure overhead on the hot path.
@@ -190,6 +218,23 @@ async def _read_body(request: Request) -> bytes:
             raise _TooLarge
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _answer(review: dict[str, Any]) -> Response:
+    return Response(encode(review), media_type="application/json")
+
+
+def _report_stopped(task: asyncio.Task[None]) -> None:
+    """Log a background task that ended by itself: its work (reloading policies or certificates) stopped."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    _log.error(
+        "background task %s stopped: %r; its reloads no longer happen",
+        task.get_name(),
+        error,
+        exc_info=error,
+    )
 
 
 def _status(code: int, reason: str, message: str, *, close: bool = False) -> Response:

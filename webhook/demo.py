@@ -14,12 +14,14 @@ import argparse
 import asyncio
 import contextlib
 import json
+import queue
 import re
 import signal
 import ssl
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -181,12 +183,22 @@ def _serve(material: Material, workdir: Path, out: TextIO) -> Iterator[_Server]:
                 process.wait()
 
 
-def _wait_for_start(process: subprocess.Popen[str], log: Path) -> tuple[str, Path]:
+def _wait_for_start(
+    process: subprocess.Popen[str], log: Path, timeout: float = START_TIMEOUT
+) -> tuple[str, Path]:
+    """The URL and CA file that ``trtguard serve`` prints once it listens; gives up after ``timeout`` s."""
     stdout = cast(IO[str], process.stdout)  # opened with stdout=PIPE
+    # A thread reads the lines, so that a server that prints nothing cannot block the wait beyond `timeout`
+    # (and it keeps draining the pipe afterwards, so the server never blocks on a full one).
+    lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+    threading.Thread(target=_pump, args=(stdout, lines), name="demo-serve-stdout", daemon=True).start()
     ca: Path | None = None
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        line = stdout.readline()
+    deadline = time.monotonic() + timeout
+    while (remaining := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=remaining)
+        except queue.Empty:
+            break
         if not line:
             raise TrtguardError(
                 f"trtguard serve stopped (exit {process.wait()}) before it listened",
@@ -197,7 +209,14 @@ def _wait_for_start(process: subprocess.Popen[str], log: Path) -> tuple[str, Pat
             ca = Path(line.rsplit(": ", 1)[1].strip())
         if "admission webhook listening on " in line and ca is not None:
             return line.rsplit(" ", 1)[1].strip(), ca
-    raise TrtguardError(f"trtguard serve did not start within {START_TIMEOUT:.0f} s", location=str(log))
+    raise TrtguardError(f"trtguard serve did not start within {timeout:.0f} s", location=str(log))
+
+
+def _pump(stream: IO[str], lines: queue.SimpleQueue[str]) -> None:
+    """Every line of ``stream``, then ``""`` at its end."""
+    for line in stream:
+        lines.put(line)
+    lines.put("")
 
 
 async def _send(server: _Server, cases: Sequence[Scenario], out: TextIO) -> int:

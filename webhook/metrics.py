@@ -36,8 +36,9 @@ class Metrics:
         )
         self.review_failures = Counter(
             "trtguard_admission_review_failures",
-            "Reviews that could not be judged normally: bad_request, too_large (HTTP errors); timeout, "
-            "evaluation_error, no_policies, decision_log (answered by onError or a denial).",
+            "Reviews that could not be judged normally: bad_request (an HTTP error, or a denial once the uid "
+            "is known), too_large (HTTP errors); timeout, evaluation_error, no_policies, decision_log, "
+            "internal_error (answered by onError or a denial).",
             ["reason"],
             registry=r,
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -109,11 +110,31 @@ class PolicyStore:
     async def watch(self, interval: float) -> None:
         """Poll every ``interval`` seconds until cancelled.
 
-        Polling (rather than inotify) also sees Kubernetes ConfigMap updates, which swap a symlink.
+        Polling (rather than inotify) also sees Kubernetes ConfigMap updates, which swap a symlink. An attempt
+        that fails in an unexpected way (a folder removed while it is read, a file name the loader cannot
+        handle) is logged and counted as a failed reload, and retried at the next poll: the watch goes on.
         """
         while True:
             await asyncio.sleep(interval)
-            await self.reload_if_changed()
+            try:
+                await self.reload_if_changed()
+            except Exception as error:  # the watch must outlive any one attempt; the old set stays in force
+                self._attempt_failed(error)
+
+    def _attempt_failed(self, error: Exception) -> None:
+        message = f"policy reload failed unexpectedly: {type(error).__name__}: {error}"
+        # Forget the fingerprint: the next poll loads whatever is there then (the cause may have been passing,
+        # or the files put back). The same failure is logged once, not on every poll.
+        self._fingerprint = None
+        if self.last_failure is None or self.last_failure.message != message:
+            _log.error(
+                "policy reload failed; the previous policies stay in force",
+                exc_info=error,
+                extra={"fields": {"error": message, "revision": self._revision()}},
+            )
+        self.last_failure = ReloadFailure(message, datetime.now(UTC))
+        if self._on_reload is not None:
+            self._on_reload(self, False)
 
     def _compile(self) -> LoadedPolicies:
         policy_set = load_policy_set(self.path)
@@ -142,25 +163,37 @@ class PolicyStore:
         return self._current.revision if self._current is not None else None
 
     def _read_fingerprint(self) -> str:
-        """Digest of every file under ``path`` (policies and the key files they name), by relative name."""
-        digest = hashlib.sha256()
-        if self.path.is_file():
-            candidates = [self.path]
-        elif self.path.is_dir():
-            # Skip dot-directories like the loader does: ConfigMap mounts keep old copies in "..2024_…".
-            candidates = sorted(
-                p
-                for p in self.path.rglob("*")
-                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(self.path).parts)
-            )
-        else:
+        """Digest of the files the loader may read, by relative name: every file under ``path`` (or ``path``).
+
+        That covers the files ``policies.loader.policy_files`` picks (dot-files included) and key files kept
+        under the policy folder. Directories whose name starts with a dot are not entered, like the loader
+        does: Kubernetes keeps ConfigMap versions in ``..2024_…`` folders and deletes old ones at any time. A
+        key file that a ``TrustedKeys`` ``file:`` entry names outside the folder (or beside a single policy
+        file) is not covered, because the loaded :class:`PolicySet` does not say which files those are: a
+        change to it takes effect with the next change of a policy file, or a restart.
+        """
+        if not self.path.exists():
             return "missing"
-        for candidate in candidates:
+        digest = hashlib.sha256()
+        for name, candidate in self._watched_files():
             try:
                 content = candidate.read_bytes()
             except OSError:
                 content = b"\0unreadable"
-            name = candidate.name if candidate == self.path else str(candidate.relative_to(self.path))
-            digest.update(f"{name}\0{len(content)}\0".encode())
+            # fsencode: a file name need not be valid UTF-8.
+            digest.update(os.fsencode(name) + f"\0{len(content)}\0".encode())
             digest.update(content)
         return digest.hexdigest()
+
+    def _watched_files(self) -> list[tuple[str, Path]]:
+        if self.path.is_file():
+            return [(self.path.name, self.path)]
+        found: list[tuple[str, Path]] = []
+        # os.walk skips a folder that vanished while it walks (it reports it to onerror, which is unset).
+        for folder, subfolders, files in os.walk(self.path):
+            subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+            base = Path(folder)
+            for name in files:
+                candidate = base / name
+                found.append((str(candidate.relative_to(self.path)), candidate))
+        return sorted(found)

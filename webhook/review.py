@@ -21,7 +21,7 @@ from policies.results import Action, Decision, Violation
 from policies.workload import NotAWorkload, is_workload_kind
 from verifier.deadline import Deadline
 from verifier.errors import TrtguardError
-from webhook.admission import AdmissionRequest, allow_response, deny_response
+from webhook.admission import MAX_ANNOTATION_CHARS, AdmissionRequest, allow_response, deny_response
 from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, DecisionStore
 from webhook.logging import log_fields
 from webhook.metrics import Metrics
@@ -94,7 +94,9 @@ class Reviewer:
             verdict = await self._judge(request, deadline, budget)
             latency = time.perf_counter() - started
             record = self._record(request, verdict, latency)
-            # Half the margin is left for the record, so that a slow evaluation still gets logged in time.
+            # Half the margin is left for the record, so that a slow evaluation still gets logged in time. A
+            # record the store has started writing is waited for past it (up to the store's write timeout):
+            # the answer must agree with the log.
             log_deadline = Deadline.after(deadline.remaining() + self.settings.timeout_margin / 2)
             verdict = await self._write(record, verdict, log_deadline)
             span.set_attribute("trtguard.allowed", verdict.allowed)
@@ -346,6 +348,11 @@ def _message(denials: Sequence[Violation]) -> str:
 
 
 def _violations_annotation(violations: Sequence[Violation]) -> str:
+    """The violations as a JSON list that fits an audit annotation; ``{"more": n}`` counts those left out.
+
+    Items are dropped whole (the API server would otherwise get JSON cut in the middle); the decision log
+    has them all.
+    """
     items: list[dict[str, Any]] = []
     for v in violations[:MAX_ANNOTATED]:
         item: dict[str, Any] = {"policy": v.policy, "rule": v.rule, "action": v.action.value}
@@ -355,9 +362,13 @@ def _violations_annotation(violations: Sequence[Violation]) -> str:
         if v.error:
             item["error"] = True
         items.append(item)
-    if len(violations) > MAX_ANNOTATED:
-        items.append({"more": len(violations) - MAX_ANNOTATED})
-    return json.dumps(items, separators=(",", ":"), ensure_ascii=False)
+    while True:
+        more = len(violations) - len(items)
+        shown = [*items, {"more": more}] if more else items
+        text = json.dumps(shown, separators=(",", ":"), ensure_ascii=False)
+        if len(text) <= MAX_ANNOTATION_CHARS or not items:
+            return text
+        items.pop()
 
 
 def _deny(reason: str, message: str, failure: str | None = None) -> Verdict:

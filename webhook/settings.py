@@ -95,6 +95,12 @@ class ServeSettings(BaseSettings):
             )
         if len(chosen) > 1:
             raise ValueError(f"choose one of {', '.join(chosen)}")
+        if self.sans and self.self_signed is None:
+            # Only the certificate trtguard makes itself can carry them; silently dropping them misleads.
+            raise ValueError(
+                "--san names go into the certificate that --self-signed makes; with --tls-cert the names are "
+                "those of the given certificate"
+            )
         if self.metrics_port is not None and self.metrics_port == self.port and self.port != 0:
             raise ValueError("--metrics-port must differ from --port")
         return self

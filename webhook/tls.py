@@ -6,7 +6,9 @@ while it is still valid for those names, so the CA a client pinned stays the sam
 
 :class:`CertificateReloader` watches the certificate and key files (a Kubernetes Secret update, a
 cert-manager renewal) and loads a new pair into the *live* ``SSLContext``: new handshakes get the new
-certificate, established connections keep theirs. A pair that does not load keeps the old one in force.
+certificate, established connections keep theirs. The files are read and checked in a thread, and the pair
+goes live on the event loop's thread, where the handshakes run, so that none sees the context mid-change. A
+pair that does not load keeps the old one in force.
 """
 
 from __future__ import annotations
@@ -111,9 +113,33 @@ def server_context(cert: Path, key: Path) -> ssl.SSLContext:
 def certificate_not_after(cert: Path) -> datetime | None:
     """Expiry of the first certificate in the PEM file, or ``None`` if it cannot be read."""
     try:
-        return x509.load_pem_x509_certificate(cert.read_bytes()).not_valid_after_utc
-    except (OSError, ValueError):
+        return _not_after(cert.read_bytes())
+    except OSError:
         return None
+
+
+def _not_after(pem: bytes) -> datetime | None:
+    try:
+        return x509.load_pem_x509_certificate(pem).not_valid_after_utc
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """A changed pair that loads: the bytes to put in force."""
+
+    pem: bytes
+    fingerprint: str
+    not_after: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Refusal:
+    """Why changed files cannot go live; ``fingerprint`` (when known) keeps them from being reported again."""
+
+    message: str
+    fingerprint: str | None
 
 
 ReloadCallback = Callable[[bool, str | None], None]
@@ -139,31 +165,27 @@ class CertificateReloader:
         self.last_error: str | None = None
         self.not_after = certificate_not_after(cert)
 
-    def check(self) -> bool | None:
+    async def check(self) -> bool | None:
         """Reload if the files changed: True when a new pair went live, False when it was refused.
 
-        ``None`` when nothing changed. Blocking (reads files); run it in a thread from async code.
+        ``None`` when nothing changed. The files are read and checked in a thread; the pair is loaded into
+        the live context on the calling (event loop) thread, never while a handshake uses it.
         """
-        try:
-            cert_pem, key_pem = self.cert.read_bytes(), self.key.read_bytes()
-        except OSError as error:
-            return self._refused(f"cannot read {error.filename}: {error.strerror}", None)
-        fingerprint = hashlib.sha256(cert_pem + b"\0" + key_pem).hexdigest()
-        if fingerprint == self._fingerprint:
+        candidate = await asyncio.to_thread(self._read_pair)
+        if candidate is None:
             return None
+        if isinstance(candidate, _Refusal):
+            return self._refused(candidate.message, candidate.fingerprint)
         try:
-            # Exactly the bytes that were checked go live, whatever happens on disk meanwhile.
-            with _pem_file(cert_pem + b"\n" + key_pem) as combined:
-                trial = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-                trial.load_cert_chain(combined)
+            with _pem_file(candidate.pem) as combined:
                 self.context.load_cert_chain(combined)
         except (OSError, ssl.SSLError) as error:
             return self._refused(
-                f"new certificate refused, the previous one stays in force: {error}", fingerprint
+                f"new certificate refused, the previous one stays in force: {error}", candidate.fingerprint
             )
-        self._fingerprint = fingerprint
+        self._fingerprint = candidate.fingerprint
         self.last_error = None
-        self.not_after = certificate_not_after(self.cert)
+        self.not_after = candidate.not_after
         _log.info(
             "TLS certificate reloaded", extra={"cert": str(self.cert), "not_after": str(self.not_after)}
         )
@@ -172,17 +194,44 @@ class CertificateReloader:
         return True
 
     async def watch(self, interval: float) -> None:
-        """Check every ``interval`` seconds until cancelled."""
+        """Check every ``interval`` seconds until cancelled.
+
+        An attempt that fails in an unexpected way is logged and counted as a refused reload, and the next
+        poll tries again: the watch goes on, and the pair in force stays.
+        """
         while True:
             await asyncio.sleep(interval)
-            await asyncio.to_thread(self.check)
+            try:
+                await self.check()
+            except Exception as error:  # the watch must outlive any one attempt
+                # No fingerprint: the same files are tried again at the next poll.
+                message = f"certificate reload failed: {type(error).__name__}: {error}"
+                self._refused(message, None, error)
 
-    def _refused(self, message: str, fingerprint: str | None) -> bool:
+    def _read_pair(self) -> _Candidate | _Refusal | None:
+        """Read the files and check that they form a pair (blocking: runs in a thread)."""
+        try:
+            cert_pem, key_pem = self.cert.read_bytes(), self.key.read_bytes()
+        except OSError as error:
+            return _Refusal(f"cannot read {error.filename}: {error.strerror}", None)
+        fingerprint = hashlib.sha256(cert_pem + b"\0" + key_pem).hexdigest()
+        if fingerprint == self._fingerprint:
+            return None
+        # Exactly the bytes that were checked go live, whatever happens on disk meanwhile.
+        pem = cert_pem + b"\n" + key_pem
+        try:
+            with _pem_file(pem) as combined:
+                ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(combined)
+        except (OSError, ssl.SSLError) as error:
+            return _Refusal(f"new certificate refused, the previous one stays in force: {error}", fingerprint)
+        return _Candidate(pem, fingerprint, _not_after(cert_pem))
+
+    def _refused(self, message: str, fingerprint: str | None, error: Exception | None = None) -> bool:
         # Remember the refused content so that one bad pair is reported once, not every poll.
         if fingerprint is not None:
             self._fingerprint = fingerprint
         if message != self.last_error:
-            _log.error(message, extra={"cert": str(self.cert), "key": str(self.key)})
+            _log.error(message, exc_info=error, extra={"cert": str(self.cert), "key": str(self.key)})
         self.last_error = message
         if self._on_reload is not None:
             self._on_reload(False, message)

@@ -10,7 +10,9 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from tests.charts.helm_chart import CHART, CI_VALUES, render_error, run_helm
+from tests.charts.helm_chart import CHART, CI_VALUES, of_kind, render, render_error, run_helm
+from verifier.errors import InputError
+from verifier.registry.config import load_registry_config
 
 pytestmark = pytest.mark.helm
 
@@ -96,6 +98,19 @@ def test_bad_values_are_refused_with_the_field_and_the_reason(set_json: dict[str
             "metrics.serviceMonitor.enabled needs metrics.enabled=true",
         ),
         ({"metrics.enabled": True, "metrics.port": 8443}, "metrics.port must differ from server.port"),
+        (
+            {"server.timeoutMargin": 2.5},
+            "server.timeoutMargin (2.5 s) must be less than half of webhook.timeoutSeconds (5 s)",
+        ),
+        (
+            {"webhook.timeoutSeconds": 1},
+            "server.timeoutMargin (0.5 s) must be less than half of webhook.timeoutSeconds (1 s)",
+        ),
+        (
+            {"registry.config": {"registries": {"registry.corp:5000": {"plain_http": True}}}},
+            "registry.config.registries[registry.corp:5000].plain_http: plain HTTP is allowed only for "
+            "loopback registries",
+        ),
     ],
 )
 def test_values_that_contradict_each_other_are_refused(set_json: dict[str, Any], message: str) -> None:
@@ -128,3 +143,25 @@ def test_every_object_in_the_schema_is_closed() -> None:
 def test_values_files_satisfy_the_schema_outside_helm(values: Path) -> None:
     """The schema is plain JSON Schema: CI tools other than helm (check-jsonschema) read it the same way."""
     jsonschema.validate(yaml.safe_load(values.read_text()), SCHEMA)
+
+
+def test_plain_http_for_a_loopback_registry_renders_and_the_server_accepts_it(tmp_path: Path) -> None:
+    """The chart's loopback rule and the server's (verifier.registry.config) agree on what they accept."""
+    hosts = ["localhost:5000", "127.0.0.1:5000", "[::1]:5000", "LocalHost"]
+    registries = {host: {"plain_http": True} for host in hosts}
+    registries["registry.corp:5000"] = {"plain_http": False}
+    docs = render(set_json={"registry.config": {"registries": registries}})
+    [config_map] = [d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-registry")]
+    path = tmp_path / "registry-config.yaml"
+    path.write_text(config_map["data"]["registry-config.yaml"])
+    config = load_registry_config(path)
+    assert all(config.settings_for(host).plain_http for host in hosts)
+    assert not config.settings_for("registry.corp:5000").plain_http
+    # And the chart refuses what the server refuses.
+    for host in ("registry.corp:5000", "127.0.0.1.nip.io", "10.0.0.1:5000"):
+        assert "plain HTTP is allowed only for loopback registries" in render_error(
+            set_json={"registry.config": {"registries": {host: {"plain_http": True}}}}
+        )
+        path.write_text(yaml.safe_dump({"registries": {host: {"plain_http": True}}}))
+        with pytest.raises(InputError, match="plain_http is allowed only for loopback registries"):
+            load_registry_config(path)

@@ -158,6 +158,10 @@ def test_notes_tell_the_admin_how_to_check_the_webhook() -> None:
     assert result.returncode == 0, result.stderr
     notes = result.stdout.split("NOTES:", 1)[1]
     assert f"kubectl -n {NAMESPACE} rollout status deployment/{FULLNAME}" in notes
+    # Readiness covers the decision log too, and comes back by itself: an admin must not wait for a restart.
+    flat = " ".join(notes.split())
+    assert "ready means: policies and trust material loaded, and the decision log takes records" in flat
+    assert "becomes ready again by itself" in flat
     assert f"/api/v1/namespaces/{NAMESPACE}/services/https:{FULLNAME}:443/proxy/readyz" in notes
     assert "--dry-run=server" in notes
     assert 'admission webhook "workloads.trtguard.dev" denied the request' in notes

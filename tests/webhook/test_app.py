@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
+import shutil
 import sqlite3
 import ssl
 import time
@@ -19,8 +21,17 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.webhook.harness import PodFactory, ReviewFactory, Verifier, WebhookProcess
+from tests.webhook.harness import PodFactory, ReviewFactory, Verifier, WaitUntil, WebhookProcess
+from verifier.evidence import LocalEvidence
 from webhook._private.demo_material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
+from webhook.admission import AdmissionRequest
+from webhook.app import WebhookServices, create_app
+from webhook.decisionlog import SQLiteStore
+from webhook.metrics import Metrics
+from webhook.policy_store import PolicyStore
+from webhook.review import Reviewer
+from webhook.settings import ServeSettings
+from webhook.tracing import Tracing
 
 ADMISSION = "admission"
 
@@ -64,9 +75,12 @@ _UNCHANGED_UPDATES = {
 _UNANSWERABLE = {
     "connaisseur-21_broken_request.json": 422,  # no uid, no kind
     "connaisseur-25_null_body.json": 400,  # JSON null
-    "k8s-api-admission.k8s.io.v1.AdmissionReview.json": 422,  # operation "operationValue"
     "k8s-api-admission.k8s.io.v1beta1.AdmissionReview.json": 422,
     "k8s-api-admission.k8s.io.v1.AdmissionReview.yaml": 400,  # not JSON
+}
+# A v1 review with a uid but malformed otherwise: answered, with a denial.
+_MALFORMED_V1 = {
+    "k8s-api-admission.k8s.io.v1.AdmissionReview.json": "request.operation",  # operation "operationValue"
 }
 
 
@@ -85,7 +99,12 @@ async def test_every_shared_fixture_as_sent_gets_a_protocol_valid_answer(
     async with demo_webhook.client() as client:
         response = await client.post(raw)
     is_v1 = isinstance(document, dict) and document.get("apiVersion") == "admission.k8s.io/v1"
-    if is_v1 and name not in _UNANSWERABLE:
+    if name in _MALFORMED_V1:
+        answer = verify_admission_response(_uid(document), response)
+        assert answer["allowed"] is False
+        assert (answer["status"]["code"], answer["status"]["reason"]) == (400, "BadRequest")
+        assert _MALFORMED_V1[name] in answer["status"]["message"]
+    elif is_v1 and name not in _UNANSWERABLE:
         answer = verify_admission_response(_uid(document), response)
         assert (answer["allowed"], answer["auditAnnotations"]["reason"]) == _EXPECTED_V1.get(
             name, (True, "Allowed")
@@ -328,6 +347,8 @@ async def test_delete_and_connect_are_allowed(
             422,
             "expected apiVersion",
         ),
+        (b"[" * 50_000, 400, "nested too deeply"),
+        (b"[" * 300_000, 400, "nested too deeply"),  # large enough to be decoded in a thread
         (
             json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode(),
             422,
@@ -353,6 +374,38 @@ async def test_malformed_reviews_are_failed_calls_not_answers(
         response = await client.post(body)
     assert response.status_code == status
     assert fragment in response.json()["message"]
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"operation": "PATCH"}, "request.operation is 'PATCH'"),
+        ({"dryRun": "no"}, "request.dryRun is a string"),
+        ({"requestKind": {"group": "", "version": "v1"}}, "request.requestKind.kind is missing"),
+        (
+            {"resource": {"group": "", "version": "v1", "resource": 7}},
+            "request.resource.resource is a number",
+        ),
+    ],
+)
+async def test_a_malformed_request_with_a_uid_is_denied_not_a_failed_call(
+    change: dict[str, Any],
+    fragment: str,
+    demo_webhook: WebhookProcess,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+) -> None:
+    """An HTTP error would be a failed call, which ``failurePolicy: Ignore`` admits; a denial cannot be."""
+    body = make_review(obj=make_pod("good", TENSORRT_IMAGE, namespace="dev"))
+    body["request"].update(change)
+    async with demo_webhook.client() as client:
+        answer = verify_admission_response(body["request"]["uid"], await client.post(body))
+        metrics = (await client.get("/metrics")).text
+    assert answer["allowed"] is False
+    assert (answer["status"]["code"], answer["status"]["reason"]) == (400, "BadRequest")
+    assert fragment in answer["status"]["message"]
+    assert 'trtguard_admission_review_failures_total{reason="bad_request"}' in metrics
 
 
 async def test_a_body_over_7_mib_is_refused_without_being_read(
@@ -521,3 +574,77 @@ async def test_tls_is_what_the_api_server_expects(demo_webhook: WebhookProcess) 
             ssl=ssl.create_default_context(),
             server_hostname="trtguard.trtguard.svc",
         )
+
+
+class _FailingReviewer(Reviewer):
+    """A reviewer with a bug: it raises instead of answering."""
+
+    async def review(
+        self, request: AdmissionRequest, *, api_timeout: float | None, started: float
+    ) -> dict[str, Any]:
+        raise RuntimeError("a bug in the webhook")
+
+
+def _services(
+    material: Material, tmp_path: Path, policies: PolicyStore | None = None, *, failing: bool = False
+) -> WebhookServices:
+    if policies is None:
+        policies = PolicyStore(material.policies, LocalEvidence(material.attestations))
+        policies.load()
+    store = SQLiteStore(tmp_path / "decisions.db")
+    metrics = Metrics()
+    reviewer = (_FailingReviewer if failing else Reviewer)(policies, store, metrics)
+    return WebhookServices(policies, store, metrics, reviewer, Tracing(None))
+
+
+async def test_a_failure_inside_the_webhook_is_a_denial_not_an_http_500(
+    demo_material: Material,
+    tmp_path: Path,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    services = _services(demo_material, tmp_path, failing=True)
+    app = create_app(ServeSettings(policies=demo_material.policies, insecure_http=True), services)
+    body = make_review(obj=make_pod("good", TENSORRT_IMAGE, namespace="dev"))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://webhook") as client:
+        response = await client.post("/validate?timeout=5s", content=json.dumps(body).encode())
+        metrics = (await client.get("/metrics")).text
+    answer = verify_admission_response(body["request"]["uid"], response)
+    assert answer["allowed"] is False
+    assert (answer["status"]["code"], answer["status"]["reason"]) == (500, "InternalError")
+    assert "Traceback" not in answer["status"]["message"]
+    assert 'trtguard_admission_review_failures_total{reason="internal_error"} 1.0' in metrics
+    [logged] = [r for r in caplog.records if r.getMessage() == "review failed; denying"]
+    assert logged.exc_info is not None and "a bug in the webhook" in str(logged.exc_info[1])
+
+
+async def test_a_background_task_that_stops_is_logged(
+    demo_material: Material, tmp_path: Path, wait_until: WaitUntil, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The watchers outlive failed reloads; anything that still ends one is said, not silent."""
+    folder = tmp_path / "policies"
+    shutil.copytree(demo_material.policies, folder)
+
+    calls: list[bool] = []
+
+    def broken_callback(store: PolicyStore, succeeded: bool) -> None:
+        calls.append(succeeded)
+        if len(calls) > 1:  # the first load goes through; every reload after it fails in the callback
+            raise RuntimeError("a bug in a reload callback")
+
+    policies = PolicyStore(folder, LocalEvidence(demo_material.attestations), on_reload=broken_callback)
+    policies.load()
+    services = _services(demo_material, tmp_path, policies)
+    settings = ServeSettings(policies=folder, insecure_http=True, reload_interval=0.05)
+    app = create_app(settings, services)
+    async with app.router.lifespan_context(app):
+        (folder / "signed-images.yaml").write_text(
+            (folder / "signed-images.yaml").read_text().replace("onError: Deny", "onError: Warn")
+        )
+        stopped = "background task trtguard-policy-watch stopped"
+        await wait_until(lambda: any(r.getMessage().startswith(stopped) for r in caplog.records), within=10)
+    [logged] = [r for r in caplog.records if r.getMessage().startswith(stopped)]
+    assert logged.levelno == logging.ERROR
+    assert "a bug in a reload callback" in logged.getMessage()

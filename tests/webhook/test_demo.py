@@ -5,10 +5,14 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from verifier.errors import TrtguardError
 from webhook import demo
 from webhook._private.demo_material import Material
 
@@ -45,3 +49,18 @@ def test_the_demo_reports_an_unexpected_verdict(tmp_path: Path, monkeypatch: pyt
     assert demo.run(tmp_path / "demo", out=out) == 1
     assert "!! expected an admission" in out.getvalue()
     assert "demo FAILED: 1 unexpected verdict(s)" in out.getvalue()
+
+
+def test_a_server_that_prints_nothing_does_not_hold_the_demo(tmp_path: Path) -> None:
+    """The wait for the listening line ends at its timeout, whatever the child does with its stdout."""
+    silent = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        started = time.monotonic()
+        with pytest.raises(TrtguardError, match="did not start within 1 s"):
+            demo._wait_for_start(silent, tmp_path / "serve.log", timeout=1.0)
+        assert time.monotonic() - started < 5
+    finally:
+        silent.kill()
+        silent.wait()

@@ -36,12 +36,13 @@ from verifier.dsse import Envelope
 from verifier.evidence import COSIGN_SIGN_PREDICATE, LocalEvidence
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
 from verifier.keys import PrivateKey, encrypt_private_key, generate_private_key
+from webhook import decisionlog
 from webhook._cli import main
 from webhook._private.demo_material import OFF_LIST_IMAGE, TENSORRT_IMAGE, Material, make_material
 from webhook._private.evidence_archive import read_archive, write_archive
 from webhook._private.evidence_package import INDEX, RECORDS, SIGNATURE, parse_predicate, seal
 from webhook.admission import parse_review_document
-from webhook.decisionlog import DecisionRecord, RecordQuery, SQLiteStore, open_store
+from webhook.decisionlog import DecisionRecord, DecisionStore, RecordQuery, SQLiteStore, open_store
 from webhook.evidence import (
     Anchor,
     ArchiveLimits,
@@ -764,6 +765,38 @@ def test_cli_export_then_verify(world: World, tmp_path: Path, capsys: pytest.Cap
     assert status == 2 and "refusing to overwrite" in err
     status, _, _ = _cli(capsys, *_export_args(world, output, "--workload", "prod/resnet"), "--force")
     assert status == 0
+
+
+class _ClosingSpy:
+    """A real store that notes whether it was closed."""
+
+    def __init__(self, store: DecisionStore) -> None:
+        self.store = store
+        self.closed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def close(self) -> None:
+        self.closed = True
+        await self.store.close()
+
+
+def test_cli_export_closes_the_log_when_the_evidence_source_fails(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[_ClosingSpy] = []
+
+    def spying_open_store(url: str, **options: Any) -> _ClosingSpy:
+        opened.append(_ClosingSpy(open_store(url, **options)))
+        return opened[-1]
+
+    monkeypatch.setattr(decisionlog, "open_store", spying_open_store)
+    args = _export_args(world, tmp_path / "x.tar.gz", "--workload", "prod/resnet")
+    args[args.index("--attestations") + 1] = str(tmp_path / "absent")
+    status, _, err = _cli(capsys, *args)
+    assert status == 2 and "absent does not exist" in err
+    assert [spy.closed for spy in opened] == [True]
 
 
 def test_cli_verify_exits_1_naming_the_failure(

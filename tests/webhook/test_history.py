@@ -97,6 +97,16 @@ async def test_a_log_that_cannot_answer_is_unavailable_evidence(tmp_path: Path) 
         await history.last_engine("prod", "Deployment", "resnet50", RESNET, Deadline(time.monotonic() - 1))
 
 
+async def test_a_log_that_is_not_a_database_is_unavailable_evidence(tmp_path: Path) -> None:
+    """A broken file answers change control with unavailable evidence (onError decides), not a crash."""
+    path = tmp_path / "broken.db"
+    path.write_bytes(b"this is not an SQLite file " * 200)
+    history = DecisionLogHistory(SQLiteStore(path, read_only=True))
+    with pytest.raises(EvidenceUnavailable, match="file is not a database") as raised:
+        await history.last_engine("prod", "Deployment", "resnet50", RESNET, Deadline.after(5))
+    assert raised.value.transient
+
+
 async def test_engine_history_replays_updates_per_repository(store: SQLiteStore) -> None:
     v1, v2 = f"{RESNET}@sha256:{'1' * 64}", f"{RESNET}@sha256:{'2' * 64}"
     tokenizer = f"registry.example.com/models/tokenizer@sha256:{'5' * 64}"

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
-from policies.loader import PolicyLoadError
+from policies.loader import PolicyLoadError, policy_files
+from tests.webhook.harness import WaitUntil
 from verifier.evidence import LocalEvidence
 from webhook._private.demo_material import Material
 from webhook.policy_store import PolicyStore
@@ -111,3 +116,76 @@ async def test_a_configmap_update_is_seen(demo_material: Material, tmp_path: Pat
     assert await store.reload_if_changed() is True
     assert store.current is not None
     assert store.current.revision != loaded.revision
+
+
+async def test_a_dot_file_policy_the_loader_reads_is_watched(folder: Path, demo_material: Material) -> None:
+    """The loader skips dot-directories but reads dot-files; the watch sees what the loader reads."""
+    store = _store(folder, demo_material)
+    loaded = store.load()
+    hidden = folder / ".extra-keys.yaml"
+    assert hidden not in policy_files([folder])
+    hidden.write_text((folder / "keys.yaml").read_text().replace("name: platform", "name: extra"))
+    assert hidden in policy_files([folder])
+    assert await store.reload_if_changed() is True
+    assert store.current is not None
+    assert store.current.revision != loaded.revision
+    assert hidden in store.current.policy_set.sources
+
+
+async def test_a_configmap_folder_removed_while_walking_is_not_an_error(
+    folder: Path, demo_material: Material
+) -> None:
+    """kubelet deletes old ``..<timestamp>`` folders at any time; the watch never walks into them."""
+    store = _store(folder, demo_material)
+    store.load()
+    stop = threading.Event()
+
+    def churn() -> None:
+        n = 0
+        while not stop.is_set():
+            old = folder / f"..2026_11_29_10_00_00.{n:09d}"
+            deep = old.joinpath(*["d"] * 40)
+            deep.mkdir(parents=True)
+            (deep / "p.yaml").write_text("{}")
+            shutil.rmtree(old)
+            n += 1
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    try:
+        for _ in range(300):
+            assert await store.reload_if_changed() is None
+    finally:
+        stop.set()
+        thread.join()
+
+
+async def test_the_watch_survives_a_reload_that_fails_unexpectedly(
+    folder: Path, demo_material: Material, wait_until: WaitUntil, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file name that is not UTF-8 makes the loader itself fail (not a policy error): the watch logs it,
+    counts a failed reload, keeps the set in force, and loads the next good change."""
+    events: list[tuple[bool, str | None]] = []
+    store = _store(folder, demo_material, events)
+    loaded = store.load()
+    task = asyncio.create_task(store.watch(0.05))
+    try:
+        odd = folder / os.fsdecode(b"\xff-keys.yaml")
+        odd.write_text((folder / "keys.yaml").read_text().replace("name: platform", "name: odd"))
+        await wait_until(lambda: store.last_failure is not None, within=10)
+        assert store.last_failure is not None
+        assert "UnicodeEncodeError" in store.last_failure.message
+        assert events[-1] == (False, loaded.revision)
+        assert store.current is loaded
+        failed = [r for r in caplog.records if r.message.startswith("policy reload failed")]
+        assert failed and failed[0].levelno == logging.ERROR and failed[0].exc_info is not None
+
+        odd.unlink()
+        target = folder / "signed-images.yaml"
+        target.write_text(target.read_text().replace("onError: Deny", "onError: Warn"))
+        await wait_until(lambda: store.current is not loaded, within=10)
+        assert not task.done()
+        assert store.last_failure is None
+        assert events[-1] == (True, store.current.revision if store.current else None)
+    finally:
+        task.cancel()

@@ -8,6 +8,7 @@ honours deadlines itself, so these exercise the webhook's own backstop.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import shutil
@@ -23,11 +24,11 @@ from verifier.deadline import Deadline
 from verifier.evidence import Attestation, EvidenceSource, ImageSignatures, LocalEvidence
 from verifier.references import ImageReference
 from webhook._private.demo_material import OFF_LIST_IMAGE, TENSORRT_IMAGE, Material
-from webhook.admission import parse_review_document
+from webhook.admission import MAX_ANNOTATION_CHARS, parse_review_document
 from webhook.decisionlog import RecordQuery, SQLiteStore
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
-from webhook.review import Reviewer, ReviewSettings
+from webhook.review import MAX_ANNOTATED, Reviewer, ReviewSettings
 
 
 class _HangingEvidence(LocalEvidence):
@@ -302,3 +303,27 @@ async def test_warn_findings_become_short_warnings_and_the_message_lists_every_d
     message = answer["status"]["message"]
     assert message.startswith(f"{message.split(' ')[0]} policy violations: (1) ")
     assert "int8RequiresCalibration" in message
+
+
+async def test_the_violations_annotation_is_whole_json_within_the_limit(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    """Long image names: whole items are left out (and counted) rather than the JSON cut mid-way."""
+    images = tuple(f"registry.example.com/{'a' * 200}/image-{n}:{'t' * 120}" for n in range(25))
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("long", images[0], extra_images=images[1:]))
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    text = answer["auditAnnotations"]["violations"]
+    assert len(text) <= MAX_ANNOTATION_CHARS
+    items = json.loads(text)
+    *shown, more = items
+    [stored] = await store.query(RecordQuery(uid=body["request"]["uid"]))
+    assert len(shown) < MAX_ANNOTATED
+    assert more == {"more": len(stored.record.violations) - len(shown)}
+    # The first violations, in order, with their subjects.
+    recorded = stored.record.violations[: len(shown)]
+    assert [(i["policy"], i["rule"], i.get("image")) for i in shown] == [
+        (v["policy"], v["rule"], v.get("image")) for v in recorded
+    ]
+    assert sum("image" in item for item in shown) > 0

@@ -484,11 +484,19 @@ async def test_postgresql_down_denies_or_spools_as_configured(
             lambda: _with(client.get("/readyz"), lambda r: r.json()["decision_log"]["spooled"] == 0),
             within=30,
         )
+    async with deny.client() as client:
+        # Unready, the replica got no requests; its own health check brought it back (schema and all).
+        await wait_until(lambda: _with(client.get("/readyz"), lambda r: r.status_code == 200), within=30)
+        body = make_review(obj=good)
+        recovered = body["request"]["uid"]
+        answer = verify_admission_response(recovered, await client.post(body, api_timeout=5))
+        assert answer["allowed"], answer
     store = PostgresStore(pg_url, read_only=True)
     await store.open()
     try:
         assert (await store.verify()).ok
-        assert [r.record.uid for r in await store.query(RecordQuery())] == spooled
+        # The spool was shipped before the recovered replica's decision was made.
+        assert [r.record.uid for r in await store.query(RecordQuery())] == [*spooled, recovered]
     finally:
         await store.close()
     records = json.dumps(deny.log_records())

@@ -62,7 +62,6 @@ def test_environment_names_and_forms(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRTGUARD_POLICIES", "/p")
     monkeypatch.setenv("TRTGUARD_TLS_CERT", "/tls/tls.crt")
     monkeypatch.setenv("TRTGUARD_TLS_KEY", "/tls/tls.key")
-    monkeypatch.setenv("TRTGUARD_SANS", "trtguard.trtguard.svc, trtguard.trtguard.svc.cluster.local")
     monkeypatch.setenv("TRTGUARD_DECISION_LOG", "postgresql://trtguard@db/trtguard")
     monkeypatch.setenv("TRTGUARD_DECISION_LOG_UNAVAILABLE", "spool")
     monkeypatch.setenv("TRTGUARD_DEFAULT_TIMEOUT", "4.5")
@@ -74,7 +73,6 @@ def test_environment_names_and_forms(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRTGUARD_REGISTRY_CONFIG", "/reg.yaml")
     monkeypatch.setenv("TRTGUARD_PASSWORD", "not a serve setting, used by other commands")
     settings = load_settings({})
-    assert settings.sans == ("trtguard.trtguard.svc", "trtguard.trtguard.svc.cluster.local")
     assert settings.tls_cert == Path("/tls/tls.crt")
     assert settings.decision_log_unavailable == "spool"
     assert settings.default_timeout == 4.5
@@ -85,6 +83,14 @@ def test_environment_names_and_forms(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.attestations == Path("/att")
     assert settings.registry_config == Path("/reg.yaml")
     assert settings.uses_tls
+
+
+def test_sans_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRTGUARD_SELF_SIGNED", "/tls")
+    monkeypatch.setenv("TRTGUARD_SANS", "trtguard.trtguard.svc, trtguard.trtguard.svc.cluster.local")
+    settings = load_settings({"policies": Path("p")})
+    assert settings.sans == ("trtguard.trtguard.svc", "trtguard.trtguard.svc.cluster.local")
+    assert settings.self_signed == Path("/tls")
 
 
 def test_insecure_http_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,6 +118,14 @@ def test_insecure_http_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
             "--metrics-port must differ from --port",
         ),
         ({"policies": "p", "insecure_http": True, "decision_log_unavailable": "allow"}, "'deny' or 'spool'"),
+        (
+            {"policies": "p", "tls_cert": "c", "tls_key": "k", "sans": ("a.svc",)},
+            "--san names go into the certificate that --self-signed makes",
+        ),
+        (
+            {"policies": "p", "insecure_http": True, "sans": ("a.svc",)},
+            "--san names go into the certificate that --self-signed makes",
+        ),
     ],
 )
 def test_bad_settings_are_one_clear_error(flags: dict[str, object], expected: str) -> None:

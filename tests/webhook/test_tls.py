@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import shutil
 import ssl
 import stat
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from tests.webhook.harness import WaitUntil
 from verifier.errors import InputError
 from webhook.tls import CertificateReloader, make_self_signed, server_context
 
@@ -162,7 +166,7 @@ async def test_reload_swaps_the_certificate_on_the_live_context(tmp_path: Path) 
         served / "tls.key",
         on_reload=lambda ok, error: events.append((ok, error)),
     )
-    assert reloader.check() is None  # unchanged
+    assert await reloader.check() is None  # unchanged
 
     async with _TlsServer(context) as server:
         peer, _, _ = await server.handshake(_client(first.ca_cert))
@@ -171,7 +175,7 @@ async def test_reload_swaps_the_certificate_on_the_live_context(tmp_path: Path) 
         # Renewal as a Secret update does it: both files replaced.
         shutil.copy(second.key, served / "tls.key")
         shutil.copy(second.cert, served / "tls.crt")
-        assert await asyncio.to_thread(reloader.check) is True
+        assert await reloader.check() is True
         assert events == [(True, None)]
         peer, _, _ = await server.handshake(_client(second.ca_cert))
         assert peer.serial_number == _leaf(second.cert).serial_number
@@ -181,16 +185,16 @@ async def test_reload_swaps_the_certificate_on_the_live_context(tmp_path: Path) 
 
         # A half-written update (new certificate, old key) is refused and the current pair stays.
         shutil.copy(first.cert, served / "tls.crt")
-        assert await asyncio.to_thread(reloader.check) is False
+        assert await reloader.check() is False
         assert events[-1][0] is False
         assert "previous one stays in force" in (reloader.last_error or "")
         peer, _, _ = await server.handshake(_client(second.ca_cert))
         assert peer.serial_number == _leaf(second.cert).serial_number
-        assert await asyncio.to_thread(reloader.check) is None  # reported once, not on every poll
+        assert await reloader.check() is None  # reported once, not on every poll
 
         # Completing the update makes it go live.
         shutil.copy(first.key, served / "tls.key")
-        assert await asyncio.to_thread(reloader.check) is True
+        assert await reloader.check() is True
         assert reloader.last_error is None
         peer, _, _ = await server.handshake(_client(first.ca_cert))
         assert peer.serial_number == _leaf(first.cert).serial_number
@@ -224,7 +228,81 @@ async def test_missing_files_keep_the_current_pair(tmp_path: Path) -> None:
     context = server_context(files.cert, files.key)
     reloader = CertificateReloader(context, files.cert, files.key)
     files.cert.unlink()
-    assert reloader.check() is False
+    assert await reloader.check() is False
     assert "cannot read" in (reloader.last_error or "")
     async with _TlsServer(context) as server:
         await server.handshake(_client(files.ca_cert))
+
+
+class _WatchedContext(ssl.SSLContext):
+    """A server context that notes the thread of every load into it, and can fail the next one."""
+
+    threads: list[int]
+    fail_next: bool
+
+    def load_cert_chain(self, certfile: Any, keyfile: Any = None, password: Any = None) -> None:
+        self.threads.append(threading.get_ident())
+        if self.fail_next:
+            self.fail_next = False
+            raise RuntimeError("injected failure")
+        super().load_cert_chain(certfile, keyfile, password)
+
+
+def _watched_context(cert: Path, key: Path) -> _WatchedContext:
+    context = _WatchedContext(ssl.PROTOCOL_TLS_SERVER)
+    context.threads, context.fail_next = [], False
+    context.set_alpn_protocols(["http/1.1"])
+    context.load_cert_chain(cert, key)
+    context.threads.clear()
+    return context
+
+
+async def test_the_watch_loads_a_new_pair_on_the_event_loop_thread(
+    tmp_path: Path, wait_until: WaitUntil
+) -> None:
+    """Handshakes run on the event loop's thread; the live context is never changed from another one."""
+    files = make_self_signed(tmp_path / "a", sans=[SERVICE])
+    renewed = make_self_signed(tmp_path / "b", sans=[SERVICE])
+    context = _watched_context(files.cert, files.key)
+    events: list[bool] = []
+    reloader = CertificateReloader(context, files.cert, files.key, on_reload=lambda ok, _: events.append(ok))
+    task = asyncio.create_task(reloader.watch(0.05))
+    try:
+        shutil.copy(renewed.key, files.key)
+        shutil.copy(renewed.cert, files.cert)
+        await wait_until(lambda: events, within=5)
+    finally:
+        task.cancel()
+    assert events == [True]
+    assert context.threads == [threading.get_ident()]
+    async with _TlsServer(context) as server:
+        peer, _, _ = await server.handshake(_client(renewed.ca_cert))
+    assert peer.serial_number == _leaf(renewed.cert).serial_number
+
+
+async def test_the_watch_survives_a_reload_that_fails_unexpectedly(
+    tmp_path: Path, wait_until: WaitUntil, caplog: pytest.LogCaptureFixture
+) -> None:
+    files = make_self_signed(tmp_path / "a", sans=[SERVICE])
+    renewed = make_self_signed(tmp_path / "b", sans=[SERVICE])
+    context = _watched_context(files.cert, files.key)
+    context.fail_next = True
+    events: list[tuple[bool, str | None]] = []
+    reloader = CertificateReloader(
+        context, files.cert, files.key, on_reload=lambda ok, error: events.append((ok, error))
+    )
+    task = asyncio.create_task(reloader.watch(0.05))
+    try:
+        shutil.copy(renewed.key, files.key)
+        shutil.copy(renewed.cert, files.cert)
+        # The first attempt fails inside the watch, is counted and logged, and the next poll succeeds.
+        await wait_until(lambda: any(ok for ok, _ in events), within=5)
+        assert not task.done()
+    finally:
+        task.cancel()
+    assert events[0] == (False, "certificate reload failed: RuntimeError: injected failure")
+    failed = [r for r in caplog.records if "injected failure" in r.getMessage()]
+    assert failed and failed[0].levelno == logging.ERROR and failed[0].exc_info is not None
+    async with _TlsServer(context) as server:
+        peer, _, _ = await server.handshake(_client(renewed.ca_cert))
+    assert peer.serial_number == _leaf(renewed.cert).serial_number

@@ -133,15 +133,19 @@ def _tail(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     async def work(store: DecisionStore) -> int:
         latest = await store.query(RecordQuery(newest_first=True, limit=args.lines))
-        last = latest[0].seq if latest else 0
         for stored in reversed(latest):
             _print(stored, args.format, out)
-        while args.follow:
+        if not args.follow:
+            return 0
+        # Follow from the newest record, also when none was printed (-n 0).
+        newest = latest[:1] or await store.query(RecordQuery(newest_first=True, limit=1))
+        last = newest[0].seq if newest else 0
+        while True:
             await asyncio.sleep(FOLLOW_INTERVAL)
             for stored in await store.query(RecordQuery(after_seq=last)):
                 _print(stored, args.format, out)
                 last = stored.seq
-        return 0
+            out.flush()  # a pipe (| jq) sees each decision when it is recorded, not once a buffer is full
 
     return _run(args, work)
 

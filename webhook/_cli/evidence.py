@@ -136,8 +136,9 @@ def _export(args: argparse.Namespace, out: TextIO | None = None) -> int:
     async def main() -> ExportSummary:
         store = open_store(url, read_only=True)
         await store.open()
-        evidence, close = await _source(args)
+        close: Callable[[], Awaitable[None]] = _nothing
         try:
+            evidence, close = await _source(args)
             return await export_evidence(
                 store,
                 selection,
@@ -150,8 +151,10 @@ def _export(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 overwrite=args.force,
             )
         finally:
-            await close()
-            await store.close()
+            try:
+                await close()
+            finally:
+                await store.close()
 
     summary = asyncio.run(main())
     _print_summary(summary, selection, out)

@@ -54,9 +54,12 @@ class PostgresOptions:
     min_size: int = 1
     max_size: int = 4
     connect_timeout: float = 3.0
-    #: Upper bound of one append transaction, lock waits on the chain head included.
+    #: Upper bound of one write: schema setup if still pending, getting a connection and the transaction
+    #: (lock waits on the chain head included). Cancelling a statement in flight may add a round trip.
     write_timeout: float = 5.0
     statement_timeout_ms: int = 5000
+    #: Seconds between health checks, which make the store ready again once the database answers.
+    health_interval: float = 5.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -73,6 +76,7 @@ class PostgresStore:
         self._schema_ready = False
         self._schema_lock = asyncio.Lock()
         self._failed: str | None = None
+        self._health: asyncio.Task[None] | None = None
 
     @property
     def description(self) -> str:
@@ -81,15 +85,15 @@ class PostgresStore:
 
     @property
     def ready(self) -> bool:
-        """True once the schema is in place and the last write succeeded."""
+        """True once the schema is in place and the last write or health check succeeded."""
         return self._schema_ready and self._failed is None
 
     async def open(self) -> None:
-        """Start the pool and the writer and try to apply migrations.
+        """Start the pool, the writer and the health check, and try to apply migrations.
 
         A database that is down does not fail ``open``: the store reports not ready, appends fail (or spool),
-        and the schema is applied on the first append that reaches the database. A ``read_only`` store never
-        creates tables and fails at once when the server cannot be reached.
+        and the schema is applied by the first append or health check that reaches the database. A
+        ``read_only`` store never creates tables and fails at once when the server cannot be reached.
         """
         options = self._options
         self._pool = psycopg_pool.AsyncConnectionPool(
@@ -125,12 +129,18 @@ class PostgresStore:
         try:
             await self._ensure_schema()
         except DecisionLogUnavailable as error:
+            self._failed = error.message
             _log.warning(
                 "decision log not reachable yet: %s", error.message, extra={"store": self.description}
             )
+        self._health = asyncio.create_task(self._health_loop(), name="trtguard-decision-log-health")
 
     async def close(self) -> None:
-        """Finish queued appends, then close the pool."""
+        """Stop the health check, finish queued appends, then close the pool."""
+        if self._health is not None:
+            self._health.cancel()
+            await asyncio.gather(self._health, return_exceptions=True)
+            self._health = None
         if self._writer is not None:
             self._queue.put_nowait(None)
             await self._writer
@@ -156,14 +166,16 @@ class PostgresStore:
                 raise DecisionLogUnavailable(
                     "the decision log did not take the record in time", location=self.description
                 ) from None
-            # Already inside a transaction: its outcome is bounded by write_timeout, and must be known.
+            # Already being written: the outcome must be known, and write_timeout bounds the wait for it.
             stored = await pending.future
         return AppendReceipt(stored.seq, stored.hash)
 
     async def append_many(self, records: Sequence[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
-        """Append ``records`` in one transaction, skipping stored ``record_id``s when ``dedupe`` is set."""
-        await self._ensure_schema()
-        return await self._write_batch(list(records), dedupe=dedupe)
+        """Append ``records`` in one transaction, skipping stored ``record_id``s when ``dedupe`` is set.
+
+        Raises :class:`DecisionLogUnavailable` when that does not finish within ``write_timeout``.
+        """
+        return await self._write_bounded(list(records), dedupe=dedupe)
 
     async def probe(self) -> bool:
         """True when the database answers within the connect timeout."""
@@ -172,6 +184,32 @@ class PostgresStore:
                 await conn.execute("SELECT 1")
         except DecisionLogUnavailable:
             return False
+        return True
+
+    async def check_health(self) -> bool:
+        """Reach the database (applying the schema if still pending) and set :attr:`ready` by the outcome.
+
+        Runs every ``health_interval`` seconds while the store is open: a replica that is not ready gets no
+        requests, so without it one failed write, or a database that was down at start, would keep the store
+        unready for good.
+        """
+        try:
+            async with asyncio.timeout(self._options.write_timeout):
+                await self._ensure_schema()
+                async with self._connection() as conn:
+                    await conn.execute("SELECT 1")
+        except Exception as error:  # whatever the cause, the store cannot take records now
+            if self._failed is None:
+                _log.warning(
+                    "decision log health check failed: %s",
+                    _describe(error),
+                    extra={"store": self.description},
+                )
+            self._failed = _describe(error)
+            return False
+        if self._failed is not None:
+            _log.info("decision log reachable again", extra={"store": self.description})
+        self._failed = None
         return True
 
     async def query(self, query: RecordQuery) -> list[StoredRecord]:
@@ -248,12 +286,20 @@ class PostgresStore:
                     )
             self._schema_ready = True
 
+    async def _write_bounded(self, records: list[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
+        try:
+            # Schema setup is inside the bound: it waits for a connection and a lock like the write itself.
+            async with asyncio.timeout(self._options.write_timeout):
+                await self._ensure_schema()
+                return await self._write_batch(records, dedupe=dedupe)
+        except TimeoutError:
+            raise DecisionLogUnavailable(
+                f"the write did not finish within {self._options.write_timeout:g} s",
+                location=self.description,
+            ) from None
+
     async def _write_batch(self, records: list[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
-        async with (
-            asyncio.timeout(self._options.write_timeout),
-            self._connection() as conn,
-            conn.transaction(),
-        ):
+        async with self._connection() as conn, conn.transaction():
             cursor = await conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1 FOR UPDATE")
             head = await cursor.fetchone()
             if head is None:
@@ -294,6 +340,11 @@ class PostgresStore:
                 )
         return stored
 
+    async def _health_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._options.health_interval)
+            await self.check_health()
+
     async def _write_loop(self) -> None:
         while True:
             first = await self._queue.get()
@@ -317,13 +368,11 @@ class PostgresStore:
 
     async def _write_taken(self, taken: list[_Pending]) -> None:
         try:
-            await self._ensure_schema()
-            stored = await self._write_batch([p.record for p in taken], dedupe=False)
+            stored = await self._write_bounded([p.record for p in taken], dedupe=False)
         except Exception as error:  # every waiter must get an answer; a failed write denies or spools
-            self._failed = str(error)
-            message = (
-                error.message if isinstance(error, DecisionLogError) else str(error) or type(error).__name__
-            )
+            message = _describe(error)
+            # Not ready until a write or the health check succeeds again.
+            self._failed = message
             _log.error("decision log write failed: %s", message, extra={"store": self.description})
             for pending in taken:
                 if not pending.future.done():
@@ -337,3 +386,9 @@ class PostgresStore:
         for pending, result in zip(taken, stored, strict=True):
             if not pending.future.done():
                 pending.future.set_result(result)
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, DecisionLogError):
+        return error.message
+    return str(error) or type(error).__name__

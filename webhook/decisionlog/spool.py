@@ -32,6 +32,8 @@ _T = TypeVar("_T")
 #: Seconds of the request's budget kept for the local write when PostgreSQL is tried first.
 SPOOL_RESERVE: Final = 0.5
 SHIP_BATCH: Final = 500
+#: Longest wait between shipping rounds after rounds that failed (the wait doubles from ``ship_interval``).
+MAX_SHIP_BACKOFF: Final = 60.0
 
 
 class Spool:
@@ -147,8 +149,8 @@ class SpoolingStore:
 
     @property
     def ready(self) -> bool:
-        """Always true once open: the local spool takes what PostgreSQL cannot."""
-        return self._shipper is not None
+        """True while the shipper runs: the local spool takes what PostgreSQL cannot, and gets shipped."""
+        return self._shipper is not None and not self._shipper.done()
 
     @property
     def pending(self) -> int:
@@ -162,16 +164,23 @@ class SpoolingStore:
         self._shipper = asyncio.create_task(self._ship_loop(), name="trtguard-spool-shipper")
 
     async def close(self) -> None:
-        """Stop the shipper after one last attempt, then close both stores."""
-        if self._shipper is not None:
+        """Stop the shipper after one last attempt, then close both stores, whatever became of the shipper."""
+        shipper, self._shipper = self._shipper, None
+        if shipper is not None:
             self._closing.set()
-            await self._shipper
-            self._shipper = None
-        await self.primary.close()
-        await self.spool.close()
+            # A shipper that was cancelled or crashed has nothing more to say here (it logs its failures).
+            await asyncio.gather(shipper, return_exceptions=True)
+        try:
+            await self.primary.close()
+        finally:
+            await self.spool.close()
 
     async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
-        """PostgreSQL within its share of ``deadline``; otherwise the spool."""
+        """PostgreSQL within its share of ``deadline``; otherwise the spool.
+
+        A record PostgreSQL has started writing is waited for (up to its ``write_timeout``), which can take
+        longer than that share.
+        """
         budget = min(self._primary_timeout, deadline.remaining() - SPOOL_RESERVE)
         if budget > 0 and time.monotonic() >= self._skip_primary_until:
             try:
@@ -213,8 +222,21 @@ class SpoolingStore:
         return await self.primary.verify()
 
     async def _ship_loop(self) -> None:
+        wait = self._ship_interval
         while not self._closing.is_set():
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._ship_interval):
+                async with asyncio.timeout(wait):
                     await self._closing.wait()
-            await self.ship_once()
+            try:
+                await self.ship_once()
+            except Exception as error:  # the records stay in the spool; the shipper must outlive a bad round
+                message = error.message if isinstance(error, DecisionLogError) else repr(error)
+                _log.error(
+                    "shipping spooled decisions failed: %s",
+                    message,
+                    exc_info=not isinstance(error, DecisionLogError),
+                    extra={"spool": str(self.spool.path)},
+                )
+                wait = min(wait * 2, MAX_SHIP_BACKOFF)
+            else:
+                wait = self._ship_interval

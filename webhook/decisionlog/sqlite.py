@@ -47,6 +47,8 @@ MAX_BATCH: Final = 512
 #: Seconds between background checkpoints, and records after which the writer asks for one sooner.
 CHECKPOINT_INTERVAL: Final = 1.0
 CHECKPOINT_RECORDS: Final = 1000
+#: Seconds between health checks while the last write failed (see ``SQLiteStore.ready``).
+HEALTH_INTERVAL: Final = 5.0
 
 _QUEUED, _TAKEN, _ABANDONED = 0, 1, 2
 
@@ -160,11 +162,13 @@ class SQLiteStore:
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
         read_only: bool = False,
         synchronous: Synchronous = "full",
+        health_interval: float = HEALTH_INTERVAL,
     ) -> None:
         self.path = path
         self._read_only = read_only
         self._synchronous: Synchronous = synchronous
         self._busy_timeout_ms = busy_timeout_ms
+        self._health_interval = health_interval
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -189,7 +193,11 @@ class SQLiteStore:
 
     @property
     def ready(self) -> bool:
-        """True while the writer thread runs and its last batch did not fail."""
+        """True while the writer thread runs and its last batch (or health check) did not fail.
+
+        After a failed batch the idle writer checks every ``health_interval`` seconds whether it can take the
+        write lock again: a replica that is not ready gets no requests, so it could not otherwise recover.
+        """
         return self._thread is not None and self._thread.is_alive() and self._failed is None
 
     async def open(self) -> None:
@@ -248,7 +256,8 @@ class SQLiteStore:
                     "the decision log did not take the record in time",
                     location=self.description,
                 ) from None
-        # The writer has started on it: its outcome is bounded by the busy timeout, so wait for it.
+        # The writer has started on it: the outcome must be known, and the busy timeout (plus the commit's
+        # own disk I/O) bounds the wait for it.
         return await item.future
 
     async def query(self, query: RecordQuery) -> list[StoredRecord]:
@@ -261,14 +270,14 @@ class SQLiteStore:
 
     def _query(self, query: RecordQuery) -> list[StoredRecord]:
         sql, params = _sql.select(query, "?")
-        with contextlib.closing(connect(self.path, readonly=True)) as conn:
+        with self._reading() as conn:
             rows = conn.execute(sql, params).fetchall()
         return [
             StoredRecord(row[0], DecisionRecord.from_json(load_body(row[1])), row[2], row[3]) for row in rows
         ]
 
     def _verify(self) -> ChainReport:
-        with contextlib.closing(connect(self.path, readonly=True)) as conn:
+        with self._reading() as conn:
             # One read transaction, so that rows and head are one snapshot while writers go on.
             conn.execute("BEGIN")
             head_seq, head_hash = conn.execute(
@@ -278,6 +287,20 @@ class SQLiteStore:
             report = verify_rows(_rows(cursor), head_seq=head_seq, head_hash=head_hash)
             conn.execute("COMMIT")
         return report
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection; SQLite errors (locked, corrupt, not a database) become the store's own.
+
+        Callers such as change control (``DecisionLogHistory``) handle DecisionLogError, never sqlite3's.
+        """
+        try:
+            with contextlib.closing(connect(self.path, readonly=True)) as conn:
+                yield conn
+        except sqlite3.Error as error:
+            raise DecisionLogUnavailable(
+                f"cannot read the decision log: {error}", location=self.description
+            ) from None
 
     def _run(self, opened: concurrent.futures.Future[sqlite3.Connection]) -> None:
         try:
@@ -298,7 +321,12 @@ class SQLiteStore:
         opened.set_result(conn)
         try:
             while True:
-                first = self._queue.get()
+                try:
+                    # Idle after a failed batch: check now and then whether the store works again.
+                    first = self._queue.get(timeout=None if self._failed is None else self._health_interval)
+                except queue.Empty:
+                    self._check_health(conn)
+                    continue
                 if first is None:
                     return
                 batch, stop = self._drain(first)
@@ -343,6 +371,20 @@ class SQLiteStore:
         if self._since_checkpoint >= CHECKPOINT_RECORDS:
             self._since_checkpoint = 0
             self._checkpoint_due.set()
+
+    def _check_health(self, conn: sqlite3.Connection) -> None:
+        """Take and release the write lock and read the chain head; success makes the store ready again."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("SELECT seq FROM trtguard_chain_head WHERE id = 1").fetchone()
+            finally:
+                conn.execute("ROLLBACK")
+        except sqlite3.Error as error:
+            self._failed = str(error)
+            return
+        self._failed = None
+        _log.info("decision log writable again", extra={"store": self.description})
 
     def _checkpoints(self) -> None:
         """Checkpoint the WAL every CHECKPOINT_INTERVAL s or when the writer asks; once more at close."""

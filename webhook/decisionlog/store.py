@@ -63,7 +63,8 @@ class DecisionStore(Protocol):
         """Write ``record`` durably before returning.
 
         Raises :class:`DecisionLogUnavailable` when it was not written before ``deadline``; a record that a
-        writer had already started is waited for rather than abandoned, so that the log and the answer agree.
+        writer had already started is waited for rather than abandoned, so that the log and the answer agree
+        (past ``deadline`` by at most the store's own bound on one write).
         """
         ...
 

@@ -136,6 +136,14 @@ Cross-field checks the JSON schema cannot phrase clearly. Each failure says what
 {{- if and $v.metrics.enabled (eq (int $v.metrics.port) (int $v.server.port)) }}
 {{- fail "metrics.port must differ from server.port" }}
 {{- end }}
+{{- if ge (float64 $v.server.timeoutMargin) (divf $v.webhook.timeoutSeconds 2) }}
+{{- fail (printf "server.timeoutMargin (%v s) must be less than half of webhook.timeoutSeconds (%v s): the margin is kept back from the API server's deadline, and the rest must be enough to judge a request" $v.server.timeoutMargin $v.webhook.timeoutSeconds) }}
+{{- end }}
+{{- range $host, $entry := dig "registries" dict ($v.registry.config | default dict) }}
+{{- if and (kindIs "map" $entry) $entry.plain_http (not (regexMatch "^((localhost|127\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}|\\[::1\\])(:[0-9]+)?|::1)$" (lower $host))) }}
+{{- fail (printf "registry.config.registries[%s].plain_http: plain HTTP is allowed only for loopback registries (localhost, 127.0.0.0/8, [::1]); trtguard serve refuses it for any other host" $host) }}
+{{- end }}
+{{- end }}
 {{- if $v.verifierJob.enabled }}
 {{- include "trtguard.validateJobImage" (list "verifierJob" $v.verifierJob.image) }}
 {{- include "trtguard.validateOneOf" (list "verifierJob.artifacts" $v.verifierJob.artifacts) }}

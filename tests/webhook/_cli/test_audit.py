@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import queue
 import sqlite3
+import subprocess
+import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +22,7 @@ from webhook._private.demo_material import Material
 from webhook.decisionlog import DecisionRecord, SQLiteStore
 
 RESNET = "registry.example.com/models/resnet50"
+TRTGUARD = Path(sys.executable).with_name("trtguard")
 
 
 def _write(path: Path, records: list[DecisionRecord]) -> None:
@@ -101,6 +107,39 @@ def test_the_log_url_comes_from_the_environment_when_not_given(
     monkeypatch.setenv("TRTGUARD_DECISION_LOG", f"sqlite:///{log}")
     status, out, _ = _cli(capsys, "tail", "-n", "1")
     assert status == 0 and "#3" in out
+
+
+def test_tail_follow_from_zero_lines_prints_only_new_decisions(log: Path) -> None:
+    """``-n 0 -f``: none of the past, then each decision as it is recorded."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRTGUARD_")}
+    command = [str(TRTGUARD), "audit", "tail", "-n", "0", "-f", "--format", "json"]
+    process = subprocess.Popen(
+        [*command, "--decision-log", f"sqlite:///{log}"], stdout=subprocess.PIPE, text=True, env=env
+    )
+    lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+    stdout = process.stdout
+    assert stdout is not None
+
+    def read() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        # New decisions keep coming until one is printed, however long the command took to start.
+        for n in range(30):
+            _write(log, [_record(uid=f"new-{n}")])
+            try:
+                first = lines.get(timeout=1.0)
+                break
+            except queue.Empty:
+                continue
+        else:
+            raise AssertionError("tail -f printed nothing")
+        assert json.loads(first)["record"]["uid"].startswith("new-")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pytest
 from webhook._cli import build_parser
 from webhook._cli.serve import _FIELDS
 from webhook.settings import ServeSettings, load_settings
+from webhook.tls import LOCAL_NAMES
 
 ARCHITECTURE = Path(__file__).resolve().parents[3] / "docs" / "ARCHITECTURE.md"
 
@@ -32,6 +33,15 @@ def test_the_contract_table_flags_exist(capsys: pytest.CaptureFixture[str]) -> N
     fields = set(ServeSettings.model_fields)
     for variable in variables:
         assert variable.removeprefix("TRTGUARD_").lower() in fields, variable
+
+
+def test_the_contract_names_every_san_of_the_self_signed_certificate() -> None:
+    [row] = [
+        line for line in ARCHITECTURE.read_text().splitlines() if line.startswith("| `--self-signed DIR`")
+    ]
+    sans = re.search(r"SANs: ([^)]*)\)", row)
+    assert sans is not None
+    assert [name.strip() for name in sans.group(1).split(",")] == [*LOCAL_NAMES, "`--san` names"]
 
 
 def test_flags_are_parsed_into_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,13 +6,14 @@ import asyncio
 import itertools
 import sys
 import textwrap
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from tests.webhook.harness import RecordFactory, TcpProxy
+from tests.webhook.harness import RecordFactory, TcpProxy, WaitUntil
 from verifier.deadline import Deadline
 from webhook.decisionlog import (
     DecisionLogError,
@@ -23,6 +24,7 @@ from webhook.decisionlog import (
     RecordQuery,
     open_store,
 )
+from webhook.decisionlog.postgres import _MIGRATION_LOCK
 
 pytestmark = pytest.mark.postgres
 
@@ -199,6 +201,71 @@ async def test_database_down_then_back(pg_proxy: TcpProxy, pg_url: str, make_rec
                 await asyncio.sleep(0.2)
         assert receipt.seq == 2
         assert (await store.verify()).ok
+    finally:
+        await store.close()
+
+
+async def test_readiness_recovers_by_itself_without_appends(
+    pg_proxy: TcpProxy, pg_url: str, wait_until: WaitUntil
+) -> None:
+    """An unready replica gets no requests: the store's health check makes it ready again, schema and all."""
+    database = pg_url.rsplit("/", 1)[1]
+    options = PostgresOptions(connect_timeout=1.0, write_timeout=2.0, health_interval=0.2)
+    store = PostgresStore(pg_proxy.url(database), options)
+    await pg_proxy.stop()
+    await store.open()
+    try:
+        assert not store.ready
+        await pg_proxy.start()
+        await wait_until(lambda: store.ready)  # the schema was applied by the health check: no append came
+        with psycopg.connect(pg_url) as conn:
+            assert conn.execute("SELECT count(*) FROM trtguard_schema_migrations").fetchone() == (1,)
+
+        await pg_proxy.stop()
+        await wait_until(lambda: not store.ready)  # down while idle: unready before any request fails
+        await pg_proxy.start()
+        await wait_until(lambda: store.ready)
+    finally:
+        await store.close()
+
+
+async def test_readiness_recovers_after_a_failed_write(
+    pg_proxy: TcpProxy, pg_url: str, make_record: RecordFactory, wait_until: WaitUntil
+) -> None:
+    database = pg_url.rsplit("/", 1)[1]
+    options = PostgresOptions(connect_timeout=1.0, write_timeout=2.0, health_interval=0.2)
+    store = PostgresStore(pg_proxy.url(database), options)
+    await store.open()
+    try:
+        assert store.ready
+        await pg_proxy.stop()
+        with pytest.raises(DecisionLogUnavailable):
+            await store.append(make_record(), deadline=Deadline.after(5))
+        assert not store.ready
+        await pg_proxy.start()
+        await wait_until(lambda: store.ready)
+    finally:
+        await store.close()
+
+
+async def test_schema_setup_counts_against_the_write_timeout(
+    pg_proxy: TcpProxy, pg_url: str, make_record: RecordFactory
+) -> None:
+    """A migration lock held elsewhere (a replica migrating) cannot hold an append past write_timeout."""
+    database = pg_url.rsplit("/", 1)[1]
+    options = PostgresOptions(connect_timeout=1.0, write_timeout=0.5, statement_timeout_ms=10_000)
+    store = PostgresStore(pg_proxy.url(database), options)
+    await pg_proxy.stop()
+    await store.open()  # the schema is not in place yet
+    try:
+        with psycopg.connect(pg_url) as blocker:
+            blocker.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            await pg_proxy.start()
+            started = time.monotonic()
+            with pytest.raises(DecisionLogUnavailable, match=r"did not finish within 0\.5 s"):
+                await store.append(make_record(), deadline=Deadline.after(10))
+            assert time.monotonic() - started < 2.0
+        assert (await store.append(make_record(), deadline=Deadline.after(10))).seq == 1
     finally:
         await store.close()
 

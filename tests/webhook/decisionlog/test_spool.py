@@ -9,9 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.webhook.harness import RecordFactory, TcpProxy
+from tests.webhook.harness import RecordFactory, TcpProxy, WaitUntil
 from verifier.deadline import Deadline
-from webhook.decisionlog import PostgresOptions, PostgresStore, RecordQuery, SpoolingStore, open_store
+from webhook.decisionlog import (
+    DecisionLogUnavailable,
+    PostgresOptions,
+    PostgresStore,
+    RecordQuery,
+    SpoolingStore,
+    open_store,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -137,3 +144,54 @@ async def test_a_short_budget_goes_straight_to_the_spool(
         assert receipt.spooled
     finally:
         await store.close()
+
+
+async def test_the_shipper_outlives_a_spool_it_cannot_read(
+    pg_proxy: TcpProxy,
+    pg_url: str,
+    tmp_path: Path,
+    make_record: RecordFactory,
+    wait_until: WaitUntil,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A failed round (here the spool's table is gone for a while) is logged, and shipping resumes later."""
+    spool_path = tmp_path / "spool.db"
+    store = _spooling(pg_proxy, pg_url, spool_path, ship_interval=0.05, retry_after=0.1)
+    await pg_proxy.stop()
+    await store.open()
+    try:
+        records = [make_record() for _ in range(3)]
+        for record in records:
+            assert (await store.append(record, deadline=Deadline.after(5))).spooled
+        with sqlite3.connect(spool_path) as conn:
+            conn.execute("ALTER TABLE trtguard_spool RENAME TO hidden")
+        await wait_until(
+            lambda: any("shipping spooled decisions failed" in r.getMessage() for r in caplog.records)
+        )
+        await asyncio.sleep(0.3)  # a few failed rounds: the shipper is still running
+        assert store.ready
+        with sqlite3.connect(spool_path) as conn:
+            conn.execute("ALTER TABLE hidden RENAME TO trtguard_spool")
+        await pg_proxy.start()
+        await wait_until(lambda: store.pending == 0, within=20)
+        assert [s.record.uid for s in await store.query(RecordQuery())] == [r.uid for r in records]
+    finally:
+        await store.close()
+
+
+async def test_not_ready_once_the_shipper_has_stopped_and_close_still_closes_both(
+    pg_proxy: TcpProxy, pg_url: str, tmp_path: Path, make_record: RecordFactory
+) -> None:
+    store = _spooling(pg_proxy, pg_url, tmp_path / "spool.db", ship_interval=3600)
+    await store.open()
+    assert store.ready
+    shipper = store._shipper
+    assert shipper is not None
+    shipper.cancel()
+    await asyncio.gather(shipper, return_exceptions=True)
+    assert not store.ready  # spooled records would never be shipped
+    await store.close()  # does not raise the shipper's end, and closes both stores
+    with pytest.raises(DecisionLogUnavailable, match="not open"):
+        await store.primary.append(make_record(), deadline=Deadline.after(1))
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        await store.spool.put(make_record())

@@ -207,6 +207,41 @@ async def test_a_failed_write_raises_and_marks_the_store_not_ready(
     assert [r.seq for r in await store.query(RecordQuery())] == [1]
 
 
+async def test_a_store_unready_after_a_failed_write_recovers_without_requests(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    """An unready replica gets no requests: the writer's own health check makes the store ready again."""
+    store = SQLiteStore(tmp_path / "d.db", busy_timeout_ms=100, health_interval=0.1)
+    await store.open()
+    blocker = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        with pytest.raises(DecisionLogUnavailable, match="locked"):
+            await store.append(make_record(), deadline=Deadline.after(5))
+        await asyncio.sleep(0.5)
+        assert not store.ready  # still locked: the health checks fail too
+        blocker.execute("COMMIT")
+        for _ in range(50):
+            if store.ready:
+                break
+            await asyncio.sleep(0.05)
+        assert store.ready
+        assert (await store.append(make_record(), deadline=Deadline.after(5))).seq == 1
+    finally:
+        blocker.close()
+        await store.close()
+
+
+async def test_a_log_that_is_not_a_database_is_unavailable_not_a_sqlite_error(tmp_path: Path) -> None:
+    path = tmp_path / "d.db"
+    path.write_bytes(b"this is not an SQLite file " * 200)
+    store = SQLiteStore(path, read_only=True)
+    with pytest.raises(DecisionLogUnavailable, match="cannot read the decision log: file is not a database"):
+        await store.query(RecordQuery())
+    with pytest.raises(DecisionLogUnavailable, match="file is not a database"):
+        await store.verify()
+
+
 async def test_a_schema_from_a_newer_trtguard_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "d.db"
     store = SQLiteStore(path)
