@@ -104,7 +104,9 @@ class EngineVerification(StrictModel):
     verifier: VerifierInfo
     engine: ObservedEngine
     manifest_digest: Digest | None = Field(
-        default=None, description="digest of the build manifest envelope the engine was checked against"
+        default=None,
+        description="manifest_digest of the build manifest the engine was checked against: the SHA-256 of "
+        "its DSSE payload (the in-toto statement)",
     )
     runtime: Runtime
     gpu: Gpu
@@ -152,7 +154,9 @@ class ChangeApproval(StrictModel):
     approved_at: Timestamp
     expires_at: Timestamp | None = None
     manifest_digest: Digest | None = Field(
-        default=None, description="digest of the build manifest envelope the approver reviewed"
+        default=None,
+        description="manifest_digest of the build manifest the approver reviewed: the SHA-256 of its DSSE "
+        "payload (the in-toto statement)",
     )
     reference: str | None = Field(default=None, description="change ticket or meeting minutes")
     comment: str | None = None

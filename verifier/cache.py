@@ -10,7 +10,11 @@ revision and key set). The rules:
   ``is_failure`` predicate marks) is kept for the much shorter ``negative_ttl``;
 * a transient failure is never kept, so the next request asks the registry again;
 * concurrent identical computations run once (:class:`SingleFlight`): the other callers wait for the first
-  one's result instead of each asking the registry.
+  one's result instead of each asking the registry. That result is what the first caller's ``compute``
+  produces, under whatever deadline it closed over; callers bound their own wait (``asyncio.timeout``).
+
+A failure is raised to each caller as an exception object of its own (equal in type and content), never one
+object shared between tasks, whose traceback and context every ``raise`` would rewrite.
 
 Only the outcome of a computation is cached; callers still run every non-network check on a hit.
 """
@@ -33,9 +37,13 @@ V = TypeVar("V")
 class SingleFlight(Generic[K, V]):
     """Runs at most one computation per key at a time; concurrent callers of the same key share it.
 
-    The computation runs in its own task, so a caller that gives up (cancelled, or out of time) does not
-    cancel it for the others. Each caller waits with its own patience: ``run`` returns or raises exactly
-    what the shared computation returned or raised.
+    The computation is the ``compute`` of the caller that started it, with whatever that closed over: when
+    callers' deadlines differ, give it one that outlasts the first caller's (the registry client moves it to
+    the latest deadline of the callers that join), or a caller with little time left cuts short the answer
+    the others wait for. It runs in its own task, so a caller that gives up (cancelled, or out of time) does
+    not cancel it for the others. ``run`` itself waits as long as the computation takes: each caller bounds
+    its own wait (``asyncio.timeout``). It returns what the computation returned, or raises a copy of what
+    it raised.
     """
 
     def __init__(self) -> None:
@@ -57,14 +65,27 @@ class SingleFlight(Generic[K, V]):
             flight.add_done_callback(_consume)
         else:
             self.coalesced += 1
-        # shield: a waiter that is cancelled leaves; the computation goes on for the others.
-        return await asyncio.shield(flight)
+        try:
+            # shield: a waiter that is cancelled leaves; the computation goes on for the others.
+            return await asyncio.shield(flight)
+        except Exception as error:  # the computation's failure (a waiter's own cancellation is not caught)
+            raise _fresh(error) from error.__cause__
 
     async def _drive(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
         try:
             return await compute()
         finally:
             self._flights.pop(key, None)
+
+
+def _fresh(error: Exception) -> Exception:
+    """A new exception object equal to ``error`` (class, arguments, attributes), without its traceback.
+
+    Built without calling ``__init__``, whose signature differs between error classes.
+    """
+    clone: Exception = type(error).__new__(type(error), *error.args)
+    clone.__dict__.update(vars(error))
+    return clone
 
 
 def _consume(future: asyncio.Future[Any]) -> None:
@@ -99,7 +120,7 @@ class CacheStats:
 class _Entry(Generic[V]):
     expires_at: float
     value: V | None
-    error: BaseException | None
+    error: Exception | None
 
 
 class ResultCache(Generic[K, V]):
@@ -147,13 +168,13 @@ class ResultCache(Generic[K, V]):
     async def get_or_compute(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
         """Return the cached outcome for ``key`` or compute it (once, however many callers ask at once).
 
-        A cached definitive failure is raised again; a cached value is returned as is.
+        A cached definitive failure is raised again (a copy of it); a cached value is returned as is.
         """
         entry = self._lookup(key)
         if entry is not None:
             if entry.error is not None:
                 self._negative_hits += 1
-                raise entry.error.with_traceback(None)
+                raise _fresh(entry.error) from entry.error.__cause__
             self._hits += 1
             return cast(V, entry.value)  # a positive entry always holds a value
         self._misses += 1
@@ -182,7 +203,7 @@ class ResultCache(Generic[K, V]):
         entry = self._lookup(key)
         if entry is not None:
             if entry.error is not None:
-                raise entry.error.with_traceback(None)
+                raise _fresh(entry.error) from entry.error.__cause__
             return cast(V, entry.value)
         try:
             value = await compute()

@@ -6,8 +6,6 @@ import math
 import time
 from dataclasses import dataclass
 
-from verifier.errors import EvidenceUnavailable
-
 
 @dataclass(frozen=True, slots=True)
 class Deadline:
@@ -28,19 +26,3 @@ class Deadline:
     def remaining(self) -> float:
         """Seconds left, never negative."""
         return max(0.0, self.expires_at - time.monotonic())
-
-    @property
-    def expired(self) -> bool:
-        """True once the deadline has passed."""
-        return time.monotonic() >= self.expires_at
-
-    def timeout(self, cap: float) -> float:
-        """A per-call timeout: ``cap`` seconds, or less when the deadline is nearer.
-
-        Raises :class:`EvidenceUnavailable` (transient) when no time is left, so that callers never start a
-        network call they cannot finish.
-        """
-        left = self.remaining()
-        if left <= 0:
-            raise EvidenceUnavailable("ran out of time before the call could start", transient=True)
-        return min(cap, left)

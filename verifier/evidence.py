@@ -7,32 +7,48 @@ returns unverified material; the policy evaluator verifies it against the keys a
 
 :class:`LocalEvidence` serves a folder of files for offline checks (``trtguard check --attestations DIR``):
 DSSE envelopes (``*.json``, ``*.dsse``, ``*.intoto.jsonl`` with one envelope per line), Sigstore bundles that
-carry a DSSE envelope, and OCI image manifests (which map an artifact digest to its layer digests).
+carry a DSSE envelope, and engine artifact manifests (which map an artifact digest to its layer digests).
+Files it cannot use (a message-signature bundle, an envelope that carries no in-toto statement, an OCI
+manifest of another kind of artifact) are left out and listed in :attr:`LocalEvidence.skipped`; files that
+are broken (not JSON, a malformed envelope or statement) are an :class:`~verifier.errors.InputError`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from verifier.deadline import Deadline
-from verifier.digests import sha256_bytes
 from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable, InputError
-from verifier.intoto import statement_from_envelope
+from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
 from verifier.references import ImageReference
+from verifier.registry.oci import InvalidDocument, Manifest
+from verifier.registry.push import ENGINE_ARTIFACT_TYPE, InvalidEngineArtifact, engine_layers
 from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature
 
-__all__ = ["COSIGN_SIGN_PREDICATE", "Attestation", "EvidenceSource", "ImageSignatures", "LocalEvidence"]
+__all__ = [
+    "COSIGN_SIGN_PREDICATE",
+    "MAX_EVIDENCE_BYTES",
+    "Attestation",
+    "EvidenceSource",
+    "ImageSignatures",
+    "LocalEvidence",
+    "SkippedFile",
+]
+
+_log = logging.getLogger(__name__)
 
 _OCI_MANIFEST_TYPES = frozenset(
     {"application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"}
 )
-_MAX_FILE = 16 * 1024 * 1024
+#: Largest signature or attestation document read, from a folder or a registry (real ones are a few KiB).
+MAX_EVIDENCE_BYTES: Final = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +59,14 @@ class Attestation:
     predicate_type: str
     subjects: frozenset[str]
     origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedFile:
+    """A file of an attestation folder that was left out, and why (it never counts as evidence)."""
+
+    location: str  # the file, or "file:line" in a JSON-lines file
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +127,8 @@ class LocalEvidence:
         self._by_subject: dict[str, list[Attestation]] = defaultdict(list)
         self._signature_bundles: dict[str, list[bytes]] = defaultdict(list)
         self._layers: dict[str, frozenset[str]] = {}
+        self._malformed_artifacts: dict[str, str] = {}
+        self._skipped: list[SkippedFile] = []
         if folder is None:
             return
         if not folder.is_dir():
@@ -122,11 +148,22 @@ class LocalEvidence:
         """Answers come from memory: nothing is gained by starting them together."""
         return False
 
+    @property
+    def skipped(self) -> tuple[SkippedFile, ...]:
+        """Evidence files that were left out because trtguard cannot use them, each with the reason."""
+        return tuple(self._skipped)
+
+    def _skip(self, location: str, reason: str) -> None:
+        _log.warning("skipping %s: %s", location, reason)
+        self._skipped.append(SkippedFile(location, reason))
+
     def _load(self, path: Path) -> None:
         if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl"):
             return
-        if path.stat().st_size > _MAX_FILE:
-            raise InputError(f"file is larger than {_MAX_FILE // (1024 * 1024)} MiB", location=str(path))
+        if path.stat().st_size > MAX_EVIDENCE_BYTES:
+            raise InputError(
+                f"file is larger than {MAX_EVIDENCE_BYTES // (1024 * 1024)} MiB", location=str(path)
+            )
         raw = path.read_bytes()
         if path.suffix == ".jsonl":
             for number, line in enumerate(raw.splitlines(), start=1):
@@ -143,17 +180,20 @@ class LocalEvidence:
                 "not JSON", location=location, hint="the folder holds JSON evidence files"
             ) from None
         if isinstance(document, dict) and document.get("mediaType") in _OCI_MANIFEST_TYPES:
-            layers = document.get("layers")
-            if not isinstance(layers, list):
-                raise InputError("OCI manifest without a layers list", location=location)
-            digests = {layer.get("digest") for layer in layers if isinstance(layer, dict)}
-            self._layers[f"sha256:{sha256_bytes(raw)}"] = frozenset(d for d in digests if isinstance(d, str))
+            self._add_manifest(raw, location)
             return
         bundle = (
             raw if isinstance(document, dict) and isinstance(document.get("dsseEnvelope"), dict) else None
         )
         if bundle is not None:
             document = document["dsseEnvelope"]  # a Sigstore bundle: the statement is in its envelope
+        elif isinstance(document, dict) and "messageSignature" in document:
+            self._skip(
+                location,
+                "a Sigstore bundle with a message signature, not a statement: an attestation folder holds "
+                "bundles that carry a DSSE statement",
+            )
+            return
         if not (isinstance(document, dict) and "payloadType" in document):
             raise InputError(
                 "neither a DSSE envelope, a Sigstore bundle nor an OCI image manifest",
@@ -161,6 +201,12 @@ class LocalEvidence:
                 hint="remove unrelated files from the attestation folder",
             )
         envelope = Envelope.from_dict(document, location=location)
+        if envelope.payload_type != PAYLOAD_TYPE:
+            self._skip(
+                location,
+                f"a DSSE envelope of payload type {envelope.payload_type!r}, not an in-toto statement",
+            )
+            return
         statement = statement_from_envelope(envelope, location=location)
         attestation = Attestation(
             envelope=envelope,
@@ -175,6 +221,28 @@ class LocalEvidence:
             else:
                 self._by_subject[digest].append(attestation)
 
+    def _add_manifest(self, raw: bytes, location: str) -> None:
+        """Map an engine artifact's digest to its layer digests; other manifests stand only for themselves."""
+        try:
+            manifest = Manifest.parse(raw, content_type=None, where=location)
+        except InvalidDocument as error:
+            raise InputError(f"not a valid OCI manifest: {error}", location=location) from error
+        if manifest.artifact_type != ENGINE_ARTIFACT_TYPE:
+            # Only the strictly checked engine layout may let a layer digest (a file's sha256) stand for the
+            # artifact: the layers of anything else could carry any file next to a signed engine.
+            self._skip(
+                location,
+                f"an OCI manifest of artifact type {manifest.artifact_type!r}, not an engine artifact"
+                f" ({ENGINE_ARTIFACT_TYPE}): its layers do not stand for it",
+            )
+            return
+        try:
+            layers = engine_layers(manifest)
+        except InvalidEngineArtifact as error:
+            self._malformed_artifacts[manifest.digest] = f"{error} ({location})"
+            return
+        self._layers[manifest.digest] = frozenset(layer.digest for layer in layers if layer is not None)
+
     async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
         """The reference's own digest; a tag cannot be resolved offline."""
         if reference.digest is not None:
@@ -186,8 +254,20 @@ class LocalEvidence:
         )
 
     async def subject_digests(self, reference: ImageReference, deadline: Deadline) -> frozenset[str]:
-        """The reference's digest plus the layer digests of its manifest when the folder holds it."""
+        """The reference's digest plus, for an engine artifact whose manifest the folder holds, its layers.
+
+        An engine artifact manifest that does not follow the layout ``trtguard push-engine`` writes is
+        refused, as :class:`~verifier.registry.evidence.RegistryEvidence` refuses it.
+        """
         digest = await self.resolve_digest(reference, deadline)
+        malformed = self._malformed_artifacts.get(digest)
+        if malformed is not None:
+            raise EvidenceUnavailable(
+                f"{reference.name}@{digest} is not a well-formed engine artifact: {malformed}",
+                transient=False,
+                location=f"engine {reference.name}@{digest}",
+                hint="push the engine with trtguard push-engine",
+            )
         return frozenset({digest}) | self._layers.get(digest, frozenset())
 
     async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:

@@ -125,11 +125,6 @@ class Toolchain(StrictModel):
         """The TensorRT version as a tuple of integers."""
         return parse_tensorrt_version(self.tensorrt_version)
 
-    @property
-    def tensorrt_major(self) -> int:
-        """The TensorRT major version."""
-        return self.tensorrt_release[0]
-
 
 class BuildNode(Gpu):
     """The GPU the engine was built on and its driver (``nvidia-smi`` names)."""
@@ -204,6 +199,12 @@ class Plugin(StrictModel):
     library_sha256: Sha256Hex
 
 
+def _unique_plugins(plugins: list[Plugin]) -> list[Plugin]:
+    # Change control compares plugins by name: a second entry of one name could hide a changed library.
+    _unique([plugin.name for plugin in plugins])
+    return plugins
+
+
 HardwareCompatibility = Literal["none", "ampere_plus", "same_compute_capability"]
 
 
@@ -229,7 +230,7 @@ class BuilderConfig(StrictModel):
     version_compatible: bool = False
     exclude_lean_runtime: bool = False
     builder_optimization_level: Annotated[int, Field(ge=0, le=5)] | None = None
-    plugins: list[Plugin] = Field(default_factory=list)
+    plugins: Annotated[list[Plugin], AfterValidator(_unique_plugins)] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> BuilderConfig:

@@ -28,6 +28,7 @@ HardwareCompatibilityChange     hardware compatibility level, version compatibil
 OptimizationLevelChange         ``builder_optimization_level`` differs
 PluginChange                    the plugins (name, version, library digest) differ
 AccuracyDrop                    a metric measured on the same dataset got worse by more than the tolerance
+                                (in the direction the old manifest's ``higher_is_better`` gives)
 AccuracyMetricRemoved           a metric of the old build is missing from the new one
 AccuracyDatasetChange           a metric was measured on a different dataset (values not comparable)
 ==============================  ==========================================================================
@@ -362,9 +363,10 @@ def _builder(old: EngineBuildManifest, new: EngineBuildManifest) -> Iterator[Cha
             before.builder_optimization_level,
             after.builder_optimization_level,
         )
-    old_plugins = {plugin.name: plugin for plugin in before.plugins}
-    new_plugins = {plugin.name: plugin for plugin in after.plugins}
-    if old_plugins != new_plugins:
+    if _plugin_set(before) != _plugin_set(after):
+        # Names are unique within a manifest (the model checks), so they key the summary.
+        old_plugins = {plugin.name: plugin for plugin in before.plugins}
+        new_plugins = {plugin.name: plugin for plugin in after.plugins}
         parts = [f"added {name}" for name in new_plugins if name not in old_plugins]
         parts += [f"removed {name}" for name in old_plugins if name not in new_plugins]
         parts += [
@@ -405,18 +407,30 @@ def _accuracy(old: EngineBuildManifest, new: EngineBuildManifest, tolerance: flo
                 after.dataset.model_dump(mode="json"),
             )
         else:
-            worse = before.value - after.value if after.higher_is_better else after.value - before.value
+            # The old build's direction decides: a new manifest that flips higher_is_better must not turn
+            # a drop into an improvement.
+            worse = before.value - after.value if before.higher_is_better else after.value - before.value
             if worse > tolerance:
                 relative = f", {worse / abs(before.value):.2%}" if before.value else ""
+                flipped = (
+                    f", judged by the old manifest's higher_is_better: {before.higher_is_better}"
+                    if after.higher_is_better != before.higher_is_better
+                    else ""
+                )
                 yield Change(
                     ChangeKind.ACCURACY_DROP,
-                    f"{before.metric} {before.value:g} → {after.value:g} (worse by {worse:.6g}{relative}) "
-                    f"on {after.dataset.name}",
+                    f"{before.metric} {before.value:g} → {after.value:g} (worse by {worse:.6g}{relative}"
+                    f"{flipped}) on {after.dataset.name}",
                     (f"{path}.value",),
                     before.value,
                     after.value,
                     worse,
                 )
+
+
+def _plugin_set(config: BuilderConfig) -> list[tuple[str, str | None, str]]:
+    """The plugins as (name, version, library digest), in name order: their order means nothing."""
+    return sorted(((p.name, p.version, p.library_sha256) for p in config.plugins), key=lambda t: t[0])
 
 
 def _padded(release: tuple[int, ...]) -> tuple[int, ...]:

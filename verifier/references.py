@@ -136,14 +136,6 @@ class ImageReference:
         _check_digest(f"{self}@{digest}", digest)
         return replace(self, digest=digest)
 
-    def without_tag(self) -> ImageReference:
-        """This reference with the tag removed: ``name@digest``, or just the name when there is no digest."""
-        return replace(self, tag=None)
-
-    def without_digest(self) -> ImageReference:
-        """This reference with the digest removed: ``name:tag``, or just the name when there is no tag."""
-        return replace(self, digest=None)
-
 
 # Admission sees the same few image strings over and over; results are immutable, so caching is safe and
 # bounded. Errors are not cached (lru_cache does not store exceptions).

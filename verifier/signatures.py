@@ -133,28 +133,32 @@ def _collect(
     signers: dict[str, SignerMatch] = {}
     keys: dict[str, None] = {}
     identities: dict[str, None] = {}
-    tlog = True
+    problems = [f"{o.label}: {o.problem}" for o in outcomes if o.problem]
+    counted = []
     for outcome in outcomes:
+        if policy.require_tlog and outcome.matches and not outcome.tlog_verified:
+            # Enforced here, for every kind of signature: one without a verified log entry never counts.
+            problems.append(f"{outcome.label}: no verified transparency log entry, which the policy requires")
+            continue
         for match in outcome.matches:
             signers.setdefault(match.signer_id, match)
             (keys if match.kind == "key" else identities)[match.label] = None
         if outcome.matches:
-            tlog = tlog and outcome.tlog_verified
+            counted.append(outcome)
     if len(signers) < policy.threshold:
-        problems = "; ".join(f"{o.label}: {o.problem}" for o in outcomes if o.problem)
         raise VerificationError(
             f"{len(signers)} of {policy.threshold} required signatures from {policy.describe()}"
-            + (f" ({problems})" if problems else ""),
+            + (f" ({'; '.join(problems)})" if problems else ""),
             location=location,
             hint="sign with the signers the policy trusts, or check the configured keys and identities",
         )
-    statement = next((o.statement for o in outcomes if o.matches and o.statement is not None), None)
+    statement = next((o.statement for o in counted if o.statement is not None), None)
     return VerificationResult(
         keys=tuple(keys),
         identities=tuple(identities),
         verified=len(signers),
         threshold=policy.threshold,
-        tlog_verified=tlog,
+        tlog_verified=all(o.tlog_verified for o in counted),
         statement=statement,
     )
 
@@ -200,6 +204,7 @@ def verify_image_signatures(
     statements with predicate ``https://sigstore.dev/cosign/sign/v1``, or message signatures over the
     manifest); ``envelopes`` bare DSSE envelopes carrying such statements (from an attestation folder).
     ``repository`` (``ImageReference.name``), when given, must be the repository named in classic payloads.
+    A bare envelope carries no transparency log entry, so it never counts under ``policy.require_tlog``.
     Raises :class:`NoSignatures` when there is nothing at all, and refuses more than ``MAX_SIGNATURES`` in
     total (each one costs a verification per trusted key).
     """

@@ -144,6 +144,35 @@ async def test_concurrent_callers_share_a_transient_failure_which_is_not_kept() 
     assert compute.calls == 2
 
 
+async def test_every_caller_gets_its_own_copy_of_a_failure() -> None:
+    # One exception object raised in several tasks would have its traceback and context rewritten by each.
+    cache: ResultCache[str, object] = ResultCache(ttl=60, negative_ttl=5)
+    cause = OSError("connection refused")
+    error = EvidenceUnavailable("no such manifest", transient=False, location="image x", hint="push it")
+    error.__cause__ = cause
+    compute = Counter(error=error, wait=0.05)
+    shared = await asyncio.gather(
+        *(cache.get_or_compute("k", compute) for _ in range(3)), return_exceptions=True
+    )
+    cached = []
+    for _ in range(2):
+        with pytest.raises(EvidenceUnavailable) as raised:
+            await cache.get_or_compute("k", compute)
+        cached.append(raised.value)
+    outcomes = [*shared, *cached]
+    assert compute.calls == 1
+    assert len({id(outcome) for outcome in outcomes}) == len(outcomes)
+    for outcome in outcomes:
+        assert isinstance(outcome, EvidenceUnavailable) and outcome is not error
+        assert (outcome.message, outcome.location, outcome.hint, outcome.transient) == (
+            "no such manifest",
+            "image x",
+            "push it",
+            False,
+        )
+        assert outcome.__cause__ is cause
+
+
 async def test_a_cancelled_caller_does_not_cancel_the_computation_for_others() -> None:
     cache: ResultCache[str, object] = ResultCache(ttl=60, negative_ttl=5)
     compute = Counter("verified", wait=0.1)

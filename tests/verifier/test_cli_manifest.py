@@ -392,6 +392,18 @@ def test_diff_json_and_tolerance(data_dir: Path, tmp_path: Path, capsys: pytest.
     assert len(document["fields"]) == 3
 
 
+@pytest.mark.parametrize("tolerance", ["-0.1", "nan", "inf"])
+def test_diff_tolerance_must_be_a_finite_number(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], tolerance: str
+) -> None:
+    path = data_dir / "202-manifest-trt10-weak-int8.json"
+    status, out, err = run(
+        ["manifest", "diff", str(path), str(path), "--accuracy-tolerance", tolerance], capsys
+    )
+    assert (status, out) == (2, "")
+    assert "--accuracy-tolerance must be a finite number, 0 or more" in err
+
+
 def test_diff_identical(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = data_dir / "202-manifest-trt10-weak-int8.json"
     status, out, _ = run(["manifest", "diff", str(path), str(path)], capsys)

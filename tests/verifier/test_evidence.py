@@ -18,6 +18,13 @@ from verifier.evidence import COSIGN_SIGN_PREDICATE, LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.keys import generate_private_key
 from verifier.references import ImageReference
+from verifier.registry.oci import Descriptor
+from verifier.registry.push import (
+    ENGINE_LAYER,
+    TITLE_ANNOTATION,
+    engine_artifact_manifest,
+    engine_layer,
+)
 
 SUBJECT = "ab" * 32
 T = TypeVar("T")
@@ -53,19 +60,65 @@ def test_envelopes_bundles_and_json_lines(tmp_path: Path) -> None:
     assert [json.loads(b)["mediaType"] for b in signatures.bundles] == [bundle["mediaType"]]
 
 
-def test_oci_manifest_maps_an_artifact_to_its_layers(tmp_path: Path) -> None:
-    manifest = json.dumps(
-        {
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "layers": [{"digest": f"sha256:{SUBJECT}", "size": 1}],
-        }
-    ).encode()
+def _engine_artifact(*layers: Descriptor) -> bytes:
+    return engine_artifact_manifest(layers or [engine_layer("model.plan", SUBJECT, 1)])
+
+
+def test_engine_artifact_manifest_maps_an_artifact_to_its_layers(tmp_path: Path) -> None:
+    manifest = _engine_artifact()
     (tmp_path / "artifact.json").write_bytes(manifest)
     (tmp_path / "att.json").write_bytes(envelope_json())
     evidence = LocalEvidence(tmp_path)
     ref = ImageReference.parse(f"quay.io/models/m@sha256:{sha256_bytes(manifest)}")
     assert run(evidence.subject_digests(ref, Deadline.never())) == {ref.digest, f"sha256:{SUBJECT}"}
     assert len(run(evidence.attestations(ref, Deadline.never()))) == 1
+    assert evidence.skipped == ()
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        {"artifactType": "application/vnd.example.bundle.v1"},
+        {},  # a plain image: its config type is an image config's
+    ],
+    ids=["other-artifact", "image"],
+)
+def test_other_manifests_stand_for_their_digest_only(tmp_path: Path, manifest: dict[str, Any]) -> None:
+    document = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": f"sha256:{'0' * 64}",
+            "size": 2,
+        },
+        "layers": [{"mediaType": ENGINE_LAYER, "digest": f"sha256:{SUBJECT}", "size": 1}],
+        **manifest,
+    }
+    data = json.dumps(document).encode()
+    (tmp_path / "artifact.json").write_bytes(data)
+    (tmp_path / "att.json").write_bytes(envelope_json())
+    evidence = LocalEvidence(tmp_path)
+    ref = ImageReference.parse(f"quay.io/models/m@sha256:{sha256_bytes(data)}")
+    assert run(evidence.subject_digests(ref, Deadline.never())) == {ref.digest}
+    assert run(evidence.attestations(ref, Deadline.never())) == ()
+    (skipped,) = evidence.skipped
+    assert skipped.location == str(tmp_path / "artifact.json")
+    assert "not an engine artifact" in skipped.reason
+
+
+def test_a_malformed_engine_artifact_is_refused(tmp_path: Path) -> None:
+    manifest = _engine_artifact(
+        engine_layer("model.plan", SUBJECT, 1),
+        Descriptor(
+            "application/x-sharedlib", f"sha256:{'cd' * 32}", 4, annotations={TITLE_ANNOTATION: "p.so"}
+        ),
+    )
+    (tmp_path / "artifact.json").write_bytes(manifest)
+    ref = ImageReference.parse(f"quay.io/models/m@sha256:{sha256_bytes(manifest)}")
+    with pytest.raises(EvidenceUnavailable, match="not a well-formed engine artifact") as caught:
+        run(LocalEvidence(tmp_path).subject_digests(ref, Deadline.never()))
+    assert caught.value.transient is False
 
 
 def test_tags_cannot_be_resolved_offline(tmp_path: Path) -> None:
@@ -83,7 +136,7 @@ def test_tags_cannot_be_resolved_offline(tmp_path: Path) -> None:
             b'{"payloadType": "application/vnd.in-toto+json", "payload": "e30=", "signatures": []}',
             "invalid in-toto statement",
         ),
-        (b'{"mediaType": "application/vnd.oci.image.manifest.v1+json"}', "without a layers list"),
+        (b'{"mediaType": "application/vnd.oci.image.manifest.v1+json"}', "not a valid OCI manifest"),
     ],
 )
 def test_malformed_files_are_errors_naming_the_file(tmp_path: Path, content: bytes, message: str) -> None:
@@ -91,6 +144,31 @@ def test_malformed_files_are_errors_naming_the_file(tmp_path: Path, content: byt
     with pytest.raises(InputError, match=message) as caught:
         LocalEvidence(tmp_path)
     assert caught.value.location == str(tmp_path / "bad.json")
+
+
+def test_unsupported_files_are_skipped_with_their_reason(tmp_path: Path) -> None:
+    message_bundle = {
+        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "verificationMaterial": {"publicKey": {"hint": "x"}},
+        "messageSignature": {
+            "messageDigest": {"algorithm": "SHA2_256", "digest": "AA=="},
+            "signature": "AA==",
+        },
+    }
+    (tmp_path / "blob.sigstore.json").write_text(json.dumps(message_bundle))
+    (tmp_path / "plain.dsse").write_bytes(
+        sign_envelope("text/plain", b"hello", generate_private_key()).to_json()
+    )
+    (tmp_path / "good.json").write_bytes(envelope_json())
+    evidence = LocalEvidence(tmp_path)
+    ref = ImageReference.parse(f"quay.io/a/b@sha256:{SUBJECT}")
+    (found,) = run(evidence.attestations(ref, Deadline.never()))
+    assert found.origin == str(tmp_path / "good.json")
+    signatures = run(evidence.image_signatures(ref, Deadline.never()))
+    assert signatures.count == 0
+    reasons = {Path(s.location).name: s.reason for s in evidence.skipped}
+    assert "message signature" in reasons["blob.sigstore.json"]
+    assert "payload type 'text/plain'" in reasons["plain.dsse"]
 
 
 def test_missing_folder(tmp_path: Path) -> None:

@@ -76,7 +76,7 @@ def _problems(document: dict[str, Any]) -> list[str]:
 
 def test_weak_tensorrt10_build(weak: dict[str, Any]) -> None:
     manifest = load_manifest(weak, "202")
-    assert manifest.toolchain.tensorrt_major == 10
+    assert manifest.toolchain.tensorrt_release[0] == 10
     assert manifest.builder_config.typing == "weak"
     assert manifest.precisions() == frozenset({"fp32", "fp16", "int8"})
     assert manifest.uses_int8()
@@ -436,6 +436,14 @@ def test_accuracy_metric_names_are_unique(weak: dict[str, Any]) -> None:
         "  accuracy: expected each value once; 'top1_acc' is listed twice; got "
         + (json.dumps(weak["accuracy"] * 2)[:77] + "...")
     ]
+
+
+def test_plugin_names_are_unique(weak: dict[str, Any]) -> None:
+    # manifest diff keys plugins by name: a second entry of one name could hide a changed library.
+    plugin = {"name": "CustomNMS", "version": "1", "library_sha256": "b5" * 32}
+    document = _set(weak, "builder_config.plugins", [plugin, {**plugin, "library_sha256": "c6" * 32}])
+    (line,) = _problems(document)
+    assert line.startswith("  builder_config.plugins: expected each value once; 'CustomNMS' is listed twice")
 
 
 @pytest.mark.parametrize(

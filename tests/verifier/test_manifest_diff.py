@@ -42,6 +42,8 @@ def _with(document: dict[str, Any], **changes: Any) -> EngineBuildManifest:
 
 
 _FP16_ONLY = {"builder_config__precision_flags": ["fp16"], "calibration": None}
+_NMS = {"name": "CustomNMS", "version": "1", "library_sha256": "b5" * 32}
+_OTHER_PLUGIN = {"name": "RoIAlign", "version": "1", "library_sha256": "c6" * 32}
 
 # (name, old changes, new changes, expected kinds)
 _TABLE: list[tuple[str, dict[str, Any], dict[str, Any], set[ChangeKind]]] = [
@@ -180,6 +182,30 @@ _TABLE: list[tuple[str, dict[str, Any], dict[str, Any], set[ChangeKind]]] = [
     ),
     ("accuracy removed", {}, {"accuracy": []}, {K.ACCURACY_METRIC_REMOVED}),
     (
+        "accuracy drop behind a flipped direction",
+        {},
+        {"accuracy__0__value": 0.5, "accuracy__0__higher_is_better": False},
+        {K.ACCURACY_DROP},
+    ),
+    (
+        "accuracy gain with a flipped direction",
+        {},
+        {"accuracy__0__value": 0.77, "accuracy__0__higher_is_better": False},
+        set(),
+    ),
+    (
+        "plugin order only",
+        {"builder_config__plugins": [_NMS, _OTHER_PLUGIN]},
+        {"builder_config__plugins": [_OTHER_PLUGIN, _NMS]},
+        set(),
+    ),
+    (
+        "plugin version",
+        {"builder_config__plugins": [_NMS, _OTHER_PLUGIN]},
+        {"builder_config__plugins": [_NMS, {**_OTHER_PLUGIN, "version": "2"}]},
+        {K.PLUGIN_CHANGE},
+    ),
+    (
         "bookkeeping only",
         {},
         {
@@ -246,6 +272,15 @@ def test_accuracy_tolerance(base: dict[str, Any]) -> None:
     assert diff_manifests(old, new, accuracy_tolerance=0.002).kinds == set()
     with pytest.raises(ValueError, match="accuracy_tolerance"):
         diff_manifests(old, new, accuracy_tolerance=-1)
+
+
+def test_a_flipped_direction_is_judged_by_the_old_manifest(base: dict[str, Any]) -> None:
+    result = diff_manifests(
+        _with(base), _with(base, accuracy__0__value=0.5, accuracy__0__higher_is_better=False)
+    )
+    drop = next(change for change in result.changes if change.kind is K.ACCURACY_DROP)
+    assert drop.amount == pytest.approx(0.2612)
+    assert "judged by the old manifest's higher_is_better: True" in drop.summary
 
 
 def test_lower_is_better_metric(strong: dict[str, Any]) -> None:

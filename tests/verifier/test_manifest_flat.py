@@ -180,6 +180,13 @@ def test_unix_time_is_converted(record: dict[str, Any]) -> None:
     assert not any(note.blocking for note in draft.notes if note.field == "build_timestamp")
 
 
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e300, -1e300])
+def test_unix_time_out_of_range_is_an_input_error(record: dict[str, Any], value: float) -> None:
+    with pytest.raises(InputError, match="not a Unix time trtguard can represent") as raised:
+        import_flat({**record, "build_timestamp": value})
+    assert raised.value.location == "build_timestamp"
+
+
 @pytest.mark.parametrize(
     "shapes",
     [

@@ -244,14 +244,6 @@ def test_with_digest_keeps_the_tag_and_validates_the_digest() -> None:
         ref.with_digest("sha256:" + "A" * 64)
 
 
-def test_without_tag_and_without_digest() -> None:
-    ref = ImageReference.parse(f"registry.corp/team/app:1.2@{D1}")
-    assert str(ref.without_tag()) == f"registry.corp/team/app@{D1}"
-    assert str(ref.without_digest()) == "registry.corp/team/app:1.2"
-    assert str(ref.without_tag().without_digest()) == "registry.corp/team/app"
-    assert ref.without_tag().name == ref.name
-
-
 def test_references_are_hashable_and_frozen() -> None:
     ref = ImageReference.parse("nginx")
     assert {ref, ImageReference.parse("docker.io/library/nginx:latest")} == {ref}

@@ -436,6 +436,51 @@ def test_keyed_bundle_rekor_entry(signer: dict[str, PrivateKey]) -> None:
         )
 
 
+def _cosigned_bundle(signer: dict[str, PrivateKey], logged: str) -> bytes:
+    """A bundle signed by alice (whose signature the log entry records) and bob; the entry then names
+    ``logged``'s signature only."""
+    document = json.loads(keyed_bundle(signer["alice"], rekor=signer["rekor"]))
+    envelope = document["dsseEnvelope"]
+    payload = base64.b64decode(envelope["payload"])
+    bob_signature = signer["bob"].sign(dsse.pae(envelope["payloadType"], payload))
+    envelope["signatures"].append({"sig": _b64(bob_signature), "keyid": ""})
+    if logged == "bob":
+        body = {
+            "apiVersion": "0.0.1",
+            "kind": "dsse",
+            "spec": {
+                "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(payload).hexdigest()},
+                "signatures": [
+                    {"signature": _b64(bob_signature), "verifier": _b64(signer["bob"].public_key().to_pem())}
+                ],
+            },
+        }
+        entry = rekor_entry(signer["rekor"], body)
+        logged_entry = document["verificationMaterial"]["tlogEntries"][0]
+        logged_entry["canonicalizedBody"] = entry["Payload"]["body"]
+        logged_entry["inclusionPromise"]["signedEntryTimestamp"] = entry["SignedEntryTimestamp"]
+    return json.dumps(document).encode()
+
+
+@pytest.mark.parametrize("logged", ["alice", "bob"])
+def test_only_keys_whose_signature_is_logged_count_under_a_log_requirement(
+    signer: dict[str, PrivateKey], logged: str
+) -> None:
+    bundle = _cosigned_bundle(signer, logged)
+    rekor = (signer["rekor"].public_key(),)
+    both = policy(signer, "alice", "bob", threshold=2)
+    assert signatures.verify_image_signatures(IMAGE, both, bundles=[bundle]).keys == ("alice", "bob")
+    with pytest.raises(VerificationError, match="1 of 2 required signatures"):
+        signatures.verify_image_signatures(
+            IMAGE,
+            policy(signer, "alice", "bob", threshold=2, rekor_keys=rekor, require_tlog=True),
+            bundles=[bundle],
+        )
+    one = policy(signer, "alice", "bob", rekor_keys=rekor, require_tlog=True)
+    result = signatures.verify_image_signatures(IMAGE, one, bundles=[bundle])
+    assert (result.keys, result.tlog_verified) == ((logged,), True)
+
+
 def test_verify_bundle_returns_the_statement_of_an_attestation(signer: dict[str, PrivateKey]) -> None:
     bundle = keyed_bundle(signer["alice"], predicate_type="https://trtguard.dev/attestations/engine-build/v1")
     result = signatures.verify_bundle(
@@ -655,6 +700,21 @@ def test_signing_statement_envelope_rejections(
     with pytest.raises(VerificationError, match=reason) as raised:
         signatures.verify_image_signatures(IMAGE, policy(signer, "alice"), envelopes=[make(signer)])
     assert "(envelope 1: " in raised.value.message
+
+
+def test_signing_statement_envelopes_never_meet_a_log_requirement(signer: dict[str, PrivateKey]) -> None:
+    trust = policy(signer, "alice", rekor_keys=(signer["rekor"].public_key(),), require_tlog=True)
+    with pytest.raises(VerificationError, match="0 of 1 required") as raised:
+        signatures.verify_image_signatures(IMAGE, trust, envelopes=[_sign_statement(signer["alice"])])
+    assert "envelope 1: no verified transparency log entry" in raised.value.message
+    # Alongside a logged signature the envelope adds nothing: one logged signer is not two.
+    two = policy(
+        signer, "alice", "bob", threshold=2, rekor_keys=(signer["rekor"].public_key(),), require_tlog=True
+    )
+    with pytest.raises(VerificationError, match="1 of 2 required"):
+        signatures.verify_image_signatures(
+            IMAGE, two, classic=[with_rekor(signer)], envelopes=[_sign_statement(signer["bob"])]
+        )
 
 
 def test_too_many_signatures_for_one_image_are_refused(signer: dict[str, PrivateKey]) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from verifier._cli import engine, governance, keys, manifest, registry
-
-_MODULES = (keys, manifest, engine, registry, governance)
-
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add every verifier sub-command to ``subparsers``."""
-    for module in _MODULES:
+    """Add every verifier sub-command to ``subparsers``.
+
+    The command modules are imported here rather than with the package, so that importing one of them alone
+    (``from verifier._cli import engine``, as the GPU tests and benchmarks do) loads only what it needs.
+    """
+    from verifier._cli import engine, governance, keys, manifest, registry  # noqa: PLC0415
+
+    for module in (keys, manifest, engine, registry, governance):
         module.register(subparsers)

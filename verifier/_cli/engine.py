@@ -3,8 +3,10 @@
 The attestation's signing key is ``--attest-key`` (not ``--key``, which names the public key the manifest
 must be signed with; one command takes both).
 
-This module imports only what the checks need (no registry client, no sigstore), so that a slim image on a
-GPU node can run it; the shared private-key helper is imported only when ``--attest`` asks for a key.
+Imported on its own (``from verifier._cli import engine``), this module loads only what the checks need (no
+registry client, no sigstore), so that a slim environment on a GPU node can run it; the shared private-key
+helper, whose module loads sigstore, is imported only when ``--attest`` asks for a key. The ``trtguard``
+command registers every command and so imports them all.
 """
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ def write_envelope(envelope: Envelope, args: argparse.Namespace) -> None:
     elif args.push is None:
         sys.stdout.buffer.write(output)
     if args.push is not None:
-        # The registry client is imported only when something is pushed (and registry.py imports this module).
+        # Imported here: registry.py imports this module, so a module-level import would be circular.
         from verifier._cli.registry import push_attestation  # noqa: PLC0415
 
         print(push_attestation(output, args.push, args), file=sys.stderr)

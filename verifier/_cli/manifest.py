@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import math
 import os
 import shutil
 import sys
@@ -402,8 +403,11 @@ def _write(text: str, output: Path | None) -> None:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    if args.accuracy_tolerance < 0:
-        raise InputError("--accuracy-tolerance must be 0 or more", location="--accuracy-tolerance")
+    if not (math.isfinite(args.accuracy_tolerance) and args.accuracy_tolerance >= 0):
+        raise InputError(
+            f"--accuracy-tolerance must be a finite number, 0 or more, not {args.accuracy_tolerance}",
+            location="--accuracy-tolerance",
+        )
     old, old_enveloped = read_manifest_file(args.old)
     new, new_enveloped = read_manifest_file(args.new)
     result = diff_manifests(old, new, accuracy_tolerance=args.accuracy_tolerance)

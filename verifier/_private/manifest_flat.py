@@ -186,7 +186,14 @@ def _timestamp(record: Mapping[str, Any], document: dict[str, Any], notes: list[
         )
     elif isinstance(value, int | float) and not isinstance(value, bool):
         # A Unix time is unambiguous; write it in the manifest's form.
-        converted = datetime.fromtimestamp(value, tz=UTC).isoformat().replace("+00:00", "Z")
+        try:
+            converted = datetime.fromtimestamp(value, tz=UTC).isoformat().replace("+00:00", "Z")
+        except (OverflowError, ValueError, OSError):  # Infinity, NaN, beyond year 9999
+            raise InputError(
+                f"build_timestamp {value!r} is not a Unix time trtguard can represent",
+                location="build_timestamp",
+                hint="give seconds since 1970 (or an RFC 3339 time with time zone)",
+            ) from None
         document["build_timestamp"] = converted
         notes.append(Note("build_timestamp", f"Unix time {value} written as {converted}", False))
     elif isinstance(value, str):

@@ -46,7 +46,6 @@ class PathDigest:
     sha256: str
     size: int
     """Bytes hashed (the sum of the file sizes for a tree)."""
-    files: int
     method: HashMethod
 
 
@@ -243,9 +242,9 @@ def hash_paths(
             entries = [
                 (item.relative, digest.sha256, digest.size) for item, digest in zip(items, mine, strict=True)
             ]
-            results[label] = PathDigest(tree_digest(entries), size, len(items), TREE_METHOD)
+            results[label] = PathDigest(tree_digest(entries), size, TREE_METHOD)
         else:
-            results[label] = PathDigest(mine[0].sha256, size, 1, "file")
+            results[label] = PathDigest(mine[0].sha256, size, "file")
     return results
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sigstore.errors
@@ -98,6 +99,31 @@ def _check_tlog(bundle: BundleModel, policy: TrustPolicy, check: rekor_entry.Ent
     raise VerificationError("; ".join(problems))
 
 
+def _logged_matches(
+    bundle: BundleModel,
+    policy: TrustPolicy,
+    matches: list[SignerMatch],
+    check: Callable[[str], rekor_entry.EntryCheck],
+) -> list[SignerMatch]:
+    """The matches whose own signature a verified log entry records; raises when there is none.
+
+    Each key counts only through its own logged signature: an envelope signed by two trusted keys whose
+    log entry records one of them proves nothing about the other.
+    """
+    logged = []
+    problems: dict[str, None] = {}
+    for match in matches:
+        try:
+            _check_tlog(bundle, policy, check(match.label))
+        except VerificationError as error:
+            problems[f"{match.label}: {error.message}" if len(matches) > 1 else error.message] = None
+            continue
+        logged.append(match)
+    if not logged:
+        raise VerificationError("; ".join(problems))
+    return logged
+
+
 def _verify_keyed(
     bundle: BundleModel,
     *,
@@ -120,11 +146,11 @@ def _verify_keyed(
                 f" at most {MAX_SIGNATURES} are checked"
             )
         message = pae(envelope.payload_type, envelope.payload)
-        verified = {
-            name: any(key.verify(s.sig, message) for s in envelope.signatures)
+        signed_by = {
+            name: [s.sig for s in envelope.signatures if key.verify(s.sig, message)]
             for name, key in policy.keys.items()
         }
-        signature = envelope.signatures[0].sig if envelope.signatures else b""
+        verified = {name: bool(sigs) for name, sigs in signed_by.items()}
     else:
         message_signature = bundle.message_signature
         if message_signature is None:  # the model guarantees one of the two
@@ -147,7 +173,6 @@ def _verify_keyed(
     matches = policy.key_matches(verified)
     if not matches:
         raise VerificationError(f"signature present but not made by any trusted key ({policy.describe()})")
-    key = policy.keys[matches[0].label]
     if bundle.dsse_envelope is not None:
         try:
             statement = statement_from_envelope(envelope)
@@ -156,32 +181,39 @@ def _verify_keyed(
         _check_statement(statement, digest, predicate_type)
     if policy.require_tlog:
         if statement is not None:
-            _check_tlog(
+            matches = _logged_matches(
                 bundle,
                 policy,
-                lambda entry: _dsse_entry(entry, envelope, key),
+                matches,
+                lambda name: (
+                    lambda entry: _dsse_entry(entry, envelope.payload, signed_by[name], policy.keys[name])
+                ),
             )
         else:
-            _check_tlog(
+            matches = _logged_matches(
                 bundle,
                 policy,
-                lambda entry: rekor_entry.check_hashedrekord(
-                    entry, sha256_hex=parse_sha256(digest), signature=signature, key=key
+                matches,
+                lambda name: (
+                    lambda entry: rekor_entry.check_hashedrekord(
+                        entry, sha256_hex=parse_sha256(digest), signature=signature, key=policy.keys[name]
+                    )
                 ),
             )
     return BundleOutcome(matches=matches, tlog_verified=policy.require_tlog, statement=statement)
 
 
-def _dsse_entry(entry: rekor_entry.LogEntry, envelope: Envelope, key: PublicKey) -> None:
+def _dsse_entry(entry: rekor_entry.LogEntry, payload: bytes, signatures: list[bytes], key: PublicKey) -> None:
+    """The entry must record one of ``signatures`` (those ``key`` made) by ``key``."""
     problems = []
-    for item in envelope.signatures:
+    for signature in signatures:
         try:
-            rekor_entry.check_dsse(entry, payload=envelope.payload, signature=item.sig, key=key)
+            rekor_entry.check_dsse(entry, payload=payload, signature=signature, key=key)
         except VerificationError as error:
             problems.append(error.message)
             continue
         return
-    raise VerificationError(problems[0] if problems else "the envelope has no signature")
+    raise VerificationError(problems[0] if problems else "the envelope has no signature by this key")
 
 
 def _verify_keyless(

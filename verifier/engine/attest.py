@@ -11,6 +11,8 @@ import importlib.metadata
 from datetime import UTC, datetime
 from typing import Literal
 
+from pydantic import ValidationError
+
 from verifier._private.manifest_types import Gpu
 from verifier.attestations import (
     ENGINE_VERIFICATION_PREDICATE_TYPE,
@@ -54,7 +56,8 @@ def verification_predicate(
     """The engine-verification predicate for ``report``.
 
     Raises :class:`VerificationError` when the report has no GPU observation to attest (the GPU check was
-    not run, found no GPU, or the child never got as far as creating a TensorRT runtime).
+    not run, found no GPU, or the child never got as far as creating a TensorRT runtime), or when the child
+    did not report a fact the attestation states (GPU name, compute capability, driver, runtime flavour).
     """
     run = report.gpu
     child = run.report if run is not None else None
@@ -67,6 +70,37 @@ def verification_predicate(
             location=str(report.engine),
             hint="an engine-verification attestation records a GPU observation: run with --gpu on a GPU host",
         )
+    # Every fact attested is one the child observed: an unknown one is refused, never filled in.
+    unknown = [
+        name
+        for name, value in (
+            ("GPU name", probe.name),
+            ("compute capability", probe.compute_capability),
+            ("driver version", probe.driver_version),
+        )
+        if not value
+    ]
+    module = _MODULES.get(runtime.module)
+    if module is None:
+        unknown.append(f"TensorRT runtime flavour (module {runtime.module!r})")
+    if unknown:
+        raise VerificationError(
+            f"cannot attest: the GPU child did not report the {', '.join(unknown)}",
+            location=str(report.engine),
+            hint="run the check again on a GPU host whose driver reports the device, with tensorrt or "
+            "tensorrt_lean installed",
+        )
+    try:
+        gpu = Gpu(
+            gpu_name=probe.name,
+            compute_capability=probe.compute_capability,
+            driver_version=probe.driver_version,
+        )
+    except ValidationError as error:
+        raise VerificationError(
+            f"cannot attest: the GPU child reported GPU facts that are not valid: {error.errors()[0]['msg']}",
+            location=str(report.engine),
+        ) from error
     engine = child.engine
     io_tensors = [
         IoTensor(
@@ -95,15 +129,11 @@ def verification_predicate(
         engine=ObservedEngine(name=report.engine.name, sha256=report.sha256, size=report.size),
         manifest_digest=report.manifest.digest if report.manifest else None,
         runtime=Runtime(
-            module=_MODULES.get(runtime.module, "tensorrt"),
+            module=module,
             tensorrt_version=runtime.version,
             plan_tensorrt_version=report.header.tensorrt_version,
         ),
-        gpu=Gpu(
-            gpu_name=probe.name or "unknown",
-            compute_capability=probe.compute_capability or "0.0",
-            driver_version=probe.driver_version or "unknown",
-        ),
+        gpu=gpu,
         io_tensors=io_tensors,
         optimization_profiles=profiles,
         layer_precisions=dict(layers.per_precision) if layers is not None and layers.detailed else None,

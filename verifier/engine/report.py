@@ -75,7 +75,7 @@ class ManifestSummary:
     """The signed manifest the engine was checked against."""
 
     path: Path
-    #: ``sha256:<hex>`` of the envelope file.
+    #: :func:`~verifier.manifest.manifest_digest`: ``sha256:<hex>`` of the DSSE payload (the statement).
     digest: str
     #: Names of the trusted keys whose signatures verified (empty when none did).
     signers: tuple[str, ...]

@@ -288,6 +288,13 @@ def _interpret(finished: Finished, sha256: str, timeout_s: float) -> GpuRun:
             f"the GPU child loaded bytes with SHA-256 {report.engine_sha256}, not the verified {sha256}",
             report,
         )
+    if report.status == "ok" and report.engine_sha256 is None:
+        # An engine deserialized without the hash of what was loaded says nothing about the verified file.
+        return run(
+            GpuOutcome.BAD_OUTPUT,
+            "the GPU child answered ok without the SHA-256 of the bytes it loaded",
+            report,
+        )
     return run(_CHILD_STATUS[report.status], report.message, report)
 
 

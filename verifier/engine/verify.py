@@ -39,7 +39,7 @@ class SignedManifest:
     """
 
     path: Path
-    #: ``sha256:<hex>`` of the envelope file's bytes.
+    #: :func:`~verifier.manifest.manifest_digest`: ``sha256:<hex>`` of the DSSE payload (the statement).
     digest: str
     signers: tuple[str, ...]
     signature_problem: str | None

@@ -4,8 +4,8 @@
   must hash to that digest, and a ``Docker-Content-Digest`` header must agree with the bytes. Blobs must hash
   to their digest and have the size their descriptor declares. Size limits apply while the body arrives.
 * Every call has a timeout derived from the caller's :class:`~verifier.deadline.Deadline` and the registry's
-  settings; 429 (honouring ``Retry-After``), 5xx and connection failures are retried with back-off only
-  while the deadline leaves time for it.
+  settings; 429 (honouring ``Retry-After`` up to the longest back-off, else giving up), 5xx and connection
+  failures are retried with back-off only while the deadline leaves time for it.
 * Identical GETs in flight at the same time are made once and shared; verified content is kept in a
   small content-addressed store, which can never go stale.
 * Every failure is an :class:`~verifier.errors.EvidenceUnavailable` that names the registry and what went
@@ -28,6 +28,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, overload
@@ -118,6 +119,20 @@ class _Reply:
     url: str
 
 
+class _SharedDeadline(Deadline):
+    """The deadline of a request several callers wait for: the latest of theirs, moved on as callers join.
+
+    Every other :class:`Deadline` is fixed; only the client's single-flight moves this one.
+    """
+
+    __slots__ = ()
+
+    def extend_to(self, other: Deadline) -> None:
+        """Move the deadline to ``other``'s when that is later."""
+        if other.expires_at > self.expires_at:
+            object.__setattr__(self, "expires_at", other.expires_at)  # frozen for everyone else
+
+
 class _Retryable(Exception):
     """An attempt failed in a way another attempt may not (reset, timeout, truncated body)."""
 
@@ -164,6 +179,7 @@ class RegistryClient:
         self._auth = Authenticator(CredentialStore(self._config.credentials_file))
         self._http: dict[Path | None, httpx.AsyncClient] = {}
         self._flights: SingleFlight[tuple[str, ...], Any] = SingleFlight()
+        self._flight_deadlines: dict[tuple[str, ...], _SharedDeadline] = {}
         self._content = _ContentStore(self._config.content_cache_bytes)
         self._requests: Counter[str] = Counter()
         self._limits = httpx.Limits(
@@ -255,7 +271,7 @@ class RegistryClient:
             deadline,
             f"manifest {repository}:{target}" if not by_digest else f"manifest {repository}@{target}",
             host,
-            lambda: self._fetch_manifest(host, repository, target, deadline),
+            lambda shared: self._fetch_manifest(host, repository, target, shared),
         )
         if manifest is None and not missing_ok:
             raise EvidenceUnavailable(
@@ -295,7 +311,9 @@ class RegistryClient:
             deadline,
             f"blob {digest} of {repository}",
             host,
-            lambda: self._fetch_blob(host, repository, digest, size=size, limit=limit, deadline=deadline),
+            lambda shared: self._fetch_blob(
+                host, repository, digest, size=size, limit=limit, deadline=shared
+            ),
         )
         return data
 
@@ -315,7 +333,7 @@ class RegistryClient:
             deadline,
             f"referrers of {repository}@{subject}",
             host,
-            lambda: self._fetch_referrers(host, repository, subject, artifact_type, deadline),
+            lambda shared: self._fetch_referrers(host, repository, subject, artifact_type, shared),
         )
         if found is None or artifact_type is None:
             return found
@@ -618,13 +636,33 @@ class RegistryClient:
         deadline: Deadline,
         what: str,
         host: str,
-        compute: Callable[[], Awaitable[T]],
+        compute: Callable[[Deadline], Awaitable[T]],
     ) -> T:
-        """Run ``compute`` once for identical concurrent callers; each waits no longer than its deadline."""
+        """Run ``compute`` once for identical concurrent callers; each waits no longer than its deadline.
+
+        The shared computation runs under the latest deadline of the callers that joined it (moved on as
+        they join), not the first caller's: a caller with little time left must not cut short the answer
+        that callers with more time are waiting for.
+        """
+        shared = self._flight_deadlines.get(key)
+        if shared is None:
+            shared = _SharedDeadline(deadline.expires_at)
+            # Kept exactly as long as the flight runs: no await between here and the flight's start, and the
+            # entry goes in the flight's own last step.
+            self._flight_deadlines[key] = shared
+        else:
+            shared.extend_to(deadline)
+
+        async def run_shared() -> T:
+            try:
+                return await compute(shared)
+            finally:
+                self._flight_deadlines.pop(key, None)
+
         started = time.monotonic()
         try:
             async with asyncio.timeout(_seconds(deadline.remaining())):
-                result: T = await self._flights.run(key, compute)
+                result: T = await self._flights.run(key, run_shared)
                 return result
         except TimeoutError:
             raise EvidenceUnavailable(
@@ -669,6 +707,16 @@ class RegistryClient:
                 retry_after = _retry_after(reply.headers.get("retry-after"))
             if attempt == attempts:
                 break
+            if retry_after is not None and retry_after > policy.max_backoff:
+                # A registry asking for a long wait (429 with "Retry-After: 86400") is not waited for:
+                # that would hang a caller without a deadline for as long as the registry likes.
+                raise self._gave_up(
+                    call,
+                    failures,
+                    started,
+                    f"asked to retry after {retry_after:.1f} s, longer than the longest back-off"
+                    f" ({policy.max_backoff:g} s, retry.max_backoff)",
+                )
             delay = (
                 retry_after
                 if retry_after is not None
@@ -963,6 +1011,9 @@ def _retry_after(value: str | None) -> float | None:
         when = email.utils.parsedate_to_datetime(text)
     except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:
+        # RFC 9110 dates are in GMT; "-0000" parses naive, which .timestamp() would take as local time.
+        when = when.replace(tzinfo=UTC)
     return max(0.0, when.timestamp() - time.time())
 
 

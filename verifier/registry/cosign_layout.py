@@ -14,13 +14,12 @@ keeps an OCI index of the referrers under the tag ``sha256-abc…`` (the "referr
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, TypeVar
 
 from verifier.deadline import Deadline
 from verifier.digests import parse_sha256
@@ -40,7 +39,6 @@ from verifier.registry.oci import (
     image_manifest,
 )
 from verifier.signatures import (
-    BUNDLE_ANNOTATION,
     BUNDLE_MEDIA_TYPE,
     CERTIFICATE_ANNOTATION,
     CHAIN_ANNOTATION,
@@ -55,8 +53,6 @@ __all__ = [
     "CHAIN_ANNOTATION",
     "DSSE_ENVELOPE",
     "PREDICATE_TYPE_ANNOTATION",
-    "REKOR_BUNDLE_ANNOTATION",
-    "RFC3161_ANNOTATION",
     "SIGNATURE_ANNOTATION",
     "SIGSTORE_BUNDLE",
     "SIMPLE_SIGNING",
@@ -75,11 +71,12 @@ __all__ = [
     "simple_signing_payload",
 ]
 
+_log = logging.getLogger(__name__)
+T = TypeVar("T")
+
 SIMPLE_SIGNING: Final = SIMPLE_SIGNING_MEDIA_TYPE
 DSSE_ENVELOPE: Final = "application/vnd.dsse.envelope.v1+json"
 SIGSTORE_BUNDLE: Final = BUNDLE_MEDIA_TYPE
-REKOR_BUNDLE_ANNOTATION: Final = BUNDLE_ANNOTATION
-RFC3161_ANNOTATION: Final = "dev.sigstore.cosign/rfc3161timestamp"
 #: cosign's annotation on ``.att`` layers.
 PREDICATE_TYPE_ANNOTATION: Final = "predicateType"
 #: cosign v3's annotations on bundle referrer manifests.
@@ -113,17 +110,6 @@ class SignatureLayer:
     digest: str
     annotations: Mapping[str, str] = field(default_factory=dict)
 
-    @property
-    def signature(self) -> bytes | None:
-        """The decoded ``dev.cosignproject.cosign/signature`` annotation; None if absent or not base64."""
-        text = self.annotations.get(SIGNATURE_ANNOTATION)
-        if not text:
-            return None
-        try:
-            return base64.b64decode(text, validate=True)
-        except (binascii.Error, ValueError):
-            return None
-
 
 @dataclass(frozen=True, slots=True)
 class ReferrerArtifact:
@@ -135,21 +121,43 @@ class ReferrerArtifact:
 
 
 async def read_signatures(
-    client: RegistryClient, ref: ImageReference, digest: str, deadline: Deadline
+    client: RegistryClient,
+    ref: ImageReference,
+    digest: str,
+    deadline: Deadline,
+    *,
+    max_bytes: int | None = None,
 ) -> tuple[SignatureLayer, ...]:
-    """The simple-signing layers under ``sha256-<hex>.sig`` (empty when the tag does not exist)."""
-    return await _read_tag_layers(client, ref, signature_tag(digest), SIMPLE_SIGNING, deadline)
+    """The simple-signing layers under ``sha256-<hex>.sig`` (empty when the tag does not exist).
+
+    A layer whose blob cannot be had for good (missing, corrupt, above ``max_bytes``) is left out and
+    logged, so that one bad layer does not hide the others; a transient failure is raised.
+    """
+    return await _read_tag_layers(client, ref, signature_tag(digest), SIMPLE_SIGNING, deadline, max_bytes)
 
 
 async def read_attestations(
-    client: RegistryClient, ref: ImageReference, digest: str, deadline: Deadline
+    client: RegistryClient,
+    ref: ImageReference,
+    digest: str,
+    deadline: Deadline,
+    *,
+    max_bytes: int | None = None,
 ) -> tuple[SignatureLayer, ...]:
-    """The DSSE envelope layers under ``sha256-<hex>.att`` (empty when the tag does not exist)."""
-    return await _read_tag_layers(client, ref, attestation_tag(digest), DSSE_ENVELOPE, deadline)
+    """The DSSE envelope layers under ``sha256-<hex>.att`` (empty when the tag does not exist).
+
+    Bad layers are left out as in :func:`read_signatures`.
+    """
+    return await _read_tag_layers(client, ref, attestation_tag(digest), DSSE_ENVELOPE, deadline, max_bytes)
 
 
 async def _read_tag_layers(
-    client: RegistryClient, ref: ImageReference, tag: str, media_type: str, deadline: Deadline
+    client: RegistryClient,
+    ref: ImageReference,
+    tag: str,
+    media_type: str,
+    deadline: Deadline,
+    max_bytes: int | None,
 ) -> tuple[SignatureLayer, ...]:
     manifest = await client.get_manifest(ref, deadline, reference=tag, missing_ok=True)
     if manifest is None:
@@ -164,17 +172,37 @@ async def _read_tag_layers(
     # Layers of other media types (other attachments) are not signatures and are left out.
     wanted = [layer for layer in manifest.layers if layer.media_type == media_type]
     unique = {layer.digest: layer for layer in wanted}
+    where = f"{ref.name}:{tag}"
     async with task_group() as group:
         fetches = {
-            digest: group.create_task(client.get_blob(ref, layer, deadline))
+            digest: group.create_task(
+                _unless_definitive(
+                    client.get_blob(ref, layer, deadline, max_bytes=max_bytes), f"layer {digest} of {where}"
+                )
+            )
             for digest, layer in unique.items()
         }
-    return tuple(
-        SignatureLayer(
-            layer.media_type, fetches[layer.digest].result(), layer.digest, dict(layer.annotations)
-        )
-        for layer in wanted
-    )
+    found = []
+    for layer in wanted:
+        blob = fetches[layer.digest].result()
+        if blob is not None:
+            found.append(SignatureLayer(layer.media_type, blob, layer.digest, dict(layer.annotations)))
+    return tuple(found)
+
+
+async def _unless_definitive(fetch: Awaitable[T], what: str) -> T | None:
+    """``await fetch``, or None (logged) when it failed for good: one bad attachment hides no other.
+
+    Leaving evidence out can only lead to a violation, never to an allow; a transient failure still
+    raises, since the attachment may well be good.
+    """
+    try:
+        return await fetch
+    except EvidenceUnavailable as error:
+        if error.transient:
+            raise
+        _log.warning("skipping %s: %s", what, error.message)
+        return None
 
 
 async def list_referrers(
@@ -208,22 +236,31 @@ async def list_referrers(
 
 
 async def read_referrer(
-    client: RegistryClient, ref: ImageReference, descriptor: Descriptor, subject: str, deadline: Deadline
+    client: RegistryClient,
+    ref: ImageReference,
+    descriptor: Descriptor,
+    subject: str,
+    deadline: Deadline,
+    *,
+    max_bytes: int | None = None,
 ) -> ReferrerArtifact | None:
     """Fetch a referrer manifest and its first layer's blob; None when it does not refer to ``subject``.
 
     A fallback index is a mutable tag anyone with push access can edit, so the manifest's own ``subject``
-    is checked: an entry pointing at a manifest about another artifact is ignored.
+    is checked: an entry pointing at a manifest about another artifact is ignored. So is a referrer that
+    cannot be had for good (manifest or blob missing or corrupt, blob above ``max_bytes``), logged: anyone
+    who may push a referrer could otherwise hide every other one. A transient failure is raised.
     """
-    manifest = await client.get_manifest(ref, deadline, reference=descriptor.digest)
-    if manifest.is_index or not manifest.layers:
+    what = f"referrer {ref.name}@{descriptor.digest}"
+    manifest = await _unless_definitive(client.get_manifest(ref, deadline, reference=descriptor.digest), what)
+    if manifest is None or manifest.is_index or not manifest.layers:
         return None
     subject_descriptor = manifest.subject
     if subject_descriptor is None or subject_descriptor.digest != subject:
         return None
     layer = manifest.layers[0]
-    blob = await client.get_blob(ref, layer, deadline)
-    return ReferrerArtifact(manifest, layer, blob)
+    blob = await _unless_definitive(client.get_blob(ref, layer, deadline, max_bytes=max_bytes), what)
+    return ReferrerArtifact(manifest, layer, blob) if blob is not None else None
 
 
 def simple_signing_payload(

@@ -16,10 +16,15 @@ Where evidence is looked for, for the artifact digest ``D`` in repository ``R``:
 Referrers come from the OCI 1.1 referrers API, or from the ``sha256-D`` fallback index where the registry
 has none. A document that does not parse (another tool's attachment, garbage under a tag) is skipped and
 logged: missing evidence can only lead to a violation, never to an allow.
+
+Signature and attestation blobs are read up to :data:`~verifier.evidence.MAX_EVIDENCE_BYTES` (16 MiB, the
+limit of an attestation folder's files too; real ones are a few KiB) and parsed in a worker thread, so that
+a large one cannot hold up the event loop that serves admissions.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Sequence
@@ -29,8 +34,8 @@ from typing import Any
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable, InputError, VerificationError
-from verifier.evidence import COSIGN_SIGN_PREDICATE, Attestation, ImageSignatures
-from verifier.intoto import statement_from_envelope
+from verifier.evidence import COSIGN_SIGN_PREDICATE, MAX_EVIDENCE_BYTES, Attestation, ImageSignatures
+from verifier.intoto import Statement, statement_from_envelope
 from verifier.references import ImageReference
 from verifier.registry._private.tasks import task_group
 from verifier.registry.client import RegistryClient
@@ -51,10 +56,22 @@ _log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
+class _Statement:
+    """A DSSE envelope and the in-toto statement it carries (parsed once), with where it was found."""
+
+    envelope: Envelope
+    statement: Statement
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
 class _Bundle:
     data: bytes
-    envelope: Envelope | None
-    predicate_type: str | None
+    signed: _Statement | None  # None for a message signature
+
+    @property
+    def predicate_type(self) -> str | None:
+        return self.signed.statement.predicate_type if self.signed is not None else None
 
 
 class RegistryEvidence:
@@ -78,10 +95,11 @@ class RegistryEvidence:
         return await self._client.resolve(reference, deadline)
 
     async def subject_digests(self, reference: ImageReference, deadline: Deadline) -> frozenset[str]:
-        """The manifest digest; for an artifact also its layer digests (engine layer: the file's sha256).
+        """The manifest digest; for an engine artifact also its layer digests (the engine file's sha256).
 
         An engine artifact (``application/vnd.trtguard.engine.v1``) must follow the layout that
-        ``trtguard push-engine`` writes; one that does not (extra files, two engines) is refused.
+        ``trtguard push-engine`` writes; one that does not (extra files, two engines) is refused. Any other
+        manifest stands only for itself: its layers could hold any file, so none may stand for it.
         """
         digest = await self.resolve_digest(reference, deadline)
         manifest = await self._client.get_manifest(reference, deadline, reference=digest)
@@ -98,8 +116,6 @@ class RegistryEvidence:
                     hint="push the engine with trtguard push-engine",
                 ) from error
             return frozenset({digest} | {layer.digest for layer in layers if layer is not None})
-        if manifest.artifact_type is not None:
-            return frozenset({digest} | {layer.digest for layer in manifest.layers})
         return frozenset({digest})
 
     async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
@@ -108,20 +124,18 @@ class RegistryEvidence:
         pinned = reference.with_digest(digest)
         async with task_group() as group:
             subjects_task = group.create_task(self.subject_digests(pinned, deadline))
-            classic_task = group.create_task(read_attestations(self._client, pinned, digest, deadline))
+            classic_task = group.create_task(
+                read_attestations(self._client, pinned, digest, deadline, max_bytes=MAX_EVIDENCE_BYTES)
+            )
             referrers_task = group.create_task(self._referrer_envelopes(pinned, digest, deadline))
         subjects = subjects_task.result()
-        found: dict[Envelope, Attestation] = {}
-        candidates = [
+        classic = [
             (layer.payload, f"{pinned.name}:{_tag(digest, 'att')} layer {layer.digest}")
             for layer in classic_task.result()
         ]
-        for data, origin in candidates:
-            envelope = _envelope(data, origin)
-            if envelope is not None:
-                _add(found, envelope, origin, subjects)
-        for envelope, origin in referrers_task.result():
-            _add(found, envelope, origin, subjects)
+        found: dict[Envelope, Attestation] = {}
+        for signed in [*await asyncio.to_thread(_statements, classic), *referrers_task.result()]:
+            _add(found, signed, subjects)
         return tuple(found.values())
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
@@ -129,7 +143,9 @@ class RegistryEvidence:
         digest = await self.resolve_digest(reference, deadline)
         pinned = reference.with_digest(digest)
         async with task_group() as group:
-            classic_task = group.create_task(read_signatures(self._client, pinned, digest, deadline))
+            classic_task = group.create_task(
+                read_signatures(self._client, pinned, digest, deadline, max_bytes=MAX_EVIDENCE_BYTES)
+            )
             bundles_task = group.create_task(self._bundles(pinned, digest, deadline))
         classic = tuple(
             CosignSignature.from_layer(layer.payload, layer.media_type, layer.annotations)
@@ -148,28 +164,20 @@ class RegistryEvidence:
     async def _bundles(
         self, pinned: ImageReference, digest: str, deadline: Deadline
     ) -> list[tuple[str, _Bundle]]:
-        found = []
-        for origin, data in await self._referrer_blobs(pinned, digest, SIGSTORE_BUNDLE, deadline):
-            bundle = _bundle(data, origin)
-            if bundle is not None:
-                found.append((origin, bundle))
-        return found
+        blobs = await self._referrer_blobs(pinned, digest, SIGSTORE_BUNDLE, deadline)
+        return await asyncio.to_thread(_bundles, blobs)
 
     async def _referrer_envelopes(
         self, pinned: ImageReference, digest: str, deadline: Deadline
-    ) -> list[tuple[Envelope, str]]:
-        """Envelopes of DSSE referrers, and of bundle referrers with a statement other than a signature."""
+    ) -> list[_Statement]:
+        """Statements of DSSE referrers, and of bundle referrers with a statement other than a signature."""
         async with task_group() as group:
             plain_task = group.create_task(self._referrer_blobs(pinned, digest, DSSE_ENVELOPE, deadline))
             bundles_task = group.create_task(self._bundles(pinned, digest, deadline))
-        found = []
-        for origin, data in plain_task.result():
-            envelope = _envelope(data, origin)
-            if envelope is not None:
-                found.append((envelope, origin))
-        for origin, bundle in bundles_task.result():
-            if bundle.envelope is not None and bundle.predicate_type not in (None, COSIGN_SIGN_PREDICATE):
-                found.append((bundle.envelope, origin))
+        found = await asyncio.to_thread(_statements, [(data, origin) for origin, data in plain_task.result()])
+        for _, bundle in bundles_task.result():
+            if bundle.signed is not None and bundle.predicate_type != COSIGN_SIGN_PREDICATE:
+                found.append(bundle.signed)
         return found
 
     async def _referrer_blobs(
@@ -180,7 +188,11 @@ class RegistryEvidence:
         )
         async with task_group() as group:
             tasks = [
-                group.create_task(read_referrer(self._client, pinned, descriptor, digest, deadline))
+                group.create_task(
+                    read_referrer(
+                        self._client, pinned, descriptor, digest, deadline, max_bytes=MAX_EVIDENCE_BYTES
+                    )
+                )
                 for descriptor in descriptors
             ]
         found = []
@@ -195,12 +207,38 @@ def _tag(digest: str, suffix: str) -> str:
     return f"sha256-{digest.removeprefix('sha256:')}.{suffix}"
 
 
-def _envelope(data: bytes, origin: str) -> Envelope | None:
+def _statements(blobs: Sequence[tuple[bytes, str]]) -> list[_Statement]:
+    """The envelopes among ``(blob, origin)`` that carry a readable in-toto statement (runs in a thread)."""
+    found = []
+    for data, origin in blobs:
+        try:
+            envelope = Envelope.from_json(data, location=origin)
+        except InputError as error:
+            _log.warning("skipping an attachment that is not a DSSE envelope: %s", error)
+            continue
+        signed = _statement(envelope, origin)
+        if signed is not None:
+            found.append(signed)
+    return found
+
+
+def _statement(envelope: Envelope, origin: str) -> _Statement | None:
     try:
-        return Envelope.from_json(data, location=origin)
-    except InputError as error:
-        _log.warning("skipping an attachment that is not a DSSE envelope: %s", error)
+        statement = statement_from_envelope(envelope, location=origin)
+    except (InputError, VerificationError) as error:
+        _log.warning("skipping an attestation without a readable in-toto statement: %s", error)
         return None
+    return _Statement(envelope, statement, origin)
+
+
+def _bundles(blobs: Sequence[tuple[str, bytes]]) -> list[tuple[str, _Bundle]]:
+    """The readable Sigstore bundles among ``(origin, blob)`` (runs in a thread)."""
+    found = []
+    for origin, data in blobs:
+        bundle = _bundle(data, origin)
+        if bundle is not None:
+            found.append((origin, bundle))
+    return found
 
 
 def _bundle(data: bytes, origin: str) -> _Bundle | None:
@@ -214,26 +252,21 @@ def _bundle(data: bytes, origin: str) -> _Bundle | None:
         _log.warning("skipping a bundle referrer that is not a JSON object: %s", origin)
         return None
     if "messageSignature" in document:
-        return _Bundle(data, None, None)
+        return _Bundle(data, None)
     try:
         envelope = Envelope.from_dict(document.get("dsseEnvelope"), location=origin)
-        statement = statement_from_envelope(envelope, location=origin)
-    except (InputError, VerificationError) as error:
-        _log.warning("skipping a bundle referrer without a readable statement: %s", error)
+    except InputError as error:
+        _log.warning("skipping a bundle referrer without a DSSE envelope: %s", error)
         return None
-    return _Bundle(data, envelope, statement.predicate_type)
+    signed = _statement(envelope, origin)
+    return _Bundle(data, signed) if signed is not None else None
 
 
-def _add(
-    found: dict[Envelope, Attestation], envelope: Envelope, origin: str, subjects: frozenset[str]
-) -> None:
-    if envelope in found:
+def _add(found: dict[Envelope, Attestation], signed: _Statement, subjects: frozenset[str]) -> None:
+    if signed.envelope in found:
         return  # the same envelope under .att and as a referrer (attach-attestation writes both)
-    try:
-        statement = statement_from_envelope(envelope, location=origin)
-    except (InputError, VerificationError) as error:
-        _log.warning("skipping an attestation without a readable in-toto statement: %s", error)
-        return
-    named = statement.subject_digests()
+    named = signed.statement.subject_digests()
     if named & subjects:
-        found[envelope] = Attestation(envelope, statement.predicate_type, named, origin)
+        found[signed.envelope] = Attestation(
+            signed.envelope, signed.statement.predicate_type, named, signed.origin
+        )

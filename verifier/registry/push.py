@@ -54,11 +54,6 @@ class EngineArtifact:
     calibration_cache: Descriptor | None = None
     onnx: Descriptor | None = None
 
-    @property
-    def layers(self) -> tuple[Descriptor, ...]:
-        """Every file layer, the engine first."""
-        return tuple(d for d in (self.engine, self.calibration_cache, self.onnx) if d is not None)
-
 
 def engine_layers(manifest: Manifest) -> tuple[Descriptor, Descriptor | None, Descriptor | None]:
     """(engine, calibration cache, ONNX) layers of an engine artifact manifest; strict about the layout.

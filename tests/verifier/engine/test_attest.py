@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,3 +86,30 @@ def test_nothing_to_attest_without_a_gpu_observation(
     with pytest.raises(VerificationError, match="nothing to attest") as caught:
         verification_predicate(report)
     assert caught.value.hint
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda a: a["gpu"].update(driver_version=None), "did not report the driver version"),
+        (lambda a: a["gpu"].update(name=None, compute_capability=None), "GPU name, compute capability"),
+        (lambda a: a["runtime"].update(module="tensorrt_rtx"), "runtime flavour (module 'tensorrt_rtx')"),
+        (lambda a: a["gpu"].update(compute_capability="sm_90"), "GPU facts that are not valid"),
+    ],
+    ids=["driver", "gpu", "module", "invalid"],
+)
+def test_unknown_gpu_facts_are_never_attested(
+    plans_dir: Path,
+    verify: Callable[..., EngineReport],
+    fake_gpu: Callable[..., GpuOptions],
+    change: Callable[[dict[str, Any]], None],
+    reason: str,
+) -> None:
+    # Filling in "unknown" or a default module would sign a claim nobody observed.
+    engine = plans_dir / MNIST
+    canned = answer(engine=engine_facts())
+    change(canned)
+    report = verify(engine, gpu_manifest(engine), gpu=fake_gpu(canned))
+    with pytest.raises(VerificationError, match="cannot attest") as caught:
+        verification_predicate(report)
+    assert reason in caught.value.message

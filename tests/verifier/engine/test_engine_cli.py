@@ -184,3 +184,15 @@ def test_installed_command(plans_dir: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["header"]["tensorrt_version"] == "10.5.0.18"
+
+
+def test_the_command_module_alone_loads_neither_sigstore_nor_the_registry_client() -> None:
+    # What lets a slim GPU environment run verify-engine: only --attest needs the sigstore group.
+    probe = (
+        "import sys; from verifier._cli import engine; "
+        "print(sorted(m for m in ('sigstore', 'httpx', 'verifier.signatures') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[]"

@@ -137,6 +137,18 @@ def test_answer_for_other_bytes_is_rejected(engine: Path, tmp_path: Path) -> Non
     assert "not the verified" in run.message
 
 
+def test_ok_without_the_hash_of_the_loaded_bytes_is_not_ok(engine: Path, tmp_path: Path) -> None:
+    answer = tmp_path / "answer.json"
+    answer.write_text(
+        json.dumps({"protocol": 1, "status": "ok", "message": "loaded", "timings": {}, "engine_sha256": None})
+    )
+    run = inspect_on_gpu(
+        engine, SHA, fake("fake_answers.py", env={**os.environ, "FAKE_CHILD_ANSWER": str(answer)})
+    )
+    assert run.outcome is GpuOutcome.BAD_OUTPUT
+    assert "without the SHA-256 of the bytes it loaded" in run.message
+
+
 def test_arguments_passed_to_the_child(engine: Path, tmp_path: Path) -> None:
     answer = tmp_path / "answer.json"
     answer.write_text(

@@ -78,11 +78,13 @@ def start_registry(folder: Path, *, http: dict[str, object], auth: dict[str, obj
     raise RuntimeError(f"docker-registry did not start: {(folder / 'registry.log').read_text()[-2000:]}")
 
 
-def plain_config(*hosts: str, attempts: int = 3, backoff: float = 0.05, **extra: object) -> RegistryConfig:
+def plain_config(
+    *hosts: str, attempts: int = 3, backoff: float = 0.05, max_backoff: float = 0.2, **extra: object
+) -> RegistryConfig:
     """A client configuration that allows plain HTTP to the given loopback hosts, with quick retries."""
     entry = RegistryEntry(
         plain_http=True,
-        retry=RetryPolicy(attempts=attempts, backoff=backoff, max_backoff=0.2),
+        retry=RetryPolicy(attempts=attempts, backoff=backoff, max_backoff=max_backoff),
         timeouts=Timeouts(connect=2, read=5, request=10),
     )
     return RegistryConfig.model_validate({"registries": dict.fromkeys(hosts, entry), **extra})

@@ -7,6 +7,7 @@ happened) within the deadline; none may hang.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import hashlib
 import json
 import time
@@ -212,14 +213,62 @@ async def test_one_500_then_success_is_retried(
 
 
 async def test_429_retry_after_is_honoured(
+    client: RegistryClient, proxy: FaultProxy, registry: LocalRegistry
+) -> None:
+    name, digest = await _pushed(client, registry, "rate-limited")
+    proxy.inject(Fault.answer(429, retry_after="1"), path="/manifests/", times=1)
+    async with RegistryClient(plain_config(proxy.host, max_backoff=2)) as patient:
+        result, elapsed = await _timed(patient.resolve(_ref(proxy.host, name), Deadline.after(5)))
+    assert result == digest
+    assert elapsed >= 0.9
+
+
+async def test_429_retry_after_an_http_date_is_read_as_gmt(
+    client: RegistryClient, proxy: FaultProxy, registry: LocalRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "-0000" parses to a naive datetime; taken as local time five hours west of GMT it lies hours ahead.
+    monkeypatch.setenv("TZ", "XYZ+5")
+    time.tzset()
+    try:
+        name, digest = await _pushed(client, registry, "rate-limited-date")
+        when = email.utils.formatdate(time.time() + 1)  # "..., 12:00:01 -0000"
+        assert when.endswith("-0000")
+        proxy.inject(Fault.answer(429, retry_after=when), path="/manifests/", times=1)
+        async with RegistryClient(plain_config(proxy.host, max_backoff=2)) as patient:
+            assert await patient.resolve(_ref(proxy.host, name), Deadline.after(5)) == digest
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+async def test_429_retry_after_beyond_the_longest_back_off_is_not_waited_for(
+    faulty: tuple[RegistryClient, FaultProxy], registry: LocalRegistry
+) -> None:
+    # Without a deadline (the command line), a day-long Retry-After must not hang the call for a day.
+    client, proxy = faulty
+    name, _ = await _pushed(client, registry, "rate-limited-day")
+    proxy.inject(Fault.answer(429, retry_after="86400"), path="/manifests/")
+    error, elapsed = await _timed(client.resolve(_ref(proxy.host, name), Deadline.never()))
+    assert isinstance(error, EvidenceUnavailable) and error.transient
+    assert "asked to retry after 86400.0 s, longer than the longest back-off (0.2 s" in error.message
+    assert elapsed < 1
+    assert proxy.count("GET", "/manifests/") == 1
+
+
+async def test_a_shared_request_outlives_the_deadline_of_the_caller_that_started_it(
     faulty: tuple[RegistryClient, FaultProxy], registry: LocalRegistry
 ) -> None:
     client, proxy = faulty
-    name, digest = await _pushed(client, registry, "rate-limited")
-    proxy.inject(Fault.answer(429, retry_after="1"), path="/manifests/", times=1)
-    result, elapsed = await _timed(client.resolve(_ref(proxy.host, name), Deadline.after(5)))
-    assert result == digest
-    assert elapsed >= 0.9
+    name, digest = await _pushed(client, registry, "shared-deadline")
+    proxy.inject(Fault("delay", seconds=1.0), path="/manifests/", times=1)
+    hurried = asyncio.create_task(_timed(client.resolve(_ref(proxy.host, name), Deadline.after(0.3))))
+    await asyncio.sleep(0.05)  # the hurried caller's request is in flight; this one joins it
+    patient = asyncio.create_task(client.resolve(_ref(proxy.host, name), Deadline.after(5)))
+    error, elapsed = await hurried
+    assert isinstance(error, EvidenceUnavailable) and error.transient
+    assert elapsed < 0.3 + SLACK
+    # The shared request retries within the patient caller's deadline (its first attempt was cut at 0.3 s).
+    assert await patient == digest
 
 
 async def test_429_asking_for_more_time_than_is_left_fails_at_once(

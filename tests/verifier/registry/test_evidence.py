@@ -16,7 +16,7 @@ from tests.verifier.registry.localregistry import LocalRegistry, plain_config
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable
-from verifier.evidence import COSIGN_SIGN_PREDICATE, EvidenceSource
+from verifier.evidence import COSIGN_SIGN_PREDICATE, MAX_EVIDENCE_BYTES, EvidenceSource
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_for_file
 from verifier.keys import PrivateKey, generate_private_key
 from verifier.references import ImageReference
@@ -225,7 +225,7 @@ async def test_engine_artifact_subjects_and_build_manifest(
     manifest = await client.get_manifest(artifact.reference, Deadline.after(10))
     assert manifest is not None
     await _attach(client, artifact.reference, manifest.descriptor, build)
-    (found,) = await evidence.attestations(artifact.reference.without_digest(), Deadline.after(10))
+    (found,) = await evidence.attestations(to, Deadline.after(10))  # by tag
     assert found.predicate_type == BUILD and found.subjects == {artifact.engine.digest}
 
 
@@ -260,6 +260,23 @@ async def test_plain_images_and_indexes_stand_for_their_digest_only(
     assert await RegistryEvidence(client).subject_digests(ref, Deadline.after(10)) == {digest}
 
 
+async def test_other_artifacts_stand_for_their_digest_only(
+    client: RegistryClient, registry: LocalRegistry
+) -> None:
+    # An artifact of another type may hold any file: its layers must not stand for it, or a signed
+    # engine's digest could vouch for an artifact that also carries, say, a plugin library.
+    ref = ImageReference.parse(f"{registry.host}/evidence/other-artifact:v1")
+    deadline = Deadline.after(10)
+    await client.push_blob(ref, b"{}", EMPTY_DESCRIPTOR.media_type, deadline)
+    engine = await client.push_blob(ref, b"engine", ENGINE_LAYER, deadline)
+    plugin = await client.push_blob(ref, b"\x7fELF", "application/x-sharedlib", deadline)
+    data = image_manifest(
+        config=EMPTY_DESCRIPTOR, layers=[engine, plugin], artifact_type="application/vnd.example.bundle.v1"
+    )
+    pushed = await client.push_manifest(ref, data, OCI_MANIFEST, deadline, tag="v1")
+    assert await RegistryEvidence(client).subject_digests(ref, deadline) == {pushed.digest}
+
+
 async def test_registry_failures_keep_their_transient_flag(
     proxy: FaultProxy, registry: LocalRegistry, client: RegistryClient
 ) -> None:
@@ -273,10 +290,71 @@ async def test_registry_failures_keep_their_transient_flag(
             await RegistryEvidence(faulty).image_signatures(through, Deadline.after(5))
         assert transient.value.transient and "answered 503 three times" in transient.value.message
         proxy.clear()
-        proxy.inject(Fault("corrupt"), path="/blobs/")
+        proxy.inject(Fault("corrupt"), path=".sig")
         with pytest.raises(EvidenceUnavailable) as lying:
             await RegistryEvidence(faulty).image_signatures(through, Deadline.after(5))
-        assert lying.value.transient is False and "received bytes hash to" in lying.value.message
+        assert lying.value.transient is False and "the bytes hash to" in lying.value.message
+        # A corrupt signature blob is one bad layer: left out (never verified), not the end of the look-up.
+        proxy.clear()
+        proxy.inject(Fault("corrupt"), path="/blobs/")
+        material = await RegistryEvidence(faulty).image_signatures(through, Deadline.after(5))
+        assert material.classic == ()
+
+
+async def test_one_bad_attachment_hides_no_other_signature(
+    proxy: FaultProxy, registry: LocalRegistry, client: RegistryClient
+) -> None:
+    ref = ImageReference.parse(f"{registry.host}/evidence/spoiled:v1")
+    image = tiny_image()
+    digest = await push_image(client, ref, image)
+    key = generate_private_key()
+    await _sign_classic(client, ref, digest, key)
+    await _sign_v3(client, ref, image, key)
+    # What anyone with push access could add: a referrer too large to be a signature, one whose manifest
+    # goes missing, and a .sig layer whose blob goes missing.
+    deadline = Deadline.after(30)
+    huge = b" " * (MAX_EVIDENCE_BYTES + 1)
+
+    async def junk(blob: bytes) -> str:
+        pushed = await push_referrer(
+            client,
+            ref,
+            image.descriptor,
+            artifact_type=SIGSTORE_BUNDLE,
+            blob=blob,
+            blob_media_type=SIGSTORE_BUNDLE,
+            deadline=deadline,
+        )
+        return pushed.digest
+
+    await junk(huge)
+    vanishing = await junk(b"{}")
+    stale = b'{"critical": {}}'
+    await append_layer(
+        client,
+        ref,
+        signature_tag(digest),
+        stale,
+        media_type=SIMPLE_SIGNING,
+        annotations={},
+        deadline=deadline,
+    )
+    proxy.inject(Fault.answer(404), path=vanishing)
+    proxy.inject(Fault.answer(404), path=f"sha256:{hashlib.sha256(stale).hexdigest()}")
+    through = ImageReference.parse(f"{proxy.host}/evidence/spoiled:v1")
+    async with RegistryClient(plain_config(proxy.host)) as faulty:
+        material = await RegistryEvidence(faulty).image_signatures(through, Deadline.after(10))
+    assert len(material.classic) == 1 and len(material.bundles) == 1
+    result = verify_image_signatures(
+        digest,
+        TrustPolicy(keys={"k": key.public_key()}),
+        classic=material.classic,
+        bundles=material.bundles,
+        repository=ref.name,
+    )
+    assert result.keys == ("k",)
+    # The oversized blob was refused by its descriptor's size, without being downloaded.
+    assert proxy.count("GET", f"sha256:{hashlib.sha256(huge).hexdigest()}") == 0
 
 
 async def test_burst_of_100_lookups_of_a_new_signed_image_is_one_set_of_requests(
