@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import tempfile
 import time
@@ -28,6 +27,7 @@ from verifier.evidence import COSIGN_SIGN_PREDICATE, LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.keys import generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_statement
+from verifier.registry.push import engine_artifact_manifest, engine_layer
 
 RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32
 SIDECARS = (
@@ -140,12 +140,8 @@ def build(root: Path) -> tuple[PolicyEngine, PolicyEngine, dict[str, Any]]:
     )
     envelope = sign_envelope(PAYLOAD_TYPE, manifest_statement(manifest).to_json(), signers["build-signer"])
     (evidence_dir / "manifest.json").write_bytes(envelope.to_json())
-    artifact = json.dumps(
-        {
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "layers": [{"digest": f"sha256:{manifest.output_engine.sha256}", "size": 16}],
-        }
-    ).encode()
+    engine = manifest.output_engine
+    artifact = engine_artifact_manifest([engine_layer("m.plan", engine.sha256, engine.size)])
     (evidence_dir / "artifact.json").write_bytes(artifact)
     signature = Statement(
         subject=[ResourceDescriptor(digest={"sha256": "a1" * 32})], predicate_type=COSIGN_SIGN_PREDICATE
