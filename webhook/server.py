@@ -22,10 +22,8 @@ from typing import Any, Final, TextIO
 import uvicorn
 
 from verifier.errors import InputError
-from verifier.evidence import EvidenceSource, LocalEvidence
 from verifier.registry.client import RegistryClient
-from verifier.registry.config import load_registry_config
-from verifier.registry.evidence import RegistryEvidence
+from verifier.registry.evidence import evidence_source
 from webhook.app import WebhookServices, create_app, create_probe_app
 from webhook.decisionlog import open_store
 from webhook.history import DecisionLogHistory
@@ -63,19 +61,12 @@ def build(
     """
     out = out or sys.stdout
     metrics = Metrics()
-    registry: RegistryClient | None = None
-    evidence: EvidenceSource
-    if settings.attestations is not None and settings.registry_config is not None:
-        raise InputError(
-            "give --attestations (an offline folder) or --registry-config (registries), not both",
-            location="--attestations",
-        )
-    if settings.attestations is not None:
-        evidence = LocalEvidence(settings.attestations)
-    else:
-        config = load_registry_config(settings.registry_config) if settings.registry_config else None
-        registry = RegistryClient(config)
-        evidence = RegistryEvidence(registry)
+    # Without an attestation folder the webhook reads the registries.
+    evidence, registry = evidence_source(
+        attestations=settings.attestations,
+        registry_config=settings.registry_config,
+        registry=settings.attestations is None,
+    )
 
     def policies_reloaded(store: PolicyStore, succeeded: bool) -> None:
         metrics.policy_reloads.labels("success" if succeeded else "failure").inc()

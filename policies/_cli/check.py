@@ -12,11 +12,8 @@ from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.report import FORMATS, render
 from policies.results import Action
-from verifier.errors import InputError
-from verifier.evidence import EvidenceSource, LocalEvidence
-from verifier.registry.client import RegistryClient
-from verifier.registry.config import RegistryConfig, load_registry_config
-from verifier.registry.evidence import RegistryEvidence
+from verifier.evidence import EvidenceSource
+from verifier.registry.evidence import evidence_source
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -74,11 +71,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.registry_config is not None and args.attestations is not None:
-        raise InputError(
-            "--attestations and --registry-config are alternatives",
-            hint="check offline against a folder, or against the registries",
-        )
+    evidence, client = evidence_source(
+        attestations=args.attestations, registry_config=args.registry_config, registry=args.registry
+    )
     policy_set = load_policy_set(args.policies)
     report = CheckReport(policy_revision=policy_set.revision)
     resources = list(read_resources(args.inputs, sys.stdin.buffer.read, report.problems))
@@ -88,15 +83,14 @@ def _run(args: argparse.Namespace) -> int:
         engine = PolicyEngine(policy_set, evidence)
         return await check(engine, resources, namespace=args.namespace, unverifiable=unverifiable)
 
-    async def online() -> list[Outcome]:
-        config = load_registry_config(args.registry_config) if args.registry_config else RegistryConfig()
-        async with RegistryClient(config) as client:
-            return await evaluate(RegistryEvidence(client))
+    async def run() -> list[Outcome]:
+        try:
+            return await evaluate(evidence)
+        finally:
+            if client is not None:
+                await client.aclose()
 
-    if args.registry or args.registry_config is not None:
-        report.outcomes = asyncio.run(online())
-    else:
-        report.outcomes = asyncio.run(evaluate(LocalEvidence(args.attestations)))
+    report.outcomes = asyncio.run(run())
     text = render(report, args.format)
     if args.output is not None:
         args.output.write_text(text)

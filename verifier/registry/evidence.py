@@ -29,16 +29,25 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable, InputError, VerificationError
-from verifier.evidence import COSIGN_SIGN_PREDICATE, MAX_EVIDENCE_BYTES, Attestation, ImageSignatures
+from verifier.evidence import (
+    COSIGN_SIGN_PREDICATE,
+    MAX_EVIDENCE_BYTES,
+    Attestation,
+    EvidenceSource,
+    ImageSignatures,
+    LocalEvidence,
+)
 from verifier.intoto import Statement, statement_from_envelope
 from verifier.references import ImageReference
 from verifier.registry._private.tasks import task_group
 from verifier.registry.client import RegistryClient
+from verifier.registry.config import load_registry_config
 from verifier.registry.cosign_layout import (
     DSSE_ENVELOPE,
     SIGSTORE_BUNDLE,
@@ -50,9 +59,31 @@ from verifier.registry.cosign_layout import (
 from verifier.registry.push import ENGINE_ARTIFACT_TYPE, InvalidEngineArtifact, engine_layers
 from verifier.signatures import CosignSignature
 
-__all__ = ["RegistryEvidence"]
+__all__ = ["RegistryEvidence", "evidence_source"]
 
 _log = logging.getLogger(__name__)
+
+
+def evidence_source(
+    *, attestations: Path | None, registry_config: Path | None, registry: bool = False
+) -> tuple[EvidenceSource, RegistryClient | None]:
+    """The evidence a command line names, and the registry client to close when done (None: nothing to close).
+
+    ``--attestations DIR`` is a folder (read now, so this blocks); ``--registry-config FILE`` or ``registry``
+    means the registries; neither is an empty folder, which answers every question with "cannot be checked
+    offline". Both are an :class:`InputError`: a folder and the registries would answer differently.
+    """
+    if attestations is not None and (registry_config is not None or registry):
+        raise InputError(
+            "--attestations (an offline folder) and the registries (--registry, --registry-config) are "
+            "alternatives",
+            location="--attestations",
+            hint="check offline against a folder, or against the registries",
+        )
+    if attestations is not None or (registry_config is None and not registry):
+        return LocalEvidence(attestations), None
+    client = RegistryClient(load_registry_config(registry_config) if registry_config else None)
+    return RegistryEvidence(client), client
 
 
 @dataclass(frozen=True, slots=True)

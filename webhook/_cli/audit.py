@@ -230,21 +230,11 @@ async def _compare(
     if args.attestations is None and args.registry_config is None:
         return {}
     from verifier.deadline import Deadline  # noqa: PLC0415
-    from verifier.evidence import EvidenceSource, LocalEvidence  # noqa: PLC0415
+    from verifier.registry.evidence import evidence_source  # noqa: PLC0415
     from webhook.history import compare_manifests  # noqa: PLC0415
 
     deadline = Deadline.after(args.timeout)
-    evidence: EvidenceSource
-    client = None
-    if args.attestations is not None:
-        evidence = LocalEvidence(args.attestations)
-    else:
-        from verifier.registry.client import RegistryClient  # noqa: PLC0415
-        from verifier.registry.config import load_registry_config  # noqa: PLC0415
-        from verifier.registry.evidence import RegistryEvidence  # noqa: PLC0415
-
-        client = RegistryClient(load_registry_config(args.registry_config))
-        evidence = RegistryEvidence(client)
+    evidence, client = evidence_source(attestations=args.attestations, registry_config=args.registry_config)
     try:
         return {
             (entry.seq, change.repository): await compare_manifests(change, evidence, deadline)

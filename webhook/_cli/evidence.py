@@ -164,19 +164,14 @@ def _export(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 async def _source(args: argparse.Namespace) -> tuple[EvidenceSource | None, Callable[[], Awaitable[None]]]:
-    from verifier.evidence import LocalEvidence  # noqa: PLC0415
+    from verifier.registry.evidence import evidence_source  # noqa: PLC0415
 
-    if args.attestations is not None:
-        folder = await asyncio.to_thread(LocalEvidence, args.attestations)
-        return folder, _nothing
-    if args.registry_config is None:
+    if args.attestations is None and args.registry_config is None:
         return None, _nothing
-    from verifier.registry.client import RegistryClient  # noqa: PLC0415
-    from verifier.registry.config import load_registry_config  # noqa: PLC0415
-    from verifier.registry.evidence import RegistryEvidence  # noqa: PLC0415
-
-    client = RegistryClient(load_registry_config(args.registry_config))
-    return RegistryEvidence(client), client.aclose
+    evidence, client = await asyncio.to_thread(
+        evidence_source, attestations=args.attestations, registry_config=args.registry_config
+    )
+    return evidence, (client.aclose if client is not None else _nothing)
 
 
 async def _nothing() -> None:

@@ -15,8 +15,8 @@ from tests.verifier.registry.images import TinyImage, push_image, tiny_image
 from tests.verifier.registry.localregistry import LocalRegistry, plain_config
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
-from verifier.errors import EvidenceUnavailable
-from verifier.evidence import COSIGN_SIGN_PREDICATE, MAX_EVIDENCE_BYTES, EvidenceSource
+from verifier.errors import EvidenceUnavailable, InputError
+from verifier.evidence import COSIGN_SIGN_PREDICATE, MAX_EVIDENCE_BYTES, EvidenceSource, LocalEvidence
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_for_file
 from verifier.keys import PrivateKey, generate_private_key
 from verifier.references import ImageReference
@@ -35,7 +35,7 @@ from verifier.registry.cosign_layout import (
     signature_tag,
     simple_signing_payload,
 )
-from verifier.registry.evidence import RegistryEvidence
+from verifier.registry.evidence import RegistryEvidence, evidence_source
 from verifier.registry.oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, image_manifest
 from verifier.registry.push import ENGINE_ARTIFACT_TYPE, ENGINE_LAYER, TITLE_ANNOTATION, push_engine
 from verifier.signatures import TrustPolicy, verify_attestation, verify_image_signatures
@@ -123,6 +123,27 @@ def test_registry_evidence_is_an_evidence_source(client: RegistryClient) -> None
     source: EvidenceSource = RegistryEvidence(client)
     assert source.description == "registry"
     assert source.concurrent_lookups
+
+
+async def test_evidence_source_chooses_folder_registries_or_nothing(tmp_path: Path) -> None:
+    folder, client = evidence_source(attestations=tmp_path, registry_config=None)
+    assert isinstance(folder, LocalEvidence) and client is None
+    registries, client = evidence_source(attestations=None, registry_config=None, registry=True)
+    assert isinstance(registries, RegistryEvidence) and client is not None
+    await client.aclose()
+    empty, client = evidence_source(attestations=None, registry_config=None)
+    assert isinstance(empty, LocalEvidence) and client is None
+    assert empty.description == "no attestation folder given (--attestations)"
+    with pytest.raises(EvidenceUnavailable, match="cannot be resolved offline"):
+        await empty.resolve_digest(ImageReference.parse("r.example/a:1"), Deadline.after(1))
+
+
+@pytest.mark.parametrize("registry", [True, False])
+def test_evidence_source_refuses_a_folder_and_the_registries(tmp_path: Path, registry: bool) -> None:
+    config = None if registry else tmp_path / "registries.yaml"
+    with pytest.raises(InputError, match="are alternatives") as caught:
+        evidence_source(attestations=tmp_path, registry_config=config, registry=registry)
+    assert caught.value.hint == "check offline against a folder, or against the registries"
 
 
 async def test_classic_and_v3_signatures_of_a_tagged_image(
