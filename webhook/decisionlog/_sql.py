@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final
 
-from webhook.decisionlog.record import format_time
+from webhook.decisionlog.chain import Row
+from webhook.decisionlog.record import (
+    INDEXED_NAMES,
+    DecisionRecord,
+    StoredRecord,
+    canonical_json,
+    format_time,
+    link_hash,
+    load_body,
+)
 from webhook.decisionlog.store import RecordQuery
 
-ROW_COLUMNS: Final = (
-    "seq, body, prev_hash, hash, record_id, time, uid, operation, kind, namespace, name, allowed, dry_run,"
-    " policy_revision"
-)
-INSERT_COLUMNS: Final = (
-    "seq, record_id, time, uid, operation, kind, namespace, name, allowed, dry_run, policy_revision, body,"
-    " prev_hash, hash"
-)
+#: What a SELECT returns: the chain fields first, then the indexed columns (see :func:`chain_row`).
+ROW_COLUMNS: Final = ", ".join(("seq", "body", "prev_hash", "hash", *INDEXED_NAMES))
+INSERT_COLUMNS: Final = ", ".join(("seq", *INDEXED_NAMES, "body", "prev_hash", "hash"))
 
 
 def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:
@@ -56,5 +61,24 @@ def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:
 
 def insert(placeholder: str) -> str:
     """``INSERT`` of one row in :data:`INSERT_COLUMNS` order."""
-    marks = ", ".join([placeholder] * 14)
+    marks = ", ".join([placeholder] * (len(INDEXED_NAMES) + 4))
     return f"INSERT INTO trtguard_decisions ({INSERT_COLUMNS}) VALUES ({marks})"  # noqa: S608 - fixed text
+
+
+def link(record: DecisionRecord, seq: int, prev: str) -> tuple[tuple[object, ...], StoredRecord]:
+    """The :func:`insert` values for ``record`` as number ``seq`` after hash ``prev``, and what is stored."""
+    data = record.to_json()
+    body = canonical_json(data)
+    digest = link_hash(prev, body)
+    values = (seq, *(data[name] for name in INDEXED_NAMES), body.decode(), prev, digest)
+    return values, StoredRecord(seq, record, prev, digest)
+
+
+def stored_record(row: Sequence[Any]) -> StoredRecord:
+    """A :data:`ROW_COLUMNS` row read back as a record."""
+    return StoredRecord(row[0], DecisionRecord.from_json(load_body(row[1])), row[2], row[3])
+
+
+def chain_row(row: Sequence[Any]) -> Row:
+    """A :data:`ROW_COLUMNS` row as the chain verifier reads it."""
+    return Row(row[0], row[1], row[2], row[3], dict(zip(INDEXED_NAMES, row[4:], strict=True)))

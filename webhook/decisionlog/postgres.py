@@ -20,15 +20,11 @@ import psycopg_pool
 
 from verifier.deadline import Deadline
 from webhook.decisionlog import _schema, _sql
-from webhook.decisionlog.chain import ChainReport, ChainVerifier, Row
+from webhook.decisionlog.chain import ChainReport, ChainVerifier
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
 from webhook.decisionlog.record import (
-    INDEXED_NAMES,
     DecisionRecord,
     StoredRecord,
-    canonical_json,
-    link_hash,
-    load_body,
 )
 from webhook.decisionlog.store import AppendReceipt, RecordQuery, redact
 
@@ -217,9 +213,7 @@ class PostgresStore:
         sql, params = _sql.select(query, "%s")
         async with self._connection() as conn:
             rows = await self._fetch(conn, sql, params)
-        return [
-            StoredRecord(row[0], DecisionRecord.from_json(load_body(row[1])), row[2], row[3]) for row in rows
-        ]
+        return [_sql.stored_record(row) for row in rows]
 
     async def verify(self) -> ChainReport:
         """Recompute the chain from one snapshot, streaming rows through a server-side cursor."""
@@ -230,8 +224,7 @@ class PostgresStore:
             async with conn.cursor(name="trtguard_verify") as cursor:
                 await cursor.execute(f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions ORDER BY seq")  # noqa: S608
                 async for row in cursor:
-                    columns = dict(zip(INDEXED_NAMES, row[4:], strict=True))
-                    if not verifier.feed(Row(row[0], row[1], row[2], row[3], columns)):
+                    if not verifier.feed(_sql.chain_row(row)):
                         break
         return verifier.finish(head_seq=int(head[0][0]), head_hash=str(head[0][1]))
 
@@ -318,20 +311,10 @@ class PostgresStore:
                 if record.record_id in known:
                     continue
                 seq += 1
-                data = record.to_json()
-                body = canonical_json(data)
-                digest = link_hash(prev, body)
-                values.append(
-                    (
-                        seq,
-                        *(data[name] for name in INDEXED_NAMES),
-                        body.decode(),
-                        prev,
-                        digest,
-                    )
-                )
-                stored.append(StoredRecord(seq, record, prev, digest))
-                prev = digest
+                row, linked = _sql.link(record, seq, prev)
+                values.append(row)
+                stored.append(linked)
+                prev = linked.hash
             if values:
                 async with conn.cursor() as insert:
                     await insert.executemany(_sql.insert("%s"), values)

@@ -29,12 +29,8 @@ from webhook.decisionlog import _schema, _sql
 from webhook.decisionlog.chain import ChainReport, Row, verify_rows
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
 from webhook.decisionlog.record import (
-    INDEXED_NAMES,
     DecisionRecord,
     StoredRecord,
-    canonical_json,
-    link_hash,
-    load_body,
 )
 from webhook.decisionlog.store import AppendReceipt, RecordQuery
 
@@ -133,12 +129,10 @@ def write_batch(
             ):
                 continue
             seq += 1
-            data = record.to_json()
-            body = canonical_json(data)
-            digest = link_hash(prev, body)
-            conn.execute(_sql.insert("?"), _row_values(seq, data, body.decode(), prev, digest))
-            stored.append(StoredRecord(seq, record, prev, digest))
-            prev = digest
+            values, linked = _sql.link(record, seq, prev)
+            conn.execute(_sql.insert("?"), values)
+            stored.append(linked)
+            prev = linked.hash
         conn.execute("UPDATE trtguard_chain_head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
         conn.execute("COMMIT")
     except BaseException:
@@ -146,10 +140,6 @@ def write_batch(
             conn.execute("ROLLBACK")
         raise
     return stored
-
-
-def _row_values(seq: int, data: dict[str, object], body: str, prev: str, digest: str) -> tuple[object, ...]:
-    return (seq, *(data[name] for name in INDEXED_NAMES), body, prev, digest)
 
 
 class SQLiteStore:
@@ -272,9 +262,7 @@ class SQLiteStore:
         sql, params = _sql.select(query, "?")
         with self._reading() as conn:
             rows = conn.execute(sql, params).fetchall()
-        return [
-            StoredRecord(row[0], DecisionRecord.from_json(load_body(row[1])), row[2], row[3]) for row in rows
-        ]
+        return [_sql.stored_record(row) for row in rows]
 
     def _verify(self) -> ChainReport:
         with self._reading() as conn:
@@ -432,5 +420,4 @@ def _resolve(pairs: list[tuple[_Item, StoredRecord | DecisionLogUnavailable]]) -
 
 def _rows(cursor: sqlite3.Cursor) -> Iterator[Row]:
     for row in cursor:
-        columns = dict(zip(INDEXED_NAMES, row[4:], strict=True))
-        yield Row(seq=row[0], body=row[1], prev_hash=row[2], hash=row[3], columns=columns)
+        yield _sql.chain_row(row)
