@@ -301,9 +301,10 @@ def _load_signer(
             public_key = PublicKey.from_pem(data)
         if key.keyless is not None:
             keyless = key.keyless
-            if read(keyless.trusted_root.file) is None:
+            root = read(keyless.trusted_root.file)
+            if root is None:
                 return None
-            trust_root = TrustRoot.from_file(base / keyless.trusted_root.file)
+            trust_root = TrustRoot.from_bytes(root, location=str(base / keyless.trusted_root.file))
             identity = KeylessIdentity(
                 issuer=keyless.issuer,
                 issuer_regex=keyless.issuer_regexp,

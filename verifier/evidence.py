@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from verifier._private.files import read_limited
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable, InputError
@@ -160,11 +161,7 @@ class LocalEvidence:
     def _load(self, path: Path) -> None:
         if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl"):
             return
-        if path.stat().st_size > MAX_EVIDENCE_BYTES:
-            raise InputError(
-                f"file is larger than {MAX_EVIDENCE_BYTES // (1024 * 1024)} MiB", location=str(path)
-            )
-        raw = path.read_bytes()
+        raw = read_limited(path, MAX_EVIDENCE_BYTES, "the evidence file")
         if path.suffix == ".jsonl":
             for number, line in enumerate(raw.splitlines(), start=1):
                 if line.strip():

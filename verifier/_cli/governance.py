@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from verifier._cli.keys import add_output_arguments, add_password_arguments, load_signing_key, write_envelope
+from verifier._private.files import read_limited
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ChangeApproval, ChangeKind
 from verifier.digests import hash_file, parse_sha256
 from verifier.dsse import Envelope
@@ -98,12 +99,9 @@ def _expiry(text: str | None, now: datetime) -> datetime | None:
 
 def _reviewed_manifest(path: Path, engine_digest: str, audit_id: str) -> str:
     """The digest of the reviewed manifest, after checking it is about this engine and audit ID."""
-    try:
-        if path.stat().st_size > _MAX_ENVELOPE:
-            raise InputError("the manifest envelope is too large", location=str(path))
-        envelope = Envelope.from_json(path.read_bytes(), location=str(path))
-    except OSError as error:
-        raise InputError(f"cannot read the manifest: {error.strerror}", location=str(path)) from error
+    envelope = Envelope.from_json(
+        read_limited(path, _MAX_ENVELOPE, "the manifest envelope"), location=str(path)
+    )
     manifest = load_manifest(statement_from_envelope(envelope, location=str(path)), str(path))
     if f"sha256:{manifest.output_engine.sha256}" != engine_digest:
         raise InputError(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from verifier._private.files import read_limited
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
     ENGINE_BUILD_PREDICATE_TYPE,
@@ -81,12 +82,7 @@ def read_password(
 
 
 def _read(path: Path, what: str) -> bytes:
-    try:
-        if path.stat().st_size > _MAX_INPUT:
-            raise InputError(f"{what} is larger than {_MAX_INPUT // (1024 * 1024)} MiB", location=str(path))
-        return path.read_bytes()
-    except OSError as error:
-        raise InputError(f"cannot read {what}: {error.strerror}", location=str(path)) from error
+    return read_limited(path, _MAX_INPUT, what)
 
 
 def load_signing_key(path: Path, args: argparse.Namespace) -> PrivateKey:

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from verifier._cli.keys import add_password_arguments, load_signing_key
+from verifier._private.files import read_limited
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import InputError, TrtguardError
@@ -169,14 +170,7 @@ def _push_engine(args: argparse.Namespace) -> int:
 
 def _attach_attestation(args: argparse.Namespace) -> int:
     path: Path = args.envelope
-    try:
-        if path.stat().st_size > _MAX_ENVELOPE:
-            raise InputError(
-                f"the envelope is larger than {_MAX_ENVELOPE // (1024 * 1024)} MiB", location=str(path)
-            )
-        data = path.read_bytes()
-    except OSError as error:
-        raise InputError(f"cannot read the envelope: {error.strerror}", location=str(path)) from error
+    data = read_limited(path, _MAX_ENVELOPE, "the envelope")
     print(push_attestation(data, args.to, args, location=str(path)))
     return 0
 

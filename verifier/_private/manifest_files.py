@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from verifier._private.files import read_limited
 from verifier.dsse import Envelope
 from verifier.errors import InputError
 from verifier.intoto import statement_from_envelope
@@ -18,17 +19,7 @@ MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 
 
 def _read_text(path: Path, what: str) -> str:
-    try:
-        with path.open("rb") as stream:
-            data = stream.read(MAX_DOCUMENT_BYTES + 1)
-    except OSError as error:
-        raise InputError(f"cannot read the {what}: {error.strerror}", location=str(path)) from error
-    if len(data) > MAX_DOCUMENT_BYTES:
-        raise InputError(
-            f"the {what} is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB",
-            location=str(path),
-            hint="check that the right file was given",
-        )
+    data = read_limited(path, MAX_DOCUMENT_BYTES, f"the {what}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -22,6 +22,7 @@ from sigstore.verify import Verifier
 from sigstore_models.trustroot.v1 import TransparencyLogInstance
 from sigstore_models.trustroot.v1 import TrustedRoot as TrustedRootModel
 
+from verifier._private.files import read_limited
 from verifier._private.rekor_entry import RekorLog
 from verifier.errors import InputError
 from verifier.keys import InvalidKey, PublicKey
@@ -97,22 +98,21 @@ class TrustRoot:
     @classmethod
     def from_file(cls, path: Path) -> TrustRoot:
         """Load ``trusted_root.json`` or a client trust config; :class:`InputError` when it is unusable."""
-        location = str(path)
+        return cls.from_bytes(read_limited(path, _MAX_SIZE, "the trusted root"), location=str(path))
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, location: str) -> TrustRoot:
+        """:meth:`from_file` for bytes already read (the policy loader hashes the same bytes it loads)."""
         try:
-            if path.stat().st_size > _MAX_SIZE:
-                raise InputError("the trusted root file is too large", location=location)
-            raw = path.read_bytes()
             document = json.loads(raw)
             if isinstance(document, dict) and document.get("mediaType") == _CLIENT_TRUST_CONFIG:
                 sigstore_root = ClientTrustConfig.from_json(raw.decode()).trusted_root
                 # JSON mode: the strict models take RFC 3339 strings for times only from JSON text.
                 model = TrustedRootModel.from_json(json.dumps(document["trustedRoot"]))
             else:
-                sigstore_root = SigstoreTrustedRoot.from_file(str(path))
                 model = TrustedRootModel.from_json(raw)
+                sigstore_root = SigstoreTrustedRoot(model)
             return cls(model, sigstore_root, location=location)
-        except OSError as error:
-            raise InputError(f"cannot read the trusted root: {error.strerror}", location=location) from error
         except (ValueError, ValidationError, KeyError, sigstore.errors.Error) as error:
             # ValueError also covers a certificate of the root that does not parse.
             raise InputError(

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifier._private.files import read_limited
 from verifier.digests import ProgressCallback, hash_file
 from verifier.dsse import Envelope, verify_envelope
 from verifier.engine import checks as _checks
@@ -63,21 +64,12 @@ def load_signed_manifest(path: Path, keys: Mapping[str, PublicKey], *, threshold
     a signature that does not verify or an invalid predicate is recorded, not raised, so that the report
     can show it as a failed check.
     """
-    try:
-        with path.open("rb") as stream:
-            data = stream.read(MAX_ENVELOPE_BYTES + 1)
-    except OSError as error:
-        raise InputError(
-            f"cannot read the manifest: {error.strerror}",
-            location=str(path),
-            hint="check the --manifest path",
-        ) from error
-    if len(data) > MAX_ENVELOPE_BYTES:
-        raise InputError(
-            f"the manifest envelope is larger than {MAX_ENVELOPE_BYTES // (1024 * 1024)} MiB",
-            location=str(path),
-            hint="give the DSSE envelope of the engine build manifest",
-        )
+    data = read_limited(
+        path,
+        MAX_ENVELOPE_BYTES,
+        "the manifest envelope",
+        hint="give the DSSE envelope of the engine build manifest",
+    )
     envelope = Envelope.from_json(data, location=str(path))
     digest = manifest_digest(envelope)
     try:
