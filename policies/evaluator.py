@@ -23,7 +23,7 @@ from policies._private.change_control import Baseline, describe, judge
 from policies._private.patterns import matches_any
 from policies._private.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
 from policies.loader import CompiledPolicy, PolicySet
-from policies.results import Action, ArtifactRecord, Decision, Violation
+from policies.results import Action, AdmittedEngine, ArtifactRecord, Decision, Violation
 from policies.schema import (
     AttestationRule,
     BuildManifestRule,
@@ -60,10 +60,10 @@ def _utcnow() -> datetime:
 class AdmissionHistory(Protocol):
     """What was admitted before: the webhook answers from its decision log, for change control."""
 
-    async def last_engine(
-        self, namespace: str, kind: str, name: str, repository: str, deadline: Deadline
-    ) -> str | None:
-        """The engine (``repository@sha256:…``) last admitted for this workload from ``repository``."""
+    async def last_engines(
+        self, namespace: str, kind: str, name: str, deadline: Deadline
+    ) -> Sequence[AdmittedEngine]:
+        """The engines of the newest real (not dry-run) admission of the workload that named any."""
         ...
 
 
@@ -405,7 +405,7 @@ class _Run:
                     continue
                 for compiled in policy.image_rules:
                     rule = compiled.rule
-                    if not compiled.applies_to(ref):
+                    if not compiled.applies_to(ref, image_use.field):
                         continue
                     if rule.signatures is not None:
                         questions.append(functools.partial(self._pinned_signatures, ref, rule.signatures))
@@ -457,7 +457,13 @@ class _Run:
         for use in self.context.engines:
             ref = self._refs.get(use.reference) or self.reference(use.reference)
             digest = ref.digest if isinstance(ref, ImageReference) else None
-            yield ArtifactRecord(reference=use.reference, digest=digest, path=use.path)
+            yield ArtifactRecord(
+                reference=use.reference,
+                digest=digest,
+                path=use.path,
+                name=use.name,
+                containers=use.containers,
+            )
 
     # --- per policy ---
 
@@ -524,14 +530,19 @@ class _Run:
                     path=use.path,
                 )
             ]
-        rules = [r for r in policy.image_rules if r.applies_to(ref)]
+        rules = [r for r in policy.image_rules if r.applies_to(ref, use.field)]
         if not rules:
-            allowed = ", ".join(p.text for r in policy.image_rules for p in r.patterns)
+            allowed = ", ".join(p.text for r in policy.image_rules if r.judges(use.field) for p in r.patterns)
+            other_fields = sorted(
+                {f for r in policy.image_rules if r.selects(ref) for f in r.rule.fields or ()}
+            )
+            scope = f"; rules for it judge only {', '.join(other_fields)} images" if other_fields else ""
             return [
                 _violation(
                     policy,
                     "images",
-                    f"image is not allowed by any image rule (allowed: {allowed})",
+                    f"{use.field} image is not allowed by any image rule (allowed there: {allowed or 'none'})"
+                    + scope,
                     "use an allowed image, or add a rule for it to the policy",
                     image=str(ref),
                     path=use.path,
@@ -724,12 +735,11 @@ class _Run:
         history, workload = self.engine.history, self.context
         if history is not None and workload.name and workload.namespace:
             try:
-                last = await history.last_engine(
-                    workload.namespace, workload.kind, workload.name, ref.name, self.deadline
+                admitted = await history.last_engines(
+                    workload.namespace, workload.kind, workload.name, self.deadline
                 )
-                last_ref = self.reference(last) if last else None
-                if isinstance(last_ref, ImageReference) and last_ref != ref:
-                    add(await self.manifests_of(last_ref, rule), f"last admitted engine {last_ref}")
+                for last in _predecessors(use, ref, admitted, self.reference):
+                    add(await self.manifests_of(last, rule), f"last admitted engine {last}")
             except EvidenceUnavailable as error:
                 unavailable(error)
             except VerificationError as error:
@@ -920,51 +930,57 @@ class _Run:
                 )
             )
         if rule.same_as_runtime_image:
-            runtime = [
-                u
-                for u in self.context.images
-                if u.field in ("container", "initContainer") and u.container in use.containers
-            ]
-            digests: dict[str, str] = {}
-            unresolved: list[str] = []
-            for image in runtime:
-                image_ref = self.reference(image.reference)
-                if isinstance(image_ref, InvalidReference):
-                    continue
-                try:
-                    digests[await self.digest(image_ref)] = str(image_ref)
-                except EvidenceUnavailable:
-                    unresolved.append(str(image_ref))
-            if builder.digest in digests:
-                return found
-            if unresolved:  # one of them may be the builder: the check cannot be made
-                found.append(
-                    _violation(
-                        policy,
-                        rule_id,
-                        f"cannot compare the builder image {builder} with the runtime image "
-                        f"{', '.join(unresolved)}: its digest is unknown"
-                        + (f" (the others differ: {', '.join(digests.values())})" if digests else ""),
-                        "pin the runtime image by digest",
-                        engine=str(ref),
-                        path=use.path,
-                        error=True,
-                    )
+            found += await self.same_toolchain(policy, builder, ref, use)
+        return found
+
+    async def same_toolchain(
+        self, policy: CompiledPolicy, builder: ImageReference, ref: ImageReference, use: EngineUse
+    ) -> list[Violation]:
+        """``sameAsRuntimeImage``: every container that may run the engine runs the builder image.
+
+        One matching container is not enough: the engine runs wherever it is mounted (or handed on by an
+        init container, see :attr:`EngineUse.containers`), so each of those containers is checked.
+        """
+        rule_id = "models.rules.toolchain"
+        found: list[Violation] = []
+
+        def add(message: str, fix: str, *, error: bool = False) -> None:
+            found.append(
+                _violation(policy, rule_id, message, fix, engine=str(ref), path=use.path, error=error)
+            )
+
+        runners = [u for u in self.context.images if u.field != "volume" and u.container in use.containers]
+        if not runners:
+            add(
+                f"no container runs the engine, so its builder image {builder} cannot be compared",
+                "mount the engine's image volume in the container that serves it, or name that container "
+                "in the trtguard.dev/engines annotation",
+            )
+        for image in runners:
+            where = f"{image.field} {image.container!r} ({image.path})"
+            image_ref = self.reference(image.reference)
+            if isinstance(image_ref, InvalidReference):
+                add(
+                    f"{where} runs an invalid image reference, so it cannot be compared with the builder "
+                    f"image {builder}: {image_ref.message}",
+                    "fix the container's image reference",
                 )
-            else:
-                running = (
-                    ", ".join(f"{v}" if k in v else f"{v} ({k})" for k, v in digests.items())
-                    or "no container"
+                continue
+            try:
+                digest = await self.digest(image_ref)
+            except EvidenceUnavailable as error:
+                add(
+                    f"cannot compare the builder image {builder} with {where} {image_ref}: {error.message}",
+                    "pin the container's image by digest",
+                    error=True,
                 )
-                found.append(
-                    _violation(
-                        policy,
-                        rule_id,
-                        f"engine was built with {builder} but runs in {running}",
-                        "run the engine in the TensorRT image it was built with, or rebuild it there",
-                        engine=str(ref),
-                        path=use.path,
-                    )
+                continue
+            if digest != builder.digest:
+                running = str(image_ref) if image_ref.digest else f"{image_ref} ({digest})"
+                add(
+                    f"engine was built with {builder} but {where} runs {running}",
+                    "run the engine only in the TensorRT image it was built with (every container that "
+                    "mounts it, or gets a copy from an init container), or rebuild it there",
                 )
         return found
 
@@ -999,6 +1015,32 @@ class _Run:
                 )
             ]
         return []
+
+
+def _predecessors(
+    use: EngineUse,
+    ref: ImageReference,
+    admitted: Sequence[AdmittedEngine],
+    parse: Callable[[str], ImageReference | InvalidReference],
+) -> list[ImageReference]:
+    """The engines of the workload's last admission that ``use`` replaces: its baselines from history.
+
+    The same engine name (volume or annotation entry) first; else the engines that ran in one of the same
+    containers; else every engine admitted last, so that renaming the engine, its repository and its volume
+    at once still cannot leave a change without a baseline (changes against each are counted). None when
+    the engine is among them unchanged.
+    """
+    candidates = [e for e in admitted if e.name == use.name] or [
+        e for e in admitted if set(e.containers) & set(use.containers)
+    ]
+    found: list[ImageReference] = []
+    for engine in candidates or admitted:
+        parsed = parse(engine.reference)
+        if parsed == ref:
+            return []
+        if isinstance(parsed, ImageReference) and parsed not in found:
+            found.append(parsed)
+    return found
 
 
 def _duration(delta: timedelta) -> str:

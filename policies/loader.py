@@ -84,9 +84,17 @@ class CompiledImageRule:
     patterns: tuple[ImagePattern, ...]
     excluded: tuple[ImagePattern, ...]
 
-    def applies_to(self, reference: ImageReference) -> bool:
+    def selects(self, reference: ImageReference) -> bool:
         """True when a ``match`` pattern selects ``reference`` and no ``exclude`` pattern does."""
         return matches_any(self.patterns, reference) and not matches_any(self.excluded, reference)
+
+    def judges(self, field: str) -> bool:
+        """True when the rule judges images named in ``field`` (``ImageUse.field``)."""
+        return self.rule.fields is None or field in self.rule.fields
+
+    def applies_to(self, reference: ImageReference, field: str) -> bool:
+        """True when the rule judges ``reference`` named in ``field``."""
+        return self.judges(field) and self.selects(reference)
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,15 +58,36 @@ class Violation:
 
 @dataclass(frozen=True, slots=True)
 class ArtifactRecord:
-    """An image or engine the decision was about, with its digest where it is known."""
+    """An image or engine the decision was about, with its digest where it is known.
+
+    For an engine, ``name`` (the image volume's or annotation entry's name) and ``containers`` (those that
+    may run it) say which engine of the workload it is, so that its successor is found whatever
+    repository it comes from.
+    """
 
     reference: str
     digest: str | None
     path: str
+    name: str | None = None
+    containers: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """JSON form for the decision log and check output."""
-        return {"reference": self.reference, "digest": self.digest, "path": self.path}
+        data: dict[str, Any] = {"reference": self.reference, "digest": self.digest, "path": self.path}
+        if self.name is not None:
+            data["name"] = self.name
+            data["containers"] = list(self.containers)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittedEngine:
+    """An engine of a workload's last real admission, as the decision log recorded it."""
+
+    reference: str
+    #: The image volume's or annotation entry's name; None in records written before names were kept.
+    name: str | None = None
+    containers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

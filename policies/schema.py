@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator,
 from pydantic.alias_generators import to_camel
 
 from policies.results import Action
+from policies.workload import ImageField
 from verifier.attestations import ChangeKind
 from verifier.keys import PublicKey
 
@@ -234,6 +235,12 @@ class ImageRule(_Model):
 
     name: Name
     match: list[str] = Field(min_length=1, description="globs over normalised references")
+    fields: list[ImageField] | None = Field(
+        default=None,
+        min_length=1,
+        description="the image fields this rule judges (container, initContainer, ephemeralContainer, "
+        "volume); absent = every field",
+    )
     exclude: list[str] = Field(default_factory=list, description="globs this rule does not apply to")
     require_digest: bool = Field(default=False, description="the workload must pin the image by digest")
     digests: list[str] | None = Field(default=None, description="allow-list of sha256 digests")
@@ -246,6 +253,13 @@ class ImageRule(_Model):
         for digest in digests or []:
             _check_digest(digest)
         return digests
+
+    @field_validator("fields")
+    @classmethod
+    def _unique_fields(cls, fields: list[ImageField] | None) -> list[ImageField] | None:
+        if fields is not None and len(set(fields)) != len(fields):
+            raise ValueError(f"each field may be listed once: {fields}")
+        return fields
 
 
 def _check_digest(digest: str) -> None:

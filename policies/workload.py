@@ -15,7 +15,9 @@ kind (:data:`WORKLOAD_KINDS`) and returns
     (not init or ephemeral containers); with it, by that container only;
   - image volumes: an image volume is an engine when a container (of any kind) mounts it, or when an
     annotation entry's ``name`` is the volume's name (``ref`` may then be left out; if given it must equal
-    the volume's reference). ``EngineUse.containers`` lists the containers that mount it.
+    the volume's reference). ``EngineUse.containers`` lists the containers that mount it and, because an
+    init container that mounts it may copy the engine into another volume for the containers after it,
+    every container that shares a volume with such an init container (transitively).
 
   An image volume is therefore always an image *and*, when mounted or named, an engine. The extractor
   makes no policy decision: the evaluator decides which rules apply to which list.
@@ -108,7 +110,8 @@ class EngineUse:
     """``metadata.annotations[trtguard.dev/engines][0]`` or ``spec.volumes[2].image.reference``."""
     source: Literal["annotation", "volume"]
     containers: tuple[str, ...]
-    """Containers that use the engine: those mounting the volume, or those the annotation names."""
+    """Containers that may run the engine: those the annotation names, or those mounting the volume and
+    those sharing a volume with an init container that mounts it (it may hand them a copy)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,6 +346,7 @@ class _Extractor:
     __slots__ = (
         "_all_containers",
         "_entries",
+        "_init_containers",
         "_main_containers",
         "_mounts",
         "_problems",
@@ -359,6 +363,7 @@ class _Extractor:
         self.images: list[ImageUse] = []
         # `containers` are the default users of an annotation engine; any container may be named explicitly.
         self._main_containers: list[str] = []
+        self._init_containers: set[str] = set()
         self._all_containers: set[str] = set()
         self._mounts: dict[str, list[str]] = {}
         self._volumes: dict[str, _ImageVolume] = {}
@@ -394,6 +399,8 @@ class _Extractor:
                     all_names.add(name)
                     if field == "container":
                         main_names.append(name)
+                    elif field == "initContainer":
+                        self._init_containers.add(name)
                 image = container.get("image")
                 if isinstance(image, str) and image:
                     self.images.append(ImageUse(image, f"{path}.image", field, name))
@@ -546,11 +553,30 @@ class _Extractor:
             containers = (entry.container,) if entry.container is not None else tuple(self._main_containers)
             annotation_uses.append(EngineUse(entry.name, entry.ref, entry.path, "annotation", containers))
         volume_uses = [
-            EngineUse(name, volume.reference, volume.path, "volume", tuple(self._mounts.get(name, ())))
+            EngineUse(name, volume.reference, volume.path, "volume", self._engine_users(name))
             for name, volume in self._volumes.items()
             if volume.named or name in self._mounts
         ]
         return (*volume_uses, *annotation_uses)
+
+    def _engine_users(self, volume: str) -> tuple[str, ...]:
+        """The containers mounting ``volume``, then those sharing another volume with an init container
+        among them (repeated for each init container this adds)."""
+        users = list(self._mounts.get(volume, ()))
+        copiers = [c for c in users if c in self._init_containers]
+        seen_copiers = set(copiers)
+        while copiers:
+            copier = copiers.pop()
+            for shared, mounters in self._mounts.items():
+                if shared in self._volumes or copier not in mounters:
+                    continue  # image volumes are read-only: nothing can be copied into them
+                for container in mounters:
+                    if container not in users:
+                        users.append(container)
+                    if container in self._init_containers and container not in seen_copiers:
+                        seen_copiers.add(container)
+                        copiers.append(container)
+        return tuple(users)
 
 
 def _pod_spec(obj: Mapping[str, Any], kind: str, keys: Sequence[str]) -> tuple[Mapping[str, Any], str]:

@@ -232,6 +232,26 @@ class BuilderConfig(StrictModel):
     builder_optimization_level: Annotated[int, Field(ge=0, le=5)] | None = None
     plugins: Annotated[list[Plugin], AfterValidator(_unique_plugins)] = Field(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_workspace_limit(cls, data: Any) -> Any:
+        """Fill ``max_workspace_size`` and ``memory_pool_limits.workspace`` each from the other.
+
+        Both name the one workspace pool limit (TensorRT < 8.4 and later APIs); with both always set, a
+        rule or CEL expression that reads either one sees the limit however the manifest recorded it.
+        """
+        if not isinstance(data, dict):
+            return data
+        size, pools = data.get("max_workspace_size"), data.get("memory_pool_limits")
+        if pools is not None and not isinstance(pools, dict):
+            return data  # validation reports it
+        pool = (pools or {}).get("workspace")
+        if size is None and pool is not None:
+            return {**data, "max_workspace_size": pool}
+        if size is not None and pool is None:
+            return {**data, "memory_pool_limits": {**(pools or {}), "workspace": size}}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> BuilderConfig:
         if self.typing == "strong":

@@ -331,10 +331,10 @@ def _builder(old: EngineBuildManifest, new: EngineBuildManifest) -> Iterator[Cha
                 new_batch,
                 float(new_batch - old_batch),
             )
-    old_pools = {"max_workspace_size": before.max_workspace_size, **before.memory_pool_limits}
-    new_pools = {"max_workspace_size": after.max_workspace_size, **after.memory_pool_limits}
+    # The workspace limit is memory_pool_limits["workspace"] (the manifest fills in max_workspace_size too).
+    old_pools, new_pools = before.memory_pool_limits, after.memory_pool_limits
     if old_pools != new_pools:
-        old_ws, new_ws = _workspace(before), _workspace(after)
+        old_ws, new_ws = before.max_workspace_size, after.max_workspace_size
         yield Change(
             ChangeKind.WORKSPACE_CHANGE,
             f"workspace / memory pools: {_pools_text(old_pools)} → {_pools_text(new_pools)}",
@@ -469,11 +469,6 @@ def _profiles_summary(old: list[OptimizationProfile], new: list[OptimizationProf
 def _profile_batch(profiles: list[OptimizationProfile]) -> int | None:
     batches = [shape.max[0] for profile in profiles for shape in profile.inputs.values() if shape.max]
     return max(batches) if batches else None
-
-
-def _workspace(config: BuilderConfig) -> int | None:
-    value = config.max_workspace_size
-    return value if value is not None else config.memory_pool_limits.get("workspace")
 
 
 def _pools_text(pools: Mapping[str, int | None]) -> str:

@@ -6,7 +6,7 @@ repository. Build manifests come from an evidence source (an attestation folder 
 compared with :func:`verifier.manifest_diff.diff_manifests`.
 
 :class:`DecisionLogHistory` answers the policy engine's change control (``AdmissionHistory``) from the same
-records: the engine last admitted for a workload from one repository.
+records: the engines of a workload's last admission, with their names and containers.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from policies.results import AdmittedEngine
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable, InputError, TrtguardError
 from verifier.evidence import EvidenceSource
@@ -142,7 +143,7 @@ class DecisionLogHistory:
     """The policy engine's ``AdmissionHistory``, answered from the decision log.
 
     Looks back through real admissions of the workload, newest first, a page at a time, for the first one
-    that recorded an engine from the repository (UPDATEs record only the engines they changed).
+    that recorded any engine: every admission records all the engines of the object it admitted.
     """
 
     #: Records read per round trip to the store.
@@ -151,10 +152,10 @@ class DecisionLogHistory:
     def __init__(self, store: DecisionStore) -> None:
         self.store = store
 
-    async def last_engine(
-        self, namespace: str, kind: str, name: str, repository: str, deadline: Deadline
-    ) -> str | None:
-        """The engine (``repository@sha256:…``) last admitted for this workload from ``repository``.
+    async def last_engines(
+        self, namespace: str, kind: str, name: str, deadline: Deadline
+    ) -> tuple[AdmittedEngine, ...]:
+        """The engines of the newest real admission of this workload that named any (none: empty).
 
         Raises :class:`EvidenceUnavailable` (transient) when the log cannot answer in time: the policy's
         ``onError`` then decides, as for any evidence that cannot be fetched.
@@ -176,20 +177,38 @@ class DecisionLogHistory:
                         )
                     )
                     for stored in page:
-                        reference = _engines(stored).get(repository)
-                        if reference is not None:
-                            return reference
+                        admitted = _admitted_engines(stored)
+                        if admitted:
+                            return admitted
                     if len(page) < self.PAGE:
-                        return None
+                        return ()
                     before = page[-1].seq
         except (TimeoutError, DecisionLogError) as error:
             reason = "ran out of time" if isinstance(error, TimeoutError) else str(error)
             raise EvidenceUnavailable(
-                f"the decision log could not say which engine was last admitted for "
+                f"the decision log could not say which engines were last admitted for "
                 f"{namespace}/{kind}/{name}: {reason}",
                 transient=True,
                 location=self.store.description,
             ) from None
+
+
+def _admitted_engines(stored: StoredRecord) -> tuple[AdmittedEngine, ...]:
+    found = []
+    for engine in stored.record.engines:
+        reference, name, containers = engine.get("reference"), engine.get("name"), engine.get("containers")
+        if not isinstance(reference, str):
+            continue
+        found.append(
+            AdmittedEngine(
+                reference=reference,
+                name=name if isinstance(name, str) else None,
+                containers=tuple(c for c in containers if isinstance(c, str))
+                if isinstance(containers, list)
+                else (),
+            )
+        )
+    return tuple(found)
 
 
 def _engines(stored: StoredRecord) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
-from policies.results import Decision
+from policies.results import AdmittedEngine, Decision
 from tests.policies.conftest import Material, pod
 from verifier.deadline import Deadline
 from verifier.evidence import LocalEvidence
@@ -41,15 +42,22 @@ TRT8 = {
 
 
 class RecordedHistory:
-    """What a decision log would answer: the last engine admitted per workload and engine repository."""
+    """What a decision log would answer: the engines of each workload's last admission."""
 
-    def __init__(self, last: dict[tuple[str, str, str, str], str]) -> None:
+    def __init__(self, last: dict[tuple[str, str, str], tuple[AdmittedEngine, ...]]) -> None:
         self.last = last
 
-    async def last_engine(
-        self, namespace: str, kind: str, name: str, repository: str, deadline: Deadline
-    ) -> str | None:
-        return self.last.get((namespace, kind, name, repository))
+    async def last_engines(
+        self, namespace: str, kind: str, name: str, deadline: Deadline
+    ) -> tuple[AdmittedEngine, ...]:
+        return self.last.get((namespace, kind, name), ())
+
+
+def admitted(
+    reference: str, name: str | None = "engine", containers: tuple[str, ...] = ("c0",)
+) -> tuple[AdmittedEngine, ...]:
+    """The last admission of the test pod: ``reference`` as its image volume ``name`` mounted by ``c0``."""
+    return (AdmittedEngine(reference, name, containers),)
 
 
 def engine_for(material: Material, history: RecordedHistory | None = None) -> PolicyEngine:
@@ -112,12 +120,53 @@ def test_omitted_previous_cannot_hide_a_gated_change(material: Material) -> None
     old = material.engine("v1", repository="resnet", toolchain=TRT8)
     new = material.engine("v2", repository="resnet")  # no previous declared
     assert evaluate(engine_for(material), pod(engine=new)).allowed  # nothing known to compare with
-    history = RecordedHistory({("prod", "Pod", "p", "registry.example.com/models/resnet"): old})
+    history = RecordedHistory({("prod", "Pod", "p"): admitted(old)})
     message = change_violation(evaluate(engine_for(material, history), pod(engine=new)))
     assert f"gated changes [TensorRTMajorUpgrade] (against last admitted engine {old})" in message
     # The same engine admitted again is not a change against itself.
-    history.last[("prod", "Pod", "p", "registry.example.com/models/resnet")] = new
+    history.last[("prod", "Pod", "p")] = admitted(new)
     assert evaluate(engine_for(material, history), pod(engine=new)).allowed
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        # Same volume name, the engine moved to another repository.
+        admitted,
+        # Volume renamed as well: the same container ran the old engine.
+        lambda old: admitted(old, name="resnet-engine"),
+        # Volume and container renamed: every engine of the last admission is a baseline.
+        lambda old: admitted(old, name="resnet-engine", containers=("server",)),
+        # A record written before engine names were kept.
+        lambda old: admitted(old, name=None, containers=()),
+    ],
+    ids=["same-name", "volume-renamed", "container-renamed", "unnamed-record"],
+)
+def test_renaming_the_engine_repository_cannot_hide_a_gated_change(
+    material: Material, last: Callable[[str], tuple[AdmittedEngine, ...]]
+) -> None:
+    old = material.engine("v1", repository="resnet", toolchain=TRT8)
+    new = material.engine("v2", repository="resnet-next")  # the same model under a new repository
+    history = RecordedHistory({("prod", "Pod", "p"): last(old)})
+    message = change_violation(evaluate(engine_for(material, history), pod(engine=new)))
+    assert f"gated changes [TensorRTMajorUpgrade] (against last admitted engine {old})" in message
+
+
+def test_an_unchanged_engine_beside_a_changed_one_is_not_compared_with_it(material: Material) -> None:
+    resnet = material.engine("v1", repository="resnet", toolchain=TRT8)
+    bert = material.engine("b1", repository="bert")
+    obj = pod(engine=resnet)
+    obj["spec"]["volumes"].append({"name": "bert", "image": {"reference": bert}})
+    obj["spec"]["containers"][0]["volumeMounts"].append({"name": "bert", "mountPath": "/bert"})
+    history = RecordedHistory(
+        {
+            ("prod", "Pod", "p"): (
+                AdmittedEngine(resnet, "engine", ("c0",)),
+                AdmittedEngine(bert, "bert", ("c0",)),
+            )
+        }
+    )
+    assert evaluate(engine_for(material, history), obj).allowed
 
 
 def test_declared_previous_that_cannot_be_found_is_an_error(material: Material) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,11 +15,14 @@ from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.results import Action, Decision
 from policies.workload import NotAWorkload
-from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, pod
+from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, manifest_data, pod
 from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable, VerificationError
+from verifier.digests import sha256_bytes
+from verifier.errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.evidence import Attestation, EvidenceSource, ImageSignatures, LocalEvidence
+from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
 from verifier.references import ImageReference
+from verifier.registry.push import engine_artifact_manifest, engine_layer
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -422,6 +427,53 @@ def models_policy(rules_yaml: str = "") -> str:
     return MODELS_POLICY + (f"    rules:\n{rules_yaml}" if rules_yaml else "")
 
 
+FIELD_SCOPED_POLICY = """
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: scoped}
+spec:
+  match: {namespaces: [prod]}
+  images:
+    - name: containers
+      fields: [container, initContainer, ephemeralContainer]
+      match: ["*"]
+      signatures: {keys: [platform/image-signer]}
+    - name: engines
+      fields: [volume]
+      match: ["registry.example.com/models/*"]
+      requireDigest: true
+"""
+
+
+def test_image_rules_scoped_to_fields(material: Material) -> None:
+    ref = material.engine("e")
+    material.sign_image(RUNTIME)
+    engine = engine_for(material, FIELD_SCOPED_POLICY, keys=("image-signer",))
+    assert evaluate(engine, pod(engine=ref)).allowed  # signed runtime, engine volume by digest
+    # The engine repository's exception holds for image volumes only: run as a container, the same unsigned
+    # digest needs a signature like any other image.
+    decision = evaluate(engine, pod(images=(RUNTIME, ref)))
+    [violation] = decision.violations
+    assert (violation.rule, violation.image) == ("images.containers.signatures", ref)
+    # An image volume outside the engine repository matches no volume rule: not allowed, and the message
+    # says that rules for it judge other fields only.
+    other = "nvcr.io/nvidia/tensorrt@sha256:" + "c3" * 32
+    decision = evaluate(engine, pod(engine=other))
+    [violation] = [v for v in decision.violations if v.rule == "images"]
+    assert violation.message.startswith("volume image is not allowed by any image rule")
+    assert "rules for it judge only container, ephemeralContainer, initContainer images" in violation.message
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [("[]", "at least 1 item"), ("[volume, volume]", "listed once"), ("[sidecar]", "container")],
+)
+def test_image_rule_fields_are_checked_at_load(material: Material, fields: str, error: str) -> None:
+    text = FIELD_SCOPED_POLICY.replace("fields: [volume]", f"fields: {fields}")
+    with pytest.raises(InputError, match=error):
+        engine_for(material, text, keys=("image-signer",))
+
+
 def test_engine_with_signed_manifest_passes(material: Material) -> None:
     ref = material.engine("good")
     decision = evaluate(engine_for(material, models_policy(), keys=("build-signer",)), pod(engine=ref))
@@ -542,15 +594,18 @@ def test_toolchain_same_as_runtime_and_allowed_list(material: Material) -> None:
     engine = engine_for(material, models_policy(rules_yaml), keys=("build-signer",))
     assert evaluate(engine, pod(engine=ref)).allowed
     mismatch = evaluate(engine, pod(images=(OTHER_RUNTIME,), engine=ref))
-    assert "runs in nvcr.io/nvidia/tensorrt@sha256:b2" in mismatch.violations[0].message
+    assert "container 'c0' (spec.containers[0].image) runs nvcr.io/nvidia/tensorrt@sha256:b2" in (
+        mismatch.violations[0].message
+    )
     unknown = evaluate(engine, pod(images=("nvcr.io/nvidia/tensorrt:24.05",), engine=ref))
     assert unknown.violations[0].error  # cannot be compared offline: onError decides, and it says so
-    # one container differs, the other cannot be resolved: it may be the builder, so still onError
+    # One container differs (a violation whatever the other runs), the other cannot be resolved (onError).
     mixed = evaluate(engine, pod(images=(OTHER_RUNTIME, "nvcr.io/nvidia/tensorrt:24.05"), engine=ref))
-    [violation] = mixed.violations
-    assert violation.error
-    assert "nvcr.io/nvidia/tensorrt:24.05" in violation.message
-    assert "the others differ" in violation.message
+    differs, unresolved = mixed.violations
+    assert not differs.error
+    assert "container 'c0'" in differs.message
+    assert unresolved.error
+    assert "nvcr.io/nvidia/tensorrt:24.05" in unresolved.message
     outsider = material.engine(
         "x",
         toolchain={
@@ -563,6 +618,101 @@ def test_toolchain_same_as_runtime_and_allowed_list(material: Material) -> None:
         engine_for(material, models_policy(rules_yaml), keys=("build-signer",)), pod(engine=outsider)
     )
     assert any("not an allowed toolchain" in v.message for v in decision.violations)
+
+
+LIBRARY = Path(__file__).resolve().parents[2] / "policies" / "library"
+
+
+@pytest.mark.parametrize(
+    "builder_config",
+    [
+        {"typing": "weak", "precision_flags": ["fp16"], "max_workspace_size": 8 << 30},
+        {"typing": "weak", "precision_flags": ["fp16"], "memory_pool_limits": {"workspace": 8 << 30}},
+    ],
+    ids=["max_workspace_size", "memory_pool_limits.workspace"],
+)
+def test_library_workspace_rule_reads_the_limit_under_either_name(
+    material: Material, builder_config: dict[str, Any]
+) -> None:
+    # Signed as written (not through the model), as another tool might record it.
+    engine = b"engine pool"
+    predicate = manifest_data(engine, builder_config=builder_config)
+    material.statement(
+        sha256_bytes(engine), ENGINE_BUILD_PREDICATE_TYPE, predicate, "build-signer", "pool.manifest.json"
+    )
+    artifact = engine_artifact_manifest([engine_layer("model.plan", sha256_bytes(engine), len(engine))])
+    (material.attestations / "pool.oci.json").write_bytes(artifact)
+    ref = f"registry.example.com/models/pool@sha256:{sha256_bytes(artifact)}"
+    policy_set = load_policy_set([LIBRARY / "int8-calibration.yaml", material.keys_file("build-signer")])
+    engine_ = PolicyEngine(policy_set, LocalEvidence(material.attestations), clock=lambda: NOW)
+    decision = evaluate(engine_, pod(namespace="staging", engine=ref))
+    assert [v.rule for v in decision.violations] == ["models.rules.expressions.workspace-limit"]
+
+
+SAME_TOOLCHAIN = "      toolchain: {sameAsRuntimeImage: true}\n"
+
+
+def test_same_toolchain_needs_every_container_that_mounts_the_engine(material: Material) -> None:
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
+    # One container runs the builder image, the other loads the same engine in another TensorRT image.
+    decision = evaluate(engine, pod(images=(RUNTIME, OTHER_RUNTIME), engine=ref))
+    [violation] = decision.violations
+    assert violation.rule == "models.rules.toolchain"
+    assert "container 'c1'" in violation.message
+    assert not decision.allowed
+
+
+def _with_init(obj: dict[str, Any], init: dict[str, Any]) -> dict[str, Any]:
+    obj["spec"]["initContainers"] = [init]
+    return obj
+
+
+def test_same_toolchain_counts_an_init_container_that_mounts_the_engine(material: Material) -> None:
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
+    # The init container runs the builder image, the serving container does not (and mounts the engine).
+    obj = pod(images=(OTHER_RUNTIME,), engine=ref)
+    init = {"name": "warm", "image": RUNTIME, "volumeMounts": [{"name": "engine", "mountPath": "/m"}]}
+    decision = evaluate(engine, _with_init(obj, init))
+    assert [v.message for v in decision.violations if "container 'c0'" in v.message]
+    assert not decision.allowed
+
+
+def test_same_toolchain_follows_a_copy_through_a_shared_volume(material: Material) -> None:
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
+    # An init container in the builder image copies the engine into an emptyDir; the serving container
+    # never mounts the engine volume but loads the copy in another TensorRT image.
+    obj = pod(images=(OTHER_RUNTIME,))
+    obj["spec"]["volumes"] = [
+        {"name": "engine", "image": {"reference": ref}},
+        {"name": "copy", "emptyDir": {}},
+    ]
+    obj["spec"]["containers"][0]["volumeMounts"] = [{"name": "copy", "mountPath": "/models"}]
+    init = {
+        "name": "copy-engine",
+        "image": RUNTIME,
+        "volumeMounts": [{"name": "engine", "mountPath": "/in"}, {"name": "copy", "mountPath": "/out"}],
+    }
+    decision = evaluate(engine, _with_init(obj, init))
+    [violation] = decision.violations
+    assert "container 'c0'" in violation.message
+    # The same copy into a container that runs the builder image is admitted.
+    obj["spec"]["containers"][0]["image"] = RUNTIME
+    assert evaluate(engine, obj).allowed
+
+
+def test_same_toolchain_with_no_container_running_the_engine_is_a_violation(material: Material) -> None:
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
+    obj = pod()
+    obj["metadata"]["annotations"] = {"trtguard.dev/engines": json.dumps([{"name": "e", "ref": ref}])}
+    obj["spec"]["containers"] = [{"name": "c0", "image": RUNTIME}]
+    assert evaluate(engine, obj).allowed  # the annotation's default users: every regular container
+    obj["spec"]["containers"][0]["image"] = "nvcr.io/nvidia/tensorrt@sha256:zz"
+    [violation] = evaluate(engine, obj).violations
+    assert "invalid image reference" in violation.message  # an unparsable image is never skipped
 
 
 def test_newest_of_several_signed_manifests_is_used(material: Material) -> None:

@@ -313,10 +313,18 @@ def test_workspace_change_amount(base: dict[str, Any]) -> None:
     )
     (change,) = result.changes
     assert change.amount == float(2**32)
-    assert change.summary == (
-        "workspace / memory pools: max_workspace_size=4294967296, workspace=4294967296 → "
-        "max_workspace_size=8589934592"
+    assert change.summary == "workspace / memory pools: workspace=4294967296 → workspace=8589934592"
+
+
+def test_workspace_limit_under_either_name_is_one_fact(base: dict[str, Any]) -> None:
+    limit = 2**32
+    as_pool = _with(
+        base, builder_config__max_workspace_size=None, builder_config__memory_pool_limits={"workspace": limit}
     )
+    as_size = _with(base, builder_config__max_workspace_size=limit, builder_config__memory_pool_limits={})
+    assert as_pool.builder_config == as_size.builder_config
+    assert as_pool.builder_config.max_workspace_size == limit
+    assert not diff_manifests(as_pool, as_size).changes
 
 
 def test_field_changes_list_every_leaf(base: dict[str, Any]) -> None:

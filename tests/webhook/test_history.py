@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from policies.results import AdmittedEngine
 from tests.webhook.harness import ReviewFactory
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable
@@ -63,13 +64,14 @@ async def _append(store: SQLiteStore, *records: DecisionRecord) -> None:
         await store.append(record, deadline=Deadline.after(5))
 
 
-async def test_last_engine_is_the_newest_real_admission_from_that_repository(store: SQLiteStore) -> None:
+async def test_last_engines_are_those_of_the_newest_real_admission_with_engines(store: SQLiteStore) -> None:
     v1, v2, v3 = (f"{RESNET}@sha256:{c * 64}" for c in "123")
     other = f"registry.example.com/models/bert@sha256:{'4' * 64}"
+    named = {**_engine(v2), "name": "engine", "containers": ["server"]}
     await _append(
         store,
         _record(operation="CREATE", engines=(_engine(v1),)),
-        _record(engines=(_engine(v2), _engine(other))),
+        _record(engines=(named, _engine(other))),
         *(_record() for _ in range(120)),  # scaling: no engine recorded; more than two pages to look through
         _record(engines=(_engine(v3),), allowed=False, reason="PolicyViolation"),  # denied
         _record(engines=(_engine(v3),), dry_run=True),  # a dry run admits nothing
@@ -77,24 +79,23 @@ async def test_last_engine_is_the_newest_real_admission_from_that_repository(sto
         _record(engines=(_engine(v3),), namespace="dev"),
     )
     history = DecisionLogHistory(store)
-    assert await history.last_engine("prod", "Deployment", "resnet50", RESNET, Deadline.after(5)) == v2
-    assert (
-        await history.last_engine(
-            "prod", "Deployment", "resnet50", "registry.example.com/models/bert", Deadline.after(5)
-        )
-        == other
+    assert await history.last_engines("prod", "Deployment", "resnet50", Deadline.after(5)) == (
+        AdmittedEngine(v2, "engine", ("server",)),
+        AdmittedEngine(other),
     )
-    assert await history.last_engine("prod", "Deployment", "other", RESNET, Deadline.after(5)) is None
-    assert await history.last_engine("prod", "StatefulSet", "resnet50", RESNET, Deadline.after(5)) == v3
+    assert await history.last_engines("prod", "Deployment", "other", Deadline.after(5)) == ()
+    assert await history.last_engines("prod", "StatefulSet", "resnet50", Deadline.after(5)) == (
+        AdmittedEngine(v3),
+    )
 
 
 async def test_a_log_that_cannot_answer_is_unavailable_evidence(tmp_path: Path) -> None:
     history = DecisionLogHistory(SQLiteStore(tmp_path / "absent.db", read_only=True))
-    with pytest.raises(EvidenceUnavailable, match="could not say which engine") as raised:
-        await history.last_engine("prod", "Deployment", "resnet50", RESNET, Deadline.after(5))
+    with pytest.raises(EvidenceUnavailable, match="could not say which engines") as raised:
+        await history.last_engines("prod", "Deployment", "resnet50", Deadline.after(5))
     assert raised.value.transient
     with pytest.raises(EvidenceUnavailable, match="ran out of time"):
-        await history.last_engine("prod", "Deployment", "resnet50", RESNET, Deadline(time.monotonic() - 1))
+        await history.last_engines("prod", "Deployment", "resnet50", Deadline(time.monotonic() - 1))
 
 
 async def test_a_log_that_is_not_a_database_is_unavailable_evidence(tmp_path: Path) -> None:
@@ -103,7 +104,7 @@ async def test_a_log_that_is_not_a_database_is_unavailable_evidence(tmp_path: Pa
     path.write_bytes(b"this is not an SQLite file " * 200)
     history = DecisionLogHistory(SQLiteStore(path, read_only=True))
     with pytest.raises(EvidenceUnavailable, match="file is not a database") as raised:
-        await history.last_engine("prod", "Deployment", "resnet50", RESNET, Deadline.after(5))
+        await history.last_engines("prod", "Deployment", "resnet50", Deadline.after(5))
     assert raised.value.transient
 
 
@@ -144,7 +145,7 @@ def _committee_policy(folder: Path) -> None:
     )
 
 
-def _deployment(engine: str) -> dict[str, Any]:
+def _deployment(engine: str, volume: str = "engine") -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -158,26 +159,37 @@ def _deployment(engine: str) -> dict[str, Any]:
                         {
                             "name": "server",
                             "image": TENSORRT_IMAGE,
-                            "volumeMounts": [{"name": "engine", "mountPath": "/models"}],
+                            "volumeMounts": [{"name": volume, "mountPath": "/models"}],
                         }
                     ],
-                    "volumes": [{"name": "engine", "image": {"reference": engine}}],
+                    "volumes": [{"name": volume, "image": {"reference": engine}}],
                 },
             },
         },
     }
 
 
+@pytest.mark.parametrize(
+    ("repository", "volume"),
+    [(RESNET, "engine"), (f"{RESNET}-next", "engine"), (f"{RESNET}-next", "engine-next")],
+    ids=["same-repository", "repository-renamed", "repository-and-volume-renamed"],
+)
 async def test_change_control_in_the_webhook_compares_with_the_last_admitted_engine(
-    demo_material: Material, tmp_path: Path, store: SQLiteStore, make_review: ReviewFactory
+    demo_material: Material,
+    tmp_path: Path,
+    store: SQLiteStore,
+    make_review: ReviewFactory,
+    repository: str,
+    volume: str,
 ) -> None:
-    """An omitted ``previous`` cannot hide a gated change: the log knows what ran before."""
+    """An omitted ``previous`` cannot hide a gated change: the log knows what ran before, in the same
+    container, whatever repository the new engine comes from."""
     folder = tmp_path / "policies"
     shutil.copytree(demo_material.policies, folder)
     _committee_policy(folder)
     # Two builds of one model, published under one repository.
     fp16 = f"{RESNET}@{demo_material.engines['fp16'].split('@')[1]}"
-    int8 = f"{RESNET}@{demo_material.engines['int8-calibrated'].split('@')[1]}"
+    int8 = f"{repository}@{demo_material.engines['int8-calibrated'].split('@')[1]}"
     policies = PolicyStore(
         folder, LocalEvidence(demo_material.attestations), history=DecisionLogHistory(store)
     )
@@ -193,7 +205,7 @@ async def test_change_control_in_the_webhook_compares_with_the_last_admitted_eng
 
     first = await review(make_review(obj=_deployment(fp16)))
     assert first["allowed"], first
-    update = make_review(obj=_deployment(int8), old=_deployment(fp16), operation="UPDATE")
+    update = make_review(obj=_deployment(int8, volume), old=_deployment(fp16), operation="UPDATE")
     second = await review(update)
     assert not second["allowed"]
     message = second["status"]["message"]

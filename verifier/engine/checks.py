@@ -610,7 +610,8 @@ def _unrecorded_check(manifest: EngineBuildManifest) -> list[Check]:
     config = manifest.builder_config
     declared = {
         "max_workspace_size": config.max_workspace_size is not None,
-        "memory_pool_limits": bool(config.memory_pool_limits),
+        # The workspace pool is max_workspace_size under its other name (the manifest fills in both).
+        "memory_pool_limits": bool(config.memory_pool_limits.keys() - {"workspace"}),
         "builder_optimization_level": config.builder_optimization_level is not None,
         "plugins": bool(config.plugins),
     }
