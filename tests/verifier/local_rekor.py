@@ -26,22 +26,22 @@ def _leaf(data: bytes) -> bytes:
     return hashlib.sha256(b"\x00" + data).digest()
 
 
-def _root(leaves: list[bytes]) -> bytes:
+def merkle_root(leaves: list[bytes]) -> bytes:
     """RFC 6962 Merkle tree hash over leaf hashes."""
     if len(leaves) == 1:
         return leaves[0]
     split = 1 << ((len(leaves) - 1).bit_length() - 1)
-    return hashlib.sha256(b"\x01" + _root(leaves[:split]) + _root(leaves[split:])).digest()
+    return hashlib.sha256(b"\x01" + merkle_root(leaves[:split]) + merkle_root(leaves[split:])).digest()
 
 
-def _path(index: int, leaves: list[bytes]) -> list[bytes]:
+def audit_path(index: int, leaves: list[bytes]) -> list[bytes]:
     """RFC 6962 audit path of leaf ``index``, leaf to root."""
     if len(leaves) == 1:
         return []
     split = 1 << ((len(leaves) - 1).bit_length() - 1)
     if index < split:
-        return [*_path(index, leaves[:split]), _root(leaves[split:])]
-    return [*_path(index - split, leaves[split:]), _root(leaves[:split])]
+        return [*audit_path(index, leaves[:split]), merkle_root(leaves[split:])]
+    return [*audit_path(index - split, leaves[split:]), merkle_root(leaves[:split])]
 
 
 class LocalLog:
@@ -95,12 +95,12 @@ class LocalLog:
             )
             entry["inclusionPromise"] = {"signedEntryTimestamp": b64(self.key.sign(signed))}
         if proof:
-            root = _root(self.leaves)
+            root = merkle_root(self.leaves)
             entry["inclusionProof"] = {
                 "logIndex": str(index),
                 "rootHash": b64(root),
                 "treeSize": str(len(self.leaves)),
-                "hashes": [b64(node) for node in _path(index, self.leaves)],
+                "hashes": [b64(node) for node in audit_path(index, self.leaves)],
                 "checkpoint": {"envelope": self.checkpoint(len(self.leaves), root)},
             }
         return entry

@@ -915,9 +915,9 @@ def test_inclusion_proofs_of_every_leaf(size: int) -> None:
     from verifier._private.sigstore_inclusion import leaf_hash, root_from_inclusion_proof  # noqa: PLC0415
 
     leaves = [leaf_hash(b"entry %d" % i) for i in range(size)]
-    root = local_rekor._root(leaves)
+    root = local_rekor.merkle_root(leaves)
     for index in range(size):
-        path = local_rekor._path(index, leaves)
+        path = local_rekor.audit_path(index, leaves)
         assert root_from_inclusion_proof(index, size, leaves[index], path) == root
         if size > 1:
             # The same path from another position leads elsewhere, or is not a path of this tree at all.
@@ -929,4 +929,4 @@ def test_inclusion_proofs_of_every_leaf(size: int) -> None:
     with pytest.raises(VerificationError, match="outside a tree of"):
         root_from_inclusion_proof(size, size, leaves[0], [])
     with pytest.raises(VerificationError, match="more hashes than the tree has levels"):
-        root_from_inclusion_proof(0, size, leaves[0], [*local_rekor._path(0, leaves), root])
+        root_from_inclusion_proof(0, size, leaves[0], [*local_rekor.audit_path(0, leaves), root])

@@ -41,16 +41,16 @@ def _logged(
     """Verify the classic Rekor bundle (a promise, no proof); return the integrated time it signs."""
     if rekor_bundle is None:
         raise VerificationError(missing)
-    verified = rekor_entry.verify_entry(
+    promised_time = rekor_entry.verify_entry(
         rekor_entry.entry_from_cosign_bundle(rekor_bundle),
         policy.rekor_logs,
         logged,
         require_promise=True,
         require_proof=False,
     )
-    if verified.promised_time is None:  # the promise is required above
+    if promised_time is None:  # the promise is required above
         raise VerificationError("the Rekor entry has no signed entry timestamp")
-    return verified.promised_time
+    return promised_time
 
 
 def _keyless(

@@ -113,15 +113,6 @@ class LoggedSignature:
     envelope: Envelope | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class VerifiedEntry:
-    """A verified entry: its log, and the integrated time when a verified promise signs it."""
-
-    log: RekorLog
-    promised_time: datetime | None
-    proof_verified: bool
-
-
 def _b64(value: Any, what: str) -> bytes:
     if not isinstance(value, str):
         raise VerificationError(f"{what} is missing or not a string")
@@ -367,12 +358,13 @@ def verify_entry(
     require_promise: bool,
     require_proof: bool,
     signed_times: Sequence[datetime] = (),
-) -> VerifiedEntry:
+) -> datetime | None:
     """Verify ``entry`` against the trusted ``logs``: it must record ``logged``, and its promise and proof
     (each required as asked, each checked when present) must verify with the log's key.
 
     ``signed_times`` are other verified times of the signature (RFC 3161 timestamps); the log key must have
-    been valid at each of them and at the promised integrated time. Raises :class:`VerificationError`.
+    been valid at each of them and at the promised integrated time. Returns the integrated time when a
+    verified promise signs it (else None); raises :class:`VerificationError`.
     """
     log = _find_log(entry.log_id, logs)
     if entry.log_index < 0:
@@ -398,4 +390,4 @@ def verify_entry(
             "the Rekor entry has no signed time, and its log key is retired: when it was logged is unknown",
             hint="a signed entry timestamp or an RFC 3161 timestamp dates the entry",
         )
-    return VerifiedEntry(log=log, promised_time=promised_time, proof_verified=proof is not None)
+    return promised_time

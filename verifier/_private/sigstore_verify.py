@@ -27,7 +27,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
 from verifier._private import rekor_entry, sigstore_cert
-from verifier._private.rekor_entry import LoggedSignature, RekorLog, VerifiedEntry
+from verifier._private.rekor_entry import LoggedSignature, RekorLog
 from verifier._private.sigstore_bundle import Bundle, MessageSignature, parse_bundle
 from verifier._private.sigstore_policy import SignerMatch, TrustPolicy
 from verifier._private.sigstore_timestamp import SignedTimes, verify_timestamps
@@ -104,8 +104,9 @@ def _logged_entries(
     logs: Sequence[RekorLog],
     candidates: Sequence[LoggedSignature],
     signed_times: Sequence[datetime],
-) -> list[VerifiedEntry]:
-    """The bundle's entries from trusted logs, each verified (one failure fails all); at least one."""
+) -> list[datetime | None]:
+    """Verify the bundle's entries from trusted logs (one failure fails all; at least one must be there);
+    return the integrated time each verified promise signs."""
     if not bundle.tlog_entries:
         raise VerificationError("the bundle has no transparency log entry")
     seen = set()
@@ -274,7 +275,7 @@ def _verify_keyless(
         )
     signed_times = _signed_times(bundle, policy)
     entries = _logged_entries(bundle, policy.rekor_logs, [logged], signed_times.times)
-    times = [*signed_times.times, *(e.promised_time for e in entries if e.promised_time is not None)]
+    times = [*signed_times.times, *(moment for moment in entries if moment is not None)]
     if not times:
         unverified = f" ({'; '.join(signed_times.unverified)})" if signed_times.unverified else ""
         raise VerificationError(
