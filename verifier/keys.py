@@ -1,8 +1,11 @@
 """Public and private keys: PEM public keys, cosign encrypted key files, key generation.
 
-Signature schemes follow cosign: ECDSA with the hash chosen by the curve (P-256/SHA-256, P-384/SHA-384,
-P-521/SHA-512) and an ASN.1 DER signature; Ed25519; RSA PKCS#1 v1.5 with SHA-256 (RSA-PSS with SHA-256 is
-also accepted when verifying). A key's id is the lower-case hex SHA-256 of its SubjectPublicKeyInfo DER.
+Key and signature rules follow cosign (sigstore ``cryptoutils.ValidatePubKey``): ECDSA on P-256, P-384 or
+P-521 with the hash chosen by the curve and an ASN.1 DER signature; Ed25519; RSA with a 2048-, 3072- or
+4096-bit modulus, PKCS#1 v1.5 with SHA-256. Public keys are read from ``PUBLIC KEY`` (SubjectPublicKeyInfo)
+or ``RSA PUBLIC KEY`` (PKCS#1) PEM blocks, as cryptoutils reads them. One difference: RSA-PSS signatures
+(SHA-256) are also accepted when verifying, where cosign accepts PKCS#1 v1.5 only. A key's id is the
+lower-case hex SHA-256 of its SubjectPublicKeyInfo DER.
 """
 
 from __future__ import annotations
@@ -40,11 +43,13 @@ _CURVE_HASHES: Final[dict[str, type[hashes.HashAlgorithm]]] = {
     "secp384r1": hashes.SHA384,
     "secp521r1": hashes.SHA512,
 }
-_MIN_RSA_BITS: Final = 2048
+_RSA_SIZES: Final = (2048, 3072, 4096)
 _PEM_BLOCK = re.compile(
     rb"-----BEGIN (?P<label>[A-Z0-9 ]+)-----\r?\n(?P<body>[A-Za-z0-9+/=\s]*?)-----END (?P=label)-----"
 )
-_PUBLIC_KEY_BLOCK = re.compile(rb"-----BEGIN PUBLIC KEY-----.*?-----END PUBLIC KEY-----", re.DOTALL)
+_PUBLIC_KEY_BLOCK = re.compile(
+    rb"-----BEGIN (?P<label>(?:RSA )?PUBLIC KEY)-----.*?-----END (?P=label)-----", re.DOTALL
+)
 _PLAIN_PKCS8_LABEL: Final = "PRIVATE KEY"
 
 
@@ -92,11 +97,21 @@ def _check_supported(key: _PublicCrypto) -> str:
         return f"ecdsa-{key.curve.name}"
     if isinstance(key, ed25519.Ed25519PublicKey):
         return "ed25519"
-    if key.key_size < _MIN_RSA_BITS:
-        raise InvalidKey(
-            f"RSA key of {key.key_size} bits is too small", hint=f"use at least {_MIN_RSA_BITS} bits"
+    # cosign measures the modulus in whole bytes (Go's rsa.PublicKey.Size), so a 2047-bit modulus is 2048.
+    size = (key.key_size + 7) // 8 * 8
+    if size not in _RSA_SIZES:
+        verdict = (
+            "too small"
+            if size < _RSA_SIZES[0]
+            else "too large"
+            if size > _RSA_SIZES[-1]
+            else "not a size cosign accepts"
         )
-    return f"rsa-{key.key_size}"
+        raise InvalidKey(
+            f"RSA key of {key.key_size} bits is {verdict} (cosign accepts 2048, 3072 or 4096 bits)",
+            hint="use an RSA key of 2048, 3072 or 4096 bits",
+        )
+    return f"rsa-{size}"
 
 
 class PublicKey:
@@ -118,13 +133,14 @@ class PublicKey:
 
     @classmethod
     def from_pem(cls, data: bytes | str) -> PublicKey:
-        """Load a ``PUBLIC KEY`` PEM block (SubjectPublicKeyInfo); text before the block is skipped."""
+        """Load a ``PUBLIC KEY`` (SubjectPublicKeyInfo) or ``RSA PUBLIC KEY`` (PKCS#1) PEM block; text before
+        the block is skipped."""
         raw = data.encode() if isinstance(data, str) else data
-        # Only the PUBLIC KEY block: cryptography would read the first block of any kind.
+        # Only a public key block: cryptography would read the first block of any kind.
         block = _PUBLIC_KEY_BLOCK.search(raw)
         if block is None:
             raise InvalidKey(
-                "no '-----BEGIN PUBLIC KEY-----' block found",
+                "no '-----BEGIN PUBLIC KEY-----' (or 'RSA PUBLIC KEY') block found",
                 hint="give a PEM public key, e.g. the .pub file written by `trtguard keygen` or cosign",
             )
         try:
@@ -138,7 +154,7 @@ class PublicKey:
 
     @classmethod
     def from_der(cls, data: bytes) -> PublicKey:
-        """Load a SubjectPublicKeyInfo DER key."""
+        """Load a SubjectPublicKeyInfo (or PKCS#1 RSA) DER key."""
         try:
             key = serialization.load_der_public_key(data)
         except (ValueError, UnsupportedAlgorithm) as error:
@@ -149,6 +165,11 @@ class PublicKey:
     def from_crypto(cls, key: object) -> PublicKey:
         """Wrap a ``cryptography`` public key object (from a certificate, for instance)."""
         return cls(key)  # type: ignore[arg-type]  # checked in __init__
+
+    @property
+    def crypto(self) -> _PublicCrypto:
+        """The ``cryptography`` key object, for code that needs the key's own parameters."""
+        return self._key
 
     @property
     def hash_algorithm(self) -> hashes.HashAlgorithm | None:

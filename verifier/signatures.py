@@ -4,9 +4,16 @@ What the registry client fetches is handed in as plain values; nothing here touc
 
 * classic cosign image signatures (:class:`CosignSignature`, one per layer of the ``sha256-<digest>.sig``
   manifest): simple-signing payload, key or keyless (Fulcio certificate + Rekor SET) signers;
-* Sigstore bundles (cosign v3 image signatures and attestations, ``cosign sign-blob --bundle``): signed
-  with a key, or keyless and verified with sigstore-python against a pinned trusted root;
+* classic cosign blob signatures (``cosign sign-blob``: a signature over the artifact, optionally with a
+  certificate and the legacy Rekor bundle);
+* Sigstore bundles v0.1-v0.3 (cosign v3 image signatures and attestations, ``cosign sign-blob --bundle``,
+  ``cosign attest``): signed with a key, or keyless against a pinned trusted root;
 * DSSE attestation envelopes signed with keys.
+
+Every transparency log entry, whichever kind of signature carries it, goes through one check
+(``_private/rekor_entry.verify_entry``): the entry records this signature, its signed entry timestamp and its
+inclusion proof with the signed checkpoint verify with a trusted log key. ``tlog_verified`` in a result is
+True only when that check ran and passed for every counted signature.
 
 A :class:`TrustPolicy` says who may sign and how many distinct signers are needed. Results are
 :class:`VerificationResult`; failures raise :class:`VerificationError` (:class:`NoSignatures` when there is
@@ -18,14 +25,16 @@ one about 10 ms for the certificate chain): async callers run it with ``asyncio.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from verifier._private.cosign_classic import SIMPLE_SIGNING_MEDIA_TYPE, verify_classic
-from verifier._private.sigstore_bundle import verify_bundle as _verify_bundle
+from verifier._private.cosign_classic import SIMPLE_SIGNING_MEDIA_TYPE, verify_classic, verify_signed
 from verifier._private.sigstore_policy import KeylessIdentity, SignerMatch, TrustPolicy
 from verifier._private.sigstore_trust import TrustRoot
+from verifier._private.sigstore_verify import require_subject
+from verifier._private.sigstore_verify import verify_bundle as _verify_bundle
 from verifier.digests import parse_sha256
 from verifier.dsse import MAX_SIGNATURES, Envelope, pae, verify_envelope
 from verifier.errors import InputError, VerificationError
@@ -47,6 +56,7 @@ __all__ = [
     "TrustRoot",
     "VerificationResult",
     "verify_attestation",
+    "verify_blob_signature",
     "verify_bundle",
     "verify_image_signatures",
 ]
@@ -180,7 +190,7 @@ def _verify_statement_envelope(
     if not matches:
         raise VerificationError("signature present but not made by any trusted key")
     statement = statement_from_envelope(envelope)
-    statement.require_subject(image_digest)
+    require_subject(statement, image_digest)
     if statement.predicate_type != COSIGN_SIGN_PREDICATE:
         raise VerificationError(
             f"predicate type is {statement.predicate_type!r}, expected {COSIGN_SIGN_PREDICATE!r}"
@@ -307,6 +317,43 @@ def verify_bundle(
     )
 
 
+def verify_blob_signature(
+    signature: bytes,
+    policy: TrustPolicy,
+    *,
+    digest: str,
+    data: bytes | None = None,
+    certificate: str | None = None,
+    chain: str | None = None,
+    rekor_bundle: str | None = None,
+    location: str | None = None,
+) -> VerificationResult:
+    """Verify a classic cosign blob signature (``cosign sign-blob``) over the artifact ``digest``.
+
+    ``data``, when given, are the artifact's bytes (Ed25519 signs the bytes, not a digest; its SHA-256 must
+    be ``digest``). A keyless signature needs ``certificate`` (PEM) and ``rekor_bundle`` (the
+    ``{SignedEntryTimestamp, Payload}`` JSON of the legacy cosign bundle) to be verified offline.
+    """
+    sha256 = bytes.fromhex(parse_sha256(digest, what="artifact digest"))
+    if data is not None and hashlib.sha256(data).digest() != sha256:
+        raise InputError("the artifact's bytes do not have the digest given for it", location=location)
+    try:
+        matches, tlog = verify_signed(
+            signature,
+            data=data,
+            sha256=sha256,
+            certificate=certificate,
+            chain=chain,
+            rekor_bundle=rekor_bundle,
+            policy=policy,
+        )
+    except (VerificationError, InputError) as error:
+        outcome = _Outcome(label="signature", problem=error.message)
+    else:
+        outcome = _Outcome(label="signature", matches=matches, tlog_verified=tlog)
+    return _collect([outcome], policy, location=location)
+
+
 def verify_attestation(
     envelope: Envelope,
     policy: TrustPolicy,
@@ -346,7 +393,7 @@ def verify_attestation(
         )
     if subject_digest is not None:
         try:
-            statement.require_subject(subject_digest)
+            require_subject(statement, subject_digest)
         except VerificationError as error:
             raise VerificationError(error.message, location=location, hint=error.hint) from error
     distinct = {policy.keys[name].key_id for name in names}

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer._crypto_signer import CryptoSigner
 from securesystemslib.signer._key import SSlibKey
@@ -198,3 +199,43 @@ def test_interop_cosign_keyless_dsse_envelope(shared_fixtures: Path) -> None:
     )
     with pytest.raises(VerificationError):
         dsse.verify_envelope(altered, {"cody": public})
+
+
+# --- the DSSE specification's test vector (tests/data/dsse-spec, SOURCES.md) ----------------------------
+
+
+def _spec_vector() -> dict[str, Any]:
+    path = Path(__file__).resolve().parents[1] / "data" / "dsse-spec" / "protocol-test-vector.json"
+    vector: dict[str, Any] = json.loads(path.read_text())
+    return vector
+
+
+def test_spec_vector_pae_and_envelope() -> None:
+    vector = _spec_vector()
+    assert dsse.pae(vector["payload_type"], vector["serialized_body"].encode()) == vector["pae"].encode()
+    envelope = dsse.Envelope.from_json(json.dumps(vector["envelope"]))
+    assert (envelope.payload_type, envelope.payload) == (vector["payload_type"], b"hello world")
+    assert envelope.signatures[0].keyid == ""
+
+
+def test_spec_vector_signature_verifies() -> None:
+    # The spec signs with deterministic ECDSA (RFC 6979) and writes r || s; trtguard (like cosign) carries
+    # ECDSA signatures as ASN.1 DER, so the vector's signature is re-encoded, not accepted raw.
+    vector = _spec_vector()
+    numbers = vector["key"]
+    private = ec.derive_private_key(int(numbers["d"]), ec.SECP256R1())
+    assert private.public_key().public_numbers() == ec.EllipticCurvePublicNumbers(
+        int(numbers["x"]), int(numbers["y"]), ec.SECP256R1()
+    )
+    raw = base64.b64decode(vector["envelope"]["signatures"][0]["sig"])
+    # Reproducing the signature proves PAE, hash and key are the spec's.
+    again = private.sign(vector["pae"].encode(), ec.ECDSA(hashes.SHA256(), deterministic_signing=True))
+    r, s = decode_dss_signature(again)
+    assert r.to_bytes(32, "big") + s.to_bytes(32, "big") == raw
+    der = encode_dss_signature(int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big"))
+    envelope = dsse.Envelope.from_json(json.dumps(vector["envelope"]))
+    public = PublicKey.from_crypto(private.public_key())
+    as_der = dsse.Envelope(envelope.payload_type, envelope.payload, (dsse.EnvelopeSignature(sig=der),))
+    assert dsse.verify_envelope(as_der, {"spec": public}) == ("spec",)
+    with pytest.raises(VerificationError, match="0 of 1 required signatures"):
+        dsse.verify_envelope(envelope, {"spec": public})

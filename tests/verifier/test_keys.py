@@ -373,3 +373,80 @@ def test_unencrypted_pkcs8_round_trip(tmp_path: Path) -> None:
     key = keys.generate_private_key()
     pem = _pem("PRIVATE KEY", key.to_pkcs8_der())
     assert keys.load_private_key(pem, b"").public_key() == key.public_key()
+
+
+# --- cosign's own key vectors (tests/data/cosign-test-vectors, SOURCES.md) ------------------------------
+
+COSIGN_KEYS = Path(__file__).resolve().parents[1] / "data" / "cosign-test-vectors"
+
+
+@pytest.mark.parametrize(
+    ("name", "algorithm"),
+    [
+        ("validrsa", "rsa-2048"),
+        ("validrsapkcs1", "rsa-2048"),
+        ("validrsapkcs8", "rsa-2048"),
+        ("validecp256", "ecdsa-secp256r1"),
+        ("validecp384", "ecdsa-secp384r1"),
+        ("validecp521", "ecdsa-secp521r1"),
+        ("validecpkcs8", "ecdsa-secp256r1"),
+        ("ed25519key", "ed25519"),
+    ],
+)
+def test_keys_cosign_imports_are_accepted(name: str, algorithm: str) -> None:
+    private = serialization.load_pem_private_key((COSIGN_KEYS / "keys" / f"{name}.pem").read_bytes(), None)
+    public = PublicKey.from_pem(_public_pem(private))
+    assert public.algorithm == algorithm
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("invalidrsasmallkey", "RSA key of 1024 bits is too small"),
+        # cosign (cryptoutils.ValidatePubKey) accepts RSA moduli of 2048, 3072 and 4096 bits only.
+        ("invalidrsalargekey", "RSA key of 5120 bits is too large"),
+        ("invalidecp224", "unsupported elliptic curve secp224r1"),
+    ],
+)
+def test_keys_cosign_refuses_are_refused(name: str, reason: str) -> None:
+    private = serialization.load_pem_private_key((COSIGN_KEYS / "keys" / f"{name}.pem").read_bytes(), None)
+    with pytest.raises(InvalidKey, match=reason):
+        PublicKey.from_pem(_public_pem(private))
+    with pytest.raises(InvalidKey, match=reason):
+        PrivateKey(private)  # type: ignore[arg-type]  # the loaded key is one of the supported types
+
+
+def test_rsa_sizes_between_the_allowed_ones_are_refused() -> None:
+    odd = rsa.generate_private_key(public_exponent=65537, key_size=2560)
+    with pytest.raises(InvalidKey, match="RSA key of 2560 bits is not a size cosign accepts"):
+        PublicKey.from_pem(_public_pem(odd))
+
+
+def test_cosign_encrypted_key_vectors_open_with_their_password() -> None:
+    for name in ("pemcosignkey", "pemsigstorekey"):
+        key = keys.load_private_key((COSIGN_KEYS / "keys" / f"{name}.pem").read_bytes(), b"hello")
+        assert key.public_key().verify(key.sign(b"data"), b"data")
+    with pytest.raises(WrongPassword):
+        keys.load_private_key((COSIGN_KEYS / "keys" / "pemsigstorekey.pem").read_bytes(), b"wrong")
+    # An EC key stored as SEC1 inside the box: cosign's LoadPrivateKey refuses it ("use ParseECPrivateKey").
+    with pytest.raises(InvalidKey, match="not PKCS#8"):
+        keys.load_private_key((COSIGN_KEYS / "keys" / "pemcosigneckey.pem").read_bytes(), b"hello")
+
+
+def test_pkcs1_rsa_public_key_pem_is_read_as_cryptoutils_reads_it() -> None:
+    pkcs1 = PublicKey.from_pem((COSIGN_KEYS / "public-keys" / "rsa").read_bytes())
+    assert pkcs1.algorithm == "rsa-4096"
+    # The same key, whichever PEM form: one key id (SubjectPublicKeyInfo DER).
+    assert PublicKey.from_pem(pkcs1.to_pem()) == pkcs1
+    assert PublicKey.from_pem((COSIGN_KEYS / "public-keys" / "google").read_bytes()).algorithm == "rsa-4096"
+    with pytest.raises(InvalidKey, match="no '-----BEGIN PUBLIC KEY-----'"):
+        PublicKey.from_pem((COSIGN_KEYS / "public-keys" / "garbage-there-are-limits").read_bytes())
+
+
+def test_pkcs1_rsa_public_key_verifies_signatures() -> None:
+    private = rsa.generate_private_key(public_exponent=65537, key_size=3072)
+    pem = private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.PKCS1)
+    assert pem.startswith(b"-----BEGIN RSA PUBLIC KEY-----")
+    public = PublicKey.from_pem(pem)
+    assert public.verify(PrivateKey(private).sign(b"data"), b"data")
+    assert public.algorithm == "rsa-3072"

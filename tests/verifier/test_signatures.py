@@ -17,6 +17,7 @@ import pytest
 import rfc8785
 from cryptography import x509
 
+from tests.verifier import local_rekor
 from verifier import dsse, intoto, keys, signatures
 from verifier.errors import InputError, VerificationError
 from verifier.keys import PrivateKey, PublicKey
@@ -332,45 +333,26 @@ def keyed_bundle(
     predicate_type: str = COSIGN_SIGN_PREDICATE,
     rekor: PrivateKey | None = None,
     tamper_body: bool = False,
+    cosigner: PrivateKey | None = None,
+    logged: PrivateKey | None = None,
 ) -> bytes:
+    """A cosign v3 key-signed bundle; with ``rekor``, its entry (promise, real inclusion proof, checkpoint)
+    in a log signed by that key. ``cosigner`` adds a second signature; ``logged`` is whose signature the
+    entry records (default: ``key``'s)."""
     statement = intoto.Statement(
         subject=[intoto.ResourceDescriptor(digest={"sha256": digest.removeprefix("sha256:")})],
         predicate_type=predicate_type,
     )
     envelope = intoto.sign_statement(statement, key)
+    signed = [(envelope.signatures[0].sig, key)]
+    if cosigner is not None:
+        signed.append((cosigner.sign(dsse.pae(envelope.payload_type, envelope.payload)), cosigner))
     entries = []
     if rekor is not None:
-        payload_hash = hashlib.sha256(envelope.payload + (b"x" if tamper_body else b"")).hexdigest()
-        body = {
-            "apiVersion": "0.0.1",
-            "kind": "dsse",
-            "spec": {
-                "payloadHash": {"algorithm": "sha256", "value": payload_hash},
-                "signatures": [
-                    {
-                        "signature": _b64(envelope.signatures[0].sig),
-                        "verifier": _b64(key.public_key().to_pem()),
-                    }
-                ],
-            },
-        }
-        entry = rekor_entry(rekor, body)
-        entries.append(
-            {
-                "logIndex": "42",
-                "logId": {"keyId": _b64(bytes.fromhex(entry["Payload"]["logID"]))},
-                "kindVersion": {"kind": "dsse", "version": "0.0.1"},
-                "integratedTime": str(entry["Payload"]["integratedTime"]),
-                "inclusionPromise": {"signedEntryTimestamp": entry["SignedEntryTimestamp"]},
-                "inclusionProof": {
-                    "logIndex": "42",
-                    "rootHash": _b64(b"r" * 32),
-                    "treeSize": "43",
-                    "hashes": [],
-                },
-                "canonicalizedBody": entry["Payload"]["body"],
-            }
-        )
+        recorded = next(pair for pair in signed if pair[1] is (logged or key))
+        payload = envelope.payload + (b"x" if tamper_body else b"")
+        body = local_rekor.dsse_entry(payload, [(recorded[0], recorded[1].public_key().to_pem())])
+        entries.append(local_rekor.LocalLog(rekor).entry(body))
     document = {
         "mediaType": signatures.BUNDLE_MEDIA_TYPE,
         "verificationMaterial": {
@@ -380,7 +362,7 @@ def keyed_bundle(
         "dsseEnvelope": {
             "payload": _b64(envelope.payload),
             "payloadType": envelope.payload_type,
-            "signatures": [{"sig": _b64(envelope.signatures[0].sig), "keyid": ""}],
+            "signatures": [{"sig": _b64(sig), "keyid": ""} for sig, _ in signed],
         },
     }
     return json.dumps(document).encode()
@@ -437,29 +419,8 @@ def test_keyed_bundle_rekor_entry(signer: dict[str, PrivateKey]) -> None:
 
 
 def _cosigned_bundle(signer: dict[str, PrivateKey], logged: str) -> bytes:
-    """A bundle signed by alice (whose signature the log entry records) and bob; the entry then names
-    ``logged``'s signature only."""
-    document = json.loads(keyed_bundle(signer["alice"], rekor=signer["rekor"]))
-    envelope = document["dsseEnvelope"]
-    payload = base64.b64decode(envelope["payload"])
-    bob_signature = signer["bob"].sign(dsse.pae(envelope["payloadType"], payload))
-    envelope["signatures"].append({"sig": _b64(bob_signature), "keyid": ""})
-    if logged == "bob":
-        body = {
-            "apiVersion": "0.0.1",
-            "kind": "dsse",
-            "spec": {
-                "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(payload).hexdigest()},
-                "signatures": [
-                    {"signature": _b64(bob_signature), "verifier": _b64(signer["bob"].public_key().to_pem())}
-                ],
-            },
-        }
-        entry = rekor_entry(signer["rekor"], body)
-        logged_entry = document["verificationMaterial"]["tlogEntries"][0]
-        logged_entry["canonicalizedBody"] = entry["Payload"]["body"]
-        logged_entry["inclusionPromise"]["signedEntryTimestamp"] = entry["SignedEntryTimestamp"]
-    return json.dumps(document).encode()
+    """A bundle signed by alice and bob whose log entry records ``logged``'s signature only."""
+    return keyed_bundle(signer["alice"], rekor=signer["rekor"], cosigner=signer["bob"], logged=signer[logged])
 
 
 @pytest.mark.parametrize("logged", ["alice", "bob"])
@@ -756,3 +717,216 @@ def test_rekor_body_of_the_wrong_shape_is_a_clean_failure(
     trust = policy(signer, "alice", rekor_keys=(signer["rekor"].public_key(),), require_tlog=True)
     with pytest.raises(VerificationError, match="the Rekor entry"):
         signatures.verify_image_signatures(IMAGE, trust, classic=[layer])
+
+
+# --- key-signed bundles: what the bundle spec allows, what the log proves ----------------------------------
+
+
+def _message_bundle(
+    key: PrivateKey,
+    artifact: bytes,
+    *,
+    log: local_rekor.LocalLog | None = None,
+    media_type: str = signatures.BUNDLE_MEDIA_TYPE,
+    promise: bool = True,
+    proof: bool = True,
+    digest_algorithm: str = "SHA2_256",
+) -> dict[str, Any]:
+    """A key-signed message-signature bundle over ``artifact``, logged in ``log`` when given."""
+    digest = hashlib.sha256(artifact).digest()
+    signature = key.sign(artifact)
+    material: dict[str, Any] = {"publicKey": {"hint": _b64(bytes.fromhex(key.public_key().key_id))}}
+    if log is not None:
+        body = local_rekor.hashedrekord(digest, signature, key.public_key().to_pem())
+        material["tlogEntries"] = [log.entry(body, promise=promise, proof=proof)]
+    return {
+        "mediaType": media_type,
+        "verificationMaterial": material,
+        "messageSignature": {
+            "messageDigest": {"algorithm": digest_algorithm, "digest": _b64(digest)},
+            "signature": _b64(signature),
+        },
+    }
+
+
+ARTIFACT = b"engine bytes"
+ARTIFACT_DIGEST = "sha256:" + hashlib.sha256(ARTIFACT).hexdigest()
+
+
+def _logged_policy(signer: dict[str, PrivateKey], **options: Any) -> TrustPolicy:
+    return policy(signer, "alice", rekor_keys=(signer["rekor"].public_key(),), require_tlog=True, **options)
+
+
+def test_bundle_without_tlog_entries_is_a_bundle(signer: dict[str, PrivateKey]) -> None:
+    # cosign --tlog-upload=false; Go's encoder leaves the empty list out altogether.
+    document = _message_bundle(signer["alice"], ARTIFACT)
+    assert "tlogEntries" not in document["verificationMaterial"]
+    result = signatures.verify_bundle(json.dumps(document), policy(signer, "alice"), digest=ARTIFACT_DIGEST)
+    assert (result.keys, result.tlog_verified) == (("alice",), False)
+    with pytest.raises(VerificationError, match="no transparency log entry but the policy requires one"):
+        signatures.verify_bundle(json.dumps(document), _logged_policy(signer), digest=ARTIFACT_DIGEST)
+
+
+def test_v01_bundle_with_only_a_signed_entry_timestamp(signer: dict[str, PrivateKey]) -> None:
+    log = local_rekor.LocalLog(signer["rekor"])
+    v01 = "application/vnd.dev.sigstore.bundle+json;version=0.1"
+    document = _message_bundle(signer["alice"], ARTIFACT, log=log, media_type=v01, proof=False)
+    result = signatures.verify_bundle(json.dumps(document), _logged_policy(signer), digest=ARTIFACT_DIGEST)
+    assert result.tlog_verified
+    # The same entry in a v0.2 bundle lacks what v0.2 requires; the message names the field.
+    v02 = "application/vnd.dev.sigstore.bundle+json;version=0.2"
+    document = _message_bundle(signer["alice"], ARTIFACT, log=log, media_type=v02, proof=False)
+    with pytest.raises(
+        VerificationError, match=r"field verificationMaterial\.tlogEntries\[0\]\.inclusionProof missing"
+    ):
+        signatures.verify_bundle(json.dumps(document), _logged_policy(signer), digest=ARTIFACT_DIGEST)
+    # A v0.1 entry without its promise, equally.
+    document = _message_bundle(signer["alice"], ARTIFACT, log=log, media_type=v01, promise=False)
+    with pytest.raises(VerificationError, match=r"tlogEntries\[0\]\.inclusionPromise missing"):
+        signatures.verify_bundle(json.dumps(document), _logged_policy(signer), digest=ARTIFACT_DIGEST)
+
+
+def test_v03_bundle_with_proof_only_and_with_both(signer: dict[str, PrivateKey]) -> None:
+    log = local_rekor.LocalLog(signer["rekor"])
+    for promise in (True, False):
+        document = _message_bundle(signer["alice"], ARTIFACT, log=log, promise=promise)
+        result = signatures.verify_bundle(
+            json.dumps(document), _logged_policy(signer), digest=ARTIFACT_DIGEST
+        )
+        assert result.tlog_verified
+
+
+def test_log_entries_are_looked_at_only_when_the_policy_asks(signer: dict[str, PrivateKey]) -> None:
+    # A broken entry under a policy that needs none: the signature counts, and the result says the log was
+    # not verified (nothing was checked), rather than claiming what was not looked at.
+    document = _message_bundle(signer["alice"], ARTIFACT, log=local_rekor.LocalLog(signer["rekor"]))
+    document["verificationMaterial"]["tlogEntries"][0]["inclusionProof"]["hashes"] = []
+    result = signatures.verify_bundle(json.dumps(document), policy(signer, "alice"), digest=ARTIFACT_DIGEST)
+    assert result.tlog_verified is False
+    with pytest.raises(VerificationError, match="fewer hashes than the tree has levels"):
+        signatures.verify_bundle(json.dumps(document), _logged_policy(signer), digest=ARTIFACT_DIGEST)
+
+
+def test_entries_of_unknown_logs_are_skipped_but_one_must_verify(signer: dict[str, PrivateKey]) -> None:
+    ours, theirs = local_rekor.LocalLog(signer["rekor"]), local_rekor.LocalLog(signer["carol"])
+    document = _message_bundle(signer["alice"], ARTIFACT, log=ours)
+    entries = document["verificationMaterial"]["tlogEntries"]
+    foreign = _message_bundle(signer["alice"], ARTIFACT, log=theirs)["verificationMaterial"]["tlogEntries"]
+    document["verificationMaterial"]["tlogEntries"] = foreign + entries
+    assert signatures.verify_bundle(json.dumps(document), _logged_policy(signer), digest=ARTIFACT_DIGEST)
+    document["verificationMaterial"]["tlogEntries"] = foreign
+    with pytest.raises(VerificationError, match="unknown log"):
+        signatures.verify_bundle(json.dumps(document), _logged_policy(signer), digest=ARTIFACT_DIGEST)
+    document["verificationMaterial"]["tlogEntries"] = entries + entries
+    with pytest.raises(VerificationError, match="the same log entry twice"):
+        signatures.verify_bundle(json.dumps(document), _logged_policy(signer), digest=ARTIFACT_DIGEST)
+
+
+def _root_policy(signer: dict[str, PrivateKey], root: dict[str, Any]) -> TrustPolicy:
+    trust_root = TrustRoot.from_bytes(json.dumps(root).encode(), location="root.json")
+    return TrustPolicy(keys={"alice": signer["alice"].public_key()}, trust_root=trust_root, require_tlog=True)
+
+
+def test_log_key_validity_window_is_checked_inclusively(signer: dict[str, PrivateKey]) -> None:
+    log = local_rekor.LocalLog(signer["rekor"])  # entries are integrated at 2023-11-14T22:13:20Z
+    document = json.dumps(_message_bundle(signer["alice"], ARTIFACT, log=log))
+    inclusive = log.trusted_root(start="2023-11-14T22:13:20Z", end="2023-11-14T22:13:20Z")
+    assert signatures.verify_bundle(document, _root_policy(signer, inclusive), digest=ARTIFACT_DIGEST)
+    retired = log.trusted_root(end="2023-11-14T22:13:19Z")
+    with pytest.raises(VerificationError, match="the log key was not valid at 2023-11-14T22:13:20"):
+        signatures.verify_bundle(document, _root_policy(signer, retired), digest=ARTIFACT_DIGEST)
+    # Without a promise the integrated time is not signed: a retired log key cannot date the entry.
+    proof_only = json.dumps(_message_bundle(signer["alice"], ARTIFACT, log=log, promise=False))
+    with pytest.raises(VerificationError, match="no signed time, and its log key is retired"):
+        signatures.verify_bundle(proof_only, _root_policy(signer, retired), digest=ARTIFACT_DIGEST)
+    assert signatures.verify_bundle(
+        proof_only, _root_policy(signer, log.trusted_root()), digest=ARTIFACT_DIGEST
+    )
+
+
+def test_digests_other_than_sha256_cannot_bind(signer: dict[str, PrivateKey]) -> None:
+    document = _message_bundle(signer["alice"], ARTIFACT, digest_algorithm="SHA2_384")
+    with pytest.raises(VerificationError, match="message digest is SHA2_384, which cannot bind"):
+        signatures.verify_bundle(json.dumps(document), policy(signer, "alice"), digest=ARTIFACT_DIGEST)
+    statement = intoto.Statement(
+        subject=[intoto.ResourceDescriptor(name="engine", digest={"sha512": "ab" * 64})],
+        predicate_type=COSIGN_SIGN_PREDICATE,
+    )
+    envelope = intoto.sign_statement(statement, signer["alice"])
+    bundle = json.dumps(
+        {
+            "mediaType": signatures.BUNDLE_MEDIA_TYPE,
+            "verificationMaterial": {"publicKey": {}},
+            "dsseEnvelope": envelope.to_dict(),
+        }
+    )
+    with pytest.raises(VerificationError, match="carry sha512 digests only, which cannot bind to sha256:"):
+        signatures.verify_bundle(bundle, policy(signer, "alice"), digest=ARTIFACT_DIGEST)
+    with pytest.raises(VerificationError, match="carry sha512 digests only"):
+        signatures.verify_attestation(envelope, policy(signer, "alice"), subject_digest=ARTIFACT_DIGEST)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda d: d.pop("mediaType"), "mediaType missing"),
+        (lambda d: d.update(mediaType="application/vnd.dev.sigstore.bundle.v0.4+json"), "not a supported"),
+        (lambda d: d.pop("verificationMaterial"), "verificationMaterial missing"),
+        (lambda d: d["verificationMaterial"].pop("publicKey"), "needs exactly one of publicKey"),
+        (lambda d: d.update(dsseEnvelope={"payloadType": "t"}), "needs exactly one of messageSignature"),
+        (lambda d: d["messageSignature"].update(signature=7), "messageSignature.signature expected a string"),
+        (
+            lambda d: d["verificationMaterial"].update(tlogEntries=[{"logIndex": "x"}]),
+            r"tlogEntries\[0\]\.kindVersion missing",
+        ),
+        (
+            lambda d: d["verificationMaterial"].update(x509CertificateChain={"certificates": []}),
+            "needs exactly one of publicKey, x509CertificateChain, certificate",
+        ),
+    ],
+)
+def test_malformed_bundles_name_the_field(
+    signer: dict[str, PrivateKey], change: Callable[[dict[str, Any]], None], field: str
+) -> None:
+    document = _message_bundle(signer["alice"], ARTIFACT)
+    change(document)
+    with pytest.raises(VerificationError, match=f"not a Sigstore bundle .*{field}"):
+        signatures.verify_bundle(json.dumps(document), policy(signer, "alice"), digest=ARTIFACT_DIGEST)
+
+
+def test_protobuf_json_forms_are_accepted(signer: dict[str, PrivateKey]) -> None:
+    # proto field names, URL-safe unpadded base64 and numbers for int64: what other encoders write.
+    document = _message_bundle(signer["alice"], ARTIFACT, log=local_rekor.LocalLog(signer["rekor"]))
+    entry = document["verificationMaterial"].pop("tlogEntries")[0]
+    entry["log_index"] = int(entry.pop("logIndex"))
+    entry["canonicalizedBody"] = (
+        base64.urlsafe_b64encode(base64.b64decode(entry["canonicalizedBody"])).decode().rstrip("=")
+    )
+    document["verificationMaterial"]["tlog_entries"] = [entry]
+    result = signatures.verify_bundle(json.dumps(document), _logged_policy(signer), digest=ARTIFACT_DIGEST)
+    assert result.tlog_verified
+
+
+# --- transparency log proofs (verifier/_private/sigstore_inclusion.py) -------------------------------------
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8, 9, 16, 17])
+def test_inclusion_proofs_of_every_leaf(size: int) -> None:
+    from verifier._private.sigstore_inclusion import leaf_hash, root_from_inclusion_proof  # noqa: PLC0415
+
+    leaves = [leaf_hash(b"entry %d" % i) for i in range(size)]
+    root = local_rekor.merkle_root(leaves)
+    for index in range(size):
+        path = local_rekor.audit_path(index, leaves)
+        assert root_from_inclusion_proof(index, size, leaves[index], path) == root
+        if size > 1:
+            # The same path from another position leads elsewhere, or is not a path of this tree at all.
+            other = (index + 1) % size
+            try:
+                assert root_from_inclusion_proof(other, size, leaves[index], path) != root
+            except VerificationError as error:
+                assert "hashes than the tree has levels" in error.message
+    with pytest.raises(VerificationError, match="outside a tree of"):
+        root_from_inclusion_proof(size, size, leaves[0], [])
+    with pytest.raises(VerificationError, match="more hashes than the tree has levels"):
+        root_from_inclusion_proof(0, size, leaves[0], [*local_rekor.audit_path(0, leaves), root])

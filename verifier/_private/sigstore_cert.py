@@ -1,11 +1,10 @@
-"""Fulcio signing certificates of classic keyless cosign signatures: chain, SCT, profile and identity.
+"""Fulcio signing certificates of keyless signatures (classic and bundles): chain, SCT, profile, identity.
 
-Sigstore bundles go through sigstore-python, which does all of this itself; classic ``.sig`` signatures carry
-the certificate, the chain and a Rekor SET in annotations instead, which sigstore-python cannot take (it needs
-an inclusion proof), so the same steps are done here with ``cryptography``:
+Done with ``cryptography``, at a signed time that the caller has already verified (a Rekor integrated time
+proven by its SET, or an RFC 3161 timestamp):
 
-1. the chain is built to a Fulcio CA of the trusted root that was valid at the signing time (the Rekor
-   integrated time, already proven by the SET), and validated at that time;
+1. the chain is built to a Fulcio CA of the trusted root that was valid at the signing time, and validated
+   at that time;
 2. an embedded SCT verifies with a CT log key of the trusted root (RFC 6962 §3.2, precertificate entry);
 3. key usage ``digitalSignature`` and extended key usage ``codeSigning`` (the Fulcio profile).
 """

@@ -103,8 +103,9 @@ class TrustPolicy:
 
     Signers are the named ``keys`` (counted by distinct key, not by name or signature) and certificates
     admitted by ``identities`` (keyless, verified against ``trust_root``; counted by distinct subject and
-    issuer). With ``require_tlog`` every counted signature must carry a Rekor entry whose SET verifies with a
-    log of ``trust_root`` or one of ``rekor_keys``; keyless signatures always need one.
+    issuer). With ``require_tlog`` every counted signature must carry a Rekor entry that verifies (promise,
+    inclusion proof and checkpoint, as present and required) with a log of ``trust_root`` or one of
+    ``rekor_keys``; keyless signatures always need one.
     """
 
     keys: Mapping[str, PublicKey] = field(default_factory=dict)
