@@ -16,7 +16,13 @@ from policies.workload import NotAWorkload
 from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, pod
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable, VerificationError
-from verifier.evidence import Attestation, EvidenceSource, ImageSignatures, LocalEvidence
+from verifier.evidence import (
+    ArtifactAttestations,
+    ArtifactSubjects,
+    EvidenceSource,
+    ImageSignatures,
+    LocalEvidence,
+)
 from verifier.references import ImageReference
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
@@ -289,10 +295,10 @@ class UnreachableRegistry:
     async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
         raise EvidenceUnavailable("127.0.0.1:1 refused the connection", transient=True)
 
-    async def subject_digests(self, reference: ImageReference, deadline: Deadline) -> frozenset[str]:
+    async def subjects(self, reference: ImageReference, deadline: Deadline) -> ArtifactSubjects:
         raise EvidenceUnavailable("127.0.0.1:1 refused the connection", transient=True)
 
-    async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> ArtifactAttestations:
         raise EvidenceUnavailable("127.0.0.1:1 refused the connection", transient=True)
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
