@@ -71,8 +71,10 @@ class PolicyEngine:
     """Evaluates workloads against one policy set with one evidence source.
 
     An engine is immutable with respect to its policy set; a reload makes a new engine. Verified evidence
-    (signatures, build manifests, attestations) is cached per digest and key set for ``cache.ttl`` seconds,
-    so repeated admissions of the same image or engine touch neither the registry nor the cryptography.
+    (signatures, build manifests, attestations) is cached for ``cache.ttl`` seconds by everything its
+    verdict depends on (registry, repository and digest, key set, question), so repeated admissions of the
+    same image or engine touch neither the registry nor the cryptography, and no verdict depends on what
+    was asked before.
     """
 
     def __init__(

@@ -6,7 +6,10 @@ verification's ``engine.sha256`` and a change approval's ``engine_digest`` must 
 L whichever subject found them (D or L); where L is unknown only a statement naming the artifact digest D
 itself counts. A build manifest must also record the artifact's ONNX and calibration-cache files.
 
-Each answer is cached by what was asked (digest, the policy revision, the key set and threshold) with
+Each answer is cached by everything its verdict depends on (``VerifiedEvidence._key``): the
+evidence source, the policy revision (a digest over every policy and key file), the registry, repository and
+digest of the artifact (evidence is read from that repository, and a classic signature names it), and the
+question (kind, key names, threshold, predicate type, expected engine). Results are kept with
 :class:`~verifier.cache.ResultCache`: a verified result for ``ttl`` seconds, a definitive failure (no
 signature, a wrong key) for ``negative_ttl``, a transient failure (a registry that is down) never. A cache
 hit skips the registry and the cryptography; the evaluator still runs every other check on each admission.
@@ -110,7 +113,23 @@ class VerifiedEvidence:
         self.verifications_cache: ResultCache[tuple[object, ...], EngineVerification] = cache()
 
     def _key(self, kind: str, reference: ImageReference, *parts: object) -> tuple[object, ...]:
-        return (kind, self._policy_set.revision, reference.digest, *parts)
+        """The key of a cached answer: everything its verdict depends on.
+
+        ``parts`` are the question's own terms (key names, threshold, predicate type, expected engine). The
+        repository matters even for one digest: evidence is read from the reference's repository, and a
+        classic signature is valid only for the repository it names, so a result for ``a/signed@D`` must
+        not answer for ``a/unsigned@D``. ``reference`` is pinned by the callers; a tag would stand in for
+        its digest only until the tag moves, so it is kept in the key if one ever arrives.
+        """
+        return (
+            kind,
+            id(self._source),  # the source lives as long as this object: its id cannot be reused meanwhile
+            self._policy_set.revision,
+            reference.registry,
+            reference.repository,
+            reference.digest or f"tag:{reference.tag}",
+            *parts,
+        )
 
     def trust_policy(self, keys: Sequence[str], threshold: int) -> TrustPolicy:
         """The signature policy for a rule's keys and threshold (built once per rule)."""

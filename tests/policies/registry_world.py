@@ -107,8 +107,9 @@ class World:
         return self.root / "registries.yaml"
 
     @property
-    def policies(self) -> list[Path]:
-        return [self.root / "policy.yaml", self.root / "keys.yaml"]
+    def policies(self) -> Path:
+        """The folder of the policy and the TrustedKeys files (``--policies`` of check and serve)."""
+        return self.root / "policies"
 
     def ref(self, text: str) -> ImageReference:
         return ImageReference.parse(f"{self.host}/{text}")
@@ -146,10 +147,9 @@ def check_registry(world: World, obj: dict[str, Any], folder: Path) -> tuple[int
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "pod.yaml"
     path.write_text(yaml.safe_dump(obj))
-    args: list[object] = ["check", "--registry-config", world.config, "--format", "json", path]
-    for policy in world.policies:
-        args[1:1] = ["--policies", policy]
-    status, out, err = run_cli(*args)
+    status, out, err = run_cli(
+        "check", "--policies", world.policies, "--registry-config", world.config, "--format", "json", path
+    )
     assert status in (0, 1), err
     [result] = json.loads(out)
     return status, result
@@ -238,6 +238,19 @@ async def copy_signatures(client: RegistryClient, source: ImageReference, target
         )
 
 
+async def copy_artifact(
+    client: RegistryClient, source: ImageReference, target: ImageReference
+) -> ImageReference:
+    """Copy the artifact ``source`` (blobs and manifest bytes) to ``target``'s tag; the same digest there."""
+    deadline = Deadline.after(30)
+    manifest = await client.get_manifest(source, deadline)
+    for blob in (manifest.config, *manifest.layers):
+        data = await client.get_blob(source, blob, deadline)
+        await client.push_blob(target, data, blob.media_type, deadline)
+    pushed = await client.push_manifest(target, manifest.data, manifest.media_type, deadline, tag=target.tag)
+    return target.with_digest(pushed.digest)
+
+
 def push_engine_cli(world: World, repository: str, engine: Path, *extra: object) -> ImageReference:
     """``trtguard push-engine ENGINE --to HOST/REPOSITORY:v1 EXTRA``; the pushed digest reference."""
     status, out, err = run_cli(
@@ -276,10 +289,11 @@ def make_world(registry: LocalRegistry, root: Path) -> World:
     """Keys, policy files and the registry configuration (no resources yet)."""
     world = World(registry, root)
     world.keys = {name: generate_private_key() for name in ("image-signer", "build-signer")}
-    (root / "keys.yaml").write_text(
+    world.policies.mkdir()
+    (world.policies / "keys.yaml").write_text(
         trusted_keys_yaml("platform", {name: key.public_key() for name, key in world.keys.items()})
     )
-    (root / "policy.yaml").write_text(POLICY.replace("HOST", registry.host))
+    (world.policies / "policy.yaml").write_text(POLICY.replace("HOST", registry.host))
     world.config.write_text(f'registries:\n  "{registry.host}":\n    plain_http: true\n')
     return world
 
@@ -325,8 +339,7 @@ def build_world(registry: LocalRegistry, root: Path) -> World:
     good_manifest = build_envelope(build_key, GOOD_ENGINE)
     good = push_engine_cli(world, "models/good", files["good_plan"])
     assert attach_cli(world, good_manifest, good, "good")[0] == 0
-    mirror = push_engine_cli(world, "models/mirror", files["good_plan"])
-    assert mirror.digest == good.digest
+    mirror = world.in_registry(lambda client: copy_artifact(client, good, world.ref("models/mirror:v1")))
     onnx = push_engine_cli(world, "models/onnx", root / "other" / "model.plan", "--onnx", files["model_onnx"])
     onnx_manifest = build_envelope(build_key, OTHER_ENGINE, onnx={"sha256": sha256_bytes(ONNX_MODEL)})
     assert attach_cli(world, onnx_manifest, onnx, "onnx")[0] == 0
