@@ -247,7 +247,11 @@ class EvidenceSource(Protocol):
         ...
 
     async def subjects(self, reference: ImageReference, deadline: Deadline) -> ArtifactSubjects:
-        """Which digest is which: the manifest digest and, for an engine artifact, its layers."""
+        """Which digest is which: the manifest digest and, for an engine artifact, its layers.
+
+        Raises :class:`VerificationError` for an engine artifact that breaks the engine layout (and
+        :meth:`attestations` does too): that is an answer about the artifact, not a failure to look.
+        """
         ...
 
     async def attestations(self, reference: ImageReference, deadline: Deadline) -> ArtifactAttestations:
@@ -394,14 +398,14 @@ class LocalEvidence:
         """The reference's digest and, for an engine artifact whose manifest the folder holds, its layers.
 
         An engine artifact manifest that does not follow the layout ``trtguard push-engine`` writes is
-        refused, as :class:`~verifier.registry.evidence.RegistryEvidence` refuses it.
+        refused with :class:`VerificationError`, as :class:`~verifier.registry.evidence.RegistryEvidence`
+        refuses it: a definitive answer about the artifact, not a failure to check it.
         """
         digest = await self.resolve_digest(reference, deadline)
         malformed = self._malformed_artifacts.get(digest)
         if malformed is not None:
-            raise EvidenceUnavailable(
+            raise VerificationError(
                 f"{reference.name}@{digest} is not a well-formed engine artifact: {malformed}",
-                transient=False,
                 location=f"engine {reference.name}@{digest}",
                 hint="push the engine with trtguard push-engine",
             )

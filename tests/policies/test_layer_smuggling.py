@@ -96,8 +96,10 @@ def _good_manifest(material: Material, *, also_about: tuple[str, ...] = (), **ov
     (material.attestations / f"manifest-{sha256_bytes(envelope)[:12]}.json").write_bytes(envelope)
 
 
-def _check_offline(material: Material, engine: str, rule: str = BUILD_MANIFEST) -> tuple[int, dict[str, Any]]:
-    policy = material.policy(ENGINES_POLICY.replace("MODELS_RULE", rule))
+def _check_offline(
+    material: Material, engine: str, rule: str = BUILD_MANIFEST, *, policy_text: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    policy = material.policy(policy_text or ENGINES_POLICY.replace("MODELS_RULE", rule))
     keys = material.keys_file("build-signer", "gpu-verifier")
     resource = material.root / "pod.yaml"
     resource.write_text(yaml.safe_dump(pod(RUNTIME, engine)))
@@ -162,6 +164,32 @@ def test_offline_files_beside_the_engine_must_be_the_inputs_its_manifest_records
     )
     _good_manifest(material, onnx={"sha256": sha256_bytes(model)})
     assert _check_offline(material, honest)[0] == 0
+
+
+def test_offline_an_extra_file_beside_a_signed_engine_is_a_violation_not_an_error(material: Material) -> None:
+    # A malformed engine artifact is a definitive answer about the artifact, not a failure to check it:
+    # a policy that lets unavailable evidence pass (onError: Warn) must not let the extra file in.
+    data = engine_artifact_manifest(
+        [
+            engine_layer("model.plan", GOOD, 1024),
+            engine_layer("plugin.so", EVIL, 1024, "application/x-sharedlib"),
+        ]
+    )
+    (material.attestations / "artifact.oci.json").write_bytes(data)
+    _good_manifest(material)
+    engine = f"registry.example.com/models/resnet@sha256:{sha256_bytes(data)}"
+    policy = ENGINES_POLICY.replace("MODELS_RULE", BUILD_MANIFEST).replace(
+        "  models:", "  onError: Warn\n  models:"
+    )
+    status, result = _check_offline(material, engine, policy_text=policy)
+    assert status == 1
+    violation = _only_violation(result)
+    assert (violation["rule"], violation["action"], violation["error"]) == (
+        "models.buildManifest",
+        "Deny",
+        False,
+    )
+    assert "not a well-formed engine artifact" in violation["message"]
 
 
 def test_offline_a_gpu_verification_of_a_smuggled_engine_does_not_count(material: Material) -> None:
@@ -365,7 +393,8 @@ def test_registry_an_engine_artifact_type_in_another_spelling_is_refused(
     status, result = check_registry(world, pod(_signed_runtime(world), str(pinned)), tmp_path)
     assert status == 1
     violation = _only_violation(result)
-    assert violation["error"] and "not a well-formed engine artifact" in violation["message"]
+    assert (violation["rule"], violation["error"]) == ("models.buildManifest", False)
+    assert "not a well-formed engine artifact" in violation["message"]
 
 
 def test_registry_a_statement_about_a_sha512_digest_only_is_about_nothing_here(

@@ -13,7 +13,7 @@ import pytest
 from verifier.deadline import Deadline
 from verifier.digests import sha256_bytes
 from verifier.dsse import sign_envelope
-from verifier.errors import EvidenceUnavailable, InputError
+from verifier.errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.evidence import COSIGN_SIGN_PREDICATE, LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.keys import generate_private_key
@@ -120,9 +120,9 @@ def test_a_malformed_engine_artifact_is_refused(tmp_path: Path) -> None:
     )
     (tmp_path / "artifact.json").write_bytes(manifest)
     ref = ImageReference.parse(f"quay.io/models/m@sha256:{sha256_bytes(manifest)}")
-    with pytest.raises(EvidenceUnavailable, match="not a well-formed engine artifact") as caught:
+    # A definitive answer about the artifact (a violation), not a failure to check it (onError).
+    with pytest.raises(VerificationError, match="not a well-formed engine artifact"):
         run(LocalEvidence(tmp_path).subjects(ref, Deadline.never()))
-    assert caught.value.transient is False
 
 
 def test_tags_cannot_be_resolved_offline(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
-from verifier.errors import EvidenceUnavailable, InputError, VerificationError
+from verifier.errors import InputError, VerificationError
 from verifier.evidence import (
     COSIGN_SIGN_PREDICATE,
     MAX_EVIDENCE_BYTES,
@@ -133,17 +133,17 @@ class RegistryEvidence:
         """The manifest digest; for an engine artifact also its engine layer (the engine file's sha256).
 
         An engine artifact (``application/vnd.trtguard.engine.v1``) must follow the layout that
-        ``trtguard push-engine`` writes; one that does not (extra files, two engines) is refused. Any other
-        manifest, an index included, stands only for itself: its layers could hold any file.
+        ``trtguard push-engine`` writes; one that does not (extra files, two engines) is refused with
+        :class:`VerificationError` (the artifact is bad: a policy's ``onError`` must not let it pass). Any
+        other manifest, an index included, stands only for itself: its layers could hold any file.
         """
         digest = await self.resolve_digest(reference, deadline)
         manifest = await self._client.get_manifest(reference, deadline, reference=digest)
         try:
             return ArtifactSubjects.of_manifest(manifest)
         except InvalidEngineArtifact as error:
-            raise EvidenceUnavailable(
+            raise VerificationError(
                 f"{reference.name}@{digest} is not a well-formed engine artifact: {error}",
-                transient=False,
                 location=f"engine {reference.name}@{digest}",
                 hint="push the engine with trtguard push-engine",
             ) from error

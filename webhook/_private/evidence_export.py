@@ -119,7 +119,7 @@ class _EngineEvidence:
             # The digests that may find statements about the engine: the artifact's and its engine file's.
             found.subjects = attached.subjects.digests
             found.attestations = attached.attestations
-        except EvidenceUnavailable as error:
+        except (EvidenceUnavailable, VerificationError) as error:  # unreachable, or a malformed artifact
             found.problems.append(f"attestations unavailable from {source.description}: {error.message}")
         try:
             found.signatures = await source.image_signatures(pinned, self._deadline)
