@@ -9,7 +9,7 @@ verified statement is about this artifact's engine at all.
 
 :class:`LocalEvidence` serves a folder of files for offline checks (``trtguard check --attestations DIR``):
 DSSE envelopes (``*.json``, ``*.dsse``, ``*.intoto.jsonl`` with one envelope per line), Sigstore bundles that
-carry a DSSE envelope, and engine artifact manifests (which map an artifact digest to its layer digests).
+carry a DSSE envelope, and engine artifact manifests (which say which layer of an artifact is its engine).
 Files it cannot use (a message-signature bundle, an envelope that carries no in-toto statement, an OCI
 manifest of another kind of artifact) are left out and listed in :attr:`LocalEvidence.skipped`; files that
 are broken (not JSON, a malformed envelope or statement) are an :class:`~verifier.errors.InputError`.

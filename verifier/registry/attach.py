@@ -6,12 +6,12 @@ with the ``sha256-<digest>`` fallback index where the registry has no referrers 
 
 Before anything is written the statement must be about the artifact
 (:class:`~verifier.evidence.ArtifactSubjects`): its subject must be the artifact digest D or, for an engine
-artifact, its engine layer L. trtguard's own
-predicates must also describe that engine: a build manifest's ``output_engine.sha256``, a GPU verification's
-``engine.sha256`` and a change approval's ``engine_digest`` must be L (or, where the artifact has no engine
-layer, the statement must name D), and a build manifest must record the artifact's ONNX and calibration-cache
-files as its inputs. Refusing here keeps a manifest from being parked on an artifact whose engine it does
-not describe; the evaluator applies the same rule when it reads attestations.
+artifact, its engine layer L. trtguard's own predicates must also describe that engine: a build manifest's
+``output_engine.sha256``, a GPU verification's ``engine.sha256`` and a change approval's ``engine_digest``
+must be L (or, where the artifact has no engine layer, the statement must name D), and a build manifest
+must record the artifact's ONNX and calibration-cache files as its inputs. Refusing here keeps a manifest
+from being parked on an artifact whose engine it does not describe; the evaluator applies the same rule
+(the same :class:`~verifier.evidence.ArtifactSubjects` methods) when it reads attestations.
 """
 
 from __future__ import annotations
