@@ -39,7 +39,7 @@ from policies.schema import (
 from policies.workload import EngineUse, ImageUse, NotAWorkload, Workload, changed_since, extract
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable, InputError, TrtguardError, VerificationError
-from verifier.evidence import Attestation, EvidenceSource
+from verifier.evidence import ArtifactAttestations, EvidenceSource
 from verifier.references import ImageReference, InvalidReference
 
 __all__ = ["AdmissionHistory", "CacheSettings", "PolicyEngine", "VerifiedManifest"]
@@ -71,8 +71,10 @@ class PolicyEngine:
     """Evaluates workloads against one policy set with one evidence source.
 
     An engine is immutable with respect to its policy set; a reload makes a new engine. Verified evidence
-    (signatures, build manifests, attestations) is cached per digest and key set for ``cache.ttl`` seconds,
-    so repeated admissions of the same image or engine touch neither the registry nor the cryptography.
+    (signatures, build manifests, attestations) is cached for ``cache.ttl`` seconds by everything its
+    verdict depends on (registry, repository and digest, key set, question), so repeated admissions of the
+    same image or engine touch neither the registry nor the cryptography, and no verdict depends on what
+    was asked before.
     """
 
     def __init__(
@@ -354,12 +356,12 @@ class _Run:
         self._digests[reference] = digest
         return digest
 
-    def attestations(self, reference: ImageReference) -> Callable[[], Awaitable[tuple[Attestation, ...]]]:
-        """A fetch of the artifact's attestations, made at most once per evaluation."""
+    def attestations(self, reference: ImageReference) -> Callable[[], Awaitable[ArtifactAttestations]]:
+        """A fetch of the artifact's attestations and subjects, made at most once per evaluation."""
         evidence = self.engine.evidence
 
-        async def fetch() -> tuple[Attestation, ...]:
-            return tuple(await evidence.attestations(reference, self.deadline))
+        async def fetch() -> ArtifactAttestations:
+            return await evidence.attestations(reference, self.deadline)
 
         return lambda: self.once(("attestations", reference), fetch)
 
@@ -658,8 +660,11 @@ class _Run:
                         policy,
                         "models.buildManifest",
                         error.message,
-                        f"sign the build manifest with {' or '.join(rule.keys)} and attach it to the engine "
-                        "(`trtguard attest --type https://trtguard.dev/attestations/engine-build/v1 --push`)",
+                        # A manifest about another engine file says what to attach instead.
+                        error.hint
+                        or f"sign the build manifest with {' or '.join(rule.keys)} and attach it to the "
+                        "engine (`trtguard attest --type https://trtguard.dev/attestations/engine-build/v1 "
+                        "--push`)",
                         engine=str(ref),
                         path=use.path,
                     )
@@ -1009,7 +1014,8 @@ class _Run:
                     policy,
                     "models.verification",
                     error.message,
-                    "run `trtguard verify-engine --gpu --attest` on a GPU node and attach the attestation",
+                    error.hint
+                    or "run `trtguard verify-engine --gpu --attest` on a GPU node and attach the attestation",
                     engine=str(ref),
                     path=use.path,
                 )

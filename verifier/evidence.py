@@ -1,13 +1,15 @@
 """Where signatures and attestations for an artifact come from.
 
-An :class:`EvidenceSource` answers four questions about an OCI reference: which digest a tag points at, which
-digests stand for the artifact (its manifest digest and, for an engine artifact, its layer digests, which are
-the engine file's sha256), which DSSE attestations are attached to it, and which image signatures exist. It
-returns unverified material; the policy evaluator verifies it against the keys a policy names.
+An :class:`EvidenceSource` answers four questions about an OCI reference: which digest a tag points at,
+which digests stand for the artifact (:class:`ArtifactSubjects`: its manifest digest and, for an engine
+artifact, the digest of its engine layer, which is the engine file's sha256), which DSSE attestations are
+attached to it, and which image signatures exist. It returns unverified material; the policy evaluator
+verifies it against the keys a policy names, and :meth:`ArtifactSubjects.require_describes` decides whether a
+verified statement is about this artifact's engine at all.
 
 :class:`LocalEvidence` serves a folder of files for offline checks (``trtguard check --attestations DIR``):
 DSSE envelopes (``*.json``, ``*.dsse``, ``*.intoto.jsonl`` with one envelope per line), Sigstore bundles that
-carry a DSSE envelope, and engine artifact manifests (which map an artifact digest to its layer digests).
+carry a DSSE envelope, and engine artifact manifests (which say which layer of an artifact is its engine).
 Files it cannot use (a message-signature bundle, an envelope that carries no in-toto statement, an OCI
 manifest of another kind of artifact) are left out and listed in :attr:`LocalEvidence.skipped`; files that
 are broken (not JSON, a malformed envelope or statement) are an :class:`~verifier.errors.InputError`.
@@ -18,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -26,16 +27,19 @@ from typing import Any, Final, Protocol
 from verifier._private.files import read_limited
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
-from verifier.errors import EvidenceUnavailable, InputError
+from verifier.errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
+from verifier.manifest import EngineBuildManifest
 from verifier.references import ImageReference
 from verifier.registry.oci import InvalidDocument, Manifest
-from verifier.registry.push import ENGINE_ARTIFACT_TYPE, InvalidEngineArtifact, engine_layers
+from verifier.registry.push import ENGINE_ARTIFACT_TYPE, ENGINE_LAYER, InvalidEngineArtifact, engine_layers
 from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature
 
 __all__ = [
     "COSIGN_SIGN_PREDICATE",
     "MAX_EVIDENCE_BYTES",
+    "ArtifactAttestations",
+    "ArtifactSubjects",
     "Attestation",
     "EvidenceSource",
     "ImageSignatures",
@@ -50,16 +54,152 @@ _OCI_MANIFEST_TYPES = frozenset(
 )
 #: Largest signature or attestation document read, from a folder or a registry (real ones are a few KiB).
 MAX_EVIDENCE_BYTES: Final = 16 * 1024 * 1024
+_UNKNOWN_ENGINE = (
+    "push the engine with `trtguard push-engine` (offline: put the artifact's OCI manifest, e.g. from "
+    "`crane manifest REF`, into the attestation folder), or sign the statement with the artifact digest as a "
+    "subject"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactSubjects:
+    """Which digest of an artifact is which: what may find attestations about it, and what they must describe.
+
+    ``artifact`` is the manifest digest D the reference names. ``engine_file`` is the digest L of the engine
+    layer of an engine artifact (``application/vnd.trtguard.engine.v1``, the file's sha256), or None when it
+    is unknown: the reference is not an engine artifact, or offline the folder lacks its OCI manifest.
+    Only D and L find attestations (:attr:`digests`). ``onnx_file`` and ``calibration_cache_file`` are the
+    engine artifact's other layers: they never find an attestation, and a build manifest must name them as
+    its inputs (:meth:`require_build_manifest`), since they are mounted beside the engine.
+    """
+
+    artifact: str
+    engine_file: str | None = None
+    onnx_file: str | None = None
+    calibration_cache_file: str | None = None
+    #: What the artifact is, for messages ("an engine artifact", "an image index", ...).
+    layout: str = "an artifact whose manifest was not read"
+
+    @classmethod
+    def of_manifest(cls, manifest: Manifest) -> ArtifactSubjects:
+        """The subjects of the artifact ``manifest`` is the manifest of.
+
+        Only the strictly checked engine layout (:func:`~verifier.registry.push.engine_layers`) has an engine
+        layer; any other manifest stands for its own digest only, since its layers could carry any file.
+        Raises :class:`~verifier.registry.push.InvalidEngineArtifact` for an engine artifact that breaks the
+        layout, and for an artifact type that differs from the engine type only in case or white space
+        (no reader should have to guess which one was meant).
+        """
+        if manifest.is_index:
+            return cls(manifest.digest, layout="an image index, whose platform manifests are what runs")
+        artifact_type = manifest.artifact_type
+        if artifact_type != ENGINE_ARTIFACT_TYPE:
+            if artifact_type is not None and artifact_type.strip().lower() == ENGINE_ARTIFACT_TYPE:
+                raise InvalidEngineArtifact(
+                    f"its artifact type {artifact_type!r} is not exactly {ENGINE_ARTIFACT_TYPE}"
+                )
+            layout = f"an OCI artifact of type {artifact_type}" if artifact_type else "an image manifest"
+            return cls(manifest.digest, layout=f"{layout}, not an engine artifact")
+        engine, calibration_cache, onnx = engine_layers(manifest)
+        return cls(
+            manifest.digest,
+            engine.digest,
+            onnx.digest if onnx is not None else None,
+            calibration_cache.digest if calibration_cache is not None else None,
+            layout="an engine artifact",
+        )
+
+    @property
+    def digests(self) -> frozenset[str]:
+        """The digests whose attestations are about this artifact: D and, for an engine artifact, L."""
+        return frozenset({self.artifact} if self.engine_file is None else {self.artifact, self.engine_file})
+
+    def require_describes(self, engine_sha256: str, statement_subjects: frozenset[str], what: str) -> None:
+        """Raise :class:`VerificationError` unless a statement that describes ``engine_sha256`` counts here.
+
+        With the engine layer L known, the described engine file must be L, whichever of D and L found the
+        statement. Without it, only a statement whose subject is D itself counts: its signer vouched for
+        exactly these bytes, and what it says about the files inside D cannot be compared with anything.
+        ``engine_sha256`` is bare hex or ``sha256:<hex>``; ``what`` names the statement ("the build
+        manifest").
+        """
+        described = engine_sha256 if engine_sha256.startswith("sha256:") else f"sha256:{engine_sha256}"
+        if self.engine_file is not None:
+            if described != self.engine_file:
+                raise VerificationError(
+                    f"{what} describes the engine file {described}, not the engine layer "
+                    f"{self.engine_file} of artifact {self.artifact}",
+                    hint="attach the statement made for the engine file this artifact carries (its "
+                    f"{ENGINE_LAYER} layer); a statement about another file, or about the artifact's ONNX "
+                    "or calibration-cache layer, never counts for the engine",
+                )
+            return
+        if self.artifact not in statement_subjects:
+            named = ", ".join(sorted(statement_subjects)) or "no sha256 digest"
+            raise VerificationError(f"{what} is about {named}{self._unknown_engine()}", hint=_UNKNOWN_ENGINE)
+
+    def not_found(self, what: str, where: str | None = None) -> VerificationError:
+        """The error for finding no ``what`` (in ``where``); it says why when the engine layer is unknown."""
+        message = f"no {what} found" + (f" ({where})" if where else "")
+        if self.engine_file is not None:
+            return VerificationError(message)
+        return VerificationError(message + self._unknown_engine(), hint=_UNKNOWN_ENGINE)
+
+    def _unknown_engine(self) -> str:
+        return (
+            f"; the engine layer of {self.artifact} is unknown ({self.layout}), so only a statement whose "
+            "subject is the artifact digest itself counts"
+        )
+
+    def require_build_manifest(
+        self, manifest: EngineBuildManifest, statement_subjects: frozenset[str]
+    ) -> None:
+        """Raise :class:`VerificationError` unless ``manifest`` describes this artifact's engine and files.
+
+        The engine as :meth:`require_describes` says; and an engine artifact's ONNX and calibration-cache
+        layers, which are mounted beside the engine under names the pusher chose, must be the inputs the
+        manifest records: a file no signer recorded could be loaded in place of the engine.
+        """
+        what = "the build manifest"
+        self.require_describes(manifest.output_engine.sha256, statement_subjects, what)
+        cache = manifest.calibration.cache if manifest.calibration is not None else None
+        for layer, recorded, field in (
+            (self.onnx_file, f"sha256:{manifest.onnx.sha256}", "onnx.sha256"),
+            (
+                self.calibration_cache_file,
+                f"sha256:{cache.sha256}" if cache else None,
+                "calibration.cache.sha256",
+            ),
+        ):
+            if layer is not None and layer != recorded:
+                raise VerificationError(
+                    f"artifact {self.artifact} carries the file {layer} beside its engine, but {what} "
+                    f"records {field} = {recorded or 'none'}",
+                    hint="push the engine with the ONNX model and calibration cache it was built from (the "
+                    "ones its build manifest records), or without them",
+                )
 
 
 @dataclass(frozen=True, slots=True)
 class Attestation:
-    """A DSSE envelope with the subjects and predicate type of the statement it carries (unverified)."""
+    """A DSSE envelope with the subjects and predicate type of the statement it carries (unverified).
+
+    ``subjects`` are the statement's own subject digests (what its signer says it is about), not the
+    artifact's: see :class:`ArtifactSubjects` for those.
+    """
 
     envelope: Envelope
     predicate_type: str
     subjects: frozenset[str]
     origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactAttestations:
+    """The attestations found for an artifact, with the subjects that found them (read together)."""
+
+    subjects: ArtifactSubjects
+    attestations: tuple[Attestation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +246,16 @@ class EvidenceSource(Protocol):
         """The ``sha256:…`` digest ``reference`` points at (its own digest when it has one)."""
         ...
 
-    async def subject_digests(self, reference: ImageReference, deadline: Deadline) -> frozenset[str]:
-        """Digests that stand for the artifact: the manifest digest and, for artifacts, the layer digests."""
+    async def subjects(self, reference: ImageReference, deadline: Deadline) -> ArtifactSubjects:
+        """Which digest is which: the manifest digest and, for an engine artifact, its layers.
+
+        Raises :class:`VerificationError` for an engine artifact that breaks the engine layout (and
+        :meth:`attestations` does too): that is an answer about the artifact, not a failure to look.
+        """
         ...
 
-    async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
-        """DSSE attestations whose statement subject is one of :meth:`subject_digests`."""
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> ArtifactAttestations:
+        """DSSE attestations whose statement names one of :attr:`ArtifactSubjects.digests` of the artifact."""
         ...
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
@@ -127,7 +271,7 @@ class LocalEvidence:
         self._folder = folder
         self._by_subject: dict[str, list[Attestation]] = defaultdict(list)
         self._signature_bundles: dict[str, list[bytes]] = defaultdict(list)
-        self._layers: dict[str, frozenset[str]] = {}
+        self._artifacts: dict[str, ArtifactSubjects] = {}
         self._malformed_artifacts: dict[str, str] = {}
         self._skipped: list[SkippedFile] = []
         if folder is None:
@@ -219,26 +363,26 @@ class LocalEvidence:
                 self._by_subject[digest].append(attestation)
 
     def _add_manifest(self, raw: bytes, location: str) -> None:
-        """Map an engine artifact's digest to its layer digests; other manifests stand only for themselves."""
+        """Record which layer of an engine artifact is which; other manifests stand only for themselves."""
         try:
             manifest = Manifest.parse(raw, content_type=None, where=location)
         except InvalidDocument as error:
             raise InputError(f"not a valid OCI manifest: {error}", location=location) from error
-        if manifest.artifact_type != ENGINE_ARTIFACT_TYPE:
-            # Only the strictly checked engine layout may let a layer digest (a file's sha256) stand for the
-            # artifact: the layers of anything else could carry any file next to a signed engine.
+        try:
+            subjects = ArtifactSubjects.of_manifest(manifest)
+        except InvalidEngineArtifact as error:
+            self._malformed_artifacts[manifest.digest] = f"{error} ({location})"
+            return
+        if subjects.engine_file is None:
+            # Only the strictly checked engine layout has an engine layer: the layers of anything else could
+            # carry any file next to a signed engine.
             self._skip(
                 location,
                 f"an OCI manifest of artifact type {manifest.artifact_type!r}, not an engine artifact"
                 f" ({ENGINE_ARTIFACT_TYPE}): its layers do not stand for it",
             )
             return
-        try:
-            layers = engine_layers(manifest)
-        except InvalidEngineArtifact as error:
-            self._malformed_artifacts[manifest.digest] = f"{error} ({location})"
-            return
-        self._layers[manifest.digest] = frozenset(layer.digest for layer in layers if layer is not None)
+        self._artifacts[manifest.digest] = subjects
 
     async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
         """The reference's own digest; a tag cannot be resolved offline."""
@@ -250,30 +394,36 @@ class LocalEvidence:
             hint="pin the image by digest, or check against a registry (--registry)",
         )
 
-    async def subject_digests(self, reference: ImageReference, deadline: Deadline) -> frozenset[str]:
-        """The reference's digest plus, for an engine artifact whose manifest the folder holds, its layers.
+    async def subjects(self, reference: ImageReference, deadline: Deadline) -> ArtifactSubjects:
+        """The reference's digest and, for an engine artifact whose manifest the folder holds, its layers.
 
         An engine artifact manifest that does not follow the layout ``trtguard push-engine`` writes is
-        refused, as :class:`~verifier.registry.evidence.RegistryEvidence` refuses it.
+        refused with :class:`VerificationError`, as :class:`~verifier.registry.evidence.RegistryEvidence`
+        refuses it: a definitive answer about the artifact, not a failure to check it.
         """
         digest = await self.resolve_digest(reference, deadline)
         malformed = self._malformed_artifacts.get(digest)
         if malformed is not None:
-            raise EvidenceUnavailable(
+            raise VerificationError(
                 f"{reference.name}@{digest} is not a well-formed engine artifact: {malformed}",
-                transient=False,
                 location=f"engine {reference.name}@{digest}",
                 hint="push the engine with trtguard push-engine",
             )
-        return frozenset({digest}) | self._layers.get(digest, frozenset())
+        known = self._artifacts.get(digest)
+        if known is not None:
+            return known
+        return ArtifactSubjects(
+            digest, layout="the attestation folder holds no engine artifact manifest for it"
+        )
 
-    async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
-        """Attestations in the folder whose subject is one of the artifact's digests."""
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> ArtifactAttestations:
+        """Attestations in the folder whose subject is the artifact's digest or its engine file's."""
+        subjects = await self.subjects(reference, deadline)
         found: dict[int, Attestation] = {}
-        for digest in await self.subject_digests(reference, deadline):
+        for digest in sorted(subjects.digests):
             for attestation in self._by_subject.get(digest, ()):
                 found[id(attestation)] = attestation
-        return tuple(found.values())
+        return ArtifactAttestations(subjects, tuple(found.values()))
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
         """cosign v3 signatures for the image digest: Sigstore bundles and bare signing statements."""

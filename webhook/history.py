@@ -19,7 +19,7 @@ from typing import Any
 
 from policies.results import AdmittedEngine
 from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable, InputError, TrtguardError
+from verifier.errors import EvidenceUnavailable, InputError, TrtguardError, VerificationError
 from verifier.evidence import EvidenceSource
 from verifier.intoto import statement_from_envelope
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest
@@ -126,13 +126,21 @@ async def compare_manifests(
 
 
 async def build_manifest(reference: str, evidence: EvidenceSource, deadline: Deadline) -> EngineBuildManifest:
-    """The build manifest attached to engine ``reference``; raises :class:`TrtguardError` if there is none."""
+    """The build manifest attached to engine ``reference``; raises :class:`TrtguardError` if there is none.
+
+    Only a manifest that describes the artifact's engine layer counts, as when the engine was admitted.
+    """
     ref = ImageReference.parse(reference)
-    attestations = await evidence.attestations(ref, deadline)
-    for attestation in attestations:
+    attached = await evidence.attestations(ref, deadline)
+    for attestation in attached.attestations:
         if attestation.predicate_type == ENGINE_BUILD_PREDICATE_TYPE:
             statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
-            return load_manifest(statement, attestation.origin)
+            manifest = load_manifest(statement, attestation.origin)
+            try:
+                attached.subjects.require_build_manifest(manifest, attestation.subjects)
+            except VerificationError:
+                continue
+            return manifest
     raise InputError(
         f"no build manifest found for {reference} in {evidence.description}",
         hint="point --attestations at the folder with the engine's attestations, or use --registry-config",

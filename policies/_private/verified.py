@@ -1,6 +1,15 @@
 """Evidence for one artifact, fetched from an evidence source and verified against a policy's signers.
 
-Each answer is cached by what was asked (digest, the policy revision, the key set and threshold) with
+A statement about an engine counts only when it describes the artifact's engine layer
+(:class:`~verifier.evidence.ArtifactSubjects`): a build manifest's ``output_engine.sha256``, a GPU
+verification's ``engine.sha256`` and a change approval's ``engine_digest`` must be the engine layer's digest
+L whichever subject found them (D or L); where L is unknown only a statement naming the artifact digest D
+itself counts. A build manifest must also record the artifact's ONNX and calibration-cache files.
+
+Each answer is cached by everything its verdict depends on (``VerifiedEvidence._key``): the
+evidence source, the policy revision (a digest over every policy and key file), the registry, repository and
+digest of the artifact (evidence is read from that repository, and a classic signature names it), and the
+question (kind, key names, threshold, predicate type, expected engine). Results are kept with
 :class:`~verifier.cache.ResultCache`: a verified result for ``ttl`` seconds, a definitive failure (no
 signature, a wrong key) for ``negative_ttl``, a transient failure (a registry that is down) never. A cache
 hit skips the registry and the cryptography; the evaluator still runs every other check on each admission.
@@ -29,7 +38,7 @@ from verifier.cache import ResultCache
 from verifier.deadline import Deadline
 from verifier.dsse import verify_envelope
 from verifier.errors import InputError, TrtguardError, VerificationError
-from verifier.evidence import Attestation, EvidenceSource
+from verifier.evidence import ArtifactAttestations, Attestation, EvidenceSource
 from verifier.intoto import statement_from_envelope
 from verifier.keys import PublicKey
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest, manifest_digest
@@ -38,8 +47,8 @@ from verifier.signatures import NoSignatures, TrustPolicy, VerificationResult, v
 
 _log = logging.getLogger(__name__)
 
-Fetch = Callable[[], Awaitable[Sequence[Attestation]]]
-"""Fetches the attestations of an artifact (shared by the checks of one evaluation)."""
+Fetch = Callable[[], Awaitable[ArtifactAttestations]]
+"""Fetches the attestations of an artifact with its subjects (shared by the checks of one evaluation)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +113,23 @@ class VerifiedEvidence:
         self.verifications_cache: ResultCache[tuple[object, ...], EngineVerification] = cache()
 
     def _key(self, kind: str, reference: ImageReference, *parts: object) -> tuple[object, ...]:
-        return (kind, self._policy_set.revision, reference.digest, *parts)
+        """The key of a cached answer: everything its verdict depends on.
+
+        ``parts`` are the question's own terms (key names, threshold, predicate type, expected engine). The
+        repository matters even for one digest: evidence is read from the reference's repository, and a
+        classic signature is valid only for the repository it names, so a result for ``a/signed@D`` must
+        not answer for ``a/unsigned@D``. ``reference`` is pinned by the callers; a tag would stand in for
+        its digest only until the tag moves, so it is kept in the key if one ever arrives.
+        """
+        return (
+            kind,
+            id(self._source),  # the source lives as long as this object: its id cannot be reused meanwhile
+            self._policy_set.revision,
+            reference.registry,
+            reference.repository,
+            reference.digest or f"tag:{reference.tag}",
+            *parts,
+        )
 
     def trust_policy(self, keys: Sequence[str], threshold: int) -> TrustPolicy:
         """The signature policy for a rule's keys and threshold (built once per rule)."""
@@ -169,7 +194,7 @@ class VerifiedEvidence:
         """Names of the keys that signed an attestation of ``predicate_type`` about the artifact."""
 
         async def compute() -> tuple[str, ...]:
-            candidates = [a for a in await fetch() if a.predicate_type == predicate_type]
+            candidates = [a for a in (await fetch()).attestations if a.predicate_type == predicate_type]
             if not candidates:
                 raise VerificationError(f"no attestation of type {predicate_type}")
             signers = public_keys(self._policy_set.signers_for(keys))
@@ -202,22 +227,37 @@ class VerifiedEvidence:
         """Every build manifest of the engine signed by ``threshold`` of ``keys`` (at least one)."""
 
         async def compute() -> tuple[VerifiedManifest, ...]:
-            candidates = [a for a in await fetch() if a.predicate_type == ENGINE_BUILD_PREDICATE_TYPE]
+            fetched = await fetch()
+            candidates = [a for a in fetched.attestations if a.predicate_type == ENGINE_BUILD_PREDICATE_TYPE]
             if not candidates:
-                raise VerificationError(f"no build manifest attestation found ({self._source.description})")
+                raise fetched.subjects.not_found("build manifest attestation", self._source.description)
             signers = self._policy_set.signers_for(keys)
             verified: list[VerifiedManifest] = []
             reasons: list[str] = []
+            elsewhere: list[VerificationError] = []  # signed, but about another engine file
             for attestation in candidates:
                 try:
-                    verified.append(
-                        await asyncio.to_thread(_verify_manifest, attestation, signers, threshold)
-                    )
+                    found = await asyncio.to_thread(_verify_manifest, attestation, signers, threshold)
                 except TrtguardError as error:
                     reasons.append(f"{attestation.origin}: {error.message}")
-            if not verified:
-                raise VerificationError(f"build manifest not signed by [{', '.join(keys)}]: {reasons[0]}")
-            return tuple(verified)
+                    continue
+                try:
+                    fetched.subjects.require_build_manifest(found.manifest, found.subjects)
+                except VerificationError as error:
+                    elsewhere.append(
+                        VerificationError(f"{error.message} ({attestation.origin})", hint=error.hint)
+                    )
+                    continue
+                verified.append(found)
+            if verified:
+                return tuple(verified)
+            if elsewhere:
+                first = elsewhere[0]
+                raise VerificationError(
+                    f"no build manifest signed by [{', '.join(keys)}] describes this engine: {first.message}",
+                    hint=first.hint,
+                )
+            raise VerificationError(f"build manifest not signed by [{', '.join(keys)}]: {reasons[0]}")
 
         key = self._key("manifest", reference, tuple(keys), threshold)
         return await self.manifests_cache.get_or_compute(key, compute)
@@ -228,14 +268,22 @@ class VerifiedEvidence:
         """Every change approval about the artifact signed by one of ``keys`` (possibly none)."""
 
         async def compute() -> tuple[VerifiedApproval, ...]:
-            candidates = [a for a in await fetch() if a.predicate_type == CHANGE_APPROVAL_PREDICATE_TYPE]
+            fetched = await fetch()
+            candidates = [
+                a for a in fetched.attestations if a.predicate_type == CHANGE_APPROVAL_PREDICATE_TYPE
+            ]
             signers = public_keys(self._policy_set.signers_for(keys))
             found = []
             for attestation in candidates:
                 try:
-                    found.append(await asyncio.to_thread(_verify_approval, attestation, signers))
+                    approval = await asyncio.to_thread(_verify_approval, attestation, signers)
+                    fetched.subjects.require_describes(
+                        approval.approval.engine_digest, attestation.subjects, "the change approval"
+                    )
                 except TrtguardError as error:
                     _log.info("approval %s ignored: %s", attestation.origin, error.message)
+                    continue
+                found.append(approval)
             return tuple(found)
 
         key = self._key("approvals", reference, tuple(keys))
@@ -251,18 +299,26 @@ class VerifiedEvidence:
     ) -> EngineVerification:
         """A passing GPU verification of the engine signed by ``threshold`` of ``keys``.
 
-        ``engine_sha256``, when the build manifest is known, is the engine file it must be about.
+        It must be about the artifact's engine layer
+        (:meth:`~verifier.evidence.ArtifactSubjects.require_describes`) and, when
+        the build manifest is known, about the engine file ``engine_sha256`` that manifest describes.
         """
 
         async def compute() -> EngineVerification:
-            candidates = [a for a in await fetch() if a.predicate_type == ENGINE_VERIFICATION_PREDICATE_TYPE]
+            fetched = await fetch()
+            candidates = [
+                a for a in fetched.attestations if a.predicate_type == ENGINE_VERIFICATION_PREDICATE_TYPE
+            ]
             if not candidates:
-                raise VerificationError("no GPU verification attestation found")
+                raise fetched.subjects.not_found("GPU verification attestation")
             signers = public_keys(self._policy_set.signers_for(keys))
             reasons = []
             for attestation in candidates:
                 try:
                     observed = await asyncio.to_thread(_verify_verification, attestation, signers, threshold)
+                    fetched.subjects.require_describes(
+                        observed.engine.sha256, attestation.subjects, "the GPU verification"
+                    )
                 except TrtguardError as error:
                     reasons.append(error.message)
                     continue

@@ -19,7 +19,13 @@ from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, manifest_d
 from verifier.deadline import Deadline
 from verifier.digests import sha256_bytes
 from verifier.errors import EvidenceUnavailable, InputError, VerificationError
-from verifier.evidence import Attestation, EvidenceSource, ImageSignatures, LocalEvidence
+from verifier.evidence import (
+    ArtifactAttestations,
+    ArtifactSubjects,
+    EvidenceSource,
+    ImageSignatures,
+    LocalEvidence,
+)
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
 from verifier.references import ImageReference
 from verifier.registry.push import engine_artifact_manifest, engine_layer
@@ -294,10 +300,10 @@ class UnreachableRegistry:
     async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
         raise EvidenceUnavailable("127.0.0.1:1 refused the connection", transient=True)
 
-    async def subject_digests(self, reference: ImageReference, deadline: Deadline) -> frozenset[str]:
+    async def subjects(self, reference: ImageReference, deadline: Deadline) -> ArtifactSubjects:
         raise EvidenceUnavailable("127.0.0.1:1 refused the connection", transient=True)
 
-    async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> ArtifactAttestations:
         raise EvidenceUnavailable("127.0.0.1:1 refused the connection", transient=True)
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:

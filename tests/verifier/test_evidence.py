@@ -13,7 +13,7 @@ import pytest
 from verifier.deadline import Deadline
 from verifier.digests import sha256_bytes
 from verifier.dsse import sign_envelope
-from verifier.errors import EvidenceUnavailable, InputError
+from verifier.errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.evidence import COSIGN_SIGN_PREDICATE, LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.keys import generate_private_key
@@ -52,7 +52,7 @@ def test_envelopes_bundles_and_json_lines(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("ignored")
     evidence = LocalEvidence(tmp_path)
     ref = ImageReference.parse(f"quay.io/a/b@sha256:{SUBJECT}")
-    found = run(evidence.attestations(ref, Deadline.never()))
+    found = run(evidence.attestations(ref, Deadline.never())).attestations
     assert sorted(a.origin.rsplit("/", 1)[1] for a in found) == ["a.json", "c.jsonl:1"]
     # A signing bundle is a signature, kept whole (a keyless one needs its certificate), not an attestation.
     signatures = run(evidence.image_signatures(ref, Deadline.never()))
@@ -70,8 +70,10 @@ def test_engine_artifact_manifest_maps_an_artifact_to_its_layers(tmp_path: Path)
     (tmp_path / "att.json").write_bytes(envelope_json())
     evidence = LocalEvidence(tmp_path)
     ref = ImageReference.parse(f"quay.io/models/m@sha256:{sha256_bytes(manifest)}")
-    assert run(evidence.subject_digests(ref, Deadline.never())) == {ref.digest, f"sha256:{SUBJECT}"}
-    assert len(run(evidence.attestations(ref, Deadline.never()))) == 1
+    subjects = run(evidence.subjects(ref, Deadline.never()))
+    assert (subjects.artifact, subjects.engine_file) == (ref.digest, f"sha256:{SUBJECT}")
+    assert subjects.digests == {ref.digest, f"sha256:{SUBJECT}"}
+    assert len(run(evidence.attestations(ref, Deadline.never())).attestations) == 1
     assert evidence.skipped == ()
 
 
@@ -100,8 +102,10 @@ def test_other_manifests_stand_for_their_digest_only(tmp_path: Path, manifest: d
     (tmp_path / "att.json").write_bytes(envelope_json())
     evidence = LocalEvidence(tmp_path)
     ref = ImageReference.parse(f"quay.io/models/m@sha256:{sha256_bytes(data)}")
-    assert run(evidence.subject_digests(ref, Deadline.never())) == {ref.digest}
-    assert run(evidence.attestations(ref, Deadline.never())) == ()
+    subjects = run(evidence.subjects(ref, Deadline.never()))
+    assert subjects.digests == {ref.digest}
+    assert subjects.engine_file is None
+    assert run(evidence.attestations(ref, Deadline.never())).attestations == ()
     (skipped,) = evidence.skipped
     assert skipped.location == str(tmp_path / "artifact.json")
     assert "not an engine artifact" in skipped.reason
@@ -116,9 +120,9 @@ def test_a_malformed_engine_artifact_is_refused(tmp_path: Path) -> None:
     )
     (tmp_path / "artifact.json").write_bytes(manifest)
     ref = ImageReference.parse(f"quay.io/models/m@sha256:{sha256_bytes(manifest)}")
-    with pytest.raises(EvidenceUnavailable, match="not a well-formed engine artifact") as caught:
-        run(LocalEvidence(tmp_path).subject_digests(ref, Deadline.never()))
-    assert caught.value.transient is False
+    # A definitive answer about the artifact (a violation), not a failure to check it (onError).
+    with pytest.raises(VerificationError, match="not a well-formed engine artifact"):
+        run(LocalEvidence(tmp_path).subjects(ref, Deadline.never()))
 
 
 def test_tags_cannot_be_resolved_offline(tmp_path: Path) -> None:
@@ -162,7 +166,7 @@ def test_unsupported_files_are_skipped_with_their_reason(tmp_path: Path) -> None
     (tmp_path / "good.json").write_bytes(envelope_json())
     evidence = LocalEvidence(tmp_path)
     ref = ImageReference.parse(f"quay.io/a/b@sha256:{SUBJECT}")
-    (found,) = run(evidence.attestations(ref, Deadline.never()))
+    (found,) = run(evidence.attestations(ref, Deadline.never())).attestations
     assert found.origin == str(tmp_path / "good.json")
     signatures = run(evidence.image_signatures(ref, Deadline.never()))
     assert signatures.count == 0

@@ -13,7 +13,7 @@ import logging
 import re
 import shutil
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import pytest
 
 from tests.webhook.harness import PodFactory, ReviewFactory
 from verifier.deadline import Deadline
-from verifier.evidence import Attestation, EvidenceSource, ImageSignatures, LocalEvidence
+from verifier.evidence import ArtifactAttestations, EvidenceSource, ImageSignatures, LocalEvidence
 from verifier.references import ImageReference
 from webhook._private.demo_material import OFF_LIST_IMAGE, TENSORRT_IMAGE, Material
 from webhook.admission import MAX_ANNOTATION_CHARS, parse_review_document
@@ -34,7 +34,7 @@ from webhook.review import MAX_ANNOTATED, Reviewer, ReviewSettings
 class _HangingEvidence(LocalEvidence):
     """Answers digests from the folder but never returns attestations or signatures."""
 
-    async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> ArtifactAttestations:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
@@ -46,7 +46,7 @@ class _HangingEvidence(LocalEvidence):
 class _BrokenEvidence(LocalEvidence):
     """Fails with a programming error, as a bug in an evidence source would."""
 
-    async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> ArtifactAttestations:
         raise RuntimeError("boom")
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:

@@ -3,15 +3,32 @@
 The envelope is written twice, so that every reader finds it: as a layer of cosign's ``sha256-<digest>.att``
 tag (cosign ≤ 2, policy-controller, Kyverno) and as an OCI 1.1 referrer of the artifact (cosign v3, oras;
 with the ``sha256-<digest>`` fallback index where the registry has no referrers API).
+
+Before anything is written the statement must be about the artifact
+(:class:`~verifier.evidence.ArtifactSubjects`): its subject must be the artifact digest D or, for an engine
+artifact, its engine layer L. trtguard's own predicates must also describe that engine: a build manifest's
+``output_engine.sha256``, a GPU verification's ``engine.sha256`` and a change approval's ``engine_digest``
+must be L (or, where the artifact has no engine layer, the statement must name D), and a build manifest
+must record the artifact's ONNX and calibration-cache files as its inputs. Refusing here keeps a manifest
+from being parked on an artifact whose engine it does not describe; the evaluator applies the same rule
+(the same :class:`~verifier.evidence.ArtifactSubjects` methods) when it reads attestations.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from verifier.attestations import (
+    CHANGE_APPROVAL_PREDICATE_TYPE,
+    ENGINE_VERIFICATION_PREDICATE_TYPE,
+    load_approval,
+    load_verification,
+)
 from verifier.deadline import Deadline
-from verifier.errors import InputError
+from verifier.errors import InputError, VerificationError
+from verifier.evidence import ArtifactSubjects
 from verifier.intoto import Statement
+from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
 from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.cosign_layout import (
@@ -44,21 +61,16 @@ async def attach_attestation(
     *,
     location: str | None = None,
 ) -> Attached:
-    """Attach ``envelope`` (whose payload is ``statement``) to ``target``; its subject must be the artifact.
+    """Attach ``envelope`` (whose payload is ``statement``) to ``target``; it must be about the artifact.
 
-    The subject may be the artifact's digest or, for an engine artifact, one of its files (the engine's
-    sha256). Raises :class:`InputError` when the statement is about something else.
+    The subject may be the artifact's digest or, for an engine artifact, its engine file (the engine layer's
+    sha256); trtguard's predicates must describe that engine file. Raises :class:`InputError` when the
+    statement is about something else, or is a trtguard predicate that does not validate.
     """
     digest = await client.resolve(target, deadline)
     pinned = target.with_digest(digest)
-    subjects = await RegistryEvidence(client).subject_digests(pinned, deadline)
-    if not statement.subject_digests() & subjects:
-        named = ", ".join(sorted(statement.subject_digests())) or "no sha256 digest"
-        raise InputError(
-            f"the attestation is about {named}, not about {pinned.name}@{digest} or its files",
-            location=location,
-            hint="attach it to the artifact its statement's subject names",
-        )
+    subjects = await RegistryEvidence(client).subjects(pinned, deadline)
+    _require_about(subjects, statement, f"{pinned.name}@{digest}", location)
     await append_layer(
         client,
         pinned,
@@ -81,3 +93,32 @@ async def attach_attestation(
         deadline=deadline,
     )
     return Attached(digest=digest, referrer=pushed.digest)
+
+
+def _require_about(
+    subjects: ArtifactSubjects, statement: Statement, artifact: str, location: str | None
+) -> None:
+    named = statement.subject_digests()
+    if not named & subjects.digests:
+        about = ", ".join(sorted(named)) or "no sha256 digest"
+        engine = f" or its engine file {subjects.engine_file}" if subjects.engine_file else ""
+        raise InputError(
+            f"the attestation is about {about}, not about {artifact}{engine}",
+            location=location,
+            hint="attach it to the artifact its statement's subject names (an engine artifact's ONNX and "
+            "calibration-cache layers are not subjects)",
+        )
+    source = location or "the attestation"
+    try:
+        if statement.predicate_type == ENGINE_BUILD_PREDICATE_TYPE:
+            subjects.require_build_manifest(load_manifest(statement, source), named)
+        elif statement.predicate_type == ENGINE_VERIFICATION_PREDICATE_TYPE:
+            verification = load_verification(statement, source)
+            subjects.require_describes(verification.engine.sha256, named, "the GPU verification")
+        elif statement.predicate_type == CHANGE_APPROVAL_PREDICATE_TYPE:
+            approval = load_approval(statement, source)
+            subjects.require_describes(approval.engine_digest, named, "the change approval")
+    except VerificationError as error:
+        raise InputError(
+            f"not attached to {artifact}: {error.message}", location=location, hint=error.hint
+        ) from error

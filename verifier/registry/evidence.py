@@ -11,7 +11,9 @@ Where evidence is looked for, for the artifact digest ``D`` in repository ``R``:
   ``D`` that carry a signature (cosign v3: a ``https://sigstore.dev/cosign/sign/v1`` statement or a
   message signature);
 * attestations: the DSSE envelopes of ``R:sha256-D.att``, DSSE envelope referrers of ``D`` (what
-  ``trtguard attach-attestation`` writes), and Sigstore bundle referrers carrying any other statement.
+  ``trtguard attach-attestation`` writes), and Sigstore bundle referrers carrying any other statement; a
+  statement counts only when its subject is ``D`` or, for an engine artifact, the engine layer ``L``
+  (never the ONNX or calibration-cache layer: :class:`~verifier.evidence.ArtifactSubjects`).
 
 Referrers come from the OCI 1.1 referrers API, or from the ``sha256-D`` fallback index where the registry
 has none. A document that does not parse (another tool's attachment, garbage under a tag) is skipped and
@@ -34,10 +36,12 @@ from typing import Any
 
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
-from verifier.errors import EvidenceUnavailable, InputError, VerificationError
+from verifier.errors import InputError, VerificationError
 from verifier.evidence import (
     COSIGN_SIGN_PREDICATE,
     MAX_EVIDENCE_BYTES,
+    ArtifactAttestations,
+    ArtifactSubjects,
     Attestation,
     EvidenceSource,
     ImageSignatures,
@@ -56,7 +60,7 @@ from verifier.registry.cosign_layout import (
     read_referrer,
     read_signatures,
 )
-from verifier.registry.push import ENGINE_ARTIFACT_TYPE, InvalidEngineArtifact, engine_layers
+from verifier.registry.push import InvalidEngineArtifact
 from verifier.signatures import CosignSignature
 
 __all__ = ["RegistryEvidence", "evidence_source"]
@@ -125,36 +129,35 @@ class RegistryEvidence:
         """The digest of ``reference``: its own, or the one its tag points at now (from the bytes)."""
         return await self._client.resolve(reference, deadline)
 
-    async def subject_digests(self, reference: ImageReference, deadline: Deadline) -> frozenset[str]:
-        """The manifest digest; for an engine artifact also its layer digests (the engine file's sha256).
+    async def subjects(self, reference: ImageReference, deadline: Deadline) -> ArtifactSubjects:
+        """The manifest digest; for an engine artifact also its engine layer (the engine file's sha256).
 
         An engine artifact (``application/vnd.trtguard.engine.v1``) must follow the layout that
-        ``trtguard push-engine`` writes; one that does not (extra files, two engines) is refused. Any other
-        manifest stands only for itself: its layers could hold any file, so none may stand for it.
+        ``trtguard push-engine`` writes; one that does not (extra files, two engines) is refused with
+        :class:`VerificationError` (the artifact is bad: a policy's ``onError`` must not let it pass). Any
+        other manifest, an index included, stands only for itself: its layers could hold any file.
         """
         digest = await self.resolve_digest(reference, deadline)
         manifest = await self._client.get_manifest(reference, deadline, reference=digest)
-        if manifest.is_index:
-            return frozenset({digest})
-        if manifest.artifact_type == ENGINE_ARTIFACT_TYPE:
-            try:
-                layers = engine_layers(manifest)
-            except InvalidEngineArtifact as error:
-                raise EvidenceUnavailable(
-                    f"{reference.name}@{digest} is not a well-formed engine artifact: {error}",
-                    transient=False,
-                    location=f"engine {reference.name}@{digest}",
-                    hint="push the engine with trtguard push-engine",
-                ) from error
-            return frozenset({digest} | {layer.digest for layer in layers if layer is not None})
-        return frozenset({digest})
+        try:
+            return ArtifactSubjects.of_manifest(manifest)
+        except InvalidEngineArtifact as error:
+            raise VerificationError(
+                f"{reference.name}@{digest} is not a well-formed engine artifact: {error}",
+                location=f"engine {reference.name}@{digest}",
+                hint="push the engine with trtguard push-engine",
+            ) from error
 
-    async def attestations(self, reference: ImageReference, deadline: Deadline) -> Sequence[Attestation]:
-        """DSSE attestations attached to the artifact whose statement names one of its subject digests."""
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> ArtifactAttestations:
+        """DSSE attestations attached to the artifact whose statement names its digest or its engine file's.
+
+        They are read from the ``.att`` tag and the referrers of the artifact digest only; a statement is
+        kept when one of its subjects is one of :attr:`ArtifactSubjects.digests`.
+        """
         digest = await self.resolve_digest(reference, deadline)
         pinned = reference.with_digest(digest)
         async with task_group() as group:
-            subjects_task = group.create_task(self.subject_digests(pinned, deadline))
+            subjects_task = group.create_task(self.subjects(pinned, deadline))
             classic_task = group.create_task(
                 read_attestations(self._client, pinned, digest, deadline, max_bytes=MAX_EVIDENCE_BYTES)
             )
@@ -166,8 +169,8 @@ class RegistryEvidence:
         ]
         found: dict[Envelope, Attestation] = {}
         for signed in [*await asyncio.to_thread(_statements, classic), *referrers_task.result()]:
-            _add(found, signed, subjects)
-        return tuple(found.values())
+            _add(found, signed, subjects.digests)
+        return ArtifactAttestations(subjects, tuple(found.values()))
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
         """Classic ``.sig`` signatures and cosign v3 signature bundles of the image digest, digest-checked."""

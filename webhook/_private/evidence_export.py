@@ -115,12 +115,11 @@ class _EngineEvidence:
             return _Found(frozenset({digest}), problems=[f"reference {reference!r}: {error.message}"])
         found = _Found(frozenset({digest}))
         try:
-            found.subjects = frozenset({digest}) | await source.subject_digests(pinned, self._deadline)
-        except EvidenceUnavailable as error:
-            found.problems.append(f"subject digests unavailable from {source.description}: {error.message}")
-        try:
-            found.attestations = tuple(await source.attestations(pinned, self._deadline))
-        except EvidenceUnavailable as error:
+            attached = await source.attestations(pinned, self._deadline)
+            # The digests that may find statements about the engine: the artifact's and its engine file's.
+            found.subjects = attached.subjects.digests
+            found.attestations = attached.attestations
+        except (EvidenceUnavailable, VerificationError) as error:  # unreachable, or a malformed artifact
             found.problems.append(f"attestations unavailable from {source.description}: {error.message}")
         try:
             found.signatures = await source.image_signatures(pinned, self._deadline)

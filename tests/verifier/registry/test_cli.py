@@ -19,6 +19,7 @@ from typing import TypeVar
 
 import pytest
 
+from tests.policies.conftest import manifest_data
 from tests.verifier.registry.images import push_image, tiny_image
 from tests.verifier.registry.localregistry import LocalRegistry, plain_config
 from verifier._cli import registry as registry_cli
@@ -149,9 +150,10 @@ def test_push_engine_prints_the_digest_reference(
     ref = ImageReference.parse(printed)
     assert ref.name == f"{registry.host}/cli/engine" and ref.digest is not None
     subjects = _in_registry(
-        registry, lambda client: RegistryEvidence(client).subject_digests(ref, Deadline.after(10))
+        registry, lambda client: RegistryEvidence(client).subjects(ref, Deadline.after(10))
     )
-    assert "sha256:" + hashlib.sha256(engine.read_bytes()).hexdigest() in subjects
+    assert subjects.engine_file == "sha256:" + hashlib.sha256(engine.read_bytes()).hexdigest()
+    assert subjects.onnx_file == "sha256:" + hashlib.sha256(onnx.read_bytes()).hexdigest()
     assert (
         run(
             "push-engine",
@@ -178,9 +180,9 @@ def test_attach_attestation_to_an_engine(
     ref = ImageReference.parse(capsys.readouterr().out.strip())
     _, key = _key(setup, "builder")
     envelope_path = setup / "build.dsse.json"
-    envelope_path.write_bytes(
-        sign_statement(statement_for_file(engine, BUILD, {"audit_id": "A-9"}), key).to_json()
-    )
+    # A build manifest is checked before it is attached: it must be valid and describe this engine.
+    predicate = manifest_data(engine.read_bytes(), audit_id="A-9")
+    envelope_path.write_bytes(sign_statement(statement_for_file(engine, BUILD, predicate), key).to_json())
     assert (
         run(
             "attach-attestation",
@@ -199,7 +201,7 @@ def test_attach_attestation_to_an_engine(
     found = _in_registry(
         registry, lambda client: RegistryEvidence(client).attestations(ref, Deadline.after(10))
     )
-    assert [a.predicate_type for a in found] == [BUILD]
+    assert [a.predicate_type for a in found.attestations] == [BUILD]
 
     async def counts(client: RegistryClient) -> tuple[int, int]:
         assert ref.digest is not None

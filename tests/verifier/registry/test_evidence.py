@@ -15,7 +15,7 @@ from tests.verifier.registry.images import TinyImage, push_image, tiny_image
 from tests.verifier.registry.localregistry import LocalRegistry, plain_config
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
-from verifier.errors import EvidenceUnavailable, InputError
+from verifier.errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.evidence import COSIGN_SIGN_PREDICATE, MAX_EVIDENCE_BYTES, EvidenceSource, LocalEvidence
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_for_file
 from verifier.keys import PrivateKey, generate_private_key
@@ -172,7 +172,7 @@ async def test_classic_and_v3_signatures_of_a_tagged_image(
         json.loads(material.bundles[0])["dsseEnvelope"]["payload"]
     )
     # v3 signatures are not attestations.
-    assert await evidence.attestations(ref, Deadline.after(10)) == ()
+    assert (await evidence.attestations(ref, Deadline.after(10))).attestations == ()
 
 
 async def test_unsigned_image_has_empty_material(client: RegistryClient, registry: LocalRegistry) -> None:
@@ -215,7 +215,7 @@ async def test_attestations_from_att_and_referrers_are_deduplicated_and_filtered
         blob_media_type=SIGSTORE_BUNDLE,
         deadline=Deadline.after(10),
     )
-    found = await RegistryEvidence(client).attestations(ref, Deadline.after(10))
+    found = (await RegistryEvidence(client).attestations(ref, Deadline.after(10))).attestations
     assert sorted(a.predicate_type for a in found) == [
         "https://cyclonedx.org/bom",
         "https://slsa.dev/provenance/v1",
@@ -238,15 +238,22 @@ async def test_engine_artifact_subjects_and_build_manifest(
     to = ImageReference.parse(f"{registry.host}/evidence/engine:v1")
     artifact = await push_engine(client, to, engine, Deadline.after(30), calibration_cache=calibration)
     evidence = RegistryEvidence(client)
-    subjects = await evidence.subject_digests(artifact.reference, Deadline.after(10))
+    subjects = await evidence.subjects(artifact.reference, Deadline.after(10))
     assert artifact.calibration_cache is not None
-    assert subjects == {artifact.reference.digest, artifact.engine.digest, artifact.calibration_cache.digest}
+    assert (subjects.artifact, subjects.engine_file, subjects.calibration_cache_file, subjects.onnx_file) == (
+        artifact.reference.digest,
+        artifact.engine.digest,
+        artifact.calibration_cache.digest,
+        None,
+    )
+    # The calibration cache layer is mounted beside the engine, but never finds attestations about it.
+    assert subjects.digests == {artifact.reference.digest, artifact.engine.digest}
     key = generate_private_key()
     build = sign_statement(statement_for_file(engine, BUILD, {"audit_id": "A-1"}), key)
     manifest = await client.get_manifest(artifact.reference, Deadline.after(10))
     assert manifest is not None
     await _attach(client, artifact.reference, manifest.descriptor, build)
-    (found,) = await evidence.attestations(to, Deadline.after(10))  # by tag
+    (found,) = (await evidence.attestations(to, Deadline.after(10))).attestations  # by tag
     assert found.predicate_type == BUILD and found.subjects == {artifact.engine.digest}
 
 
@@ -268,9 +275,9 @@ async def test_a_malformed_engine_artifact_is_refused(
     ]
     data = image_manifest(config=EMPTY_DESCRIPTOR, layers=layers, artifact_type=ENGINE_ARTIFACT_TYPE)
     await client.push_manifest(ref, data, OCI_MANIFEST, deadline, tag="v1")
-    with pytest.raises(EvidenceUnavailable, match="not a well-formed engine artifact") as raised:
-        await RegistryEvidence(client).subject_digests(ref, deadline)
-    assert raised.value.transient is False
+    # A definitive answer about the artifact (a violation), not a failure to check it (onError).
+    with pytest.raises(VerificationError, match="not a well-formed engine artifact"):
+        await RegistryEvidence(client).subjects(ref, deadline)
 
 
 async def test_plain_images_and_indexes_stand_for_their_digest_only(
@@ -278,7 +285,9 @@ async def test_plain_images_and_indexes_stand_for_their_digest_only(
 ) -> None:
     ref = ImageReference.parse(f"{registry.host}/evidence/plain:v1")
     digest = await push_image(client, ref, tiny_image())
-    assert await RegistryEvidence(client).subject_digests(ref, Deadline.after(10)) == {digest}
+    subjects = await RegistryEvidence(client).subjects(ref, Deadline.after(10))
+    assert subjects.digests == {digest}
+    assert subjects.engine_file is None
 
 
 async def test_other_artifacts_stand_for_their_digest_only(
@@ -295,7 +304,9 @@ async def test_other_artifacts_stand_for_their_digest_only(
         config=EMPTY_DESCRIPTOR, layers=[engine, plugin], artifact_type="application/vnd.example.bundle.v1"
     )
     pushed = await client.push_manifest(ref, data, OCI_MANIFEST, deadline, tag="v1")
-    assert await RegistryEvidence(client).subject_digests(ref, deadline) == {pushed.digest}
+    subjects = await RegistryEvidence(client).subjects(ref, deadline)
+    assert subjects.digests == {pushed.digest}
+    assert subjects.engine_file is None
 
 
 async def test_registry_failures_keep_their_transient_flag(
