@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
 
 from webhook.admission import (
     MAX_BODY_BYTES,
@@ -99,9 +100,14 @@ def create_app(settings: ServeSettings, services: WebhookServices) -> FastAPI:
         started = time.perf_counter()
         api_timeout = parse_timeout(request.query_params.get("timeout"))
         try:
-            # A body that trickles in is cut off when the API server itself would have given up.
-            async with asyncio.timeout(api_timeout or settings.default_timeout):
+            # A body that trickles in is cut off when the API server itself would have given up, and never
+            # later than --body-timeout (a client may ask for any ?timeout=).
+            async with asyncio.timeout(min(api_timeout or settings.default_timeout, settings.body_timeout)):
                 body = await _read_body(request)
+        except ClientDisconnect:
+            # Nobody is left to answer and nothing went wrong in the webhook: no ASGI error, no traceback.
+            _log.debug("client disconnected before sending the whole AdmissionReview")
+            return _status(400, "BadRequest", "the client disconnected before sending the body", close=True)
         except TimeoutError:
             services.metrics.review_failures.labels("bad_request").inc()
             return _status(408, "Timeout", "the request body did not arrive in time", close=True)

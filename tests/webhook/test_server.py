@@ -501,3 +501,61 @@ async def test_postgresql_down_denies_or_spools_as_configured(
         await store.close()
     records = json.dumps(deny.log_records())
     assert "decision not recorded; denying" in records
+
+
+async def test_a_policy_file_emptied_and_rewritten_under_load_never_admits_what_it_denies(
+    demo_material: Material,
+    tmp_path: Path,
+    webhook_process: StartWebhook,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+    wait_until: WaitUntil,
+) -> None:
+    """Issue 10, item 7: truncating one library file and writing it back 1.5 s later admitted 40 Pods.
+
+    The Pod is denied by trusted-base-images.yaml alone (its nginx sidecar is off the allow-list).
+    """
+    policies = tmp_path / "policies"
+    shutil.copytree(demo_material.policies, policies)
+    server = webhook_process(*_serve_args(demo_material, policies, "--reload-interval", "0.1"))
+    obj = make_pod("p", TENSORRT_IMAGE, engine=demo_material.engines["fp16"], extra_images=(OFF_LIST_IMAGE,))
+    verdicts: list[bool] = []
+    stop = asyncio.Event()
+
+    async def stream(client: ApiServerClient) -> None:
+        while not stop.is_set():
+            body = make_review(obj=obj)
+            verdicts.append(
+                verify_admission_response(body["request"]["uid"], await client.post(body))["allowed"]
+            )
+
+    async with server.client() as client:
+        revision = (await client.get("/readyz")).json()["policies"]["revision"]
+        workers = [asyncio.create_task(stream(client)) for _ in range(4)]
+        await asyncio.sleep(0.3)
+        target = policies / "trusted-base-images.yaml"
+        content = target.read_bytes()
+        with target.open("wb"):
+            pass  # truncated, as an editor or `cp` does before writing
+        await asyncio.sleep(1.5)
+        target.write_bytes(content)
+        await wait_until(
+            lambda: _with(
+                client.get("/readyz"),
+                lambda r: (
+                    r.json()["policies"]["last_reload_error"] is None
+                    and r.json()["policies"]["revision"] == revision
+                ),
+            ),
+            within=15,
+        )
+        await asyncio.sleep(0.3)
+        stop.set()
+        await asyncio.gather(*workers)
+        metrics = (await client.get("/metrics")).text
+    assert len(verdicts) > 20
+    assert not any(verdicts), f"{sum(verdicts)} of {len(verdicts)} Pods admitted that the full set denies"
+    # The emptied file was a failed reload, visible as such, not a quiet smaller set.
+    assert _metric(metrics, "trtguard_policy_reloads_total", result="failure") >= 1
+    assert _metric(metrics, "trtguard_policy_reload_failing") == 0
