@@ -170,7 +170,12 @@ class Reviewer:
                 "evaluation_error",
             )
         if request.operation == "UPDATE" and (_being_deleted(obj) or _being_deleted(request.old_object)):
-            # Finalizer removal and other clean-up must never be blocked (kyverno#8815).
+            # Admitted unjudged, on purpose (and recorded like any answer). The API server keeps the
+            # stored deletionTimestamp on every UPDATE (none can set or clear it), so it marks a deletion
+            # already under way, and nothing new starts from such an object: workload controllers create no
+            # Pods from an object being deleted, and the kubelet only tears a terminating Pod down, whatever
+            # its spec now says. These UPDATEs are clean-up, above all finalizer removal; blocking them would
+            # leave the object undeletable (kyverno#8815).
             return Verdict(True, "DeletionInProgress")
         if not is_workload_kind(request.kind.kind):
             return _not_a_workload(request)
