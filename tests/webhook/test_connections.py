@@ -131,18 +131,18 @@ async def test_connections_that_send_nothing_are_closed_within_the_header_timeou
 
 
 async def test_kept_alive_connections_are_closed_after_the_idle_timeout(limited: WebhookProcess) -> None:
-    connections = [await _tls(limited) for _ in range(200)]
-    for _, writer in connections:
-        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-    for reader, _ in connections:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-        assert head.startswith(b"HTTP/1.1 200")
-        await reader.readexactly(int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0]))
-    times = await asyncio.gather(
-        *(_closed_after(reader, IDLE_TIMEOUT + SLACK + 5) for reader, _ in connections)
-    )
-    for _, writer in connections:
-        writer.transport.abort()
+    async def one_request_then_idle() -> float:
+        reader, writer = await _tls(limited)
+        try:
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200")
+            await reader.readexactly(int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0]))
+            return await _closed_after(reader, IDLE_TIMEOUT + SLACK + 5)
+        finally:
+            writer.transport.abort()
+
+    times = await asyncio.gather(*(one_request_then_idle() for _ in range(200)))
     assert min(times) > IDLE_TIMEOUT - 0.5 and max(times) < IDLE_TIMEOUT + SLACK, (min(times), max(times))
 
 
