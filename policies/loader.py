@@ -181,6 +181,12 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
         except InputError as error:
             problems.append(str(error))
             continue
+        if not documents:
+            # An emptied or truncated file must not silently drop its policies from the set.
+            problems.append(
+                f"{path}: holds no policy documents (it is empty or only comments); delete the file if it is "
+                "not meant to hold policies"
+            )
         for document in documents:
             parsed = _parse_document(document, path, problems)
             if isinstance(parsed, TrustedKeysDocument):
@@ -215,6 +221,12 @@ def _parse_document(
 ) -> TrustedKeysDocument | InferencePolicyDocument | None:
     data = document.data
     where = f"{path}:{document.line}"
+    if data is None:
+        problems.append(
+            f"{where}: empty document (a '---' with nothing after it, or null); remove it or finish the "
+            "document"
+        )
+        return None
     if not isinstance(data, dict):
         problems.append(f"{where}: a policy document must be a mapping with apiVersion, kind, metadata, spec")
         return None
@@ -249,12 +261,17 @@ def _describe(error: ValidationError, document: Document, path: Path) -> list[st
         field_path = _field_path(loc)
         line = document.line_of(loc)
         message = item["msg"]
+        value = item.get("input")
+        shown = "" if item["type"] in ("missing", "extra_forbidden") else f" (got {_short(value)})"
         if item["type"] == "extra_forbidden":
             message = "unknown key (check the spelling against `trtguard schema policy`)"
         elif item["type"] == "missing":
             message = "required key is missing"
-        value = item.get("input")
-        shown = "" if item["type"] in ("missing", "extra_forbidden") else f" (got {_short(value)})"
+        elif value is None and "input" in item:
+            # A key with nothing after it, as a file cut off while being written leaves it. The schema refuses
+            # null everywhere (policies.schema._Model) with a message of its own.
+            message = message.removeprefix("Value error, ")
+            shown = "" if item["type"] == "value_error" else " (got null)"
         found.append(f"{path}:{line}: {field_path or '<document>'}: {message}{shown}")
     return found
 

@@ -37,6 +37,17 @@ KeyRef = Annotated[
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
 
+    @field_validator("*")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        # `key:` with nothing after it is what a file cut off while being written leaves behind, and for most
+        # optional rules null would mean "no such check" (`signatures:` → no signature check). An absent key
+        # takes its default; an explicit null is never accepted. (After validation, not before: pydantic
+        # allows no before-validator on the `kind` discriminator; non-optional types refuse null themselves.)
+        if value is None:
+            raise ValueError("null is not allowed: give a value, or leave the key out to get its default")
+        return value
+
 
 def parse_duration(text: str) -> timedelta:
     """``30s``, ``15m``, ``12h``, ``180d``, ``2w`` → timedelta."""
@@ -180,6 +191,13 @@ class LabelSelector(_Model):
     match_labels: dict[str, str] = Field(default_factory=dict)
     match_expressions: list[LabelExpression] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _not_empty(self) -> LabelSelector:
+        # An empty selector selects every object: under `exclude` it would switch the whole policy off.
+        if not self.match_labels and not self.match_expressions:
+            raise ValueError("an empty selector selects every object; give matchLabels or matchExpressions")
+        return self
+
 
 WorkloadKind = Literal[
     "Pod",
@@ -291,7 +309,10 @@ class ToolchainRule(_Model):
         default=False,
         description="the builder image digest must equal the digest of a container using the engine",
     )
-    allowed: list[str] | None = Field(default=None, description="globs over the builder image reference")
+    # An empty list would read as "no builder allowed" but check nothing: absent says "no allow-list".
+    allowed: list[str] | None = Field(
+        default=None, min_length=1, description="globs over the builder image reference"
+    )
 
     @model_validator(mode="after")
     def _something(self) -> ToolchainRule:
@@ -421,7 +442,25 @@ def policy_json_schema() -> dict[str, Any]:
     adapter: TypeAdapter[TrustedKeysDocument | InferencePolicyDocument] = TypeAdapter(
         Annotated[TrustedKeysDocument | InferencePolicyDocument, Field(discriminator="kind")]
     )
-    schema = adapter.json_schema(by_alias=True)
+    schema: dict[str, Any] = _without_null(adapter.json_schema(by_alias=True))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "trtguard policy document"
     return schema
+
+
+def _without_null(schema: Any) -> Any:
+    """``schema`` without the ``null`` alternatives pydantic writes for optional fields (null is refused)."""
+    if isinstance(schema, list):
+        return [_without_null(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {
+        key: _without_null(value) for key, value in schema.items() if not (key == "default" and value is None)
+    }
+    choices = [c for c in result.get("anyOf", ()) if c != {"type": "null"}]
+    if "anyOf" in result and len(choices) == 1:
+        del result["anyOf"]
+        result.update(choices[0])
+    elif "anyOf" in result:
+        result["anyOf"] = choices
+    return result

@@ -4,8 +4,8 @@ Requests are read the way the API server actually sends them (``dryRun`` absent 
 absent on ``generateName`` creates, ``object``/``oldObject`` null). Anything that is not an AdmissionReview v1
 with a uid raises :class:`ReviewError` carrying an HTTP status: with no uid to answer, the API server counts a
 failed call and its ``failurePolicy`` decides. Once the uid is known, a malformed request raises a
-:class:`ReviewError` that carries the uid, and the webhook answers it with a denial, so that not even
-``failurePolicy: Ignore`` lets it through.
+:class:`ReviewError` that carries the uid and what could be read of the request, and the webhook answers it
+with a denial (recorded like any other), so that not even ``failurePolicy: Ignore`` lets it through.
 
 Responses follow the API server's ``VerifyAdmissionResponse`` rules: exact GVK, the request's uid, a boolean
 ``allowed``, never ``patch``/``patchType``; a denial carries ``status.code`` ≥ 400 with a one-line message.
@@ -50,8 +50,9 @@ _ANNOTATION_KEY = re.compile(r"[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?")
 class ReviewError(InputError):
     """The body is not a well-formed AdmissionReview v1 request.
 
-    ``uid`` is the request's uid when it could be read (answer with a denial), else ``None``; ``status`` is
-    the HTTP status to send when there is no uid to answer.
+    ``uid`` is the request's uid when it could be read (answer with a denial), else ``None``; ``request`` is
+    then what could be read of the request (its well-formed fields, the others empty), for the decision
+    record; ``status`` is the HTTP status to send when there is no uid to answer.
     """
 
     def __init__(
@@ -62,10 +63,12 @@ class ReviewError(InputError):
         location: str | None = None,
         hint: str | None = None,
         uid: str | None = None,
+        request: AdmissionRequest | None = None,
     ):
         super().__init__(message, location=location, hint=hint)
         self.status = status
         self.uid = uid
+        self.request = request
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +159,40 @@ def parse_review_document(document: Mapping[str, Any]) -> AdmissionRequest:
         return _parse_request(request, uid)
     except ReviewError as error:
         raise ReviewError(
-            error.message, status=error.status, location=error.location, hint=error.hint, uid=uid
+            error.message,
+            status=error.status,
+            location=error.location,
+            hint=error.hint,
+            uid=uid,
+            request=_readable_part(request, uid),
         ) from None
+
+
+def _readable_part(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
+    """The well-formed fields of a malformed request, the others empty: what its denial's record shows."""
+
+    def text(value: object) -> str | None:
+        return value if isinstance(value, str) and value else None
+
+    def mapping(value: object) -> Mapping[str, Any]:
+        return value if isinstance(value, dict) else {}
+
+    kind = mapping(request.get("kind"))
+    obj, old = request.get("object"), request.get("oldObject")
+    return AdmissionRequest(
+        uid=uid,
+        kind=GroupVersionKind(
+            text(kind.get("group")) or "", text(kind.get("version")) or "", text(kind.get("kind")) or ""
+        ),
+        operation=text(request.get("operation")) or "",
+        sub_resource=text(request.get("subResource")),
+        name=text(request.get("name")),
+        namespace=text(request.get("namespace")),
+        username=text(mapping(request.get("userInfo")).get("username")),
+        object=obj if isinstance(obj, dict) else None,
+        old_object=old if isinstance(old, dict) else None,
+        dry_run=request.get("dryRun") is True,
+    )
 
 
 def _parse_request(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
@@ -270,7 +305,13 @@ def deny_response(
 
 def encode(review: Mapping[str, Any]) -> bytes:
     """The response body: compact UTF-8 JSON."""
-    return json.dumps(review, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text = json.dumps(review, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (from a "\ud800" escape in the request, echoed in the uid or a message) has no
+        # UTF-8 form; written as a JSON escape it goes back as it came.
+        return json.dumps(review, separators=(",", ":")).encode("ascii")
 
 
 def short_warnings(texts: Iterable[str]) -> list[str]:

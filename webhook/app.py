@@ -20,9 +20,11 @@ from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
 
 from webhook.admission import (
     MAX_BODY_BYTES,
+    AdmissionRequest,
     ReviewError,
     deny_response,
     encode,
@@ -99,9 +101,14 @@ def create_app(settings: ServeSettings, services: WebhookServices) -> FastAPI:
         started = time.perf_counter()
         api_timeout = parse_timeout(request.query_params.get("timeout"))
         try:
-            # A body that trickles in is cut off when the API server itself would have given up.
-            async with asyncio.timeout(api_timeout or settings.default_timeout):
+            # A body that trickles in is cut off when the API server itself would have given up, and never
+            # later than --body-timeout (a client may ask for any ?timeout=).
+            async with asyncio.timeout(min(api_timeout or settings.default_timeout, settings.body_timeout)):
                 body = await _read_body(request)
+        except ClientDisconnect:
+            # Nobody is left to answer and nothing went wrong in the webhook: no ASGI error, no traceback.
+            _log.debug("client disconnected before sending the whole AdmissionReview")
+            return _status(400, "BadRequest", "the client disconnected before sending the body", close=True)
         except TimeoutError:
             services.metrics.review_failures.labels("bad_request").inc()
             return _status(408, "Timeout", "the request body did not arrive in time", close=True)
@@ -119,10 +126,20 @@ def create_app(settings: ServeSettings, services: WebhookServices) -> FastAPI:
             else:
                 admission = parse_review(body)
         except ReviewError as error:
-            services.metrics.review_failures.labels("bad_request").inc()
-            if error.uid is not None:
+            if error.request is not None:
+                # The uid is known: a denial, recorded like every answer (and counted as bad_request).
                 _log.warning("malformed AdmissionReview denied", extra={"fields": {"uid": error.uid}})
-                return _answer(deny_response(error.uid, message=str(error), reason="BadRequest", code=400))
+                refused = await services.reviewer.refuse(
+                    error.request,
+                    reason="BadRequest",
+                    message=str(error),
+                    code=400,
+                    failure="bad_request",
+                    api_timeout=api_timeout,
+                    started=started,
+                )
+                return _answer(refused)
+            services.metrics.review_failures.labels("bad_request").inc()
             return _status(
                 error.status, "BadRequest" if error.status == 400 else "Invalid", error.diagnostics()
             )
@@ -130,13 +147,7 @@ def create_app(settings: ServeSettings, services: WebhookServices) -> FastAPI:
             review = await services.reviewer.review(admission, api_timeout=api_timeout, started=started)
         except Exception:  # a bug in the webhook: deny, rather than an HTTP 500 that failurePolicy decides
             _log.exception("review failed; denying", extra={"fields": {"uid": admission.uid}})
-            services.metrics.review_failures.labels("internal_error").inc()
-            review = deny_response(
-                admission.uid,
-                message="trtguard failed while checking this request, so it denies it; retry shortly",
-                reason="InternalError",
-                code=500,
-            )
+            review = await _internal_error(services, admission, api_timeout, started)
         return _answer(review)
 
     # A plain Starlette route: the handler reads the raw body itself, so FastAPI's per-request parameter
@@ -218,6 +229,27 @@ async def _read_body(request: Request) -> bytes:
             raise _TooLarge
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def _internal_error(
+    services: WebhookServices, admission: AdmissionRequest, api_timeout: float | None, started: float
+) -> dict[str, Any]:
+    """The denial for a request the webhook failed to judge, recorded if the reviewer can still record it."""
+    message = "trtguard failed while checking this request, so it denies it; retry shortly"
+    try:
+        return await services.reviewer.refuse(
+            admission,
+            reason="InternalError",
+            message=message,
+            code=500,
+            failure="internal_error",
+            api_timeout=api_timeout,
+            started=started,
+        )
+    except Exception:  # not even the denial could be recorded: it is answered all the same
+        _log.exception("recording the denial failed", extra={"fields": {"uid": admission.uid}})
+        services.metrics.review_failures.labels("internal_error").inc()
+        return deny_response(admission.uid, message=message, reason="InternalError", code=500)
 
 
 def _answer(review: dict[str, Any]) -> Response:

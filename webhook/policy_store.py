@@ -3,6 +3,13 @@
 A reload reads and compiles the new files in a thread and replaces the :class:`LoadedPolicies` reference in
 one assignment, so a review sees either the old set or the new one, never a mix. Files that do not load keep
 the previous set in force; the failure is logged, kept for ``/readyz`` and counted in a metric.
+
+A reload never acts on files that are still being written: changed files must read the same (names, sizes,
+modification times and contents) twice, ``settle`` seconds apart, and again after they were compiled, or the
+attempt is dropped and the next poll looks again. So the set in force only ever changes to one that was read
+whole from files that stood still. (A writer that pauses longer than ``settle`` half-way through a file cannot
+be told from one that finished: write policy files to a temporary name and rename them into place, as
+Kubernetes does for ConfigMaps.)
 """
 
 from __future__ import annotations
@@ -11,20 +18,27 @@ import asyncio
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
 
 from policies.evaluator import AdmissionHistory, PolicyEngine
 from policies.loader import PolicySet, load_policy_set
-from verifier.errors import TrtguardError
+from verifier.errors import InputError, TrtguardError
 from verifier.evidence import EvidenceSource
 
 _log = logging.getLogger(__name__)
 
 ReloadCallback = Callable[["PolicyStore", bool], None]
 """Called as ``callback(store, succeeded)`` after each attempt to load changed files."""
+
+#: Seconds changed policy files must stand still before a reload reads them.
+DEFAULT_SETTLE: Final = 1.0
+#: Attempts of :meth:`PolicyStore.load` while the files keep changing under it.
+_STARTUP_ATTEMPTS: Final = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +66,8 @@ class ReloadFailure:
 class PolicyStore:
     """Holds the policies in force; :meth:`watch` reloads them when the files under ``path`` change.
 
-    ``history`` (the decision log, for change control) is handed to every engine built from the files.
+    ``history`` (the decision log, for change control) is handed to every engine built from the files;
+    ``settle`` is how long changed files must stand still before they are read (see the module docstring).
     """
 
     def __init__(
@@ -62,10 +77,12 @@ class PolicyStore:
         *,
         history: AdmissionHistory | None = None,
         on_reload: ReloadCallback | None = None,
+        settle: float = DEFAULT_SETTLE,
     ) -> None:
         self.path = path
         self.evidence = evidence
         self.history = history
+        self.settle = settle
         self._on_reload = on_reload
         self._current: LoadedPolicies | None = None
         self._fingerprint: str | None = None
@@ -77,34 +94,55 @@ class PolicyStore:
         return self._current
 
     def load(self) -> LoadedPolicies:
-        """Load the files now (blocking); raises the loader's error and changes nothing when they are bad."""
-        fingerprint = self._read_fingerprint()
-        loaded = self._compile()
-        self._swap(loaded, fingerprint)
-        return loaded
+        """Load the files now (blocking); raises the loader's error and changes nothing when they are bad.
+
+        Files that change while they are read are read again (a few times, ``settle`` seconds apart).
+        """
+        for _ in range(_STARTUP_ATTEMPTS):
+            fingerprint = self._read_fingerprint()
+            result = self._load_unless_changed(fingerprint)
+            if isinstance(result, TrtguardError):
+                raise result
+            if result is not None:
+                self._swap(result, fingerprint)
+                return result
+            time.sleep(self.settle)
+        raise InputError(
+            f"the policy files kept changing while they were read ({_STARTUP_ATTEMPTS} attempts)",
+            location=str(self.path),
+            hint="write policy files to a temporary name and rename them into place",
+        )
 
     async def reload_if_changed(self) -> bool | None:
         """Load changed files in a thread: True when a new set went live, False when it was refused.
 
-        ``None`` when nothing changed since the last attempt.
+        ``None`` when nothing changed since the last attempt, or when the files are still changing (they are
+        looked at again at the next poll).
         """
         fingerprint = await asyncio.to_thread(self._read_fingerprint)
         if fingerprint == self._fingerprint:
             return None
-        try:
-            loaded = await asyncio.to_thread(self._compile)
-        except TrtguardError as error:
+        # A writer may be half-way through a file: act only on files that stood still for `settle` seconds.
+        await asyncio.sleep(self.settle)
+        if await asyncio.to_thread(self._read_fingerprint) != fingerprint:
+            _log.debug("policy files are still changing; waiting for them to settle")
+            return None
+        result = await asyncio.to_thread(self._load_unless_changed, fingerprint)
+        if result is None:
+            _log.debug("policy files changed while they were loaded; loading them again at the next poll")
+            return None
+        if isinstance(result, TrtguardError):
             # Remember the refused content: the same broken files are reported once, not on every poll.
             self._fingerprint = fingerprint
-            self.last_failure = ReloadFailure(error.diagnostics(), datetime.now(UTC))
+            self.last_failure = ReloadFailure(result.diagnostics(), datetime.now(UTC))
             _log.error(
                 "policy reload failed; the previous policies stay in force",
-                extra={"fields": {"error": error.diagnostics(), "revision": self._revision()}},
+                extra={"fields": {"error": result.diagnostics(), "revision": self._revision()}},
             )
             if self._on_reload is not None:
                 self._on_reload(self, False)
             return False
-        self._swap(loaded, fingerprint)
+        self._swap(result, fingerprint)
         return True
 
     async def watch(self, interval: float) -> None:
@@ -136,9 +174,20 @@ class PolicyStore:
         if self._on_reload is not None:
             self._on_reload(self, False)
 
-    def _compile(self) -> LoadedPolicies:
-        policy_set = load_policy_set(self.path)
-        return LoadedPolicies(policy_set, PolicyEngine(policy_set, self.evidence, history=self.history))
+    def _load_unless_changed(self, fingerprint: str) -> LoadedPolicies | TrtguardError | None:
+        """Compiled files or the loader's error (blocking), ``None`` once they differ from ``fingerprint``.
+
+        The loader reads the files once more after ``fingerprint`` was taken: only when they are unchanged
+        afterwards is the outcome known to come from those files and no mix of old and new ones.
+        """
+        try:
+            policy_set = load_policy_set(self.path)
+            result: LoadedPolicies | TrtguardError = LoadedPolicies(
+                policy_set, PolicyEngine(policy_set, self.evidence, history=self.history)
+            )
+        except TrtguardError as error:
+            result = error
+        return result if self._read_fingerprint() == fingerprint else None
 
     def _swap(self, loaded: LoadedPolicies, fingerprint: str) -> None:
         previous = self._revision()
@@ -165,6 +214,9 @@ class PolicyStore:
     def _read_fingerprint(self) -> str:
         """Digest of the files the loader may read, by relative name: every file under ``path`` (or ``path``).
 
+        Each file counts with its size and modification time as well as its content, so that a file rewritten
+        with the same content (or changed and changed back) between two readings is seen to have changed.
+
         That covers the files ``policies.loader.policy_files`` picks (dot-files included) and key files kept
         under the policy folder. Directories whose name starts with a dot are not entered, like the loader
         does: Kubernetes keeps ConfigMap versions in ``..2024_…`` folders and deletes old ones at any time. A
@@ -177,11 +229,13 @@ class PolicyStore:
         digest = hashlib.sha256()
         for name, candidate in self._watched_files():
             try:
+                stat = candidate.stat()
                 content = candidate.read_bytes()
             except OSError:
-                content = b"\0unreadable"
+                stat, content = None, b"\0unreadable"
+            written = f"{stat.st_size}:{stat.st_mtime_ns}" if stat is not None else "-"
             # fsencode: a file name need not be valid UTF-8.
-            digest.update(os.fsencode(name) + f"\0{len(content)}\0".encode())
+            digest.update(os.fsencode(name) + f"\0{written}\0{len(content)}\0".encode())
             digest.update(content)
         return digest.hexdigest()
 

@@ -21,7 +21,13 @@ from policies.results import Action, Decision, Violation
 from policies.workload import NotAWorkload, is_workload_kind
 from verifier.deadline import Deadline
 from verifier.errors import TrtguardError
-from webhook.admission import MAX_ANNOTATION_CHARS, AdmissionRequest, allow_response, deny_response
+from webhook.admission import (
+    MAX_ANNOTATION_CHARS,
+    OPERATIONS,
+    AdmissionRequest,
+    allow_response,
+    deny_response,
+)
 from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, DecisionStore
 from webhook.logging import log_fields
 from webhook.metrics import Metrics
@@ -49,6 +55,8 @@ class Verdict:
     causes: tuple[tuple[str, str], ...] = ()
     failure: str | None = None
     """Metric label when the request could not be judged normally (timeout, evaluation_error, …)."""
+    code: int = 403
+    """HTTP status code of a denial (400 for a malformed request, 500 for a failure inside the webhook)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +86,30 @@ class Reviewer:
         ``started`` is the ``time.perf_counter()`` reading when the request arrived. Raises only
         ``CancelledError`` (the caller went away: nobody receives an answer).
         """
+        return await self._answer(request, None, api_timeout=api_timeout, started=started)
+
+    async def refuse(
+        self,
+        request: AdmissionRequest,
+        *,
+        reason: str,
+        message: str,
+        code: int,
+        failure: str,
+        api_timeout: float | None,
+        started: float,
+    ) -> dict[str, Any]:
+        """A denial of ``request`` without judging it, recorded like every answer.
+
+        For a request that could not be read whole (``request`` holds what could) and for a failure inside the
+        webhook. A record that cannot be written leaves the denial as it is (it is logged and counted).
+        """
+        refusal = Verdict(False, reason, message=message, failure=failure, code=code)
+        return await self._answer(request, refusal, api_timeout=api_timeout, started=started)
+
+    async def _answer(
+        self, request: AdmissionRequest, refusal: Verdict | None, *, api_timeout: float | None, started: float
+    ) -> dict[str, Any]:
         total = api_timeout if api_timeout is not None and api_timeout > 0 else self.settings.default_timeout
         budget = max(MIN_BUDGET, total - self.settings.timeout_margin - (time.perf_counter() - started))
         deadline = Deadline.after(budget)
@@ -91,14 +123,16 @@ class Reviewer:
                 "k8s.admission.dry_run": request.dry_run,
             },
         ) as span:
-            verdict = await self._judge(request, deadline, budget)
+            verdict = refusal or await self._judge(request, deadline, budget)
             latency = time.perf_counter() - started
             record = self._record(request, verdict, latency)
             # Half the margin is left for the record, so that a slow evaluation still gets logged in time. A
             # record the store has started writing is waited for past it (up to the store's write timeout):
             # the answer must agree with the log.
             log_deadline = Deadline.after(deadline.remaining() + self.settings.timeout_margin / 2)
-            verdict = await self._write(record, verdict, log_deadline)
+            written = await self._write(record, verdict, log_deadline)
+            # A refusal is a denial either way, and says best why.
+            verdict = written if refusal is None else verdict
             span.set_attribute("trtguard.allowed", verdict.allowed)
             span.set_attribute("trtguard.reason", verdict.reason)
         self._observe(request, verdict, record, time.perf_counter() - started)
@@ -136,7 +170,12 @@ class Reviewer:
                 "evaluation_error",
             )
         if request.operation == "UPDATE" and (_being_deleted(obj) or _being_deleted(request.old_object)):
-            # Finalizer removal and other clean-up must never be blocked (kyverno#8815).
+            # Admitted unjudged, on purpose (and recorded like any answer). The API server keeps the
+            # stored deletionTimestamp on every UPDATE (none can set or clear it), so it marks a deletion
+            # already under way, and nothing new starts from such an object: workload controllers create no
+            # Pods from an object being deleted, and the kubelet only tears a terminating Pod down, whatever
+            # its spec now says. These UPDATEs are clean-up, above all finalizer removal; blocking them would
+            # leave the object undeletable (kyverno#8815).
             return Verdict(True, "DeletionInProgress")
         if not is_workload_kind(request.kind.kind):
             return _not_a_workload(request)
@@ -269,7 +308,9 @@ class Reviewer:
     ) -> None:
         decision = "allow" if verdict.allowed else "deny"
         kind = request.kind.kind if is_workload_kind(request.kind.kind) else "other"
-        self.metrics.reviews.labels(decision, request.operation, kind, str(request.dry_run).lower()).inc()
+        # A malformed request may carry any operation: labels stay a fixed set.
+        operation = request.operation if request.operation in OPERATIONS else "other"
+        self.metrics.reviews.labels(decision, operation, kind, str(request.dry_run).lower()).inc()
         self.metrics.review_seconds.labels(decision).observe(seconds)
         if verdict.failure is not None:
             self.metrics.review_failures.labels(verdict.failure).inc()
@@ -309,6 +350,7 @@ class Reviewer:
             request.uid,
             message=verdict.message or verdict.reason,
             reason=verdict.reason,
+            code=verdict.code,
             causes=verdict.causes,
             warnings=verdict.warnings,
             audit_annotations=annotations,

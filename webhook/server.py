@@ -15,7 +15,7 @@ import logging
 import socket
 import ssl
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
@@ -25,6 +25,7 @@ from verifier.errors import InputError
 from verifier.registry.client import RegistryClient
 from verifier.registry.evidence import evidence_source
 from webhook.app import WebhookServices, create_app, create_probe_app
+from webhook.connections import ConnectionLimits, ConnectionTracker, guarded_http_protocol
 from webhook.decisionlog import open_store
 from webhook.history import DecisionLogHistory
 from webhook.metrics import Metrics
@@ -36,9 +37,6 @@ from webhook.tracing import Tracing
 
 _log = logging.getLogger(__name__)
 
-#: Longer than Go's 90 s idle-connection timeout, so the API server closes idle connections first and never
-#: sends a request on one the webhook is closing at that moment (an EOF, counted as a failed call).
-KEEP_ALIVE_SECONDS: Final = 100
 GRACEFUL_SHUTDOWN_SECONDS: Final = 10
 
 
@@ -83,7 +81,13 @@ def build(
     )
     # Change control compares an engine with the one last admitted for the same workload: ask the log.
     history = DecisionLogHistory(store)
-    policies = PolicyStore(settings.policies, evidence, history=history, on_reload=policies_reloaded)
+    policies = PolicyStore(
+        settings.policies,
+        evidence,
+        history=history,
+        on_reload=policies_reloaded,
+        settle=settings.reload_settle,
+    )
     policies.load()
 
     ssl_context: ssl.SSLContext | None = None
@@ -132,29 +136,31 @@ def run(settings: ServeSettings, *, out: TextIO | None = None) -> int:
 async def _serve(settings: ServeSettings, built: Built, out: TextIO) -> None:
     app = create_app(settings, built.services)
     context = built.ssl_context
+    limits = connection_limits(settings)
+    # The protocol does the TLS handshake itself (with a deadline), so uvicorn is given no SSL context.
     config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
-        http="httptools",
+        http=guarded_http_protocol(ConnectionTracker(limits), context),
         lifespan="on",
         log_config=None,
         access_log=False,
-        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        timeout_keep_alive=limits.idle_timeout,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-        ssl_context_factory=(lambda _config, _default: context) if context is not None else None,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config)
     probe: _ProbeServer | None = None
     if settings.metrics_port is not None:
         probe_config = uvicorn.Config(
             create_probe_app(built.services),
             host=settings.host,
             port=settings.metrics_port,
-            http="httptools",
+            http=guarded_http_protocol(ConnectionTracker(limits), None),
             lifespan="off",
             log_config=None,
             access_log=False,
+            timeout_keep_alive=limits.idle_timeout,
         )
         probe = _ProbeServer(probe_config)
     main = asyncio.create_task(_serve_guarded(server), name="trtguard-webhook")
@@ -222,7 +228,24 @@ def _refreeze() -> None:
     gc.freeze()
 
 
-class _ProbeServer(uvicorn.Server):
+def connection_limits(settings: ServeSettings) -> ConnectionLimits:
+    """The deadlines and the connection cap of ``settings``, for both listening servers."""
+    return ConnectionLimits(
+        header_timeout=settings.header_timeout,
+        body_timeout=settings.body_timeout,
+        idle_timeout=settings.idle_timeout,
+        max_connections=settings.max_connections,
+    )
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without its "running on http://…" line: it does not do the TLS (see _announce)."""
+
+    def _log_started_message(self, listeners: Sequence[socket.SocketType]) -> None:
+        """Say nothing: :func:`_announce` prints the address with the right scheme."""
+
+
+class _ProbeServer(_Server):
     """The plain-HTTP probe server: the main server owns the signal handlers and stops this one."""
 
     @contextlib.contextmanager

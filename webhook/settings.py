@@ -54,6 +54,13 @@ class ServeSettings(BaseSettings):
     otlp_endpoint: str | None = None
     log_level: LogLevel = "info"
     reload_interval: float = Field(default=2.0, gt=0, le=3600)
+    reload_settle: float = Field(default=1.0, ge=0, le=60)
+    header_timeout: float = Field(default=5.0, gt=0, le=60)
+    body_timeout: float = Field(default=10.0, gt=0, le=120)
+    # Longer than Go's 90 s idle-connection timeout, so that the API server closes idle connections first and
+    # never sends a request on one the webhook is closing at that moment (an EOF, counted as a failed call).
+    idle_timeout: int = Field(default=100, ge=1, le=3600)
+    max_connections: int = Field(default=1000, ge=1, le=100_000)
 
     @field_validator("sans", mode="before")
     @classmethod

@@ -45,6 +45,8 @@ def test_serve_flags_are_valid_settings(values: tuple[Path, ...], monkeypatch: p
     assert settings.port == 8443
     assert settings.uses_tls
     assert settings.otlp_endpoint == "http://otel:4318"
+    assert (settings.header_timeout, settings.body_timeout, settings.idle_timeout) == (5, 10, 100)
+    assert settings.max_connections == 1000
     mounts = [m["mountPath"] for m in container["volumeMounts"]]
     for path in (settings.tls_cert, settings.tls_key, settings.registry_config):
         assert path is None or under_a_mount(str(path), mounts), path

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from policies.loader import PolicyLoadError, load_policy_set, policy_files
-from policies.schema import trusted_keys_yaml
+from policies.schema import policy_json_schema, trusted_keys_yaml
 from tests.policies.conftest import Material
 from verifier.keys import generate_private_key
 
@@ -300,3 +302,162 @@ def test_library_loads_with_test_keys() -> None:
     root = Path(__file__).resolve().parents[2] / "policies" / "library"
     policy_set = load_policy_set([root, root / "tests" / "keys.yaml"])
     assert len(policy_set.policies) == 5
+
+
+LIBRARY = Path(__file__).resolve().parents[2] / "policies" / "library"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "\n\n   \n", "# every policy was here\n", "# a\n\n# b\n"],
+    ids=["empty", "whitespace", "comment", "comments"],
+)
+def test_a_file_without_documents_is_an_error(material: Material, text: str) -> None:
+    """An emptied file must not silently take its policies out of the set (issue 10, item 7)."""
+    emptied = material.policy(text, "emptied.yaml")
+    [problem] = problems_of(material.policy(POLICY), material.keys_file("image-signer"), emptied)
+    assert problem.startswith(f"{emptied}: holds no policy documents")
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [("---\n", 2), ("--- null\n", 1), (POLICY + "---\n", 10), ("---\n---\n" + POLICY, 2)],
+    ids=["dashes", "null", "trailing-dashes", "leading-empty"],
+)
+def test_an_empty_document_is_an_error(material: Material, text: str, line: int) -> None:
+    path = material.policy(text, "odd.yaml")
+    problems = problems_of(path, material.keys_file("image-signer"))
+    assert f"{path}:{line}: empty document" in problems[0]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in LIBRARY.glob("*.yaml")))
+def test_a_library_file_cut_after_any_key_does_not_load(tmp_path: Path, name: str) -> None:
+    """A file cut off right after ``key:`` (``signatures:``, ``models:``, …) holds a null: never a policy.
+
+    Without this, cutting signed-images.yaml after ``signatures:`` loaded a rule without a signature check.
+    """
+    lines = (LIBRARY / name).read_text().splitlines(keepends=True)
+    cuts = [
+        i for i, line in enumerate(lines) if line.rstrip().endswith(":") and not line.lstrip().startswith("#")
+    ]
+    assert cuts, f"{name} has no block keys to cut after"
+    for i in cuts:
+        folder = tmp_path / f"cut-{i}"
+        shutil.copytree(LIBRARY, folder, ignore=shutil.ignore_patterns("tests"))
+        (folder / name).write_text("".join(lines[: i + 1]))
+        with pytest.raises(PolicyLoadError) as caught:
+            load_policy_set([folder, LIBRARY / "tests" / "keys.yaml"])
+        assert any(problem.startswith(f"{folder / name}:") for problem in caught.value.problems), (
+            f"{name} cut after line {i + 1} ({lines[i].strip()}) loaded: {caught.value.problems}"
+        )
+
+
+NULLABLE = """\
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: n}
+spec:
+  match: {namespaces: [prod], kinds: [Pod], labels: {matchLabels: {a: b}}}
+  exclude: {namespaces: [kube-system], kinds: [Job], labels: {matchLabels: {c: d}}}
+  images:
+    - name: runtime
+      match: ["nvcr.io/nvidia/tensorrt:*"]
+      digests: ['sha256:0000000000000000000000000000000000000000000000000000000000000000']
+      signatures: {keys: [platform/image-signer]}
+  models:
+    buildManifest: {keys: [platform/image-signer], maxAge: 30d}
+    verification: {keys: [platform/image-signer]}
+    rules:
+      precisions: [fp16]
+      toolchain: {sameAsRuntimeImage: true, allowed: ["nvcr.io/nvidia/tensorrt:*"]}
+      pluginsAllowed: []
+  changeControl:
+    gated: [TensorRTMajorUpgrade]
+    approvals: {keys: [platform/image-signer]}
+"""
+
+
+def test_the_nullable_fixture_loads(material: Material) -> None:
+    assert [
+        p.name
+        for p in load_policy_set([material.policy(NULLABLE), material.keys_file("image-signer")]).policies
+    ] == ["n"]
+
+
+NULLS = [
+    ("signatures: {keys: [platform/image-signer]}", "signatures: null", "spec.images[0].signatures"),
+    ("digests: ['sha256:" + "0" * 64 + "']", "digests: ~", "spec.images[0].digests"),
+    ("  exclude: {namespaces", "  exclude: null\n  x: {namespaces", "spec.exclude"),
+    ("exclude: {namespaces: [kube-system]", "exclude: {namespaces: null", "spec.exclude.namespaces"),
+    (
+        "match: {namespaces: [prod], kinds: [Pod]",
+        "match: {namespaces: [prod], kinds: null",
+        "spec.match.kinds",
+    ),
+    ("labels: {matchLabels: {c: d}}", "labels: null", "spec.exclude.labels"),
+    ("labels: {matchLabels: {c: d}}", "labels: {matchLabels: null}", "spec.exclude.labels.matchLabels"),
+    (", maxAge: 30d}", ", maxAge: null}", "spec.models.buildManifest.maxAge"),
+    ("verification: {keys: [platform/image-signer]}", "verification: null", "spec.models.verification"),
+    ("precisions: [fp16]", "precisions: null", "spec.models.rules.precisions"),
+    ("pluginsAllowed: []", "pluginsAllowed: null", "spec.models.rules.pluginsAllowed"),
+    (
+        ', allowed: ["nvcr.io/nvidia/tensorrt:*"]}',
+        ", allowed: null}",
+        "spec.models.rules.toolchain.allowed",
+    ),
+    (
+        NULLABLE[NULLABLE.index("  changeControl:") :],
+        "  changeControl: null\n",
+        "spec.changeControl",
+    ),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "field"), NULLS, ids=[field for _, _, field in NULLS])
+def test_null_never_stands_for_an_absent_rule(material: Material, old: str, new: str, field: str) -> None:
+    """An explicit null (what ``key:`` with nothing after it means) is refused where it would drop a check."""
+    assert old in NULLABLE
+    path = material.policy(NULLABLE.replace(old, new, 1))
+    problems = problems_of(path, material.keys_file("image-signer"))
+    # Optional rules say "null is not allowed"; required values say what they expected and that null came.
+    assert any(f": {field}: " in p and "null" in p for p in problems), problems
+
+
+def test_a_models_section_cut_off_is_an_error_not_a_policy_without_model_rules(material: Material) -> None:
+    cut = NULLABLE[: NULLABLE.index("  models:")] + "  models:\n"
+    [problem] = problems_of(material.policy(cut), material.keys_file("image-signer"))
+    assert ": spec.models: null is not allowed" in problem
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        # Under exclude, an empty selector would exclude every workload: the policy would check nothing.
+        (
+            "labels: {matchLabels: {c: d}}",
+            "labels: {}",
+            "spec.exclude.labels: Value error, an empty selector",
+        ),
+        ("labels: {matchLabels: {c: d}}", "labels: {matchLabels: {}}", "an empty selector selects every"),
+        # `allowed: []` reads as "no builder image allowed" but would check nothing.
+        (
+            ', allowed: ["nvcr.io/nvidia/tensorrt:*"]}',
+            ", allowed: []}",
+            "toolchain.allowed: List should have at least 1",
+        ),
+    ],
+)
+def test_empty_values_that_would_check_nothing_are_errors(
+    material: Material, old: str, new: str, message: str
+) -> None:
+    path = material.policy(NULLABLE.replace(old, new, 1))
+    problems = problems_of(path, material.keys_file("image-signer"))
+    assert any(message in p for p in problems), problems
+
+
+def test_the_json_schema_offers_null_nowhere() -> None:
+    """``trtguard schema policy`` must not tell editors that null is valid where the loader refuses it."""
+    text = json.dumps(policy_json_schema())
+    assert '"null"' not in text
+    signatures = policy_json_schema()["$defs"]["ImageRule"]["properties"]["signatures"]
+    assert signatures == {"$ref": "#/$defs/SignatureRule"}

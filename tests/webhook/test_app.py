@@ -26,7 +26,7 @@ from verifier.evidence import LocalEvidence
 from webhook._private.demo_material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
 from webhook.admission import AdmissionRequest
 from webhook.app import WebhookServices, create_app
-from webhook.decisionlog import SQLiteStore
+from webhook.decisionlog import RecordQuery, SQLiteStore
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
 from webhook.review import Reviewer
@@ -406,6 +406,9 @@ async def test_a_malformed_request_with_a_uid_is_denied_not_a_failed_call(
     assert (answer["status"]["code"], answer["status"]["reason"]) == (400, "BadRequest")
     assert fragment in answer["status"]["message"]
     assert 'trtguard_admission_review_failures_total{reason="bad_request"}' in metrics
+    # Answered, so recorded (it was not, before); an odd operation is no new metric label.
+    assert _decision_rows(demo_webhook.workdir, body["request"]["uid"]) == {body["request"]["uid"]: (0, 0)}
+    assert 'operation="PATCH"' not in metrics
 
 
 async def test_a_body_over_7_mib_is_refused_without_being_read(
@@ -648,3 +651,30 @@ async def test_a_background_task_that_stops_is_logged(
     [logged] = [r for r in caplog.records if r.getMessage().startswith(stopped)]
     assert logged.levelno == logging.ERROR
     assert "a bug in a reload callback" in logged.getMessage()
+
+
+async def test_a_failure_inside_the_webhook_is_a_recorded_denial(
+    demo_material: Material,
+    tmp_path: Path,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+) -> None:
+    services = _services(demo_material, tmp_path, failing=True)
+    app = create_app(ServeSettings(policies=demo_material.policies, insecure_http=True), services)
+    body = make_review(obj=make_pod("good", TENSORRT_IMAGE, namespace="dev"))
+    await services.store.open()
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://webhook") as client:
+            response = await client.post("/validate?timeout=5s", content=json.dumps(body).encode())
+        answer = verify_admission_response(body["request"]["uid"], response)
+        [stored] = await services.store.query(RecordQuery(uid=body["request"]["uid"]))
+    finally:
+        await services.store.close()
+    assert (answer["allowed"], answer["status"]["code"]) == (False, 500)
+    assert (stored.record.allowed, stored.record.reason, stored.record.name) == (
+        False,
+        "InternalError",
+        "good",
+    )

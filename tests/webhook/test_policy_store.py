@@ -7,11 +7,12 @@ import logging
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from policies.loader import PolicyLoadError, policy_files
+from policies.loader import PolicyLoadError, PolicySet, load_policy_set, policy_files
 from tests.webhook.harness import WaitUntil
 from verifier.evidence import LocalEvidence
 from webhook._private.demo_material import Material
@@ -26,14 +27,21 @@ def folder(demo_material: Material, tmp_path: Path) -> Path:
 
 
 def _store(
-    folder: Path, demo_material: Material, events: list[tuple[bool, str | None]] | None = None
+    folder: Path,
+    demo_material: Material,
+    events: list[tuple[bool, str | None]] | None = None,
+    *,
+    settle: float = 0.05,
 ) -> PolicyStore:
     def record(store: PolicyStore, ok: bool) -> None:
         assert events is not None
         events.append((ok, store.current.revision if store.current else None))
 
     return PolicyStore(
-        folder, LocalEvidence(demo_material.attestations), on_reload=record if events is not None else None
+        folder,
+        LocalEvidence(demo_material.attestations),
+        on_reload=record if events is not None else None,
+        settle=settle,
     )
 
 
@@ -189,3 +197,134 @@ async def test_the_watch_survives_a_reload_that_fails_unexpectedly(
         assert events[-1] == (True, store.current.revision if store.current else None)
     finally:
         task.cancel()
+
+
+async def test_an_emptied_file_is_a_failed_reload_not_a_smaller_set(
+    folder: Path, demo_material: Material
+) -> None:
+    """Truncating a policy file used to drop its policy silently (no error, no failing metric)."""
+    events: list[tuple[bool, str | None]] = []
+    store = _store(folder, demo_material, events)
+    loaded = store.load()
+    target = folder / "trusted-base-images.yaml"
+    good = target.read_text()
+    target.write_text("")
+    assert await store.reload_if_changed() is False
+    assert store.current is loaded
+    assert store.last_failure is not None
+    assert "trusted-base-images.yaml: holds no policy documents" in store.last_failure.message
+    assert events[-1] == (False, loaded.revision)
+
+    target.write_text(good)
+    assert await store.reload_if_changed() is True
+    assert store.current is not None
+    assert store.current.revision == loaded.revision  # the same files: the same set, back in force
+    assert store.last_failure is None
+
+
+async def test_a_file_written_in_pieces_never_goes_live_half_written(
+    folder: Path, demo_material: Material, wait_until: WaitUntil
+) -> None:
+    """A writer that pauses half-way through a file: the watch waits until the file stands still.
+
+    The first piece alone is a valid, smaller set (one policy of the two the file will hold); it must never
+    be in force.
+    """
+    names: list[list[str]] = []
+
+    def record(store: PolicyStore, ok: bool) -> None:
+        if ok and store.current is not None:
+            names.append(sorted(p.name for p in store.current.policy_set.policies))
+
+    store = PolicyStore(folder, LocalEvidence(demo_material.attestations), on_reload=record, settle=0.5)
+    store.load()
+    base = (folder / "trusted-base-images.yaml").read_text()
+    first = base.replace("trusted-tensorrt-images", "extra-a")
+    second = base.replace("trusted-tensorrt-images", "extra-b")
+    task = asyncio.create_task(store.watch(0.02))
+    try:
+        with (folder / "extra.yaml").open("w") as out:
+            out.write(first)
+            out.flush()
+            await asyncio.sleep(0.3)  # several polls see the first piece alone
+            out.write("---\n" + second)
+        await wait_until(lambda: len(names) >= 2, within=10)
+    finally:
+        task.cancel()
+    assert all(("extra-a" in n) == ("extra-b" in n) for n in names), names
+    assert "extra-a" in names[-1]
+
+
+async def test_a_change_while_the_files_are_loaded_is_not_put_in_force(
+    folder: Path, demo_material: Material, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The set in force comes from files that did not change between reading them and checking them."""
+    store = _store(folder, demo_material)
+    loaded = store.load()
+    target = folder / "signed-images.yaml"
+    real = load_policy_set
+
+    def load_then_edit(path: Path) -> PolicySet:
+        loaded_set = real(path)
+        target.write_text(target.read_text().replace("onError: Deny", "onError: Warn"))
+        return loaded_set
+
+    (folder / "trusted-base-images.yaml").write_text(
+        (folder / "trusted-base-images.yaml").read_text().replace("action: Deny", "action: Warn")
+    )
+    monkeypatch.setattr("webhook.policy_store.load_policy_set", load_then_edit)
+    assert await store.reload_if_changed() is None
+    assert store.current is loaded
+    monkeypatch.setattr("webhook.policy_store.load_policy_set", real)
+    assert await store.reload_if_changed() is True
+    assert store.current is not None
+    assert store.current.revision == load_policy_set(folder).revision
+
+
+def test_a_load_at_startup_rereads_files_that_changed_under_it(
+    folder: Path, demo_material: Material, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(folder, demo_material)
+    real = load_policy_set
+    calls = 0
+
+    def load_and_edit_once(path: Path) -> PolicySet:
+        nonlocal calls
+        calls += 1
+        loaded_set = real(path)
+        if calls == 1:
+            target = folder / "signed-images.yaml"
+            target.write_text(target.read_text().replace("onError: Deny", "onError: Warn"))
+        return loaded_set
+
+    monkeypatch.setattr("webhook.policy_store.load_policy_set", load_and_edit_once)
+    loaded = store.load()
+    assert calls == 2
+    assert loaded.revision == real(folder).revision
+
+
+async def test_a_slow_load_does_not_stall_the_event_loop(
+    folder: Path, demo_material: Material, monkeypatch: pytest.MonkeyPatch, wait_until: WaitUntil
+) -> None:
+    """Loading runs in a worker thread: probes and reviews go on while a large policy set compiles."""
+    store = _store(folder, demo_material)
+    store.load()
+    real = load_policy_set
+
+    def slow(path: Path) -> PolicySet:
+        busy_until = time.perf_counter() + 1.0
+        while time.perf_counter() < busy_until:  # CPU-bound, holding the GIL as much as Python lets it
+            pass
+        return real(path)
+
+    monkeypatch.setattr("webhook.policy_store.load_policy_set", slow)
+    target = folder / "signed-images.yaml"
+    target.write_text(target.read_text().replace("onError: Deny", "onError: Warn"))
+    reload = asyncio.create_task(store.reload_if_changed())
+    worst = 0.0
+    while not reload.done():
+        started = time.perf_counter()
+        await asyncio.sleep(0.01)
+        worst = max(worst, time.perf_counter() - started)
+    assert reload.result() is True
+    assert worst < 0.25, f"the event loop stalled for {worst:.2f} s"

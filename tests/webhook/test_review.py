@@ -327,3 +327,39 @@ async def test_the_violations_annotation_is_whole_json_within_the_limit(
         (v["policy"], v["rule"], v.get("image")) for v in recorded
     ]
     assert sum("image" in item for item in shown) > 0
+
+
+@pytest.mark.parametrize("marked", ["object", "oldObject", "both"])
+async def test_updates_of_an_object_being_deleted_are_admitted_unjudged_and_recorded(
+    demo_material: Material,
+    store: SQLiteStore,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    marked: str,
+) -> None:
+    """Not a bug, a decision (issue 10): see the comment at ``DeletionInProgress`` in webhook/review.py.
+
+    Even an UPDATE that swaps in an image the policies deny is let through once a deletion is under way: the
+    API server keeps deletionTimestamp as stored, nothing new is started from an object being deleted, and
+    blocking its clean-up (finalizer removal) would leave it undeletable. The pass is recorded.
+    """
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    old = make_pod("going", TENSORRT_IMAGE)
+    new = make_pod("going", OFF_LIST_IMAGE)
+    for obj, name in ((new, "object"), (old, "oldObject")):
+        if marked in (name, "both"):
+            obj["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:00Z"
+            obj["metadata"]["finalizers"] = []
+    body = make_review(obj=new, old=old, operation="UPDATE")
+    answer = await _review(reviewer, body)
+    assert (answer["allowed"], answer["auditAnnotations"]["reason"]) == (True, "DeletionInProgress")
+    [stored] = await store.query(RecordQuery(uid=body["request"]["uid"]))
+    assert (stored.record.allowed, stored.record.reason, stored.record.operation) == (
+        True,
+        "DeletionInProgress",
+        "UPDATE",
+    )
+    # Without the deletion, the same UPDATE is judged, and denied.
+    for obj in (new, old):
+        obj["metadata"].pop("deletionTimestamp", None)
+    assert (await _review(reviewer, make_review(obj=new, old=old, operation="UPDATE")))["allowed"] is False

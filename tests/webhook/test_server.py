@@ -501,3 +501,154 @@ async def test_postgresql_down_denies_or_spools_as_configured(
         await store.close()
     records = json.dumps(deny.log_records())
     assert "decision not recorded; denying" in records
+
+
+async def test_a_policy_file_emptied_and_rewritten_under_load_never_admits_what_it_denies(
+    demo_material: Material,
+    tmp_path: Path,
+    webhook_process: StartWebhook,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+    wait_until: WaitUntil,
+) -> None:
+    """Issue 10, item 7: truncating one library file and writing it back 1.5 s later admitted 40 Pods.
+
+    The Pod is denied by trusted-base-images.yaml alone (its nginx sidecar is off the allow-list).
+    """
+    policies = tmp_path / "policies"
+    shutil.copytree(demo_material.policies, policies)
+    server = webhook_process(*_serve_args(demo_material, policies, "--reload-interval", "0.1"))
+    obj = make_pod("p", TENSORRT_IMAGE, engine=demo_material.engines["fp16"], extra_images=(OFF_LIST_IMAGE,))
+    verdicts: list[bool] = []
+    stop = asyncio.Event()
+
+    async def stream(client: ApiServerClient) -> None:
+        while not stop.is_set():
+            body = make_review(obj=obj)
+            verdicts.append(
+                verify_admission_response(body["request"]["uid"], await client.post(body))["allowed"]
+            )
+
+    async with server.client() as client:
+        revision = (await client.get("/readyz")).json()["policies"]["revision"]
+        workers = [asyncio.create_task(stream(client)) for _ in range(4)]
+        await asyncio.sleep(0.3)
+        target = policies / "trusted-base-images.yaml"
+        content = target.read_bytes()
+        with target.open("wb"):
+            pass  # truncated, as an editor or `cp` does before writing
+        await asyncio.sleep(1.5)
+        target.write_bytes(content)
+        await wait_until(
+            lambda: _with(
+                client.get("/readyz"),
+                lambda r: (
+                    r.json()["policies"]["last_reload_error"] is None
+                    and r.json()["policies"]["revision"] == revision
+                ),
+            ),
+            within=15,
+        )
+        await asyncio.sleep(0.3)
+        stop.set()
+        await asyncio.gather(*workers)
+        metrics = (await client.get("/metrics")).text
+    assert len(verdicts) > 20
+    assert not any(verdicts), f"{sum(verdicts)} of {len(verdicts)} Pods admitted that the full set denies"
+    # The emptied file was a failed reload, visible as such, not a quiet smaller set.
+    assert _metric(metrics, "trtguard_policy_reloads_total", result="failure") >= 1
+    assert _metric(metrics, "trtguard_policy_reload_failing") == 0
+
+
+@pytest.mark.parametrize("log", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+async def test_every_answered_request_is_recorded_whatever_it_held(
+    log: str,
+    request: pytest.FixtureRequest,
+    demo_material: Material,
+    tmp_path: Path,
+    webhook_process: StartWebhook,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+) -> None:
+    """Issue 10, item 11: a "\\ud800" escape in a request failed the decision-log write, and a review with a
+    uid but no kind was answered but never recorded. Each answer here has its record, and the chain verifies.
+    """
+    url = "sqlite:///decisions.db" if log == "sqlite" else str(request.getfixturevalue("pg_url"))
+    server = webhook_process(
+        "--policies",
+        str(demo_material.policies),
+        "--attestations",
+        str(demo_material.attestations),
+        "--self-signed",
+        "tls",
+        "--san",
+        SERVICE,
+        "--decision-log",
+        url,
+    )
+    surrogate_name = make_review(obj=make_pod("web-\ud800", OFF_LIST_IMAGE))
+    surrogate_uid = make_review(obj=make_pod("plain", OFF_LIST_IMAGE), uid="uid-\udc80-" + "7" * 8)
+    nul_namespace = make_review(obj=make_pod("nul", OFF_LIST_IMAGE, namespace="prod-\x00x"))
+    huge_image = make_review(obj=make_pod("huge", "nvcr.io/nvidia/tensorrt:" + "a" * 200_000))
+    no_kind = make_review(obj=make_pod("no-kind", OFF_LIST_IMAGE))
+    del no_kind["request"]["kind"]
+    no_anything: dict[str, Any] = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "only-a-uid-\ud800\x00"},
+    }
+    bodies = [surrogate_name, surrogate_uid, nul_namespace, huge_image, no_kind, no_anything]
+    answers: dict[str, dict[str, Any]] = {}
+    async with server.client() as client:
+        for body in bodies:
+            uid = body["request"]["uid"]
+            answers[uid] = verify_admission_response(uid, await client.post(body))
+    assert not any(answer["allowed"] for answer in answers.values()), answers
+    assert answers[no_kind["request"]["uid"]]["status"]["reason"] == "BadRequest"
+    assert answers[no_anything["request"]["uid"]]["status"]["code"] == 400
+
+    reader: SQLiteStore | PostgresStore = (
+        SQLiteStore(tmp_path / "decisions.db", read_only=True)
+        if log == "sqlite"
+        else PostgresStore(url, read_only=True)
+    )
+    await reader.open()
+    try:
+        records = {stored.record.uid: stored.record for stored in await reader.query(RecordQuery())}
+        report = await reader.verify()
+    finally:
+        await reader.close()
+    assert report.ok, report.summary()
+    assert len(records) == len(bodies)
+    mark = "\ufffd"
+    assert records[surrogate_name["request"]["uid"]].name == f"web-{mark}\\ud800"
+    assert f"uid-{mark}\\udc80-77777777" in records
+    assert records[nul_namespace["request"]["uid"]].namespace == f"prod-{mark}\\u0000x"
+    huge = records[huge_image["request"]["uid"]]
+    assert huge.message is not None and huge.message.endswith("more characters not recorded]")
+    bare = records[f"only-a-uid-{mark}\\ud800{mark}\\u0000"]
+    assert (bare.reason, bare.kind, bare.operation) == ("BadRequest", "", "")
+    kindless = records[no_kind["request"]["uid"]]
+    assert (kindless.reason, kindless.kind, kindless.name, kindless.namespace) == (
+        "BadRequest",
+        "",
+        "no-kind",
+        "prod",
+    )
+    assert "request.kind is missing" in (kindless.message or "")
+    verify = await asyncio.create_subprocess_exec(
+        str(TRTGUARD),
+        "audit",
+        "verify",
+        "--decision-log",
+        url,
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output = (await asyncio.wait_for(verify.communicate(), 60))[0].decode()
+    assert verify.returncode == 0, output
+    assert f"{len(bodies)} records" in output
+    assert not [r for r in server.log_records() if r["level"] == "error"], server.log_text()

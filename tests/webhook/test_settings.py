@@ -30,6 +30,9 @@ def test_defaults_follow_the_contract() -> None:
     assert settings.otlp_endpoint is None
     assert settings.decision_log_unavailable == "deny"
     assert not settings.uses_tls
+    assert settings.reload_settle == 1
+    assert (settings.header_timeout, settings.body_timeout, settings.idle_timeout) == (5, 10, 100)
+    assert settings.max_connections == 1000
 
 
 def test_flags_beat_environment_beats_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,6 +33,11 @@ _FIELDS = (
     "otlp_endpoint",
     "log_level",
     "reload_interval",
+    "reload_settle",
+    "header_timeout",
+    "body_timeout",
+    "idle_timeout",
+    "max_connections",
 )
 
 
@@ -109,6 +114,37 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=float,
         metavar="SECONDS",
         help="how often policies and certificates are checked (default 2)",
+    )
+    timing.add_argument(
+        "--reload-settle",
+        type=float,
+        metavar="SECONDS",
+        help="how long changed policy files must stay unchanged before they are loaded (default 1)",
+    )
+    connections = parser.add_argument_group("connections")
+    connections.add_argument(
+        "--header-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="from connecting to the end of the request headers, TLS handshake included (default 5)",
+    )
+    connections.add_argument(
+        "--body-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="from the end of the request headers to the end of the body (default 10)",
+    )
+    connections.add_argument(
+        "--idle-timeout",
+        type=int,
+        metavar="SECONDS",
+        help="how long a kept-alive connection may wait for its next request (default 100)",
+    )
+    connections.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="open connections at most; beyond it the longest-idle one is closed, else the new one (1000)",
     )
     observe = parser.add_argument_group("observability")
     observe.add_argument(

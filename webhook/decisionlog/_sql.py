@@ -14,6 +14,7 @@ from webhook.decisionlog.record import (
     format_time,
     link_hash,
     load_body,
+    storable,
 )
 from webhook.decisionlog.store import RecordQuery
 
@@ -66,7 +67,11 @@ def insert(placeholder: str) -> str:
 
 
 def link(record: DecisionRecord, seq: int, prev: str) -> tuple[tuple[object, ...], StoredRecord]:
-    """The :func:`insert` values for ``record`` as number ``seq`` after hash ``prev``, and what is stored."""
+    """The :func:`insert` values for ``record`` as number ``seq`` after hash ``prev``, and what is stored.
+
+    What is stored is :func:`storable` of ``record``: no content of a request can make the write fail.
+    """
+    record = storable(record)
     data = record.to_json()
     body = canonical_json(data)
     digest = link_hash(prev, body)

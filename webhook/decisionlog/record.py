@@ -5,14 +5,27 @@ so any store — SQLite, PostgreSQL, an exported archive — can recompute it fr
 hold no floating-point numbers (latency is in whole microseconds), and for such data the standard library's
 sorted, compact JSON *is* JCS, several times faster than a general JCS encoder; anything else goes through
 ``rfc8785``.
+
+Every answered request is recorded, whatever it held, so a record is made storable before it is written
+(:func:`storable`; the stores do it): a lone surrogate (what a ``\ud800`` escape in the request's JSON
+decodes to, which UTF-8 cannot encode) and NUL (which PostgreSQL text refuses) become
+:data:`UNSTORABLE_MARK` followed by their JSON escape, e.g. ``"\ufffd\\ud800"``; text longer than
+:data:`MAX_TEXT_CHARS` is cut, ending in ``…[N more characters not recorded]``; a list (violations, warnings,
+images, engines) longer than :data:`MAX_ITEMS` entries or :data:`MAX_LIST_CHARS` characters keeps its first
+entries and ends in ``{"omitted": N}`` (``"[N more entries not recorded]"`` among strings); integers beyond
+±2^53 and non-finite numbers, which JCS cannot write, are kept as text. Applying it again changes nothing, so
+records read back (and re-shipped from a spool) keep their hashes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import math
 import os
 import random
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,6 +51,33 @@ INDEXED_NAMES: Final = (
     "dry_run",
     "policy_revision",
 )
+
+#: Longest text kept in one field; longer text is cut and says how much was left out.
+MAX_TEXT_CHARS: Final = 4096
+#: Most entries, and about the most characters (as JSON), kept in each list of a record.
+MAX_ITEMS: Final = 1000
+MAX_LIST_CHARS: Final = 256 * 1024
+#: Stands before the ``\uXXXX`` escape of a character that cannot be stored (a lone surrogate, NUL).
+UNSTORABLE_MARK: Final = "\ufffd"
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# Room kept at the end of cut text for "…[N more characters not recorded]".
+_CUT_SUFFIX_ROOM: Final = 64
+_TEXT_FIELDS: Final = (
+    "uid",
+    "operation",
+    "kind",
+    "api_version",
+    "sub_resource",
+    "namespace",
+    "name",
+    "user",
+    "reason",
+    "message",
+    "policy_revision",
+    "replica",
+)
+_LIST_FIELDS: Final = ("violations", "warnings", "images", "engines")
 
 # Seeded from the OS (again in a forked child); record ids need uniqueness, not secrecy, and an os.urandom
 # call per record costs a measurable share of an admission.
@@ -142,6 +182,86 @@ class DecisionRecord:
     def canonical(self) -> bytes:
         """RFC 8785 canonical JSON of :meth:`to_json`, the form stored in the log."""
         return canonical_json(self.to_json())
+
+
+def storable(record: DecisionRecord) -> DecisionRecord:
+    """``record`` with every field in a form every store can hold, and of bounded size (module docstring).
+
+    Returns ``record`` itself when nothing needed changing.
+    """
+    changes: dict[str, Any] = {}
+    for name in _TEXT_FIELDS:
+        value = getattr(record, name)
+        if isinstance(value, str) and (fixed := _storable_text(value)) is not value:
+            changes[name] = fixed
+    for name in _LIST_FIELDS:
+        entries = getattr(record, name)
+        if (bounded := _entries(entries)) is not entries:
+            changes[name] = bounded
+    return dataclasses.replace(record, **changes) if changes else record
+
+
+def _storable_text(value: str) -> str:
+    if _UNSTORABLE.search(value):
+        value = _UNSTORABLE.sub(lambda found: f"{UNSTORABLE_MARK}\\u{ord(found.group()):04x}", value)
+    if len(value) > MAX_TEXT_CHARS:
+        kept = MAX_TEXT_CHARS - _CUT_SUFFIX_ROOM
+        value = f"{value[:kept]}…[{len(value) - kept} more characters not recorded]"
+    return value
+
+
+def _value(value: Any) -> Any:
+    """A JSON value (as a record's lists hold) that can be stored and hashed; the same object when it can."""
+    if isinstance(value, str):
+        return _storable_text(value)
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if -(2**53) < value < 2**53 else str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        items = [(_storable_text(str(key)), _value(item)) for key, item in value.items()]
+        same = isinstance(value, dict) and all(
+            new_key is key and new is item
+            for (new_key, new), (key, item) in zip(items, value.items(), strict=True)
+        )
+        return value if same else dict(items)
+    if isinstance(value, list | tuple):
+        fixed = [_value(item) for item in value]
+        same = isinstance(value, list) and all(new is item for new, item in zip(fixed, value, strict=True))
+        return value if same else fixed
+    return _storable_text(str(value))
+
+
+def _entries(entries: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The entries, each storable, cut to :data:`MAX_ITEMS` and :data:`MAX_LIST_CHARS` behind a marker."""
+    fixed = [_value(entry) for entry in entries]
+    sizes = [_size(entry) for entry in fixed]
+    if len(fixed) > MAX_ITEMS or sum(sizes) > MAX_LIST_CHARS:
+        # Room for the marker: the cut list fits both bounds, so that cutting it again changes nothing.
+        kept, used = 0, _CUT_SUFFIX_ROOM
+        while kept < MAX_ITEMS - 1 and used + sizes[kept] <= MAX_LIST_CHARS:
+            used += sizes[kept]
+            kept += 1
+        omitted = len(fixed) - kept
+        objects = all(isinstance(entry, dict) for entry in entries)
+        marker = {"omitted": omitted} if objects else f"[{omitted} more entries not recorded]"
+        return (*fixed[:kept], marker)
+    if all(new is old for new, old in zip(fixed, entries, strict=True)):
+        return entries
+    return tuple(fixed)
+
+
+def _size(value: Any) -> int:
+    """About the length of ``value`` as JSON."""
+    if isinstance(value, str):
+        return len(value) + 2
+    if isinstance(value, dict):
+        return 2 + sum(len(key) + 4 + _size(item) for key, item in value.items())
+    if isinstance(value, list):
+        return 2 + sum(_size(item) + 1 for item in value)
+    return len(str(value))
 
 
 @dataclass(frozen=True, slots=True)

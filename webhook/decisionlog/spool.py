@@ -23,7 +23,7 @@ from verifier.deadline import Deadline
 from webhook.decisionlog.chain import ChainReport
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
 from webhook.decisionlog.postgres import PostgresStore
-from webhook.decisionlog.record import DecisionRecord, StoredRecord, load_body
+from webhook.decisionlog.record import DecisionRecord, StoredRecord, load_body, storable
 from webhook.decisionlog.store import AppendReceipt, RecordQuery
 
 _log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class Spool:
     def _put(self, record: DecisionRecord) -> None:
         self._connection().execute(
             "INSERT OR IGNORE INTO trtguard_spool (record_id, queued_at, body) VALUES (?, ?, ?)",
-            (record.record_id, datetime.now(UTC).isoformat(), record.canonical().decode()),
+            (record.record_id, datetime.now(UTC).isoformat(), storable(record).canonical().decode()),
         )
 
     def _peek(self, limit: int) -> list[DecisionRecord]:

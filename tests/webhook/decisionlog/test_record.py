@@ -14,7 +14,16 @@ from hypothesis import strategies as st
 
 from tests.webhook.harness import RecordFactory
 from webhook.decisionlog import GENESIS_HASH, DecisionLogError, DecisionRecord, chain_hash
-from webhook.decisionlog.record import canonical_json, link_hash, new_record_id
+from webhook.decisionlog.record import (
+    MAX_ITEMS,
+    MAX_LIST_CHARS,
+    MAX_TEXT_CHARS,
+    UNSTORABLE_MARK,
+    canonical_json,
+    link_hash,
+    new_record_id,
+    storable,
+)
 
 
 def test_round_trip_keeps_every_field(make_record: RecordFactory) -> None:
@@ -120,3 +129,103 @@ def test_record_ids_are_unique_and_hex() -> None:
     ids = {new_record_id() for _ in range(10000)}
     assert len(ids) == 10000
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+
+
+# --- storable(): whatever a request held can be recorded --------------------------------------------------
+
+
+def test_unstorable_characters_are_escaped_behind_a_marker(make_record: RecordFactory) -> None:
+    """A lone surrogate (from a "\\ud800" escape) has no UTF-8 form; PostgreSQL text refuses NUL."""
+    record = make_record(
+        uid="uid-\ud800",
+        name="a\x00b",
+        namespace="\udc80ns",
+        message="bad \udfff",
+        warnings=("w\x00",),
+        violations=({"rule": "r", "message": "image \ud800:latest", "nested": {"k\x00": ["\ud801"]}},),
+        images=({"reference": "x\udcff", "digest": None, "path": "spec.containers[0].image"},),
+    )
+    with pytest.raises(UnicodeEncodeError):
+        record.canonical()
+    stored = storable(record)
+    assert stored.uid == f"uid-{UNSTORABLE_MARK}\\ud800"
+    assert stored.name == f"a{UNSTORABLE_MARK}\\u0000b"
+    assert stored.namespace == f"{UNSTORABLE_MARK}\\udc80ns"
+    assert stored.message == f"bad {UNSTORABLE_MARK}\\udfff"
+    assert stored.warnings == (f"w{UNSTORABLE_MARK}\\u0000",)
+    assert stored.violations[0]["message"] == f"image {UNSTORABLE_MARK}\\ud800:latest"
+    assert stored.violations[0]["nested"] == {f"k{UNSTORABLE_MARK}\\u0000": [f"{UNSTORABLE_MARK}\\ud801"]}
+    assert stored.images[0]["reference"] == f"x{UNSTORABLE_MARK}\\udcff"
+    body = stored.canonical()
+    assert b"\x00" not in body
+    assert DecisionRecord.from_json(json.loads(body)) == stored
+    assert (stored.record_id, stored.time, stored.allowed) == (record.record_id, record.time, record.allowed)
+
+
+def test_long_text_and_long_lists_are_cut_with_a_marker(make_record: RecordFactory) -> None:
+    record = make_record(
+        name="n" * 100_000,
+        message="m" * (MAX_TEXT_CHARS + 1),
+        warnings=tuple(f"w{i}" for i in range(MAX_ITEMS + 500)),
+        violations=tuple({"rule": "r", "message": "x" * 4000} for _ in range(500)),
+        images=tuple({"reference": f"r{i}", "digest": None, "path": "p"} for i in range(MAX_ITEMS + 1)),
+    )
+    stored = storable(record)
+    assert len(stored.name or "") <= MAX_TEXT_CHARS
+    assert stored.name is not None and stored.name.startswith("n" * 4000)
+    assert stored.name.endswith(f"…[{100_000 - (MAX_TEXT_CHARS - 64)} more characters not recorded]")
+    assert stored.message is not None and stored.message.endswith("more characters not recorded]")
+    assert len(stored.warnings) == MAX_ITEMS
+    assert stored.warnings[:3] == ("w0", "w1", "w2")
+    assert stored.warnings[-1] == f"[{MAX_ITEMS + 500 - (MAX_ITEMS - 1)} more entries not recorded]"
+    kept = len(stored.violations) - 1
+    assert 0 < kept < 500 and stored.violations[-1] == {"omitted": 500 - kept}
+    assert len(json.dumps(list(stored.violations))) <= MAX_LIST_CHARS
+    assert stored.images[-1] == {"omitted": 2}
+    assert len(stored.canonical()) < 1024 * 1024  # every list bounded: a record stays under a MiB or so
+    assert DecisionRecord.from_json(json.loads(stored.canonical())) == stored
+
+
+def test_numbers_that_jcs_cannot_write_are_kept_as_text(make_record: RecordFactory) -> None:
+    record = make_record(violations=({"rule": "r", "size": 2**60, "ratio": float("nan"), "ok": 2**40},))
+    stored = storable(record)
+    assert stored.violations[0] == {"rule": "r", "size": str(2**60), "ratio": "nan", "ok": 2**40}
+    assert chain_hash(GENESIS_HASH, stored.to_json())
+
+
+def test_storable_changes_nothing_twice(make_record: RecordFactory) -> None:
+    """Records read back (or shipped again from a spool) keep their content, hence their hash."""
+    plain = make_record()
+    assert storable(plain) is plain
+    odd = storable(
+        make_record(
+            uid="\ud800" * 5000,
+            warnings=tuple("w\x00" for _ in range(MAX_ITEMS * 2)),
+            violations=tuple({"message": "\udc80" * 3000} for _ in range(300)),
+        )
+    )
+    assert storable(odd) is odd
+    again = DecisionRecord.from_json(json.loads(odd.canonical()))
+    assert storable(again) == again == odd
+
+
+# st.text() never yields lone surrogates; build strings from characters, the troublesome ones included.
+_ANY_TEXT = st.lists(
+    st.one_of(
+        st.characters(), st.sampled_from(["\x00", "\ud800", "\udc80", "\udfff", UNSTORABLE_MARK, "\\"])
+    ),
+    max_size=50,
+).map("".join)
+
+
+@given(_ANY_TEXT)
+def test_any_text_becomes_storable_text(text: str) -> None:
+    record = DecisionRecord(
+        uid=text, operation=text, kind=text, api_version=text, allowed=False, reason=text, name=text
+    )
+    stored = storable(record)
+    stored.canonical()  # encodes as UTF-8
+    assert all("\x00" not in getattr(stored, f) for f in ("uid", "operation", "kind", "name"))
+    assert storable(stored) is stored
+    if not any(c == "\x00" or "\ud800" <= c <= "\udfff" for c in text):
+        assert stored is record

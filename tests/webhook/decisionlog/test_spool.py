@@ -19,6 +19,7 @@ from webhook.decisionlog import (
     SpoolingStore,
     open_store,
 )
+from webhook.decisionlog.record import storable
 
 pytestmark = pytest.mark.postgres
 
@@ -195,3 +196,21 @@ async def test_not_ready_once_the_shipper_has_stopped_and_close_still_closes_bot
         await store.primary.append(make_record(), deadline=Deadline.after(1))
     with pytest.raises(RuntimeError, match="after shutdown"):
         await store.spool.put(make_record())
+
+
+async def test_a_record_holding_any_characters_is_spooled_and_shipped(
+    pg_proxy: TcpProxy, pg_url: str, tmp_path: Path, make_record: RecordFactory
+) -> None:
+    store = _spooling(pg_proxy, pg_url, tmp_path / "spool.db", ship_interval=3600, retry_after=30)
+    await pg_proxy.stop()
+    await store.open()
+    try:
+        odd = make_record(uid="\ud800", name="\x00", message="\udc80" * 10_000)
+        assert (await store.append(odd, deadline=Deadline.after(5))).spooled
+        await pg_proxy.start()
+        assert await store.ship_once() == 1
+        [stored] = await store.query(RecordQuery())
+        assert stored.record == storable(odd)
+        assert (await store.verify()).ok
+    finally:
+        await store.close()

@@ -21,6 +21,7 @@ from webhook.decisionlog import (
     SQLiteStore,
     open_store,
 )
+from webhook.decisionlog.record import UNSTORABLE_MARK, storable
 from webhook.decisionlog.sqlite import connect
 
 
@@ -299,3 +300,31 @@ def test_sync_level_from_the_url(tmp_path: Path, url_option: str, level: str, pr
 def test_unknown_sqlite_options_are_refused(url: str) -> None:
     with pytest.raises(DecisionLogError, match="unsupported option"):
         open_store(url)
+
+
+async def test_a_record_holding_any_characters_is_written_with_its_batch(
+    store: SQLiteStore, make_record: RecordFactory
+) -> None:
+    """Issue 10, item 11: a lone surrogate (a "\\ud800" escape in a request) failed the write of its whole
+    batch; NUL is refused by PostgreSQL text. Every record is written, escaped, and the chain verifies."""
+    odd = make_record(
+        uid="odd-\ud800",
+        name="n\x00me",
+        namespace="\udc80",
+        user="\x00",
+        message="m" * 100_000,
+        warnings=("\ud800",),
+        violations=({"rule": "r", "message": "\x00\udfff", "size": 2**60},),
+    )
+    others = [make_record() for _ in range(20)]
+    receipts = await asyncio.gather(
+        *(store.append(r, deadline=Deadline.after(10)) for r in [*others[:10], odd, *others[10:]])
+    )
+    assert sorted(r.seq or 0 for r in receipts) == list(range(1, 22))
+    assert store.ready
+    report = await store.verify()
+    assert report.ok, report.summary()
+    assert report.records == 21
+    [stored] = await store.query(RecordQuery(uid=storable(odd).uid))
+    assert stored.record == storable(odd)
+    assert stored.record.name == f"n{UNSTORABLE_MARK}\\u0000me"

@@ -1,0 +1,310 @@
+"""webhook/connections.py: deadlines and the connection cap of ``trtguard serve``, over real sockets and TLS.
+
+Before, a client that connected and sent nothing, trickled its headers or body, or sat idle without a first
+request, held its connection for minutes; 1,500 of them added about 60 MiB. Each test starts a real server
+with short limits and plays such clients against it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.webhook.harness import (
+    SERVICE,
+    PodFactory,
+    ReviewFactory,
+    StartWebhook,
+    Verifier,
+    WebhookProcess,
+    client_ssl_context,
+)
+from webhook._private.demo_material import TENSORRT_IMAGE, Material
+
+HEADER_TIMEOUT = 1.0
+BODY_TIMEOUT = 1.0
+IDLE_TIMEOUT = 2
+#: Allowed on top of a deadline: the server's timer, the kernel and this test's own scheduling.
+SLACK = 2.0
+
+
+def _limits(*, max_connections: int = 1000) -> list[str]:
+    return [
+        "--header-timeout",
+        str(HEADER_TIMEOUT),
+        "--body-timeout",
+        str(BODY_TIMEOUT),
+        "--idle-timeout",
+        str(IDLE_TIMEOUT),
+        "--max-connections",
+        str(max_connections),
+    ]
+
+
+def _serve(start: StartWebhook, material: Material, *extra: str) -> WebhookProcess:
+    return start(
+        "--policies",
+        str(material.policies),
+        "--attestations",
+        str(material.attestations),
+        "--self-signed",
+        "tls",
+        "--san",
+        SERVICE,
+        "--decision-log",
+        "sqlite:///decisions.db",
+        *extra,
+    )
+
+
+@pytest.fixture(scope="module")
+def limited(demo_material: Material, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookProcess]:
+    """One server with one-second deadlines and the default connection cap."""
+    process = WebhookProcess(
+        [
+            "--policies",
+            str(demo_material.policies),
+            "--attestations",
+            str(demo_material.attestations),
+            "--self-signed",
+            "tls",
+            "--san",
+            SERVICE,
+            "--decision-log",
+            "sqlite:///decisions.db",
+            *_limits(),
+        ],
+        tmp_path_factory.mktemp("limited"),
+    )
+    process.start()
+    yield process
+    process.stop()
+
+
+async def _tls(server: WebhookProcess) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    assert server.ca is not None
+    return await asyncio.open_connection(
+        "127.0.0.1", server.port, ssl=client_ssl_context(server.ca), server_hostname=SERVICE
+    )
+
+
+async def _closed_after(reader: asyncio.StreamReader, within: float) -> float:
+    """Seconds until the server closes the connection (end of stream or a reset), reading what it sends."""
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(within):
+            while await reader.read(65536):
+                pass
+    except (ConnectionError, ssl.SSLError):
+        pass
+    return time.monotonic() - started
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def _open_sockets(pid: int) -> int:
+    return sum(1 for fd in Path(f"/proc/{pid}/fd").iterdir() if fd.readlink().name.startswith("socket:"))
+
+
+async def test_connections_that_send_nothing_are_closed_within_the_header_timeout(
+    limited: WebhookProcess,
+) -> None:
+    """200 bare TCP connections (no TLS handshake) and 200 TLS connections that send no request."""
+    bare = [await asyncio.open_connection("127.0.0.1", limited.port) for _ in range(200)]
+    handshaken = [await _tls(limited) for _ in range(200)]
+    times = await asyncio.gather(
+        *(_closed_after(reader, HEADER_TIMEOUT + SLACK + 5) for reader, _ in [*bare, *handshaken])
+    )
+    for _, writer in [*bare, *handshaken]:
+        writer.transport.abort()
+    assert max(times) < HEADER_TIMEOUT + SLACK, f"slowest closed after {max(times):.1f} s"
+
+
+async def test_kept_alive_connections_are_closed_after_the_idle_timeout(limited: WebhookProcess) -> None:
+    async def one_request_then_idle() -> float:
+        reader, writer = await _tls(limited)
+        try:
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200")
+            await reader.readexactly(int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0]))
+            return await _closed_after(reader, IDLE_TIMEOUT + SLACK + 5)
+        finally:
+            writer.transport.abort()
+
+    times = await asyncio.gather(*(one_request_then_idle() for _ in range(200)))
+    assert min(times) > IDLE_TIMEOUT - 0.5 and max(times) < IDLE_TIMEOUT + SLACK, (min(times), max(times))
+
+
+async def _trickle(writer: asyncio.StreamWriter, data: bytes, every: float) -> float:
+    """Send ``data`` a byte at a time until the server cuts the connection; seconds it took."""
+    started = time.monotonic()
+    try:
+        for byte in data:
+            writer.write(bytes([byte]))
+            await writer.drain()
+            await asyncio.sleep(every)
+    except (ConnectionError, ssl.SSLError):
+        pass
+    return time.monotonic() - started
+
+
+async def test_a_client_trickling_its_headers_is_cut(limited: WebhookProcess) -> None:
+    reader, writer = await _tls(limited)
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200 + b"\r\n\r\n"
+    sending = asyncio.create_task(_trickle(writer, head, 0.05))
+    closed = await _closed_after(reader, HEADER_TIMEOUT + SLACK + 5)
+    sending.cancel()
+    writer.transport.abort()
+    assert closed < HEADER_TIMEOUT + SLACK
+    assert len(head) * 0.05 > HEADER_TIMEOUT + SLACK, "the whole head would take longer than the deadline"
+
+
+async def test_a_trickle_between_requests_does_not_keep_a_connection(limited: WebhookProcess) -> None:
+    """Bytes that never make a request (empty lines) after a response start the head deadline too."""
+    reader, writer = await _tls(limited)
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    sending = asyncio.create_task(_trickle(writer, b"\r\n" * 200, 0.05))
+    closed = await _closed_after(reader, HEADER_TIMEOUT + SLACK + 5)
+    sending.cancel()
+    writer.transport.abort()
+    assert closed < HEADER_TIMEOUT + SLACK
+
+
+@pytest.mark.parametrize(
+    ("path", "answer"),
+    [
+        # /validate reads its body and answers 408 at --body-timeout, whatever ?timeout= asks for.
+        ("/validate?timeout=600s", b"HTTP/1.1 408"),
+        # /healthz never reads the body it was sent: the deadline holds all the same.
+        ("/healthz", b"HTTP/1.1 200"),
+    ],
+)
+async def test_a_client_trickling_its_body_is_cut(limited: WebhookProcess, path: str, answer: bytes) -> None:
+    reader, writer = await _tls(limited)
+    method = "POST" if path.startswith("/validate") else "GET"
+    writer.write(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{{".encode())
+    sending = asyncio.create_task(_trickle(writer, b" " * 999, 0.05))
+    started = time.monotonic()
+    received = b""
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT + 1 + SLACK + 5):
+            while chunk := await reader.read(65536):
+                received += chunk
+    except (ConnectionError, ssl.SSLError):
+        pass
+    closed = time.monotonic() - started
+    sending.cancel()
+    writer.transport.abort()
+    assert received.startswith(answer), received[:100]
+    assert closed < BODY_TIMEOUT + 1 + SLACK
+
+
+async def test_an_oversized_request_head_is_refused(limited: WebhookProcess) -> None:
+    reader, writer = await _tls(limited)
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    for n in range(80):
+        writer.write(f"X-Filler-{n}: {'a' * 1000}\r\n".encode())
+    try:
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    except (ConnectionError, ssl.SSLError, asyncio.IncompleteReadError) as error:
+        raise AssertionError("the server closed without answering 431") from error
+    writer.transport.abort()
+    assert head.startswith(b"HTTP/1.1 431")
+
+
+async def test_a_client_that_disconnects_mid_body_is_not_an_error(limited: WebhookProcess) -> None:
+    """It used to end in "Exception in ASGI application" with a ClientDisconnect traceback."""
+    before = len(limited.log_records())
+    for _ in range(5):
+        _, writer = await _tls(limited)
+        writer.write(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{" + b" " * 5000)
+        await writer.drain()
+        await asyncio.sleep(0.1)
+        writer.transport.abort()
+    await asyncio.sleep(0.5)
+    records = limited.log_records()[before:]
+    assert not [r for r in records if r["level"] in ("error", "critical") or "exception" in r], records
+    assert "Traceback" not in limited.log_text()
+
+
+async def test_the_connection_cap_bounds_sockets_and_memory(
+    demo_material: Material,
+    webhook_process: StartWebhook,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+) -> None:
+    """1,500 TLS connections offered, 100 allowed: the server holds at most 100, with memory to match.
+
+    Once the idle ones have been closed, requests are served again.
+    """
+    server = _serve(webhook_process, demo_material, *_limits(max_connections=100))
+    async with server.client() as client:
+        assert (await client.get("/healthz")).status_code == 200
+    await asyncio.sleep(0.5)
+    sockets, rss = _open_sockets(server.pid), _rss_mib(server.pid)
+
+    async def attempt() -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        try:
+            return await asyncio.wait_for(_tls(server), 10)
+        except (ConnectionError, ssl.SSLError, TimeoutError):
+            return None
+
+    opened = [c for c in await asyncio.gather(*(attempt() for _ in range(1500))) if c is not None]
+    try:
+        held = _open_sockets(server.pid) - sockets
+        grown = _rss_mib(server.pid) - rss
+        assert len(opened) <= 100 + 10, len(opened)  # a few may be closed by the client only later
+        assert held <= 100, f"the server holds {held} connections"
+        assert grown < 16, f"memory grew by {grown:.1f} MiB"
+    finally:
+        for _, writer in opened:
+            writer.transport.abort()
+    await asyncio.sleep(HEADER_TIMEOUT + 0.5)
+    body = make_review(obj=make_pod("after", TENSORRT_IMAGE))
+    async with server.client() as client:
+        verify_admission_response(body["request"]["uid"], await client.post(body))
+
+
+async def test_at_the_cap_a_new_connection_closes_the_longest_idle_one(
+    demo_material: Material,
+    webhook_process: StartWebhook,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+) -> None:
+    """Idle keep-alive connections make room for the API server; busy ones (here: in their head) do not."""
+    server = _serve(webhook_process, demo_material, *_limits(max_connections=20))
+    idle = [await _tls(server) for _ in range(20)]
+    for reader, writer in idle:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    body = make_review(obj=make_pod("room", TENSORRT_IMAGE))
+    async with server.client() as client:
+        verify_admission_response(body["request"]["uid"], await client.post(body))
+    # The first idle connection made room.
+    assert await _closed_after(idle[0][0], 5) < 5
+
+    for _, writer in idle:
+        writer.transport.abort()
+    await asyncio.sleep(0.3)
+    busy = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(20)]
+    refused = await asyncio.open_connection("127.0.0.1", server.port)
+    assert await _closed_after(refused[0], 2) < 1, "a connection beyond the cap is refused at once"
+    for _, writer in [*busy, refused]:
+        writer.transport.abort()
+    records = [r for r in server.log_records() if r["message"].startswith("connection limit reached")]
+    assert records and records[0]["level"] == "warning"
