@@ -5,7 +5,8 @@ proven by its SET, or an RFC 3161 timestamp):
 
 1. the chain is built to a Fulcio CA of the trusted root that was valid at the signing time, and validated
    at that time;
-2. an embedded SCT verifies with a CT log key of the trusted root (RFC 6962 §3.2, precertificate entry);
+2. an embedded SCT verifies with a CT log key of the trusted root that was valid when the SCT was issued
+   (RFC 6962 §3.2, precertificate entry; sigstore-go skips SCTs outside the key's validity period too);
 3. key usage ``digitalSignature`` and extended key usage ``codeSigning`` (the Fulcio profile).
 """
 
@@ -87,7 +88,7 @@ def check_profile(leaf: x509.Certificate) -> None:
 
 
 def verify_sct(leaf: x509.Certificate, issuer: x509.Certificate, ct_logs: Sequence[RekorLog]) -> None:
-    """At least one SCT embedded in ``leaf`` must verify with a trusted CT log key."""
+    """At least one SCT embedded in ``leaf`` must verify with a trusted CT log key valid at the SCT's time."""
     try:
         scts = leaf.extensions.get_extension_for_class(x509.PrecertificateSignedCertificateTimestamps).value
     except x509.ExtensionNotFound as error:
@@ -104,6 +105,8 @@ def verify_sct(leaf: x509.Certificate, issuer: x509.Certificate, ct_logs: Sequen
         if log is None or sct.entry_type != x509.certificate_transparency.LogEntryType.PRE_CERTIFICATE:
             continue
         timestamp = sct.timestamp if sct.timestamp.tzinfo else sct.timestamp.replace(tzinfo=UTC)
+        if not log.covers(timestamp):
+            continue  # a retired CT log key vouches for nothing issued after it was retired
         millis = (timestamp - _EPOCH) // timedelta(milliseconds=1)
         extensions = sct.extension_bytes
         # RFC 6962 §3.2 digitally-signed struct: v1, certificate_timestamp, timestamp, precert_entry, …
