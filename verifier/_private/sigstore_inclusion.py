@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -33,6 +34,8 @@ from verifier.keys import PublicKey
 _SIGNATURE_PREFIX: Final = "\u2014 "
 _MAX_SIGNATURE_LINES: Final = 100
 _MAX_PROOF_HASHES: Final = 64  # a tree of 2^64 leaves: anything longer is not a proof
+# ASCII digits only (str.isdigit admits superscripts that int() refuses), no leading zero, below 2^64.
+_TREE_SIZE = re.compile(r"0|[1-9][0-9]{0,19}")
 
 
 def leaf_hash(entry: bytes) -> bytes:
@@ -125,8 +128,8 @@ def _parse_checkpoint(note: str) -> Checkpoint:
     lines = note[:-1].split("\n")
     if len(lines) < 3 or not lines[0]:
         raise VerificationError("the checkpoint needs an origin, a tree size and a root hash")
-    if not lines[1].isdigit() or (lines[1] != "0" and lines[1].startswith("0")):
-        raise VerificationError(f"the checkpoint's tree size {lines[1]!r} is not a decimal number")
+    if _TREE_SIZE.fullmatch(lines[1]) is None or int(lines[1]) >= 2**64:
+        raise VerificationError(f"the checkpoint's tree size {lines[1][:40]!r} is not a decimal number")
     try:
         root_hash = base64.b64decode(lines[2], validate=True)
     except (binascii.Error, ValueError) as error:

@@ -262,7 +262,7 @@ def _verify_keyless(
             f"the bundle is signed with a certificate, but the policy trusts only {policy.describe()}"
         )
     try:
-        key = PublicKey.from_crypto(leaf.public_key())
+        key = PublicKey.from_certificate(leaf)
     except InvalidKey as error:
         raise VerificationError(f"the signing certificate's key is unusable: {error.message}") from error
     logged = _keyless_signature(bundle, leaf, key, bytes.fromhex(parse_sha256(digest)))
