@@ -4,8 +4,9 @@
   ``SHA-256(0x01 || left || right)``), from the leaf up to the root hash.
 * Checkpoint: a signed note (C2SP ``signed-note``, ``tlog-checkpoint``): the note text (origin, tree size,
   base64 root hash, optional extension lines), a blank line, then ``— <name> <base64(key hint || signature)>``
-  lines. A line whose name and key hint are the log's must verify; lines of other signers (witnesses) are
-  ignored; at least one line must be the log's own.
+  lines. The first line whose name and key hint are the log's must verify; later lines of the same key are
+  not verified again (golang.org/x/mod/sumdb/note skips them too), so a note of repeated lines costs one
+  verification; lines of other signers (witnesses) are ignored.
 
 Key hints (the first four bytes of the key id): Rekor v1 signs as ``SHA-256(SubjectPublicKeyInfo)``; Rekor v2
 follows C2SP, ``SHA-256(name || 0x0A || type || key)`` for Ed25519 (type 0x01, raw key) and RSA (type 0xFF
@@ -156,13 +157,16 @@ def verify_checkpoint(text: str, key: PublicKey, *, name: str | None, rekor_v2: 
     if rekor_v2 and checkpoint.origin != name:
         raise VerificationError(f"the checkpoint is for log {checkpoint.origin!r}, not {name!r}")
     hint = key_hint(key, name or "", rekor_v2=rekor_v2)
-    ours = [
-        signature
-        for signer, signer_hint, signature in signatures
-        if signer_hint == hint and (not rekor_v2 or signer == name)
-    ]
-    if not ours:
+    ours = next(
+        (
+            signature
+            for signer, signer_hint, signature in signatures
+            if signer_hint == hint and (not rekor_v2 or signer == name)
+        ),
+        None,
+    )
+    if ours is None:
         raise VerificationError("the checkpoint carries no signature by the log's key")
-    if not all(key.verify(signature, note.encode()) for signature in ours):
+    if not key.verify(ours, note.encode()):
         raise VerificationError("the checkpoint's signature does not verify with the log key")
     return checkpoint

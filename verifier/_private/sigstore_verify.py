@@ -164,8 +164,10 @@ def _verify_keyed(
                 f" at most {MAX_SIGNATURES} are checked"
             )
         message = pae(content.payload_type, content.payload)
+        # A signature repeated in the envelope is one signature: verified, and looked up in the log, once.
+        unique = list(dict.fromkeys(s.sig for s in content.signatures))
         signed_by = {
-            name: [s.sig for s in content.signatures if key.verify(s.sig, message)]
+            name: [signature for signature in unique if key.verify(signature, message)]
             for name, key in policy.keys.items()
         }
     else:
