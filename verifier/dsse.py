@@ -68,9 +68,10 @@ class Envelope:
         """Parse the JSON envelope; :class:`InputError` (naming ``location``) when it is malformed."""
         try:
             document = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as error:
+        except (ValueError, UnicodeDecodeError, RecursionError) as error:
+            problem = "is nested too deeply" if isinstance(error, RecursionError) else "is not JSON"
             raise InputError(
-                "not a DSSE envelope: the document is not JSON",
+                f"not a DSSE envelope: the document {problem}",
                 location=location,
                 hint="expected {payloadType, payload, signatures} JSON",
             ) from error
@@ -84,6 +85,10 @@ class Envelope:
         payload_type = document.get("payloadType")
         if not isinstance(payload_type, str) or not payload_type:
             raise InputError("DSSE envelope has no payloadType", location=location)
+        try:
+            payload_type.encode()  # PAE encodes it as UTF-8; JSON can spell an unpaired surrogate
+        except UnicodeEncodeError as error:
+            raise InputError("DSSE payloadType is not valid Unicode text", location=location) from error
         payload = _decode_b64(document.get("payload"), "payload", location)
         raw_signatures = document.get("signatures")
         if not isinstance(raw_signatures, list):

@@ -135,6 +135,8 @@ def statement_from_envelope(envelope: Envelope, *, location: str | None = None) 
         raise InputError(f"invalid in-toto statement: {problems}", location=location) from error
     except (ValueError, UnicodeDecodeError) as error:
         raise InputError("the in-toto statement is not JSON", location=location) from error
+    except RecursionError as error:
+        raise InputError("the in-toto statement is nested too deeply", location=location) from error
 
 
 def statement_for_file(

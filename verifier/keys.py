@@ -16,6 +16,7 @@ import hashlib
 import re
 from typing import Final
 
+from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
@@ -47,9 +48,7 @@ _RSA_SIZES: Final = (2048, 3072, 4096)
 _PEM_BLOCK = re.compile(
     rb"-----BEGIN (?P<label>[A-Z0-9 ]+)-----\r?\n(?P<body>[A-Za-z0-9+/=\s]*?)-----END (?P=label)-----"
 )
-_PUBLIC_KEY_BLOCK = re.compile(
-    rb"-----BEGIN (?P<label>(?:RSA )?PUBLIC KEY)-----.*?-----END (?P=label)-----", re.DOTALL
-)
+_PUBLIC_KEY_BEGIN = re.compile(rb"-----BEGIN ((?:RSA )?PUBLIC KEY)-----")
 _PLAIN_PKCS8_LABEL: Final = "PRIVATE KEY"
 
 
@@ -88,6 +87,27 @@ def _verify_rsa(
             continue
         return True
     return False
+
+
+def _public_key_block(raw: bytes) -> bytes | None:
+    """The first complete ``PUBLIC KEY`` or ``RSA PUBLIC KEY`` PEM block in ``raw``.
+
+    Linear in the input: a lazy ``BEGIN.*?END`` pattern rescans to the end for every unterminated BEGIN, which
+    made a Rekor entry body of repeated BEGIN lines cost minutes. A label whose END is missing after one
+    BEGIN is missing after every later one, so each label is searched for at most once in vain.
+    """
+    unterminated: set[bytes] = set()
+    for begin in _PUBLIC_KEY_BEGIN.finditer(raw):
+        label = begin[1]
+        if label in unterminated:
+            continue
+        end_marker = b"-----END " + label + b"-----"
+        end = raw.find(end_marker, begin.end())
+        if end < 0:
+            unterminated.add(label)
+            continue
+        return raw[begin.start() : end + len(end_marker)]
+    return None
 
 
 def _check_supported(key: _PublicCrypto) -> str:
@@ -137,14 +157,14 @@ class PublicKey:
         the block is skipped."""
         raw = data.encode() if isinstance(data, str) else data
         # Only a public key block: cryptography would read the first block of any kind.
-        block = _PUBLIC_KEY_BLOCK.search(raw)
+        block = _public_key_block(raw)
         if block is None:
             raise InvalidKey(
                 "no '-----BEGIN PUBLIC KEY-----' (or 'RSA PUBLIC KEY') block found",
                 hint="give a PEM public key, e.g. the .pub file written by `trtguard keygen` or cosign",
             )
         try:
-            key = serialization.load_pem_public_key(block[0])
+            key = serialization.load_pem_public_key(block)
         except (ValueError, UnsupportedAlgorithm) as error:
             raise InvalidKey(
                 "the public key PEM block does not parse",
@@ -159,6 +179,16 @@ class PublicKey:
             key = serialization.load_der_public_key(data)
         except (ValueError, UnsupportedAlgorithm) as error:
             raise InvalidKey("the public key DER does not parse") from error
+        return cls(key)  # type: ignore[arg-type]  # other key types are refused in __init__
+
+    @classmethod
+    def from_certificate(cls, certificate: x509.Certificate) -> PublicKey:
+        """The key ``certificate`` certifies; :class:`InvalidKey` when it is malformed or of an unsupported
+        algorithm (a certificate from a signature is untrusted input until its chain is checked)."""
+        try:
+            key = certificate.public_key()
+        except (ValueError, UnsupportedAlgorithm) as error:
+            raise InvalidKey(f"the certificate's public key is unusable ({error})") from error
         return cls(key)  # type: ignore[arg-type]  # other key types are refused in __init__
 
     @classmethod

@@ -150,6 +150,31 @@ def test_wrong_identity_is_refused_with_the_certificates_identity(capsys: pytest
     assert f"the certificate identity {BEACON} ({ACTIONS}) is not trusted" in err
 
 
+def test_hostile_documents_exit_with_a_reason_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, blob_signer: dict[str, PrivateKey]
+) -> None:
+    # Nesting deeper than Python's recursion limit raised RecursionError out of the command (a traceback).
+    deep = _write(tmp_path / "deep.json", "[" * 100_000)
+    status, _, err = run(
+        capsys,
+        "verify-bundle",
+        "--bundle",
+        deep,
+        "--certificate-identity",
+        BEACON,
+        "--certificate-oidc-issuer",
+        ACTIONS,
+        A_TXT_DIGEST,
+    )
+    assert (status, err) == (
+        1,
+        f"trtguard: error: {deep}: not a Sigstore bundle: the document is nested too deeply",
+    )
+    key = _write(tmp_path / "cosign.pub", blob_signer["signer"].public_key().to_pem())
+    status, _, err = run(capsys, "verify-blob", "--bundle", deep, "--key", key, A_TXT_DIGEST)
+    assert (status, err) == (2, f"trtguard: error: {deep}: the cosign bundle is nested too deeply")
+
+
 def test_the_entry_point_in_a_process(tmp_path: Path) -> None:
     # Exit status and standard error as a conformance harness sees them.
     command = [sys.executable, "-c", "import sys; from webhook._cli import main; sys.exit(main())"]

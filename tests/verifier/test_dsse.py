@@ -156,6 +156,9 @@ def test_url_safe_and_unpadded_base64_is_accepted() -> None:
         ),
         (b'{"payloadType": "t", "payload": "", "signatures": [{"sig": "@@"}]}', "signatures\\[0\\].sig"),
         (b"\xff\xfe", "not JSON"),
+        (b"[" * 100_000, "the document is nested too deeply"),
+        # JSON can spell an unpaired surrogate, which PAE cannot encode as UTF-8.
+        (b'{"payloadType": "t\\ud800", "payload": "", "signatures": []}', "payloadType is not valid Unicode"),
     ],
 )
 def test_malformed_envelopes_raise_input_errors(document: Any, message: str) -> None:

@@ -6,15 +6,19 @@ import base64
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import nacl.secret
 import pytest
+from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+from cryptography.x509.oid import NameOID
 
 from verifier import keys
 from verifier._private import cosign_keyfile
@@ -339,6 +343,41 @@ def test_malformed_public_key_gives_a_parse_error(shared_fixtures: Path) -> None
     with pytest.raises(InvalidKey, match="does not parse") as raised:
         PublicKey.from_pem(path.read_bytes())
     assert raised.value.exit_code == 2
+
+
+def test_public_key_block_search_is_linear() -> None:
+    # A PEM from a Rekor entry body is read before any log signature is checked. A lazy BEGIN…END pattern
+    # rescanned the rest of the text for each unterminated BEGIN: 8000 of them took about 15 s.
+    key = keys.generate_private_key().public_key()
+    started = time.monotonic()
+    with pytest.raises(InvalidKey, match="BEGIN PUBLIC KEY"):
+        PublicKey.from_pem(b"-----BEGIN PUBLIC KEY-----" * 8000)
+    assert time.monotonic() - started < 1
+    # The first complete block still counts, after unterminated blocks of the other label.
+    assert PublicKey.from_pem(b"-----BEGIN RSA PUBLIC KEY-----\n" * 3 + key.to_pem()) == key
+
+
+def test_certificate_keys_of_unknown_algorithms_are_invalid_keys() -> None:
+    # A certificate from a signature is read before its chain is checked: cryptography raises
+    # UnsupportedAlgorithm (or ValueError) for keys it cannot load.
+    private = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "signer")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(private.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + timedelta(minutes=10))
+        .sign(private, hashes.SHA256())
+    )
+    assert PublicKey.from_certificate(certificate) == PublicKey.from_crypto(private.public_key())
+    der = certificate.public_bytes(serialization.Encoding.DER)
+    unknown = der.replace(bytes.fromhex("06072a8648ce3d0201"), bytes.fromhex("06072a8648ce3d0209"))
+    with pytest.raises(InvalidKey, match="the certificate's public key is unusable"):
+        PublicKey.from_certificate(x509.load_der_x509_certificate(unknown))
 
 
 def test_text_without_a_public_key_block() -> None:

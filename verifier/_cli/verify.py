@@ -107,6 +107,8 @@ def _legacy_bundle(path: Path) -> dict[str, Any]:
         document = json.loads(read_limited(path, _MAX_DOCUMENT, "the cosign bundle"))
     except (ValueError, UnicodeDecodeError) as error:
         raise InputError("the cosign bundle is not JSON", location=str(path)) from error
+    except RecursionError as error:
+        raise InputError("the cosign bundle is nested too deeply", location=str(path)) from error
     if not isinstance(document, dict) or not isinstance(document.get("base64Signature"), str):
         raise InputError(
             "not a cosign blob bundle (base64Signature, cert, rekorBundle)",

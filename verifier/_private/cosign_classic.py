@@ -72,7 +72,7 @@ def _keyless(
     except ValueError as error:
         raise VerificationError("the signature's certificate or chain does not parse") from error
     try:
-        cert_key = PublicKey.from_crypto(leaf.public_key())
+        cert_key = PublicKey.from_certificate(leaf)
     except InvalidKey as error:
         raise VerificationError(f"the signing certificate's key is unusable: {error.message}") from error
     if not _verifies(cert_key, signature, data, sha256):

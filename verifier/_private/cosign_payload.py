@@ -33,6 +33,8 @@ def check_payload(payload: bytes, *, image_digest: str, repository: str | None) 
         document = json.loads(payload)
     except (ValueError, UnicodeDecodeError) as error:
         raise VerificationError("the signed payload is not JSON") from error
+    except RecursionError as error:
+        raise VerificationError("the signed payload is nested too deeply") from error
     critical = _object(_object(document, "top level").get("critical"), "critical section")
     if critical.get("type") != SIGNATURE_TYPE:
         raise VerificationError(

@@ -132,6 +132,8 @@ def entry_from_cosign_bundle(text: str) -> LogEntry:
         signed_entry_timestamp = _b64(document["SignedEntryTimestamp"], "SignedEntryTimestamp")
     except (ValueError, KeyError, TypeError) as error:
         raise VerificationError("the Rekor bundle annotation is malformed") from error
+    except RecursionError as error:
+        raise VerificationError("the Rekor bundle annotation is nested too deeply") from error
     if not isinstance(body_b64, str) or not all(
         isinstance(v, int) and not isinstance(v, bool) for v in (integrated_time, log_index)
     ):
@@ -154,6 +156,8 @@ def _decode_body(body: bytes) -> dict[str, Any]:
         document = json.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise VerificationError("the Rekor entry body is not JSON") from error
+    except RecursionError as error:
+        raise VerificationError("the Rekor entry body is nested too deeply") from error
     if not isinstance(document, dict):
         raise VerificationError("the Rekor entry body is not a JSON object")
     return document
@@ -185,7 +189,7 @@ def _same_verifier(pem: bytes, logged: LoggedSignature) -> bool:
         if logged.certificate is not None:
             return recorded == logged.certificate
         try:
-            return PublicKey.from_crypto(recorded.public_key()).key_id == logged.key.key_id
+            return PublicKey.from_certificate(recorded).key_id == logged.key.key_id
         except InvalidKey:
             return False
     if logged.certificate is not None:
@@ -202,7 +206,7 @@ def _check_hashedrekord_v1(body: dict[str, Any], logged: LoggedSignature) -> Non
     algorithm = _field(body, "spec", "data", "hash", "algorithm")
     if algorithm != "sha256":
         raise VerificationError(
-            f"the Rekor entry records a {algorithm} artifact hash; trtguard binds sha256 digests only"
+            f"the Rekor entry records a {algorithm!r} artifact hash; trtguard binds sha256 digests only"
         )
     if _field(body, "spec", "data", "hash", "value") != logged.artifact_sha256.hex():
         raise VerificationError("the Rekor entry records a different artifact hash")
@@ -248,9 +252,9 @@ def _check_intoto_v2(body: dict[str, Any], logged: LoggedSignature, envelope: En
     raise VerificationError("the Rekor entry does not record this signature by this signer")
 
 
-def _check_hashedrekord_v2(body: bytes, logged: LoggedSignature) -> None:
+def _check_hashedrekord_v2(body: dict[str, Any], logged: LoggedSignature) -> None:
     try:
-        spec = Fields(json.loads(body), "").required_message("spec").required_message("hashedRekordV002")
+        spec = Fields(body, "").required_message("spec").required_message("hashedRekordV002")
         data = spec.required_message("data")
         algorithm, digest = data.string("algorithm"), data.binary("digest", required=True)
         signature = spec.required_message("signature")
@@ -288,18 +292,20 @@ def _check_hashedrekord_v2(body: bytes, logged: LoggedSignature) -> None:
 
 
 def _check_body(entry: LogEntry, logged: LoggedSignature) -> None:
+    # The body is not yet authenticated here: what it names is quoted (repr) in messages, so that control
+    # characters or an unpaired surrogate (a "\ud800" escape) cannot reach a terminal or a UTF-8 log as is.
     body = _decode_body(entry.body)
+    named = "/".join(_kind_version(body))
     if _kind_version(body) != (entry.kind, entry.version):
         raise VerificationError(
-            f"the Rekor entry body is {'/'.join(_kind_version(body))}, "
-            f"but the bundle says {entry.kind}/{entry.version}"
+            f"the Rekor entry body is {named!r}, but the bundle says {entry.kind}/{entry.version}"
         )
     envelope = logged.envelope
     match (entry.kind, entry.version, envelope):
         case ("hashedrekord", "0.0.1", _):
             _check_hashedrekord_v1(body, logged)
         case ("hashedrekord", "0.0.2", _):
-            _check_hashedrekord_v2(entry.body, logged)
+            _check_hashedrekord_v2(body, logged)
         case ("dsse", "0.0.1", Envelope()):
             _check_dsse_v1(body, logged, envelope)
         case ("intoto", "0.0.2", Envelope()):
@@ -310,7 +316,7 @@ def _check_body(entry: LogEntry, logged: LoggedSignature) -> None:
                 if envelope is None
                 else "dsse/0.0.1, intoto/0.0.2 or hashedrekord/0.0.2"
             )
-            raise VerificationError(f"the Rekor entry is {entry.kind}/{entry.version}, expected {expected}")
+            raise VerificationError(f"the Rekor entry is {named!r}, expected {expected}")
 
 
 def _find_log(log_id: bytes, logs: Sequence[RekorLog]) -> RekorLog:
@@ -326,14 +332,20 @@ def _find_log(log_id: bytes, logs: Sequence[RekorLog]) -> RekorLog:
 def _verify_promise(entry: LogEntry, log: RekorLog, signed_entry_timestamp: bytes) -> datetime:
     if entry.rekor_v2 or entry.integrated_time <= 0:
         raise VerificationError("the Rekor entry has a signed entry timestamp but no integrated time")
-    canonical = rfc8785.dumps(
-        {
-            "body": base64.b64encode(entry.body).decode(),
-            "integratedTime": entry.integrated_time,
-            "logID": entry.log_id.hex(),
-            "logIndex": entry.log_index,
-        }
-    )
+    try:
+        canonical = rfc8785.dumps(
+            {
+                "body": base64.b64encode(entry.body).decode(),
+                "integratedTime": entry.integrated_time,
+                "logID": entry.log_id.hex(),
+                "logIndex": entry.log_index,
+            }
+        )
+    except rfc8785.CanonicalizationError as error:
+        # RFC 8785 writes numbers as IEEE doubles: beyond 2^53 a value has no canonical form a log signed.
+        raise VerificationError(
+            "the Rekor entry's integrated time or log index is too large for a signed entry timestamp"
+        ) from error
     if not log.key.verify(signed_entry_timestamp, canonical):
         raise VerificationError("the Rekor signed entry timestamp (SET) does not verify with the log key")
     return datetime.fromtimestamp(entry.integrated_time, tz=UTC)

@@ -187,6 +187,8 @@ def parse_bundle(raw: bytes | str) -> Bundle:
         document = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as error:
         raise VerificationError("not a Sigstore bundle: the document is not JSON") from error
+    except RecursionError as error:
+        raise VerificationError("not a Sigstore bundle: the document is nested too deeply") from error
     try:
         return _parse(document)
     except MalformedField as error:

@@ -5,8 +5,12 @@ proven by its SET, or an RFC 3161 timestamp):
 
 1. the chain is built to a Fulcio CA of the trusted root that was valid at the signing time, and validated
    at that time;
-2. an embedded SCT verifies with a CT log key of the trusted root (RFC 6962 §3.2, precertificate entry);
+2. an embedded SCT verifies with a CT log key of the trusted root that was valid when the SCT was issued
+   (RFC 6962 §3.2, precertificate entry; sigstore-go skips SCTs outside the key's validity period too);
 3. key usage ``digitalSignature`` and extended key usage ``codeSigning`` (the Fulcio profile).
+
+The certificate comes from the signature and is read before its chain is checked (the identity rules run
+first), so extensions that do not parse are a verification failure, not an exception.
 """
 
 from __future__ import annotations
@@ -37,6 +41,14 @@ _ISSUER_V1 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
 _ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
 _SIGSTORE_OTHERNAME = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.7")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _extensions(certificate: x509.Certificate) -> x509.Extensions:
+    """The certificate's extensions; cryptography parses them on first access and raises on malformed ones."""
+    try:
+        return certificate.extensions
+    except (ValueError, x509.DuplicateExtension, x509.UnsupportedGeneralNameType) as error:
+        raise VerificationError(f"the signing certificate's extensions do not parse ({error})") from error
 
 
 def verify_chain(
@@ -77,9 +89,10 @@ def verify_chain(
 
 def check_profile(leaf: x509.Certificate) -> None:
     """Fulcio leaf profile: digitalSignature key usage and the codeSigning extended key usage."""
+    extensions = _extensions(leaf)
     try:
-        usage = leaf.extensions.get_extension_for_class(x509.KeyUsage).value
-        extended = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        usage = extensions.get_extension_for_class(x509.KeyUsage).value
+        extended = extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     except x509.ExtensionNotFound as error:
         raise VerificationError("the signing certificate lacks key usage extensions") from error
     if not usage.digital_signature or ExtendedKeyUsageOID.CODE_SIGNING not in extended:
@@ -87,9 +100,9 @@ def check_profile(leaf: x509.Certificate) -> None:
 
 
 def verify_sct(leaf: x509.Certificate, issuer: x509.Certificate, ct_logs: Sequence[RekorLog]) -> None:
-    """At least one SCT embedded in ``leaf`` must verify with a trusted CT log key."""
+    """At least one SCT embedded in ``leaf`` must verify with a trusted CT log key valid at the SCT's time."""
     try:
-        scts = leaf.extensions.get_extension_for_class(x509.PrecertificateSignedCertificateTimestamps).value
+        scts = _extensions(leaf).get_extension_for_class(x509.PrecertificateSignedCertificateTimestamps).value
     except x509.ExtensionNotFound as error:
         raise VerificationError("the signing certificate has no embedded SCT") from error
     issuer_key_hash = hashlib.sha256(
@@ -104,6 +117,8 @@ def verify_sct(leaf: x509.Certificate, issuer: x509.Certificate, ct_logs: Sequen
         if log is None or sct.entry_type != x509.certificate_transparency.LogEntryType.PRE_CERTIFICATE:
             continue
         timestamp = sct.timestamp if sct.timestamp.tzinfo else sct.timestamp.replace(tzinfo=UTC)
+        if not log.covers(timestamp):
+            continue  # a retired CT log key vouches for nothing issued after it was retired
         millis = (timestamp - _EPOCH) // timedelta(milliseconds=1)
         extensions = sct.extension_bytes
         # RFC 6962 §3.2 digitally-signed struct: v1, certificate_timestamp, timestamp, precert_entry, …
@@ -123,9 +138,10 @@ def verify_sct(leaf: x509.Certificate, issuer: x509.Certificate, ct_logs: Sequen
 
 
 def certificate_identity(leaf: x509.Certificate) -> tuple[str | None, tuple[str, ...]]:
-    """The OIDC issuer (Fulcio extension, v2 preferred over v1) and the subject alternative names."""
+    """The OIDC issuer (Fulcio extension, v2 preferred over v1) and the subject alternative names;
+    :class:`VerificationError` when the extensions do not parse."""
     issuer = None
-    extensions = leaf.extensions
+    extensions = _extensions(leaf)
     try:
         value = extensions.get_extension_for_oid(_ISSUER_V2).value
         issuer = asn1.decode_der(str, value.value)  # type: ignore[attr-defined]

@@ -4,8 +4,9 @@
   ``SHA-256(0x01 || left || right)``), from the leaf up to the root hash.
 * Checkpoint: a signed note (C2SP ``signed-note``, ``tlog-checkpoint``): the note text (origin, tree size,
   base64 root hash, optional extension lines), a blank line, then ``— <name> <base64(key hint || signature)>``
-  lines. A line whose name and key hint are the log's must verify; lines of other signers (witnesses) are
-  ignored; at least one line must be the log's own.
+  lines. The first line whose name and key hint are the log's must verify; later lines of the same key are
+  not verified again (golang.org/x/mod/sumdb/note skips them too), so a note of repeated lines costs one
+  verification; lines of other signers (witnesses) are ignored.
 
 Key hints (the first four bytes of the key id): Rekor v1 signs as ``SHA-256(SubjectPublicKeyInfo)``; Rekor v2
 follows C2SP, ``SHA-256(name || 0x0A || type || key)`` for Ed25519 (type 0x01, raw key) and RSA (type 0xFF
@@ -21,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -33,6 +35,8 @@ from verifier.keys import PublicKey
 _SIGNATURE_PREFIX: Final = "\u2014 "
 _MAX_SIGNATURE_LINES: Final = 100
 _MAX_PROOF_HASHES: Final = 64  # a tree of 2^64 leaves: anything longer is not a proof
+# ASCII digits only (str.isdigit admits superscripts that int() refuses), no leading zero, below 2^64.
+_TREE_SIZE = re.compile(r"0|[1-9][0-9]{0,19}")
 
 
 def leaf_hash(entry: bytes) -> bytes:
@@ -125,8 +129,8 @@ def _parse_checkpoint(note: str) -> Checkpoint:
     lines = note[:-1].split("\n")
     if len(lines) < 3 or not lines[0]:
         raise VerificationError("the checkpoint needs an origin, a tree size and a root hash")
-    if not lines[1].isdigit() or (lines[1] != "0" and lines[1].startswith("0")):
-        raise VerificationError(f"the checkpoint's tree size {lines[1]!r} is not a decimal number")
+    if _TREE_SIZE.fullmatch(lines[1]) is None or int(lines[1]) >= 2**64:
+        raise VerificationError(f"the checkpoint's tree size {lines[1][:40]!r} is not a decimal number")
     try:
         root_hash = base64.b64decode(lines[2], validate=True)
     except (binascii.Error, ValueError) as error:
@@ -153,13 +157,16 @@ def verify_checkpoint(text: str, key: PublicKey, *, name: str | None, rekor_v2: 
     if rekor_v2 and checkpoint.origin != name:
         raise VerificationError(f"the checkpoint is for log {checkpoint.origin!r}, not {name!r}")
     hint = key_hint(key, name or "", rekor_v2=rekor_v2)
-    ours = [
-        signature
-        for signer, signer_hint, signature in signatures
-        if signer_hint == hint and (not rekor_v2 or signer == name)
-    ]
-    if not ours:
+    ours = next(
+        (
+            signature
+            for signer, signer_hint, signature in signatures
+            if signer_hint == hint and (not rekor_v2 or signer == name)
+        ),
+        None,
+    )
+    if ours is None:
         raise VerificationError("the checkpoint carries no signature by the log's key")
-    if not all(key.verify(signature, note.encode()) for signature in ours):
+    if not key.verify(ours, note.encode()):
         raise VerificationError("the checkpoint's signature does not verify with the log key")
     return checkpoint

@@ -4,7 +4,9 @@ Fields are looked up under their JSON name (``tlogEntries``) or their proto name
 ``null`` counts as absent (proto3), ``bytes`` are standard or URL-safe base64 with or without padding,
 ``int64`` a number or a decimal string, ``Timestamp`` RFC 3339. Unknown fields are ignored (as the
 sigstore-go and sigstore-python readers do), so what a newer schema adds does not break a reader; what is
-read is read strictly, and :class:`MalformedField` names the field by its path.
+read is read strictly, and :class:`MalformedField` names the field by its path. Strings must be valid Unicode
+(JSON's ``\ud800`` escape yields an unpaired surrogate, which no UTF-8 encoder, PAE or note signature can
+take), and a decimal ``int64`` has at most 19 digits (Python refuses to convert a string of thousands).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-_INT64 = re.compile(r"-?[0-9]+")
+_INT64 = re.compile(r"-?[0-9]{1,19}")
 _INT64_RANGE = range(-(2**63), 2**63)
 _TIMESTAMP = re.compile(
     r"(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d{1,9}))?"
@@ -92,6 +94,12 @@ class Fields:
             return ""
         if not isinstance(value, str):
             raise MalformedField(self._child(name), "expected a string")
+        try:
+            value.encode()
+        except UnicodeEncodeError as error:
+            raise MalformedField(
+                self._child(name), "is not valid Unicode text (an unpaired surrogate)"
+            ) from error
         if required and not value:
             raise MalformedField(self._child(name), "is empty")
         return value

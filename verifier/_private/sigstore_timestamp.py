@@ -38,7 +38,7 @@ def _verified_by(response: TimeStampResponse, signature: bytes, authority: Certi
         builder = builder.add_intermediate_certificate(intermediate)
     try:
         builder.build().verify_message(response, signature)
-    except VerificationError:
+    except (VerificationError, ValueError):  # ValueError: a part of the token rfc3161-client reads late
         return False
     return authority.covers(_time(response))
 
@@ -65,14 +65,15 @@ def verify_timestamps(
     for index, raw in enumerate(timestamps):
         try:
             response = decode_timestamp_response(raw)
+            moment = _time(response)  # TSTInfo is decoded here, on first access
         except ValueError as error:
             unverified.append(f"timestamp {index} does not decode ({error})")
             continue
         if any(_verified_by(response, signature, authority) for authority in authorities):
-            times.append(_time(response))
+            times.append(moment)
         else:
             unverified.append(
-                f"timestamp {index} ({_time(response).isoformat()}) is not signed over this signature by a"
+                f"timestamp {index} ({moment.isoformat()}) is not signed over this signature by a"
                 " timestamp authority of the trusted root valid then"
             )
     return SignedTimes(times=tuple(times), unverified=tuple(unverified))

@@ -158,6 +158,10 @@ class TrustRoot:
             raise InputError(
                 "not a Sigstore trusted root: not JSON", location=location, hint=_HINT
             ) from error
+        except RecursionError as error:
+            raise InputError(
+                "not a Sigstore trusted root: nested too deeply", location=location, hint=_HINT
+            ) from error
         try:
             fields = Fields(document, "")
             if fields.string("mediaType") == _CLIENT_TRUST_CONFIG:

@@ -164,8 +164,10 @@ def _verify_keyed(
                 f" at most {MAX_SIGNATURES} are checked"
             )
         message = pae(content.payload_type, content.payload)
+        # A signature repeated in the envelope is one signature: verified, and looked up in the log, once.
+        unique = list(dict.fromkeys(s.sig for s in content.signatures))
         signed_by = {
-            name: [s.sig for s in content.signatures if key.verify(s.sig, message)]
+            name: [signature for signature in unique if key.verify(signature, message)]
             for name, key in policy.keys.items()
         }
     else:
@@ -262,7 +264,7 @@ def _verify_keyless(
             f"the bundle is signed with a certificate, but the policy trusts only {policy.describe()}"
         )
     try:
-        key = PublicKey.from_crypto(leaf.public_key())
+        key = PublicKey.from_certificate(leaf)
     except InvalidKey as error:
         raise VerificationError(f"the signing certificate's key is unusable: {error.message}") from error
     logged = _keyless_signature(bundle, leaf, key, bytes.fromhex(parse_sha256(digest)))
