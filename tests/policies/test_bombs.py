@@ -1,10 +1,12 @@
 """Inputs built to exhaust ``trtguard check`` and ``trtguard policy test``: YAML alias bombs in every file
-they read. Each runs the real command in a child process under a memory limit and measures its peak RSS:
-a bomb ends in a clean refusal (exit 2, the file and line, the limit), never in a traceback or the OOM killer.
+they read, and a CEL expression that is cheap to write and expensive to evaluate. Each runs the real command
+in a child process under a memory limit and measures its peak RSS: a bomb ends in a clean refusal (exit 2,
+the file and line, the limit) or a denial, never in a traceback or the OOM killer.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.policies.conftest import Material, pod
+from tests.policies.test_cel_cost import costly_expression
 from tests.verifier.test_yamldoc import billion_laughs
 
 TRTGUARD = Path(sys.executable).with_name("trtguard")
@@ -180,3 +184,36 @@ def test_billion_laughs_on_lists_and_maps(tmp_path: Path, policy: Path, where: s
     )
     run = run_limited(tmp_path, "check", *inputs)
     assert_refused(run, "YAML aliases (*name) of lists and maps are not accepted")
+
+
+def test_an_expensive_expression_on_a_large_annotation(tmp_path: Path) -> None:
+    # The issue's expression passes every static limit; on a 64 KiB annotation it once needed 1.3 GB and
+    # ended in std::bad_alloc and a traceback. Now its worker runs out of its 256 MiB: onError, a denial.
+    material = Material(tmp_path)
+    obj = pod(engine=material.engine("e"))
+    obj["metadata"]["annotations"] = {"note": "x" * 65_536}
+    (tmp_path / "pod.yaml").write_text(json.dumps(obj))
+    expression = costly_expression()
+    policy = material.policy(
+        "apiVersion: trtguard.dev/v1alpha1\nkind: InferencePolicy\nmetadata: {name: costly}\nspec:\n"
+        "  action: Warn\n  onError: Deny\n  models:\n    buildManifest: {keys: [platform/build-signer]}\n"
+        "    rules:\n      expressions:\n"
+        f"        - {{name: costly, cel: '{expression}', message: too costly}}\n"
+    )
+    keys = material.keys_file("build-signer")
+    run = run_limited(
+        tmp_path,
+        "check",
+        "pod.yaml",
+        "--policies",
+        str(policy),
+        "--policies",
+        str(keys),
+        "--attestations",
+        str(material.attestations),
+    )
+    assert run.status == 1, run.out + run.err
+    assert "too costly (the expression could not be evaluated: the expression ran out of memory" in run.out
+    assert "Traceback" not in run.out + run.err and "bad_alloc" not in run.out + run.err
+    assert run.peak_rss < PEAK_RSS + 256 * 1024 * 1024  # trtguard, and the worker it waited for
+    assert run.seconds < 30
