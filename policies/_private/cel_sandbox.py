@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import json
 import os
 import pickle
@@ -24,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -146,15 +148,19 @@ class CelSandbox:
         self._idle: queue.LifoQueue[_Worker | None] = queue.LifoQueue()
         for _ in range(limits.workers):
             self._idle.put(None)
+        # Threads of their own, one per worker: evaluations waiting for a worker queue here, holding no
+        # thread of the event loop's default executor (which parses requests and reloads policies).
+        self._threads = ThreadPoolExecutor(max(1, limits.workers), thread_name_prefix="trtguard-cel")
 
     async def evaluate_bools(
         self, programs: Sequence[CelProgram], activation: CelActivation, *, seconds: float
     ) -> list[Outcome]:
         """Each program's value on ``activation``, or the error that stopped it, in order.
 
-        Inline programs run here; the others together in one worker, in a thread, within ``seconds`` (the
-        request's time left) and the sandbox's own limit, whichever is shorter.
+        Inline programs run here; the others together in one worker, from a thread, within ``seconds``
+        from now (the request's time left) and the sandbox's own limit, whichever is shorter.
         """
+        until = time.monotonic() + seconds
         outcomes: list[Outcome | None] = []
         isolated: list[CelProgram] = []
         for program in programs:
@@ -164,7 +170,9 @@ class CelSandbox:
                 outcomes.append(None)
                 isolated.append(program)
         if isolated:
-            answers = iter(await asyncio.to_thread(self.evaluate, isolated, activation, seconds=seconds))
+            loop = asyncio.get_running_loop()
+            call = functools.partial(self._evaluate, isolated, activation, until)
+            answers = iter(await loop.run_in_executor(self._threads, call))
             return [outcome if outcome is not None else next(answers) for outcome in outcomes]
         return [outcome for outcome in outcomes if outcome is not None]
 
@@ -172,12 +180,16 @@ class CelSandbox:
         self, programs: Sequence[CelProgram], values: CelActivation, *, seconds: float
     ) -> list[Outcome]:
         """Evaluate ``programs`` (same variables and limits) in a worker; blocks for at most ``seconds``."""
+        return self._evaluate(programs, values, time.monotonic() + seconds)
+
+    def _evaluate(self, programs: Sequence[CelProgram], values: CelActivation, until: float) -> list[Outcome]:
         if not programs:
             return []
         first = programs[0]
         if any(p.variables != first.variables or p.limits != first.limits for p in programs):
             raise ValueError("programs evaluated together must share their variables and limits")
-        allowed = max(0.0, min(seconds, self.limits.seconds))
+        # measured from now: a call that waited for a thread has less time left, maybe none
+        allowed = max(0.0, min(until - time.monotonic(), self.limits.seconds))
         if allowed == 0:  # the request's time is up: no worker to take, none to stop
             return [_stopped(p, "was not evaluated: the request's time was up") for p in programs]
         deadline = time.monotonic() + allowed
@@ -189,7 +201,7 @@ class CelSandbox:
             worker = self._idle.get(timeout=allowed)
         except queue.Empty:
             return [
-                _stopped(p, f"was not evaluated: no evaluation process was free within {allowed:g} s")
+                _stopped(p, f"was not evaluated: no evaluation process was free within {allowed:.2g} s")
                 for p in programs
             ]
         try:
@@ -230,7 +242,7 @@ class CelSandbox:
             failure = (
                 _Failure(f"was stopped: the process evaluating it ended ({stopped.args[0]})")
                 if stopped.args
-                else _Failure(f"did not finish within {allowed:g} s and was stopped")
+                else _Failure(f"did not finish within {allowed:.2g} s and was stopped")
             )
         except (OSError, ValueError) as error:  # a pipe that broke, an answer that is not JSON
             failure = _Failure(f"was stopped: the evaluation process failed ({error})")
@@ -239,6 +251,7 @@ class CelSandbox:
 
     def close(self) -> None:
         """End the idle workers (a busy one ends when its evaluation is done and its pipe found closed)."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
         while True:
             try:
                 worker = self._idle.get_nowait()
