@@ -15,12 +15,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from policies._private.yamldoc import Document, decode, load_documents
 from policies.evaluator import PolicyEngine
 from policies.results import Action, Decision
 from policies.workload import NotAWorkload, iter_resources
 from verifier.deadline import Deadline
 from verifier.errors import InputError
+from verifier.yamldoc import Document, decode, load_documents
 
 _INPUT_SUFFIXES = (".yaml", ".yml", ".json")
 _MAX_INPUT = 256 * 1024 * 1024
@@ -29,11 +29,15 @@ _PATH_TOKEN = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]")
 
 @dataclass(frozen=True, slots=True)
 class Resource:
-    """One Kubernetes object read from an input, with where it came from."""
+    """One Kubernetes object read from an input, with where it came from.
 
-    obj: dict[str, Any]
+    Its ``repr`` leaves out the object: Python reprs the result of ``asyncio.run`` (a list of these) when it
+    restores the Ctrl-C handler, and an input may be as large as the YAML reader's limits allow.
+    """
+
+    obj: dict[str, Any] = field(repr=False)
     source: str
-    document: Document
+    document: Document = field(repr=False)
 
     @property
     def line(self) -> int:

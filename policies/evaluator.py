@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from policies._private.cel import CelEvaluationError, prepare_activation
+from policies._private.cel_sandbox import CelSandbox, shared_sandbox
 from policies._private.change_control import Baseline, describe, judge
 from policies._private.patterns import matches_any
 from policies._private.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
@@ -74,7 +75,8 @@ class PolicyEngine:
     (signatures, build manifests, attestations) is cached for ``cache.ttl`` seconds by everything its
     verdict depends on (registry, repository and digest, key set, question), so repeated admissions of the
     same image or engine touch neither the registry nor the cryptography, and no verdict depends on what
-    was asked before.
+    was asked before. CEL expressions not proven cheap at load time run in ``cel`` (the process's shared
+    sandbox unless given), under its time and memory limits.
     """
 
     def __init__(
@@ -85,11 +87,13 @@ class PolicyEngine:
         clock: Callable[[], datetime] = _utcnow,
         cache: CacheSettings | None = None,
         history: AdmissionHistory | None = None,
+        cel: CelSandbox | None = None,
     ) -> None:
         self.policy_set = policy_set
         self.evidence = evidence
         self.clock = clock
         self.history = history
+        self.cel = cel or shared_sandbox()
         self.verified = VerifiedEvidence(policy_set, evidence, cache or CacheSettings())
 
     @property
@@ -670,7 +674,7 @@ class _Run:
                     )
                 ]
             found += self.max_age(policy, rule, ref, use, manifest)
-            found += self.model_rules(policy, models, ref, use, manifest)
+            found += await self.model_rules(policy, models, ref, use, manifest)
             if models.rules.toolchain is not None:
                 found += await self.toolchain(policy, models.rules.toolchain, ref, use, manifest)
             change_control = policy.document.spec.change_control
@@ -809,7 +813,7 @@ class _Run:
             _violation(policy, "models.buildManifest.maxAge", message, fix, engine=str(ref), path=use.path)
         ]
 
-    def model_rules(
+    async def model_rules(
         self,
         policy: CompiledPolicy,
         models: ModelsRule,
@@ -882,19 +886,36 @@ class _Run:
                     error.hint or "shrink the object",
                 )
                 return found
-            for expression in policy.expressions:
+            outcomes = await self.engine.cel.evaluate_bools(
+                [expression.program for expression in policy.expressions],
+                activation,
+                seconds=self.deadline.remaining(),
+            )
+            for expression, outcome in zip(policy.expressions, outcomes, strict=True):
                 rule_id = f"models.rules.expressions.{expression.name}"
-                try:
-                    if not expression.program.evaluate_bool(activation):
-                        add(
+                if outcome is True:
+                    continue
+                if outcome is False:
+                    add(rule_id, expression.message, "change the engine or workload so that the rule holds")
+                elif outcome.resource:  # stopped by a bound on time or memory: it could not be checked
+                    stopped = (
+                        f"{expression.message} (the expression could not be evaluated: {outcome.message})"
+                    )
+                    found.append(
+                        _violation(
+                            policy,
                             rule_id,
-                            expression.message,
-                            "change the engine or workload so that the rule holds",
+                            stopped,
+                            outcome.hint or "simplify the expression",
+                            engine=str(ref),
+                            path=use.path,
+                            error=True,
                         )
-                except CelEvaluationError as error:
+                    )
+                else:
                     add(
                         rule_id,
-                        f"{expression.message} (the expression failed: {error.message})",
+                        f"{expression.message} (the expression failed: {outcome.message})",
                         "fix the manifest field the expression reads, or the expression",
                     )
         return found

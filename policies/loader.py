@@ -21,7 +21,6 @@ from pydantic import ValidationError
 
 from policies._private.cel import CelCompileError, CelProgram, compile_expression
 from policies._private.patterns import ImagePattern, PatternError, matches_any
-from policies._private.yamldoc import Document, decode, load_documents
 from policies.schema import (
     API_VERSION,
     ImageRule,
@@ -34,6 +33,8 @@ from verifier.errors import InputError, TrtguardError
 from verifier.keys import PublicKey
 from verifier.references import ImageReference
 from verifier.signatures import KeylessIdentity, TrustRoot
+from verifier.validation import short_repr
+from verifier.yamldoc import Document, decode, load_documents
 
 #: Names that CEL expressions may refer to.
 CEL_VARIABLES = ("manifest", "workload", "engine")
@@ -262,7 +263,7 @@ def _describe(error: ValidationError, document: Document, path: Path) -> list[st
         line = document.line_of(loc)
         message = item["msg"]
         value = item.get("input")
-        shown = "" if item["type"] in ("missing", "extra_forbidden") else f" (got {_short(value)})"
+        shown = "" if item["type"] in ("missing", "extra_forbidden") else f" (got {short_repr(value)})"
         if item["type"] == "extra_forbidden":
             message = "unknown key (check the spelling against `trtguard schema policy`)"
         elif item["type"] == "missing":
@@ -274,11 +275,6 @@ def _describe(error: ValidationError, document: Document, path: Path) -> list[st
             shown = "" if item["type"] == "value_error" else " (got null)"
         found.append(f"{path}:{line}: {field_path or '<document>'}: {message}{shown}")
     return found
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _load_signers(

@@ -17,13 +17,13 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from policies._private.yamldoc import decode, load_documents
 from policies.check import Outcome, check, read_resources
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.results import Action, Decision
 from verifier.errors import InputError, TrtguardError
 from verifier.evidence import LocalEvidence
+from verifier.yamldoc import decode, load_documents
 
 
 class _Model(BaseModel):
@@ -109,9 +109,9 @@ def find_suites(root: Path) -> list[tuple[Path, PolicyTestDocument]]:
                 try:
                     suites.append((path, PolicyTestDocument.model_validate(data)))
                 except ValidationError as error:
-                    problems = "; ".join(
-                        f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False)
-                    )
+                    errors = error.errors(include_url=False)
+                    problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:20])
+                    problems += f"; and {len(errors) - 20} more" if len(errors) > 20 else ""
                     raise InputError(
                         f"invalid PolicyTest: {problems}", location=f"{path}:{document.line}"
                     ) from None

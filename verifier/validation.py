@@ -76,17 +76,87 @@ def format_path(loc: Sequence[str | int]) -> str:
         elif _IDENTIFIER.fullmatch(part):
             text += f".{part}" if text else part
         else:
-            text += f"[{json.dumps(part)}]"
+            text += f"[{shorten(part, 60)}]"
     return text or "(top level)"
 
 
 def shorten(value: Any, limit: int = 80) -> str:
-    """``value`` as ASCII JSON (so look-alike characters show as escapes), cut to ``limit`` characters."""
-    try:
-        text = json.dumps(value, ensure_ascii=True, default=str)
-    except ValueError:  # circular structures cannot come from parsed documents, but never fail here
-        text = repr(value)
+    """``value`` as ASCII JSON (so look-alike characters show as escapes), cut to ``limit`` characters.
+
+    Only as much of ``value`` as the limit shows is rendered: a value that YAML aliases or a hostile client
+    made huge costs no more than a small one.
+    """
+    return _cut(_render(value, limit + 1, as_json=True), limit)
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` of JSON-like data, cut to ``limit`` characters, rendering only what the limit shows."""
+    return _cut(_render(value, limit + 1, as_json=False), limit)
+
+
+def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """Punctuation to emit as it is."""
+
+    text: str
+
+
+def _render(value: Any, budget: int, *, as_json: bool) -> str:
+    """The start of ``value`` as JSON (or as Python's ``repr``): at least ``budget`` characters, or all."""
+    out: list[str] = []
+    size = 0
+    stack: list[Any] = [value]  # a stack, not recursion: deep nesting costs no stack either
+    while stack and size < budget:
+        item = stack.pop()
+        if isinstance(item, _Text):
+            text = item.text
+        elif isinstance(item, Mapping | list | tuple):
+            stack.extend(reversed(_items(item, budget, as_json=as_json)))
+            continue
+        else:
+            text = _scalar_text(item, budget, as_json=as_json)
+        out.append(text)
+        size += len(text)
+    return "".join(out)
+
+
+def _items(item: Mapping[Any, Any] | list[Any] | tuple[Any, ...], budget: int, *, as_json: bool) -> list[Any]:
+    """Brackets, separators and as many children as ``budget`` characters can show (each shows one)."""
+    parts: list[Any]
+    if isinstance(item, Mapping):
+        parts = [_Text("{")]
+        for index, (key, child) in enumerate(item.items()):
+            if index > budget:
+                break
+            parts += [_Text(", ")] if index else []
+            parts += [str(key) if as_json else key, _Text(": "), child]
+        return [*parts, _Text("}")]
+    tuple_ = isinstance(item, tuple) and not as_json
+    parts = [_Text("(" if tuple_ else "[")]
+    for index, child in enumerate(item):
+        if index > budget:
+            break
+        parts += [_Text(", "), child] if index else [child]
+    return [*parts, _Text(",)" if tuple_ and len(item) == 1 else ")" if tuple_ else "]")]
+
+
+def _scalar_text(item: Any, budget: int, *, as_json: bool) -> str:
+    if isinstance(item, str | bytes):
+        part = item[:budget]
+        text = json.dumps(part if isinstance(part, str) else repr(part)) if as_json else repr(part)
+        return text[:-1] if len(item) > budget else text  # cut short: no closing quote
+    if isinstance(item, int) and not isinstance(item, bool) and item.bit_length() > 10_000:
+        return f"<integer of {item.bit_length()} bits>"  # str() of a huge int is refused (4,300 digits)
+    if as_json:
+        try:
+            return json.dumps(item)
+        except (TypeError, ValueError):
+            return json.dumps(str(item)[:budget])
+    return repr(item)[:budget]
 
 
 def field_problems(

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
@@ -22,6 +21,7 @@ from pydantic_settings import (
 )
 
 from verifier.errors import InputError
+from verifier.yamldoc import decode, load_document
 
 ENV_PREFIX = "TRTGUARD_"
 DEFAULT_DECISION_LOG = "sqlite:///./trtguard-decisions.db"
@@ -147,17 +147,14 @@ class _ConfigFileSource(PydanticBaseSettingsSource):
 def read_config_file(path: Path) -> dict[str, Any]:
     """The settings mapping in a YAML config file (snake_case keys)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as error:
         raise InputError(
             f"cannot read the config file: {error.strerror}", location=str(path), hint="check --config"
         ) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise InputError(f"config file is not valid YAML: {error}", location=where) from None
+    text = decode(raw, str(path))
+    document = load_document(text, str(path), what="config file")
+    data = None if document is None else document.data
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -7,9 +7,14 @@ of one evaluation:
   deeply comprehensions (``all``, ``exists``, ``exists_one``, ``map``, ``filter``) nest in one another;
 - at evaluation time, cel-cpp stops an evaluation after 10,000 comprehension iterations in total (its
   default, which the binding does not let us change), and the data handed in is checked first: lists and
-  maps no longer than ``max_list_length``, strings no longer than ``max_string_length``, no more than
-  ``max_values`` values in all, nesting no deeper than ``max_value_depth`` (cel-cpp converts nested data
-  recursively and crashes on very deep input).
+  maps no longer than ``max_list_length``, strings no longer than ``max_string_length`` and
+  ``max_total_length`` together, no more than ``max_values`` values in all, nesting no deeper than
+  ``max_value_depth`` (cel-cpp converts nested data recursively and crashes on very deep input);
+- and in between, :mod:`policies._private.cel_cost` bounds the work and memory of one evaluation from the
+  AST and those data limits (:attr:`CelProgram.cost`). Neither the binding nor cel-cpp can stop an
+  evaluation that runs long or allocates much, so an expression whose bound is above
+  ``inline_work``/``inline_memory`` must be evaluated where it can be stopped
+  (:mod:`policies._private.cel_sandbox`); :attr:`CelProgram.inline` says which.
 
 Only the declared variables may appear in an expression; each is dynamically typed. Times are handed in as
 RFC 3339 strings and compared through ``timestamp()``::
@@ -29,11 +34,14 @@ from cel_expr_python import cel as _cel
 from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
+from policies._private.cel_cost import CelCost, estimate
 from verifier.errors import InputError, TrtguardError
 
 __all__ = [
+    "RESOURCE_HINT",
     "CelActivation",
     "CelCompileError",
+    "CelCost",
     "CelEvaluationError",
     "CelLimits",
     "CelProgram",
@@ -74,6 +82,13 @@ class CelLimits:
     max_values: int = 20_000
     #: nesting of lists and maps handed in
     max_value_depth: int = 64
+    #: code points of all strings handed in, all variables together (the API server refuses requests over
+    #: 3 MiB, etcd objects over 1.5 MiB)
+    max_total_length: int = 4 * 1024 * 1024
+    #: worst-case work (about ns, see cel_cost) up to which an expression may run inline
+    inline_work: float = 20_000_000
+    #: worst-case memory (bytes) up to which an expression may run inline
+    inline_memory: float = 16 * 1024 * 1024
 
 
 class CelCompileError(InputError):
@@ -102,8 +117,16 @@ class CelCompileError(InputError):
 class CelEvaluationError(TrtguardError):
     """A policy expression could not be evaluated: no such key, type error, or a limit exceeded.
 
-    A failed evaluation is never a pass: callers turn it into a violation (or the policy's ``onError``).
+    A failed evaluation is never a pass: callers turn it into a violation. ``resource`` is true when a
+    bound on time or memory stopped it (the iteration budget, the time limit, the memory limit, a worker
+    that died), which the evaluator treats as "could not be checked": the policy's ``onError``.
     """
+
+    def __init__(
+        self, message: str, *, location: str | None = None, hint: str | None = None, resource: bool = False
+    ) -> None:
+        super().__init__(message, location=location, hint=hint)
+        self.resource = resource
 
 
 class CelActivation(Mapping[str, Any]):
@@ -157,8 +180,15 @@ class CelProgram:
     location: str | None
     variables: frozenset[str]
     limits: CelLimits
+    #: worst case of one evaluation over data within ``limits`` (:mod:`policies._private.cel_cost`)
+    cost: CelCost
     _env: Any = field(repr=False, compare=False)
     _expression: Any = field(repr=False, compare=False)
+
+    @property
+    def inline(self) -> bool:
+        """Whether the worst case is cheap enough to evaluate in the caller's thread, on its event loop."""
+        return self.cost.within(self.limits.inline_work, self.limits.inline_memory)
 
     def evaluate(self, activation: Mapping[str, Any]) -> Any:
         """Evaluate against ``activation`` (variable name → value, or a :class:`CelActivation`).
@@ -173,6 +203,13 @@ class CelProgram:
             value = self._expression.eval(activation._for(self._env))
         except RuntimeError as exc:  # cel-cpp statuses that are raised rather than returned as errors
             raise self._failure(str(exc)) from None
+        except MemoryError:  # std::bad_alloc from cel-cpp, or Python's own
+            raise CelEvaluationError(
+                f"the expression ran out of memory while it was evaluated\n    {self.source}",
+                location=self.location,
+                hint=RESOURCE_HINT,
+                resource=True,
+            ) from None
         if value.type() == _cel.Type.ERROR:
             raise self._failure(str(value.value()))
         return value.plain_value()
@@ -194,6 +231,7 @@ class CelProgram:
             f"the expression could not be evaluated: {detail}\n    {self.source}",
             location=self.location,
             hint=hint,
+            resource=hint == RESOURCE_HINT,
         )
 
 
@@ -244,7 +282,14 @@ def compile_expression(
         expression = env.compile(source)
     except RuntimeError as exc:
         raise _from_checker(str(exc), source, location, names) from None
-    _check_shape(expression.serialize(), source, location, limits)
+    checked = _check_shape(expression.serialize(), source, location, limits)
+    cost = estimate(
+        checked.expr,
+        max_string_length=limits.max_string_length,
+        max_list_length=limits.max_list_length,
+        max_total_length=limits.max_total_length,
+        max_values=limits.max_values,
+    )
     if expect_bool:
         result_type = expression.return_type().name()
         if result_type.upper() not in ("BOOL", "DYN"):
@@ -256,7 +301,7 @@ def compile_expression(
                 column=1,
                 hint='compare the value with something, e.g. `x > 0` or `x == "value"`',
             )
-    return CelProgram(source, location, names, limits, env, expression)
+    return CelProgram(source, location, names, limits, cost, env, expression)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -378,7 +423,7 @@ def _checked_expr_class() -> type[Any]:
     expr = message(
         "Expr",
         ("id", 2, i64, None, False),
-        ("const_expr", 3, raw, None, False),  # a Constant; its contents do not matter here
+        ("const_expr", 3, msg, "Constant", False),
         ("ident_expr", 4, msg, "Ident", False),
         ("select_expr", 5, msg, "Select", False),
         ("call_expr", 6, msg, "Call", False),
@@ -389,8 +434,19 @@ def _checked_expr_class() -> type[Any]:
     expr.oneof_decl.add(name="expr_kind")
     for kind_field in expr.field[1:]:
         kind_field.oneof_index = 0
+    constant = message(
+        "Constant", ("string_value", 6, string, None, False), ("bytes_value", 7, raw, None, False)
+    )
+    constant.oneof_decl.add(name="constant_kind")
+    for kind_field in constant.field:
+        kind_field.oneof_index = 0
     message("Ident", ("name", 1, string, None, False))
-    message("Select", ("operand", 1, msg, "Expr", False), ("field", 2, string, None, False))
+    message(
+        "Select",
+        ("operand", 1, msg, "Expr", False),
+        ("field", 2, string, None, False),
+        ("test_only", 3, _T.TYPE_BOOL, None, False),
+    )
     message(
         "Call",
         ("target", 1, msg, "Expr", False),
@@ -402,7 +458,9 @@ def _checked_expr_class() -> type[Any]:
     message("CreateStruct", ("entries", 2, msg, "Entry", True))
     message(
         "Comprehension",
+        ("iter_var", 1, string, None, False),
         ("iter_range", 2, msg, "Expr", False),
+        ("accu_var", 3, string, None, False),
         ("accu_init", 4, msg, "Expr", False),
         ("loop_condition", 5, msg, "Expr", False),
         ("loop_step", 6, msg, "Expr", False),
@@ -445,8 +503,8 @@ def _children(node: Any) -> Iterator[Any]:
         yield from (loop.iter_range, loop.accu_init, loop.loop_condition, loop.loop_step, loop.result)
 
 
-def _check_shape(serialized: bytes, source: str, location: str | None, limits: CelLimits) -> None:
-    """Reject an AST with too many nodes, too deep, or with comprehensions nested too deeply."""
+def _check_shape(serialized: bytes, source: str, location: str | None, limits: CelLimits) -> Any:
+    """The checked AST; rejected with too many nodes, too deep, or with comprehensions nested too deeply."""
     wrapper = any_pb2.Any()
     try:
         wrapper.ParseFromString(serialized)
@@ -494,6 +552,7 @@ def _check_shape(serialized: bytes, source: str, location: str | None, limits: C
                     "nest fewer macros; the work grows with the product of the list sizes",
                 )
         stack.extend((child, depth + 1, nesting) for child in _children(node))
+    return checked
 
 
 def _trivial(loop: Any) -> bool:
@@ -532,12 +591,13 @@ def _scan(values: Mapping[str, Any], limits: CelLimits) -> bool | None:
     """True: plain and within limits; False: within limits but needs a copy; None: a problem."""
     max_length, max_string, plain = limits.max_list_length, limits.max_string_length, True
     level = list(values.values())
-    count, depth = len(level), 1
+    count, depth, total = len(level), 1, 0
     while level:
         children: list[Any] = []
         for item in level:
             kind = type(item)
             if kind is str or kind is bytes:
+                total += len(item)
                 if len(item) > max_string:
                     return None
                 continue
@@ -553,8 +613,10 @@ def _scan(values: Mapping[str, Any], limits: CelLimits) -> bool | None:
                 size, plain = len(item), False
                 children.extend(item)
             elif isinstance(item, _SCALARS):
-                if isinstance(item, str | bytes) and len(item) > max_string:
-                    return None
+                if isinstance(item, str | bytes):
+                    total += len(item)
+                    if len(item) > max_string:
+                        return None
                 plain = False
                 continue
             else:
@@ -564,20 +626,24 @@ def _scan(values: Mapping[str, Any], limits: CelLimits) -> bool | None:
                 return None
         level = children
         depth += 1
-    return plain
+    return None if total > limits.max_total_length else plain
 
 
 def _locate(values: Mapping[str, Any], limits: CelLimits) -> CelEvaluationError:
     """The error for the first problem :func:`_scan` found, with the path to it."""
     # (value, depth, parent, key): a path is built from the parent links only for the message
     stack: list[tuple[Any, int, Any, Any]] = [(value, 1, None, name) for name, value in values.items()]
-    count = len(stack)
+    count, total = len(stack), 0
     while stack:
         item, depth, parent, key = stack.pop()
         here = (parent, key)
         if isinstance(item, str | bytes) and len(item) > limits.max_string_length:
             what = "a string of {} characters" if isinstance(item, str) else "a bytes value of {} bytes"
             return _data_error(f"{what.format(len(item))} (limit {limits.max_string_length})", here)
+        if isinstance(item, str | bytes):
+            total += len(item)
+            if total > limits.max_total_length:
+                return _data_error(f"more than {limits.max_total_length} characters of text in all", here)
         if type(item) in _PLAIN_SCALARS or isinstance(item, _SCALARS):
             continue
         if isinstance(item, Mapping):
@@ -642,12 +708,17 @@ def _data_error(what: str, here: Any) -> CelEvaluationError:
 
 _STATUS_CODE = re.compile(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")
 _HAS_HINT = "test optional fields first: has(x.field), or `'key' in x`"
+#: The hint of every error that a bound on time or memory caused (CelEvaluationError.resource).
+RESOURCE_HINT: Final = (
+    "the expression's cost grows with the data it reads: filter lists before nesting macros and do not "
+    "build strings or lists in loops; the policy's onError applies until it is cheaper"
+)
 _RUNTIME_HINTS: Final = (
     ("key not found", _HAS_HINT),
     ("no such key", _HAS_HINT),
     ("index error", "test the length first: `size(x) > i && x[i] ...`"),
     ("no value with name", "the policy engine did not hand this variable in: report it as a bug"),
-    ("iteration budget exceeded", "filter lists before nesting macros, or split the rule"),
+    ("iteration budget exceeded", RESOURCE_HINT),
     (
         "no matching overload",
         "CEL converts no types implicitly: convert with int(), double(), string(), timestamp()",

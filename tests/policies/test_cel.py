@@ -396,6 +396,14 @@ def test_too_many_values_in_all(values: dict[str, Any]) -> None:
         prepare_activation(values, limits=CelLimits(max_values=100))
 
 
+def test_too_much_text_in_all(values: dict[str, Any]) -> None:
+    values["workload"]["metadata"]["annotations"] = {f"k{i}": "é" * 60_000 for i in range(70)}
+    with pytest.raises(CelEvaluationError, match="more than 4194304 characters of text in all at workload"):
+        prepare_activation(values)
+    values["workload"]["metadata"]["annotations"] = {f"k{i}": "é" * 60_000 for i in range(69)}
+    assert isinstance(prepare_activation(values), CelActivation)
+
+
 def test_deep_nesting_is_refused_before_it_can_crash_cel_cpp() -> None:
     # cel-cpp converts nested data recursively and dies of a stack overflow at about 10,000 levels
     deep: Any = 1

@@ -493,9 +493,10 @@ def test_draft_keeps_yaml_timestamps(
     status, out, _ = run(create_args(build, "--config", str(config), "--allow-incomplete"), capsys)
     assert status == 0
     draft = json.loads(out)
+    # YAML timestamps are read as the text written (verifier.yamldoc), as Kubernetes reads them
     assert draft["calibration"]["dataset"]["time_range"] == {
-        "start": "2025-01-01T00:00:00+00:00",
-        "end": "2025-01-31T00:00:00+00:00",
+        "start": "2025-01-01T00:00:00Z",
+        "end": "2025-01-31T00:00:00Z",
     }
     assert draft["audit_id"] is None
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import PydanticCustomError
 
 from verifier.errors import InputError
-from verifier.validation import field_problems, format_path, input_error_from_validation, shorten
+from verifier.validation import field_problems, format_path, input_error_from_validation, short_repr, shorten
 
 
 class Inner(BaseModel):
@@ -157,3 +157,19 @@ def test_long_lists_of_problems_are_capped() -> None:
     assert lines[0] == "document is not valid (60 problems):"
     assert len(lines) == 1 + 50 + 1
     assert lines[-1] == "  ... and 10 more"
+
+
+def test_shortening_renders_only_what_it_shows() -> None:
+    # 150,000 references to one 60 KB string: 9 GB if rendered whole before being cut
+    huge = {"args": ["x" * 60_000] * 150_000, "more": list(range(10))}
+    assert shorten(huge) == '{"args": ["' + "x" * 66 + "..."
+    assert short_repr(huge) == "{'args': ['" + "x" * 46 + "..."
+    assert shorten({"a": [1, 2.5, None, True], "b": "é"}) == '{"a": [1, 2.5, null, true], "b": "\\u00e9"}'
+    assert short_repr({"a": (1,), "b": b"x"}) == "{'a': (1,), 'b': b'x'}"
+    nested: dict[str, object] = {}
+    node = nested
+    for _ in range(100_000):  # deeper than any recursion limit
+        child: dict[str, object] = {}
+        node["k"] = child
+        node = child
+    assert shorten(nested).startswith('{"k": {"k": ')

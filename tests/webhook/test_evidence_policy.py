@@ -91,7 +91,8 @@ def test_a_package_cannot_make_the_loader_read_outside_it(policies: Path, refere
 
 def test_policy_text_with_yaml_aliases_is_refused_before_loading() -> None:
     bomb = b"a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n"
-    with pytest.raises(VerificationError, match="policy file uses YAML aliases"):
+    refused = r"YAML aliases \(\*name\) of lists and maps are not accepted"
+    with pytest.raises(VerificationError, match=refused):
         key_file_names(bomb, location="policies/bomb.yaml")
 
 
@@ -102,3 +103,11 @@ def test_a_listed_file_missing_from_the_package_is_named(policies: Path) -> None
         VerificationError, match=r"policy file policies/trust/image\.pub is not in the package"
     ):
         load_snapshot(contents, snapshot.policy_files, snapshot.key_files)
+
+
+def test_policy_text_with_a_scalar_alias_bomb_is_refused_before_loading() -> None:
+    bomb = f"a: &a {'x' * 60_000}\nb: [{', '.join(['*a'] * 150_000)}]\n".encode()
+    with pytest.raises(
+        VerificationError, match="more than 16777216 characters of text once its YAML aliases"
+    ):
+        key_file_names(bomb, location="policies/bomb.yaml")

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from verifier._private.files import read_limited
 from verifier.dsse import Envelope
 from verifier.errors import InputError
 from verifier.intoto import statement_from_envelope
 from verifier.manifest import EngineBuildManifest, load_manifest
+from verifier.validation import short_repr
+from verifier.yamldoc import load_document
 
 #: Manifests, records and settings are small; anything far larger is a mistake (or an attack on memory).
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
@@ -35,7 +35,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     for key, value in pairs:
         if key in document:
             # Two values for one key read differently by different parsers; a signed record must not be.
-            raise ValueError(f"the key {key!r} appears twice in one object")
+            raise ValueError(f"the key {short_repr(key)} appears twice in one object")
         document[key] = value
     return document
 
@@ -57,42 +57,14 @@ def read_json(path: Path, what: str) -> Any:
         ) from error
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe YAML loader that rejects a key given twice in one mapping."""
-
-
-def _construct_mapping(
-    loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False
-) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"the key {key!r} appears twice in one mapping", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def read_yaml(path: Path, what: str) -> Any:
-    """Parse the YAML (or JSON) file at ``path``; syntax errors name the line."""
+    """Parse the YAML (or JSON) file at ``path`` (one document, bounded as :mod:`verifier.yamldoc` says).
+
+    Syntax errors name the line; an empty file reads as ``None``.
+    """
     text = _read_text(path, what)
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark
-        location = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        raise InputError(
-            f"the {what} is not valid YAML: {error.problem or error}",
-            location=location,
-            hint="fix the syntax at that position",
-        ) from error
-    except yaml.YAMLError as error:
-        raise InputError(f"the {what} is not valid YAML: {error}", location=str(path)) from error
+    document = load_document(text, str(path), what=f"the {what}")
+    return None if document is None else document.data
 
 
 def read_manifest_file(path: Path) -> tuple[EngineBuildManifest, bool]:

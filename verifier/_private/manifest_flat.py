@@ -26,6 +26,7 @@ from verifier.digests import FileDigest, is_sha256_hex
 from verifier.errors import InputError, VerificationError
 from verifier.manifest import parse_tensorrt_version
 from verifier.references import ImageReference
+from verifier.validation import short_repr
 
 _TOP_LEVEL = frozenset(
     {
@@ -140,7 +141,9 @@ def _overlay(document: dict[str, Any], notes: list[Note], settings: ManifestSett
     def settle(path: str, value: Any, replaced: Any) -> None:
         notes[:] = [note for note in notes if not _within(note.field, path)]
         if replaced is not None and replaced != value:
-            notes.append(Note(path, f"{_short(value)} given replaces the record's {_short(replaced)}", False))
+            notes.append(
+                Note(path, f"{short_repr(value)} given replaces the record's {short_repr(replaced)}", False)
+            )
 
     for name, path in _SETTING_PATHS.items():
         value = getattr(settings, name)
@@ -374,7 +377,7 @@ def _builder(
         notes.append(
             Note(
                 "builder_config.optimization_profiles",
-                f"dynamic_shapes {_short(shapes)} could not be read as shape ranges; write them as "
+                f"dynamic_shapes {short_repr(shapes)} could not be read as shape ranges; write them as "
                 '[{"inputs": {"<input>": {"min": [...], "opt": [...], "max": [...]}}}]',
                 True,
             )
@@ -496,7 +499,7 @@ def _accuracy(record: Mapping[str, Any], document: dict[str, Any], notes: list[N
         notes.append(
             Note(
                 "accuracy",
-                f"accuracy_metrics should be an object of name: value; got {_short(metrics)}",
+                f"accuracy_metrics should be an object of name: value; got {short_repr(metrics)}",
                 True,
             )
         )
@@ -510,8 +513,3 @@ def _accuracy(record: Mapping[str, Any], document: dict[str, Any], notes: list[N
                 True,
             )
         )
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -11,10 +11,11 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from verifier._private.files import read_limited
 from verifier.errors import InputError
+from verifier.yamldoc import decode, load_document
 
 #: Docker Hub's names for itself; image references use ``docker.io`` (see ``verifier.references``).
 DOCKER_HUB = "docker.io"
@@ -183,26 +184,27 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+#: A registry configuration is a few lines; CA bundles are files it names.
+_MAX_CONFIG_BYTES = 16 * 1024 * 1024
+
+
 def load_registry_config(path: Path) -> RegistryConfig:
     """Read and check a registry configuration file; raises :class:`InputError` naming the field."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise InputError(
-            f"cannot read the registry configuration: {error.strerror}",
-            location=str(path),
+    text = decode(
+        read_limited(
+            path,
+            _MAX_CONFIG_BYTES,
+            "the registry configuration",
             hint="pass an existing YAML file to --registry-config",
-        ) from error
+        ),
+        str(path),
+    )
     try:
-        document: Any = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise InputError(
-            f"not valid YAML: {getattr(error, 'problem', None) or error}",
-            location=where,
-            hint="see verifier/registry/README.md for the format",
-        ) from error
+        loaded = load_document(text, str(path), what="the registry configuration")
+    except InputError as error:
+        error.hint = error.hint or "see verifier/registry/README.md for the format"
+        raise
+    document: Any = None if loaded is None else loaded.data
     if document is None:
         document = {}
     if not isinstance(document, dict):

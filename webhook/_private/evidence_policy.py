@@ -17,18 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-import yaml
 from pydantic import ValidationError
 
 from policies.loader import PolicySet, load_policy_set
 from policies.schema import TrustedKey, TrustedKeysDocument
 from verifier.errors import InputError, VerificationError
+from verifier.yamldoc import decode, load_documents
 from webhook._private.evidence_archive import UnsafeArchive, check_name
 
 #: Folder of the policy files inside a package.
 PREFIX: Final = "policies/"
-# PyYAML's C parser where the wheel has it (manylinux wheels do): the pure-Python one is ten times slower.
-_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,15 +125,15 @@ def key_file_names(data: bytes, *, location: str) -> list[str]:
     """The files named by the TrustedKeys documents in one policy file, in the order the loader reads them.
 
     Documents that are not TrustedKeys, or do not validate, name nothing here (the loader reports them).
-    YAML aliases are refused: a package's policy text is untrusted until it has been loaded.
+    The text is read as the loader reads it (:mod:`verifier.yamldoc`: aliases of lists and maps refused,
+    the expanded size bounded): a package's policy text is untrusted until it has been loaded.
     """
     try:
-        text = data.decode("utf-8")
-        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=_LOADER)):
-            raise VerificationError("policy file uses YAML aliases", location=location)
-        documents = list(yaml.load_all(text, Loader=_LOADER))
-    except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as error:
-        raise VerificationError(f"policy file does not parse: {error}", location=location) from None
+        documents = [document.data for document in load_documents(decode(data, location), location)]
+    except InputError as error:
+        raise VerificationError(
+            f"policy file does not parse: {error.message}", location=error.location
+        ) from None
     names: list[str] = []
     for document in documents:
         if not isinstance(document, dict) or document.get("kind") != "TrustedKeys":

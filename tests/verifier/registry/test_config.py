@@ -87,7 +87,7 @@ def test_yaml_errors_give_the_line(tmp_path: Path) -> None:
     with pytest.raises(InputError) as raised:
         load_registry_config(path)
     assert raised.value.location is not None and re.fullmatch(
-        rf"{re.escape(str(path))}:\d+", raised.value.location
+        rf"{re.escape(str(path))}:\d+(:\d+)?", raised.value.location
     )
 
 

@@ -1,13 +1,21 @@
-"""Read YAML/JSON documents safely, keeping the line of every value.
+"""Read YAML/JSON documents safely, keeping the line of every value: the one YAML reader of trtguard.
 
-PyYAML's C parser composes the node graph quickly; the Python objects are then built here, so that
-limits can be enforced and each value's source line recorded:
+Policies, ``trtguard check`` inputs, PolicyTest suites, manifest settings and records, the registry
+configuration and ``serve --config`` are all read here. PyYAML's C parser composes the node graph quickly;
+the Python objects are then built here, so that limits can be enforced and each value's source line
+recorded:
 
 - duplicate mapping keys are an error (PyYAML silently keeps the last one, which hides conflicting settings);
-- aliases are refused: policies and Kubernetes manifests don't need them, and they are how "billion laughs"
-  inputs blow up whoever walks the result;
-- depth and node counts are bounded, so a hostile document costs bounded time and memory;
-- non-UTF-8 bytes are reported with their offset instead of a decoder traceback.
+- aliases of lists and maps, and merge keys (``<<``), are refused: policies and Kubernetes manifests don't
+  need them, and they are how "billion laughs" inputs blow up whoever walks the result;
+- an alias of a scalar is read as a copy of its anchor's value, and every copy counts: a document may hold
+  at most :attr:`Limits.max_values` values and :attr:`Limits.max_characters` characters of text *after*
+  aliases are expanded, so 150,000 aliases of one 60 KB scalar (9 GB once written out) are refused after
+  the first few hundred, not handed to code that would serialise them;
+- depth is bounded, so a hostile document costs bounded time and memory;
+- values that cannot be read as their tag says (``!!float abc``, an integer of 5,000 digits) and
+  non-UTF-8 bytes are reported with their position instead of a traceback;
+- messages show at most a short prefix of any value.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from typing import Any
 import yaml
 
 from verifier.errors import InputError
+from verifier.validation import short_repr
 
 try:  # the C parser is an optional part of PyYAML wheels; fall back to the pure-Python one
     _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment,unused-ignore]
@@ -30,10 +39,15 @@ Path = tuple[str | int, ...]
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Bounds on one document."""
+    """Bounds on one document, counted with every alias expanded."""
 
+    #: nesting of lists and maps
     max_depth: int = 64
+    #: values: scalars, lists and maps (mapping keys not counted)
     max_nodes: int = 200_000
+    #: characters of text in all scalars, mapping keys included; Kubernetes objects are at most ~1.5 MiB
+    #: (etcd's request limit), policies, settings and records far less
+    max_characters: int = 16 * 1024 * 1024
 
 
 class _Nodes:
@@ -107,6 +121,9 @@ def decode(raw: bytes, source: str) -> str:
         ) from None
 
 
+_MALFORMED = "malformed YAML: "
+
+
 def load_documents(text: str, source: str, limits: Limits | None = None) -> Iterator[Document]:
     """Yield every document of a YAML (or JSON) stream; empty documents are skipped."""
     limits = limits or Limits()
@@ -119,13 +136,39 @@ def load_documents(text: str, source: str, limits: Limits | None = None) -> Iter
         mark = error.problem_mark or error.context_mark
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         problem = error.problem or error.context or "malformed YAML"
-        raise InputError(f"malformed YAML: {problem}", location=where) from None
+        raise InputError(f"{_MALFORMED}{problem}", location=where) from None
     except yaml.YAMLError as error:
-        raise InputError(f"malformed YAML: {error}", location=source) from None
+        raise InputError(f"{_MALFORMED}{error}", location=source) from None
     except RecursionError:
         raise InputError(
             "document is nested too deeply to parse", location=source, hint="flatten the document"
         ) from None
+
+
+def load_document(text: str, source: str, *, what: str, limits: Limits | None = None) -> Document | None:
+    """The one document of a YAML (or JSON) file that must hold at most one; ``None`` when it is empty.
+
+    ``what`` names the file in messages: "the registry configuration is not valid YAML: ...".
+    """
+    try:
+        documents = iter(load_documents(text, source, limits))
+        first = next(documents, None)
+        second = next(documents, None)
+    except InputError as error:
+        detail = error.message
+        message = (
+            f"{what} is not valid YAML: {detail.removeprefix(_MALFORMED)}"
+            if detail.startswith(_MALFORMED)
+            else f"{what}: {detail}"
+        )
+        raise InputError(message, location=error.location, hint=error.hint) from None
+    if second is not None:
+        raise InputError(
+            f"{what} holds more than one YAML document (a second starts at line {second.line})",
+            location=f"{source}:{second.line}",
+            hint="remove the '---' separator and what follows it",
+        )
+    return first
 
 
 _SCALAR_CONSTRUCTOR = yaml.SafeLoader(stream="")
@@ -141,43 +184,80 @@ def _scalar(node: yaml.ScalarNode, source: str) -> Any:
     constructor = _CONSTRUCTORS.get(node.tag)
     if constructor is None:
         raise InputError(
-            f"unsupported YAML tag {node.tag}",
+            f"unsupported YAML tag {short_repr(node.tag)}",
             location=f"{source}:{node.start_mark.line + 1}",
             hint="remove the explicit tag",
         )
-    return constructor(_SCALAR_CONSTRUCTOR, node)
+    try:
+        return constructor(_SCALAR_CONSTRUCTOR, node)
+    except (ValueError, TypeError, KeyError, OverflowError, yaml.YAMLError) as error:
+        # e.g. !!float abc, !!bool maybe, or an integer beyond Python's 4,300-digit conversion limit
+        what = node.tag.rsplit(":", 1)[-1]
+        raise InputError(
+            f"{short_repr(node.value)} cannot be read as {what}"
+            + (": it has too many digits" if "digits" in str(error) else ""),
+            location=f"{source}:{node.start_mark.line + 1}",
+            hint="quote the value to keep it as text, or write a valid value",
+        ) from None
 
 
 def _construct(root: yaml.Node, source: str, index: int, limits: Limits, nodes: _Nodes) -> Document:
     seen: set[int] = set()
     count = 0
+    characters = 0
 
     def where(node: yaml.Node) -> str:
         return f"{source}:{node.start_mark.line + 1}"
 
-    def visit(node: yaml.Node, depth: int) -> Any:
-        nonlocal count
-        count += 1
-        if count > limits.max_nodes:
-            raise InputError(
-                f"document has more than {limits.max_nodes} values", location=where(root), hint="split it"
+    def too_big(what: str, node: yaml.Node, parent: yaml.Node, repeated: bool) -> InputError:
+        limits_text = f"limits per document: {limits.max_nodes} values, {limits.max_characters} characters"
+        if repeated:
+            return InputError(
+                f"the document holds {what} once its YAML aliases are expanded: aliases (*name) here "
+                f"repeat the value anchored at line {node.start_mark.line + 1}",
+                location=where(parent),
+                hint=f"each alias counts as a copy of its anchor's value ({limits_text}); "
+                "write the values out, or split the document",
             )
+        return InputError(
+            f"the document holds {what}",
+            location=where(root),
+            hint=f"split it into documents ({limits_text})",
+        )
+
+    def text(node: yaml.ScalarNode, parent: yaml.Node, *, key: bool = False) -> Any:
+        """The scalar's value, counted; a scalar met again is an alias of it, read as a copy."""
+        nonlocal count, characters
+        count += 0 if key else 1
+        characters += len(node.value)
+        repeated = id(node) in seen
+        seen.add(id(node))
+        if count > limits.max_nodes:
+            raise too_big(f"more than {limits.max_nodes} values", node, parent, repeated)
+        if characters > limits.max_characters:
+            raise too_big(f"more than {limits.max_characters} characters of text", node, parent, repeated)
+        return _scalar(node, source)
+
+    def visit(node: yaml.Node, depth: int, parent: yaml.Node) -> Any:
+        nonlocal count
         if depth > limits.max_depth:
             raise InputError(
                 f"document is nested deeper than {limits.max_depth} levels", location=where(node)
             )
         if isinstance(node, yaml.ScalarNode):
-            # Scalars are never shared unless aliased, and an alias of a scalar is harmless to expand.
-            return _scalar(node, source)
+            return text(node, parent)
+        count += 1
+        if count > limits.max_nodes:
+            raise too_big(f"more than {limits.max_nodes} values", node, parent, repeated=False)
         if id(node) in seen:
             raise InputError(
-                "YAML aliases (*name) are not accepted",
+                "YAML aliases (*name) of lists and maps are not accepted",
                 location=where(node),
                 hint="write the value out instead of referring to an anchor",
             )
         seen.add(id(node))
         if isinstance(node, yaml.SequenceNode):
-            return [visit(child, depth + 1) for child in node.value]
+            return [visit(child, depth + 1, node) for child in node.value]
         if isinstance(node, yaml.MappingNode):
             result: dict[Any, Any] = {}
             for key_node, value_node in node.value:
@@ -185,16 +265,16 @@ def _construct(root: yaml.Node, source: str, index: int, limits: Limits, nodes: 
                     raise InputError("mapping keys must be plain values", location=where(key_node))
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     raise InputError("YAML merge keys (<<) are not accepted", location=where(key_node))
-                key = _scalar(key_node, source)
+                key = text(key_node, node, key=True)
                 if key in result:
                     raise InputError(
-                        f"key {key!r} appears twice in the same mapping",
+                        f"the key {short_repr(key)} appears twice in one mapping",
                         location=where(key_node),
                         hint="remove one of them; which one was meant is ambiguous",
                     )
-                result[key] = visit(value_node, depth + 1)
+                result[key] = visit(value_node, depth + 1, node)
             return result
         raise InputError(f"unsupported YAML node {node.tag}", location=where(node))  # pragma: no cover
 
-    data = visit(root, 0)
+    data = visit(root, 0, root)
     return Document(data=data, line=root.start_mark.line + 1, index=index, nodes=nodes)
