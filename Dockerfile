@@ -26,6 +26,7 @@ COPY pyproject.toml README.md ./
 COPY verifier verifier
 COPY policies policies
 COPY webhook webhook
+COPY trtguard trtguard
 # Built with the pinned backend (no build isolation, so nothing unpinned is fetched) and installed without
 # dependencies: every dependency came from the lock above.
 RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /dist . \

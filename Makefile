@@ -31,7 +31,7 @@ system-packages:
 	fi
 
 demo: setup
-	$(BIN)/python -m webhook.demo
+	$(BIN)/python -m trtguard.demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

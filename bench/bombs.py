@@ -30,8 +30,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from policies._private.cel import CelLimits, compile_expression, prepare_activation
-from policies._private.cel_sandbox import CelSandbox
+from policies.cel import CelLimits, compile_expression, prepare_activation
+from policies.cel.sandbox import CelSandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY_TESTS = ROOT / "policies" / "library" / "tests"
@@ -99,7 +99,7 @@ def run(args: Sequence[str], cwd: Path) -> tuple[int, float, float, str]:
     """Exit status, wall seconds and peak RSS (MiB) of ``trtguard ARGS``, and its first output line."""
     start = time.perf_counter()
     child = subprocess.Popen(
-        [sys.executable, "-m", "webhook", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "trtguard", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     assert child.stdout is not None
     output = child.stdout.read().decode(errors="replace")

@@ -8,7 +8,7 @@ Run from the repository root::
 Every candidate that is importable is measured; the others are listed as missing. The candidates are
 ``cel-expr-python`` (Google's cel-cpp binding), ``common-expression-language`` (Rust ``cel`` crate via
 PyO3), ``cel-python`` (``celpy``, pure Python, both of its runners) and, where installed, ``celparser``.
-``trtguard`` is our wrapper (``policies._private.cel``) on top of the chosen library: its rows show what
+``trtguard`` is our wrapper (``policies.cel``) on top of the chosen library: its rows show what
 the policy evaluator pays, input guards included. The speed baseline is the same check written as a plain
 Python lambda, measured in the same run.
 """
@@ -210,7 +210,7 @@ def _celparser() -> Candidate:
 
 
 def _trtguard() -> Candidate:
-    from policies._private import cel as wrapper  # noqa: PLC0415
+    from policies import cel as wrapper  # noqa: PLC0415
 
     def compile_(source: str, variables: Sequence[str]) -> Any:
         try:
@@ -227,7 +227,7 @@ def _trtguard() -> Candidate:
         except wrapper.CelEvaluationError as exc:
             raise Failed("eval", exc.message) from None
 
-    return Candidate("trtguard wrapper", "cel-expr-python", "policies._private.cel", compile_, bind, run)
+    return Candidate("trtguard wrapper", "cel-expr-python", "policies.cel", compile_, bind, run)
 
 
 def import_ms(module: str) -> float:
@@ -543,7 +543,7 @@ def speed(candidates: list[Candidate], iterations: int) -> None:
 
 
 def bounds() -> None:
-    from policies._private import cel as wrapper  # noqa: PLC0415 - only this section needs it
+    from policies import cel as wrapper  # noqa: PLC0415 - only this section needs it
 
     limits = wrapper.CelLimits()
     # 99 * 99 + 99 iterations stay within cel-cpp's budget of 10,000

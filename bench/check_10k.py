@@ -83,7 +83,7 @@ def main() -> None:
         command = [
             sys.executable,
             "-m",
-            "webhook",
+            "trtguard",
             "check",
             "--policies",
             str(LIBRARY),

@@ -31,17 +31,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from trtguard.audit.package import ArchiveLimits, ChainScope, Selection, export_evidence, verify_evidence
+from trtguard.audit.package.archive import read_archive, write_archive
+from trtguard.demo.material import TENSORRT_IMAGE, Material, make_material
 from verifier.deadline import Deadline
 from verifier.evidence import LocalEvidence
 from verifier.keys import generate_private_key
-from webhook._private.demo_material import TENSORRT_IMAGE, Material, make_material
-from webhook._private.evidence_archive import read_archive, write_archive
-from webhook.admission import parse_review_document
+from webhook.admission import Reviewer
 from webhook.decisionlog import DecisionRecord, RecordQuery, SQLiteStore, open_store
-from webhook.evidence import ArchiveLimits, ChainScope, Selection, export_evidence, verify_evidence
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
-from webhook.review import Reviewer
+from webhook.wire import parse_review_document
 
 GOAL_S = 1.0
 

@@ -7,7 +7,7 @@ public plan is refused by the lean runtime, which loads only version-compatible 
 time of each command, the GPU child's own phases (CUDA probe, read + hash, import, Runtime, deserialize),
 the first (cold) run apart from the others.
 
-The command is ``python -m webhook verify-engine`` where the whole CLI imports; otherwise (a slim GPU
+The command is ``python -m trtguard verify-engine`` where the whole CLI imports; otherwise (a slim GPU
 image without the webhook's dependencies) the same ``verify-engine`` handler through its own parser.
 
     python bench/gpu_first_answer.py --engine PLAN [--runs 4] [--timeout 120]
@@ -74,10 +74,10 @@ def _manifest(engine: Path, version: str) -> dict[str, Any]:
 
 def _command(env: dict[str, str]) -> tuple[list[str], str]:
     probe = subprocess.run(
-        [sys.executable, "-c", "import webhook._cli"], env=env, capture_output=True, check=False
+        [sys.executable, "-c", "import trtguard.cli"], env=env, capture_output=True, check=False
     )
     if probe.returncode == 0:
-        return [sys.executable, "-m", "webhook", "verify-engine"], "python -m webhook verify-engine"
+        return [sys.executable, "-m", "trtguard", "verify-engine"], "python -m trtguard verify-engine"
     return [sys.executable, "-c", _SLIM], "verify-engine handler (slim: the webhook CLI does not import here)"
 
 

@@ -37,7 +37,7 @@ import uvloop
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from webhook._private.demo_material import SIDECAR_IMAGES, TENSORRT_IMAGE, make_material
+from trtguard.demo.material import SIDECAR_IMAGES, TENSORRT_IMAGE, make_material
 from webhook.decisionlog import SQLiteStore
 from webhook.tls import make_self_signed, server_context
 

@@ -18,12 +18,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from policies._private.cel import CelEvaluationError, prepare_activation
-from policies._private.cel_sandbox import CelSandbox, shared_sandbox
-from policies._private.change_control import Baseline, describe, judge
-from policies._private.patterns import matches_any
-from policies._private.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
+from policies.cel import CelEvaluationError, prepare_activation
+from policies.cel.sandbox import CelSandbox, shared_sandbox
+from policies.change_control import Baseline, describe, judge
 from policies.loader import CompiledPolicy, PolicySet
+from policies.patterns import matches_any
 from policies.results import Action, AdmittedEngine, ArtifactRecord, Decision, Violation
 from policies.schema import (
     AttestationRule,
@@ -37,6 +36,7 @@ from policies.schema import (
     ToolchainRule,
     VerificationRule,
 )
+from policies.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
 from policies.workload import EngineUse, ImageUse, NotAWorkload, Workload, changed_since, extract
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable, InputError, TrtguardError, VerificationError

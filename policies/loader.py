@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from policies._private.cel import CelCompileError, CelProgram, compile_expression
-from policies._private.patterns import ImagePattern, PatternError, matches_any
+from policies.cel import CelCompileError, CelProgram, compile_expression
+from policies.patterns import ImagePattern, PatternError, matches_any
 from policies.schema import (
     API_VERSION,
     ImageRule,

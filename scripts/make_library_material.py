@@ -21,7 +21,7 @@ from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.keys import generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_statement
-from verifier.registry.push import engine_artifact_manifest, engine_layer
+from verifier.registry.engine_artifact import engine_artifact_manifest, engine_layer
 
 ROOT = Path(__file__).resolve().parent.parent / "policies" / "library" / "tests"
 

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+#: Fixtures every test folder may use: real registries, and webhooks with their signed demo material.
+pytest_plugins = ("tests.support.registries", "tests.support.webhooks")
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -17,8 +17,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from verifier._private.manifest_statement import require_subject, validate_predicate
-from verifier._private.manifest_types import (
+from verifier._predicate_statement import require_subject, validate_predicate
+from verifier.intoto import Statement
+from verifier.predicates import (
     ChangeKind,
     Digest,
     Gpu,
@@ -28,7 +29,6 @@ from verifier._private.manifest_types import (
     StrictModel,
     Timestamp,
 )
-from verifier.intoto import Statement
 
 ENGINE_BUILD_PREDICATE_TYPE = "https://trtguard.dev/attestations/engine-build/v1"
 ENGINE_VERIFICATION_PREDICATE_TYPE = "https://trtguard.dev/attestations/engine-verification/v1"

@@ -24,15 +24,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from verifier._private.files import read_limited
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable, InputError, VerificationError
+from verifier.files import read_limited
 from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
 from verifier.manifest import EngineBuildManifest
 from verifier.references import ImageReference
+from verifier.registry.engine_artifact import (
+    ENGINE_ARTIFACT_TYPE,
+    ENGINE_LAYER,
+    InvalidEngineArtifact,
+    engine_layers,
+)
 from verifier.registry.oci import InvalidDocument, Manifest
-from verifier.registry.push import ENGINE_ARTIFACT_TYPE, ENGINE_LAYER, InvalidEngineArtifact, engine_layers
 from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature
 
 __all__ = [
@@ -84,11 +89,11 @@ class ArtifactSubjects:
     def of_manifest(cls, manifest: Manifest) -> ArtifactSubjects:
         """The subjects of the artifact ``manifest`` is the manifest of.
 
-        Only the strictly checked engine layout (:func:`~verifier.registry.push.engine_layers`) has an engine
-        layer; any other manifest stands for its own digest only, since its layers could carry any file.
-        Raises :class:`~verifier.registry.push.InvalidEngineArtifact` for an engine artifact that breaks the
-        layout, and for an artifact type that differs from the engine type only in case or white space
-        (no reader should have to guess which one was meant).
+        Only the strictly checked engine layout (:func:`~verifier.registry.engine_artifact.engine_layers`)
+        has an engine layer; any other manifest stands for its own digest only, since its layers could carry
+        any file. Raises :class:`~verifier.registry.engine_artifact.InvalidEngineArtifact` for an engine
+        artifact that breaks the layout, and for an artifact type that differs from the engine type only in
+        case or white space (no reader should have to guess which one was meant).
         """
         if manifest.is_index:
             return cls(manifest.digest, layout="an image index, whose platform manifests are what runs")

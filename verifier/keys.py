@@ -22,8 +22,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
-from verifier._private import cosign_keyfile
-from verifier._private.cosign_keyfile import WrongPassword
+from verifier import _keyfile as cosign_keyfile
+from verifier._keyfile import WrongPassword
 from verifier.errors import InputError
 
 __all__ = [

@@ -22,8 +22,13 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from verifier._private.manifest_statement import require_subject, validate_predicate
-from verifier._private.manifest_types import (
+from verifier._predicate_statement import require_subject, validate_predicate
+from verifier.attestations import ENGINE_BUILD_PREDICATE_TYPE
+from verifier.digests import sha256_bytes
+from verifier.dsse import Envelope
+from verifier.errors import InputError
+from verifier.intoto import ResourceDescriptor, Statement
+from verifier.predicates import (
     Digest,
     Gpu,
     NonEmptyStr,
@@ -34,11 +39,6 @@ from verifier._private.manifest_types import (
     StrictModel,
     Timestamp,
 )
-from verifier.attestations import ENGINE_BUILD_PREDICATE_TYPE
-from verifier.digests import sha256_bytes
-from verifier.dsse import Envelope
-from verifier.errors import InputError
-from verifier.intoto import ResourceDescriptor, Statement
 from verifier.references import ImageReference
 
 __all__ = [
@@ -161,7 +161,7 @@ class CalibrationDataset(StrictModel):
     hash_method: Literal["file", "trtguard-tree-v1"] | None = Field(
         default=None,
         description="'file': SHA-256 of one file; 'trtguard-tree-v1': the directory tree hash of "
-        "`trtguard manifest create` (see verifier/_private/manifest_hashing.py); null: unknown",
+        "`trtguard manifest create` (see trtguard/release/manifest/hashing.py); null: unknown",
     )
     name: str | None = None
     uri: str | None = None

@@ -44,8 +44,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from verifier._private.manifest_types import ChangeKind
 from verifier.manifest import BuilderConfig, EngineBuildManifest, OptimizationProfile
+from verifier.predicates import ChangeKind
 from verifier.references import ImageReference
 from verifier.validation import format_path, shorten
 

@@ -1,412 +1,443 @@
-"""AdmissionReview ``admission.k8s.io/v1``: lenient parsing of requests, strict protocol-valid responses.
+"""Judging one AdmissionRequest: operation rules, the deadline, the policy engine, and the decision record.
 
-Requests are read the way the API server actually sends them (``dryRun`` absent or null, ``name``
-absent on ``generateName`` creates, ``object``/``oldObject`` null). Anything that is not an AdmissionReview v1
-with a uid raises :class:`ReviewError` carrying an HTTP status: with no uid to answer, the API server counts a
-failed call and its ``failurePolicy`` decides. Once the uid is known, a malformed request raises a
-:class:`ReviewError` that carries the uid and what could be read of the request, and the webhook answers it
-with a denial (recorded like any other), so that not even ``failurePolicy: Ignore`` lets it through.
-
-Responses follow the API server's ``VerifyAdmissionResponse`` rules: exact GVK, the request's uid, a boolean
-``allowed``, never ``patch``/``patchType``; a denial carries ``status.code`` ≥ 400 with a one-line message.
+:class:`Reviewer` turns a parsed request into the AdmissionReview answer. Everything it decides is written to
+the decision log *before* the answer is returned; if the record cannot be written the answer is a denial.
+Nothing that goes wrong here (a timeout, an exception, a policy engine that fails) becomes an allow: the
+policies' ``onError`` decides, and without a policy to ask, the answer is a denial.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
-from verifier.errors import InputError
+from policies.evaluator import PolicyEngine
+from policies.results import Action, Decision, Violation
+from policies.workload import NotAWorkload, is_workload_kind
+from verifier.deadline import Deadline
+from verifier.errors import TrtguardError
+from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, DecisionStore
+from webhook.logging import log_fields
+from webhook.metrics import Metrics
+from webhook.policy_store import PolicyStore
+from webhook.tracing import Tracing
+from webhook.wire import (
+    MAX_ANNOTATION_CHARS,
+    OPERATIONS,
+    AdmissionRequest,
+    allow_response,
+    deny_response,
+)
 
-API_VERSION: Final = "admission.k8s.io/v1"
-KIND: Final = "AdmissionReview"
-#: controller-runtime's reasoning: two objects of up to 3 MiB each plus under 1 MiB for the rest.
-MAX_BODY_BYTES: Final = 7 * 1024 * 1024
-OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
-#: The API doc asks for warnings of at most 120 characters; the API server truncates beyond 4096 in total.
-MAX_WARNING_CHARS: Final = 120
-MAX_WARNINGS: Final = 20
-#: A readable ``kubectl`` error; the full list is in ``auditAnnotations`` and the decision log.
-MAX_MESSAGE_CHARS: Final = 1000
-MAX_ANNOTATION_CHARS: Final = 8192
+_log = logging.getLogger(__name__)
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS: Final = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-# Audit annotation keys become "<webhook name>/<key>", which the API server checks as a qualified name.
-_ANNOTATION_KEY = re.compile(r"[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?")
+#: Shortest evaluation budget; below it even a cached verdict is unlikely to be computed in time.
+MIN_BUDGET: Final = 0.05
+#: Violations listed in the ``violations`` audit annotation (the decision log has them all).
+MAX_ANNOTATED: Final = 20
 
 
-class ReviewError(InputError):
-    """The body is not a well-formed AdmissionReview v1 request.
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The outcome of judging one request, before it is recorded and encoded."""
 
-    ``uid`` is the request's uid when it could be read (answer with a denial), else ``None``; ``request`` is
-    then what could be read of the request (its well-formed fields, the others empty), for the decision
-    record; ``status`` is the HTTP status to send when there is no uid to answer.
-    """
+    allowed: bool
+    reason: str
+    """Machine-readable: Allowed, PolicyViolation, EvaluationTimeout, EvaluationError, NotAWorkload, …"""
+    message: str | None = None
+    warnings: tuple[str, ...] = ()
+    decision: Decision | None = None
+    causes: tuple[tuple[str, str], ...] = ()
+    failure: str | None = None
+    """Metric label when the request could not be judged normally (timeout, evaluation_error, …)."""
+    code: int = 403
+    """HTTP status code of a denial (400 for a malformed request, 500 for a failure inside the webhook)."""
 
-    def __init__(
+
+@dataclass(frozen=True, slots=True)
+class ReviewSettings:
+    """Timing and identity settings of a :class:`Reviewer`."""
+
+    default_timeout: float = 10.0
+    timeout_margin: float = 0.5
+    replica: str | None = None
+
+
+@dataclass(slots=True)
+class Reviewer:
+    """Judges AdmissionRequests against the policies in force and records every decision."""
+
+    policies: PolicyStore
+    store: DecisionStore
+    metrics: Metrics
+    tracing: Tracing = field(default_factory=lambda: Tracing(None))
+    settings: ReviewSettings = field(default_factory=ReviewSettings)
+
+    async def review(
+        self, request: AdmissionRequest, *, api_timeout: float | None, started: float
+    ) -> dict[str, Any]:
+        """The AdmissionReview answer for ``request``; ``api_timeout`` is the API server's ``?timeout=``.
+
+        ``started`` is the ``time.perf_counter()`` reading when the request arrived. Raises only
+        ``CancelledError`` (the caller went away: nobody receives an answer).
+        """
+        return await self._answer(request, None, api_timeout=api_timeout, started=started)
+
+    async def refuse(
         self,
-        message: str,
+        request: AdmissionRequest,
         *,
-        status: int,
-        location: str | None = None,
-        hint: str | None = None,
-        uid: str | None = None,
-        request: AdmissionRequest | None = None,
-    ):
-        super().__init__(message, location=location, hint=hint)
-        self.status = status
-        self.uid = uid
-        self.request = request
+        reason: str,
+        message: str,
+        code: int,
+        failure: str,
+        api_timeout: float | None,
+        started: float,
+    ) -> dict[str, Any]:
+        """A denial of ``request`` without judging it, recorded like every answer.
 
+        For a request that could not be read whole (``request`` holds what could) and for a failure inside the
+        webhook. A record that cannot be written leaves the denial as it is (it is logged and counted).
+        """
+        refusal = Verdict(False, reason, message=message, failure=failure, code=code)
+        return await self._answer(request, refusal, api_timeout=api_timeout, started=started)
 
-@dataclass(frozen=True, slots=True)
-class GroupVersionKind:
-    """``{group, version, kind}`` as the API server writes it; the core group is ``""``."""
+    async def _answer(
+        self, request: AdmissionRequest, refusal: Verdict | None, *, api_timeout: float | None, started: float
+    ) -> dict[str, Any]:
+        total = api_timeout if api_timeout is not None and api_timeout > 0 else self.settings.default_timeout
+        budget = max(MIN_BUDGET, total - self.settings.timeout_margin - (time.perf_counter() - started))
+        deadline = Deadline.after(budget)
+        with self.tracing.span(
+            "admission.review",
+            **{
+                "k8s.admission.uid": request.uid,
+                "k8s.admission.operation": request.operation,
+                "k8s.admission.kind": str(request.kind),
+                "k8s.namespace.name": request.namespace,
+                "k8s.admission.dry_run": request.dry_run,
+            },
+        ) as span:
+            verdict = refusal or await self._judge(request, deadline, budget)
+            latency = time.perf_counter() - started
+            record = self._record(request, verdict, latency)
+            # Half the margin is left for the record, so that a slow evaluation still gets logged in time. A
+            # record the store has started writing is waited for past it (up to the store's write timeout):
+            # the answer must agree with the log.
+            log_deadline = Deadline.after(deadline.remaining() + self.settings.timeout_margin / 2)
+            written = await self._write(record, verdict, log_deadline)
+            # A refusal is a denial either way, and says best why.
+            verdict = written if refusal is None else verdict
+            span.set_attribute("trtguard.allowed", verdict.allowed)
+            span.set_attribute("trtguard.reason", verdict.reason)
+        self._observe(request, verdict, record, time.perf_counter() - started)
+        return self._response(request, verdict)
 
-    group: str
-    version: str
-    kind: str
+    async def _judge(self, request: AdmissionRequest, deadline: Deadline, budget: float) -> Verdict:
+        loaded = self.policies.current
+        if loaded is None:
+            return _deny(
+                "PoliciesNotLoaded", "trtguard has no policies loaded yet; retry shortly", "no_policies"
+            )
+        if request.operation in ("DELETE", "CONNECT"):
+            # Neither carries new images; they reach the webhook only if the configuration registers them.
+            return Verdict(True, "OperationNotJudged")
+        if request.sub_resource == "ephemeralcontainers" and request.kind.kind != "Pod":
+            # Kubernetes before 1.22 sent an EphemeralContainers object here; it cannot be judged like a Pod.
+            return _deny(
+                "UnsupportedRequest",
+                f"pods/ephemeralcontainers sent as {request.kind}, expected v1/Pod (Kubernetes >= 1.22)",
+                "evaluation_error",
+            )
+        obj = request.object
+        if obj is None:
+            return _deny(
+                "UnsupportedRequest",
+                f"{request.operation} of {request.kind} carries no object, so nothing can be checked",
+                "evaluation_error",
+            )
+        own_kind = obj.get("kind")
+        if own_kind is not None and own_kind != request.kind.kind:
+            # Decode by `kind`: an object that says otherwise is not what the API server describes.
+            return _deny(
+                "UnsupportedRequest",
+                f"the object is a {own_kind} but the request says {request.kind.kind}; nothing was checked",
+                "evaluation_error",
+            )
+        if request.operation == "UPDATE" and (_being_deleted(obj) or _being_deleted(request.old_object)):
+            # Admitted unjudged, on purpose (and recorded like any answer). The API server keeps the
+            # stored deletionTimestamp on every UPDATE (none can set or clear it), so it marks a deletion
+            # already under way, and nothing new starts from such an object: workload controllers create no
+            # Pods from an object being deleted, and the kubelet only tears a terminating Pod down, whatever
+            # its spec now says. These UPDATEs are clean-up, above all finalizer removal; blocking them would
+            # leave the object undeletable (kyverno#8815).
+            return Verdict(True, "DeletionInProgress")
+        if not is_workload_kind(request.kind.kind):
+            return _not_a_workload(request)
 
-    @property
-    def api_version(self) -> str:
-        """``apps/v1`` or ``v1`` for the core group."""
-        return f"{self.group}/{self.version}" if self.group else self.version
+        obj = _with_kind(obj, request)
+        old = _with_kind(request.old_object, request) if request.old_object is not None else None
+        engine = loaded.engine
+        try:
+            with self.tracing.span("policy.evaluate", **{"trtguard.policy_revision": loaded.revision}):
+                async with asyncio.timeout(deadline.remaining()):
+                    decision = await engine.evaluate(
+                        obj, namespace=request.namespace, old=old, deadline=deadline
+                    )
+        except NotAWorkload:
+            return _not_a_workload(request)
+        except TimeoutError:
+            message = f"ran out of time after {budget:.1f} s"
+            return self._error_verdict(
+                engine,
+                obj=obj,
+                request=request,
+                message=message,
+                reason="EvaluationTimeout",
+                failure="timeout",
+            )
+        except TrtguardError as error:
+            return self._error_verdict(
+                engine,
+                obj=obj,
+                request=request,
+                message=str(error),
+                reason="EvaluationError",
+                failure="evaluation_error",
+            )
+        except Exception as error:  # a bug in a policy or the engine: onError decides, not a default allow
+            _log.exception("policy evaluation failed", extra={"fields": {"uid": request.uid}})
+            message = f"internal error while evaluating ({type(error).__name__})"
+            return self._error_verdict(
+                engine,
+                obj=obj,
+                request=request,
+                message=message,
+                reason="EvaluationError",
+                failure="evaluation_error",
+            )
+        return _from_decision(decision, "PolicyViolation")
 
-    def __str__(self) -> str:
-        return f"{self.api_version}/{self.kind}"
-
-
-@dataclass(frozen=True, slots=True)
-class AdmissionRequest:
-    """The fields of ``AdmissionReview.request`` the webhook uses; absent optional fields are ``None``."""
-
-    uid: str
-    kind: GroupVersionKind
-    operation: str
-    sub_resource: str | None = None
-    name: str | None = None
-    namespace: str | None = None
-    username: str | None = None
-    object: Mapping[str, Any] | None = None
-    old_object: Mapping[str, Any] | None = None
-    dry_run: bool = False
-
-
-def parse_review(body: bytes) -> AdmissionRequest:
-    """Decode an AdmissionReview v1 request body.
-
-    Raises :class:`ReviewError`: status 400 for a body that is not a JSON object, 422 for a JSON object that
-    is not an AdmissionReview v1 request with a uid, and with ``uid`` set for a request whose other fields are
-    malformed.
-    """
-    try:
-        document = json.loads(body)
-    except RecursionError:
-        raise ReviewError(
-            "request body is JSON nested too deeply to be an AdmissionReview",
-            status=400,
-            hint="send an AdmissionReview admission.k8s.io/v1 as application/json",
-        ) from None
-    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
-        raise ReviewError(
-            f"request body is not JSON: {error}",
-            status=400,
-            hint="send an AdmissionReview admission.k8s.io/v1 as application/json",
-        ) from None
-    if not isinstance(document, dict):
-        raise ReviewError(
-            f"request body is JSON {_json_type(document)}, not an AdmissionReview object",
-            status=400,
-            hint="send an AdmissionReview admission.k8s.io/v1 as application/json",
+    def _error_verdict(
+        self,
+        engine: PolicyEngine,
+        *,
+        obj: Mapping[str, Any],
+        request: AdmissionRequest,
+        message: str,
+        reason: str,
+        failure: str,
+    ) -> Verdict:
+        try:
+            decision = engine.error_decision(obj, namespace=request.namespace, message=message)
+        except Exception:  # the fallback itself failed: deny rather than guess what the policies meant
+            _log.exception("error decision failed", extra={"fields": {"uid": request.uid}})
+            return _deny(reason, f"trtguard could not check this request: {message}", failure)
+        verdict = _from_decision(decision, reason)
+        return Verdict(
+            verdict.allowed,
+            reason,
+            verdict.message,
+            verdict.warnings,
+            decision,
+            verdict.causes,
+            failure,
         )
-    return parse_review_document(document)
 
-
-def parse_review_document(document: Mapping[str, Any]) -> AdmissionRequest:
-    """Like :func:`parse_review`, for an already decoded JSON object."""
-    api_version = document.get("apiVersion")
-    kind = document.get("kind")
-    if api_version != API_VERSION or kind != KIND:
-        raise ReviewError(
-            f"expected apiVersion {API_VERSION!r} and kind {KIND!r}, got {api_version!r} and {kind!r}",
-            status=422,
-            location="apiVersion",
-            hint='register the webhook with admissionReviewVersions: ["v1"]',
+    def _record(self, request: AdmissionRequest, verdict: Verdict, latency: float) -> DecisionRecord:
+        decision = verdict.decision
+        violations: tuple[Mapping[str, Any], ...] = ()
+        images: tuple[Mapping[str, Any], ...] = ()
+        engines: tuple[Mapping[str, Any], ...] = ()
+        revision = self.policies.current.revision if self.policies.current is not None else None
+        if decision is not None:
+            violations = tuple(v.to_json() for v in decision.violations)
+            images = tuple(i.to_json() for i in decision.images)
+            engines = tuple(e.to_json() for e in decision.engines)
+            revision = decision.policy_revision
+        return DecisionRecord(
+            uid=request.uid,
+            operation=request.operation,
+            kind=request.kind.kind,
+            api_version=request.kind.api_version,
+            sub_resource=request.sub_resource,
+            namespace=request.namespace,
+            name=request.name or _object_name(request.object or request.old_object),
+            user=request.username,
+            dry_run=request.dry_run,
+            allowed=verdict.allowed,
+            reason=verdict.reason,
+            message=verdict.message,
+            violations=violations,
+            warnings=verdict.warnings,
+            images=images,
+            engines=engines,
+            policy_revision=revision,
+            latency_us=round(latency * 1_000_000),
+            replica=self.settings.replica,
         )
-    request = document.get("request")
-    if not isinstance(request, dict):
-        raise ReviewError(
-            f"request is {_json_type(request)}, expected an AdmissionRequest object",
-            status=422,
-            location="request",
+
+    async def _write(self, record: DecisionRecord, verdict: Verdict, deadline: Deadline) -> Verdict:
+        with self.tracing.span("decisionlog.append") as span:
+            try:
+                receipt = await self.store.append(record, deadline=deadline)
+            except DecisionLogUnavailable as error:
+                self.metrics.decision_log_writes.labels("failed").inc()
+                _log.error(
+                    "decision not recorded; denying",
+                    extra={"fields": {"uid": record.uid, "error": error.message, "verdict": verdict.reason}},
+                )
+                span.set_attribute("trtguard.recorded", False)
+                return _deny(
+                    "DecisionLogUnavailable",
+                    "trtguard could not record this decision in its decision log, so it denies the request; "
+                    "retry shortly",
+                    "decision_log",
+                )
+            span.set_attribute("trtguard.recorded", True)
+        self.metrics.decision_log_writes.labels("spooled" if receipt.spooled else "written").inc()
+        return verdict
+
+    def _observe(
+        self, request: AdmissionRequest, verdict: Verdict, record: DecisionRecord, seconds: float
+    ) -> None:
+        decision = "allow" if verdict.allowed else "deny"
+        kind = request.kind.kind if is_workload_kind(request.kind.kind) else "other"
+        # A malformed request may carry any operation: labels stay a fixed set.
+        operation = request.operation if request.operation in OPERATIONS else "other"
+        self.metrics.reviews.labels(decision, operation, kind, str(request.dry_run).lower()).inc()
+        self.metrics.review_seconds.labels(decision).observe(seconds)
+        if verdict.failure is not None:
+            self.metrics.review_failures.labels(verdict.failure).inc()
+        log_fields(
+            _log,
+            logging.INFO,
+            "admission decision",
+            {
+                "uid": request.uid,
+                "operation": request.operation,
+                "kind": str(request.kind),
+                "sub_resource": request.sub_resource,
+                "namespace": request.namespace,
+                "name": record.name,
+                "user": request.username,
+                "dry_run": request.dry_run,
+                "allowed": verdict.allowed,
+                "reason": verdict.reason,
+                "status_message": verdict.message,
+                "warnings": list(verdict.warnings),
+                "policy_revision": record.policy_revision,
+                "latency_ms": round(seconds * 1000, 3),
+            },
         )
-    uid = request.get("uid")
-    if not isinstance(uid, str) or not uid:
-        raise ReviewError("request.uid is missing or empty", status=422, location="request.uid")
-    try:
-        return _parse_request(request, uid)
-    except ReviewError as error:
-        raise ReviewError(
-            error.message,
-            status=error.status,
-            location=error.location,
-            hint=error.hint,
-            uid=uid,
-            request=_readable_part(request, uid),
-        ) from None
+
+    def _response(self, request: AdmissionRequest, verdict: Verdict) -> dict[str, Any]:
+        annotations = {"decision": "allow" if verdict.allowed else "deny", "reason": verdict.reason}
+        if verdict.decision is not None:
+            annotations["policy-revision"] = verdict.decision.policy_revision
+            if verdict.decision.violations:
+                annotations["violations"] = _violations_annotation(verdict.decision.violations)
+        if request.dry_run:
+            annotations["dry-run"] = "true"
+        if verdict.allowed:
+            return allow_response(request.uid, warnings=verdict.warnings, audit_annotations=annotations)
+        return deny_response(
+            request.uid,
+            message=verdict.message or verdict.reason,
+            reason=verdict.reason,
+            code=verdict.code,
+            causes=verdict.causes,
+            warnings=verdict.warnings,
+            audit_annotations=annotations,
+        )
 
 
-def _readable_part(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
-    """The well-formed fields of a malformed request, the others empty: what its denial's record shows."""
-
-    def text(value: object) -> str | None:
-        return value if isinstance(value, str) and value else None
-
-    def mapping(value: object) -> Mapping[str, Any]:
-        return value if isinstance(value, dict) else {}
-
-    kind = mapping(request.get("kind"))
-    obj, old = request.get("object"), request.get("oldObject")
-    return AdmissionRequest(
-        uid=uid,
-        kind=GroupVersionKind(
-            text(kind.get("group")) or "", text(kind.get("version")) or "", text(kind.get("kind")) or ""
-        ),
-        operation=text(request.get("operation")) or "",
-        sub_resource=text(request.get("subResource")),
-        name=text(request.get("name")),
-        namespace=text(request.get("namespace")),
-        username=text(mapping(request.get("userInfo")).get("username")),
-        object=obj if isinstance(obj, dict) else None,
-        old_object=old if isinstance(old, dict) else None,
-        dry_run=request.get("dryRun") is True,
+def _from_decision(decision: Decision, deny_reason: str) -> Verdict:
+    warnings = tuple(v.one_line() for v in decision.warnings)
+    if decision.allowed:
+        return Verdict(True, "Allowed", warnings=warnings, decision=decision)
+    denials = decision.denials
+    return Verdict(
+        False,
+        deny_reason,
+        message=_message(denials),
+        warnings=warnings,
+        decision=decision,
+        causes=tuple((v.path, v.one_line()) for v in denials if v.path),
     )
 
 
-def _parse_request(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
-    operation = request.get("operation")
-    if operation not in OPERATIONS:
-        raise ReviewError(
-            f"request.operation is {operation!r}, expected one of {', '.join(sorted(OPERATIONS))}",
-            status=422,
-            location="request.operation",
-        )
-    gvk = _gvk(request.get("kind"), "request.kind")
-    if gvk is None:
-        raise ReviewError("request.kind is missing", status=422, location="request.kind")
-    # Not used, but checked: the API server always sends them well-formed, so a request where they are not
-    # did not come from it and is denied rather than judged.
-    _gvk(request.get("requestKind"), "request.requestKind")
-    resource = request.get("resource")
-    if isinstance(resource, dict):
-        _optional_str(resource.get("resource"), "request.resource.resource")
-    user = request.get("userInfo")
-    user = user if isinstance(user, dict) else {}
-    return AdmissionRequest(
-        uid=uid,
-        kind=gvk,
-        operation=operation,
-        sub_resource=_optional_str(request.get("subResource"), "request.subResource"),
-        name=_optional_str(request.get("name"), "request.name"),
-        namespace=_optional_str(request.get("namespace"), "request.namespace"),
-        username=_optional_str(user.get("username"), "request.userInfo.username"),
-        object=_optional_object(request.get("object"), "request.object"),
-        # CREATE and CONNECT have no old object; whatever a sender put there is ignored, not judged.
-        old_object=_optional_object(request.get("oldObject"), "request.oldObject")
-        if operation in ("UPDATE", "DELETE")
-        else None,
-        dry_run=_dry_run(request.get("dryRun")),
+def _message(denials: Sequence[Violation]) -> str:
+    # The same finding from several policies (the same rule on the same image or engine, with the same text)
+    # is said once, naming every policy: a readable message matters more than one line per policy.
+    groups: dict[tuple[str, str | None, str | None, str, str], list[str]] = {}
+    for v in denials:
+        groups.setdefault((v.rule, v.image, v.engine, v.message, v.fix), []).append(v.policy)
+    lines = [
+        Violation(", ".join(policies), rule, message, fix, Action.DENY, image, engine).one_line()
+        for (rule, image, engine, message, fix), policies in groups.items()
+    ]
+    if len(lines) == 1:
+        return lines[0]
+    return f"{len(lines)} policy violations: " + " | ".join(
+        f"({n}) {line}" for n, line in enumerate(lines, 1)
     )
 
 
-def parse_timeout(value: str | None) -> float | None:
-    """Seconds from the ``?timeout=`` the API server appends (a Go duration such as ``10s`` or ``1m30s``).
+def _violations_annotation(violations: Sequence[Violation]) -> str:
+    """The violations as a JSON list that fits an audit annotation; ``{"more": n}`` counts those left out.
 
-    Returns ``None`` when the value is absent or not a duration; the caller then uses its default.
+    Items are dropped whole (the API server would otherwise get JSON cut in the middle); the decision log
+    has them all.
     """
-    if not value:
+    items: list[dict[str, Any]] = []
+    for v in violations[:MAX_ANNOTATED]:
+        item: dict[str, Any] = {"policy": v.policy, "rule": v.rule, "action": v.action.value}
+        for key, value in (("image", v.image), ("engine", v.engine), ("path", v.path)):
+            if value is not None:
+                item[key] = value
+        if v.error:
+            item["error"] = True
+        items.append(item)
+    while True:
+        more = len(violations) - len(items)
+        shown = [*items, {"more": more}] if more else items
+        text = json.dumps(shown, separators=(",", ":"), ensure_ascii=False)
+        if len(text) <= MAX_ANNOTATION_CHARS or not items:
+            return text
+        items.pop()
+
+
+def _deny(reason: str, message: str, failure: str | None = None) -> Verdict:
+    return Verdict(False, reason, message=message, failure=failure)
+
+
+def _not_a_workload(request: AdmissionRequest) -> Verdict:
+    warning = f"trtguard does not check {request.kind.kind}: nothing to judge (check the webhook's rules)"
+    return Verdict(True, "NotAWorkload", warnings=(warning,))
+
+
+def _being_deleted(obj: Mapping[str, Any] | None) -> bool:
+    metadata = obj.get("metadata") if obj is not None else None
+    return isinstance(metadata, dict) and bool(metadata.get("deletionTimestamp"))
+
+
+def _with_kind(obj: Mapping[str, Any], request: AdmissionRequest) -> Mapping[str, Any]:
+    # `kind` in the request is authoritative (decode with kind, not requestKind). Fill it in where the object
+    # lacks it; an object that names a different kind is left alone, and the extractor refuses it.
+    if "kind" in obj and "apiVersion" in obj:
+        return obj
+    return {"apiVersion": request.kind.api_version, "kind": request.kind.kind, **obj}
+
+
+def _object_name(obj: Mapping[str, Any] | None) -> str | None:
+    metadata = obj.get("metadata") if obj is not None else None
+    if not isinstance(metadata, dict):
         return None
-    position = 0
-    seconds = 0.0
-    for match in _DURATION_PART.finditer(value):
-        if match.start() != position:
-            return None
-        seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        position = match.end()
-    if position != len(value) or position == 0:
-        return None
-    return seconds
-
-
-def allow_response(
-    uid: str,
-    *,
-    warnings: Iterable[str] = (),
-    audit_annotations: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """An AdmissionReview v1 that admits the request."""
-    response: dict[str, Any] = {"uid": uid, "allowed": True}
-    _add_extras(response, warnings, audit_annotations)
-    return _review(response)
-
-
-def deny_response(
-    uid: str,
-    *,
-    message: str,
-    reason: str,
-    code: int = 403,
-    causes: Sequence[tuple[str, str]] = (),
-    warnings: Iterable[str] = (),
-    audit_annotations: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """An AdmissionReview v1 that denies the request.
-
-    ``message`` is folded to one line; ``causes`` are ``(field path, message)`` pairs for
-    ``status.details.causes``. ``code`` below 400 is a programming error (the API server would raise it to 400
-    anyway, losing the intent).
-    """
-    if code < 400:
-        raise ValueError(f"a denial needs an HTTP status code >= 400, not {code}")
-    status: dict[str, Any] = {
-        "metadata": {},
-        "status": "Failure",
-        "code": code,
-        "reason": reason,
-        "message": _one_line(message, MAX_MESSAGE_CHARS) or reason,
-    }
-    if causes:
-        status["details"] = {
-            "causes": [
-                {
-                    "reason": "FieldValueForbidden",
-                    "field": field,
-                    "message": _one_line(text, MAX_MESSAGE_CHARS),
-                }
-                for field, text in causes
-            ]
-        }
-    response: dict[str, Any] = {"uid": uid, "allowed": False, "status": status}
-    _add_extras(response, warnings, audit_annotations)
-    return _review(response)
-
-
-def encode(review: Mapping[str, Any]) -> bytes:
-    """The response body: compact UTF-8 JSON."""
-    text = json.dumps(review, separators=(",", ":"), ensure_ascii=False)
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        # A lone surrogate (from a "\ud800" escape in the request, echoed in the uid or a message) has no
-        # UTF-8 form; written as a JSON escape it goes back as it came.
-        return json.dumps(review, separators=(",", ":")).encode("ascii")
-
-
-def short_warnings(texts: Iterable[str]) -> list[str]:
-    """Warnings as the API server wants them: one line, at most 120 characters, de-duplicated, few."""
-    seen: dict[str, None] = {}
-    for text in texts:
-        line = _one_line(text, MAX_WARNING_CHARS)
-        if line:
-            seen.setdefault(line, None)
-    lines = list(seen)
-    if len(lines) > MAX_WARNINGS:
-        hidden = len(lines) - (MAX_WARNINGS - 1)
-        lines = [*lines[: MAX_WARNINGS - 1], f"{hidden} more warnings: see the decision log"]
-    return lines
-
-
-def _review(response: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
-
-
-def _add_extras(
-    response: dict[str, Any], warnings: Iterable[str], audit_annotations: Mapping[str, str] | None
-) -> None:
-    lines = short_warnings(warnings)
-    if lines:
-        response["warnings"] = lines
-    if audit_annotations:
-        for key in audit_annotations:
-            if not _ANNOTATION_KEY.fullmatch(key):
-                raise ValueError(f"audit annotation key {key!r} is not a valid qualified-name part")
-        response["auditAnnotations"] = {
-            key: value if len(value) <= MAX_ANNOTATION_CHARS else value[: MAX_ANNOTATION_CHARS - 1] + "…"
-            for key, value in audit_annotations.items()
-        }
-
-
-def _one_line(text: str, limit: int) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
-def _gvk(value: object, where: str) -> GroupVersionKind | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise ReviewError(
-            f"{where} is {_json_type(value)}, expected {{group, version, kind}}", status=422, location=where
-        )
-    kind = value.get("kind")
-    group = value.get("group", "")
-    version = value.get("version", "")
-    if not isinstance(kind, str) or not kind:
-        raise ReviewError(f"{where}.kind is missing or empty", status=422, location=f"{where}.kind")
-    if not isinstance(group, str) or not isinstance(version, str):
-        raise ReviewError(f"{where}.group and .version must be strings", status=422, location=where)
-    return GroupVersionKind(group=group, version=version, kind=kind)
-
-
-def _optional_str(value: object, where: str) -> str | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise ReviewError(f"{where} is {_json_type(value)}, expected a string", status=422, location=where)
-    return value
-
-
-def _optional_object(value: object, where: str) -> Mapping[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise ReviewError(f"{where} is {_json_type(value)}, expected an object", status=422, location=where)
-    return value
-
-
-def _dry_run(value: object) -> bool:
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise ReviewError(
-            f"request.dryRun is {_json_type(value)}, expected a boolean",
-            status=422,
-            location="request.dryRun",
-        )
-    return value
+    name = metadata.get("name") or metadata.get("generateName")
+    return name if isinstance(name, str) else None

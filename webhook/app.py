@@ -22,7 +22,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.requests import ClientDisconnect
 
-from webhook.admission import (
+from webhook.admission import Reviewer
+from webhook.decisionlog import DecisionStore, SpoolingStore
+from webhook.metrics import Metrics
+from webhook.policy_store import PolicyStore
+from webhook.settings import ServeSettings
+from webhook.tls import CertificateReloader
+from webhook.tracing import Tracing
+from webhook.wire import (
     MAX_BODY_BYTES,
     AdmissionRequest,
     ReviewError,
@@ -31,13 +38,6 @@ from webhook.admission import (
     parse_review,
     parse_timeout,
 )
-from webhook.decisionlog import DecisionStore, SpoolingStore
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.review import Reviewer
-from webhook.settings import ServeSettings
-from webhook.tls import CertificateReloader
-from webhook.tracing import Tracing
 
 _log = logging.getLogger(__name__)
 

@@ -21,16 +21,16 @@ from typing import Any, Final, TextIO
 
 import uvicorn
 
+from trtguard.audit.history import DecisionLogHistory
 from verifier.errors import InputError
 from verifier.registry.client import RegistryClient
 from verifier.registry.evidence import evidence_source
+from webhook.admission import Reviewer, ReviewSettings
 from webhook.app import WebhookServices, create_app, create_probe_app
 from webhook.connections import ConnectionLimits, ConnectionTracker, guarded_http_protocol
 from webhook.decisionlog import open_store
-from webhook.history import DecisionLogHistory
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
-from webhook.review import Reviewer, ReviewSettings
 from webhook.settings import ServeSettings
 from webhook.tls import CertificateReloader, make_self_signed, server_context
 from webhook.tracing import Tracing

@@ -21,8 +21,8 @@ from tests.charts.helm_chart import (
     render_error,
     selector_matches,
 )
+from trtguard.cli import parse_args
 from verifier.registry.config import load_registry_config
-from webhook._cli import build_parser
 
 pytestmark = pytest.mark.helm
 
@@ -270,7 +270,7 @@ def kubelet_expand(args: list[str], env: dict[str, dict[str, Any]]) -> list[str]
 def parse_cli(argv: list[str]) -> argparse.Namespace:
     """The real `trtguard` argument parser on ``argv``; a rejected command line fails the test."""
     try:
-        return build_parser().parse_args(argv)
+        return parse_args(argv)
     except SystemExit:
         pytest.fail(f"trtguard rejects the command line the chart renders: {argv}")
 

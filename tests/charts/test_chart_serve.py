@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from tests.charts.helm_chart import CI_VALUES, flags, render, webhook_container
-from webhook._cli import build_parser
+from trtguard.cli import parse_args
 from webhook.settings import ENV_PREFIX, ServeSettings, load_settings
 
 pytestmark = pytest.mark.helm
@@ -33,7 +33,7 @@ def test_serve_flags_are_valid_settings(values: tuple[Path, ...], monkeypatch: p
             monkeypatch.setenv(variable["name"], "postgresql://trtguard:secret@db.example:5432/trtguard")
     # Through the real `trtguard serve` parser, into the settings the server would run with.
     try:
-        parsed = vars(build_parser().parse_args(container["args"]))
+        parsed = vars(parse_args(container["args"]))
     except SystemExit:
         pytest.fail(f"trtguard serve rejects the chart's arguments: {container['args']}")
     assert {name.removeprefix("--").replace("-", "_") for name in given} <= set(parsed)

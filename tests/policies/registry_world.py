@@ -26,8 +26,10 @@ import yaml
 
 from policies.schema import trusted_keys_yaml
 from tests.policies.conftest import manifest_data
-from tests.verifier.registry.images import push_image, tiny_image
-from tests.verifier.registry.localregistry import LocalRegistry, plain_config
+from tests.support.images import push_image, tiny_image
+from tests.support.localregistry import LocalRegistry, plain_config
+from trtguard.cli import main
+from trtguard.release.attach import PREDICATE_TYPE_REFERRER_ANNOTATION
 from verifier.deadline import Deadline
 from verifier.digests import sha256_bytes
 from verifier.dsse import sign_envelope
@@ -35,7 +37,6 @@ from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor
 from verifier.keys import PrivateKey, generate_private_key
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, manifest_statement
 from verifier.references import ImageReference
-from verifier.registry.attach import PREDICATE_TYPE_REFERRER_ANNOTATION
 from verifier.registry.client import RegistryClient
 from verifier.registry.cosign_layout import (
     DSSE_ENVELOPE,
@@ -49,7 +50,6 @@ from verifier.registry.cosign_layout import (
     signature_tag,
     simple_signing_payload,
 )
-from webhook._cli import main
 
 T = TypeVar("T")
 

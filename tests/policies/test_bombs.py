@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.policies.cel.test_cost import costly_expression
 from tests.policies.conftest import Material, pod
-from tests.policies.test_cel_cost import costly_expression
 from tests.verifier.test_yamldoc import billion_laughs
 
 TRTGUARD = Path(sys.executable).with_name("trtguard")

@@ -13,10 +13,10 @@ from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.results import AdmittedEngine, Decision
 from tests.policies.conftest import Material, pod
+from trtguard.cli import main
 from verifier.deadline import Deadline
 from verifier.evidence import LocalEvidence
 from verifier.keys import encrypt_private_key
-from webhook._cli import main
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 COMMITTEE = ("alice", "bob", "chen")

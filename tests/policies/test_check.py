@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.policies.conftest import RUNTIME, Material, pod
-from webhook._cli import main
+from trtguard.cli import main
 
 POLICY = """\
 apiVersion: trtguard.dev/v1alpha1

@@ -17,12 +17,12 @@ import pytest
 import yaml
 
 from tests.policies.conftest import manifest_data
-from tests.verifier.registry.images import push_image, tiny_image
-from tests.verifier.registry.localregistry import LocalRegistry, plain_config, start_registry
+from tests.support.images import push_image, tiny_image
+from tests.support.localregistry import LocalRegistry, plain_config, start_registry
+from trtguard.cli import main
 from verifier.keys import encrypt_private_key, generate_private_key
 from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
-from webhook._cli import main
 
 pytestmark = pytest.mark.registry
 

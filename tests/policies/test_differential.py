@@ -5,7 +5,7 @@ nor on what it is asked at the same time. A real registry (one per module) holds
 that share a digest across repositories, a copied ``.sig`` tag, engines with good and forged build manifests
 and an engine mirrored without its manifest (:func:`tests.policies.registry_world.build_world`). The oracle is
 ``trtguard check --registry`` run on each resource alone; the same property through ``trtguard serve`` over
-TLS is in ``tests/webhook/test_evidence_order.py``.
+TLS is in ``tests/webhook/test_verdict_order.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from tests.policies.registry_world import World, build_world, check_registry, pod
-from tests.verifier.registry.localregistry import LocalRegistry, start_registry
+from tests.support.localregistry import LocalRegistry, start_registry
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import load_registry_config
 from verifier.registry.evidence import RegistryEvidence

@@ -28,7 +28,7 @@ from verifier.evidence import (
 )
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
 from verifier.references import ImageReference
-from verifier.registry.push import engine_artifact_manifest, engine_layer
+from verifier.registry.engine_artifact import engine_artifact_manifest, engine_layer
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 

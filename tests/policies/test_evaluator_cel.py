@@ -12,9 +12,9 @@ import pytest
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.results import Action, Decision
+from tests.policies.cel.test_cost import costly_expression
+from tests.policies.cel.test_sandbox import SLOW
 from tests.policies.conftest import Material, pod
-from tests.policies.test_cel_cost import costly_expression
-from tests.policies.test_cel_sandbox import SLOW
 from verifier.deadline import Deadline
 from verifier.evidence import LocalEvidence
 

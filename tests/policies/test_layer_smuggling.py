@@ -4,7 +4,7 @@ An engine artifact mounts every layer as a file. Only its engine layer L (and th
 statements about the engine, a build manifest must describe L and record the other files as its inputs, and
 ``attach-attestation`` refuses what the evaluator would not count. Each attack runs offline (``check
 --attestations``), against a real registry (``check --registry``) and through the policy engine; the same
-attacks through ``trtguard serve`` are in ``tests/webhook/test_evidence_order.py``.
+attacks through ``trtguard serve`` are in ``tests/webhook/test_verdict_order.py``.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from tests.policies.registry_world import (
     sign_image,
     write_files,
 )
-from tests.verifier.registry.images import push_image, tiny_image
-from tests.verifier.registry.localregistry import LocalRegistry, start_registry
+from tests.support.images import push_image, tiny_image
+from tests.support.localregistry import LocalRegistry, start_registry
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ENGINE_VERIFICATION_PREDICATE_TYPE
 from verifier.deadline import Deadline
 from verifier.digests import sha256_bytes
@@ -46,6 +46,13 @@ from verifier.evidence import LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
+from verifier.registry.engine_artifact import (
+    CALIBRATION_CACHE_LAYER,
+    ENGINE_LAYER,
+    ONNX_LAYER,
+    engine_artifact_manifest,
+    engine_layer,
+)
 from verifier.registry.oci import (
     EMPTY_DESCRIPTOR,
     EMPTY_JSON,
@@ -54,13 +61,6 @@ from verifier.registry.oci import (
     Descriptor,
     image_index,
     image_manifest,
-)
-from verifier.registry.push import (
-    CALIBRATION_CACHE_LAYER,
-    ENGINE_LAYER,
-    ONNX_LAYER,
-    engine_artifact_manifest,
-    engine_layer,
 )
 
 GOOD = sha256_bytes(GOOD_ENGINE)

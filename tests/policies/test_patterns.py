@@ -1,10 +1,10 @@
-"""policies._private.patterns: globs over normalised references; patterns that cannot mean what they say."""
+"""policies.patterns: globs over normalised references; patterns that cannot mean what they say."""
 
 from __future__ import annotations
 
 import pytest
 
-from policies._private.patterns import ImagePattern, PatternError
+from policies.patterns import ImagePattern, PatternError
 from verifier.references import ImageReference
 
 DIGEST = "sha256:" + "ab" * 32

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from policies.testing import junit, run_tests
-from webhook._cli import main
+from trtguard.cli import main
 
 LIBRARY_TESTS = Path(__file__).resolve().parents[2] / "policies" / "library" / "tests"
 

@@ -18,13 +18,13 @@ from verifier.evidence import COSIGN_SIGN_PREDICATE, LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.keys import generate_private_key
 from verifier.references import ImageReference
-from verifier.registry.oci import Descriptor
-from verifier.registry.push import (
+from verifier.registry.engine_artifact import (
     ENGINE_LAYER,
     TITLE_ANNOTATION,
     engine_artifact_manifest,
     engine_layer,
 )
+from verifier.registry.oci import Descriptor
 
 SUBJECT = "ab" * 32
 T = TypeVar("T")

@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, paddin
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import NameOID
 
+from verifier import _keyfile as cosign_keyfile
 from verifier import keys
-from verifier._private import cosign_keyfile
 from verifier.errors import InputError
 from verifier.keys import InvalidKey, PrivateKey, PublicKey, WrongPassword
 

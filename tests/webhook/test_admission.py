@@ -1,263 +1,365 @@
-"""webhook/admission.py: lenient request parsing, strict responses, ``?timeout=`` durations."""
+"""webhook/admission.py: the verdict rules, the deadline backstop and fail-closed behaviour, with the real
+policy engine, the bundled policies and a real SQLite decision log.
+
+Evidence sources that hang or break are stand-ins for a registry that does so; the real registry client
+honours deadlines itself, so these exercise the webhook's own backstop.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import re
+import shutil
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from webhook.admission import (
-    MAX_WARNING_CHARS,
-    ReviewError,
-    allow_response,
-    deny_response,
-    encode,
-    parse_review,
-    parse_timeout,
-    short_warnings,
-)
+from tests.support.harness import PodFactory, ReviewFactory
+from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, Material
+from verifier.deadline import Deadline
+from verifier.evidence import ArtifactAttestations, EvidenceSource, ImageSignatures, LocalEvidence
+from verifier.references import ImageReference
+from webhook.admission import MAX_ANNOTATED, Reviewer, ReviewSettings
+from webhook.decisionlog import RecordQuery, SQLiteStore
+from webhook.metrics import Metrics
+from webhook.policy_store import PolicyStore
+from webhook.wire import MAX_ANNOTATION_CHARS, parse_review_document
 
 
-def _review(**request: object) -> bytes:
-    base: dict[str, object] = {
-        "uid": "u-1",
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "operation": "CREATE",
+class _HangingEvidence(LocalEvidence):
+    """Answers digests from the folder but never returns attestations or signatures."""
+
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> ArtifactAttestations:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+class _BrokenEvidence(LocalEvidence):
+    """Fails with a programming error, as a bug in an evidence source would."""
+
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> ArtifactAttestations:
+        raise RuntimeError("boom")
+
+    async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
+        raise RuntimeError("boom")
+
+
+def _policies_with_on_error(material: Material, tmp_path: Path, on_error: str) -> Path:
+    folder = tmp_path / f"policies-{on_error}"
+    shutil.copytree(material.policies, folder)
+    for path in folder.glob("*.yaml"):
+        path.write_text(re.sub(r"onError: \w+", f"onError: {on_error}", path.read_text()))
+    return folder
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "decisions.db")
+    await s.open()
+    yield s
+    await s.close()
+
+
+def _reviewer(
+    policy_path: Path, evidence: EvidenceSource, store: SQLiteStore, *, load: bool = True, **settings: Any
+) -> Reviewer:
+    policies = PolicyStore(policy_path, evidence)
+    if load:
+        policies.load()
+    return Reviewer(policies, store, Metrics(), settings=ReviewSettings(**settings))
+
+
+async def _review(
+    reviewer: Reviewer, body: dict[str, Any], api_timeout: float | None = 10.0
+) -> dict[str, Any]:
+    request = parse_review_document(body)
+    answer: dict[str, Any] = (
+        await reviewer.review(request, api_timeout=api_timeout, started=time.perf_counter())
+    )["response"]
+    return answer
+
+
+async def test_allowed_review_is_recorded_before_it_is_returned(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(
+        demo_material.policies, LocalEvidence(demo_material.attestations), store, replica="r-1"
+    )
+    body = make_review(obj=make_pod("ok", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is True
+    [stored] = await store.query(RecordQuery(uid=body["request"]["uid"]))
+    record = stored.record
+    assert (record.allowed, record.reason, record.kind, record.namespace, record.name) == (
+        True,
+        "Allowed",
+        "Pod",
+        "prod",
+        "ok",
+    )
+    assert record.user == "kubernetes-admin"
+    assert record.replica == "r-1"
+    assert reviewer.policies.current is not None
+    assert record.policy_revision == reviewer.policies.current.revision
+    # The engine's image volume is an image-bearing field too.
+    assert [i["reference"] for i in record.images] == [TENSORRT_IMAGE, demo_material.engines["fp16"]]
+    assert [e["digest"] for e in record.engines] == [demo_material.engines["fp16"].split("@")[1]]
+    assert record.latency_us > 0
+
+
+async def test_evaluation_that_runs_out_of_time_is_denied_in_time(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, _HangingEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("slow", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    started = time.perf_counter()
+    answer = await _review(reviewer, body, api_timeout=2.0)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 2.0, "answered within the API server's timeout"
+    assert answer["allowed"] is False
+    assert answer["status"]["reason"] == "EvaluationTimeout"
+    assert "ran out of time after 1.5 s" in answer["status"]["message"]
+    [stored] = await store.query(RecordQuery(uid=body["request"]["uid"]))
+    assert (stored.record.allowed, stored.record.reason) == (False, "EvaluationTimeout")
+    assert all(v["error"] for v in stored.record.violations)
+    assert reviewer.metrics.review_failures.labels("timeout")._value.get() == 1
+
+
+async def test_on_error_warn_admits_with_a_warning_when_out_of_time(
+    demo_material: Material,
+    tmp_path: Path,
+    store: SQLiteStore,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+) -> None:
+    policies = _policies_with_on_error(demo_material, tmp_path, "Warn")
+    reviewer = _reviewer(policies, _HangingEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("slow", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    answer = await _review(reviewer, body, api_timeout=1.0)
+    assert answer["allowed"] is True  # every matching policy said onError: Warn
+    assert answer["auditAnnotations"]["reason"] == "EvaluationTimeout"
+    assert answer["warnings"] and all("ran out of time" in w for w in answer["warnings"])
+
+
+async def test_a_bug_in_evaluation_denies(
+    demo_material: Material,
+    store: SQLiteStore,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reviewer = _reviewer(demo_material.policies, _BrokenEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("bug", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    with caplog.at_level(logging.ERROR):
+        answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    assert answer["status"]["reason"] == "EvaluationError"
+    assert "internal error while evaluating (RuntimeError)" in answer["status"]["message"]
+    assert any(r.exc_info for r in caplog.records), "the traceback goes to the log, not to the user"
+
+
+async def test_a_cancelled_review_answers_nothing_and_records_nothing(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, _HangingEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("gone", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    task = asyncio.create_task(_review(reviewer, body, api_timeout=30.0))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await store.query(RecordQuery(uid=body["request"]["uid"])) == []
+
+
+async def test_a_decision_that_cannot_be_recorded_is_denied(
+    demo_material: Material, tmp_path: Path, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    closed = SQLiteStore(tmp_path / "never-opened.db")
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), closed)
+    body = make_review(obj=make_pod("ok", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    assert answer["status"]["reason"] == "DecisionLogUnavailable"
+    assert "could not record this decision" in answer["status"]["message"]
+    assert reviewer.metrics.decision_log_writes.labels("failed")._value.get() == 1
+    assert reviewer.metrics.review_failures.labels("decision_log")._value.get() == 1
+
+
+async def test_no_policies_loaded_denies(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store, load=False)
+    answer = await _review(reviewer, make_review(obj=make_pod("x", TENSORRT_IMAGE, namespace="dev")))
+    assert answer["allowed"] is False
+    assert answer["status"]["reason"] == "PoliciesNotLoaded"
+
+
+async def test_pre_1_22_ephemeral_containers_kind_is_denied(
+    demo_material: Material, store: SQLiteStore, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    obj = {
+        "apiVersion": "v1",
+        "kind": "EphemeralContainers",
+        "metadata": {"name": "p", "namespace": "prod"},
+        "ephemeralContainers": [{"name": "debug", "image": "busybox"}],
     }
-    base.update(request)
-    return json.dumps(
-        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": base}
-    ).encode()
+    body = make_review(obj=obj, operation="UPDATE", old=obj, sub_resource="ephemeralcontainers")
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    assert answer["status"]["reason"] == "UnsupportedRequest"
 
 
-def test_minimal_request_with_every_optional_field_absent() -> None:
-    request = parse_review(_review())
-    assert request.uid == "u-1"
-    assert str(request.kind) == "v1/Pod"
-    assert request.kind.api_version == "v1"
-    assert request.operation == "CREATE"
-    assert (request.name, request.namespace, request.sub_resource, request.username) == (
-        None,
-        None,
-        None,
-        None,
+async def test_create_without_object_is_denied(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("x", TENSORRT_IMAGE))
+    body["request"]["object"] = None
+    answer = await _review(reviewer, body)
+    assert (answer["allowed"], answer["status"]["reason"]) == (False, "UnsupportedRequest")
+
+
+async def test_update_of_an_object_being_deleted_is_allowed(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    old = make_pod("x", OFF_LIST_IMAGE)
+    new = make_pod("x", OFF_LIST_IMAGE)
+    new["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:00Z"
+    answer = await _review(reviewer, make_review(obj=new, old=old, operation="UPDATE"))
+    assert (answer["allowed"], answer["auditAnnotations"]["reason"]) == (True, "DeletionInProgress")
+    # A CREATE carrying the field gets no such pass (the API server clears it; a forged one is judged).
+    answer = await _review(reviewer, make_review(obj=new))
+    assert answer["allowed"] is False
+
+
+async def test_object_without_kind_is_decoded_with_the_request_kind(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("nokind", OFF_LIST_IMAGE))
+    del body["request"]["object"]["kind"], body["request"]["object"]["apiVersion"]
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    assert OFF_LIST_IMAGE in answer["status"]["message"]
+
+
+async def test_object_naming_another_kind_than_the_request_is_denied(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("x", TENSORRT_IMAGE, namespace="dev"))
+    body["request"]["kind"]["kind"] = "Deployment"
+    body["request"]["kind"]["group"] = "apps"
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    assert answer["status"]["reason"] == "UnsupportedRequest"
+    assert "the object is a Pod but the request says Deployment" in answer["status"]["message"]
+
+
+async def test_without_api_timeout_the_default_applies(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(
+        demo_material.policies,
+        _HangingEvidence(demo_material.attestations),
+        store,
+        default_timeout=1.0,
+        timeout_margin=0.25,
     )
-    assert request.object is None and request.old_object is None
-    assert request.dry_run is False
+    body = make_review(obj=make_pod("slow", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    answer = await _review(reviewer, body, api_timeout=None)
+    # 1.0 s default minus the 0.25 s margin minus what already passed.
+    assert re.search(r"ran out of time after 0\.[67] s", answer["status"]["message"])
 
 
-def test_nulls_and_empty_strings_mean_absent() -> None:
-    request = parse_review(
-        _review(dryRun=None, name="", namespace=None, object=None, oldObject=None, subResource="")
+async def test_warn_findings_become_short_warnings_and_the_message_lists_every_denial(
+    demo_material: Material,
+    tmp_path: Path,
+    store: SQLiteStore,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+) -> None:
+    folder = tmp_path / "warn"
+    shutil.copytree(demo_material.policies, folder)
+    target = folder / "trusted-base-images.yaml"
+    target.write_text(target.read_text().replace("action: Deny", "action: Warn"))
+    reviewer = _reviewer(folder, LocalEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("w", OFF_LIST_IMAGE, engine=demo_material.engines["int8-uncalibrated"]))
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    assert any("trusted-tensorrt-images" in w for w in answer["warnings"])
+    assert all(len(w) <= 120 for w in answer["warnings"])
+    message = answer["status"]["message"]
+    assert message.startswith(f"{message.split(' ')[0]} policy violations: (1) ")
+    assert "int8RequiresCalibration" in message
+
+
+async def test_the_violations_annotation_is_whole_json_within_the_limit(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    """Long image names: whole items are left out (and counted) rather than the JSON cut mid-way."""
+    images = tuple(f"registry.example.com/{'a' * 200}/image-{n}:{'t' * 120}" for n in range(25))
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("long", images[0], extra_images=images[1:]))
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is False
+    text = answer["auditAnnotations"]["violations"]
+    assert len(text) <= MAX_ANNOTATION_CHARS
+    items = json.loads(text)
+    *shown, more = items
+    [stored] = await store.query(RecordQuery(uid=body["request"]["uid"]))
+    assert len(shown) < MAX_ANNOTATED
+    assert more == {"more": len(stored.record.violations) - len(shown)}
+    # The first violations, in order, with their subjects.
+    recorded = stored.record.violations[: len(shown)]
+    assert [(i["policy"], i["rule"], i.get("image")) for i in shown] == [
+        (v["policy"], v["rule"], v.get("image")) for v in recorded
+    ]
+    assert sum("image" in item for item in shown) > 0
+
+
+@pytest.mark.parametrize("marked", ["object", "oldObject", "both"])
+async def test_updates_of_an_object_being_deleted_are_admitted_unjudged_and_recorded(
+    demo_material: Material,
+    store: SQLiteStore,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    marked: str,
+) -> None:
+    """Not a bug, a decision (issue 10): see the comment at ``DeletionInProgress`` in webhook/admission.py.
+
+    Even an UPDATE that swaps in an image the policies deny is let through once a deletion is under way: the
+    API server keeps deletionTimestamp as stored, nothing new is started from an object being deleted, and
+    blocking its clean-up (finalizer removal) would leave it undeletable. The pass is recorded.
+    """
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    old = make_pod("going", TENSORRT_IMAGE)
+    new = make_pod("going", OFF_LIST_IMAGE)
+    for obj, name in ((new, "object"), (old, "oldObject")):
+        if marked in (name, "both"):
+            obj["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:00Z"
+            obj["metadata"]["finalizers"] = []
+    body = make_review(obj=new, old=old, operation="UPDATE")
+    answer = await _review(reviewer, body)
+    assert (answer["allowed"], answer["auditAnnotations"]["reason"]) == (True, "DeletionInProgress")
+    [stored] = await store.query(RecordQuery(uid=body["request"]["uid"]))
+    assert (stored.record.allowed, stored.record.reason, stored.record.operation) == (
+        True,
+        "DeletionInProgress",
+        "UPDATE",
     )
-    assert request.dry_run is False
-    assert request.name is None and request.namespace is None and request.sub_resource is None
-
-
-def test_full_request() -> None:
-    request = parse_review(
-        _review(
-            kind={"group": "apps", "version": "v1", "kind": "Deployment"},
-            requestKind={"group": "apps", "version": "v1beta2", "kind": "Deployment"},
-            resource={"group": "apps", "version": "v1", "resource": "deployments"},
-            operation="UPDATE",
-            name="d",
-            namespace="prod",
-            userInfo={"username": "alice", "groups": ["sre", 5], "extra": {"x": ["y"]}},
-            object={"kind": "Deployment"},
-            oldObject={"kind": "Deployment"},
-            dryRun=True,
-            unknownField={"ignored": True},
-        )
-    )
-    assert request.kind.api_version == "apps/v1"
-    assert request.username == "alice"
-    assert request.dry_run is True
-    assert request.object == {"kind": "Deployment"} and request.old_object == {"kind": "Deployment"}
-
-
-def test_old_object_is_ignored_on_create() -> None:
-    # A sender put a string there (the connaisseur CronJob fixture): nothing on a CREATE reads it.
-    assert parse_review(_review(oldObject="None")).old_object is None
-    with pytest.raises(ReviewError, match="oldObject is a string"):
-        parse_review(_review(operation="UPDATE", oldObject="None"))
-
-
-@pytest.mark.parametrize(
-    ("body", "status", "fragment"),
-    [
-        (b"", 400, "not JSON"),
-        (b"\xff\xfe", 400, "not JSON"),
-        (b"null", 400, "JSON null"),
-        (b"42", 400, "a number"),
-        (b'"x"', 400, "a string"),
-        (b"{}", 422, "expected apiVersion"),
-        (
-            json.dumps(
-                {"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}
-            ).encode(),
-            422,
-            "admission.k8s.io/v1beta1",
-        ),
-        (
-            json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionRequest"}).encode(),
-            422,
-            "'AdmissionRequest'",
-        ),
-        (
-            json.dumps(
-                {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": []}
-            ).encode(),
-            422,
-            "request is an array",
-        ),
-        (_review(uid=""), 422, "uid is missing"),
-        (_review(uid=7), 422, "uid is missing"),
-        (_review(operation="PATCH"), 422, "request.operation is 'PATCH'"),
-        (_review(kind=None), 422, "request.kind is missing"),
-        (_review(kind={"group": "", "version": "v1"}), 422, "request.kind.kind is missing"),
-        (_review(kind="Pod"), 422, "request.kind is a string"),
-        (_review(object=[1]), 422, "request.object is an array"),
-        (_review(dryRun="true"), 422, "request.dryRun is a string"),
-        (_review(name=5), 422, "request.name is a number"),
-    ],
-)
-def test_not_an_answerable_review(body: bytes, status: int, fragment: str) -> None:
-    with pytest.raises(ReviewError) as raised:
-        parse_review(body)
-    assert raised.value.status == status
-    assert fragment in raised.value.diagnostics()
-
-
-@pytest.mark.parametrize("body", [b"[" * 50_000, b'{"a":' * 50_000])
-def test_json_nested_too_deeply_is_a_bad_request(body: bytes) -> None:
-    with pytest.raises(ReviewError) as raised:
-        parse_review(body)
-    assert raised.value.status == 400
-    assert raised.value.uid is None
-    assert "nested too deeply" in raised.value.diagnostics()
-
-
-@pytest.mark.parametrize(
-    ("fields", "fragment"),
-    [
-        ({"operation": "PATCH"}, "request.operation is 'PATCH'"),
-        ({"dryRun": "true"}, "request.dryRun is a string"),
-        ({"requestKind": "apps/v1/Deployment"}, "request.requestKind is a string"),
-        ({"requestKind": {"group": "apps", "version": "v1"}}, "request.requestKind.kind is missing"),
-        (
-            {"resource": {"group": "", "version": "v1", "resource": ["pods"]}},
-            "request.resource.resource is an",
-        ),
-        ({"kind": None}, "request.kind is missing"),
-        ({"object": [1]}, "request.object is an array"),
-    ],
-)
-def test_a_malformed_request_with_a_uid_names_it(fields: dict[str, object], fragment: str) -> None:
-    """Once the uid is read, the webhook can answer: the error carries the uid for a denial."""
-    with pytest.raises(ReviewError) as raised:
-        parse_review(_review(**fields))
-    assert raised.value.uid == "u-1"
-    assert fragment in str(raised.value)
-
-
-@pytest.mark.parametrize(
-    "document",
-    [{}, {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": ""}}],
-)
-def test_an_error_before_the_uid_carries_none(document: dict[str, object]) -> None:
-    with pytest.raises(ReviewError) as raised:
-        parse_review(json.dumps(document).encode())
-    assert raised.value.uid is None
-    assert raised.value.status == 422
-
-
-def test_allow_response_is_exactly_the_protocol() -> None:
-    review = allow_response("u-1", warnings=["a", "a", "b"], audit_annotations={"decision": "allow"})
-    assert review == {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "response": {
-            "uid": "u-1",
-            "allowed": True,
-            "warnings": ["a", "b"],
-            "auditAnnotations": {"decision": "allow"},
-        },
-    }
-    assert json.loads(encode(review)) == review
-
-
-def test_deny_response_carries_a_one_line_status_and_causes() -> None:
-    review = deny_response(
-        "u-2",
-        message="first line\nsecond   line",
-        reason="PolicyViolation",
-        causes=[("spec.containers[0].image", "not pinned")],
-    )
-    response = review["response"]
-    assert response["allowed"] is False
-    assert "patch" not in response and "patchType" not in response
-    assert response["status"] == {
-        "metadata": {},
-        "status": "Failure",
-        "code": 403,
-        "reason": "PolicyViolation",
-        "message": "first line second line",
-        "details": {
-            "causes": [
-                {
-                    "reason": "FieldValueForbidden",
-                    "field": "spec.containers[0].image",
-                    "message": "not pinned",
-                }
-            ]
-        },
-    }
-
-
-def test_deny_message_is_capped_and_empty_message_falls_back_to_reason() -> None:
-    long = deny_response("u", message="x" * 5000, reason="PolicyViolation")["response"]["status"]["message"]
-    assert len(long) == 1000 and long.endswith("…")
-    assert deny_response("u", message="  ", reason="EvaluationTimeout")["response"]["status"]["message"] == (
-        "EvaluationTimeout"
-    )
-
-
-def test_a_denial_below_400_is_refused() -> None:
-    with pytest.raises(ValueError, match=">= 400"):
-        deny_response("u", message="m", reason="r", code=200)
-
-
-def test_audit_annotation_keys_must_form_a_qualified_name() -> None:
-    with pytest.raises(ValueError, match="qualified-name"):
-        allow_response("u", audit_annotations={"bad key": "v"})
-
-
-def test_warnings_are_short_unique_and_few() -> None:
-    warnings = short_warnings(["w" * 300, "w" * 300, "two\nlines", *[f"n{i}" for i in range(40)]])
-    assert warnings[0] == "w" * (MAX_WARNING_CHARS - 1) + "…"
-    assert warnings[1] == "two lines"
-    assert len(warnings) == 20
-    assert warnings[-1] == "23 more warnings: see the decision log"
-    assert all(len(w) <= MAX_WARNING_CHARS for w in warnings)
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("10s", 10.0),
-        ("30s", 30.0),
-        ("1m30s", 90.0),
-        ("1.5s", 1.5),
-        ("500ms", 0.5),
-        ("2h", 7200.0),
-        ("0s", 0.0),
-    ],
-)
-def test_parse_timeout_reads_go_durations(text: str, seconds: float) -> None:
-    assert parse_timeout(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", [None, "", "10", "s", "10x", "-5s", "10s junk", "1e3s"])
-def test_parse_timeout_ignores_anything_else(text: str | None) -> None:
-    assert parse_timeout(text) is None
+    # Without the deletion, the same UPDATE is judged, and denied.
+    for obj in (new, old):
+        obj["metadata"].pop("deletionTimestamp", None)
+    assert (await _review(reviewer, make_review(obj=new, old=old, operation="UPDATE")))["allowed"] is False

@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from tests.conftest import DATA
-from tests.webhook.harness import WebhookProcess, review
-from webhook._cli import main
-from webhook._private.demo_material import OFF_LIST_IMAGE, SIDECAR_IMAGES, TENSORRT_IMAGE, Material
+from tests.support.harness import WebhookProcess, review
+from trtguard.cli import main
+from trtguard.demo.material import OFF_LIST_IMAGE, SIDECAR_IMAGES, TENSORRT_IMAGE, Material
 
 CORPUS = DATA / "600-adversarial-corpus.yaml"
 

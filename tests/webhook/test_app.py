@@ -21,17 +21,17 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.webhook.harness import PodFactory, ReviewFactory, Verifier, WaitUntil, WebhookProcess
+from tests.support.harness import PodFactory, ReviewFactory, Verifier, WaitUntil, WebhookProcess
+from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
 from verifier.evidence import LocalEvidence
-from webhook._private.demo_material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
-from webhook.admission import AdmissionRequest
+from webhook.admission import Reviewer
 from webhook.app import WebhookServices, create_app
 from webhook.decisionlog import RecordQuery, SQLiteStore
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
-from webhook.review import Reviewer
 from webhook.settings import ServeSettings
 from webhook.tracing import Tracing
+from webhook.wire import AdmissionRequest
 
 ADMISSION = "admission"
 

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.policies.test_cel_cost import costly_expression
-from tests.webhook.harness import PodFactory, ReviewFactory, StartWebhook, Verifier, WaitUntil, WebhookProcess
-from webhook._private.demo_material import TENSORRT_IMAGE, Material
+from tests.policies.cel.test_cost import costly_expression
+from tests.support.harness import PodFactory, ReviewFactory, StartWebhook, Verifier, WaitUntil, WebhookProcess
+from trtguard.demo.material import TENSORRT_IMAGE, Material
 
 SERVICE = "trtguard.trtguard.svc"
 #: What a probe may take while a reload is refused (the kubelet's default probe timeout is 1 s).

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.webhook.harness import (
+from tests.support.harness import (
     SERVICE,
     PodFactory,
     ReviewFactory,
@@ -24,7 +24,7 @@ from tests.webhook.harness import (
     WebhookProcess,
     client_ssl_context,
 )
-from webhook._private.demo_material import TENSORRT_IMAGE, Material
+from trtguard.demo.material import TENSORRT_IMAGE, Material
 
 HEADER_TIMEOUT = 1.0
 BODY_TIMEOUT = 1.0

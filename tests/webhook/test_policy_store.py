@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from policies.loader import PolicyLoadError, PolicySet, load_policy_set, policy_files
-from tests.webhook.harness import WaitUntil
+from tests.support.harness import WaitUntil
+from trtguard.demo.material import Material
 from verifier.evidence import LocalEvidence
-from webhook._private.demo_material import Material
 from webhook.policy_store import PolicyStore
 
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from tests.webhook.harness import (
+from tests.support.harness import (
     ApiServerClient,
     PodFactory,
     ReviewFactory,
@@ -30,7 +30,7 @@ from tests.webhook.harness import (
     WaitUntil,
     WebhookProcess,
 )
-from webhook._private.demo_material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
+from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
 from webhook.decisionlog import PostgresStore, RecordQuery, SQLiteStore
 from webhook.tls import make_self_signed
 

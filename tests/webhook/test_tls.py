@@ -17,7 +17,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from tests.webhook.harness import WaitUntil
+from tests.support.harness import WaitUntil
 from verifier.errors import InputError
 from webhook.tls import CertificateReloader, make_self_signed, server_context
 

@@ -14,16 +14,16 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tests.webhook.harness import PodFactory, ReviewFactory
+from tests.support.harness import PodFactory, ReviewFactory
+from trtguard.demo.material import TENSORRT_IMAGE, Material
 from verifier.errors import InputError
 from verifier.evidence import LocalEvidence
-from webhook._private.demo_material import TENSORRT_IMAGE, Material
-from webhook.admission import parse_review_document
+from webhook.admission import Reviewer
 from webhook.decisionlog import SQLiteStore
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
-from webhook.review import Reviewer
 from webhook.tracing import Tracing
+from webhook.wire import parse_review_document
 
 
 class _Collector(http.server.ThreadingHTTPServer):

@@ -13,7 +13,6 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from verifier._private.manifest_types import Gpu
 from verifier.attestations import (
     ENGINE_VERIFICATION_PREDICATE_TYPE,
     EngineVerification,
@@ -29,6 +28,7 @@ from verifier.errors import VerificationError
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement
 from verifier.keys import PrivateKey
 from verifier.manifest import OptimizationProfile, ShapeRange
+from verifier.predicates import Gpu
 
 _STATUS: dict[CheckStatus, Literal["pass", "fail", "not_checked"]] = {
     CheckStatus.PASS: "pass",

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifier._private.files import read_limited
 from verifier.digests import ProgressCallback, hash_file
 from verifier.dsse import Envelope, verify_envelope
 from verifier.engine import checks as _checks
@@ -23,6 +22,7 @@ from verifier.engine.onnx_model import InvalidOnnxModel, OnnxModelInfo, read_onn
 from verifier.engine.report import Check, CheckStatus, EngineReport, ManifestSummary, failed, passed, skipped
 from verifier.engine.runtime import LEAN_MODULES, GpuOptions, GpuOutcome, GpuRun, inspect_on_gpu
 from verifier.errors import InputError, VerificationError
+from verifier.files import read_limited
 from verifier.intoto import statement_from_envelope
 from verifier.keys import PublicKey
 from verifier.manifest import EngineBuildManifest, load_manifest, manifest_digest

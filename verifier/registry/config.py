@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from verifier._private.files import read_limited
 from verifier.errors import InputError
+from verifier.files import read_limited
 from verifier.yamldoc import decode, load_document
 
 #: Docker Hub's names for itself; image references use ``docker.io`` (see ``verifier.references``).

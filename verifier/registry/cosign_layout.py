@@ -25,7 +25,7 @@ from verifier.deadline import Deadline
 from verifier.digests import parse_sha256
 from verifier.errors import EvidenceUnavailable
 from verifier.references import ImageReference
-from verifier.registry._private.tasks import task_group
+from verifier.registry._tasks import task_group
 from verifier.registry.client import PushedManifest, RegistryClient
 from verifier.registry.oci import (
     EMPTY_DESCRIPTOR,

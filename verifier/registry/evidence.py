@@ -49,7 +49,7 @@ from verifier.evidence import (
 )
 from verifier.intoto import Statement, statement_from_envelope
 from verifier.references import ImageReference
-from verifier.registry._private.tasks import task_group
+from verifier.registry._tasks import task_group
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import load_registry_config
 from verifier.registry.cosign_layout import (
@@ -60,7 +60,7 @@ from verifier.registry.cosign_layout import (
     read_referrer,
     read_signatures,
 )
-from verifier.registry.push import InvalidEngineArtifact
+from verifier.registry.engine_artifact import InvalidEngineArtifact
 from verifier.signatures import CosignSignature
 
 __all__ = ["RegistryEvidence", "evidence_source"]

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from verifier._cli import engine as engine_cli
+from trtguard.cli import verify_engine as engine_cli
 from verifier.digests import hash_file
 from verifier.dsse import Envelope
 from verifier.errors import TrtguardError

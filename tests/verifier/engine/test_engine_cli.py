@@ -1,4 +1,4 @@
-"""verifier/_cli/engine.py: ``trtguard verify-engine`` (exit codes, both formats, usage errors, progress)."""
+"""``trtguard verify-engine`` (trtguard.cli.verify_engine): exit codes, formats, usage errors, progress."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.verifier.engine.helpers import gpu_manifest, manifest_for, trtguard
-from verifier._cli import engine as engine_cli
+from trtguard.cli import verify_engine as engine_cli
 from verifier.keys import encrypt_private_key, generate_private_key
 
 MNIST = "sampleMNIST.trt10.5.0.18.engine"
@@ -176,7 +176,7 @@ def test_progress_line_for_large_files(
 
 def test_installed_command(plans_dir: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "webhook", "verify-engine", str(plans_dir / MNIST), "--format", "json"],
+        [sys.executable, "-m", "trtguard", "verify-engine", str(plans_dir / MNIST), "--format", "json"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -189,7 +189,7 @@ def test_installed_command(plans_dir: Path) -> None:
 def test_the_command_module_alone_loads_neither_sigstore_nor_the_registry_client() -> None:
     # What lets a slim GPU environment run verify-engine: only --attest needs the sigstore group.
     probe = (
-        "import sys; from verifier._cli import engine; "
+        "import sys; from trtguard.cli import verify_engine as engine; "
         "print(sorted(m for m in ('sigstore', 'httpx', 'verifier.signatures') if m in sys.modules))"
     )
     result = subprocess.run(

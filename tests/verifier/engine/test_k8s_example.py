@@ -11,7 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from verifier._cli import engine as engine_cli
+from trtguard.cli import verify_engine as engine_cli
 
 JOB = Path(__file__).resolve().parents[3] / "examples" / "k8s" / "verify-engine-job.yaml"
 

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.verifier.registry.images import push_image, tiny_image
-from tests.verifier.registry.localregistry import (
+from tests.support.images import push_image, tiny_image
+from tests.support.localregistry import (
     HTPASSWD_PASSWORD,
     HTPASSWD_USER,
     LocalRegistry,
     plain_config,
 )
-from tests.verifier.registry.tokenserver import TokenServer
+from tests.support.tokenserver import TokenServer
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable, InputError
 from verifier.references import ImageReference

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.verifier.registry.faultproxy import Fault, FaultProxy
-from tests.verifier.registry.images import push_image, push_index, tiny_image
-from tests.verifier.registry.localregistry import LocalRegistry, plain_config
+from tests.support.faultproxy import Fault, FaultProxy
+from tests.support.images import push_image, push_index, tiny_image
+from tests.support.localregistry import LocalRegistry, plain_config
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable, InputError
 from verifier.references import ImageReference

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.verifier.registry.faultproxy import Fault, FaultProxy
-from tests.verifier.registry.images import push_image, tiny_image
-from tests.verifier.registry.localregistry import LocalRegistry, plain_config
+from tests.support.faultproxy import Fault, FaultProxy
+from tests.support.images import push_image, tiny_image
+from tests.support.localregistry import LocalRegistry, plain_config
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable, VerificationError
 from verifier.keys import PublicKey, generate_private_key

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.verifier.registry.faultproxy import Fault, FaultProxy
-from tests.verifier.registry.images import TinyImage, push_image, tiny_image
-from tests.verifier.registry.localregistry import LocalRegistry, plain_config
+from tests.support.faultproxy import Fault, FaultProxy
+from tests.support.images import TinyImage, push_image, tiny_image
+from tests.support.localregistry import LocalRegistry, plain_config
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable, InputError, VerificationError
@@ -35,9 +35,14 @@ from verifier.registry.cosign_layout import (
     signature_tag,
     simple_signing_payload,
 )
+from verifier.registry.engine_artifact import (
+    ENGINE_ARTIFACT_TYPE,
+    ENGINE_LAYER,
+    TITLE_ANNOTATION,
+    push_engine,
+)
 from verifier.registry.evidence import RegistryEvidence, evidence_source
 from verifier.registry.oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, image_manifest
-from verifier.registry.push import ENGINE_ARTIFACT_TYPE, ENGINE_LAYER, TITLE_ANNOTATION, push_engine
 from verifier.signatures import TrustPolicy, verify_attestation, verify_image_signatures
 
 BUILD = "https://trtguard.dev/attestations/engine-build/v1"

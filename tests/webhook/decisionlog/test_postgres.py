@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.webhook.harness import RecordFactory, TcpProxy, WaitUntil
+from tests.support.harness import RecordFactory, TcpProxy, WaitUntil
 from verifier.deadline import Deadline
 from webhook.decisionlog import (
     DecisionLogError,

@@ -12,7 +12,7 @@ import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.webhook.harness import RecordFactory
+from tests.support.harness import RecordFactory
 from webhook.decisionlog import GENESIS_HASH, DecisionLogError, DecisionRecord, chain_hash
 from webhook.decisionlog.record import (
     MAX_ITEMS,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.webhook.harness import RecordFactory, TcpProxy, WaitUntil
+from tests.support.harness import RecordFactory, TcpProxy, WaitUntil
 from verifier.deadline import Deadline
 from webhook.decisionlog import (
     DecisionLogUnavailable,

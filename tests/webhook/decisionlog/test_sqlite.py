@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.webhook.harness import RecordFactory
+from tests.support.harness import RecordFactory
 from verifier.deadline import Deadline
 from webhook.decisionlog import (
     DecisionLogError,

@@ -20,7 +20,7 @@ export TRTGUARD_SHARED_FIXTURES=$PWD/.run/engine-fixtures
 } >> "$OUT/environment.txt" 2>&1
 
 echo "== pytest tests/verifier/engine (GPU tests included)"
-# test_installed_command runs `python -m webhook`, whose other commands need packages not carried here;
+# test_installed_command runs `python -m trtguard`, whose other commands need packages not carried here;
 # test_k8s_example.py validates a YAML example against Kubernetes schemas (kubernetes-validate, not carried,
 # no GPU involved). Both run in CI.
 timeout 300 python3 -m pytest tests/verifier/engine -v -rs -p no:cacheprovider \

@@ -1,0 +1,332 @@
+"""trtguard/cli/audit.py: ``trtguard audit tail|query|verify|history`` on a real SQLite decision log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import sqlite3
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trtguard.cli import main
+from trtguard.demo.material import Material
+from verifier.deadline import Deadline
+from webhook.decisionlog import DecisionRecord, SQLiteStore
+
+RESNET = "registry.example.com/models/resnet50"
+TRTGUARD = Path(sys.executable).with_name("trtguard")
+
+
+def _write(path: Path, records: list[DecisionRecord]) -> None:
+    async def go() -> None:
+        store = SQLiteStore(path)
+        await store.open()
+        for record in records:
+            await store.append(record, deadline=Deadline.after(5))
+        await store.close()
+
+    asyncio.run(go())
+
+
+def _record(**fields: Any) -> DecisionRecord:
+    base: dict[str, Any] = {
+        "uid": "u",
+        "operation": "CREATE",
+        "kind": "Deployment",
+        "api_version": "apps/v1",
+        "allowed": True,
+        "reason": "Allowed",
+        "namespace": "prod",
+        "name": "resnet50",
+        "user": "alice",
+    }
+    base.update(fields)
+    return DecisionRecord(**base)
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    path = tmp_path / "decisions.db"
+    now = datetime.now(UTC)
+    _write(
+        path,
+        [
+            _record(uid="u1", time=now - timedelta(days=3), namespace="dev", name="a"),
+            _record(
+                uid="u2",
+                time=now - timedelta(hours=2),
+                allowed=False,
+                reason="PolicyViolation",
+                message="trusted-tensorrt-images/images: nginx is not allowed; fix: use an allowed image",
+                warnings=("signed-images/signatures: warn",),
+            ),
+            _record(uid="u3", time=now - timedelta(minutes=5), dry_run=True, kind="Pod", name="p"),
+        ],
+    )
+    return path
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    status = main(["audit", *args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_tail_prints_the_latest_records_in_order(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _cli(capsys, "tail", "--decision-log", f"sqlite:///{log}", "-n", "2")
+    assert status == 0
+    lines = [line for line in out.splitlines() if not line.startswith("    ")]
+    assert len(lines) == 2
+    assert "#2" in lines[0] and "DENY" in lines[0] and "prod/Deployment/resnet50" in lines[0]
+    assert "uid u2" in lines[0]
+    assert "    trusted-tensorrt-images/images: nginx is not allowed; fix: use an allowed image" in out
+    assert "    warning: signed-images/signatures: warn" in out
+    assert "#3" in lines[1] and "(dry run)" in lines[1] and "ALLOW" in lines[1]
+
+
+def test_tail_json_lines_carry_the_chain_links(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _cli(capsys, "tail", "--decision-log", f"sqlite:///{log}", "--format", "json")
+    assert status == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["seq"] for r in rows] == [1, 2, 3]
+    assert rows[1]["prev_hash"] == rows[0]["hash"]
+    assert rows[2]["record"]["dry_run"] is True
+
+
+def test_the_log_url_comes_from_the_environment_when_not_given(
+    log: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRTGUARD_DECISION_LOG", f"sqlite:///{log}")
+    status, out, _ = _cli(capsys, "tail", "-n", "1")
+    assert status == 0 and "#3" in out
+
+
+def test_tail_follow_from_zero_lines_prints_only_new_decisions(log: Path) -> None:
+    """``-n 0 -f``: none of the past, then each decision as it is recorded."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRTGUARD_")}
+    command = [str(TRTGUARD), "audit", "tail", "-n", "0", "-f", "--format", "json"]
+    process = subprocess.Popen(
+        [*command, "--decision-log", f"sqlite:///{log}"], stdout=subprocess.PIPE, text=True, env=env
+    )
+    lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+    stdout = process.stdout
+    assert stdout is not None
+
+    def read() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        # New decisions keep coming until one is printed, however long the command took to start.
+        for n in range(30):
+            _write(log, [_record(uid=f"new-{n}")])
+            try:
+                first = lines.get(timeout=1.0)
+                break
+            except queue.Empty:
+                continue
+        else:
+            raise AssertionError("tail -f printed nothing")
+        assert json.loads(first)["record"]["uid"].startswith("new-")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("flags", "uids"),
+    [
+        (["--denied"], ["u2"]),
+        (["--allowed"], ["u1", "u3"]),
+        (["--dry-run"], ["u3"]),
+        (["--no-dry-run"], ["u1", "u2"]),
+        (["--namespace", "dev"], ["u1"]),
+        (["--name", "resnet50", "--kind", "Deployment"], ["u2"]),
+        (["--uid", "u3"], ["u3"]),
+        (["--since", "1d"], ["u2", "u3"]),
+        (["--since", "30m"], ["u3"]),
+        (["--until", "1d"], ["u1"]),
+        (["--limit", "1"], ["u1"]),
+    ],
+)
+def test_query_filters(
+    log: Path, capsys: pytest.CaptureFixture[str], flags: list[str], uids: list[str]
+) -> None:
+    status, out, _ = _cli(capsys, "query", "--decision-log", f"sqlite:///{log}", "--format", "json", *flags)
+    assert status == 0
+    assert [json.loads(line)["record"]["uid"] for line in out.splitlines()] == uids
+
+
+def test_query_with_an_rfc3339_time(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    since = (datetime.now(UTC) - timedelta(hours=3)).isoformat()
+    status, out, _ = _cli(capsys, "query", "--decision-log", f"sqlite:///{log}", "--since", since)
+    assert status == 0 and out.count("uid u") == 2
+
+
+def test_bad_time_is_an_input_error(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = _cli(capsys, "query", "--decision-log", f"sqlite:///{log}", "--since", "yesterday")
+    assert status == 2
+    assert "--since: 'yesterday' is neither an RFC 3339 time nor an age" in err
+
+
+def test_verify_ok_and_broken(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _cli(capsys, "verify", "--decision-log", f"sqlite:///{log}")
+    assert status == 0
+    assert "chain verified: 3 records" in out
+    with sqlite3.connect(log) as conn:
+        conn.execute("DROP TRIGGER trtguard_decisions_no_update")
+        conn.execute(
+            "UPDATE trtguard_decisions SET body = replace(body, '\"allowed\":false', '\"allowed\":true'),"
+            " allowed = 1 WHERE seq = 2"
+        )
+    status, out, _ = _cli(capsys, "verify", "--decision-log", f"sqlite:///{log}")
+    assert status == 1
+    assert "chain broken at record seq 2 (uid u2): stored hash does not match the record's content" in out
+    status, out, _ = _cli(capsys, "verify", "--decision-log", f"sqlite:///{log}", "--format", "json")
+    assert status == 1
+    assert json.loads(out)["first_break"] == {
+        "seq": 2,
+        "uid": "u2",
+        "problem": "stored hash does not match the record's content: the record was changed",
+    }
+
+
+def test_a_missing_log_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = _cli(capsys, "verify", "--decision-log", f"sqlite:///{tmp_path}/absent.db")
+    assert status == 1
+    assert "decision log file does not exist" in err
+    assert not (tmp_path / "absent.db").exists(), "reading never creates a log"
+
+
+def _engine(material: Material, name: str) -> dict[str, str]:
+    """The demo engine ``name`` under one repository, as successive builds of one model."""
+    return {
+        "reference": f"{RESNET}@{material.engines[name].split('@')[1]}",
+        "digest": material.engines[name].split("@")[1],
+        "path": "metadata.annotations[trtguard.dev/engines][0]",
+    }
+
+
+@pytest.fixture
+def history_log(tmp_path: Path, demo_material: Material) -> Path:
+    path = tmp_path / "history.db"
+    fp16, int8 = _engine(demo_material, "fp16"), _engine(demo_material, "int8-calibrated")
+    uncalibrated = _engine(demo_material, "int8-uncalibrated")
+    _write(
+        path,
+        [
+            _record(uid="c1", engines=(fp16,), policy_revision="sha256:" + "1" * 64),
+            _record(uid="scale", operation="UPDATE"),  # replicas changed: no engine recorded
+            _record(uid="other", name="other-model", engines=(int8,)),
+            _record(
+                uid="denied",
+                operation="UPDATE",
+                allowed=False,
+                reason="PolicyViolation",
+                engines=(uncalibrated,),
+            ),
+            _record(uid="dry", operation="UPDATE", dry_run=True, engines=(uncalibrated,)),
+            _record(
+                uid="u2",
+                operation="UPDATE",
+                engines=(int8,),
+                user="release-bot",
+                policy_revision="sha256:" + "2" * 64,
+            ),
+        ],
+    )
+    return path
+
+
+def test_history_lists_engine_changes_with_manifest_differences(
+    history_log: Path, demo_material: Material, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = _cli(
+        capsys,
+        "history",
+        "prod/resnet50",
+        "--decision-log",
+        f"sqlite:///{history_log}",
+        "--attestations",
+        str(demo_material.attestations),
+    )
+    assert status == 0
+    assert out.startswith("prod/resnet50: 2 engine change(s) admitted")
+    assert "#1 " in out and "#6 " in out
+    assert "CREATE Deployment by alice" in out and "UPDATE Deployment by release-bot" in out
+    assert "(first)" in out
+    assert "FirstInt8:" in out
+    assert "CalibrationDataChange:" in out
+    assert 'builder_config.precision_flags: ["fp16"] -> ["fp16", "int8"]' in out
+    for excluded in ("denied", "dry", "other", "uncalibrated"):
+        assert f"models/{excluded}" not in out
+
+
+def test_history_json(history_log: Path, demo_material: Material, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _cli(
+        capsys,
+        "history",
+        "prod/resnet50",
+        "--decision-log",
+        f"sqlite:///{history_log}",
+        "--attestations",
+        str(demo_material.attestations),
+        "--format",
+        "json",
+    )
+    assert status == 0
+    data = json.loads(out)
+    assert data["workload"] == "prod/resnet50"
+    first, second = data["entries"]
+    assert first["changes"][0]["old"] is None
+    assert first["changes"][0]["note"] == "first engine of this repository for the workload"
+    change = second["changes"][0]
+    assert change["old"].endswith(demo_material.engines["fp16"].split("@")[1])
+    kinds = {c["kind"] for c in change["manifest_diff"]["changes"]}
+    assert {"FirstInt8", "CalibrationDataChange"} <= kinds
+    assert second["engines"] == {RESNET: change["new"]}
+
+
+def test_history_without_manifests_still_lists_the_engines(
+    history_log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = _cli(capsys, "history", "prod/resnet50", "--decision-log", f"sqlite:///{history_log}")
+    assert status == 0
+    assert "give --attestations DIR or --registry-config FILE" in out
+    assert out.count("    engine ") == 2
+
+
+def test_history_names_a_missing_manifest(
+    history_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    status, out, _ = _cli(
+        capsys,
+        "history",
+        "prod/resnet50",
+        "--decision-log",
+        f"sqlite:///{history_log}",
+        "--attestations",
+        str(empty),
+    )
+    assert status == 0
+    assert "build manifests not compared: no build manifest found for" in out
+
+
+@pytest.mark.parametrize("workload", ["resnet50", "/resnet50", "prod/", "a/b/c"])
+def test_history_needs_namespace_slash_name(
+    history_log: Path, capsys: pytest.CaptureFixture[str], workload: str
+) -> None:
+    status, _, err = _cli(capsys, "history", workload, "--decision-log", f"sqlite:///{history_log}")
+    assert status == 2
+    assert "expected NAMESPACE/WORKLOAD" in err

@@ -1,0 +1,66 @@
+"""trtguard/demo/run.py: the README's first command, end to end (a real server, real TLS, real signatures)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trtguard.demo import run as demo
+from trtguard.demo.material import Material
+from verifier.errors import TrtguardError
+
+
+def test_the_demo_admits_one_and_denies_four_with_reasons(tmp_path: Path) -> None:
+    out = io.StringIO()
+    assert demo.run(tmp_path / "demo", out=out) == 0
+    text = out.getvalue()
+    assert text.count("-> ALLOWED") == 1
+    assert text.count("-> DENIED (403 PolicyViolation)") == 4
+    flat = " ".join(text.split())
+    for phrase in (
+        "not pinned by digest",
+        "not allowed by any image rule",
+        "build manifest not signed",
+        "no calibration evidence",
+    ):
+        assert phrase in flat
+    assert "!!" not in text
+    assert re.search(r"chain verified: 5 records", text)
+    assert "trtguard audit tail --decision-log sqlite:///" in text
+    assert (tmp_path / "demo" / "tls" / "ca.crt").is_file()
+
+
+def test_the_demo_reports_an_unexpected_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    original = demo.scenarios
+
+    def wrong(material: Material) -> list[demo.Scenario]:
+        cases = original(material)
+        return [dataclasses.replace(cases[4], allowed=True), *cases[:1]]
+
+    monkeypatch.setattr(demo, "scenarios", wrong)
+    out = io.StringIO()
+    assert demo.run(tmp_path / "demo", out=out) == 1
+    assert "!! expected an admission" in out.getvalue()
+    assert "demo FAILED: 1 unexpected verdict(s)" in out.getvalue()
+
+
+def test_a_server_that_prints_nothing_does_not_hold_the_demo(tmp_path: Path) -> None:
+    """The wait for the listening line ends at its timeout, whatever the child does with its stdout."""
+    silent = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        started = time.monotonic()
+        with pytest.raises(TrtguardError, match="did not start within 1 s"):
+            demo._wait_for_start(silent, tmp_path / "serve.log", timeout=1.0)
+        assert time.monotonic() - started < 5
+    finally:
+        silent.kill()
+        silent.wait()

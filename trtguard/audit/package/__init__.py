@@ -1,0 +1,112 @@
+"""Evidence packages: one signed archive that lets an auditor check offline what the webhook decided, and why.
+
+:func:`export_evidence` selects decisions from the decision log (by engine audit ID, engine digest or
+workload) and writes one tar.gz with
+
+* the decisions with the hash-chain records that prove them (``decisions/records.jsonl``),
+* the build manifests, approvals, verification attestations and signatures of the engines they name, as the
+  evidence source returns them,
+* the policy files in force with their revision, and
+* ``index.json`` (every file, its SHA-256 and size) with ``index.dsse.json``, a DSSE-signed in-toto statement
+  whose subjects are those files and whose predicate says what was selected, when, from which log, and
+  the exporter's check of the whole chain.
+
+:func:`verify_evidence` checks a package with the exporter's public key and reports what it proves and what
+it does not.
+
+How strong the chain proof is (``ChainScope``):
+
+* ``segment`` (default): every record from the first selected decision to the log head at export. The
+  selected decisions are unchanged, in order, with nothing removed between them, and the selection is
+  complete from its first decision on (the verifier applies the selection rule to every record).
+* ``full``: every record from the genesis record: the same for the whole log.
+* ``selected``: only the selected records, each with the hashes that chain it; other workloads' decisions
+  stay out of the package, at the price of showing only the links between adjacent selected records.
+
+None of them shows records removed from the *end* of the log before the export, or a log rewritten as a
+whole with its hashes recomputed: a hash chain has no outside anchor of its own. ``verify`` therefore
+prints the exported head (seq and hash) for comparison and takes ``--anchor SEQ:HASH``, a head recorded
+earlier (``trtguard audit verify --format json``), which a segment or full package can be checked against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from trtguard.audit.package.archive import ArchiveLimits, UnsafeArchive, read_archive
+from trtguard.audit.package.contents import EVIDENCE_PREDICATE_TYPE, ChainScope
+from trtguard.audit.package.export import ExportSummary, export_package
+from trtguard.audit.package.selection import Selection
+from trtguard.audit.package.verify import Anchor, EvidenceReport, Finding, PackageVerifier
+from verifier.deadline import Deadline
+from verifier.evidence import EvidenceSource
+from verifier.keys import PrivateKey, PublicKey
+from webhook.decisionlog import DecisionStore
+
+__all__ = [
+    "EVIDENCE_PREDICATE_TYPE",
+    "Anchor",
+    "ArchiveLimits",
+    "ChainScope",
+    "EvidenceReport",
+    "ExportSummary",
+    "Finding",
+    "Selection",
+    "UnsafeArchive",
+    "export_evidence",
+    "verify_evidence",
+]
+
+
+async def export_evidence(
+    store: DecisionStore,
+    selection: Selection,
+    *,
+    policies: Sequence[Path],
+    evidence: EvidenceSource | None,
+    key: PrivateKey,
+    output: Path,
+    chain: ChainScope = ChainScope.SEGMENT,
+    deadline: Deadline | None = None,
+    overwrite: bool = False,
+    now: datetime | None = None,
+) -> ExportSummary:
+    """Write the evidence package for ``selection`` to ``output``, signed with ``key``.
+
+    ``store`` is an opened decision store (read-only is enough); ``policies`` the policy files or folders in
+    force; ``evidence`` where engine attestations and signatures come from (``None``: none are included,
+    and the package says so). Evidence that cannot be fetched is recorded in the package as a problem, not
+    left out silently. Raises :class:`~verifier.errors.VerificationError` when the log's chain is broken,
+    :class:`~verifier.errors.InputError` when nothing matches or an input is unusable.
+    """
+    return await export_package(
+        store,
+        selection,
+        policies=policies,
+        evidence=evidence,
+        key=key,
+        output=output,
+        chain=chain,
+        deadline=deadline or Deadline.never(),
+        overwrite=overwrite,
+        now=now,
+    )
+
+
+def verify_evidence(
+    archive: Path,
+    key: PublicKey,
+    *,
+    anchors: Sequence[Anchor] = (),
+    limits: ArchiveLimits | None = None,
+) -> EvidenceReport:
+    """Check the package at ``archive`` offline against the exporter's public ``key``.
+
+    Content problems become failed findings in the report (``report.ok`` is False); an archive that cannot
+    be read safely raises :class:`UnsafeArchive`, one that is no evidence package
+    :class:`~verifier.errors.InputError`. CPU-bound: async callers run it in a thread.
+    """
+    members = read_archive(archive, limits or ArchiveLimits())
+    return PackageVerifier(str(archive), members, key).run(anchors)

@@ -1,0 +1,437 @@
+"""Building an evidence package: decisions and their chain, engine evidence and the policy snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import importlib.metadata
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from trtguard.audit.package.archive import refuse_overwrite, write_archive
+from trtguard.audit.package.contents import (
+    ATTESTATION_KINDS,
+    NO_SOURCE,
+    RECORDS,
+    AttestationFile,
+    ChainReportInfo,
+    ChainScope,
+    EngineInfo,
+    EvidencePredicate,
+    Exporter,
+    LogInfo,
+    PolicyInfo,
+    RevisionCount,
+    SelectionInfo,
+    SignatureFile,
+    SignatureKind,
+    engine_folder,
+    record_line,
+    seal,
+)
+from trtguard.audit.package.policy import PolicySnapshot, take_snapshot
+from trtguard.audit.package.selection import Selection, engine_digests, undigested_engines
+from verifier.deadline import Deadline
+from verifier.digests import is_sha256_hex, sha256_bytes
+from verifier.errors import EvidenceUnavailable, InputError, TrtguardError, VerificationError
+from verifier.evidence import Attestation, EvidenceSource, ImageSignatures
+from verifier.intoto import statement_from_envelope
+from verifier.keys import PrivateKey
+from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
+from verifier.references import ImageReference
+from verifier.signatures import COSIGN_SIGN_PREDICATE
+from webhook.decisionlog import ChainReport, DecisionStore, RecordQuery, StoredRecord
+from webhook.decisionlog.record import canonical_json, link_hash
+
+#: Engines looked up at once from a source that waits on the network.
+_CONCURRENT_LOOKUPS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ExportSummary:
+    """What went into a package, for the person who ran the export."""
+
+    output: Path
+    size: int
+    files: int
+    decisions: int
+    chain: ChainScope
+    chain_records: int
+    first_seq: int
+    last_seq: int
+    head_seq: int
+    engines: int
+    attestations: Mapping[str, int]
+    signatures: int
+    policy_revision: str
+    policy_in_force: bool
+    problems: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _Found:
+    """What the evidence source returned for one engine."""
+
+    subjects: frozenset[str]
+    attestations: tuple[Attestation, ...] = ()
+    signatures: ImageSignatures | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+class _EngineEvidence:
+    """Evidence per engine digest, each engine looked up once."""
+
+    def __init__(self, source: EvidenceSource | None, deadline: Deadline) -> None:
+        self._source = source
+        self._deadline = deadline
+        self.found: dict[str, _Found] = {}
+
+    async def fetch(self, engines: Mapping[str, str]) -> None:
+        """Look up every engine (digest → a reference naming it) not looked up yet."""
+        todo = [(digest, reference) for digest, reference in engines.items() if digest not in self.found]
+        if self._source is not None and self._source.concurrent_lookups:
+            gate = asyncio.Semaphore(_CONCURRENT_LOOKUPS)
+
+            async def gated(digest: str, reference: str) -> _Found:
+                async with gate:
+                    return await self._lookup(digest, reference)
+
+            results = await asyncio.gather(*(gated(d, r) for d, r in todo))
+        else:
+            results = [await self._lookup(d, r) for d, r in todo]
+        self.found.update(zip((d for d, _ in todo), results, strict=True))
+
+    async def _lookup(self, digest: str, reference: str) -> _Found:
+        source = self._source
+        if source is None:
+            return _Found(frozenset({digest}), problems=["no evidence source was given to the export"])
+        try:
+            pinned = ImageReference.parse(reference).with_digest(digest)
+        except InputError as error:
+            return _Found(frozenset({digest}), problems=[f"reference {reference!r}: {error.message}"])
+        found = _Found(frozenset({digest}))
+        try:
+            attached = await source.attestations(pinned, self._deadline)
+            # The digests that may find statements about the engine: the artifact's and its engine file's.
+            found.subjects = attached.subjects.digests
+            found.attestations = attached.attestations
+        except (EvidenceUnavailable, VerificationError) as error:  # unreachable, or a malformed artifact
+            found.problems.append(f"attestations unavailable from {source.description}: {error.message}")
+        try:
+            found.signatures = await source.image_signatures(pinned, self._deadline)
+        except EvidenceUnavailable as error:
+            found.problems.append(f"signatures unavailable from {source.description}: {error.message}")
+        return found
+
+    def audit_ids(self, digest: str) -> set[str]:
+        """Audit IDs of the build manifests found for ``digest`` (unverified: the verifier checks them)."""
+        ids = set()
+        for attestation in self.found[digest].attestations:
+            if attestation.predicate_type != ENGINE_BUILD_PREDICATE_TYPE:
+                continue
+            try:
+                statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
+                ids.add(load_manifest(statement, attestation.origin).audit_id)
+            except TrtguardError:
+                continue
+        return ids
+
+
+async def export_package(
+    store: DecisionStore,
+    selection: Selection,
+    *,
+    policies: Sequence[Path],
+    evidence: EvidenceSource | None,
+    key: PrivateKey,
+    output: Path,
+    chain: ChainScope,
+    deadline: Deadline,
+    overwrite: bool,
+    now: datetime | None = None,
+) -> ExportSummary:
+    """Write the package for ``selection`` to ``output`` (:func:`trtguard.audit.package.export_evidence`)."""
+    now = now or datetime.now(UTC)
+    if selection.kind == "audit_id" and evidence is None:
+        raise InputError(
+            "selecting by audit ID needs the engines' build manifests",
+            location="--audit-id",
+            hint="give --attestations DIR or --registry-config FILE",
+        )
+    refuse_overwrite(output, overwrite)
+    report = await store.verify()
+    if not report.ok:
+        raise VerificationError(
+            f"the decision log does not verify, so it cannot prove anything: {report.summary()}",
+            location=store.description,
+            hint="investigate with `trtguard audit verify`; a broken chain is itself the finding",
+        )
+    if report.head_seq == 0:
+        raise InputError("the decision log is empty", location=store.description)
+    engines = _EngineEvidence(evidence, deadline)
+    # Loading the policies (CEL compilation included) overlaps with reading the log; both are waited for, so
+    # that neither is left running when the other fails.
+    snapshot, read = await asyncio.gather(
+        asyncio.to_thread(take_snapshot, policies),
+        _read_log(store, selection, chain, report, engines),
+        return_exceptions=True,
+    )
+    if isinstance(snapshot, BaseException):
+        raise snapshot
+    if isinstance(read, BaseException):
+        raise read
+    selected, segment, records, problems = read
+    references: dict[str, list[str]] = {}
+    undigested: dict[str, list[int]] = {}
+    for stored in selected:
+        for digest, reference in engine_digests(stored.record).items():
+            known = references.setdefault(digest, [])
+            if reference not in known:
+                known.append(reference)
+        for reference in undigested_engines(stored.record):
+            undigested.setdefault(reference, []).append(stored.seq)
+    problems += [
+        f"engine {reference} is named without a digest (decisions seq {', '.join(map(str, seqs))}): "
+        "no evidence can be looked up for it"
+        for reference, seqs in undigested.items()
+    ]
+    await engines.fetch({digest: refs[0] for digest, refs in references.items()})
+
+    files: dict[str, bytes] = {RECORDS: records, **snapshot.contents}
+    engine_infos = [_engine_files(d, references[d], engines.found[d], files) for d in sorted(references)]
+    predicate = EvidencePredicate(
+        exporter=Exporter(name="trtguard", version=_version()),
+        exported_at=now,
+        selection=SelectionInfo(
+            by=selection.kind,
+            value=selection.value,
+            rule=selection.rule(),
+            records=[stored.seq for stored in selected],
+        ),
+        log=LogInfo(
+            description=store.description,
+            chain=chain,
+            file=RECORDS,
+            first_seq=segment[0].seq,
+            last_seq=segment[-1].seq,
+            records=len(segment),
+            report=ChainReportInfo(
+                ok=report.ok, records=report.records, head_seq=report.head_seq, head_hash=report.head_hash
+            ),
+        ),
+        policy=_policy_info(snapshot, selected),
+        evidence_source=evidence.description if evidence is not None else NO_SOURCE,
+        engines=engine_infos,
+        problems=problems,
+    )
+    members = await asyncio.to_thread(seal, files, predicate, key)
+    size = await asyncio.to_thread(
+        write_archive, output, members, mtime=int(now.timestamp()), overwrite=overwrite
+    )
+    kinds: Counter[str] = Counter(att.kind for info in engine_infos for att in info.attestations)
+    return ExportSummary(
+        output=output,
+        size=size,
+        files=len(members),
+        decisions=len(selected),
+        chain=chain,
+        chain_records=len(segment),
+        first_seq=segment[0].seq,
+        last_seq=segment[-1].seq,
+        head_seq=report.head_seq,
+        engines=len(engine_infos),
+        attestations=dict(kinds),
+        signatures=sum(len(info.signatures) for info in engine_infos),
+        policy_revision=snapshot.revision,
+        policy_in_force=predicate.policy.in_force,
+        problems=tuple(problems + [f"engine {i.digest}: {p}" for i in engine_infos for p in i.problems]),
+    )
+
+
+async def _read_log(
+    store: DecisionStore,
+    selection: Selection,
+    chain: ChainScope,
+    report: ChainReport,
+    engines: _EngineEvidence,
+) -> tuple[list[StoredRecord], list[StoredRecord], bytes, list[str]]:
+    """The selected records, the chain segment, its ``records.jsonl`` bytes and what could not be searched."""
+    head = report.head_seq
+    candidates = await _candidates(store, selection, chain, head)
+    problems: list[str] = []
+    audit_engines: frozenset[str] = frozenset()
+    if selection.kind == "audit_id":
+        named = {d: ref for stored in candidates for d, ref in engine_digests(stored.record).items()}
+        await engines.fetch(named)
+        audit_engines = frozenset(d for d in named if selection.value in engines.audit_ids(d))
+        unsearched = sorted(d for d in named if engines.found[d].problems)
+        if unsearched:
+            problems.append(
+                f"{len(unsearched)} of the {len(named)} engines in the log could not be searched for the "
+                f"audit ID (their evidence was unavailable): {', '.join(unsearched)}"
+            )
+    selected = [stored for stored in candidates if selection.matches(stored.record, audit_engines)]
+    if not selected:
+        raise InputError(
+            f"no decision in {store.description} (seq 1 to {head}) matches: {selection.rule()}",
+            hint="check the selection with `trtguard audit query`",
+        )
+    if chain is ChainScope.SELECTED:
+        segment = selected
+    else:
+        first = 1 if chain is ChainScope.FULL else selected[0].seq
+        segment = [stored for stored in candidates if stored.seq >= first]
+    records = await asyncio.to_thread(_chain_lines, segment, chain, report)
+    return selected, segment, records, problems
+
+
+async def _candidates(
+    store: DecisionStore, selection: Selection, chain: ChainScope, head: int
+) -> list[StoredRecord]:
+    """The records the selection is made from; for a segment, they are the segment itself.
+
+    Only records up to the verified head count: later ones were appended after the chain was checked.
+    """
+    if selection.kind != "workload" or chain is ChainScope.FULL:
+        return await store.query(RecordQuery(limit=head))
+    namespace, _, name = selection.value.partition("/")
+    if chain is ChainScope.SELECTED:
+        found = await store.query(RecordQuery(namespace=namespace, name=name))
+        return [stored for stored in found if stored.seq <= head]
+    first = await store.query(RecordQuery(namespace=namespace, name=name, limit=1))
+    if not first or first[0].seq > head:
+        return []
+    start = first[0].seq
+    return await store.query(RecordQuery(after_seq=start - 1, limit=head - start + 1))
+
+
+def _chain_lines(segment: list[StoredRecord], chain: ChainScope, report: ChainReport) -> bytes:
+    """``decisions/records.jsonl``, after checking that what was read back still forms the verified chain."""
+    lines: list[bytes] = []
+    previous: StoredRecord | None = None
+    for stored in segment:
+        canonical = _canonical(stored)
+        linked = previous is None or stored.seq != previous.seq + 1 or stored.prev_hash == previous.hash
+        if canonical is None or not linked or not is_sha256_hex(stored.prev_hash):
+            raise VerificationError(
+                f"record seq {stored.seq} as read back does not recompute to its chain hash",
+                hint="the log changed during the export, or was written by a newer trtguard; run "
+                "`trtguard audit verify` and export again",
+            )
+        if chain is not ChainScope.SELECTED and previous is not None and stored.seq != previous.seq + 1:
+            raise VerificationError(f"the log has no record between seq {previous.seq} and {stored.seq}")
+        lines.append(record_line(stored.seq, stored.prev_hash, stored.hash, canonical))
+        previous = stored
+    if chain is not ChainScope.SELECTED and (segment[-1].seq, segment[-1].hash) != (
+        report.head_seq,
+        report.head_hash,
+    ):
+        raise VerificationError(
+            f"the records read end at seq {segment[-1].seq}, not at the verified head seq {report.head_seq}"
+        )
+    return b"".join(lines)
+
+
+def _canonical(stored: StoredRecord) -> bytes | None:
+    """The record's canonical JSON, as the log hashed it; ``None`` when no form recomputes its hash.
+
+    Records hold no floats or non-ASCII keys, and for those sorted compact JSON is RFC 8785: tried first,
+    because the general check of that costs more than the encoding. The hash decides; the exact encoder
+    is the fallback.
+    """
+    data = stored.record.to_json()
+    fast = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    if link_hash(stored.prev_hash, fast) == stored.hash:
+        return fast
+    exact = canonical_json(data)
+    return exact if link_hash(stored.prev_hash, exact) == stored.hash else None
+
+
+def _policy_info(snapshot: PolicySnapshot, selected: list[StoredRecord]) -> PolicyInfo:
+    counts = Counter(stored.record.policy_revision for stored in selected)
+    return PolicyInfo(
+        revision=snapshot.revision,
+        files=list(snapshot.policy_files),
+        key_files=list(snapshot.key_files),
+        decision_revisions=[
+            RevisionCount(revision=revision, decisions=count) for revision, count in counts.most_common()
+        ],
+        in_force=set(counts) == {snapshot.revision},
+    )
+
+
+def _engine_files(digest: str, references: list[str], found: _Found, files: dict[str, bytes]) -> EngineInfo:
+    """Add one engine's attestations and signatures to ``files``; its entry in the predicate."""
+    folder = engine_folder(digest)
+    attestations: list[AttestationFile] = []
+    numbers: Counter[str] = Counter()
+    others: Counter[str] = Counter()
+    seen: set[bytes] = set()
+    for attestation in sorted(found.attestations, key=lambda a: sha256_bytes(a.envelope.to_json())):
+        kind = ATTESTATION_KINDS.get(attestation.predicate_type)
+        data = attestation.envelope.to_json() + b"\n"
+        if kind is None:
+            # Signing statements come again as signatures; other predicates are not this package's subject.
+            if attestation.predicate_type != COSIGN_SIGN_PREDICATE:
+                others[attestation.predicate_type] += 1
+            continue
+        if data in seen:
+            continue
+        seen.add(data)
+        numbers[kind] += 1
+        path = f"{folder}/{kind}-{numbers[kind]}.dsse.json"
+        files[path] = data
+        attestations.append(AttestationFile(path=path, kind=kind, origin=attestation.origin))
+    problems = list(found.problems)
+    if others:
+        listed = ", ".join(f"{count} x {kind}" for kind, count in sorted(others.items()))
+        problems.append(f"attestations of other predicate types not included: {listed}")
+    return EngineInfo(
+        digest=digest,
+        references=references,
+        subjects=sorted(found.subjects),
+        attestations=attestations,
+        signatures=_signature_files(folder, found.signatures, files),
+        problems=problems,
+    )
+
+
+def _signature_files(
+    folder: str, signatures: ImageSignatures | None, files: dict[str, bytes]
+) -> list[SignatureFile]:
+    if signatures is None:
+        return []
+    entries: list[SignatureFile] = []
+    origin = signatures.origin
+
+    def add(kind: SignatureKind, data: bytes, extension: str) -> None:
+        path = f"{folder}/signatures/{len(entries) + 1}-{kind}.{extension}"
+        files[path] = data
+        entries.append(SignatureFile(path=path, kind=kind, origin=origin))
+
+    for classic in signatures.classic:
+        document = {
+            "payload": base64.b64encode(classic.payload).decode(),
+            "signature": classic.signature,
+            "media_type": classic.media_type,
+            "certificate": classic.certificate,
+            "chain": classic.chain,
+            "rekor_bundle": classic.rekor_bundle,
+        }
+        add("cosign-classic", json.dumps(document, indent=1).encode() + b"\n", "json")
+    for bundle in signatures.bundles:
+        add("sigstore-bundle", bundle, "sigstore.json")
+    for statement in signatures.statements:
+        add("cosign-sign-dsse", statement.envelope.to_json() + b"\n", "dsse.json")
+    return entries
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("trtguard")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"

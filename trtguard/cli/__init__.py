@@ -1,0 +1,66 @@
+"""The ``trtguard`` command line.
+
+Only the module of the command being run is imported (:mod:`trtguard.cli._commands` maps each command to
+its module), so ``trtguard --help`` and small commands start without loading the evaluator, CEL, the
+registry client or the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from trtguard.cli._commands import COMMANDS
+from verifier.errors import TrtguardError
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser, complete for ``command``; the other commands are listed only (all of them when
+    ``command`` is None, as for ``trtguard --help``). A command module registers every command it defines.
+    """
+    parser = argparse.ArgumentParser(
+        prog="trtguard",
+        description="Auditable, enforceable TensorRT inference on Kubernetes.",
+        allow_abbrev=False,
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    modules = {COMMANDS[command].module} if command is not None else set()
+    registered: set[str] = set()
+    for name, entry in COMMANDS.items():
+        if name in registered:
+            continue
+        if entry.module in modules:
+            before = set(subparsers.choices)
+            importlib.import_module(entry.module).register(subparsers)
+            registered |= set(subparsers.choices) - before
+        else:
+            subparsers.add_parser(name, help=entry.help, add_help=False)
+    return parser
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The command named in ``argv`` (the first word that is not an option), if it is one."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` (without the program name) parsed by the parser of the command it names."""
+    return build_parser(_command(argv)).parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return its exit status (0 ok, 1 denied or failed check, 2 usage or input error)."""
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        status: int = args.handler(args)
+    except TrtguardError as error:
+        print(f"trtguard: error: {error.diagnostics()}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return status

@@ -1,0 +1,84 @@
+"""The table of ``trtguard`` commands: the module that defines each one, and its one-line help.
+
+The top-level parser is built from this table alone, so that ``trtguard --help`` imports no command and a
+command imports only its own module (and what that module needs). Each command module adds its parsers
+with :func:`add_command` (and :func:`add_subcommand` for its own sub-commands), which take the help text
+from here and refuse abbreviated options everywhere: ``--registry`` is never a prefix of something else.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+if TYPE_CHECKING:  # argparse's class is generic for type checkers only
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    Subparsers = argparse._SubParsersAction
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """Where a command is defined and what ``trtguard --help`` says of it."""
+
+    module: str
+    help: str
+
+
+def _commands(module: str, **helps: str) -> dict[str, Command]:
+    return {name.replace("_", "-"): Command(f"trtguard.cli.{module}", text) for name, text in helps.items()}
+
+
+#: Every command, in the order ``trtguard --help`` lists them.
+COMMANDS: Final[Mapping[str, Command]] = {
+    # admission and the policies it enforces
+    **_commands("serve", serve="run the validating admission webhook"),
+    **_commands(
+        "check",
+        check="check Kubernetes manifests against the policies (exit 0 allowed, 1 denied, 2 error)",
+    ),
+    **_commands("policy", policy="work with policies (test)"),
+    **_commands("schema", schema="print a JSON Schema (manifest or policy)"),
+    # the auditor's side
+    **_commands("audit", audit="read and verify the decision log"),
+    **_commands("evidence", evidence="export and verify signed evidence packages"),
+    # building, signing and publishing
+    **_commands(
+        "keys",
+        keygen="generate an ECDSA P-256 key pair (cosign-compatible encrypted private key)",
+        attest="sign an in-toto statement about a file as a DSSE envelope",
+        verify_attestation="verify a DSSE attestation envelope",
+    ),
+    **_commands("manifest", manifest="write and compare engine build manifests"),
+    **_commands(
+        "registry",
+        sign="sign an image in its registry (cosign-compatible classic signature)",
+        push_engine="store a TensorRT engine as an OCI artifact a Pod can mount as an image volume",
+        attach_attestation="attach a DSSE attestation to an image or engine artifact in its registry",
+    ),
+    **_commands(
+        "approve", approve="sign a change approval for one engine, audit ID and list of change kinds"
+    ),
+    # verifying artifacts
+    **_commands(
+        "verify_engine",
+        verify_engine="check a TensorRT engine file against its signed build manifest (optionally on a GPU)",
+    ),
+    **_commands(
+        "verify",
+        verify_bundle="verify a Sigstore bundle (key-signed or keyless) over a file or digest, offline",
+        verify_blob="verify a classic cosign blob signature (cosign sign-blob) over a file or digest offline",
+    ),
+}
+
+
+def add_command(subparsers: Subparsers, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """The parser of command ``name``, with its help from :data:`COMMANDS`."""
+    return subparsers.add_parser(name, help=COMMANDS[name].help, allow_abbrev=False, **kwargs)
+
+
+def add_subcommand(subparsers: Subparsers, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """The parser of one sub-command of a command (``audit tail``, ``manifest create``, …)."""
+    return subparsers.add_parser(name, allow_abbrev=False, **kwargs)

@@ -1,0 +1,146 @@
+"""``trtguard approve``: a release-committee member's signed approval of gated engine changes."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from trtguard.cli._commands import Subparsers, add_command
+from trtguard.cli.keys import add_output_arguments, add_password_arguments, load_signing_key, write_envelope
+from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ChangeApproval, ChangeKind
+from verifier.digests import hash_file, parse_sha256
+from verifier.dsse import Envelope
+from verifier.errors import InputError
+from verifier.files import read_limited
+from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
+from verifier.manifest import load_manifest, manifest_digest
+from verifier.validation import input_error_from_validation
+
+_DURATION = re.compile(r"^(\d+)([hdw])$")
+_UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
+_MAX_ENVELOPE = 16 * 1024 * 1024
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add ``approve``."""
+    parser = add_command(
+        subparsers,
+        "approve",
+        description="Sign a change-approval attestation "
+        "(https://trtguard.dev/attestations/change-approval/v1) that policies with changeControl count "
+        "towards their approval threshold.",
+    )
+    parser.add_argument(
+        "engine", metavar="ENGINE_DIGEST", help="sha256:… of the engine file, or the engine file itself"
+    )
+    parser.add_argument("--audit-id", required=True, help="the audit ID the change is recorded under")
+    parser.add_argument(
+        "--changes",
+        required=True,
+        type=_changes,
+        metavar="KIND[,KIND…]",
+        help=f"change kinds approved, from `trtguard manifest diff`: {', '.join(ChangeKind)}",
+    )
+    parser.add_argument("--approver", required=True, help="who approves, e.g. an e-mail address")
+    parser.add_argument(
+        "--manifest",
+        type=Path,
+        metavar="ENVELOPE",
+        help="the signed build manifest reviewed: its digest is recorded and its engine and audit ID checked",
+    )
+    parser.add_argument("--expires", metavar="DURATION|TIME", help="e.g. 30d, 12h, or an RFC 3339 time")
+    parser.add_argument("--reference", metavar="TEXT", help="change ticket or meeting minutes")
+    parser.add_argument("--comment", metavar="TEXT")
+    parser.add_argument("--key", required=True, type=Path, metavar="KEY", help="the approver's private key")
+    add_output_arguments(parser)
+    add_password_arguments(parser)
+    parser.set_defaults(handler=_approve)
+
+
+def _changes(text: str) -> list[ChangeKind]:
+    kinds = []
+    for item in (part.strip() for part in text.split(",")):
+        try:
+            kinds.append(ChangeKind(item))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"unknown change kind {item!r}; known: {', '.join(ChangeKind)}"
+            ) from None
+    return kinds
+
+
+def _engine_digest(text: str) -> str:
+    path = Path(text)
+    if not text.startswith("sha256:") and path.is_file():
+        return hash_file(path).digest
+    return f"sha256:{parse_sha256(text, what='engine digest')}"
+
+
+def _expiry(text: str | None, now: datetime) -> datetime | None:
+    if text is None:
+        return None
+    found = _DURATION.fullmatch(text)
+    if found:
+        return now + int(found.group(1)) * _UNITS[found.group(2)]
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"--expires {text!r} is neither a duration nor a time",
+            hint="write e.g. 30d or 2027-01-31T00:00:00Z",
+        ) from None
+    if when.tzinfo is None:
+        raise InputError(f"--expires {text!r} has no time zone", hint="add Z or an offset such as +01:00")
+    return when
+
+
+def _reviewed_manifest(path: Path, engine_digest: str, audit_id: str) -> str:
+    """The digest of the reviewed manifest, after checking it is about this engine and audit ID."""
+    envelope = Envelope.from_json(
+        read_limited(path, _MAX_ENVELOPE, "the manifest envelope"), location=str(path)
+    )
+    manifest = load_manifest(statement_from_envelope(envelope, location=str(path)), str(path))
+    if f"sha256:{manifest.output_engine.sha256}" != engine_digest:
+        raise InputError(
+            f"the manifest describes engine sha256:{manifest.output_engine.sha256}, not {engine_digest}",
+            location=str(path),
+            hint="approve the engine the reviewed manifest describes",
+        )
+    if manifest.audit_id != audit_id:
+        raise InputError(
+            f"the manifest's audit ID is {manifest.audit_id!r}, not {audit_id!r}",
+            location=str(path),
+            hint="use the audit ID recorded in the build manifest",
+        )
+    return manifest_digest(envelope)
+
+
+def _approve(args: argparse.Namespace) -> int:
+    engine_digest = _engine_digest(args.engine)
+    now = datetime.now(UTC).replace(microsecond=0)
+    reviewed = _reviewed_manifest(args.manifest, engine_digest, args.audit_id) if args.manifest else None
+    try:
+        approval = ChangeApproval(
+            engine_digest=engine_digest,
+            audit_id=args.audit_id,
+            changes=args.changes,
+            approver=args.approver,
+            approved_at=now,
+            expires_at=_expiry(args.expires, now),
+            manifest_digest=reviewed,
+            reference=args.reference,
+            comment=args.comment,
+        )
+    except ValidationError as error:
+        raise input_error_from_validation(error, "the approval", what="change approval") from None
+    statement = Statement(
+        subject=[ResourceDescriptor(name="engine", digest={"sha256": parse_sha256(engine_digest)})],
+        predicate_type=CHANGE_APPROVAL_PREDICATE_TYPE,
+        predicate=approval.model_dump(mode="json", exclude_none=True),
+    )
+    write_envelope(sign_statement(statement, load_signing_key(args.key, args)), args)
+    return 0

@@ -1,0 +1,100 @@
+"""``trtguard check``: dry-run the policies over rendered manifests, offline or against a registry."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from policies.check import CheckReport, Outcome, check, read_resources
+from policies.evaluator import PolicyEngine
+from policies.loader import load_policy_set
+from policies.report import FORMATS, render
+from policies.results import Action
+from trtguard.cli._commands import Subparsers, add_command
+from verifier.evidence import EvidenceSource
+from verifier.registry.evidence import evidence_source
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add ``check``."""
+    parser = add_command(
+        subparsers,
+        "check",
+        description=(
+            "Evaluate Pods and Pod-bearing resources in FILE|DIR|- against the policies: offline with "
+            "--attestations, or against the registries with --registry."
+        ),
+    )
+    parser.add_argument("inputs", nargs="+", metavar="FILE|DIR|-", help="YAML/JSON manifests; - reads stdin")
+    parser.add_argument(
+        "--policies",
+        type=Path,
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="policy file or directory (repeatable)",
+    )
+    evidence = parser.add_mutually_exclusive_group()
+    evidence.add_argument(
+        "--attestations",
+        type=Path,
+        metavar="DIR",
+        help="folder of DSSE attestations, Sigstore bundles and OCI manifests, matched by subject digest",
+    )
+    evidence.add_argument(
+        "--registry",
+        action="store_true",
+        help="read digests, signatures and attestations from the registries (CI with registry access)",
+    )
+    parser.add_argument(
+        "--registry-config",
+        type=Path,
+        metavar="FILE",
+        help="registry settings: CA bundles, loopback plain-HTTP hosts, credentials (implies --registry)",
+    )
+    parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the report here, not stdout")
+    parser.add_argument(
+        "--namespace",
+        metavar="NS",
+        default=None,
+        help="namespace for resources that name none (default: 'default', as kubectl would)",
+    )
+    parser.add_argument(
+        "--unverifiable",
+        choices=("deny", "warn"),
+        default=None,
+        help="action for rules that cannot be checked here (default: each policy's onError)",
+    )
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    evidence, client = evidence_source(
+        attestations=args.attestations, registry_config=args.registry_config, registry=args.registry
+    )
+    policy_set = load_policy_set(args.policies)
+    report = CheckReport(policy_revision=policy_set.revision)
+    resources = list(read_resources(args.inputs, sys.stdin.buffer.read, report.problems))
+    unverifiable = {None: None, "deny": Action.DENY, "warn": Action.WARN}[args.unverifiable]
+
+    async def evaluate(evidence: EvidenceSource) -> list[Outcome]:
+        engine = PolicyEngine(policy_set, evidence)
+        return await check(engine, resources, namespace=args.namespace, unverifiable=unverifiable)
+
+    async def run() -> list[Outcome]:
+        try:
+            return await evaluate(evidence)
+        finally:
+            if client is not None:
+                await client.aclose()
+
+    report.outcomes = asyncio.run(run())
+    text = render(report, args.format)
+    if args.output is not None:
+        args.output.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return report.exit_code

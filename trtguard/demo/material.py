@@ -1,0 +1,155 @@
+"""Signed material for the scripted demo: fresh keys, the bundled policies, engine artifacts and attestations.
+
+Everything is generated on the spot with the project's own signing code (``verifier.keys``, ``verifier.dsse``,
+``verifier.manifest``), so the demo shows real signatures being checked. The private keys are discarded.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+import policies
+from policies.schema import trusted_keys_yaml
+from verifier.digests import sha256_bytes
+from verifier.dsse import Envelope, sign_envelope
+from verifier.evidence import COSIGN_SIGN_PREDICATE
+from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
+from verifier.keys import generate_private_key
+from verifier.manifest import EngineBuildManifest, manifest_statement
+from verifier.registry.engine_artifact import engine_artifact_manifest, engine_layer
+
+#: Where the bundled example policies live (shipped inside the ``policies`` package).
+LIBRARY: Final = Path(policies.__file__).resolve().parent / "library"
+
+ENGINE_REGISTRY: Final = "registry.example.com/models"
+#: The TensorRT runtime image: allow-listed, pinned, signed; also the toolchain the engines were built with.
+TENSORRT_IMAGE: Final = "nvcr.io/nvidia/tensorrt@sha256:" + sha256_bytes(b"trtguard demo tensorrt image")
+#: Signed and pinned, but not on the allow-list of TensorRT images.
+OFF_LIST_IMAGE: Final = "docker.io/library/nginx@sha256:" + sha256_bytes(b"trtguard demo nginx image")
+#: On the allow-list, but by tag only.
+UNPINNED_IMAGE: Final = "nvcr.io/nvidia/tensorrt:25.01-py3"
+#: Allow-listed, pinned and signed sidecars (metrics exporter, log shipper).
+SIDECAR_IMAGES: Final = tuple(
+    f"registry.example.com/inference/{name}@sha256:" + sha256_bytes(f"trtguard demo {name} image".encode())
+    for name in ("metrics-exporter", "log-shipper")
+)
+
+_CALIBRATION: Final = {
+    "dataset": {
+        "sha256": sha256_bytes(b"calibration images"),
+        "sampling": "1,000 images, stratified by class",
+    },
+    "cache": {"sha256": sha256_bytes(b"calibration cache"), "algorithm": "EntropyCalibration2"},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Material:
+    """Paths and references of the generated demo material."""
+
+    policies: Path
+    attestations: Path
+    engines: Mapping[str, str]
+    """Engine name → ``registry.example.com/models/<name>@sha256:…``."""
+
+
+def make_material(folder: Path, *, library: Path = LIBRARY, now: datetime | None = None) -> Material:
+    """Write keys + policies to ``folder/policies`` and attestations to ``folder/attestations``.
+
+    Engines: ``fp16`` (signed, admitted), ``int8-uncalibrated`` (signed, INT8 without calibration
+    evidence), ``int8-calibrated`` (signed, with calibration evidence), ``unsigned`` (a build manifest with
+    no signature).
+    """
+    now = now or datetime.now(UTC)
+    policies = folder / "policies"
+    attestations = folder / "attestations"
+    for target in (policies, attestations):
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+    for source in sorted(library.glob("*.yaml")):
+        shutil.copy(source, policies / source.name)
+
+    image_signer, build_signer, gpu_verifier = (generate_private_key() for _ in range(3))
+    signers = {"image-signer": image_signer, "build-signer": build_signer, "gpu-verifier": gpu_verifier}
+    (policies / "keys.yaml").write_text(
+        trusted_keys_yaml(
+            "platform",
+            {name: key.public_key() for name, key in signers.items()},
+            comment="Demo keys, generated for this run; the private keys were discarded.",
+        )
+    )
+
+    engines: dict[str, str] = {}
+    built = (now - timedelta(days=7)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for name, overrides, signer in (
+        ("fp16", {}, build_signer),
+        ("int8-uncalibrated", {"builder_config": {"precision_flags": ["fp16", "int8"]}}, build_signer),
+        (
+            "int8-calibrated",
+            {"builder_config": {"precision_flags": ["fp16", "int8"]}, "calibration": _CALIBRATION},
+            build_signer,
+        ),
+        ("unsigned", {}, None),
+    ):
+        manifest = EngineBuildManifest.model_validate(_manifest_fields(name, built, overrides))
+        engine = manifest.output_engine
+        artifact = _artifact_manifest(engine.sha256, engine.size, engine.name)
+        (attestations / f"engine-{name}.oci-manifest.json").write_bytes(artifact)
+        payload = manifest_statement(manifest).to_json()
+        envelope = (
+            sign_envelope(PAYLOAD_TYPE, payload, signer) if signer else Envelope(PAYLOAD_TYPE, payload, ())
+        )
+        (attestations / f"engine-{name}.build-manifest.dsse.json").write_bytes(envelope.to_json() + b"\n")
+        engines[name] = f"{ENGINE_REGISTRY}/{name}@sha256:{sha256_bytes(artifact)}"
+
+    signed = (
+        ("tensorrt", TENSORRT_IMAGE),
+        ("nginx", OFF_LIST_IMAGE),
+        ("sidecar-0", SIDECAR_IMAGES[0]),
+        ("sidecar-1", SIDECAR_IMAGES[1]),
+    )
+    for label, image in signed:
+        digest = image.split("@sha256:")[1]
+        statement = Statement(
+            subject=[ResourceDescriptor(digest={"sha256": digest})], predicate_type=COSIGN_SIGN_PREDICATE
+        )
+        envelope = sign_envelope(PAYLOAD_TYPE, statement.to_json(), image_signer)
+        (attestations / f"image-{label}.cosign-sign.dsse.json").write_bytes(envelope.to_json() + b"\n")
+    return Material(policies, attestations, engines)
+
+
+def _manifest_fields(name: str, built: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    engine = f"trtguard demo engine {name}\n".encode()
+    fields: dict[str, Any] = {
+        "build_timestamp": built,
+        "toolchain": {"image": TENSORRT_IMAGE, "tensorrt_version": "10.5.0.18", "cuda_version": "12.6.3"},
+        "build_node": {
+            "gpu_name": "NVIDIA H200",
+            "compute_capability": "9.0",
+            "driver_version": "580.159.04",
+        },
+        "onnx": {"sha256": sha256_bytes(b"onnx " + name.encode()), "name": "resnet50.onnx"},
+        "calibration": None,
+        "builder_config": {"typing": "weak", "precision_flags": ["fp16"], "max_workspace_size": 1 << 30},
+        "output_engine": {"sha256": sha256_bytes(engine), "size": len(engine), "name": f"{name}.plan"},
+        "accuracy": [
+            {
+                "metric": "top1_acc",
+                "value": 0.78,
+                "dataset": {"name": "imagenet-val", "sha256": sha256_bytes(b"imagenet-val")},
+            }
+        ],
+        "audit_id": f"DEMO-{name}",
+    }
+    for key, value in overrides.items():
+        fields[key] = {**fields[key], **value} if isinstance(fields.get(key), dict) else value
+    return fields
+
+
+def _artifact_manifest(engine_sha256: str, size: int, name: str) -> bytes:
+    return engine_artifact_manifest([engine_layer(name, engine_sha256, size)])

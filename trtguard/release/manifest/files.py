@@ -1,0 +1,81 @@
+"""Reading the files the ``manifest`` commands take: JSON records, YAML/JSON settings, manifest files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from verifier.dsse import Envelope
+from verifier.errors import InputError
+from verifier.files import read_limited
+from verifier.intoto import statement_from_envelope
+from verifier.manifest import EngineBuildManifest, load_manifest
+from verifier.validation import short_repr
+from verifier.yamldoc import load_document
+
+#: Manifests, records and settings are small; anything far larger is a mistake (or an attack on memory).
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+
+
+def _read_text(path: Path, what: str) -> str:
+    data = read_limited(path, MAX_DOCUMENT_BYTES, f"the {what}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(
+            f"the {what} is not UTF-8 text (byte {error.start} is not valid UTF-8)",
+            location=str(path),
+            hint="save the file as UTF-8",
+        ) from error
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in document:
+            # Two values for one key read differently by different parsers; a signed record must not be.
+            raise ValueError(f"the key {short_repr(key)} appears twice in one object")
+        document[key] = value
+    return document
+
+
+def read_json(path: Path, what: str) -> Any:
+    """Parse the JSON file at ``path``; duplicate keys and non-UTF-8 bytes are :class:`InputError`."""
+    text = _read_text(path, what)
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as error:
+        raise InputError(
+            f"the {what} is not valid JSON: {error.msg}",
+            location=f"{path}:{error.lineno}:{error.colno}",
+            hint="fix the JSON syntax at that position",
+        ) from error
+    except ValueError as error:
+        raise InputError(
+            f"the {what} is ambiguous: {error}", location=str(path), hint="keep one value"
+        ) from error
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """Parse the YAML (or JSON) file at ``path`` (one document, bounded as :mod:`verifier.yamldoc` says).
+
+    Syntax errors name the line; an empty file reads as ``None``.
+    """
+    text = _read_text(path, what)
+    document = load_document(text, str(path), what=f"the {what}")
+    return None if document is None else document.data
+
+
+def read_manifest_file(path: Path) -> tuple[EngineBuildManifest, bool]:
+    """The manifest in ``path``: a bare predicate, an in-toto Statement, or a DSSE envelope around one.
+
+    Returns the manifest and whether it came out of an envelope. An envelope's signatures are **not**
+    verified here (``trtguard verify-attestation`` does that); callers say so where it matters.
+    """
+    document = read_json(path, "manifest")
+    if isinstance(document, dict) and "payloadType" in document and "payload" in document:
+        envelope = Envelope.from_dict(document, location=str(path))
+        statement = statement_from_envelope(envelope, location=str(path))
+        return load_manifest(statement, f"{path} (DSSE payload)"), True
+    return load_manifest(document, str(path)), False

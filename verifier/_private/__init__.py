@@ -1,1 +1,0 @@
-"""Internals: not part of the public API."""

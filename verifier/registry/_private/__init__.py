@@ -1,1 +1,0 @@
-"""Internals of ``verifier.registry``."""
