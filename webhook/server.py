@@ -21,11 +21,11 @@ from typing import Any, Final, TextIO
 
 import uvicorn
 
-from trtguard.audit.history import DecisionLogHistory
 from verifier.errors import InputError
 from verifier.registry.client import RegistryClient
 from verifier.registry.evidence import evidence_source
 from webhook.admission import Reviewer, ReviewSettings
+from webhook.admission_history import DecisionLogHistory
 from webhook.app import WebhookServices, create_app, create_probe_app
 from webhook.connections import ConnectionLimits, ConnectionTracker, guarded_http_protocol
 from webhook.decisionlog import open_store

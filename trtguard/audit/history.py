@@ -5,27 +5,24 @@ records only the engines that changed, so the engines in force are replayed reco
 repository. Build manifests come from an evidence source (an attestation folder or the registry) and are
 compared with :func:`verifier.manifest_diff.diff_manifests`.
 
-:class:`DecisionLogHistory` answers the policy engine's change control (``AdmissionHistory``) from the same
-records: the engines of a workload's last admission, with their names and containers.
+The webhook's change control reads the same records through :mod:`webhook.admission_history`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from policies.results import AdmittedEngine
 from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable, InputError, TrtguardError, VerificationError
+from verifier.errors import InputError, TrtguardError, VerificationError
 from verifier.evidence import EvidenceSource
 from verifier.intoto import statement_from_envelope
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest
 from verifier.manifest_diff import ManifestDiff, diff_manifests
 from verifier.references import ImageReference
-from webhook.decisionlog import DecisionLogError, DecisionStore, RecordQuery, StoredRecord
+from webhook.decisionlog import DecisionStore, RecordQuery, StoredRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,78 +142,6 @@ async def build_manifest(reference: str, evidence: EvidenceSource, deadline: Dea
         f"no build manifest found for {reference} in {evidence.description}",
         hint="point --attestations at the folder with the engine's attestations, or use --registry-config",
     )
-
-
-class DecisionLogHistory:
-    """The policy engine's ``AdmissionHistory``, answered from the decision log.
-
-    Looks back through real admissions of the workload, newest first, a page at a time, for the first one
-    that recorded any engine: every admission records all the engines of the object it admitted.
-    """
-
-    #: Records read per round trip to the store.
-    PAGE = 50
-
-    def __init__(self, store: DecisionStore) -> None:
-        self.store = store
-
-    async def last_engines(
-        self, namespace: str, kind: str, name: str, deadline: Deadline
-    ) -> tuple[AdmittedEngine, ...]:
-        """The engines of the newest real admission of this workload that named any (none: empty).
-
-        Raises :class:`EvidenceUnavailable` (transient) when the log cannot answer in time: the policy's
-        ``onError`` then decides, as for any evidence that cannot be fetched.
-        """
-        before: int | None = None
-        try:
-            async with asyncio.timeout(deadline.remaining()):
-                while True:
-                    page = await self.store.query(
-                        RecordQuery(
-                            namespace=namespace,
-                            name=name,
-                            kind=kind,
-                            allowed=True,
-                            dry_run=False,
-                            before_seq=before,
-                            newest_first=True,
-                            limit=self.PAGE,
-                        )
-                    )
-                    for stored in page:
-                        admitted = _admitted_engines(stored)
-                        if admitted:
-                            return admitted
-                    if len(page) < self.PAGE:
-                        return ()
-                    before = page[-1].seq
-        except (TimeoutError, DecisionLogError) as error:
-            reason = "ran out of time" if isinstance(error, TimeoutError) else str(error)
-            raise EvidenceUnavailable(
-                f"the decision log could not say which engines were last admitted for "
-                f"{namespace}/{kind}/{name}: {reason}",
-                transient=True,
-                location=self.store.description,
-            ) from None
-
-
-def _admitted_engines(stored: StoredRecord) -> tuple[AdmittedEngine, ...]:
-    found = []
-    for engine in stored.record.engines:
-        reference, name, containers = engine.get("reference"), engine.get("name"), engine.get("containers")
-        if not isinstance(reference, str):
-            continue
-        found.append(
-            AdmittedEngine(
-                reference=reference,
-                name=name if isinstance(name, str) else None,
-                containers=tuple(c for c in containers if isinstance(c, str))
-                if isinstance(containers, list)
-                else (),
-            )
-        )
-    return tuple(found)
 
 
 def _engines(stored: StoredRecord) -> dict[str, str]:

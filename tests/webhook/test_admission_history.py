@@ -1,0 +1,197 @@
+"""webhook.admission_history: change control answered from the decision log, alone and through the webhook."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policies.results import AdmittedEngine
+from tests.support.harness import ReviewFactory
+from trtguard.demo.material import TENSORRT_IMAGE, Material
+from verifier.deadline import Deadline
+from verifier.errors import EvidenceUnavailable
+from verifier.evidence import LocalEvidence
+from verifier.keys import generate_private_key
+from webhook.admission import Reviewer
+from webhook.admission_history import DecisionLogHistory
+from webhook.decisionlog import DecisionRecord, SQLiteStore
+from webhook.metrics import Metrics
+from webhook.policy_store import PolicyStore
+from webhook.wire import parse_review_document
+
+RESNET = "registry.example.com/models/resnet50"
+
+
+def _engine(reference: str) -> dict[str, Any]:
+    return {
+        "reference": reference,
+        "digest": reference.split("@")[1],
+        "path": "spec.template.spec.volumes[0]",
+    }
+
+
+def _record(**fields: Any) -> DecisionRecord:
+    base: dict[str, Any] = {
+        "uid": "u",
+        "operation": "UPDATE",
+        "kind": "Deployment",
+        "api_version": "apps/v1",
+        "allowed": True,
+        "reason": "Allowed",
+        "namespace": "prod",
+        "name": "resnet50",
+    }
+    base.update(fields)
+    return DecisionRecord(**base)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "decisions.db")
+    await s.open()
+    yield s
+    await s.close()
+
+
+async def _append(store: SQLiteStore, *records: DecisionRecord) -> None:
+    for record in records:
+        await store.append(record, deadline=Deadline.after(5))
+
+
+async def test_last_engines_are_those_of_the_newest_real_admission_with_engines(store: SQLiteStore) -> None:
+    v1, v2, v3 = (f"{RESNET}@sha256:{c * 64}" for c in "123")
+    other = f"registry.example.com/models/bert@sha256:{'4' * 64}"
+    named = {**_engine(v2), "name": "engine", "containers": ["server"]}
+    await _append(
+        store,
+        _record(operation="CREATE", engines=(_engine(v1),)),
+        _record(engines=(named, _engine(other))),
+        *(_record() for _ in range(120)),  # scaling: no engine recorded; more than two pages to look through
+        _record(engines=(_engine(v3),), allowed=False, reason="PolicyViolation"),  # denied
+        _record(engines=(_engine(v3),), dry_run=True),  # a dry run admits nothing
+        _record(engines=(_engine(v3),), kind="StatefulSet"),  # another workload of the same name
+        _record(engines=(_engine(v3),), namespace="dev"),
+    )
+    history = DecisionLogHistory(store)
+    assert await history.last_engines("prod", "Deployment", "resnet50", Deadline.after(5)) == (
+        AdmittedEngine(v2, "engine", ("server",)),
+        AdmittedEngine(other),
+    )
+    assert await history.last_engines("prod", "Deployment", "other", Deadline.after(5)) == ()
+    assert await history.last_engines("prod", "StatefulSet", "resnet50", Deadline.after(5)) == (
+        AdmittedEngine(v3),
+    )
+
+
+async def test_a_log_that_cannot_answer_is_unavailable_evidence(tmp_path: Path) -> None:
+    history = DecisionLogHistory(SQLiteStore(tmp_path / "absent.db", read_only=True))
+    with pytest.raises(EvidenceUnavailable, match="could not say which engines") as raised:
+        await history.last_engines("prod", "Deployment", "resnet50", Deadline.after(5))
+    assert raised.value.transient
+    with pytest.raises(EvidenceUnavailable, match="ran out of time"):
+        await history.last_engines("prod", "Deployment", "resnet50", Deadline(time.monotonic() - 1))
+
+
+async def test_a_log_that_is_not_a_database_is_unavailable_evidence(tmp_path: Path) -> None:
+    """A broken file answers change control with unavailable evidence (onError decides), not a crash."""
+    path = tmp_path / "broken.db"
+    path.write_bytes(b"this is not an SQLite file " * 200)
+    history = DecisionLogHistory(SQLiteStore(path, read_only=True))
+    with pytest.raises(EvidenceUnavailable, match="file is not a database") as raised:
+        await history.last_engines("prod", "Deployment", "resnet50", Deadline.after(5))
+    assert raised.value.transient
+
+
+def _committee_policy(folder: Path) -> None:
+    keys = "\n".join(
+        f"    - name: {name}\n      publicKey: |\n"
+        + "".join(
+            f"        {line}\n" for line in generate_private_key().public_key().to_pem().decode().splitlines()
+        )
+        for name in ("alice", "bob")
+    )
+    (folder / "committee.yaml").write_text(
+        "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: committee}\nspec:\n  keys:\n"
+        + keys
+    )
+    (folder / "change-control.yaml").write_text(
+        "apiVersion: trtguard.dev/v1alpha1\nkind: InferencePolicy\nmetadata: {name: change-control}\nspec:\n"
+        "  match: {namespaces: [prod]}\n  models:\n    buildManifest: {keys: [platform/build-signer]}\n"
+        "  changeControl:\n    gated: [FirstInt8]\n"
+        "    approvals: {keys: [committee/alice, committee/bob], threshold: 2}\n"
+    )
+
+
+def _deployment(engine: str, volume: str = "engine") -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "resnet50", "namespace": "prod"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "resnet50"}},
+            "template": {
+                "metadata": {"labels": {"app": "resnet50"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "server",
+                            "image": TENSORRT_IMAGE,
+                            "volumeMounts": [{"name": volume, "mountPath": "/models"}],
+                        }
+                    ],
+                    "volumes": [{"name": volume, "image": {"reference": engine}}],
+                },
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("repository", "volume"),
+    [(RESNET, "engine"), (f"{RESNET}-next", "engine"), (f"{RESNET}-next", "engine-next")],
+    ids=["same-repository", "repository-renamed", "repository-and-volume-renamed"],
+)
+async def test_change_control_in_the_webhook_compares_with_the_last_admitted_engine(
+    demo_material: Material,
+    tmp_path: Path,
+    store: SQLiteStore,
+    make_review: ReviewFactory,
+    repository: str,
+    volume: str,
+) -> None:
+    """An omitted ``previous`` cannot hide a gated change: the log knows what ran before, in the same
+    container, whatever repository the new engine comes from."""
+    folder = tmp_path / "policies"
+    shutil.copytree(demo_material.policies, folder)
+    _committee_policy(folder)
+    # Two builds of one model, published under one repository.
+    fp16 = f"{RESNET}@{demo_material.engines['fp16'].split('@')[1]}"
+    int8 = f"{repository}@{demo_material.engines['int8-calibrated'].split('@')[1]}"
+    policies = PolicyStore(
+        folder, LocalEvidence(demo_material.attestations), history=DecisionLogHistory(store)
+    )
+    policies.load()
+    reviewer = Reviewer(policies, store, Metrics())
+
+    async def review(body: dict[str, Any]) -> dict[str, Any]:
+        answer = await reviewer.review(
+            parse_review_document(body), api_timeout=10, started=time.perf_counter()
+        )
+        response: dict[str, Any] = answer["response"]
+        return response
+
+    first = await review(make_review(obj=_deployment(fp16)))
+    assert first["allowed"], first
+    update = make_review(obj=_deployment(int8, volume), old=_deployment(fp16), operation="UPDATE")
+    second = await review(update)
+    assert not second["allowed"]
+    message = second["status"]["message"]
+    assert f"gated changes [FirstInt8] (against last admitted engine {fp16})" in message
+    violations = json.loads(second["auditAnnotations"]["violations"])
+    assert any(v["rule"] == "changeControl" for v in violations)
