@@ -1,0 +1,100 @@
+"""The layout of docs/ARCHITECTURE.md, enforced: import directions, private modules, lazy commands, sizes.
+
+``trtguard → webhook → policies → verifier``: a package imports only packages to its right. A module whose
+name starts with ``_`` is private to the package that holds it. The command line loads only the command
+being run. A module longer than :data:`MAX_LINES` says at its top why it is one module.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+#: Each package and the packages it may import.
+ALLOWED = {
+    "verifier": {"verifier"},
+    "policies": {"policies", "verifier"},
+    "webhook": {"webhook", "policies", "verifier"},
+    "trtguard": {"trtguard", "webhook", "policies", "verifier"},
+}
+MAX_LINES = 500
+#: What a module over MAX_LINES must carry near its top, followed by the reason.
+SIZE_NOTE = "One module on purpose:"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in ALLOWED:
+        for path in sorted((REPO / package).rglob("*.py")):
+            parts = list(path.relative_to(REPO).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path) -> set[str]:
+    """Every project module ``path`` imports, at the top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name in MODULES}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_point_one_way(module: str) -> None:
+    package = module.split(".")[0]
+    wrong = sorted(name for name in _imports(MODULES[module]) if name.split(".")[0] not in ALLOWED[package])
+    assert not wrong, f"{module} ({package}) may import only {sorted(ALLOWED[package])}, not {wrong}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_private_modules_stay_in_their_package(module: str) -> None:
+    for name in _imports(MODULES[module]):
+        parts = name.split(".")
+        for depth, part in enumerate(parts):
+            if part.startswith("_") and not part.startswith("__"):
+                owner = ".".join(parts[:depth])
+                assert module == owner or module.startswith(owner + "."), (
+                    f"{module} imports {name}, which is private to {owner}"
+                )
+                break
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_long_modules_say_why(module: str) -> None:
+    text = MODULES[module].read_text()
+    lines = text.count("\n")
+    if lines > MAX_LINES:
+        head = "\n".join(text.splitlines()[:40])
+        assert SIZE_NOTE in head, f"{module} has {lines} lines: split it, or say why near its top"
+
+
+def test_help_and_a_small_command_load_only_what_they_use() -> None:
+    probe = (
+        "import sys\n"
+        "from trtguard.cli import build_parser\n"
+        "build_parser(None)\n"
+        "help_only = {m for m in sys.modules if m.split('.')[0] in ('policies', 'webhook', 'verifier')}\n"
+        "build_parser('schema')\n"
+        "print(sorted(help_only))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'webhook' or m.startswith('httpx')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    help_modules, schema_modules = result.stdout.splitlines()
+    assert help_modules == "['verifier', 'verifier.errors']"
+    assert schema_modules == "[]", "`trtguard schema` needs neither the server nor the registry client"
