@@ -55,7 +55,7 @@ def _imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_point_one_way(module: str) -> None:
-    package = module.split(".")[0]
+    package = module.split(".", maxsplit=1)[0]
     wrong = sorted(name for name in _imports(MODULES[module]) if name.split(".")[0] not in ALLOWED[package])
     assert not wrong, f"{module} ({package}) may import only {sorted(ALLOWED[package])}, not {wrong}"
 
