@@ -22,7 +22,7 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
@@ -42,7 +42,6 @@ from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature
 
 __all__ = [
     "COSIGN_SIGN_PREDICATE",
-    "MAX_EVIDENCE_BYTES",
     "ArtifactAttestations",
     "ArtifactSubjects",
     "Attestation",
@@ -57,8 +56,6 @@ _log = logging.getLogger(__name__)
 _OCI_MANIFEST_TYPES = frozenset(
     {"application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"}
 )
-#: Largest signature or attestation document read, from a folder or a registry (real ones are a few KiB).
-MAX_EVIDENCE_BYTES: Final = 16 * 1024 * 1024
 _UNKNOWN_ENGINE = (
     "push the engine with `trtguard push-engine` (offline: put the artifact's OCI manifest, e.g. from "
     "`crane manifest REF`, into the attestation folder), or sign the statement with the artifact digest as a "
@@ -310,7 +307,7 @@ class LocalEvidence:
     def _load(self, path: Path) -> None:
         if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl"):
             return
-        raw = read_limited(path, MAX_EVIDENCE_BYTES, "the evidence file")
+        raw = read_limited(path, "the evidence file")
         if path.suffix == ".jsonl":
             for number, line in enumerate(raw.splitlines(), start=1):
                 if line.strip():

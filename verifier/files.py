@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
 from verifier.errors import InputError
 
+#: The largest signature, attestation, envelope, key, manifest or configuration document read, from a file
+#: or a registry (real ones are a few KiB): one bound for every such input.
+MAX_DOCUMENT_BYTES: Final = 16 * 1024 * 1024
 
-def read_limited(path: Path, limit: int, what: str, *, hint: str | None = None) -> bytes:
+
+def read_limited(path: Path, what: str, *, limit: int = MAX_DOCUMENT_BYTES, hint: str | None = None) -> bytes:
     """The bytes of ``path``; :class:`InputError` naming ``what`` when it cannot be read or exceeds ``limit``.
 
     Reads at most ``limit + 1`` bytes, so a file that grows after a size check cannot slip past it.

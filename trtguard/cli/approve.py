@@ -22,7 +22,6 @@ from verifier.validation import input_error_from_validation
 
 _DURATION = re.compile(r"^(\d+)([hdw])$")
 _UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
-_MAX_ENVELOPE = 16 * 1024 * 1024
 
 
 def register(subparsers: Subparsers) -> None:
@@ -100,9 +99,7 @@ def _expiry(text: str | None, now: datetime) -> datetime | None:
 
 def _reviewed_manifest(path: Path, engine_digest: str, audit_id: str) -> str:
     """The digest of the reviewed manifest, after checking it is about this engine and audit ID."""
-    envelope = Envelope.from_json(
-        read_limited(path, _MAX_ENVELOPE, "the manifest envelope"), location=str(path)
-    )
+    envelope = Envelope.from_json(read_limited(path, "the manifest envelope"), location=str(path))
     manifest = load_manifest(statement_from_envelope(envelope, location=str(path)), str(path))
     if f"sha256:{manifest.output_engine.sha256}" != engine_digest:
         raise InputError(

@@ -15,9 +15,9 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
+from trtguard.cli._args import add_evidence_arguments, wants_evidence
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
 from verifier.errors import InputError
 from webhook.settings import DEFAULT_DECISION_LOG
@@ -81,11 +81,7 @@ def register(subparsers: Subparsers) -> None:
     )
     history.add_argument("workload", metavar="NAMESPACE/WORKLOAD", help="e.g. prod/resnet50")
     _log_flag(history)
-    source = history.add_mutually_exclusive_group()
-    source.add_argument("--attestations", type=Path, metavar="DIR", help="build manifests from this folder")
-    source.add_argument(
-        "--registry-config", type=Path, metavar="FILE", help="build manifests from registries"
-    )
+    add_evidence_arguments(history, "build manifests")
     history.add_argument(
         "--timeout", type=float, default=30.0, metavar="SECONDS", help="limit for fetching manifests (30)"
     )
@@ -229,14 +225,16 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
 async def _compare(
     entries: Sequence[HistoryEntry], args: argparse.Namespace
 ) -> dict[tuple[int, str], ManifestComparison]:
-    if args.attestations is None and args.registry_config is None:
+    if not wants_evidence(args):
         return {}
     from trtguard.audit.history import compare_manifests  # noqa: PLC0415
     from verifier.deadline import Deadline  # noqa: PLC0415
     from verifier.registry.evidence import evidence_source  # noqa: PLC0415
 
     deadline = Deadline.after(args.timeout)
-    evidence, client = evidence_source(attestations=args.attestations, registry_config=args.registry_config)
+    evidence, client = evidence_source(
+        attestations=args.attestations, registry_config=args.registry_config, registry=args.registry
+    )
     try:
         return {
             (entry.seq, change.repository): await compare_manifests(change, evidence, deadline)

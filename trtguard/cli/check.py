@@ -12,6 +12,7 @@ from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.report import FORMATS, render
 from policies.results import Action
+from trtguard.cli._args import add_evidence_arguments
 from trtguard.cli._commands import Subparsers, add_command
 from verifier.evidence import EvidenceSource
 from verifier.registry.evidence import evidence_source
@@ -36,24 +37,7 @@ def register(subparsers: Subparsers) -> None:
         metavar="PATH",
         help="policy file or directory (repeatable)",
     )
-    evidence = parser.add_mutually_exclusive_group()
-    evidence.add_argument(
-        "--attestations",
-        type=Path,
-        metavar="DIR",
-        help="folder of DSSE attestations, Sigstore bundles and OCI manifests, matched by subject digest",
-    )
-    evidence.add_argument(
-        "--registry",
-        action="store_true",
-        help="read digests, signatures and attestations from the registries (CI with registry access)",
-    )
-    parser.add_argument(
-        "--registry-config",
-        type=Path,
-        metavar="FILE",
-        help="registry settings: CA bundles, loopback plain-HTTP hosts, credentials (implies --registry)",
-    )
+    add_evidence_arguments(parser, "digests, signatures and attestations")
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the report here, not stdout")
     parser.add_argument(

@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from trtguard.cli._args import add_evidence_arguments, wants_evidence
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
 from trtguard.cli.keys import add_password_arguments, load_public_key, load_signing_key
 from verifier.errors import InputError
@@ -72,11 +73,7 @@ def register(subparsers: Subparsers) -> None:
     export.add_argument(
         "--policies", nargs="+", type=Path, required=True, metavar="PATH", help="the policy files in force"
     )
-    source = export.add_mutually_exclusive_group()
-    source.add_argument("--attestations", type=Path, metavar="DIR", help="engine evidence from this folder")
-    source.add_argument(
-        "--registry-config", type=Path, metavar="FILE", help="engine evidence from registries"
-    )
+    add_evidence_arguments(export, "the engines' attestations")
     export.add_argument("--key", type=Path, required=True, metavar="KEY", help="private key to sign with")
     add_password_arguments(export)
     export.add_argument(
@@ -169,10 +166,13 @@ def _export(args: argparse.Namespace, out: TextIO | None = None) -> int:
 async def _source(args: argparse.Namespace) -> tuple[EvidenceSource | None, Callable[[], Awaitable[None]]]:
     from verifier.registry.evidence import evidence_source  # noqa: PLC0415
 
-    if args.attestations is None and args.registry_config is None:
+    if not wants_evidence(args):
         return None, _nothing
     evidence, client = await asyncio.to_thread(
-        evidence_source, attestations=args.attestations, registry_config=args.registry_config
+        evidence_source,
+        attestations=args.attestations,
+        registry_config=args.registry_config,
+        registry=args.registry,
     )
     return evidence, (client.aclose if client is not None else _nothing)
 

@@ -35,7 +35,6 @@ from verifier.manifest import load_manifest
 from verifier.signatures import TrustPolicy, verify_attestation
 
 _PASSWORD_VARIABLES = ("TRTGUARD_PASSWORD", "COSIGN_PASSWORD")
-_MAX_INPUT = 16 * 1024 * 1024
 
 
 def add_password_arguments(parser: argparse._ActionsContainer) -> None:
@@ -83,7 +82,7 @@ def read_password(
 
 
 def _read(path: Path, what: str) -> bytes:
-    return read_limited(path, _MAX_INPUT, what)
+    return read_limited(path, what)
 
 
 def load_signing_key(path: Path, args: argparse.Namespace) -> PrivateKey:

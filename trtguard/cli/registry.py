@@ -32,8 +32,6 @@ from verifier.registry.cosign_layout import (
 )
 from verifier.registry.engine_artifact import push_engine
 
-_MAX_ENVELOPE = 16 * 1024 * 1024
-
 
 def register(subparsers: Subparsers) -> None:
     """Add ``sign``, ``push-engine`` and ``attach-attestation``."""
@@ -171,7 +169,7 @@ def _push_engine(args: argparse.Namespace) -> int:
 
 def _attach_attestation(args: argparse.Namespace) -> int:
     path: Path = args.envelope
-    data = read_limited(path, _MAX_ENVELOPE, "the envelope")
+    data = read_limited(path, "the envelope")
     print(push_attestation(data, args.to, args, location=str(path)))
     return 0
 

@@ -39,7 +39,6 @@ from verifier.signatures import (
     verify_bundle,
 )
 
-_MAX_DOCUMENT: Final = 16 * 1024 * 1024
 # Ed25519 signs a blob itself, not its digest: files up to this size are handed over whole.
 _MAX_BLOB_BYTES: Final = 64 * 1024 * 1024
 
@@ -98,14 +97,14 @@ def _verify_bundle(args: argparse.Namespace) -> int:
     digest, _ = _artifact(args.artifact)
     policy = _policy(args)
     location = str(args.bundle)
-    raw = read_limited(args.bundle, _MAX_DOCUMENT, "the bundle")
+    raw = read_limited(args.bundle, "the bundle")
     return _report(location, digest, verify_bundle(raw, policy, digest=digest, location=location))
 
 
 def _legacy_bundle(path: Path) -> dict[str, Any]:
     """cosign's blob bundle before v3: ``{base64Signature, cert, rekorBundle}``."""
     try:
-        document = json.loads(read_limited(path, _MAX_DOCUMENT, "the cosign bundle"))
+        document = json.loads(read_limited(path, "the cosign bundle"))
     except (ValueError, UnicodeDecodeError) as error:
         raise InputError("the cosign bundle is not JSON", location=str(path)) from error
     except RecursionError as error:
@@ -130,7 +129,7 @@ def _read_text(path: Path | None, what: str) -> str | None:
     if path is None:
         return None
     try:
-        return read_limited(path, _MAX_DOCUMENT, what).decode()
+        return read_limited(path, what).decode()
     except UnicodeDecodeError as error:
         raise InputError(f"{what} is not text", location=str(path)) from error
 
@@ -156,7 +155,7 @@ def _verify_blob(args: argparse.Namespace) -> int:
     signature = _decode(signature_text, "the signature", location)
     data = None
     if path is not None and path.stat().st_size <= _MAX_BLOB_BYTES:
-        data = read_limited(path, _MAX_BLOB_BYTES, "the artifact")
+        data = read_limited(path, "the artifact", limit=_MAX_BLOB_BYTES)
     result = verify_blob_signature(
         signature,
         policy,

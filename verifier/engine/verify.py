@@ -27,9 +27,6 @@ from verifier.intoto import statement_from_envelope
 from verifier.keys import PublicKey
 from verifier.manifest import EngineBuildManifest, load_manifest, manifest_digest
 
-#: A manifest envelope is a few kilobytes; refuse to read anything absurdly large.
-MAX_ENVELOPE_BYTES = 16 * 1024 * 1024
-
 
 @dataclass(frozen=True, slots=True)
 class SignedManifest:
@@ -66,7 +63,6 @@ def load_signed_manifest(path: Path, keys: Mapping[str, PublicKey], *, threshold
     """
     data = read_limited(
         path,
-        MAX_ENVELOPE_BYTES,
         "the manifest envelope",
         hint="give the DSSE envelope of the engine build manifest",
     )

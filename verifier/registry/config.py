@@ -184,16 +184,11 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-#: A registry configuration is a few lines; CA bundles are files it names.
-_MAX_CONFIG_BYTES = 16 * 1024 * 1024
-
-
 def load_registry_config(path: Path) -> RegistryConfig:
     """Read and check a registry configuration file; raises :class:`InputError` naming the field."""
     text = decode(
         read_limited(
             path,
-            _MAX_CONFIG_BYTES,
             "the registry configuration",
             hint="pass an existing YAML file to --registry-config",
         ),

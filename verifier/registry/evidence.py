@@ -19,7 +19,7 @@ Referrers come from the OCI 1.1 referrers API, or from the ``sha256-D`` fallback
 has none. A document that does not parse (another tool's attachment, garbage under a tag) is skipped and
 logged: missing evidence can only lead to a violation, never to an allow.
 
-Signature and attestation blobs are read up to :data:`~verifier.evidence.MAX_EVIDENCE_BYTES` (16 MiB, the
+Signature and attestation blobs are read up to :data:`~verifier.files.MAX_DOCUMENT_BYTES` (16 MiB, the
 limit of an attestation folder's files too; real ones are a few KiB) and parsed in a worker thread, so that
 a large one cannot hold up the event loop that serves admissions.
 """
@@ -39,7 +39,6 @@ from verifier.dsse import Envelope
 from verifier.errors import InputError, VerificationError
 from verifier.evidence import (
     COSIGN_SIGN_PREDICATE,
-    MAX_EVIDENCE_BYTES,
     ArtifactAttestations,
     ArtifactSubjects,
     Attestation,
@@ -47,6 +46,7 @@ from verifier.evidence import (
     ImageSignatures,
     LocalEvidence,
 )
+from verifier.files import MAX_DOCUMENT_BYTES
 from verifier.intoto import Statement, statement_from_envelope
 from verifier.references import ImageReference
 from verifier.registry._tasks import task_group
@@ -159,7 +159,7 @@ class RegistryEvidence:
         async with task_group() as group:
             subjects_task = group.create_task(self.subjects(pinned, deadline))
             classic_task = group.create_task(
-                read_attestations(self._client, pinned, digest, deadline, max_bytes=MAX_EVIDENCE_BYTES)
+                read_attestations(self._client, pinned, digest, deadline, max_bytes=MAX_DOCUMENT_BYTES)
             )
             referrers_task = group.create_task(self._referrer_envelopes(pinned, digest, deadline))
         subjects = subjects_task.result()
@@ -178,7 +178,7 @@ class RegistryEvidence:
         pinned = reference.with_digest(digest)
         async with task_group() as group:
             classic_task = group.create_task(
-                read_signatures(self._client, pinned, digest, deadline, max_bytes=MAX_EVIDENCE_BYTES)
+                read_signatures(self._client, pinned, digest, deadline, max_bytes=MAX_DOCUMENT_BYTES)
             )
             bundles_task = group.create_task(self._bundles(pinned, digest, deadline))
         classic = tuple(
@@ -224,7 +224,7 @@ class RegistryEvidence:
             tasks = [
                 group.create_task(
                     read_referrer(
-                        self._client, pinned, descriptor, digest, deadline, max_bytes=MAX_EVIDENCE_BYTES
+                        self._client, pinned, descriptor, digest, deadline, max_bytes=MAX_DOCUMENT_BYTES
                     )
                 )
                 for descriptor in descriptors

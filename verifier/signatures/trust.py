@@ -147,7 +147,7 @@ class TrustRoot:
     @classmethod
     def from_file(cls, path: Path) -> TrustRoot:
         """Load ``trusted_root.json`` or a client trust config; :class:`InputError` when it is unusable."""
-        return cls.from_bytes(read_limited(path, _MAX_SIZE, "the trusted root"), location=str(path))
+        return cls.from_bytes(read_limited(path, "the trusted root", limit=_MAX_SIZE), location=str(path))
 
     @classmethod
     def from_bytes(cls, raw: bytes, *, location: str) -> TrustRoot:

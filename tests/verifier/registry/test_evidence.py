@@ -16,7 +16,8 @@ from tests.support.localregistry import LocalRegistry, plain_config
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable, InputError, VerificationError
-from verifier.evidence import COSIGN_SIGN_PREDICATE, MAX_EVIDENCE_BYTES, EvidenceSource, LocalEvidence
+from verifier.evidence import COSIGN_SIGN_PREDICATE, EvidenceSource, LocalEvidence
+from verifier.files import MAX_DOCUMENT_BYTES
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_for_file
 from verifier.keys import PrivateKey, generate_private_key
 from verifier.references import ImageReference
@@ -350,7 +351,7 @@ async def test_one_bad_attachment_hides_no_other_signature(
     # What anyone with push access could add: a referrer too large to be a signature, one whose manifest
     # goes missing, and a .sig layer whose blob goes missing.
     deadline = Deadline.after(30)
-    huge = b" " * (MAX_EVIDENCE_BYTES + 1)
+    huge = b" " * (MAX_DOCUMENT_BYTES + 1)
 
     async def junk(blob: bytes) -> str:
         pushed = await push_referrer(

@@ -15,11 +15,10 @@ from verifier.validation import short_repr
 from verifier.yamldoc import load_document
 
 #: Manifests, records and settings are small; anything far larger is a mistake (or an attack on memory).
-MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 
 
 def _read_text(path: Path, what: str) -> str:
-    data = read_limited(path, MAX_DOCUMENT_BYTES, f"the {what}")
+    data = read_limited(path, f"the {what}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

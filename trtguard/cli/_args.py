@@ -1,0 +1,34 @@
+"""Options that several commands share, declared once."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_evidence_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:
+    """``--attestations DIR``, ``--registry`` and ``--registry-config FILE``: where ``purpose`` comes from.
+
+    A folder and the registries are alternatives; :func:`verifier.registry.evidence.evidence_source` refuses
+    both together with the same message for every command.
+    """
+    group = parser.add_argument_group("evidence")
+    group.add_argument(
+        "--attestations",
+        type=Path,
+        metavar="DIR",
+        help=f"{purpose} from this folder, offline (DSSE attestations, Sigstore bundles and engine "
+        "artifact manifests, matched by subject digest)",
+    )
+    group.add_argument("--registry", action="store_true", help=f"{purpose} from the registries")
+    group.add_argument(
+        "--registry-config",
+        type=Path,
+        metavar="FILE",
+        help="registry settings: CA bundles, loopback plain-HTTP hosts, credentials (implies --registry)",
+    )
+
+
+def wants_evidence(args: argparse.Namespace) -> bool:
+    """True when the command line named an evidence source (a folder or the registries)."""
+    return args.attestations is not None or args.registry or args.registry_config is not None
