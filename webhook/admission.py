@@ -23,7 +23,7 @@ from verifier.deadline import Deadline
 from verifier.errors import TrtguardError
 from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, DecisionStore
 from webhook.logging import log_fields
-from webhook.metrics import Metrics
+from webhook.metrics import ERROR_DENIAL_REASONS, Metrics
 from webhook.policy_store import PolicyStore
 from webhook.tracing import Tracing
 from webhook.wire import (
@@ -314,6 +314,8 @@ class Reviewer:
         self.metrics.review_seconds.labels(decision).observe(seconds)
         if verdict.failure is not None:
             self.metrics.review_failures.labels(verdict.failure).inc()
+        if not verdict.allowed and (cause := _error_cause(verdict)) is not None:
+            self.metrics.error_denials.labels(cause).inc()
         log_fields(
             _log,
             logging.INFO,
@@ -411,6 +413,16 @@ def _violations_annotation(violations: Sequence[Violation]) -> str:
         if len(text) <= MAX_ANNOTATION_CHARS or not items:
             return text
         items.pop()
+
+
+def _error_cause(verdict: Verdict) -> str | None:
+    """Why a denial came from an error rather than a policy (an ERROR_DENIAL_REASONS value), or None."""
+    if verdict.failure is not None:
+        return verdict.failure if verdict.failure in ERROR_DENIAL_REASONS else None
+    decision = verdict.decision
+    if decision is not None and any(v.error for v in decision.denials):
+        return "evidence_unavailable"
+    return None
 
 
 def _deny(reason: str, message: str, failure: str | None = None) -> Verdict:

@@ -210,8 +210,11 @@ def _add_probes(app: FastAPI, services: WebhookServices) -> None:
 
 def _update_gauges(services: WebhookServices) -> None:
     metrics: Metrics = services.metrics
+    metrics.ready.set(1 if readiness(services)[0] else 0)
     if isinstance(services.store, SpoolingStore):
         metrics.decision_log_spooled.set(services.store.pending)
+    if (size := services.store.size_bytes) is not None:
+        metrics.decision_log_size.set(size)
     if services.certificates is not None and services.certificates.not_after is not None:
         metrics.tls_not_after.set(services.certificates.not_after.timestamp())
 
@@ -249,6 +252,7 @@ async def _internal_error(
     except Exception:  # not even the denial could be recorded: it is answered all the same
         _log.exception("recording the denial failed", extra={"fields": {"uid": admission.uid}})
         services.metrics.review_failures.labels("internal_error").inc()
+        services.metrics.error_denials.labels("internal_error").inc()
         return deny_response(admission.uid, message=message, reason="InternalError", code=500)
 
 

@@ -11,6 +11,28 @@ from prometheus_client import (
     generate_latest,
 )
 
+#: Why a review could not be judged normally (the ``reason`` of ``trtguard_admission_review_failures``).
+FAILURE_REASONS = (
+    "bad_request",
+    "too_large",
+    "timeout",
+    "evaluation_error",
+    "no_policies",
+    "decision_log",
+    "internal_error",
+)
+#: Why a request was denied by an error rather than by a policy (``trtguard_admission_error_denials``):
+#: evidence_unavailable is a rule that could not be checked (registry or evidence unavailable) whose
+#: policy's onError denied; the others are the failures of the same name.
+ERROR_DENIAL_REASONS = (
+    "timeout",
+    "evidence_unavailable",
+    "evaluation_error",
+    "no_policies",
+    "decision_log",
+    "internal_error",
+)
+
 #: Seconds; dense below 10 ms, where the latency goal is, and up to the API server's 30 s maximum.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -39,6 +61,14 @@ class Metrics:
             "Reviews that could not be judged normally: bad_request (an HTTP error, or a denial once the uid "
             "is known), too_large (HTTP errors); timeout, evaluation_error, no_policies, decision_log, "
             "internal_error (answered by onError or a denial).",
+            ["reason"],
+            registry=r,
+        )
+        self.error_denials = Counter(
+            "trtguard_admission_error_denials",
+            "Denials caused by an error rather than by a policy, by reason: timeout, evidence_unavailable (a "
+            "rule could not be checked and its policy's onError denied), evaluation_error, no_policies, "
+            "decision_log, internal_error.",
             ["reason"],
             registry=r,
         )
@@ -81,6 +111,29 @@ class Metrics:
             "Expiry of the serving certificate in force (Unix time).",
             registry=r,
         )
+        self.decision_log_size = Gauge(
+            "trtguard_decision_log_size_bytes",
+            "Space the decision log takes (SQLite: the database and its WAL; PostgreSQL: the decisions table "
+            "with its indexes), as last measured by the store.",
+            registry=r,
+        )
+        self.ready = Gauge(
+            "trtguard_ready",
+            "1 while this replica can judge requests (what /readyz answers: policies loaded and the decision "
+            "log takes records), else 0.",
+            registry=r,
+        )
+        # Every known label value is exported from the start, at 0: rate() and increase() see the first
+        # failure as an increase, and alert rules can be checked against the exported series.
+        for reason in FAILURE_REASONS:
+            self.review_failures.labels(reason)
+        for reason in ERROR_DENIAL_REASONS:
+            self.error_denials.labels(reason)
+        for result in ("success", "failure"):
+            self.policy_reloads.labels(result)
+            self.tls_reloads.labels(result)
+        for result in ("written", "spooled", "failed"):
+            self.decision_log_writes.labels(result)
         self._revision: str | None = None
 
     def set_policy_revision(self, revision: str) -> None:

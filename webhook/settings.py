@@ -25,6 +25,7 @@ from verifier.yamldoc import decode, load_document
 
 ENV_PREFIX = "TRTGUARD_"
 DEFAULT_DECISION_LOG = "sqlite:///./trtguard-decisions.db"
+_DECISION_LOG_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 
@@ -46,6 +47,9 @@ class ServeSettings(BaseSettings):
     sans: Annotated[tuple[str, ...], NoDecode] = ()
     insecure_http: bool = False
     decision_log: str = DEFAULT_DECISION_LOG
+    # The URL read from a file instead (a mounted Secret): a PostgreSQL URL carries the database password,
+    # which then stays out of the command line and the environment.
+    decision_log_file: Path | None = None
     decision_log_unavailable: Literal["deny", "spool"] = "deny"
     decision_log_spool: Path = Path("trtguard-spool.db")
     default_timeout: float = Field(default=10.0, gt=0, le=60)
@@ -78,9 +82,19 @@ class ServeSettings(BaseSettings):
     @field_validator("decision_log")
     @classmethod
     def _known_scheme(cls, value: str) -> str:
-        if not value.startswith(("sqlite:///", "postgresql://", "postgres://")):
+        if not value.startswith(_DECISION_LOG_SCHEMES):
             raise ValueError("must start with sqlite:/// or postgresql://")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _decision_log_from_file(cls, data: object) -> object:
+        # Before field validation, so that the URL read from the file is checked like a given one.
+        if not isinstance(data, dict) or data.get("decision_log_file") in (None, ""):
+            return data
+        if data.get("decision_log") is not None:
+            raise ValueError("give one of --decision-log and --decision-log-file")
+        return {**data, "decision_log": read_decision_log_file(Path(data["decision_log_file"]))}
 
     @model_validator(mode="after")
     def _one_transport(self) -> ServeSettings:
@@ -164,6 +178,21 @@ def read_config_file(path: Path) -> dict[str, Any]:
             hint="for example:  policies: /etc/trtguard/policies",
         )
     return {str(key).replace("-", "_"): value for key, value in data.items()}
+
+
+def read_decision_log_file(path: Path) -> str:
+    """The decision log URL in ``path`` (surrounding whitespace, such as a final newline, is ignored).
+
+    Errors name the file but never quote it: the URL may carry a password.
+    """
+    try:
+        url = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "it is not UTF-8 text"
+        raise ValueError(f"cannot read the decision log URL from {path}: {reason}") from None
+    if not url.startswith(_DECISION_LOG_SCHEMES):
+        raise ValueError(f"{path} must hold one URL starting with sqlite:/// or postgresql://")
+    return url
 
 
 def load_settings(flags: Mapping[str, Any]) -> ServeSettings:

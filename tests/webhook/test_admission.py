@@ -22,11 +22,12 @@ import pytest
 from tests.support.harness import PodFactory, ReviewFactory
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, Material
 from verifier.deadline import Deadline
+from verifier.errors import EvidenceUnavailable
 from verifier.evidence import ArtifactAttestations, EvidenceSource, ImageSignatures, LocalEvidence
 from verifier.references import ImageReference
 from webhook.admission import MAX_ANNOTATED, Reviewer, ReviewSettings
 from webhook.decisionlog import RecordQuery, SQLiteStore
-from webhook.metrics import Metrics
+from webhook.metrics import ERROR_DENIAL_REASONS, FAILURE_REASONS, Metrics
 from webhook.policy_store import PolicyStore
 from webhook.wire import MAX_ANNOTATION_CHARS, parse_review_document
 
@@ -51,6 +52,16 @@ class _BrokenEvidence(LocalEvidence):
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
         raise RuntimeError("boom")
+
+
+class _UnavailableEvidence(LocalEvidence):
+    """Answers digests from the folder; signatures and attestations fail as a registry that is down does."""
+
+    async def attestations(self, reference: ImageReference, deadline: Deadline) -> ArtifactAttestations:
+        raise EvidenceUnavailable("registry.example.com: 503 Service Unavailable", transient=True)
+
+    async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
+        raise EvidenceUnavailable("registry.example.com: 503 Service Unavailable", transient=True)
 
 
 def _policies_with_on_error(material: Material, tmp_path: Path, on_error: str) -> Path:
@@ -132,6 +143,7 @@ async def test_evaluation_that_runs_out_of_time_is_denied_in_time(
     assert (stored.record.allowed, stored.record.reason) == (False, "EvaluationTimeout")
     assert all(v["error"] for v in stored.record.violations)
     assert reviewer.metrics.review_failures.labels("timeout")._value.get() == 1
+    assert reviewer.metrics.error_denials.labels("timeout")._value.get() == 1
 
 
 async def test_on_error_warn_admits_with_a_warning_when_out_of_time(
@@ -148,6 +160,9 @@ async def test_on_error_warn_admits_with_a_warning_when_out_of_time(
     assert answer["allowed"] is True  # every matching policy said onError: Warn
     assert answer["auditAnnotations"]["reason"] == "EvaluationTimeout"
     assert answer["warnings"] and all("ran out of time" in w for w in answer["warnings"])
+    # Admitted: no error denial, though the failure is counted.
+    assert reviewer.metrics.review_failures.labels("timeout")._value.get() == 1
+    assert reviewer.metrics.error_denials.labels("timeout")._value.get() == 0
 
 
 async def test_a_bug_in_evaluation_denies(
@@ -192,6 +207,33 @@ async def test_a_decision_that_cannot_be_recorded_is_denied(
     assert "could not record this decision" in answer["status"]["message"]
     assert reviewer.metrics.decision_log_writes.labels("failed")._value.get() == 1
     assert reviewer.metrics.review_failures.labels("decision_log")._value.get() == 1
+    assert reviewer.metrics.error_denials.labels("decision_log")._value.get() == 1
+
+
+@pytest.mark.parametrize(("on_error", "denied"), [("Deny", True), ("Warn", False)])
+async def test_evidence_that_cannot_be_had_counts_as_an_error_denial_when_on_error_denies(
+    on_error: str,
+    denied: bool,
+    demo_material: Material,
+    tmp_path: Path,
+    store: SQLiteStore,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+) -> None:
+    """What the alert on denials by error reads: a registry outage, not a policy, refused the workload."""
+    policies = _policies_with_on_error(demo_material, tmp_path, on_error)
+    reviewer = _reviewer(policies, _UnavailableEvidence(demo_material.attestations), store)
+    body = make_review(obj=make_pod("outage", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+    answer = await _review(reviewer, body)
+    assert answer["allowed"] is not denied
+    metrics = reviewer.metrics
+    assert metrics.error_denials.labels("evidence_unavailable")._value.get() == (1 if denied else 0)
+    # Judged normally, with rules that could not be checked: no review failure.
+    assert sum(metrics.review_failures.labels(r)._value.get() for r in FAILURE_REASONS) == 0
+    # With the evidence at hand, a policy violation alone is no error denial.
+    checked = _reviewer(policies, LocalEvidence(demo_material.attestations), store)
+    assert (await _review(checked, make_review(obj=make_pod("off-list", OFF_LIST_IMAGE))))["allowed"] is False
+    assert sum(checked.metrics.error_denials.labels(r)._value.get() for r in ERROR_DENIAL_REASONS) == 0
 
 
 async def test_no_policies_loaded_denies(
@@ -201,6 +243,7 @@ async def test_no_policies_loaded_denies(
     answer = await _review(reviewer, make_review(obj=make_pod("x", TENSORRT_IMAGE, namespace="dev")))
     assert answer["allowed"] is False
     assert answer["status"]["reason"] == "PoliciesNotLoaded"
+    assert reviewer.metrics.error_denials.labels("no_policies")._value.get() == 1
 
 
 async def test_pre_1_22_ephemeral_containers_kind_is_denied(

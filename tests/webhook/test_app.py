@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.harness import PodFactory, ReviewFactory, Verifier, WaitUntil, WebhookProcess
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
@@ -230,6 +231,11 @@ async def test_dry_run_gets_the_same_verdict_and_is_logged_as_one(
     assert "dry-run" not in real_answer["auditAnnotations"]
     rows = _decision_rows(demo_webhook.workdir, dry["request"]["uid"], real["request"]["uid"])
     assert rows == {dry["request"]["uid"]: (1, 0), real["request"]["uid"]: (0, 0)}  # (dry_run, allowed)
+
+
+def _sqlite_bytes(path: Path) -> int:
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
 def _decision_rows(workdir: Path, *uids: str) -> dict[str, tuple[int, int]]:
@@ -529,7 +535,15 @@ async def test_probes_and_metrics(
     )
     assert "trtguard_admission_review_duration_seconds_bucket" in text
     assert 'trtguard_decision_log_writes_total{result="written"}' in text
-    assert "trtguard_tls_certificate_expiry_timestamp_seconds" in text
+    samples = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    assert samples["trtguard_tls_certificate_expiry_timestamp_seconds"] > time.time()
+    assert samples["trtguard_ready"] == 1
+    # Measured at the last checkpoint (every second): never more than the files hold now.
+    assert (
+        0
+        < samples["trtguard_decision_log_size_bytes"]
+        <= _sqlite_bytes(demo_webhook.workdir / "decisions.db")
+    )
     # The same on the plain-HTTP probe port.
     async with httpx.AsyncClient() as plain:
         probe = await plain.get(f"http://127.0.0.1:{demo_webhook.probe_port}/readyz")
@@ -619,6 +633,9 @@ async def test_a_failure_inside_the_webhook_is_a_denial_not_an_http_500(
     assert (answer["status"]["code"], answer["status"]["reason"]) == (500, "InternalError")
     assert "Traceback" not in answer["status"]["message"]
     assert 'trtguard_admission_review_failures_total{reason="internal_error"} 1.0' in metrics
+    assert 'trtguard_admission_error_denials_total{reason="internal_error"} 1.0' in metrics
+    # Its decision log was never opened: /readyz says 503, and the gauge the alerts read says the same.
+    assert "\ntrtguard_ready 0.0\n" in metrics
     [logged] = [r for r in caplog.records if r.getMessage() == "review failed; denying"]
     assert logged.exc_info is not None and "a bug in the webhook" in str(logged.exc_info[1])
 

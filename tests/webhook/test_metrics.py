@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from webhook.metrics import Metrics
+from webhook.metrics import ERROR_DENIAL_REASONS, FAILURE_REASONS, Metrics
 
 
 def _samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -62,3 +62,19 @@ def test_every_documented_metric_is_exported() -> None:
         "trtguard_tls_reloads_total",
         "trtguard_tls_certificate_expiry_timestamp_seconds",
     } <= names
+
+
+def test_known_label_values_are_exported_at_zero_from_the_start() -> None:
+    """So that rate() sees the first failure, and the chart's alert rules can be checked against /metrics."""
+    samples = _samples(Metrics())
+    for reason in FAILURE_REASONS:
+        assert samples[("trtguard_admission_review_failures_total", (("reason", reason),))] == 0
+    for reason in ERROR_DENIAL_REASONS:
+        assert samples[("trtguard_admission_error_denials_total", (("reason", reason),))] == 0
+    for result in ("success", "failure"):
+        assert samples[("trtguard_policy_reloads_total", (("result", result),))] == 0
+        assert samples[("trtguard_tls_reloads_total", (("result", result),))] == 0
+    for result in ("written", "spooled", "failed"):
+        assert samples[("trtguard_decision_log_writes_total", (("result", result),))] == 0
+    assert samples[("trtguard_ready", ())] == 0
+    assert samples[("trtguard_decision_log_size_bytes", ())] == 0

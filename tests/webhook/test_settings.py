@@ -166,3 +166,52 @@ def test_settings_are_immutable() -> None:
     settings = ServeSettings(policies=Path("p"), insecure_http=True)
     with pytest.raises(Exception, match="frozen"):
         settings.port = 1  # type: ignore[misc]
+
+
+def test_decision_log_url_from_a_file_as_a_mounted_secret_holds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "url"
+    # `kubectl create secret --from-file` keeps the file's final newline.
+    secret.write_text("postgresql://trtguard:s3cret@db.example:5432/trtguard\n")
+    settings = load_settings({"policies": Path("p"), "insecure_http": True, "decision_log_file": secret})
+    assert settings.decision_log == "postgresql://trtguard:s3cret@db.example:5432/trtguard"
+    assert settings.decision_log_file == secret
+    monkeypatch.setenv("TRTGUARD_DECISION_LOG_FILE", str(secret))
+    assert load_settings({"policies": Path("p"), "insecure_http": True}).decision_log.startswith(
+        "postgresql://"
+    )
+
+
+def test_decision_log_url_and_file_together_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "url"
+    secret.write_text("postgresql://trtguard@db/trtguard")
+    flags: dict[str, object] = {"policies": "p", "insecure_http": True, "decision_log_file": secret}
+    monkeypatch.setenv("TRTGUARD_DECISION_LOG", "sqlite:///./other.db")
+    with pytest.raises(InputError, match="give one of --decision-log and --decision-log-file"):
+        load_settings(flags)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "cannot read the decision log URL from"),
+        ("mysql://root:hunter2@db/x", "must hold one URL starting with sqlite:/// or postgresql://"),
+        (b"\xff\xfe", "it is not UTF-8 text"),
+    ],
+)
+def test_a_bad_decision_log_file_is_named_and_never_quoted(
+    tmp_path: Path, content: str | bytes | None, expected: str
+) -> None:
+    secret = tmp_path / "url"
+    if isinstance(content, str):
+        secret.write_text(content)
+    elif isinstance(content, bytes):
+        secret.write_bytes(content)
+    with pytest.raises(InputError) as raised:
+        load_settings({"policies": "p", "insecure_http": True, "decision_log_file": secret})
+    message = raised.value.diagnostics()
+    assert expected in message and str(secret) in message
+    assert "hunter2" not in message and "Traceback" not in message

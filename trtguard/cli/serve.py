@@ -26,6 +26,7 @@ _FIELDS = (
     "sans",
     "insecure_http",
     "decision_log",
+    "decision_log_file",
     "decision_log_unavailable",
     "decision_log_spool",
     "default_timeout",
@@ -92,6 +93,13 @@ def register(subparsers: Subparsers) -> None:
         "--decision-log",
         metavar="URL",
         help=f"sqlite:///path[?synchronous=normal] or postgresql://… (default {DEFAULT_DECISION_LOG})",
+    )
+    log.add_argument(
+        "--decision-log-file",
+        type=Path,
+        metavar="FILE",
+        help="read the --decision-log URL from FILE (e.g. a mounted Secret), so that a database password "
+        "stays out of the command line and the environment",
     )
     log.add_argument(
         "--decision-log-unavailable",

@@ -73,6 +73,7 @@ class PostgresStore:
         self._schema_lock = asyncio.Lock()
         self._failed: str | None = None
         self._health: asyncio.Task[None] | None = None
+        self._size_bytes: int | None = None
 
     @property
     def description(self) -> str:
@@ -83,6 +84,11 @@ class PostgresStore:
     def ready(self) -> bool:
         """True once the schema is in place and the last write or health check succeeded."""
         return self._schema_ready and self._failed is None
+
+    @property
+    def size_bytes(self) -> int | None:
+        """The decisions table with its indexes and TOAST data, measured by each health check."""
+        return self._size_bytes
 
     async def open(self) -> None:
         """Start the pool, the writer and the health check, and try to apply migrations.
@@ -193,7 +199,9 @@ class PostgresStore:
             async with asyncio.timeout(self._options.write_timeout):
                 await self._ensure_schema()
                 async with self._connection() as conn:
-                    await conn.execute("SELECT 1")
+                    # Reaching the database and measuring the log in one round trip.
+                    cursor = await conn.execute("SELECT pg_total_relation_size('trtguard_decisions')")
+                    size = await cursor.fetchone()
         except Exception as error:  # whatever the cause, the store cannot take records now
             if self._failed is None:
                 _log.warning(
@@ -203,6 +211,8 @@ class PostgresStore:
                 )
             self._failed = _describe(error)
             return False
+        if size is not None:
+            self._size_bytes = int(size[0])
         if self._failed is not None:
             _log.info("decision log reachable again", extra={"store": self.description})
         self._failed = None

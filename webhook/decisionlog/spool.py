@@ -153,6 +153,11 @@ class SpoolingStore:
         return self._shipper is not None and not self._shipper.done()
 
     @property
+    def size_bytes(self) -> int | None:
+        """The PostgreSQL log's size (the spool is measured by ``pending``)."""
+        return self.primary.size_bytes
+
+    @property
     def pending(self) -> int:
         """Records waiting in the spool."""
         return self._pending

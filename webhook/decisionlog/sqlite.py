@@ -170,6 +170,7 @@ class SQLiteStore:
         self._checkpoint_due = threading.Event()
         self._stopping = threading.Event()
         self._since_checkpoint = 0
+        self._size_bytes: int | None = None
 
     @property
     def synchronous(self) -> Synchronous:
@@ -189,6 +190,11 @@ class SQLiteStore:
         write lock again: a replica that is not ready gets no requests, so it could not otherwise recover.
         """
         return self._thread is not None and self._thread.is_alive() and self._failed is None
+
+    @property
+    def size_bytes(self) -> int | None:
+        """The database file and its WAL, measured by the checkpoint thread after each checkpoint."""
+        return self._size_bytes
 
     async def open(self) -> None:
         """Create the file and schema, then start the writer thread (a ``read_only`` store only reads)."""
@@ -381,6 +387,7 @@ class SQLiteStore:
         except sqlite3.Error as error:
             _log.error("decision log checkpointer cannot start: %s", error, extra={"store": self.description})
             return
+        self._size_bytes = _file_bytes(self.path)
         try:
             while True:
                 self._checkpoint_due.wait(CHECKPOINT_INTERVAL)
@@ -391,10 +398,23 @@ class SQLiteStore:
                     _log.warning(
                         "decision log checkpoint failed: %s", error, extra={"store": self.description}
                     )
+                self._size_bytes = _file_bytes(self.path)
                 if self._stopping.is_set():
                     return
         finally:
             conn.close()
+
+
+def _file_bytes(path: Path) -> int:
+    """Bytes of the SQLite database and its write-ahead log (a file not there counts 0).
+
+    Never raises: it runs in the checkpoint thread, which must go on whatever a stat says.
+    """
+    total = 0
+    for part in (path, path.with_name(path.name + "-wal")):
+        with contextlib.suppress(OSError):
+            total += part.stat().st_size
+    return total
 
 
 def _notify(items: Sequence[_Item], outcomes: Sequence[StoredRecord | DecisionLogUnavailable]) -> None:

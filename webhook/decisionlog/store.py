@@ -51,6 +51,11 @@ class DecisionStore(Protocol):
         """True while the store takes records (or spools them)."""
         ...
 
+    @property
+    def size_bytes(self) -> int | None:
+        """Space the log takes on its storage, as last measured (periodically); None before the first."""
+        ...
+
     async def open(self) -> None:
         """Connect and apply pending schema migrations."""
         ...

@@ -344,3 +344,19 @@ async def test_a_record_holding_any_characters_is_written_with_its_batch(
     [stored] = await store.query(RecordQuery(uid=storable(odd).uid))
     assert stored.record == storable(odd)
     assert stored.record.name == f"n{UNSTORABLE_MARK}\\u0000me"
+
+
+async def test_each_health_check_measures_the_decisions_table(
+    store: PostgresStore, pg_url: str, make_record: RecordFactory
+) -> None:
+    """The decision-log-capacity alert reads this through /metrics: the table with its indexes."""
+    assert await store.check_health()
+    empty = store.size_bytes
+    assert empty is not None and empty > 0
+    body = "x" * 2000
+    await store.append_many([make_record(message=body) for _ in range(300)], dedupe=False)
+    assert await store.check_health()
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute("SELECT pg_total_relation_size('trtguard_decisions')").fetchone()
+    assert row is not None
+    assert store.size_bytes == row[0] > empty

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import RecordFactory
+from tests.support.harness import RecordFactory, WaitUntil
 from verifier.deadline import Deadline
 from webhook.decisionlog import (
     DecisionLogError,
@@ -328,3 +328,23 @@ async def test_a_record_holding_any_characters_is_written_with_its_batch(
     [stored] = await store.query(RecordQuery(uid=storable(odd).uid))
     assert stored.record == storable(odd)
     assert stored.record.name == f"n{UNSTORABLE_MARK}\\u0000me"
+
+
+async def test_size_is_the_database_and_its_wal_and_grows_with_the_log(
+    store: SQLiteStore, make_record: RecordFactory, wait_until: WaitUntil
+) -> None:
+    """The decision-log-capacity alert reads this through /metrics."""
+
+    def on_disk() -> int:
+        wal = store.path.with_name(store.path.name + "-wal")
+        return store.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+    await wait_until(lambda: store.size_bytes is not None, within=5)
+    empty = store.size_bytes
+    assert empty is not None and empty > 0
+    body = "x" * 2000
+    for _ in range(200):
+        await store.append(make_record(message=body), deadline=Deadline.after(5))
+    await wait_until(lambda: (store.size_bytes or 0) > empty + 200 * 2000, within=10)
+    # Measured after a checkpoint: nothing is written between two appends here, so the file sizes hold still.
+    await wait_until(lambda: store.size_bytes == on_disk(), within=10)
