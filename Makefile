@@ -9,10 +9,13 @@ BIN := $(VENV)/bin
 LOCK := requirements/dev.lock
 STAMP := $(VENV)/.installed-$(shell sha256sum $(LOCK) pyproject.toml | sha256sum | cut -c1-16)
 APT_PACKAGES := docker-registry skopeo
+# checkov (the chart tests' Kubernetes scanner) pins packaging<24, which the project's hatchling cannot use:
+# it gets a virtual environment of its own, from its own hashed lock.
+CHECKOV := .tools/checkov/bin/checkov
 
 .PHONY: setup demo test lint typecheck pytest bench lock clean
 
-setup: $(STAMP) .tools/helm system-packages
+setup: $(STAMP) .tools/helm $(CHECKOV) system-packages
 
 $(STAMP): $(LOCK) pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +25,13 @@ $(STAMP): $(LOCK) pyproject.toml
 
 .tools/helm: scripts/fetch_helm.py $(STAMP)
 	$(BIN)/python scripts/fetch_helm.py
+
+$(CHECKOV): requirements/checkov.lock
+	rm -rf .tools/checkov
+	$(PYTHON) -m venv .tools/checkov
+	.tools/checkov/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
+		-r requirements/checkov.lock
+	touch $@
 
 system-packages:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -54,6 +64,7 @@ lock:
 	uv pip compile pyproject.toml --extra dev --extra onnx --extra otel --extra bench $(LOCK_FLAGS) -o $(LOCK)
 	uv pip compile pyproject.toml $(LOCK_FLAGS) -o requirements/runtime.lock
 	echo "hatchling==1.29.0" | uv pip compile - $(LOCK_FLAGS) -o requirements/build.lock
+	echo "checkov==3.3.30" | uv pip compile - $(LOCK_FLAGS) -o requirements/checkov.lock
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache
