@@ -19,13 +19,16 @@ REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "trtguard"
 HELM = REPO / ".tools" / "helm"
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
+#: The chart's defaults plus the image digest it requires: every render starts from it (the values given
+#: after it win, so a test may take the digest away again).
+PINNED_VALUES = REPO / "tests" / "data" / "740-chart-pinned-image-values.yaml"
 RELEASE = "rel"
 NAMESPACE = "trtguard"
 FULLNAME = f"{RELEASE}-trtguard"
 #: The oldest Kubernetes the chart is validated against (image volumes exist in the API) and the newest known.
 KUBE_VERSIONS = ("1.31.0", kubernetes_validate.latest_version())
 #: Custom resources: kubernetes-validate has no schema for them, so dedicated tests check their fields.
-CUSTOM_KINDS = frozenset({"Certificate", "Issuer", "ServiceMonitor"})
+CUSTOM_KINDS = frozenset({"Certificate", "Issuer", "ServiceMonitor", "PrometheusRule"})
 _HELM_TIMEOUT_S = 60
 
 Doc = dict[str, Any]
@@ -56,7 +59,7 @@ def _template_args(
     kube_version: str,
 ) -> list[str]:
     args = ["template", RELEASE, str(CHART), "--namespace", namespace, "--kube-version", kube_version]
-    for path in values:
+    for path in (PINNED_VALUES, *values):
         args += ["--values", str(path)]
     for key, value in set_json.items():
         args += ["--set-json", f"{key}={json.dumps(value)}"]
@@ -89,6 +92,52 @@ def render_error(*values: Path, set_json: Mapping[str, Any] | None = None, names
     result = run_helm(*_template_args(values, dict(set_json or {}), namespace, KUBE_VERSIONS[0]))
     assert result.returncode != 0, f"helm template unexpectedly succeeded:\n{result.stdout[:2000]}"
     return result.stderr
+
+
+#: Every set of values the chart tests render as a whole (each is also scanned by checkov and, where it has
+#: them, its alert rules checked): the pinned defaults, each ci/*-values.yaml, and combinations and operator
+#: choices the ci files do not cover. name -> (values files, --set-json values).
+SCENARIOS: dict[str, tuple[tuple[Path, ...], dict[str, Any]]] = {
+    "defaults": ((), {}),
+    **{path.name.removesuffix("-values.yaml"): ((path,), {}) for path in CI_VALUES},
+    "jobs-without-networkpolicy": (
+        (CHART / "ci" / "jobs-values.yaml",),
+        {
+            "buildJob.networkPolicy.enabled": False,
+            "verifierJob.networkPolicy.enabled": False,
+            "verifierJob.attestation.enabled": False,
+        },
+    ),
+    "without-networkpolicy": ((), {"networkPolicy.enabled": False}),
+    "allow-tag": ((), {"image.digest": "", "image.allowTag": True}),
+    "everything": (
+        (
+            CHART / "ci" / "postgresql-values.yaml",
+            CHART / "ci" / "monitoring-values.yaml",
+            CHART / "ci" / "jobs-values.yaml",
+            CHART / "ci" / "helm-certs-values.yaml",
+        ),
+        {},
+    ),
+}
+
+
+def scenario(name: str, kube_version: str = KUBE_VERSIONS[0]) -> list[Doc]:
+    """The objects of one of :data:`SCENARIOS`."""
+    values, set_json = SCENARIOS[name]
+    return render(*values, set_json=set_json, kube_version=kube_version)
+
+
+def install_notes(*values: Path, set_json: Mapping[str, Any] | None = None) -> str:
+    """The NOTES that ``helm install`` prints (a client-side dry run, on top of the pinned values)."""
+    args = ["install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client"]
+    for path in (PINNED_VALUES, *values):
+        args += ["--values", str(path)]
+    for key, value in (set_json or {}).items():
+        args += ["--set-json", f"{key}={json.dumps(value)}"]
+    result = run_helm(*args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split("NOTES:\n", 1)[1]
 
 
 def of_kind(docs: Sequence[Doc], kind: str) -> list[Doc]:

@@ -21,6 +21,7 @@ from tests.charts.helm_chart import (
     CHART,
     FULLNAME,
     NAMESPACE,
+    PINNED_VALUES,
     of_kind,
     one,
     pod_spec,
@@ -168,6 +169,8 @@ def upgrade(server: Any, tmp_path: Path, *extra: str) -> list[dict[str, Any]]:
         "--dry-run=server",
         "--is-upgrade",
         "--disable-openapi-validation",
+        "--values",
+        str(PINNED_VALUES),
         *extra,
         kubeconfig=server.kubeconfig(tmp_path),
     )

@@ -86,10 +86,12 @@ def test_verifier_job_runs_verify_engine_on_a_gpu() -> None:
     assert mounts_of(container)["artifacts"] == "/artifacts"
     assert volumes["verification-key"]["configMap"]["name"] == "build-signer-public-key"
     env = env_of(container)
-    assert env["TRTGUARD_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
-        "name": "gpu-verifier-key",
-        "key": "password",
-    }
+    # The key's password is a file from its Secret, never an environment variable (checkov CKV_K8S_35).
+    assert "TRTGUARD_PASSWORD" not in env
+    assert args[args.index("--password-file") + 1] == "/etc/trtguard/signing-password/password"
+    assert mounts_of(container)["signing-password"] == "/etc/trtguard/signing-password"
+    assert volumes["signing-password"]["secret"]["secretName"] == "gpu-verifier-key"
+    assert volumes["signing-password"]["secret"]["items"] == [{"key": "password", "path": "password"}]
     assert env["ATTESTATION_KEY"]["value"] == "/etc/trtguard/signing/cosign.key"
     assert mounts_of(container)["signing"] == "/etc/trtguard/signing"
     assert spec["restartPolicy"] == "Never"
@@ -110,10 +112,9 @@ def test_verifier_job_reads_a_claim_and_a_key_secret_without_attestation() -> No
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["artifacts"]["persistentVolumeClaim"] == {"claimName": "engines", "readOnly": True}
     assert volumes["verification-key"]["secret"]["secretName"] == "build-signer"
-    assert "signing" not in volumes
+    assert "signing" not in volumes and "signing-password" not in volumes
     (container,) = spec["containers"]
-    assert "--attest" not in container["args"]
-    assert "TRTGUARD_PASSWORD" not in env_of(container)
+    assert "--attest" not in container["args"] and "--password-file" not in container["args"]
 
 
 def test_build_job_builds_records_signs_then_publishes_in_the_pinned_image() -> None:
@@ -161,17 +162,19 @@ def test_only_signing_sees_the_key_and_only_publishing_the_registry_credentials(
     steps: list[dict[str, Any]] = [*spec["initContainers"], *spec["containers"]]
     build_step, record, sign, publish = steps
     for step in (build_step, record, publish):
-        assert "signing" not in mounts_of(step)
+        assert "signing" not in mounts_of(step) and "signing-password" not in mounts_of(step)
+    for step in steps:
         assert "TRTGUARD_PASSWORD" not in env_of(step)
     for step in (build_step, record, sign):
         assert "publish-credentials" not in mounts_of(step)
     assert mounts_of(sign)["signing"] == "/etc/trtguard/signing"
-    assert env_of(sign)["TRTGUARD_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
-        "name": "build-signer-key",
-        "key": "password",
-    }
+    # The password is a file from its Secret, never an environment variable (checkov CKV_K8S_35).
+    assert sign["args"][-2:] == ["--password-file", "/etc/trtguard/signing-password/password"]
+    assert mounts_of(sign)["signing-password"] == "/etc/trtguard/signing-password"
     assert env_of(sign)["SIGNING_KEY"]["value"] == "/etc/trtguard/signing/cosign.key"
     volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["signing-password"]["secret"]["secretName"] == "build-signer-key"
+    assert volumes["signing-password"]["secret"]["items"] == [{"key": "password", "path": "password"}]
     assert volumes["inputs"]["persistentVolumeClaim"] == {"claimName": "model-inputs", "readOnly": True}
     assert volumes["out"]["persistentVolumeClaim"] == {"claimName": "engine-outputs"}
     # The publish step's registry configuration loads and names the mounted push credentials.
@@ -191,16 +194,29 @@ def test_only_signing_sees_the_key_and_only_publishing_the_registry_credentials(
     ]
 
 
-def test_build_pod_reaches_only_dns_and_the_registry() -> None:
+CLUSTER_DNS = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+}
+
+
+def network_policy(docs: list[dict[str, Any]], component: str) -> dict[str, Any]:
+    [policy] = [
+        p for p in of_kind(docs, "NetworkPolicy") if p["metadata"]["name"] == f"{FULLNAME}-{component}"
+    ]
+    return policy
+
+
+def test_build_pod_reaches_only_the_cluster_dns_and_the_registry() -> None:
     docs = render(JOBS)
-    policy = next(
-        p for p in of_kind(docs, "NetworkPolicy") if p["metadata"]["name"].endswith("-engine-build")
-    )
+    policy = network_policy(docs, "engine-build")
     assert policy["metadata"]["namespace"] == NAMESPACE
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     assert policy["spec"]["ingress"] == []
     dns, registry = policy["spec"]["egress"]
-    assert "to" not in dns and {p["port"] for p in dns["ports"]} == {53}
+    # DNS only to the cluster's resolver Pods, not to any address on port 53.
+    assert dns["to"] == [CLUSTER_DNS]
+    assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {(53, "UDP"), (53, "TCP")}
     assert registry == {
         "to": [{"ipBlock": {"cidr": "10.30.0.10/32"}}],
         "ports": [{"port": 443, "protocol": "TCP"}],
@@ -212,6 +228,73 @@ def test_build_pod_reaches_only_dns_and_the_registry() -> None:
     assert selector_matches(selector, build_labels)
     assert not selector_matches(selector, verifier_labels)
     assert not selector_matches(selector, webhook_labels)
+
+
+def test_verifier_pod_gets_no_network_at_all() -> None:
+    """It deserialises an untrusted engine on a GPU node: nothing in, nothing out (not even DNS)."""
+    docs = render(JOBS)
+    policy = network_policy(docs, "engine-verifier")
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"]["ingress"] == [] and policy["spec"]["egress"] == []
+    selector = policy["spec"]["podSelector"]
+    assert selector_matches(selector, job(docs, "engine-verifier")["spec"]["template"]["metadata"]["labels"])
+    assert not selector_matches(selector, job(docs, "engine-build")["spec"]["template"]["metadata"]["labels"])
+    assert not selector_matches(selector, one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"])
+    # Arguments that push somewhere get the registry and DNS, and nothing else.
+    docs = render(JOBS, set_json={"verifierJob.networkPolicy.registry.cidrs": ["10.30.0.10/32"]})
+    dns, registry = network_policy(docs, "engine-verifier")["spec"]["egress"]
+    assert dns["to"] == [CLUSTER_DNS]
+    assert registry["to"] == [{"ipBlock": {"cidr": "10.30.0.10/32"}}]
+
+
+def test_a_build_that_publishes_nothing_gets_no_network_at_all() -> None:
+    docs = render(
+        JOBS, set_json={"buildJob.publish.reference": "", "buildJob.networkPolicy.registry.cidrs": []}
+    )
+    assert network_policy(docs, "engine-build")["spec"]["egress"] == []
+
+
+def test_publishing_needs_the_registry_addresses() -> None:
+    error = render_error(JOBS, set_json={"buildJob.networkPolicy.registry.cidrs": []})
+    assert "buildJob.publish.reference needs buildJob.networkPolicy.registry.cidrs" in error
+    # Without the chart's NetworkPolicy the cluster's own policies decide.
+    docs = render(
+        JOBS,
+        set_json={"buildJob.networkPolicy.registry.cidrs": [], "buildJob.networkPolicy.enabled": False},
+    )
+    assert not [p for p in of_kind(docs, "NetworkPolicy") if p["metadata"]["name"].endswith("-engine-build")]
+
+
+def test_every_job_container_has_cpu_and_memory_requests_and_limits_by_default() -> None:
+    """A TensorRT build or an engine load must not exhaust a shared GPU node (checkov CKV_K8S_10..13)."""
+    docs = render(
+        set_json={
+            "verifierJob.enabled": True,
+            "verifierJob.image": {"repository": "nvcr.io/nvidia/tensorrt", "digest": "sha256:" + "3" * 64},
+            "verifierJob.artifacts.persistentVolumeClaim": "engines",
+            "verifierJob.verificationKey.configMap": "keys",
+            "buildJob.enabled": True,
+            "buildJob.image": {"repository": "nvcr.io/nvidia/tensorrt", "digest": "sha256:" + "3" * 64},
+            "buildJob.auditId": "CHG-1",
+            "buildJob.script": "true",
+            "buildJob.inputs.persistentVolumeClaim": "inputs",
+            "buildJob.signingKey.secretName": "signer",
+            "buildJob.passwordSecret.name": "signer",
+        }
+    )
+    gpu_steps = {"verify-engine", "build", "record"}
+    for component in ("engine-verifier", "engine-build"):
+        spec = pod_spec(job(docs, component))
+        for container in [*spec.get("initContainers", []), *spec["containers"]]:
+            resources = container["resources"]
+            for kind in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(resources[kind]), (container["name"], kind)
+            assert ("nvidia.com/gpu" in resources["limits"]) is (container["name"] in gpu_steps)
+    verify = pod_spec(job(docs, "engine-verifier"))["containers"][0]["resources"]
+    assert verify == {
+        "requests": {"cpu": "2", "memory": "8Gi"},
+        "limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": 1},
+    }
 
 
 def test_a_changed_job_is_a_new_job() -> None:
@@ -285,6 +368,7 @@ def test_job_command_lines_are_accepted_by_the_trtguard_cli() -> None:
     assert (parsed.gpu, parsed.format, parsed.attest) == (True, "json", True)
     assert parsed.attest_key == Path("/etc/trtguard/signing/cosign.key")
     assert parsed.attest_output == Path("/workspace/out/verification.json")
+    assert parsed.password_file == Path(mounts_of(verify)["signing-password"]) / "password"
 
     spec = pod_spec(job(docs, "engine-build"))
     steps: list[dict[str, Any]] = [*spec["initContainers"], *spec["containers"]]
@@ -295,6 +379,7 @@ def test_job_command_lines_are_accepted_by_the_trtguard_cli() -> None:
     assert parsed.toolchain_image == BUILDER and parsed.audit_id == "CHG-2026-0042"
     assert parsed.predicate_only is True
     parsed = parse_cli([*sign["command"][1:], *kubelet_expand(sign["args"], env_of(sign))])
+    assert parsed.password_file == Path(mounts_of(sign)["signing-password"]) / "password"
     assert parsed.predicate == parsed_output(record)
     assert parsed.subject == Path("/workspace/out/resnet50.engine")
     assert parsed.key == Path("/etc/trtguard/signing/cosign.key")

@@ -2,53 +2,29 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import kubernetes_validate
 import pytest
 
 from tests.charts.helm_chart import (
     CHART,
-    CI_VALUES,
     CUSTOM_KINDS,
     FULLNAME,
     KUBE_VERSIONS,
     NAMESPACE,
+    SCENARIOS,
     containers,
     flags,
+    install_notes,
     of_kind,
     one,
     pod_spec,
     render,
+    render_error,
+    scenario,
     webhook_container,
 )
 
 pytestmark = pytest.mark.helm
-
-#: Every values scenario: the defaults, each ci/*-values.yaml, and combinations the ci files do not cover.
-SCENARIOS: dict[str, tuple[tuple[Path, ...], dict[str, Any]]] = {
-    "defaults": ((), {}),
-    **{path.name.removesuffix("-values.yaml"): ((path,), {}) for path in CI_VALUES},
-    "jobs-without-networkpolicy": (
-        (CHART / "ci" / "jobs-values.yaml",),
-        {"buildJob.networkPolicy.enabled": False, "verifierJob.attestation.enabled": False},
-    ),
-    "everything": (
-        (
-            CHART / "ci" / "postgresql-values.yaml",
-            CHART / "ci" / "monitoring-values.yaml",
-            CHART / "ci" / "jobs-values.yaml",
-            CHART / "ci" / "helm-certs-values.yaml",
-        ),
-        {},
-    ),
-}
-
-
-def scenario(name: str, kube_version: str = KUBE_VERSIONS[0]) -> list[dict[str, Any]]:
-    values, set_json = SCENARIOS[name]
-    return render(*values, set_json=set_json, kube_version=kube_version)
 
 
 @pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
@@ -109,6 +85,16 @@ def test_every_pod_runs_restricted(name: str) -> None:
             assert context["seccompProfile"] == {"type": "RuntimeDefault"}
             tmp = [m for m in container["volumeMounts"] if m["mountPath"] == "/tmp"]
             assert len(tmp) == 1 and "emptyDir" in volumes[tmp[0]["name"]], container["name"]
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_secrets_reach_containers_only_as_files(name: str) -> None:
+    """An environment variable leaks into child processes, crash dumps and `kubectl describe` habits."""
+    for workload in of_kind(scenario(name), "Deployment") + of_kind(scenario(name), "Job"):
+        for container in containers(workload):
+            for variable in container.get("env", []):
+                assert "secretKeyRef" not in variable.get("valueFrom", {}), (container["name"], variable)
+            assert not [e for e in container.get("envFrom", []) if "secretRef" in e], container["name"]
 
 
 def test_default_uid_is_the_images_and_can_be_left_to_the_platform() -> None:
@@ -227,7 +213,8 @@ def test_sqlite_decision_log_on_an_emptydir_by_default() -> None:
     assert flags(container["args"])["--decision-log"] == "sqlite:////var/lib/trtguard/decisions.db"
     volumes = {v["name"]: v for v in pod_spec(one(docs, "Deployment"))["volumes"]}
     mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/var/lib/trtguard")
-    assert "emptyDir" in volumes[mount["name"]]
+    # Bounded: past the limit the kubelet evicts this Pod rather than the log filling the node's disk.
+    assert volumes[mount["name"]]["emptyDir"] == {"sizeLimit": "4Gi"}
     assert not of_kind(docs, "PersistentVolumeClaim")
 
 
@@ -250,24 +237,34 @@ def test_sqlite_decision_log_on_a_kept_claim() -> None:
     assert volumes["decisions"]["persistentVolumeClaim"]["claimName"] == "audit-log"
 
 
-def test_postgresql_url_only_from_the_secret() -> None:
+def test_postgresql_url_only_from_the_secret_as_a_file() -> None:
+    """The URL carries the database password: a mounted Secret file, never an environment variable."""
     docs = scenario("postgresql")
     container = webhook_container(docs)
-    assert "--decision-log" not in flags(container["args"])
-    env = {e["name"]: e for e in container["env"]}
-    assert env["TRTGUARD_DECISION_LOG"]["valueFrom"] == {
-        "secretKeyRef": {"name": "trtguard-decision-log", "key": "url"}
-    }
-    assert "value" not in env["TRTGUARD_DECISION_LOG"]
-    # The working directory stays writable (an emptyDir) under the read-only root filesystem.
+    given = flags(container["args"])
+    assert "--decision-log" not in given
+    assert given["--decision-log-file"] == "/etc/trtguard/decision-log/url"
+    assert "env" not in container
     volumes = {v["name"]: v for v in pod_spec(one(docs, "Deployment"))["volumes"]}
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/trtguard/decision-log")
+    assert mount["readOnly"] is True
+    assert volumes[mount["name"]]["secret"] == {
+        "secretName": "trtguard-decision-log",
+        "defaultMode": 0o440,
+        "items": [{"key": "url", "path": "url"}],
+    }
+    # The working directory stays writable (an emptyDir) under the read-only root filesystem.
     mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/var/lib/trtguard")
     assert volumes[mount["name"]] == {"name": mount["name"], "emptyDir": {}}
 
 
-def test_network_policy_is_opt_in_and_open_to_the_api_server_by_default() -> None:
-    assert not of_kind(scenario("defaults"), "NetworkPolicy")
-    policy = one(render(set_json={"networkPolicy.enabled": True}), "NetworkPolicy")
+def test_network_policy_is_on_by_default_and_open_to_the_api_server() -> None:
+    assert not of_kind(scenario("without-networkpolicy"), "NetworkPolicy")
+    policy = one(scenario("defaults"), "NetworkPolicy")
+    assert (
+        policy["spec"]["podSelector"]["matchLabels"]
+        == one(scenario("defaults"), "Deployment")["spec"]["selector"]["matchLabels"]
+    )
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     # The API server's address cannot be predicted: no `from` means from anywhere, to the webhook port only.
     assert policy["spec"]["ingress"] == [{"ports": [{"port": "https", "protocol": "TCP"}]}]
@@ -308,9 +305,41 @@ def test_service_monitor_scrapes_the_metrics_port_of_this_service() -> None:
     assert "metrics" in {p["name"] for p in service["spec"]["ports"]}
 
 
-def test_image_by_digest_wins_over_the_tag() -> None:
-    assert webhook_container(scenario("defaults"))["image"] == "registry.example.com/trtguard/trtguard:0.1.0"
-    assert webhook_container(scenario("helm-certs"))["image"] == (
-        "registry.example.com/trtguard/trtguard@sha256:"
-        "0f4e3d2c1b0a99887766554433221100ffeeddccbbaa99887766554433221100"
+PINNED_IMAGE = (
+    "registry.example.com/trtguard/trtguard@"
+    "sha256:0f4e3d2c1b0a99887766554433221100ffeeddccbbaa99887766554433221100"
+)
+
+
+@pytest.mark.parametrize("name", sorted(set(SCENARIOS) - {"allow-tag"}))
+def test_the_webhook_image_is_pinned_by_digest(name: str) -> None:
+    assert webhook_container(scenario(name))["image"] == PINNED_IMAGE
+
+
+def test_without_a_digest_the_chart_refuses_to_render() -> None:
+    """trtguard refuses workloads that are not pinned by digest; its own chart holds itself to that."""
+    for values in ({"image.digest": ""}, {"image.digest": "", "image.tag": "0.1.0"}):
+        error = render_error(set_json=values)
+        assert "image.digest is required: the sha256 digest that your build-and-push step reported" in error
+        assert '(chart README, "Image digest")' in error
+        assert "set image.allowTag=true" in error
+    # The digest wins over a tag, and over allowTag.
+    docs = render(set_json={"image.tag": "latest", "image.allowTag": True})
+    assert webhook_container(docs)["image"] == PINNED_IMAGE
+
+
+def test_a_tag_only_with_the_explicit_override_and_a_loud_warning() -> None:
+    assert webhook_container(scenario("allow-tag"))["image"] == "registry.example.com/trtguard/trtguard:0.1.0"
+    docs = render(set_json={"image.digest": "", "image.allowTag": True, "image.tag": "0.1.0-rc1"})
+    assert webhook_container(docs)["image"] == "registry.example.com/trtguard/trtguard:0.1.0-rc1"
+    notes = install_notes(set_json={"image.digest": "", "image.allowTag": True})
+    assert notes.startswith("#" * 40)
+    flat = " ".join(notes.split())
+    assert "WARNING: the webhook runs registry.example.com/trtguard/trtguard:0.1.0 BY TAG" in flat
+    assert "Do not run this in production: set image.digest" in flat
+    assert (
+        "skopeo inspect --format '{{.Digest}}' docker://registry.example.com/trtguard/trtguard:0.1.0" in flat
     )
+    # Pinned: no warning, and the notes name the digest.
+    pinned = install_notes()
+    assert "WARNING" not in pinned and f"Image: {PINNED_IMAGE} (pinned by digest" in pinned
