@@ -19,13 +19,14 @@ from typing import Any
 from policies.cel.sandbox import CelSandbox, shared_sandbox
 from policies.loader import CompiledPolicy, PolicySet
 from policies.matching import selects
+from policies.podspec import EngineUse
 from policies.results import Action, Decision, Violation
 from policies.rules import change_control, expressions, images, manifest, model, toolchain, verification
 from policies.rules.evaluation import AdmissionHistory, Evaluation
 from policies.rules.findings import Findings, unavailable, violation
 from policies.schema import ModelsRule
 from policies.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
-from policies.workload import EngineUse, NotAWorkload, Workload, changed_since, extract
+from policies.workload import NotAWorkload, Workload, changed_since, extract
 from verifier.deadline import Deadline
 from verifier.errors import InputError, TrtguardError
 from verifier.evidence import EvidenceSource

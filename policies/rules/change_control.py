@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from policies.podspec import EngineUse
 from policies.results import AdmittedEngine
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import BuildManifestRule, ChangeControl
 from policies.verified import VerifiedApproval, VerifiedManifest
-from policies.workload import EngineUse
 from verifier.attestations import ChangeKind
 from verifier.manifest import EngineBuildManifest
 from verifier.manifest_diff import diff_manifests

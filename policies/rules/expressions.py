@@ -8,10 +8,10 @@ applies. The data is checked against the CEL limits and converted once for all o
 from __future__ import annotations
 
 from policies.cel import CelEvaluationError, prepare_activation
+from policies.podspec import EngineUse
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
 from policies.verified import VerifiedManifest
-from policies.workload import EngineUse
 from verifier.references import ImageReference
 
 __all__ = ["check"]

@@ -8,11 +8,11 @@ judge the digest that runs, so a tag is resolved first.
 from __future__ import annotations
 
 from policies.loader import CompiledPolicy
+from policies.podspec import ImageUse
 from policies.results import Violation
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import ImageRule
-from policies.workload import ImageUse
 from verifier.references import ImageReference, InvalidReference
 
 __all__ = ["check"]

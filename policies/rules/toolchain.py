@@ -8,11 +8,11 @@ the TensorRT version it was built with.
 from __future__ import annotations
 
 from policies.patterns import matches_any
+from policies.podspec import EngineUse
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
 from policies.schema import ToolchainRule
 from policies.verified import VerifiedManifest
-from policies.workload import EngineUse
 from verifier.errors import EvidenceUnavailable
 from verifier.references import ImageReference, InvalidReference
 
