@@ -138,8 +138,8 @@ class Findings:
 
         ``EvidenceUnavailable`` is a violation under ``onError`` ("could not be checked"); a
         ``VerificationError`` is worded by ``refused``. Without ``refused`` a ``VerificationError`` goes on
-        to the caller (the evaluator then confines it to this image or engine, under ``onError``). Questions
-        answer with a value, never None.
+        to the caller (the evaluator then confines it to this image or engine, under ``onError``). A caller
+        that reads the answer asks a question that never answers None.
         """
         names = (rules,) if isinstance(rules, str) else tuple(rules)
         try:
