@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -25,14 +24,12 @@ from policies.schema import (
     API_VERSION,
     ImageRule,
     InferencePolicyDocument,
-    TrustedKey,
     TrustedKeysDocument,
     parse_duration,
 )
-from verifier.errors import InputError, TrtguardError
-from verifier.keys import PublicKey
+from policies.signers import Signer, load_signers, signer_list_problems
+from verifier.errors import InputError
 from verifier.references import ImageReference
-from verifier.signatures import KeylessIdentity, TrustRoot
 from verifier.validation import short_repr
 from verifier.yamldoc import Document, decode, load_documents
 
@@ -61,20 +58,6 @@ class PolicyLoadError(InputError):
         lines = [f"{len(self.problems)} problems in the policies (nothing was loaded):"]
         lines += [f"  {p}" for p in self.problems]
         return "\n".join(lines)
-
-
-@dataclass(frozen=True, slots=True)
-class Signer:
-    """A named signer from a TrustedKeys document, ready to verify with.
-
-    Either a public key, or a keyless identity with the Sigstore trusted root it is checked against.
-    """
-
-    ref: str
-    public_key: PublicKey | None
-    identity: KeylessIdentity | None
-    trust_root: TrustRoot | None
-    rekor_key: PublicKey | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +178,7 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
             elif isinstance(parsed, InferencePolicyDocument):
                 policy_docs.append((parsed, document, path))
 
-    signers = _load_signers(key_docs, problems, digest)
+    signers = load_signers(key_docs, problems, digest)
     policies = _compile_policies(policy_docs, signers, problems)
     if problems:
         raise PolicyLoadError(problems)
@@ -277,72 +260,6 @@ def _describe(error: ValidationError, document: Document, path: Path) -> list[st
     return found
 
 
-def _load_signers(
-    docs: list[tuple[TrustedKeysDocument, Document, Path]], problems: list[str], digest: Any
-) -> dict[str, Signer]:
-    signers: dict[str, Signer] = {}
-    seen: dict[str, str] = {}
-    for doc, document, path in docs:
-        set_name = doc.metadata.name
-        where = f"{path}:{document.line}"
-        if set_name in seen:
-            problems.append(f"{where}: TrustedKeys {set_name!r} is already defined at {seen[set_name]}")
-            continue
-        seen[set_name] = where
-        for index, key in enumerate(doc.spec.keys):
-            key_where = f"{path}:{document.line_of(('spec', 'keys', index))}"
-            signer = _load_signer(f"{set_name}/{key.name}", key, path.parent, key_where, problems, digest)
-            if signer is not None:
-                signers[signer.ref] = signer
-    return signers
-
-
-def _load_signer(
-    ref: str, key: TrustedKey, base: Path, where: str, problems: list[str], digest: Any
-) -> Signer | None:
-    def read(name: str) -> bytes | None:
-        file = base / name
-        try:
-            data = file.read_bytes()
-        except OSError as error:
-            problems.append(f"{where}: key {ref}: cannot read {file}: {error.strerror}")
-            return None
-        digest.update(f"{name}\0{len(data)}\0".encode())
-        digest.update(data)
-        return data
-
-    try:
-        public_key = identity = trust_root = rekor = None
-        if key.public_key is not None:
-            public_key = PublicKey.from_pem(key.public_key.encode())
-        elif key.file is not None:
-            data = read(key.file)
-            if data is None:
-                return None
-            public_key = PublicKey.from_pem(data)
-        if key.keyless is not None:
-            keyless = key.keyless
-            root = read(keyless.trusted_root.file)
-            if root is None:
-                return None
-            trust_root = TrustRoot.from_bytes(root, location=str(base / keyless.trusted_root.file))
-            identity = KeylessIdentity(
-                issuer=keyless.issuer,
-                issuer_regex=keyless.issuer_regexp,
-                subject=keyless.subject,
-                subject_regex=keyless.subject_regexp,
-            )
-        if key.rekor_public_key is not None:
-            data = read(key.rekor_public_key.file)
-            if data is None:
-                return None
-            rekor = PublicKey.from_pem(data)
-    except TrtguardError as error:
-        problems.append(f"{where}: key {ref}: {error.message}")
-        return None
-    return Signer(ref=ref, public_key=public_key, identity=identity, trust_root=trust_root, rekor_key=rekor)
-
-
 def _key_refs(doc: InferencePolicyDocument) -> list[tuple[tuple[str | int, ...], str]]:
     """Every key reference in a policy with the path it sits at."""
     spec = doc.spec
@@ -366,47 +283,6 @@ def _key_refs(doc: InferencePolicyDocument) -> list[tuple[tuple[str | int, ...],
         keys = spec.change_control.approvals.keys
         refs += [(("spec", "changeControl", "approvals", "keys", k), r) for k, r in enumerate(keys)]
     return refs
-
-
-def _key_list_problems(
-    entries: Sequence[tuple[tuple[str | int, ...], str]], signers: Mapping[str, Signer]
-) -> list[tuple[tuple[str | int, ...], str]]:
-    """What makes one rule's list of (defined) keys unusable, found now rather than at admission time."""
-    found: list[tuple[tuple[str | int, ...], str]] = []
-    first = entries[0][0]
-    field_path = _field_path(first[:-1])
-    by_key: dict[str, str] = {}
-    for loc, ref in entries:
-        key = signers[ref].public_key
-        if key is None:
-            if "signatures" not in first:  # only image signatures may be keyless; DSSE needs a public key
-                found.append(
-                    (
-                        loc,
-                        f"{field_path}: {ref} is a keyless identity; attestations are verified with public "
-                        "keys only, so list a TrustedKeys entry with publicKey or file",
-                    )
-                )
-            continue
-        if key.key_id in by_key and by_key[key.key_id] != ref:
-            found.append(
-                (
-                    loc,
-                    f"{field_path}: {ref} and {by_key[key.key_id]} are the same key; a threshold counts "
-                    "distinct keys, so list each key once",
-                )
-            )
-        by_key.setdefault(key.key_id, ref)
-    roots = {id(signers[ref].trust_root) for _, ref in entries if signers[ref].trust_root is not None}
-    if len(roots) > 1:
-        found.append(
-            (
-                first,
-                f"{field_path}: the keyless signers use different trusted roots; list keyless "
-                "signers of one Sigstore instance per rule",
-            )
-        )
-    return found
 
 
 def _compile_policies(
@@ -433,10 +309,12 @@ def _compile_policies(
                 )
             else:
                 lists.setdefault(loc[:-1], []).append((loc, ref))
-        for entries in lists.values():
+        for list_loc, entries in lists.items():
+            refs = [ref for _, ref in entries]
+            keyless_allowed = "signatures" in list_loc  # only image signatures may be keyless
             problems += [
-                f"{path}:{document.line_of(loc)}: {text}"
-                for loc, text in _key_list_problems(entries, signers)
+                f"{path}:{document.line_of(entries[index][0])}: {_field_path(list_loc)}: {text}"
+                for index, text in signer_list_problems(refs, signers, keyless_allowed=keyless_allowed)
             ]
         image_rules = []
         for i, rule in enumerate(doc.spec.images):

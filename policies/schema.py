@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from policies.podspec import ImageField
 from policies.results import Action
-from policies.workload import ImageField
 from verifier.attestations import ChangeKind
 from verifier.keys import PublicKey
 

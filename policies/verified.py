@@ -25,7 +25,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policies.loader import PolicySet, Signer
+from policies.loader import PolicySet
+from policies.signers import Signer
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
     ENGINE_VERIFICATION_PREDICATE_TYPE,

@@ -235,7 +235,7 @@ class CelSandbox:
         try:
             answers = worker.ask(payload, deadline)
             if isinstance(answers, list) and any(isinstance(a, dict) and a.get("resource") for a in answers):
-                worker.kill()  # it exits after hitting a bound (cel_worker): do not hand it another request
+                worker.kill()  # it exits after hitting a bound (worker.py): do not hand it another request
                 return None, answers
             return worker, answers
         except _Stopped as stopped:

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from policies.loader import PolicyLoadError, load_policy_set, policy_files
-from policies.schema import policy_json_schema, trusted_keys_yaml
+from policies.schema import policy_json_schema
 from tests.policies.conftest import Material
-from verifier.keys import generate_private_key
 
 POLICY = """\
 apiVersion: trtguard.dev/v1alpha1
@@ -36,61 +35,6 @@ def test_loads_policies_and_keys(material: Material) -> None:
     assert [p.name for p in policy_set.policies] == ["p"]
     assert set(policy_set.signers) == {"platform/image-signer"}
     assert policy_set.revision.startswith("sha256:")
-
-
-def test_trusted_keys_yaml_loads_back_as_the_same_keys(material: Material, tmp_path: Path) -> None:
-    keys = {
-        "image-signer": generate_private_key().public_key(),
-        "build-signer": generate_private_key().public_key(),
-    }
-    text = trusted_keys_yaml("team", keys, comment="two lines\nof comment")
-    assert text.startswith("# two lines\n# of comment\napiVersion: trtguard.dev/v1alpha1\n")
-    (tmp_path / "keys.yaml").write_text(text)
-    signers = load_policy_set(
-        [material.policy(POLICY.replace("platform", "team")), tmp_path / "keys.yaml"]
-    ).signers
-    assert {ref: s.public_key.key_id for ref, s in signers.items() if s.public_key} == {
-        f"team/{name}": key.key_id for name, key in keys.items()
-    }
-
-
-def test_one_key_under_two_names_in_one_rule_is_an_error(material: Material) -> None:
-    pem = material.key("image-signer").public_key().to_pem().decode()
-    keys = material.root / "keys.yaml"
-    keys.write_text(
-        "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: platform}\nspec:\n  keys:\n"
-        + "".join(
-            f"    - name: {name}\n      publicKey: |\n"
-            + "".join(f"        {line}\n" for line in pem.splitlines())
-            for name in ("image-signer", "alias")
-        )
-    )
-    policy = POLICY.replace(
-        "keys: [platform/image-signer]}", "keys: [platform/image-signer, platform/alias], threshold: 2}"
-    )
-    [problem] = problems_of(material.policy(policy), keys)
-    assert (
-        "spec.images[0].signatures.keys: platform/alias and platform/image-signer are the same key" in problem
-    )
-    assert problem.startswith(f"{material.root / 'policy.yaml'}:8:")
-
-
-def test_keyless_signer_for_an_attestation_is_an_error(material: Material, shared_fixtures: Path) -> None:
-    root = shared_fixtures / "cosign" / "bundles" / "cosign" / "trusted_root_pgi.json"
-    keys = material.root / "keys.yaml"
-    keys.write_text(
-        "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: platform}\nspec:\n  keys:\n"
-        "    - name: ci\n"
-        f"      keyless: {{issuer: https://issuer.example, subject: ci, trustedRoot: {{file: {root}}}}}\n"
-    )
-    signatures = POLICY.replace("platform/image-signer", "platform/ci")
-    assert load_policy_set([material.policy(signatures), keys]).signers["platform/ci"].identity is not None
-    models = (
-        "apiVersion: trtguard.dev/v1alpha1\nkind: InferencePolicy\nmetadata: {name: m}\nspec:\n"
-        "  models: {buildManifest: {keys: [platform/ci]}}\n"
-    )
-    [problem] = problems_of(material.policy(models, "models.yaml"), keys)
-    assert "spec.models.buildManifest.keys: platform/ci is a keyless identity" in problem
 
 
 def test_revision_follows_content_not_location(material: Material, tmp_path: Path) -> None:
@@ -255,22 +199,6 @@ def test_duplicate_policy_names_across_files(material: Material) -> None:
     keys = material.keys_file("image-signer")
     problems = problems_of(material.policy(POLICY, "a.yaml"), material.policy(POLICY, "b.yaml"), keys)
     assert "already defined" in problems[0]
-
-
-def test_key_files_are_relative_to_the_policy(material: Material) -> None:
-    (material.root / "keys").mkdir()
-    (material.root / "keys" / "signer.pub").write_bytes(material.key("image-signer").public_key().to_pem())
-    keys = material.policy(
-        "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: platform}\n"
-        "spec:\n  keys:\n    - {name: image-signer, file: keys/signer.pub}\n",
-        "keys.yaml",
-    )
-    assert "platform/image-signer" in load_policy_set([material.policy(POLICY), keys]).signers
-    missing = material.policy(keys.read_text().replace("signer.pub", "absent.pub"), "keys.yaml")
-    assert "cannot read" in problems_of(material.policy(POLICY), missing)[0]
-    garbage = material.policy(keys.read_text().replace("absent.pub", "signer.pub"), "keys.yaml")
-    (material.root / "keys" / "signer.pub").write_text("not a key")
-    assert "key platform/image-signer" in problems_of(material.policy(POLICY), garbage)[0]
 
 
 def test_non_utf8_file(material: Material) -> None:

@@ -13,7 +13,6 @@ import yaml
 
 from policies.workload import (
     ENGINES_ANNOTATION,
-    WORKLOAD_KINDS,
     EngineUse,
     ImageUse,
     NotAWorkload,
@@ -21,7 +20,6 @@ from policies.workload import (
     Workload,
     changed_since,
     extract,
-    is_workload_kind,
     iter_resources,
 )
 from verifier.errors import InputError
@@ -654,12 +652,6 @@ def _object(
     if template_metadata is not None:
         node["metadata"] = template_metadata
     return obj
-
-
-def test_every_workload_kind_is_known() -> None:
-    assert set(SPEC_PATHS) == WORKLOAD_KINDS
-    assert all(is_workload_kind(kind) for kind in SPEC_PATHS)
-    assert not any(is_workload_kind(kind) for kind in ("Service", "List", "pod", "PodList", ""))
 
 
 @pytest.mark.parametrize("kind", sorted(SPEC_PATHS))

@@ -1,0 +1,299 @@
+"""The state of one evaluation, shared by every rule family: what is judged, and each question asked once.
+
+References are parsed once, and each evidence question (a digest, a verified signature, build manifest,
+attestation, approval or GPU verification) is asked at most once per evaluation, however many policies and
+rules need its answer; with a registry behind the evidence, :meth:`Evaluation.prefetch` asks them all at once
+before the rules run one after another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from policies.cel.sandbox import CelSandbox
+from policies.loader import CompiledPolicy
+from policies.matching import selects
+from policies.results import AdmittedEngine, ArtifactRecord
+from policies.schema import (
+    AttestationRule,
+    BuildManifestRule,
+    SignatureRule,
+    VerificationRule,
+)
+from policies.verified import VerifiedApproval, VerifiedEvidence, VerifiedManifest
+from policies.workload import Workload
+from verifier.deadline import Deadline
+from verifier.errors import EvidenceUnavailable, VerificationError
+from verifier.evidence import ArtifactAttestations, EvidenceSource
+from verifier.references import ImageReference, InvalidReference
+
+__all__ = ["LAST_APPLIED", "AdmissionHistory", "Evaluation"]
+
+T = TypeVar("T")
+
+#: kubectl's copy of the applied object: large, and no rule reads it.
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+class AdmissionHistory(Protocol):
+    """What was admitted before: the webhook answers from its decision log, for change control."""
+
+    async def last_engines(
+        self, namespace: str, kind: str, name: str, deadline: Deadline
+    ) -> Sequence[AdmittedEngine]:
+        """The engines of the newest real (not dry-run) admission of the workload that named any."""
+        ...
+
+
+@dataclass
+class Evaluation:
+    """State of one evaluation: parsed references and evidence look-ups shared by every policy.
+
+    ``workload`` holds what is judged (on an UPDATE, only new or changed images and engines); ``context`` is
+    the whole object, which rules about the running containers read (the runtime image of an engine);
+    ``previous`` is the old object of an UPDATE. :meth:`view` says what one policy judges. The rest comes
+    from the :class:`~policies.evaluator.PolicyEngine`: where evidence comes from, the verified-evidence
+    cache, the admission history, the clock and the CEL sandbox.
+    """
+
+    workload: Workload
+    context: Workload
+    previous: Workload | None
+    deadline: Deadline
+    evidence: EvidenceSource
+    verified: VerifiedEvidence
+    history: AdmissionHistory | None
+    clock: Callable[[], datetime]
+    cel: CelSandbox
+    _refs: dict[str, ImageReference | InvalidReference] = field(default_factory=dict)
+    _lookups: dict[tuple[object, ...], asyncio.Future[Any]] = field(default_factory=dict)
+    _digests: dict[ImageReference, str] = field(default_factory=dict)
+    _cel_workload: dict[str, Any] | None = None
+
+    def view(self, policy: CompiledPolicy) -> tuple[Workload, Workload | None]:
+        """What ``policy`` judges, and the old object it compares against (None: judge everything).
+
+        A policy that did not select the old object (a label that excluded it was removed, or the policy is
+        new since) judges the whole object: what it never checked cannot count as unchanged. A policy
+        whose CEL expressions read the workload judges every engine again when the part of the object
+        they read (labels, annotations, spec) changed.
+        """
+        previous = self.previous
+        if previous is None or not selects(policy, previous):
+            return self.context, None
+        if policy.expressions_read_workload and _cel_view(previous.obj) != _cel_view(self.context.obj):
+            return replace(self.workload, engines=self.context.engines), previous
+        return self.workload, previous
+
+    def reference(self, text: str) -> ImageReference | InvalidReference:
+        """``text`` parsed, or why it is not a reference."""
+        found = self._refs.get(text)
+        if found is None:
+            try:
+                found = ImageReference.parse(text)
+            except InvalidReference as error:
+                found = error
+            self._refs[text] = found
+        return found
+
+    async def once(self, key: tuple[object, ...], call: Callable[[], Awaitable[T]]) -> T:
+        """One evidence question per key per evaluation, shared by concurrent askers (failures included)."""
+        future = self._lookups.get(key)
+        if future is None:
+            if not self.evidence.concurrent_lookups:
+                # Answers come from memory: awaiting directly spares a task and several loop turns.
+                future = asyncio.get_running_loop().create_future()
+                self._lookups[key] = future
+                try:
+                    future.set_result(await call())
+                except (EvidenceUnavailable, VerificationError) as error:
+                    future.set_exception(error)
+                except BaseException:
+                    del self._lookups[key]  # a bug or a cancellation is not an answer to keep
+                    raise
+            else:
+                future = asyncio.ensure_future(call())
+                self._lookups[key] = future
+        if future.done():  # the common case once prefetched: no scheduling at all
+            done: T = future.result()
+            return done
+        result: T = await asyncio.shield(future)
+        return result
+
+    async def digest(self, reference: ImageReference) -> str:
+        """The digest ``reference`` names, resolving a tag."""
+        if reference.digest is not None:
+            return reference.digest
+        evidence = self.evidence
+        digest = await self.once(
+            ("digest", reference), lambda: evidence.resolve_digest(reference, self.deadline)
+        )
+        self._digests[reference] = digest
+        return digest
+
+    def attestations(self, reference: ImageReference) -> Callable[[], Awaitable[ArtifactAttestations]]:
+        """A fetch of the artifact's attestations and subjects, made at most once per evaluation."""
+        evidence = self.evidence
+
+        async def fetch() -> ArtifactAttestations:
+            return await evidence.attestations(reference, self.deadline)
+
+        return lambda: self.once(("attestations", reference), fetch)
+
+    async def signatures(self, reference: ImageReference, rule: SignatureRule) -> object:
+        """The image's signatures verified against ``rule``'s signers."""
+        verified = self.verified
+        return await self.once(
+            ("signatures", reference, tuple(rule.keys), rule.threshold),
+            lambda: verified.image_signatures(reference, rule.keys, rule.threshold, self.deadline),
+        )
+
+    async def image_attestation(self, reference: ImageReference, rule: AttestationRule) -> object:
+        """The image's attestation of ``rule``'s predicate type, verified against its signers."""
+        verified = self.verified
+        return await self.once(
+            ("attestation", reference, rule.predicate_type, tuple(rule.keys), rule.threshold),
+            lambda: verified.attestation(
+                reference, rule.predicate_type, rule.keys, rule.threshold, self.attestations(reference)
+            ),
+        )
+
+    async def build_manifest(self, reference: ImageReference, rule: BuildManifestRule) -> VerifiedManifest:
+        """The engine's newest build manifest signed by ``rule``'s signers."""
+        verified = self.verified
+        return await self.once(
+            ("manifest", reference, tuple(rule.keys), rule.threshold),
+            lambda: verified.build_manifest(
+                reference, rule.keys, rule.threshold, self.attestations(reference)
+            ),
+        )
+
+    async def build_manifests(
+        self, reference: ImageReference, rule: BuildManifestRule
+    ) -> tuple[VerifiedManifest, ...]:
+        """Every build manifest of the engine signed by ``rule``'s signers."""
+        verified = self.verified
+        return await self.once(
+            ("manifests", reference, tuple(rule.keys), rule.threshold),
+            lambda: verified.build_manifests(
+                reference, rule.keys, rule.threshold, self.attestations(reference)
+            ),
+        )
+
+    async def approvals(self, reference: ImageReference, keys: Sequence[str]) -> tuple[VerifiedApproval, ...]:
+        """The change approvals attached to the engine, signed by any of ``keys``."""
+        verified = self.verified
+        return await self.once(
+            ("approvals", reference, tuple(keys)),
+            lambda: verified.approvals(reference, keys, self.attestations(reference)),
+        )
+
+    async def gpu_verification(
+        self, reference: ImageReference, rule: VerificationRule, engine_sha256: str | None
+    ) -> object:
+        """The engine's GPU verification, verified against ``rule`` (and the engine file of its manifest)."""
+        verified = self.verified
+        return await self.once(
+            ("verification", reference, tuple(rule.keys), rule.threshold, engine_sha256),
+            lambda: verified.gpu_verification(
+                reference, rule.keys, rule.threshold, engine_sha256, self.attestations(reference)
+            ),
+        )
+
+    async def prefetch(self, policies: Iterable[CompiledPolicy]) -> None:
+        """Start every evidence question the matched rules will ask, all at once.
+
+        The rules are then evaluated one after another; without this, a registry would be asked one
+        question at a time. Failures stay in the shared futures for the rules to report.
+        """
+        if not self.evidence.concurrent_lookups:
+            return
+        questions: list[Callable[[], Awaitable[object]]] = []
+        for policy in policies:
+            judged, _ = self.view(policy)
+            for image_use in judged.images:
+                ref = self.reference(image_use.reference)
+                if isinstance(ref, InvalidReference):
+                    continue
+                for compiled in policy.image_rules:
+                    rule = compiled.rule
+                    if not compiled.applies_to(ref, image_use.field):
+                        continue
+                    if rule.signatures is not None:
+                        questions.append(functools.partial(self._pinned_signatures, ref, rule.signatures))
+                    questions += [
+                        functools.partial(self._pinned_attestation, ref, a) for a in rule.attestations
+                    ]
+                    if rule.digests is not None:
+                        questions.append(functools.partial(self.digest, ref))
+            models = policy.document.spec.models
+            if models is not None and models.build_manifest is not None:
+                for engine_use in judged.engines:
+                    engine = self.reference(engine_use.reference)
+                    if isinstance(engine, ImageReference) and engine.digest is not None:
+                        questions.append(
+                            functools.partial(self.build_manifest, engine, models.build_manifest)
+                        )
+        if len(questions) > 1:
+            await asyncio.gather(*(q() for q in questions), return_exceptions=True)
+
+    async def _pinned_signatures(self, reference: ImageReference, rule: SignatureRule) -> object:
+        return await self.signatures(reference.with_digest(await self.digest(reference)), rule)
+
+    async def _pinned_attestation(self, reference: ImageReference, rule: AttestationRule) -> object:
+        return await self.image_attestation(reference.with_digest(await self.digest(reference)), rule)
+
+    def cel_workload(self) -> dict[str, Any]:
+        """The object for CEL, without the bookkeeping that only makes it large (kept per evaluation)."""
+        if self._cel_workload is None:
+            obj = dict(self.context.obj)
+            metadata = obj.get("metadata")
+            if isinstance(metadata, dict):
+                metadata = {k: v for k, v in metadata.items() if k != "managedFields"}
+                annotations = metadata.get("annotations")
+                if isinstance(annotations, dict) and LAST_APPLIED in annotations:
+                    metadata["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+                obj["metadata"] = metadata
+            self._cel_workload = obj
+        return self._cel_workload
+
+    def image_records(self) -> Iterable[ArtifactRecord]:
+        """Every image of the object, with the digest it resolved to where one was looked up."""
+        for use in self.context.images:
+            ref = self._refs.get(use.reference) or self.reference(use.reference)
+            digest = None
+            if isinstance(ref, ImageReference):
+                digest = ref.digest or self._digests.get(ref)
+            yield ArtifactRecord(reference=use.reference, digest=digest, path=use.path)
+
+    def engine_records(self) -> Iterable[ArtifactRecord]:
+        """Every engine of the object, with its name and the containers that may run it."""
+        for use in self.context.engines:
+            ref = self._refs.get(use.reference) or self.reference(use.reference)
+            digest = ref.digest if isinstance(ref, ImageReference) else None
+            yield ArtifactRecord(
+                reference=use.reference,
+                digest=digest,
+                path=use.path,
+                name=use.name,
+                containers=use.containers,
+            )
+
+
+def _cel_view(obj: Mapping[str, Any]) -> tuple[object, ...]:
+    """The parts of an object whose change makes CEL expressions over the workload worth asking again.
+
+    Status, finalizers and other bookkeeping are left out, so that a controller's UPDATE (removing a
+    finalizer) is not judged as a new workload.
+    """
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    annotations = metadata.get("annotations")
+    if isinstance(annotations, Mapping):
+        annotations = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    return metadata.get("labels"), annotations, obj.get("spec")

@@ -1,0 +1,62 @@
+"""CEL expressions (``models.rules.expressions``) over the manifest, the workload and the engine.
+
+Each must come out true. One that is false, or fails (a missing key, a type error), is a violation under
+the policy's ``action``; one stopped by a bound on time or memory could not be checked, so ``onError``
+applies. The data is checked against the CEL limits and converted once for all of a policy's expressions.
+"""
+
+from __future__ import annotations
+
+from policies.cel import CelEvaluationError, prepare_activation
+from policies.podspec import EngineUse
+from policies.rules.evaluation import Evaluation
+from policies.rules.findings import Findings
+from policies.verified import VerifiedManifest
+from verifier.references import ImageReference
+
+__all__ = ["check"]
+
+
+async def check(
+    run: Evaluation, found: Findings, ref: ImageReference, use: EngineUse, verified: VerifiedManifest
+) -> None:
+    """Every expression of the policy, against this engine's manifest and the workload."""
+    policy = found.policy
+    if not policy.expressions:
+        return
+    try:
+        activation = prepare_activation(
+            {
+                "manifest": verified.as_json,
+                "workload": run.cel_workload() if policy.expressions_read_workload else {},
+                "engine": {"name": use.name, "reference": str(ref), "digest": ref.digest},
+            }
+        )
+    except CelEvaluationError as error:
+        found.add(
+            "models.rules.expressions",
+            f"the workload or manifest cannot be handed to CEL: {error.message}",
+            error.hint or "shrink the object",
+        )
+        return
+    programs = [expression.program for expression in policy.expressions]
+    outcomes = await run.cel.evaluate_bools(programs, activation, seconds=run.deadline.remaining())
+    for expression, outcome in zip(policy.expressions, outcomes, strict=True):
+        rule_id = f"models.rules.expressions.{expression.name}"
+        if outcome is True:
+            continue
+        if outcome is False:
+            found.add(rule_id, expression.message, "change the engine or workload so that the rule holds")
+        elif outcome.resource:  # stopped by a bound on time or memory: it could not be checked
+            found.add(
+                rule_id,
+                f"{expression.message} (the expression could not be evaluated: {outcome.message})",
+                outcome.hint or "simplify the expression",
+                error=True,
+            )
+        else:
+            found.add(
+                rule_id,
+                f"{expression.message} (the expression failed: {outcome.message})",
+                "fix the manifest field the expression reads, or the expression",
+            )

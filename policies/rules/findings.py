@@ -1,0 +1,157 @@
+"""Violations: how they are worded, and a check that cannot answer turned into one.
+
+A rule either holds or yields a :class:`~policies.results.Violation`. Evidence that cannot be fetched
+(:class:`~verifier.errors.EvidenceUnavailable`: offline, a registry that fails, time running out) is a
+violation under the policy's ``onError``; evidence that was fetched and refused
+(:class:`~verifier.errors.VerificationError`) is one under its ``action``. :meth:`Findings.check` does both
+for every rule family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from policies.loader import CompiledPolicy
+from policies.results import Violation
+from verifier.errors import EvidenceUnavailable, TrtguardError, VerificationError
+
+__all__ = ["Findings", "Refusal", "unavailable", "violation"]
+
+T = TypeVar("T")
+
+
+def violation(
+    policy: CompiledPolicy,
+    rule: str,
+    message: str,
+    fix: str,
+    *,
+    image: str | None = None,
+    engine: str | None = None,
+    path: str | None = None,
+    error: bool = False,
+) -> Violation:
+    """A violation of ``rule``; ``error`` when it could not be checked (the policy's ``onError`` applies)."""
+    spec = policy.document.spec
+    return Violation(
+        policy=policy.name,
+        rule=rule,
+        message=message,
+        fix=fix,
+        action=spec.on_error if error else spec.action,
+        image=image,
+        engine=engine,
+        path=path,
+        error=error,
+    )
+
+
+def unavailable(
+    policy: CompiledPolicy,
+    rule: str,
+    error: TrtguardError,
+    *,
+    image: str | None = None,
+    engine: str | None = None,
+    path: str | None = None,
+) -> Violation:
+    """The violation for a rule that could not be checked: the policy's ``onError`` applies."""
+    return violation(
+        policy,
+        rule,
+        f"could not be checked: {error.message}",
+        error.hint or "retry when the registry is reachable",
+        image=image,
+        engine=engine,
+        path=path,
+        error=True,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """How :meth:`Findings.check` words evidence that was found and refused (a ``VerificationError``)."""
+
+    fix: str
+    """What to do about it."""
+    hint_first: bool = False
+    """The error's own hint, when it has one, says what to do instead of ``fix``."""
+    about: str | None = None
+    """What was refused, put before the error's message (the subject's own evidence when None)."""
+    error: bool = False
+    """The refused evidence is not the subject's own (a baseline it is compared with): ``onError`` applies."""
+
+
+class Findings:
+    """What one policy finds about one image or engine: violations that name it and where it is used."""
+
+    __slots__ = ("engine", "image", "path", "policy", "violations")
+
+    def __init__(
+        self,
+        policy: CompiledPolicy,
+        *,
+        path: str | None,
+        image: str | None = None,
+        engine: str | None = None,
+        violations: list[Violation] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.path = path
+        self.image = image
+        self.engine = engine
+        self.violations: list[Violation] = [] if violations is None else violations
+
+    def about(self, *, image: str) -> Findings:
+        """The same findings, naming ``image`` from now on (a tag resolved to the digest that runs)."""
+        return Findings(
+            self.policy, path=self.path, image=image, engine=self.engine, violations=self.violations
+        )
+
+    def add(self, rule: str, message: str, fix: str, *, error: bool = False) -> None:
+        """Record a violation of ``rule``; ``error`` when it could not be checked."""
+        self.violations.append(
+            violation(
+                self.policy,
+                rule,
+                message,
+                fix,
+                image=self.image,
+                engine=self.engine,
+                path=self.path,
+                error=error,
+            )
+        )
+
+    def unavailable(self, rule: str, error: TrtguardError) -> None:
+        """Record that ``rule`` could not be checked, for ``error``."""
+        self.violations.append(
+            unavailable(self.policy, rule, error, image=self.image, engine=self.engine, path=self.path)
+        )
+
+    async def check(
+        self, rules: str | Sequence[str], question: Awaitable[T], *, refused: Refusal | None = None
+    ) -> T | None:
+        """The answer to ``question``, or None with a violation of each of ``rules`` recorded instead.
+
+        ``EvidenceUnavailable`` is a violation under ``onError`` ("could not be checked"); a
+        ``VerificationError`` is worded by ``refused``. Without ``refused`` a ``VerificationError`` goes on
+        to the caller (the evaluator then confines it to this image or engine, under ``onError``). A caller
+        that reads the answer asks a question that never answers None.
+        """
+        names = (rules,) if isinstance(rules, str) else tuple(rules)
+        try:
+            return await question
+        except EvidenceUnavailable as error:
+            for rule in names:
+                self.unavailable(rule, error)
+        except VerificationError as error:
+            if refused is None:
+                raise
+            message = error.message if refused.about is None else f"{refused.about}: {error.message}"
+            fix = (error.hint or refused.fix) if refused.hint_first else refused.fix
+            for rule in names:
+                self.add(rule, message, fix, error=refused.error)
+        return None

@@ -1,0 +1,88 @@
+"""Image rules (``spec.images``): every image must match a rule, and meet each rule it matches.
+
+A rule may require a digest in the reference (``requireDigest``), allow only listed digests (``digests``),
+and require signatures (``signatures``) and attestations (``attestations``) by its signers. The last three
+judge the digest that runs, so a tag is resolved first.
+"""
+
+from __future__ import annotations
+
+from policies.loader import CompiledPolicy
+from policies.podspec import ImageUse
+from policies.results import Violation
+from policies.rules.evaluation import Evaluation
+from policies.rules.findings import Findings, Refusal
+from policies.schema import ImageRule
+from verifier.references import ImageReference, InvalidReference
+
+__all__ = ["check"]
+
+
+async def check(run: Evaluation, policy: CompiledPolicy, use: ImageUse) -> list[Violation]:
+    """What ``policy``'s image rules find about one image of the workload."""
+    ref = run.reference(use.reference)
+    if isinstance(ref, InvalidReference):
+        found = Findings(policy, image=use.reference, path=use.path)
+        found.add("images", f"invalid image reference: {ref.message}", ref.hint or "fix the reference")
+        return found.violations
+    found = Findings(policy, image=str(ref), path=use.path)
+    rules = [r for r in policy.image_rules if r.applies_to(ref, use.field)]
+    if not rules:
+        allowed = ", ".join(p.text for r in policy.image_rules if r.judges(use.field) for p in r.patterns)
+        other_fields = sorted({f for r in policy.image_rules if r.selects(ref) for f in r.rule.fields or ()})
+        scope = f"; rules for it judge only {', '.join(other_fields)} images" if other_fields else ""
+        found.add(
+            "images",
+            f"{use.field} image is not allowed by any image rule (allowed there: {allowed or 'none'}){scope}",
+            "use an allowed image, or add a rule for it to the policy",
+        )
+        return found.violations
+    for compiled in rules:
+        await _rule(run, found, compiled.rule, ref)
+    return found.violations
+
+
+async def _rule(run: Evaluation, found: Findings, rule: ImageRule, ref: ImageReference) -> None:
+    rule_id = f"images.{rule.name}"
+    if rule.require_digest and ref.digest is None:
+        found.add(
+            f"{rule_id}.requireDigest",
+            "image is not pinned by digest",
+            f"pin it: {ref.name}@sha256:<digest> (e.g. from `crane digest {ref}`)",
+        )
+    # The checks below judge the digest that actually runs, so a tag must be resolved first.
+    needs_digest = [
+        f"{rule_id}.{name}"
+        for name, needed in (
+            ("digests", rule.digests is not None),
+            ("signatures", rule.signatures is not None),
+            ("attestations", bool(rule.attestations)),
+        )
+        if needed
+    ]
+    if not needs_digest:
+        return
+    digest = await found.check(needs_digest, run.digest(ref))
+    if digest is None:
+        return
+    pinned = ref.with_digest(digest)
+    at_digest = found.about(image=str(pinned))
+    if rule.digests is not None and pinned.digest not in rule.digests:
+        at_digest.add(
+            f"{rule_id}.digests",
+            f"digest {pinned.digest} is not in the allow-list",
+            "use one of the digests the policy allows, or have the allow-list extended",
+        )
+    if rule.signatures is not None:
+        keys = " or ".join(rule.signatures.keys)
+        await at_digest.check(
+            f"{rule_id}.signatures",
+            run.signatures(pinned, rule.signatures),
+            refused=Refusal(f"sign the image with {keys} (`trtguard sign`)"),
+        )
+    for attestation_rule in rule.attestations:
+        await at_digest.check(
+            f"{rule_id}.attestations[{attestation_rule.predicate_type}]",
+            run.image_attestation(pinned, attestation_rule),
+            refused=Refusal("attach the attestation to the image digest (`trtguard attest --push`)"),
+        )

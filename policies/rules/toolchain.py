@@ -1,0 +1,94 @@
+"""The toolchain rule (``models.rules.toolchain``): which TensorRT image built the engine, and where it runs.
+
+``allowed`` lists the builder images the manifest may name; ``sameAsRuntimeImage`` requires every container
+that may run the engine to run the very image (by digest) that built it, since an engine only works with
+the TensorRT version it was built with.
+"""
+
+from __future__ import annotations
+
+from policies.patterns import matches_any
+from policies.podspec import EngineUse
+from policies.rules.evaluation import Evaluation
+from policies.rules.findings import Findings
+from policies.schema import ToolchainRule
+from policies.verified import VerifiedManifest
+from verifier.errors import EvidenceUnavailable
+from verifier.references import ImageReference, InvalidReference
+
+__all__ = ["check"]
+
+_RULE = "models.rules.toolchain"
+
+
+async def check(
+    run: Evaluation, found: Findings, rule: ToolchainRule, use: EngineUse, verified: VerifiedManifest
+) -> None:
+    """The builder image the manifest names: allowed, and (``sameAsRuntimeImage``) the one that runs."""
+    builder = run.reference(verified.manifest.toolchain.image)
+    if isinstance(builder, InvalidReference):
+        found.add(
+            _RULE,
+            f"builder image in the manifest is invalid: {builder.message}",
+            "record the builder image as registry/repo@sha256:<digest>",
+        )
+        return
+    patterns = found.policy.toolchain_patterns
+    if patterns and not matches_any(patterns, builder):
+        allowed = ", ".join(p.text for p in patterns)
+        found.add(
+            _RULE,
+            f"engine was built with {builder}, not an allowed toolchain ({allowed})",
+            "rebuild the engine with an allowed TensorRT image",
+        )
+    if rule.same_as_runtime_image:
+        await _same_as_runtime_image(run, found, builder, use)
+
+
+async def _same_as_runtime_image(
+    run: Evaluation, found: Findings, builder: ImageReference, use: EngineUse
+) -> None:
+    """``sameAsRuntimeImage``: every container that may run the engine runs the builder image.
+
+    One matching container is not enough: the engine runs wherever it is mounted (or handed on by an
+    init container, see :attr:`~policies.workload.EngineUse.containers`), so each of those containers is
+    checked.
+    """
+    runners = [u for u in run.context.images if u.field != "volume" and u.container in use.containers]
+    if not runners:
+        found.add(
+            _RULE,
+            f"no container runs the engine, so its builder image {builder} cannot be compared",
+            "mount the engine's image volume in the container that serves it, or name that container "
+            "in the trtguard.dev/engines annotation",
+        )
+    for image in runners:
+        where = f"{image.field} {image.container!r} ({image.path})"
+        image_ref = run.reference(image.reference)
+        if isinstance(image_ref, InvalidReference):
+            found.add(
+                _RULE,
+                f"{where} runs an invalid image reference, so it cannot be compared with the builder "
+                f"image {builder}: {image_ref.message}",
+                "fix the container's image reference",
+            )
+            continue
+        try:
+            digest = await run.digest(image_ref)
+        except EvidenceUnavailable as error:
+            # Not "could not be checked" alone: the message names the two images it meant to compare.
+            found.add(
+                _RULE,
+                f"cannot compare the builder image {builder} with {where} {image_ref}: {error.message}",
+                "pin the container's image by digest",
+                error=True,
+            )
+            continue
+        if digest != builder.digest:
+            running = str(image_ref) if image_ref.digest else f"{image_ref} ({digest})"
+            found.add(
+                _RULE,
+                f"engine was built with {builder} but {where} runs {running}",
+                "run the engine only in the TensorRT image it was built with (every container that "
+                "mounts it, or gets a copy from an init container), or rebuild it there",
+            )

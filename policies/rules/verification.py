@@ -1,0 +1,31 @@
+"""GPU verification (``models.verification``): a signed attestation that the engine passed
+``trtguard verify-engine --gpu`` on a GPU node, about this engine file."""
+
+from __future__ import annotations
+
+from policies.rules.evaluation import Evaluation
+from policies.rules.findings import Findings, Refusal
+from policies.schema import VerificationRule
+from policies.verified import VerifiedManifest
+from verifier.references import ImageReference
+
+__all__ = ["check"]
+
+
+async def check(
+    run: Evaluation,
+    found: Findings,
+    rule: VerificationRule,
+    ref: ImageReference,
+    manifest: VerifiedManifest | None,
+) -> None:
+    """A passing verification signed by the rule's keys; with a manifest, about the file it describes."""
+    engine_sha256 = manifest.manifest.output_engine.sha256 if manifest is not None else None
+    await found.check(
+        "models.verification",
+        run.gpu_verification(ref, rule, engine_sha256),
+        refused=Refusal(
+            "run `trtguard verify-engine --gpu --attest` on a GPU node and attach the attestation",
+            hint_first=True,
+        ),
+    )

@@ -1,0 +1,146 @@
+"""TrustedKeys documents → named :class:`Signer` objects, and what makes a rule's list of signers unusable.
+
+A signer is a public key (inline, or read from a file beside the policy) or a keyless identity with the
+Sigstore trusted root it is checked against; a Rekor public key may come with either. Files read here are
+added to the policy revision digest, so that a changed key file is a new revision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from policies.schema import TrustedKey, TrustedKeysDocument
+from verifier.errors import TrtguardError
+from verifier.keys import PublicKey
+from verifier.signatures import KeylessIdentity, TrustRoot
+from verifier.yamldoc import Document
+
+__all__ = ["Signer", "load_signers", "signer_list_problems"]
+
+
+@dataclass(frozen=True, slots=True)
+class Signer:
+    """A named signer from a TrustedKeys document, ready to verify with.
+
+    Either a public key, or a keyless identity with the Sigstore trusted root it is checked against.
+    """
+
+    ref: str
+    public_key: PublicKey | None
+    identity: KeylessIdentity | None
+    trust_root: TrustRoot | None
+    rekor_key: PublicKey | None
+
+
+def load_signers(
+    docs: Sequence[tuple[TrustedKeysDocument, Document, Path]], problems: list[str], digest: Any
+) -> dict[str, Signer]:
+    """Every signer of ``docs`` by ``set/name``; problems (a duplicate set, a key that does not load) are
+    added to ``problems``, and key files read are added to the revision ``digest``."""
+    signers: dict[str, Signer] = {}
+    seen: dict[str, str] = {}
+    for doc, document, path in docs:
+        set_name = doc.metadata.name
+        where = f"{path}:{document.line}"
+        if set_name in seen:
+            problems.append(f"{where}: TrustedKeys {set_name!r} is already defined at {seen[set_name]}")
+            continue
+        seen[set_name] = where
+        for index, key in enumerate(doc.spec.keys):
+            key_where = f"{path}:{document.line_of(('spec', 'keys', index))}"
+            signer = _load_signer(f"{set_name}/{key.name}", key, path.parent, key_where, problems, digest)
+            if signer is not None:
+                signers[signer.ref] = signer
+    return signers
+
+
+def _load_signer(
+    ref: str, key: TrustedKey, base: Path, where: str, problems: list[str], digest: Any
+) -> Signer | None:
+    def read(name: str) -> bytes | None:
+        file = base / name
+        try:
+            data = file.read_bytes()
+        except OSError as error:
+            problems.append(f"{where}: key {ref}: cannot read {file}: {error.strerror}")
+            return None
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+        return data
+
+    try:
+        public_key = identity = trust_root = rekor = None
+        if key.public_key is not None:
+            public_key = PublicKey.from_pem(key.public_key.encode())
+        elif key.file is not None:
+            data = read(key.file)
+            if data is None:
+                return None
+            public_key = PublicKey.from_pem(data)
+        if key.keyless is not None:
+            keyless = key.keyless
+            root = read(keyless.trusted_root.file)
+            if root is None:
+                return None
+            trust_root = TrustRoot.from_bytes(root, location=str(base / keyless.trusted_root.file))
+            identity = KeylessIdentity(
+                issuer=keyless.issuer,
+                issuer_regex=keyless.issuer_regexp,
+                subject=keyless.subject,
+                subject_regex=keyless.subject_regexp,
+            )
+        if key.rekor_public_key is not None:
+            data = read(key.rekor_public_key.file)
+            if data is None:
+                return None
+            rekor = PublicKey.from_pem(data)
+    except TrtguardError as error:
+        problems.append(f"{where}: key {ref}: {error.message}")
+        return None
+    return Signer(ref=ref, public_key=public_key, identity=identity, trust_root=trust_root, rekor_key=rekor)
+
+
+def signer_list_problems(
+    refs: Sequence[str], signers: Mapping[str, Signer], *, keyless_allowed: bool
+) -> list[tuple[int, str]]:
+    """What makes one rule's list of (defined) signers unusable, found at load time rather than at admission.
+
+    Each problem is the index into ``refs`` it is about and what is wrong. ``keyless_allowed`` is true for
+    image signatures only: attestations (DSSE) are verified with public keys.
+    """
+    found: list[tuple[int, str]] = []
+    by_key: dict[str, str] = {}
+    for index, ref in enumerate(refs):
+        key = signers[ref].public_key
+        if key is None:
+            if not keyless_allowed:
+                found.append(
+                    (
+                        index,
+                        f"{ref} is a keyless identity; attestations are verified with public keys only, so "
+                        "list a TrustedKeys entry with publicKey or file",
+                    )
+                )
+            continue
+        if key.key_id in by_key and by_key[key.key_id] != ref:
+            found.append(
+                (
+                    index,
+                    f"{ref} and {by_key[key.key_id]} are the same key; a threshold counts distinct keys, so "
+                    "list each key once",
+                )
+            )
+        by_key.setdefault(key.key_id, ref)
+    roots = {id(signers[ref].trust_root) for ref in refs if signers[ref].trust_root is not None}
+    if len(roots) > 1:
+        found.append(
+            (
+                0,
+                "the keyless signers use different trusted roots; list keyless signers of one Sigstore "
+                "instance per rule",
+            )
+        )
+    return found

@@ -1,0 +1,107 @@
+"""policies.rules.toolchain: allowed builder images and sameAsRuntimeImage."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, pod
+from tests.policies.evaluation import engine_for, evaluate, models_policy
+
+
+def test_toolchain_same_as_runtime_and_allowed_list(material: Material) -> None:
+    rules_yaml = "      toolchain: {sameAsRuntimeImage: true, allowed: ['nvcr.io/nvidia/tensorrt:*']}\n"
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(rules_yaml), keys=("build-signer",))
+    assert evaluate(engine, pod(engine=ref)).allowed
+    mismatch = evaluate(engine, pod(images=(OTHER_RUNTIME,), engine=ref))
+    assert "container 'c0' (spec.containers[0].image) runs nvcr.io/nvidia/tensorrt@sha256:b2" in (
+        mismatch.violations[0].message
+    )
+    unknown = evaluate(engine, pod(images=("nvcr.io/nvidia/tensorrt:24.05",), engine=ref))
+    assert unknown.violations[0].error  # cannot be compared offline: onError decides, and it says so
+    # One container differs (a violation whatever the other runs), the other cannot be resolved (onError).
+    mixed = evaluate(engine, pod(images=(OTHER_RUNTIME, "nvcr.io/nvidia/tensorrt:24.05"), engine=ref))
+    differs, unresolved = mixed.violations
+    assert not differs.error
+    assert "container 'c0'" in differs.message
+    assert unresolved.error
+    assert "nvcr.io/nvidia/tensorrt:24.05" in unresolved.message
+    outsider = material.engine(
+        "x",
+        toolchain={
+            "image": "registry.example.com/trt@sha256:" + "a1" * 32,
+            "tensorrt_version": "10.5.0.18",
+            "cuda_version": "12.6.3",
+        },
+    )
+    decision = evaluate(
+        engine_for(material, models_policy(rules_yaml), keys=("build-signer",)), pod(engine=outsider)
+    )
+    assert any("not an allowed toolchain" in v.message for v in decision.violations)
+
+
+SAME_TOOLCHAIN = "      toolchain: {sameAsRuntimeImage: true}\n"
+
+
+def test_same_toolchain_needs_every_container_that_mounts_the_engine(material: Material) -> None:
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
+    # One container runs the builder image, the other loads the same engine in another TensorRT image.
+    decision = evaluate(engine, pod(images=(RUNTIME, OTHER_RUNTIME), engine=ref))
+    [violation] = decision.violations
+    assert violation.rule == "models.rules.toolchain"
+    assert "container 'c1'" in violation.message
+    assert not decision.allowed
+
+
+def _with_init(obj: dict[str, Any], init: dict[str, Any]) -> dict[str, Any]:
+    obj["spec"]["initContainers"] = [init]
+    return obj
+
+
+def test_same_toolchain_counts_an_init_container_that_mounts_the_engine(material: Material) -> None:
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
+    # The init container runs the builder image, the serving container does not (and mounts the engine).
+    obj = pod(images=(OTHER_RUNTIME,), engine=ref)
+    init = {"name": "warm", "image": RUNTIME, "volumeMounts": [{"name": "engine", "mountPath": "/m"}]}
+    decision = evaluate(engine, _with_init(obj, init))
+    assert [v.message for v in decision.violations if "container 'c0'" in v.message]
+    assert not decision.allowed
+
+
+def test_same_toolchain_follows_a_copy_through_a_shared_volume(material: Material) -> None:
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
+    # An init container in the builder image copies the engine into an emptyDir; the serving container
+    # never mounts the engine volume but loads the copy in another TensorRT image.
+    obj = pod(images=(OTHER_RUNTIME,))
+    obj["spec"]["volumes"] = [
+        {"name": "engine", "image": {"reference": ref}},
+        {"name": "copy", "emptyDir": {}},
+    ]
+    obj["spec"]["containers"][0]["volumeMounts"] = [{"name": "copy", "mountPath": "/models"}]
+    init = {
+        "name": "copy-engine",
+        "image": RUNTIME,
+        "volumeMounts": [{"name": "engine", "mountPath": "/in"}, {"name": "copy", "mountPath": "/out"}],
+    }
+    decision = evaluate(engine, _with_init(obj, init))
+    [violation] = decision.violations
+    assert "container 'c0'" in violation.message
+    # The same copy into a container that runs the builder image is admitted.
+    obj["spec"]["containers"][0]["image"] = RUNTIME
+    assert evaluate(engine, obj).allowed
+
+
+def test_same_toolchain_with_no_container_running_the_engine_is_a_violation(material: Material) -> None:
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
+    obj = pod()
+    obj["metadata"]["annotations"] = {"trtguard.dev/engines": json.dumps([{"name": "e", "ref": ref}])}
+    obj["spec"]["containers"] = [{"name": "c0", "image": RUNTIME}]
+    assert evaluate(engine, obj).allowed  # the annotation's default users: every regular container
+    obj["spec"]["containers"][0]["image"] = "nvcr.io/nvidia/tensorrt@sha256:zz"
+    [violation] = evaluate(engine, obj).violations
+    assert "invalid image reference" in violation.message  # an unparsable image is never skipped
