@@ -134,7 +134,7 @@ def signer_list_problems(
                 )
             )
         by_key.setdefault(key.key_id, ref)
-    roots = {id(signers[ref].trust_root) for ref in refs if signers[ref].trust_root is not None}
+    roots = {root.fingerprint for ref in refs if (root := signers[ref].trust_root) is not None}
     if len(roots) > 1:
         found.append(
             (

@@ -11,7 +11,7 @@ It must therefore never be low. It is computed from the checked AST and from bou
 - a value the expression builds is bounded by what it is built from: ``a + b`` by both operands, a list
   literal by its elements, ``map``/``filter`` results by the range they iterate;
 - every node is evaluated at most as many times as the comprehensions around it iterate, and cel-cpp stops
-  an evaluation after :data:`ITERATION_BUDGET` iterations in all, so no node runs more often than that.
+  an evaluation after :data:`~policies.cel.limits.COMPREHENSION_ITERATION_BUDGET` iterations in all, so no node runs more often than that.
 
 *Work* is counted in units of about a nanosecond on a slow core: the call costs :data:`CALL`, a node
 :data:`NODE`, each byte a string operation reads or writes one, each list item copied :data:`ITEM`.
@@ -27,8 +27,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final
 
-#: cel-cpp's limit on comprehension iterations per evaluation (RuntimeOptions.comprehension_max_iterations).
-ITERATION_BUDGET: Final = 10_000
+from policies.cel.limits import COMPREHENSION_ITERATION_BUDGET
+
 #: Work of one evaluation before any node: the call into cel-cpp and the result back (measured: ~4 us).
 CALL: Final = 10_000
 #: Work of evaluating one node (measured: 13-25 ns on the development machine; four times that, for margin).
@@ -241,8 +241,8 @@ class _Estimate:
     def _comprehension(self, loop: Any, scope: dict[str, _Bound], times: float) -> _Bound:
         iterated = self.walk(loop.iter_range, scope, times)
         initial = self.walk(loop.accu_init, scope, times)
-        count = min(iterated.items, ITERATION_BUDGET)
-        inner = min(times * count, ITERATION_BUDGET + 1)
+        count = min(iterated.items, COMPREHENSION_ITERATION_BUDGET)
+        inner = min(times * count, COMPREHENSION_ITERATION_BUDGET + 1)
         accumulator = self._accumulator(loop, initial, count, scope, iterated.child())
         inside = {**scope, loop.iter_var: iterated.child(), loop.accu_var: accumulator}
         self.walk(loop.loop_condition, inside, inner)

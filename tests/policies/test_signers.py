@@ -66,6 +66,32 @@ def test_keyless_signer_for_an_attestation_is_an_error(material: Material, share
     assert "spec.models.buildManifest.keys: platform/ci is a keyless identity" in problem
 
 
+def test_keyless_signers_of_one_root_may_share_a_rule(material: Material, shared_fixtures: Path) -> None:
+    """Two signers naming the same trusted root (here two copies of one file) are of one Sigstore instance;
+    a second, different root in the same rule is refused."""
+    root = shared_fixtures / "cosign" / "bundles" / "cosign" / "trusted_root_pgi.json"
+    copy = material.root / "copy-of-the-root.json"
+    copy.write_bytes(root.read_bytes())
+    other = material.root / "other-root.json"
+    other.write_bytes(root.read_bytes().replace(b"{", b'{"comment": "another instance", ', 1))
+    keys = material.root / "keys.yaml"
+
+    def keys_with(second_root: Path) -> Path:
+        keys.write_text(
+            "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: platform}\nspec:\n  keys:\n"
+            f"    - name: ci\n      keyless: {{issuer: https://i.example, subject: ci, trustedRoot: {{file: {root}}}}}\n"
+            f"    - name: cd\n      keyless: {{issuer: https://i.example, subject: cd, trustedRoot: {{file: {second_root}}}}}\n"
+        )
+        return keys
+
+    policy = material.policy(
+        POLICY.replace("keys: [platform/image-signer]}", "keys: [platform/ci, platform/cd], threshold: 2}")
+    )
+    assert set(load_policy_set([policy, keys_with(copy)]).signers) == {"platform/ci", "platform/cd"}
+    [problem] = problems_of(policy, keys_with(other))
+    assert "the keyless signers use different trusted roots" in problem
+
+
 def test_key_files_are_relative_to_the_policy(material: Material) -> None:
     (material.root / "keys").mkdir()
     (material.root / "keys" / "signer.pub").write_bytes(material.key("image-signer").public_key().to_pem())

@@ -13,6 +13,7 @@ period (a missing start is refused rather than read as "valid since ever").
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -123,8 +124,10 @@ def _authorities(root: Fields, name: str) -> tuple[CertificateAuthority, ...]:
 class TrustRoot:
     """Pinned Sigstore trust material for offline verification of keyless signatures and log entries."""
 
-    def __init__(self, root: Fields, *, location: str) -> None:
+    def __init__(self, root: Fields, *, location: str, fingerprint: str) -> None:
         self.location = location
+        #: SHA-256 of the document it was read from: two copies of one root are one root.
+        self.fingerprint = fingerprint
         #: Rekor logs (v1 and v2 instances), looked up by log id.
         self.rekor_logs: tuple[RekorLog, ...] = _logs(root, "tlogs", validity_required=True)
         #: Certificate Transparency logs that sign the SCTs embedded in Fulcio certificates.
@@ -171,7 +174,7 @@ class TrustRoot:
                 raise InputError(
                     f"not a Sigstore trusted root (mediaType {media_type!r})", location=location, hint=_HINT
                 )
-            return cls(fields, location=location)
+            return cls(fields, location=location, fingerprint=hashlib.sha256(raw).hexdigest())
         except MalformedField as error:
             raise InputError(
                 f"the trusted root field {error.path} is unusable: {error.problem}",

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from policies.cel import CelEvaluationError, CelLimits, compile_expression, prepare_activation
-from policies.cel.cost import ITERATION_BUDGET
+from policies.cel.limits import COMPREHENSION_ITERATION_BUDGET as ITERATION_BUDGET
 
 VARIABLES = ("manifest", "workload", "engine")
 LIMITS = CelLimits()
