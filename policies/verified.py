@@ -137,7 +137,9 @@ class VerifiedEvidence:
         found = self._trust_policies.get((tuple(keys), threshold))
         if found is None:
             signers = self._policy_set.signers_for(keys)
-            roots = {s.trust_root.fingerprint: s.trust_root for s in signers.values() if s.trust_root is not None}
+            roots = {
+                s.trust_root.fingerprint: s.trust_root for s in signers.values() if s.trust_root is not None
+            }
             if len(roots) > 1:
                 raise InputError(
                     f"keyless signers [{', '.join(keys)}] use different trusted roots",

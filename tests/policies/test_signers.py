@@ -77,10 +77,14 @@ def test_keyless_signers_of_one_root_may_share_a_rule(material: Material, shared
     keys = material.root / "keys.yaml"
 
     def keys_with(second_root: Path) -> Path:
+        entries = "".join(
+            f"    - name: {name}\n      keyless:\n        {{issuer: https://i.example, subject: {name},"
+            f" trustedRoot: {{file: {path}}}}}\n"
+            for name, path in (("ci", root), ("cd", second_root))
+        )
         keys.write_text(
-            "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: platform}\nspec:\n  keys:\n"
-            f"    - name: ci\n      keyless: {{issuer: https://i.example, subject: ci, trustedRoot: {{file: {root}}}}}\n"
-            f"    - name: cd\n      keyless: {{issuer: https://i.example, subject: cd, trustedRoot: {{file: {second_root}}}}}\n"
+            "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: platform}\nspec:\n"
+            "  keys:\n" + entries
         )
         return keys
 
