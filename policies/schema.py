@@ -76,7 +76,7 @@ class FileRef(_Model):
     file: str
 
 
-class KeylessIdentity(_Model):
+class KeylessSigner(_Model):
     """Keyless (Fulcio) signer: certificate identity and OIDC issuer, checked offline against a root."""
 
     issuer: str | None = Field(default=None, description="OIDC issuer URL, exact match")
@@ -88,7 +88,7 @@ class KeylessIdentity(_Model):
     )
 
     @model_validator(mode="after")
-    def _one_each(self) -> KeylessIdentity:
+    def _one_each(self) -> KeylessSigner:
         for exact, pattern, name in (
             (self.issuer, self.issuer_regexp, "issuer"),
             (self.subject, self.subject_regexp, "subject"),
@@ -109,7 +109,7 @@ class TrustedKey(_Model):
     name: Name
     public_key: str | None = Field(default=None, description="PEM public key (ECDSA, Ed25519 or RSA)")
     file: str | None = Field(default=None, description="PEM public key file, relative to this policy file")
-    keyless: KeylessIdentity | None = None
+    keyless: KeylessSigner | None = None
     rekor_public_key: FileRef | None = Field(
         default=None, description="when set, signatures must carry a Rekor inclusion promise by this log key"
     )
