@@ -13,15 +13,27 @@ never a silent pass.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from policies.cel.sandbox import CelSandbox, shared_sandbox
 from policies.loader import CompiledPolicy, PolicySet
-from policies.matching import selects
+from policies.matching import selection, selects
 from policies.podspec import EngineUse
+from policies.requesters import Requester
 from policies.results import Action, Decision, Violation
-from policies.rules import change_control, expressions, images, manifest, model, toolchain, verification
+from policies.rules import (
+    change_control,
+    expressions,
+    gpu,
+    images,
+    manifest,
+    model,
+    toolchain,
+    verification,
+)
+from policies.rules import requester as requester_rule
 from policies.rules.evaluation import AdmissionHistory, Evaluation
 from policies.rules.findings import Findings, unavailable, violation
 from policies.schema import ModelsRule
@@ -87,12 +99,15 @@ class PolicyEngine:
         kind: str | None = None,
         old: Mapping[str, Any] | None = None,
         deadline: Deadline | None = None,
+        requester: Requester | None = None,
     ) -> Decision:
         """The decision for ``obj``.
 
         ``namespace`` and ``kind`` come from the request (they fill in what the object leaves out). ``old``
         is the previous version of the object (an UPDATE): only images and engines that are new or changed
-        are judged. Raises :class:`~policies.workload.NotAWorkload` for kinds without a pod spec.
+        are judged. ``requester`` made the request; None when it is unknown (``check`` without ``--as``),
+        which leaves the rules that depend on it unverifiable. Raises
+        :class:`~policies.workload.NotAWorkload` for kinds without a pod spec.
         """
         deadline = deadline or Deadline.never()
         try:
@@ -108,7 +123,8 @@ class PolicyEngine:
                 judged = changed_since(workload, previous)
             except InputError:
                 pass  # an unreadable old object means everything counts as new
-        policies = self.matching(workload)
+        chosen = [(p, selection(p, workload, requester)) for p in self.policy_set.policies]
+        policies = [p for p, selected in chosen if selected is not False]
         run = Evaluation(
             workload=judged,
             context=workload,
@@ -119,9 +135,15 @@ class PolicyEngine:
             history=self.history,
             clock=self.clock,
             cel=self.cel,
+            requester=requester,
         )
         await run.prefetch(policies)
-        violations = tuple([v for p in policies for v in await _judge(run, p)])
+        found: list[Violation] = []
+        for policy, selected in chosen:
+            if selected is not False:
+                findings = await _judge(run, policy)
+                found += findings if selected else [_requester_unknown(policy, v) for v in findings]
+        violations = tuple(found)
         return Decision(
             kind=workload.kind,
             namespace=workload.namespace,
@@ -195,14 +217,27 @@ class PolicyEngine:
         )
 
 
+def _requester_unknown(policy: CompiledPolicy, found: Violation) -> Violation:
+    """A violation of a policy that applies only to some requesters, the requester unknown: it cannot be
+    told whether it counts, so it is unverifiable (``onError``)."""
+    return replace(
+        found,
+        message=f"{found.message} (the policy applies to some requesters only, and the requester is unknown)",
+        action=policy.document.spec.on_error,
+        error=True,
+    )
+
+
 async def _judge(run: Evaluation, policy: CompiledPolicy) -> list[Violation]:
-    """Everything ``policy`` finds: malformed fields, then each image, then each engine."""
+    """Everything ``policy`` finds: malformed fields, the requester, then each image, then each engine."""
     spec = policy.document.spec
     judged, previous = run.view(policy)
     found: list[Violation] = [
         violation(policy, "workload", problem.message, "fix the resource", path=problem.path)
         for problem in judged.problems
     ]
+    if spec.requester is not None:
+        found += requester_rule.check(run, policy, spec.requester)
     if policy.image_rules:
         # Nothing to check is never a pass; on an UPDATE only when it is new (the images were removed).
         if not run.context.images and (previous is None or previous.images):
@@ -276,6 +311,8 @@ async def _judge_engine(
         await expressions.check(run, found, ref, use, verified)
         if models.rules.toolchain is not None:
             await toolchain.check(run, found, models.rules.toolchain, use, verified)
+        if models.rules.gpu_compatibility is not None:
+            await gpu.check(run, found, models.rules.gpu_compatibility, use, verified)
         change_rule = policy.document.spec.change_control
         if change_rule is not None:
             await change_control.check(run, found, change_rule, manifest_rule, ref, use, verified)

@@ -22,6 +22,7 @@ from policies.cel import CelCompileError, CelProgram, compile_expression
 from policies.patterns import ImagePattern, PatternError, matches_any
 from policies.schema import (
     API_VERSION,
+    AttestationRule,
     ImageRule,
     InferencePolicyDocument,
     TrustedKeysDocument,
@@ -30,11 +31,14 @@ from policies.schema import (
 from policies.signers import Signer, load_signers, signer_list_problems
 from verifier.errors import InputError
 from verifier.references import ImageReference
+from verifier.scans import is_scan_predicate_type
 from verifier.validation import short_repr
 from verifier.yamldoc import Document, decode, load_documents
 
 #: Names that CEL expressions may refer to.
 CEL_VARIABLES = ("manifest", "workload", "engine")
+#: Names that attestation conditions may refer to (``scan`` only for the SBOM and scan predicate types).
+CONDITION_VARIABLES = ("predicate", "scan")
 
 _POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 _WORKLOAD_NAME = re.compile(r"\bworkload\b")
@@ -61,12 +65,24 @@ class PolicyLoadError(InputError):
 
 
 @dataclass(frozen=True, slots=True)
+class CompiledExpression:
+    """A CEL expression of a policy, compiled, with its message."""
+
+    name: str
+    program: CelProgram
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class CompiledImageRule:
     """An image rule with its patterns compiled."""
 
     rule: ImageRule
     patterns: tuple[ImagePattern, ...]
     excluded: tuple[ImagePattern, ...]
+    #: per entry of ``rule.attestations``: its conditions compiled, and its maxAge
+    conditions: tuple[tuple[CompiledExpression, ...], ...] = ()
+    max_ages: tuple[timedelta | None, ...] = ()
 
     def selects(self, reference: ImageReference) -> bool:
         """True when a ``match`` pattern selects ``reference`` and no ``exclude`` pattern does."""
@@ -82,15 +98,6 @@ class CompiledImageRule:
 
 
 @dataclass(frozen=True, slots=True)
-class CompiledExpression:
-    """A CEL expression of a policy, compiled, with its message."""
-
-    name: str
-    program: CelProgram
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
 class CompiledPolicy:
     """An InferencePolicy ready to evaluate."""
 
@@ -103,6 +110,8 @@ class CompiledPolicy:
     expressions_read_workload: bool
     manifest_max_age: timedelta | None
     toolchain_patterns: tuple[ImagePattern, ...]
+    #: the policy judges GPU fit, which reads the Pod's node selection
+    judges_scheduling: bool = False
 
     @property
     def name(self) -> str:
@@ -326,11 +335,22 @@ def _compile_policies(
                     except PatternError as error:
                         line = document.line_of(("spec", "images", i, key, j))
                         problems.append(f"{path}:{line}: spec.images[{i}].{key}[{j}]: {error}")
+            conditions = [
+                _compile_conditions(
+                    attestation, ("spec", "images", i, "attestations", j), document, path, problems
+                )
+                for j, attestation in enumerate(rule.attestations)
+            ]
             image_rules.append(
                 CompiledImageRule(
                     rule=rule,
                     patterns=tuple(compiled_lists["match"]),
                     excluded=tuple(compiled_lists["exclude"]),
+                    conditions=tuple(conditions),
+                    max_ages=tuple(
+                        parse_duration(a.max_age) if a.max_age is not None else None
+                        for a in rule.attestations
+                    ),
                 )
             )
         expressions = []
@@ -383,6 +403,40 @@ def _compile_policies(
                 expressions_read_workload=any(_WORKLOAD_NAME.search(e.program.source) for e in expressions),
                 manifest_max_age=max_age,
                 toolchain_patterns=tuple(toolchain_patterns),
+                judges_scheduling=models is not None and models.rules.gpu_compatibility is not None,
             )
         )
     return compiled
+
+
+def _compile_conditions(
+    rule: AttestationRule,
+    loc: tuple[str | int, ...],
+    document: Document,
+    path: Path,
+    problems: list[str],
+) -> tuple[CompiledExpression, ...]:
+    """The CEL conditions of one image attestation rule; ``scan`` only where the predicate is read as one."""
+    variables = CONDITION_VARIABLES if is_scan_predicate_type(rule.predicate_type) else ("predicate",)
+    compiled = []
+    for k, condition in enumerate(rule.conditions):
+        where = (*loc, "conditions", k, "cel")
+        try:
+            program = compile_expression(
+                condition.cel,
+                variables=variables,
+                location=f"{path}:{document.text_line_of(where)} {_field_path(where)}",
+                expect_bool=True,
+            )
+        except CelCompileError as error:
+            hint = error.hint
+            if "scan" not in variables and re.search(r"\bscan\b", condition.cel):
+                hint = f"`scan` is set only for SBOMs and scans; read `predicate` for {rule.predicate_type}"
+            problems.append(str(error) + (f" ({hint})" if hint else ""))
+            continue
+        compiled.append(
+            CompiledExpression(
+                name=condition.name or f"conditions[{k}]", program=program, message=condition.message
+            )
+        )
+    return tuple(compiled)

@@ -1,4 +1,5 @@
-"""Which policies select a workload: ``spec.match`` and ``spec.exclude`` by namespace, kind and labels."""
+"""Which policies select a workload: ``spec.match`` and ``spec.exclude`` by namespace, kind and labels, and
+by who makes the request (``requesters``), which may be unknown (``trtguard check`` without ``--as``)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import fnmatch
 from collections.abc import Iterable, Mapping
 
 from policies.loader import CompiledPolicy
+from policies.requesters import Requester, RequesterSet, in_set
 from policies.schema import LabelSelector, ResourceFilter
 from policies.workload import Workload
 
-__all__ = ["selects"]
+__all__ = ["selection", "selects", "selects_by_requester"]
 
 
 def selects(policy: CompiledPolicy, workload: Workload) -> bool:
@@ -21,6 +23,51 @@ def selects(policy: CompiledPolicy, workload: Workload) -> bool:
     return exclude is None or not _filter_selects(
         exclude, policy.exclude_namespace_patterns, workload, empty=False
     )
+
+
+def selects_by_requester(policy: CompiledPolicy) -> bool:
+    """Whether the policy's ``match`` or ``exclude`` names requesters."""
+    spec = policy.document.spec
+    return spec.match.requesters is not None or (
+        spec.exclude is not None and spec.exclude.requesters is not None
+    )
+
+
+def selection(policy: CompiledPolicy, workload: Workload, requester: Requester | None) -> bool | None:
+    """Whether the policy selects the workload requested by ``requester``; None when that depends on the
+    requester and it is unknown.
+
+    :func:`selects` judges the workload terms; a ``requesters`` term in ``match`` must also hold, and one in
+    ``exclude`` removes the workload only together with the exclude's other terms.
+    """
+    spec = policy.document.spec
+    if not selects(policy, workload):
+        if spec.exclude is None or spec.exclude.requesters is None:
+            return False
+        # `selects` was false: either match failed, or exclude's workload terms removed it
+        if not _filter_selects(spec.match, policy.namespace_patterns, workload, empty=True):
+            return False
+    matched = _requester_term(spec.match.requesters, requester)
+    if matched is False:
+        return False
+    excluded: bool | None = False
+    exclude = spec.exclude
+    if exclude is not None and exclude.requesters is not None:
+        others = (exclude.namespaces, exclude.kinds, exclude.labels)
+        workload_terms = any(term is not None for term in others)
+        if not workload_terms or _filter_selects(
+            exclude, policy.exclude_namespace_patterns, workload, empty=False
+        ):
+            excluded = _requester_term(exclude.requesters, requester)
+    if excluded is True:
+        return False
+    return None if matched is None or excluded is None else True
+
+
+def _requester_term(term: RequesterSet | None, requester: Requester | None) -> bool | None:
+    if term is None:
+        return True
+    return None if requester is None else in_set(requester, term)
 
 
 def _glob_any(patterns: Iterable[str], value: str) -> bool:

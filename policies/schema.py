@@ -13,13 +13,15 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, TypeAdapter, field_validator, model_validator
 
 from policies.podspec import ImageField
+from policies.requesters import RequesterRule, RequesterSet
 from policies.results import Action
+from policies.strict import StrictModel as _Model
 from verifier.attestations import ChangeKind
 from verifier.keys import PublicKey
+from verifier.scans import is_scan_predicate_type
 
 API_VERSION = "trtguard.dev/v1alpha1"
 
@@ -32,21 +34,6 @@ Name = Annotated[str, Field(pattern=_NAME, description="lower-case DNS-1123 name
 KeyRef = Annotated[
     str, Field(pattern=_KEY_REF, description="'<TrustedKeys name>/<key name>', e.g. 'platform/image-signer'")
 ]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
-
-    @field_validator("*")
-    @classmethod
-    def _not_null(cls, value: object) -> object:
-        # `key:` with nothing after it is what a file cut off while being written leaves behind, and for most
-        # optional rules null would mean "no such check" (`signatures:` → no signature check). An absent key
-        # takes its default; an explicit null is never accepted. (After validation, not before: pydantic
-        # allows no before-validator on the `kind` discriminator; non-optional types refuse null themselves.)
-        if value is None:
-            raise ValueError("null is not allowed: give a value, or leave the key out to get its default")
-        return value
 
 
 def parse_duration(text: str) -> timedelta:
@@ -223,6 +210,7 @@ class ResourceFilter(_Model):
         default=None, min_length=1, description="absent = every Pod-bearing kind"
     )
     labels: LabelSelector | None = Field(default=None, description="selector on the object's own labels")
+    requesters: RequesterSet | None = Field(default=None, description="who makes the request (userInfo)")
 
 
 class SignersRule(_Model):
@@ -242,10 +230,33 @@ class SignatureRule(SignersRule):
     """Signatures required on the image (cosign classic or Sigstore bundle)."""
 
 
+class AttestationCondition(_Model):
+    """CEL over the verified attestation (``predicate``; ``scan`` for SBOMs and scans) that must hold."""
+
+    name: Name | None = None
+    cel: str = Field(min_length=1)
+    message: str = Field(min_length=1, description="what is wrong when the expression is false")
+
+
 class AttestationRule(SignatureRule):
     """An attestation of ``predicateType`` signed by ``threshold`` of ``keys`` whose subject is the image."""
 
     predicate_type: str = Field(min_length=1)
+    max_age: str | None = Field(default=None, description="e.g. 7d; measured from the scan time it records")
+    conditions: list[AttestationCondition] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _readable(self) -> AttestationRule:
+        if self.max_age is not None:
+            parse_duration(self.max_age)
+            if not is_scan_predicate_type(self.predicate_type):
+                raise ValueError(
+                    f"maxAge needs a time trtguard can read: {self.predicate_type} is no SBOM or scan"
+                )
+        names = [c.name for c in self.conditions if c.name is not None]
+        if len(names) != len(set(names)):
+            raise ValueError(f"condition names must be unique (rule ids are built from them): {names}")
+        return self
 
 
 class ImageRule(_Model):
@@ -264,6 +275,11 @@ class ImageRule(_Model):
     digests: list[str] | None = Field(default=None, description="allow-list of sha256 digests")
     signatures: SignatureRule | None = None
     attestations: list[AttestationRule] = Field(default_factory=list)
+    tensorrt_version: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]+(\.[0-9]+){2,3}$",
+        description="the TensorRT runtime version in the images this rule selects (gpuCompatibility)",
+    )
 
     @field_validator("digests")
     @classmethod
@@ -329,6 +345,21 @@ class Expression(_Model):
     message: str = Field(min_length=1, description="what is wrong when the expression is false")
 
 
+class GpuCompatibilityRule(_Model):
+    """The engine fits the GPUs the Pod can be scheduled on, and the TensorRT runtime that loads it."""
+
+    nodes: bool = Field(
+        default=True, description="node selection confines the Pod to GPUs the engine runs on"
+    )
+    runtime: bool = Field(default=True, description="the runtime image's TensorRT can load the engine")
+
+    @model_validator(mode="after")
+    def _something(self) -> GpuCompatibilityRule:
+        if not (self.nodes or self.runtime):
+            raise ValueError("check 'nodes', 'runtime' or both")
+        return self
+
+
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8", "fp8", "int4", "fp4"]
 
 
@@ -343,6 +374,7 @@ class ModelRulesSpec(_Model):
         default=None, description="plugin library allow-list: 'sha256:<hex>' digests; [] allows no plugin"
     )
     expressions: list[Expression] = Field(default_factory=list)
+    gpu_compatibility: GpuCompatibilityRule | None = None
 
     @field_validator("plugins_allowed")
     @classmethod
@@ -378,6 +410,7 @@ class ModelsRule(_Model):
             or rules.toolchain
             or rules.plugins_allowed is not None
             or rules.expressions
+            or rules.gpu_compatibility
         )
         if needs_manifest and self.build_manifest is None:
             raise ValueError(
@@ -409,6 +442,7 @@ class InferencePolicySpec(_Model):
     images: list[ImageRule] = Field(default_factory=list)
     models: ModelsRule | None = None
     change_control: ChangeControl | None = None
+    requester: RequesterRule | None = None
 
     @field_validator("images")
     @classmethod
@@ -421,8 +455,8 @@ class InferencePolicySpec(_Model):
 
     @model_validator(mode="after")
     def _has_rules(self) -> InferencePolicySpec:
-        if not self.images and self.models is None:
-            raise ValueError("a policy needs 'images' rules, 'models' rules or both")
+        if not self.images and self.models is None and self.requester is None:
+            raise ValueError("a policy needs 'images', 'models' or 'requester' rules")
         if self.change_control is not None and (self.models is None or self.models.build_manifest is None):
             raise ValueError("changeControl compares build manifests, so 'models.buildManifest' must be set")
         return self

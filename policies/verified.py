@@ -44,6 +44,7 @@ from verifier.intoto import statement_from_envelope
 from verifier.keys import PublicKey
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest, manifest_digest
 from verifier.references import ImageReference
+from verifier.scans import ScanDocument, read_scan
 from verifier.signatures import NoSignatures, TrustPolicy, VerificationResult, verify_image_signatures
 
 _log = logging.getLogger(__name__)
@@ -72,6 +73,16 @@ class VerifiedManifest:
     origin: str
     #: :func:`verifier.manifest.manifest_digest` of the envelope: how approvals and successors name it.
     digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedPredicate:
+    """An attestation whose signature verified: its predicate, read as an SBOM or scan where asked."""
+
+    predicate: dict[str, Any]
+    scan: ScanDocument | None
+    signers: tuple[str, ...]
+    origin: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +122,7 @@ class VerifiedEvidence:
         self.manifests_cache: ResultCache[tuple[object, ...], tuple[VerifiedManifest, ...]] = cache()
         self.approvals_cache: ResultCache[tuple[object, ...], tuple[VerifiedApproval, ...]] = cache()
         self.attestations_cache: ResultCache[tuple[object, ...], tuple[str, ...]] = cache()
+        self.predicates_cache: ResultCache[tuple[object, ...], tuple[VerifiedPredicate, ...]] = cache()
         self.verifications_cache: ResultCache[tuple[object, ...], EngineVerification] = cache()
 
     def _key(self, kind: str, reference: ImageReference, *parts: object) -> tuple[object, ...]:
@@ -215,6 +227,45 @@ class VerifiedEvidence:
 
         key = self._key("attestation", reference, predicate_type, tuple(keys), threshold)
         return await self.attestations_cache.get_or_compute(key, compute)
+
+    async def predicates(
+        self,
+        reference: ImageReference,
+        predicate_type: str,
+        keys: Sequence[str],
+        threshold: int,
+        fetch: Fetch,
+        *,
+        scans: bool,
+    ) -> tuple[VerifiedPredicate, ...]:
+        """Every attestation of ``predicate_type`` about the artifact signed by ``threshold`` of ``keys``
+        (at least one), its predicate read as an SBOM or scan when ``scans``.
+
+        A signed predicate that is not a document of its type is refused like a bad signature.
+        """
+
+        async def compute() -> tuple[VerifiedPredicate, ...]:
+            candidates = [a for a in (await fetch()).attestations if a.predicate_type == predicate_type]
+            if not candidates:
+                raise VerificationError(f"no attestation of type {predicate_type}")
+            signers = public_keys(self._policy_set.signers_for(keys))
+            verified: list[VerifiedPredicate] = []
+            reasons: list[str] = []
+            for attestation in candidates:
+                try:
+                    verified.append(
+                        await asyncio.to_thread(_verify_predicate, attestation, signers, threshold, scans)
+                    )
+                except TrtguardError as error:
+                    reasons.append(error.message)
+            if not verified:
+                raise VerificationError(
+                    f"no attestation of type {predicate_type} signed by [{', '.join(keys)}]: {reasons[0]}"
+                )
+            return tuple(verified)
+
+        key = self._key("predicates", reference, predicate_type, tuple(keys), threshold, scans)
+        return await self.predicates_cache.get_or_compute(key, compute)
 
     async def build_manifest(
         self, reference: ImageReference, keys: Sequence[str], threshold: int, fetch: Fetch
@@ -364,6 +415,21 @@ def _verify_manifest(
         origin=attestation.origin,
         digest=manifest_digest(attestation.envelope),
     )
+
+
+def _verify_predicate(
+    attestation: Attestation, signers: Mapping[str, PublicKey], threshold: int, scans: bool
+) -> VerifiedPredicate:
+    names = verify_envelope(attestation.envelope, signers, threshold=threshold)
+    statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
+    scan = None
+    if scans:
+        try:
+            scan = read_scan(statement.predicate_type, statement.predicate, attestation.origin)
+        except InputError as error:
+            # Signed but unreadable is a definitive answer, cached like a bad signature.
+            raise VerificationError(f"the signed document is invalid: {error.message}") from error
+    return VerifiedPredicate(statement.predicate, scan, names, attestation.origin)
 
 
 def _verify_approval(attestation: Attestation, signers: Mapping[str, PublicKey]) -> VerifiedApproval:

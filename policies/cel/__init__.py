@@ -30,12 +30,13 @@ and :mod:`~policies.cel.sandbox` with :mod:`~policies.cel.worker` (where costly 
 from policies.cel.activation import CelActivation, prepare_activation
 from policies.cel.compiler import compile_expression
 from policies.cel.cost import CelCost
-from policies.cel.errors import RESOURCE_HINT, CelCompileError, CelEvaluationError
+from policies.cel.errors import MISSING_KEY_HINT, RESOURCE_HINT, CelCompileError, CelEvaluationError
 from policies.cel.limits import COMPREHENSION_ITERATION_BUDGET, CelLimits
 from policies.cel.program import CelProgram
 
 __all__ = [
     "COMPREHENSION_ITERATION_BUDGET",
+    "MISSING_KEY_HINT",
     "RESOURCE_HINT",
     "CelActivation",
     "CelCompileError",

@@ -7,7 +7,14 @@ from typing import Final
 
 from verifier.errors import InputError, TrtguardError
 
-__all__ = ["LANGUAGE_DEFINITION", "RESOURCE_HINT", "CelCompileError", "CelEvaluationError", "status_text"]
+__all__ = [
+    "LANGUAGE_DEFINITION",
+    "MISSING_KEY_HINT",
+    "RESOURCE_HINT",
+    "CelCompileError",
+    "CelEvaluationError",
+    "status_text",
+]
 
 #: Where hints send an author for the language itself.
 LANGUAGE_DEFINITION: Final = "https://github.com/google/cel-spec/blob/master/doc/langdef.md"
@@ -16,6 +23,10 @@ RESOURCE_HINT: Final = (
     "the expression's cost grows with the data it reads: filter lists before nesting macros and do not "
     "build strings or lists in loops; the policy's onError applies until it is cheaper"
 )
+
+#: The hint of every error that a key missing from the data caused: callers whose data leaves out what it
+#: cannot tell (attestation conditions over scans) read such an error as "could not be checked".
+MISSING_KEY_HINT: Final = "test optional fields first: has(x.field), or `'key' in x`"
 
 # cel-cpp statuses start with a code ("NOT_FOUND: ") and may end with one ("[INVALID_ARGUMENT]").
 _STATUS_CODE = re.compile(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")

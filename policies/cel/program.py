@@ -10,7 +10,13 @@ from cel_expr_python import cel as _cel
 
 from policies.cel.activation import CelActivation, prepare_activation
 from policies.cel.cost import CelCost
-from policies.cel.errors import LANGUAGE_DEFINITION, RESOURCE_HINT, CelEvaluationError, status_text
+from policies.cel.errors import (
+    LANGUAGE_DEFINITION,
+    MISSING_KEY_HINT,
+    RESOURCE_HINT,
+    CelEvaluationError,
+    status_text,
+)
 from policies.cel.limits import COMPREHENSION_ITERATION_BUDGET, CelLimits
 
 __all__ = ["CelProgram"]
@@ -82,10 +88,9 @@ class CelProgram:
 # --------------------------------------------------------------------------------------------------
 # Runtime errors: cel-cpp statuses ("NOT_FOUND: Key not found in map : \"x\"") → what to tell the user.
 
-_HAS_HINT = "test optional fields first: has(x.field), or `'key' in x`"
 _RUNTIME_HINTS: Final = (
-    ("key not found", _HAS_HINT),
-    ("no such key", _HAS_HINT),
+    ("key not found", MISSING_KEY_HINT),
+    ("no such key", MISSING_KEY_HINT),
     ("index error", "test the length first: `size(x) > i && x[i] ...`"),
     ("no value with name", "the policy engine did not hand this variable in: report it as a bug"),
     ("iteration budget exceeded", RESOURCE_HINT),

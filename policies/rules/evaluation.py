@@ -17,20 +17,23 @@ from typing import Any, Protocol, TypeVar
 
 from policies.cel.sandbox import CelSandbox
 from policies.loader import CompiledPolicy
-from policies.matching import selects
+from policies.matching import selects, selects_by_requester
+from policies.requesters import Requester
 from policies.results import AdmittedEngine, ArtifactRecord
+from policies.scheduling import node_selection
 from policies.schema import (
     AttestationRule,
     BuildManifestRule,
     SignatureRule,
     VerificationRule,
 )
-from policies.verified import VerifiedApproval, VerifiedEvidence, VerifiedManifest
+from policies.verified import VerifiedApproval, VerifiedEvidence, VerifiedManifest, VerifiedPredicate
 from policies.workload import Workload
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable, VerificationError
 from verifier.evidence import ArtifactAttestations, EvidenceSource
 from verifier.references import ImageReference, InvalidReference
+from verifier.scans import is_scan_predicate_type
 
 __all__ = ["LAST_APPLIED", "AdmissionHistory", "Evaluation"]
 
@@ -70,6 +73,7 @@ class Evaluation:
     history: AdmissionHistory | None
     clock: Callable[[], datetime]
     cel: CelSandbox
+    requester: Requester | None = None
     _refs: dict[str, ImageReference | InvalidReference] = field(default_factory=dict)
     _lookups: dict[tuple[object, ...], asyncio.Future[Any]] = field(default_factory=dict)
     _digests: dict[ImageReference, str] = field(default_factory=dict)
@@ -79,16 +83,26 @@ class Evaluation:
         """What ``policy`` judges, and the old object it compares against (None: judge everything).
 
         A policy that did not select the old object (a label that excluded it was removed, or the policy is
-        new since) judges the whole object: what it never checked cannot count as unchanged. A policy
-        whose CEL expressions read the workload judges every engine again when the part of the object
-        they read (labels, annotations, spec) changed.
+        new since) judges the whole object: what it never checked cannot count as unchanged; so does a
+        policy that selects by requester (the old object may have been admitted for a requester it left
+        alone). A policy whose CEL expressions read the workload judges every engine again when the part of
+        the object they read (labels, annotations, spec) changed, and one that judges GPU fit when the
+        Pod's node selection changed.
         """
         previous = self.previous
-        if previous is None or not selects(policy, previous):
+        if previous is None or not selects(policy, previous) or selects_by_requester(policy):
             return self.context, None
-        if policy.expressions_read_workload and _cel_view(previous.obj) != _cel_view(self.context.obj):
+        rereads = (policy.expressions_read_workload and self.changed()) or (
+            policy.judges_scheduling and node_selection(previous) != node_selection(self.context)
+        )
+        if rereads:
             return replace(self.workload, engines=self.context.engines), previous
         return self.workload, previous
+
+    def changed(self) -> bool:
+        """Whether this is a CREATE, or an UPDATE that changed labels, annotations or the spec (not only
+        status, finalizers or other bookkeeping)."""
+        return self.previous is None or _cel_view(self.previous.obj) != _cel_view(self.context.obj)
 
     def reference(self, text: str) -> ImageReference | InvalidReference:
         """``text`` parsed, or why it is not a reference."""
@@ -160,6 +174,24 @@ class Evaluation:
             ("attestation", reference, rule.predicate_type, tuple(rule.keys), rule.threshold),
             lambda: verified.attestation(
                 reference, rule.predicate_type, rule.keys, rule.threshold, self.attestations(reference)
+            ),
+        )
+
+    async def image_predicates(
+        self, reference: ImageReference, rule: AttestationRule, *, scans: bool
+    ) -> tuple[VerifiedPredicate, ...]:
+        """Every attestation of ``rule``'s predicate type about the image signed by its signers, read as
+        SBOMs or scans when ``scans``."""
+        verified = self.verified
+        return await self.once(
+            ("predicates", reference, rule.predicate_type, tuple(rule.keys), rule.threshold, scans),
+            lambda: verified.predicates(
+                reference,
+                rule.predicate_type,
+                rule.keys,
+                rule.threshold,
+                self.attestations(reference),
+                scans=scans,
             ),
         )
 
@@ -246,7 +278,12 @@ class Evaluation:
         return await self.signatures(reference.with_digest(await self.digest(reference)), rule)
 
     async def _pinned_attestation(self, reference: ImageReference, rule: AttestationRule) -> object:
-        return await self.image_attestation(reference.with_digest(await self.digest(reference)), rule)
+        pinned = reference.with_digest(await self.digest(reference))
+        if rule.max_age is not None or rule.conditions:
+            return await self.image_predicates(
+                pinned, rule, scans=is_scan_predicate_type(rule.predicate_type)
+            )
+        return await self.image_attestation(pinned, rule)
 
     def cel_workload(self) -> dict[str, Any]:
         """The object for CEL, without the bookkeeping that only makes it large (kept per evaluation)."""

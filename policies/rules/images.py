@@ -1,18 +1,19 @@
 """Image rules (``spec.images``): every image must match a rule, and meet each rule it matches.
 
 A rule may require a digest in the reference (``requireDigest``), allow only listed digests (``digests``),
-and require signatures (``signatures``) and attestations (``attestations``) by its signers. The last three
-judge the digest that runs, so a tag is resolved first.
+and require signatures (``signatures``) and attestations (``attestations``, with conditions:
+:mod:`policies.rules.attestations`) by its signers. The last three judge the digest that runs, so a tag is
+resolved first.
 """
 
 from __future__ import annotations
 
-from policies.loader import CompiledPolicy
+from policies.loader import CompiledImageRule, CompiledPolicy
 from policies.podspec import ImageUse
 from policies.results import Violation
+from policies.rules import attestations
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings, Refusal
-from policies.schema import ImageRule
 from verifier.references import ImageReference, InvalidReference
 
 __all__ = ["check"]
@@ -38,11 +39,12 @@ async def check(run: Evaluation, policy: CompiledPolicy, use: ImageUse) -> list[
         )
         return found.violations
     for compiled in rules:
-        await _rule(run, found, compiled.rule, ref)
+        await _rule(run, found, compiled, ref)
     return found.violations
 
 
-async def _rule(run: Evaluation, found: Findings, rule: ImageRule, ref: ImageReference) -> None:
+async def _rule(run: Evaluation, found: Findings, compiled: CompiledImageRule, ref: ImageReference) -> None:
+    rule = compiled.rule
     rule_id = f"images.{rule.name}"
     if rule.require_digest and ref.digest is None:
         found.add(
@@ -80,9 +82,16 @@ async def _rule(run: Evaluation, found: Findings, rule: ImageRule, ref: ImageRef
             run.signatures(pinned, rule.signatures),
             refused=Refusal(f"sign the image with {keys} (`trtguard sign`)"),
         )
-    for attestation_rule in rule.attestations:
+    for index, attestation_rule in enumerate(rule.attestations):
+        attestation_id = f"{rule_id}.attestations[{attestation_rule.predicate_type}]"
+        conditions, max_age = compiled.conditions[index], compiled.max_ages[index]
+        if conditions or max_age is not None:
+            await attestations.check(
+                run, at_digest, attestation_id, attestation_rule, conditions, max_age, pinned
+            )
+            continue
         await at_digest.check(
-            f"{rule_id}.attestations[{attestation_rule.predicate_type}]",
+            attestation_id,
             run.image_attestation(pinned, attestation_rule),
             refused=Refusal("attach the attestation to the image digest (`trtguard attest --push`)"),
         )

@@ -1,0 +1,175 @@
+"""Image attestations with conditions (``images[].attestations[].maxAge`` and ``.conditions``).
+
+The attestation must be signed by the rule's signers and, for SBOMs and scans (:mod:`verifier.scans`), the
+newest one by the time it records is judged: ``maxAge`` measures from the older of the scan time and the
+vulnerability database's time where the document gives it, and a time in the future is refused. For other
+predicate types every signed attestation must meet the conditions. Conditions are CEL over ``predicate``
+(the signed predicate as it is) and ``scan`` (the document read into one shape, docs/scans.md).
+
+What a document cannot tell is left out of ``scan`` (a severity no rating gives, the vulnerabilities of a
+scan that skipped packages or audited nothing, the components of an empty BOM): a condition that reads it
+fails on the missing key, and that is a violation under ``onError``, naming what the document could not
+tell, never a pass. Other failures (a type error) are violations under ``action``; a condition stopped by
+a time or memory bound is one under ``onError``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from policies.cel import MISSING_KEY_HINT, CelEvaluationError, prepare_activation
+from policies.loader import CompiledExpression
+from policies.rules.evaluation import Evaluation
+from policies.rules.findings import Findings, Refusal
+from policies.schema import AttestationRule
+from policies.verified import VerifiedPredicate
+from verifier.references import ImageReference
+from verifier.scans import is_scan_predicate_type
+
+__all__ = ["check"]
+
+#: How far a scan may be dated ahead of this clock (scanners' clocks drift).
+_CLOCK_SKEW: Final = timedelta(minutes=5)
+_READS_SCAN: Final = re.compile(r"\bscan\b")
+_READS_PREDICATE: Final = re.compile(r"\bpredicate\b")
+
+
+async def check(
+    run: Evaluation,
+    found: Findings,
+    rule_id: str,
+    rule: AttestationRule,
+    conditions: Sequence[CompiledExpression],
+    max_age: timedelta | None,
+    pinned: ImageReference,
+) -> None:
+    """The attestation ``rule`` asks of the pinned image: signed, fresh enough, meeting its conditions."""
+    scans = is_scan_predicate_type(rule.predicate_type)
+    verified = await found.check(
+        rule_id,
+        run.image_predicates(pinned, rule, scans=scans),
+        refused=Refusal("attach the attestation to the image digest (`trtguard attest --push`)"),
+    )
+    if verified is None:
+        return
+    judged = [_newest(verified)] if scans else list(verified)
+    if max_age is not None:
+        _max_age(run.clock(), found, f"{rule_id}.maxAge", rule, max_age, judged[0])
+    for document in judged:
+        if not await _conditions(run, found, rule_id, conditions, document):
+            return  # one failing document is enough to say what is wrong
+
+
+def _newest(verified: Sequence[VerifiedPredicate]) -> VerifiedPredicate:
+    """The document that describes the image now: the newest by the time it records (undated ones first)."""
+
+    def when(document: VerifiedPredicate) -> tuple[int, float]:
+        made = document.scan.scanned_at if document.scan is not None else None
+        return (0, 0.0) if made is None else (1, made.timestamp())
+
+    return max(verified, key=when)
+
+
+def _max_age(
+    now: datetime,
+    found: Findings,
+    rule_id: str,
+    rule: AttestationRule,
+    max_age: timedelta,
+    document: VerifiedPredicate,
+) -> None:
+    scan = document.scan
+    if scan is None or scan.freshness is None:
+        why = "; ".join(u for u in (scan.unknowns if scan else ()) if "time" in u) or "it records no time"
+        found.add(
+            rule_id,
+            f"the age of the {rule.predicate_type} attestation cannot be told: {why}",
+            "have the scanner record when it ran (an RFC 3339 time with a zone)",
+            error=True,
+        )
+        return
+    for label, moment in (
+        ("scanned", scan.scanned_at),
+        ("its vulnerability database was built", scan.database_at),
+    ):
+        if moment is not None and moment - now > _CLOCK_SKEW:
+            found.add(
+                rule_id,
+                f"the document says it was {label} in the future ({_time(moment)})",
+                "record the time from a synchronised clock and attest the document again",
+            )
+            return
+    age = now - scan.freshness
+    if age > max_age:
+        database = (
+            f", with a vulnerability database from {_time(scan.database_at)}" if scan.database_at else ""
+        )
+        scanned = _time(scan.scanned_at) if scan.scanned_at else "?"
+        found.add(
+            rule_id,
+            f"the scan is {age.days} days {age.seconds // 3600} h old (scanned {scanned}{database}), "
+            f"more than the {rule.max_age} allowed",
+            "scan the image again (with an up-to-date vulnerability database) and attest the result",
+        )
+
+
+async def _conditions(
+    run: Evaluation,
+    found: Findings,
+    rule_id: str,
+    conditions: Sequence[CompiledExpression],
+    document: VerifiedPredicate,
+) -> bool:
+    """Whether every condition holds for ``document``; violations are recorded for those that do not."""
+    if not conditions:
+        return True
+    sources = " ".join(c.program.source for c in conditions)
+    values: dict[str, Any] = {"predicate": document.predicate if _READS_PREDICATE.search(sources) else {}}
+    if document.scan is not None:
+        values["scan"] = document.scan.to_json() if _READS_SCAN.search(sources) else {}
+    unknowns = "; ".join(document.scan.unknowns) if document.scan is not None else ""
+    try:
+        activation = prepare_activation(values)
+    except CelEvaluationError as error:
+        found.add(
+            f"{rule_id}.conditions",
+            f"the attestation ({document.origin}) is too large to judge: {error.message}",
+            error.hint or "attest a smaller document",
+            error=True,
+        )
+        return False
+    outcomes = await run.cel.evaluate_bools(
+        [c.program for c in conditions], activation, seconds=run.deadline.remaining()
+    )
+    held = True
+    for condition, outcome in zip(conditions, outcomes, strict=True):
+        if outcome is True:
+            continue
+        held = False
+        condition_id = f"{rule_id}.conditions.{condition.name}"
+        if outcome is False:
+            found.add(
+                condition_id, condition.message, "fix what the attestation reports, then attest it again"
+            )
+        elif outcome.hint == MISSING_KEY_HINT and unknowns:
+            found.add(
+                condition_id,
+                f"{condition.message} (cannot tell: {unknowns})",
+                "attest a document that says what the condition reads (see docs/scans.md)",
+                error=True,
+            )
+        else:
+            found.add(
+                condition_id,
+                f"{condition.message} (the condition could not be evaluated: {outcome.message})",
+                outcome.hint or "fix the condition",
+                error=outcome.resource or outcome.hint == MISSING_KEY_HINT,
+            )
+    return held
+
+
+def _time(moment: datetime | None) -> str:
+    return moment.isoformat().replace("+00:00", "Z") if moment is not None else "?"

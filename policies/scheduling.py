@@ -1,0 +1,184 @@
+"""Which nodes a Pod may be scheduled on, by their labels: ``nodeSelector`` and required node affinity.
+
+The scheduler places a Pod on a node that has every ``nodeSelector`` label and satisfies at least one term
+of ``affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`` (the kubelet checks the same
+on admission, so ``nodeName`` does not get around them). :func:`read_node_selection` turns both into the
+terms a node may satisfy, each a list of label requirements with the nodeSelector folded in, and
+:meth:`NodeTerm.numbers` / :meth:`NodeTerm.texts` say which values a label can have on such a node.
+Preferred affinity, taints and tolerations never confine a Pod, so they are not read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from policies.workload import Workload
+
+__all__ = [
+    "Admitted",
+    "LabelRequirement",
+    "NodeSelection",
+    "NodeTerm",
+    "node_selection",
+    "read_node_selection",
+]
+
+_OPERATORS: Final = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+_AFFINITY: Final = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+_INTEGER: Final = re.compile(r"[+-]?[0-9]{1,18}")
+#: A range of label numbers up to this long is listed value by value; a longer one counts as unbounded.
+_MAX_RANGE: Final = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRequirement:
+    """One requirement on a node label (``nodeSelector`` entries are ``In`` with one value)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """The values of one numeric label on the nodes a term admits.
+
+    ``values``: every value a node may have, when that is a finite set (empty: no node qualifies);
+    None when not. ``low``: the smallest value a node may have when the values are bounded below.
+    """
+
+    values: frozenset[int] | None
+    low: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTerm:
+    """The requirements a node must meet together (the nodeSelector and one affinity term)."""
+
+    requirements: tuple[LabelRequirement, ...]
+    path: str
+    """Where the term is, for messages (``spec.nodeSelector`` or ``spec.affinity...nodeSelectorTerms[1]``)."""
+
+    def texts(self, key: str) -> frozenset[str] | None:
+        """Every value of label ``key`` a node may have (None: not a finite set, or the label may lack)."""
+        found: frozenset[str] | None = None
+        for requirement in self.requirements:
+            if requirement.key == key and requirement.operator == "In":
+                values = frozenset(requirement.values)
+                found = values if found is None else found & values
+        if found is None:
+            return None
+        excluded = {v for r in self.requirements if r.key == key and r.operator == "NotIn" for v in r.values}
+        return found - excluded
+
+    def numbers(self, key: str) -> Admitted:
+        """The integer values of label ``key`` a node may have (a value that is no integer never counts)."""
+        low: int | None = None
+        high: int | None = None
+        for requirement in self.requirements:
+            if requirement.key != key or requirement.operator not in ("Gt", "Lt"):
+                continue
+            bound = _integer(requirement.values[0]) if len(requirement.values) == 1 else None
+            if bound is None:
+                return Admitted(frozenset(), None)  # the API server refuses such a term: no node matches it
+            if requirement.operator == "Gt":
+                low = bound + 1 if low is None else max(low, bound + 1)
+            else:
+                high = bound - 1 if high is None else min(high, bound - 1)
+        texts = self.texts(key)
+        excluded = {v for r in self.requirements if r.key == key and r.operator == "NotIn" for v in r.values}
+        if texts is not None:
+            numbers = {n for n in map(_integer, texts) if n is not None}
+            numbers = {n for n in numbers if (low is None or n >= low) and (high is None or n <= high)}
+            return Admitted(frozenset(numbers), min(numbers, default=None))
+        if low is not None and high is not None and high - low <= _MAX_RANGE:
+            numbers = {n for n in range(low, high + 1) if str(n) not in excluded}
+            return Admitted(frozenset(numbers), min(numbers, default=None))
+        return Admitted(None, low)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelection:
+    """The terms of which a node must satisfy one, and what could not be read."""
+
+    terms: tuple[NodeTerm, ...]
+    problems: tuple[str, ...]
+
+
+def _pod_spec(workload: Workload) -> Mapping[str, Any] | None:
+    spec: Any = workload.obj
+    for key in workload.pod_spec_path.split("."):
+        spec = spec.get(key) if isinstance(spec, Mapping) else None
+    return spec if isinstance(spec, Mapping) else None
+
+
+def node_selection(workload: Workload) -> tuple[object, object]:
+    """The raw ``nodeSelector`` and ``affinity`` of the pod spec (to tell whether they changed)."""
+    spec = _pod_spec(workload) or {}
+    return spec.get("nodeSelector"), spec.get("affinity")
+
+
+def read_node_selection(workload: Workload) -> NodeSelection:
+    """The node selection of the workload's pod spec; malformed parts are listed in ``problems``."""
+    base = workload.pod_spec_path
+    spec = _pod_spec(workload) or {}
+    problems: list[str] = []
+    selector = spec.get("nodeSelector") or {}
+    common: list[LabelRequirement] = []
+    if not isinstance(selector, Mapping) or not all(isinstance(v, str) for v in selector.values()):
+        problems.append(f"{base}.nodeSelector is not a map of label names to values")
+    else:
+        common = [LabelRequirement(str(k), "In", (v,)) for k, v in selector.items()]
+    required = _at(spec, _AFFINITY)
+    if required is None:
+        return NodeSelection((NodeTerm(tuple(common), f"{base}.nodeSelector"),), tuple(problems))
+    where = f"{base}.{_AFFINITY}.nodeSelectorTerms"
+    raw_terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if not isinstance(raw_terms, list) or not raw_terms:
+        problems.append(f"{where} is not a list of at least one term")
+        return NodeSelection((), tuple(problems))
+    terms = []
+    for index, raw in enumerate(raw_terms):
+        path = f"{where}[{index}]"
+        expressions = raw.get("matchExpressions") if isinstance(raw, Mapping) else None
+        fields = raw.get("matchFields") if isinstance(raw, Mapping) else None
+        if not isinstance(raw, Mapping) or not isinstance(expressions or [], list):
+            problems.append(f"{path} is not a node selector term")
+            continue
+        if not expressions and not fields:
+            continue  # an empty term matches no node
+        requirements = list(common)
+        for number, item in enumerate(expressions or []):
+            found = _requirement(item)
+            if found is None:
+                problems.append(f"{path}.matchExpressions[{number}] is not a node selector requirement")
+            else:
+                requirements.append(found)
+        terms.append(NodeTerm(tuple(requirements), path))
+    return NodeSelection(tuple(terms), tuple(problems))
+
+
+def _at(data: Mapping[str, Any], dotted: str) -> Any:
+    value: Any = data
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def _requirement(item: object) -> LabelRequirement | None:
+    if not isinstance(item, Mapping):
+        return None
+    key, operator, values = item.get("key"), item.get("operator"), item.get("values") or []
+    if not isinstance(key, str) or operator not in _OPERATORS or not isinstance(values, list):
+        return None
+    if not all(isinstance(v, str) for v in values):
+        return None
+    return LabelRequirement(key, str(operator), tuple(values))
+
+
+def _integer(text: str) -> int | None:
+    # Kubernetes compares Gt/Lt with strconv.ParseInt on the node's label value (no spaces, no underscores)
+    return int(text) if _INTEGER.fullmatch(text) else None

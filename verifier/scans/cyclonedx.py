@@ -1,0 +1,180 @@
+"""CycloneDX JSON (1.2-1.7): components, and vulnerabilities with their ratings, aliases and VEX analysis.
+
+A strict subset of the specification, read with pydantic: the fields trtguard reads must have the types the
+schema gives them (a version that is a number, a rating that is a string, is an error), and every other
+field is ignored, as the specification's own extension points (``properties``, newer fields) require.
+docs/scans.md says why this is not ``cyclonedx-python-lib``.
+
+Whether a document is a vulnerability scan: one that has a ``vulnerabilities`` list (an empty one is a scan
+that found nothing). A document without the key is an SBOM, or a clean scan from a tool that leaves the key
+out (pip-audit does): nothing in it tells the two apart, so it counts as a scan only inside a wrapper that
+says it is one (the cosign vulnerability predicate, :mod:`verifier.scans.cosign`), and ``as_scan`` says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from verifier.errors import InputError
+from verifier.scans.model import (
+    Component,
+    Rating,
+    ScanDocument,
+    Vulnerability,
+    component_from,
+    cvss_severity,
+    severity_name,
+    severity_unknowns,
+)
+from verifier.scans.times import parse_time
+from verifier.validation import input_error_from_validation
+
+__all__ = ["is_cyclonedx", "read_cyclonedx"]
+
+_CVSS_VERSIONS = {"CVSSv2": 2, "CVSSv3": 3, "CVSSv31": 3, "CVSSv4": 4}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class _Component(_Model):
+    name: str
+    version: str | None = None
+    purl: str | None = None
+    bom_ref: str | None = Field(default=None, alias="bom-ref")
+    components: list[_Component] | None = None
+
+
+class _Source(_Model):
+    name: str | None = None
+    url: str | None = None
+
+
+class _Rating(_Model):
+    source: _Source | None = None
+    score: float | None = None
+    severity: str | None = None
+    method: str | None = None
+
+
+class _Reference(_Model):
+    id: str
+    source: _Source | None = None
+
+
+class _Analysis(_Model):
+    state: str | None = None
+
+
+class _Affects(_Model):
+    ref: str
+
+
+class _Vulnerability(_Model):
+    id: str | None = None
+    bom_ref: str | None = Field(default=None, alias="bom-ref")
+    source: _Source | None = None
+    ratings: list[_Rating] | None = None
+    references: list[_Reference] | None = None
+    analysis: _Analysis | None = None
+    affects: list[_Affects] | None = None
+
+
+class _Metadata(_Model):
+    timestamp: str | None = None
+
+
+class _Bom(_Model):
+    spec_version: str = Field(alias="specVersion")
+    metadata: _Metadata | None = None
+    components: list[_Component] | None = None
+    vulnerabilities: list[_Vulnerability] | None = None
+
+
+def is_cyclonedx(data: Mapping[str, Any]) -> bool:
+    """Whether ``data`` says it is a CycloneDX document (``bomFormat: CycloneDX``)."""
+    return data.get("bomFormat") == "CycloneDX"
+
+
+def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = False) -> ScanDocument:
+    """A CycloneDX JSON document (``bomFormat: CycloneDX``) as a :class:`ScanDocument`.
+
+    ``as_scan``: a wrapper says the document is a vulnerability scan, so a missing ``vulnerabilities``
+    key means none were found. Raises :class:`~verifier.errors.InputError` for a document that is not
+    CycloneDX or whose fields have the wrong types.
+    """
+    if not is_cyclonedx(data):
+        raise InputError(
+            f"not a CycloneDX document (bomFormat is {data.get('bomFormat')!r})",
+            location=source,
+            hint="attest the scanner's CycloneDX JSON output as the predicate",
+        )
+    try:
+        bom = _Bom.model_validate(data)
+    except ValidationError as error:
+        raise input_error_from_validation(error, source, what="the CycloneDX document") from None
+    unknowns: list[str] = []
+    scanned_at = parse_time(bom.metadata.timestamp if bom.metadata else None, "metadata.timestamp", unknowns)
+    by_ref: dict[str, Component] = {}
+    components: list[Component] = []
+    for raw in _flatten(bom.components or []):
+        component = component_from(raw.name, raw.version, raw.purl)
+        components.append(component)
+        if raw.bom_ref is not None:
+            by_ref[raw.bom_ref] = component
+    if not components:
+        unknowns.append("the document lists no component (an empty BOM audits nothing)")
+    vulnerabilities: tuple[Vulnerability, ...] | None = None
+    found = bom.vulnerabilities
+    if found is None and not as_scan:
+        unknowns.append(
+            "the document has no 'vulnerabilities' list: it is an SBOM, or a clean scan by a tool that "
+            "leaves the list out (wrap such a scan in a cosign vulnerability predicate)"
+        )
+    elif not components:
+        unknowns.append("the scan lists no component, so it audited nothing")
+    else:
+        vulnerabilities = tuple(_vulnerability(v, by_ref, index) for index, v in enumerate(found or []))
+        unknowns += severity_unknowns(vulnerabilities)
+    return ScanDocument(
+        format="cyclonedx",
+        scanned_at=scanned_at,
+        components=tuple(components),
+        vulnerabilities=vulnerabilities,
+        unknowns=tuple(unknowns),
+    )
+
+
+def _flatten(components: list[_Component]) -> Iterator[_Component]:
+    for component in components:
+        yield component
+        yield from _flatten(component.components or [])
+
+
+def _vulnerability(found: _Vulnerability, by_ref: Mapping[str, Component], index: int) -> Vulnerability:
+    ratings = tuple(_rating(r) for r in found.ratings or [])
+    names = [by_ref[a.ref].name for a in found.affects or [] if a.ref in by_ref]
+    return Vulnerability(
+        id=found.id or found.bom_ref or f"vulnerabilities[{index}]",
+        aliases=tuple(r.id for r in found.references or []),
+        ratings=ratings,
+        state=found.analysis.state if found.analysis is not None else None,
+        components=tuple(dict.fromkeys(names)),
+    )
+
+
+def _rating(found: _Rating) -> Rating:
+    severity = severity_name(found.severity)
+    version = _CVSS_VERSIONS.get(found.method or "")
+    if severity is None and found.score is not None and version is not None:
+        severity = cvss_severity(found.score, version)
+    return Rating(
+        severity=severity,
+        score=found.score,
+        method=found.method,
+        source=found.source.name if found.source is not None else None,
+    )

@@ -1,0 +1,265 @@
+"""The one shape every SBOM and vulnerability scan is read into, whatever format it came in.
+
+Policies judge this shape (``scan`` in CEL, see docs/scans.md), never a format's own fields, so that the
+differences between formats and scanners are settled here once:
+
+* severities are normalised (``MODERATE`` and ``medium`` are one severity) and every rating counts, not
+  the first: :attr:`Vulnerability.severity` is the highest of them;
+* a vulnerability's ids include its aliases (CVE, GHSA, PYSEC, OSV), in one canonical case;
+* VEX analysis decides :attr:`Vulnerability.affected`;
+* component names are normalised per ecosystem (``PyYAML`` and ``pyyaml`` are one name);
+* what a document cannot tell is left out (a severity no rating gives, the vulnerabilities of a scan that
+  skipped packages or audited nothing, the components of an empty BOM) and said in :attr:`ScanDocument.
+  unknowns`, so that a rule reading it cannot pass on it (the evaluator turns that into ``onError``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final, Literal
+
+from packageurl import PackageURL
+
+__all__ = [
+    "SEVERITY_ORDER",
+    "Component",
+    "ScanDocument",
+    "ScanFormat",
+    "Vulnerability",
+    "canonical_id",
+    "component_from",
+    "cvss_severity",
+    "severity_name",
+]
+
+ScanFormat = Literal["cyclonedx", "spdx", "cosign-vuln"]
+
+#: Normalised severities, lowest first.
+SEVERITY_ORDER: Final = ("none", "info", "low", "medium", "high", "critical")
+# The words scanners and advisory databases use, each mapped to one normalised severity. Anything else
+# ("unknown", "unspecified", "", a word not listed) gives no severity: the document cannot tell.
+_SEVERITY_WORDS: Final = {
+    "critical": "critical",
+    "high": "high",
+    "important": "high",  # Red Hat
+    "medium": "medium",
+    "moderate": "medium",  # GitHub advisories, Red Hat
+    "low": "low",
+    "negligible": "low",  # Debian, Ubuntu
+    "minor": "low",
+    "info": "info",
+    "informational": "info",
+    "none": "none",
+}
+#: VEX analysis states under which the component is not exposed to the vulnerability.
+NOT_AFFECTED_STATES: Final = frozenset(
+    {"not_affected", "false_positive", "resolved", "resolved_with_pedigree"}
+)
+_PEP503: Final = re.compile(r"[-_.]+")
+_ID_PREFIX: Final = re.compile(r"^([A-Za-z][A-Za-z0-9]*)-(.+)$")
+
+
+def severity_name(text: object) -> str | None:
+    """The normalised severity a word names (``MODERATE`` → ``medium``), or None when it names none."""
+    if not isinstance(text, str):
+        return None
+    return _SEVERITY_WORDS.get(text.strip().lower())
+
+
+def cvss_severity(score: float, version: int) -> str | None:
+    """The qualitative severity of a CVSS base score: v3 and v4 bands, or v2's (which has no critical)."""
+    if not 0 <= score <= 10:
+        return None
+    if version == 2:
+        return "low" if score < 4 else "medium" if score < 7 else "high"
+    if score == 0:
+        return "none"
+    return "low" if score < 4 else "medium" if score < 7 else "high" if score < 9 else "critical"
+
+
+def canonical_id(text: str) -> str:
+    """A vulnerability id in one case: the prefix upper case, the rest lower case.
+
+    ``cve-2020-14343`` → ``CVE-2020-14343``, ``GHSA-8Q59-Q68H-6HV4`` → ``GHSA-8q59-q68h-6hv4`` (GitHub's
+    form), ``pysec-2021-142`` → ``PYSEC-2021-142``. An id without a ``PREFIX-`` is kept as written.
+    """
+    text = text.strip()
+    found = _ID_PREFIX.match(text)
+    return f"{found.group(1).upper()}-{found.group(2).lower()}" if found else text
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    """One package the document lists."""
+
+    name: str
+    """Normalised: PEP 503 for Python packages, otherwise the purl's name (or the written name) in lower
+    case; for namespaced ecosystems ``namespace/name``."""
+    raw_name: str
+    version: str | None = None
+    purl: str | None = None
+    ecosystem: str | None = None
+    """The purl type (``pypi``, ``npm``, ``deb``, ...) when the document gives a purl."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The component as CEL sees it (absent fields left out)."""
+        data: dict[str, Any] = {"name": self.name, "raw_name": self.raw_name}
+        for key in ("version", "purl", "ecosystem"):
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = value
+        return data
+
+
+def component_from(
+    name: str, version: str | None, purl: str | None, *, ecosystem: str | None = None
+) -> Component:
+    """A :class:`Component` with its name normalised from the purl, or from ``name`` in ``ecosystem``.
+
+    A purl that does not parse is ignored (the written name is used): it is a label, not evidence.
+    """
+    parsed: PackageURL | None = None
+    if purl:
+        try:
+            parsed = PackageURL.from_string(purl)
+        except ValueError:
+            parsed = None
+    kind: str | None
+    if parsed is not None:
+        kind = parsed.type
+        base = f"{parsed.namespace}/{parsed.name}" if parsed.namespace else parsed.name
+        canonical = parsed.to_string()
+    else:
+        kind, base, canonical = ecosystem, name, None
+    normal = _PEP503.sub("-", base).lower() if kind == "pypi" else base.lower()
+    return Component(
+        name=normal,
+        raw_name=name,
+        version=version or (parsed.version if parsed is not None else None),
+        purl=canonical,
+        ecosystem=kind,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Rating:
+    """One rating of a vulnerability: a severity (normalised, or None), a score, who gave it."""
+
+    severity: str | None
+    score: float | None = None
+    method: str | None = None
+    source: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The rating as CEL sees it."""
+        data: dict[str, Any] = {}
+        for key in ("severity", "score", "method", "source"):
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = value
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class Vulnerability:
+    """One finding: a vulnerability in one or more components."""
+
+    id: str
+    aliases: tuple[str, ...] = ()
+    ratings: tuple[Rating, ...] = ()
+    state: str | None = None
+    """VEX analysis state (``not_affected``, ``in_triage``, ...) where the document gives one."""
+    components: tuple[str, ...] = ()
+    """Normalised names of the components it is reported in."""
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The id and every alias, canonical (:func:`canonical_id`), each once, the id first."""
+        return tuple(dict.fromkeys(canonical_id(i) for i in (self.id, *self.aliases) if i.strip()))
+
+    @property
+    def severities(self) -> tuple[str, ...]:
+        """Every severity a rating gives, highest first, each once."""
+        known = {r.severity for r in self.ratings if r.severity is not None}
+        return tuple(s for s in reversed(SEVERITY_ORDER) if s in known)
+
+    @property
+    def affected(self) -> bool:
+        """False only when a VEX analysis says the component is not exposed (not affected, a false
+        positive, resolved); no analysis, ``in_triage`` and ``exploitable`` count as affected."""
+        return self.state not in NOT_AFFECTED_STATES
+
+    def to_json(self) -> dict[str, Any]:
+        """The vulnerability as CEL sees it; ``severity`` and ``severities`` only where a rating gives one."""
+        data: dict[str, Any] = {
+            "id": canonical_id(self.id),
+            "ids": list(self.ids),
+            "affected": self.affected,
+            "ratings": [r.to_json() for r in self.ratings],
+            "components": list(self.components),
+        }
+        if self.severities:
+            data["severity"] = self.severities[0]
+            data["severities"] = list(self.severities)
+        if self.state is not None:
+            data["state"] = self.state
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class ScanDocument:
+    """An SBOM or vulnerability scan, read into the shape policies judge."""
+
+    format: ScanFormat
+    scanned_at: datetime | None
+    """When the document was made: the scan time, or the SBOM's creation time."""
+    database_at: datetime | None = None
+    """When the vulnerability database the scanner used was built, where the document says."""
+    components: tuple[Component, ...] = ()
+    vulnerabilities: tuple[Vulnerability, ...] | None = None
+    """None when the document is not a vulnerability scan, or cannot tell (see :attr:`unknowns`)."""
+    skipped: tuple[tuple[str, str], ...] = ()
+    """(component, reason) of every package the scanner says it did not audit."""
+    scanner: str | None = None
+    unknowns: tuple[str, ...] = field(default=())
+    """What the document cannot tell, in words: why a field CEL might read is absent."""
+
+    @property
+    def freshness(self) -> datetime | None:
+        """The time a ``maxAge`` is measured from: the older of the scan and its database, when known."""
+        times = [t for t in (self.scanned_at, self.database_at) if t is not None]
+        return min(times) if self.scanned_at is not None else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``scan`` variable of attestation conditions (docs/scans.md); what is unknown is absent."""
+        data: dict[str, Any] = {
+            "format": self.format,
+            "skipped": [{"name": name, "reason": reason} for name, reason in self.skipped],
+        }
+        if self.scanner is not None:
+            data["scanner"] = self.scanner
+        if self.scanned_at is not None:
+            data["scanned_at"] = _rfc3339(self.scanned_at)
+        if self.database_at is not None:
+            data["database_at"] = _rfc3339(self.database_at)
+        if self.components:
+            data["components"] = [c.to_json() for c in self.components]
+        if self.vulnerabilities is not None:
+            data["vulnerabilities"] = [v.to_json() for v in self.vulnerabilities]
+        return data
+
+
+def severity_unknowns(vulnerabilities: Iterable[Vulnerability]) -> list[str]:
+    """What a list of findings cannot tell about severities: one line naming those without any."""
+    missing = [canonical_id(v.id) for v in vulnerabilities if not v.severities]
+    if not missing:
+        return []
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    return [f"no rating gives a severity for {shown}"]
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
