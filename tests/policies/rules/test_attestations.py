@@ -1,0 +1,263 @@
+"""policies.rules.attestations: image attestations with maxAge and CEL conditions, against real keys and real
+scanner output (tests/data 602-610) signed as in-toto statements about the image digest."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from policies.evaluator import PolicyEngine
+from policies.loader import PolicyLoadError, load_policy_set
+from policies.results import Action, Decision
+from tests.conftest import DATA
+from tests.policies.conftest import RUNTIME, Material, pod
+from verifier.dsse import sign_envelope
+from verifier.evidence import LocalEvidence
+from verifier.intoto import PAYLOAD_TYPE
+
+CDX = "https://cyclonedx.org/bom"
+VULN = "https://cosign.sigstore.dev/attestation/vuln/v1"
+DIGEST = RUNTIME.split("@sha256:")[1]
+NOW = datetime(2026, 12, 2, tzinfo=UTC)
+NO_CRITICAL = "!scan.vulnerabilities.exists(v, v.affected && v.severity == 'critical')"
+
+POLICY = """
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: scanned}
+spec:
+  match: {namespaces: [prod]}
+  onError: ONERROR
+  images:
+    - name: runtime
+      match: ["nvcr.io/nvidia/tensorrt:*"]
+      attestations:
+        - predicateType: TYPE
+          keys: [platform/scanner]
+EXTRA"""
+
+
+def policy(
+    predicate_type: str = CDX,
+    *,
+    max_age: str | None = None,
+    conditions: tuple[tuple[str, str], ...] = (("no-critical", NO_CRITICAL),),
+    on_error: str = "Deny",
+) -> str:
+    extra = f"          maxAge: {max_age}\n" if max_age else ""
+    if conditions:
+        extra += "          conditions:\n"
+        for name, cel in conditions:
+            extra += (
+                f"            - {{name: {name}, cel: {json.dumps(cel)}, message: '{name} does not hold'}}\n"
+            )
+    return POLICY.replace("TYPE", predicate_type).replace("ONERROR", on_error).replace("EXTRA", extra)
+
+
+def data(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((DATA / name).read_text())
+    return loaded
+
+
+def wrapped(result: dict[str, Any], finished: str = "2026-12-01T16:51:05Z") -> dict[str, Any]:
+    return {
+        "scanner": {"uri": "pkg:pypi/pip-audit@2.10.1", "result": result},
+        "metadata": {"scanFinishedOn": finished},
+    }
+
+
+def judge(material: Material, text: str, *, now: datetime = NOW) -> Decision:
+    paths = [material.policy(text), material.keys_file("scanner")]
+    engine = PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: now)
+    return asyncio.run(engine.evaluate(pod()))
+
+
+def attest(
+    material: Material, predicate_type: str, predicate: dict[str, Any], file: str = "scan.json"
+) -> None:
+    material.statement(DIGEST, predicate_type, predicate, "scanner", file)
+
+
+def found(decision: Decision) -> set[tuple[str, Action, bool]]:
+    return {(v.rule, v.action, v.error) for v in decision.violations}
+
+
+RULE = f"images.runtime.attestations[{CDX}]"
+
+
+def test_a_critical_finding_is_denied_whichever_rating_says_so(material: Material) -> None:
+    # the first rating is the owner's medium; the advisory's CRITICAL comes second
+    attest(material, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"))
+    decision = judge(material, policy())
+    assert found(decision) == {(f"{RULE}.conditions.no-critical", Action.DENY, False)}
+    assert decision.violations[0].message == "no-critical does not hold"
+
+
+def test_vex_not_affected_and_an_allow_list_by_alias_admit(material: Material) -> None:
+    # PYSEC-2020-96 (critical by score) is not_affected; PYSEC-2021-142 is allowed by its CVE alias
+    attest(material, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"))
+    allowed = (
+        "scan.vulnerabilities.all(v, !v.affected || v.severity != 'critical' "
+        "|| v.ids.exists(i, i in ['CVE-2020-14343']))"
+    )
+    assert judge(material, policy(conditions=(("allow-listed", allowed),))).allowed
+    by_id = allowed.replace("CVE-2020-14343", "CVE-2020-1747")  # allow-lists the not-affected one only
+    assert not judge(material, policy(conditions=(("allow-listed", by_id),))).allowed
+
+
+def test_severity_names_are_one_vocabulary(material: Material) -> None:
+    # GHSA-9wx4-h78v-vm56 is rated MODERATE
+    attest(material, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"))
+    medium = "!scan.vulnerabilities.exists(v, v.affected && v.severity == 'medium')"
+    assert found(judge(material, policy(conditions=(("no-medium", medium),)))) == {
+        (f"{RULE}.conditions.no-medium", Action.DENY, False)
+    }
+
+
+@pytest.mark.parametrize("on_error", ["Deny", "Warn"])
+def test_a_scan_without_severities_cannot_tell_so_on_error_decides(material: Material, on_error: str) -> None:
+    # real pip-audit output: two PyYAML findings, no severity at all
+    attest(material, CDX, data("603-pip-audit-pyyaml-5.3.cdx.json"))
+    decision = judge(material, policy(on_error=on_error))
+    [violation] = decision.violations
+    assert (violation.rule, violation.action, violation.error) == (
+        f"{RULE}.conditions.no-critical",
+        Action(on_error),
+        True,
+    )
+    assert "cannot tell: no rating gives a severity for PYSEC-2020-96, PYSEC-2021-142" in violation.message
+    assert decision.allowed == (on_error == "Warn") and (on_error != "Warn" or decision.warnings)
+
+
+def test_skipped_packages_cannot_tell(material: Material) -> None:
+    # real pip-audit JSON: every package skipped, "No known vulnerabilities found"
+    attest(material, VULN, wrapped(data("604-pip-audit-offline-skipped.json")))
+    decision = judge(material, policy(VULN))
+    [violation] = decision.violations
+    assert violation.error and violation.action is Action.DENY
+    assert "pip-audit skipped 2 package(s)" in violation.message
+
+
+def test_an_empty_bom_cannot_tell(material: Material) -> None:
+    attest(material, CDX, data("602-pip-audit-offline-skipped.cdx.json"))
+    [violation] = judge(material, policy()).violations
+    assert violation.error and "empty BOM" in violation.message
+
+
+def test_a_clean_scan_counts_only_where_it_says_it_is_one(material: Material) -> None:
+    # real pip-audit output for clean packages has no `vulnerabilities` key: alone it looks like an SBOM
+    attest(material, CDX, data("606-pip-audit-clean.cdx.json"))
+    [violation] = judge(material, policy()).violations
+    assert violation.error and "no 'vulnerabilities' list" in violation.message
+    attest(material, VULN, wrapped(data("606-pip-audit-clean.cdx.json")), "wrapped.json")
+    assert judge(material, policy(VULN)).allowed
+
+
+def test_max_age_reads_the_time_each_format_records(material: Material) -> None:
+    attest(material, VULN, wrapped(data("606-pip-audit-clean.cdx.json"), "2026-11-20T00:00:00Z"))
+    assert judge(material, policy(VULN, max_age="14d")).allowed
+    stale = judge(material, policy(VULN, max_age="7d"))
+    assert found(stale) == {(f"images.runtime.attestations[{VULN}].maxAge", Action.DENY, False)}
+    assert "scanned 2026-11-20T00:00:00Z" in stale.violations[0].message
+    # the CycloneDX document's own time (metadata.timestamp) is 2026-11-28T09:00:00Z
+    attest(material, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"), "vex.json")
+    assert found(judge(material, policy(max_age="1d", conditions=()))) == {
+        (f"{RULE}.maxAge", Action.DENY, False)
+    }
+    assert judge(material, policy(max_age="7d", conditions=())).allowed
+
+
+def test_a_scan_is_as_old_as_its_vulnerability_database(material: Material) -> None:
+    predicate = wrapped(data("606-pip-audit-clean.cdx.json"), "2026-12-01T00:00:00Z")
+    predicate["scanner"]["db"] = {"version": "2026-09-01T00:00:00Z"}
+    attest(material, VULN, predicate)
+    stale = judge(material, policy(VULN, max_age="30d"))
+    assert "with a vulnerability database from 2026-09-01T00:00:00Z" in stale.violations[0].message
+
+
+def test_a_scan_dated_in_the_future_is_refused(material: Material) -> None:
+    attest(material, VULN, wrapped(data("606-pip-audit-clean.cdx.json"), "2027-01-01T00:00:00Z"))
+    [violation] = judge(material, policy(VULN, max_age="7d")).violations
+    assert "in the future" in violation.message and not violation.error
+
+
+def test_max_age_without_a_time_cannot_tell(material: Material) -> None:
+    bom = data("606-pip-audit-clean.cdx.json")
+    del bom["metadata"]
+    attest(material, CDX, bom)
+    [violation] = judge(material, policy(max_age="7d", conditions=())).violations
+    assert violation.error and "metadata.timestamp" in violation.message
+
+
+def test_the_newest_scan_is_judged(material: Material) -> None:
+    attest(material, VULN, wrapped(data("606-pip-audit-clean.cdx.json"), "2026-11-01T00:00:00Z"), "old.json")
+    attest(material, VULN, wrapped(data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")), "new.json")
+    assert not judge(material, policy(VULN)).allowed
+
+
+def test_banned_components_match_normalised_names(material: Material) -> None:
+    attest(material, CDX, data("607-cyclonedx-py-requirements.cdx.json"))  # lists PyYAML
+    banned = "!scan.components.exists(c, c.name in ['pyyaml', 'ruamel-yaml'])"
+    decision = judge(material, policy(conditions=(("banned", banned),)))
+    assert found(decision) == {(f"{RULE}.conditions.banned", Action.DENY, False)}
+
+
+def test_an_spdx_sbom_lists_components(material: Material) -> None:
+    attest(material, "https://spdx.dev/Document", data("608-spdx-2.3-spec-example.spdx.json"))
+    listed = "scan.components.exists(c, c.name == 'glibc')"
+    assert judge(material, policy("https://spdx.dev/Document", conditions=(("glibc", listed),))).allowed
+
+
+def test_cosign_in_toto_v01_statements_are_read(material: Material) -> None:
+    # cosign writes Statement v0.1 (and, before 1.3, the predicate type without its scheme)
+    statement = {
+        "_type": "https://in-toto.io/Statement/v0.1",
+        "subject": [{"name": "nvcr.io/nvidia/tensorrt", "digest": {"sha256": DIGEST}}],
+        "predicateType": "cosign.sigstore.dev/attestation/vuln/v1",
+        "predicate": data("610-cosign-vuln-trivy-spec-example.json"),
+    }
+    envelope = sign_envelope(PAYLOAD_TYPE, json.dumps(statement).encode(), material.key("scanner"))
+    (material.attestations / "v01.json").write_bytes(envelope.to_json())
+    no_high = "!scan.vulnerabilities.exists(v, v.severity == 'high')"
+    decision = judge(
+        material, policy("cosign.sigstore.dev/attestation/vuln/v1", conditions=(("no-high", no_high),))
+    )
+    assert [v.rule for v in decision.violations] == [
+        "images.runtime.attestations[cosign.sigstore.dev/attestation/vuln/v1].conditions.no-high"
+    ]
+
+
+def test_a_signed_document_that_does_not_parse_is_refused(material: Material) -> None:
+    bom = data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")
+    bom["components"][0]["version"] = 5.3
+    attest(material, CDX, bom)
+    [violation] = judge(material, policy()).violations
+    assert (violation.rule, violation.error) == (RULE, False)
+    assert "the signed document is invalid" in violation.message
+
+
+def test_a_scan_signed_by_another_key_is_refused(material: Material) -> None:
+    material.statement(DIGEST, CDX, data("606-pip-audit-clean.cdx.json"), "rogue", "rogue.json")
+    [violation] = judge(material, policy()).violations
+    assert violation.rule == RULE and "signed by [platform/scanner]" in violation.message
+
+
+def test_conditions_over_any_predicate(material: Material) -> None:
+    provenance = "https://slsa.dev/provenance/v1"
+    builder = "predicate.runDetails.builder.id == 'https://github.com/actions/runner'"
+    attest(material, provenance, {"runDetails": {"builder": {"id": "https://github.com/actions/runner"}}})
+    assert judge(material, policy(provenance, conditions=(("builder", builder),))).allowed
+    other = builder.replace("actions/runner", "someone/else")
+    assert not judge(material, policy(provenance, conditions=(("builder", other),))).allowed
+
+
+def test_scan_and_max_age_need_a_predicate_trtguard_reads(material: Material) -> None:
+    provenance = "https://slsa.dev/provenance/v1"
+    with pytest.raises(PolicyLoadError, match="`scan` is set only for SBOMs and scans"):
+        judge(material, policy(provenance))
+    with pytest.raises(PolicyLoadError, match="maxAge needs a time trtguard can read"):
+        judge(material, policy(provenance, max_age="7d", conditions=()))

@@ -1,0 +1,157 @@
+"""verifier.scans.cyclonedx on real pip-audit and cyclonedx-py output (tests/data 602-607) and a VEX document
+(609), compared with cyclonedx-python-lib where that library reads the document."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from cyclonedx.model.bom import Bom
+
+from tests.conftest import DATA
+from verifier.errors import InputError
+from verifier.scans import read_scan
+from verifier.scans.model import ScanDocument
+
+CDX = "https://cyclonedx.org/bom"
+
+
+def load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((DATA / name).read_text())
+    return data
+
+
+def read(name: str, predicate_type: str = CDX) -> ScanDocument:
+    return read_scan(predicate_type, load(name), name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "602-pip-audit-offline-skipped.cdx.json",
+        "603-pip-audit-pyyaml-5.3.cdx.json",
+        "606-pip-audit-clean.cdx.json",
+        "607-cyclonedx-py-requirements.cdx.json",
+    ],
+)
+def test_the_subset_reads_what_cyclonedx_python_lib_reads(name: str) -> None:
+    ours = read(name)
+    theirs = Bom.from_json(load(name))  # type: ignore[attr-defined]
+    assert sorted((c.raw_name, c.version) for c in ours.components) == sorted(
+        (c.name, c.version) for c in theirs.components
+    )
+    assert sorted(v.id for v in ours.vulnerabilities or ()) == sorted(v.id for v in theirs.vulnerabilities)
+    assert ours.scanned_at == theirs.metadata.timestamp
+
+
+def test_the_reference_library_refuses_severities_scanners_write() -> None:
+    # 609 rates one finding "CRITICAL" and another "MODERATE", as advisories spell them: the library stops
+    # at the first; the subset reads both into its severities.
+    with pytest.raises(ValueError, match="is not a valid VulnerabilitySeverity"):
+        Bom.from_json(load("609-cyclonedx-vex-pyyaml-ratings.cdx.json"))  # type: ignore[attr-defined]
+    assert read("609-cyclonedx-vex-pyyaml-ratings.cdx.json").vulnerabilities
+
+
+def test_every_rating_counts_not_the_first() -> None:
+    # The owner's environmental rating (medium) comes first, the advisory's CRITICAL second.
+    [first, *_] = read("609-cyclonedx-vex-pyyaml-ratings.cdx.json").vulnerabilities or ()
+    assert first.ratings[0].severity == "medium"
+    assert first.severities == ("critical", "medium")
+    assert first.to_json()["severity"] == "critical"
+
+
+def test_severity_names_are_normalised() -> None:
+    found = {v.id: v for v in read("609-cyclonedx-vex-pyyaml-ratings.cdx.json").vulnerabilities or ()}
+    assert found["GHSA-9wx4-h78v-vm56"].severities == ("medium",)  # MODERATE
+    assert found["PYSEC-2020-96"].severities == ("critical",)  # CVSS 3.1 score 9.8, no severity word
+    assert found["CVE-2024-37891"].severities == ()  # "unknown" names no severity
+
+
+def test_vex_analysis_decides_what_is_affected() -> None:
+    found = {v.id: v for v in read("609-cyclonedx-vex-pyyaml-ratings.cdx.json").vulnerabilities or ()}
+    assert found["PYSEC-2021-142"].affected  # no analysis
+    assert found["GHSA-9wx4-h78v-vm56"].affected  # in_triage
+    assert not found["PYSEC-2020-96"].affected  # not_affected
+    assert not found["CVE-2024-37891"].affected  # resolved
+    assert found["PYSEC-2020-96"].to_json()["state"] == "not_affected"
+
+
+def test_aliases_come_from_references_in_one_case() -> None:
+    [first, *_] = read("609-cyclonedx-vex-pyyaml-ratings.cdx.json").vulnerabilities or ()
+    # written GHSA-8Q59-Q68H-6HV4 and cve-2020-14343 in the document
+    assert first.ids == ("PYSEC-2021-142", "GHSA-8q59-q68h-6hv4", "CVE-2020-14343")
+
+
+def test_pip_audit_writes_no_severity_which_stays_unknown() -> None:
+    scan = read("603-pip-audit-pyyaml-5.3.cdx.json")
+    assert [v.id for v in scan.vulnerabilities or ()] == ["PYSEC-2020-96", "PYSEC-2021-142"]
+    assert all("severity" not in v for v in scan.to_json()["vulnerabilities"])
+    assert any("no rating gives a severity for PYSEC-2020-96, PYSEC-2021-142" in u for u in scan.unknowns)
+
+
+def test_an_empty_bom_audits_nothing() -> None:
+    # pip-audit offline: every package skipped, and its CycloneDX output is an empty BOM
+    scan = read("602-pip-audit-offline-skipped.cdx.json")
+    assert scan.components == () and scan.vulnerabilities is None
+    assert "components" not in scan.to_json() and "vulnerabilities" not in scan.to_json()
+    assert any("empty BOM" in u for u in scan.unknowns)
+
+
+def test_a_clean_scan_without_the_vulnerabilities_key_is_no_scan_evidence() -> None:
+    scan = read("606-pip-audit-clean.cdx.json")
+    assert len(scan.components) == 2
+    assert scan.vulnerabilities is None
+    assert any("no 'vulnerabilities' list" in u for u in scan.unknowns)
+
+
+def test_an_empty_vulnerabilities_list_is_a_clean_scan() -> None:
+    data = load("606-pip-audit-clean.cdx.json")
+    data["vulnerabilities"] = []
+    assert read_scan(CDX, data, "clean").vulnerabilities == ()
+
+
+def test_component_names_are_normalised() -> None:
+    sbom = read("607-cyclonedx-py-requirements.cdx.json", "https://cyclonedx.org/bom/v1.6")
+    assert [(c.name, c.raw_name, c.purl) for c in sbom.components][0] == (
+        "pyyaml",
+        "PyYAML",
+        "pkg:pypi/pyyaml@5.3",
+    )
+    # pip-audit writes no purl: the written name, in lower case
+    assert read("603-pip-audit-pyyaml-5.3.cdx.json").components[0].name == "pyyaml"
+    # nested components count, and the purl's own spelling is normalised (pkg:pypi/PyYAML@5.3)
+    names = [c.name for c in read("609-cyclonedx-vex-pyyaml-ratings.cdx.json").components]
+    assert names == ["pyyaml", "requests", "urllib3"]
+
+
+def test_times_need_a_zone() -> None:
+    data = load("606-pip-audit-clean.cdx.json")
+    data["metadata"]["timestamp"] = "2026-12-01T16:51:07"
+    scan = read_scan(CDX, data, "naive")
+    assert scan.scanned_at is None
+    assert any("not an RFC 3339 time with a zone" in u for u in scan.unknowns)
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("components", 0, "version"), 5.3),
+        (("vulnerabilities", 0, "ratings"), "critical"),
+        (("vulnerabilities", 1, "analysis", "state"), ["not_affected"]),
+    ],
+)
+def test_fields_of_the_wrong_type_are_errors(path: tuple[str | int, ...], value: object) -> None:
+    data = copy.deepcopy(load("609-cyclonedx-vex-pyyaml-ratings.cdx.json"))
+    target: Any = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(InputError, match="the CycloneDX document is not valid"):
+        read_scan(CDX, data, "bad")
+
+
+def test_a_document_of_another_format_is_refused() -> None:
+    with pytest.raises(InputError, match="not a CycloneDX document"):
+        read_scan(CDX, load("608-spdx-2.3-spec-example.spdx.json"), "spdx")
