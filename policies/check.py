@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.evaluator import PolicyEngine
+from policies.requesters import Requester
 from policies.results import Action, Decision
 from policies.workload import NotAWorkload, iter_resources
 from verifier.deadline import Deadline
@@ -190,8 +191,12 @@ async def check(
     namespace: str | None = None,
     unverifiable: Action | None = None,
     concurrency: int = 32,
+    requester: Requester | None = None,
 ) -> list[Outcome]:
     """Evaluate every resource; ``unverifiable`` overrides the action of rules that could not be checked.
+
+    ``requester`` is who would apply the resources (``--as``); without one, rules about the requester
+    cannot be checked (``unverifiable`` decides what that does).
 
     ``concurrency`` resources are evaluated at once when the evidence comes from the network; from memory,
     one after another (concurrency would only add scheduling).
@@ -200,7 +205,10 @@ async def check(
     async def one(resource: Resource) -> Outcome:
         try:
             decision = await engine.evaluate(
-                resource.obj, namespace=None if resource.namespace else namespace, deadline=Deadline.never()
+                resource.obj,
+                namespace=None if resource.namespace else namespace,
+                deadline=Deadline.never(),
+                requester=requester,
             )
         except NotAWorkload as error:
             return Outcome(resource=resource, skipped=error.message)

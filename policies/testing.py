@@ -20,6 +20,7 @@ from pydantic.alias_generators import to_camel
 from policies.check import Outcome, check, read_resources
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
+from policies.requesters import Requester
 from policies.results import Action, Decision
 from verifier.errors import InputError, TrtguardError
 from verifier.evidence import LocalEvidence
@@ -47,6 +48,13 @@ class ExpectedResult(_Model):
     )
 
 
+class TestRequester(_Model):
+    """Who applies the suite's resources (as ``trtguard check --as USER --as-group GROUP``)."""
+
+    username: str = Field(min_length=1)
+    groups: list[str] = Field(default_factory=list)
+
+
 class PolicyTestSpec(_Model):
     """``spec`` of a PolicyTest."""
 
@@ -55,6 +63,9 @@ class PolicyTestSpec(_Model):
     attestations: str | None = None
     namespace: str | None = None
     now: AwareDatetime | None = Field(default=None, description="the clock for maxAge rules")
+    requester: TestRequester | None = Field(
+        default=None, description="who applies the resources; absent: unknown (requester rules unverifiable)"
+    )
     results: list[ExpectedResult] = Field(min_length=1)
 
 
@@ -156,7 +167,13 @@ async def run_suite(path: Path, suite: PolicyTestDocument) -> list[CaseResult]:
     resources = list(read_resources([str(base / r) for r in spec.resources], None, problems))
     if problems:
         raise problems[0]
-    outcomes = await check(engine, resources, namespace=spec.namespace)
+    requester = spec.requester
+    outcomes = await check(
+        engine,
+        resources,
+        namespace=spec.namespace,
+        requester=Requester.impersonated(requester.username, tuple(requester.groups)) if requester else None,
+    )
     results = []
     for expected in spec.results:
         outcome = _find(outcomes, expected.resource, spec.namespace)

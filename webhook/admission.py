@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from policies.evaluator import PolicyEngine
+from policies.requesters import Requester
 from policies.results import Action, Decision, Violation
 from policies.workload import NotAWorkload, is_workload_kind
 from verifier.deadline import Deadline
@@ -187,7 +188,11 @@ class Reviewer:
             with self.tracing.span("policy.evaluate", **{"trtguard.policy_revision": loaded.revision}):
                 async with asyncio.timeout(deadline.remaining()):
                     decision = await engine.evaluate(
-                        obj, namespace=request.namespace, old=old, deadline=deadline
+                        obj,
+                        namespace=request.namespace,
+                        old=old,
+                        deadline=deadline,
+                        requester=_requester(request),
                     )
         except NotAWorkload:
             return _not_a_workload(request)
@@ -423,6 +428,11 @@ def _error_cause(verdict: Verdict) -> str | None:
     if decision is not None and any(v.error for v in decision.denials):
         return "evidence_unavailable"
     return None
+
+
+def _requester(request: AdmissionRequest) -> Requester | None:
+    # Without a username the API server did not say who asks: rules about the requester cannot be checked.
+    return Requester(request.username, request.groups) if request.username is not None else None
 
 
 def _deny(reason: str, message: str, failure: str | None = None) -> Verdict:

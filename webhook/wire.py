@@ -99,6 +99,8 @@ class AdmissionRequest:
     name: str | None = None
     namespace: str | None = None
     username: str | None = None
+    groups: tuple[str, ...] = ()
+    """``userInfo.groups`` (policies may require the requester to be in one)."""
     object: Mapping[str, Any] | None = None
     old_object: Mapping[str, Any] | None = None
     dry_run: bool = False
@@ -189,6 +191,7 @@ def _readable_part(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
         name=text(request.get("name")),
         namespace=text(request.get("namespace")),
         username=text(mapping(request.get("userInfo")).get("username")),
+        groups=_strings(mapping(request.get("userInfo")).get("groups")),
         object=obj if isinstance(obj, dict) else None,
         old_object=old if isinstance(old, dict) else None,
         dry_run=request.get("dryRun") is True,
@@ -222,6 +225,7 @@ def _parse_request(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
         name=_optional_str(request.get("name"), "request.name"),
         namespace=_optional_str(request.get("namespace"), "request.namespace"),
         username=_optional_str(user.get("username"), "request.userInfo.username"),
+        groups=_groups(user.get("groups")),
         object=_optional_object(request.get("object"), "request.object"),
         # CREATE and CONNECT have no old object; whatever a sender put there is ignored, not judged.
         old_object=_optional_object(request.get("oldObject"), "request.oldObject")
@@ -390,6 +394,19 @@ def _optional_str(value: object, where: str) -> str | None:
     if not isinstance(value, str):
         raise ReviewError(f"{where} is {_json_type(value)}, expected a string", status=422, location=where)
     return value
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _groups(value: object) -> tuple[str, ...]:
+    where = "request.userInfo.groups"
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ReviewError(f"{where} is not a list of strings", status=422, location=where)
+    return tuple(value)
 
 
 def _optional_object(value: object, where: str) -> Mapping[str, Any] | None:

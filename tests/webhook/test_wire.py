@@ -63,7 +63,7 @@ def test_full_request() -> None:
             operation="UPDATE",
             name="d",
             namespace="prod",
-            userInfo={"username": "alice", "groups": ["sre", 5], "extra": {"x": ["y"]}},
+            userInfo={"username": "alice", "groups": ["sre", "system:authenticated"], "extra": {"x": ["y"]}},
             object={"kind": "Deployment"},
             oldObject={"kind": "Deployment"},
             dryRun=True,
@@ -72,8 +72,22 @@ def test_full_request() -> None:
     )
     assert request.kind.api_version == "apps/v1"
     assert request.username == "alice"
+    assert request.groups == ("sre", "system:authenticated")
     assert request.dry_run is True
     assert request.object == {"kind": "Deployment"} and request.old_object == {"kind": "Deployment"}
+
+
+@pytest.mark.parametrize("groups", [["sre", 5], "sre", {"sre": True}])
+def test_groups_that_are_not_a_list_of_strings_are_refused(groups: object) -> None:
+    # Policies select and allow requesters by group: a group dropped or misread could select no policy.
+    with pytest.raises(ReviewError, match="request.userInfo.groups is not a list of strings") as raised:
+        parse_review(_review(userInfo={"username": "alice", "groups": groups}))
+    assert raised.value.uid is not None and raised.value.request is not None
+
+
+def test_no_user_info_leaves_the_requester_unknown() -> None:
+    request = parse_review(_review(userInfo=None))
+    assert request.username is None and request.groups == ()
 
 
 def test_old_object_is_ignored_on_create() -> None:

@@ -11,9 +11,11 @@ from policies.check import CheckReport, Outcome, check, read_resources
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.report import FORMATS, render
+from policies.requesters import Requester
 from policies.results import Action
 from trtguard.cli._args import add_evidence_arguments
 from trtguard.cli._commands import Subparsers, add_command
+from verifier.errors import InputError
 from verifier.evidence import EvidenceSource
 from verifier.registry.evidence import evidence_source
 
@@ -47,6 +49,20 @@ def register(subparsers: Subparsers) -> None:
         help="namespace for resources that name none (default: 'default', as kubectl would)",
     )
     parser.add_argument(
+        "--as",
+        dest="as_user",
+        metavar="USER",
+        help="who applies the resources (a username, or system:serviceaccount:NS:NAME), for policies "
+        "about the requester; without it those rules cannot be checked (see --unverifiable)",
+    )
+    parser.add_argument(
+        "--as-group",
+        action="append",
+        default=[],
+        metavar="GROUP",
+        help="a group of the --as user (repeatable); system:authenticated is added as the API server does",
+    )
+    parser.add_argument(
         "--unverifiable",
         choices=("deny", "warn"),
         default=None,
@@ -63,10 +79,15 @@ def _run(args: argparse.Namespace) -> int:
     report = CheckReport(policy_revision=policy_set.revision)
     resources = list(read_resources(args.inputs, sys.stdin.buffer.read, report.problems))
     unverifiable = {None: None, "deny": Action.DENY, "warn": Action.WARN}[args.unverifiable]
+    if args.as_group and not args.as_user:
+        raise InputError("--as-group needs --as", hint="name the user: --as USER --as-group GROUP")
+    requester = Requester.impersonated(args.as_user, tuple(args.as_group)) if args.as_user else None
 
     async def evaluate(evidence: EvidenceSource) -> list[Outcome]:
         engine = PolicyEngine(policy_set, evidence)
-        return await check(engine, resources, namespace=args.namespace, unverifiable=unverifiable)
+        return await check(
+            engine, resources, namespace=args.namespace, unverifiable=unverifiable, requester=requester
+        )
 
     async def run() -> list[Outcome]:
         try:

@@ -114,11 +114,8 @@ def test_an_empty_vulnerabilities_list_is_a_clean_scan() -> None:
 
 def test_component_names_are_normalised() -> None:
     sbom = read("607-cyclonedx-py-requirements.cdx.json", "https://cyclonedx.org/bom/v1.6")
-    assert [(c.name, c.raw_name, c.purl) for c in sbom.components][0] == (
-        "pyyaml",
-        "PyYAML",
-        "pkg:pypi/pyyaml@5.3",
-    )
+    first = sbom.components[0]
+    assert (first.name, first.raw_name, first.purl) == ("pyyaml", "PyYAML", "pkg:pypi/pyyaml@5.3")
     # pip-audit writes no purl: the written name, in lower case
     assert read("603-pip-audit-pyyaml-5.3.cdx.json").components[0].name == "pyyaml"
     # nested components count, and the purl's own spelling is normalised (pkg:pypi/PyYAML@5.3)

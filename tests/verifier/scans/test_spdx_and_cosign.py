@@ -23,7 +23,7 @@ def load(name: str) -> dict[str, Any]:
 
 
 def wrapped(result: dict[str, Any], **metadata: str) -> dict[str, Any]:
-    """A cosign vulnerability predicate around a scanner result (the way `cosign attest --type vuln` wants)."""
+    """A cosign vulnerability predicate around a scanner result (as `cosign attest --type vuln` takes it)."""
     return {
         "invocation": {"parameters": [], "uri": "", "event_id": "", "builder.id": ""},
         "scanner": {"uri": "pkg:pypi/pip-audit@2.10.1", "version": "2.10.1", "result": result},
@@ -34,7 +34,7 @@ def wrapped(result: dict[str, Any], **metadata: str) -> dict[str, Any]:
 
 def test_spdx_packages_as_spdx_tools_reads_them() -> None:
     ours = read_scan(SPDX_PREDICATE_TYPE, load(SPDX_EXAMPLE), SPDX_EXAMPLE)
-    theirs = JsonLikeDictParser().parse(load(SPDX_EXAMPLE))
+    theirs = JsonLikeDictParser().parse(load(SPDX_EXAMPLE))  # type: ignore[no-untyped-call]
     assert [(c.raw_name, c.version) for c in ours.components] == [
         (p.name, p.version) for p in theirs.packages
     ]
@@ -51,7 +51,7 @@ def test_spdx_carries_no_vulnerability_results() -> None:
 
 def test_spdx_of_another_version_is_refused() -> None:
     data = load(SPDX_EXAMPLE) | {"spdxVersion": "SPDX-3.0"}
-    with pytest.raises(InputError, match="not an SPDX 2.2 or 2.3 JSON document"):
+    with pytest.raises(InputError, match=r"not an SPDX 2\.2 or 2\.3 JSON document"):
         read_scan(SPDX_PREDICATE_TYPE, data, "spdx3")
 
 
