@@ -80,7 +80,7 @@ def test_full_request() -> None:
 @pytest.mark.parametrize("groups", [["sre", 5], "sre", {"sre": True}])
 def test_groups_that_are_not_a_list_of_strings_are_refused(groups: object) -> None:
     # Policies select and allow requesters by group: a group dropped or misread could select no policy.
-    with pytest.raises(ReviewError, match="request.userInfo.groups is not a list of strings") as raised:
+    with pytest.raises(ReviewError, match=r"request\.userInfo\.groups is not a list of strings") as raised:
         parse_review(_review(userInfo={"username": "alice", "groups": groups}))
     assert raised.value.uid is not None and raised.value.request is not None
 

@@ -1,5 +1,5 @@
-"""models.rules.gpuCompatibility (policies.rules.gpu, policies.scheduling): engines that fit the GPUs a Pod can
-land on, and the TensorRT runtime it runs in, with real signed build manifests."""
+"""models.rules.gpuCompatibility (policies.rules.gpu, policies.scheduling): engines that fit the GPUs a Pod
+can land on, and the TensorRT runtime it runs in, with real signed build manifests."""
 
 from __future__ import annotations
 
