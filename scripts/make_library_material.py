@@ -2,14 +2,16 @@
 
 Writes ``policies/library/tests/keys.yaml`` (fresh TEST-ONLY public keys; the private keys are thrown away)
 and ``policies/library/tests/attestations/`` (engine artifact manifests, signed build manifests, image signing
-statements). Engine bytes, manifests and image digests are fixed, so every digest that the hand-written
-``resources.yaml`` files name stays the same across runs; only the signatures change.
+statements, and SBOM and vulnerability-scan attestations made from the real pip-audit and cyclonedx-py
+output in tests/data). Engine bytes, manifests and image digests are fixed, so every digest that the
+hand-written ``resources.yaml`` files name stays the same across runs; only the signatures change.
 
 Usage: ``.venv/bin/python scripts/make_library_material.py``
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,9 @@ from verifier.keys import generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_statement
 from verifier.registry.engine_artifact import engine_artifact_manifest, engine_layer
 
-ROOT = Path(__file__).resolve().parent.parent / "policies" / "library" / "tests"
+REPO = Path(__file__).resolve().parent.parent
+ROOT = REPO / "policies" / "library" / "tests"
+DATA = REPO / "tests" / "data"
 
 #: Fixed image digests used by the library's test resources.
 IMAGES = {
@@ -31,6 +35,46 @@ IMAGES = {
     "tensorrt-b": "nvcr.io/nvidia/tensorrt@sha256:" + "b2" * 32,
     "triton-unsigned": "nvcr.io/nvidia/tritonserver@sha256:" + "c3" * 32,
     "tool-rogue": "registry.example.com/inference/tool@sha256:" + "d4" * 32,
+    # images of the scanned-images suite: each with the SBOM and scan of SCANS
+    "scan-clean": "registry.example.com/inference/clean@sha256:" + "e1" * 32,
+    "scan-critical": "registry.example.com/inference/critical@sha256:" + "e2" * 32,
+    "scan-stale": "registry.example.com/inference/stale@sha256:" + "e3" * 32,
+    "scan-no-severity": "registry.example.com/inference/unrated@sha256:" + "e4" * 32,
+    "scan-skipped": "registry.example.com/inference/skipped@sha256:" + "e5" * 32,
+    "scan-no-sbom": "registry.example.com/inference/no-sbom@sha256:" + "e6" * 32,
+}
+
+CDX = "https://cyclonedx.org/bom"
+VULN = "https://cosign.sigstore.dev/attestation/vuln/v1"
+#: image → (SBOM file or None, scan result file, scan time). Scan results are wrapped in cosign's
+#: vulnerability predicate with that time; the files are real pip-audit output but 609 (a VEX document).
+SCANS: dict[str, tuple[str | None, str, str]] = {
+    "scan-clean": (
+        "607-cyclonedx-py-requirements.cdx.json",
+        "606-pip-audit-clean.cdx.json",
+        "2026-10-30T06:00:00Z",
+    ),
+    "scan-critical": (
+        "607-cyclonedx-py-requirements.cdx.json",
+        "609-cyclonedx-vex-pyyaml-ratings.cdx.json",
+        "2026-10-30T06:00:00Z",
+    ),
+    "scan-stale": (
+        "607-cyclonedx-py-requirements.cdx.json",
+        "606-pip-audit-clean.cdx.json",
+        "2026-09-01T06:00:00Z",
+    ),
+    "scan-no-severity": (
+        "607-cyclonedx-py-requirements.cdx.json",
+        "603-pip-audit-pyyaml-5.3.cdx.json",
+        "2026-10-30T06:00:00Z",
+    ),
+    "scan-skipped": (
+        "607-cyclonedx-py-requirements.cdx.json",
+        "604-pip-audit-offline-skipped.json",
+        "2026-10-30T06:00:00Z",
+    ),
+    "scan-no-sbom": (None, "606-pip-audit-clean.cdx.json", "2026-10-30T06:00:00Z"),
 }
 
 
@@ -107,11 +151,34 @@ ENGINES: dict[str, tuple[dict[str, Any], str]] = {
     "rogue-signed": ({}, "rogue"),
     "stale": ({"build_timestamp": "2024-01-10T08:00:00Z"}, "build"),
     "other-toolchain": ({"toolchain": {"image": IMAGES["tensorrt-b"]}}, "build"),
+    # runs on any Ampere or newer GPU, in TensorRT 10.5 and later (gpu-fit suite)
+    "portable": (
+        {"builder_config": {"hardware_compatibility_level": "ampere_plus", "version_compatible": True}},
+        "build",
+    ),
 }
 
 
 def _artifact_manifest(engine_sha256: str, size: int, name: str) -> bytes:
     return engine_artifact_manifest([engine_layer(name, engine_sha256, size)])
+
+
+def _vuln_predicate(result: str, scanned: str) -> dict[str, Any]:
+    """A cosign vulnerability predicate around a scanner's output (what `cosign attest --type vuln` signs)."""
+    return {
+        "invocation": {
+            "parameters": ["--format", "cyclonedx-json"],
+            "uri": "",
+            "event_id": "",
+            "builder.id": "",
+        },
+        "scanner": {
+            "uri": "pkg:pypi/pip-audit@2.10.1",
+            "version": "2.10.1",
+            "result": json.loads((DATA / result).read_text()),
+        },
+        "metadata": {"scanStartedOn": scanned, "scanFinishedOn": scanned},
+    }
 
 
 def main() -> None:
@@ -159,6 +226,21 @@ def main() -> None:
         )
         envelope = sign_envelope(PAYLOAD_TYPE, statement.to_json(), image_key)
         (out / f"image-{name}.cosign-sign.dsse.json").write_bytes(envelope.to_json() + b"\n")
+
+    for name, (sbom, result, scanned) in SCANS.items():
+        digest = IMAGES[name].split("@sha256:")[1]
+        statements = [(VULN, _vuln_predicate(result, scanned), "scan")]
+        if sbom is not None:
+            statements.append((CDX, json.loads((DATA / sbom).read_text()), "sbom"))
+        for predicate_type, predicate, kind in statements:
+            statement = Statement(
+                subject=[ResourceDescriptor(digest={"sha256": digest})],
+                predicate_type=predicate_type,
+                predicate=predicate,
+            )
+            # the image pipeline that signs an image attests its SBOM and scan with the same key
+            envelope = sign_envelope(PAYLOAD_TYPE, statement.to_json(), keys["image-signer"])
+            (out / f"image-{name}.{kind}.dsse.json").write_bytes(envelope.to_json() + b"\n")
 
     for name, reference in summary.items():
         print(f"{name:24} {reference}")

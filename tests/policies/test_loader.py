@@ -229,7 +229,7 @@ def test_keys_alone_are_not_a_policy_set(material: Material) -> None:
 def test_library_loads_with_test_keys() -> None:
     root = Path(__file__).resolve().parents[2] / "policies" / "library"
     policy_set = load_policy_set([root, root / "tests" / "keys.yaml"])
-    assert len(policy_set.policies) == 5
+    assert len(policy_set.policies) == 8
 
 
 LIBRARY = Path(__file__).resolve().parents[2] / "policies" / "library"

@@ -25,6 +25,12 @@ def test_library_suites_all_pass() -> None:
         "signed-build-manifest",
         "int8-calibration",
         "same-toolchain",
+        "scanned-images",
+        "gpu-fit",
+        "gitops-deployers-argocd",
+        "gitops-deployers-person",
+        "gitops-deployers-cronjob-controller",
+        "gitops-deployers-unknown",
     }
     assert run.exit_code == 0
 
