@@ -72,6 +72,9 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.as_group and not args.as_user:
+        raise InputError("--as-group needs --as", hint="name the user: --as USER --as-group GROUP")
+    requester = Requester.impersonated(args.as_user, tuple(args.as_group)) if args.as_user else None
     evidence, client = evidence_source(
         attestations=args.attestations, registry_config=args.registry_config, registry=args.registry
     )
@@ -79,9 +82,6 @@ def _run(args: argparse.Namespace) -> int:
     report = CheckReport(policy_revision=policy_set.revision)
     resources = list(read_resources(args.inputs, sys.stdin.buffer.read, report.problems))
     unverifiable = {None: None, "deny": Action.DENY, "warn": Action.WARN}[args.unverifiable]
-    if args.as_group and not args.as_user:
-        raise InputError("--as-group needs --as", hint="name the user: --as USER --as-group GROUP")
-    requester = Requester.impersonated(args.as_user, tuple(args.as_group)) if args.as_user else None
 
     async def evaluate(evidence: EvidenceSource) -> list[Outcome]:
         engine = PolicyEngine(policy_set, evidence)
