@@ -15,7 +15,6 @@ import io
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -81,7 +80,8 @@ def world(registry: LocalRegistry, tmp_path_factory: pytest.TempPathFactory) -> 
         (policies / f"{name}.pub").write_bytes(key.public_key().to_pem())
     (policies / "keys.yaml").write_text(
         "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: platform}\nspec:\n  keys:\n"
-        "    - {name: image-signer, file: image-signer.pub}\n    - {name: build-signer, file: build-signer.pub}\n"
+        "    - {name: image-signer, file: image-signer.pub}\n"
+        "    - {name: build-signer, file: build-signer.pub}\n"
     )
     # The three library policies as shipped, each given a namespace of its own so that one server holds them.
     for name, namespace in (
@@ -267,7 +267,7 @@ def server(world: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> I
             SERVICE,
             "--decision-log",
             "sqlite:///decisions.db",
-        ],  # fmt: skip
+        ],
         tmp_path_factory.mktemp("checklist-serve"),
     )
     process.start()
