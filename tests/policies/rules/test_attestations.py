@@ -261,3 +261,14 @@ def test_scan_and_max_age_need_a_predicate_trtguard_reads(material: Material) ->
         judge(material, policy(provenance))
     with pytest.raises(PolicyLoadError, match="maxAge needs a time trtguard can read"):
         judge(material, policy(provenance, max_age="7d", conditions=()))
+
+
+def test_cannot_tell_holds_for_conditions_evaluated_in_the_sandbox(material: Material) -> None:
+    # a nested comprehension is too costly to run inline: it runs in a worker process, and a missing
+    # severity must still read as "cannot tell" there
+    nested = (
+        "scan.vulnerabilities.all(v, !v.affected || v.severity != 'critical' || v.ids.exists(i, i in ['X']))"
+    )
+    attest(material, CDX, data("603-pip-audit-pyyaml-5.3.cdx.json"))
+    [violation] = judge(material, policy(conditions=(("nested", nested),))).violations
+    assert violation.error and "cannot tell: no rating gives a severity" in violation.message
