@@ -26,6 +26,7 @@ from packageurl import PackageURL
 __all__ = [
     "SEVERITY_ORDER",
     "Component",
+    "Rating",
     "ScanDocument",
     "ScanFormat",
     "Vulnerability",
@@ -33,6 +34,7 @@ __all__ = [
     "component_from",
     "cvss_severity",
     "severity_name",
+    "severity_unknowns",
 ]
 
 ScanFormat = Literal["cyclonedx", "spdx", "cosign-vuln"]
