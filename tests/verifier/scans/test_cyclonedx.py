@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 import pytest
-from cyclonedx.model.bom import Bom
 
 from tests.conftest import DATA
 from verifier.errors import InputError
@@ -37,6 +36,10 @@ def read(name: str, predicate_type: str = CDX) -> ScanDocument:
     ],
 )
 def test_the_subset_reads_what_cyclonedx_python_lib_reads(name: str) -> None:
+    # Imported here: the reference libraries are large, and at collection they would weigh on every test
+    # that measures a child's peak memory (wait4 counts the memory of the pytest process it forked from).
+    from cyclonedx.model.bom import Bom  # noqa: PLC0415
+
     ours = read(name)
     theirs = Bom.from_json(load(name))  # type: ignore[attr-defined]
     assert sorted((c.raw_name, c.version) for c in ours.components) == sorted(
@@ -49,6 +52,8 @@ def test_the_subset_reads_what_cyclonedx_python_lib_reads(name: str) -> None:
 def test_the_reference_library_refuses_severities_scanners_write() -> None:
     # 609 rates one finding "CRITICAL" and another "MODERATE", as advisories spell them: the library stops
     # at the first; the subset reads both into its severities.
+    from cyclonedx.model.bom import Bom  # noqa: PLC0415 - see above
+
     with pytest.raises(ValueError, match="is not a valid VulnerabilitySeverity"):
         Bom.from_json(load("609-cyclonedx-vex-pyyaml-ratings.cdx.json"))  # type: ignore[attr-defined]
     assert read("609-cyclonedx-vex-pyyaml-ratings.cdx.json").vulnerabilities

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from spdx_tools.spdx.parser.jsonlikedict.json_like_dict_parser import JsonLikeDictParser
 
 from tests.conftest import DATA
 from verifier.errors import InputError
@@ -33,6 +32,10 @@ def wrapped(result: dict[str, Any], **metadata: str) -> dict[str, Any]:
 
 
 def test_spdx_packages_as_spdx_tools_reads_them() -> None:
+    # Imported here: spdx-tools loads ~500 modules (rdflib among them), which at collection would weigh on
+    # every test that measures a child's peak memory (wait4 counts the pytest process it forked from).
+    from spdx_tools.spdx.parser.jsonlikedict.json_like_dict_parser import JsonLikeDictParser  # noqa: PLC0415
+
     ours = read_scan(SPDX_PREDICATE_TYPE, load(SPDX_EXAMPLE), SPDX_EXAMPLE)
     theirs = JsonLikeDictParser().parse(load(SPDX_EXAMPLE))  # type: ignore[no-untyped-call]
     assert [(c.raw_name, c.version) for c in ours.components] == [
