@@ -15,6 +15,9 @@ from pathlib import Path
 from trtguard.cli._commands import Subparsers, add_command
 from trtguard.cli.keys import add_password_arguments, load_signing_key
 from trtguard.release.attach import Attached, attach_attestation
+from trtguard.release.cosign_layout import append_layer, simple_signing_payload
+from trtguard.release.publish import RegistryWriter
+from trtguard.release.push_engine import push_engine
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import InputError, TrtguardError
@@ -23,14 +26,7 @@ from verifier.intoto import statement_from_envelope
 from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig, load_registry_config
-from verifier.registry.cosign_layout import (
-    SIGNATURE_ANNOTATION,
-    SIMPLE_SIGNING,
-    append_layer,
-    signature_tag,
-    simple_signing_payload,
-)
-from verifier.registry.engine_artifact import push_engine
+from verifier.registry.cosign_layout import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
 
 
 def register(subparsers: Subparsers) -> None:
@@ -132,7 +128,7 @@ def _sign(args: argparse.Namespace) -> int:
             signature = base64.b64encode(key.sign(payload)).decode()
             tag = signature_tag(digest)
             await append_layer(
-                client,
+                RegistryWriter(client),
                 reference,
                 tag,
                 payload,
@@ -154,7 +150,7 @@ def _push_engine(args: argparse.Namespace) -> int:
     async def run() -> str:
         async with RegistryClient(config) as client:
             artifact = await push_engine(
-                client,
+                RegistryWriter(client),
                 target,
                 args.engine,
                 deadline,
@@ -191,7 +187,9 @@ def push_attestation(data: bytes, to: str, args: argparse.Namespace, *, location
 
     async def run() -> Attached:
         async with RegistryClient(config) as client:
-            return await attach_attestation(client, target, data, statement, deadline, location=location)
+            return await attach_attestation(
+                RegistryWriter(client), target, data, statement, deadline, location=location
+            )
 
     attached = asyncio.run(run())
     return (

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trtguard.release.cosign_layout import append_layer, push_referrer
+from trtguard.release.publish import RegistryWriter
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
     ENGINE_VERIFICATION_PREDICATE_TYPE,
@@ -30,14 +32,7 @@ from verifier.evidence import ArtifactSubjects
 from verifier.intoto import Statement
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
 from verifier.references import ImageReference
-from verifier.registry.client import RegistryClient
-from verifier.registry.cosign_layout import (
-    DSSE_ENVELOPE,
-    PREDICATE_TYPE_ANNOTATION,
-    append_layer,
-    attestation_tag,
-    push_referrer,
-)
+from verifier.registry.cosign_layout import DSSE_ENVELOPE, PREDICATE_TYPE_ANNOTATION, attestation_tag
 from verifier.registry.evidence import RegistryEvidence
 
 #: Annotation on trtguard's attestation referrer manifests (the name BuildKit uses for in-toto layers).
@@ -53,7 +48,7 @@ class Attached:
 
 
 async def attach_attestation(
-    client: RegistryClient,
+    writer: RegistryWriter,
     target: ImageReference,
     envelope: bytes,
     statement: Statement,
@@ -67,12 +62,12 @@ async def attach_attestation(
     sha256); trtguard's predicates must describe that engine file. Raises :class:`InputError` when the
     statement is about something else, or is a trtguard predicate that does not validate.
     """
-    digest = await client.resolve(target, deadline)
+    digest = await writer.client.resolve(target, deadline)
     pinned = target.with_digest(digest)
-    subjects = await RegistryEvidence(client).subjects(pinned, deadline)
+    subjects = await RegistryEvidence(writer.client).subjects(pinned, deadline)
     _require_about(subjects, statement, f"{pinned.name}@{digest}", location)
     await append_layer(
-        client,
+        writer,
         pinned,
         attestation_tag(digest),
         envelope,
@@ -80,9 +75,9 @@ async def attach_attestation(
         annotations={PREDICATE_TYPE_ANNOTATION: statement.predicate_type},
         deadline=deadline,
     )
-    manifest = await client.get_manifest(pinned, deadline)
+    manifest = await writer.client.get_manifest(pinned, deadline)
     pushed = await push_referrer(
-        client,
+        writer,
         pinned,
         manifest.descriptor,
         artifact_type=DSSE_ENVELOPE,
