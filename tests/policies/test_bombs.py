@@ -7,10 +7,8 @@ the file and line, the limit) or a denial, never in a traceback or the OOM kille
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,27 +56,40 @@ class Run:
     seconds: float
 
 
+#: Starts the command from a small process of its own and reports the command's peak RSS: measured from
+#: the test process, the fork would count the test process's own (large) memory before the exec.
+_LAUNCHER = """
+import os, resource, signal, sys
+limit, seconds, out, err, *command = sys.argv[1:]
+pid = os.fork()
+if pid == 0:
+    resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+    signal.alarm(int(seconds))  # survives the exec: a command that hangs is killed
+    os.dup2(os.open(out, os.O_WRONLY), 1)
+    os.dup2(os.open(err, os.O_WRONLY), 2)
+    os.execv(command[0], command)
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024)
+"""
+
+
 def run_limited(tmp_path: Path, *args: str, timeout: float = 60.0) -> Run:
-    """``trtguard ARGS`` under ``ulimit -v``, its own rusage read back with wait4."""
+    """``trtguard ARGS`` under an address-space limit, with its exit status and its own peak RSS."""
     out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
-    with out.open("w") as stdout, err.open("w") as stderr:
-        start = time.monotonic()
-        child = subprocess.Popen(
-            ["/bin/sh", "-c", f'ulimit -v {ADDRESS_SPACE // 1024} && exec "$0" "$@"', str(TRTGUARD), *args],
-            stdout=stdout,
-            stderr=stderr,
-            cwd=tmp_path,
-        )
-        timer = threading.Timer(timeout, child.kill)
-        timer.start()
-        try:
-            _, wait_status, usage = os.wait4(child.pid, 0)
-        finally:
-            timer.cancel()
-        child.returncode = os.waitstatus_to_exitcode(wait_status)  # reaped here: Popen must not wait again
-    return Run(
-        child.returncode, out.read_text(), err.read_text(), usage.ru_maxrss * 1024, time.monotonic() - start
+    out.touch()
+    err.touch()
+    start = time.monotonic()
+    launched = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER, str(ADDRESS_SPACE), str(int(timeout)), str(out), str(err)]
+        + [str(TRTGUARD), *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=timeout + 10,
+        check=True,
     )
+    status, peak = (int(word) for word in launched.stdout.split())
+    return Run(status, out.read_text(), err.read_text(), peak, time.monotonic() - start)
 
 
 def scalar_alias_pod(aliases: int = 150_000, size: int = 60_000) -> str:
