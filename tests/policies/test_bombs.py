@@ -79,9 +79,9 @@ def run_limited(tmp_path: Path, *args: str, timeout: float = 60.0) -> Run:
     out.touch()
     err.touch()
     start = time.monotonic()
+    limits = (str(ADDRESS_SPACE), str(int(timeout)))
     launched = subprocess.run(
-        [sys.executable, "-c", _LAUNCHER, str(ADDRESS_SPACE), str(int(timeout)), str(out), str(err)]
-        + [str(TRTGUARD), *args],
+        [sys.executable, "-c", _LAUNCHER, *limits, str(out), str(err), str(TRTGUARD), *args],
         capture_output=True,
         text=True,
         cwd=tmp_path,
