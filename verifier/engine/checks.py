@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from verifier.engine.calibration import CalibrationCache
+from verifier.engine.calibration import CalibrationCacheFile
 from verifier.engine.dtypes import precision_of
 from verifier.engine.header import PlanHeader, PlanMagic
 from verifier.engine.inspector import LayerPrecisions
@@ -133,7 +133,7 @@ def plan_version_check(header: PlanHeader, manifest: EngineBuildManifest | None,
 
 
 def calibration_checks(
-    cache: CalibrationCache | None,
+    cache: CalibrationCacheFile | None,
     problem: str | None,
     manifest: EngineBuildManifest | None,
     unavailable: str,

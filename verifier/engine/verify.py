@@ -15,7 +15,7 @@ from pathlib import Path
 from verifier.digests import ProgressCallback, hash_file
 from verifier.dsse import Envelope, verify_envelope
 from verifier.engine import checks as _checks
-from verifier.engine.calibration import CalibrationCache, InvalidCalibrationCache, read_calibration_cache
+from verifier.engine.calibration import CalibrationCacheFile, InvalidCalibrationCache, read_calibration_cache
 from verifier.engine.header import read_plan_header
 from verifier.engine.inspector import InvalidInspectorOutput, LayerPrecisions, parse_engine_information
 from verifier.engine.onnx_model import InvalidOnnxModel, OnnxModelInfo, read_onnx_model
@@ -117,7 +117,7 @@ def _manifest_checks(signed: SignedManifest | None) -> list[Check]:
     return checks
 
 
-def _calibration(path: Path | None) -> tuple[CalibrationCache | None, str | None]:
+def _calibration(path: Path | None) -> tuple[CalibrationCacheFile | None, str | None]:
     if path is None:
         return None, None
     try:
