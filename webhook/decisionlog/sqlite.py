@@ -145,7 +145,7 @@ class SQLiteStore:
         self._busy_timeout_ms = busy_timeout_ms
         # The writer's connection is used only on the writer thread, where busy waits and fsyncs happen.
         self._conn: sqlite3.Connection | None = None
-        self._thread: ThreadPoolExecutor | None = None
+        self._writer_thread: ThreadPoolExecutor | None = None
         # After a failed batch the writer checks whether it can take the write lock again (see ``ready``).
         self._writer = BatchWriter(where=self.description, log=_log, recover_interval=health_interval)
         # WAL checkpoints copy the log into the database and fsync it: done inline by the writer they stall
@@ -185,7 +185,7 @@ class SQLiteStore:
         except BaseException:
             thread.shutdown(wait=False)
             raise
-        self._thread, self._conn = thread, conn
+        self._writer_thread, self._conn = thread, conn
         self._writer.start(
             functools.partial(self._commit, thread, conn),
             functools.partial(_on, thread, self._check_health, conn),
@@ -199,15 +199,13 @@ class SQLiteStore:
 
     async def close(self) -> None:
         """Write what is queued, then stop the writer thread."""
-        thread = self._thread
-        if thread is None:
+        thread, conn = self._writer_thread, self._conn
+        if thread is None or conn is None:
             return
         await self._writer.stop()
-        if self._conn is not None:
-            await _on(thread, self._conn.close)
-            self._conn = None
+        await _on(thread, conn.close)
         thread.shutdown(wait=False)
-        self._thread = None
+        self._writer_thread = self._conn = None
         if self._checkpointer is not None:
             self._stopping.set()
             self._checkpoint_due.set()
