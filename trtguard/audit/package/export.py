@@ -21,7 +21,7 @@ from trtguard.audit.package.contents import (
     ChainReportInfo,
     ChainScope,
     EngineInfo,
-    EvidencePredicate,
+    EvidencePackagePredicate,
     Exporter,
     LogInfo,
     PolicyInfo,
@@ -154,7 +154,7 @@ async def export_package(
     overwrite: bool,
     now: datetime | None = None,
 ) -> ExportSummary:
-    """Write the package for ``selection`` to ``output`` (:func:`trtguard.audit.package.export_evidence`)."""
+    """Write the package for ``selection`` to ``output`` (``export_evidence_package``)."""
     now = now or datetime.now(UTC)
     if selection.kind == "audit_id" and evidence is None:
         raise InputError(
@@ -203,7 +203,7 @@ async def export_package(
 
     files: dict[str, bytes] = {RECORDS: records, **snapshot.contents}
     engine_infos = [_engine_files(d, references[d], engines.found[d], files) for d in sorted(references)]
-    predicate = EvidencePredicate(
+    predicate = EvidencePackagePredicate(
         exporter=Exporter(name="trtguard", version=_version()),
         exported_at=now,
         selection=SelectionInfo(
