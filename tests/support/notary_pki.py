@@ -133,13 +133,18 @@ def make_pki(
     leaf_key: str = "ec-p256", *, leaf_name: x509.Name | None = None, organization: str = "Example"
 ) -> Pki:
     """A fresh three-level PKI whose leaf has a key of kind ``leaf_key``."""
-    root = issue(subject("Test Root CA", organization=organization), ca=True, key=new_key("ec-p384"))
+    # The CAs have been valid for a year, so that a leaf can have been valid (and have expired) in the past.
+    since = NOW - timedelta(days=365)
+    root = issue(
+        subject("Test Root CA", organization=organization), ca=True, key=new_key("ec-p384"), not_before=since
+    )
     intermediate = issue(
         subject("Test Signing CA", organization=organization),
         issuer=root,
         ca=True,
         path_length=0,
         key=new_key("ec-p384"),
+        not_before=since,
     )
     leaf = issue(
         leaf_name or subject("Release Signer", organization=organization, unit="Builds"),

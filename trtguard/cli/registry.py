@@ -29,6 +29,7 @@ from verifier.dsse import Envelope
 from verifier.errors import InputError, TrtguardError
 from verifier.files import read_limited
 from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
+from verifier.keys import load_private_key
 from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig, load_registry_config
@@ -209,7 +210,13 @@ def _sign_notation(args: argparse.Namespace) -> int:
             f"--expiry must be a positive number of days, not {args.expiry}", location="--expiry"
         )
     reference = ImageReference.parse(args.image)
-    key = load_signing_key(args.key, args)
+    raw_key = read_limited(args.key, "the private key")
+    # An x509 signing key is usually a plain PKCS#8 file (openssl's output): no password to ask for then.
+    key = (
+        load_private_key(raw_key, b"")
+        if b"-----BEGIN PRIVATE KEY-----" in raw_key
+        else load_signing_key(args.key, args)
+    )
     media_type = JWS_MEDIA_TYPE if args.envelope == "jws" else COSE_MEDIA_TYPE
     config, deadline = _registry_config(args), _deadline(args)
     now = datetime.now(UTC)
