@@ -119,7 +119,7 @@ class OpenPGPKeySource(_Model):
 
 
 class NotationTrustStores(_Model):
-    """Notation trust stores by type: certificate files (PEM with one or more, or DER), relative to this file."""
+    """Notation trust stores by type: certificate files (PEM or DER), relative to this policy file."""
 
     ca: list[str] | None = Field(default=None, min_length=1, description="anchors notary.x509 signatures")
     signing_authority: list[str] | None = Field(
