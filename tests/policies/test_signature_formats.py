@@ -109,14 +109,8 @@ def test_an_openpgp_approval_counts_with_a_dsse_one(material: Material, gnupg: G
         "    gated: [FirstInt8]\n"
         "    approvals: {keys: [platform/build-signer, platform/gpg-build], threshold: 2}\n"
     )
-    int8 = {
-        "builder_config": {
-            "typing": "weak",
-            "precision_flags": ["fp16", "int8"],
-            "max_workspace_size": 1 << 30,
-        }
-    }
-    reference = material.engine("resnet", **int8)
+    int8 = {"typing": "weak", "precision_flags": ["fp16", "int8"], "max_workspace_size": 1 << 30}
+    reference = material.engine("resnet", builder_config=int8)
     material.approval("resnet", ["FirstInt8"], "build-signer")
     engine = PolicyEngine(
         load_policy_set([material.policy(policy), keys]),
