@@ -28,9 +28,12 @@ from tests.support.harness import SERVICE, WebhookProcess, review, verify_admiss
 from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config, start_registry
 from tests.support.notary_pki import NOW, Pki, make_pki, subject
+from trtguard.audit.package import ArchiveLimits
+from trtguard.audit.package.archive import read_archive
 from trtguard.release.cosign_layout import push_referrer
 from trtguard.release.publish import RegistryWriter
 from verifier.deadline import Deadline
+from verifier.keys import encrypt_private_key, generate_private_key
 from verifier.manifest import load_manifest, manifest_statement
 from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
@@ -190,6 +193,7 @@ def world(registry: LocalRegistry, tmp_path_factory: pytest.TempPathFactory) -> 
         for name in ("gpg", "none", "gpg-tampered", "gpg-late", "gpg-stranger")
     }
     engine_ref = {name: _push_engine(root, config, host, name, data) for name, data in engines.items()}
+    _sign_notation(root, config, engine_ref["gpg"], pki.leaf, chain)  # the evidence package carries it too
     statement = _statement(engines["gpg"])
     _attach_gpg(
         root,
@@ -348,7 +352,7 @@ def test_check_registry_admits_only_valid_signatures(
 def server(world: World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookProcess]:
     process = WebhookProcess(
         ["--policies", str(world.policies), "--registry-config", str(world.config), "--self-signed", "tls",
-         "--san", SERVICE, "--decision-log", "sqlite:///decisions.db"],
+         "--san", SERVICE, "--decision-log", f"sqlite:///{world.root / 'decisions.db'}"],
         tmp_path_factory.mktemp("formats-webhook"),
     )  # fmt: skip
     process.start()
@@ -387,3 +391,30 @@ def test_the_local_registry_has_no_referrers_api_so_the_fallback_tag_carries_the
             )
 
     assert asyncio.run(go())
+
+
+def test_the_evidence_package_carries_the_gpg_manifest_and_the_notation_signature(
+    world: World, server: WebhookProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRTGUARD_PASSWORD", "exporter")
+    exporter = generate_private_key()
+    (world.root / "exporter.key").write_bytes(encrypt_private_key(exporter, b"exporter"))
+    (world.root / "exporter.pub").write_bytes(exporter.public_key().to_pem())
+    archive = world.root / "evidence.tar.gz"
+    status, _, err = run_cli(
+        "evidence", "export", "--workload", "prod/gpg-manifest", "--decision-log",
+        f"sqlite:///{world.root / 'decisions.db'}", "--policies", world.policies, "--registry-config",
+        world.config, "--key", world.root / "exporter.key", "-o", archive, "--force",
+    )  # fmt: skip
+    assert status == 0, err
+    members = read_archive(archive, ArchiveLimits())
+    assert any(name.endswith("/build-manifest-1.1.asc") for name in members), sorted(members)
+    assert any(name.endswith("-notation-jws.jws.json") for name in members), sorted(members)
+    status, out, err = run_cli("evidence", "verify", archive, "--key", world.root / "exporter.pub")
+    assert status == 0, out + err
+    text = " ".join(out.split())  # the report wraps its lines
+    assert "build-manifest (audit ID AUD-1, TensorRT 10.5.0.18) signed by platform/gpg-build" in text
+    assert (
+        "1-notation-jws.jws.json verifies (1 of 1 required signers: identities [platform/notary-release"
+        in text
+    )

@@ -16,6 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from policies.loader import PolicySet
+from trtguard.audit.package._formats import (
+    notation_material,
+    notation_policies,
+    openpgp_keys,
+    statement_signers,
+)
 from trtguard.audit.package.contents import (
     ATTESTATION_KINDS,
     EVIDENCE_PREDICATE_TYPE,
@@ -41,6 +47,7 @@ from verifier.keys import PublicKey
 from verifier.manifest import load_manifest
 from verifier.references import ImageReference
 from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
+from verifier.signatures.openpgp import OpenPGPKey
 from webhook.decisionlog import GENESIS_HASH, DecisionLogError, DecisionRecord, chain_hash
 
 Status = Literal["pass", "fail", "note"]
@@ -501,14 +508,20 @@ class PackageVerifier:
                 f"How engine {entry.digest} was built: no build manifest was found at export."
             )
         carries = False
+        openpgp = openpgp_keys(policy_set)
         for attestation in entry.attestations:
-            carries = self._attestation(name, entry, attestation, keys) == audit_id or carries
+            carries = self._attestation(name, entry, attestation, keys, openpgp) == audit_id or carries
         for signature in entry.signatures:
             self._signature(name, entry, signature, keys, policy_set)
         return carries
 
     def _attestation(
-        self, name: str, entry: EngineInfo, attestation: AttestationFile, keys: Mapping[str, PublicKey]
+        self,
+        name: str,
+        entry: EngineInfo,
+        attestation: AttestationFile,
+        keys: Mapping[str, PublicKey],
+        openpgp: Mapping[str, OpenPGPKey],
     ) -> str | None:
         """Check one attestation file; returns a build manifest's audit ID."""
         path, kind = attestation.path, attestation.kind
@@ -533,14 +546,13 @@ class PackageVerifier:
         if detail is None:
             self._fail("engines", f"{name}: {path} does not hold a valid {kind} predicate")
             return None
-        if not keys:
+        if not keys and not openpgp:
             self._fail(
                 "engines", f"{name}: {path} cannot be checked: the included policies give no public key"
             )
             return audit_id
-        try:
-            signers = verify_envelope(envelope, keys)
-        except VerificationError:
+        signers = statement_signers(envelope, attestation, self._members, keys, openpgp)
+        if not signers:
             self._fail("engines", f"{name}: {kind} {path} is not signed by a key of the included TrustedKeys")
             return audit_id
         self._pass("engines", f"{name}: {kind} ({detail}) signed by {', '.join(signers)}")
@@ -561,6 +573,7 @@ class PackageVerifier:
             return
         try:
             classic, bundles, envelopes = _signature_material(signature, data)
+            notation = notation_material(signature, data)
         except (InputError, ValueError, KeyError, TypeError, binascii.Error, RecursionError) as error:
             self._fail("engines", f"{name}: {path} is not a {signature.kind} signature: {_message(error)}")
             return
@@ -574,6 +587,7 @@ class PackageVerifier:
                     classic=classic,
                     bundles=bundles,
                     envelopes=envelopes,
+                    notation=notation,
                     repository=repository,
                     location=path,
                 )
@@ -700,6 +714,8 @@ def _signature_material(
         return [], [data], []
     if signature.kind == "cosign-sign-dsse":
         return [], [], [Envelope.from_json(data, location=signature.path)]
+    if signature.kind in ("notation-jws", "notation-cose"):
+        return [], [], []  # notation_material
     document = json.loads(data)
     optional = {name: document.get(name) for name in ("certificate", "chain", "rekor_bundle")}
     if not all(value is None or isinstance(value, str) for value in optional.values()):
@@ -722,7 +738,7 @@ def _trust_policies(keys: Mapping[str, PublicKey], policy_set: PolicySet | None)
             policies.append(
                 TrustPolicy(identities=(signer.identity,), trust_root=signer.trust_root, rekor_keys=rekor)
             )
-    return policies
+    return policies + notation_policies(policy_set)
 
 
 def _keys(policy_set: PolicySet | None) -> dict[str, PublicKey]:
