@@ -7,7 +7,8 @@ Run from the repository root (needs the ``gpg`` binary, which makes every signat
 
 Candidates: ``pysequoia`` (Sequoia-PGP's binding, the one trtguard uses), ``PGPy`` (pure Python) and
 ``python-gnupg`` (drives the ``gpg`` binary and reads its status lines; a fresh keyring per check, as a
-verifier that trusts only the keys a policy names must have). Each case is a detached signature made by
+verifier that trusts only the keys a policy names must have); ``trtguard`` is ``verifier.signatures.openpgp``
+(pysequoia, and text-mode signatures refused). Each case is a detached signature made by
 real ``gpg`` at a chosen time, checked against the signer's certificate as a policy file would hold it.
 A candidate that is not installed is listed as missing (``pip install pgpy python-gnupg``).
 """
@@ -134,10 +135,27 @@ def _gnupg() -> Callable[[Case], bool]:
     return verify
 
 
+def _trtguard() -> Callable[[Case], bool]:
+    openpgp = importlib.import_module("verifier.signatures.openpgp")
+    errors = importlib.import_module("verifier.errors")
+
+    def verify(case: Case) -> bool:
+        keys = {"key": openpgp.OpenPGPKey.from_armored(case.certificate)}
+        try:
+            openpgp.verify_detached(case.data, case.signature, keys)
+        except errors.VerificationError:
+            return False
+        return True
+
+    return verify
+
+
 CANDIDATES = {
     "pysequoia": ("pysequoia", _sequoia),
     "PGPy": ("pgpy", _pgpy),
     "python-gnupg": ("gnupg", _gnupg),
+    # What trtguard adds on top of pysequoia: text-mode signatures refused.
+    "trtguard": ("verifier.signatures.openpgp", _trtguard),
 }
 
 
