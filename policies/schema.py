@@ -107,9 +107,7 @@ class OpenPGPKeySource(_Model):
     """An OpenPGP public key (certificate with its subkeys and revocations): armored inline, or a file."""
 
     armored: str | None = Field(default=None, description="ASCII-armored public key (`gpg --armor --export`)")
-    file: str | None = Field(
-        default=None, description="armored or binary key file, relative to this policy file"
-    )
+    file: str | None = Field(default=None, description="key file, relative to this policy file")
 
     @model_validator(mode="after")
     def _one(self) -> OpenPGPKeySource:
@@ -122,12 +120,8 @@ class NotationTrustStores(_Model):
     """Notation trust stores by type: certificate files (PEM or DER), relative to this policy file."""
 
     ca: list[str] | None = Field(default=None, min_length=1, description="anchors notary.x509 signatures")
-    signing_authority: list[str] | None = Field(
-        default=None, min_length=1, description="anchors notary.x509.signingAuthority signatures"
-    )
-    tsa: list[str] | None = Field(
-        default=None, min_length=1, description="timestamp authorities; with them a timestamp is required"
-    )
+    signing_authority: list[str] | None = Field(default=None, min_length=1, description="signingAuthority")
+    tsa: list[str] | None = Field(default=None, min_length=1, description="RFC 3161 timestamp authorities")
 
 
 class NotationSigner(_Model):
@@ -140,16 +134,13 @@ class NotationSigner(_Model):
 
 
 class TrustedKey(_Model):
-    """One named signer: a public key (inline PEM or a file), a keyless identity, an OpenPGP key, or a
-    Notary Project signer."""
+    """One named signer: a public key (PEM or file), a keyless identity, an OpenPGP key, a Notation signer."""
 
     name: Name
     public_key: str | None = Field(default=None, description="PEM public key (ECDSA, Ed25519 or RSA)")
     file: str | None = Field(default=None, description="PEM public key file, relative to this policy file")
     keyless: KeylessSigner | None = None
-    openpgp: OpenPGPKeySource | None = Field(
-        default=None, description="signs build manifests and change approvals (detached signatures)"
-    )
+    openpgp: OpenPGPKeySource | None = Field(default=None, description="signs build manifests and approvals")
     notation: NotationSigner | None = Field(default=None, description="signs images (Notary Project)")
     rekor_public_key: FileRef | None = Field(
         default=None, description="when set, signatures must carry a Rekor inclusion promise by this log key"

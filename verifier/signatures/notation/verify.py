@@ -73,17 +73,23 @@ def _authenticity(info: SignerInfo, trust: NotationTrust) -> str:
                 else ""
             )
         )
-    try:
-        subject = certificate_subject(info.certificates[0])
-    except ValueError as error:
-        raise VerificationError(f"the signing certificate's subject cannot be matched: {error}") from error
-    if not any(identity.admits(subject) for identity in trust.identities):
-        raise VerificationError(
-            f"the signing certificate {subject_text(info.certificates[0])!r} matches none of the trusted "
-            f"identities [{'; '.join(i.text for i in trust.identities)}]"
-        )
-    anchor = hashlib.sha256(trusted[-1].public_bytes(Encoding.DER)).hexdigest()
-    return f"notation:{anchor}:{'|'.join(f'{k}={v}' for k, v in sorted(subject.items()))}"
+    leaf = info.certificates[0]
+    if any(identity.attributes is not None for identity in trust.identities):  # "*" matches any subject
+        try:
+            subject = certificate_subject(leaf)
+        except ValueError as error:
+            raise VerificationError(
+                f"the signing certificate's subject cannot be matched: {error}"
+            ) from error
+        if not any(identity.admits(subject) for identity in trust.identities):
+            raise VerificationError(
+                f"the signing certificate {subject_text(leaf)!r} matches none of the trusted "
+                f"identities [{'; '.join(i.text for i in trust.identities)}]"
+            )
+    # One signer per leaf subject under its chain's root, whichever entry's store admitted it: two entries
+    # trusting the root and an intermediate of one chain must not count one signature twice.
+    root = hashlib.sha256(info.certificates[-1].public_bytes(Encoding.DER)).hexdigest()
+    return f"notation:{root}:{subject_text(leaf)}"
 
 
 def _timestamp_problem(info: SignerInfo, trust: NotationTrust, now: datetime) -> str | None:

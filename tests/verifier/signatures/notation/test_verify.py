@@ -15,6 +15,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from tests.support.notary_pki import NOW, Pki, issue, make_pki, new_key, subject
 from verifier.errors import InputError, VerificationError
+from verifier.signatures import TrustPolicy, verify_image_signatures
 from verifier.signatures.notation import (
     COSE_MEDIA_TYPE,
     JWS_MEDIA_TYPE,
@@ -285,3 +286,20 @@ def test_the_signer_refuses_a_key_that_is_not_the_certificates() -> None:
     pki, other = make_pki(), make_pki()
     with pytest.raises(InputError, match="does not belong to the signing certificate"):
         sign_notation(DESCRIPTOR, other.leaf.signing_key, pki.chain)
+
+
+def test_one_signature_counts_once_whichever_stores_admit_it() -> None:
+    pki = make_pki()
+    by_root = _trust(pki)
+    by_intermediate = _trust(pki, stores={"ca": (pki.intermediate.certificate,)})
+    policy = TrustPolicy(notation={"root": by_root, "intermediate": by_intermediate}, threshold=2)
+    with pytest.raises(VerificationError, match="1 of 2 required signatures"):
+        verify_image_signatures(DIGEST, policy, notation=[_sign(pki)], now=NOW)
+    other = pki.leaf_for(subject("Second Signer", unit="Builds"))
+    second = NotationSignature(
+        sign_notation(DESCRIPTOR, other.signing_key, [other.certificate, *pki.chain[1:]]), JWS_MEDIA_TYPE
+    )
+    policy = TrustPolicy(
+        notation={"root": _trust(pki, identities=(TrustedIdentity.parse("*"),))}, threshold=2
+    )
+    assert verify_image_signatures(DIGEST, policy, notation=[_sign(pki), second], now=NOW).verified == 2
