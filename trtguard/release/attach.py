@@ -32,7 +32,14 @@ from verifier.evidence import ArtifactSubjects
 from verifier.intoto import Statement
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
 from verifier.references import ImageReference
-from verifier.registry.cosign_layout import DSSE_ENVELOPE, PREDICATE_TYPE_ANNOTATION, attestation_tag
+from verifier.registry.cosign_layout import (
+    DSSE_ENVELOPE,
+    IN_TOTO_JSON,
+    OPENPGP_STATEMENT,
+    PGP_SIGNATURE,
+    PREDICATE_TYPE_ANNOTATION,
+    attestation_tag,
+)
 from verifier.registry.evidence import RegistryEvidence
 
 #: Annotation on trtguard's attestation referrer manifests (the name BuildKit uses for in-toto layers).
@@ -85,6 +92,38 @@ async def attach_attestation(
         blob_media_type=DSSE_ENVELOPE,
         layer_annotations={PREDICATE_TYPE_ANNOTATION: statement.predicate_type},
         annotations={PREDICATE_TYPE_REFERRER_ANNOTATION: statement.predicate_type},
+        deadline=deadline,
+    )
+    return Attached(digest=digest, referrer=pushed.digest)
+
+
+async def attach_openpgp_statement(
+    writer: RegistryWriter,
+    target: ImageReference,
+    statement_bytes: bytes,
+    statement: Statement,
+    signatures: list[bytes],
+    deadline: Deadline,
+    *,
+    location: str | None = None,
+) -> Attached:
+    """Attach a statement signed with OpenPGP (its exact bytes and detached signatures) to ``target`` as a
+    referrer of type ``application/vnd.trtguard.statement.openpgp.v1``; the same rules as
+    :func:`attach_attestation` about what the statement must describe. Signatures are not verified here."""
+    digest = await writer.client.resolve(target, deadline)
+    pinned = target.with_digest(digest)
+    subjects = await RegistryEvidence(writer.client).subjects(pinned, deadline)
+    _require_about(subjects, statement, f"{pinned.name}@{digest}", location)
+    manifest = await writer.client.get_manifest(pinned, deadline)
+    pushed = await push_referrer(
+        writer,
+        pinned,
+        manifest.descriptor,
+        artifact_type=OPENPGP_STATEMENT,
+        blob=statement_bytes,
+        blob_media_type=IN_TOTO_JSON,
+        annotations={PREDICATE_TYPE_REFERRER_ANNOTATION: statement.predicate_type},
+        extra_layers=[(signature, PGP_SIGNATURE) for signature in signatures],
         deadline=deadline,
     )
     return Attached(digest=digest, referrer=pushed.digest)

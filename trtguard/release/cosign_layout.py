@@ -127,27 +127,38 @@ async def push_referrer(
     blob_media_type: str,
     layer_annotations: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
+    extra_layers: Sequence[tuple[bytes, str]] = (),
     deadline: Deadline,
 ) -> PushedManifest:
     """Push ``blob`` as an OCI 1.1 referrer of ``subject`` (by digest, no tag); returns the referrer.
 
-    A referrer of the same artifact type holding the same blob is not pushed again. When the registry does
-    not index the subject itself (no ``OCI-Subject`` header in its answer), the referrer is added to the
-    ``sha256-<hex>`` fallback index too, as the distribution spec asks of clients.
+    ``extra_layers`` (blob, media type) follow the first layer (the OpenPGP statement layout: the detached
+    signatures). A referrer of the same artifact type holding the same blobs is not pushed again. When the
+    registry does not index the subject itself (no ``OCI-Subject`` header in its answer), the referrer is
+    added to the ``sha256-<hex>`` fallback index too, as the distribution spec asks of clients.
     """
     layer = Descriptor.for_bytes(blob_media_type, blob, annotations=layer_annotations)
+    extras = [Descriptor.for_bytes(media_type, data) for data, media_type in extra_layers]
     for existing in await list_referrers(
         writer.client, ref, subject.digest, deadline, artifact_types=[artifact_type]
     ):
-        found = await read_referrer(writer.client, ref, existing, subject.digest, deadline)
-        if found is not None and found.layer.digest == layer.digest:
+        found = await read_referrer(
+            writer.client, ref, existing, subject.digest, deadline, all_layers=bool(extras)
+        )
+        if (
+            found is not None
+            and found.layer.digest == layer.digest
+            and found.rest == tuple(d for d, _ in extra_layers)
+        ):
             return PushedManifest(found.manifest.digest, len(found.manifest.data), subject_indexed=False)
     await writer.push_blob(ref, EMPTY_JSON, EMPTY_DESCRIPTOR.media_type, deadline)
     await writer.push_blob(ref, blob, blob_media_type, deadline)
+    for data, media_type in extra_layers:
+        await writer.push_blob(ref, data, media_type, deadline)
     manifest_annotations = {CREATED_ANNOTATION: _now()} | dict(annotations or {})
     data = image_manifest(
         config=EMPTY_DESCRIPTOR,
-        layers=[layer],
+        layers=[layer, *extras],
         artifact_type=artifact_type,
         subject=subject,
         annotations=manifest_annotations,

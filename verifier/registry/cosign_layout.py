@@ -10,6 +10,15 @@ OCI 1.1 referrers (cosign v3 bundles, and trtguard's attestations): a manifest w
 image, found with ``GET /v2/<repo>/referrers/<digest>``; where a registry has no referrers API, writers
 keep an OCI index of the referrers under the tag ``sha256-abc…`` (the "referrers tag schema").
 
+Two more referrer layouts share the referrers machinery (the API or the fallback index):
+
+* Notary Project signatures: artifact type ``application/vnd.cncf.notary.signature``, one layer holding the
+  envelope (``application/jose+json`` or ``application/cose``), as ``notation sign`` writes them;
+* statements signed with OpenPGP (trtguard's layout): artifact type :data:`OPENPGP_STATEMENT`, first layer
+  the in-toto statement exactly as signed (:data:`IN_TOTO_JSON`), then one layer per detached signature over
+  those bytes (:data:`PGP_SIGNATURE`, armored). A second signer pushes another referrer with the same first
+  layer; readers count the signers of one statement together.
+
 Writing these layouts (signing, attaching) is the release tooling's: ``trtguard.release.cosign_layout``.
 """
 
@@ -41,6 +50,9 @@ __all__ = [
     "CERTIFICATE_ANNOTATION",
     "CHAIN_ANNOTATION",
     "DSSE_ENVELOPE",
+    "IN_TOTO_JSON",
+    "OPENPGP_STATEMENT",
+    "PGP_SIGNATURE",
     "PREDICATE_TYPE_ANNOTATION",
     "SIGNATURE_ANNOTATION",
     "SIGSTORE_BUNDLE",
@@ -58,6 +70,8 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: A statement and its signatures: more layers than signers a rule could list is not a trtguard referrer.
+_MAX_REFERRER_LAYERS: Final = 17
 
 SIMPLE_SIGNING: Final = SIMPLE_SIGNING_MEDIA_TYPE
 DSSE_ENVELOPE: Final = "application/vnd.dsse.envelope.v1+json"
@@ -67,6 +81,12 @@ PREDICATE_TYPE_ANNOTATION: Final = "predicateType"
 #: cosign v3's annotations on bundle referrer manifests.
 BUNDLE_CONTENT_ANNOTATION: Final = "dev.sigstore.bundle.content"
 BUNDLE_PREDICATE_ANNOTATION: Final = "dev.sigstore.bundle.predicateType"
+#: Artifact type of a referrer holding an in-toto statement and detached OpenPGP signatures over it.
+OPENPGP_STATEMENT: Final = "application/vnd.trtguard.statement.openpgp.v1"
+#: Media type of a bare in-toto statement layer (the bytes an OpenPGP signature covers).
+IN_TOTO_JSON: Final = "application/vnd.in-toto+json"
+#: Media type of an armored detached OpenPGP signature layer (RFC 3156).
+PGP_SIGNATURE: Final = "application/pgp-signature"
 
 
 def signature_tag(digest: str) -> str:
@@ -97,11 +117,14 @@ class SignatureLayer:
 
 @dataclass(frozen=True, slots=True)
 class ReferrerArtifact:
-    """A referrer manifest and the blob of its first layer (a bundle or an envelope), digest-checked."""
+    """A referrer manifest and the blob of its first layer (a bundle or an envelope), digest-checked;
+    ``rest`` holds the other layers' blobs when they were asked for (``all_layers`` of :func:`read_referrer`).
+    """
 
     manifest: Manifest
     layer: Descriptor
     blob: bytes
+    rest: tuple[bytes, ...] = ()
 
 
 async def read_signatures(
@@ -227,8 +250,10 @@ async def read_referrer(
     deadline: Deadline,
     *,
     max_bytes: int | None = None,
+    all_layers: bool = False,
 ) -> ReferrerArtifact | None:
-    """Fetch a referrer manifest and its first layer's blob; None when it does not refer to ``subject``.
+    """Fetch a referrer manifest and its first layer's blob (every layer's with ``all_layers``); None when it
+    does not refer to ``subject``.
 
     A fallback index is a mutable tag anyone with push access can edit, so the manifest's own ``subject``
     is checked: an entry pointing at a manifest about another artifact is ignored. So is a referrer that
@@ -242,6 +267,14 @@ async def read_referrer(
     subject_descriptor = manifest.subject
     if subject_descriptor is None or subject_descriptor.digest != subject:
         return None
-    layer = manifest.layers[0]
-    blob = await _unless_definitive(client.get_blob(ref, layer, deadline, max_bytes=max_bytes), what)
-    return ReferrerArtifact(manifest, layer, blob) if blob is not None else None
+    layers = manifest.layers if all_layers else manifest.layers[:1]
+    if len(layers) > _MAX_REFERRER_LAYERS:
+        _log.warning("skipping %s: %d layers", what, len(layers))
+        return None
+    blobs = []
+    for layer in layers:
+        blob = await _unless_definitive(client.get_blob(ref, layer, deadline, max_bytes=max_bytes), what)
+        if blob is None:
+            return None
+        blobs.append(blob)
+    return ReferrerArtifact(manifest, layers[0], blobs[0], tuple(blobs[1:]))

@@ -29,6 +29,9 @@ from verifier.registry.cosign_layout import (
     BUNDLE_CONTENT_ANNOTATION,
     BUNDLE_PREDICATE_ANNOTATION,
     DSSE_ENVELOPE,
+    IN_TOTO_JSON,
+    OPENPGP_STATEMENT,
+    PGP_SIGNATURE,
     PREDICATE_TYPE_ANNOTATION,
     SIGNATURE_ANNOTATION,
     SIGSTORE_BUNDLE,
@@ -40,6 +43,8 @@ from verifier.registry.engine_artifact import ENGINE_ARTIFACT_TYPE, ENGINE_LAYER
 from verifier.registry.evidence import RegistryEvidence, evidence_source
 from verifier.registry.oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, image_manifest
 from verifier.signatures import TrustPolicy, verify_attestation, verify_image_signatures
+from verifier.signatures.notation import ARTIFACT_TYPE as NOTATION_SIGNATURE
+from verifier.signatures.notation import JWS_MEDIA_TYPE
 
 BUILD = "https://trtguard.dev/attestations/engine-build/v1"
 
@@ -413,3 +418,55 @@ async def test_burst_of_100_lookups_of_a_new_signed_image_is_one_set_of_requests
     assert len(paths) == len(set(paths)), f"repeated requests: {sorted(paths)}"
     # tag, .sig manifest, payload blob, referrers API, fallback index, bundle manifest, bundle blob
     assert len(paths) == 7
+
+
+async def test_openpgp_referrers_of_one_statement_count_together_and_notation_ones_are_read(
+    client: RegistryClient, registry: LocalRegistry
+) -> None:
+    ref = ImageReference.parse(f"{registry.host}/evidence/openpgp:v1")
+    image = tiny_image()
+    digest = await push_image(client, ref, image)
+    statement = _statement(digest, BUILD).to_json()
+    for signer in (
+        b"signature by alice",
+        b"signature by bob",
+    ):  # one referrer per signer, as two attaches push
+        await push_referrer(
+            RegistryWriter(client),
+            ref,
+            image.descriptor,
+            artifact_type=OPENPGP_STATEMENT,
+            blob=statement,
+            blob_media_type=IN_TOTO_JSON,
+            extra_layers=[(signer, PGP_SIGNATURE)],
+            deadline=Deadline.after(10),
+        )
+    # The second attach of the same signature is not pushed twice.
+    await push_referrer(
+        RegistryWriter(client),
+        ref,
+        image.descriptor,
+        artifact_type=OPENPGP_STATEMENT,
+        blob=statement,
+        blob_media_type=IN_TOTO_JSON,
+        extra_layers=[(b"signature by bob", PGP_SIGNATURE)],
+        deadline=Deadline.after(10),
+    )
+    [found] = (await RegistryEvidence(client).attestations(ref, Deadline.after(10))).attestations
+    assert found.envelope.payload == statement and not found.envelope.signatures
+    assert sorted(found.openpgp_signatures) == [b"signature by alice", b"signature by bob"]
+    for media_type in (JWS_MEDIA_TYPE, "application/unknown"):  # an unknown envelope type is skipped
+        await push_referrer(
+            RegistryWriter(client),
+            ref,
+            image.descriptor,
+            artifact_type=NOTATION_SIGNATURE,
+            blob=b"an envelope of type " + media_type.encode(),
+            blob_media_type=media_type,
+            deadline=Deadline.after(10),
+        )
+    signatures = await RegistryEvidence(client).image_signatures(ref, Deadline.after(10))
+    assert [(s.envelope, s.media_type) for s in signatures.notation] == [
+        (b"an envelope of type application/jose+json", JWS_MEDIA_TYPE)
+    ]
+    assert signatures.count == 1

@@ -46,7 +46,9 @@ ATTESTATION_KINDS: Final[Mapping[str, AttestationKind]] = {
     CHANGE_APPROVAL_PREDICATE_TYPE: "change-approval",
     ENGINE_VERIFICATION_PREDICATE_TYPE: "engine-verification",
 }
-SignatureKind = Literal["cosign-classic", "sigstore-bundle", "cosign-sign-dsse"]
+SignatureKind = Literal[
+    "cosign-classic", "sigstore-bundle", "cosign-sign-dsse", "notation-jws", "notation-cose"
+]
 
 Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
@@ -138,11 +140,13 @@ class PolicyInfo(_Model):
 
 
 class AttestationFile(_Model):
-    """One attestation envelope of an engine."""
+    """One attestation envelope of an engine, and the detached OpenPGP signatures over its statement's bytes
+    (the envelope's payload) when it was signed that way (an envelope without DSSE signatures then)."""
 
     path: str
     kind: AttestationKind
     origin: str
+    openpgp_signatures: list[str] = Field(default_factory=list)
 
 
 class SignatureFile(_Model):

@@ -8,12 +8,14 @@ from typing import Final
 
 from trtguard.audit.package.contents import ATTESTATION_KINDS, AttestationFile, AttestationKind, EngineInfo
 from trtguard.audit.package.verify.findings import Findings, error_text
+from trtguard.audit.package.verify.formats import statement_signers
 from verifier.attestations import load_approval, load_verification
-from verifier.dsse import Envelope, verify_envelope
+from verifier.dsse import Envelope
 from verifier.errors import InputError, VerificationError
 from verifier.intoto import Statement, statement_from_envelope
 from verifier.keys import PublicKey
 from verifier.manifest import load_manifest
+from verifier.signatures.openpgp import OpenPGPKey
 
 _PREDICATE_TYPES: Final = {kind: predicate_type for predicate_type, kind in ATTESTATION_KINDS.items()}
 
@@ -25,6 +27,7 @@ def check_attestation(
     name: str,
     entry: EngineInfo,
     keys: Mapping[str, PublicKey],
+    openpgp: Mapping[str, OpenPGPKey],
     findings: Findings,
 ) -> str | None:
     """Check one attestation file of the engine ``entry`` (``name`` in messages); returns a build manifest's
@@ -51,14 +54,13 @@ def check_attestation(
     if detail is None:
         findings.fail("engines", f"{name}: {path} does not hold a valid {kind} predicate")
         return None
-    if not keys:
+    if not keys and not openpgp:
         findings.fail(
             "engines", f"{name}: {path} cannot be checked: the included policies give no public key"
         )
         return audit_id
-    try:
-        signers = verify_envelope(envelope, keys)
-    except VerificationError:
+    signers = statement_signers(envelope, attestation, members, keys, openpgp)
+    if not signers:
         findings.fail("engines", f"{name}: {kind} {path} is not signed by a key of the included TrustedKeys")
         return audit_id
     findings.ok("engines", f"{name}: {kind} ({detail}) signed by {', '.join(signers)}")

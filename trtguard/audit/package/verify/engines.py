@@ -12,6 +12,7 @@ from trtguard.audit.package.selection import engine_digests
 from trtguard.audit.package.verify.attestations import check_attestation
 from trtguard.audit.package.verify.decisions import RecordLine
 from trtguard.audit.package.verify.findings import Findings, listed
+from trtguard.audit.package.verify.formats import openpgp_keys
 from trtguard.audit.package.verify.signatures import check_signature, trust_policies
 from verifier.keys import PublicKey
 
@@ -70,8 +71,11 @@ def _engine(
         findings.note("engines", f"{name}: the package has no build manifest for it")
         findings.limits.append(f"How engine {entry.digest} was built: no build manifest was found at export.")
     carries = False
+    openpgp = openpgp_keys(policy_set)
     for attestation in entry.attestations:
-        found = check_attestation(members, attestation, name=name, entry=entry, keys=keys, findings=findings)
+        found = check_attestation(
+            members, attestation, name=name, entry=entry, keys=keys, openpgp=openpgp, findings=findings
+        )
         carries = found == audit_id or carries
     for signature in entry.signatures:
         check_signature(

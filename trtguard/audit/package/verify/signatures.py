@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from policies.loader import PolicySet
 from trtguard.audit.package.contents import SignatureFile
 from trtguard.audit.package.verify.findings import Findings, error_text
+from trtguard.audit.package.verify.formats import notation_material, notation_policies
 from verifier.dsse import Envelope
 from verifier.errors import InputError, VerificationError
 from verifier.keys import PublicKey
@@ -39,6 +40,7 @@ def check_signature(
         return
     try:
         classic, bundles, envelopes = _signature_material(signature, data)
+        notation = notation_material(signature, data)
     except (InputError, ValueError, KeyError, TypeError, binascii.Error, RecursionError) as error:
         findings.fail("engines", f"{name}: {path} is not a {signature.kind} signature: {error_text(error)}")
         return
@@ -52,6 +54,7 @@ def check_signature(
                 classic=classic,
                 bundles=bundles,
                 envelopes=envelopes,
+                notation=notation,
                 repository=repository,
                 location=path,
             )
@@ -73,7 +76,7 @@ def trust_policies(keys: Mapping[str, PublicKey], policy_set: PolicySet | None) 
             policies.append(
                 TrustPolicy(identities=(signer.identity,), trust_root=signer.trust_root, rekor_keys=rekor)
             )
-    return policies
+    return policies + notation_policies(policy_set)
 
 
 def _signature_material(
@@ -83,6 +86,8 @@ def _signature_material(
         return [], [data], []
     if signature.kind == "cosign-sign-dsse":
         return [], [], [Envelope.from_json(data, location=signature.path)]
+    if signature.kind in ("notation-jws", "notation-cose"):
+        return [], [], []  # read by notation_material
     document = json.loads(data)
     optional = {name: document.get(name) for name in ("certificate", "chain", "rekor_bundle")}
     if not all(value is None or isinstance(value, str) for value in optional.values()):
