@@ -1,4 +1,4 @@
-"""The OpenPGP and Notary Project signatures an evidence package carries, checked with the included TrustedKeys.
+"""OpenPGP and Notary Project signatures in an evidence package, checked with the included TrustedKeys.
 
 A statement signed with OpenPGP is filed as an envelope without DSSE signatures (its payload: the exact bytes
 signed) with one ``.asc`` file per detached signature; Notation signatures of an engine artifact are filed
