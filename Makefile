@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 LOCK := requirements/dev.lock
 STAMP := $(VENV)/.installed-$(shell sha256sum $(LOCK) pyproject.toml | sha256sum | cut -c1-16)
-APT_PACKAGES := docker-registry skopeo
+APT_PACKAGES := docker-registry skopeo gpg
 # checkov (the chart tests' Kubernetes scanner) pins packaging<24, which the project's hatchling cannot use:
 # it gets a virtual environment of its own, from its own hashed lock.
 CHECKOV := .tools/checkov/bin/checkov

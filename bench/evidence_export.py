@@ -31,7 +31,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from trtguard.audit.package import ArchiveLimits, ChainScope, Selection, export_evidence, verify_evidence
+from trtguard.audit.package import (
+    ArchiveLimits,
+    ChainScope,
+    Selection,
+    export_evidence_package,
+    verify_evidence_package,
+)
 from trtguard.audit.package.archive import read_archive, write_archive
 from trtguard.demo.material import TENSORRT_IMAGE, Material, make_material
 from verifier.deadline import Deadline
@@ -144,7 +150,7 @@ async def run(decisions: int, noise: int, repeat: int) -> bool:
 
         def export(chain: ChainScope) -> Callable[[], Awaitable[object]]:
             async def work() -> object:
-                return await export_evidence(
+                return await export_evidence_package(
                     store,
                     selection,
                     policies=[material.policies],
@@ -185,7 +191,7 @@ async def run(decisions: int, noise: int, repeat: int) -> bool:
             )
 
         async def verify() -> object:
-            return await asyncio.to_thread(verify_evidence, package, key.public_key())
+            return await asyncio.to_thread(verify_evidence_package, package, key.public_key())
 
         print("\nthe segment package")
         print(

@@ -42,18 +42,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from policies.evaluator import PolicyEngine
 from policies.loader import PolicySet, load_policy_set
 from policies.schema import trusted_keys_yaml
+from trtguard.release.cosign_layout import append_layer, simple_signing_payload
+from trtguard.release.publish import RegistryWriter
 from verifier.deadline import Deadline
 from verifier.keys import PrivateKey, generate_private_key
 from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig
-from verifier.registry.cosign_layout import (
-    SIGNATURE_ANNOTATION,
-    SIMPLE_SIGNING,
-    append_layer,
-    signature_tag,
-    simple_signing_payload,
-)
+from verifier.registry.cosign_layout import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
 from verifier.registry.evidence import RegistryEvidence
 from verifier.registry.oci import OCI_CONFIG, OCI_MANIFEST, Descriptor, image_manifest
 from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
@@ -98,18 +94,18 @@ def client_config(host: str) -> RegistryConfig:
 async def push_signed_image(client: RegistryClient, host: str, key: PrivateKey) -> ImageReference:
     """A new one-layer image under a new tag, with one classic signature."""
     ref = ImageReference.parse(f"{host}/bench/app:{uuid.uuid4().hex[:12]}")
-    deadline = Deadline.after(30)
-    config = await client.push_blob(
+    deadline, writer = Deadline.after(30), RegistryWriter(client)
+    config = await writer.push_blob(
         ref, json.dumps({"rootfs": {"type": "layers", "diff_ids": []}}).encode(), OCI_CONFIG, deadline
     )
-    layer = await client.push_blob(
+    layer = await writer.push_blob(
         ref, uuid.uuid4().bytes * 64, "application/vnd.oci.image.layer.v1.tar", deadline
     )
     manifest = image_manifest(config=config, layers=[Descriptor(layer.media_type, layer.digest, layer.size)])
-    pushed = await client.push_manifest(ref, manifest, OCI_MANIFEST, deadline, tag=ref.tag)
+    pushed = await writer.push_manifest(ref, manifest, OCI_MANIFEST, deadline, tag=ref.tag)
     payload = simple_signing_payload(ref, pushed.digest)
     await append_layer(
-        client,
+        writer,
         ref,
         signature_tag(pushed.digest),
         payload,

@@ -320,10 +320,17 @@ def _compile_policies(
                 lists.setdefault(loc[:-1], []).append((loc, ref))
         for list_loc, entries in lists.items():
             refs = [ref for _, ref in entries]
-            keyless_allowed = "signatures" in list_loc  # only image signatures may be keyless
+            keyless_allowed = "signatures" in list_loc  # only image signatures may be keyless (or Notation)
+            # OpenPGP signatures over a statement's bytes: build manifests and change approvals.
+            openpgp_allowed = list_loc[:3] in (
+                ("spec", "models", "buildManifest"),
+                ("spec", "changeControl", "approvals"),
+            )
             problems += [
                 f"{path}:{document.line_of(entries[index][0])}: {_field_path(list_loc)}: {text}"
-                for index, text in signer_list_problems(refs, signers, keyless_allowed=keyless_allowed)
+                for index, text in signer_list_problems(
+                    refs, signers, keyless_allowed=keyless_allowed, openpgp_allowed=openpgp_allowed
+                )
             ]
         image_rules = []
         for i, rule in enumerate(doc.spec.images):

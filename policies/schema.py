@@ -90,22 +90,56 @@ class KeylessSigner(_Model):
         return self
 
 
+class OpenPGPKeySource(_Model):
+    """An OpenPGP public key (certificate with its subkeys and revocations): armored inline, or a file."""
+
+    armored: str | None = Field(default=None, description="ASCII-armored public key (`gpg --armor --export`)")
+    file: str | None = Field(default=None, description="key file, relative to this policy file")
+
+    @model_validator(mode="after")
+    def _one(self) -> OpenPGPKeySource:
+        if (self.armored is None) == (self.file is None):
+            raise ValueError("give exactly one of 'armored' and 'file'")
+        return self
+
+
+class NotationTrustStores(_Model):
+    """Notation trust stores by type: certificate files (PEM or DER), relative to this policy file."""
+
+    ca: list[str] | None = Field(default=None, min_length=1, description="anchors notary.x509 signatures")
+    signing_authority: list[str] | None = Field(default=None, min_length=1, description="signingAuthority")
+    tsa: list[str] | None = Field(default=None, min_length=1, description="RFC 3161 timestamp authorities")
+
+
+class NotationSigner(_Model):
+    """A Notary Project signer, as a Notation trust policy statement says it (docs/signatures.md)."""
+
+    trust_stores: NotationTrustStores
+    trusted_identities: list[str] = Field(min_length=1, description="'x509.subject: <DN>' entries, or '*'")
+    registry_scopes: list[str] = Field(min_length=1, description="'registry/repository' names, or '*'")
+    verification_level: Literal["strict", "permissive", "audit", "skip"] = "strict"
+
+
 class TrustedKey(_Model):
-    """One named signer: a public key (inline PEM or a file) or a keyless identity."""
+    """One named signer: a public key (PEM or file), a keyless identity, an OpenPGP key, a Notation signer."""
 
     name: Name
     public_key: str | None = Field(default=None, description="PEM public key (ECDSA, Ed25519 or RSA)")
     file: str | None = Field(default=None, description="PEM public key file, relative to this policy file")
     keyless: KeylessSigner | None = None
+    openpgp: OpenPGPKeySource | None = Field(default=None, description="signs build manifests and approvals")
+    notation: NotationSigner | None = Field(default=None, description="signs images (Notary Project)")
     rekor_public_key: FileRef | None = Field(
         default=None, description="when set, signatures must carry a Rekor inclusion promise by this log key"
     )
 
     @model_validator(mode="after")
     def _one_source(self) -> TrustedKey:
-        given = [x for x in (self.public_key, self.file, self.keyless) if x is not None]
-        if len(given) != 1:
-            raise ValueError("give exactly one of 'publicKey', 'file' and 'keyless'")
+        sources = (self.public_key, self.file, self.keyless, self.openpgp, self.notation)
+        if len([x for x in sources if x is not None]) != 1:
+            raise ValueError("give exactly one of 'publicKey', 'file', 'keyless', 'openpgp' and 'notation'")
+        if self.rekor_public_key is not None and (self.openpgp is not None or self.notation is not None):
+            raise ValueError("'rekorPublicKey' goes with cosign keys and keyless identities only")
         return self
 
 

@@ -1,8 +1,10 @@
 """TrustedKeys documents → named :class:`Signer` objects, and what makes a rule's list of signers unusable.
 
 A signer is a public key (inline, or read from a file beside the policy) or a keyless identity with the
-Sigstore trusted root it is checked against; a Rekor public key may come with either. Files read here are
-added to the policy revision digest, so that a changed key file is a new revision.
+Sigstore trusted root it is checked against; a Rekor public key may come with either. It can also be an
+OpenPGP key (build manifests and change approvals) or a Notary Project signer (trust stores, trusted
+identities, registry scopes and level; image signatures). Files read here are added to the policy revision
+digest, so that a changed key file is a new revision.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policies.schema import TrustedKey, TrustedKeysDocument
+from policies.schema import NotationSigner, TrustedKey, TrustedKeysDocument
 from verifier.errors import TrtguardError
 from verifier.keys import PublicKey
 from verifier.signatures import KeylessIdentity, TrustRoot
+from verifier.signatures.notation import NotationTrust, StoreType, TrustedIdentity, load_certificates
+from verifier.signatures.openpgp import OpenPGPKey
 from verifier.yamldoc import Document
 
 __all__ = ["Signer", "load_signers", "signer_list_problems"]
@@ -33,6 +37,28 @@ class Signer:
     identity: KeylessIdentity | None
     trust_root: TrustRoot | None
     rekor_key: PublicKey | None
+    openpgp: OpenPGPKey | None = None
+    notation: NotationTrust | None = None
+
+    @property
+    def kind(self) -> str:
+        """``key``, ``keyless``, ``openpgp`` or ``notation``: the format this signer signs in."""
+        if self.openpgp is not None:
+            return "openpgp"
+        if self.notation is not None:
+            return "notation"
+        return "key" if self.public_key is not None else "keyless"
+
+    @property
+    def fingerprint(self) -> str:
+        """What identifies the signer's trust material: key id, OpenPGP fingerprint, Notation trust digest."""
+        if self.openpgp is not None:
+            return self.openpgp.fingerprint
+        if self.notation is not None:
+            return self.notation.fingerprint
+        if self.public_key is not None:
+            return self.public_key.key_id
+        return self.trust_root.fingerprint if self.trust_root is not None else ""
 
 
 def load_signers(
@@ -73,6 +99,15 @@ def _load_signer(
 
     try:
         public_key = identity = trust_root = rekor = None
+        if key.openpgp is not None:
+            armored = key.openpgp.armored.encode() if key.openpgp.armored is not None else None
+            data = armored if armored is not None else read(key.openpgp.file or "")
+            if data is None:
+                return None
+            return Signer(ref, None, None, None, None, openpgp=OpenPGPKey.from_armored(data, location=where))
+        if key.notation is not None:
+            trust = _notation_trust(key.notation, read, where)
+            return None if trust is None else Signer(ref, None, None, None, None, notation=trust)
         if key.public_key is not None:
             public_key = PublicKey.from_pem(key.public_key.encode())
         elif key.file is not None:
@@ -103,18 +138,66 @@ def _load_signer(
     return Signer(ref=ref, public_key=public_key, identity=identity, trust_root=trust_root, rekor_key=rekor)
 
 
+def _notation_trust(signer: NotationSigner, read: Any, where: str) -> NotationTrust | None:
+    stores: dict[StoreType, tuple[Any, ...]] = {}
+    given: tuple[tuple[StoreType, list[str] | None], ...] = (
+        ("ca", signer.trust_stores.ca),
+        ("signingAuthority", signer.trust_stores.signing_authority),
+        ("tsa", signer.trust_stores.tsa),
+    )
+    for kind, files in given:
+        certificates: list[Any] = []
+        for name in files or ():
+            data = read(name)
+            if data is None:
+                return None
+            certificates += load_certificates(data, location=f"{where} trustStores.{kind} {name}")
+        if certificates:
+            stores[kind] = tuple(certificates)
+    return NotationTrust(
+        stores=stores,
+        identities=tuple(TrustedIdentity.parse(text) for text in signer.trusted_identities),
+        scopes=tuple(signer.registry_scopes),
+        level=signer.verification_level,  # type: ignore[arg-type]  # 'skip' is refused with its reason
+    )
+
+
 def signer_list_problems(
-    refs: Sequence[str], signers: Mapping[str, Signer], *, keyless_allowed: bool
+    refs: Sequence[str],
+    signers: Mapping[str, Signer],
+    *,
+    keyless_allowed: bool,
+    openpgp_allowed: bool = False,
 ) -> list[tuple[int, str]]:
     """What makes one rule's list of (defined) signers unusable, found at load time rather than at admission.
 
     Each problem is the index into ``refs`` it is about and what is wrong. ``keyless_allowed`` is true for
-    image signatures only: attestations (DSSE) are verified with public keys.
+    image signatures only (keyless identities and Notary Project signers sign images); attestations (DSSE)
+    are verified with public keys, and ``openpgp_allowed`` (build manifests and change approvals) admits
+    OpenPGP keys too. One key listed twice (by two names) is a problem in every format.
     """
     found: list[tuple[int, str]] = []
     by_key: dict[str, str] = {}
     for index, ref in enumerate(refs):
-        key = signers[ref].public_key
+        signer = signers[ref]
+        if signer.openpgp is not None or signer.notation is not None:
+            problem = _format_problem(
+                ref, signer, keyless_allowed=keyless_allowed, openpgp_allowed=openpgp_allowed
+            )
+            if problem is not None:
+                found.append((index, problem))
+            elif signer.openpgp is not None:
+                fingerprint = f"openpgp:{signer.openpgp.fingerprint}"
+                if fingerprint in by_key and by_key[fingerprint] != ref:
+                    found.append(
+                        (
+                            index,
+                            f"{ref} and {by_key[fingerprint]} are the same OpenPGP key; list each key once",
+                        )
+                    )
+                by_key.setdefault(fingerprint, ref)
+            continue
+        key = signer.public_key
         if key is None:
             if not keyless_allowed:
                 found.append(
@@ -144,3 +227,14 @@ def signer_list_problems(
             )
         )
     return found
+
+
+def _format_problem(ref: str, signer: Signer, *, keyless_allowed: bool, openpgp_allowed: bool) -> str | None:
+    """Why an OpenPGP key or a Notation signer cannot sign what this rule asks for, or None."""
+    if signer.openpgp is not None and not openpgp_allowed:
+        return (
+            f"{ref} is an OpenPGP key; OpenPGP signatures count for build manifests and change approvals only"
+        )
+    if signer.notation is not None and not keyless_allowed:
+        return f"{ref} is a Notary Project signer; Notation signatures count for image signatures only"
+    return None

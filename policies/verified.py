@@ -8,8 +8,14 @@ itself counts. A build manifest must also record the artifact's ONNX and calibra
 
 Each answer is cached by everything its verdict depends on (``VerifiedEvidence._key``): the
 evidence source, the policy revision (a digest over every policy and key file), the registry, repository and
-digest of the artifact (evidence is read from that repository, and a classic signature names it), and the
-question (kind, key names, threshold, predicate type, expected engine). Results are kept with
+digest of the artifact (evidence is read from that repository, and a classic signature names it), the
+signers' formats and trust material (key ids, OpenPGP fingerprints, Notation trust stores, identities,
+scopes and levels: :meth:`VerifiedEvidence._signers`), and the question (kind, key names, threshold,
+predicate type, expected engine).
+
+A build manifest or change approval may be signed in DSSE (keys) and with detached OpenPGP signatures over
+the same statement bytes; a threshold counts distinct keys across both formats and across every place the
+statement was found (:func:`signed_by`). Results are kept with
 :class:`~verifier.cache.ResultCache`: a verified result for ``ttl`` seconds, a definitive failure (no
 signature, a wrong key) for ``negative_ttl``, a transient failure (a registry that is down) never. A cache
 hit skips the registry and the cryptography; the evaluator still runs every other check on each admission.
@@ -46,6 +52,7 @@ from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, 
 from verifier.references import ImageReference
 from verifier.scans import ScanDocument, read_scan
 from verifier.signatures import NoSignatures, TrustPolicy, VerificationResult, verify_image_signatures
+from verifier.signatures.openpgp import verify_detached
 
 _log = logging.getLogger(__name__)
 
@@ -92,6 +99,35 @@ class VerifiedApproval:
     approval: ChangeApproval
     signers: tuple[str, ...]
     origin: str
+
+
+def signed_by(attestations: Sequence[Attestation], signers: Mapping[str, Signer]) -> tuple[str, ...]:
+    """Names of the ``signers`` whose DSSE or OpenPGP signature over the statement verifies, in any of
+    ``attestations`` (copies of one statement: the same payload bytes). Raises :class:`VerificationError`
+    saying why when none does."""
+    keys = {ref: s.public_key for ref, s in signers.items() if s.public_key is not None}
+    openpgp = {ref: s.openpgp for ref, s in signers.items() if s.openpgp is not None}
+    names: dict[str, None] = {}
+    reasons: list[str] = []
+    for attestation in attestations:
+        if attestation.envelope.signatures and keys:
+            try:
+                names.update(dict.fromkeys(verify_envelope(attestation.envelope, keys, threshold=1)))
+            except VerificationError as error:
+                reasons.append(error.message)
+        for signature in attestation.openpgp_signatures if openpgp else ():
+            try:
+                names.update(dict.fromkeys(verify_detached(attestation.envelope.payload, signature, openpgp)))
+            except VerificationError as error:
+                reasons.append(error.message)
+    if not names:
+        formats = [f for f, present in (("DSSE", keys), ("OpenPGP", openpgp)) if present]
+        raise VerificationError(
+            reasons[0]
+            if reasons
+            else f"it carries no {' or '.join(formats)} signature, which [{', '.join(signers)}] sign in"
+        )
+    return tuple(names)
 
 
 def public_keys(signers: Mapping[str, Signer]) -> dict[str, PublicKey]:
@@ -144,6 +180,10 @@ class VerifiedEvidence:
             *parts,
         )
 
+    def _signers(self, keys: Sequence[str]) -> tuple[tuple[str, str, str], ...]:
+        """Each signer's name, format and trust material, for cache keys: a verdict depends on all three."""
+        return tuple((ref, s.kind, s.fingerprint) for ref, s in self._policy_set.signers_for(keys).items())
+
     def trust_policy(self, keys: Sequence[str], threshold: int) -> TrustPolicy:
         """The signature policy for a rule's keys and threshold (built once per rule)."""
         found = self._trust_policies.get((tuple(keys), threshold))
@@ -160,6 +200,7 @@ class VerifiedEvidence:
             found = TrustPolicy(
                 keys={ref: s.public_key for ref, s in signers.items() if s.public_key is not None},
                 identities=tuple(s.identity for s in signers.values() if s.identity is not None),
+                notation={ref: s.notation for ref, s in signers.items() if s.notation is not None},
                 threshold=threshold,
                 trust_root=next(iter(roots.values()), None),
                 rekor_keys=tuple(s.rekor_key for s in signers.values() if s.rekor_key is not None),
@@ -189,13 +230,14 @@ class VerifiedEvidence:
                 classic=material.classic,
                 bundles=material.bundles,
                 envelopes=tuple(s.envelope for s in material.statements),
+                notation=material.notation,
                 # A classic signature names the repository it was made for; one copied to another
                 # repository (or registry) is not a signature of this image there.
                 repository=reference.name,
                 location=where,
             )
 
-        key = self._key("signatures", reference, tuple(keys), threshold)
+        key = self._key("signatures", reference, tuple(keys), threshold, self._signers(keys))
         return await self.signatures_cache.get_or_compute(key, compute)
 
     async def attestation(
@@ -248,13 +290,13 @@ class VerifiedEvidence:
             candidates = [a for a in (await fetch()).attestations if a.predicate_type == predicate_type]
             if not candidates:
                 raise VerificationError(f"no attestation of type {predicate_type}")
-            signers = public_keys(self._policy_set.signers_for(keys))
+            signers = self._policy_set.signers_for(keys)
             verified: list[VerifiedPredicate] = []
             reasons: list[str] = []
-            for attestation in candidates:
+            for copies in _by_statement(candidates):
                 try:
                     verified.append(
-                        await asyncio.to_thread(_verify_predicate, attestation, signers, threshold, scans)
+                        await asyncio.to_thread(_verify_predicate, copies, signers, threshold, scans)
                     )
                 except TrtguardError as error:
                     reasons.append(error.message)
@@ -289,18 +331,17 @@ class VerifiedEvidence:
             verified: list[VerifiedManifest] = []
             reasons: list[str] = []
             elsewhere: list[VerificationError] = []  # signed, but about another engine file
-            for attestation in candidates:
+            for copies in _by_statement(candidates):
+                origin = copies[0].origin
                 try:
-                    found = await asyncio.to_thread(_verify_manifest, attestation, signers, threshold)
+                    found = await asyncio.to_thread(_verify_manifest, copies, signers, threshold)
                 except TrtguardError as error:
-                    reasons.append(f"{attestation.origin}: {error.message}")
+                    reasons.append(f"{origin}: {error.message}")
                     continue
                 try:
                     fetched.subjects.require_build_manifest(found.manifest, found.subjects)
                 except VerificationError as error:
-                    elsewhere.append(
-                        VerificationError(f"{error.message} ({attestation.origin})", hint=error.hint)
-                    )
+                    elsewhere.append(VerificationError(f"{error.message} ({origin})", hint=error.hint))
                     continue
                 verified.append(found)
             if verified:
@@ -313,7 +354,7 @@ class VerifiedEvidence:
                 )
             raise VerificationError(f"build manifest not signed by [{', '.join(keys)}]: {reasons[0]}")
 
-        key = self._key("manifest", reference, tuple(keys), threshold)
+        key = self._key("manifest", reference, tuple(keys), threshold, self._signers(keys))
         return await self.manifests_cache.get_or_compute(key, compute)
 
     async def approvals(
@@ -326,21 +367,21 @@ class VerifiedEvidence:
             candidates = [
                 a for a in fetched.attestations if a.predicate_type == CHANGE_APPROVAL_PREDICATE_TYPE
             ]
-            signers = public_keys(self._policy_set.signers_for(keys))
+            signers = self._policy_set.signers_for(keys)
             found = []
-            for attestation in candidates:
+            for copies in _by_statement(candidates):
                 try:
-                    approval = await asyncio.to_thread(_verify_approval, attestation, signers)
+                    approval = await asyncio.to_thread(_verify_approval, copies, signers)
                     fetched.subjects.require_describes(
-                        approval.approval.engine_digest, attestation.subjects, "the change approval"
+                        approval.approval.engine_digest, copies[0].subjects, "the change approval"
                     )
                 except TrtguardError as error:
-                    _log.info("approval %s ignored: %s", attestation.origin, error.message)
+                    _log.info("approval %s ignored: %s", copies[0].origin, error.message)
                     continue
                 found.append(approval)
             return tuple(found)
 
-        key = self._key("approvals", reference, tuple(keys))
+        key = self._key("approvals", reference, tuple(keys), self._signers(keys))
         return await self.approvals_cache.get_or_compute(key, compute)
 
     async def gpu_verification(
@@ -391,10 +432,23 @@ class VerifiedEvidence:
         return await self.verifications_cache.get_or_compute(key, compute)
 
 
+def _by_statement(attestations: Sequence[Attestation]) -> list[list[Attestation]]:
+    """The attestations grouped by the statement they carry (its exact bytes), in the order found."""
+    groups: dict[bytes, list[Attestation]] = {}
+    for attestation in attestations:
+        groups.setdefault(attestation.envelope.payload, []).append(attestation)
+    return list(groups.values())
+
+
 def _verify_manifest(
-    attestation: Attestation, signers: Mapping[str, Signer], threshold: int
+    copies: Sequence[Attestation], signers: Mapping[str, Signer], threshold: int
 ) -> VerifiedManifest:
-    verified = verify_envelope(attestation.envelope, public_keys(signers), threshold=threshold)
+    attestation = copies[0]
+    verified = signed_by(copies, signers)
+    if len(verified) < threshold:
+        raise VerificationError(
+            f"signed by {len(verified)} of the {threshold} required distinct keys ([{', '.join(verified)}])"
+        )
     statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
     try:
         manifest = load_manifest(statement, attestation.origin)
@@ -418,9 +472,14 @@ def _verify_manifest(
 
 
 def _verify_predicate(
-    attestation: Attestation, signers: Mapping[str, PublicKey], threshold: int, scans: bool
+    copies: Sequence[Attestation], signers: Mapping[str, Signer], threshold: int, scans: bool
 ) -> VerifiedPredicate:
-    names = verify_envelope(attestation.envelope, signers, threshold=threshold)
+    attestation = copies[0]
+    names = signed_by(copies, signers)
+    if len(names) < threshold:
+        raise VerificationError(
+            f"signed by {len(names)} of the {threshold} required distinct keys ([{', '.join(names)}])"
+        )
     statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
     scan = None
     if scans:
@@ -432,8 +491,9 @@ def _verify_predicate(
     return VerifiedPredicate(statement.predicate, scan, names, attestation.origin)
 
 
-def _verify_approval(attestation: Attestation, signers: Mapping[str, PublicKey]) -> VerifiedApproval:
-    names = verify_envelope(attestation.envelope, signers, threshold=1)
+def _verify_approval(copies: Sequence[Attestation], signers: Mapping[str, Signer]) -> VerifiedApproval:
+    attestation = copies[0]
+    names = signed_by(copies, signers)
     statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
     return VerifiedApproval(load_approval(statement, attestation.origin), names, attestation.origin)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-#: Fixtures every test folder may use: real registries, and webhooks with their signed demo material.
-pytest_plugins = ("tests.support.registries", "tests.support.webhooks")
+#: Fixtures every test folder may use: real registries, webhooks with their signed demo material, gpg.
+pytest_plugins = ("tests.support.registries", "tests.support.webhooks", "tests.support.gpg")
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,9 @@ verified statement is about this artifact's engine at all.
 :class:`LocalEvidence` serves a folder of files for offline checks (``trtguard check --attestations DIR``):
 DSSE envelopes (``*.json``, ``*.dsse``, ``*.intoto.jsonl`` with one envelope per line), Sigstore bundles that
 carry a DSSE envelope, and engine artifact manifests (which say which layer of an artifact is its engine).
-Files it cannot use (a message-signature bundle, an envelope that carries no in-toto statement, an OCI
+An in-toto statement ``X.json`` with a detached OpenPGP signature ``X.json.asc`` beside it is a statement
+signed with OpenPGP (over its exact bytes). Files it cannot use (a message-signature bundle, an envelope that
+carries no in-toto statement, an OCI
 manifest of another kind of artifact) are left out and listed in :attr:`LocalEvidence.skipped`; files that
 are broken (not JSON, a malformed envelope or statement) are an :class:`~verifier.errors.InputError`.
 """
@@ -38,7 +40,8 @@ from verifier.registry.engine_artifact import (
     engine_layers,
 )
 from verifier.registry.oci import InvalidDocument, Manifest
-from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature
+from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature, NotationSignature
+from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES
 
 __all__ = [
     "COSIGN_SIGN_PREDICATE",
@@ -187,13 +190,16 @@ class Attestation:
     """A DSSE envelope with the subjects and predicate type of the statement it carries (unverified).
 
     ``subjects`` are the statement's own subject digests (what its signer says it is about), not the
-    artifact's: see :class:`ArtifactSubjects` for those.
+    artifact's: see :class:`ArtifactSubjects` for those. ``openpgp_signatures`` are detached OpenPGP
+    signatures over the statement's exact bytes (``envelope.payload``): a statement signed that way arrives
+    as an envelope without DSSE signatures, so that nothing that verifies DSSE alone can count it.
     """
 
     envelope: Envelope
     predicate_type: str
     subjects: frozenset[str]
     origin: str
+    openpgp_signatures: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,11 +230,13 @@ class ImageSignatures:
     #: Bare DSSE envelopes of ``https://sigstore.dev/cosign/sign/v1`` statements (attestation folders).
     statements: tuple[Attestation, ...] = ()
     origin: str = ""
+    #: Notary Project signature envelopes (referrers of type ``application/vnd.cncf.notary.signature``).
+    notation: tuple[NotationSignature, ...] = ()
 
     @property
     def count(self) -> int:
         """How many signatures were found, of all kinds."""
-        return len(self.classic) + len(self.bundles) + len(self.statements)
+        return len(self.classic) + len(self.bundles) + len(self.statements) + len(self.notation)
 
 
 class EvidenceSource(Protocol):
@@ -308,6 +316,12 @@ class LocalEvidence:
         if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl"):
             return
         raw = read_limited(path, "the evidence file")
+        signature = path.with_name(path.name + ".asc")
+        if path.suffix == ".json" and signature.is_file():
+            self._add_openpgp(
+                raw, read_limited(signature, "the OpenPGP signature", limit=MAX_SIGNATURE_BYTES), path
+            )
+            return
         if path.suffix == ".jsonl":
             for number, line in enumerate(raw.splitlines(), start=1):
                 if line.strip():
@@ -363,6 +377,20 @@ class LocalEvidence:
                 self._signature_bundles[digest].append(bundle)
             else:
                 self._by_subject[digest].append(attestation)
+
+    def _add_openpgp(self, raw: bytes, signature: bytes, path: Path) -> None:
+        """An in-toto statement ``X.json`` with its detached OpenPGP signature ``X.json.asc`` beside it."""
+        envelope = Envelope(PAYLOAD_TYPE, raw, ())
+        statement = statement_from_envelope(envelope, location=str(path))
+        attestation = Attestation(
+            envelope=envelope,
+            predicate_type=statement.predicate_type,
+            subjects=statement.subject_digests(),
+            origin=f"{path} (OpenPGP signature {path.name}.asc)",
+            openpgp_signatures=(signature,),
+        )
+        for digest in attestation.subjects:
+            self._by_subject[digest].append(attestation)
 
     def _add_manifest(self, raw: bytes, location: str) -> None:
         """Record which layer of an engine artifact is which; other manifests stand only for themselves."""

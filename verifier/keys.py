@@ -293,6 +293,11 @@ class PrivateKey:
         """The matching public key."""
         return self._public
 
+    @property
+    def crypto(self) -> _PrivateCrypto:
+        """The ``cryptography`` key object, for signature schemes :meth:`sign` does not make (Notary PSS)."""
+        return self._key
+
     def to_pkcs8_der(self) -> bytes:
         """The unencrypted PKCS#8 DER form (what cosign's key file encrypts)."""
         return self._key.private_bytes(

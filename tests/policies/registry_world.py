@@ -30,6 +30,8 @@ from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config
 from trtguard.cli import main
 from trtguard.release.attach import PREDICATE_TYPE_REFERRER_ANNOTATION
+from trtguard.release.cosign_layout import append_layer, push_referrer, simple_signing_payload
+from trtguard.release.publish import RegistryWriter
 from verifier.deadline import Deadline
 from verifier.digests import sha256_bytes
 from verifier.dsse import sign_envelope
@@ -43,12 +45,9 @@ from verifier.registry.cosign_layout import (
     PREDICATE_TYPE_ANNOTATION,
     SIGNATURE_ANNOTATION,
     SIMPLE_SIGNING,
-    append_layer,
     attestation_tag,
-    push_referrer,
     read_signatures,
     signature_tag,
-    simple_signing_payload,
 )
 
 T = TypeVar("T")
@@ -184,7 +183,7 @@ async def park(
     deadline = Deadline.after(30)
     if via in ("att", "both"):
         await append_layer(
-            client,
+            RegistryWriter(client),
             pinned,
             attestation_tag(pinned.digest),
             envelope,
@@ -195,7 +194,7 @@ async def park(
     if via in ("referrer", "both"):
         manifest = await client.get_manifest(pinned, deadline)
         await push_referrer(
-            client,
+            RegistryWriter(client),
             pinned,
             manifest.descriptor,
             artifact_type=DSSE_ENVELOPE,
@@ -212,7 +211,7 @@ async def sign_image(client: RegistryClient, pinned: ImageReference, key: Privat
     assert pinned.digest is not None
     payload = simple_signing_payload(pinned, pinned.digest)
     await append_layer(
-        client,
+        RegistryWriter(client),
         pinned,
         signature_tag(pinned.digest),
         payload,
@@ -228,7 +227,7 @@ async def copy_signatures(client: RegistryClient, source: ImageReference, target
     deadline = Deadline.after(30)
     for layer in await read_signatures(client, source, source.digest, deadline):
         await append_layer(
-            client,
+            RegistryWriter(client),
             target,
             signature_tag(source.digest),
             layer.payload,
@@ -242,12 +241,12 @@ async def copy_artifact(
     client: RegistryClient, source: ImageReference, target: ImageReference
 ) -> ImageReference:
     """Copy the artifact ``source`` (blobs and manifest bytes) to ``target``'s tag; the same digest there."""
-    deadline = Deadline.after(30)
+    deadline, writer = Deadline.after(30), RegistryWriter(client)
     manifest = await client.get_manifest(source, deadline)
     for blob in (manifest.config, *manifest.layers):
         data = await client.get_blob(source, blob, deadline)
-        await client.push_blob(target, data, blob.media_type, deadline)
-    pushed = await client.push_manifest(target, manifest.data, manifest.media_type, deadline, tag=target.tag)
+        await writer.push_blob(target, data, blob.media_type, deadline)
+    pushed = await writer.push_manifest(target, manifest.data, manifest.media_type, deadline, tag=target.tag)
     return target.with_digest(pushed.digest)
 
 

@@ -38,6 +38,7 @@ from tests.policies.registry_world import (
 )
 from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, start_registry
+from trtguard.release.publish import RegistryWriter
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ENGINE_VERIFICATION_PREDICATE_TYPE
 from verifier.deadline import Deadline
 from verifier.digests import sha256_bytes
@@ -352,7 +353,7 @@ def test_registry_an_index_over_a_signed_engine_is_not_that_engine(world: World,
         entry = Descriptor(
             OCI_MANIFEST, pushed.digest, len(pushed.data), platform={"os": "linux", "architecture": "amd64"}
         )
-        made = await client.push_manifest(
+        made = await RegistryWriter(client).push_manifest(
             ref, image_index([entry]), OCI_INDEX, Deadline.after(10), tag="index"
         )
         pinned = ref.with_digest(made.digest)
@@ -377,12 +378,12 @@ def test_registry_an_engine_artifact_type_in_another_spelling_is_refused(
 
     async def push(client: RegistryClient) -> ImageReference:
         ref = world.ref("models/spelled:v1")
-        deadline = Deadline.after(10)
-        await client.push_blob(ref, EMPTY_JSON, EMPTY_DESCRIPTOR.media_type, deadline)
-        layer = await client.push_blob(ref, GOOD_ENGINE, ENGINE_LAYER, deadline)
+        deadline, writer = Deadline.after(10), RegistryWriter(client)
+        await writer.push_blob(ref, EMPTY_JSON, EMPTY_DESCRIPTOR.media_type, deadline)
+        layer = await writer.push_blob(ref, GOOD_ENGINE, ENGINE_LAYER, deadline)
         titled = engine_layer("model.plan", layer.digest.removeprefix("sha256:"), layer.size)
         data = image_manifest(config=EMPTY_DESCRIPTOR, layers=[titled], artifact_type=artifact_type)
-        pushed = await client.push_manifest(ref, data, OCI_MANIFEST, deadline, tag="v1")
+        pushed = await writer.push_manifest(ref, data, OCI_MANIFEST, deadline, tag="v1")
         pinned = ref.with_digest(pushed.digest)
         await park(client, pinned, manifest)
         return pinned

@@ -1,4 +1,4 @@
-"""Tiny OCI images built in Python and pushed with the project's own client."""
+"""Tiny OCI images built in Python and pushed with the project's own registry writer."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import tarfile
 import uuid
 from dataclasses import dataclass
 
+from trtguard.release.publish import RegistryWriter
 from verifier.deadline import Deadline
 from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
@@ -76,21 +77,21 @@ def tiny_image(text: str | None = None, *, architecture: str = "amd64") -> TinyI
 
 async def push_image(client: RegistryClient, ref: ImageReference, image: TinyImage) -> str:
     """Push the blobs and the manifest under ``ref``'s tag (or by digest); returns the manifest digest."""
-    deadline = Deadline.after(30)
+    deadline, writer = Deadline.after(30), RegistryWriter(client)
     for blob in image.blobs:
-        await client.push_blob(ref, blob.data, blob.media_type, deadline)
-    pushed = await client.push_manifest(ref, image.manifest, OCI_MANIFEST, deadline, tag=ref.tag)
+        await writer.push_blob(ref, blob.data, blob.media_type, deadline)
+    pushed = await writer.push_manifest(ref, image.manifest, OCI_MANIFEST, deadline, tag=ref.tag)
     return pushed.digest
 
 
 async def push_index(client: RegistryClient, ref: ImageReference, images: list[TinyImage]) -> str:
     """Push the platform images by digest and an index over them under ``ref``'s tag; returns its digest."""
-    deadline = Deadline.after(30)
+    deadline, writer = Deadline.after(30), RegistryWriter(client)
     entries = []
     for image, arch in zip(images, ("amd64", "arm64", "ppc64le"), strict=False):
         for blob in image.blobs:
-            await client.push_blob(ref, blob.data, blob.media_type, deadline)
-        await client.push_manifest(ref, image.manifest, OCI_MANIFEST, deadline)
+            await writer.push_blob(ref, blob.data, blob.media_type, deadline)
+        await writer.push_manifest(ref, image.manifest, OCI_MANIFEST, deadline)
         entries.append(
             Descriptor(
                 OCI_MANIFEST,
@@ -99,5 +100,5 @@ async def push_index(client: RegistryClient, ref: ImageReference, images: list[T
                 platform={"architecture": arch, "os": "linux"},
             )
         )
-    pushed = await client.push_manifest(ref, image_index(entries), OCI_INDEX, deadline, tag=ref.tag)
+    pushed = await writer.push_manifest(ref, image_index(entries), OCI_INDEX, deadline, tag=ref.tag)
     return pushed.digest

@@ -15,6 +15,7 @@ import pytest
 from tests.support.faultproxy import FaultProxy
 from tests.support.localregistry import LocalRegistry, plain_config, start_registry
 from tests.support.tokenserver import TokenServer
+from trtguard.release.publish import RegistryWriter
 from verifier.registry.client import RegistryClient
 from webhook.tls import make_self_signed
 
@@ -84,11 +85,26 @@ async def client(registry: LocalRegistry) -> AsyncIterator[RegistryClient]:
 
 
 @pytest.fixture
+def writer(client: RegistryClient) -> RegistryWriter:
+    """A writer over ``client`` (the anonymous registry)."""
+    return RegistryWriter(client)
+
+
+@pytest.fixture
 async def proxy(registry: LocalRegistry) -> AsyncIterator[FaultProxy]:
     """A fault-injecting proxy in front of the anonymous registry."""
     host, port = registry.host.split(":")
     async with FaultProxy(host, int(port)) as running:
         yield running
+
+
+@pytest.fixture
+async def faulty(
+    proxy: FaultProxy, registry: LocalRegistry
+) -> AsyncIterator[tuple[RegistryClient, FaultProxy]]:
+    """A client for the fault proxy (and the registry behind it, directly), with the proxy."""
+    async with RegistryClient(plain_config(proxy.host, registry.host)) as made:
+        yield made, proxy
 
 
 _REGISTRY_FIXTURES = frozenset({"registry", "tls_registry", "token_registry"})

@@ -24,7 +24,7 @@ from webhook.settings import DEFAULT_DECISION_LOG
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from trtguard.audit.package import EvidenceReport, ExportSummary, Selection
+    from trtguard.audit.package import EvidencePackageReport, ExportSummary, Selection
     from verifier.evidence import EvidenceSource
 
 _WIDTH = 110
@@ -122,7 +122,7 @@ def _selection(args: argparse.Namespace) -> Selection:
 
 
 def _export(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from trtguard.audit.package import ChainScope, export_evidence  # noqa: PLC0415
+    from trtguard.audit.package import ChainScope, export_evidence_package  # noqa: PLC0415
     from verifier.deadline import Deadline  # noqa: PLC0415
     from webhook.decisionlog import open_store  # noqa: PLC0415
 
@@ -139,7 +139,7 @@ def _export(args: argparse.Namespace, out: TextIO | None = None) -> int:
         close: Callable[[], Awaitable[None]] = _nothing
         try:
             evidence, close = await _source(args)
-            return await export_evidence(
+            return await export_evidence_package(
                 store,
                 selection,
                 policies=args.policies,
@@ -205,12 +205,12 @@ def _print_summary(summary: ExportSummary, selection: Selection, out: TextIO) ->
 
 
 def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from trtguard.audit.package import Anchor, verify_evidence  # noqa: PLC0415
+    from trtguard.audit.package import Anchor, verify_evidence_package  # noqa: PLC0415
 
     out = out or sys.stdout
     key = load_public_key(args.key)
     anchors = [Anchor.parse(text) for text in args.anchor]
-    report = verify_evidence(args.archive, key, anchors=anchors)
+    report = verify_evidence_package(args.archive, key, anchors=anchors)
     if args.format == "json":
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False), file=out)
     else:
@@ -218,7 +218,7 @@ def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 0 if report.ok else 1
 
 
-def _print_report(report: EvidenceReport, out: TextIO) -> None:
+def _print_report(report: EvidencePackageReport, out: TextIO) -> None:
     print(f"evidence package {report.archive}", file=out)
     if report.selection is not None:
         print(f"  selection: {report.selection}", file=out)

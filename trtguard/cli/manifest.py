@@ -30,10 +30,12 @@ from trtguard.release.manifest.probe import Distribution
 from trtguard.release.manifest.settings import ManifestSettings
 from verifier.digests import hash_file
 from verifier.dsse import Envelope
-from verifier.errors import InputError
+from verifier.errors import InputError, VerificationError
+from verifier.files import read_limited
 from verifier.intoto import sign_statement
 from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 from verifier.manifest_diff import ManifestDiff, diff_manifests
+from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES, OpenPGPKey, verify_detached
 from verifier.validation import input_error_from_validation
 
 _NVIDIA_SMI_TIMEOUT = 10.0
@@ -118,9 +120,25 @@ def _register_import(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "calibration_dataset_hash, builder_config{...}, output_engine_hash, accuracy_metrics{...}) into an "
         "engine build manifest. Standard error lists, one line per field, what was missing or could not be "
         "mapped and what to add. Flags and --config supply what the record lacks (they win over the "
-        "record, and each replaced value is reported).",
+        "record, and each replaced value is reported). A record signed with GPG is imported only once its "
+        "detached signature (--signature FLAT.json.asc) verifies with one of the --openpgp-key files; "
+        "sign the manifest written here again (gpg --armor --detach-sign) to attach it.",
     )
     parser.add_argument("record", type=Path, metavar="FLAT.json", help="the flat record")
+    parser.add_argument(
+        "--signature",
+        type=Path,
+        metavar="ASC",
+        help="the record's detached OpenPGP signature over its exact bytes (exit 1 when it does not verify)",
+    )
+    parser.add_argument(
+        "--openpgp-key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="an armored OpenPGP public key that may have signed the record (repeatable; with --signature)",
+    )
     parser.add_argument(
         "--engine",
         type=Path,
@@ -202,6 +220,13 @@ def _register_diff(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _import(args: argparse.Namespace) -> int:
+    if (args.signature is None) != (not args.openpgp_key):
+        raise InputError(
+            "--signature and --openpgp-key go together",
+            hint="give the record's .asc signature and the public key(s) that may have made it",
+        )
+    if args.signature is not None:
+        _verify_record_signature(args.record, args.signature, args.openpgp_key)
     record = read_json(args.record, "flat record")
     engine = None
     if args.engine is not None:
@@ -213,6 +238,23 @@ def _import(args: argparse.Namespace) -> int:
             ) from error
     draft = import_flat(record, settings=_settings(args), engine=engine)
     return _emit(draft, args, "manifest import")
+
+
+def _verify_record_signature(record: Path, signature: Path, key_files: list[Path]) -> None:
+    """Verify the flat record's detached OpenPGP signature; say who signed it (VerificationError: exit 1)."""
+    data = read_limited(record, "the flat record")
+    keys = {
+        str(path): OpenPGPKey.from_armored(read_limited(path, "the OpenPGP key"), location=str(path))
+        for path in key_files
+    }
+    try:
+        names = verify_detached(
+            data, read_limited(signature, "the OpenPGP signature", limit=MAX_SIGNATURE_BYTES), keys
+        )
+    except VerificationError as error:
+        raise VerificationError(error.message, location=str(signature), hint=error.hint) from error
+    signers = ", ".join(f"{name} ({keys[name].fingerprint})" for name in names)
+    print(f"manifest import: the record's OpenPGP signature verifies: signed by {signers}", file=sys.stderr)
 
 
 def _create(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""``trtguard sign``, ``trtguard push-engine`` and ``trtguard attach-attestation``: writing to registries.
+"""``trtguard sign`` (cosign or Notary Project), ``trtguard push-engine`` and ``trtguard attach-attestation``
+(DSSE envelopes, or statements signed with OpenPGP): writing to registries.
 
 All three take ``--registry-config FILE`` (else ``$TRTGUARD_REGISTRY_CONFIG``) for CA bundles, credentials
 and loopback plain-HTTP registries (format: ``verifier/registry/README.md``), and ``--timeout SECONDS``.
@@ -9,28 +10,41 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import hashlib
+import json
 import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from cryptography.hazmat.primitives.serialization import Encoding
 
 from trtguard.cli._commands import Subparsers, add_command
 from trtguard.cli.keys import add_password_arguments, load_signing_key
-from trtguard.release.attach import Attached, attach_attestation
+from trtguard.release.attach import Attached, attach_attestation, attach_openpgp_statement
+from trtguard.release.cosign_layout import append_layer, push_referrer, simple_signing_payload
+from trtguard.release.publish import RegistryWriter
+from trtguard.release.push_engine import push_engine
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import InputError, TrtguardError
 from verifier.files import read_limited
-from verifier.intoto import statement_from_envelope
+from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
+from verifier.keys import load_private_key
 from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig, load_registry_config
-from verifier.registry.cosign_layout import (
-    SIGNATURE_ANNOTATION,
-    SIMPLE_SIGNING,
-    append_layer,
-    signature_tag,
-    simple_signing_payload,
+from verifier.registry.cosign_layout import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
+from verifier.signatures.notation import (
+    ARTIFACT_TYPE as NOTATION_SIGNATURE,
 )
-from verifier.registry.engine_artifact import push_engine
+from verifier.signatures.notation import (
+    COSE_MEDIA_TYPE,
+    JWS_MEDIA_TYPE,
+    THUMBPRINT_ANNOTATION,
+    load_certificates,
+    sign_notation,
+)
+from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES, read_signature
 
 
 def register(subparsers: Subparsers) -> None:
@@ -38,11 +52,29 @@ def register(subparsers: Subparsers) -> None:
     sign = add_command(
         subparsers,
         "sign",
-        description="Resolve IMAGE to its digest, sign a cosign simple-signing payload for that digest with "
-        "KEY and add the signature to the image's sha256-<digest>.sig manifest (existing signatures stay).",
+        description="Resolve IMAGE to its digest and sign that digest with KEY. --format cosign (default): "
+        "a cosign simple-signing payload, added to the image's sha256-<digest>.sig manifest (existing "
+        "signatures stay). --format notation: a Notary Project signature (notary.x509 scheme) with "
+        "--certificate (and its --certificate-chain up to the root), pushed as an OCI referrer of artifact "
+        "type application/vnd.cncf.notary.signature, as `notation sign` does.",
     )
     sign.add_argument("image", metavar="IMAGE", help="image reference; a tag is resolved to its digest")
     sign.add_argument("--key", type=Path, required=True, metavar="KEY", help="cosign or PKCS#8 private key")
+    sign.add_argument("--format", choices=("cosign", "notation"), default="cosign", help="signature format")
+    notation = sign.add_argument_group("Notary Project signatures (--format notation)")
+    notation.add_argument("--certificate", type=Path, metavar="PEM", help="the signing certificate of KEY")
+    notation.add_argument(
+        "--certificate-chain",
+        type=Path,
+        metavar="PEM",
+        help="the CA certificates above it, up to and including the root (none for a self-signed one)",
+    )
+    notation.add_argument(
+        "--envelope", choices=("jws", "cose"), default="jws", help="envelope format (default: jws)"
+    )
+    notation.add_argument(
+        "--expiry", type=float, metavar="DAYS", help="the signature expires this many days after signing"
+    )
     sign.add_argument(
         "-a",
         "--annotation",
@@ -78,6 +110,15 @@ def register(subparsers: Subparsers) -> None:
     )
     attach.add_argument("envelope", type=Path, metavar="ENVELOPE", help="DSSE envelope (JSON) file")
     attach.add_argument("--to", required=True, metavar="REF", help="image or engine artifact reference")
+    attach.add_argument(
+        "--signature",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="ASC",
+        help="ENVELOPE is a bare in-toto statement signed with OpenPGP and this its detached signature "
+        "(repeatable): pushed as one referrer of type application/vnd.trtguard.statement.openpgp.v1",
+    )
     add_registry_arguments(attach)
     attach.set_defaults(handler=_attach_attestation)
 
@@ -115,6 +156,10 @@ def _deadline(args: argparse.Namespace) -> Deadline:
 
 
 def _sign(args: argparse.Namespace) -> int:
+    if args.format == "notation":
+        return _sign_notation(args)
+    if args.certificate is not None or args.certificate_chain is not None or args.expiry is not None:
+        raise InputError("--certificate, --certificate-chain and --expiry go with --format notation")
     reference = ImageReference.parse(args.image)
     annotations: dict[str, str] = {}
     for item in args.annotation:
@@ -132,7 +177,7 @@ def _sign(args: argparse.Namespace) -> int:
             signature = base64.b64encode(key.sign(payload)).decode()
             tag = signature_tag(digest)
             await append_layer(
-                client,
+                RegistryWriter(client),
                 reference,
                 tag,
                 payload,
@@ -147,6 +192,66 @@ def _sign(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sign_notation(args: argparse.Namespace) -> int:
+    if args.annotation:
+        raise InputError("-a/--annotation adds to cosign payloads; Notary Project payloads carry none here")
+    if args.certificate is None:
+        raise InputError("--format notation needs --certificate (the signing certificate of --key)")
+    chain = list(
+        load_certificates(read_limited(args.certificate, "the certificate"), location=str(args.certificate))
+    )
+    if args.certificate_chain is not None:
+        chain += load_certificates(
+            read_limited(args.certificate_chain, "the certificate chain"),
+            location=str(args.certificate_chain),
+        )
+    if args.expiry is not None and not args.expiry > 0:
+        raise InputError(
+            f"--expiry must be a positive number of days, not {args.expiry}", location="--expiry"
+        )
+    reference = ImageReference.parse(args.image)
+    raw_key = read_limited(args.key, "the private key")
+    # An x509 signing key is usually a plain PKCS#8 file (openssl's output): no password to ask for then.
+    key = (
+        load_private_key(raw_key, b"")
+        if b"-----BEGIN PRIVATE KEY-----" in raw_key
+        else load_signing_key(args.key, args)
+    )
+    media_type = JWS_MEDIA_TYPE if args.envelope == "jws" else COSE_MEDIA_TYPE
+    config, deadline = _registry_config(args), _deadline(args)
+    now = datetime.now(UTC)
+    expiry = now + timedelta(days=args.expiry) if args.expiry is not None else None
+
+    async def run() -> tuple[str, str]:
+        async with RegistryClient(config) as client:
+            digest = await client.resolve(reference, deadline)
+            pinned = reference.with_digest(digest)
+            target = (await client.get_manifest(pinned, deadline)).descriptor
+            descriptor = {"mediaType": target.media_type, "digest": target.digest, "size": target.size}
+            envelope = sign_notation(
+                descriptor, key, chain, media_type=media_type, signing_time=now, expiry=expiry
+            )
+            thumbprints = [hashlib.sha256(c.public_bytes(Encoding.DER)).hexdigest() for c in chain]
+            pushed = await push_referrer(
+                RegistryWriter(client),
+                pinned,
+                target,
+                artifact_type=NOTATION_SIGNATURE,
+                blob=envelope,
+                blob_media_type=media_type,
+                annotations={THUMBPRINT_ANNOTATION: json.dumps(thumbprints, separators=(",", ":"))},
+                deadline=deadline,
+            )
+            return digest, pushed.digest
+
+    digest, referrer = asyncio.run(run())
+    print(
+        f"signed {reference.name}@{digest} (Notary Project, {media_type}); "
+        f"signature {reference.name}@{referrer}"
+    )
+    return 0
+
+
 def _push_engine(args: argparse.Namespace) -> int:
     target = ImageReference.parse(args.to)
     config, deadline = _registry_config(args), _deadline(args)
@@ -154,7 +259,7 @@ def _push_engine(args: argparse.Namespace) -> int:
     async def run() -> str:
         async with RegistryClient(config) as client:
             artifact = await push_engine(
-                client,
+                RegistryWriter(client),
                 target,
                 args.engine,
                 deadline,
@@ -170,8 +275,44 @@ def _push_engine(args: argparse.Namespace) -> int:
 def _attach_attestation(args: argparse.Namespace) -> int:
     path: Path = args.envelope
     data = read_limited(path, "the envelope")
+    if args.signature:
+        signatures = [
+            read_limited(p, "the OpenPGP signature", limit=MAX_SIGNATURE_BYTES) for p in args.signature
+        ]
+        print(push_openpgp_statement(data, signatures, args.to, args, location=str(path)))
+        return 0
     print(push_attestation(data, args.to, args, location=str(path)))
     return 0
+
+
+def push_openpgp_statement(
+    data: bytes, signatures: list[bytes], to: str, args: argparse.Namespace, *, location: str | None = None
+) -> str:
+    """Attach the in-toto statement ``data`` with its detached OpenPGP ``signatures`` to the artifact ``to``.
+
+    Each signature must at least be a binary OpenPGP signature (checked here; verifying it needs the policy's
+    keys, which the evaluator has). ``args`` carries the options of :func:`add_registry_arguments`.
+    """
+    try:
+        statement = statement_from_envelope(Envelope(PAYLOAD_TYPE, data, ()), location=location)
+        for signature in signatures:
+            read_signature(signature, location=location)
+    except TrtguardError as error:
+        raise InputError(error.message, location=location, hint=error.hint) from error
+    target = ImageReference.parse(to)
+    config, deadline = _registry_config(args), _deadline(args)
+
+    async def run() -> Attached:
+        async with RegistryClient(config) as client:
+            return await attach_openpgp_statement(
+                RegistryWriter(client), target, data, statement, signatures, deadline, location=location
+            )
+
+    attached = asyncio.run(run())
+    return (
+        f"attached {statement.predicate_type} (OpenPGP, {len(signatures)} signature(s)) to "
+        f"{target.name}@{attached.digest}; referrer {target.name}@{attached.referrer}"
+    )
 
 
 def push_attestation(data: bytes, to: str, args: argparse.Namespace, *, location: str | None = None) -> str:
@@ -191,7 +332,9 @@ def push_attestation(data: bytes, to: str, args: argparse.Namespace, *, location
 
     async def run() -> Attached:
         async with RegistryClient(config) as client:
-            return await attach_attestation(client, target, data, statement, deadline, location=location)
+            return await attach_attestation(
+                RegistryWriter(client), target, data, statement, deadline, location=location
+            )
 
     attached = asyncio.run(run())
     return (

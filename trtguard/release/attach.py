@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trtguard.release.cosign_layout import append_layer, push_referrer
+from trtguard.release.publish import RegistryWriter
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
     ENGINE_VERIFICATION_PREDICATE_TYPE,
@@ -30,13 +32,13 @@ from verifier.evidence import ArtifactSubjects
 from verifier.intoto import Statement
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
 from verifier.references import ImageReference
-from verifier.registry.client import RegistryClient
 from verifier.registry.cosign_layout import (
     DSSE_ENVELOPE,
+    IN_TOTO_JSON,
+    OPENPGP_STATEMENT,
+    PGP_SIGNATURE,
     PREDICATE_TYPE_ANNOTATION,
-    append_layer,
     attestation_tag,
-    push_referrer,
 )
 from verifier.registry.evidence import RegistryEvidence
 
@@ -53,7 +55,7 @@ class Attached:
 
 
 async def attach_attestation(
-    client: RegistryClient,
+    writer: RegistryWriter,
     target: ImageReference,
     envelope: bytes,
     statement: Statement,
@@ -67,12 +69,12 @@ async def attach_attestation(
     sha256); trtguard's predicates must describe that engine file. Raises :class:`InputError` when the
     statement is about something else, or is a trtguard predicate that does not validate.
     """
-    digest = await client.resolve(target, deadline)
+    digest = await writer.client.resolve(target, deadline)
     pinned = target.with_digest(digest)
-    subjects = await RegistryEvidence(client).subjects(pinned, deadline)
+    subjects = await RegistryEvidence(writer.client).subjects(pinned, deadline)
     _require_about(subjects, statement, f"{pinned.name}@{digest}", location)
     await append_layer(
-        client,
+        writer,
         pinned,
         attestation_tag(digest),
         envelope,
@@ -80,9 +82,9 @@ async def attach_attestation(
         annotations={PREDICATE_TYPE_ANNOTATION: statement.predicate_type},
         deadline=deadline,
     )
-    manifest = await client.get_manifest(pinned, deadline)
+    manifest = await writer.client.get_manifest(pinned, deadline)
     pushed = await push_referrer(
-        client,
+        writer,
         pinned,
         manifest.descriptor,
         artifact_type=DSSE_ENVELOPE,
@@ -90,6 +92,38 @@ async def attach_attestation(
         blob_media_type=DSSE_ENVELOPE,
         layer_annotations={PREDICATE_TYPE_ANNOTATION: statement.predicate_type},
         annotations={PREDICATE_TYPE_REFERRER_ANNOTATION: statement.predicate_type},
+        deadline=deadline,
+    )
+    return Attached(digest=digest, referrer=pushed.digest)
+
+
+async def attach_openpgp_statement(
+    writer: RegistryWriter,
+    target: ImageReference,
+    statement_bytes: bytes,
+    statement: Statement,
+    signatures: list[bytes],
+    deadline: Deadline,
+    *,
+    location: str | None = None,
+) -> Attached:
+    """Attach a statement signed with OpenPGP (its exact bytes and detached signatures) to ``target`` as a
+    referrer of type ``application/vnd.trtguard.statement.openpgp.v1``; the same rules as
+    :func:`attach_attestation` about what the statement must describe. Signatures are not verified here."""
+    digest = await writer.client.resolve(target, deadline)
+    pinned = target.with_digest(digest)
+    subjects = await RegistryEvidence(writer.client).subjects(pinned, deadline)
+    _require_about(subjects, statement, f"{pinned.name}@{digest}", location)
+    manifest = await writer.client.get_manifest(pinned, deadline)
+    pushed = await push_referrer(
+        writer,
+        pinned,
+        manifest.descriptor,
+        artifact_type=OPENPGP_STATEMENT,
+        blob=statement_bytes,
+        blob_media_type=IN_TOTO_JSON,
+        annotations={PREDICATE_TYPE_REFERRER_ANNOTATION: statement.predicate_type},
+        extra_layers=[(signature, PGP_SIGNATURE) for signature in signatures],
         deadline=deadline,
     )
     return Attached(digest=digest, referrer=pushed.digest)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from verifier.engine.attest import sign_verification, verification_predicate
 from verifier.engine.calibration import (
-    CalibrationCache,
+    CalibrationCacheFile,
     InvalidCalibrationCache,
     parse_calibration_cache,
     read_calibration_cache,
@@ -25,7 +25,7 @@ from verifier.engine.runtime import GpuOptions, GpuOutcome, GpuRun, inspect_on_g
 from verifier.engine.verify import SignedManifest, VerifyRequest, load_signed_manifest, verify_engine
 
 __all__ = [
-    "CalibrationCache",
+    "CalibrationCacheFile",
     "Check",
     "CheckStatus",
     "EngineReport",

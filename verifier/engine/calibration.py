@@ -32,8 +32,11 @@ class InvalidCalibrationCache(VerificationError):
 
 
 @dataclass(frozen=True, slots=True)
-class CalibrationCache:
-    """A parsed calibration cache and the hash of its exact bytes."""
+class CalibrationCacheFile:
+    """A calibration cache file as parsed, and the hash of its exact bytes.
+
+    What a manifest declares about the cache is :class:`verifier.manifest.CalibrationCache`.
+    """
 
     sha256: str
     size: int
@@ -76,7 +79,7 @@ def decode_version_number(number: int) -> tuple[tuple[int, int, int], str]:
     )
 
 
-def parse_calibration_cache(data: bytes, *, location: str = "calibration cache") -> CalibrationCache:
+def parse_calibration_cache(data: bytes, *, location: str = "calibration cache") -> CalibrationCacheFile:
     """Parse and validate a calibration cache.
 
     Every tensor must have exactly one finite, positive scale. Raises :class:`InvalidCalibrationCache`
@@ -166,7 +169,7 @@ def parse_calibration_cache(data: bytes, *, location: str = "calibration cache")
             location=location,
             hint="give the cache written after calibration finished",
         )
-    return CalibrationCache(
+    return CalibrationCacheFile(
         sha256=digest,
         size=len(data),
         header=header_line,
@@ -178,7 +181,7 @@ def parse_calibration_cache(data: bytes, *, location: str = "calibration cache")
     )
 
 
-def read_calibration_cache(path: Path) -> CalibrationCache:
+def read_calibration_cache(path: Path) -> CalibrationCacheFile:
     """Read, hash and parse the calibration cache at ``path``.
 
     Raises :class:`InputError` when the file cannot be read and :class:`InvalidCalibrationCache` when it

@@ -14,7 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from verifier.engine.calibration import CalibrationCache
+from verifier.engine.calibration import CalibrationCacheFile
 from verifier.engine.header import PlanHeader
 from verifier.engine.inspector import LayerPrecisions
 from verifier.engine.onnx_model import OnnxModelInfo
@@ -101,7 +101,7 @@ class EngineReport:
     header: PlanHeader
     checks: tuple[Check, ...]
     manifest: ManifestSummary | None = None
-    calibration_cache: CalibrationCache | None = None
+    calibration_cache: CalibrationCacheFile | None = None
     onnx: OnnxModelInfo | None = None
     gpu: GpuRun | None = None
     layer_precisions: LayerPrecisions | None = None

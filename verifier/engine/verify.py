@@ -14,8 +14,11 @@ from pathlib import Path
 
 from verifier.digests import ProgressCallback, hash_file
 from verifier.dsse import Envelope, verify_envelope
-from verifier.engine import checks as _checks
-from verifier.engine.calibration import CalibrationCache, InvalidCalibrationCache, read_calibration_cache
+from verifier.engine.calibration import CalibrationCacheFile, InvalidCalibrationCache, read_calibration_cache
+from verifier.engine.checks.calibration import calibration_checks
+from verifier.engine.checks.gpu import gpu_checks
+from verifier.engine.checks.onnx import onnx_checks
+from verifier.engine.checks.plan import engine_file_checks, plan_checks, plan_version_check
 from verifier.engine.header import read_plan_header
 from verifier.engine.inspector import InvalidInspectorOutput, LayerPrecisions, parse_engine_information
 from verifier.engine.onnx_model import InvalidOnnxModel, OnnxModelInfo, read_onnx_model
@@ -113,7 +116,7 @@ def _manifest_checks(signed: SignedManifest | None) -> list[Check]:
     return checks
 
 
-def _calibration(path: Path | None) -> tuple[CalibrationCache | None, str | None]:
+def _calibration(path: Path | None) -> tuple[CalibrationCacheFile | None, str | None]:
     if path is None:
         return None, None
     try:
@@ -188,13 +191,13 @@ def verify_engine(request: VerifyRequest, *, progress: ProgressCallback | None =
     manifest = signed.manifest if signed else None
     unavailable = (signed.unusable if signed else "") or "no --manifest given"
     checks = _manifest_checks(signed)
-    checks += _checks.engine_file_checks(digest.sha256, digest.size, manifest, unavailable)
-    checks += _checks.plan_checks(header, digest.size)
-    checks.append(_checks.plan_version_check(header, manifest, unavailable))
+    checks += engine_file_checks(digest.sha256, digest.size, manifest, unavailable)
+    checks += plan_checks(header, digest.size)
+    checks.append(plan_version_check(header, manifest, unavailable))
     cache, cache_problem = _calibration(request.calibration_cache)
-    checks += _checks.calibration_checks(cache, cache_problem, manifest, unavailable)
+    checks += calibration_checks(cache, cache_problem, manifest, unavailable)
     model, model_problem = _onnx(request.onnx)
-    checks += _checks.onnx_checks(model, model_problem, manifest, unavailable)
+    checks += onnx_checks(model, model_problem, manifest, unavailable)
 
     run: GpuRun | None = None
     layers: LayerPrecisions | None = None
@@ -218,7 +221,7 @@ def verify_engine(request: VerifyRequest, *, progress: ProgressCallback | None =
         else:
             run = inspect_on_gpu(engine, digest.sha256, request.gpu)
             layers, layers_unavailable = _layers(run)
-            checks += _checks.gpu_checks(run, manifest, model, layers, layers_unavailable)
+            checks += gpu_checks(run, manifest, model, layers, layers_unavailable)
             note = _version_note(run, header.tensorrt_version)
             if note:
                 notes.append(note)

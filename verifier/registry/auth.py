@@ -3,7 +3,7 @@
 A registry answers 401 with ``WWW-Authenticate: Bearer realm=…,service=…,scope=…`` (token auth, as Docker Hub,
 GHCR, Harbor and distribution's token mode do) or ``Basic realm=…`` (htpasswd). :class:`Authenticator` keeps
 the resulting ``Authorization`` values per registry and scope and asks the token realm again when a token
-expires. The HTTP call to the realm is the client's, so that it has the same timeouts, retries and TLS
+expires. The HTTP call to the realm is the transport's, so that it has the same timeouts, retries and TLS
 settings as any other call.
 """
 
@@ -183,14 +183,14 @@ def parse_challenges(values: Iterable[str]) -> list[Challenge]:
 
 @dataclass(frozen=True, slots=True)
 class TokenRequest:
-    """What the client must fetch from a token realm: a GET of ``url`` with optional Basic auth."""
+    """What the transport must fetch from a token realm: a GET of ``url`` with optional Basic auth."""
 
     url: str
     params: Mapping[str, str]
     credentials: Credentials | None
 
 
-#: The client's GET for token realms: returns the JSON body, raises EvidenceUnavailable on failure.
+#: The transport's GET for token realms: returns the JSON body, raises EvidenceUnavailable on failure.
 TokenFetcher = Callable[[TokenRequest], Awaitable[Mapping[str, Any]]]
 
 

@@ -10,28 +10,16 @@ Layout (OCI image-spec "artifact" guidance, the form CRI-O mounts as files):
 
 Layer media types: ``application/vnd.trtguard.engine.plan.v1`` (the serialized engine; exactly one),
 ``application/vnd.trtguard.calibration-cache.v1`` and ``application/vnd.trtguard.onnx.v1`` (optional).
+
+Pushing such an artifact is the release tooling's: ``trtguard.release.push_engine``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Final
 
-from verifier.deadline import Deadline
-from verifier.errors import InputError
-from verifier.references import ImageReference
-from verifier.registry.client import RegistryClient
-from verifier.registry.oci import (
-    EMPTY_DESCRIPTOR,
-    EMPTY_JSON,
-    OCI_MANIFEST,
-    Descriptor,
-    Manifest,
-    image_manifest,
-)
+from verifier.registry.oci import EMPTY_DESCRIPTOR, Descriptor, Manifest, image_manifest
 
 ENGINE_ARTIFACT_TYPE: Final = "application/vnd.trtguard.engine.v1"
 ENGINE_LAYER: Final = "application/vnd.trtguard.engine.plan.v1"
@@ -43,16 +31,6 @@ _LAYER_TYPES = frozenset({ENGINE_LAYER, CALIBRATION_CACHE_LAYER, ONNX_LAYER})
 
 class InvalidEngineArtifact(ValueError):
     """A manifest that says it is an engine artifact but does not follow the layout."""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineArtifact:
-    """An engine artifact in a registry: its digest reference and its layers."""
-
-    reference: ImageReference
-    engine: Descriptor
-    calibration_cache: Descriptor | None = None
-    onnx: Descriptor | None = None
 
 
 def engine_layers(manifest: Manifest) -> tuple[Descriptor, Descriptor | None, Descriptor | None]:
@@ -73,7 +51,7 @@ def engine_layers(manifest: Manifest) -> tuple[Descriptor, Descriptor | None, De
         if layer.media_type in found:
             raise InvalidEngineArtifact(f"layer {index} is a second {layer.media_type} layer")
         title = layer.annotations.get(TITLE_ANNOTATION, "")
-        if not _plain_name(title) or title in titles:
+        if not plain_file_name(title) or title in titles:
             raise InvalidEngineArtifact(f"layer {index} has no unique plain file name in {TITLE_ANNOTATION}")
         titles.add(title)
         found[layer.media_type] = layer
@@ -97,65 +75,6 @@ def engine_artifact_manifest(layers: Sequence[Descriptor], *, created: str | Non
     )
 
 
-async def push_engine(
-    client: RegistryClient,
-    to: ImageReference,
-    engine: Path,
-    deadline: Deadline,
-    *,
-    calibration_cache: Path | None = None,
-    onnx: Path | None = None,
-) -> EngineArtifact:
-    """Upload the engine (and optional files) as an engine artifact under ``to``'s tag (or by digest)."""
-    if to.digest is not None:
-        raise InputError(
-            f"{to} carries a digest; an artifact is pushed to a repository or a tag",
-            hint="give --to registry/repository[:tag]; the digest is printed after the push",
-        )
-    files: list[tuple[str, Path]] = [(ENGINE_LAYER, engine)]
-    if calibration_cache is not None:
-        files.append((CALIBRATION_CACHE_LAYER, calibration_cache))
-    if onnx is not None:
-        files.append((ONNX_LAYER, onnx))
-    _check_files(files)
-    await client.push_blob(to, EMPTY_JSON, EMPTY_DESCRIPTOR.media_type, deadline)
-    layers: list[Descriptor] = []
-    for media_type, path in files:
-        layers.append(
-            await client.push_blob_file(
-                to, path, media_type, deadline, annotations={TITLE_ANNOTATION: path.name}
-            )
-        )
-    data = engine_artifact_manifest(layers, created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    pushed = await client.push_manifest(to, data, OCI_MANIFEST, deadline, tag=to.tag)
-    by_type = {layer.media_type: layer for layer in layers}
-    return EngineArtifact(
-        reference=to.with_digest(pushed.digest),
-        engine=by_type[ENGINE_LAYER],
-        calibration_cache=by_type.get(CALIBRATION_CACHE_LAYER),
-        onnx=by_type.get(ONNX_LAYER),
-    )
-
-
-def _check_files(files: Sequence[tuple[str, Path]]) -> None:
-    names: dict[str, Path] = {}
-    for _, path in files:
-        if not path.is_file():
-            raise InputError(
-                f"{path} is not a file", location=str(path), hint="give the path of an existing file"
-            )
-        if not _plain_name(path.name):
-            raise InputError(
-                f"the file name {path.name!r} cannot name a file in a volume", location=str(path)
-            )
-        if path.name in names:
-            raise InputError(
-                f"{path} and {names[path.name]} have the same file name; the volume would hold only one",
-                location=str(path),
-                hint="rename one of the files",
-            )
-        names[path.name] = path
-
-
-def _plain_name(name: str) -> bool:
+def plain_file_name(name: str) -> bool:
+    """Whether ``name`` can name a file in a mounted volume: not empty, ``.`` or ``..``, no ``/`` or NUL."""
     return bool(name) and name not in (".", "..") and "/" not in name and "\x00" not in name

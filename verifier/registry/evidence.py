@@ -10,8 +10,12 @@ Where evidence is looked for, for the artifact digest ``D`` in repository ``R``:
 * image signatures: the classic ``R:sha256-D.sig`` manifest (cosign ≤ 2) and Sigstore bundle referrers of
   ``D`` that carry a signature (cosign v3: a ``https://sigstore.dev/cosign/sign/v1`` statement or a
   message signature);
+  and Notary Project signature referrers of ``D`` (``application/vnd.cncf.notary.signature``, one JWS or COSE
+  envelope layer);
 * attestations: the DSSE envelopes of ``R:sha256-D.att``, DSSE envelope referrers of ``D`` (what
-  ``trtguard attach-attestation`` writes), and Sigstore bundle referrers carrying any other statement; a
+  ``trtguard attach-attestation`` writes), Sigstore bundle referrers carrying any other statement, and
+  statements signed with OpenPGP (referrers of type ``application/vnd.trtguard.statement.openpgp.v1``: the
+  statement's bytes and detached signatures over them, all of one statement counted together); a
   statement counts only when its subject is ``D`` or, for an engine artifact, the engine layer ``L``
   (never the ONNX or calibration-cache layer: :class:`~verifier.evidence.ArtifactSubjects`).
 
@@ -30,7 +34,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +51,15 @@ from verifier.evidence import (
     LocalEvidence,
 )
 from verifier.files import MAX_DOCUMENT_BYTES
-from verifier.intoto import Statement, statement_from_envelope
+from verifier.intoto import PAYLOAD_TYPE, Statement, statement_from_envelope
 from verifier.references import ImageReference
 from verifier.registry._tasks import task_group
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import load_registry_config
 from verifier.registry.cosign_layout import (
     DSSE_ENVELOPE,
+    IN_TOTO_JSON,
+    OPENPGP_STATEMENT,
     SIGSTORE_BUNDLE,
     list_referrers,
     read_attestations,
@@ -61,7 +67,9 @@ from verifier.registry.cosign_layout import (
     read_signatures,
 )
 from verifier.registry.engine_artifact import InvalidEngineArtifact
-from verifier.signatures import CosignSignature
+from verifier.signatures import CosignSignature, NotationSignature
+from verifier.signatures.notation import ARTIFACT_TYPE as NOTATION_SIGNATURE
+from verifier.signatures.notation import COSE_MEDIA_TYPE, JWS_MEDIA_TYPE
 
 __all__ = ["RegistryEvidence", "evidence_source"]
 
@@ -92,11 +100,13 @@ def evidence_source(
 
 @dataclass(frozen=True, slots=True)
 class _Statement:
-    """A DSSE envelope and the in-toto statement it carries (parsed once), with where it was found."""
+    """A DSSE envelope and the in-toto statement it carries (parsed once), with where it was found, and the
+    detached OpenPGP signatures over the statement's bytes (for a statement signed that way)."""
 
     envelope: Envelope
     statement: Statement
     origin: str
+    openpgp_signatures: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,15 +172,54 @@ class RegistryEvidence:
                 read_attestations(self._client, pinned, digest, deadline, max_bytes=MAX_DOCUMENT_BYTES)
             )
             referrers_task = group.create_task(self._referrer_envelopes(pinned, digest, deadline))
+            openpgp_task = group.create_task(self._openpgp_statements(pinned, digest, deadline))
         subjects = subjects_task.result()
         classic = [
             (layer.payload, f"{pinned.name}:{_tag(digest, 'att')} layer {layer.digest}")
             for layer in classic_task.result()
         ]
         found: dict[Envelope, Attestation] = {}
-        for signed in [*await asyncio.to_thread(_statements, classic), *referrers_task.result()]:
+        signed_statements = [
+            *await asyncio.to_thread(_statements, classic),
+            *referrers_task.result(),
+            *openpgp_task.result(),
+        ]
+        for signed in signed_statements:
             _add(found, signed, subjects.digests)
         return ArtifactAttestations(subjects, tuple(found.values()))
+
+    async def _openpgp_statements(
+        self, pinned: ImageReference, digest: str, deadline: Deadline
+    ) -> list[_Statement]:
+        """Statements with detached OpenPGP signatures, from referrers of :data:`OPENPGP_STATEMENT`."""
+        descriptors = await list_referrers(
+            self._client, pinned, digest, deadline, artifact_types=[OPENPGP_STATEMENT]
+        )
+        async with task_group() as group:
+            tasks = [
+                group.create_task(
+                    read_referrer(
+                        self._client,
+                        pinned,
+                        descriptor,
+                        digest,
+                        deadline,
+                        max_bytes=MAX_DOCUMENT_BYTES,
+                        all_layers=True,
+                    )
+                )
+                for descriptor in descriptors
+            ]
+        found = []
+        for descriptor, task in zip(descriptors, tasks, strict=True):
+            artifact = task.result()
+            if artifact is None or artifact.layer.media_type != IN_TOTO_JSON or not artifact.rest:
+                continue
+            origin = f"{pinned.name}@{descriptor.digest} (OpenPGP-signed referrer)"
+            signed = await asyncio.to_thread(_statement, Envelope(PAYLOAD_TYPE, artifact.blob, ()), origin)
+            if signed is not None:
+                found.append(_Statement(signed.envelope, signed.statement, origin, artifact.rest))
+        return found
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
         """Classic ``.sig`` signatures and cosign v3 signature bundles of the image digest, digest-checked."""
@@ -181,6 +230,7 @@ class RegistryEvidence:
                 read_signatures(self._client, pinned, digest, deadline, max_bytes=MAX_DOCUMENT_BYTES)
             )
             bundles_task = group.create_task(self._bundles(pinned, digest, deadline))
+            notation_task = group.create_task(self._notation(pinned, digest, deadline))
         classic = tuple(
             CosignSignature.from_layer(layer.payload, layer.media_type, layer.annotations)
             for layer in classic_task.result()
@@ -192,8 +242,36 @@ class RegistryEvidence:
             if bundle.predicate_type in (None, COSIGN_SIGN_PREDICATE)
         )
         return ImageSignatures(
-            digest=digest, classic=classic, bundles=bundles, origin=f"registry {pinned.registry}"
+            digest=digest,
+            classic=classic,
+            bundles=bundles,
+            origin=f"registry {pinned.registry}",
+            notation=notation_task.result(),
         )
+
+    async def _notation(
+        self, pinned: ImageReference, digest: str, deadline: Deadline
+    ) -> tuple[NotationSignature, ...]:
+        """The envelopes of Notary Project signature referrers (JWS or COSE layers; others are skipped)."""
+        descriptors = await list_referrers(
+            self._client, pinned, digest, deadline, artifact_types=[NOTATION_SIGNATURE]
+        )
+        async with task_group() as group:
+            tasks = [
+                group.create_task(
+                    read_referrer(
+                        self._client, pinned, descriptor, digest, deadline, max_bytes=MAX_DOCUMENT_BYTES
+                    )
+                )
+                for descriptor in descriptors
+            ]
+        found = []
+        for descriptor, task in zip(descriptors, tasks, strict=True):
+            artifact = task.result()
+            if artifact is not None and artifact.layer.media_type in (JWS_MEDIA_TYPE, COSE_MEDIA_TYPE):
+                origin = f"{pinned.name}@{descriptor.digest} (Notary Project signature)"
+                found.append(NotationSignature(artifact.blob, artifact.layer.media_type, origin))
+        return tuple(found)
 
     async def _bundles(
         self, pinned: ImageReference, digest: str, deadline: Deadline
@@ -297,10 +375,17 @@ def _bundle(data: bytes, origin: str) -> _Bundle | None:
 
 
 def _add(found: dict[Envelope, Attestation], signed: _Statement, subjects: frozenset[str]) -> None:
-    if signed.envelope in found:
-        return  # the same envelope under .att and as a referrer (attach-attestation writes both)
     named = signed.statement.subject_digests()
-    if named & subjects:
-        found[signed.envelope] = Attestation(
-            signed.envelope, signed.statement.predicate_type, named, signed.origin
-        )
+    if not named & subjects:
+        return
+    known = found.get(signed.envelope)
+    if known is not None:
+        # The same envelope under .att and as a referrer (attach-attestation writes both), or one statement
+        # in several OpenPGP referrers (one per signer): their signatures count together.
+        extra = tuple(s for s in signed.openpgp_signatures if s not in known.openpgp_signatures)
+        if extra:
+            found[signed.envelope] = replace(known, openpgp_signatures=known.openpgp_signatures + extra)
+        return
+    found[signed.envelope] = Attestation(
+        signed.envelope, signed.statement.predicate_type, named, signed.origin, signed.openpgp_signatures
+    )

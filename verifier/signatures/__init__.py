@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Final
 
 from verifier.digests import parse_sha256
@@ -37,6 +38,7 @@ from verifier.intoto import Statement, statement_from_envelope
 from verifier.signatures.bundle import require_subject
 from verifier.signatures.bundle import verify_bundle as _verify_bundle
 from verifier.signatures.classic import SIMPLE_SIGNING_MEDIA_TYPE, verify_classic, verify_signed
+from verifier.signatures.notation import NotationSignature, verify_notation
 from verifier.signatures.policy import KeylessIdentity, SignerMatch, TrustPolicy
 from verifier.signatures.trust import TrustRoot
 
@@ -52,6 +54,7 @@ __all__ = [
     "CosignSignature",
     "KeylessIdentity",
     "NoSignatures",
+    "NotationSignature",
     "TrustPolicy",
     "TrustRoot",
     "VerificationResult",
@@ -205,8 +208,10 @@ def verify_image_signatures(
     classic: Sequence[CosignSignature] = (),
     bundles: Sequence[bytes | str] = (),
     envelopes: Sequence[Envelope] = (),
+    notation: Sequence[NotationSignature] = (),
     repository: str | None = None,
     location: str | None = None,
+    now: datetime | None = None,
 ) -> VerificationResult:
     """Verify the signatures found for one image against ``policy``; distinct signers count together.
 
@@ -215,11 +220,14 @@ def verify_image_signatures(
     manifest); ``envelopes`` bare DSSE envelopes carrying such statements (from an attestation folder).
     ``repository`` (``ImageReference.name``), when given, must be the repository named in classic payloads.
     A bare envelope carries no transparency log entry, so it never counts under ``policy.require_tlog``.
+    ``notation`` are Notary Project envelopes (OCI referrers of artifact type
+    ``application/vnd.cncf.notary.signature``), verified against ``policy.notation`` at ``now`` (default: the
+    clock) for the image's ``repository`` (their registry scopes); they carry no log entry either.
     Raises :class:`NoSignatures` when there is nothing at all, and refuses more than ``MAX_SIGNATURES`` in
     total (each one costs a verification per trusted key).
     """
     parse_sha256(image_digest, what="image digest")
-    total = len(classic) + len(bundles) + len(envelopes)
+    total = len(classic) + len(bundles) + len(envelopes) + len(notation)
     if not total:
         raise NoSignatures(
             f"no signature found for {image_digest}",
@@ -273,7 +281,36 @@ def verify_image_signatures(
             outcomes.append(_Outcome(label=label, problem=error.message))
             continue
         outcomes.append(_Outcome(label=label, matches=matches))
+    moment = now or datetime.now(UTC)
+    for index, found in enumerate(notation, start=1):
+        outcomes.append(
+            _notation_outcome(f"Notation signature {index}", found, image_digest, repository, policy, moment)
+        )
     return _collect(outcomes, policy, location=location)
+
+
+def _notation_outcome(
+    label: str,
+    signature: NotationSignature,
+    digest: str,
+    repository: str | None,
+    policy: TrustPolicy,
+    now: datetime,
+) -> _Outcome:
+    """One Notary Project signature against every Notation signer of ``policy`` (each with its own trust)."""
+    if not policy.notation:
+        return _Outcome(label=label, problem="the policy names no Notation signer")
+    matches, reasons = [], []
+    for name, trust in policy.notation.items():
+        try:
+            verified = verify_notation(signature, trust, digest=digest, repository=repository, now=now)
+        except VerificationError as error:
+            reasons.append(f"{name}: {error.message}")
+            continue
+        matches.append(
+            SignerMatch(kind="notation", label=f"{name} ({verified.subject})", signer_id=verified.signer_id)
+        )
+    return _Outcome(label=label, matches=matches, problem=None if matches else "; ".join(reasons))
 
 
 def verify_bundle(

@@ -13,6 +13,7 @@ from verifier.errors import InputError
 from verifier.keys import PublicKey
 from verifier.signatures._certificate import certificate_identity
 from verifier.signatures._rekor import RekorLog
+from verifier.signatures.notation.trust import NotationTrust
 from verifier.signatures.trust import TrustRoot
 
 
@@ -88,8 +89,8 @@ class KeylessIdentity:
 class SignerMatch:
     """One trusted signer found on one signature."""
 
-    kind: Literal["key", "identity"]
-    label: str  # key name, or "subject (issuer)"
+    kind: Literal["key", "identity", "notation"]
+    label: str  # key name, "subject (issuer)", or "signer (certificate subject)" for Notation
     signer_id: str  # what the threshold counts: the key id, or the identity itself
 
 
@@ -105,7 +106,9 @@ class TrustPolicy:
     admitted by ``identities`` (keyless, verified against ``trust_root``; counted by distinct subject and
     issuer). With ``require_tlog`` every counted signature must carry a Rekor entry that verifies (promise,
     inclusion proof and checkpoint, as present and required) with a log of ``trust_root`` or one of
-    ``rekor_keys``; keyless signatures always need one.
+    ``rekor_keys``; keyless signatures always need one. ``notation`` are Notary Project signers by name
+    (trust stores, trusted identities, registry scopes, level), counted by distinct certificate subject under
+    its trusted anchor.
     """
 
     keys: Mapping[str, PublicKey] = field(default_factory=dict)
@@ -114,10 +117,13 @@ class TrustPolicy:
     trust_root: TrustRoot | None = None
     rekor_keys: tuple[PublicKey, ...] = ()
     require_tlog: bool = False
+    notation: Mapping[str, NotationTrust] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not self.keys and not self.identities:
-            raise InputError("a signature policy needs at least one trusted key or keyless identity")
+        if not self.keys and not self.identities and not self.notation:
+            raise InputError(
+                "a signature policy needs at least one trusted key, keyless identity or Notation signer"
+            )
         if self.identities and self.trust_root is None:
             raise InputError(
                 "keyless identities need a Sigstore trusted root",
@@ -129,7 +135,7 @@ class TrustPolicy:
                 hint="configure the Rekor public key (rekor.pub) or a trusted root",
             )
         distinct = len({key.key_id for key in self.keys.values()})
-        if self.threshold < 1 or (not self.identities and self.threshold > distinct):
+        if self.threshold < 1 or (not self.identities and not self.notation and self.threshold > distinct):
             raise InputError(
                 f"threshold {self.threshold} cannot be met by {distinct} distinct key(s)"
                 f" {_describe(list(self.keys))}",
@@ -149,6 +155,8 @@ class TrustPolicy:
             parts.append(f"keys {_describe(list(self.keys))}")
         if self.identities:
             parts.append(f"identities {_describe([str(i) for i in self.identities])}")
+        if self.notation:
+            parts.append(f"Notation signers {_describe(list(self.notation))}")
         return " or ".join(parts)
 
     def key_matches(self, verify: dict[str, bool]) -> list[SignerMatch]:

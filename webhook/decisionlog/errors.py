@@ -13,3 +13,10 @@ class DecisionLogError(TrtguardError):
 
 class DecisionLogUnavailable(DecisionLogError):
     """The store did not take the record (down, locked, too slow): the decision was not recorded."""
+
+
+def describe(error: BaseException) -> str:
+    """What went wrong, in words: a decision-log error's message, else the exception's text or type."""
+    if isinstance(error, DecisionLogError):
+        return error.message
+    return str(error) or type(error).__name__

@@ -2,13 +2,15 @@
 
 Several webhook replicas append to one chain: every append transaction first locks the single chain-head row
 (``SELECT … FOR UPDATE``), so writers queue inside the database and each batch links to the true latest
-record. Within one replica, appends queued while a transaction runs are committed together (group commit).
+record. Within one replica, appends queued while a transaction runs are committed together (group commit,
+:mod:`webhook.decisionlog._batching`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -20,27 +22,16 @@ import psycopg_pool
 
 from verifier.deadline import Deadline
 from webhook.decisionlog import _schema, _sql
+from webhook.decisionlog._batching import BatchWriter
 from webhook.decisionlog.chain import ChainReport, ChainVerifier
-from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
-from webhook.decisionlog.record import (
-    DecisionRecord,
-    StoredRecord,
-)
+from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable, describe
+from webhook.decisionlog.record import DecisionRecord, StoredRecord
 from webhook.decisionlog.store import AppendReceipt, RecordQuery, redact
 
 _log = logging.getLogger(__name__)
 
-MAX_BATCH: Final = 512
 #: Arbitrary constant naming trtguard's advisory lock for schema migrations.
 _MIGRATION_LOCK: Final = 0x7472_7467_7561_7264 & 0x7FFF_FFFF_FFFF_FFFF
-
-
-@dataclass(slots=True)
-class _Pending:
-    record: DecisionRecord
-    future: asyncio.Future[StoredRecord]
-    taken: bool = False
-    abandoned: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +58,11 @@ class PostgresStore:
         self._read_only = read_only
         self._options = options or PostgresOptions()
         self._pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
-        self._queue: asyncio.Queue[_Pending | None] = asyncio.Queue()
-        self._writer: asyncio.Task[None] | None = None
+        # Its failure is also set by the health check, which runs on the event loop at all times (while
+        # ready too, so that a database gone while idle makes the replica unready before a request fails).
+        self._writer = BatchWriter(where=self.description, log=_log)
         self._schema_ready = False
         self._schema_lock = asyncio.Lock()
-        self._failed: str | None = None
         self._health: asyncio.Task[None] | None = None
         self._size_bytes: int | None = None
 
@@ -83,7 +74,7 @@ class PostgresStore:
     @property
     def ready(self) -> bool:
         """True once the schema is in place and the last write or health check succeeded."""
-        return self._schema_ready and self._failed is None
+        return self._schema_ready and self._writer.failure is None
 
     @property
     def size_bytes(self) -> int | None:
@@ -127,11 +118,13 @@ class PostgresStore:
                 ) from None
             return
         await self._pool.open(wait=False)
-        self._writer = asyncio.create_task(self._write_loop(), name="trtguard-decision-log-writer")
+        self._writer.start(
+            functools.partial(self._write_bounded, dedupe=False), name="trtguard-decision-log-writer"
+        )
         try:
             await self._ensure_schema()
         except DecisionLogUnavailable as error:
-            self._failed = error.message
+            self._writer.failure = error.message
             _log.warning(
                 "decision log not reachable yet: %s", error.message, extra={"store": self.description}
             )
@@ -143,10 +136,7 @@ class PostgresStore:
             self._health.cancel()
             await asyncio.gather(self._health, return_exceptions=True)
             self._health = None
-        if self._writer is not None:
-            self._queue.put_nowait(None)
-            await self._writer
-            self._writer = None
+        await self._writer.stop()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
@@ -155,21 +145,7 @@ class PostgresStore:
         """Queue ``record`` for the writer and wait for its commit (see ``DecisionStore.append``)."""
         if self._read_only:
             raise DecisionLogUnavailable("this decision log was opened read-only", location=self.description)
-        if self._writer is None:
-            raise DecisionLogUnavailable("the decision log is not open", location=self.description)
-        pending = _Pending(record, asyncio.get_running_loop().create_future())
-        self._queue.put_nowait(pending)
-        try:
-            async with asyncio.timeout(deadline.remaining()):
-                stored = await asyncio.shield(pending.future)
-        except TimeoutError:
-            if not pending.taken:
-                pending.abandoned = True
-                raise DecisionLogUnavailable(
-                    "the decision log did not take the record in time", location=self.description
-                ) from None
-            # Already being written: the outcome must be known, and write_timeout bounds the wait for it.
-            stored = await pending.future
+        stored = await self._writer.submit(record, deadline)
         return AppendReceipt(stored.seq, stored.hash)
 
     async def append_many(self, records: Sequence[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
@@ -203,19 +179,19 @@ class PostgresStore:
                     cursor = await conn.execute("SELECT pg_total_relation_size('trtguard_decisions')")
                     size = await cursor.fetchone()
         except Exception as error:  # whatever the cause, the store cannot take records now
-            if self._failed is None:
+            if self._writer.failure is None:
                 _log.warning(
                     "decision log health check failed: %s",
-                    _describe(error),
+                    describe(error),
                     extra={"store": self.description},
                 )
-            self._failed = _describe(error)
+            self._writer.failure = describe(error)
             return False
         if size is not None:
             self._size_bytes = int(size[0])
-        if self._failed is not None:
+        if self._writer.failure is not None:
             _log.info("decision log reachable again", extra={"store": self.description})
-        self._failed = None
+        self._writer.failure = None
         return True
 
     async def query(self, query: RecordQuery) -> list[StoredRecord]:
@@ -337,51 +313,3 @@ class PostgresStore:
         while True:
             await asyncio.sleep(self._options.health_interval)
             await self.check_health()
-
-    async def _write_loop(self) -> None:
-        while True:
-            first = await self._queue.get()
-            if first is None:
-                return
-            batch = [first]
-            stop = False
-            while len(batch) < MAX_BATCH and not self._queue.empty():
-                item = self._queue.get_nowait()
-                if item is None:
-                    stop = True
-                    break
-                batch.append(item)
-            taken = [p for p in batch if not p.abandoned]
-            for pending in taken:
-                pending.taken = True
-            if taken:
-                await self._write_taken(taken)
-            if stop:
-                return
-
-    async def _write_taken(self, taken: list[_Pending]) -> None:
-        try:
-            stored = await self._write_bounded([p.record for p in taken], dedupe=False)
-        except Exception as error:  # every waiter must get an answer; a failed write denies or spools
-            message = _describe(error)
-            # Not ready until a write or the health check succeeds again.
-            self._failed = message
-            _log.error("decision log write failed: %s", message, extra={"store": self.description})
-            for pending in taken:
-                if not pending.future.done():
-                    pending.future.set_exception(
-                        DecisionLogUnavailable(
-                            f"decision log write failed: {message}", location=self.description
-                        )
-                    )
-            return
-        self._failed = None
-        for pending, result in zip(taken, stored, strict=True):
-            if not pending.future.done():
-                pending.future.set_result(result)
-
-
-def _describe(error: Exception) -> str:
-    if isinstance(error, DecisionLogError):
-        return error.message
-    return str(error) or type(error).__name__

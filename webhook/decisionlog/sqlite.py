@@ -1,8 +1,9 @@
 """The embedded decision log: one SQLite file in WAL mode, written by one dedicated thread.
 
-Appends from the event loop are queued to the writer thread, which commits whatever has queued up in one
-transaction (group commit): one fsync covers a burst of decisions, and the event loop never blocks on disk.
-The waiters of a batch are woken with one call into the event loop, not one each.
+Appends are queued to the group-commit writer (:mod:`webhook.decisionlog._batching`), which commits whatever
+has queued up in one transaction on the store's writer thread: one fsync covers a burst of decisions, and the
+event loop never blocks on disk. The waiters of a batch are woken with one call into the event loop, not one
+each.
 
 ``synchronous=FULL`` (the default) makes a committed record survive a power loss; ``synchronous=NORMAL``
 (``sqlite:///path?synchronous=normal``) skips the fsync per commit, which still survives a killed process
@@ -12,51 +13,35 @@ but may lose the last commits on a power loss, for a shorter wait per decision.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
+import functools
 import logging
-import queue
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 from verifier.deadline import Deadline
 from webhook.decisionlog import _schema, _sql
+from webhook.decisionlog._batching import BatchWriter
 from webhook.decisionlog.chain import ChainReport, Row, verify_rows
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
-from webhook.decisionlog.record import (
-    DecisionRecord,
-    StoredRecord,
-)
+from webhook.decisionlog.record import DecisionRecord, StoredRecord
 from webhook.decisionlog.store import AppendReceipt, RecordQuery
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 #: How long a writer waits for another process's lock on the same file before failing the batch.
 BUSY_TIMEOUT_MS: Final = 5000
-#: Most records committed in one transaction.
-MAX_BATCH: Final = 512
 #: Seconds between background checkpoints, and records after which the writer asks for one sooner.
 CHECKPOINT_INTERVAL: Final = 1.0
 CHECKPOINT_RECORDS: Final = 1000
 #: Seconds between health checks while the last write failed (see ``SQLiteStore.ready``).
 HEALTH_INTERVAL: Final = 5.0
-
-_QUEUED, _TAKEN, _ABANDONED = 0, 1, 2
-
-
-@dataclass(slots=True, eq=False)
-class _Item:
-    """One record on its way to the writer; ``state`` changes only under the store's lock."""
-
-    record: DecisionRecord
-    future: asyncio.Future[StoredRecord]
-    loop: asyncio.AbstractEventLoop
-    state: int = _QUEUED
 
 
 Synchronous = Literal["full", "normal"]
@@ -158,11 +143,11 @@ class SQLiteStore:
         self._read_only = read_only
         self._synchronous: Synchronous = synchronous
         self._busy_timeout_ms = busy_timeout_ms
-        self._health_interval = health_interval
-        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._failed: str | None = None
+        # The writer's connection is used only on the writer thread, where busy waits and fsyncs happen.
+        self._conn: sqlite3.Connection | None = None
+        self._writer_thread: ThreadPoolExecutor | None = None
+        # After a failed batch the writer checks whether it can take the write lock again (see ``ready``).
+        self._writer = BatchWriter(where=self.description, log=_log, recover_interval=health_interval)
         # WAL checkpoints copy the log into the database and fsync it: done inline by the writer they stall
         # every decision waiting behind that commit, so a thread of their own does them (PASSIVE: it never
         # blocks the writer).
@@ -189,7 +174,7 @@ class SQLiteStore:
         After a failed batch the idle writer checks every ``health_interval`` seconds whether it can take the
         write lock again: a replica that is not ready gets no requests, so it could not otherwise recover.
         """
-        return self._thread is not None and self._thread.is_alive() and self._failed is None
+        return self._writer.running and self._writer.failure is None
 
     @property
     def size_bytes(self) -> int | None:
@@ -200,12 +185,18 @@ class SQLiteStore:
         """Create the file and schema, then start the writer thread (a ``read_only`` store only reads)."""
         if self._read_only:
             return
-        opened: concurrent.futures.Future[sqlite3.Connection] = concurrent.futures.Future()
-        self._thread = threading.Thread(
-            target=self._run, args=(opened,), name="trtguard-decision-log", daemon=True
+        thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trtguard-decision-log")
+        try:
+            conn = await _on(thread, self._connect_writer)
+        except BaseException:
+            thread.shutdown(wait=False)
+            raise
+        self._writer_thread, self._conn = thread, conn
+        self._writer.start(
+            functools.partial(self._commit, thread, conn),
+            functools.partial(_on, thread, self._check_health, conn),
+            name="trtguard-decision-log-writer",
         )
-        self._thread.start()
-        await asyncio.wrap_future(opened)
         self._stopping.clear()
         self._checkpointer = threading.Thread(
             target=self._checkpoints, name="trtguard-decision-log-checkpoint", daemon=True
@@ -214,11 +205,13 @@ class SQLiteStore:
 
     async def close(self) -> None:
         """Write what is queued, then stop the writer thread."""
-        if self._thread is None:
+        thread, conn = self._writer_thread, self._conn
+        if thread is None or conn is None:
             return
-        self._queue.put(None)
-        await asyncio.to_thread(self._thread.join)
-        self._thread = None
+        await self._writer.stop()
+        await _on(thread, conn.close)
+        thread.shutdown(wait=False)
+        self._writer_thread = self._conn = None
         if self._checkpointer is not None:
             self._stopping.set()
             self._checkpoint_due.set()
@@ -226,35 +219,11 @@ class SQLiteStore:
             self._checkpointer = None
 
     async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
-        """Queue ``record`` to the writer thread and wait until it is committed (see ``DecisionStore``)."""
-        stored = await self._submit(record, deadline)
-        return AppendReceipt(stored.seq, stored.hash)
-
-    async def _submit(self, record: DecisionRecord, deadline: Deadline) -> StoredRecord:
+        """Queue ``record`` for the writer and wait until it is committed (see ``DecisionStore``)."""
         if self._read_only:
             raise DecisionLogUnavailable("this decision log was opened read-only", location=self.description)
-        if self._thread is None:
-            raise DecisionLogUnavailable("the decision log is not open", location=self.description)
-        loop = asyncio.get_running_loop()
-        item = _Item(record, loop.create_future(), loop)
-        self._queue.put(item)
-        try:
-            async with asyncio.timeout(deadline.remaining()):
-                return await asyncio.shield(item.future)
-        except TimeoutError:
-            with self._lock:
-                withdrawn = item.state == _QUEUED
-                if withdrawn:
-                    item.state = _ABANDONED
-            # Not yet taken by the writer: withdrawn, so that no record contradicts the answer we give.
-            if withdrawn:
-                raise DecisionLogUnavailable(
-                    "the decision log did not take the record in time",
-                    location=self.description,
-                ) from None
-        # The writer has started on it: the outcome must be known, and the busy timeout (plus the commit's
-        # own disk I/O) bounds the wait for it.
-        return await item.future
+        stored = await self._writer.submit(record, deadline)
+        return AppendReceipt(stored.seq, stored.hash)
 
     async def query(self, query: RecordQuery) -> list[StoredRecord]:
         """Records matching ``query``, read on a separate read-only connection in a thread."""
@@ -296,78 +265,37 @@ class SQLiteStore:
                 f"cannot read the decision log: {error}", location=self.description
             ) from None
 
-    def _run(self, opened: concurrent.futures.Future[sqlite3.Connection]) -> None:
+    def _connect_writer(self) -> sqlite3.Connection:
+        """The writer's connection, with the schema migrated."""
         try:
             conn = connect(self.path, busy_timeout_ms=self._busy_timeout_ms, synchronous=self._synchronous)
-            migrate(conn, where=self.description)
-        except (sqlite3.Error, OSError, DecisionLogError) as error:
-            opened.set_exception(
-                error
-                if isinstance(error, DecisionLogError)
-                else DecisionLogError(
-                    f"cannot open the decision log: {error}",
-                    location=self.description,
-                    hint="check that the directory exists and is writable",
-                )
-            )
-            return
-        conn.execute("PRAGMA wal_autocheckpoint=0")  # see _checkpoints
-        opened.set_result(conn)
-        try:
-            while True:
-                try:
-                    # Idle after a failed batch: check now and then whether the store works again.
-                    first = self._queue.get(timeout=None if self._failed is None else self._health_interval)
-                except queue.Empty:
-                    self._check_health(conn)
-                    continue
-                if first is None:
-                    return
-                batch, stop = self._drain(first)
-                self._write(conn, batch)
-                if stop:
-                    return
-        finally:
-            conn.close()
-
-    def _drain(self, first: _Item) -> tuple[list[_Item], bool]:
-        batch = [first]
-        stop = False
-        while len(batch) < MAX_BATCH:
             try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is None:
-                stop = True
-                break
-            batch.append(item)
-        return batch, stop
+                migrate(conn, where=self.description)
+            except BaseException:
+                conn.close()
+                raise
+        except (sqlite3.Error, OSError) as error:
+            raise DecisionLogError(
+                f"cannot open the decision log: {error}",
+                location=self.description,
+                hint="check that the directory exists and is writable",
+            ) from None
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # see _checkpoints
+        return conn
 
-    def _write(self, conn: sqlite3.Connection, batch: list[_Item]) -> None:
-        with self._lock:
-            taken = [item for item in batch if item.state == _QUEUED]
-            for item in taken:
-                item.state = _TAKEN
-        if not taken:
-            return
-        try:
-            stored = write_batch(conn, [item.record for item in taken], dedupe=False)
-        except Exception as error:  # every waiter must get an answer; a failed write denies
-            self._failed = str(error)
-            _log.error("decision log write failed: %s", error, extra={"store": self.description})
-            failure = DecisionLogUnavailable(f"decision log write failed: {error}", location=self.description)
-            _notify(taken, [failure] * len(taken))
-            return
-        self._failed = None
-        _notify(taken, stored)
+    async def _commit(
+        self, thread: ThreadPoolExecutor, conn: sqlite3.Connection, records: list[DecisionRecord]
+    ) -> list[StoredRecord]:
+        """One batch on the writer thread; asks for a checkpoint after every CHECKPOINT_RECORDS records."""
+        stored = await _on(thread, functools.partial(write_batch, conn, records, dedupe=False))
         self._since_checkpoint += len(stored)
         if self._since_checkpoint >= CHECKPOINT_RECORDS:
             self._since_checkpoint = 0
             self._checkpoint_due.set()
+        return stored
 
-    def _check_health(self, conn: sqlite3.Connection) -> None:
-        """Take and release the write lock and read the chain head; success makes the store ready again."""
+    def _check_health(self, conn: sqlite3.Connection) -> str | None:
+        """Take and release the write lock and read the chain head; None when the store is writable again."""
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -375,10 +303,9 @@ class SQLiteStore:
             finally:
                 conn.execute("ROLLBACK")
         except sqlite3.Error as error:
-            self._failed = str(error)
-            return
-        self._failed = None
+            return str(error)
         _log.info("decision log writable again", extra={"store": self.description})
+        return None
 
     def _checkpoints(self) -> None:
         """Checkpoint the WAL every CHECKPOINT_INTERVAL s or when the writer asks; once more at close."""
@@ -417,25 +344,9 @@ def _file_bytes(path: Path) -> int:
     return total
 
 
-def _notify(items: Sequence[_Item], outcomes: Sequence[StoredRecord | DecisionLogUnavailable]) -> None:
-    """Resolve the waiters' futures: one call into each event loop for the whole batch."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Item, StoredRecord | DecisionLogUnavailable]]] = {}
-    for item, outcome in zip(items, outcomes, strict=True):
-        by_loop.setdefault(item.loop, []).append((item, outcome))
-    for loop, pairs in by_loop.items():
-        # A closed loop raises RuntimeError: nobody is waiting there any more.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_resolve, pairs)
-
-
-def _resolve(pairs: list[tuple[_Item, StoredRecord | DecisionLogUnavailable]]) -> None:
-    for item, outcome in pairs:
-        if item.future.done():
-            continue
-        if isinstance(outcome, DecisionLogUnavailable):
-            item.future.set_exception(outcome)
-        else:
-            item.future.set_result(outcome)
+async def _on(thread: ThreadPoolExecutor, call: Callable[..., _T], *args: object) -> _T:
+    """``call(*args)`` on ``thread``."""
+    return await asyncio.get_running_loop().run_in_executor(thread, call, *args)
 
 
 def _rows(cursor: sqlite3.Cursor) -> Iterator[Row]:

@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from tests.support.gpg import GnuPG
 from trtguard.cli import main
 from verifier.dsse import Envelope, sign_envelope, verify_envelope
 from verifier.errors import InputError
@@ -548,3 +550,45 @@ def test_create_with_key_writes_a_signed_envelope(
         )[0]
         == 2
     )
+
+
+def test_import_a_gpg_signed_record_only_once_its_signature_verifies(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], gnupg: GnuPG
+) -> None:
+    record = tmp_path / "build.json"
+    record.write_bytes((data_dir / "201-flat-record-missing-fields.json").read_bytes())
+    signer = gnupg.generate("builds <builds@example.com>", "rsa3072", at=datetime(2024, 1, 1, tzinfo=UTC))
+    other = gnupg.generate("other <other@example.com>", "ed25519", at=datetime(2024, 1, 1, tzinfo=UTC))
+    (tmp_path / "build.json.asc").write_bytes(gnupg.sign(record.read_bytes(), signer, at=datetime.now(UTC)))
+    for name, fingerprint in (("signer", signer), ("other", other)):
+        (tmp_path / f"{name}.asc").write_bytes(gnupg.export(fingerprint))
+    command = [
+        "manifest",
+        "import",
+        str(record),
+        "--allow-incomplete",
+        "--signature",
+        str(tmp_path / "build.json.asc"),
+    ]
+    status, _, err = run(
+        [
+            *command,
+            "--openpgp-key",
+            str(tmp_path / "other.asc"),
+            "--openpgp-key",
+            str(tmp_path / "signer.asc"),
+        ],
+        capsys,
+    )
+    assert status == 0, err
+    assert f"the record's OpenPGP signature verifies: signed by {tmp_path / 'signer.asc'} ({signer})" in err
+
+    status, _, err = run([*command, "--openpgp-key", str(tmp_path / "other.asc")], capsys)
+    assert status == 1
+    assert "is not a valid signature over these bytes" in err
+    record.write_bytes(record.read_bytes().replace(b"\n", b"\r\n"))  # the same JSON, other bytes
+    status, _, err = run([*command, "--openpgp-key", str(tmp_path / "signer.asc")], capsys)
+    assert status == 1
+    status, _, err = run(command, capsys)
+    assert status == 2
+    assert "--signature and --openpgp-key go together" in err

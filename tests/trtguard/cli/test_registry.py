@@ -22,6 +22,7 @@ import pytest
 from tests.policies.conftest import manifest_data
 from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config
+from tests.support.notary_pki import make_pki
 from trtguard.cli import registry as registry_cli
 from verifier.deadline import Deadline
 from verifier.errors import TrtguardError
@@ -33,6 +34,7 @@ from verifier.registry.client import RegistryClient
 from verifier.registry.cosign_layout import read_signatures
 from verifier.registry.evidence import RegistryEvidence
 from verifier.signatures import TrustPolicy, verify_image_signatures
+from verifier.signatures.notation import NotationTrust, TrustedIdentity
 
 T = TypeVar("T")
 BUILD = "https://trtguard.dev/attestations/engine-build/v1"
@@ -236,3 +238,55 @@ def test_attach_attestation_refuses_the_wrong_subject_and_bad_files(
     )
     assert run("attach-attestation", unsigned, "--to", ref, "--registry-config", config) == 2
     assert "carries no signature" in capsys.readouterr().err
+
+
+def test_sign_notation_pushes_a_referrer_that_verifies_with_the_ca(
+    registry: LocalRegistry, setup: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ref = ImageReference.parse(f"{registry.host}/cli/notation:v1")
+    digest = _in_registry(registry, lambda client: push_image(client, ref, tiny_image()))
+    pki = make_pki("rsa-2048")
+    cert, key = pki.leaf.write(setup, "signer")  # a plain PKCS#8 key: no password asked for
+    chain = setup / "chain.pem"
+    chain.write_bytes(pki.intermediate.pem() + pki.root.pem())
+    config = setup / "registries.yaml"
+    common = ["--key", key, "--registry-config", config]
+    assert run("sign", ref, "--format", "notation", *common) == 2
+    assert "--format notation needs --certificate" in capsys.readouterr().err
+    assert run("sign", ref, "--certificate", cert, *common) == 2
+    assert "go with --format notation" in capsys.readouterr().err
+    assert (
+        run("sign", ref, "--format", "notation", "--certificate", cert, "--certificate-chain", chain, *common)
+        == 0
+    )
+    assert "(Notary Project, application/jose+json)" in capsys.readouterr().out
+    material = _material(registry, ref)
+    assert material.digest == digest and len(material.notation) == 1
+    trust = NotationTrust(stores={"ca": (pki.root.certificate,)}, identities=(TrustedIdentity.parse("*"),))
+    result = verify_image_signatures(digest, TrustPolicy(notation={"ci": trust}), notation=material.notation)
+    assert result.identities == ("ci (CN=Release Signer,OU=Builds,O=Example,L=Seattle,ST=WA,C=US)",)
+    # A COSE signature of the same image by the same certificate: a second referrer, one signer.
+    assert (
+        run(
+            "sign",
+            ref,
+            "--format",
+            "notation",
+            "--certificate",
+            cert,
+            "--certificate-chain",
+            chain,
+            "--envelope",
+            "cose",
+            *common,
+        )
+        == 0
+    )
+    material = _material(registry, ref)
+    assert sorted(s.media_type for s in material.notation) == ["application/cose", "application/jose+json"]
+    assert (
+        verify_image_signatures(
+            digest, TrustPolicy(notation={"ci": trust}), notation=material.notation
+        ).verified
+        == 1
+    )

@@ -1,4 +1,4 @@
-"""verifier/registry/engine_artifact.py: engine artifacts pushed to a real registry and read back."""
+"""trtguard/release/push_engine.py: engine artifacts pushed to a real registry and read back."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.localregistry import LocalRegistry
+from trtguard.release.publish import RegistryWriter
+from trtguard.release.push_engine import push_engine
 from verifier.deadline import Deadline
 from verifier.errors import InputError
 from verifier.references import ImageReference
@@ -18,11 +20,9 @@ from verifier.registry.engine_artifact import (
     ENGINE_LAYER,
     ONNX_LAYER,
     TITLE_ANNOTATION,
-    InvalidEngineArtifact,
     engine_layers,
-    push_engine,
 )
-from verifier.registry.oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, Manifest, image_manifest
+from verifier.registry.oci import EMPTY_DESCRIPTOR
 
 
 def _files(folder: Path) -> tuple[Path, Path, Path]:
@@ -40,12 +40,12 @@ def _sha(path: Path) -> str:
 
 
 async def test_engine_artifact_layout(
-    client: RegistryClient, registry: LocalRegistry, tmp_path: Path
+    client: RegistryClient, writer: RegistryWriter, registry: LocalRegistry, tmp_path: Path
 ) -> None:
     engine, calibration, onnx = _files(tmp_path)
     to = ImageReference.parse(f"{registry.host}/models/resnet:v1")
     artifact = await push_engine(
-        client, to, engine, Deadline.after(30), calibration_cache=calibration, onnx=onnx
+        writer, to, engine, Deadline.after(30), calibration_cache=calibration, onnx=onnx
     )
     assert artifact.reference.tag == "v1" and artifact.reference.digest is not None
     assert artifact.engine.digest == _sha(engine)  # uncompressed: the layer digest is the file's sha256
@@ -65,78 +65,34 @@ async def test_engine_artifact_layout(
 
 
 async def test_engine_alone_and_pushed_again(
-    client: RegistryClient, registry: LocalRegistry, tmp_path: Path
+    writer: RegistryWriter, registry: LocalRegistry, tmp_path: Path
 ) -> None:
     engine, _, _ = _files(tmp_path)
     to = ImageReference.parse(f"{registry.host}/models/alone:v1")
-    first = await push_engine(client, to, engine, Deadline.after(30))
+    first = await push_engine(writer, to, engine, Deadline.after(30))
     assert first.calibration_cache is None and first.onnx is None
     untagged = ImageReference(to.registry, to.repository, None, None)
-    second = await push_engine(client, untagged, engine, Deadline.after(30))
+    second = await push_engine(writer, untagged, engine, Deadline.after(30))
     assert second.reference.tag is None and second.engine == first.engine
 
 
 @pytest.mark.parametrize("problem", ["digest", "missing", "same-name"])
 async def test_bad_push_requests(
-    client: RegistryClient, registry: LocalRegistry, tmp_path: Path, problem: str
+    writer: RegistryWriter, registry: LocalRegistry, tmp_path: Path, problem: str
 ) -> None:
     engine, calibration, _ = _files(tmp_path)
     to = ImageReference.parse(f"{registry.host}/models/bad:v1")
     if problem == "digest":
         with pytest.raises(InputError, match="carries a digest"):
-            await push_engine(client, to.with_digest("sha256:" + "1" * 64), engine, Deadline.after(5))
+            await push_engine(writer, to.with_digest("sha256:" + "1" * 64), engine, Deadline.after(5))
     elif problem == "missing":
         with pytest.raises(InputError, match="is not a file"):
-            await push_engine(client, to, tmp_path / "absent.plan", Deadline.after(5))
+            await push_engine(writer, to, tmp_path / "absent.plan", Deadline.after(5))
     else:
         other = tmp_path / "sub"
         other.mkdir()
         clash = other / engine.name
         clash.write_bytes(b"x")
         with pytest.raises(InputError, match="same file name"):
-            await push_engine(client, to, engine, Deadline.after(5), onnx=clash)
+            await push_engine(writer, to, engine, Deadline.after(5), onnx=clash)
     assert calibration.exists()
-
-
-def _artifact(layers: list[Descriptor], artifact_type: str = ENGINE_ARTIFACT_TYPE) -> Manifest:
-    data = image_manifest(config=EMPTY_DESCRIPTOR, layers=layers, artifact_type=artifact_type)
-    return Manifest.parse(data, content_type=OCI_MANIFEST, where="test")
-
-
-def _layer(media_type: str, title: str | None, content: bytes = b"x") -> Descriptor:
-    annotations = {TITLE_ANNOTATION: title} if title is not None else {}
-    return Descriptor.for_bytes(media_type, content, annotations=annotations)
-
-
-@pytest.mark.parametrize(
-    ("layers", "artifact_type", "words"),
-    [
-        ([_layer(ENGINE_LAYER, "a.plan")], "application/other", "is not a"),
-        (
-            [_layer(CALIBRATION_CACHE_LAYER, "c.cache")],
-            ENGINE_ARTIFACT_TYPE,
-            "no application/vnd.trtguard.engine",
-        ),
-        (
-            [_layer(ENGINE_LAYER, "a.plan"), _layer(ENGINE_LAYER, "b.plan", b"y")],
-            ENGINE_ARTIFACT_TYPE,
-            "second",
-        ),
-        (
-            [_layer(ENGINE_LAYER, "a.plan"), _layer("application/x-sharedlib", "evil.so")],
-            ENGINE_ARTIFACT_TYPE,
-            "not an engine file",
-        ),
-        (
-            [_layer("application/vnd.oci.image.layer.v1.tar+gzip", "a.tgz")],
-            ENGINE_ARTIFACT_TYPE,
-            "not an engine file",
-        ),
-        ([_layer(ENGINE_LAYER, None)], ENGINE_ARTIFACT_TYPE, "file name"),
-        ([_layer(ENGINE_LAYER, "../a.plan")], ENGINE_ARTIFACT_TYPE, "file name"),
-        ([_layer(ENGINE_LAYER, "a"), _layer(ONNX_LAYER, "a", b"y")], ENGINE_ARTIFACT_TYPE, "unique"),
-    ],
-)
-def test_engine_layers_is_strict(layers: list[Descriptor], artifact_type: str, words: str) -> None:
-    with pytest.raises(InvalidEngineArtifact, match=words):
-        engine_layers(_artifact(layers, artifact_type))

@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from trtguard.cli import verify_engine as engine_cli
 from verifier.digests import hash_file
 from verifier.dsse import Envelope
+from verifier.engine import CheckStatus, EngineReport
 from verifier.errors import TrtguardError
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement
 from verifier.keys import PrivateKey
@@ -28,6 +29,8 @@ FAKE_CHILDREN = HERE / "fake_children"
 FAKE_TENSORRT = HERE / "fake_tensorrt"
 CHILD_PROGRAM = Path(__file__).resolve().parents[3] / "verifier" / "engine" / "_private" / "child.py"
 
+#: The TensorRT 10.5 plan most tests use.
+MNIST = "sampleMNIST.trt10.5.0.18.engine"
 #: The public plans (shared/fixtures/tensorrt/plans) with the version their header carries (None: pre-8.6).
 PLANS: dict[str, str | None] = {
     "controlnet-fork-model.trt8.6.1.6.plan": "8.6.1.6",
@@ -207,3 +210,16 @@ def trtguard(*argv: str | Path) -> int:
         print(f"trtguard: error: {error.diagnostics()}", file=sys.stderr)
         return error.exit_code
     return status
+
+
+def status(report: EngineReport, name: str) -> CheckStatus | None:
+    """The status of the check ``name`` in ``report`` (None when the report has no such check)."""
+    check = report.check(name)
+    return check.status if check else None
+
+
+def message(report: EngineReport, name: str) -> str:
+    """The message of the check ``name``, which ``report`` must have."""
+    check = report.check(name)
+    assert check is not None, name
+    return check.message

@@ -13,6 +13,9 @@ import pytest
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.images import TinyImage, push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config
+from trtguard.release.cosign_layout import append_layer, push_referrer, simple_signing_payload
+from trtguard.release.publish import RegistryWriter
+from trtguard.release.push_engine import push_engine
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable, InputError, VerificationError
@@ -26,25 +29,22 @@ from verifier.registry.cosign_layout import (
     BUNDLE_CONTENT_ANNOTATION,
     BUNDLE_PREDICATE_ANNOTATION,
     DSSE_ENVELOPE,
+    IN_TOTO_JSON,
+    OPENPGP_STATEMENT,
+    PGP_SIGNATURE,
     PREDICATE_TYPE_ANNOTATION,
     SIGNATURE_ANNOTATION,
     SIGSTORE_BUNDLE,
     SIMPLE_SIGNING,
-    append_layer,
     attestation_tag,
-    push_referrer,
     signature_tag,
-    simple_signing_payload,
 )
-from verifier.registry.engine_artifact import (
-    ENGINE_ARTIFACT_TYPE,
-    ENGINE_LAYER,
-    TITLE_ANNOTATION,
-    push_engine,
-)
+from verifier.registry.engine_artifact import ENGINE_ARTIFACT_TYPE, ENGINE_LAYER, TITLE_ANNOTATION
 from verifier.registry.evidence import RegistryEvidence, evidence_source
 from verifier.registry.oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, image_manifest
 from verifier.signatures import TrustPolicy, verify_attestation, verify_image_signatures
+from verifier.signatures.notation import ARTIFACT_TYPE as NOTATION_SIGNATURE
+from verifier.signatures.notation import JWS_MEDIA_TYPE
 
 BUILD = "https://trtguard.dev/attestations/engine-build/v1"
 
@@ -72,7 +72,7 @@ def _keyed_bundle(envelope: Envelope, key: PrivateKey) -> bytes:
 async def _sign_classic(client: RegistryClient, ref: ImageReference, digest: str, key: PrivateKey) -> None:
     payload = simple_signing_payload(ref, digest)
     await append_layer(
-        client,
+        RegistryWriter(client),
         ref,
         signature_tag(digest),
         payload,
@@ -85,7 +85,7 @@ async def _sign_classic(client: RegistryClient, ref: ImageReference, digest: str
 async def _sign_v3(client: RegistryClient, ref: ImageReference, image: TinyImage, key: PrivateKey) -> None:
     envelope = sign_statement(_statement(image.digest, COSIGN_SIGN_PREDICATE), key)
     await push_referrer(
-        client,
+        RegistryWriter(client),
         ref,
         image.descriptor,
         artifact_type=SIGSTORE_BUNDLE,
@@ -106,7 +106,7 @@ async def _attach(
     statement_type = json.loads(envelope.payload)["predicateType"]
     data = envelope.to_json()
     await append_layer(
-        client,
+        RegistryWriter(client),
         ref,
         attestation_tag(subject.digest),
         data,
@@ -115,7 +115,7 @@ async def _attach(
         deadline=Deadline.after(10),
     )
     await push_referrer(
-        client,
+        RegistryWriter(client),
         ref,
         subject,
         artifact_type=DSSE_ENVELOPE,
@@ -202,7 +202,7 @@ async def test_attestations_from_att_and_referrers_are_deduplicated_and_filtered
     await _attach(client, ref, image.descriptor, elsewhere)
     # Garbage under the .att tag: skipped.
     await append_layer(
-        client,
+        RegistryWriter(client),
         ref,
         attestation_tag(digest),
         b"not json",
@@ -213,7 +213,7 @@ async def test_attestations_from_att_and_referrers_are_deduplicated_and_filtered
     # A cosign v3 attestation bundle: its envelope counts as an attestation.
     provenance = sign_statement(_statement(digest, "https://slsa.dev/provenance/v1"), key)
     await push_referrer(
-        client,
+        RegistryWriter(client),
         ref,
         image.descriptor,
         artifact_type=SIGSTORE_BUNDLE,
@@ -242,7 +242,9 @@ async def test_engine_artifact_subjects_and_build_manifest(
     calibration = tmp_path / "calib.cache"
     calibration.write_bytes(b"TRT-8601-EntropyCalibration2\n")
     to = ImageReference.parse(f"{registry.host}/evidence/engine:v1")
-    artifact = await push_engine(client, to, engine, Deadline.after(30), calibration_cache=calibration)
+    artifact = await push_engine(
+        RegistryWriter(client), to, engine, Deadline.after(30), calibration_cache=calibration
+    )
     evidence = RegistryEvidence(client)
     subjects = await evidence.subjects(artifact.reference, Deadline.after(10))
     assert artifact.calibration_cache is not None
@@ -267,10 +269,10 @@ async def test_a_malformed_engine_artifact_is_refused(
     client: RegistryClient, registry: LocalRegistry
 ) -> None:
     ref = ImageReference.parse(f"{registry.host}/evidence/smuggled:v1")
-    deadline = Deadline.after(10)
-    await client.push_blob(ref, b"{}", EMPTY_DESCRIPTOR.media_type, deadline)
-    engine = await client.push_blob(ref, b"engine", ENGINE_LAYER, deadline)
-    plugin = await client.push_blob(ref, b"\x7fELF", "application/x-sharedlib", deadline)
+    deadline, writer = Deadline.after(10), RegistryWriter(client)
+    await writer.push_blob(ref, b"{}", EMPTY_DESCRIPTOR.media_type, deadline)
+    engine = await writer.push_blob(ref, b"engine", ENGINE_LAYER, deadline)
+    plugin = await writer.push_blob(ref, b"\x7fELF", "application/x-sharedlib", deadline)
     layers = [
         Descriptor(
             engine.media_type, engine.digest, engine.size, annotations={TITLE_ANNOTATION: "model.plan"}
@@ -280,7 +282,7 @@ async def test_a_malformed_engine_artifact_is_refused(
         ),
     ]
     data = image_manifest(config=EMPTY_DESCRIPTOR, layers=layers, artifact_type=ENGINE_ARTIFACT_TYPE)
-    await client.push_manifest(ref, data, OCI_MANIFEST, deadline, tag="v1")
+    await writer.push_manifest(ref, data, OCI_MANIFEST, deadline, tag="v1")
     # A definitive answer about the artifact (a violation), not a failure to check it (onError).
     with pytest.raises(VerificationError, match="not a well-formed engine artifact"):
         await RegistryEvidence(client).subjects(ref, deadline)
@@ -302,14 +304,14 @@ async def test_other_artifacts_stand_for_their_digest_only(
     # An artifact of another type may hold any file: its layers must not stand for it, or a signed
     # engine's digest could vouch for an artifact that also carries, say, a plugin library.
     ref = ImageReference.parse(f"{registry.host}/evidence/other-artifact:v1")
-    deadline = Deadline.after(10)
-    await client.push_blob(ref, b"{}", EMPTY_DESCRIPTOR.media_type, deadline)
-    engine = await client.push_blob(ref, b"engine", ENGINE_LAYER, deadline)
-    plugin = await client.push_blob(ref, b"\x7fELF", "application/x-sharedlib", deadline)
+    deadline, writer = Deadline.after(10), RegistryWriter(client)
+    await writer.push_blob(ref, b"{}", EMPTY_DESCRIPTOR.media_type, deadline)
+    engine = await writer.push_blob(ref, b"engine", ENGINE_LAYER, deadline)
+    plugin = await writer.push_blob(ref, b"\x7fELF", "application/x-sharedlib", deadline)
     data = image_manifest(
         config=EMPTY_DESCRIPTOR, layers=[engine, plugin], artifact_type="application/vnd.example.bundle.v1"
     )
-    pushed = await client.push_manifest(ref, data, OCI_MANIFEST, deadline, tag="v1")
+    pushed = await writer.push_manifest(ref, data, OCI_MANIFEST, deadline, tag="v1")
     subjects = await RegistryEvidence(client).subjects(ref, deadline)
     assert subjects.digests == {pushed.digest}
     assert subjects.engine_file is None
@@ -355,7 +357,7 @@ async def test_one_bad_attachment_hides_no_other_signature(
 
     async def junk(blob: bytes) -> str:
         pushed = await push_referrer(
-            client,
+            RegistryWriter(client),
             ref,
             image.descriptor,
             artifact_type=SIGSTORE_BUNDLE,
@@ -369,7 +371,7 @@ async def test_one_bad_attachment_hides_no_other_signature(
     vanishing = await junk(b"{}")
     stale = b'{"critical": {}}'
     await append_layer(
-        client,
+        RegistryWriter(client),
         ref,
         signature_tag(digest),
         stale,
@@ -416,3 +418,55 @@ async def test_burst_of_100_lookups_of_a_new_signed_image_is_one_set_of_requests
     assert len(paths) == len(set(paths)), f"repeated requests: {sorted(paths)}"
     # tag, .sig manifest, payload blob, referrers API, fallback index, bundle manifest, bundle blob
     assert len(paths) == 7
+
+
+async def test_openpgp_referrers_of_one_statement_count_together_and_notation_ones_are_read(
+    client: RegistryClient, registry: LocalRegistry
+) -> None:
+    ref = ImageReference.parse(f"{registry.host}/evidence/openpgp:v1")
+    image = tiny_image()
+    digest = await push_image(client, ref, image)
+    statement = _statement(digest, BUILD).to_json()
+    for signer in (
+        b"signature by alice",
+        b"signature by bob",
+    ):  # one referrer per signer, as two attaches push
+        await push_referrer(
+            RegistryWriter(client),
+            ref,
+            image.descriptor,
+            artifact_type=OPENPGP_STATEMENT,
+            blob=statement,
+            blob_media_type=IN_TOTO_JSON,
+            extra_layers=[(signer, PGP_SIGNATURE)],
+            deadline=Deadline.after(10),
+        )
+    # The second attach of the same signature is not pushed twice.
+    await push_referrer(
+        RegistryWriter(client),
+        ref,
+        image.descriptor,
+        artifact_type=OPENPGP_STATEMENT,
+        blob=statement,
+        blob_media_type=IN_TOTO_JSON,
+        extra_layers=[(b"signature by bob", PGP_SIGNATURE)],
+        deadline=Deadline.after(10),
+    )
+    [found] = (await RegistryEvidence(client).attestations(ref, Deadline.after(10))).attestations
+    assert found.envelope.payload == statement and not found.envelope.signatures
+    assert sorted(found.openpgp_signatures) == [b"signature by alice", b"signature by bob"]
+    for media_type in (JWS_MEDIA_TYPE, "application/unknown"):  # an unknown envelope type is skipped
+        await push_referrer(
+            RegistryWriter(client),
+            ref,
+            image.descriptor,
+            artifact_type=NOTATION_SIGNATURE,
+            blob=b"an envelope of type " + media_type.encode(),
+            blob_media_type=media_type,
+            deadline=Deadline.after(10),
+        )
+    signatures = await RegistryEvidence(client).image_signatures(ref, Deadline.after(10))
+    assert [(s.envelope, s.media_type) for s in signatures.notation] == [
+        (b"an envelope of type application/jose+json", JWS_MEDIA_TYPE)
+    ]
+    assert signatures.count == 1

@@ -2,7 +2,7 @@
 verifier.signatures, and altered copies of each (a flipped byte in payload, signature or digest), which must
 be rejected for the right reason.
 
-Notation envelopes (cosign/notation) are out of scope: trtguard does not verify Notation signatures.
+The Notation envelopes (cosign/notation) are verified in ``notation/test_interop.py`` beside this file.
 """
 
 from __future__ import annotations

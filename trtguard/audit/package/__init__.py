@@ -1,6 +1,6 @@
 """Evidence packages: one signed archive that lets an auditor check offline what the webhook decided, and why.
 
-:func:`export_evidence` selects decisions from the decision log (by engine audit ID, engine digest or
+:func:`export_evidence_package` selects decisions from the decision log (by engine audit ID, engine digest or
 workload) and writes one tar.gz with
 
 * the decisions with the hash-chain records that prove them (``decisions/records.jsonl``),
@@ -11,8 +11,8 @@ workload) and writes one tar.gz with
   whose subjects are those files and whose predicate says what was selected, when, from which log, and
   the exporter's check of the whole chain.
 
-:func:`verify_evidence` checks a package with the exporter's public key and reports what it proves and what
-it does not.
+:func:`verify_evidence_package` checks a package with the exporter's public key and reports what it proves
+and what it does not.
 
 How strong the chain proof is (``ChainScope``):
 
@@ -36,31 +36,31 @@ from datetime import datetime
 from pathlib import Path
 
 from trtguard.audit.package.archive import ArchiveLimits, UnsafeArchive, read_archive
-from trtguard.audit.package.contents import EVIDENCE_PREDICATE_TYPE, ChainScope
+from trtguard.audit.package.contents import EVIDENCE_PACKAGE_PREDICATE_TYPE, ChainScope
 from trtguard.audit.package.export import ExportSummary, export_package
 from trtguard.audit.package.selection import Selection
-from trtguard.audit.package.verify import Anchor, EvidenceReport, Finding, PackageVerifier
+from trtguard.audit.package.verify import Anchor, EvidencePackageReport, Finding, PackageVerifier
 from verifier.deadline import Deadline
 from verifier.evidence import EvidenceSource
 from verifier.keys import PrivateKey, PublicKey
 from webhook.decisionlog import DecisionStore
 
 __all__ = [
-    "EVIDENCE_PREDICATE_TYPE",
+    "EVIDENCE_PACKAGE_PREDICATE_TYPE",
     "Anchor",
     "ArchiveLimits",
     "ChainScope",
-    "EvidenceReport",
+    "EvidencePackageReport",
     "ExportSummary",
     "Finding",
     "Selection",
     "UnsafeArchive",
-    "export_evidence",
-    "verify_evidence",
+    "export_evidence_package",
+    "verify_evidence_package",
 ]
 
 
-async def export_evidence(
+async def export_evidence_package(
     store: DecisionStore,
     selection: Selection,
     *,
@@ -95,13 +95,13 @@ async def export_evidence(
     )
 
 
-def verify_evidence(
+def verify_evidence_package(
     archive: Path,
     key: PublicKey,
     *,
     anchors: Sequence[Anchor] = (),
     limits: ArchiveLimits | None = None,
-) -> EvidenceReport:
+) -> EvidencePackageReport:
     """Check the package at ``archive`` offline against the exporter's public ``key``.
 
     Content problems become failed findings in the report (``report.ok`` is False); an archive that cannot

@@ -3,7 +3,7 @@
 ```
 index.json                      {"version": 1, "files": [{"path", "sha256", "size"}, …]}: every other file
 index.dsse.json                 DSSE envelope of an in-toto Statement: subjects = index.json and every file,
-                                predicate (EVIDENCE_PREDICATE_TYPE) = EvidencePredicate below
+                                predicate (EVIDENCE_PACKAGE_PREDICATE_TYPE) = EvidencePackagePredicate below
 decisions/records.jsonl         {"seq", "prev_hash", "hash", "record"} per line, in seq order; "record" is the
                                 canonical JSON the log hashed (webhook.decisionlog.record.chain_hash)
 policies/…                      policy and key files, laid out relative to their common folder
@@ -31,7 +31,7 @@ from verifier.intoto import ResourceDescriptor, Statement, sign_statement
 from verifier.keys import PrivateKey
 
 #: Predicate type of the statement that signs a package's index.
-EVIDENCE_PREDICATE_TYPE: Final = "https://trtguard.dev/attestations/evidence-package/v1"
+EVIDENCE_PACKAGE_PREDICATE_TYPE: Final = "https://trtguard.dev/attestations/evidence-package/v1"
 INDEX: Final = "index.json"
 SIGNATURE: Final = "index.dsse.json"
 RECORDS: Final = "decisions/records.jsonl"
@@ -46,7 +46,9 @@ ATTESTATION_KINDS: Final[Mapping[str, AttestationKind]] = {
     CHANGE_APPROVAL_PREDICATE_TYPE: "change-approval",
     ENGINE_VERIFICATION_PREDICATE_TYPE: "engine-verification",
 }
-SignatureKind = Literal["cosign-classic", "sigstore-bundle", "cosign-sign-dsse"]
+SignatureKind = Literal[
+    "cosign-classic", "sigstore-bundle", "cosign-sign-dsse", "notation-jws", "notation-cose"
+]
 
 Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
@@ -138,11 +140,13 @@ class PolicyInfo(_Model):
 
 
 class AttestationFile(_Model):
-    """One attestation envelope of an engine."""
+    """One attestation envelope of an engine, and the detached OpenPGP signatures over its statement's bytes
+    (the envelope's payload) when it was signed that way (an envelope without DSSE signatures then)."""
 
     path: str
     kind: AttestationKind
     origin: str
+    openpgp_signatures: list[str] = Field(default_factory=list)
 
 
 class SignatureFile(_Model):
@@ -154,7 +158,7 @@ class SignatureFile(_Model):
 
 
 class EngineInfo(_Model):
-    """The evidence of one engine named by the selected decisions."""
+    """The attestations and signatures of one engine named by the selected decisions."""
 
     digest: Digest
     references: list[str]
@@ -164,7 +168,7 @@ class EngineInfo(_Model):
     problems: list[str]
 
 
-class EvidencePredicate(_Model):
+class EvidencePackagePredicate(_Model):
     """The predicate of the statement that signs the index."""
 
     exporter: Exporter
@@ -183,7 +187,7 @@ def engine_folder(digest: str) -> str:
 
 
 def seal(
-    files: Mapping[str, bytes], predicate: EvidencePredicate, key: PrivateKey
+    files: Mapping[str, bytes], predicate: EvidencePackagePredicate, key: PrivateKey
 ) -> list[tuple[str, bytes]]:
     """Every member of the package, index and signature first, then ``files`` by name."""
     names = sorted(files)
@@ -193,7 +197,7 @@ def seal(
     subjects += [ResourceDescriptor(name=entry.path, digest={"sha256": entry.sha256}) for entry in entries]
     statement = Statement(
         subject=subjects,
-        predicate_type=EVIDENCE_PREDICATE_TYPE,
+        predicate_type=EVIDENCE_PACKAGE_PREDICATE_TYPE,
         predicate=predicate.model_dump(mode="json"),
     )
     envelope = sign_statement(statement, key)
@@ -208,10 +212,10 @@ def parse_index(data: bytes) -> Index:
         raise InputError(f"malformed: {_problems(error)}", location=INDEX) from None
 
 
-def parse_predicate(data: Mapping[str, Any]) -> EvidencePredicate:
+def parse_predicate(data: Mapping[str, Any]) -> EvidencePackagePredicate:
     """The statement's predicate; raises :class:`InputError` when it is not an evidence-package predicate."""
     try:
-        return EvidencePredicate.model_validate(data)
+        return EvidencePackagePredicate.model_validate(data)
     except ValidationError as error:
         raise InputError(f"malformed predicate: {_problems(error)}", location=SIGNATURE) from None
 

@@ -21,7 +21,7 @@ from trtguard.audit.package.contents import (
     ChainReportInfo,
     ChainScope,
     EngineInfo,
-    EvidencePredicate,
+    EvidencePackagePredicate,
     Exporter,
     LogInfo,
     PolicyInfo,
@@ -44,6 +44,7 @@ from verifier.keys import PrivateKey
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
 from verifier.references import ImageReference
 from verifier.signatures import COSIGN_SIGN_PREDICATE
+from verifier.signatures.notation import JWS_MEDIA_TYPE
 from webhook.decisionlog import ChainReport, DecisionStore, RecordQuery, StoredRecord
 from webhook.decisionlog.record import canonical_json, link_hash
 
@@ -154,7 +155,7 @@ async def export_package(
     overwrite: bool,
     now: datetime | None = None,
 ) -> ExportSummary:
-    """Write the package for ``selection`` to ``output`` (:func:`trtguard.audit.package.export_evidence`)."""
+    """Write the package for ``selection`` to ``output`` (``export_evidence_package``)."""
     now = now or datetime.now(UTC)
     if selection.kind == "audit_id" and evidence is None:
         raise InputError(
@@ -203,7 +204,7 @@ async def export_package(
 
     files: dict[str, bytes] = {RECORDS: records, **snapshot.contents}
     engine_infos = [_engine_files(d, references[d], engines.found[d], files) for d in sorted(references)]
-    predicate = EvidencePredicate(
+    predicate = EvidencePackagePredicate(
         exporter=Exporter(name="trtguard", version=_version()),
         exported_at=now,
         selection=SelectionInfo(
@@ -370,22 +371,28 @@ def _engine_files(digest: str, references: list[str], found: _Found, files: dict
     attestations: list[AttestationFile] = []
     numbers: Counter[str] = Counter()
     others: Counter[str] = Counter()
-    seen: set[bytes] = set()
+    seen: set[tuple[bytes, tuple[bytes, ...]]] = set()
     for attestation in sorted(found.attestations, key=lambda a: sha256_bytes(a.envelope.to_json())):
         kind = ATTESTATION_KINDS.get(attestation.predicate_type)
         data = attestation.envelope.to_json() + b"\n"
+        openpgp = attestation.openpgp_signatures
         if kind is None:
             # Signing statements come again as signatures; other predicates are not this package's subject.
             if attestation.predicate_type != COSIGN_SIGN_PREDICATE:
                 others[attestation.predicate_type] += 1
             continue
-        if data in seen:
+        if (data, openpgp) in seen:
             continue
-        seen.add(data)
+        seen.add((data, openpgp))
         numbers[kind] += 1
         path = f"{folder}/{kind}-{numbers[kind]}.dsse.json"
         files[path] = data
-        attestations.append(AttestationFile(path=path, kind=kind, origin=attestation.origin))
+        # Statements signed with OpenPGP: the envelope carries the exact bytes, each .asc a signature of them.
+        signatures = [f"{folder}/{kind}-{numbers[kind]}.{index}.asc" for index in range(1, len(openpgp) + 1)]
+        files.update(zip(signatures, openpgp, strict=True))
+        attestations.append(
+            AttestationFile(path=path, kind=kind, origin=attestation.origin, openpgp_signatures=signatures)
+        )
     problems = list(found.problems)
     if others:
         listed = ", ".join(f"{count} x {kind}" for kind, count in sorted(others.items()))
@@ -427,6 +434,11 @@ def _signature_files(
         add("sigstore-bundle", bundle, "sigstore.json")
     for statement in signatures.statements:
         add("cosign-sign-dsse", statement.envelope.to_json() + b"\n", "dsse.json")
+    for notation in signatures.notation:
+        if notation.media_type == JWS_MEDIA_TYPE:
+            add("notation-jws", notation.envelope, "jws.json")
+        else:
+            add("notation-cose", notation.envelope, "cose")
     return entries
 
 

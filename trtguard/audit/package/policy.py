@@ -149,6 +149,11 @@ def key_file_names(data: bytes, *, location: str) -> list[str]:
 
 def _files(key: TrustedKey) -> list[str]:
     found = [key.file] if key.file is not None else []
+    if key.openpgp is not None and key.openpgp.file is not None:
+        found.append(key.openpgp.file)
+    if key.notation is not None:  # in the order policies.signers reads the trust stores
+        stores = key.notation.trust_stores
+        found += [*(stores.ca or ()), *(stores.signing_authority or ()), *(stores.tsa or ())]
     if key.keyless is not None:
         found.append(key.keyless.trusted_root.file)
     if key.rekor_public_key is not None:

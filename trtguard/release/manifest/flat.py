@@ -22,6 +22,7 @@ from typing import Any
 
 from trtguard.release.manifest.draft import Draft, Note, finish, get_path, set_path
 from trtguard.release.manifest.settings import ManifestSettings
+from trtguard.release.manifest.shapes import profile_from_shapes
 from verifier.digests import FileDigest, is_sha256_hex
 from verifier.errors import InputError, VerificationError
 from verifier.manifest import parse_tensorrt_version
@@ -47,12 +48,6 @@ _TRT_IN_TAG = re.compile(
 )
 _VERSION_AT_START = re.compile(r"([0-9]+\.[0-9]+\.[0-9]+(?:\.[0-9]+)?)(?![0-9.])")
 _CUDA_IN_TAG = re.compile(r"cuda[-_]?([0-9]+\.[0-9]+(?:\.[0-9]+)?)(?![0-9.])", re.IGNORECASE)
-_SHAPE_TEXT = re.compile(r"[0-9]+(?:x[0-9]+)*")
-_TRTEXEC_KEYS = {
-    "min": ("minShapes", "min_shapes"),
-    "opt": ("optShapes", "opt_shapes"),
-    "max": ("maxShapes", "max_shapes"),
-}
 
 
 def import_flat(
@@ -372,7 +367,7 @@ def _builder(
     shapes = flat.get("dynamic_shapes")
     if shapes is None or shapes is False:
         return
-    profile = _profile(shapes)
+    profile = profile_from_shapes(shapes)
     if profile is None:
         notes.append(
             Note(
@@ -384,55 +379,6 @@ def _builder(
         )
     else:
         config["optimization_profiles"] = [{"inputs": profile}]
-
-
-def _profile(shapes: Any) -> dict[str, dict[str, list[int]]] | None:
-    """One optimization profile from the forms flat records use, or None when the form is not known.
-
-    Known forms: ``{input: {"min": S, "opt": S, "max": S}}``, ``{input: [S, S, S]}`` and trtexec's
-    ``{"minShapes": "in:1x3x224x224,…", "optShapes": …, "maxShapes": …}``, where S is a list of ints or
-    a ``1x3x224x224`` string.
-    """
-    if not isinstance(shapes, Mapping) or not shapes:
-        return None
-    trtexec = {
-        bound: text
-        for bound, keys in _TRTEXEC_KEYS.items()
-        for text in [next((shapes[key] for key in keys if key in shapes), None)]
-        if isinstance(text, str)
-    }
-    if len(trtexec) == 3 and len(shapes) == 3:
-        per_input: dict[str, dict[str, list[int]]] = {}
-        for bound, text in trtexec.items():
-            for item in text.split(","):
-                name, _, dims = item.strip().rpartition(":")
-                shape = _shape(dims)
-                if not name or shape is None:
-                    return None
-                per_input.setdefault(name, {})[bound] = shape
-        return per_input if all(len(bounds) == 3 for bounds in per_input.values()) else None
-    profile: dict[str, dict[str, list[int]]] = {}
-    for name, spec in shapes.items():
-        if isinstance(spec, Mapping) and set(spec) == {"min", "opt", "max"}:
-            bounds = {bound: _shape(spec[bound]) for bound in ("min", "opt", "max")}
-        elif isinstance(spec, list) and len(spec) == 3:
-            bounds = dict(zip(("min", "opt", "max"), (_shape(item) for item in spec), strict=True))
-        else:
-            return None
-        if any(shape is None for shape in bounds.values()):
-            return None
-        profile[str(name)] = {bound: shape for bound, shape in bounds.items() if shape is not None}
-    return profile
-
-
-def _shape(value: Any) -> list[int] | None:
-    if isinstance(value, str) and _SHAPE_TEXT.fullmatch(value.strip()):
-        return [int(part) for part in value.strip().split("x")]
-    if isinstance(value, list) and all(
-        isinstance(item, int) and not isinstance(item, bool) for item in value
-    ):
-        return list(value)
-    return None
 
 
 def _calibration(record: Mapping[str, Any], document: dict[str, Any], notes: list[Note]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trtguard.audit.package import verify_evidence
+from trtguard.audit.package import verify_evidence_package
 from trtguard.audit.package.archive import ArchiveLimits, UnsafeArchive, read_archive, write_archive
 from trtguard.cli import main
 from verifier.errors import InputError
@@ -151,7 +151,7 @@ def test_an_archive_without_index_is_no_evidence_package(tmp_path: Path) -> None
     archive = tmp_path / "p.tar.gz"
     write_archive(archive, [("decisions/records.jsonl", b"")], mtime=0, overwrite=False)
     with pytest.raises(InputError, match="not a trtguard evidence package"):
-        verify_evidence(archive, generate_private_key().public_key())
+        verify_evidence_package(archive, generate_private_key().public_key())
 
 
 def test_cli_verify_refuses_a_traversal_archive_with_exit_2(

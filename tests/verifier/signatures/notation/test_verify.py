@@ -1,0 +1,305 @@
+"""Notary Project verification with a PKI made here: each way Notation verifiers go wrong (issue 19), and the
+signing side round-tripping in both envelopes."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import timedelta
+from typing import Any
+
+import cbor2
+import pytest
+from cryptography.hazmat.primitives.serialization import Encoding
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from tests.support.notary_pki import NOW, Pki, issue, make_pki, new_key, subject
+from verifier.errors import InputError, VerificationError
+from verifier.signatures import TrustPolicy, verify_image_signatures
+from verifier.signatures.notation import (
+    COSE_MEDIA_TYPE,
+    JWS_MEDIA_TYPE,
+    NotationSignature,
+    NotationTrust,
+    TrustedIdentity,
+    sign_notation,
+    verify_notation,
+)
+from verifier.signatures.notation.sign import _raw_signature
+
+DIGEST = "sha256:" + "ab" * 32
+DESCRIPTOR = {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": DIGEST, "size": 1234}
+IDENTITY = TrustedIdentity.parse("x509.subject: C=US, ST=WA, O=Example, CN=Release Signer")
+ENVELOPES = [JWS_MEDIA_TYPE, COSE_MEDIA_TYPE]
+
+
+def _trust(pki: Pki, **options: Any) -> NotationTrust:
+    options.setdefault("stores", {"ca": (pki.root.certificate,)})
+    options.setdefault("identities", (IDENTITY,))
+    return NotationTrust(**options)
+
+
+def _sign(pki: Pki, media_type: str = JWS_MEDIA_TYPE, **options: Any) -> NotationSignature:
+    envelope = sign_notation(DESCRIPTOR, pki.leaf.signing_key, pki.chain, media_type=media_type, **options)
+    return NotationSignature(envelope, media_type)
+
+
+def _verify(signature: NotationSignature, trust: NotationTrust, **options: Any) -> tuple[str, ...]:
+    options.setdefault("now", NOW)
+    options.setdefault("repository", "registry.example.com/models/app")
+    return verify_notation(signature, trust, digest=DIGEST, **options).logged
+
+
+def _jws(pki: Pki, key: Any, protected: dict[str, Any]) -> NotationSignature:
+    """A JWS envelope with exactly these protected headers, signed by ``key`` (bypassing sign_notation)."""
+    header = base64.urlsafe_b64encode(json.dumps(protected).encode()).rstrip(b"=").decode()
+    payload = (
+        base64.urlsafe_b64encode(json.dumps({"targetArtifact": DESCRIPTOR}).encode()).rstrip(b"=").decode()
+    )
+    signature = _raw_signature(key, protected["alg"], f"{header}.{payload}".encode())
+    document = {
+        "payload": payload,
+        "protected": header,
+        "header": {"x5c": [base64.b64encode(c.public_bytes(Encoding.DER)).decode() for c in pki.chain]},
+        "signature": base64.urlsafe_b64encode(signature).rstrip(b"=").decode(),
+    }
+    return NotationSignature(json.dumps(document).encode(), JWS_MEDIA_TYPE)
+
+
+def _protected(alg: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "alg": alg,
+        "crit": ["io.cncf.notary.signingScheme"],
+        "cty": "application/vnd.cncf.notary.payload.v1+json",
+        "io.cncf.notary.signingScheme": "notary.x509",
+        "io.cncf.notary.signingTime": NOW.isoformat(),
+    } | extra
+
+
+@pytest.mark.parametrize("media_type", ENVELOPES)
+@pytest.mark.parametrize("kind", ["ec-p256", "ec-p384", "ec-p521", "rsa-2048", "rsa-3072", "rsa-4096"])
+def test_signatures_made_here_verify_in_both_envelopes(media_type: str, kind: str) -> None:
+    pki = make_pki(kind)
+    assert _verify(_sign(pki, media_type), _trust(pki)) == ()
+
+
+@pytest.mark.parametrize("media_type", ENVELOPES)
+def test_a_tampered_envelope_fails_integrity(media_type: str) -> None:
+    pki = make_pki()
+    good = _sign(pki, media_type).envelope
+    other = sign_notation(
+        {**DESCRIPTOR, "digest": "sha256:" + "cd" * 32},
+        pki.leaf.signing_key,
+        pki.chain,
+        media_type=media_type,
+    )
+    if media_type == JWS_MEDIA_TYPE:
+        document, foreign = json.loads(good), json.loads(other)
+        document["payload"] = foreign["payload"]
+        tampered = json.dumps(document).encode()
+    else:
+        message, foreign = cbor2.loads(good), cbor2.loads(other)
+        tampered = cbor2.dumps(
+            cbor2.CBORTag(18, [message.value[0], dict(message.value[1]), foreign.value[2], message.value[3]])
+        )
+    with pytest.raises(VerificationError, match="signature does not verify"):
+        _verify(NotationSignature(tampered, media_type), _trust(pki))
+
+
+@pytest.mark.parametrize("level", ["strict", "permissive", "audit"])
+def test_an_untrusted_root_never_passes_at_any_level(level: str) -> None:
+    pki, stranger = make_pki(), make_pki()
+    trust = _trust(stranger, level=level)
+    with pytest.raises(VerificationError, match="contains no certificate of the signer's 'ca' trust store"):
+        _verify(_sign(pki), trust)
+
+
+@pytest.mark.parametrize("level", ["strict", "permissive", "audit"])
+def test_an_untrusted_identity_never_passes_at_any_level(level: str) -> None:
+    pki = make_pki()
+    trust = _trust(
+        pki,
+        identities=(TrustedIdentity.parse("x509.subject: C=US, ST=WA, O=Example, CN=Someone Else"),),
+        level=level,
+    )
+    with pytest.raises(VerificationError, match="matches none of the trusted identities"):
+        _verify(_sign(pki), trust)
+
+
+def test_skip_is_refused_as_a_level() -> None:
+    pki = make_pki()
+    with pytest.raises(InputError, match="'skip' verifies nothing"):
+        _trust(pki, level="skip")
+
+
+@pytest.mark.parametrize(("level", "fails"), [("strict", True), ("permissive", False), ("audit", False)])
+def test_the_signers_expiry_is_enforced_at_strict_and_logged_otherwise(level: str, fails: bool) -> None:
+    pki = make_pki()
+    signature = _sign(pki, signing_time=NOW - timedelta(days=2), expiry=NOW - timedelta(days=1))
+    if fails:
+        with pytest.raises(
+            VerificationError, match=r"the signature expired at .* \(expiry, enforced at level strict\)"
+        ):
+            _verify(signature, _trust(pki, level=level))
+    else:
+        assert "expiry, only logged" in _verify(signature, _trust(pki, level=level))[0]
+
+
+@pytest.mark.parametrize(("level", "fails"), [("strict", True), ("permissive", False), ("audit", False)])
+def test_a_chain_expired_now_without_a_timestamp_is_enforced_at_strict_only(level: str, fails: bool) -> None:
+    pki = make_pki()
+    signature = _sign(pki)
+    later = pki.leaf.certificate.not_valid_after_utc + timedelta(days=1)
+    if fails:
+        with pytest.raises(
+            VerificationError, match=r"now, and no authentic timestamp covers the signing: .*expired"
+        ):
+            _verify(signature, _trust(pki, level=level), now=later)
+    else:
+        assert "authenticTimestamp, only logged" in _verify(signature, _trust(pki, level=level), now=later)[0]
+
+
+def test_the_chain_must_have_been_valid_at_the_signing_time() -> None:
+    pki = make_pki()
+    signature = _sign(pki, signing_time=pki.leaf.certificate.not_valid_before_utc - timedelta(days=1))
+    with pytest.raises(VerificationError, match=r"at the claimed signing time .* valid only from"):
+        _verify(signature, _trust(pki))
+
+
+def test_a_tsa_store_makes_a_timestamp_mandatory() -> None:
+    pki = make_pki()
+    trust = _trust(pki, stores={"ca": (pki.root.certificate,), "tsa": (make_pki().root.certificate,)})
+    with pytest.raises(VerificationError, match="carries no timestamp countersignature"):
+        _verify(_sign(pki), trust)
+
+
+def test_the_algorithm_must_follow_the_key() -> None:
+    pki = make_pki("rsa-3072")
+    assert _verify(_jws(pki, pki.leaf.signing_key, _protected("PS384")), _trust(pki)) == ()
+    # jwcrypto alone would accept this PS256 signature by a 3072-bit key.
+    with pytest.raises(VerificationError, match="algorithm is 'PS256', but the signing key calls for PS384"):
+        _verify(_jws(pki, pki.leaf.signing_key, _protected("PS256")), _trust(pki))
+
+
+@pytest.mark.parametrize(
+    ("protected", "reason"),
+    [
+        ({"crit": []}, 'no "crit" list'),
+        (
+            {
+                "crit": ["io.cncf.notary.expiry"],
+                "io.cncf.notary.expiry": (NOW + timedelta(days=9)).isoformat(),
+            },
+            "not marked critical: io.cncf.notary.signingScheme",
+        ),
+        (
+            {"io.cncf.notary.expiry": (NOW + timedelta(days=9)).isoformat()},
+            "not marked critical: io.cncf.notary.expiry",
+        ),
+        (
+            {
+                "crit": ["io.cncf.notary.signingScheme", "io.cncf.notary.verificationPlugin"],
+                "io.cncf.notary.verificationPlugin": "acme",
+            },
+            "does not understand: io.cncf.notary.verificationPlugin",
+        ),
+        ({"crit": ["io.cncf.notary.signingScheme", "x-acme"], "x-acme": 1}, "does not understand: x-acme"),
+        ({"io.cncf.notary.signingScheme": "notary.x509.signingAuthority"}, "must not be present"),
+        ({"cty": "application/json"}, "content type"),
+    ],
+)
+def test_critical_headers_follow_the_spec(protected: dict[str, Any], reason: str) -> None:
+    pki = make_pki()
+    with pytest.raises(VerificationError, match=reason):
+        _verify(_jws(pki, pki.leaf.signing_key, _protected("ES256", **protected)), _trust(pki))
+
+
+def test_the_signing_authority_scheme_needs_its_authentic_time_marked_critical() -> None:
+    pki = make_pki()
+    headers = _protected("ES256", **{"io.cncf.notary.signingScheme": "notary.x509.signingAuthority"})
+    del headers["io.cncf.notary.signingTime"]
+    headers["io.cncf.notary.authenticSigningTime"] = NOW.isoformat()
+    trust = _trust(pki, stores={"signingAuthority": (pki.root.certificate,)})
+    with pytest.raises(
+        VerificationError, match=r"not marked critical: io\.cncf\.notary\.authenticSigningTime"
+    ):
+        _verify(_jws(pki, pki.leaf.signing_key, headers), trust)
+    headers["crit"] = ["io.cncf.notary.signingScheme", "io.cncf.notary.authenticSigningTime"]
+    assert _verify(_jws(pki, pki.leaf.signing_key, headers), trust) == ()
+    # notary.x509.signingAuthority signatures are anchored in signingAuthority stores only.
+    with pytest.raises(
+        VerificationError, match="no certificate of the signer's 'signingAuthority' trust store"
+    ):
+        _verify(_jws(pki, pki.leaf.signing_key, headers), _trust(pki))
+
+
+def test_notary_x509_signatures_use_only_ca_stores() -> None:
+    pki = make_pki()
+    trust = _trust(pki, stores={"signingAuthority": (pki.root.certificate,)})
+    with pytest.raises(
+        VerificationError, match=r"no certificate of the signer's 'ca' trust store .*never anchored"
+    ):
+        _verify(_sign(pki), trust)
+
+
+@pytest.mark.parametrize(
+    ("options", "reason"),
+    [
+        (
+            {"usages": [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CODE_SIGNING]},
+            "must not contain serverAuth",
+        ),
+        ({"usages": [ExtendedKeyUsageOID.TIME_STAMPING]}, "must not contain timeStamping"),
+        ({"key_usage_critical": False}, "key usage .* not marked critical"),
+        ({"ca": True}, "is a CA certificate"),
+    ],
+)
+def test_the_leaf_certificate_profile_is_checked(options: dict[str, Any], reason: str) -> None:
+    pki = make_pki()
+    pki.leaf = pki.leaf_for(subject("Release Signer", unit="Builds"), **options)
+    with pytest.raises(VerificationError, match=reason):
+        _verify(_sign(pki), _trust(pki))
+
+
+def test_a_chain_not_ending_in_its_root_or_with_a_path_too_long_fails() -> None:
+    pki = make_pki()
+    envelope = sign_notation(DESCRIPTOR, pki.leaf.signing_key, pki.chain[:2])
+    with pytest.raises(VerificationError, match="not a self-signed root"):
+        _verify(NotationSignature(envelope, JWS_MEDIA_TYPE), _trust(pki))
+    deeper = issue(subject("Team CA"), issuer=pki.intermediate, ca=True, key=new_key())
+    leaf = issue(subject("Release Signer", unit="Builds"), issuer=deeper)
+    chain = [leaf.certificate, deeper.certificate, pki.intermediate.certificate, pki.root.certificate]
+    envelope = sign_notation(DESCRIPTOR, leaf.signing_key, chain)
+    with pytest.raises(VerificationError, match=r"path length 0 .* does not admit"):
+        _verify(NotationSignature(envelope, JWS_MEDIA_TYPE), _trust(pki))
+
+
+def test_registry_scopes_limit_the_signer() -> None:
+    pki = make_pki()
+    trust = _trust(pki, scopes=("registry.example.com/models/app",))
+    assert _verify(_sign(pki), trust) == ()
+    with pytest.raises(VerificationError, match="outside the signer's registry scopes"):
+        _verify(_sign(pki), trust, repository="registry.example.com/models/other")
+
+
+def test_the_signer_refuses_a_key_that_is_not_the_certificates() -> None:
+    pki, other = make_pki(), make_pki()
+    with pytest.raises(InputError, match="does not belong to the signing certificate"):
+        sign_notation(DESCRIPTOR, other.leaf.signing_key, pki.chain)
+
+
+def test_one_signature_counts_once_whichever_stores_admit_it() -> None:
+    pki = make_pki()
+    by_root = _trust(pki)
+    by_intermediate = _trust(pki, stores={"ca": (pki.intermediate.certificate,)})
+    policy = TrustPolicy(notation={"root": by_root, "intermediate": by_intermediate}, threshold=2)
+    with pytest.raises(VerificationError, match="1 of 2 required signatures"):
+        verify_image_signatures(DIGEST, policy, notation=[_sign(pki)], now=NOW)
+    other = pki.leaf_for(subject("Second Signer", unit="Builds"))
+    second = NotationSignature(
+        sign_notation(DESCRIPTOR, other.signing_key, [other.certificate, *pki.chain[1:]]), JWS_MEDIA_TYPE
+    )
+    policy = TrustPolicy(
+        notation={"root": _trust(pki, identities=(TrustedIdentity.parse("*"),))}, threshold=2
+    )
+    assert verify_image_signatures(DIGEST, policy, notation=[_sign(pki), second], now=NOW).verified == 2

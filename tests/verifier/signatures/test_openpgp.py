@@ -1,0 +1,132 @@
+"""OpenPGP detached signatures made by the real gpg (Debian's GnuPG), and each way OpenPGP verifiers go wrong
+(issue 19): ``gpg --verify`` exits 0 for several of the signatures that must fail here."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.support.gpg import ALGORITHMS, GnuPG
+from verifier.errors import InputError, VerificationError
+from verifier.signatures.openpgp import OpenPGPKey, verify_detached
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+HOUR, DAY = timedelta(hours=1), timedelta(days=1)
+DATA = b'{"_type": "https://in-toto.io/Statement/v1"}\n'
+
+
+def _key(gnupg: GnuPG, fingerprint: str) -> dict[str, OpenPGPKey]:
+    return {"team/release": OpenPGPKey.from_armored(gnupg.export(fingerprint))}
+
+
+def _gpg_says(gnupg: GnuPG, tmp_path: Path, signature: bytes) -> tuple[int, set[str]]:
+    data = tmp_path / "data.json"
+    data.write_bytes(DATA)
+    code, status = gnupg.verify(signature, data, at=datetime.now(UTC))
+    return code, {line.split()[1] for line in status.splitlines() if line.startswith("[GNUPG:] ")}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_gpg_detached_signatures_verify(gnupg: GnuPG, algorithm: str) -> None:
+    key = gnupg.generate(f"{algorithm} <{algorithm}@example.com>", algorithm, at=T0)
+    signature = gnupg.sign(DATA, key, at=T0 + HOUR)
+    assert verify_detached(DATA, signature, _key(gnupg, key)) == ("team/release",)
+    with pytest.raises(VerificationError, match="not a valid signature over these bytes"):
+        verify_detached(DATA.replace(b"Statement", b"Statemant"), signature, _key(gnupg, key))
+
+
+def test_a_signature_by_another_key_fails(gnupg: GnuPG) -> None:
+    signer = gnupg.generate("signer <signer@example.com>", "ed25519", at=T0)
+    other = gnupg.generate("other <other@example.com>", "ed25519", at=T0)
+    with pytest.raises(VerificationError, match=f"by {signer}"):
+        verify_detached(DATA, gnupg.sign(DATA, signer, at=T0 + HOUR), _key(gnupg, other))
+
+
+def test_a_signature_made_while_a_since_expired_key_was_valid_verifies(gnupg: GnuPG) -> None:
+    key = gnupg.generate("expiring <expiring@example.com>", "ed25519", at=T0, expires="1d")
+    signature = gnupg.sign(DATA, key, at=T0 + HOUR)
+    assert verify_detached(DATA, signature, _key(gnupg, key)) == ("team/release",)
+
+
+def test_a_signature_made_after_the_key_expired_fails_though_gpg_exits_0(
+    gnupg: GnuPG, tmp_path: Path
+) -> None:
+    key = gnupg.generate("late <late@example.com>", "ed25519", at=T0)
+    signature = gnupg.sign(DATA, key, at=T0 + 2 * DAY)
+    gnupg.set_expiry(key, T0 + DAY, at=T0 + 2 * HOUR)  # the binding in force at T0+2d says: expired at T0+1d
+    code, status = _gpg_says(gnupg, tmp_path, signature)
+    assert code == 0
+    assert {"EXPKEYSIG", "VALIDSIG"} <= status
+    with pytest.raises(VerificationError, match="expired"):
+        verify_detached(DATA, signature, _key(gnupg, key))
+
+
+@pytest.mark.parametrize(("reason", "what"), [(0, "no reason given"), (1, "key compromised")])
+def test_a_hard_revocation_invalidates_every_signature_though_gpg_exits_0(
+    gnupg: GnuPG, tmp_path: Path, reason: int, what: str
+) -> None:
+    key = gnupg.generate(f"{reason} <hard{reason}@example.com>", "ed25519", at=T0)
+    before = gnupg.sign(DATA, key, at=T0 + HOUR)
+    gnupg.revoke(key, at=T0 + DAY, reason=reason)
+    code, status = _gpg_says(gnupg, tmp_path, before)
+    assert code == 0
+    assert {"REVKEYSIG", "VALIDSIG"} <= status
+    with pytest.raises(VerificationError, match="revoked"):
+        verify_detached(DATA, before, _key(gnupg, key))
+
+
+@pytest.mark.parametrize(("reason", "what"), [(2, "superseded"), (3, "no longer used")])
+def test_a_soft_revocation_cuts_off_only_later_signatures(gnupg: GnuPG, reason: int, what: str) -> None:
+    key = gnupg.generate(f"{reason} <soft{reason}@example.com>", "ed25519", at=T0)
+    before, after = gnupg.sign(DATA, key, at=T0 + HOUR), gnupg.sign(DATA, key, at=T0 + 2 * DAY)
+    gnupg.revoke(key, at=T0 + DAY, reason=reason)
+    assert verify_detached(DATA, before, _key(gnupg, key)) == ("team/release",)
+    with pytest.raises(VerificationError, match="revoked"):
+        verify_detached(DATA, after, _key(gnupg, key))
+
+
+def test_sha1_signatures_fail_though_gpg_accepts_them(gnupg: GnuPG, tmp_path: Path) -> None:
+    key = gnupg.generate("sha1 <sha1@example.com>", "rsa3072", at=T0)
+    signature = gnupg.sign(DATA, key, at=T0 + HOUR, digest="SHA1")
+    code, status = _gpg_says(gnupg, tmp_path, signature)
+    assert code == 0
+    assert "GOODSIG" in status
+    with pytest.raises(VerificationError, match="SHA-1"):
+        verify_detached(DATA, signature, _key(gnupg, key))
+
+
+def test_a_signing_subkey_under_a_certify_only_primary_counts_until_revoked(gnupg: GnuPG) -> None:
+    primary = gnupg.generate("subkey <subkey@example.com>", "ed25519", at=T0, usage="cert")
+    subkey = gnupg.add_subkey(primary, "ed25519", at=T0)
+    before, after = gnupg.sign(DATA, subkey, at=T0 + HOUR), gnupg.sign(DATA, subkey, at=T0 + 2 * DAY)
+    assert verify_detached(DATA, before, _key(gnupg, primary)) == ("team/release",)
+    gnupg.revoke_subkey(primary, 1, at=T0 + DAY, reason=1)  # compromised
+    with pytest.raises(VerificationError):
+        verify_detached(DATA, after, _key(gnupg, primary))
+    with pytest.raises(VerificationError):
+        verify_detached(DATA, before, _key(gnupg, primary))
+
+
+def test_text_mode_signatures_are_refused_since_they_hold_under_crlf(gnupg: GnuPG, tmp_path: Path) -> None:
+    key = gnupg.generate("text <text@example.com>", "ed25519", at=T0)
+    signature = gnupg.sign(DATA, key, at=T0 + HOUR, textmode=True)
+    crlf = tmp_path / "crlf.json"
+    crlf.write_bytes(DATA.replace(b"\n", b"\r\n"))
+    assert gnupg.verify(signature, crlf, at=datetime.now(UTC))[0] == 0  # other bytes, same signature
+    for data in (DATA, crlf.read_bytes()):
+        with pytest.raises(VerificationError, match="not a binary signature over the exact bytes"):
+            verify_detached(data, signature, _key(gnupg, key))
+
+
+def test_a_key_entry_holds_one_public_certificate(gnupg: GnuPG) -> None:
+    one = gnupg.generate("one <one@example.com>", "ed25519", at=T0)
+    two = gnupg.generate("two <two@example.com>", "ed25519", at=T0)
+    with pytest.raises(InputError, match="exactly one certificate, not 2"):
+        OpenPGPKey.from_armored(gnupg.export(one) + gnupg.export(two))
+    secret = gnupg.run("--armor", "--export-secret-keys", one, at=T0).stdout
+    with pytest.raises(InputError, match="secret key material"):
+        OpenPGPKey.from_armored(secret)
+    with pytest.raises(InputError, match="not an OpenPGP public key"):
+        OpenPGPKey.from_armored(b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")

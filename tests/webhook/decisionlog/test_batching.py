@@ -1,0 +1,188 @@
+"""webhook/decisionlog/_batching.py: the group-commit writer both stores share, committing into a real SQLite
+file (``write_batch``), with a gate that holds a batch in its commit and failures injected around it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.harness import RecordFactory
+from verifier.deadline import Deadline
+from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, StoredRecord
+from webhook.decisionlog._batching import MAX_BATCH, BatchWriter
+from webhook.decisionlog.sqlite import connect, migrate, write_batch
+
+_log = logging.getLogger(__name__)
+
+
+class Log:
+    """A decision-log file and a commit into it that records its batches and can be held or made to fail."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.batches: list[list[str]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.entered = asyncio.Event()
+        self.failing: Exception | None = None
+
+    async def commit(self, records: list[DecisionRecord]) -> list[StoredRecord]:
+        self.entered.set()
+        await self.gate.wait()
+        if self.failing is not None:
+            raise self.failing
+        self.batches.append([record.uid for record in records])
+        return await asyncio.to_thread(write_batch, self.conn, records, dedupe=False)
+
+    def stored(self) -> list[str]:
+        return [row[0] for row in self.conn.execute("SELECT uid FROM trtguard_decisions ORDER BY seq")]
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[Log]:
+    conn = connect(tmp_path / "d.db")
+    migrate(conn, where="test")
+    yield Log(conn)
+    conn.close()
+
+
+@pytest.fixture
+async def writer(log: Log) -> AsyncIterator[BatchWriter]:
+    batches = BatchWriter(where="test log", log=_log)
+    batches.start(log.commit, name="test-writer")
+    yield batches
+    log.gate.set()
+    await batches.stop()
+
+
+async def test_records_queued_during_a_commit_go_in_one_batch_in_queue_order(
+    writer: BatchWriter, log: Log, make_record: RecordFactory
+) -> None:
+    log.gate.clear()
+    first = asyncio.create_task(writer.submit(make_record(), Deadline.after(10)))
+    await log.entered.wait()
+    records = [make_record() for _ in range(20)]
+    waiting = [asyncio.create_task(writer.submit(r, Deadline.after(10))) for r in records]
+    await asyncio.sleep(0.05)
+    log.gate.set()
+    stored = await asyncio.gather(first, *waiting)
+    assert [len(batch) for batch in log.batches] == [1, 20]
+    assert log.batches[1] == [r.uid for r in records]
+    assert [s.seq for s in stored] == list(range(1, 22))
+    assert [s.prev_hash for s in stored[1:]] == [s.hash for s in stored[:-1]]
+
+
+async def test_a_batch_holds_at_most_max_batch_records(
+    writer: BatchWriter, log: Log, make_record: RecordFactory
+) -> None:
+    log.gate.clear()
+    held = asyncio.create_task(writer.submit(make_record(), Deadline.after(10)))
+    await log.entered.wait()
+    waiting = [
+        asyncio.create_task(writer.submit(make_record(), Deadline.after(10))) for _ in range(MAX_BATCH + 3)
+    ]
+    await asyncio.sleep(0.05)
+    log.gate.set()
+    await asyncio.gather(held, *waiting)
+    assert [len(batch) for batch in log.batches] == [1, MAX_BATCH, 3]
+
+
+async def test_a_record_past_its_deadline_before_it_is_taken_is_withdrawn_never_written(
+    writer: BatchWriter, log: Log, make_record: RecordFactory
+) -> None:
+    log.gate.clear()
+    taken = make_record()
+    taken_task = asyncio.create_task(writer.submit(taken, Deadline.after(0.1)))
+    await log.entered.wait()
+    late = make_record()
+    with pytest.raises(DecisionLogUnavailable, match="did not take the record in time"):
+        await writer.submit(late, Deadline.after(0.1))
+    await asyncio.sleep(0.1)  # the taken record's deadline has passed too: its waiter must not give up
+    assert not taken_task.done()
+    log.gate.set()
+    assert (await taken_task).seq == 1
+    after = await writer.submit(make_record(), Deadline.after(5))
+    assert after.seq == 2
+    assert late.uid not in log.stored()
+    assert log.stored()[0] == taken.uid
+
+
+async def test_a_failed_commit_fails_every_waiter_of_its_batch_and_marks_the_writer(
+    writer: BatchWriter, log: Log, make_record: RecordFactory
+) -> None:
+    log.gate.clear()
+    log.failing = sqlite3.OperationalError("database is locked")
+    waiting = [asyncio.create_task(writer.submit(make_record(), Deadline.after(5))) for _ in range(5)]
+    await log.entered.wait()
+    log.gate.set()
+    outcomes = await asyncio.gather(*waiting, return_exceptions=True)
+    assert all(isinstance(o, DecisionLogUnavailable) for o in outcomes)
+    assert all("decision log write failed: database is locked" in str(o) for o in outcomes)
+    assert writer.failure == "database is locked"
+    assert log.stored() == []
+
+    log.failing = None
+    assert (await writer.submit(make_record(), Deadline.after(5))).seq == 1
+    assert writer.failure is None
+
+
+async def test_recover_runs_only_while_failed_and_idle(log: Log, make_record: RecordFactory) -> None:
+    checks: list[str | None] = []
+    answers = iter(["still locked", None])
+
+    async def recover() -> str | None:
+        answer = next(answers)
+        checks.append(answer)
+        return answer
+
+    writer = BatchWriter(where="test log", log=_log, recover_interval=0.05)
+    writer.start(log.commit, recover, name="test-writer")
+    try:
+        await writer.submit(make_record(), Deadline.after(5))
+        await asyncio.sleep(0.2)
+        assert checks == []  # healthy: no checks
+        log.failing = RuntimeError("disk gone")
+        with pytest.raises(DecisionLogUnavailable):
+            await writer.submit(make_record(), Deadline.after(5))
+        assert writer.failure == "disk gone"
+        for _ in range(40):
+            if writer.failure is None:
+                break
+            await asyncio.sleep(0.05)
+        assert checks == ["still locked", None]
+        assert writer.failure is None
+    finally:
+        await writer.stop()
+
+
+async def test_stop_commits_what_is_queued(log: Log, make_record: RecordFactory) -> None:
+    writer = BatchWriter(where="test log", log=_log)
+    writer.start(log.commit, name="test-writer")
+    records = [make_record() for _ in range(10)]
+    waiting = [asyncio.create_task(writer.submit(r, Deadline.after(5))) for r in records]
+    await asyncio.sleep(0)
+    await writer.stop()
+    assert [s.seq for s in await asyncio.gather(*waiting)] == list(range(1, 11))
+    assert log.stored() == [r.uid for r in records]
+    assert not writer.running
+
+
+async def test_a_writer_not_started_or_on_another_loop_takes_nothing(
+    log: Log, make_record: RecordFactory
+) -> None:
+    writer = BatchWriter(where="test log", log=_log)
+    with pytest.raises(DecisionLogUnavailable, match="not open"):
+        await writer.submit(make_record(), Deadline.after(1))
+    writer.start(log.commit, name="test-writer")
+    try:
+        record = make_record()
+        with pytest.raises(DecisionLogUnavailable, match="another event loop"):
+            await asyncio.to_thread(asyncio.run, writer.submit(record, Deadline.after(1)))
+    finally:
+        await writer.stop()
+    assert log.stored() == []

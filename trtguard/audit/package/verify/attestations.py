@@ -1,0 +1,84 @@
+"""One attestation in an evidence package: a DSSE in-toto statement of the kind it is filed as, about its
+engine, with a valid predicate, signed by a key of the included TrustedKeys."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from trtguard.audit.package.contents import ATTESTATION_KINDS, AttestationFile, AttestationKind, EngineInfo
+from trtguard.audit.package.verify.findings import Findings, error_text
+from trtguard.audit.package.verify.formats import statement_signers
+from verifier.attestations import load_approval, load_verification
+from verifier.dsse import Envelope
+from verifier.errors import InputError, VerificationError
+from verifier.intoto import Statement, statement_from_envelope
+from verifier.keys import PublicKey
+from verifier.manifest import load_manifest
+from verifier.signatures.openpgp import OpenPGPKey
+
+_PREDICATE_TYPES: Final = {kind: predicate_type for predicate_type, kind in ATTESTATION_KINDS.items()}
+
+
+def check_attestation(
+    members: Mapping[str, bytes],
+    attestation: AttestationFile,
+    *,
+    name: str,
+    entry: EngineInfo,
+    keys: Mapping[str, PublicKey],
+    openpgp: Mapping[str, OpenPGPKey],
+    findings: Findings,
+) -> str | None:
+    """Check one attestation file of the engine ``entry`` (``name`` in messages); returns a build manifest's
+    audit ID."""
+    path, kind = attestation.path, attestation.kind
+    data = members.get(path)
+    if data is None:
+        findings.fail("engines", f"{name}: {path} is not in the package")
+        return None
+    try:
+        envelope = Envelope.from_json(data, location=path)
+        statement = statement_from_envelope(envelope, location=path)
+    except (InputError, VerificationError, RecursionError) as error:
+        findings.fail("engines", f"{name}: {path} is not a DSSE in-toto attestation: {error_text(error)}")
+        return None
+    if statement.predicate_type != _PREDICATE_TYPES[kind]:
+        findings.fail("engines", f"{name}: {path} is filed as a {kind} but is a {statement.predicate_type}")
+        return None
+    if not statement.subject_digests() & set(entry.subjects):
+        about = ", ".join(sorted(statement.subject_digests())) or "no sha256 digest"
+        findings.fail("engines", f"{name}: {path} is about {about}, not this engine")
+        return None
+    detail, audit_id = _describe(kind, statement, path)
+    if detail is None:
+        findings.fail("engines", f"{name}: {path} does not hold a valid {kind} predicate")
+        return None
+    if not keys and not openpgp:
+        findings.fail(
+            "engines", f"{name}: {path} cannot be checked: the included policies give no public key"
+        )
+        return audit_id
+    signers = statement_signers(envelope, attestation, members, keys, openpgp)
+    if not signers:
+        findings.fail("engines", f"{name}: {kind} {path} is not signed by a key of the included TrustedKeys")
+        return audit_id
+    findings.ok("engines", f"{name}: {kind} ({detail}) signed by {', '.join(signers)}")
+    return audit_id
+
+
+def _describe(kind: AttestationKind, statement: Statement, path: str) -> tuple[str | None, str | None]:
+    """A few words about a valid predicate, and a build manifest's audit ID; ``(None, None)`` when invalid."""
+    try:
+        if kind == "build-manifest":
+            manifest = load_manifest(statement, path)
+            words = f"audit ID {manifest.audit_id}, TensorRT {manifest.toolchain.tensorrt_version}"
+            return words, manifest.audit_id
+        if kind == "change-approval":
+            approval = load_approval(statement, path)
+            changes = ", ".join(approval.changes)
+            return f"by {approval.approver} for audit ID {approval.audit_id}: {changes}", None
+        verification = load_verification(statement, path)
+        return f"GPU check {verification.result} on {verification.gpu.gpu_name}", None
+    except InputError:
+        return None, None

@@ -1,0 +1,96 @@
+"""The engines of an evidence package: every engine the selected decisions name is there, with its evidence
+(attestations and signatures) checked against the included TrustedKeys."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from policies.loader import PolicySet
+from trtguard.audit.package.contents import EngineInfo, EvidencePackagePredicate
+from trtguard.audit.package.selection import engine_digests
+from trtguard.audit.package.verify.attestations import check_attestation
+from trtguard.audit.package.verify.decisions import RecordLine
+from trtguard.audit.package.verify.findings import Findings, listed
+from trtguard.audit.package.verify.formats import openpgp_keys
+from trtguard.audit.package.verify.signatures import check_signature, trust_policies
+from verifier.keys import PublicKey
+
+
+def check_engines(
+    predicate: EvidencePackagePredicate,
+    lines: list[RecordLine],
+    policy_set: PolicySet | None,
+    members: Mapping[str, bytes],
+    findings: Findings,
+) -> frozenset[str]:
+    """Check every engine's evidence; returns the engines whose build manifest carries the audit ID."""
+    chosen = set(predicate.selection.records)
+    named: dict[str, list[int]] = {}
+    for line in lines:
+        if line.seq in chosen:
+            for digest in engine_digests(line.record):
+                named.setdefault(digest, []).append(line.seq)
+    entries: dict[str, EngineInfo] = {}
+    for entry in predicate.engines:
+        if entry.digest in entries:
+            findings.fail("engines", f"engine {entry.digest} is listed twice")
+        entries[entry.digest] = entry
+    for digest, seqs in sorted(named.items()):
+        if digest not in entries:
+            findings.fail(
+                "engines",
+                f"engine {digest}, named by decisions seq {listed(map(str, seqs))}, is not in the package"
+                " (an incomplete export)",
+            )
+    keys = _keys(policy_set)
+    audit_engines: set[str] = set()
+    for entry in entries.values():
+        if _engine(members, entry, keys, policy_set, predicate.selection.value, findings):
+            audit_engines.add(entry.digest)
+    return frozenset(audit_engines)
+
+
+def _engine(
+    members: Mapping[str, bytes],
+    entry: EngineInfo,
+    keys: Mapping[str, PublicKey],
+    policy_set: PolicySet | None,
+    audit_id: str,
+    findings: Findings,
+) -> bool:
+    """Check one engine's files; True when one of its build manifests carries ``audit_id``."""
+    name = f"engine {entry.digest[:19]}…"
+    if entry.digest not in entry.subjects:
+        findings.fail("engines", f"{name}: its own digest is not among its subject digests")
+    for problem in entry.problems:
+        findings.note("engines", f"{name}: {problem}")
+        findings.limits.append(f"Evidence for engine {entry.digest}: {problem}.")
+    kinds = Counter(attestation.kind for attestation in entry.attestations)
+    if not kinds["build-manifest"]:
+        findings.note("engines", f"{name}: the package has no build manifest for it")
+        findings.limits.append(f"How engine {entry.digest} was built: no build manifest was found at export.")
+    carries = False
+    openpgp = openpgp_keys(policy_set)
+    for attestation in entry.attestations:
+        found = check_attestation(
+            members, attestation, name=name, entry=entry, keys=keys, openpgp=openpgp, findings=findings
+        )
+        carries = found == audit_id or carries
+    for signature in entry.signatures:
+        check_signature(
+            members,
+            signature,
+            name=name,
+            digest=entry.digest,
+            references=entry.references,
+            trust=trust_policies(keys, policy_set),
+            findings=findings,
+        )
+    return carries
+
+
+def _keys(policy_set: PolicySet | None) -> dict[str, PublicKey]:
+    if policy_set is None:
+        return {}
+    return {ref: s.public_key for ref, s in policy_set.signers.items() if s.public_key is not None}

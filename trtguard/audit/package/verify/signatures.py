@@ -1,0 +1,110 @@
+"""One signature in an evidence package (cosign classic, Sigstore bundle or a signed DSSE statement), verified
+for its artifact digest with the trust the included policies give."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping, Sequence
+
+from policies.loader import PolicySet
+from trtguard.audit.package.contents import SignatureFile
+from trtguard.audit.package.verify.findings import Findings, error_text
+from trtguard.audit.package.verify.formats import notation_material, notation_policies
+from verifier.dsse import Envelope
+from verifier.errors import InputError, VerificationError
+from verifier.keys import PublicKey
+from verifier.references import ImageReference
+from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
+
+
+def check_signature(
+    members: Mapping[str, bytes],
+    signature: SignatureFile,
+    *,
+    name: str,
+    digest: str,
+    references: Sequence[str],
+    trust: Sequence[TrustPolicy],
+    findings: Findings,
+) -> None:
+    """Check one signature file of the artifact ``digest`` (known by ``references``; ``name`` in messages).
+
+    It verifies when one of ``trust`` accepts it (see :func:`trust_policies`).
+    """
+    path = signature.path
+    data = members.get(path)
+    if data is None:
+        findings.fail("engines", f"{name}: {path} is not in the package")
+        return
+    try:
+        classic, bundles, envelopes = _signature_material(signature, data)
+        notation = notation_material(signature, data)
+    except (InputError, ValueError, KeyError, TypeError, binascii.Error, RecursionError) as error:
+        findings.fail("engines", f"{name}: {path} is not a {signature.kind} signature: {error_text(error)}")
+        return
+    repository = _repository(references)
+    problems = []
+    for policy in trust:
+        try:
+            result = verify_image_signatures(
+                digest,
+                policy,
+                classic=classic,
+                bundles=bundles,
+                envelopes=envelopes,
+                notation=notation,
+                repository=repository,
+                location=path,
+            )
+        except (VerificationError, InputError) as error:
+            problems.append(error.message)
+            continue
+        findings.ok("engines", f"{name}: signature {path} verifies ({result.summary()})")
+        return
+    why = problems[0] if problems else "the included policies give no key or keyless identity"
+    findings.fail("engines", f"{name}: signature {path} does not verify with the included trust: {why}")
+
+
+def trust_policies(keys: Mapping[str, PublicKey], policy_set: PolicySet | None) -> list[TrustPolicy]:
+    """One policy for every key together, and one per keyless signer (each with its own trusted root)."""
+    policies = [TrustPolicy(keys=dict(keys))] if keys else []
+    for signer in policy_set.signers.values() if policy_set is not None else ():
+        if signer.identity is not None and signer.trust_root is not None:
+            rekor = (signer.rekor_key,) if signer.rekor_key is not None else ()
+            policies.append(
+                TrustPolicy(identities=(signer.identity,), trust_root=signer.trust_root, rekor_keys=rekor)
+            )
+    return policies + notation_policies(policy_set)
+
+
+def _signature_material(
+    signature: SignatureFile, data: bytes
+) -> tuple[list[CosignSignature], list[bytes], list[Envelope]]:
+    if signature.kind == "sigstore-bundle":
+        return [], [data], []
+    if signature.kind == "cosign-sign-dsse":
+        return [], [], [Envelope.from_json(data, location=signature.path)]
+    if signature.kind in ("notation-jws", "notation-cose"):
+        return [], [], []  # read by notation_material
+    document = json.loads(data)
+    optional = {name: document.get(name) for name in ("certificate", "chain", "rekor_bundle")}
+    if not all(value is None or isinstance(value, str) for value in optional.values()):
+        raise TypeError("certificate, chain and rekor_bundle must be strings")
+    classic = CosignSignature(
+        payload=base64.b64decode(document["payload"], validate=True),
+        signature=str(document["signature"]),
+        media_type=str(document["media_type"]),
+        **optional,
+    )
+    return [classic], [], []
+
+
+def _repository(references: Sequence[str]) -> str | None:
+    for reference in references:
+        try:
+            return ImageReference.parse(reference).name
+        except InputError:
+            continue
+    return None

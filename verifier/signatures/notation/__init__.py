@@ -1,0 +1,44 @@
+"""Notary Project (Notation) signatures: verified offline against trust stores and trusted identities.
+
+``verify_notation`` checks one JWS or COSE envelope found as an OCI referrer (artifact type
+:data:`ARTIFACT_TYPE`) of an artifact against a :class:`NotationTrust` (trust stores, trusted identities,
+registry scopes, verification level); ``sign_notation`` makes one (``trtguard sign --format notation``).
+What is and is not supported: docs/signatures.md, "Notary Project signatures".
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from verifier.signatures.notation._envelope import COSE_MEDIA_TYPE, JWS_MEDIA_TYPE, PAYLOAD_CONTENT_TYPE
+from verifier.signatures.notation.sign import sign_notation
+from verifier.signatures.notation.trust import (
+    Level,
+    NotationTrust,
+    StoreType,
+    TrustedIdentity,
+    load_certificates,
+)
+from verifier.signatures.notation.verify import NotationSignature, NotationVerified, verify_notation
+
+__all__ = [
+    "ARTIFACT_TYPE",
+    "COSE_MEDIA_TYPE",
+    "JWS_MEDIA_TYPE",
+    "PAYLOAD_CONTENT_TYPE",
+    "THUMBPRINT_ANNOTATION",
+    "Level",
+    "NotationSignature",
+    "NotationTrust",
+    "NotationVerified",
+    "StoreType",
+    "TrustedIdentity",
+    "load_certificates",
+    "sign_notation",
+    "verify_notation",
+]
+
+#: The OCI artifact type of a Notary Project signature manifest.
+ARTIFACT_TYPE: Final = "application/vnd.cncf.notary.signature"
+#: The signature manifest's annotation listing the chain's SHA-256 thumbprints (written by Notation).
+THUMBPRINT_ANNOTATION: Final = "io.cncf.notary.x509chain.thumbprint#S256"

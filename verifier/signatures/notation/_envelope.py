@@ -1,0 +1,346 @@
+"""Notary Project signature envelopes (JWS and COSE) read into one :class:`SignerInfo`, integrity checked.
+
+JWS (``application/jose+json``, flattened JSON serialization) is verified with jwcrypto; COSE_Sign1
+(``application/cose``) is decoded with cbor2 and its ``Sig_structure`` (RFC 9052 §4.4) verified with
+``cryptography`` (pycose cannot read these envelopes: docs/signatures.md). Either way, what generic libraries
+leave to the caller is checked here, as notation-core-go does:
+
+* the algorithm must be the one the signing key calls for (RSA-2048/3072/4096 → PS256/384/512, P-256/384/521
+  → ES256/384/512): an RSA-3072 certificate with a PS256 signature fails;
+* ``crit`` must list the signing scheme, and the expiry and authentic signing time when present; any other
+  critical header (a verification plugin, an extension) fails, since trtguard runs no plugins;
+* the signing scheme is ``notary.x509`` (with ``signingTime``) or ``notary.x509.signingAuthority`` (with
+  ``authenticSigningTime``, not ``signingTime``); the expiry, when present, is after the signing time;
+* the content type is the Notary payload, and the payload names one target artifact.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+import cbor2
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, utils
+from jwcrypto import jwk, jws
+from jwcrypto.common import JWException, JWSEHeaderParameter
+
+from verifier.errors import VerificationError
+
+__all__ = [
+    "AUTHENTIC_SIGNING_TIME",
+    "COSE_MEDIA_TYPE",
+    "EXPIRY",
+    "JWS_MEDIA_TYPE",
+    "PAYLOAD_CONTENT_TYPE",
+    "SCHEME_SIGNING_AUTHORITY",
+    "SCHEME_X509",
+    "SIGNING_SCHEME",
+    "SIGNING_TIME",
+    "TIMESTAMP_SIGNATURE",
+    "SignerInfo",
+    "algorithm_for",
+    "read_envelope",
+]
+
+JWS_MEDIA_TYPE: Final = "application/jose+json"
+COSE_MEDIA_TYPE: Final = "application/cose"
+PAYLOAD_CONTENT_TYPE: Final = "application/vnd.cncf.notary.payload.v1+json"
+SIGNING_SCHEME: Final = "io.cncf.notary.signingScheme"
+SIGNING_TIME: Final = "io.cncf.notary.signingTime"
+EXPIRY: Final = "io.cncf.notary.expiry"
+AUTHENTIC_SIGNING_TIME: Final = "io.cncf.notary.authenticSigningTime"
+TIMESTAMP_SIGNATURE: Final = "io.cncf.notary.timestampSignature"
+SCHEME_X509: Final = "notary.x509"
+SCHEME_SIGNING_AUTHORITY: Final = "notary.x509.signingAuthority"
+
+_NOTARY_HEADERS: Final = (SIGNING_SCHEME, SIGNING_TIME, EXPIRY, AUTHENTIC_SIGNING_TIME)
+_COSE_ALGORITHMS: Final = {-37: "PS256", -38: "PS384", -39: "PS512", -7: "ES256", -35: "ES384", -36: "ES512"}
+_HASHES: Final = {"256": hashes.SHA256(), "384": hashes.SHA384(), "512": hashes.SHA512()}
+_CURVES: Final = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
+_RSA_SIZES: Final = {2048: "PS256", 3072: "PS384", 4096: "PS512"}
+_BASE64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
+_COSE_ALG, _COSE_CRIT, _COSE_CONTENT_TYPE, _COSE_X5CHAIN = 1, 2, 3, 33
+# jwcrypto refuses critical headers it was not told about; these are the only ones trtguard understands.
+_JWS_REGISTRY: Final = {
+    name: JWSEHeaderParameter("Notary Project", True, True, None) for name in _NOTARY_HEADERS
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SignerInfo:
+    """What a verified envelope says (its signature over ``payload`` checked with the leaf's key)."""
+
+    media_type: str
+    algorithm: str  # "PS256", …
+    scheme: str
+    signing_time: datetime  # signingTime, or authenticSigningTime for the signing-authority scheme
+    expiry: datetime | None
+    payload: bytes
+    target_digest: str
+    certificates: tuple[x509.Certificate, ...]  # leaf first
+    signature: bytes
+    timestamp_token: bytes | None
+
+
+def algorithm_for(certificate: x509.Certificate) -> str:
+    """The only signature algorithm Notation allows for the certificate's key (``VerificationError`` else)."""
+    try:
+        key = certificate.public_key()
+    except ValueError as error:
+        raise VerificationError(f"the signing certificate's key is unusable ({error})") from error
+    if isinstance(key, rsa.RSAPublicKey) and key.key_size in _RSA_SIZES:
+        return _RSA_SIZES[key.key_size]
+    if isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name in _CURVES:
+        return _CURVES[key.curve.name]
+    raise VerificationError(
+        "the signing certificate's key is not RSA 2048/3072/4096 or ECDSA P-256/384/521, which the Notary "
+        "Project signature specification requires"
+    )
+
+
+def _time(value: Any, name: str) -> datetime:
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise VerificationError(f"{name} {value!r} is not an RFC 3339 time") from None
+    else:
+        raise VerificationError(f"{name} is not a time")
+    if moment.tzinfo is None:
+        raise VerificationError(f"{name} has no time zone")
+    return moment
+
+
+def _check_headers(
+    protected: Mapping[Any, Any], crit: Any, content_type: Any
+) -> tuple[str, datetime, datetime | None]:
+    """The signing scheme, (authentic) signing time and expiry, after the rules on ``crit`` and the scheme."""
+    if content_type != PAYLOAD_CONTENT_TYPE:
+        raise VerificationError(f"the content type is {content_type!r}, not {PAYLOAD_CONTENT_TYPE}")
+    if not isinstance(crit, list | tuple) or not crit:
+        raise VerificationError('the protected header has no "crit" list')
+    scheme = protected.get(SIGNING_SCHEME)
+    if scheme == SCHEME_X509:
+        if AUTHENTIC_SIGNING_TIME in protected:
+            raise VerificationError(f"{AUTHENTIC_SIGNING_TIME} must not be present for {SCHEME_X509}")
+        if SIGNING_TIME not in protected:
+            raise VerificationError(f"{SIGNING_TIME} is missing")
+        signing_time = _time(protected[SIGNING_TIME], SIGNING_TIME)
+    elif scheme == SCHEME_SIGNING_AUTHORITY:
+        if SIGNING_TIME in protected:
+            raise VerificationError(f"{SIGNING_TIME} must not be present for {SCHEME_SIGNING_AUTHORITY}")
+        if AUTHENTIC_SIGNING_TIME not in protected:
+            raise VerificationError(f"{AUTHENTIC_SIGNING_TIME} is missing for {SCHEME_SIGNING_AUTHORITY}")
+        signing_time = _time(protected[AUTHENTIC_SIGNING_TIME], AUTHENTIC_SIGNING_TIME)
+    else:
+        raise VerificationError(
+            f"signing scheme {scheme!r} is not {SCHEME_X509} or {SCHEME_SIGNING_AUTHORITY}"
+        )
+    expiry = _time(protected[EXPIRY], EXPIRY) if EXPIRY in protected else None
+    if expiry is not None and expiry <= signing_time:
+        raise VerificationError("the expiry is not after the signing time")
+    required = {SIGNING_SCHEME} | ({EXPIRY} if expiry is not None else set())
+    if scheme == SCHEME_SIGNING_AUTHORITY:
+        required.add(AUTHENTIC_SIGNING_TIME)
+    listed = set(crit)
+    if len(listed) != len(crit):
+        raise VerificationError('"crit" lists a header twice')
+    unmarked = sorted(required - listed)
+    if unmarked:
+        raise VerificationError(f"required headers are not marked critical: {', '.join(unmarked)}")
+    unknown = sorted(str(name) for name in listed - required)
+    if unknown:
+        raise VerificationError(
+            f"critical header(s) trtguard does not understand: {', '.join(unknown)} (verification plugins "
+            "and "
+            "extended critical attributes are not supported)"
+        )
+    return scheme, signing_time, expiry
+
+
+def _target(payload: bytes) -> str:
+    try:
+        document = json.loads(payload)
+        digest = document["targetArtifact"]["digest"]
+    except (ValueError, UnicodeDecodeError, TypeError, KeyError):
+        raise VerificationError("the payload is not a Notary payload with targetArtifact.digest") from None
+    if not isinstance(digest, str):
+        raise VerificationError("targetArtifact.digest is not a string")
+    return digest
+
+
+def _certificates(chain: Any) -> tuple[x509.Certificate, ...]:
+    if isinstance(chain, bytes):
+        chain = [chain]
+    if not isinstance(chain, list | tuple) or not chain or not all(isinstance(c, bytes) for c in chain):
+        raise VerificationError("the envelope carries no certificate chain")
+    try:
+        return tuple(x509.load_der_x509_certificate(der) for der in chain)
+    except ValueError as error:
+        raise VerificationError(f"a certificate of the envelope does not parse ({error})") from error
+
+
+def _b64(text: Any, what: str, *, url: bool) -> bytes:
+    if not isinstance(text, str):
+        raise VerificationError(f"{what} is not a string")
+    if url and _BASE64URL.fullmatch(text) is None:
+        # RFC 7515 base64url has no padding and no other characters; decoders that skip them would verify
+        # bytes other than the ones signed.
+        raise VerificationError(f"{what} is not unpadded base64url")
+    try:
+        if url:
+            return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise VerificationError(f"{what} is not base64") from None
+
+
+def _read_jws(data: bytes) -> SignerInfo:
+    try:
+        document = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise VerificationError("the JWS envelope is not JSON") from None
+    if not isinstance(document, dict) or set(document) != {"payload", "protected", "header", "signature"}:
+        raise VerificationError(
+            "the JWS envelope is not a flattened JSON serialization with an unprotected header"
+        )
+    for part in ("payload", "protected", "signature"):
+        _b64(document[part], f"the JWS {part}", url=True)
+    header = document["header"]
+    if not isinstance(header, dict):
+        raise VerificationError("the JWS unprotected header is not an object")
+    certificates = _certificates([_b64(c, "x5c", url=False) for c in header.get("x5c") or []])
+    try:
+        protected = json.loads(_b64(document["protected"], "the protected header", url=True))
+    except (ValueError, UnicodeDecodeError):
+        raise VerificationError("the JWS protected header is not JSON") from None
+    if not isinstance(protected, dict):
+        raise VerificationError("the JWS protected header is not an object")
+    if set(protected) & set(header):
+        raise VerificationError("a header is both protected and unprotected")
+    scheme, signing_time, expiry = _check_headers(protected, protected.get("crit"), protected.get("cty"))
+    algorithm = algorithm_for(certificates[0])
+    if protected.get("alg") != algorithm:
+        raise VerificationError(
+            f"the signature algorithm is {protected.get('alg')!r}, but the signing key calls for {algorithm}"
+        )
+    token = jws.JWS(header_registry=_JWS_REGISTRY)
+    try:
+        token.deserialize(data.decode())
+        token.verify(jwk.JWK.from_pyca(certificates[0].public_key()), alg=algorithm)
+    except (JWException, ValueError, TypeError) as error:
+        raise VerificationError(f"the JWS signature does not verify ({error})") from error
+    payload = token.payload
+    stamp = header.get(TIMESTAMP_SIGNATURE)
+    return SignerInfo(
+        media_type=JWS_MEDIA_TYPE,
+        algorithm=algorithm,
+        scheme=scheme,
+        signing_time=signing_time,
+        expiry=expiry,
+        payload=payload,
+        target_digest=_target(payload),
+        certificates=certificates,
+        signature=_b64(document["signature"], "the signature", url=True),
+        timestamp_token=_b64(stamp, TIMESTAMP_SIGNATURE, url=False) if stamp is not None else None,
+    )
+
+
+def _verify_raw(certificate: x509.Certificate, algorithm: str, signature: bytes, message: bytes) -> bool:
+    key = certificate.public_key()
+    digest = _HASHES[algorithm[2:]]
+    try:
+        if isinstance(key, rsa.RSAPublicKey):
+            salt = padding.PSS(mgf=padding.MGF1(digest), salt_length=digest.digest_size)
+            key.verify(signature, message, salt, digest)
+        elif isinstance(key, ec.EllipticCurvePublicKey):
+            size = (key.curve.key_size + 7) // 8
+            if len(signature) != 2 * size:
+                return False
+            r, s = int.from_bytes(signature[:size], "big"), int.from_bytes(signature[size:], "big")
+            key.verify(utils.encode_dss_signature(r, s), message, ec.ECDSA(digest))
+        else:
+            return False
+    except InvalidSignature:
+        return False
+    return True
+
+
+def _read_cose(data: bytes) -> SignerInfo:
+    try:
+        message = cbor2.loads(data)
+    except (cbor2.CBORDecodeError, ValueError, RecursionError):
+        raise VerificationError("the COSE envelope is not CBOR") from None
+    if not (isinstance(message, cbor2.CBORTag) and message.tag == 18):
+        raise VerificationError("the COSE envelope is not a tagged COSE_Sign1 message")
+    parts = message.value
+    if not (isinstance(parts, list | tuple) and len(parts) == 4):
+        raise VerificationError("the COSE_Sign1 message does not have four parts")
+    raw_protected, unprotected, payload, signature = parts
+    if not (isinstance(raw_protected, bytes) and isinstance(unprotected, Mapping)):
+        raise VerificationError("the COSE headers are malformed")
+    if not (isinstance(payload, bytes) and isinstance(signature, bytes)):
+        raise VerificationError(
+            "the COSE payload or signature is not a byte string (detached payloads are refused)"
+        )
+    try:
+        protected = cbor2.loads(raw_protected)
+    except (cbor2.CBORDecodeError, ValueError, RecursionError):
+        raise VerificationError("the COSE protected header is not CBOR") from None
+    if not isinstance(protected, dict):
+        raise VerificationError("the COSE protected header is not a map")
+    if set(protected) & set(unprotected):
+        raise VerificationError("a header is both protected and unprotected")
+    scheme, signing_time, expiry = _check_headers(
+        protected, protected.get(_COSE_CRIT), protected.get(_COSE_CONTENT_TYPE)
+    )
+    certificates = _certificates(unprotected.get(_COSE_X5CHAIN))
+    algorithm = algorithm_for(certificates[0])
+    if _COSE_ALGORITHMS.get(protected.get(_COSE_ALG)) != algorithm:  # type: ignore[arg-type]
+        raise VerificationError(
+            f"the signature algorithm is {protected.get(_COSE_ALG)!r}, but the signing key calls for "
+            f"{algorithm}"
+        )
+    to_be_signed = cbor2.dumps(["Signature1", raw_protected, b"", payload])
+    if not _verify_raw(certificates[0], algorithm, signature, to_be_signed):
+        raise VerificationError("the COSE signature does not verify")
+    stamp = unprotected.get(TIMESTAMP_SIGNATURE)
+    if stamp is not None and not isinstance(stamp, bytes):
+        raise VerificationError(f"{TIMESTAMP_SIGNATURE} is not a byte string")
+    return SignerInfo(
+        media_type=COSE_MEDIA_TYPE,
+        algorithm=algorithm,
+        scheme=scheme,
+        signing_time=signing_time,
+        expiry=expiry,
+        payload=payload,
+        target_digest=_target(payload),
+        certificates=certificates,
+        signature=signature,
+        timestamp_token=stamp,
+    )
+
+
+def read_envelope(data: bytes, media_type: str) -> SignerInfo:
+    """The envelope's signer information, its signature verified with its own leaf certificate.
+
+    Raises :class:`VerificationError` for anything malformed, unsupported or not verifying (integrity).
+    """
+    if media_type == JWS_MEDIA_TYPE:
+        return _read_jws(data)
+    if media_type == COSE_MEDIA_TYPE:
+        return _read_cose(data)
+    raise VerificationError(
+        f"signature envelope media type {media_type!r} is not {JWS_MEDIA_TYPE} or {COSE_MEDIA_TYPE}"
+    )
