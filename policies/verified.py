@@ -280,16 +280,11 @@ class VerifiedEvidence:
         *,
         scans: bool,
     ) -> tuple[VerifiedPredicate, ...]:
-        """Every attestation of ``predicate_type`` about the artifact signed by ``threshold`` of ``keys``
-        (at least one), its predicate read as an SBOM or scan when ``scans``.
-
-        A signed predicate that is not a document of its type is refused like a bad signature.
-        """
+        """Every attestation of ``predicate_type`` about the artifact signed by ``threshold`` of ``keys`` (at
+        least one), read as an SBOM or scan when ``scans`` (one that is not is refused like a bad one)."""
 
         async def compute() -> tuple[VerifiedPredicate, ...]:
             candidates = [a for a in (await fetch()).attestations if a.predicate_type == predicate_type]
-            if not candidates:
-                raise VerificationError(f"no attestation of type {predicate_type}")
             signers = self._policy_set.signers_for(keys)
             verified: list[VerifiedPredicate] = []
             reasons: list[str] = []
@@ -300,11 +295,10 @@ class VerifiedEvidence:
                     )
                 except TrtguardError as error:
                     reasons.append(error.message)
-            if not verified:
-                raise VerificationError(
-                    f"no attestation of type {predicate_type} signed by [{', '.join(keys)}]: {reasons[0]}"
-                )
-            return tuple(verified)
+            if verified:
+                return tuple(verified)
+            why = f" signed by [{', '.join(keys)}]: {reasons[0]}" if reasons else ""
+            raise VerificationError(f"no attestation of type {predicate_type}{why}")
 
         key = self._key("predicates", reference, predicate_type, tuple(keys), threshold, scans)
         return await self.predicates_cache.get_or_compute(key, compute)
@@ -474,21 +468,15 @@ def _verify_manifest(
 def _verify_predicate(
     copies: Sequence[Attestation], signers: Mapping[str, Signer], threshold: int, scans: bool
 ) -> VerifiedPredicate:
-    attestation = copies[0]
     names = signed_by(copies, signers)
     if len(names) < threshold:
-        raise VerificationError(
-            f"signed by {len(names)} of the {threshold} required distinct keys ([{', '.join(names)}])"
-        )
-    statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
-    scan = None
-    if scans:
-        try:
-            scan = read_scan(statement.predicate_type, statement.predicate, attestation.origin)
-        except InputError as error:
-            # Signed but unreadable is a definitive answer, cached like a bad signature.
-            raise VerificationError(f"the signed document is invalid: {error.message}") from error
-    return VerifiedPredicate(statement.predicate, scan, names, attestation.origin)
+        raise VerificationError(f"signed by {len(names)} of the {threshold} required distinct keys")
+    statement = statement_from_envelope(copies[0].envelope, location=copies[0].origin)
+    try:  # signed but unreadable is a definitive answer, cached like a bad signature
+        scan = read_scan(statement.predicate_type, statement.predicate, copies[0].origin) if scans else None
+    except InputError as error:
+        raise VerificationError(f"the signed document is invalid: {error.message}") from error
+    return VerifiedPredicate(statement.predicate, scan, names, copies[0].origin)
 
 
 def _verify_approval(copies: Sequence[Attestation], signers: Mapping[str, Signer]) -> VerifiedApproval:
