@@ -78,8 +78,9 @@ class EngineUse:
     reference: str
     """The raw reference, ``registry/repo@sha256:…`` for annotation entries."""
     path: str
-    """``metadata.annotations[trtguard.dev/engines][0]`` or ``spec.volumes[2].image.reference``."""
-    source: Literal["annotation", "volume"]
+    """``metadata.annotations[trtguard.dev/engines][0]``, ``spec.volumes[2].image.reference`` or a model
+    storage URI (``spec.predictor.model.storageUri``)."""
+    source: Literal["annotation", "volume", "uri"]
     containers: tuple[str, ...]
     """Containers that may run the engine: those the annotation names, or those mounting the volume and
     those sharing a volume with an init container that mounts it (it may hand them a copy)."""
@@ -123,6 +124,7 @@ class PodSpecReader:
         "_problems",
         "_spec",
         "_spec_path",
+        "_uris",
         "_volumes",
         "images",
     )
@@ -139,13 +141,13 @@ class PodSpecReader:
         self._mounts: dict[str, list[str]] = {}
         self._volumes: dict[str, _ImageVolume] = {}
         self._entries: list[_Entry] = []
+        self._uris: list[tuple[str, str, str]] = []
 
     def _problem(self, path: str, message: str) -> None:
         self._problems.append(Problem(path, message))
 
     def read_containers(self) -> None:
         spec, spec_path = self._spec, self._spec_path
-        main_names, all_names = self._main_containers, self._all_containers
         for key, field in _CONTAINER_LISTS:
             items = spec.get(key)
             list_path = f"{spec_path}.{key}"
@@ -159,29 +161,59 @@ class PodSpecReader:
             if not items and key == "containers":
                 self._problem(list_path, "the containers list is empty, so there is nothing to check")
             for index, container in enumerate(items):
-                path = f"{list_path}[{index}]"
-                if not isinstance(container, MAPPINGS):
-                    self._problem(path, f"a container must be an object, found {type_name(container)}")
-                    continue
-                name = container.get("name")
-                if not isinstance(name, str):
-                    name = None
-                else:
-                    all_names.add(name)
-                    if field == "container":
-                        main_names.append(name)
-                    elif field == "initContainer":
-                        self._init_containers.add(name)
-                image = container.get("image")
-                if isinstance(image, str) and image:
-                    self.images.append(ImageUse(image, f"{path}.image", field, name))
-                elif image is None or image == "":
-                    self._problem(f"{path}.image", "the container has no image")
-                else:
-                    self._problem(f"{path}.image", f"image must be a string, found {type_name(image)}")
-                mounts = container.get("volumeMounts")
-                if mounts is not None:
-                    self._read_mounts(mounts, f"{path}.volumeMounts", name)
+                self.read_container(container, f"{list_path}[{index}]", field)
+
+    def read_container(
+        self, container: Any, path: str, field: ImageField = "container", *, image_required: bool = True
+    ) -> None:
+        """Read one container object at ``path``; ``image_required=False`` where an operator fills in a
+        missing image (KServe's ``model``, KubeRay's ``autoscalerOptions``)."""
+        if not isinstance(container, MAPPINGS):
+            self._problem(path, f"a container must be an object, found {type_name(container)}")
+            return
+        name = container.get("name")
+        if not isinstance(name, str):
+            name = None
+        else:
+            self._all_containers.add(name)
+            if field == "container":
+                self._main_containers.append(name)
+            elif field == "initContainer":
+                self._init_containers.add(name)
+        image = container.get("image")
+        if isinstance(image, str) and image:
+            self.images.append(ImageUse(image, f"{path}.image", field, name))
+        elif image is None or image == "":
+            if image_required:
+                self._problem(f"{path}.image", "the container has no image")
+        else:
+            self._problem(f"{path}.image", f"image must be a string, found {type_name(image)}")
+        mounts = container.get("volumeMounts")
+        if mounts is not None:
+            self._read_mounts(mounts, f"{path}.volumeMounts", name)
+
+    def read_image_uri(self, uri: Any, path: str, name: str) -> None:
+        """Read a model storage URI; one with an OCI scheme names an image the Pod pulls.
+
+        KServe mounts ``oci+native://REF`` as an image volume of its model container and runs any other
+        ``oci://REF`` (``oci+modelcar://``, ``oci+fetch://``) as a container, so those are judged as
+        container images. Either way the URI names the model, so it is an engine candidate used by the
+        template's containers, like a mounted image volume. Other schemes (``s3://``, ``hf://``, …) are no
+        image.
+        """
+        if not isinstance(uri, str):
+            self._problem(path, f"a storage URI must be a string, found {type_name(uri)}")
+            return
+        scheme, separator, reference = uri.partition("://")
+        if not separator or not (scheme == "oci" or scheme.startswith("oci+")):
+            return
+        if not reference:
+            self._problem(path, "the OCI storage URI names no image")
+            return
+        self.images.append(
+            ImageUse(reference, path, "volume" if scheme == "oci+native" else "container", None)
+        )
+        self._uris.append((name, reference, path))
 
     def _read_mounts(self, mounts: Any, path: str, container: str | None) -> None:
         if not isinstance(mounts, list):
@@ -328,7 +360,11 @@ class PodSpecReader:
             for name, volume in self._volumes.items()
             if volume.named or name in self._mounts
         ]
-        return (*volume_uses, *annotation_uses)
+        uri_uses = [
+            EngineUse(name, reference, path, "uri", tuple(self._main_containers))
+            for name, reference, path in self._uris
+        ]
+        return (*volume_uses, *uri_uses, *annotation_uses)
 
     def _engine_users(self, volume: str) -> tuple[str, ...]:
         """The containers mounting ``volume``, then those sharing another volume with an init container
