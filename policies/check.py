@@ -32,7 +32,12 @@ from verifier.yamldoc import Document, decode, load_each_document
 _INPUT_SUFFIXES = (".yaml", ".yml", ".json")
 _MAX_INPUT = 256 * 1024 * 1024
 _PATH_TOKEN = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]")
-_TEMPLATE_ACTION = re.compile(r"\{\{-?\s*[-.$\w(\"/]")
+# Helm's actions: its objects (.Values, .Release, …), its functions and control words, `$` variables and the
+# trim marker. Other tools' placeholders ({{args.x}} of Argo, {{.Name}} of KServe) are not Helm's.
+_TEMPLATE_ACTION = re.compile(
+    r"\{\{-?\s*(?:-|\$|\.(?:Values|Release|Chart|Capabilities|Files|Template)\b|"
+    r"(?:include|template|toYaml|tpl|if|else|end|range|with|define|required|default)\b)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,12 +228,14 @@ def read_resources(
 
 
 def _unrendered(error: InputError, text: str) -> InputError:
-    """``error`` said plainly when the input holds Go template actions: a chart template, not a manifest."""
-    if _TEMPLATE_ACTION.search(text) is None:
+    """``error`` said plainly when the input holds Helm template actions: a chart template, not a manifest."""
+    found = _TEMPLATE_ACTION.search(text)
+    if found is None:
         return error
+    line = text.count("\n", 0, found.start()) + 1
     return InputError(
-        f"this looks like an unrendered Helm template (it holds {{{{ … }}}} actions), so it is not YAML yet: "
-        f"{error.message}",
+        f"this looks like an unrendered Helm template (line {line} holds a {{{{ … }}}} action), so it is not "
+        f"YAML yet: {error.message}",
         location=error.location,
         hint="run helm template first and check its output: helm template RELEASE CHART | trtguard check … -",
     )

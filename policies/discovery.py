@@ -11,6 +11,7 @@ and a status lists the images that ran, not those asked for.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -21,6 +22,7 @@ from policies.podspec import MAPPINGS, ImageUse
 __all__ = ["FoundPodSpec", "find_images", "find_pod_specs"]
 
 _SKIPPED_AT_TOP: Final = frozenset({"metadata", "status"})
+_OCI_URI: Final = re.compile(r"oci(?:\+[a-z]+)?://(\S+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +72,14 @@ def find_pod_specs(obj: Mapping[str, Any]) -> list[FoundPodSpec]:
 
 
 def find_images(obj: Mapping[str, Any]) -> list[ImageUse]:
-    """Every image under ``obj``: ``image`` strings (as containers) and ``image.reference`` strings (as image
-    volumes), with their paths; the name is the enclosing object's ``name`` where it has one."""
+    """Every image under ``obj``: ``image`` strings (as containers), ``image.reference`` strings (as image
+    volumes) and OCI URIs (``oci://REF``, ``oci+MODE://REF``: model storage an operator pulls, as
+    containers), with their paths; the name is the enclosing object's ``name`` where it has one."""
     images: list[ImageUse] = []
     for path, value, parent in _walk(obj):
+        if isinstance(value, str) and (found := _OCI_URI.fullmatch(value)) is not None:
+            images.append(ImageUse(found.group(1), path, "container", None))
+            continue
         if not (path == "image" or path.endswith(".image")) or not isinstance(parent, MAPPINGS):
             continue
         name = parent.get("name")

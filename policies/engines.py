@@ -114,7 +114,7 @@ async def sort_engines(
 async def _is_engine(
     run: Evaluation, patterns: tuple[ImagePattern, ...], use: EngineUse
 ) -> bool | EvidenceUnavailable:
-    if use.source == "annotation":
+    if use.declared:
         return True
     ref = run.reference(use.reference)
     if not isinstance(ref, ImageReference) or matches_any(patterns, ref):

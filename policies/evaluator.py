@@ -28,7 +28,7 @@ from policies.rules.evaluation import AdmissionHistory, Evaluation
 from policies.rules.findings import Findings, unavailable, violation
 from policies.schema import ModelsRule
 from policies.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
-from policies.workload import Unjudged, Workload, changed_since, extract
+from policies.workload import Unjudged, Workload, changed_since, extract, unknown_kind
 from verifier.deadline import Deadline
 from verifier.errors import InputError, TrtguardError
 from verifier.evidence import EvidenceSource
@@ -111,7 +111,8 @@ class PolicyEngine:
         notes = list(workload.notes)
         if not workload.known_kind:
             version = workload.api_version or "no apiVersion"
-            what = f"{workload.kind} ({version}) is not a workload kind trtguard knows"
+            why = unknown_kind(self.policy_set.kinds, workload.api_version, workload.kind)
+            what = f"{workload.kind} ({version}): {why}"
             if unknown_kinds == "report":
                 count = len(workload.images)
                 return Decision(
@@ -121,7 +122,9 @@ class PolicyEngine:
                     self.revision,
                     images=tuple(ArtifactRecord(use.reference, None, use.path) for use in workload.images),
                     unjudged=f"{what}: the {count} image{'s' if count != 1 else ''} it names "
-                    f"{'were' if count != 1 else 'was'} not checked (define it with a WorkloadKind document)",
+                    f"{'were' if count != 1 else 'was'} not checked (define it with a WorkloadKind document)"
+                    if count
+                    else f"{what} and names no container image",
                 )
             notes.append(f"{what}: its images were found by searching the whole object")
         judged, previous = workload, None

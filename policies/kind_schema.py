@@ -31,6 +31,11 @@ class WorkloadKindSpec(_Model):
         pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$",
         description="its plural resource name, as the webhook's rules name it (e.g. inferencejobs)",
     )
+    versions: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="the API versions these paths hold for (e.g. [v1, v1beta1]); absent = every version",
+    )
     pod_templates: list[str] = Field(
         default_factory=list, description=f"PodTemplateSpecs (metadata and spec); {_PATTERNS}"
     )

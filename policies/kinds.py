@@ -58,6 +58,7 @@ class Template:
 
     ``object_annotations``: the object's own ``metadata.annotations`` reach these Pods too (the built-in
     controllers' convention, and KServe's, which copies an InferenceService's annotations to its Pods).
+    ``containers_required``: a pod spec without ``containers`` is a problem (KServe's may leave it out).
     """
 
     path: PathPattern
@@ -66,6 +67,7 @@ class Template:
     containers: tuple[PathPattern, ...] = ()
     image_uris: tuple[PathPattern, ...] = ()
     object_annotations: bool = False
+    containers_required: bool = True
 
     @property
     def pod_spec(self) -> str:
@@ -90,6 +92,7 @@ def template(
     containers: Iterable[str] = (),
     image_uris: Iterable[str] = (),
     object_annotations: bool = False,
+    containers_required: bool = True,
 ) -> Template:
     """A :class:`Template` from pattern texts (raises :class:`~policies.paths.PathError`)."""
     return Template(
@@ -99,6 +102,7 @@ def template(
         tuple(PathPattern.parse(text) for text in containers),
         tuple(PathPattern.parse(text) for text in image_uris),
         object_annotations,
+        containers_required,
     )
 
 
@@ -106,17 +110,18 @@ def template(
 class KindDefinition:
     """A workload kind: its group, kind and plural resource name, and where its Pods are described.
 
-    ``delegates`` are fields that, present in an object with none of its templates, mean that its Pods are
-    described by another object, which trtguard checks on its own (an Argo Rollout's ``workloadRef``).
-    ``versions`` and ``source`` say which API versions the paths hold for and what they were checked
-    against; ``origin`` is ``builtin``, ``shipped`` or the ``WorkloadKind`` document that defined it.
+    ``versions`` are the API versions the paths hold for (empty: every version; an object of another
+    version is of a kind trtguard does not know). ``delegates`` are fields that, present in an object with
+    none of its templates, mean that its Pods are described by another object, which trtguard checks on its
+    own (an Argo Rollout's ``workloadRef``). ``source`` says what the paths were checked against; ``origin``
+    is ``builtin``, ``shipped`` or the ``WorkloadKind`` document that defined it.
     """
 
     group: str
     kind: str
     resource: str
     templates: tuple[Template, ...]
-    versions: str
+    versions: tuple[str, ...]
     source: str
     origin: str = "shipped"
     delegates: tuple[str, ...] = ()
@@ -134,8 +139,9 @@ class KindDefinition:
 
     @property
     def single_template(self) -> bool:
-        """One template at a fixed path: a missing one makes the object unreadable, as with the built-ins."""
-        return len(self.templates) == 1 and not self.templates[0].path.has_wildcard
+        """One template at a fixed path, which no other object may stand in for: a missing one makes the
+        object unreadable, and the message names the first key missing (as for the built-in kinds)."""
+        return len(self.templates) == 1 and not self.templates[0].path.has_wildcard and not self.delegates
 
 
 def _builtin(
@@ -146,7 +152,7 @@ def _builtin(
         kind,
         resource,
         (template(path, shape, object_annotations=True),),
-        versions="every served version",
+        versions=(),
         source="Kubernetes API reference",
         origin="builtin",
     )
@@ -219,13 +225,23 @@ class KindRegistry:
     def __iter__(self) -> Iterator[KindDefinition]:
         return iter(self.definitions)
 
-    def get(self, group: str | None, kind: str) -> KindDefinition | None:
-        """The definition of ``kind`` in ``group``; with ``group`` None (an object without ``apiVersion``),
-        the built-in Kubernetes kind of that name."""
+    def get(self, group: str | None, kind: str, version: str | None = None) -> KindDefinition | None:
+        """The definition of ``kind`` in ``group`` at ``version`` (None: any version it is defined for); with
+        ``group`` None (an object without ``apiVersion``), the built-in Kubernetes kind of that name."""
         if group is None:
             builtin = _BUILTIN_BY_KIND.get(kind)
             return builtin[0] if builtin else None
-        return self._by_group_kind.get((group, kind))
+        definition = self._by_group_kind.get((group, kind))
+        if definition is None or version is None or not definition.versions:
+            return definition
+        return definition if version in definition.versions else None
+
+    def of_api_version(self, api_version: str, kind: str) -> KindDefinition | None:
+        """The definition for an object's ``apiVersion`` and ``kind`` (none: the built-in kind)."""
+        if not api_version:
+            return self.get(None, kind)
+        group, _, version = api_version.rpartition("/")
+        return self.get(group, kind, version)
 
     def resolve(self, name: str) -> frozenset[GroupKind]:
         """The kinds a policy's ``match.kinds`` entry names; raises ValueError for an unknown one.

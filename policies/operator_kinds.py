@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Final
 
-from policies.kinds import BUILTIN_KINDS, KindDefinition, KindRegistry, template
+from policies.kinds import BUILTIN_KINDS, KindDefinition, KindRegistry, Template, template
 
 __all__ = ["DEFAULT_KINDS", "OPERATOR_KINDS"]
 
 _KSERVE = "kserve/kserve@aaac4e29 config/crd/full/serving.kserve.io_{}.yaml"
 _KUBERAY = "ray-project/kuberay@feeaf72f ray-operator/config/crd/bases/ray.io_{}.yaml"
+_VOLCANO = "volcano-sh/volcano@ed72c7c8 config/crd/volcano/bases/batch.volcano.sh_{}.yaml"
 _TRAINING = "kubeflow/training-operator@078ec30f (release-1.9) manifests/base/crds/kubeflow.org_{}.yaml"
 
 #: KServe's model-serving containers: the predictor's ``model`` and the framework shorthands, each one
@@ -38,7 +39,7 @@ _KSERVE_MODELS: Final = (
 _KSERVE_URIS: Final = (*(f"{m}.storageUri" for m in _KSERVE_MODELS), "storageUris[*].uri")
 
 
-def _predictor(path: str, *, object_annotations: bool) -> tuple:  # type: ignore[type-arg]
+def _predictor(path: str, *, object_annotations: bool) -> tuple[Template, ...]:
     return (
         template(
             path,
@@ -47,12 +48,14 @@ def _predictor(path: str, *, object_annotations: bool) -> tuple:  # type: ignore
             containers=_KSERVE_MODELS,
             image_uris=_KSERVE_URIS,
             object_annotations=object_annotations,
+            containers_required=False,
         ),
-        template(f"{path}.workerSpec", "podSpec"),
+        # Merged by KServe with the ServingRuntime's workerSpec, so it may name no container.
+        template(f"{path}.workerSpec", "podSpec", containers_required=False),
     )
 
 
-def _ray_cluster(prefix: str) -> tuple:  # type: ignore[type-arg]
+def _ray_cluster(prefix: str) -> tuple[Template, ...]:
     return (
         template(f"{prefix}.headGroupSpec.template"),
         template(f"{prefix}.workerGroupSpecs[*].template"),
@@ -68,8 +71,11 @@ def _serving_runtime(kind: str, resource: str, *, namespaced: bool) -> KindDefin
         "serving.kserve.io",
         kind,
         resource,
-        (template("spec", "podSpec", annotations="annotations"), template("spec.workerSpec", "podSpec")),
-        versions="v1alpha1",
+        (
+            template("spec", "podSpec", annotations="annotations"),
+            template("spec.workerSpec", "podSpec", containers_required=False),
+        ),
+        versions=("v1alpha1",),
         source=_KSERVE.format(resource),
         namespaced=namespaced,
     )
@@ -93,9 +99,10 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
                 annotations="annotations",
                 containers=("art",),
                 image_uris=("art.storageUri", "storageUris[*].uri"),
+                containers_required=False,
             ),
         ),
-        versions="v1beta1",
+        versions=("v1beta1",),
         source=_KSERVE.format("inferenceservices"),
     ),
     _serving_runtime("ServingRuntime", "servingruntimes", namespaced=True),
@@ -105,7 +112,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "RayCluster",
         "rayclusters",
         _ray_cluster("spec"),
-        versions="v1 (v1alpha1: the same paths, without historyServerOptions)",
+        versions=("v1", "v1alpha1"),  # v1alpha1 has no historyServerOptions
         source=_KUBERAY.format("rayclusters"),
     ),
     KindDefinition(
@@ -113,7 +120,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "RayService",
         "rayservices",
         _ray_cluster("spec.rayClusterConfig"),
-        versions="v1 (v1alpha1: the same paths, without historyServerOptions)",
+        versions=("v1", "v1alpha1"),  # v1alpha1 has no historyServerOptions
         source=_KUBERAY.format("rayservices"),
     ),
     KindDefinition(
@@ -121,7 +128,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "RayJob",
         "rayjobs",
         (*_ray_cluster("spec.rayClusterSpec"), template("spec.submitterPodTemplate")),
-        versions="v1 (v1alpha1: the same paths, without historyServerOptions)",
+        versions=("v1", "v1alpha1"),  # v1alpha1 has no historyServerOptions
         source=_KUBERAY.format("rayjobs"),
         # A RayJob may run on an existing RayCluster (checked on its own) with KubeRay's default submitter.
         delegates=("spec.clusterSelector",),
@@ -131,7 +138,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "RayCronJob",
         "raycronjobs",
         (*_ray_cluster("spec.jobTemplate.rayClusterSpec"), template("spec.jobTemplate.submitterPodTemplate")),
-        versions="v1",
+        versions=("v1",),
         source=_KUBERAY.format("raycronjobs"),
         delegates=("spec.jobTemplate.clusterSelector",),
     ),
@@ -143,7 +150,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
             template("spec.leaderWorkerTemplate.leaderTemplate"),
             template("spec.leaderWorkerTemplate.workerTemplate"),
         ),
-        versions="v1",
+        versions=("v1",),
         source="kubernetes-sigs/lws@060ab4da config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
     ),
     KindDefinition(
@@ -151,7 +158,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "Rollout",
         "rollouts",
         (template("spec.template"),),
-        versions="v1alpha1",
+        versions=("v1alpha1",),
         source="argoproj/argo-rollouts@9f8d111d manifests/crds/rollout-crd.yaml",
         # A Rollout may take its pod template from a Deployment, which is checked on its own.
         delegates=("spec.workloadRef",),
@@ -161,7 +168,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "MPIJob",
         "mpijobs",
         (template("spec.mpiReplicaSpecs.*.template"),),
-        versions="v2beta1 (mpi-operator) and v1 (training-operator): the same paths",
+        versions=("v2beta1", "v1"),  # mpi-operator and training-operator
         source="kubeflow/mpi-operator@caa3c47f manifests/base/kubeflow.org_mpijobs.yaml; "
         + _TRAINING.format("mpijobs"),
     ),
@@ -170,7 +177,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "PyTorchJob",
         "pytorchjobs",
         (template("spec.pytorchReplicaSpecs.*.template"),),
-        versions="v1",
+        versions=("v1",),
         source=_TRAINING.format("pytorchjobs"),
     ),
     KindDefinition(
@@ -178,7 +185,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "TFJob",
         "tfjobs",
         (template("spec.tfReplicaSpecs.*.template"),),
-        versions="v1",
+        versions=("v1",),
         source=_TRAINING.format("tfjobs"),
     ),
     KindDefinition(
@@ -186,7 +193,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "Notebook",
         "notebooks",
         (template("spec.template"),),
-        versions="v1, v1beta1 and v1alpha1: the same paths",
+        versions=("v1", "v1beta1", "v1alpha1"),
         source="kubeflow/kubeflow@6dbe5161 "
         "components/notebook-controller/config/crd/bases/kubeflow.org_notebooks.yaml",
     ),
@@ -195,8 +202,16 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "Job",
         "jobs",
         (template("spec.tasks[*].template"),),
-        versions="v1alpha1",
-        source="volcano-sh/volcano@ed72c7c8 config/crd/volcano/bases/batch.volcano.sh_jobs.yaml",
+        versions=("v1alpha1",),
+        source=_VOLCANO.format("jobs"),
+    ),
+    KindDefinition(
+        "batch.volcano.sh",
+        "CronJob",
+        "cronjobs",
+        (template("spec.jobTemplate.spec.tasks[*].template"),),
+        versions=("v1alpha1",),
+        source=_VOLCANO.format("cronjobs"),
     ),
 )
 

@@ -84,6 +84,8 @@ class EngineUse:
     containers: tuple[str, ...]
     """Containers that may run the engine: those the annotation names, or those mounting the volume and
     those sharing a volume with an init container that mounts it (it may hand them a copy)."""
+    declared: bool = False
+    """The ``trtguard.dev/engines`` annotation names it: an engine whatever a policy's ``models.engines``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +128,7 @@ class PodSpecReader:
         "_spec_path",
         "_uris",
         "_volumes",
+        "defaulted",
         "images",
     )
 
@@ -134,6 +137,8 @@ class PodSpecReader:
         self._spec_path = spec_path
         self._problems = problems
         self.images: list[ImageUse] = []
+        #: Containers whose image the operator fills in (``image_required=False`` and none given).
+        self.defaulted: list[str] = []
         # `containers` are the default users of an annotation engine; any container may be named explicitly.
         self._main_containers: list[str] = []
         self._init_containers: set[str] = set()
@@ -146,13 +151,15 @@ class PodSpecReader:
     def _problem(self, path: str, message: str) -> None:
         self._problems.append(Problem(path, message))
 
-    def read_containers(self) -> None:
+    def read_containers(self, *, required: bool = True) -> None:
+        """Read every container list; ``required=False`` where a pod spec may leave ``containers`` out
+        (KServe's predictor, whose model server is a single container object of its own)."""
         spec, spec_path = self._spec, self._spec_path
         for key, field in _CONTAINER_LISTS:
             items = spec.get(key)
             list_path = f"{spec_path}.{key}"
             if items is None:
-                if key == "containers":
+                if key == "containers" and required:
                     self._problem(list_path, "the pod spec has no containers, so there is nothing to check")
                 continue
             if not isinstance(items, list):
@@ -186,6 +193,8 @@ class PodSpecReader:
         elif image is None or image == "":
             if image_required:
                 self._problem(f"{path}.image", "the container has no image")
+            else:
+                self.defaulted.append(path)
         else:
             self._problem(f"{path}.image", f"image must be a string, found {type_name(image)}")
         mounts = container.get("volumeMounts")
@@ -354,9 +363,11 @@ class PodSpecReader:
                     )
                 continue
             containers = (entry.container,) if entry.container is not None else tuple(self._main_containers)
-            annotation_uses.append(EngineUse(entry.name, entry.ref, entry.path, "annotation", containers))
+            annotation_uses.append(
+                EngineUse(entry.name, entry.ref, entry.path, "annotation", containers, True)
+            )
         volume_uses = [
-            EngineUse(name, volume.reference, volume.path, "volume", self._engine_users(name))
+            EngineUse(name, volume.reference, volume.path, "volume", self._engine_users(name), volume.named)
             for name, volume in self._volumes.items()
             if volume.named or name in self._mounts
         ]

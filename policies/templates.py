@@ -41,6 +41,7 @@ class PodTemplates:
         self.images: list[ImageUse] = []
         self.engines: list[EngineUse] = []
         self.spec_paths: list[str] = []
+        self.defaulted: list[str] = []
         self.object_annotations_read = False
 
     def read(self, definition: KindDefinition) -> None:
@@ -101,7 +102,7 @@ class PodTemplates:
             annotations_path = child(root_path, template.annotations)
             template_annotations = string_map(root.get(template.annotations), annotations_path, self.problems)
         reader = PodSpecReader(spec, spec_path, self.problems)
-        reader.read_containers()
+        reader.read_containers(required=template.containers_required)
         for pattern in template.containers:
             for path, container in pattern.expand(spec, spec_path):
                 reader.read_container(container, path, image_required=False)
@@ -119,6 +120,7 @@ class PodTemplates:
     def _finish(self, reader: PodSpecReader, spec_path: str) -> None:
         self.engines += reader.engines()  # before the problems are frozen: resolving engines can add some
         self.images += reader.images
+        self.defaulted += reader.defaulted
         self.spec_paths.append(spec_path)
 
     def discover(self) -> None:

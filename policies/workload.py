@@ -37,6 +37,7 @@ __all__ = [
     "changed_since",
     "extract",
     "iter_resources",
+    "unknown_kind",
 ]
 
 # A List inside a List inside … is legal but never needed; the bound keeps hostile input from recursing deep.
@@ -158,7 +159,7 @@ def extract(
     the_kind = _kind(obj, kind)
     api_version = obj.get("apiVersion")
     api_version = api_version if isinstance(api_version, str) else ""
-    definition = kinds.get(group_of(api_version) if api_version else None, the_kind)
+    definition = kinds.of_api_version(api_version, the_kind)
 
     problems: list[Problem] = []
     metadata = mapping_field(obj.get("metadata"), "metadata", problems)
@@ -171,27 +172,14 @@ def extract(
         pods.discover()
     else:
         pods.read(definition)
-    if not pods.spec_paths:
-        if definition is None and not pods.images and not problems:
-            return Unjudged(
-                the_kind,
-                api_version,
-                the_namespace,
-                name,
-                "it is not a workload kind trtguard knows and names no container image",
-            )
-        if definition is not None:
-            delegate = next((f for f in definition.delegates if _present(obj, f)), None)
-            if delegate is None:
-                raise _no_template(definition)
-            return Unjudged(
-                the_kind,
-                api_version,
-                the_namespace,
-                name,
-                f"its Pods come from the object {delegate} names (checked on its own)",
-            )
-    notes = pods.strays(definition)
+    notes = list(pods.strays(definition))
+    reason = _nothing_to_judge(obj, definition, pods, problems)
+    if reason is not None:
+        if definition is None:
+            reason = f"{unknown_kind(kinds, api_version, the_kind)} and {reason}"
+        return Unjudged(the_kind, api_version, the_namespace, name, reason)
+    if pods.defaulted and definition is not None:
+        notes.append(f"the operator fills in the image of {', '.join(pods.defaulted)}; it is not named here")
     return Workload(
         kind=the_kind,
         api_version=api_version,
@@ -206,8 +194,16 @@ def extract(
         obj=obj,
         group=group_of(api_version) if api_version else (definition.group if definition else ""),
         known_kind=definition is not None,
-        notes=notes,
+        notes=tuple(notes),
     )
+
+
+def unknown_kind(kinds: KindRegistry, api_version: str, kind: str) -> str:
+    """Why ``kinds`` has no definition for an object: the kind, or only this version of it, is unknown."""
+    known = kinds.get(group_of(api_version), kind)
+    if known is not None and api_version:
+        return f"trtguard knows {known.name} only at {', '.join(known.versions)}, not {api_version}"
+    return "it is not a workload kind trtguard knows"
 
 
 def _kind(obj: Mapping[str, Any], kind: str | None) -> str:
@@ -232,6 +228,28 @@ def _kind(obj: Mapping[str, Any], kind: str | None) -> str:
             hint="every Kubernetes object needs apiVersion and kind",
         )
     return the_kind
+
+
+def _nothing_to_judge(
+    obj: Mapping[str, Any], definition: KindDefinition | None, pods: PodTemplates, problems: list[Problem]
+) -> str | None:
+    """Why an object has nothing to judge, or None; an :class:`InputError` for a kind's object that has
+    none of its templates and says of no other object that it describes its Pods."""
+    if pods.images or pods.engines:
+        return None
+    if definition is None:
+        return None if problems else "names no container image"
+    if not pods.spec_paths:
+        delegate = next((f for f in definition.delegates if _present(obj, f)), None)
+        if delegate is None:
+            raise _no_template(definition)
+        return f"its Pods come from the object {delegate} names (checked on its own)"
+    if pods.defaulted and not problems:
+        return (
+            f"it names no image: the operator fills in the image of {', '.join(pods.defaulted)} from its "
+            "own configuration (a KServe ServingRuntime, …), which is checked where it is defined"
+        )
+    return None
 
 
 def _present(obj: Mapping[str, Any], path: str) -> bool:

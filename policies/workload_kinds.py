@@ -38,7 +38,7 @@ def _definition(doc: WorkloadKindDocument, where: str) -> KindDefinition:
             *(template(path, "podSpec", object_annotations=single) for path in spec.pod_specs),
             *(template(path, "container") for path in spec.containers),
         ),
-        versions="every version (a WorkloadKind names no version)",
+        versions=tuple(spec.versions or ()),
         source=f"WorkloadKind {doc.metadata.name} ({where})",
         origin=where,
     )

@@ -220,11 +220,8 @@ class Reviewer:
         if decision.unjudged is not None:
             return _not_a_workload(decision.unjudged)
         verdict = _from_decision(decision, "PolicyViolation")
-        if engine.policy_set.kinds.get(request.kind.group, request.kind.kind) is None:
-            warning = (
-                f"trtguard does not know {request.kind}: the images found in the whole object were judged; "
-                "define the kind with a WorkloadKind document"
-            )
+        if engine.policy_set.kinds.get(request.kind.group, request.kind.kind, request.kind.version) is None:
+            warning = f"trtguard does not know {request.kind}; it judged the images found in the whole object"
             verdict = replace(verdict, warnings=(warning, *verdict.warnings))
         return verdict
 
@@ -313,7 +310,9 @@ class Reviewer:
     ) -> None:
         decision = "allow" if verdict.allowed else "deny"
         loaded = self.policies.current
-        known = loaded is not None and loaded.policy_set.kinds.get(request.kind.group, request.kind.kind)
+        known = loaded is not None and loaded.policy_set.kinds.get(
+            request.kind.group, request.kind.kind, request.kind.version
+        )
         kind = request.kind.kind if known else "other"
         # A malformed request may carry any operation: labels stay a fixed set.
         operation = request.operation if request.operation in OPERATIONS else "other"

@@ -518,6 +518,7 @@ def test_pod_with_image_volumes_and_annotation(data_dir: Path) -> None:
             f"metadata.annotations[{ENGINES_ANNOTATION}][0]",
             "annotation",
             ("triton",),
+            declared=True,
         ),
     )
     assert workload.problems == ()
@@ -546,6 +547,7 @@ def test_cronjob_merges_template_and_object_annotations(data_dir: Path) -> None:
             f"{spec}.volumes[0].image.reference",
             "volume",
             (),
+            declared=True,
         ),
         # template entries first; the object's identical "ranker" entry counts once
         EngineUse(
@@ -554,6 +556,7 @@ def test_cronjob_merges_template_and_object_annotations(data_dir: Path) -> None:
             f"{template_annotation}[0]",
             "annotation",
             ("infer", "uploader"),
+            declared=True,
         ),
         EngineUse(
             "ranker",
@@ -561,6 +564,7 @@ def test_cronjob_merges_template_and_object_annotations(data_dir: Path) -> None:
             f"{template_annotation}[1]",
             "annotation",
             ("infer", "uploader"),
+            declared=True,
         ),
     )
     assert workload.problems == ()
@@ -1091,10 +1095,12 @@ def test_annotation_engine_rules() -> None:
     annotation = f"metadata.annotations[{ENGINES_ANNOTATION}]"
     assert workload.engines == (
         # mounted only by an init container; also named (with its own ref) by the annotation: one engine
-        EngineUse("model", VOLUME_REF, "spec.volumes[0].image.reference", "volume", ("fetch",)),
+        EngineUse(
+            "model", VOLUME_REF, "spec.volumes[0].image.reference", "volume", ("fetch",), declared=True
+        ),
         # without `container`: every entry of `containers`, not init or ephemeral containers
-        EngineUse("a", ENGINE_REF, f"{annotation}[0]", "annotation", ("app", "gpu")),
-        EngineUse("b", ENGINE_REF, f"{annotation}[1]", "annotation", ("fetch",)),
+        EngineUse("a", ENGINE_REF, f"{annotation}[0]", "annotation", ("app", "gpu"), declared=True),
+        EngineUse("b", ENGINE_REF, f"{annotation}[1]", "annotation", ("fetch",), declared=True),
     )
     assert workload.problems == ()
 
