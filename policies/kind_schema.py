@@ -6,15 +6,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from policies.paths import PathError, PathPattern
 from policies.schema import Metadata, _Model
 
-__all__ = ["BUILTIN_GROUPS", "WorkloadKindDocument", "WorkloadKindSpec"]
+__all__ = ["WorkloadKindDocument", "WorkloadKindSpec"]
 
-#: API groups of the built-in Kubernetes kinds, whose paths are fixed (policies.kinds.BUILTIN_KINDS).
-BUILTIN_GROUPS = frozenset({"", "apps", "batch", "extensions"})
 _PATTERNS = "path patterns: keys joined by dots, [*] for every item of a list, * for every value of a map"
 
 
@@ -23,14 +21,10 @@ class WorkloadKindSpec(_Model):
 
     group: str = Field(
         pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$",
-        description="the custom resource's API group, e.g. example.com",
+        description="the custom resource's API group, e.g. example.com (the built-in kinds' groups, which "
+        "have no dot, are fixed)",
     )
     kind: str = Field(pattern=r"^[A-Z][A-Za-z0-9]*$", description="the custom resource's kind")
-    resource: str | None = Field(
-        default=None,
-        pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$",
-        description="its plural resource name, as the webhook's rules name it (e.g. inferencejobs)",
-    )
     versions: list[str] | None = Field(
         default=None,
         min_length=1,
@@ -41,15 +35,6 @@ class WorkloadKindSpec(_Model):
     )
     pod_specs: list[str] = Field(default_factory=list, description=f"PodSpecs; {_PATTERNS}")
     containers: list[str] = Field(default_factory=list, description=f"single container objects; {_PATTERNS}")
-
-    @field_validator("group")
-    @classmethod
-    def _not_builtin(cls, group: str) -> str:
-        if group in BUILTIN_GROUPS:
-            raise ValueError(
-                f"the built-in kinds of group {group!r} are fixed; a WorkloadKind is for custom resources"
-            )
-        return group
 
     @model_validator(mode="after")
     def _paths(self) -> WorkloadKindSpec:

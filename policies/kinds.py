@@ -108,7 +108,8 @@ def template(
 
 @dataclass(frozen=True, slots=True)
 class KindDefinition:
-    """A workload kind: its group, kind and plural resource name, and where its Pods are described.
+    """A workload kind: its group, kind and plural resource name (empty for a ``WorkloadKind``), and where
+    its Pods are described.
 
     ``versions`` are the API versions the paths hold for (empty: every version; an object of another
     version is of a kind trtguard does not know). ``delegates`` are fields that, present in an object with

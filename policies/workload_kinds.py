@@ -32,7 +32,7 @@ def _definition(doc: WorkloadKindDocument, where: str) -> KindDefinition:
     return KindDefinition(
         spec.group,
         spec.kind,
-        spec.resource or f"{spec.kind.lower()}s",
+        "",  # the webhook's rules name the resource: the chart's webhook.extraRules
         (
             *(template(path) for path in spec.pod_templates),
             *(template(path, "podSpec", object_annotations=single) for path in spec.pod_specs),
