@@ -65,6 +65,8 @@ def _table(report: CheckReport) -> str:
             lines.append(
                 f"  {marker} {violation.policy}/{violation.rule}" + (f"  {subject}" if subject else "")
             )
+            if violation.path:
+                lines.append(f"      at {violation.path}")
             lines.append(f"      {violation.message}")
             lines.append(f"      fix: {violation.fix}")
         lines += [f"  note: {note}" for note in decision.notes]
