@@ -301,7 +301,12 @@ async def _judge_engine(
         found.add(
             "models.reference",
             "engine reference is not pinned by digest",
-            f"refer to the engine as {ref.name}@sha256:<digest> (printed by `trtguard push-engine`)",
+            f"refer to the engine as {ref.name}@sha256:<digest> (printed by `trtguard push-engine`)"
+            + (
+                "; an image volume that holds no engine: list the engine repositories in models.engines"
+                if use.source != "annotation" and models.engines is None
+                else ""
+            ),
         )
         return found.violations
     verified: VerifiedManifest | None = None

@@ -72,6 +72,16 @@ def test_without_engine_patterns_every_mounted_image_volume_is_an_engine(materia
     assert ("serving", "models.buildManifest", Action.DENY) in rules(decision)
     assert [v.engine for v in decision.violations] == [ALPINE]
     assert [e.reference for e in decision.engines] == [signed, ALPINE]
+    # The Kubernetes documentation's image volume: an unpinned engine; the fix says how to tell them apart.
+    tagged = judge(material, None, pod("docker.io/library/alpine:3.20"))
+    [violation] = [v for v in tagged.violations if v.rule.startswith("models")]
+    assert (violation.rule, violation.message) == (
+        "models.reference",
+        "engine reference is not pinned by digest",
+    )
+    assert violation.fix.endswith(
+        "an image volume that holds no engine: list the engine repositories in models.engines"
+    )
 
 
 def test_with_engine_patterns_a_plain_image_volume_is_judged_by_the_image_rules_alone(
