@@ -1,4 +1,5 @@
-"""The policy documents, as pydantic models: ``TrustedKeys`` and ``InferencePolicy``.
+"""The policy documents, as pydantic models: ``TrustedKeys`` and ``InferencePolicy`` (``WorkloadKind`` is in
+:mod:`policies.kind_schema`).
 
 The documents are Kubernetes-style YAML (``apiVersion``, ``kind``, ``metadata``, ``spec``) with camelCase
 keys. Unknown keys are errors everywhere: a misspelt rule must never be silently ignored.
@@ -233,16 +234,12 @@ class LabelSelector(_Model):
         return self
 
 
-WorkloadKind = Literal[
-    "Pod",
-    "Deployment",
-    "ReplicaSet",
-    "StatefulSet",
-    "DaemonSet",
-    "Job",
-    "CronJob",
-    "ReplicationController",
-    "PodTemplate",
+KindName = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Z][A-Za-z0-9]*(\.[a-z0-9]([a-z0-9.-]*[a-z0-9])?)?$",
+        description="a built-in kind (Deployment) or Kind.group (RayCluster.ray.io, Job.batch.volcano.sh)",
+    ),
 ]
 
 
@@ -253,8 +250,8 @@ class ResourceFilter(_Model):
     namespaces: list[str] | None = Field(
         default=None, min_length=1, description="namespace globs; absent = any"
     )
-    kinds: list[WorkloadKind] | None = Field(
-        default=None, min_length=1, description="absent = every Pod-bearing kind"
+    kinds: list[KindName] | None = Field(
+        default=None, min_length=1, description="absent = every workload kind trtguard knows"
     )
     labels: LabelSelector | None = Field(default=None, description="selector on the object's own labels")
 
@@ -398,6 +395,13 @@ class ModelsRule(_Model):
     """What every engine the workload declares must satisfy."""
 
     required: bool = Field(default=False, description="a matched workload without an engine is a violation")
+    # An empty list would make no image volume an engine: absent says "every image volume".
+    engines: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="globs over normalised references: the image volumes (and model storage URIs) that are "
+        "engines; one an annotation names, or that is an engine artifact, is one anyway; absent = every one",
+    )
     build_manifest: BuildManifestRule | None = None
     verification: VerificationRule | None = None
     rules: ModelRulesSpec = Field(default_factory=ModelRulesSpec)
@@ -472,9 +476,13 @@ class InferencePolicyDocument(_Model):
 
 
 def policy_json_schema() -> dict[str, Any]:
-    """JSON Schema of the policy documents (one of TrustedKeys, InferencePolicy), by alias."""
-    adapter: TypeAdapter[TrustedKeysDocument | InferencePolicyDocument] = TypeAdapter(
-        Annotated[TrustedKeysDocument | InferencePolicyDocument, Field(discriminator="kind")]
+    """JSON Schema of the policy documents (one of TrustedKeys, InferencePolicy, WorkloadKind), by alias."""
+    from policies.kind_schema import WorkloadKindDocument  # noqa: PLC0415 - it builds on this module
+
+    adapter: TypeAdapter[TrustedKeysDocument | InferencePolicyDocument | WorkloadKindDocument] = TypeAdapter(
+        Annotated[
+            TrustedKeysDocument | InferencePolicyDocument | WorkloadKindDocument, Field(discriminator="kind")
+        ]
     )
     schema: dict[str, Any] = _without_null(adapter.json_schema(by_alias=True))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
