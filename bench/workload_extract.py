@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from policies.workload import ENGINES_ANNOTATION, extract
+from policies.workload import ENGINES_ANNOTATION, Workload, extract
 from verifier.references import ImageReference, _parse  # _parse.__wrapped__: the parser without its cache
 
 #: Stop a measurement early if it runs longer than this, so the benchmark is bounded on a loaded machine.
@@ -110,6 +110,7 @@ def main() -> None:
     the_pod, the_deployment = pod(), deployment()
     for obj in (the_pod, the_deployment):
         workload = extract(obj)
+        assert isinstance(workload, Workload)
         assert len(workload.images) == 4 and len(workload.engines) == 1 and not workload.problems
 
     def bare_loop() -> list[str]:

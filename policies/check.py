@@ -1,9 +1,16 @@
 """``trtguard check``: the policy engine run offline over rendered manifests.
 
 Inputs are files, directories (walked for ``*.yaml``, ``*.yml``, ``*.json``) and standard input, each holding
-one or more YAML/JSON documents (``List`` kinds are flattened). Documents that are not Pod-bearing kinds are
-reported as skipped; malformed input is reported with its location and makes the run end with status 2, after
-every other resource has been checked.
+one or more YAML/JSON documents (``List`` kinds are flattened). Every document of every input is reported:
+
+- a resource with nothing to judge (a Service, a Rollout that takes its template from a Deployment) is
+  reported as skipped, with why;
+- a resource of a kind trtguard does not know is reported with the images found in it, unchecked, and
+  counted (``--unknown-kinds fail`` makes them fail the run);
+- a malformed document (and a folder that is a Helm chart, or a file that looks like an unrendered template)
+  is an input error with its location, and so is a resource that names another namespace than
+  ``--namespace`` (kubectl refuses those too); any input error makes the run end with status 2, after every
+  other document has been checked.
 """
 
 from __future__ import annotations
@@ -13,19 +20,25 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from policies.evaluator import PolicyEngine
 from policies.requesters import Requester
 from policies.results import Action, Decision
-from policies.workload import NotAWorkload, iter_resources
+from policies.workload import iter_resources
 from verifier.deadline import Deadline
 from verifier.errors import InputError
-from verifier.yamldoc import Document, decode, load_documents
+from verifier.yamldoc import Document, decode, load_each_document
 
 _INPUT_SUFFIXES = (".yaml", ".yml", ".json")
 _MAX_INPUT = 256 * 1024 * 1024
 _PATH_TOKEN = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]")
+# Helm's actions: its objects (.Values, .Release, …), its functions and control words, `$` variables and the
+# trim marker. Other tools' placeholders ({{args.x}} of Argo, {{.Name}} of KServe) are not Helm's.
+_TEMPLATE_ACTION = re.compile(
+    r"\{\{-?\s*(?:-|\$|\.(?:Values|Release|Chart|Capabilities|Files|Template)\b|"
+    r"(?:include|template|toYaml|tpl|if|else|end|range|with|define|required|default)\b)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,20 +109,48 @@ def _item_prefix(data: Any, obj: Any) -> tuple[str | int, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What happened to one resource: a decision, or the reason it was skipped."""
+    """What happened to one resource: a decision (``unjudged`` says why when nothing was judged), or the input
+    error that kept it from being checked."""
 
     resource: Resource
-    decision: Decision | None = None
-    skipped: str | None = None
+    result: Decision | InputError
+
+    @property
+    def decision(self) -> Decision | None:
+        """The decision, unless the resource could not be checked."""
+        return self.result if isinstance(self.result, Decision) else None
+
+    @property
+    def error(self) -> InputError | None:
+        """Why the resource could not be checked, if it could not."""
+        return self.result if isinstance(self.result, InputError) else None
+
+    @property
+    def skipped(self) -> str | None:
+        """Why nothing was judged, when nothing was."""
+        return self.result.unjudged if isinstance(self.result, Decision) else None
+
+    @property
+    def unchecked(self) -> bool:
+        """A resource of a kind trtguard does not know that names images (listed, not checked)."""
+        return (
+            isinstance(self.result, Decision)
+            and self.result.unjudged is not None
+            and bool(self.result.images)
+        )
 
 
 @dataclass
 class CheckReport:
-    """Every outcome plus the input problems met on the way."""
+    """Every outcome plus the input problems met on the way.
+
+    ``fail_unknown_kinds``: a resource of an unknown kind that names images fails the run (exit status 1).
+    """
 
     outcomes: list[Outcome] = field(default_factory=list)
     problems: list[InputError] = field(default_factory=list)
     policy_revision: str = ""
+    fail_unknown_kinds: bool = False
 
     @property
     def denied(self) -> int:
@@ -117,19 +158,43 @@ class CheckReport:
         return sum(1 for o in self.outcomes if o.decision is not None and not o.decision.allowed)
 
     @property
+    def unchecked(self) -> int:
+        """How many resources of unknown kinds name images that were not checked."""
+        return sum(1 for o in self.outcomes if o.unchecked)
+
+    @property
+    def errors(self) -> int:
+        """Input errors: documents that could not be read, and resources that could not be checked."""
+        return len(self.problems) + sum(1 for o in self.outcomes if o.error is not None)
+
+    @property
     def exit_code(self) -> int:
-        """2 on any input problem, else 1 if something was denied, else 0."""
-        if self.problems:
+        """2 on any input error, else 1 if something was denied (or, with ``fail_unknown_kinds``, left
+        unchecked), else 0."""
+        if self.errors:
             return 2
-        return 1 if self.denied else 0
+        return 1 if self.denied or (self.fail_unknown_kinds and self.unchecked) else 0
 
 
-def input_files(inputs: Sequence[str]) -> list[str]:
-    """Expand directories (sorted, recursive); ``-`` stays standard input."""
+def input_files(inputs: Sequence[str], problems: list[InputError] | None = None) -> list[str]:
+    """Expand directories (sorted, recursive); ``-`` stays standard input.
+
+    A directory that holds a ``Chart.yaml`` is a Helm chart, whose templates are not manifests yet: it is an
+    input error in ``problems`` (when given) rather than a walk through unrendered files.
+    """
     files: list[str] = []
     for item in inputs:
         path = Path(item)
         if item != "-" and path.is_dir():
+            if (path / "Chart.yaml").is_file() and problems is not None:
+                problems.append(
+                    InputError(
+                        "this is a Helm chart, not rendered manifests",
+                        location=item,
+                        hint=f"render it first: helm template RELEASE {item} | trtguard check … -",
+                    )
+                )
+                continue
             files += [str(p) for p in sorted(path.rglob("*")) if p.is_file() and p.suffix in _INPUT_SUFFIXES]
         else:
             files.append(item)
@@ -139,11 +204,12 @@ def input_files(inputs: Sequence[str]) -> list[str]:
 def read_resources(
     inputs: Sequence[str], read_stdin: Callable[[int], bytes] | None, problems: list[InputError]
 ) -> Iterator[Resource]:
-    """Every Kubernetes object in ``inputs``; problems are appended to ``problems`` and reading goes on.
+    """Every Kubernetes object in ``inputs``; problems are appended to ``problems`` and reading goes on,
+    to the next input and to the next document of the same input.
 
     ``read_stdin(limit)`` reads standard input for ``-``; without it, ``-`` is an input error.
     """
-    for item in input_files(inputs):
+    for item in input_files(inputs, problems):
         source = "<stdin>" if item == "-" else item
         try:
             if item == "-" and read_stdin is None:
@@ -151,10 +217,29 @@ def read_resources(
             raw = read_stdin(_MAX_INPUT + 1) if item == "-" and read_stdin else _read_file(Path(item))
             if len(raw) > _MAX_INPUT:
                 raise InputError(f"input is larger than {_MAX_INPUT // (1024 * 1024)} MiB", location=source)
-            for document in load_documents(decode(raw, source), source):
-                yield from _resources(document, source, problems)
+            text = decode(raw, source)
         except InputError as error:
             problems.append(error)
+            continue
+        for document in load_each_document(text, source):
+            if isinstance(document, InputError):
+                problems.append(_unrendered(document, text))
+            else:
+                yield from _resources(document, source, problems)
+
+
+def _unrendered(error: InputError, text: str) -> InputError:
+    """``error`` said plainly when the input holds Helm template actions: a chart template, not a manifest."""
+    found = _TEMPLATE_ACTION.search(text)
+    if found is None:
+        return error
+    line = text.count("\n", 0, found.start()) + 1
+    return InputError(
+        f"this looks like an unrendered Helm template (line {line} holds a {{{{ … }}}} action), so it is not "
+        f"YAML yet: {error.message}",
+        location=error.location,
+        hint="run helm template first and check its output: helm template RELEASE CHART | trtguard check … -",
+    )
 
 
 def _read_file(path: Path) -> bytes:
@@ -190,6 +275,7 @@ async def check(
     *,
     namespace: str | None = None,
     unverifiable: Action | None = None,
+    unknown_kinds: Literal["report", "judge"] = "report",
     concurrency: int = 32,
     requester: Requester | None = None,
 ) -> list[Outcome]:
@@ -198,20 +284,35 @@ async def check(
     ``requester`` is who would apply the resources (``--as``); without one, rules about the requester
     cannot be checked (``unverifiable`` decides what that does).
 
-    ``concurrency`` resources are evaluated at once when the evidence comes from the network; from memory,
-    one after another (concurrency would only add scheduling).
+    A resource of a kind the policy set does not know is reported with the images found in it, unchecked;
+    with ``unknown_kinds="judge"`` they are judged, as the webhook judges such a resource sent to it.
+
+    ``namespace`` is where the resources are applied, as with ``kubectl apply --namespace``: a resource that
+    names none is judged there, and one that names another is an input error (kubectl refuses it; for
+    ``helm template`` output, render with ``--namespace`` instead). ``concurrency`` resources are evaluated
+    at once when the evidence comes from the network; from memory, one after another (concurrency would
+    only add scheduling).
     """
 
     async def one(resource: Resource) -> Outcome:
-        try:
-            decision = await engine.evaluate(
-                resource.obj,
-                namespace=None if resource.namespace else namespace,
-                deadline=Deadline.never(),
-                requester=requester,
+        if namespace is not None and resource.namespace is not None and resource.namespace != namespace:
+            return Outcome(
+                resource=resource,
+                result=InputError(
+                    f"{resource.title} names namespace {resource.namespace!r}, but the check is for "
+                    f"namespace {namespace!r} (--namespace); kubectl would refuse to apply it there",
+                    location=f"{resource.source}:{resource.line_of('metadata.namespace')}",
+                    hint="render the manifests for that namespace (helm template --namespace NS), or check "
+                    "without --namespace to judge each resource in the namespace it names",
+                ),
             )
-        except NotAWorkload as error:
-            return Outcome(resource=resource, skipped=error.message)
+        decision = await engine.evaluate(
+            resource.obj,
+            namespace=None if resource.namespace else namespace,
+            deadline=Deadline.never(),
+            unknown_kinds=unknown_kinds,
+            requester=requester,
+        )
         if unverifiable is not None:
             decision = replace(
                 decision,
@@ -219,7 +320,7 @@ async def check(
                     replace(v, action=unverifiable) if v.error else v for v in decision.violations
                 ),
             )
-        return Outcome(resource=resource, decision=decision)
+        return Outcome(resource=resource, result=decision)
 
     outcomes: list[Outcome | None] = [None] * len(resources)
     pending = iter(enumerate(resources))

@@ -12,33 +12,26 @@ never a silent pass.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from policies.cel.sandbox import CelSandbox, shared_sandbox
+from policies.engines import EngineSort, sort_engines
 from policies.loader import CompiledPolicy, PolicySet
 from policies.matching import selection, selects
 from policies.podspec import EngineUse
 from policies.requesters import Requester
-from policies.results import Action, Decision, Violation
-from policies.rules import (
-    change_control,
-    expressions,
-    gpu,
-    images,
-    manifest,
-    model,
-    toolchain,
-    verification,
-)
+from policies.results import Action, ArtifactRecord, Decision, Violation
+from policies.rules import change_control, expressions, gpu, images, manifest, model, toolchain, verification
 from policies.rules import requester as requester_rule
 from policies.rules.evaluation import AdmissionHistory, Evaluation
 from policies.rules.findings import Findings, unavailable, violation
 from policies.schema import ModelsRule
 from policies.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
-from policies.workload import NotAWorkload, Workload, changed_since, extract
+from policies.workload import Unjudged, Workload, changed_since, extract, unknown_kind
 from verifier.deadline import Deadline
 from verifier.errors import InputError, TrtguardError
 from verifier.evidence import EvidenceSource
@@ -99,32 +92,59 @@ class PolicyEngine:
         kind: str | None = None,
         old: Mapping[str, Any] | None = None,
         deadline: Deadline | None = None,
+        unknown_kinds: Literal["report", "judge"] = "report",
         requester: Requester | None = None,
     ) -> Decision:
         """The decision for ``obj``.
 
         ``namespace`` and ``kind`` come from the request (they fill in what the object leaves out). ``old``
         is the previous version of the object (an UPDATE): only images and engines that are new or changed
-        are judged. ``requester`` made the request; None when it is unknown (``check`` without ``--as``),
-        which leaves the rules that depend on it unverifiable. Raises
-        :class:`~policies.workload.NotAWorkload` for kinds without a pod spec.
+        are judged. An object with nothing to judge gets a decision with ``unjudged`` set (and nothing
+        denied). So does one of a kind the policy set does not know, listing the images found in it, unless
+        ``unknown_kinds`` is ``judge``: then those images (and the pod specs found) are judged like any
+        workload's, and a note says so. ``requester`` made the request; None when it is unknown (``check``
+        without ``--as``), which leaves the rules that depend on it unverifiable.
         """
         deadline = deadline or Deadline.never()
         try:
-            workload = extract(obj, namespace=namespace, kind=kind)
-        except NotAWorkload:
-            raise
+            found = extract(obj, namespace=namespace, kind=kind, kinds=self.policy_set.kinds)
         except InputError as error:
             return self._unreadable(obj, namespace, error)
+        if isinstance(found, Unjudged):
+            return Decision(found.kind, found.namespace, found.name, self.revision, unjudged=found.reason)
+        workload = found
+        notes = list(workload.notes)
+        if not workload.known_kind:
+            version = workload.api_version or "no apiVersion"
+            why = unknown_kind(self.policy_set.kinds, workload.api_version, workload.kind)
+            what = f"{workload.kind} ({version}): {why}"
+            if unknown_kinds == "report":
+                count = len(workload.images)
+                return Decision(
+                    workload.kind,
+                    workload.namespace,
+                    workload.name,
+                    self.revision,
+                    images=tuple(ArtifactRecord(use.reference, None, use.path) for use in workload.images),
+                    unjudged=f"{what}: the {count} image{'s' if count != 1 else ''} it names "
+                    f"{'were' if count != 1 else 'was'} not checked (define it with a WorkloadKind document)"
+                    if count
+                    else f"{what} and names no container image",
+                )
+            notes.append(f"{what}: its images were found by searching the whole object")
         judged, previous = workload, None
         if old is not None:
             try:
-                previous = extract(old, namespace=namespace, kind=kind)
-                judged = changed_since(workload, previous)
+                old_found = extract(old, namespace=namespace, kind=kind, kinds=self.policy_set.kinds)
             except InputError:
-                pass  # an unreadable old object means everything counts as new
+                old_found = None  # an unreadable old object means everything counts as new
+            if isinstance(old_found, Workload):
+                previous = old_found
+                judged = changed_since(workload, previous)
         chosen = [(p, selection(p, workload, requester)) for p in self.policy_set.policies]
         policies = [p for p, selected in chosen if selected is not False]
+        # a policy that selects by requester, the requester unknown: whether its findings count is unknown
+        unknown = {p.name for p, selected in chosen if selected is None}
         run = Evaluation(
             workload=judged,
             context=workload,
@@ -137,13 +157,18 @@ class PolicyEngine:
             cel=self.cel,
             requester=requester,
         )
-        await run.prefetch(policies)
-        found: list[Violation] = []
-        for policy, selected in chosen:
-            if selected is not False:
-                findings = await _judge(run, policy)
-                found += findings if selected else [_requester_unknown(policy, v) for v in findings]
-        violations = tuple(found)
+        # Which image volumes are engines may need a registry too: asked beside the rules' questions.
+        sorting = asyncio.gather(*(sort_engines(run, p, workload.engines) for p in policies))
+        sorted_engines, _ = await asyncio.gather(sorting, run.prefetch(policies))
+        judged_findings: list[Violation] = []
+        for policy, sort in zip(policies, sorted_engines, strict=True):
+            findings = await _judge(run, policy, sort)
+            unverified = policy.name in unknown
+            judged_findings += [_requester_unknown(policy, v) for v in findings] if unverified else findings
+        violations = tuple(judged_findings)
+        if previous is not None:
+            notes.append("only new or changed images and engines were judged")
+        engines = {use.path for sort in sorted_engines for use in sort.engines} if policies else None
         return Decision(
             kind=workload.kind,
             namespace=workload.namespace,
@@ -152,8 +177,8 @@ class PolicyEngine:
             matched_policies=tuple(p.name for p in policies),
             violations=violations,
             images=tuple(run.image_records()),
-            engines=tuple(run.engine_records()),
-            notes=("only new or changed images and engines were judged",) if previous is not None else (),
+            engines=tuple(r for r in run.engine_records() if engines is None or r.path in engines),
+            notes=tuple(notes),
         )
 
     def error_decision(self, obj: Mapping[str, Any], *, namespace: str | None, message: str) -> Decision:
@@ -162,11 +187,11 @@ class PolicyEngine:
         With no policy readable or matching, the answer is still a denial: not knowing is never an allow.
         """
         try:
-            workload = extract(obj, namespace=namespace)
-            policies = self.matching(workload)
+            found = extract(obj, namespace=namespace, kinds=self.policy_set.kinds)
         except InputError:
-            policies = list(self.policy_set.policies)
-            workload = None
+            found = None
+        workload = found if isinstance(found, Workload) else None
+        policies = self.matching(workload) if workload is not None else list(self.policy_set.policies)
         violations = tuple(
             Violation(
                 policy=p.name,
@@ -228,8 +253,9 @@ def _requester_unknown(policy: CompiledPolicy, found: Violation) -> Violation:
     )
 
 
-async def _judge(run: Evaluation, policy: CompiledPolicy) -> list[Violation]:
-    """Everything ``policy`` finds: malformed fields, the requester, then each image, then each engine."""
+async def _judge(run: Evaluation, policy: CompiledPolicy, sort: EngineSort) -> list[Violation]:
+    """Everything ``policy`` finds: malformed fields, the requester, then each image, then each engine
+    (``sort`` says which of the workload's image volumes are engines for this policy)."""
     spec = policy.document.spec
     judged, previous = run.view(policy)
     found: list[Violation] = [
@@ -259,7 +285,7 @@ async def _judge(run: Evaluation, policy: CompiledPolicy) -> list[Violation]:
                 path=image_use.path,
             )
     if spec.models is not None:
-        if spec.models.required and not run.context.engines and (previous is None or previous.engines):
+        if spec.models.required and not sort.engines and (previous is None or previous.engines):
             found.append(
                 violation(
                     policy,
@@ -269,7 +295,10 @@ async def _judge(run: Evaluation, policy: CompiledPolicy) -> list[Violation]:
                     path=f"{judged.pod_spec_path}.volumes",
                 )
             )
+        found += sort.violations(policy, judged.engines, run)
         for engine_use in judged.engines:
+            if engine_use not in sort.engines:
+                continue
             found += await _confined(
                 _judge_engine(run, policy, spec.models, engine_use),
                 policy,
@@ -297,7 +326,12 @@ async def _judge_engine(
         found.add(
             "models.reference",
             "engine reference is not pinned by digest",
-            f"refer to the engine as {ref.name}@sha256:<digest> (printed by `trtguard push-engine`)",
+            f"refer to the engine as {ref.name}@sha256:<digest> (printed by `trtguard push-engine`)"
+            + (
+                "; an image volume that holds no engine: list the engine repositories in models.engines"
+                if use.source != "annotation" and models.engines is None
+                else ""
+            ),
         )
         return found.violations
     verified: VerifiedManifest | None = None

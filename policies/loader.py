@@ -19,6 +19,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from policies.cel import CelCompileError, CelProgram, compile_expression
+from policies.kind_schema import WorkloadKindDocument
+from policies.kinds import KindRegistry
+from policies.operator_kinds import DEFAULT_KINDS
 from policies.patterns import ImagePattern, PatternError, matches_any
 from policies.schema import (
     API_VERSION,
@@ -29,6 +32,7 @@ from policies.schema import (
     parse_duration,
 )
 from policies.signers import Signer, load_signers, signer_list_problems
+from policies.workload_kinds import kind_name_problems, registry
 from verifier.errors import InputError
 from verifier.references import ImageReference
 from verifier.scans import is_scan_predicate_type
@@ -127,6 +131,8 @@ class PolicySet:
     signers: Mapping[str, Signer]
     revision: str
     sources: tuple[Path, ...] = field(default=())
+    kinds: KindRegistry = DEFAULT_KINDS
+    """The workload kinds: built-in, shipped, and the set's ``WorkloadKind`` documents."""
 
     def signers_for(self, refs: Iterable[str]) -> dict[str, Signer]:
         """The signers named by ``refs`` (all of them exist: the loader checked)."""
@@ -163,6 +169,7 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
     digest = hashlib.sha256()
     key_docs: list[tuple[TrustedKeysDocument, Document, Path]] = []
     policy_docs: list[tuple[InferencePolicyDocument, Document, Path]] = []
+    kind_docs: list[tuple[WorkloadKindDocument, Document, Path]] = []
     for path in files:
         raw = _read(path, problems)
         if raw is None:
@@ -186,8 +193,14 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
                 key_docs.append((parsed, document, path))
             elif isinstance(parsed, InferencePolicyDocument):
                 policy_docs.append((parsed, document, path))
+            elif isinstance(parsed, WorkloadKindDocument):
+                kind_docs.append((parsed, document, path))
 
     signers = load_signers(key_docs, problems, digest)
+    kinds = registry(kind_docs, problems)
+    for doc, document, path in policy_docs:
+        problems += kind_name_problems(doc, document, path, kinds)
+        problems += _engine_pattern_problems(doc, document, path)
     policies = _compile_policies(policy_docs, signers, problems)
     if problems:
         raise PolicyLoadError(problems)
@@ -198,7 +211,20 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
         signers=signers,
         revision=f"sha256:{digest.hexdigest()}",
         sources=tuple(files),
+        kinds=kinds,
     )
+
+
+def _engine_pattern_problems(doc: InferencePolicyDocument, document: Document, path: Path) -> list[str]:
+    """``models.engines`` patterns that do not compile (policies.engines compiles them when it judges)."""
+    found = []
+    for index, text in enumerate(doc.spec.models.engines or [] if doc.spec.models is not None else []):
+        try:
+            ImagePattern.compile(text)
+        except PatternError as error:
+            line = document.line_of(("spec", "models", "engines", index))
+            found.append(f"{path}:{line}: spec.models.engines[{index}]: {error}")
+    return found
 
 
 def _read(path: Path, problems: list[str]) -> bytes | None:
@@ -211,7 +237,7 @@ def _read(path: Path, problems: list[str]) -> bytes | None:
 
 def _parse_document(
     document: Document, path: Path, problems: list[str]
-) -> TrustedKeysDocument | InferencePolicyDocument | None:
+) -> TrustedKeysDocument | InferencePolicyDocument | WorkloadKindDocument | None:
     data = document.data
     where = f"{path}:{document.line}"
     if data is None:
@@ -224,15 +250,17 @@ def _parse_document(
         problems.append(f"{where}: a policy document must be a mapping with apiVersion, kind, metadata, spec")
         return None
     kind = data.get("kind")
-    model: type[TrustedKeysDocument] | type[InferencePolicyDocument]
+    model: type[TrustedKeysDocument] | type[InferencePolicyDocument] | type[WorkloadKindDocument]
     if kind == "TrustedKeys":
         model = TrustedKeysDocument
     elif kind == "InferencePolicy":
         model = InferencePolicyDocument
+    elif kind == "WorkloadKind":
+        model = WorkloadKindDocument
     else:
         problems.append(
-            f"{where}: kind {kind!r} is not a policy document; expected TrustedKeys or InferencePolicy "
-            f"(apiVersion {API_VERSION})"
+            f"{where}: kind {kind!r} is not a policy document; expected TrustedKeys, InferencePolicy or "
+            f"WorkloadKind (apiVersion {API_VERSION})"
         )
         return None
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable, Mapping
 
+from policies.kinds import named_kinds
 from policies.loader import CompiledPolicy
 from policies.requesters import Requester, RequesterSet, in_set
 from policies.schema import LabelSelector, ResourceFilter
@@ -102,7 +103,11 @@ def _filter_selects(
             return False
     if selection.kinds is not None:
         terms += 1
-        if workload.kind not in selection.kinds:
+        # By group and kind: `Job` is batch/v1's, never Volcano's Job.batch.volcano.sh.
+        if not (
+            workload.known_kind
+            and any((workload.group, workload.kind) in named_kinds(k) for k in selection.kinds)
+        ):
             return False
     if selection.labels is not None:
         terms += 1

@@ -78,11 +78,14 @@ class EngineUse:
     reference: str
     """The raw reference, ``registry/repo@sha256:…`` for annotation entries."""
     path: str
-    """``metadata.annotations[trtguard.dev/engines][0]`` or ``spec.volumes[2].image.reference``."""
-    source: Literal["annotation", "volume"]
+    """``metadata.annotations[trtguard.dev/engines][0]``, ``spec.volumes[2].image.reference`` or a model
+    storage URI (``spec.predictor.model.storageUri``)."""
+    source: Literal["annotation", "volume", "uri"]
     containers: tuple[str, ...]
     """Containers that may run the engine: those the annotation names, or those mounting the volume and
     those sharing a volume with an init container that mounts it (it may hand them a copy)."""
+    declared: bool = False
+    """The ``trtguard.dev/engines`` annotation names it: an engine whatever a policy's ``models.engines``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +126,9 @@ class PodSpecReader:
         "_problems",
         "_spec",
         "_spec_path",
+        "_uris",
         "_volumes",
+        "defaulted",
         "images",
     )
 
@@ -132,6 +137,8 @@ class PodSpecReader:
         self._spec_path = spec_path
         self._problems = problems
         self.images: list[ImageUse] = []
+        #: Containers whose image the operator fills in (``image_required=False`` and none given).
+        self.defaulted: list[str] = []
         # `containers` are the default users of an annotation engine; any container may be named explicitly.
         self._main_containers: list[str] = []
         self._init_containers: set[str] = set()
@@ -139,18 +146,20 @@ class PodSpecReader:
         self._mounts: dict[str, list[str]] = {}
         self._volumes: dict[str, _ImageVolume] = {}
         self._entries: list[_Entry] = []
+        self._uris: list[tuple[str, str, str]] = []
 
     def _problem(self, path: str, message: str) -> None:
         self._problems.append(Problem(path, message))
 
-    def read_containers(self) -> None:
+    def read_containers(self, *, required: bool = True) -> None:
+        """Read every container list; ``required=False`` where a pod spec may leave ``containers`` out
+        (KServe's predictor, whose model server is a single container object of its own)."""
         spec, spec_path = self._spec, self._spec_path
-        main_names, all_names = self._main_containers, self._all_containers
         for key, field in _CONTAINER_LISTS:
             items = spec.get(key)
             list_path = f"{spec_path}.{key}"
             if items is None:
-                if key == "containers":
+                if key == "containers" and required:
                     self._problem(list_path, "the pod spec has no containers, so there is nothing to check")
                 continue
             if not isinstance(items, list):
@@ -159,29 +168,61 @@ class PodSpecReader:
             if not items and key == "containers":
                 self._problem(list_path, "the containers list is empty, so there is nothing to check")
             for index, container in enumerate(items):
-                path = f"{list_path}[{index}]"
-                if not isinstance(container, MAPPINGS):
-                    self._problem(path, f"a container must be an object, found {type_name(container)}")
-                    continue
-                name = container.get("name")
-                if not isinstance(name, str):
-                    name = None
-                else:
-                    all_names.add(name)
-                    if field == "container":
-                        main_names.append(name)
-                    elif field == "initContainer":
-                        self._init_containers.add(name)
-                image = container.get("image")
-                if isinstance(image, str) and image:
-                    self.images.append(ImageUse(image, f"{path}.image", field, name))
-                elif image is None or image == "":
-                    self._problem(f"{path}.image", "the container has no image")
-                else:
-                    self._problem(f"{path}.image", f"image must be a string, found {type_name(image)}")
-                mounts = container.get("volumeMounts")
-                if mounts is not None:
-                    self._read_mounts(mounts, f"{path}.volumeMounts", name)
+                self.read_container(container, f"{list_path}[{index}]", field)
+
+    def read_container(
+        self, container: Any, path: str, field: ImageField = "container", *, image_required: bool = True
+    ) -> None:
+        """Read one container object at ``path``; ``image_required=False`` where an operator fills in a
+        missing image (KServe's ``model``, KubeRay's ``autoscalerOptions``)."""
+        if not isinstance(container, MAPPINGS):
+            self._problem(path, f"a container must be an object, found {type_name(container)}")
+            return
+        name = container.get("name")
+        if not isinstance(name, str):
+            name = None
+        else:
+            self._all_containers.add(name)
+            if field == "container":
+                self._main_containers.append(name)
+            elif field == "initContainer":
+                self._init_containers.add(name)
+        image = container.get("image")
+        if isinstance(image, str) and image:
+            self.images.append(ImageUse(image, f"{path}.image", field, name))
+        elif image is None or image == "":
+            if image_required:
+                self._problem(f"{path}.image", "the container has no image")
+            else:
+                self.defaulted.append(path)
+        else:
+            self._problem(f"{path}.image", f"image must be a string, found {type_name(image)}")
+        mounts = container.get("volumeMounts")
+        if mounts is not None:
+            self._read_mounts(mounts, f"{path}.volumeMounts", name)
+
+    def read_image_uri(self, uri: Any, path: str, name: str) -> None:
+        """Read a model storage URI; one with an OCI scheme names an image the Pod pulls.
+
+        KServe mounts ``oci+native://REF`` as an image volume of its model container and runs any other
+        ``oci://REF`` (``oci+modelcar://``, ``oci+fetch://``) as a container, so those are judged as
+        container images. Either way the URI names the model, so it is an engine candidate used by the
+        template's containers, like a mounted image volume. Other schemes (``s3://``, ``hf://``, …) are no
+        image.
+        """
+        if not isinstance(uri, str):
+            self._problem(path, f"a storage URI must be a string, found {type_name(uri)}")
+            return
+        scheme, separator, reference = uri.partition("://")
+        if not separator or not (scheme == "oci" or scheme.startswith("oci+")):
+            return
+        if not reference:
+            self._problem(path, "the OCI storage URI names no image")
+            return
+        self.images.append(
+            ImageUse(reference, path, "volume" if scheme == "oci+native" else "container", None)
+        )
+        self._uris.append((name, reference, path))
 
     def _read_mounts(self, mounts: Any, path: str, container: str | None) -> None:
         if not isinstance(mounts, list):
@@ -322,13 +363,19 @@ class PodSpecReader:
                     )
                 continue
             containers = (entry.container,) if entry.container is not None else tuple(self._main_containers)
-            annotation_uses.append(EngineUse(entry.name, entry.ref, entry.path, "annotation", containers))
+            annotation_uses.append(
+                EngineUse(entry.name, entry.ref, entry.path, "annotation", containers, True)
+            )
         volume_uses = [
-            EngineUse(name, volume.reference, volume.path, "volume", self._engine_users(name))
+            EngineUse(name, volume.reference, volume.path, "volume", self._engine_users(name), volume.named)
             for name, volume in self._volumes.items()
             if volume.named or name in self._mounts
         ]
-        return (*volume_uses, *annotation_uses)
+        uri_uses = [
+            EngineUse(name, reference, path, "uri", tuple(self._main_containers))
+            for name, reference, path in self._uris
+        ]
+        return (*volume_uses, *uri_uses, *annotation_uses)
 
     def _engine_users(self, volume: str) -> tuple[str, ...]:
         """The containers mounting ``volume``, then those sharing another volume with an init container

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from policies.check import CheckReport, Outcome
-from policies.results import Action, Violation
+from policies.results import Action
+from verifier.errors import InputError
 
 FORMATS = ("table", "json", "junit", "sarif")
 
@@ -38,12 +39,24 @@ def _table(report: CheckReport) -> str:
     lines: list[str] = []
     allowed = skipped = 0
     for outcome in report.outcomes:
-        decision = outcome.decision
-        if decision is None:
+        decision = outcome.result
+        if isinstance(decision, InputError):
+            lines.append(f"ERROR  {_title(outcome)} ({_where(outcome)}): {decision.message}")
+            if decision.hint:
+                lines.append(f"      fix: {decision.hint}")
+            continue
+        if outcome.unchecked:
+            verdict = "FAIL  " if report.fail_unknown_kinds else "UNCHECKED"
+            lines.append(f"{verdict} {_title(outcome)} ({_where(outcome)}): {decision.unjudged}")
+            lines += [f"  ? {image.reference}  {image.path}" for image in decision.images]
+            continue
+        if decision.unjudged is not None:
             skipped += 1
-            lines.append(f"SKIP   {_title(outcome)} ({_where(outcome)}): {outcome.skipped}")
+            lines.append(f"SKIP   {_title(outcome)} ({_where(outcome)}): {decision.unjudged}")
             continue
         verdict = "ALLOW " if decision.allowed else "DENY  "
+        if decision.allowed and not decision.matched_policies:
+            verdict = "ALLOW (no policy applies)"
         allowed += decision.allowed
         lines.append(f"{verdict} {_title(outcome)} ({_where(outcome)})")
         for violation in decision.violations:
@@ -52,33 +65,39 @@ def _table(report: CheckReport) -> str:
             lines.append(
                 f"  {marker} {violation.policy}/{violation.rule}" + (f"  {subject}" if subject else "")
             )
+            if violation.path:
+                lines.append(f"      at {violation.path}")
             lines.append(f"      {violation.message}")
             lines.append(f"      fix: {violation.fix}")
+        lines += [f"  note: {note}" for note in decision.notes]
     for problem in report.problems:
         lines.append(f"ERROR  {problem.diagnostics()}")
     total = len(report.outcomes)
+    errors = report.errors
     lines.append(
         f"{total} resource{'s' if total != 1 else ''}: {allowed} allowed, {report.denied} denied, "
-        f"{skipped} skipped, {len(report.problems)} input error{'s' if len(report.problems) != 1 else ''}"
+        f"{report.unchecked} of unknown kinds not checked, {skipped} skipped, "
+        f"{errors} input error{'s' if errors != 1 else ''}"
         + (f"; policy revision {report.policy_revision}" if report.policy_revision else "")
     )
     return "\n".join(lines) + "\n"
 
 
 def _outcome_json(outcome: Outcome) -> dict[str, Any]:
-    if outcome.decision is None:
-        resource = outcome.resource
+    resource, result = outcome.resource, outcome.result
+    if isinstance(result, InputError):
         data: dict[str, Any] = {
             "kind": resource.kind,
             "namespace": resource.namespace,
             "name": resource.name,
-            "allowed": True,
-            "skipped": outcome.skipped,
-            "violations": [],
-            "warnings": [],
+            "error": result.message,
+            "location": result.location,
+            "hint": result.hint,
         }
     else:
-        data = outcome.decision.to_json()
+        data = result.to_json()
+        if outcome.unchecked:
+            data["unknown_kind"] = True
     data["source"] = _where(outcome)
     return data
 
@@ -91,7 +110,7 @@ def _json(report: CheckReport) -> str:
 
 
 def _junit(report: CheckReport) -> str:
-    failures = report.denied
+    failures = report.denied + (report.unchecked if report.fail_unknown_kinds else 0)
     suites = ET.Element("testsuites", name="trtguard check")
     suite = ET.SubElement(
         suites,
@@ -99,8 +118,14 @@ def _junit(report: CheckReport) -> str:
         name="trtguard check",
         tests=str(len(report.outcomes) + len(report.problems)),
         failures=str(failures),
-        errors=str(len(report.problems)),
-        skipped=str(sum(1 for o in report.outcomes if o.decision is None)),
+        errors=str(report.errors),
+        skipped=str(
+            sum(
+                1
+                for o in report.outcomes
+                if o.skipped is not None and not (o.unchecked and report.fail_unknown_kinds)
+            )
+        ),
     )
     for outcome in report.outcomes:
         case = ET.SubElement(
@@ -109,14 +134,22 @@ def _junit(report: CheckReport) -> str:
             classname=outcome.resource.kind,
             name=f"{_title(outcome)} ({_where(outcome)})",
         )
-        decision = outcome.decision
-        if decision is None:
-            ET.SubElement(case, "skipped", message=outcome.skipped or "")
+        decision = outcome.result
+        if isinstance(decision, InputError):
+            ET.SubElement(case, "error", message=decision.message).text = decision.diagnostics()
+            continue
+        if decision.unjudged is not None:
+            images = "\n".join(f"{image.reference}  {image.path}" for image in decision.images)
+            if outcome.unchecked and report.fail_unknown_kinds:
+                ET.SubElement(case, "failure", message=decision.unjudged, type="unknown-kind").text = images
+            else:
+                ET.SubElement(case, "skipped", message=decision.unjudged).text = images or None
             continue
         if not decision.allowed:
             failure = ET.SubElement(case, "failure", message=decision.denials[0].one_line(), type="denied")
             failure.text = "\n".join(v.one_line() for v in decision.denials)
         others = [v.one_line() for v in decision.violations if v.action is not Action.DENY]
+        others += [f"note: {note}" for note in decision.notes]
         if others:
             ET.SubElement(case, "system-out").text = "\n".join(others)
     for problem in report.problems:
@@ -126,37 +159,58 @@ def _junit(report: CheckReport) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
+def _location(uri: str, line: int) -> dict[str, Any]:
+    return {"physicalLocation": {"artifactLocation": {"uri": uri}, "region": {"startLine": max(line, 1)}}}
+
+
+def _input_location(problem: InputError) -> list[dict[str, Any]]:
+    """Where an input error is, when its location is ``file:line[:column]``."""
+    source, _, rest = (problem.location or "").partition(":")
+    line = rest.split(":", 1)[0]
+    return [_location(source, int(line))] if source and line.isdigit() else []
+
+
 def _sarif(report: CheckReport) -> str:
     rules: dict[str, dict[str, Any]] = {}
     results: list[dict[str, Any]] = []
 
-    def add(violation: Violation, outcome: Outcome) -> None:
-        rule_id = f"{violation.policy}/{violation.rule}"
+    def add(rule_id: str, level: str, text: str, locations: list[dict[str, Any]]) -> None:
         rules.setdefault(rule_id, {"id": rule_id, "shortDescription": {"text": rule_id}})
-        subject = violation.image or violation.engine
-        text = (
-            f"{_title(outcome)}: {subject + ': ' if subject else ''}{violation.message}. Fix: {violation.fix}"
-        )
-        results.append(
-            {
-                "ruleId": rule_id,
-                "level": _SARIF_LEVEL[violation.action],
-                "message": {"text": text},
-                "locations": [
-                    {
-                        "physicalLocation": {
-                            "artifactLocation": {"uri": outcome.resource.source},
-                            "region": {"startLine": outcome.resource.line_of(violation.path)},
-                        }
-                    }
-                ],
-            }
-        )
+        results.append({"ruleId": rule_id, "level": level, "message": {"text": text}, "locations": locations})
 
     for outcome in report.outcomes:
-        for violation in outcome.decision.violations if outcome.decision else ():
-            add(violation, outcome)
-    notifications = [{"level": "error", "message": {"text": p.diagnostics()}} for p in report.problems]
+        resource, decision = outcome.resource, outcome.result
+        if isinstance(decision, InputError):
+            add(
+                "trtguard/input", "error", decision.diagnostics(), [_location(resource.source, resource.line)]
+            )
+            continue
+        if outcome.unchecked:
+            level = "error" if report.fail_unknown_kinds else "warning"
+            for image in decision.images:
+                text = f"{_title(outcome)}: {image.reference} at {image.path} was not checked"
+                text += f" ({decision.unjudged})"
+                add(
+                    "trtguard/unknown-kind",
+                    level,
+                    text,
+                    [_location(resource.source, resource.line_of(image.path))],
+                )
+            continue
+        for violation in decision.violations:
+            subject = violation.image or violation.engine
+            about = f"{subject}: " if subject else ""
+            text = f"{_title(outcome)}: {about}{violation.message}. Fix: {violation.fix}"
+            add(
+                f"{violation.policy}/{violation.rule}",
+                _SARIF_LEVEL[violation.action],
+                text,
+                [_location(resource.source, resource.line_of(violation.path))],
+            )
+    notifications = [
+        {"level": "error", "message": {"text": p.diagnostics()}, "locations": _input_location(p)}
+        for p in report.problems
+    ]
     document = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -171,7 +225,7 @@ def _sarif(report: CheckReport) -> str:
                 },
                 "results": results,
                 "invocations": [
-                    {"executionSuccessful": not report.problems, "toolExecutionNotifications": notifications}
+                    {"executionSuccessful": not report.errors, "toolExecutionNotifications": notifications}
                 ],
             }
         ],

@@ -103,6 +103,9 @@ class Decision:
     images: tuple[ArtifactRecord, ...] = ()
     engines: tuple[ArtifactRecord, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    unjudged: str | None = None
+    """Why nothing was judged: the object names no image of a known workload, or trtguard does not know
+    its kind and was not asked to judge it (its images are in ``images``, unchecked)."""
 
     @property
     def allowed(self) -> bool:
@@ -139,4 +142,5 @@ class Decision:
             "images": [i.to_json() for i in self.images],
             "engines": [e.to_json() for e in self.engines],
             "notes": list(self.notes),
+            **({"skipped": self.unjudged} if self.unjudged is not None else {}),
         }

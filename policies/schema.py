@@ -1,4 +1,5 @@
-"""The policy documents, as pydantic models: ``TrustedKeys`` and ``InferencePolicy``.
+"""The policy documents, as pydantic models: ``TrustedKeys`` and ``InferencePolicy`` (``WorkloadKind`` is in
+:mod:`policies.kind_schema`).
 
 The documents are Kubernetes-style YAML (``apiVersion``, ``kind``, ``metadata``, ``spec``) with camelCase
 keys. Unknown keys are errors everywhere: a misspelt rule must never be silently ignored.
@@ -9,8 +10,6 @@ JSON Schema.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, field_validator, model_validator
@@ -18,173 +17,48 @@ from pydantic import Field, TypeAdapter, field_validator, model_validator
 from policies.podspec import ImageField
 from policies.requesters import RequesterRule, RequesterSet
 from policies.results import Action
-from policies.strict import StrictModel as _Model
+from policies.strict import API_VERSION, KeyRef, Metadata, Name, StrictModel, parse_duration
+from policies.trusted_keys import NotationSigner, TrustedKey, TrustedKeysDocument, trusted_keys_yaml
 from verifier.attestations import ChangeKind
-from verifier.keys import PublicKey
 from verifier.scans import is_scan_predicate_type
 
-API_VERSION = "trtguard.dev/v1alpha1"
-
-_NAME = r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$"
-_KEY_REF = r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?/[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$"
-_DURATION = re.compile(r"^(\d+)(s|m|h|d|w)$")
-_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-Name = Annotated[str, Field(pattern=_NAME, description="lower-case DNS-1123 name")]
-KeyRef = Annotated[
-    str, Field(pattern=_KEY_REF, description="'<TrustedKeys name>/<key name>', e.g. 'platform/image-signer'")
+__all__ = [
+    "API_VERSION",
+    "ApprovalRule",
+    "AttestationCondition",
+    "AttestationRule",
+    "BuildManifestRule",
+    "ChangeControl",
+    "Expression",
+    "GpuCompatibilityRule",
+    "ImageRule",
+    "InferencePolicyDocument",
+    "InferencePolicySpec",
+    "KeyRef",
+    "KindName",
+    "LabelExpression",
+    "LabelSelector",
+    "Metadata",
+    "ModelRulesSpec",
+    "ModelsRule",
+    "Name",
+    "NotationSigner",
+    "Precision",
+    "ResourceFilter",
+    "SignatureRule",
+    "SignersRule",
+    "ToolchainRule",
+    "TrustedKey",
+    "TrustedKeysDocument",
+    "VerificationRule",
+    "_Model",
+    "parse_duration",
+    "policy_json_schema",
+    "trusted_keys_yaml",
 ]
 
-
-def parse_duration(text: str) -> timedelta:
-    """``30s``, ``15m``, ``12h``, ``180d``, ``2w`` → timedelta."""
-    found = _DURATION.fullmatch(text)
-    if found is None:
-        raise ValueError(
-            f"{text!r} is not a duration; write a whole number and a unit s, m, h, d or w (180d)"
-        )
-    return timedelta(seconds=int(found.group(1)) * _DURATION_UNITS[found.group(2)])
-
-
-class Metadata(_Model):
-    """``metadata`` of a policy document."""
-
-    name: Name
-    annotations: dict[str, str] = Field(default_factory=dict)
-    labels: dict[str, str] = Field(default_factory=dict)
-
-
-# --- TrustedKeys -------------------------------------------------------------------------------------------
-
-
-class FileRef(_Model):
-    """A file, relative to the policy file that names it."""
-
-    file: str
-
-
-class KeylessSigner(_Model):
-    """Keyless (Fulcio) signer: certificate identity and OIDC issuer, checked offline against a root."""
-
-    issuer: str | None = Field(default=None, description="OIDC issuer URL, exact match")
-    issuer_regexp: str | None = Field(default=None, description="OIDC issuer, full-match regexp")
-    subject: str | None = Field(default=None, description="certificate identity (SAN), exact match")
-    subject_regexp: str | None = Field(default=None, description="certificate identity, full-match regexp")
-    trusted_root: FileRef = Field(
-        description="Sigstore trusted_root.json (never fetched on the request path)"
-    )
-
-    @model_validator(mode="after")
-    def _one_each(self) -> KeylessSigner:
-        for exact, pattern, name in (
-            (self.issuer, self.issuer_regexp, "issuer"),
-            (self.subject, self.subject_regexp, "subject"),
-        ):
-            if (exact is None) == (pattern is None):
-                raise ValueError(f"give exactly one of '{name}' and '{name}Regexp'")
-            if pattern is not None:
-                try:
-                    re.compile(pattern)
-                except re.error as error:
-                    raise ValueError(f"{name}Regexp does not compile: {error}") from None
-        return self
-
-
-class OpenPGPKeySource(_Model):
-    """An OpenPGP public key (certificate with its subkeys and revocations): armored inline, or a file."""
-
-    armored: str | None = Field(default=None, description="ASCII-armored public key (`gpg --armor --export`)")
-    file: str | None = Field(default=None, description="key file, relative to this policy file")
-
-    @model_validator(mode="after")
-    def _one(self) -> OpenPGPKeySource:
-        if (self.armored is None) == (self.file is None):
-            raise ValueError("give exactly one of 'armored' and 'file'")
-        return self
-
-
-class NotationTrustStores(_Model):
-    """Notation trust stores by type: certificate files (PEM or DER), relative to this policy file."""
-
-    ca: list[str] | None = Field(default=None, min_length=1, description="anchors notary.x509 signatures")
-    signing_authority: list[str] | None = Field(default=None, min_length=1, description="signingAuthority")
-    tsa: list[str] | None = Field(default=None, min_length=1, description="RFC 3161 timestamp authorities")
-
-
-class NotationSigner(_Model):
-    """A Notary Project signer, as a Notation trust policy statement says it (docs/signatures.md)."""
-
-    trust_stores: NotationTrustStores
-    trusted_identities: list[str] = Field(min_length=1, description="'x509.subject: <DN>' entries, or '*'")
-    registry_scopes: list[str] = Field(min_length=1, description="'registry/repository' names, or '*'")
-    verification_level: Literal["strict", "permissive", "audit", "skip"] = "strict"
-
-
-class TrustedKey(_Model):
-    """One named signer: a public key (PEM or file), a keyless identity, an OpenPGP key, a Notation signer."""
-
-    name: Name
-    public_key: str | None = Field(default=None, description="PEM public key (ECDSA, Ed25519 or RSA)")
-    file: str | None = Field(default=None, description="PEM public key file, relative to this policy file")
-    keyless: KeylessSigner | None = None
-    openpgp: OpenPGPKeySource | None = Field(default=None, description="signs build manifests and approvals")
-    notation: NotationSigner | None = Field(default=None, description="signs images (Notary Project)")
-    rekor_public_key: FileRef | None = Field(
-        default=None, description="when set, signatures must carry a Rekor inclusion promise by this log key"
-    )
-
-    @model_validator(mode="after")
-    def _one_source(self) -> TrustedKey:
-        sources = (self.public_key, self.file, self.keyless, self.openpgp, self.notation)
-        if len([x for x in sources if x is not None]) != 1:
-            raise ValueError("give exactly one of 'publicKey', 'file', 'keyless', 'openpgp' and 'notation'")
-        if self.rekor_public_key is not None and (self.openpgp is not None or self.notation is not None):
-            raise ValueError("'rekorPublicKey' goes with cosign keys and keyless identities only")
-        return self
-
-
-class TrustedKeysSpec(_Model):
-    """``spec`` of a TrustedKeys document."""
-
-    keys: list[TrustedKey] = Field(min_length=1)
-
-    @field_validator("keys")
-    @classmethod
-    def _unique(cls, keys: list[TrustedKey]) -> list[TrustedKey]:
-        names = [k.name for k in keys]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"key names must be unique; repeated: {', '.join(duplicates)}")
-        return keys
-
-
-class TrustedKeysDocument(_Model):
-    """A set of named signers that policies refer to as ``<metadata.name>/<key name>``."""
-
-    api_version: Literal["trtguard.dev/v1alpha1"]
-    kind: Literal["TrustedKeys"]
-    metadata: Metadata
-    spec: TrustedKeysSpec
-
-
-def trusted_keys_yaml(name: str, keys: Mapping[str, PublicKey], *, comment: str = "") -> str:
-    """A TrustedKeys document named ``name`` (YAML text) with each of ``keys`` inline as PEM.
-
-    ``comment`` (one or more lines) goes at the top, each line prefixed with ``# ``.
-    """
-    lines = [f"# {line}" for line in comment.splitlines()]
-    lines += [
-        f"apiVersion: {API_VERSION}",
-        "kind: TrustedKeys",
-        "metadata:",
-        f"  name: {name}",
-        "spec:",
-        "  keys:",
-    ]
-    for key_name, key in keys.items():
-        lines += [f"    - name: {key_name}", "      publicKey: |"]
-        lines += [f"        {line}" for line in key.to_pem().decode().strip().splitlines()]
-    return "\n".join(lines) + "\n"
+#: The base of every model here (named so since before it moved to policies.strict).
+_Model = StrictModel
 
 
 # --- InferencePolicy ---------------------------------------------------------------------------------------
@@ -220,16 +94,12 @@ class LabelSelector(_Model):
         return self
 
 
-WorkloadKind = Literal[
-    "Pod",
-    "Deployment",
-    "ReplicaSet",
-    "StatefulSet",
-    "DaemonSet",
-    "Job",
-    "CronJob",
-    "ReplicationController",
-    "PodTemplate",
+KindName = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Z][A-Za-z0-9]*(\.[a-z0-9]([a-z0-9.-]*[a-z0-9])?)?$",
+        description="a built-in kind (Deployment) or Kind.group (RayCluster.ray.io, Job.batch.volcano.sh)",
+    ),
 ]
 
 
@@ -240,8 +110,8 @@ class ResourceFilter(_Model):
     namespaces: list[str] | None = Field(
         default=None, min_length=1, description="namespace globs; absent = any"
     )
-    kinds: list[WorkloadKind] | None = Field(
-        default=None, min_length=1, description="absent = every Pod-bearing kind"
+    kinds: list[KindName] | None = Field(
+        default=None, min_length=1, description="absent = every workload kind trtguard knows"
     )
     labels: LabelSelector | None = Field(default=None, description="selector on the object's own labels")
     requesters: RequesterSet | None = Field(default=None, description="who makes the request (userInfo)")
@@ -430,6 +300,13 @@ class ModelsRule(_Model):
     """What every engine the workload declares must satisfy."""
 
     required: bool = Field(default=False, description="a matched workload without an engine is a violation")
+    # An empty list would make no image volume an engine: absent says "every image volume".
+    engines: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="globs over normalised references: the image volumes (and model storage URIs) that are "
+        "engines; one an annotation names, or that is an engine artifact, is one anyway; absent = every one",
+    )
     build_manifest: BuildManifestRule | None = None
     verification: VerificationRule | None = None
     rules: ModelRulesSpec = Field(default_factory=ModelRulesSpec)
@@ -506,9 +383,13 @@ class InferencePolicyDocument(_Model):
 
 
 def policy_json_schema() -> dict[str, Any]:
-    """JSON Schema of the policy documents (one of TrustedKeys, InferencePolicy), by alias."""
-    adapter: TypeAdapter[TrustedKeysDocument | InferencePolicyDocument] = TypeAdapter(
-        Annotated[TrustedKeysDocument | InferencePolicyDocument, Field(discriminator="kind")]
+    """JSON Schema of the policy documents (one of TrustedKeys, InferencePolicy, WorkloadKind), by alias."""
+    from policies.kind_schema import WorkloadKindDocument  # noqa: PLC0415 - it builds on this module
+
+    adapter: TypeAdapter[TrustedKeysDocument | InferencePolicyDocument | WorkloadKindDocument] = TypeAdapter(
+        Annotated[
+            TrustedKeysDocument | InferencePolicyDocument | WorkloadKindDocument, Field(discriminator="kind")
+        ]
     )
     schema: dict[str, Any] = _without_null(adapter.json_schema(by_alias=True))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

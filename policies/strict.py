@@ -1,11 +1,16 @@
-"""The base of every policy document model: camelCase keys, unknown keys refused, null refused."""
+"""The base of every policy document model (camelCase keys, unknown keys and null refused), and the field
+types the documents share: names, key references, durations, ``metadata``."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, field_validator
+import re
+from datetime import timedelta
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-__all__ = ["StrictModel"]
+__all__ = ["API_VERSION", "KeyRef", "Metadata", "Name", "StrictModel", "parse_duration"]
 
 
 class StrictModel(BaseModel):
@@ -23,3 +28,34 @@ class StrictModel(BaseModel):
         if value is None:
             raise ValueError("null is not allowed: give a value, or leave the key out to get its default")
         return value
+
+
+API_VERSION = "trtguard.dev/v1alpha1"
+
+_NAME = r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$"
+_KEY_REF = r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?/[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$"
+_DURATION = re.compile(r"^(\d+)(s|m|h|d|w)$")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+Name = Annotated[str, Field(pattern=_NAME, description="lower-case DNS-1123 name")]
+KeyRef = Annotated[
+    str, Field(pattern=_KEY_REF, description="'<TrustedKeys name>/<key name>', e.g. 'platform/image-signer'")
+]
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30s``, ``15m``, ``12h``, ``180d``, ``2w`` → timedelta."""
+    found = _DURATION.fullmatch(text)
+    if found is None:
+        raise ValueError(
+            f"{text!r} is not a duration; write a whole number and a unit s, m, h, d or w (180d)"
+        )
+    return timedelta(seconds=int(found.group(1)) * _DURATION_UNITS[found.group(2)])
+
+
+class Metadata(StrictModel):
+    """``metadata`` of a policy document."""
+
+    name: Name
+    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)

@@ -134,7 +134,7 @@ def find_suites(root: Path) -> list[tuple[Path, PolicyTestDocument]]:
 
 
 def _verdict(decision: Decision | None) -> str:
-    if decision is None:
+    if decision is None or decision.unjudged is not None:
         return "skip"
     if not decision.allowed:
         return "deny"

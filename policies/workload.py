@@ -1,44 +1,43 @@
 """Kubernetes object → :class:`Workload`: every image and engine reference, each with its JSON path.
 
-One extractor serves ``trtguard check`` and the admission webhook. It finds the pod spec of every Pod-bearing
-kind (:mod:`policies.kinds`), reads the object's metadata, and has :mod:`policies.podspec` read the images and
-engines (the ``trtguard.dev/engines`` annotation of the object and of its pod template included).
+One extractor serves ``trtguard check`` and the admission webhook. It looks the object's kind up by API group
+and kind (:mod:`policies.kinds`: the built-in kinds, the shipped operator kinds and a policy set's
+``WorkloadKind`` documents), reads the object's metadata, and has :mod:`policies.podspec` read the images and
+engines of each pod template (the ``trtguard.dev/engines`` annotation of the template, and of the object
+where its kind's Pods carry it). Images found outside those templates are reported too
+(:mod:`policies.discovery`), and so is everything a kind trtguard does not know names.
 
-Malformed fields never raise: each becomes a :class:`Problem` with its path. Only what makes extraction
-impossible raises: :class:`NotAWorkload` for other kinds, :class:`InputError` for a missing or contradictory
-``kind``/``namespace`` or a missing PodSpec.
+Malformed fields never raise: each becomes a :class:`Problem` with its path. An object with nothing to
+judge is no error either: :func:`extract` returns :class:`Unjudged` with the reason. Only what makes
+extraction impossible raises :class:`InputError`: a missing or contradictory ``kind``/``namespace``, or none
+of the kind's pod templates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from policies.kinds import WORKLOAD_KINDS, is_workload_kind, pod_spec_keys
-from policies.podspec import (
-    ENGINES_ANNOTATION,
-    MAPPINGS,
-    EngineUse,
-    ImageUse,
-    PodSpecReader,
-    Problem,
-    type_name,
-)
+from policies.kinds import KindDefinition, KindRegistry, group_of
+from policies.operator_kinds import DEFAULT_KINDS
+from policies.paths import PathPattern
+from policies.podspec import ENGINES_ANNOTATION, MAPPINGS, EngineUse, ImageUse, Problem, type_name
+from policies.templates import PodTemplates, mapping_field, string_map
 from verifier.errors import InputError
 
 __all__ = [
+    "DEFAULT_KINDS",
     "ENGINES_ANNOTATION",
-    "WORKLOAD_KINDS",
     "EngineUse",
     "ImageUse",
-    "NotAWorkload",
     "Problem",
+    "Unjudged",
     "Workload",
     "changed_since",
     "extract",
-    "is_workload_kind",
     "iter_resources",
+    "unknown_kind",
 ]
 
 # A List inside a List inside … is legal but never needed; the bound keeps hostile input from recursing deep.
@@ -47,7 +46,7 @@ _MAX_LIST_NESTING: Final = 8
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """What a Pod-bearing object runs: its images and engines, with where each was found."""
+    """What an object runs: its images and engines, with where each was found."""
 
     kind: str
     api_version: str
@@ -56,19 +55,29 @@ class Workload:
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     pod_spec_path: str
-    """``spec``, ``spec.template.spec``, ``spec.jobTemplate.spec.template.spec`` or ``template.spec``."""
+    """The first pod spec: ``spec``, ``spec.template.spec``, ``spec.workerGroupSpecs[0].template.spec``, …"""
     images: tuple[ImageUse, ...]
     engines: tuple[EngineUse, ...]
     problems: tuple[Problem, ...]
     obj: Mapping[str, Any]
     """The object itself, for CEL expressions."""
+    group: str = ""
+    """The API group (``""`` for the core group)."""
+    known_kind: bool = True
+    """False for a kind trtguard does not know: what it names was found by searching the whole object."""
+    notes: tuple[str, ...] = ()
+    """What a reader of the verdict should know: images found outside the known pod templates."""
 
 
-class NotAWorkload(InputError):
-    """The object is of a kind that runs no Pods; trtguard has nothing to check in it.
+@dataclass(frozen=True, slots=True)
+class Unjudged:
+    """An object with nothing for trtguard to judge, and why (never an error: many kinds run no Pods)."""
 
-    A subclass of :class:`InputError`: catch it first where other kinds are to be let through.
-    """
+    kind: str
+    api_version: str
+    namespace: str | None
+    name: str | None
+    reason: str
 
 
 def iter_resources(document: Any) -> Iterator[Mapping[str, Any]]:
@@ -120,23 +129,84 @@ def _iter_resources(document: Any, where: str, depth: int) -> Iterator[Mapping[s
         yield from _iter_resources(item, item_where, depth + 1)
 
 
-def extract(obj: Mapping[str, Any], *, namespace: str | None = None, kind: str | None = None) -> Workload:
-    """Read the images and engines of a Pod-bearing object.
+def extract(
+    obj: Mapping[str, Any],
+    *,
+    namespace: str | None = None,
+    kind: str | None = None,
+    kinds: KindRegistry = DEFAULT_KINDS,
+) -> Workload | Unjudged:
+    """Read the images and engines of an object, by the definition of its kind in ``kinds``.
 
     ``namespace`` is the namespace the object is being applied to (an AdmissionRequest's ``namespace``,
-    ``trtguard check``'s default); it is used when the object names none, and an object naming a different
-    one is an :class:`InputError`, as with ``kubectl apply``. ``kind`` is the kind the caller knows the
-    object to be (an AdmissionRequest's ``kind.kind``); it is used when the object has no ``kind``, and an
-    object of a different kind is an :class:`InputError`.
+    ``trtguard check``'s ``--namespace``); it is used when the object names none, and an object naming a
+    different one is an :class:`InputError`, as with ``kubectl apply``. ``kind`` is the kind the caller
+    knows the object to be (an AdmissionRequest's ``kind.kind``); it is used when the object has no
+    ``kind``, and an object of a different kind is an :class:`InputError`.
 
-    Raises :class:`NotAWorkload` for kinds other than :data:`WORKLOAD_KINDS`, and :class:`InputError` when
-    the object is not a mapping, has no kind or no PodSpec where its kind keeps one.
+    The kind is looked up by API group and kind (an object without ``apiVersion`` is read as the built-in
+    Kubernetes kind of its name). A kind ``kinds`` does not know is searched as a whole
+    (:mod:`policies.discovery`): the result is a :class:`Workload` with ``known_kind`` False when it names
+    images, and :class:`Unjudged` when it names none. :class:`Unjudged` also answers for a known kind whose
+    Pods are described by another object (``KindDefinition.delegates``). Raises :class:`InputError` when
+    the object is not a mapping, has no kind, or has none of its kind's pod templates.
     """
     if not isinstance(obj, MAPPINGS):
         raise InputError(
             f"a Kubernetes object was expected, found {type_name(obj)}",
             hint="pass the object itself (an AdmissionRequest's `object`)",
         )
+    the_kind = _kind(obj, kind)
+    api_version = obj.get("apiVersion")
+    api_version = api_version if isinstance(api_version, str) else ""
+    definition = kinds.of_api_version(api_version, the_kind)
+
+    problems: list[Problem] = []
+    metadata = mapping_field(obj.get("metadata"), "metadata", problems)
+    the_namespace = _namespace(metadata, namespace)
+    name = _string_field(metadata, "name", "metadata", problems)
+    labels = string_map(metadata.get("labels"), "metadata.labels", problems)
+    annotations = string_map(metadata.get("annotations"), "metadata.annotations", problems)
+    pods = PodTemplates(obj, annotations, problems)
+    if definition is None:
+        pods.discover()
+    else:
+        pods.read(definition)
+    notes = list(pods.strays(definition))
+    reason = _nothing_to_judge(obj, definition, pods, problems)
+    if reason is not None:
+        if definition is None:
+            reason = f"{unknown_kind(kinds, api_version, the_kind)} and {reason}"
+        return Unjudged(the_kind, api_version, the_namespace, name, reason)
+    if pods.defaulted and definition is not None:
+        notes.append(f"the operator fills in the image of {', '.join(pods.defaulted)}; it is not named here")
+    return Workload(
+        kind=the_kind,
+        api_version=api_version,
+        namespace=the_namespace,
+        name=name,
+        labels=labels,
+        annotations=annotations,
+        pod_spec_path=pods.spec_paths[0] if pods.spec_paths else "spec",
+        images=tuple(pods.images),
+        engines=tuple(pods.engines),
+        problems=tuple(problems),
+        obj=obj,
+        group=group_of(api_version) if api_version else (definition.group if definition else ""),
+        known_kind=definition is not None,
+        notes=tuple(notes),
+    )
+
+
+def unknown_kind(kinds: KindRegistry, api_version: str, kind: str) -> str:
+    """Why ``kinds`` has no definition for an object: the kind, or only this version of it, is unknown."""
+    known = kinds.get(group_of(api_version), kind)
+    if known is not None and api_version:
+        return f"trtguard knows {known.name} only at {', '.join(known.versions)}, not {api_version}"
+    return "it is not a workload kind trtguard knows"
+
+
+def _kind(obj: Mapping[str, Any], kind: str | None) -> str:
     own_kind = obj.get("kind")
     if own_kind is not None and not isinstance(own_kind, str):
         raise InputError(
@@ -157,56 +227,41 @@ def extract(obj: Mapping[str, Any], *, namespace: str | None = None, kind: str |
             location="kind",
             hint="every Kubernetes object needs apiVersion and kind",
         )
-    keys = pod_spec_keys(the_kind)
-    if keys is None:
-        raise NotAWorkload(
-            f"{the_kind} runs no Pods, so trtguard has no images or engines to check in it",
-            location="kind",
-            hint=f"trtguard checks {', '.join(sorted(WORKLOAD_KINDS))}"
-            + ("; split a List into its items first" if the_kind.endswith("List") else ""),
+    return the_kind
+
+
+def _nothing_to_judge(
+    obj: Mapping[str, Any], definition: KindDefinition | None, pods: PodTemplates, problems: list[Problem]
+) -> str | None:
+    """Why an object has nothing to judge, or None; an :class:`InputError` for a kind's object that has
+    none of its templates and says of no other object that it describes its Pods."""
+    if pods.images or pods.engines:
+        return None
+    if definition is None:
+        return None if problems else "names no container image"
+    if not pods.spec_paths:
+        delegate = next((f for f in definition.delegates if _present(obj, f)), None)
+        if delegate is None:
+            raise _no_template(definition)
+        return f"its Pods come from the object {delegate} names (checked on its own)"
+    if pods.defaulted and not problems:
+        return (
+            f"it names no image: the operator fills in the image of {', '.join(pods.defaulted)} from its "
+            "own configuration (a KServe ServingRuntime, …), which is checked where it is defined"
         )
+    return None
 
-    problems: list[Problem] = []
-    metadata = _mapping(obj.get("metadata"), "metadata", problems)
-    the_namespace = _namespace(metadata, namespace)
-    name = _string_field(metadata, "name", "metadata", problems)
-    labels = _string_map(metadata.get("labels"), "metadata.labels", problems)
-    annotations = _string_map(metadata.get("annotations"), "metadata.annotations", problems)
 
-    spec, spec_path = _pod_spec(obj, the_kind, keys)
-    template_annotations: Mapping[str, str] = {}
-    template_path = ""
-    if len(keys) > 1:
-        # The pod template's metadata sits beside its spec; it is what the Pods will carry.
-        template_path = spec_path.removesuffix("spec") + "metadata"
-        parent = obj
-        for key in keys[:-1]:
-            parent = parent[key]
-        template_metadata = _mapping(parent.get("metadata"), template_path, problems)
-        template_annotations = _string_map(
-            template_metadata.get("annotations"), f"{template_path}.annotations", problems
-        )
+def _present(obj: Mapping[str, Any], path: str) -> bool:
+    return any(True for _ in PathPattern.parse(path).expand(obj))
 
-    extractor = PodSpecReader(spec, spec_path, problems)
-    extractor.read_containers()
-    extractor.read_volumes()
-    if len(keys) > 1:
-        extractor.read_annotation(template_annotations, f"{template_path}.annotations")
-    extractor.read_annotation(annotations, "metadata.annotations")
-    engines = extractor.engines()  # before `problems` is frozen: resolving engines can add problems
-    api_version = obj.get("apiVersion")
-    return Workload(
-        kind=the_kind,
-        api_version=api_version if isinstance(api_version, str) else "",
-        namespace=the_namespace,
-        name=name,
-        labels=labels,
-        annotations=annotations,
-        pod_spec_path=spec_path,
-        images=tuple(extractor.images),
-        engines=engines,
-        problems=tuple(problems),
-        obj=obj,
+
+def _no_template(definition: KindDefinition) -> InputError:
+    paths = ", ".join(t.path.text for t in definition.templates)
+    return InputError(
+        f"this {definition.kind} has none of its pod templates ({paths}), so its containers cannot be found",
+        location=definition.templates[0].path.text,
+        hint=f"a {definition.name} keeps its pod templates at {paths}",
     )
 
 
@@ -240,27 +295,6 @@ def changed_since(new: Workload, old: Workload) -> Workload:
     )
 
 
-def _pod_spec(obj: Mapping[str, Any], kind: str, keys: Sequence[str]) -> tuple[Mapping[str, Any], str]:
-    node: Any = obj
-    path = ""
-    for key in keys:
-        path = f"{path}.{key}" if path else key
-        node = node.get(key)
-        if node is None:
-            raise InputError(
-                f"this {kind} has no {path}, so its containers cannot be found",
-                location=path,
-                hint=f"a {kind} keeps its pod spec at {'.'.join(keys)}",
-            )
-        if not isinstance(node, MAPPINGS):
-            raise InputError(
-                f"{path} must be an object, found {type_name(node)}",
-                location=path,
-                hint=f"a {kind} keeps its pod spec at {'.'.join(keys)}",
-            )
-    return node, path
-
-
 def _namespace(metadata: Mapping[str, Any], given: str | None) -> str | None:
     own = metadata.get("namespace")
     if own is not None and not isinstance(own, str):
@@ -278,35 +312,9 @@ def _namespace(metadata: Mapping[str, Any], given: str | None) -> str | None:
     return own or given or None
 
 
-def _mapping(value: Any, path: str, problems: list[Problem]) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if isinstance(value, MAPPINGS):
-        return value
-    problems.append(Problem(path, f"must be an object, found {type_name(value)}"))
-    return {}
-
-
 def _string_field(metadata: Mapping[str, Any], key: str, parent: str, problems: list[Problem]) -> str | None:
     value = metadata.get(key)
     if value is None or isinstance(value, str):
         return value
     problems.append(Problem(f"{parent}.{key}", f"must be a string, found {type_name(value)}"))
     return None
-
-
-def _string_map(value: Any, path: str, problems: list[Problem]) -> Mapping[str, str]:
-    """``value`` when it maps strings to strings; otherwise its string pairs, with a problem for the rest."""
-    mapping = _mapping(value, path, problems)
-    for key, item in mapping.items():
-        if not (isinstance(key, str) and isinstance(item, str)):
-            break
-    else:
-        return mapping
-    clean: dict[str, str] = {}
-    for key, item in mapping.items():
-        if isinstance(key, str) and isinstance(item, str):
-            clean[key] = item
-        else:
-            problems.append(Problem(f"{path}[{key}]", f"values must be strings, found {type_name(item)}"))
-    return clean

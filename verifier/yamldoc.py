@@ -20,6 +20,7 @@ recorded:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -65,8 +66,13 @@ class _Nodes:
 
     def root(self, index: int) -> yaml.Node | None:
         if self._roots is None:
-            self._roots = list(yaml.compose_all(self._text, Loader=_Loader))
-        return self._roots[index]
+            try:
+                self._roots = list(yaml.compose_all(self._text, Loader=_Loader))
+            except (
+                yaml.YAMLError
+            ):  # the documents were read, so this cannot happen; a line is not worth a crash
+                self._roots = []
+        return self._roots[index] if index < len(self._roots) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +83,13 @@ class Document:
     line: int
     index: int
     nodes: _Nodes
+    offset: int = 0
+    """Lines of the stream before the text ``nodes`` holds (a document read on its own)."""
 
     def line_of(self, path: Path) -> int:
         """The line of the value at ``path``, or of its nearest ancestor that exists."""
         node = self._node(path)
-        return self.line if node is None else int(node.start_mark.line) + 1
+        return self.line if node is None else int(node.start_mark.line) + 1 + self.offset
 
     def text_line_of(self, path: Path) -> int:
         """The line where the text of the scalar at ``path`` starts: for ``|`` and ``>`` blocks, the next."""
@@ -89,7 +97,7 @@ class Document:
         if node is None:
             return self.line
         block = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
-        return int(node.start_mark.line) + (2 if block else 1)
+        return int(node.start_mark.line) + (2 if block else 1) + self.offset
 
     def _node(self, path: Path) -> yaml.Node | None:
         node = self.nodes.root(self.index)
@@ -124,17 +132,22 @@ def decode(raw: bytes, source: str) -> str:
 _MALFORMED = "malformed YAML: "
 
 
-def load_documents(text: str, source: str, limits: Limits | None = None) -> Iterator[Document]:
-    """Yield every document of a YAML (or JSON) stream; empty documents are skipped."""
+def load_documents(
+    text: str, source: str, limits: Limits | None = None, *, offset: int = 0
+) -> Iterator[Document]:
+    """Yield every document of a YAML (or JSON) stream; empty documents are skipped.
+
+    ``offset`` is the number of lines before ``text`` in its source (for a document read on its own).
+    """
     limits = limits or Limits()
     nodes = _Nodes(text)
     try:
         for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
             if node is not None:
-                yield _construct(node, source, index, limits, nodes)
+                yield _construct(node, source, index, limits, nodes, offset)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        where = f"{source}:{mark.line + 1 + offset}:{mark.column + 1}" if mark else source
         problem = error.problem or error.context or "malformed YAML"
         raise InputError(f"{_MALFORMED}{problem}", location=where) from None
     except yaml.YAMLError as error:
@@ -178,14 +191,14 @@ _STR = "tag:yaml.org,2002:str"
 _AS_TEXT = frozenset({_STR, "tag:yaml.org,2002:timestamp"})
 
 
-def _scalar(node: yaml.ScalarNode, source: str) -> Any:
+def _scalar(node: yaml.ScalarNode, source: str, offset: int) -> Any:
     if node.tag in _AS_TEXT:
         return node.value
     constructor = _CONSTRUCTORS.get(node.tag)
     if constructor is None:
         raise InputError(
             f"unsupported YAML tag {short_repr(node.tag)}",
-            location=f"{source}:{node.start_mark.line + 1}",
+            location=f"{source}:{node.start_mark.line + 1 + offset}",
             hint="remove the explicit tag",
         )
     try:
@@ -196,25 +209,27 @@ def _scalar(node: yaml.ScalarNode, source: str) -> Any:
         raise InputError(
             f"{short_repr(node.value)} cannot be read as {what}"
             + (": it has too many digits" if "digits" in str(error) else ""),
-            location=f"{source}:{node.start_mark.line + 1}",
+            location=f"{source}:{node.start_mark.line + 1 + offset}",
             hint="quote the value to keep it as text, or write a valid value",
         ) from None
 
 
-def _construct(root: yaml.Node, source: str, index: int, limits: Limits, nodes: _Nodes) -> Document:
+def _construct(
+    root: yaml.Node, source: str, index: int, limits: Limits, nodes: _Nodes, offset: int = 0
+) -> Document:
     seen: set[int] = set()
     count = 0
     characters = 0
 
     def where(node: yaml.Node) -> str:
-        return f"{source}:{node.start_mark.line + 1}"
+        return f"{source}:{node.start_mark.line + 1 + offset}"
 
     def too_big(what: str, node: yaml.Node, parent: yaml.Node, repeated: bool) -> InputError:
         limits_text = f"limits per document: {limits.max_nodes} values, {limits.max_characters} characters"
         if repeated:
             return InputError(
                 f"the document holds {what} once its YAML aliases are expanded: aliases (*name) here "
-                f"repeat the value anchored at line {node.start_mark.line + 1}",
+                f"repeat the value anchored at line {node.start_mark.line + 1 + offset}",
                 location=where(parent),
                 hint=f"each alias counts as a copy of its anchor's value ({limits_text}); "
                 "write the values out, or split the document",
@@ -236,7 +251,7 @@ def _construct(root: yaml.Node, source: str, index: int, limits: Limits, nodes: 
             raise too_big(f"more than {limits.max_nodes} values", node, parent, repeated)
         if characters > limits.max_characters:
             raise too_big(f"more than {limits.max_characters} characters of text", node, parent, repeated)
-        return _scalar(node, source)
+        return _scalar(node, source, offset)
 
     def visit(node: yaml.Node, depth: int, parent: yaml.Node) -> Any:
         nonlocal count
@@ -277,4 +292,36 @@ def _construct(root: yaml.Node, source: str, index: int, limits: Limits, nodes: 
         raise InputError(f"unsupported YAML node {node.tag}", location=where(node))  # pragma: no cover
 
     data = visit(root, 0, root)
-    return Document(data=data, line=root.start_mark.line + 1, index=index, nodes=nodes)
+    return Document(
+        data=data, line=root.start_mark.line + 1 + offset, index=index, nodes=nodes, offset=offset
+    )
+
+
+_SEPARATOR = re.compile(r"^---(?=[ \t\r]|$)", re.MULTILINE)
+
+
+def load_each_document(
+    text: str, source: str, limits: Limits | None = None
+) -> Iterator[Document | InputError]:
+    """Every document of a stream, or for each one that cannot be read, its :class:`InputError`.
+
+    The stream is read whole first; when that fails, each document (split at its ``---`` line, as kubectl
+    splits a stream) is read on its own, so that one malformed document costs only itself and every other
+    document is still read, in order.
+    """
+    try:
+        whole = list(load_documents(text, source, limits))
+    except InputError:
+        pass
+    else:
+        yield from whole
+        return
+    starts = [0, *(found.start() for found in _SEPARATOR.finditer(text) if found.start() > 0)]
+    line = 0
+    for begin, end in zip(starts, [*starts[1:], len(text)], strict=True):
+        chunk = text[begin:end]
+        try:
+            yield from load_documents(chunk, source, limits, offset=line)
+        except InputError as error:
+            yield error
+        line += chunk.count("\n")

@@ -13,13 +13,12 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from policies.evaluator import PolicyEngine
 from policies.requesters import Requester
 from policies.results import Action, Decision, Violation
-from policies.workload import NotAWorkload, is_workload_kind
 from verifier.deadline import Deadline
 from verifier.errors import TrtguardError
 from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, DecisionStore
@@ -178,24 +177,22 @@ class Reviewer:
             # its spec now says. These UPDATEs are clean-up, above all finalizer removal; blocking them would
             # leave the object undeletable (kyverno#8815).
             return Verdict(True, "DeletionInProgress")
-        if not is_workload_kind(request.kind.kind):
-            return _not_a_workload(request)
-
         obj = _with_kind(obj, request)
         old = _with_kind(request.old_object, request) if request.old_object is not None else None
         engine = loaded.engine
         try:
             with self.tracing.span("policy.evaluate", **{"trtguard.policy_revision": loaded.revision}):
                 async with asyncio.timeout(deadline.remaining()):
+                    # A kind the policies do not know reaches the webhook only if its rules were widened:
+                    # what it names is judged as found (never admitted unjudged), with a warning.
                     decision = await engine.evaluate(
                         obj,
                         namespace=request.namespace,
                         old=old,
                         deadline=deadline,
+                        unknown_kinds="judge",
                         requester=_requester(request),
                     )
-        except NotAWorkload:
-            return _not_a_workload(request)
         except TimeoutError:
             message = f"ran out of time after {budget:.1f} s"
             return self._error_verdict(
@@ -226,7 +223,13 @@ class Reviewer:
                 reason="EvaluationError",
                 failure="evaluation_error",
             )
-        return _from_decision(decision, "PolicyViolation")
+        if decision.unjudged is not None:
+            return _not_a_workload(decision.unjudged)
+        verdict = _from_decision(decision, "PolicyViolation")
+        if engine.policy_set.kinds.get(request.kind.group, request.kind.kind, request.kind.version) is None:
+            warning = f"trtguard does not know {request.kind}; it judged the images found in the whole object"
+            verdict = replace(verdict, warnings=(warning, *verdict.warnings))
+        return verdict
 
     def _error_verdict(
         self,
@@ -312,7 +315,11 @@ class Reviewer:
         self, request: AdmissionRequest, verdict: Verdict, record: DecisionRecord, seconds: float
     ) -> None:
         decision = "allow" if verdict.allowed else "deny"
-        kind = request.kind.kind if is_workload_kind(request.kind.kind) else "other"
+        loaded = self.policies.current
+        known = loaded is not None and loaded.policy_set.kinds.get(
+            request.kind.group, request.kind.kind, request.kind.version
+        )
+        kind = request.kind.kind if known else "other"
         # A malformed request may carry any operation: labels stay a fixed set.
         operation = request.operation if request.operation in OPERATIONS else "other"
         self.metrics.reviews.labels(decision, operation, kind, str(request.dry_run).lower()).inc()
@@ -439,8 +446,8 @@ def _deny(reason: str, message: str, failure: str | None = None) -> Verdict:
     return Verdict(False, reason, message=message, failure=failure)
 
 
-def _not_a_workload(request: AdmissionRequest) -> Verdict:
-    warning = f"trtguard does not check {request.kind.kind}: nothing to judge (check the webhook's rules)"
+def _not_a_workload(reason: str) -> Verdict:
+    warning = f"trtguard judged nothing: {reason}"
     return Verdict(True, "NotAWorkload", warnings=(warning,))
 
 

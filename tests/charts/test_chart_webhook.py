@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from policies.operator_kinds import OPERATOR_KINDS
 from tests.charts.helm_chart import (
     CHART,
     CI_VALUES,
@@ -15,9 +16,13 @@ from tests.charts.helm_chart import (
     RELEASE,
     one,
     render,
+    render_error,
     run_helm,
     selector_matches,
 )
+
+#: webhook.operators names.
+OPERATORS = ("kserve", "kuberay", "leaderworkerset", "argo-rollouts", "kubeflow", "volcano")
 
 pytestmark = pytest.mark.helm
 
@@ -109,6 +114,47 @@ def test_rules_cover_every_pod_bearing_kind_and_ephemeral_containers() -> None:
         ("batch", "v1", "jobs"),
         ("batch", "v1", "cronjobs"),
     }
+
+
+def _covered(rules: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
+    """(group, version, resource, scope) for every rule."""
+    covered = set()
+    for rule in rules:
+        assert rule["operations"] == ["CREATE", "UPDATE"]
+        for group in rule["apiGroups"]:
+            for version in rule["apiVersions"]:
+                covered |= {(group, version, resource, rule["scope"]) for resource in rule["resources"]}
+    return covered
+
+
+def test_the_enabled_operators_kinds_are_judged_at_the_versions_trtguard_reads() -> None:
+    builtin = _covered(webhook(render())["rules"])
+    every = list(OPERATORS)
+    rules = webhook(render(set_json={"webhook.operators": every}))["rules"]
+    # Exactly the shipped definitions, at the versions each was checked against (and no built-in rule lost).
+    shipped = {
+        (d.group, version, d.resource, "Namespaced" if d.namespaced else "Cluster")
+        for d in OPERATOR_KINDS
+        for version in d.versions
+    }
+    assert _covered(rules) == builtin | shipped
+    kuberay = _covered(webhook(render(set_json={"webhook.operators": ["kuberay"]}))["rules"]) - builtin
+    assert {resource for _, _, resource, _ in kuberay} == {
+        "rayclusters",
+        "rayservices",
+        "rayjobs",
+        "raycronjobs",
+    }
+
+
+def test_extra_rules_for_workload_kinds() -> None:
+    extra = {"apiGroups": ["example.com"], "apiVersions": ["v1"], "resources": ["inferencejobs"]}
+    rules = webhook(render(set_json={"webhook.extraRules": [extra]}))["rules"]
+    assert ("example.com", "v1", "inferencejobs", "Namespaced") in _covered(rules)
+    refused = render_error(set_json={"webhook.operators": ["knative"]})
+    assert "at '/webhook/operators/0': value must be one of 'kserve', 'kuberay'" in refused
+    refused = render_error(set_json={"webhook.extraRules": [{**extra, "resources": []}]})
+    assert "at '/webhook/extraRules/0/resources': minItems" in refused
 
 
 def test_protocol_settings() -> None:

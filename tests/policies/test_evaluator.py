@@ -7,7 +7,6 @@ import pytest
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.results import Action
-from policies.workload import NotAWorkload
 from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, pod
 from tests.policies.evaluation import (
     engine_for,
@@ -68,11 +67,12 @@ def test_unreadable_object_is_denied_by_trtguard(material: Material) -> None:
     assert decision.violations[0].policy == "trtguard"
 
 
-def test_non_workload_kinds_raise(material: Material) -> None:
-    with pytest.raises(NotAWorkload):
-        evaluate(
-            engine_for(material, images_policy()), {"apiVersion": "v1", "kind": "Service", "metadata": {}}
-        )
+def test_kinds_with_nothing_to_judge_say_why(material: Material) -> None:
+    decision = evaluate(
+        engine_for(material, images_policy()), {"apiVersion": "v1", "kind": "Service", "metadata": {}}
+    )
+    assert decision.allowed and not decision.violations
+    assert decision.unjudged is not None and "names no container image" in decision.unjudged
 
 
 def test_update_judges_only_new_or_changed_images(material: Material) -> None:

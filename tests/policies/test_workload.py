@@ -15,8 +15,8 @@ from policies.workload import (
     ENGINES_ANNOTATION,
     EngineUse,
     ImageUse,
-    NotAWorkload,
     Problem,
+    Unjudged,
     Workload,
     changed_since,
     extract,
@@ -374,7 +374,14 @@ def _request(document: Any) -> dict[str, Any] | None:
     return document
 
 
-def _extract_from(request: dict[str, Any], key: str) -> Workload:
+def workload_of(obj: Any, **options: Any) -> Workload:
+    """``extract``'s answer, which must be a workload."""
+    found = extract(obj, **options)
+    assert isinstance(found, Workload), found
+    return found
+
+
+def _extract_from(request: dict[str, Any], key: str) -> Workload | Unjudged:
     kind = request.get("kind")
     return extract(
         request.get(key),  # type: ignore[arg-type]  # None on purpose where the request has no object
@@ -384,21 +391,20 @@ def _extract_from(request: dict[str, Any], key: str) -> Workload:
 
 
 def _check(request: dict[str, Any], key: str, expected: Any) -> None:
-    if isinstance(expected, list):  # oldObject: images only
-        assert _extract_from(request, key).images == tuple(expected)
-        return
     if expected[0] == "not a workload":
-        with pytest.raises(NotAWorkload):
-            _extract_from(request, key)
+        assert isinstance(_extract_from(request, key), Unjudged)
         return
     if expected[0] == "input error":
         with pytest.raises(InputError) as caught:
             _extract_from(request, key)
-        assert not isinstance(caught.value, NotAWorkload)
         assert caught.value.location == expected[1]
         return
-    _, kind, namespace, name, spec_path, images = expected
     workload = _extract_from(request, key)
+    assert isinstance(workload, Workload)
+    if isinstance(expected, list):  # oldObject: images only
+        assert workload.images == tuple(expected)
+        return
+    _, kind, namespace, name, spec_path, images = expected
     assert (workload.kind, workload.namespace, workload.name, workload.pod_spec_path) == (
         kind,
         namespace,
@@ -442,6 +448,7 @@ def test_updates_without_image_changes_leave_nothing_to_judge(shared_fixtures: P
     request = _request(_load(shared_fixtures / "admission" / name))
     assert request is not None
     new, old = _extract_from(request, "object"), _extract_from(request, "oldObject")
+    assert isinstance(new, Workload) and isinstance(old, Workload)
     changed = changed_since(new, old)
     assert (changed.images, changed.engines, changed.problems) == ((), (), ())
     assert changed.obj is new.obj
@@ -469,7 +476,7 @@ def test_synthetic_objects_are_valid_kubernetes(data_dir: Path, name: str) -> No
 
 
 def test_pod_with_image_volumes_and_annotation(data_dir: Path) -> None:
-    workload = extract(_data(data_dir, "300-pod-tensorrt-image-volumes.yaml"))
+    workload = workload_of(_data(data_dir, "300-pod-tensorrt-image-volumes.yaml"))
     assert (workload.kind, workload.api_version, workload.namespace, workload.name) == (
         "Pod",
         "v1",
@@ -511,13 +518,14 @@ def test_pod_with_image_volumes_and_annotation(data_dir: Path) -> None:
             f"metadata.annotations[{ENGINES_ANNOTATION}][0]",
             "annotation",
             ("triton",),
+            declared=True,
         ),
     )
     assert workload.problems == ()
 
 
 def test_cronjob_merges_template_and_object_annotations(data_dir: Path) -> None:
-    workload = extract(_data(data_dir, "301-cronjob-engines-annotations.yaml"))
+    workload = workload_of(_data(data_dir, "301-cronjob-engines-annotations.yaml"))
     spec = "spec.jobTemplate.spec.template.spec"
     template_annotation = f"spec.jobTemplate.spec.template.metadata.annotations[{ENGINES_ANNOTATION}]"
     assert workload.pod_spec_path == spec
@@ -539,6 +547,7 @@ def test_cronjob_merges_template_and_object_annotations(data_dir: Path) -> None:
             f"{spec}.volumes[0].image.reference",
             "volume",
             (),
+            declared=True,
         ),
         # template entries first; the object's identical "ranker" entry counts once
         EngineUse(
@@ -547,6 +556,7 @@ def test_cronjob_merges_template_and_object_annotations(data_dir: Path) -> None:
             f"{template_annotation}[0]",
             "annotation",
             ("infer", "uploader"),
+            declared=True,
         ),
         EngineUse(
             "ranker",
@@ -554,6 +564,7 @@ def test_cronjob_merges_template_and_object_annotations(data_dir: Path) -> None:
             f"{template_annotation}[1]",
             "annotation",
             ("infer", "uploader"),
+            declared=True,
         ),
     )
     assert workload.problems == ()
@@ -570,16 +581,17 @@ def test_list_documents_are_flattened(data_dir: Path) -> None:
     for resource in resources:
         kubernetes_validate.validate(dict(resource), "1.35.0", strict=True)
     template, controller, service, deployment = resources
-    assert extract(template).images == (
+    assert workload_of(template).images == (
         _c("template.spec.containers[0].image", "nvcr.io/nvidia/tensorrt:24.08-py3", "server"),
     )
-    assert extract(template).pod_spec_path == "template.spec"
-    assert extract(controller).images == (
+    assert workload_of(template).pod_spec_path == "template.spec"
+    assert workload_of(controller).images == (
         _c(f"{TSS}.containers[0].image", "registry.corp/inference/legacy:1.0", "server"),
     )
-    with pytest.raises(NotAWorkload, match="Service runs no Pods"):
-        extract(service)
-    assert extract(deployment).images == (
+    skipped = extract(service)
+    assert isinstance(skipped, Unjudged)
+    assert skipped.reason == "it is not a workload kind trtguard knows and names no container image"
+    assert workload_of(deployment).images == (
         _c(f"{TSS}.containers[0].image", "registry.corp/inference/server:3.1", "server"),
     )
 
@@ -589,6 +601,7 @@ def test_ephemeral_container_subresource_update(data_dir: Path) -> None:
     assert request is not None
     assert request["subResource"] == "ephemeralcontainers"
     new, old = _extract_from(request, "object"), _extract_from(request, "oldObject")
+    assert isinstance(new, Workload) and isinstance(old, Workload)
     changed = changed_since(new, old)
     assert changed.images == (
         ImageUse("busybox:1.36", "spec.ephemeralContainers[0].image", "ephemeralContainer", "debugger-x7h2q"),
@@ -622,6 +635,17 @@ FULL_SPEC: dict[str, Any] = {
         {"name": "tmp", "emptyDir": {}},
     ],
 }
+API_VERSIONS = {
+    "Pod": "v1",
+    "Deployment": "apps/v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "Job": "batch/v1",
+    "ReplicationController": "v1",
+    "PodTemplate": "v1",
+    "CronJob": "batch/v1",
+}
 SPEC_PATHS = {
     "Pod": "spec",
     "Deployment": TSS,
@@ -644,7 +668,11 @@ def _object(
 ) -> dict[str, Any]:
     """A ``kind`` object with ``spec`` as its PodSpec, at the path that kind keeps it."""
     keys = SPEC_PATHS[kind].split(".")
-    obj: dict[str, Any] = {"apiVersion": "v1", "kind": kind, "metadata": metadata or {"name": "x"}}
+    obj: dict[str, Any] = {
+        "apiVersion": API_VERSIONS[kind],
+        "kind": kind,
+        "metadata": metadata or {"name": "x"},
+    }
     node = obj
     for key in keys[:-1]:
         node = node.setdefault(key, {})
@@ -656,7 +684,7 @@ def _object(
 
 @pytest.mark.parametrize("kind", sorted(SPEC_PATHS))
 def test_every_image_bearing_field_in_every_kind(kind: str) -> None:
-    workload = extract(_object(kind, copy.deepcopy(FULL_SPEC)))
+    workload = workload_of(_object(kind, copy.deepcopy(FULL_SPEC)))
     spec = SPEC_PATHS[kind]
     assert workload.pod_spec_path == spec
     assert workload.images == (
@@ -678,19 +706,18 @@ def test_every_image_bearing_field_in_every_kind(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["Service", "ConfigMap", "List", "InferenceService", "EphemeralContainers"])
-def test_other_kinds_are_not_workloads(kind: str) -> None:
-    with pytest.raises(NotAWorkload) as caught:
-        extract({"apiVersion": "v1", "kind": kind, "metadata": {"name": "x"}, "spec": {}})
-    assert caught.value.location == "kind"
-    assert isinstance(caught.value, InputError)
+def test_other_kinds_without_images_are_unjudged_with_the_reason(kind: str) -> None:
+    found = extract({"apiVersion": "v1", "kind": kind, "metadata": {"name": "x"}, "spec": {}})
+    assert isinstance(found, Unjudged)
+    assert found.reason == "it is not a workload kind trtguard knows and names no container image"
 
 
 def test_kind_from_the_caller_when_the_object_has_none() -> None:
     obj = {"spec": {"containers": [{"name": "a", "image": "nginx"}]}}
-    assert extract(obj, kind="Pod").kind == "Pod"
-    with pytest.raises(InputError, match="has no kind") as caught:
+    assert workload_of(obj, kind="Pod").kind == "Pod"
+    with pytest.raises(InputError, match="has no kind"):
         extract(obj)
-    assert not isinstance(caught.value, NotAWorkload)  # no kind must never read as "nothing to check"
+    # no kind must never read as "nothing to check"
 
 
 # --- what makes extraction impossible: InputError with the path ------------------------------------------
@@ -724,7 +751,6 @@ def test_kind_from_the_caller_when_the_object_has_none() -> None:
 def test_unreadable_objects_raise_input_error(obj: dict[str, Any], location: str, words: str) -> None:
     with pytest.raises(InputError) as caught:
         extract(obj)
-    assert not isinstance(caught.value, NotAWorkload)
     assert caught.value.location == location
     assert words in caught.value.message
     assert caught.value.hint
@@ -745,10 +771,10 @@ def test_object_and_envelope_must_agree() -> None:
     ) as caught:
         extract(pod, namespace="prod")
     assert caught.value.location == "metadata.namespace"
-    assert extract(pod, namespace="dev", kind="Pod").namespace == "dev"
+    assert workload_of(pod, namespace="dev", kind="Pod").namespace == "dev"
     del pod["metadata"]["namespace"]
-    assert extract(pod, namespace="prod").namespace == "prod"
-    assert extract(pod).namespace is None
+    assert workload_of(pod, namespace="prod").namespace == "prod"
+    assert workload_of(pod).namespace is None
 
 
 # --- malformed fields: a Problem each, never an exception ------------------------------------------------
@@ -1005,7 +1031,7 @@ def test_malformed_fields_become_problems(
     obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "spec": spec}
     if metadata is not None:
         obj["metadata"] = metadata
-    workload = extract(obj)
+    workload = workload_of(obj)
     matching = [problem for problem in workload.problems if problem.path == path]
     assert matching, workload.problems
     assert any(words in problem.message for problem in matching), matching
@@ -1016,7 +1042,7 @@ def test_malformed_fields_keep_what_is_readable() -> None:
         "containers": [{"name": "a", "image": 5}, {"name": "b", "image": "registry.corp/b:1"}, "junk"],
         "volumes": [VOLUME],
     }
-    workload = extract({"kind": "Pod", "spec": spec, "metadata": _engines("not json")})
+    workload = workload_of({"kind": "Pod", "spec": spec, "metadata": _engines("not json")})
     assert workload.images == (
         _c("spec.containers[1].image", "registry.corp/b:1", "b"),
         ImageUse(f"registry.corp/engines/m@{D[1]}", "spec.volumes[0].image.reference", "volume", "model"),
@@ -1035,7 +1061,7 @@ def test_conflicting_engine_declarations_keep_both() -> None:
         metadata=_engines([{"name": "m", "ref": f"registry.corp/engines/m@{D[3]}"}]),
         template_metadata=_engines([{"name": "m", "ref": ENGINE_REF}]),
     )
-    workload = extract(obj)
+    workload = workload_of(obj)
     # Both refs are judged (a conflict must not hide either), and the conflict itself is a problem.
     assert [engine.reference for engine in workload.engines] == [
         ENGINE_REF,
@@ -1065,14 +1091,16 @@ def test_annotation_engine_rules() -> None:
             {"name": "model", "ref": VOLUME_REF},
         ]
     )
-    workload = extract({"kind": "Pod", "metadata": metadata, "spec": spec})
+    workload = workload_of({"kind": "Pod", "metadata": metadata, "spec": spec})
     annotation = f"metadata.annotations[{ENGINES_ANNOTATION}]"
     assert workload.engines == (
         # mounted only by an init container; also named (with its own ref) by the annotation: one engine
-        EngineUse("model", VOLUME_REF, "spec.volumes[0].image.reference", "volume", ("fetch",)),
+        EngineUse(
+            "model", VOLUME_REF, "spec.volumes[0].image.reference", "volume", ("fetch",), declared=True
+        ),
         # without `container`: every entry of `containers`, not init or ephemeral containers
-        EngineUse("a", ENGINE_REF, f"{annotation}[0]", "annotation", ("app", "gpu")),
-        EngineUse("b", ENGINE_REF, f"{annotation}[1]", "annotation", ("fetch",)),
+        EngineUse("a", ENGINE_REF, f"{annotation}[0]", "annotation", ("app", "gpu"), declared=True),
+        EngineUse("b", ENGINE_REF, f"{annotation}[1]", "annotation", ("fetch",), declared=True),
     )
     assert workload.problems == ()
 
@@ -1082,7 +1110,7 @@ def test_annotation_engine_rules() -> None:
 
 def _deployment(containers: list[dict[str, Any]], engines: list[dict[str, Any]] | None = None) -> Workload:
     template_metadata = _engines(engines) if engines is not None else None
-    return extract(
+    return workload_of(
         _object(
             "Deployment", {"containers": containers, "volumes": [VOLUME]}, template_metadata=template_metadata
         )
@@ -1130,9 +1158,9 @@ def test_changed_since_keeps_only_new_or_changed_uses() -> None:
 
 
 def test_changed_since_reports_only_new_problems() -> None:
-    old = extract({"kind": "Pod", "spec": {"containers": [{"name": "a", "image": 5}]}})
-    same = extract({"kind": "Pod", "spec": {"containers": [{"name": "a", "image": 5}]}})
-    worse = extract({"kind": "Pod", "spec": {"containers": [{"name": "a", "image": 5}, {"name": "b"}]}})
+    old = workload_of({"kind": "Pod", "spec": {"containers": [{"name": "a", "image": 5}]}})
+    same = workload_of({"kind": "Pod", "spec": {"containers": [{"name": "a", "image": 5}]}})
+    worse = workload_of({"kind": "Pod", "spec": {"containers": [{"name": "a", "image": 5}, {"name": "b"}]}})
     assert changed_since(same, old).problems == ()
     assert changed_since(worse, old).problems == (
         Problem("spec.containers[1].image", "the container has no image"),

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from verifier.errors import InputError
-from verifier.yamldoc import Limits, load_document, load_documents
+from verifier.yamldoc import Document, Limits, load_document, load_documents, load_each_document
 
 
 def scalar_alias_bomb(aliases: int = 150_000, size: int = 60_000) -> str:
@@ -127,3 +127,21 @@ def test_load_document_names_the_file_kind() -> None:
         load_document(scalar_alias_bomb(), "bomb.yaml", what="the settings")
     assert bomb.value.message.startswith("the settings: the document holds more than")
     assert bomb.value.location == "bomb.yaml:2"
+
+
+def test_each_document_is_read_on_its_own_when_one_is_malformed() -> None:
+    text = "a: 1\n---\nb: [unclosed\n---\nc:\n  d: 3\n--- |\n  text\n---\ne: 5\ne: 6\n"
+    found = list(load_each_document(text, "many.yaml"))
+    assert [d.data if isinstance(d, Document) else d.location for d in found] == [
+        {"a": 1},
+        "many.yaml:4:1",
+        {"c": {"d": 3}},
+        "text\n",
+        "many.yaml:11",
+    ]
+    # Lines and paths are those of the whole stream, not of the document's own text.
+    third = found[2]
+    assert isinstance(third, Document) and (third.line, third.line_of(("c", "d"))) == (5, 6)
+    # A stream that reads whole is read whole (one pass, the same documents as load_documents).
+    whole = list(load_each_document("a: 1\n---\nb: 2\n", "two.yaml"))
+    assert [d.data for d in whole if isinstance(d, Document)] == [{"a": 1}, {"b": 2}]

@@ -406,3 +406,69 @@ async def test_updates_of_an_object_being_deleted_are_admitted_unjudged_and_reco
     for obj in (new, old):
         obj["metadata"].pop("deletionTimestamp", None)
     assert (await _review(reviewer, make_review(obj=new, old=old, operation="UPDATE")))["allowed"] is False
+
+
+async def test_a_shipped_operator_kind_is_judged_by_its_pod_templates(
+    demo_material: Material, store: SQLiteStore, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    template = {"spec": {"containers": [{"name": "ray-head", "image": OFF_LIST_IMAGE}]}}
+    cluster = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "rc", "namespace": "prod"},
+        "spec": {"headGroupSpec": {"template": template}},
+    }
+    answer = await _review(reviewer, make_review(obj=cluster))
+    assert answer["allowed"] is False
+    violations = json.loads(answer["auditAnnotations"]["violations"])
+    # The image where it is, and no engine in the pod template where one would be mounted.
+    assert {v["path"] for v in violations} == {
+        "spec.headGroupSpec.template.spec.containers[0].image",
+        "spec.headGroupSpec.template.spec.volumes",
+    }
+    assert "warnings" not in answer
+
+
+async def test_a_kind_trtguard_does_not_know_is_judged_as_found_never_admitted_unjudged(
+    demo_material: Material, store: SQLiteStore, make_review: ReviewFactory
+) -> None:
+    """The chart never sends such kinds; a webhook configured by hand to send them must not wave them by."""
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    custom = {
+        "apiVersion": "example.com/v1",
+        "kind": "Predictor",
+        "metadata": {"name": "p", "namespace": "prod"},
+        "spec": {"server": {"template": {"spec": {"containers": [{"name": "s", "image": OFF_LIST_IMAGE}]}}}},
+    }
+    answer = await _review(reviewer, make_review(obj=custom))
+    assert answer["allowed"] is False
+    assert answer["warnings"] == [
+        "trtguard does not know example.com/v1/Predictor; it judged the images found in the whole object"
+    ]
+    violations = json.loads(answer["auditAnnotations"]["violations"])
+    assert "spec.server.template.spec.containers[0].image" in {v["path"] for v in violations}
+    # One that names no image is admitted, and says why.
+    empty = {**custom, "spec": {"replicas": 1}}
+    answer = await _review(reviewer, make_review(obj=empty))
+    assert (answer["allowed"], answer["auditAnnotations"]["reason"]) == (True, "NotAWorkload")
+    assert answer["warnings"] == [
+        "trtguard judged nothing: it is not a workload kind trtguard knows and names no container image"
+    ]
+
+
+async def test_a_rollout_that_takes_its_template_from_a_deployment_is_admitted_with_why(
+    demo_material: Material, store: SQLiteStore, make_review: ReviewFactory
+) -> None:
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    rollout = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout",
+        "metadata": {"name": "r", "namespace": "prod"},
+        "spec": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+    }
+    answer = await _review(reviewer, make_review(obj=rollout))
+    assert (answer["allowed"], answer["auditAnnotations"]["reason"]) == (True, "NotAWorkload")
+    assert answer["warnings"] == [
+        "trtguard judged nothing: its Pods come from the object spec.workloadRef names (checked on its own)"
+    ]

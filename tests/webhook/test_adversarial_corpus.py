@@ -41,6 +41,7 @@ class Case:
     paths: tuple[str, ...]
     text: str
     resource: Mapping[str, Any] | None
+    unknown_kind: bool = False
 
     @property
     def name(self) -> str:
@@ -80,6 +81,7 @@ def load_cases(material: Material) -> list[Case]:
                 paths=tuple(entry.get("paths", ("check", "serve"))),
                 text=text,
                 resource=yaml.safe_load(text) if raw is None else None,
+                unknown_kind=entry.get("unknown_kind", False),
             )
         )
     return cases
@@ -90,10 +92,13 @@ def cases(demo_material: Material) -> list[Case]:
     return load_cases(demo_material)
 
 
-def run_check(material: Material, *files: Path) -> tuple[int, list[dict[str, Any]]]:
+def run_check(
+    material: Material, *files: Path, unknown_kinds: str = "judge"
+) -> tuple[int, list[dict[str, Any]]]:
     """``trtguard check --format json`` in this process: exit status and the results."""
     out = io.StringIO()
     args = ["check", "--policies", str(material.policies), "--attestations", str(material.attestations)]
+    args += ["--unknown-kinds", unknown_kinds]
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         status = main([*args, "--format", "json", *map(str, files)])
     text = out.getvalue()
@@ -156,6 +161,12 @@ def _ids(path: str) -> Iterator[str]:
             yield entry["id"]
 
 
+def _entry(case_id: str) -> dict[str, Any]:
+    document = yaml.safe_load(CORPUS.read_text())
+    [entry] = [e for e in document["cases"] if e["id"] == case_id]
+    return dict(entry)
+
+
 @pytest.mark.parametrize("case_id", list(_ids("check")))
 def test_check_gives_the_expected_verdict(
     case_id: str,
@@ -177,6 +188,20 @@ def test_check_gives_the_expected_verdict(
     else:
         [result] = results
         assert_expected(case, result["allowed"], findings(result["violations"]), "check")
+
+
+@pytest.mark.parametrize("case_id", [c for c in _ids("check") if "unknown_kind" in _entry(c)])
+def test_plain_check_lists_unknown_kinds_as_unchecked(
+    case_id: str, cases: list[Case], demo_material: Material, tmp_path: Path
+) -> None:
+    [case] = [c for c in cases if c.id == case_id]
+    path = tmp_path / "input.yaml"
+    path.write_text(case.text)
+    status, [result] = run_check(demo_material, path, unknown_kinds="warn")
+    assert status == 0 and result["unknown_kind"] is True and result["violations"] == []
+    assert result["skipped"].startswith(f"{_flattened_name(case).split('/')[0]} (")
+    assert result["images"], "the images found must be listed"
+    assert run_check(demo_material, path, unknown_kinds="fail")[0] == 1
 
 
 async def test_serve_gives_the_verdict_of_check_in_any_order(

@@ -138,7 +138,9 @@ async def test_every_shared_fixture_wrapped_as_v1_gets_the_expected_verdict(
         name, (True, "Allowed")
     )
     if answer["auditAnnotations"]["reason"] == "NotAWorkload":
-        assert any("does not check" in w for w in answer["warnings"])
+        assert answer["warnings"] == [
+            "trtguard judged nothing: it is not a workload kind trtguard knows and names no container image"
+        ]
 
 
 async def test_every_shared_workload_in_prod_is_judged_by_the_policies(

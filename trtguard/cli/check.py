@@ -26,8 +26,9 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "check",
         description=(
-            "Evaluate Pods and Pod-bearing resources in FILE|DIR|- against the policies: offline with "
-            "--attestations, or against the registries with --registry."
+            "Evaluate the workloads in FILE|DIR|- (built-in kinds, the shipped operator kinds and the "
+            "policies' WorkloadKinds) against the policies: offline with --attestations, or against the "
+            "registries with --registry."
         ),
     )
     parser.add_argument("inputs", nargs="+", metavar="FILE|DIR|-", help="YAML/JSON manifests; - reads stdin")
@@ -46,7 +47,17 @@ def register(subparsers: Subparsers) -> None:
         "--namespace",
         metavar="NS",
         default=None,
-        help="namespace for resources that name none (default: 'default', as kubectl would)",
+        help="the namespace the resources are applied to, as with kubectl apply: resources that name none "
+        "are judged there, and one that names another is an input error (default: each resource in the "
+        "namespace it names, 'default' for those that name none)",
+    )
+    parser.add_argument(
+        "--unknown-kinds",
+        choices=("warn", "fail", "judge"),
+        default="warn",
+        help="resources of kinds trtguard does not know that name images: list them, unchecked (warn); also "
+        "fail the run with exit status 1 (fail); or judge the images found in them, as the webhook does when "
+        "such a kind is sent to it (judge) (default: warn)",
     )
     parser.add_argument(
         "--as",
@@ -79,14 +90,19 @@ def _run(args: argparse.Namespace) -> int:
         attestations=args.attestations, registry_config=args.registry_config, registry=args.registry
     )
     policy_set = load_policy_set(args.policies)
-    report = CheckReport(policy_revision=policy_set.revision)
+    report = CheckReport(policy_revision=policy_set.revision, fail_unknown_kinds=args.unknown_kinds == "fail")
     resources = list(read_resources(args.inputs, sys.stdin.buffer.read, report.problems))
     unverifiable = {None: None, "deny": Action.DENY, "warn": Action.WARN}[args.unverifiable]
 
     async def evaluate(evidence: EvidenceSource) -> list[Outcome]:
         engine = PolicyEngine(policy_set, evidence)
         return await check(
-            engine, resources, namespace=args.namespace, unverifiable=unverifiable, requester=requester
+            engine,
+            resources,
+            namespace=args.namespace,
+            unverifiable=unverifiable,
+            unknown_kinds="judge" if args.unknown_kinds == "judge" else "report",
+            requester=requester,
         )
 
     async def run() -> list[Outcome]:

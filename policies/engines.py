@@ -1,0 +1,141 @@
+"""Which image volumes a policy treats as TensorRT engines (``models.engines``), and what the others need.
+
+Engine candidates are the image volumes a container mounts, the volumes an annotation entry names, model
+storage URIs (KServe's ``oci://``) and annotation entries (:class:`~policies.podspec.EngineUse`). For a
+policy:
+
+- without ``models.engines``, every candidate is an engine (nothing unsigned passes as "just an image");
+- with it, an annotation entry is an engine (it says so), and so is a volume or URI whose reference matches
+  one of the patterns or whose artifact is an engine artifact (``application/vnd.trtguard.engine.v1``, as
+  the evidence source reads it). The rest are plain image volumes, judged by the image rules alone; since
+  a workload chooses how its artifacts are pushed, such a volume must be vouched for by an image rule of
+  the same policy that checks its bytes (``signatures``, ``attestations`` or ``digests``), or it is a
+  violation: otherwise an engine pushed as a plain image into a repository outside the patterns would
+  escape the build-manifest rules. A look-up that cannot answer (a registry that fails, a tag offline) is a
+  violation under ``onError``, never a plain image.
+
+Only engines count for ``models.required``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from policies.loader import CompiledPolicy
+from policies.patterns import ImagePattern, matches_any
+from policies.podspec import EngineUse, ImageField
+from policies.results import Violation
+from policies.rules.evaluation import Evaluation
+from policies.rules.findings import unavailable, violation
+from verifier.errors import EvidenceUnavailable, VerificationError
+from verifier.references import ImageReference
+
+__all__ = ["EngineSort", "sort_engines"]
+
+_RULE = "models.engines"
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSort:
+    """The candidates of one workload as one policy sees them."""
+
+    engines: tuple[EngineUse, ...]
+    """The candidates the policy judges as engines."""
+    plain: tuple[EngineUse, ...] = ()
+    """Image volumes (and URIs) that are not engines for this policy."""
+    undecided: tuple[tuple[EngineUse, EvidenceUnavailable], ...] = ()
+    """Candidates whose artifact type could not be read, with why."""
+
+    def violations(
+        self, policy: CompiledPolicy, judged: Sequence[EngineUse], run: Evaluation
+    ) -> list[Violation]:
+        """What the policy finds about the non-engines among ``judged``: undecided ones (``onError``), and
+        plain image volumes that no image rule of the policy vouches for."""
+        found = [
+            unavailable(
+                policy,
+                _RULE,
+                VerificationError(
+                    f"whether it is a TensorRT engine artifact could not be read: {error.message}",
+                    hint=error.hint or "retry when the registry is reachable, or list it in models.engines",
+                ),
+                image=use.reference,
+                path=use.path,
+            )
+            for use, error in self.undecided
+            if use in judged
+        ]
+        for use in self.plain:
+            if use in judged and not _vouched(policy, run, use):
+                found.append(
+                    violation(
+                        policy,
+                        _RULE,
+                        "this image volume is not an engine by models.engines, and no image rule of the "
+                        "policy checks its contents (signatures, attestations or digests), so it could be "
+                        "an unsigned engine",
+                        "add its repository to models.engines if it holds an engine; otherwise give it an "
+                        "image rule with signatures, attestations or digests",
+                        image=use.reference,
+                        path=use.path,
+                    )
+                )
+        return found
+
+
+@functools.cache
+def _patterns(texts: tuple[str, ...]) -> tuple[ImagePattern, ...]:
+    return tuple(ImagePattern.compile(text) for text in texts)
+
+
+async def sort_engines(
+    run: Evaluation, policy: CompiledPolicy, candidates: Sequence[EngineUse]
+) -> EngineSort:
+    """Sort ``candidates`` into the policy's engines and the rest (see the module's docstring)."""
+    models = policy.document.spec.models
+    if models is None or models.engines is None:
+        return EngineSort(tuple(candidates))
+    patterns = _patterns(tuple(models.engines))
+    verdicts = await asyncio.gather(*(_is_engine(run, patterns, use) for use in candidates))
+    return EngineSort(
+        engines=tuple(use for use, verdict in zip(candidates, verdicts, strict=True) if verdict is True),
+        plain=tuple(use for use, verdict in zip(candidates, verdicts, strict=True) if verdict is False),
+        undecided=tuple(
+            (use, verdict)
+            for use, verdict in zip(candidates, verdicts, strict=True)
+            if isinstance(verdict, EvidenceUnavailable)
+        ),
+    )
+
+
+async def _is_engine(
+    run: Evaluation, patterns: tuple[ImagePattern, ...], use: EngineUse
+) -> bool | EvidenceUnavailable:
+    if use.declared:
+        return True
+    ref = run.reference(use.reference)
+    if not isinstance(ref, ImageReference) or matches_any(patterns, ref):
+        return True  # an unreadable reference is judged by the engine rules too, which report it
+    evidence, deadline = run.evidence, run.deadline
+    try:
+        subjects = await run.once(("subjects", ref), lambda: evidence.subjects(ref, deadline))
+    except EvidenceUnavailable as error:
+        return error
+    except VerificationError:
+        return True  # a malformed engine artifact: the engine rules report it
+    return subjects.engine_file is not None
+
+
+def _vouched(policy: CompiledPolicy, run: Evaluation, use: EngineUse) -> bool:
+    ref = run.reference(use.reference)
+    if not isinstance(ref, ImageReference):
+        return True  # the image rules report an unreadable reference themselves
+    field: ImageField = next((i.field for i in run.context.images if i.path == use.path), "volume")
+    return any(
+        rule.applies_to(ref, field)
+        and (rule.rule.signatures is not None or rule.rule.attestations or rule.rule.digests is not None)
+        for rule in policy.image_rules
+    )

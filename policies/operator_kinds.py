@@ -1,0 +1,220 @@
+"""The operator kinds trtguard ships: where KServe, KubeRay, LeaderWorkerSet, Argo Rollouts, Kubeflow and
+Volcano keep the Pods their custom resources make.
+
+Each definition was checked against the project's published CRD schema (every object with a ``containers``
+list or an ``image`` field under ``spec`` is a template or container here, and every path here is in the
+schema: ``tests/policies/test_operator_kinds.py`` holds that against ``tests/data/500-operator-crds``) and
+its examples (``tests/data/501-operator-manifests``). ``source`` names the CRD file and commit.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from policies.kinds import BUILTIN_KINDS, KindDefinition, KindRegistry, Template, template
+
+__all__ = ["DEFAULT_KINDS", "OPERATOR_KINDS"]
+
+_KSERVE = "kserve/kserve@aaac4e29 config/crd/full/serving.kserve.io_{}.yaml"
+_KUBERAY = "ray-project/kuberay@feeaf72f ray-operator/config/crd/bases/ray.io_{}.yaml"
+_VOLCANO = "volcano-sh/volcano@ed72c7c8 config/crd/volcano/bases/batch.volcano.sh_{}.yaml"
+_TRAINING = "kubeflow/training-operator@078ec30f (release-1.9) manifests/base/crds/kubeflow.org_{}.yaml"
+
+#: KServe's model-serving containers: the predictor's ``model`` and the framework shorthands, each one
+#: container the operator puts into the predictor's Pods (its image may be left to the ServingRuntime).
+_KSERVE_MODELS: Final = (
+    "model",
+    "huggingface",
+    "lightgbm",
+    "onnx",
+    "paddle",
+    "pmml",
+    "pytorch",
+    "sklearn",
+    "tensorflow",
+    "triton",
+    "xgboost",
+)
+#: Model storage URIs; ``oci://`` ones are images the Pod pulls (a modelcar container or an image volume).
+_KSERVE_URIS: Final = (*(f"{m}.storageUri" for m in _KSERVE_MODELS), "storageUris[*].uri")
+
+
+def _predictor(path: str, *, object_annotations: bool) -> tuple[Template, ...]:
+    return (
+        template(
+            path,
+            "podSpec",
+            annotations="annotations",
+            containers=_KSERVE_MODELS,
+            image_uris=_KSERVE_URIS,
+            object_annotations=object_annotations,
+            containers_required=False,
+        ),
+        # Merged by KServe with the ServingRuntime's workerSpec, so it may name no container.
+        template(f"{path}.workerSpec", "podSpec", containers_required=False),
+    )
+
+
+def _ray_cluster(prefix: str) -> tuple[Template, ...]:
+    return (
+        template(f"{prefix}.headGroupSpec.template"),
+        template(f"{prefix}.workerGroupSpecs[*].template"),
+        # The autoscaler and history collector run as sidecars of the head Pod; without an image, the
+        # operator uses the head's Ray image.
+        template(f"{prefix}.autoscalerOptions", "container"),
+        template(f"{prefix}.historyServerOptions.collectorOptions", "container"),
+    )
+
+
+def _serving_runtime(kind: str, resource: str, *, namespaced: bool) -> KindDefinition:
+    return KindDefinition(
+        "serving.kserve.io",
+        kind,
+        resource,
+        (
+            template("spec", "podSpec", annotations="annotations"),
+            template("spec.workerSpec", "podSpec", containers_required=False),
+        ),
+        versions=("v1alpha1",),
+        source=_KSERVE.format(resource),
+        namespaced=namespaced,
+    )
+
+
+#: The shipped operator kinds.
+OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
+    KindDefinition(
+        "serving.kserve.io",
+        "InferenceService",
+        "inferenceservices",
+        (
+            *_predictor("spec.predictor", object_annotations=True),
+            *_predictor("spec.canary[*].predictor", object_annotations=False),
+            template(
+                "spec.transformer", "podSpec", annotations="annotations", image_uris=("storageUris[*].uri",)
+            ),
+            template(
+                "spec.explainer",
+                "podSpec",
+                annotations="annotations",
+                containers=("art",),
+                image_uris=("art.storageUri", "storageUris[*].uri"),
+                containers_required=False,
+            ),
+        ),
+        versions=("v1beta1",),
+        source=_KSERVE.format("inferenceservices"),
+    ),
+    _serving_runtime("ServingRuntime", "servingruntimes", namespaced=True),
+    _serving_runtime("ClusterServingRuntime", "clusterservingruntimes", namespaced=False),
+    KindDefinition(
+        "ray.io",
+        "RayCluster",
+        "rayclusters",
+        _ray_cluster("spec"),
+        versions=("v1", "v1alpha1"),  # v1alpha1 has no historyServerOptions
+        source=_KUBERAY.format("rayclusters"),
+    ),
+    KindDefinition(
+        "ray.io",
+        "RayService",
+        "rayservices",
+        _ray_cluster("spec.rayClusterConfig"),
+        versions=("v1", "v1alpha1"),  # v1alpha1 has no historyServerOptions
+        source=_KUBERAY.format("rayservices"),
+    ),
+    KindDefinition(
+        "ray.io",
+        "RayJob",
+        "rayjobs",
+        (*_ray_cluster("spec.rayClusterSpec"), template("spec.submitterPodTemplate")),
+        versions=("v1", "v1alpha1"),  # v1alpha1 has no historyServerOptions
+        source=_KUBERAY.format("rayjobs"),
+        # A RayJob may run on an existing RayCluster (checked on its own) with KubeRay's default submitter.
+        delegates=("spec.clusterSelector",),
+    ),
+    KindDefinition(
+        "ray.io",
+        "RayCronJob",
+        "raycronjobs",
+        (*_ray_cluster("spec.jobTemplate.rayClusterSpec"), template("spec.jobTemplate.submitterPodTemplate")),
+        versions=("v1",),
+        source=_KUBERAY.format("raycronjobs"),
+        delegates=("spec.jobTemplate.clusterSelector",),
+    ),
+    KindDefinition(
+        "leaderworkerset.x-k8s.io",
+        "LeaderWorkerSet",
+        "leaderworkersets",
+        (
+            template("spec.leaderWorkerTemplate.leaderTemplate"),
+            template("spec.leaderWorkerTemplate.workerTemplate"),
+        ),
+        versions=("v1",),
+        source="kubernetes-sigs/lws@060ab4da config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+    ),
+    KindDefinition(
+        "argoproj.io",
+        "Rollout",
+        "rollouts",
+        (template("spec.template"),),
+        versions=("v1alpha1",),
+        source="argoproj/argo-rollouts@9f8d111d manifests/crds/rollout-crd.yaml",
+        # A Rollout may take its pod template from a Deployment, which is checked on its own.
+        delegates=("spec.workloadRef",),
+    ),
+    KindDefinition(
+        "kubeflow.org",
+        "MPIJob",
+        "mpijobs",
+        (template("spec.mpiReplicaSpecs.*.template"),),
+        versions=("v2beta1", "v1"),  # mpi-operator and training-operator
+        source="kubeflow/mpi-operator@caa3c47f manifests/base/kubeflow.org_mpijobs.yaml; "
+        + _TRAINING.format("mpijobs"),
+    ),
+    KindDefinition(
+        "kubeflow.org",
+        "PyTorchJob",
+        "pytorchjobs",
+        (template("spec.pytorchReplicaSpecs.*.template"),),
+        versions=("v1",),
+        source=_TRAINING.format("pytorchjobs"),
+    ),
+    KindDefinition(
+        "kubeflow.org",
+        "TFJob",
+        "tfjobs",
+        (template("spec.tfReplicaSpecs.*.template"),),
+        versions=("v1",),
+        source=_TRAINING.format("tfjobs"),
+    ),
+    KindDefinition(
+        "kubeflow.org",
+        "Notebook",
+        "notebooks",
+        (template("spec.template"),),
+        versions=("v1", "v1beta1", "v1alpha1"),
+        source="kubeflow/kubeflow@6dbe5161 "
+        "components/notebook-controller/config/crd/bases/kubeflow.org_notebooks.yaml",
+    ),
+    KindDefinition(
+        "batch.volcano.sh",
+        "Job",
+        "jobs",
+        (template("spec.tasks[*].template"),),
+        versions=("v1alpha1",),
+        source=_VOLCANO.format("jobs"),
+    ),
+    KindDefinition(
+        "batch.volcano.sh",
+        "CronJob",
+        "cronjobs",
+        (template("spec.jobTemplate.spec.tasks[*].template"),),
+        versions=("v1alpha1",),
+        source=_VOLCANO.format("cronjobs"),
+    ),
+)
+
+#: The built-in Kubernetes kinds and the shipped operator kinds: what a policy set knows without any
+#: ``WorkloadKind`` document.
+DEFAULT_KINDS: Final = KindRegistry((*BUILTIN_KINDS, *OPERATOR_KINDS))
