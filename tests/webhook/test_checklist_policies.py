@@ -83,13 +83,13 @@ def world(registry: LocalRegistry, tmp_path_factory: pytest.TempPathFactory) -> 
         "    - {name: image-signer, file: image-signer.pub}\n"
         "    - {name: build-signer, file: build-signer.pub}\n"
     )
-    # The three library policies as shipped, each given a namespace of its own so that one server holds them.
+    # The three checklist policies as shipped, each with a namespace of its own, so that one server holds them.
     for name, namespace in (
         ("scanned-images.yaml", "prod-scans"),
         ("gitops-deployers.yaml", "prod-deploy"),
         ("gpu-fit.yaml", "prod-gpu"),
     ):
-        text = (LIBRARY / name).read_text()
+        text = (LIBRARY / "checklist" / name).read_text()
         assert 'namespaces: ["prod", "prod-*"]' in text
         (policies / name).write_text(
             text.replace('namespaces: ["prod", "prod-*"]', f"namespaces: [{namespace}]")

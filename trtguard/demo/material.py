@@ -25,15 +25,6 @@ from verifier.registry.engine_artifact import engine_artifact_manifest, engine_l
 
 #: Where the bundled example policies live (shipped inside the ``policies`` package).
 LIBRARY: Final = Path(policies.__file__).resolve().parent / "library"
-#: The library policies the demo's material satisfies (the scan, requester and GPU-fit policies need
-#: evidence and workloads the demo does not make).
-DEMO_POLICIES: Final = (
-    "int8-calibration.yaml",
-    "same-toolchain.yaml",
-    "signed-build-manifest.yaml",
-    "signed-images.yaml",
-    "trusted-base-images.yaml",
-)
 
 ENGINE_REGISTRY: Final = "registry.example.com/models"
 #: The TensorRT runtime image: allow-listed, pinned, signed; also the toolchain the engines were built with.
@@ -80,8 +71,9 @@ def make_material(folder: Path, *, library: Path = LIBRARY, now: datetime | None
     for target in (policies, attestations):
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
-    for name in DEMO_POLICIES:
-        shutil.copy(library / name, policies / name)
+    # The library as the image ships it: not its checklist templates (policies/library/checklist).
+    for source in sorted(library.glob("*.yaml")):
+        shutil.copy(source, policies / source.name)
 
     image_signer, build_signer, gpu_verifier = (generate_private_key() for _ in range(3))
     signers = {"image-signer": image_signer, "build-signer": build_signer, "gpu-verifier": gpu_verifier}
