@@ -83,7 +83,7 @@ def world(registry: LocalRegistry, tmp_path_factory: pytest.TempPathFactory) -> 
         "    - {name: image-signer, file: image-signer.pub}\n"
         "    - {name: build-signer, file: build-signer.pub}\n"
     )
-    # The three checklist policies as shipped, each with a namespace of its own, so that one server holds them.
+    # The three checklist policies as shipped, each in a namespace of its own, so one server holds them.
     for name, namespace in (
         ("scanned-images.yaml", "prod-scans"),
         ("gitops-deployers.yaml", "prod-deploy"),
