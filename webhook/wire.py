@@ -99,6 +99,8 @@ class AdmissionRequest:
     name: str | None = None
     namespace: str | None = None
     username: str | None = None
+    #: ``userInfo.groups``: the requester's groups as the API server authenticated them.
+    groups: tuple[str, ...] = ()
     object: Mapping[str, Any] | None = None
     old_object: Mapping[str, Any] | None = None
     dry_run: bool = False
@@ -189,6 +191,7 @@ def _readable_part(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
         name=text(request.get("name")),
         namespace=text(request.get("namespace")),
         username=text(mapping(request.get("userInfo")).get("username")),
+        groups=_groups(mapping(request.get("userInfo")).get("groups"), lenient=True),
         object=obj if isinstance(obj, dict) else None,
         old_object=old if isinstance(old, dict) else None,
         dry_run=request.get("dryRun") is True,
@@ -222,6 +225,7 @@ def _parse_request(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
         name=_optional_str(request.get("name"), "request.name"),
         namespace=_optional_str(request.get("namespace"), "request.namespace"),
         username=_optional_str(user.get("username"), "request.userInfo.username"),
+        groups=_groups(user.get("groups")),
         object=_optional_object(request.get("object"), "request.object"),
         # CREATE and CONNECT have no old object; whatever a sender put there is ignored, not judged.
         old_object=_optional_object(request.get("oldObject"), "request.oldObject")
@@ -390,6 +394,18 @@ def _optional_str(value: object, where: str) -> str | None:
     if not isinstance(value, str):
         raise ReviewError(f"{where} is {_json_type(value)}, expected a string", status=422, location=where)
     return value
+
+
+def _groups(value: object, *, lenient: bool = False) -> tuple[str, ...]:
+    """``userInfo.groups``: a list of strings; ``lenient`` keeps the strings of anything else."""
+    if value is None:
+        return ()
+    if isinstance(value, list) and all(isinstance(group, str) for group in value):
+        return tuple(value)
+    if lenient:
+        return tuple(group for group in value if isinstance(group, str)) if isinstance(value, list) else ()
+    where = "request.userInfo.groups"
+    raise ReviewError(f"{where} is not a list of strings", status=422, location=where)
 
 
 def _optional_object(value: object, where: str) -> Mapping[str, Any] | None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from policies.loader import CompiledPolicy
 from policies.podspec import ImageUse
-from policies.results import Violation
-from policies.rules.evaluation import Evaluation
+from policies.results import AttestationRecord, Violation
+from policies.rules.evaluation import Counted, Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import ImageRule
 from verifier.references import ImageReference, InvalidReference
@@ -38,17 +38,19 @@ async def check(run: Evaluation, policy: CompiledPolicy, use: ImageUse) -> list[
         )
         return found.violations
     for compiled in rules:
-        await _rule(run, found, compiled.rule, ref)
+        await _rule(run, found, compiled.rule, ref, run.counted(use.reference))
     return found.violations
 
 
-async def _rule(run: Evaluation, found: Findings, rule: ImageRule, ref: ImageReference) -> None:
+async def _rule(
+    run: Evaluation, found: Findings, rule: ImageRule, ref: ImageReference, counted: Counted
+) -> None:
     rule_id = f"images.{rule.name}"
     if rule.require_digest and ref.digest is None:
         found.add(
             f"{rule_id}.requireDigest",
             "image is not pinned by digest",
-            f"pin it: {ref.name}@sha256:<digest> (e.g. from `crane digest {ref}`)",
+            f"pin it: {ref.name}@sha256:<digest> (printed by `trtguard digest {ref}`)",
         )
     # The checks below judge the digest that actually runs, so a tag must be resolved first.
     needs_digest = [
@@ -75,14 +77,19 @@ async def _rule(run: Evaluation, found: Findings, rule: ImageRule, ref: ImageRef
         )
     if rule.signatures is not None:
         keys = " or ".join(rule.signatures.keys)
-        await at_digest.check(
+        signed = await at_digest.check(
             f"{rule_id}.signatures",
             run.signatures(pinned, rule.signatures),
             refused=Refusal(f"sign the image with {keys} (`trtguard sign`)"),
         )
+        for record in signed.counted if signed is not None else ():
+            counted.signature(record)
     for attestation_rule in rule.attestations:
-        await at_digest.check(
+        attested = await at_digest.check(
             f"{rule_id}.attestations[{attestation_rule.predicate_type}]",
             run.image_attestation(pinned, attestation_rule),
             refused=Refusal("attach the attestation to the image digest (`trtguard attest --push`)"),
         )
+        if attested is not None:
+            signers = run.verified.signer_records(attested.signers)
+            counted.attestation(AttestationRecord(attestation_rule.predicate_type, attested.digest, signers))

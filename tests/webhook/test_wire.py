@@ -63,7 +63,7 @@ def test_full_request() -> None:
             operation="UPDATE",
             name="d",
             namespace="prod",
-            userInfo={"username": "alice", "groups": ["sre", 5], "extra": {"x": ["y"]}},
+            userInfo={"username": "alice", "groups": ["sre", "system:authenticated"], "extra": {"x": ["y"]}},
             object={"kind": "Deployment"},
             oldObject={"kind": "Deployment"},
             dryRun=True,
@@ -72,8 +72,17 @@ def test_full_request() -> None:
     )
     assert request.kind.api_version == "apps/v1"
     assert request.username == "alice"
+    assert request.groups == ("sre", "system:authenticated")
     assert request.dry_run is True
     assert request.object == {"kind": "Deployment"} and request.old_object == {"kind": "Deployment"}
+
+
+def test_groups_that_are_not_strings_are_refused() -> None:
+    # The decision log records the requester's groups; a request whose groups the API server could not have
+    # sent is denied rather than recorded with some of them left out.
+    with pytest.raises(ReviewError, match=r"userInfo\.groups is not a list of strings") as raised:
+        parse_review(_review(userInfo={"username": "alice", "groups": ["sre", 5]}))
+    assert raised.value.request is not None and raised.value.request.groups == ("sre",)
 
 
 def test_old_object_is_ignored_on_create() -> None:

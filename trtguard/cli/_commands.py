@@ -40,7 +40,7 @@ COMMANDS: Final[Mapping[str, Command]] = {
         check="check Kubernetes manifests against the policies (exit 0 allowed, 1 denied, 2 error)",
     ),
     **_commands("policy", policy="work with policies (test)"),
-    **_commands("schema", schema="print a JSON Schema (manifest or policy)"),
+    **_commands("schema", schema="print a JSON Schema (build manifest, policy document or decision record)"),
     # the auditor's side
     **_commands("audit", audit="read and verify the decision log"),
     **_commands("evidence", evidence="export and verify signed evidence packages"),
