@@ -7,24 +7,32 @@ attached to it, and which image signatures exist. It returns unverified material
 verifies it against the keys a policy names, and :meth:`ArtifactSubjects.require_describes` decides whether a
 verified statement is about this artifact's engine at all.
 
-:class:`LocalEvidence` serves a folder of files for offline checks (``trtguard check --attestations DIR``):
-DSSE envelopes (``*.json``, ``*.dsse``, ``*.intoto.jsonl`` with one envelope per line), Sigstore bundles that
-carry a DSSE envelope, and engine artifact manifests (which say which layer of an artifact is its engine).
-Files it cannot use (a message-signature bundle, an envelope that carries no in-toto statement, an OCI
+:class:`LocalEvidence` serves a folder of files for offline checks (``trtguard check --attestations DIR``,
+docs/attestation-folder.md; ``trtguard fetch-attestations`` fills one from registries): DSSE envelopes
+(``*.json``, ``*.dsse``, ``*.intoto.jsonl`` with one envelope per line), Sigstore bundles (a DSSE statement,
+or a message signature over an image digest), classic cosign signatures (one ``.sig`` layer as a JSON
+document, :func:`classic_signature_document`) and engine artifact manifests (which say which layer of an
+artifact is its engine). Files it cannot use (a message-signature bundle over another digest algorithm, a
+classic signature whose payload names no image digest, an envelope that carries no in-toto statement, an OCI
 manifest of another kind of artifact) are left out and listed in :attr:`LocalEvidence.skipped`; files that
-are broken (not JSON, a malformed envelope or statement) are an :class:`~verifier.errors.InputError`.
+are broken (not JSON, a malformed envelope, statement or signature document) are an
+:class:`~verifier.errors.InputError`.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from verifier.deadline import Deadline
+from verifier.digests import is_sha256_hex
 from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.files import read_limited
@@ -41,6 +49,7 @@ from verifier.registry.oci import InvalidDocument, Manifest
 from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature
 
 __all__ = [
+    "CLASSIC_SIGNATURE_KEYS",
     "COSIGN_SIGN_PREDICATE",
     "ArtifactAttestations",
     "ArtifactSubjects",
@@ -49,6 +58,8 @@ __all__ = [
     "ImageSignatures",
     "LocalEvidence",
     "SkippedFile",
+    "classic_signature_document",
+    "classic_signature_from_document",
 ]
 
 _log = logging.getLogger(__name__)
@@ -57,10 +68,71 @@ _OCI_MANIFEST_TYPES = frozenset(
     {"application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"}
 )
 _UNKNOWN_ENGINE = (
-    "push the engine with `trtguard push-engine` (offline: put the artifact's OCI manifest, e.g. from "
-    "`crane manifest REF`, into the attestation folder), or sign the statement with the artifact digest as a "
-    "subject"
+    "push the engine with `trtguard push-engine` (offline: put the artifact's OCI manifest into the "
+    "attestation folder, as `trtguard fetch-attestations` does), or sign the statement with the artifact "
+    "digest as a subject"
 )
+#: The keys of a classic cosign signature document: one layer of a ``.sig`` manifest, its payload in base64.
+CLASSIC_SIGNATURE_KEYS: Final = frozenset(
+    {"payload", "signature", "media_type", "certificate", "chain", "rekor_bundle"}
+)
+
+
+def classic_signature_document(signature: CosignSignature) -> bytes:
+    """A classic signature as a file of an attestation folder or an evidence package (JSON, then a newline):
+    the layer's payload blob in base64 and the layer's media type and annotations by name."""
+    document = {
+        "payload": base64.b64encode(signature.payload).decode(),
+        "signature": signature.signature,
+        "media_type": signature.media_type,
+        "certificate": signature.certificate,
+        "chain": signature.chain,
+        "rekor_bundle": signature.rekor_bundle,
+    }
+    return json.dumps(document, indent=1).encode() + b"\n"
+
+
+def classic_signature_from_document(document: Mapping[str, Any], location: str) -> CosignSignature:
+    """The signature a :func:`classic_signature_document` holds; raises :class:`InputError` if malformed."""
+    if set(document) != CLASSIC_SIGNATURE_KEYS:
+        raise InputError(
+            f"a classic signature document has exactly the keys {', '.join(sorted(CLASSIC_SIGNATURE_KEYS))}",
+            location=location,
+        )
+    texts = {key: document[key] for key in ("signature", "media_type")}
+    optional = {key: document[key] for key in ("certificate", "chain", "rekor_bundle")}
+    if not all(isinstance(value, str) for value in texts.values()) or not all(
+        value is None or isinstance(value, str) for value in optional.values()
+    ):
+        raise InputError("a classic signature document has a field of the wrong type", location=location)
+    try:
+        payload = base64.b64decode(str(document["payload"]), validate=True)
+    except (binascii.Error, ValueError):
+        raise InputError("the classic signature's payload is not base64", location=location) from None
+    return CosignSignature(payload=payload, **texts, **optional)
+
+
+def _signed_image_digest(payload: bytes) -> str | None:
+    """The image digest a simple-signing payload names (unverified: the signature check compares it)."""
+    try:
+        digest = json.loads(payload)["critical"]["image"]["docker-manifest-digest"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
+    if isinstance(digest, str) and digest.startswith("sha256:") and is_sha256_hex(digest[7:]):
+        return digest
+    return None
+
+
+def _message_digest(document: Mapping[str, Any]) -> str | None:
+    """The ``sha256:`` digest a message-signature bundle signs, or None (another algorithm, malformed)."""
+    try:
+        found = document["messageSignature"]["messageDigest"]
+        if found["algorithm"] != "SHA2_256":
+            return None
+        raw = base64.b64decode(found["digest"], validate=True)
+    except (KeyError, TypeError, binascii.Error, ValueError):
+        return None
+    return f"sha256:{raw.hex()}" if len(raw) == 32 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +345,7 @@ class LocalEvidence:
         self._folder = folder
         self._by_subject: dict[str, list[Attestation]] = defaultdict(list)
         self._signature_bundles: dict[str, list[bytes]] = defaultdict(list)
+        self._classic: dict[str, list[CosignSignature]] = defaultdict(list)
         self._artifacts: dict[str, ArtifactSubjects] = {}
         self._malformed_artifacts: dict[str, str] = {}
         self._skipped: list[SkippedFile] = []
@@ -325,17 +398,22 @@ class LocalEvidence:
         if isinstance(document, dict) and document.get("mediaType") in _OCI_MANIFEST_TYPES:
             self._add_manifest(raw, location)
             return
+        if isinstance(document, dict) and {"payload", "signature", "media_type"} <= set(document):
+            self._add_classic(document, location)
+            return
         bundle = (
             raw if isinstance(document, dict) and isinstance(document.get("dsseEnvelope"), dict) else None
         )
         if bundle is not None:
             document = document["dsseEnvelope"]  # a Sigstore bundle: the statement is in its envelope
         elif isinstance(document, dict) and "messageSignature" in document:
-            self._skip(
-                location,
-                "a Sigstore bundle with a message signature, not a statement: an attestation folder holds "
-                "bundles that carry a DSSE statement",
-            )
+            # A message signature over an image digest (cosign v3 signs some images so): kept whole, by the
+            # digest it signs; verifying it checks that digest again.
+            signed = _message_digest(document)
+            if signed is None:
+                self._skip(location, "a Sigstore bundle with a message signature over no sha256 digest")
+                return
+            self._signature_bundles[signed].append(raw)
             return
         if not (isinstance(document, dict) and "payloadType" in document):
             raise InputError(
@@ -363,6 +441,15 @@ class LocalEvidence:
                 self._signature_bundles[digest].append(bundle)
             else:
                 self._by_subject[digest].append(attestation)
+
+    def _add_classic(self, document: Mapping[str, Any], location: str) -> None:
+        """A classic signature, kept under the image digest its payload names (checked when verified)."""
+        signature = classic_signature_from_document(document, location)
+        digest = _signed_image_digest(signature.payload)
+        if digest is None:
+            self._skip(location, "a classic cosign signature whose payload names no sha256 image digest")
+            return
+        self._classic[digest].append(signature)
 
     def _add_manifest(self, raw: bytes, location: str) -> None:
         """Record which layer of an engine artifact is which; other manifests stand only for themselves."""
@@ -428,13 +515,14 @@ class LocalEvidence:
         return ArtifactAttestations(subjects, tuple(found.values()))
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
-        """cosign v3 signatures for the image digest: Sigstore bundles and bare signing statements."""
+        """Signatures of the image digest: classic ones, Sigstore bundles and bare signing statements."""
         digest = await self.resolve_digest(reference, deadline)
         statements = tuple(
             a for a in self._by_subject.get(digest, ()) if a.predicate_type == COSIGN_SIGN_PREDICATE
         )
         return ImageSignatures(
             digest=digest,
+            classic=tuple(self._classic.get(digest, ())),
             bundles=tuple(self._signature_bundles.get(digest, ())),
             statements=statements,
             origin=self.description,
