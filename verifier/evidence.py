@@ -16,7 +16,9 @@ artifact is its engine). Files it cannot use (a message-signature bundle over an
 classic signature whose payload names no image digest, an envelope that carries no in-toto statement, an OCI
 manifest of another kind of artifact) are left out and listed in :attr:`LocalEvidence.skipped`; files that
 are broken (not JSON, a malformed envelope, statement or signature document) are an
-:class:`~verifier.errors.InputError`.
+:class:`~verifier.errors.InputError`. A file in a folder ``<registry>/<repository>/sha256-<hex>/`` of the
+attestation folder (the layout ``fetch-attestations`` writes) counts only for that repository, as a
+registry keeps evidence per repository; any other file counts for whatever its subjects name.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ import base64
 import binascii
 import json
 import logging
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from verifier.deadline import Deadline
 from verifier.digests import is_sha256_hex
@@ -63,7 +66,10 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
+#: The folder of one artifact's evidence in the layout ``fetch-attestations`` writes.
+_ARTIFACT_FOLDER = re.compile(r"sha256-[0-9a-f]{64}")
 _OCI_MANIFEST_TYPES = frozenset(
     {"application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"}
 )
@@ -343,9 +349,11 @@ class LocalEvidence:
     def __init__(self, folder: Path | None = None) -> None:
         """Read every evidence file under ``folder``; with no folder there is no evidence at all."""
         self._folder = folder
-        self._by_subject: dict[str, list[Attestation]] = defaultdict(list)
-        self._signature_bundles: dict[str, list[bytes]] = defaultdict(list)
-        self._classic: dict[str, list[CosignSignature]] = defaultdict(list)
+        # Each piece of evidence with the repository it is scoped to (None: any), by the digest it names.
+        self._by_subject: dict[str, list[tuple[str | None, Attestation]]] = defaultdict(list)
+        self._signature_bundles: dict[str, list[tuple[str | None, bytes]]] = defaultdict(list)
+        self._classic: dict[str, list[tuple[str | None, CosignSignature]]] = defaultdict(list)
+        self._scope: str | None = None
         self._artifacts: dict[str, ArtifactSubjects] = {}
         self._malformed_artifacts: dict[str, str] = {}
         self._skipped: list[SkippedFile] = []
@@ -380,6 +388,7 @@ class LocalEvidence:
     def _load(self, path: Path) -> None:
         if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl"):
             return
+        self._scope = self._repository_scope(path)
         raw = read_limited(path, "the evidence file")
         if path.suffix == ".jsonl":
             for number, line in enumerate(raw.splitlines(), start=1):
@@ -387,6 +396,18 @@ class LocalEvidence:
                     self._add_json(line, f"{path}:{number}")
             return
         self._add_json(raw, str(path))
+
+    def _repository_scope(self, path: Path) -> str | None:
+        """``registry/repository`` for a file in ``<registry>/<repository>/sha256-<hex>/``, else None."""
+        assert self._folder is not None  # noqa: S101 - only files under the folder are loaded
+        parts = path.relative_to(self._folder).parts
+        if len(parts) >= 4 and _ARTIFACT_FOLDER.fullmatch(parts[-2]):
+            return "/".join(parts[:-2])
+        return None
+
+    def _scoped(self, entries: list[tuple[str | None, T]], reference: ImageReference) -> tuple[T, ...]:
+        """The entries that count for ``reference``: unscoped ones and those of its repository."""
+        return tuple(item for scope, item in entries if scope is None or scope == reference.name)
 
     def _add_json(self, raw: bytes, location: str) -> None:
         try:
@@ -413,7 +434,7 @@ class LocalEvidence:
             if signed is None:
                 self._skip(location, "a Sigstore bundle with a message signature over no sha256 digest")
                 return
-            self._signature_bundles[signed].append(raw)
+            self._signature_bundles[signed].append((self._scope, raw))
             return
         if not (isinstance(document, dict) and "payloadType" in document):
             raise InputError(
@@ -438,9 +459,9 @@ class LocalEvidence:
         for digest in attestation.subjects:
             if bundle is not None and attestation.predicate_type == COSIGN_SIGN_PREDICATE:
                 # Kept whole: a keyless bundle's certificate and log entry are part of the signature.
-                self._signature_bundles[digest].append(bundle)
+                self._signature_bundles[digest].append((self._scope, bundle))
             else:
-                self._by_subject[digest].append(attestation)
+                self._by_subject[digest].append((self._scope, attestation))
 
     def _add_classic(self, document: Mapping[str, Any], location: str) -> None:
         """A classic signature, kept under the image digest its payload names (checked when verified)."""
@@ -449,7 +470,7 @@ class LocalEvidence:
         if digest is None:
             self._skip(location, "a classic cosign signature whose payload names no sha256 image digest")
             return
-        self._classic[digest].append(signature)
+        self._classic[digest].append((self._scope, signature))
 
     def _add_manifest(self, raw: bytes, location: str) -> None:
         """Record which layer of an engine artifact is which; other manifests stand only for themselves."""
@@ -510,7 +531,7 @@ class LocalEvidence:
         subjects = await self.subjects(reference, deadline)
         found: dict[int, Attestation] = {}
         for digest in sorted(subjects.digests):
-            for attestation in self._by_subject.get(digest, ()):
+            for attestation in self._scoped(self._by_subject.get(digest, []), reference):
                 found[id(attestation)] = attestation
         return ArtifactAttestations(subjects, tuple(found.values()))
 
@@ -518,12 +539,14 @@ class LocalEvidence:
         """Signatures of the image digest: classic ones, Sigstore bundles and bare signing statements."""
         digest = await self.resolve_digest(reference, deadline)
         statements = tuple(
-            a for a in self._by_subject.get(digest, ()) if a.predicate_type == COSIGN_SIGN_PREDICATE
+            a
+            for a in self._scoped(self._by_subject.get(digest, []), reference)
+            if a.predicate_type == COSIGN_SIGN_PREDICATE
         )
         return ImageSignatures(
             digest=digest,
-            classic=tuple(self._classic.get(digest, ())),
-            bundles=tuple(self._signature_bundles.get(digest, ())),
+            classic=self._scoped(self._classic.get(digest, []), reference),
+            bundles=self._scoped(self._signature_bundles.get(digest, []), reference),
             statements=statements,
             origin=self.description,
         )

@@ -59,6 +59,12 @@ COMMANDS: Final[Mapping[str, Command]] = {
         attach_attestation="attach a DSSE attestation to an image or engine artifact in its registry",
     ),
     **_commands(
+        "fetch",
+        digest="print an image reference pinned by the digest it points at now",
+        fetch_attestations="copy a workload's signatures and attestations from registries into a folder for "
+        "offline checks",
+    ),
+    **_commands(
         "approve", approve="sign a change approval for one engine, audit ID and list of change kinds"
     ),
     # verifying artifacts
