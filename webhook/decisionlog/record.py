@@ -1,7 +1,9 @@
 """One decision-log record and the hash that chains it to the one before.
 
-The hash of a record is the SHA-256 of the RFC 8785 (JCS) canonical JSON of ``{"prev_hash": …, "record": …}``,
-so any store — SQLite, PostgreSQL, an exported archive — can recompute it from the stored JSON alone. Records
+The record format and the chain are specified in docs/decision-log.md (the reference for auditors' own
+tools; a test checks it against a real log with an implementation of its own). In short: the hash of a
+record is the SHA-256 of the RFC 8785 (JCS) canonical JSON of ``{"prev_hash": …, "record": …}``, so any
+store — SQLite, PostgreSQL, an exported archive — can recompute it from the stored JSON alone. Records
 hold no floating-point numbers (latency is in whole microseconds), and for such data the standard library's
 sorted, compact JSON *is* JCS, several times faster than a general JCS encoder; anything else goes through
 ``rfc8785``.
