@@ -28,7 +28,8 @@ from pathlib import Path
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import InputError, TrtguardError, VerificationError
-from verifier.evidence import COSIGN_SIGN_PREDICATE, classic_signature_document
+from verifier.evidence import COSIGN_SIGN_PREDICATE
+from verifier.evidence_documents import classic_signature_document
 from verifier.intoto import statement_from_envelope
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
 from verifier.references import ImageReference

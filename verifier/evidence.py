@@ -11,7 +11,7 @@ verified statement is about this artifact's engine at all.
 docs/attestation-folder.md; ``trtguard fetch-attestations`` fills one from registries): DSSE envelopes
 (``*.json``, ``*.dsse``, ``*.intoto.jsonl`` with one envelope per line), Sigstore bundles (a DSSE statement,
 or a message signature over an image digest), classic cosign signatures (one ``.sig`` layer as a JSON
-document, :func:`classic_signature_document`) and engine artifact manifests (which say which layer of an
+document, :mod:`verifier.evidence_documents`) and engine artifact manifests (which say which layer of an
 artifact is its engine). Files it cannot use (a message-signature bundle over another digest algorithm, a
 classic signature whose payload names no image digest, an envelope that carries no in-toto statement, an OCI
 manifest of another kind of artifact) are left out and listed in :attr:`LocalEvidence.skipped`; files that
@@ -23,8 +23,6 @@ registry keeps evidence per repository; any other file counts for whatever its s
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 import re
@@ -32,12 +30,12 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from verifier.deadline import Deadline
-from verifier.digests import is_sha256_hex
 from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable, InputError, VerificationError
+from verifier.evidence_documents import classic_signature_from_document, message_digest, signed_image_digest
 from verifier.files import read_limited
 from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
 from verifier.manifest import EngineBuildManifest
@@ -52,7 +50,6 @@ from verifier.registry.oci import InvalidDocument, Manifest
 from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature
 
 __all__ = [
-    "CLASSIC_SIGNATURE_KEYS",
     "COSIGN_SIGN_PREDICATE",
     "ArtifactAttestations",
     "ArtifactSubjects",
@@ -61,8 +58,6 @@ __all__ = [
     "ImageSignatures",
     "LocalEvidence",
     "SkippedFile",
-    "classic_signature_document",
-    "classic_signature_from_document",
 ]
 
 _log = logging.getLogger(__name__)
@@ -78,67 +73,6 @@ _UNKNOWN_ENGINE = (
     "attestation folder, as `trtguard fetch-attestations` does), or sign the statement with the artifact "
     "digest as a subject"
 )
-#: The keys of a classic cosign signature document: one layer of a ``.sig`` manifest, its payload in base64.
-CLASSIC_SIGNATURE_KEYS: Final = frozenset(
-    {"payload", "signature", "media_type", "certificate", "chain", "rekor_bundle"}
-)
-
-
-def classic_signature_document(signature: CosignSignature) -> bytes:
-    """A classic signature as a file of an attestation folder or an evidence package (JSON, then a newline):
-    the layer's payload blob in base64 and the layer's media type and annotations by name."""
-    document = {
-        "payload": base64.b64encode(signature.payload).decode(),
-        "signature": signature.signature,
-        "media_type": signature.media_type,
-        "certificate": signature.certificate,
-        "chain": signature.chain,
-        "rekor_bundle": signature.rekor_bundle,
-    }
-    return json.dumps(document, indent=1).encode() + b"\n"
-
-
-def classic_signature_from_document(document: Mapping[str, Any], location: str) -> CosignSignature:
-    """The signature a :func:`classic_signature_document` holds; raises :class:`InputError` if malformed."""
-    if set(document) != CLASSIC_SIGNATURE_KEYS:
-        raise InputError(
-            f"a classic signature document has exactly the keys {', '.join(sorted(CLASSIC_SIGNATURE_KEYS))}",
-            location=location,
-        )
-    texts = {key: document[key] for key in ("signature", "media_type")}
-    optional = {key: document[key] for key in ("certificate", "chain", "rekor_bundle")}
-    if not all(isinstance(value, str) for value in texts.values()) or not all(
-        value is None or isinstance(value, str) for value in optional.values()
-    ):
-        raise InputError("a classic signature document has a field of the wrong type", location=location)
-    try:
-        payload = base64.b64decode(str(document["payload"]), validate=True)
-    except (binascii.Error, ValueError):
-        raise InputError("the classic signature's payload is not base64", location=location) from None
-    return CosignSignature(payload=payload, **texts, **optional)
-
-
-def _signed_image_digest(payload: bytes) -> str | None:
-    """The image digest a simple-signing payload names (unverified: the signature check compares it)."""
-    try:
-        digest = json.loads(payload)["critical"]["image"]["docker-manifest-digest"]
-    except (ValueError, KeyError, TypeError, RecursionError):
-        return None
-    if isinstance(digest, str) and digest.startswith("sha256:") and is_sha256_hex(digest[7:]):
-        return digest
-    return None
-
-
-def _message_digest(document: Mapping[str, Any]) -> str | None:
-    """The ``sha256:`` digest a message-signature bundle signs, or None (another algorithm, malformed)."""
-    try:
-        found = document["messageSignature"]["messageDigest"]
-        if found["algorithm"] != "SHA2_256":
-            return None
-        raw = base64.b64decode(found["digest"], validate=True)
-    except (KeyError, TypeError, binascii.Error, ValueError):
-        return None
-    return f"sha256:{raw.hex()}" if len(raw) == 32 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,7 +364,7 @@ class LocalEvidence:
         elif isinstance(document, dict) and "messageSignature" in document:
             # A message signature over an image digest (cosign v3 signs some images so): kept whole, by the
             # digest it signs; verifying it checks that digest again.
-            signed = _message_digest(document)
+            signed = message_digest(document)
             if signed is None:
                 self._skip(location, "a Sigstore bundle with a message signature over no sha256 digest")
                 return
@@ -466,7 +400,7 @@ class LocalEvidence:
     def _add_classic(self, document: Mapping[str, Any], location: str) -> None:
         """A classic signature, kept under the image digest its payload names (checked when verified)."""
         signature = classic_signature_from_document(document, location)
-        digest = _signed_image_digest(signature.payload)
+        digest = signed_image_digest(signature.payload)
         if digest is None:
             self._skip(location, "a classic cosign signature whose payload names no sha256 image digest")
             return

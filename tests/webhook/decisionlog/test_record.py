@@ -269,10 +269,18 @@ def test_a_record_is_bounded_as_documented(text: str, bound: int) -> None:
     long, item = text * (2 * MAX_TEXT_CHARS), text * 300
     many = 3 * MAX_ITEMS
     record = DecisionRecord(
-        **dict.fromkeys(
-            ("uid", "operation", "kind", "api_version", "reason", "namespace", "name", "sub_resource"), long
-        ),
-        **dict.fromkeys(("user", "message", "policy_revision", "replica"), long),
+        uid=long,
+        operation=long,
+        kind=long,
+        api_version=long,
+        reason=long,
+        namespace=long,
+        name=long,
+        sub_resource=long,
+        user=long,
+        message=long,
+        policy_revision=long,
+        replica=long,
         allowed=False,
         violations=tuple({"policy": item, "rule": item, "message": item} for _ in range(many)),
         warnings=(item,) * many,

@@ -39,7 +39,8 @@ from trtguard.audit.package.selection import Selection, engine_digests, image_di
 from verifier.deadline import Deadline
 from verifier.digests import hash_file, is_sha256_hex, sha256_bytes
 from verifier.errors import EvidenceUnavailable, InputError, TrtguardError, VerificationError
-from verifier.evidence import Attestation, EvidenceSource, ImageSignatures, classic_signature_document
+from verifier.evidence import Attestation, EvidenceSource, ImageSignatures
+from verifier.evidence_documents import classic_signature_document
 from verifier.intoto import statement_from_envelope
 from verifier.keys import PrivateKey
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest

@@ -12,7 +12,7 @@ from trtguard.audit.package.contents import SignatureFile
 from trtguard.audit.package.verify.findings import Findings, Topic, error_text
 from verifier.dsse import Envelope
 from verifier.errors import InputError, VerificationError
-from verifier.evidence import classic_signature_from_document
+from verifier.evidence_documents import classic_signature_from_document
 from verifier.keys import PublicKey
 from verifier.references import ImageReference
 from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
