@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from policies.podspec import EngineUse
@@ -34,7 +34,7 @@ from verifier.manifest import EngineBuildManifest
 from verifier.manifest_diff import diff_manifests
 from verifier.references import ImageReference, InvalidReference
 
-__all__ = ["Baseline", "ChangeVerdict", "changes_against", "check", "describe", "judge"]
+__all__ = ["Baseline", "ChangeVerdict", "change_indexes", "check", "describe", "judge"]
 
 _RULE = "changeControl"
 
@@ -69,6 +69,8 @@ class ChangeVerdict:
     missing: dict[ChangeKind, int]
     #: The approvals that counted: for this engine and audit ID, unexpired, covering a gated kind.
     counted: tuple[VerifiedApproval, ...] = ()
+    #: Every kind found → the indexes of the baselines it was found against.
+    against: dict[ChangeKind, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def satisfied(self) -> bool:
@@ -112,14 +114,10 @@ def _record(
     run: Evaluation, policy: str, baselines: Sequence[Baseline], verdict: ChangeVerdict
 ) -> ChangeControlRecord:
     """One policy's change control as the decision log records it."""
-    sources = [baseline.source for baseline in baselines]
     return ChangeControlRecord(
         policy=policy,
         baselines=tuple(baseline.record() for baseline in baselines),
-        changes=tuple(
-            (str(kind), tuple(sources.index(source) for source in against if source in sources))
-            for kind, against in sorted(verdict.changes.items())
-        ),
+        changes=tuple((str(kind), against) for kind, against in sorted(verdict.against.items())),
         gated=tuple(str(kind) for kind in verdict.gated),
         approvals=tuple(
             ApprovalRecord(
@@ -239,17 +237,27 @@ def _predecessors(
     return list(found.items())
 
 
-def changes_against(
+def change_indexes(
     manifest: EngineBuildManifest, baselines: Sequence[Baseline]
-) -> dict[ChangeKind, tuple[str, ...]]:
-    """Every change kind from each baseline to ``manifest``, with the baselines that show it."""
+) -> dict[ChangeKind, tuple[int, ...]]:
+    """Every change kind from each baseline to ``manifest``, with the indexes of the baselines that show it
+    (none for ``FirstInt8`` without a baseline)."""
     if not baselines:
-        return {ChangeKind.FIRST_INT8: ("no earlier engine",)} if manifest.uses_int8() else {}
-    found: dict[ChangeKind, list[str]] = {}
-    for baseline in baselines:
+        return {ChangeKind.FIRST_INT8: ()} if manifest.uses_int8() else {}
+    found: dict[ChangeKind, list[int]] = {}
+    for index, baseline in enumerate(baselines):
         for kind in diff_manifests(baseline.manifest, manifest).kinds:
-            found.setdefault(kind, []).append(baseline.source)
-    return {kind: tuple(sources) for kind, sources in found.items()}
+            found.setdefault(kind, []).append(index)
+    return {kind: tuple(indexes) for kind, indexes in found.items()}
+
+
+def _sources(
+    indexes: dict[ChangeKind, tuple[int, ...]], baselines: Sequence[Baseline]
+) -> dict[ChangeKind, tuple[str, ...]]:
+    return {
+        kind: tuple(baselines[i].source for i in found) or ("no earlier engine",)
+        for kind, found in indexes.items()
+    }
 
 
 def judge(
@@ -261,7 +269,8 @@ def judge(
 ) -> ChangeVerdict:
     """The gated changes of ``verified`` and the approvals still missing for them."""
     manifest = verified.manifest
-    changes = changes_against(manifest, baselines)
+    against = change_indexes(manifest, baselines)
+    changes = _sources(against, baselines)
     gated = tuple(kind for kind in rule.gated if kind in changes)
     engine_digest = f"sha256:{manifest.output_engine.sha256}"
     approved_by: dict[ChangeKind, set[str]] = {kind: set() for kind in gated}
@@ -280,6 +289,7 @@ def judge(
     missing = {kind: threshold - len(names) for kind, names in approved_by.items() if len(names) < threshold}
     return ChangeVerdict(
         changes=changes,
+        against=against,
         gated=gated,
         approved_by={kind: tuple(sorted(names)) for kind, names in approved_by.items()},
         missing=missing,
