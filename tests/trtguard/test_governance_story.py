@@ -250,7 +250,14 @@ def test_the_first_int8_engine_story_is_answered_by_the_decision_log(
     assert (updated["user"], updated["groups"]) == ("ci-deployer@example.com", ["ml-platform"])
     status, text, _ = cli("audit", "history", "prod/resnet", "--decision-log", log)
     assert status == 0
-    for expected in (*APPROVERS.values(), "FirstInt8 (gated)", "by ci-deployer@example.com", "RESNET-INT8"):
+    for expected in (
+        "alice@example.com (committee/alice) for FirstInt8",
+        "bob@example.com (committee/bob) for FirstInt8",
+        "FirstInt8 (gated)",
+        f"compared with (resnet-governance): last admitted engine {engines['fp16']} (admitted by #1)",
+        "by ci-deployer@example.com (groups: ml-platform)",
+        "audit ID RESNET-INT8",
+    ):
         assert expected in text, expected
 
     # 6. The evidence package: exported from the log and the registry, verified offline.

@@ -364,7 +364,7 @@ def _print_history(
             print("    (a record written before evidence was recorded: references only)", file=out)
         for change in entry.changes:
             was = f"  (was {change.old.rsplit('@', 1)[-1][:19]}…)" if change.old else "  (new)"
-            print(f"    {change.artifact} {change.slot}: {change.new}{was}", file=out)
+            print(f"    {change.artifact} {change.slot!r}: {change.new}{was}", file=out)
             recorded = change.recorded
             if change.artifact == "image":
                 for signature in _items(recorded, "signatures"):
@@ -397,31 +397,33 @@ def _print_change_control(control: dict[str, Any], out: TextIO) -> None:
     from trtguard.audit.history import signer_names  # noqa: PLC0415
 
     baselines = _items(control, "baselines")
+    several = len(baselines) > 1
+    compared = [
+        f"{f'[{n}] ' if several else ''}{_baseline(b)}" for n, b in enumerate(baselines, start=1)
+    ] or ["no earlier engine (a first build)"]
+    print(f"      compared with ({control.get('policy')}): {'; '.join(compared)}", file=out)
     gated = set(control.get("gated") or [])
     kinds = []
     for change in _items(control, "changes"):
-        against = [
-            baselines[i] for i in change.get("against") or [] if isinstance(i, int) and i < len(baselines)
-        ]
-        where = "; ".join(_baseline(b) for b in against) or "no earlier engine"
-        kinds.append(
-            f"{change.get('kind')}{' (gated)' if change.get('kind') in gated else ''} against {where}"
-        )
-    print(f"      change kinds ({control.get('policy')}): {'; '.join(kinds) or 'none'}", file=out)
+        kind = f"{change.get('kind')}{' (gated)' if change.get('kind') in gated else ''}"
+        against = [i + 1 for i in change.get("against") or [] if isinstance(i, int)]
+        kinds.append(f"{kind} {against}" if several else kind)
+    print(f"      change kinds: {', '.join(kinds) or 'none'}", file=out)
     approvals = _items(control, "approvals")
     if approvals:
         names = [
-            f"{a.get('approver')} [{', '.join(signer_names(a.get('signers')))}] for "
+            f"{a.get('approver')} ({', '.join(signer_names(a.get('signers')))}) for "
             f"{', '.join(a.get('changes') or [])}"
             for a in approvals
         ]
-        print(f"      approved by {'; '.join(names)}", file=out)
+        print(f"      approved by: {'; '.join(names)}", file=out)
     elif gated:
         print("      no approval counted", file=out)
 
 
 def _baseline(baseline: dict[str, Any]) -> str:
-    text = f"{baseline.get('kind')} {baseline.get('engine') or baseline.get('manifest_digest')}"
+    kind = str(baseline.get("kind", "")).replace("-", " ")
+    text = f"{kind} {baseline.get('engine') or baseline.get('manifest_digest')}"
     admitted = baseline.get("admitted_by")
     if isinstance(admitted, dict):
         text += f" (admitted by #{admitted.get('seq')})"
