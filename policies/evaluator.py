@@ -335,9 +335,10 @@ async def _judge_engine(
         )
         return found.violations
     verified: VerifiedManifest | None = None
+    counted = run.counted(use.reference)
     manifest_rule = models.build_manifest
     if manifest_rule is not None:
-        verified = await manifest.verify(run, found, manifest_rule, ref)
+        verified = await manifest.verify(run, found, manifest_rule, ref, counted)
         if verified is None:
             return found.violations
         manifest.check_max_age(run, found, manifest_rule, verified)
@@ -351,7 +352,7 @@ async def _judge_engine(
         if change_rule is not None:
             await change_control.check(run, found, change_rule, manifest_rule, ref, use, verified)
     if models.verification is not None:
-        await verification.check(run, found, models.verification, ref, verified)
+        await verification.check(run, found, models.verification, ref, verified, counted)
     return found.violations
 
 

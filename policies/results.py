@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final, Literal, Protocol
 
 
 class Action(StrEnum):
@@ -56,13 +57,192 @@ class Violation:
         return data
 
 
+#: Most entries kept in each list of evidence an artifact record holds; more end in ``{"omitted": N}``.
+MAX_COUNTED: Final = 16
+
+SignatureFormat = Literal["cosign-classic", "sigstore-bundle", "dsse", "notation"]
+
+
+@dataclass(frozen=True, slots=True)
+class SignerRecord:
+    """Who made a signature that counted: a trusted key (its name in the policies and its key id, the hex
+    SHA-256 of the public key's DER), or a keyless identity (certificate subject and OIDC issuer)."""
+
+    key: str | None = None
+    key_id: str | None = None
+    identity: str | None = None
+    issuer: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"key", "key_id"}`` or ``{"identity", "issuer"}``."""
+        if self.identity is not None:
+            return {"identity": self.identity, "issuer": self.issuer}
+        return {"key": self.key, "key_id": self.key_id}
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureRecord:
+    """An image signature that counted.
+
+    ``digest`` names the object: a classic signature's payload layer, a Sigstore bundle's bytes, a bare
+    DSSE envelope's statement (its payload); ``tlog_index`` is the verified transparency-log entry's index.
+    """
+
+    format: SignatureFormat
+    digest: str
+    signers: tuple[SignerRecord, ...]
+    tlog_index: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's JSON form."""
+        return {
+            "format": self.format,
+            "digest": self.digest,
+            "signers": _bounded(self.signers),
+            "tlog_index": self.tlog_index,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AttestationRecord:
+    """An attestation that counted for an image: its predicate type, statement digest and signers."""
+
+    predicate_type: str
+    digest: str
+    signers: tuple[SignerRecord, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's JSON form."""
+        return {
+            "predicate_type": self.predicate_type,
+            "digest": self.digest,
+            "signers": _bounded(self.signers),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BuildManifestRecord:
+    """The signed build manifest an engine was judged by (``manifest_digest``: SHA-256 of its statement)."""
+
+    digest: str
+    signers: tuple[SignerRecord, ...]
+    audit_id: str
+    tensorrt_version: str
+    precisions: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's JSON form."""
+        return {
+            "digest": self.digest,
+            "signers": _bounded(self.signers),
+            "audit_id": self.audit_id,
+            "tensorrt_version": self.tensorrt_version,
+            "precisions": list(self.precisions),
+        }
+
+
+BaselineKind = Literal["declared-previous-manifest", "previous-engine", "last-admitted-engine"]
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineRecord:
+    """A build manifest an engine's changes were computed against, and where it came from.
+
+    ``kind`` says how it was chosen: the manifest the engine's own build manifest declares as its
+    predecessor, else the newest manifest of the previous engine it declares, or the manifest of the engine
+    it replaces in the workload's last admission (``admitted_by``: that decision's record id and seq).
+    """
+
+    kind: BaselineKind
+    manifest_digest: str
+    engine: str | None = None
+    admitted_by: AdmittingDecision | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's JSON form."""
+        return {
+            "kind": self.kind,
+            "manifest_digest": self.manifest_digest,
+            "engine": self.engine,
+            "admitted_by": self.admitted_by.to_json() if self.admitted_by is not None else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittingDecision:
+    """The decision-log record that admitted an engine: its ``record_id`` and place in the chain."""
+
+    record_id: str
+    seq: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"record_id", "seq"}``."""
+        return {"record_id": self.record_id, "seq": self.seq}
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """A change approval that counted: who approved, with which key, the attestation, the kinds it covers."""
+
+    approver: str
+    signers: tuple[SignerRecord, ...]
+    digest: str
+    changes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's JSON form."""
+        return {
+            "approver": self.approver,
+            "signers": _bounded(self.signers),
+            "digest": self.digest,
+            "changes": list(self.changes),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeControlRecord:
+    """One policy's change control of an engine: baselines, the change kinds found against which of them
+    (indexes into ``baselines``; none for ``FirstInt8`` without a baseline), the gated ones, the approvals
+    counted."""
+
+    policy: str
+    baselines: tuple[BaselineRecord, ...]
+    changes: tuple[tuple[str, tuple[int, ...]], ...]
+    gated: tuple[str, ...]
+    approvals: tuple[ApprovalRecord, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's JSON form."""
+        return {
+            "policy": self.policy,
+            "baselines": _bounded(self.baselines),
+            "changes": [{"kind": kind, "against": list(against)} for kind, against in self.changes],
+            "gated": list(self.gated),
+            "approvals": _bounded(self.approvals),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationRecord:
+    """The GPU verification attestation that counted for an engine (statement digest and signers)."""
+
+    digest: str
+    signers: tuple[SignerRecord, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's JSON form."""
+        return {"digest": self.digest, "signers": _bounded(self.signers)}
+
+
 @dataclass(frozen=True, slots=True)
 class ArtifactRecord:
-    """An image or engine the decision was about, with its digest where it is known.
+    """An image or engine the decision was about, with its digest where it is known, and what counted.
 
-    For an engine, ``name`` (the image volume's or annotation entry's name) and ``containers`` (those that
-    may run it) say which engine of the workload it is, so that its successor is found whatever
-    repository it comes from.
+    For an image, ``container`` names the container (or volume) that runs it, and ``signatures`` and
+    ``attestations`` are those its image rules counted. For an engine, ``name`` (the image volume's or
+    annotation entry's name) and ``containers`` (those that may run it) say which engine of the workload it
+    is, so that its successor is found whatever repository it comes from; ``build_manifests``,
+    ``change_control`` and ``verifications`` are what its model rules counted.
     """
 
     reference: str
@@ -70,14 +250,40 @@ class ArtifactRecord:
     path: str
     name: str | None = None
     containers: tuple[str, ...] = ()
+    engine: bool = False
+    container: str | None = None
+    signatures: tuple[SignatureRecord, ...] = ()
+    attestations: tuple[AttestationRecord, ...] = ()
+    build_manifests: tuple[BuildManifestRecord, ...] = ()
+    change_control: tuple[ChangeControlRecord, ...] = ()
+    verifications: tuple[VerificationRecord, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """JSON form for the decision log and check output."""
         data: dict[str, Any] = {"reference": self.reference, "digest": self.digest, "path": self.path}
-        if self.name is not None:
+        if self.engine:
             data["name"] = self.name
             data["containers"] = list(self.containers)
+            data["build_manifests"] = _bounded(self.build_manifests)
+            data["change_control"] = _bounded(self.change_control)
+            data["verifications"] = _bounded(self.verifications)
+        else:
+            data["container"] = self.container
+            data["signatures"] = _bounded(self.signatures)
+            data["attestations"] = _bounded(self.attestations)
         return data
+
+
+class _Recorded(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def _bounded(items: Sequence[_Recorded]) -> list[dict[str, Any]]:
+    """The JSON forms of ``items``, at most :data:`MAX_COUNTED`; more end in ``{"omitted": N}``."""
+    kept = [item.to_json() for item in items[:MAX_COUNTED]]
+    if len(items) > MAX_COUNTED:
+        kept.append({"omitted": len(items) - MAX_COUNTED})
+    return kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +294,8 @@ class AdmittedEngine:
     #: The image volume's or annotation entry's name; None in records written before names were kept.
     name: str | None = None
     containers: tuple[str, ...] = ()
+    #: The record that admitted it.
+    admitted_by: AdmittingDecision | None = None
 
 
 @dataclass(frozen=True, slots=True)

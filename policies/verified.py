@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.loader import PolicySet
+from policies.results import SignatureFormat, SignatureRecord, SignerRecord
 from policies.signers import Signer
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
@@ -43,15 +44,23 @@ from verifier.attestations import (
 )
 from verifier.cache import ResultCache
 from verifier.deadline import Deadline
+from verifier.digests import sha256_bytes
 from verifier.dsse import verify_envelope
 from verifier.errors import InputError, TrtguardError, VerificationError
-from verifier.evidence import ArtifactAttestations, Attestation, EvidenceSource
+from verifier.evidence import ArtifactAttestations, Attestation, EvidenceSource, ImageSignatures
 from verifier.intoto import statement_from_envelope
 from verifier.keys import PublicKey
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest, manifest_digest
 from verifier.references import ImageReference
 from verifier.scans import ScanDocument, read_scan
-from verifier.signatures import NoSignatures, TrustPolicy, VerificationResult, verify_image_signatures
+from verifier.signatures import (
+    CountedSignature,
+    NoSignatures,
+    SignerMatch,
+    TrustPolicy,
+    VerificationResult,
+    verify_image_signatures,
+)
 from verifier.signatures.openpgp import verify_detached
 
 _log = logging.getLogger(__name__)
@@ -90,6 +99,8 @@ class VerifiedPredicate:
     scan: ScanDocument | None
     signers: tuple[str, ...]
     origin: str
+    #: SHA-256 of the attestation's in-toto statement (the DSSE payload), as the decision log names it.
+    digest: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +110,39 @@ class VerifiedApproval:
     approval: ChangeApproval
     signers: tuple[str, ...]
     origin: str
+    #: SHA-256 of the approval's in-toto statement (the DSSE payload), as the decision log names it.
+    digest: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedSignatures:
+    """An image's signatures that met a rule, and each one that counted, as the decision log records it."""
+
+    result: VerificationResult
+    counted: tuple[SignatureRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedAttestation:
+    """An attestation that met a rule: the names of the keys that signed it and its statement digest."""
+
+    signers: tuple[str, ...]
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedVerification:
+    """A passing GPU verification of an engine, with its signers and statement digest."""
+
+    verification: EngineVerification
+    signers: tuple[str, ...]
+    digest: str
+
+
+def statement_digest(payload: bytes) -> str:
+    """How the decision log names a DSSE attestation: ``sha256:`` of its statement (the envelope's payload),
+    which stays the same when the envelope is re-serialised (:func:`verifier.manifest.manifest_digest`)."""
+    return f"sha256:{sha256_bytes(payload)}"
 
 
 def signed_by(attestations: Sequence[Attestation], signers: Mapping[str, Signer]) -> tuple[str, ...]:
@@ -154,12 +198,12 @@ class VerifiedEvidence:
                 ttl=settings.ttl, negative_ttl=settings.negative_ttl, max_entries=settings.max_entries
             )
 
-        self.signatures_cache: ResultCache[tuple[object, ...], VerificationResult] = cache()
+        self.signatures_cache: ResultCache[tuple[object, ...], VerifiedSignatures] = cache()
         self.manifests_cache: ResultCache[tuple[object, ...], tuple[VerifiedManifest, ...]] = cache()
         self.approvals_cache: ResultCache[tuple[object, ...], tuple[VerifiedApproval, ...]] = cache()
-        self.attestations_cache: ResultCache[tuple[object, ...], tuple[str, ...]] = cache()
+        self.attestations_cache: ResultCache[tuple[object, ...], VerifiedAttestation] = cache()
         self.predicates_cache: ResultCache[tuple[object, ...], tuple[VerifiedPredicate, ...]] = cache()
-        self.verifications_cache: ResultCache[tuple[object, ...], EngineVerification] = cache()
+        self.verifications_cache: ResultCache[tuple[object, ...], VerifiedVerification] = cache()
 
     def _key(self, kind: str, reference: ImageReference, *parts: object) -> tuple[object, ...]:
         """The key of a cached answer: everything its verdict depends on.
@@ -209,12 +253,21 @@ class VerifiedEvidence:
             self._trust_policies[(tuple(keys), threshold)] = found
         return found
 
+    def signer_records(self, names: Sequence[str]) -> tuple[SignerRecord, ...]:
+        """The named signers of the policies as the decision log records them (key name and key id)."""
+        signers = self._policy_set.signers
+        return tuple(
+            SignerRecord(key=name, key_id=signer.public_key.key_id if signer.public_key else None)
+            for name in names
+            if (signer := signers.get(name)) is not None
+        )
+
     async def image_signatures(
         self, reference: ImageReference, keys: Sequence[str], threshold: int, deadline: Deadline
-    ) -> VerificationResult:
+    ) -> VerifiedSignatures:
         """Signatures over the (pinned) image, verified; raises VerificationError below the threshold."""
 
-        async def compute() -> VerificationResult:
+        async def compute() -> VerifiedSignatures:
             material = await self._source.image_signatures(reference, deadline)
             where = material.origin or self._source.description
             if not material.count:
@@ -223,7 +276,7 @@ class VerifiedEvidence:
                     hint="sign the image (`trtguard sign`, `cosign sign`) and push the signature",
                 )
             policy = self.trust_policy(keys, threshold)
-            return await asyncio.to_thread(
+            result = await asyncio.to_thread(
                 verify_image_signatures,
                 material.digest,
                 policy,
@@ -236,6 +289,7 @@ class VerifiedEvidence:
                 repository=reference.name,
                 location=where,
             )
+            return VerifiedSignatures(result, tuple(_signature_record(c, material) for c in result.counted))
 
         key = self._key("signatures", reference, tuple(keys), threshold, self._signers(keys))
         return await self.signatures_cache.get_or_compute(key, compute)
@@ -247,10 +301,10 @@ class VerifiedEvidence:
         keys: Sequence[str],
         threshold: int,
         fetch: Fetch,
-    ) -> tuple[str, ...]:
-        """Names of the keys that signed an attestation of ``predicate_type`` about the artifact."""
+    ) -> VerifiedAttestation:
+        """The attestation of ``predicate_type`` about the artifact that ``threshold`` of ``keys`` signed."""
 
-        async def compute() -> tuple[str, ...]:
+        async def compute() -> VerifiedAttestation:
             candidates = [a for a in (await fetch()).attestations if a.predicate_type == predicate_type]
             if not candidates:
                 raise VerificationError(f"no attestation of type {predicate_type}")
@@ -258,11 +312,13 @@ class VerifiedEvidence:
             reasons = []
             for attestation in candidates:
                 try:
-                    return await asyncio.to_thread(
+                    names = await asyncio.to_thread(
                         verify_envelope, attestation.envelope, signers, threshold=threshold
                     )
                 except VerificationError as error:
                     reasons.append(error.message)
+                    continue
+                return VerifiedAttestation(names, statement_digest(attestation.envelope.payload))
             raise VerificationError(
                 f"no attestation of type {predicate_type} signed by [{', '.join(keys)}]: {reasons[0]}"
             )
@@ -352,9 +408,13 @@ class VerifiedEvidence:
         return await self.manifests_cache.get_or_compute(key, compute)
 
     async def approvals(
-        self, reference: ImageReference, keys: Sequence[str], fetch: Fetch
+        self, reference: ImageReference, keys: Sequence[str], fetch: Fetch, *, fresh: bool = False
     ) -> tuple[VerifiedApproval, ...]:
-        """Every change approval about the artifact signed by one of ``keys`` (possibly none)."""
+        """Every change approval about the artifact signed by one of ``keys`` (possibly none).
+
+        ``fresh`` looks again rather than answer from the cache: change control asks so when the cached
+        approvals do not suffice, so that an approval pushed since is seen by the very next admission.
+        """
 
         async def compute() -> tuple[VerifiedApproval, ...]:
             fetched = await fetch()
@@ -376,6 +436,8 @@ class VerifiedEvidence:
             return tuple(found)
 
         key = self._key("approvals", reference, tuple(keys), self._signers(keys))
+        if fresh:
+            self.approvals_cache.invalidate(key)
         return await self.approvals_cache.get_or_compute(key, compute)
 
     async def gpu_verification(
@@ -385,7 +447,7 @@ class VerifiedEvidence:
         threshold: int,
         engine_sha256: str | None,
         fetch: Fetch,
-    ) -> EngineVerification:
+    ) -> VerifiedVerification:
         """A passing GPU verification of the engine signed by ``threshold`` of ``keys``.
 
         It must be about the artifact's engine layer
@@ -393,7 +455,7 @@ class VerifiedEvidence:
         the build manifest is known, about the engine file ``engine_sha256`` that manifest describes.
         """
 
-        async def compute() -> EngineVerification:
+        async def compute() -> VerifiedVerification:
             fetched = await fetch()
             candidates = [
                 a for a in fetched.attestations if a.predicate_type == ENGINE_VERIFICATION_PREDICATE_TYPE
@@ -404,7 +466,8 @@ class VerifiedEvidence:
             reasons = []
             for attestation in candidates:
                 try:
-                    observed = await asyncio.to_thread(_verify_verification, attestation, signers, threshold)
+                    found = await asyncio.to_thread(_verify_verification, attestation, signers, threshold)
+                    observed = found.verification
                     fetched.subjects.require_describes(
                         observed.engine.sha256, attestation.subjects, "the GPU verification"
                     )
@@ -417,7 +480,7 @@ class VerifiedEvidence:
                     failed = ", ".join(c.field for c in observed.checks if c.status == "fail")
                     reasons.append(f"the GPU verifier reported failed checks: {failed}")
                 else:
-                    return observed
+                    return found
             raise VerificationError(
                 f"no passing GPU verification signed by [{', '.join(keys)}]: {reasons[0]}"
             )
@@ -476,22 +539,67 @@ def _verify_predicate(
         scan = read_scan(statement.predicate_type, statement.predicate, copies[0].origin) if scans else None
     except InputError as error:
         raise VerificationError(f"the signed document is invalid: {error.message}") from error
-    return VerifiedPredicate(statement.predicate, scan, names, copies[0].origin)
+    return VerifiedPredicate(
+        statement.predicate, scan, names, copies[0].origin, statement_digest(copies[0].envelope.payload)
+    )
 
 
 def _verify_approval(copies: Sequence[Attestation], signers: Mapping[str, Signer]) -> VerifiedApproval:
     attestation = copies[0]
     names = signed_by(copies, signers)
     statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
-    return VerifiedApproval(load_approval(statement, attestation.origin), names, attestation.origin)
+    return VerifiedApproval(
+        load_approval(statement, attestation.origin),
+        names,
+        attestation.origin,
+        statement_digest(attestation.envelope.payload),
+    )
 
 
 def _verify_verification(
     attestation: Attestation, signers: Mapping[str, PublicKey], threshold: int
-) -> EngineVerification:
-    verify_envelope(attestation.envelope, signers, threshold=threshold)
+) -> VerifiedVerification:
+    names = verify_envelope(attestation.envelope, signers, threshold=threshold)
     statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
     try:
-        return load_verification(statement, attestation.origin)
+        verification = load_verification(statement, attestation.origin)
     except InputError as error:
         raise VerificationError(f"the signed verification attestation is invalid: {error.message}") from error
+    return VerifiedVerification(verification, names, statement_digest(attestation.envelope.payload))
+
+
+_FORMATS: dict[str, SignatureFormat] = {
+    "classic": "cosign-classic",
+    "bundle": "sigstore-bundle",
+    "envelope": "dsse",
+    "notation": "notation",
+}
+
+
+def _signature_record(counted: CountedSignature, material: ImageSignatures) -> SignatureRecord:
+    """How the decision log names a signature that counted: its format, object digest and signers."""
+    if counted.source == "classic":
+        digest = f"sha256:{sha256_bytes(material.classic[counted.index].payload)}"
+    elif counted.source == "bundle":
+        digest = f"sha256:{sha256_bytes(material.bundles[counted.index])}"
+    elif counted.source == "notation":
+        digest = f"sha256:{sha256_bytes(material.notation[counted.index].envelope)}"
+    else:
+        digest = statement_digest(material.statements[counted.index].envelope.payload)
+    return SignatureRecord(
+        format=_FORMATS[counted.source],
+        digest=digest,
+        signers=tuple(_signer(match) for match in counted.signers),
+        tlog_index=counted.log_index,
+    )
+
+
+def _signer(match: SignerMatch) -> SignerRecord:
+    if match.kind == "key":
+        return SignerRecord(key=match.label, key_id=match.signer_id.removeprefix("key:"))
+    if match.kind == "notation":
+        # "name (certificate subject)": the trust policy's signer name, and the subject under its anchor.
+        return SignerRecord(key=match.label.partition(" (")[0], key_id=match.signer_id)
+    # A keyless label is "subject (issuer)"; an issuer is a URL, which holds no " (".
+    subject, _, issuer = match.label.rpartition(" (")
+    return SignerRecord(identity=subject, issuer=issuer.removesuffix(")"))

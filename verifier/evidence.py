@@ -7,28 +7,37 @@ attached to it, and which image signatures exist. It returns unverified material
 verifies it against the keys a policy names, and :meth:`ArtifactSubjects.require_describes` decides whether a
 verified statement is about this artifact's engine at all.
 
-:class:`LocalEvidence` serves a folder of files for offline checks (``trtguard check --attestations DIR``):
-DSSE envelopes (``*.json``, ``*.dsse``, ``*.intoto.jsonl`` with one envelope per line), Sigstore bundles that
-carry a DSSE envelope, and engine artifact manifests (which say which layer of an artifact is its engine).
-An in-toto statement ``X.json`` with a detached OpenPGP signature ``X.json.asc`` beside it is a statement
-signed with OpenPGP (over its exact bytes). Files it cannot use (a message-signature bundle, an envelope that
-carries no in-toto statement, an OCI
+:class:`LocalEvidence` serves a folder of files for offline checks (``trtguard check --attestations DIR``,
+docs/attestation-folder.md; ``trtguard fetch-attestations`` fills one from registries): DSSE envelopes
+(``*.json``, ``*.dsse``, ``*.intoto.jsonl`` with one envelope per line), Sigstore bundles (a DSSE statement,
+or a message signature over an image digest), classic cosign signatures (one ``.sig`` layer as a JSON
+document, :mod:`verifier.evidence_documents`) and engine artifact manifests (which say which layer of an
+artifact is its engine). An in-toto statement ``X.json`` with a detached OpenPGP signature ``X.json.asc``
+beside it is a statement signed with OpenPGP (over its exact bytes). Files it cannot use (a
+message-signature bundle over another digest algorithm, a classic signature whose payload names no image
+digest, an envelope that carries no in-toto statement, an OCI
 manifest of another kind of artifact) are left out and listed in :attr:`LocalEvidence.skipped`; files that
-are broken (not JSON, a malformed envelope or statement) are an :class:`~verifier.errors.InputError`.
+are broken (not JSON, a malformed envelope, statement or signature document) are an
+:class:`~verifier.errors.InputError`. A file in a folder ``<registry>/<repository>/sha256-<hex>/`` of the
+attestation folder (the layout ``fetch-attestations`` writes) counts only for that repository, as a
+registry keeps evidence per repository; any other file counts for whatever its subjects name.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable, InputError, VerificationError
+from verifier.evidence_documents import classic_signature_from_document, message_digest, signed_image_digest
 from verifier.files import read_limited
 from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
 from verifier.manifest import EngineBuildManifest
@@ -55,14 +64,17 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
+#: The folder of one artifact's evidence in the layout ``fetch-attestations`` writes.
+_ARTIFACT_FOLDER = re.compile(r"sha256-[0-9a-f]{64}")
 _OCI_MANIFEST_TYPES = frozenset(
     {"application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"}
 )
 _UNKNOWN_ENGINE = (
-    "push the engine with `trtguard push-engine` (offline: put the artifact's OCI manifest, e.g. from "
-    "`crane manifest REF`, into the attestation folder), or sign the statement with the artifact digest as a "
-    "subject"
+    "push the engine with `trtguard push-engine` (offline: put the artifact's OCI manifest into the "
+    "attestation folder, as `trtguard fetch-attestations` does), or sign the statement with the artifact "
+    "digest as a subject"
 )
 
 
@@ -279,8 +291,11 @@ class LocalEvidence:
     def __init__(self, folder: Path | None = None) -> None:
         """Read every evidence file under ``folder``; with no folder there is no evidence at all."""
         self._folder = folder
-        self._by_subject: dict[str, list[Attestation]] = defaultdict(list)
-        self._signature_bundles: dict[str, list[bytes]] = defaultdict(list)
+        # Each piece of evidence with the repository it is scoped to (None: any), by the digest it names.
+        self._by_subject: dict[str, list[tuple[str | None, Attestation]]] = defaultdict(list)
+        self._signature_bundles: dict[str, list[tuple[str | None, bytes]]] = defaultdict(list)
+        self._classic: dict[str, list[tuple[str | None, CosignSignature]]] = defaultdict(list)
+        self._scope: str | None = None
         self._artifacts: dict[str, ArtifactSubjects] = {}
         self._malformed_artifacts: dict[str, str] = {}
         self._skipped: list[SkippedFile] = []
@@ -315,6 +330,7 @@ class LocalEvidence:
     def _load(self, path: Path) -> None:
         if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl"):
             return
+        self._scope = self._repository_scope(path)
         raw = read_limited(path, "the evidence file")
         signature = path.with_name(path.name + ".asc")
         if path.suffix == ".json" and signature.is_file():
@@ -329,6 +345,18 @@ class LocalEvidence:
             return
         self._add_json(raw, str(path))
 
+    def _repository_scope(self, path: Path) -> str | None:
+        """``registry/repository`` for a file in ``<registry>/<repository>/sha256-<hex>/``, else None."""
+        assert self._folder is not None  # noqa: S101 - only files under the folder are loaded
+        parts = path.relative_to(self._folder).parts
+        if len(parts) >= 4 and _ARTIFACT_FOLDER.fullmatch(parts[-2]):
+            return "/".join(parts[:-2])
+        return None
+
+    def _scoped(self, entries: list[tuple[str | None, T]], reference: ImageReference) -> tuple[T, ...]:
+        """The entries that count for ``reference``: unscoped ones and those of its repository."""
+        return tuple(item for scope, item in entries if scope is None or scope == reference.name)
+
     def _add_json(self, raw: bytes, location: str) -> None:
         try:
             document: Any = json.loads(raw)
@@ -339,17 +367,22 @@ class LocalEvidence:
         if isinstance(document, dict) and document.get("mediaType") in _OCI_MANIFEST_TYPES:
             self._add_manifest(raw, location)
             return
+        if isinstance(document, dict) and {"payload", "signature", "media_type"} <= set(document):
+            self._add_classic(document, location)
+            return
         bundle = (
             raw if isinstance(document, dict) and isinstance(document.get("dsseEnvelope"), dict) else None
         )
         if bundle is not None:
             document = document["dsseEnvelope"]  # a Sigstore bundle: the statement is in its envelope
         elif isinstance(document, dict) and "messageSignature" in document:
-            self._skip(
-                location,
-                "a Sigstore bundle with a message signature, not a statement: an attestation folder holds "
-                "bundles that carry a DSSE statement",
-            )
+            # A message signature over an image digest (cosign v3 signs some images so): kept whole, by the
+            # digest it signs; verifying it checks that digest again.
+            signed = message_digest(document)
+            if signed is None:
+                self._skip(location, "a Sigstore bundle with a message signature over no sha256 digest")
+                return
+            self._signature_bundles[signed].append((self._scope, raw))
             return
         if not (isinstance(document, dict) and "payloadType" in document):
             raise InputError(
@@ -374,9 +407,18 @@ class LocalEvidence:
         for digest in attestation.subjects:
             if bundle is not None and attestation.predicate_type == COSIGN_SIGN_PREDICATE:
                 # Kept whole: a keyless bundle's certificate and log entry are part of the signature.
-                self._signature_bundles[digest].append(bundle)
+                self._signature_bundles[digest].append((self._scope, bundle))
             else:
-                self._by_subject[digest].append(attestation)
+                self._by_subject[digest].append((self._scope, attestation))
+
+    def _add_classic(self, document: Mapping[str, Any], location: str) -> None:
+        """A classic signature, kept under the image digest its payload names (checked when verified)."""
+        signature = classic_signature_from_document(document, location)
+        digest = signed_image_digest(signature.payload)
+        if digest is None:
+            self._skip(location, "a classic cosign signature whose payload names no sha256 image digest")
+            return
+        self._classic[digest].append((self._scope, signature))
 
     def _add_openpgp(self, raw: bytes, signature: bytes, path: Path) -> None:
         """An in-toto statement ``X.json`` with its detached OpenPGP signature ``X.json.asc`` beside it."""
@@ -390,7 +432,7 @@ class LocalEvidence:
             openpgp_signatures=(signature,),
         )
         for digest in attestation.subjects:
-            self._by_subject[digest].append(attestation)
+            self._by_subject[digest].append((self._scope, attestation))
 
     def _add_manifest(self, raw: bytes, location: str) -> None:
         """Record which layer of an engine artifact is which; other manifests stand only for themselves."""
@@ -451,19 +493,22 @@ class LocalEvidence:
         subjects = await self.subjects(reference, deadline)
         found: dict[int, Attestation] = {}
         for digest in sorted(subjects.digests):
-            for attestation in self._by_subject.get(digest, ()):
+            for attestation in self._scoped(self._by_subject.get(digest, []), reference):
                 found[id(attestation)] = attestation
         return ArtifactAttestations(subjects, tuple(found.values()))
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
-        """cosign v3 signatures for the image digest: Sigstore bundles and bare signing statements."""
+        """Signatures of the image digest: classic ones, Sigstore bundles and bare signing statements."""
         digest = await self.resolve_digest(reference, deadline)
         statements = tuple(
-            a for a in self._by_subject.get(digest, ()) if a.predicate_type == COSIGN_SIGN_PREDICATE
+            a
+            for a in self._scoped(self._by_subject.get(digest, []), reference)
+            if a.predicate_type == COSIGN_SIGN_PREDICATE
         )
         return ImageSignatures(
             digest=digest,
-            bundles=tuple(self._signature_bundles.get(digest, ())),
+            classic=self._scoped(self._classic.get(digest, []), reference),
+            bundles=self._scoped(self._signature_bundles.get(digest, []), reference),
             statements=statements,
             origin=self.description,
         )

@@ -7,9 +7,10 @@ it next to the field path and the offending value) and carries the matching JSON
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -182,3 +183,33 @@ class ChangeKind(StrEnum):
     ACCURACY_DROP = "AccuracyDrop"
     ACCURACY_METRIC_REMOVED = "AccuracyMetricRemoved"
     ACCURACY_DATASET_CHANGE = "AccuracyDatasetChange"
+
+    @property
+    def meaning(self) -> str:
+        """What the kind of change is, in a few words (the policy README's table and ``approve --help``)."""
+        return _CHANGE_MEANINGS[self]
+
+
+_CHANGE_MEANINGS: Final[Mapping[ChangeKind, str]] = {
+    ChangeKind.FIRST_INT8: "the engine uses INT8 and its baseline did not (or there is no earlier engine)",
+    ChangeKind.PRECISION_CHANGE: "precisions were added or removed",
+    ChangeKind.TYPING_CHANGE: "weak typing became strong, or the other way round",
+    ChangeKind.TENSORRT_MAJOR_UPGRADE: "a newer TensorRT major version",
+    ChangeKind.TENSORRT_MINOR_UPGRADE: "a newer TensorRT release within the major version",
+    ChangeKind.TENSORRT_DOWNGRADE: "an older TensorRT release",
+    ChangeKind.CUDA_VERSION_CHANGE: "another CUDA version in the toolchain",
+    ChangeKind.CUDNN_VERSION_CHANGE: "another cuDNN version in the toolchain",
+    ChangeKind.TOOLCHAIN_IMAGE_CHANGE: "another builder image (repository or digest)",
+    ChangeKind.BUILD_GPU_CHANGE: "built on another GPU model or compute capability",
+    ChangeKind.ONNX_MODEL_CHANGE: "built from another ONNX model",
+    ChangeKind.CALIBRATION_DATA_CHANGE: "another calibration dataset or cache (or one added or removed)",
+    ChangeKind.DYNAMIC_SHAPE_CHANGE: "other optimization profiles (input shape ranges)",
+    ChangeKind.BATCH_SIZE_CHANGE: "another largest batch size",
+    ChangeKind.WORKSPACE_CHANGE: "another workspace or memory pool limit",
+    ChangeKind.HARDWARE_COMPATIBILITY_CHANGE: "another hardware or version compatibility setting",
+    ChangeKind.OPTIMIZATION_LEVEL_CHANGE: "another builder optimization level",
+    ChangeKind.PLUGIN_CHANGE: "plugins added, removed or changed",
+    ChangeKind.ACCURACY_DROP: "a recorded accuracy metric got worse by more than the tolerance",
+    ChangeKind.ACCURACY_METRIC_REMOVED: "an accuracy metric the baseline recorded is missing",
+    ChangeKind.ACCURACY_DATASET_CHANGE: "an accuracy metric measured on another dataset",
+}

@@ -277,6 +277,7 @@ class Reviewer:
             namespace=request.namespace,
             name=request.name or _object_name(request.object or request.old_object),
             user=request.username,
+            groups=request.groups,
             dry_run=request.dry_run,
             allowed=verdict.allowed,
             reason=verdict.reason,

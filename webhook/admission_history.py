@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from policies.results import AdmittedEngine
+from policies.results import AdmittedEngine, AdmittingDecision
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable
 from webhook.decisionlog import DecisionLogError, DecisionStore, RecordQuery, StoredRecord
@@ -70,6 +70,7 @@ class DecisionLogHistory:
 
 
 def _admitted_engines(stored: StoredRecord) -> tuple[AdmittedEngine, ...]:
+    decision = AdmittingDecision(stored.record.record_id, stored.seq)
     found = []
     for engine in stored.record.engines:
         reference, name, containers = engine.get("reference"), engine.get("name"), engine.get("containers")
@@ -82,6 +83,7 @@ def _admitted_engines(stored: StoredRecord) -> tuple[AdmittedEngine, ...]:
                 containers=tuple(c for c in containers if isinstance(c, str))
                 if isinstance(containers, list)
                 else (),
+                admitted_by=decision,
             )
         )
     return tuple(found)

@@ -38,6 +38,8 @@ class ServeSettings(BaseSettings):
     config: Path | None = None
     policies: Path
     attestations: Path | None = None
+    # Evidence from the registries: the default without --attestations, said explicitly (as `check` says it).
+    registry: bool = False
     registry_config: Path | None = None
     host: str = "127.0.0.1"
     port: int = Field(default=8443, ge=0, le=65535)
@@ -95,6 +97,16 @@ class ServeSettings(BaseSettings):
         if data.get("decision_log") is not None:
             raise ValueError("give one of --decision-log and --decision-log-file")
         return {**data, "decision_log": read_decision_log_file(Path(data["decision_log_file"]))}
+
+    @model_validator(mode="after")
+    def _one_evidence_source(self) -> ServeSettings:
+        # (--attestations with --registry-config is refused where the evidence source is made, as for check.)
+        if self.attestations is not None and self.registry:
+            raise ValueError(
+                "--attestations (an offline folder) and the registries (--registry) are alternatives: "
+                "give one"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_transport(self) -> ServeSettings:

@@ -99,8 +99,8 @@ class AdmissionRequest:
     name: str | None = None
     namespace: str | None = None
     username: str | None = None
+    #: ``userInfo.groups``: the requester's groups as the API server authenticated them.
     groups: tuple[str, ...] = ()
-    """``userInfo.groups`` (policies may require the requester to be in one)."""
     object: Mapping[str, Any] | None = None
     old_object: Mapping[str, Any] | None = None
     dry_run: bool = False
@@ -191,7 +191,7 @@ def _readable_part(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
         name=text(request.get("name")),
         namespace=text(request.get("namespace")),
         username=text(mapping(request.get("userInfo")).get("username")),
-        groups=_strings(mapping(request.get("userInfo")).get("groups")),
+        groups=_groups(mapping(request.get("userInfo")).get("groups"), lenient=True),
         object=obj if isinstance(obj, dict) else None,
         old_object=old if isinstance(old, dict) else None,
         dry_run=request.get("dryRun") is True,
@@ -396,17 +396,16 @@ def _optional_str(value: object, where: str) -> str | None:
     return value
 
 
-def _strings(value: object) -> tuple[str, ...]:
-    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
-
-
-def _groups(value: object) -> tuple[str, ...]:
-    where = "request.userInfo.groups"
+def _groups(value: object, *, lenient: bool = False) -> tuple[str, ...]:
+    """``userInfo.groups``: a list of strings; ``lenient`` keeps the strings of anything else."""
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ReviewError(f"{where} is not a list of strings", status=422, location=where)
-    return tuple(value)
+    if isinstance(value, list) and all(isinstance(group, str) for group in value):
+        return tuple(value)
+    if lenient:
+        return tuple(group for group in value if isinstance(group, str)) if isinstance(value, list) else ()
+    where = "request.userInfo.groups"
+    raise ReviewError(f"{where} is not a list of strings", status=422, location=where)
 
 
 def _optional_object(value: object, where: str) -> Mapping[str, Any] | None:

@@ -45,8 +45,11 @@ async def check(
     conditions: Sequence[CompiledExpression],
     max_age: timedelta | None,
     pinned: ImageReference,
-) -> None:
-    """The attestation ``rule`` asks of the pinned image: signed, fresh enough, meeting its conditions."""
+) -> list[VerifiedPredicate]:
+    """The attestation ``rule`` asks of the pinned image: signed, fresh enough, meeting its conditions.
+
+    Returns the signed documents that were judged (none when none verified), for the decision record.
+    """
     scans = is_scan_predicate_type(rule.predicate_type)
     verified = await found.check(
         rule_id,
@@ -54,13 +57,14 @@ async def check(
         refused=Refusal("attach the attestation to the image digest (`trtguard attest --push`)"),
     )
     if verified is None:
-        return
+        return []
     judged = [_newest(verified)] if scans else list(verified)
     if max_age is not None:
         _max_age(run.clock(), found, f"{rule_id}.maxAge", rule, max_age, judged[0])
     for document in judged:
         if not await _conditions(run, found, rule_id, conditions, document):
-            return  # one failing document is enough to say what is wrong
+            break  # one failing document is enough to say what is wrong
+    return judged
 
 
 def _newest(verified: Sequence[VerifiedPredicate]) -> VerifiedPredicate:

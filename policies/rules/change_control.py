@@ -11,12 +11,20 @@ distinct approvers for this engine digest and this audit ID, not expired.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from policies.podspec import EngineUse
-from policies.results import AdmittedEngine
+from policies.results import (
+    AdmittedEngine,
+    AdmittingDecision,
+    ApprovalRecord,
+    BaselineKind,
+    BaselineRecord,
+    ChangeControlRecord,
+)
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import BuildManifestRule, ChangeControl
@@ -26,17 +34,29 @@ from verifier.manifest import EngineBuildManifest
 from verifier.manifest_diff import diff_manifests
 from verifier.references import ImageReference, InvalidReference
 
-__all__ = ["Baseline", "ChangeVerdict", "changes_against", "check", "describe", "judge"]
+__all__ = ["Baseline", "ChangeVerdict", "change_indexes", "check", "describe", "judge"]
 
 _RULE = "changeControl"
 
 
 @dataclass(frozen=True, slots=True)
 class Baseline:
-    """A manifest the engine is compared with, and where it came from (for messages)."""
+    """A manifest the engine is compared with, and where it came from (``source`` words it for messages).
+
+    ``digest`` names the signed manifest, ``kind`` how it was chosen; ``engine`` and ``admitted_by`` say
+    which engine it belongs to and, for the last admitted engine, the decision that admitted it.
+    """
 
     manifest: EngineBuildManifest
     source: str
+    digest: str = ""
+    kind: BaselineKind = "last-admitted-engine"
+    engine: str | None = None
+    admitted_by: AdmittingDecision | None = None
+
+    def record(self) -> BaselineRecord:
+        """The baseline as the decision log records it."""
+        return BaselineRecord(self.kind, self.digest, self.engine, self.admitted_by)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +67,10 @@ class ChangeVerdict:
     gated: tuple[ChangeKind, ...]
     approved_by: dict[ChangeKind, tuple[str, ...]]
     missing: dict[ChangeKind, int]
+    #: The approvals that counted: for this engine and audit ID, unexpired, covering a gated kind.
+    counted: tuple[VerifiedApproval, ...] = ()
+    #: Every kind found → the indexes of the baselines it was found against.
+    against: dict[ChangeKind, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def satisfied(self) -> bool:
@@ -63,17 +87,48 @@ async def check(
     use: EngineUse,
     verified: VerifiedManifest,
 ) -> None:
-    """The engine's gated changes against its baselines, each approved by enough of the committee."""
+    """The engine's gated changes against its baselines, each approved by enough of the committee.
+
+    What was found (baselines, change kinds, the approvals that counted) is noted for the decision record.
+    Approvals that do not suffice are looked up again rather than taken from the cache, so that an approval
+    pushed since the last admission counts at once.
+    """
     baselines = await _baselines(run, found, manifest_rule, ref, use, verified)
     verdict = judge(rule, verified, baselines, (), run.clock())
-    if verdict.gated:
-        approvals = await found.check(_RULE, run.approvals(ref, rule.approvals.keys))
-        if approvals is None:
-            return
+    looked_up = True
+    for fresh in (False, True) if verdict.gated else ():
+        approvals = await found.check(_RULE, run.approvals(ref, rule.approvals.keys, fresh=fresh))
+        if approvals is None:  # could not be looked up: a violation under onError was recorded
+            looked_up = False
+            break
         verdict = judge(rule, verified, baselines, approvals, run.clock())
-    if not verdict.satisfied:
-        message, fix = describe(rule, verified, verdict)
+        if verdict.satisfied:
+            break
+    run.counted(use.reference).changes(_record(run, found.policy.name, baselines, verdict))
+    if looked_up and not verdict.satisfied:
+        message, fix = describe(rule, verified, verdict, ref)
         found.add(_RULE, message, fix)
+
+
+def _record(
+    run: Evaluation, policy: str, baselines: Sequence[Baseline], verdict: ChangeVerdict
+) -> ChangeControlRecord:
+    """One policy's change control as the decision log records it."""
+    return ChangeControlRecord(
+        policy=policy,
+        baselines=tuple(baseline.record() for baseline in baselines),
+        changes=tuple((str(kind), against) for kind, against in sorted(verdict.against.items())),
+        gated=tuple(str(kind) for kind in verdict.gated),
+        approvals=tuple(
+            ApprovalRecord(
+                approver=found.approval.approver,
+                signers=run.verified.signer_records(found.signers),
+                digest=found.digest,
+                changes=tuple(str(kind) for kind in found.approval.changes),
+            )
+            for found in verdict.counted
+        ),
+    )
 
 
 async def _baselines(
@@ -90,15 +145,22 @@ async def _baselines(
     baselines: list[Baseline] = []
     declared_found = False
 
-    def add(candidates: Sequence[VerifiedManifest], source: str) -> None:
+    def add(
+        candidates: Sequence[VerifiedManifest],
+        source: str,
+        kind: BaselineKind,
+        engine: ImageReference,
+        admitted_by: AdmittingDecision | None = None,
+    ) -> None:
         nonlocal declared_found
         matching = [c for c in candidates if c.digest == declared]
         if matching:
             declared_found = True
-            baselines.append(Baseline(matching[0].manifest, f"declared previous manifest {declared}"))
+            chosen, source = matching[0], f"declared previous manifest {declared}"
+            kind = "declared-previous-manifest"
         else:
-            newest = max(candidates, key=lambda c: c.manifest.build_timestamp)
-            baselines.append(Baseline(newest.manifest, source))
+            chosen = max(candidates, key=lambda c: c.manifest.build_timestamp)
+        baselines.append(Baseline(chosen.manifest, source, chosen.digest, kind, str(engine), admitted_by))
 
     if manifest.previous_engine is not None:
         previous = run.reference(manifest.previous_engine)
@@ -113,15 +175,21 @@ async def _baselines(
                 ),
             )
             if candidates is not None:
-                add(candidates, f"previous engine {previous}")
+                add(candidates, f"previous engine {previous}", "previous-engine", previous)
     history, workload = run.history, run.context
     if history is not None and workload.name and workload.namespace:
         namespace, name = workload.namespace, workload.name
 
         async def last_admitted() -> None:
             admitted = await history.last_engines(namespace, workload.kind, name, run.deadline)
-            for last in _predecessors(use, ref, admitted, run.reference):
-                add(await run.build_manifests(last, rule), f"last admitted engine {last}")
+            for last, engine in _predecessors(use, ref, admitted, run.reference):
+                add(
+                    await run.build_manifests(last, rule),
+                    f"last admitted engine {last}",
+                    "last-admitted-engine",
+                    last,
+                    engine.admitted_by,
+                )
 
         await found.check(
             _RULE,
@@ -148,7 +216,7 @@ def _predecessors(
     ref: ImageReference,
     admitted: Sequence[AdmittedEngine],
     parse: Callable[[str], ImageReference | InvalidReference],
-) -> list[ImageReference]:
+) -> list[tuple[ImageReference, AdmittedEngine]]:
     """The engines of the workload's last admission that ``use`` replaces: its baselines from history.
 
     The same engine name (volume or annotation entry) first; else the engines that ran in one of the same
@@ -159,27 +227,37 @@ def _predecessors(
     candidates = [e for e in admitted if e.name == use.name] or [
         e for e in admitted if set(e.containers) & set(use.containers)
     ]
-    found: list[ImageReference] = []
+    found: dict[ImageReference, AdmittedEngine] = {}
     for engine in candidates or admitted:
         parsed = parse(engine.reference)
         if parsed == ref:
             return []
         if isinstance(parsed, ImageReference) and parsed not in found:
-            found.append(parsed)
-    return found
+            found[parsed] = engine
+    return list(found.items())
 
 
-def changes_against(
+def change_indexes(
     manifest: EngineBuildManifest, baselines: Sequence[Baseline]
-) -> dict[ChangeKind, tuple[str, ...]]:
-    """Every change kind from each baseline to ``manifest``, with the baselines that show it."""
+) -> dict[ChangeKind, tuple[int, ...]]:
+    """Every change kind from each baseline to ``manifest``, with the indexes of the baselines that show it
+    (none for ``FirstInt8`` without a baseline)."""
     if not baselines:
-        return {ChangeKind.FIRST_INT8: ("no earlier engine",)} if manifest.uses_int8() else {}
-    found: dict[ChangeKind, list[str]] = {}
-    for baseline in baselines:
+        return {ChangeKind.FIRST_INT8: ()} if manifest.uses_int8() else {}
+    found: dict[ChangeKind, list[int]] = {}
+    for index, baseline in enumerate(baselines):
         for kind in diff_manifests(baseline.manifest, manifest).kinds:
-            found.setdefault(kind, []).append(baseline.source)
-    return {kind: tuple(sources) for kind, sources in found.items()}
+            found.setdefault(kind, []).append(index)
+    return {kind: tuple(indexes) for kind, indexes in found.items()}
+
+
+def _sources(
+    indexes: dict[ChangeKind, tuple[int, ...]], baselines: Sequence[Baseline]
+) -> dict[ChangeKind, tuple[str, ...]]:
+    return {
+        kind: tuple(baselines[i].source for i in found) or ("no earlier engine",)
+        for kind, found in indexes.items()
+    }
 
 
 def judge(
@@ -191,10 +269,12 @@ def judge(
 ) -> ChangeVerdict:
     """The gated changes of ``verified`` and the approvals still missing for them."""
     manifest = verified.manifest
-    changes = changes_against(manifest, baselines)
+    against = change_indexes(manifest, baselines)
+    changes = _sources(against, baselines)
     gated = tuple(kind for kind in rule.gated if kind in changes)
     engine_digest = f"sha256:{manifest.output_engine.sha256}"
     approved_by: dict[ChangeKind, set[str]] = {kind: set() for kind in gated}
+    counted: dict[str, VerifiedApproval] = {}
     for found in approvals:
         approval = found.approval
         if approval.engine_digest != engine_digest or approval.audit_id != manifest.audit_id:
@@ -204,18 +284,27 @@ def judge(
         for kind in gated:
             if kind in approval.changes:
                 approved_by[kind].update(found.signers)
+                counted.setdefault(found.digest, found)
     threshold = rule.approvals.threshold
     missing = {kind: threshold - len(names) for kind, names in approved_by.items() if len(names) < threshold}
     return ChangeVerdict(
         changes=changes,
+        against=against,
         gated=gated,
         approved_by={kind: tuple(sorted(names)) for kind, names in approved_by.items()},
         missing=missing,
+        counted=tuple(counted.values()),
     )
 
 
-def describe(rule: ChangeControl, verified: VerifiedManifest, verdict: ChangeVerdict) -> tuple[str, str]:
-    """The violation's message and fix: the change kinds found, the approvals there are and are missing."""
+def describe(
+    rule: ChangeControl, verified: VerifiedManifest, verdict: ChangeVerdict, ref: ImageReference
+) -> tuple[str, str]:
+    """The violation's message and fix: the change kinds found, the approvals there are and are missing.
+
+    The fix is a ``trtguard approve`` command that works as printed once the approver puts in who they
+    are and their key (the two ``<…>`` words); every other argument is quoted for a POSIX shell.
+    """
     manifest = verified.manifest
     sources = sorted({s for kind in verdict.gated for s in verdict.changes[kind]})
     parts = []
@@ -228,9 +317,18 @@ def describe(rule: ChangeControl, verified: VerifiedManifest, verdict: ChangeVer
         f"{rule.approvals.threshold} approvals each from [{', '.join(rule.approvals.keys)}] for engine "
         f"sha256:{manifest.output_engine.sha256}, audit ID {manifest.audit_id}: " + "; ".join(parts)
     )
-    fix = (
-        f"ask the release committee to run `trtguard approve sha256:{manifest.output_engine.sha256} "
-        f"--audit-id {manifest.audit_id} --changes {','.join(verdict.missing)} "
-        "--key <their key> --push <engine>`"
+    command = " ".join(
+        [
+            "trtguard approve",
+            f"sha256:{manifest.output_engine.sha256}",
+            "--audit-id",
+            shlex.quote(manifest.audit_id),
+            "--changes",
+            ",".join(verdict.missing),
+            "--approver <your e-mail> --key <your key file>",
+            "--push",
+            shlex.quote(str(ref)),
+        ]
     )
+    fix = f"ask the release committee ({', '.join(rule.approvals.keys)}) to run `{command}`"
     return message, fix

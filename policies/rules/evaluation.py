@@ -19,7 +19,16 @@ from policies.cel.sandbox import CelSandbox
 from policies.loader import CompiledPolicy
 from policies.matching import selects, selects_by_requester
 from policies.requesters import Requester
-from policies.results import AdmittedEngine, ArtifactRecord
+from policies.results import (
+    AdmittedEngine,
+    ArtifactRecord,
+    AttestationRecord,
+    BuildManifestRecord,
+    ChangeControlRecord,
+    SignatureRecord,
+    SignerRecord,
+    VerificationRecord,
+)
 from policies.scheduling import node_selection
 from policies.schema import (
     AttestationRule,
@@ -27,7 +36,15 @@ from policies.schema import (
     SignatureRule,
     VerificationRule,
 )
-from policies.verified import VerifiedApproval, VerifiedEvidence, VerifiedManifest, VerifiedPredicate
+from policies.verified import (
+    VerifiedApproval,
+    VerifiedAttestation,
+    VerifiedEvidence,
+    VerifiedManifest,
+    VerifiedPredicate,
+    VerifiedSignatures,
+    VerifiedVerification,
+)
 from policies.workload import Workload
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable, VerificationError
@@ -35,7 +52,7 @@ from verifier.evidence import ArtifactAttestations, EvidenceSource
 from verifier.references import ImageReference, InvalidReference
 from verifier.scans import is_scan_predicate_type
 
-__all__ = ["LAST_APPLIED", "AdmissionHistory", "Evaluation"]
+__all__ = ["LAST_APPLIED", "AdmissionHistory", "Counted", "Evaluation"]
 
 T = TypeVar("T")
 
@@ -51,6 +68,59 @@ class AdmissionHistory(Protocol):
     ) -> Sequence[AdmittedEngine]:
         """The engines of the newest real (not dry-run) admission of the workload that named any."""
         ...
+
+
+@dataclass
+class Counted:
+    """The evidence the rules counted for one image or engine (as written in the object), for its record.
+
+    Each object is kept once, however many policies counted it; the signers of one object found by several
+    rules are merged.
+    """
+
+    signatures: dict[str, SignatureRecord] = field(default_factory=dict)
+    attestations: dict[tuple[str, str], AttestationRecord] = field(default_factory=dict)
+    build_manifests: dict[str, BuildManifestRecord] = field(default_factory=dict)
+    change_control: list[ChangeControlRecord] = field(default_factory=list)
+    verifications: dict[str, VerificationRecord] = field(default_factory=dict)
+
+    def signature(self, found: SignatureRecord) -> None:
+        """An image signature that counted."""
+        known = self.signatures.get(found.digest)
+        self.signatures[found.digest] = (
+            found if known is None else replace(known, signers=_merged(known.signers, found.signers))
+        )
+
+    def attestation(self, found: AttestationRecord) -> None:
+        """An image attestation that counted."""
+        key = (found.predicate_type, found.digest)
+        known = self.attestations.get(key)
+        self.attestations[key] = (
+            found if known is None else replace(known, signers=_merged(known.signers, found.signers))
+        )
+
+    def build_manifest(self, found: BuildManifestRecord) -> None:
+        """The build manifest an engine was judged by."""
+        known = self.build_manifests.get(found.digest)
+        self.build_manifests[found.digest] = (
+            found if known is None else replace(known, signers=_merged(known.signers, found.signers))
+        )
+
+    def changes(self, found: ChangeControlRecord) -> None:
+        """One policy's change control of an engine."""
+        if found not in self.change_control:
+            self.change_control.append(found)
+
+    def verification(self, found: VerificationRecord) -> None:
+        """A GPU verification that counted."""
+        known = self.verifications.get(found.digest)
+        self.verifications[found.digest] = (
+            found if known is None else replace(known, signers=_merged(known.signers, found.signers))
+        )
+
+
+def _merged(first: tuple[SignerRecord, ...], second: tuple[SignerRecord, ...]) -> tuple[SignerRecord, ...]:
+    return tuple(dict.fromkeys((*first, *second)))
 
 
 @dataclass
@@ -78,6 +148,14 @@ class Evaluation:
     _lookups: dict[tuple[object, ...], asyncio.Future[Any]] = field(default_factory=dict)
     _digests: dict[ImageReference, str] = field(default_factory=dict)
     _cel_workload: dict[str, Any] | None = None
+    _counted: dict[str, Counted] = field(default_factory=dict)
+
+    def counted(self, reference: str) -> Counted:
+        """Where the rules note the evidence they counted for the image or engine written as ``reference``."""
+        found = self._counted.get(reference)
+        if found is None:
+            found = self._counted[reference] = Counted()
+        return found
 
     def view(self, policy: CompiledPolicy) -> tuple[Workload, Workload | None]:
         """What ``policy`` judges, and the old object it compares against (None: judge everything).
@@ -159,7 +237,7 @@ class Evaluation:
 
         return lambda: self.once(("attestations", reference), fetch)
 
-    async def signatures(self, reference: ImageReference, rule: SignatureRule) -> object:
+    async def signatures(self, reference: ImageReference, rule: SignatureRule) -> VerifiedSignatures:
         """The image's signatures verified against ``rule``'s signers."""
         verified = self.verified
         return await self.once(
@@ -167,7 +245,9 @@ class Evaluation:
             lambda: verified.image_signatures(reference, rule.keys, rule.threshold, self.deadline),
         )
 
-    async def image_attestation(self, reference: ImageReference, rule: AttestationRule) -> object:
+    async def image_attestation(
+        self, reference: ImageReference, rule: AttestationRule
+    ) -> VerifiedAttestation:
         """The image's attestation of ``rule``'s predicate type, verified against its signers."""
         verified = self.verified
         return await self.once(
@@ -217,17 +297,23 @@ class Evaluation:
             ),
         )
 
-    async def approvals(self, reference: ImageReference, keys: Sequence[str]) -> tuple[VerifiedApproval, ...]:
-        """The change approvals attached to the engine, signed by any of ``keys``."""
+    async def approvals(
+        self, reference: ImageReference, keys: Sequence[str], *, fresh: bool = False
+    ) -> tuple[VerifiedApproval, ...]:
+        """The change approvals attached to the engine, signed by any of ``keys``.
+
+        ``fresh`` asks the evidence source again instead of the verified-evidence cache (once per
+        evaluation): for approvals that did not suffice, since one may have been pushed since.
+        """
         verified = self.verified
         return await self.once(
-            ("approvals", reference, tuple(keys)),
-            lambda: verified.approvals(reference, keys, self.attestations(reference)),
+            ("approvals", reference, tuple(keys), fresh),
+            lambda: verified.approvals(reference, keys, self.attestations(reference), fresh=fresh),
         )
 
     async def gpu_verification(
         self, reference: ImageReference, rule: VerificationRule, engine_sha256: str | None
-    ) -> object:
+    ) -> VerifiedVerification:
         """The engine's GPU verification, verified against ``rule`` (and the engine file of its manifest)."""
         verified = self.verified
         return await self.once(
@@ -274,7 +360,7 @@ class Evaluation:
         if len(questions) > 1:
             await asyncio.gather(*(q() for q in questions), return_exceptions=True)
 
-    async def _pinned_signatures(self, reference: ImageReference, rule: SignatureRule) -> object:
+    async def _pinned_signatures(self, reference: ImageReference, rule: SignatureRule) -> VerifiedSignatures:
         return await self.signatures(reference.with_digest(await self.digest(reference)), rule)
 
     async def _pinned_attestation(self, reference: ImageReference, rule: AttestationRule) -> object:
@@ -300,25 +386,40 @@ class Evaluation:
         return self._cel_workload
 
     def image_records(self) -> Iterable[ArtifactRecord]:
-        """Every image of the object, with the digest it resolved to where one was looked up."""
+        """Every image of the object, with the digest it resolved to where one was looked up, and the
+        signatures and attestations its rules counted."""
         for use in self.context.images:
             ref = self._refs.get(use.reference) or self.reference(use.reference)
             digest = None
             if isinstance(ref, ImageReference):
                 digest = ref.digest or self._digests.get(ref)
-            yield ArtifactRecord(reference=use.reference, digest=digest, path=use.path)
+            counted = self._counted.get(use.reference) or Counted()
+            yield ArtifactRecord(
+                reference=use.reference,
+                digest=digest,
+                path=use.path,
+                container=use.container,
+                signatures=tuple(counted.signatures.values()),
+                attestations=tuple(counted.attestations.values()),
+            )
 
     def engine_records(self) -> Iterable[ArtifactRecord]:
-        """Every engine of the object, with its name and the containers that may run it."""
+        """Every engine of the object, with its name, the containers that may run it, and what its model
+        rules counted."""
         for use in self.context.engines:
             ref = self._refs.get(use.reference) or self.reference(use.reference)
             digest = ref.digest if isinstance(ref, ImageReference) else None
+            counted = self._counted.get(use.reference) or Counted()
             yield ArtifactRecord(
                 reference=use.reference,
                 digest=digest,
                 path=use.path,
                 name=use.name,
                 containers=use.containers,
+                engine=True,
+                build_manifests=tuple(counted.build_manifests.values()),
+                change_control=tuple(counted.change_control),
+                verifications=tuple(counted.verifications.values()),
             )
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from policies.loader import CompiledImageRule, CompiledPolicy
 from policies.podspec import ImageUse
-from policies.results import Violation
+from policies.results import AttestationRecord, Violation
 from policies.rules import attestations
-from policies.rules.evaluation import Evaluation
+from policies.rules.evaluation import Counted, Evaluation
 from policies.rules.findings import Findings, Refusal
 from verifier.references import ImageReference, InvalidReference
 
@@ -39,18 +39,20 @@ async def check(run: Evaluation, policy: CompiledPolicy, use: ImageUse) -> list[
         )
         return found.violations
     for compiled in rules:
-        await _rule(run, found, compiled, ref)
+        await _rule(run, found, compiled, ref, run.counted(use.reference))
     return found.violations
 
 
-async def _rule(run: Evaluation, found: Findings, compiled: CompiledImageRule, ref: ImageReference) -> None:
+async def _rule(
+    run: Evaluation, found: Findings, compiled: CompiledImageRule, ref: ImageReference, counted: Counted
+) -> None:
     rule = compiled.rule
     rule_id = f"images.{rule.name}"
     if rule.require_digest and ref.digest is None:
         found.add(
             f"{rule_id}.requireDigest",
             "image is not pinned by digest",
-            f"pin it: {ref.name}@sha256:<digest> (e.g. from `crane digest {ref}`)",
+            f"pin it: {ref.name}@sha256:<digest> (printed by `trtguard digest {ref}`)",
         )
     # The checks below judge the digest that actually runs, so a tag must be resolved first.
     needs_digest = [
@@ -77,21 +79,31 @@ async def _rule(run: Evaluation, found: Findings, compiled: CompiledImageRule, r
         )
     if rule.signatures is not None:
         keys = " or ".join(rule.signatures.keys)
-        await at_digest.check(
+        signed = await at_digest.check(
             f"{rule_id}.signatures",
             run.signatures(pinned, rule.signatures),
             refused=Refusal(f"sign the image with {keys} (`trtguard sign`)"),
         )
+        for record in signed.counted if signed is not None else ():
+            counted.signature(record)
     for index, attestation_rule in enumerate(rule.attestations):
         attestation_id = f"{rule_id}.attestations[{attestation_rule.predicate_type}]"
         conditions, max_age = compiled.conditions[index], compiled.max_ages[index]
         if conditions or max_age is not None:
-            await attestations.check(
+            judged = await attestations.check(
                 run, at_digest, attestation_id, attestation_rule, conditions, max_age, pinned
             )
+            for document in judged:
+                signers = run.verified.signer_records(document.signers)
+                counted.attestation(
+                    AttestationRecord(attestation_rule.predicate_type, document.digest, signers)
+                )
             continue
-        await at_digest.check(
+        attested = await at_digest.check(
             attestation_id,
             run.image_attestation(pinned, attestation_rule),
             refused=Refusal("attach the attestation to the image digest (`trtguard attest --push`)"),
         )
+        if attested is not None:
+            signers = run.verified.signer_records(attested.signers)
+            counted.attestation(AttestationRecord(attestation_rule.predicate_type, attested.digest, signers))

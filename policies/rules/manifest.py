@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from policies.rules.evaluation import Evaluation
+from policies.results import BuildManifestRecord
+from policies.rules.evaluation import Counted, Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import BuildManifestRule
 from policies.verified import VerifiedManifest
@@ -21,11 +22,12 @@ _CLOCK_SKEW = timedelta(minutes=5)
 
 
 async def verify(
-    run: Evaluation, found: Findings, rule: BuildManifestRule, ref: ImageReference
+    run: Evaluation, found: Findings, rule: BuildManifestRule, ref: ImageReference, counted: Counted
 ) -> VerifiedManifest | None:
-    """The engine's newest build manifest signed by the rule's keys; None when there is none (a violation)."""
+    """The engine's newest build manifest signed by the rule's keys (noted in ``counted``); None when there
+    is none (a violation)."""
     keys = " or ".join(rule.keys)
-    return await found.check(
+    verified = await found.check(
         "models.buildManifest",
         run.build_manifest(ref, rule),
         # A manifest about another engine file says what to attach instead (the error's hint).
@@ -35,6 +37,18 @@ async def verify(
             hint_first=True,
         ),
     )
+    if verified is not None:
+        manifest = verified.manifest
+        counted.build_manifest(
+            BuildManifestRecord(
+                digest=verified.digest,
+                signers=run.verified.signer_records(verified.signers),
+                audit_id=manifest.audit_id,
+                tensorrt_version=manifest.toolchain.tensorrt_version,
+                precisions=tuple(sorted(manifest.precisions())),
+            )
+        )
+    return verified
 
 
 def check_max_age(

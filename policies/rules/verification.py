@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from policies.rules.evaluation import Evaluation
+from policies.results import VerificationRecord
+from policies.rules.evaluation import Counted, Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import VerificationRule
 from policies.verified import VerifiedManifest
@@ -18,10 +19,12 @@ async def check(
     rule: VerificationRule,
     ref: ImageReference,
     manifest: VerifiedManifest | None,
+    counted: Counted,
 ) -> None:
-    """A passing verification signed by the rule's keys; with a manifest, about the file it describes."""
+    """A passing verification signed by the rule's keys (noted in ``counted``); with a manifest, about the
+    file it describes."""
     engine_sha256 = manifest.manifest.output_engine.sha256 if manifest is not None else None
-    await found.check(
+    verified = await found.check(
         "models.verification",
         run.gpu_verification(ref, rule, engine_sha256),
         refused=Refusal(
@@ -29,3 +32,7 @@ async def check(
             hint_first=True,
         ),
     )
+    if verified is not None:
+        counted.verification(
+            VerificationRecord(verified.digest, run.verified.signer_records(verified.signers))
+        )

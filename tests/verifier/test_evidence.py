@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Coroutine
 from pathlib import Path
@@ -15,8 +16,9 @@ from verifier.digests import sha256_bytes
 from verifier.dsse import sign_envelope
 from verifier.errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.evidence import COSIGN_SIGN_PREDICATE, LocalEvidence
+from verifier.evidence_documents import classic_signature_document
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
-from verifier.keys import generate_private_key
+from verifier.keys import PrivateKey, generate_private_key
 from verifier.references import ImageReference
 from verifier.registry.engine_artifact import (
     ENGINE_LAYER,
@@ -25,6 +27,7 @@ from verifier.registry.engine_artifact import (
     engine_layer,
 )
 from verifier.registry.oci import Descriptor
+from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
 
 SUBJECT = "ab" * 32
 T = TypeVar("T")
@@ -179,3 +182,70 @@ def test_missing_folder(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist"):
         LocalEvidence(tmp_path / "absent")
     assert "no attestation folder" in LocalEvidence().description
+
+
+def _classic(repository: str, digest: str, key: PrivateKey) -> CosignSignature:
+    payload = json.dumps(
+        {
+            "critical": {
+                "identity": {"docker-reference": repository},
+                "image": {"docker-manifest-digest": digest},
+                "type": "cosign container image signature",
+            },
+            "optional": None,
+        }
+    ).encode()
+    return CosignSignature(payload=payload, signature=base64.b64encode(key.sign(payload)).decode())
+
+
+def test_classic_signatures_and_message_signature_bundles_count_as_image_signatures(tmp_path: Path) -> None:
+    key = generate_private_key()
+    digest = f"sha256:{SUBJECT}"
+    signature = _classic("quay.io/a/b", digest, key)
+    (tmp_path / "sig.cosign.json").write_bytes(classic_signature_document(signature))
+    message = {
+        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "verificationMaterial": {"publicKey": {"hint": "x"}},
+        "messageSignature": {
+            "messageDigest": {
+                "algorithm": "SHA2_256",
+                "digest": base64.b64encode(bytes.fromhex(SUBJECT)).decode(),
+            },
+            "signature": "AA==",
+        },
+    }
+    (tmp_path / "message.sigstore.json").write_text(json.dumps(message))
+    evidence = LocalEvidence(tmp_path)
+    found = run(evidence.image_signatures(ImageReference.parse(f"quay.io/a/b@{digest}"), Deadline.never()))
+    assert found.classic == (signature,)
+    assert [json.loads(b)["messageSignature"]["signature"] for b in found.bundles] == ["AA=="]
+    policy = TrustPolicy(keys={"k": key.public_key()})
+    assert verify_image_signatures(digest, policy, classic=found.classic, repository="quay.io/a/b").keys == (
+        "k",
+    )
+    assert evidence.skipped == ()
+
+
+def test_a_broken_classic_signature_document_is_an_input_error(tmp_path: Path) -> None:
+    (tmp_path / "sig.cosign.json").write_text(
+        json.dumps({"payload": "not base64!", "signature": "x", "media_type": "m"})
+    )
+    with pytest.raises(InputError, match="exactly the keys"):
+        LocalEvidence(tmp_path)
+
+
+def test_evidence_in_a_repository_folder_counts_for_that_repository_only(tmp_path: Path) -> None:
+    """The layout fetch-attestations writes: a registry keeps evidence per repository, and so does the
+    folder, so that an artifact copied to another repository does not bring the first one's evidence."""
+    scoped = tmp_path / "quay.io" / "team" / "good" / f"sha256-{SUBJECT}"
+    scoped.mkdir(parents=True)
+    (scoped / "attestation-1.dsse.json").write_bytes(envelope_json())
+    (tmp_path / "loose.dsse.json").write_bytes(envelope_json(predicate_type="https://example.com/loose"))
+    evidence = LocalEvidence(tmp_path)
+
+    def predicates(repository: str) -> set[str]:
+        ref = ImageReference.parse(f"{repository}@sha256:{SUBJECT}")
+        return {a.predicate_type for a in run(evidence.attestations(ref, Deadline.never())).attestations}
+
+    assert predicates("quay.io/team/good") == {"https://example.com/p", "https://example.com/loose"}
+    assert predicates("quay.io/team/mirror") == {"https://example.com/loose"}

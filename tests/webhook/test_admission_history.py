@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from policies.results import AdmittedEngine
+from policies.results import AdmittedEngine, AdmittingDecision
 from tests.support.harness import ReviewFactory
 from trtguard.demo.material import TENSORRT_IMAGE, Material
 from verifier.deadline import Deadline
@@ -68,24 +68,28 @@ async def test_last_engines_are_those_of_the_newest_real_admission_with_engines(
     v1, v2, v3 = (f"{RESNET}@sha256:{c * 64}" for c in "123")
     other = f"registry.example.com/models/bert@sha256:{'4' * 64}"
     named = {**_engine(v2), "name": "engine", "containers": ["server"]}
+    admitting = _record(engines=(named, _engine(other)))
+    stateful = _record(engines=(_engine(v3),), kind="StatefulSet")
     await _append(
         store,
         _record(operation="CREATE", engines=(_engine(v1),)),
-        _record(engines=(named, _engine(other))),
+        admitting,
         *(_record() for _ in range(120)),  # scaling: no engine recorded; more than two pages to look through
         _record(engines=(_engine(v3),), allowed=False, reason="PolicyViolation"),  # denied
         _record(engines=(_engine(v3),), dry_run=True),  # a dry run admits nothing
-        _record(engines=(_engine(v3),), kind="StatefulSet"),  # another workload of the same name
+        stateful,  # another workload of the same name
         _record(engines=(_engine(v3),), namespace="dev"),
     )
     history = DecisionLogHistory(store)
+    # Each engine names the decision that admitted it, which change control records as its baseline's.
+    by = AdmittingDecision(admitting.record_id, 2)
     assert await history.last_engines("prod", "Deployment", "resnet50", Deadline.after(5)) == (
-        AdmittedEngine(v2, "engine", ("server",)),
-        AdmittedEngine(other),
+        AdmittedEngine(v2, "engine", ("server",), by),
+        AdmittedEngine(other, admitted_by=by),
     )
     assert await history.last_engines("prod", "Deployment", "other", Deadline.after(5)) == ()
     assert await history.last_engines("prod", "StatefulSet", "resnet50", Deadline.after(5)) == (
-        AdmittedEngine(v3),
+        AdmittedEngine(v3, admitted_by=AdmittingDecision(stateful.record_id, 125)),
     )
 
 

@@ -90,6 +90,13 @@ def test_no_user_info_leaves_the_requester_unknown() -> None:
     assert request.username is None and request.groups == ()
 
 
+def test_a_request_refused_for_its_groups_is_recorded_with_the_groups_it_had() -> None:
+    # The decision log records the requester's groups: the refused request keeps the strings it carried.
+    with pytest.raises(ReviewError, match=r"userInfo\.groups is not a list of strings") as raised:
+        parse_review(_review(userInfo={"username": "alice", "groups": ["sre", 5]}))
+    assert raised.value.request is not None and raised.value.request.groups == ("sre",)
+
+
 def test_old_object_is_ignored_on_create() -> None:
     # A sender put a string there (the connaisseur CronJob fixture): nothing on a CREATE reads it.
     assert parse_review(_review(oldObject="None")).old_object is None

@@ -1,19 +1,24 @@
-"""Which engines a workload was admitted with over time, and what changed in their build manifests.
+"""Every admitted change of a workload's engines and images, and what each decision relied on.
 
-Built from the decision log alone: real (not dry-run) admissions of ``namespace/name``. On UPDATE the webhook
-records only the engines that changed, so the engines in force are replayed record by record, per engine
-repository. Build manifests come from an evidence source (an attestation folder or the registry) and are
-compared with :func:`verifier.manifest_diff.diff_manifests`.
+Built from the decision log alone: real (not dry-run) admissions of ``namespace/name``, replayed record by
+record. An engine is followed by its name in the workload (the image volume or annotation entry; the
+repository in records written before names were kept), an image by its container (its JSON path in older
+records); a CREATE starts afresh, an UPDATE changes what it names. Each change carries what its record holds
+(docs/decision-log.md): for an engine the build manifest counted (audit ID, TensorRT version, precisions),
+the change kinds computed against which baseline, the approvals counted; for an image the signatures and
+attestations counted. The requester and the policy revision come with each admission.
 
-The webhook's change control reads the same records through :mod:`webhook.admission_history`.
+Build manifests can also be compared field by field (:func:`compare_manifests`): they come from an
+evidence source (an attestation folder or the registry) as attached *now*, which the records themselves do
+not need. The webhook's change control reads the same records through :mod:`webhook.admission_history`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from verifier.deadline import Deadline
 from verifier.errors import InputError, TrtguardError, VerificationError
@@ -24,96 +29,188 @@ from verifier.manifest_diff import ManifestDiff, diff_manifests
 from verifier.references import ImageReference
 from webhook.decisionlog import DecisionStore, RecordQuery, StoredRecord
 
+Artifact = Literal["engine", "image"]
+
 
 @dataclass(frozen=True, slots=True)
-class EngineChange:
-    """One engine repository whose engine changed; ``old`` is ``None`` for a first admission."""
+class ArtifactChange:
+    """One engine or image of the workload whose reference changed; ``old`` is None when it is new.
 
-    repository: str
+    ``slot`` is what identifies it in the workload (engine name or container); ``recorded`` is the image or
+    engine object of the decision record, with the evidence the policies counted.
+    """
+
+    artifact: Artifact
+    slot: str
     old: str | None
     new: str
+    recorded: Mapping[str, Any]
+
+    @property
+    def key(self) -> tuple[Artifact, str]:
+        """What identifies the change within its entry."""
+        return self.artifact, self.slot
+
+    @property
+    def audit_ids(self) -> list[str]:
+        """Audit IDs of the build manifests counted (an engine)."""
+        return _unique(m.get("audit_id") for m in _objects(self.recorded, "build_manifests"))
+
+    @property
+    def change_kinds(self) -> list[str]:
+        """Every change kind the policies' change control computed (an engine)."""
+        return _unique(
+            change.get("kind")
+            for control in _objects(self.recorded, "change_control")
+            for change in _objects(control, "changes")
+        )
+
+    @property
+    def gated(self) -> list[str]:
+        """The change kinds that needed approvals."""
+        return _unique(
+            kind for control in _objects(self.recorded, "change_control") for kind in _list(control, "gated")
+        )
+
+    @property
+    def approvals(self) -> list[Mapping[str, Any]]:
+        """The approvals counted, each once (by attestation digest)."""
+        found: dict[str, Mapping[str, Any]] = {}
+        for control in _objects(self.recorded, "change_control"):
+            for approval in _objects(control, "approvals"):
+                found.setdefault(str(approval.get("digest")), approval)
+        return list(found.values())
+
+    @property
+    def approvers(self) -> list[str]:
+        """Who approved (the approvals counted)."""
+        return _unique(approval.get("approver") for approval in self.approvals)
 
     def to_json(self) -> dict[str, Any]:
-        """``{"repository", "old", "new"}``."""
-        return {"repository": self.repository, "old": self.old, "new": self.new}
+        """The change with its summary and the recorded object."""
+        return {
+            "artifact": self.artifact,
+            "slot": self.slot,
+            "old": self.old,
+            "new": self.new,
+            "audit_ids": self.audit_ids,
+            "change_kinds": self.change_kinds,
+            "gated": self.gated,
+            "approvers": self.approvers,
+            "recorded": dict(self.recorded),
+        }
 
 
 @dataclass(frozen=True, slots=True)
 class HistoryEntry:
-    """An admission that changed the engines in force for the workload."""
+    """An admission that changed the engines or images in force for the workload."""
 
     seq: int
     time: datetime
     uid: str
+    record_id: str
     operation: str
     kind: str
     user: str | None
+    groups: tuple[str, ...]
     policy_revision: str | None
+    format: int
     engines: Mapping[str, str]
-    """Repository → engine reference in force after this admission."""
-    changes: tuple[EngineChange, ...]
+    """Engine name (or repository) → reference in force after this admission."""
+    images: Mapping[str, str]
+    """Container (or path) → image in force after this admission."""
+    changes: tuple[ArtifactChange, ...]
+    stored: StoredRecord
 
 
-async def engine_history(store: DecisionStore, namespace: str, name: str) -> list[HistoryEntry]:
-    """The admissions of ``namespace/name`` that changed its engines, oldest first."""
+async def workload_history(store: DecisionStore, namespace: str, name: str) -> list[HistoryEntry]:
+    """The real admissions of ``namespace/name`` that changed its engines or images, oldest first."""
     records = await store.query(RecordQuery(namespace=namespace, name=name, allowed=True, dry_run=False))
     entries: list[HistoryEntry] = []
-    in_force: dict[str, str] = {}
+    in_force: dict[Artifact, dict[str, str]] = {"engine": {}, "image": {}}
     for stored in records:
         record = stored.record
-        if record.operation not in ("CREATE", "UPDATE") or not record.engines:
+        if record.operation not in ("CREATE", "UPDATE") or not (record.engines or record.images):
             continue
-        admitted = _engines(stored)
-        if record.operation == "CREATE":
-            previous, in_force = in_force, dict(admitted)
+        changes: list[ArtifactChange] = []
+        # An image volume that holds an engine is listed among the images too: it is shown as the engine.
+        engine_paths = {engine.get("path") for engine in record.engines}
+        images = [image for image in record.images if image.get("path") not in engine_paths]
+        kinds: tuple[tuple[Artifact, Sequence[Mapping[str, Any]]], ...] = (
+            ("engine", record.engines),
+            ("image", images),
+        )
+        for artifact, entries_of in kinds:
+            admitted = _slots(artifact, entries_of)
+            previous = in_force[artifact]
+            changes += [
+                ArtifactChange(artifact, slot, previous.get(slot), reference, entry)
+                for slot, (reference, entry) in admitted.items()
+                if previous.get(slot) != reference
+            ]
+            current = {slot: reference for slot, (reference, _) in admitted.items()}
             # A re-created workload starts afresh; what it replaces is still its predecessor.
-            changes = tuple(
-                EngineChange(repo, previous.get(repo), ref)
-                for repo, ref in admitted.items()
-                if previous.get(repo) != ref
-            )
-        else:
-            changes = tuple(
-                EngineChange(repo, in_force.get(repo), ref)
-                for repo, ref in admitted.items()
-                if in_force.get(repo) != ref
-            )
-            in_force.update(admitted)
+            in_force[artifact] = current if record.operation == "CREATE" else {**previous, **current}
         if changes:
             entries.append(
                 HistoryEntry(
                     seq=stored.seq,
                     time=record.time,
                     uid=record.uid,
+                    record_id=record.record_id,
                     operation=record.operation,
                     kind=record.kind,
                     user=record.user,
+                    groups=record.groups,
                     policy_revision=record.policy_revision,
-                    engines=dict(in_force),
-                    changes=changes,
+                    format=record.format,
+                    engines=dict(in_force["engine"]),
+                    images=dict(in_force["image"]),
+                    changes=tuple(changes),
+                    stored=stored,
                 )
             )
     return entries
 
 
+def _slots(
+    artifact: Artifact, entries: Iterable[Mapping[str, Any]]
+) -> dict[str, tuple[str, Mapping[str, Any]]]:
+    """Slot → (reference, recorded object) of a record's engines or images."""
+    found: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    for entry in entries:
+        reference = entry.get("reference")
+        if not isinstance(reference, str):
+            continue  # an {"omitted": N} marker
+        if artifact == "engine":
+            name = entry.get("name")
+            slot = name if isinstance(name, str) else _repository(reference)
+        else:
+            container, path = entry.get("container"), entry.get("path")
+            slot = container if isinstance(container, str) else str(path)
+        found.setdefault(slot, (reference, entry))
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class ManifestComparison:
-    """The build-manifest differences for one :class:`EngineChange`, or why there are none."""
+    """The build-manifest differences for one engine change, or why there are none."""
 
-    change: EngineChange
+    change: ArtifactChange
     diff: ManifestDiff | None
     problem: str | None = None
 
 
 async def compare_manifests(
-    change: EngineChange, evidence: EvidenceSource, deadline: Deadline
+    change: ArtifactChange, evidence: EvidenceSource, deadline: Deadline
 ) -> ManifestComparison:
-    """Fetch both engines' build manifests and compare them (nothing to compare for a first admission).
+    """Fetch both engines' build manifests and compare them (nothing to compare for a new engine).
 
-    Signatures are not checked again here: the webhook verified them when it admitted each engine.
+    Signatures are not checked again here: the webhook verified them when it admitted each engine, and the
+    record names the manifest it counted (its digest).
     """
     if change.old is None:
-        return ManifestComparison(change, None, "first engine of this repository for the workload")
+        return ManifestComparison(change, None, "first engine of this name for the workload")
     try:
         old = await build_manifest(change.old, evidence, deadline)
         new = await build_manifest(change.new, evidence, deadline)
@@ -144,13 +241,74 @@ async def build_manifest(reference: str, evidence: EvidenceSource, deadline: Dea
     )
 
 
-def _engines(stored: StoredRecord) -> dict[str, str]:
-    engines: dict[str, str] = {}
-    for engine in stored.record.engines:
-        reference = engine.get("reference")
-        if isinstance(reference, str):
-            engines[_repository(reference)] = reference
-    return engines
+def history_json(
+    entries: Sequence[HistoryEntry],
+    comparisons: Mapping[tuple[int, str], ManifestComparison],
+    verified: Mapping[int, bool | None],
+) -> list[dict[str, Any]]:
+    """The history as JSON; ``comparisons`` by (entry seq, engine slot), ``verified`` by entry seq."""
+    result: list[dict[str, Any]] = []
+    for entry in entries:
+        changes = []
+        for change in entry.changes:
+            data = change.to_json()
+            if change.artifact == "engine":
+                comparison = comparisons.get((entry.seq, change.slot))
+                diff = comparison.diff if comparison is not None else None
+                data["manifest_diff"] = diff.to_json() if diff is not None else None
+                data["note"] = (
+                    comparison.problem if comparison is not None else "build manifests not compared"
+                )
+            changes.append(data)
+        result.append(
+            {
+                "seq": entry.seq,
+                "verified": verified.get(entry.seq),
+                "time": entry.time.isoformat(),
+                "uid": entry.uid,
+                "record_id": entry.record_id,
+                "operation": entry.operation,
+                "kind": entry.kind,
+                "user": entry.user,
+                "groups": list(entry.groups),
+                "policy_revision": entry.policy_revision,
+                "record_format": entry.format,
+                "engines": dict(entry.engines),
+                "images": dict(entry.images),
+                "changes": changes,
+            }
+        )
+    return result
+
+
+def signer_names(signers: object) -> list[str]:
+    """``platform/build-signer`` or ``subject (issuer)`` for each recorded signer."""
+    names = []
+    for signer in signers if isinstance(signers, list) else ():
+        if isinstance(signer, dict) and isinstance(signer.get("key"), str):
+            names.append(signer["key"])
+        elif isinstance(signer, dict) and isinstance(signer.get("identity"), str):
+            names.append(f"{signer['identity']} ({signer.get('issuer')})")
+    return names
+
+
+def _objects(data: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    """The objects in the list ``data[key]``, without ``{"omitted": N}`` markers."""
+    value = data.get(key)
+    return (
+        [item for item in value if isinstance(item, dict) and "omitted" not in item]
+        if isinstance(value, list)
+        else []
+    )
+
+
+def _list(data: Mapping[str, Any], key: str) -> list[Any]:
+    value = data.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _unique(values: Iterable[object]) -> list[str]:
+    return list(dict.fromkeys(value for value in values if isinstance(value, str)))
 
 
 def _repository(reference: str) -> str:
@@ -158,36 +316,3 @@ def _repository(reference: str) -> str:
         return ImageReference.parse(reference).name
     except InputError:
         return reference.split("@", 1)[0]
-
-
-def history_json(
-    entries: Sequence[HistoryEntry], comparisons: Mapping[tuple[int, str], ManifestComparison]
-) -> list[dict[str, Any]]:
-    """The history as JSON; ``comparisons`` is keyed by (entry seq, engine repository)."""
-    result: list[dict[str, Any]] = []
-    for entry in entries:
-        changes = []
-        for change in entry.changes:
-            comparison = comparisons.get((entry.seq, change.repository))
-            diff = comparison.diff if comparison is not None else None
-            changes.append(
-                {
-                    **change.to_json(),
-                    "manifest_diff": diff.to_json() if diff is not None else None,
-                    "note": comparison.problem if comparison is not None else "build manifests not compared",
-                }
-            )
-        result.append(
-            {
-                "seq": entry.seq,
-                "time": entry.time.isoformat(),
-                "uid": entry.uid,
-                "operation": entry.operation,
-                "kind": entry.kind,
-                "user": entry.user,
-                "policy_revision": entry.policy_revision,
-                "engines": dict(entry.engines),
-                "changes": changes,
-            }
-        )
-    return result

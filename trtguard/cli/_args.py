@@ -17,8 +17,9 @@ def add_evidence_arguments(parser: argparse.ArgumentParser, purpose: str) -> Non
         "--attestations",
         type=Path,
         metavar="DIR",
-        help=f"{purpose} from this folder, offline (DSSE attestations, Sigstore bundles and engine "
-        "artifact manifests, matched by subject digest)",
+        help=f"{purpose} from this folder, offline (DSSE attestations, Sigstore bundles, classic cosign "
+        "signatures and engine artifact manifests; `trtguard fetch-attestations` fills one: "
+        "docs/attestation-folder.md)",
     )
     group.add_argument("--registry", action="store_true", help=f"{purpose} from the registries")
     group.add_argument(

@@ -40,7 +40,7 @@ COMMANDS: Final[Mapping[str, Command]] = {
         check="check Kubernetes manifests against the policies (exit 0 allowed, 1 denied, 2 error)",
     ),
     **_commands("policy", policy="work with policies (test)"),
-    **_commands("schema", schema="print a JSON Schema (manifest or policy)"),
+    **_commands("schema", schema="print a JSON Schema (build manifest, policy document or decision record)"),
     # the auditor's side
     **_commands("audit", audit="read and verify the decision log"),
     **_commands("evidence", evidence="export and verify signed evidence packages"),
@@ -57,6 +57,12 @@ COMMANDS: Final[Mapping[str, Command]] = {
         sign="sign an image in its registry (cosign-compatible classic signature)",
         push_engine="store a TensorRT engine as an OCI artifact a Pod can mount as an image volume",
         attach_attestation="attach a DSSE attestation to an image or engine artifact in its registry",
+    ),
+    **_commands(
+        "fetch",
+        digest="print an image reference pinned by the digest it points at now",
+        fetch_attestations="copy a workload's signatures and attestations from registries into a folder for "
+        "offline checks",
     ),
     **_commands(
         "approve", approve="sign a change approval for one engine, audit ID and list of change kinds"

@@ -29,9 +29,11 @@ def register(subparsers: Subparsers) -> None:
     parser = add_command(
         subparsers,
         "approve",
-        description="Sign a change-approval attestation "
-        "(https://trtguard.dev/attestations/change-approval/v1) that policies with changeControl count "
-        "towards their approval threshold.",
+        description="Sign a change-approval attestation\n"
+        "(https://trtguard.dev/attestations/change-approval/v1) that policies with\n"
+        "changeControl count towards their approval threshold.",
+        epilog="change kinds:\n" + "\n".join(f"  {kind:<28} {kind.meaning}" for kind in ChangeKind),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "engine", metavar="ENGINE_DIGEST", help="sha256:… of the engine file, or the engine file itself"
@@ -44,6 +46,7 @@ def register(subparsers: Subparsers) -> None:
         metavar="KIND[,KIND…]",
         help=f"change kinds approved, from `trtguard manifest diff`: {', '.join(ChangeKind)}",
     )
+
     parser.add_argument("--approver", required=True, help="who approves, e.g. an e-mail address")
     parser.add_argument(
         "--manifest",

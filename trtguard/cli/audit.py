@@ -1,8 +1,10 @@
 """``trtguard audit``: read and check the decision log.
 
 ``tail`` and ``query`` print records, ``verify`` recomputes the hash chain (exit 1 and the first broken record
-when it does not hold), ``history NAMESPACE/WORKLOAD`` lists the engines a workload was admitted with over
-time and what changed in their build manifests. The log is opened read-only: nothing here writes to it.
+when it does not hold), ``history NAMESPACE/WORKLOAD`` lists every admitted change of a workload's engines
+and images with the evidence its records hold. ``tail``, ``query`` and ``history`` recompute the chain too
+and mark what it does not vouch for (:mod:`trtguard.audit.chain`): exit 1, a warning, and UNVERIFIED on
+each such record. The log is opened read-only: nothing here writes to it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from verifier.errors import InputError
 from webhook.settings import DEFAULT_DECISION_LOG
 
 if TYPE_CHECKING:
+    from trtguard.audit.chain import ChainCheck
     from trtguard.audit.history import HistoryEntry, ManifestComparison
     from webhook.decisionlog import DecisionStore, StoredRecord
 
@@ -45,11 +48,24 @@ def register(subparsers: Subparsers) -> None:
     tail = add_subcommand(commands, "tail", help="the latest decisions")
     _log_flag(tail)
     tail.add_argument("-n", "--lines", type=int, default=20, metavar="N", help="how many (default 20)")
-    tail.add_argument("-f", "--follow", action="store_true", help="keep printing new decisions until Ctrl-C")
+    tail.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep printing new decisions until Ctrl-C (each checked to link to the one before)",
+    )
     _format_flag(tail)
+    _verify_flag(tail)
     tail.set_defaults(handler=_tail)
 
-    query = add_subcommand(commands, "query", help="decisions matching filters")
+    query = add_subcommand(
+        commands,
+        "query",
+        help="decisions matching filters",
+        description="Decisions matching every filter given, oldest first (--newest-first or --last N for "
+        "the newest). The last deploy of a workload: --namespace NS --name NAME --allowed --no-dry-run "
+        "--last 1.",
+    )
     _log_flag(query)
     query.add_argument("--namespace", help="only this namespace")
     query.add_argument("--name", help="only objects of this name")
@@ -64,7 +80,15 @@ def register(subparsers: Subparsers) -> None:
     query.add_argument("--since", metavar="TIME", help="RFC 3339 time, or an age such as 30m, 12h, 7d")
     query.add_argument("--until", metavar="TIME", help="RFC 3339 time, or an age such as 30m, 12h, 7d")
     query.add_argument("--limit", type=int, metavar="N", help="at most N records")
+    query.add_argument("--newest-first", action="store_true", help="print the newest records first")
+    query.add_argument(
+        "--last",
+        type=int,
+        metavar="N",
+        help="the N newest matching records, newest first (--newest-first --limit N)",
+    )
     _format_flag(query)
+    _verify_flag(query)
     query.set_defaults(handler=_query)
 
     verify = add_subcommand(commands, "verify", help="recompute the hash chain; exit 1 if it is broken")
@@ -75,9 +99,12 @@ def register(subparsers: Subparsers) -> None:
     history = add_subcommand(
         commands,
         "history",
-        help="engines admitted for a workload over time, with build-manifest differences",
-        description="The engines NAMESPACE/WORKLOAD was admitted with (real admissions, not dry runs), and "
-        "what changed between consecutive build manifests (give --attestations or --registry-config).",
+        help="every admitted change of a workload's engines and images, with who asked and who approved",
+        description="Every real (not dry-run) admission of NAMESPACE/WORKLOAD that changed an engine or an "
+        "image, from the decision log alone: the requester, the policy revision, and what each change's "
+        "record holds (audit ID, TensorRT version and precisions, change kinds against which baseline, the "
+        "approvals counted, the signatures counted). With --attestations or --registry-config the build "
+        "manifests attached now are also compared field by field.",
     )
     history.add_argument("workload", metavar="NAMESPACE/WORKLOAD", help="e.g. prod/resnet50")
     _log_flag(history)
@@ -86,6 +113,7 @@ def register(subparsers: Subparsers) -> None:
         "--timeout", type=float, default=30.0, metavar="SECONDS", help="limit for fetching manifests (30)"
     )
     _format_flag(history)
+    _verify_flag(history)
     history.set_defaults(handler=_history)
 
 
@@ -94,6 +122,15 @@ def _log_flag(parser: argparse.ArgumentParser) -> None:
         "--decision-log",
         metavar="URL",
         help=f"sqlite:///path or postgresql://… (default: $TRTGUARD_DECISION_LOG or {DEFAULT_DECISION_LOG})",
+    )
+
+
+def _verify_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="do not recompute the hash chain (the check reads the whole log, about 4 s per 50,000 records; "
+        "printed records are then unchecked, and the command says so)",
     )
 
 
@@ -123,6 +160,7 @@ def _run(args: argparse.Namespace, work: Callable[[DecisionStore], Awaitable[_T]
 
 
 def _tail(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from trtguard.audit.chain import check_chain, follows  # noqa: PLC0415
     from webhook.decisionlog import RecordQuery  # noqa: PLC0415
 
     out = out or sys.stdout
@@ -131,27 +169,54 @@ def _tail(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     async def work(store: DecisionStore) -> int:
         latest = await store.query(RecordQuery(newest_first=True, limit=args.lines))
-        for stored in reversed(latest):
-            _print(stored, args.format, out)
+        chain = await check_chain(store, verify=not args.no_verify)
+        status = _print_checked(list(reversed(latest)), chain, args.format, out)
         if not args.follow:
-            return 0
+            return status
         # Follow from the newest record, also when none was printed (-n 0).
         newest = latest[:1] or await store.query(RecordQuery(newest_first=True, limit=1))
-        last = newest[0].seq if newest else 0
+        last = newest[0] if newest else None
         while True:
             await asyncio.sleep(FOLLOW_INTERVAL)
-            for stored in await store.query(RecordQuery(after_seq=last)):
-                _print(stored, args.format, out)
-                last = stored.seq
+            for stored in await store.query(RecordQuery(after_seq=last.seq if last else 0)):
+                # A new record must link to the one before it (the first of the log: to the genesis hash).
+                intact = follows(stored, last)
+                if not intact and not args.no_verify:
+                    _warn(f"record seq {stored.seq} does not link to the record before it; marked UNVERIFIED")
+                _print(stored, args.format, out, None if args.no_verify else intact)
+                last = stored
             out.flush()  # a pipe (| jq) sees each decision when it is recorded, not once a buffer is full
 
     return _run(args, work)
+
+
+def _print_checked(records: Sequence[StoredRecord], chain: ChainCheck, fmt: str, out: TextIO) -> int:
+    """Print ``records`` marked as the chain vouches for them; 1 (and a warning) for any it does not."""
+    unverified = 0
+    for stored in records:
+        intact = chain.intact(stored)
+        unverified += intact is False
+        _print(stored, fmt, out, intact)
+    warning = chain.warning(unverified)
+    if warning is not None:
+        _warn(warning)
+    broken = chain.report is not None and not chain.report.ok
+    return 1 if unverified or broken else 0
+
+
+def _warn(text: str) -> None:
+    print(f"trtguard: WARNING: {text}", file=sys.stderr)
 
 
 def _query(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from webhook.decisionlog import RecordQuery  # noqa: PLC0415
 
     out = out or sys.stdout
+    if args.last is not None and (args.limit is not None or args.last < 0):
+        raise InputError(
+            "--last N is --newest-first --limit N: give one of --last and --limit, N at least 0",
+            location="--last",
+        )
     query = RecordQuery(
         namespace=args.namespace,
         name=args.name,
@@ -161,13 +226,15 @@ def _query(args: argparse.Namespace, out: TextIO | None = None) -> int:
         dry_run=True if args.dry_run else False if args.no_dry_run else None,
         since=_time(args.since, "--since"),
         until=_time(args.until, "--until"),
-        limit=args.limit,
+        limit=args.last if args.last is not None else args.limit,
+        newest_first=args.newest_first or args.last is not None,
     )
 
     async def work(store: DecisionStore) -> int:
-        for stored in await store.query(query):
-            _print(stored, args.format, out)
-        return 0
+        from trtguard.audit.chain import check_chain  # noqa: PLC0415
+
+        found = await store.query(query)
+        return _print_checked(found, await check_chain(store, verify=not args.no_verify), args.format, out)
 
     return _run(args, work)
 
@@ -195,7 +262,8 @@ def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from trtguard.audit.history import engine_history  # noqa: PLC0415
+    from trtguard.audit.chain import check_chain  # noqa: PLC0415
+    from trtguard.audit.history import history_json, workload_history  # noqa: PLC0415
 
     out = out or sys.stdout
     namespace, slash, name = str(args.workload).partition("/")
@@ -206,20 +274,42 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         )
 
     async def work(store: DecisionStore) -> int:
-        entries = await engine_history(store, namespace, name)
+        entries = await workload_history(store, namespace, name)
+        chain = await check_chain(store, verify=not args.no_verify)
+        verified = {entry.seq: chain.intact(entry.stored) for entry in entries}
         comparisons = await _compare(entries, args)
         if args.format == "json":
-            from trtguard.audit.history import history_json  # noqa: PLC0415
-
-            print(
-                json.dumps({"workload": args.workload, "entries": history_json(entries, comparisons)}),
-                file=out,
-            )
+            document = {
+                "workload": args.workload,
+                "log": store.description,
+                "chain": _chain_json(chain),
+                "entries": history_json(entries, comparisons, verified),
+            }
+            print(json.dumps(document, ensure_ascii=False), file=out)
         else:
-            _print_history(args.workload, store.description, entries, comparisons, out)
-        return 0
+            _print_history(args.workload, store.description, entries, comparisons, verified, out)
+        unverified = sum(1 for intact in verified.values() if intact is False)
+        warning = chain.warning(unverified)
+        if warning is not None:
+            _warn(warning)
+        broken = chain.report is not None and not chain.report.ok
+        return 1 if unverified or broken else 0
 
     return _run(args, work)
+
+
+def _chain_json(chain: ChainCheck) -> dict[str, Any] | None:
+    report = chain.report
+    if report is None:
+        return None
+    brk = report.first_break
+    return {
+        "ok": report.ok,
+        "records": report.records,
+        "head_seq": report.head_seq,
+        "head_hash": report.head_hash,
+        "first_break": {"seq": brk.seq, "uid": brk.uid, "problem": brk.problem} if brk else None,
+    }
 
 
 async def _compare(
@@ -237,9 +327,10 @@ async def _compare(
     )
     try:
         return {
-            (entry.seq, change.repository): await compare_manifests(change, evidence, deadline)
+            (entry.seq, change.slot): await compare_manifests(change, evidence, deadline)
             for entry in entries
             for change in entry.changes
+            if change.artifact == "engine"
         }
     finally:
         if client is not None:
@@ -251,44 +342,128 @@ def _print_history(
     source: str,
     entries: Sequence[HistoryEntry],
     comparisons: dict[tuple[int, str], ManifestComparison],
+    verified: dict[int, bool | None],
     out: TextIO,
 ) -> None:
-    print(f"{workload}: {len(entries)} engine change(s) admitted, from {source}", file=out)
-    if not comparisons and entries:
+    from trtguard.audit.history import signer_names  # noqa: PLC0415
+
+    print(f"{workload}: {len(entries)} admitted change(s), from {source}", file=out)
+    if not comparisons and any(c.artifact == "engine" and c.old for e in entries for c in e.changes):
         print("  (give --attestations DIR or --registry-config FILE to compare build manifests)", file=out)
     for entry in entries:
         who = f" by {entry.user}" if entry.user else ""
+        groups = f" (groups: {', '.join(entry.groups)})" if entry.groups else ""
         revision = (entry.policy_revision or "-")[:19]
-        when = _stamp(entry.time)
-        print(f"\n#{entry.seq}  {when}  {entry.operation} {entry.kind}{who}  policies {revision}…", file=out)
+        mark = "  UNVERIFIED" if verified.get(entry.seq) is False else ""
+        print(
+            f"\n#{entry.seq}  {_stamp(entry.time)}  {entry.operation} {entry.kind}{who}{groups}  "
+            f"policies {revision}…{mark}",
+            file=out,
+        )
+        if entry.format < 2:
+            print("    (a record written before evidence was recorded: references only)", file=out)
         for change in entry.changes:
-            was = f"  (was {change.old.rsplit('@', 1)[-1][:19]}…)" if change.old else "  (first)"
-            print(f"    engine {change.new}{was}", file=out)
-            comparison = comparisons.get((entry.seq, change.repository))
-            if comparison is None:
+            was = f"  (was {change.old.rsplit('@', 1)[-1][:19]}…)" if change.old else "  (new)"
+            print(f"    {change.artifact} {change.slot!r}: {change.new}{was}", file=out)
+            recorded = change.recorded
+            if change.artifact == "image":
+                for signature in _items(recorded, "signatures"):
+                    signed = ", ".join(signer_names(signature.get("signers")))
+                    print(
+                        f"      signed by {signed} ({signature.get('format')} {signature.get('digest')})",
+                        file=out,
+                    )
+                for attestation in _items(recorded, "attestations"):
+                    signed = ", ".join(signer_names(attestation.get("signers")))
+                    print(f"      attested {attestation.get('predicate_type')} by {signed}", file=out)
                 continue
-            if comparison.diff is None:
-                if change.old is not None:
-                    print(f"      build manifests not compared: {comparison.problem}", file=out)
-                continue
-            if not comparison.diff:
-                print("      build manifests identical", file=out)
-            for classified in comparison.diff.changes:
-                print(f"      {classified.kind.value}: {classified.summary}", file=out)
-            for field in comparison.diff.fields:
-                old, new = json.dumps(field.old), json.dumps(field.new)
-                print(f"        {field.path}: {old} -> {new}", file=out)
+            for built in _items(recorded, "build_manifests"):
+                print(
+                    f"      audit ID {built.get('audit_id')}; TensorRT {built.get('tensorrt_version')}; "
+                    f"precisions {', '.join(map(str, built.get('precisions') or []))}; build manifest "
+                    f"{built.get('digest')} signed by {', '.join(signer_names(built.get('signers')))}",
+                    file=out,
+                )
+            for control in _items(recorded, "change_control"):
+                _print_change_control(control, out)
+            comparison = comparisons.get((entry.seq, change.slot))
+            if comparison is not None:
+                _print_comparison(change.old, comparison, out)
     if comparisons:
-        print("\n(build manifests as attached now; their signatures were verified at admission)", file=out)
+        print("\n(build manifests compared as attached now; the records name the ones counted)", file=out)
 
 
-def _print(stored: StoredRecord, fmt: str, out: TextIO) -> None:
+def _print_change_control(control: dict[str, Any], out: TextIO) -> None:
+    from trtguard.audit.history import signer_names  # noqa: PLC0415
+
+    baselines = _items(control, "baselines")
+    several = len(baselines) > 1
+    compared = [
+        f"{f'[{n}] ' if several else ''}{_baseline(b)}" for n, b in enumerate(baselines, start=1)
+    ] or ["no earlier engine (a first build)"]
+    print(f"      compared with ({control.get('policy')}): {'; '.join(compared)}", file=out)
+    gated = set(control.get("gated") or [])
+    kinds = []
+    for change in _items(control, "changes"):
+        kind = f"{change.get('kind')}{' (gated)' if change.get('kind') in gated else ''}"
+        against = [i + 1 for i in change.get("against") or [] if isinstance(i, int)]
+        kinds.append(f"{kind} {against}" if several else kind)
+    print(f"      change kinds: {', '.join(kinds) or 'none'}", file=out)
+    approvals = _items(control, "approvals")
+    if approvals:
+        names = [
+            f"{a.get('approver')} ({', '.join(signer_names(a.get('signers')))}) for "
+            f"{', '.join(a.get('changes') or [])}"
+            for a in approvals
+        ]
+        print(f"      approved by: {'; '.join(names)}", file=out)
+    elif gated:
+        print("      no approval counted", file=out)
+
+
+def _baseline(baseline: dict[str, Any]) -> str:
+    kind = str(baseline.get("kind", "")).replace("-", " ")
+    text = f"{kind} {baseline.get('engine') or baseline.get('manifest_digest')}"
+    admitted = baseline.get("admitted_by")
+    if isinstance(admitted, dict):
+        text += f" (admitted by #{admitted.get('seq')})"
+    return text
+
+
+def _print_comparison(old: str | None, comparison: ManifestComparison, out: TextIO) -> None:
+    if comparison.diff is None:
+        if old is not None:
+            print(f"      build manifests not compared: {comparison.problem}", file=out)
+        return
+    if not comparison.diff:
+        print("      build manifests identical", file=out)
+    for classified in comparison.diff.changes:
+        print(f"      {classified.kind.value}: {classified.summary}", file=out)
+    for field in comparison.diff.fields:
+        old_value, new_value = json.dumps(field.old), json.dumps(field.new)
+        print(f"        {field.path}: {old_value} -> {new_value}", file=out)
+
+
+def _items(data: object, key: str) -> list[dict[str, Any]]:
+    value = data.get(key) if isinstance(data, dict) else None
+    return (
+        [item for item in value if isinstance(item, dict) and "omitted" not in item]
+        if isinstance(value, list)
+        else []
+    )
+
+
+def _print(stored: StoredRecord, fmt: str, out: TextIO, intact: bool | None) -> None:
+    """One record; ``intact`` says whether the chain vouches for it (None: not checked)."""
     record = stored.record
     if fmt == "json":
         data: dict[str, Any] = {"seq": stored.seq, "hash": stored.hash, "prev_hash": stored.prev_hash}
         data["record"] = record.to_json()
+        data["verified"] = intact
         print(json.dumps(data, ensure_ascii=False), file=out)
         return
+    if intact is False:
+        print(f"UNVERIFIED (not vouched for by the hash chain): #{stored.seq}", file=out)
     verdict = "ALLOW" if record.allowed else "DENY "
     where = "/".join(part for part in (record.namespace, record.kind, record.name) if part)
     sub = f"/{record.sub_resource}" if record.sub_resource else ""

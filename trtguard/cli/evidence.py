@@ -184,6 +184,9 @@ async def _nothing() -> None:
 def _print_summary(summary: ExportSummary, selection: Selection, out: TextIO) -> None:
     kinds = ", ".join(f"{count} {kind}" for kind, count in sorted(summary.attestations.items()))
     print(f"wrote {summary.output} ({_size(summary.size)}, {summary.files} files)", file=out)
+    print(
+        f"  sha256: {summary.sha256} (keep it: `evidence verify` covers the files, not these bytes)", file=out
+    )
     print(f"  decisions: {summary.decisions} selected: {selection.rule()}", file=out)
     print(
         f"  chain: {summary.chain}, {summary.chain_records} record(s) seq {summary.first_seq}.."
@@ -194,6 +197,7 @@ def _print_summary(summary: ExportSummary, selection: Selection, out: TextIO) ->
         f"  engines: {summary.engines} ({kinds or 'no attestations'}; {summary.signatures} signatures)",
         file=out,
     )
+    print(f"  images: {summary.images} ({summary.image_signatures} signatures)", file=out)
     in_force = (
         "in force for every selected decision"
         if summary.policy_in_force
@@ -224,6 +228,11 @@ def _print_report(report: EvidencePackageReport, out: TextIO) -> None:
         print(f"  selection: {report.selection}", file=out)
         print(f"  exported:  {report.exported_at}", file=out)
     print(f"  key id:    {report.key_id}", file=out)
+    if report.archive_sha256 is not None:
+        print(
+            f"  sha256:    {report.archive_sha256} (the archive file; the signature covers its files)",
+            file=out,
+        )
     print(file=out)
     for finding in report.findings:
         label = f"{finding.status.upper():<5} {finding.topic:<10} "

@@ -30,6 +30,8 @@ from trtguard.release.manifest.probe import Distribution
 from trtguard.release.manifest.settings import ManifestSettings
 from verifier.digests import hash_file
 from verifier.dsse import Envelope
+from verifier.engine.calibration import InvalidCalibrationCache
+from verifier.engine.onnx_model import InvalidOnnxModel
 from verifier.errors import InputError, VerificationError
 from verifier.files import read_limited
 from verifier.intoto import sign_statement
@@ -279,13 +281,17 @@ def _create(args: argparse.Namespace) -> int:
         nvidia_smi_timeout=_NVIDIA_SMI_TIMEOUT,
         now=datetime.now(UTC),
     )
-    draft = create_manifest(
-        inputs,
-        settings,
-        environment,
-        workers=jobs,
-        progress_stream=None if args.no_progress else sys.stderr,
-    )
+    try:
+        draft = create_manifest(
+            inputs,
+            settings,
+            environment,
+            workers=jobs,
+            progress_stream=None if args.no_progress else sys.stderr,
+        )
+    except (InvalidOnnxModel, InvalidCalibrationCache) as error:
+        # Failed verifications when an engine is checked against them; here they are the user's files.
+        raise InputError(error.message, location=error.location, hint=error.hint) from error
     return _emit(draft, args, "manifest create")
 
 

@@ -1,14 +1,14 @@
-"""``trtguard schema manifest|policy``: print the JSON Schemas of the documents trtguard reads."""
+"""``trtguard schema manifest|policy|decision``: print the JSON Schemas of the documents trtguard reads and
+writes (the decision record's is that of docs/decision-log.md)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from typing import Any
 
-from policies.schema import policy_json_schema
 from trtguard.cli._commands import Subparsers, add_command
-from verifier.manifest import manifest_json_schema
 
 
 def register(subparsers: Subparsers) -> None:
@@ -17,11 +17,28 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "schema",
     )
-    parser.add_argument("which", choices=("manifest", "policy"), help="which document's schema")
+    parser.add_argument(
+        "which",
+        choices=("manifest", "policy", "decision"),
+        help="which document's schema: the build manifest, a policy document, or a decision-log record",
+    )
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    schema = manifest_json_schema() if args.which == "manifest" else policy_json_schema()
+    # Each schema module is imported only when asked for: the decision log's package loads its stores.
+    schema: dict[str, Any]
+    if args.which == "manifest":
+        from verifier.manifest import manifest_json_schema  # noqa: PLC0415
+
+        schema = manifest_json_schema()
+    elif args.which == "policy":
+        from policies.schema import policy_json_schema  # noqa: PLC0415
+
+        schema = policy_json_schema()
+    else:
+        from webhook.decisionlog.record_schema import decision_json_schema  # noqa: PLC0415
+
+        schema = decision_json_schema()
     sys.stdout.write(json.dumps(schema, indent=2) + "\n")
     return 0

@@ -17,6 +17,7 @@ _FIELDS = (
     "config",
     "policies",
     "attestations",
+    "registry",
     "registry_config",
     "host",
     "port",
@@ -60,10 +61,16 @@ def register(subparsers: Subparsers) -> None:
         "--attestations", type=Path, metavar="DIR", help="local attestation folder (offline evidence)"
     )
     evidence.add_argument(
+        "--registry",
+        action="store_const",
+        const=True,
+        help="read evidence from the registries (the default without --attestations)",
+    )
+    evidence.add_argument(
         "--registry-config",
         type=Path,
         metavar="FILE",
-        help="registries: CA bundles, plain-HTTP hosts, credentials",
+        help="registries: CA bundles, plain-HTTP hosts, credentials (implies --registry)",
     )
     listen = parser.add_argument_group("listening")
     listen.add_argument("--host", help="address to listen on (default 127.0.0.1)")

@@ -1,6 +1,7 @@
 """TensorRT engines as OCI artifacts that a Pod mounts as an image volume.
 
-Layout (OCI image-spec "artifact" guidance, the form CRI-O mounts as files):
+The layout is specified in docs/engine-artifact.md (for other tools, and tested from that page). In short
+(OCI image-spec "artifact" guidance, the form CRI-O mounts as files):
 
 * manifest ``artifactType`` ``application/vnd.trtguard.engine.v1``, ``config`` the OCI empty descriptor;
 * one layer per file, **uncompressed**, so that a layer's digest is the file's sha256: the engine layer's

@@ -25,6 +25,7 @@ __all__ = [
     "error_detail",
     "gave_up",
     "os_reason",
+    "plain_http_answer",
     "refusal",
     "retry_after",
     "short",
@@ -34,9 +35,39 @@ __all__ = [
 ]
 
 
+#: What servers answer to a plain-HTTP request on a TLS port.
+_HTTPS_ONLY = (
+    b"Client sent an HTTP request to an HTTPS server",
+    b"plain HTTP request was sent to HTTPS port",
+)
+#: OpenSSL's reasons when the other end answers a TLS handshake with something that is not TLS.
+_NOT_TLS = frozenset(
+    {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "HTTP_REQUEST", "PACKET_LENGTH_TOO_LONG"}
+)
+
+
+def plain_http_answer(error: BaseException) -> bool:
+    """Whether ``error`` is (or was caused by) a TLS handshake answered in something else: plain HTTP."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError) and seen.reason in _NOT_TLS:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return any(reason in str(error) for reason in _NOT_TLS)
+
+
 def refusal(status: int, body: bytes, host: str, what: str) -> EvidenceUnavailable:
     """A definitive error for an unexpected status (403, 400, 405, …) to the request for ``what``."""
     detail = error_detail(body)
+    if status == 400 and any(marker in body for marker in _HTTPS_ONLY):
+        # Go's net/http (distribution, Harbor, Zot) and nginx answer a plain-HTTP request on a TLS port so.
+        return EvidenceUnavailable(
+            f"{host} speaks TLS (HTTPS), but trtguard asked it in plain HTTP (for {what})",
+            transient=False,
+            location=f"registry {host}",
+            hint=f"remove plain_http for {host} from the registry configuration (set ca_bundle if its "
+            "certificate is not signed by a public CA)",
+        )
     if status == 403:
         message = f"{host} denied access to {what}{detail}"
         hint = "the credentials in use lack permission for this repository"
@@ -134,7 +165,10 @@ def os_reason(error: BaseException) -> str:
     seen: BaseException | None = error
     reason = short(error)
     while seen is not None:
-        if isinstance(seen, OSError) and seen.errno is not None:
+        if isinstance(seen, ssl.SSLError):
+            # An SSLError's errno is OpenSSL's code, not the operating system's ("operation not permitted").
+            reason = f"TLS: {(seen.reason or short(seen)).replace('_', ' ').lower()}"
+        elif isinstance(seen, OSError) and seen.errno is not None:
             reason = os.strerror(seen.errno).lower()
         seen = seen.__cause__ or seen.__context__
     return reason

@@ -37,6 +37,7 @@ from verifier.registry.failures import (
     error_detail,
     gave_up,
     os_reason,
+    plain_http_answer,
     refusal,
     retry_after,
     short,
@@ -241,6 +242,16 @@ class RegistryTransport:
         except (httpx.ReadError, httpx.WriteError) as error:
             raise _Retryable(f"dropped the connection ({os_reason(error)})") from None
         except httpx.ConnectError as error:
+            if plain_http_answer(error):
+                host = call.settings.host
+                raise EvidenceUnavailable(
+                    f"{host} answered the TLS handshake in plain HTTP: it is a plain-HTTP registry, and "
+                    f"trtguard asked it over TLS (for {call.what})",
+                    transient=False,
+                    location=f"registry {host}",
+                    hint=f"for a loopback registry, set plain_http: true for {host} in the registry "
+                    "configuration (--registry-config); any other registry needs TLS",
+                ) from None
             if tls_failure(error):
                 raise EvidenceUnavailable(
                     f"{call.settings.host}: TLS certificate not trusted ({short(error)})",

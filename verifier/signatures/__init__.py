@@ -29,12 +29,13 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Literal
 
 from verifier.digests import parse_sha256
 from verifier.dsse import MAX_SIGNATURES, Envelope, pae, verify_envelope
 from verifier.errors import InputError, VerificationError
 from verifier.intoto import Statement, statement_from_envelope
+from verifier.signatures import _rekor as rekor_entry
 from verifier.signatures.bundle import require_subject
 from verifier.signatures.bundle import verify_bundle as _verify_bundle
 from verifier.signatures.classic import SIMPLE_SIGNING_MEDIA_TYPE, verify_classic, verify_signed
@@ -52,9 +53,11 @@ __all__ = [
     "SIGNATURE_ANNOTATION",
     "SIMPLE_SIGNING_MEDIA_TYPE",
     "CosignSignature",
+    "CountedSignature",
     "KeylessIdentity",
     "NoSignatures",
     "NotationSignature",
+    "SignerMatch",
     "TrustPolicy",
     "TrustRoot",
     "VerificationResult",
@@ -110,6 +113,25 @@ class CosignSignature:
         )
 
 
+#: Which list of :func:`verify_image_signatures` a signature came from.
+SignatureSource = Literal["classic", "bundle", "envelope", "notation"]
+
+
+@dataclass(frozen=True, slots=True)
+class CountedSignature:
+    """One signature that counted towards the threshold: where it was handed in, and who made it.
+
+    ``index`` is its position (from 0) in the ``source`` list given to :func:`verify_image_signatures`, so
+    that the caller can name the object it verified; ``log_index`` is the transparency-log index of its
+    verified entry (None when no entry was checked).
+    """
+
+    source: SignatureSource
+    index: int
+    signers: tuple[SignerMatch, ...]
+    log_index: int | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class VerificationResult:
     """Who verified: trusted key names and keyless identities, counted against the threshold."""
@@ -120,6 +142,7 @@ class VerificationResult:
     threshold: int
     tlog_verified: bool  # every counted signature's transparency log entry was verified offline
     statement: Statement | None = None  # the in-toto statement, for attestations and DSSE bundles
+    counted: tuple[CountedSignature, ...] = ()  # every signature that counted (image signatures)
 
     def summary(self) -> str:
         """One line for people: ``2 of 2 required signers: keys [a, b]``."""
@@ -138,6 +161,9 @@ class _Outcome:
     tlog_verified: bool = False
     statement: Statement | None = None
     problem: str | None = None
+    source: SignatureSource = "envelope"
+    index: int = 0
+    log_index: int | None = None
 
 
 def _collect(
@@ -173,6 +199,10 @@ def _collect(
         threshold=policy.threshold,
         tlog_verified=all(o.tlog_verified for o in counted),
         statement=statement,
+        counted=tuple(
+            CountedSignature(o.source, o.index, tuple(o.matches), o.log_index if o.tlog_verified else None)
+            for o in counted
+        ),
     )
 
 
@@ -258,7 +288,22 @@ def verify_image_signatures(
         except (VerificationError, InputError) as error:
             outcomes.append(_Outcome(label=label, problem=error.message))
             continue
-        outcomes.append(_Outcome(label=label, matches=matches, tlog_verified=tlog))
+        # The entry that was just verified (a classic signature carries one): its index is recorded.
+        logged = (
+            rekor_entry.entry_from_cosign_bundle(signature.rekor_bundle)
+            if tlog and signature.rekor_bundle is not None
+            else None
+        )
+        outcomes.append(
+            _Outcome(
+                label=label,
+                matches=matches,
+                tlog_verified=tlog,
+                source="classic",
+                index=index - 1,
+                log_index=logged.log_index if logged is not None else None,
+            )
+        )
     for index, bundle in enumerate(bundles, start=1):
         label = f"bundle {index}"
         try:
@@ -272,7 +317,16 @@ def verify_image_signatures(
         except (VerificationError, InputError) as error:
             outcomes.append(_Outcome(label=label, problem=error.message))
             continue
-        outcomes.append(_Outcome(label=label, matches=outcome.matches, tlog_verified=outcome.tlog_verified))
+        outcomes.append(
+            _Outcome(
+                label=label,
+                matches=outcome.matches,
+                tlog_verified=outcome.tlog_verified,
+                source="bundle",
+                index=index - 1,
+                log_index=outcome.log_indexes[0] if outcome.log_indexes else None,
+            )
+        )
     for index, envelope in enumerate(envelopes, start=1):
         label = f"envelope {index}"
         try:
@@ -280,17 +334,20 @@ def verify_image_signatures(
         except (VerificationError, InputError) as error:
             outcomes.append(_Outcome(label=label, problem=error.message))
             continue
-        outcomes.append(_Outcome(label=label, matches=matches))
+        outcomes.append(_Outcome(label=label, matches=matches, source="envelope", index=index - 1))
     moment = now or datetime.now(UTC)
-    for index, found in enumerate(notation, start=1):
+    for index, found in enumerate(notation):
         outcomes.append(
-            _notation_outcome(f"Notation signature {index}", found, image_digest, repository, policy, moment)
+            _notation_outcome(
+                f"Notation signature {index + 1}", index, found, image_digest, repository, policy, moment
+            )
         )
     return _collect(outcomes, policy, location=location)
 
 
 def _notation_outcome(
     label: str,
+    index: int,
     signature: NotationSignature,
     digest: str,
     repository: str | None,
@@ -299,7 +356,9 @@ def _notation_outcome(
 ) -> _Outcome:
     """One Notary Project signature against every Notation signer of ``policy`` (each with its own trust)."""
     if not policy.notation:
-        return _Outcome(label=label, problem="the policy names no Notation signer")
+        return _Outcome(
+            label=label, problem="the policy names no Notation signer", source="notation", index=index
+        )
     matches, reasons = [], []
     for name, trust in policy.notation.items():
         try:
@@ -310,7 +369,8 @@ def _notation_outcome(
         matches.append(
             SignerMatch(kind="notation", label=f"{name} ({verified.subject})", signer_id=verified.signer_id)
         )
-    return _Outcome(label=label, matches=matches, problem=None if matches else "; ".join(reasons))
+    problem = None if matches else "; ".join(reasons)
+    return _Outcome(label=label, matches=matches, problem=problem, source="notation", index=index)
 
 
 def verify_bundle(

@@ -47,6 +47,8 @@ class BundleOutcome:
     matches: list[SignerMatch]
     tlog_verified: bool
     statement: Statement | None
+    #: Log indexes of the verified transparency-log entries (those of trusted logs), when they were checked.
+    log_indexes: tuple[int, ...] = ()
 
 
 def require_subject(statement: Statement, digest: str) -> None:
@@ -209,7 +211,9 @@ def _verify_keyed(
         logged.append(match)
     if not logged:
         raise VerificationError("; ".join(problems))
-    return BundleOutcome(matches=logged, tlog_verified=True, statement=statement)
+    return BundleOutcome(
+        matches=logged, tlog_verified=True, statement=statement, log_indexes=_log_indexes(bundle, policy)
+    )
 
 
 def _keyless_signature(
@@ -292,7 +296,15 @@ def _verify_keyless(
     sigstore_cert.verify_sct(leaf, chain[1], trust_root.ct_logs)
     sigstore_cert.check_profile(leaf)
     statement = _statement(bundle.envelope, digest, predicate_type) if bundle.envelope else None
-    return BundleOutcome(matches=[match], tlog_verified=True, statement=statement)
+    return BundleOutcome(
+        matches=[match], tlog_verified=True, statement=statement, log_indexes=_log_indexes(bundle, policy)
+    )
+
+
+def _log_indexes(bundle: Bundle, policy: TrustPolicy) -> tuple[int, ...]:
+    """The indexes of the bundle's entries in trusted logs: the ones :func:`_logged_entries` verified."""
+    known = {log.log_id for log in policy.rekor_logs}
+    return tuple(entry.log_index for entry in bundle.tlog_entries if entry.log_id in known)
 
 
 def verify_bundle(

@@ -1,7 +1,9 @@
 """One decision-log record and the hash that chains it to the one before.
 
-The hash of a record is the SHA-256 of the RFC 8785 (JCS) canonical JSON of ``{"prev_hash": …, "record": …}``,
-so any store — SQLite, PostgreSQL, an exported archive — can recompute it from the stored JSON alone. Records
+The record format and the chain are specified in docs/decision-log.md (the reference for auditors' own
+tools; a test checks it against a real log with an implementation of its own). In short: the hash of a
+record is the SHA-256 of the RFC 8785 (JCS) canonical JSON of ``{"prev_hash": …, "record": …}``, so any
+store — SQLite, PostgreSQL, an exported archive — can recompute it from the stored JSON alone. Records
 hold no floating-point numbers (latency is in whole microseconds), and for such data the standard library's
 sorted, compact JSON *is* JCS, several times faster than a general JCS encoder; anything else goes through
 ``rfc8785``.
@@ -37,6 +39,9 @@ from webhook.decisionlog.errors import DecisionLogError
 
 #: ``prev_hash`` of the first record of a chain.
 GENESIS_HASH: Final = "0" * 64
+#: The record format written now (docs/decision-log.md). Format 1 (records without a ``format`` key) lacks
+#: ``format`` and ``groups``, and its images and engines carry no evidence; both are read back.
+FORMAT: Final = 2
 
 #: Fields of the hashed body that are also stored as columns, for queries; each must agree with the body.
 INDEXED_NAMES: Final = (
@@ -77,7 +82,35 @@ _TEXT_FIELDS: Final = (
     "policy_revision",
     "replica",
 )
-_LIST_FIELDS: Final = ("violations", "warnings", "images", "engines")
+_LIST_FIELDS: Final = ("violations", "warnings", "images", "engines", "groups")
+_FORMAT_1_KEYS: Final = frozenset(
+    {
+        "record_id",
+        "time",
+        "uid",
+        "operation",
+        "kind",
+        "api_version",
+        "sub_resource",
+        "namespace",
+        "name",
+        "user",
+        "dry_run",
+        "allowed",
+        "reason",
+        "message",
+        "violations",
+        "warnings",
+        "images",
+        "engines",
+        "policy_revision",
+        "latency_us",
+        "replica",
+    }
+)
+#: The keys of a record of each format: exactly these, so that reading a record and writing it again gives
+#: the bytes its hash was computed over.
+KEYS: Final = {1: _FORMAT_1_KEYS, 2: _FORMAT_1_KEYS | {"format", "groups"}}
 
 # Seeded from the OS (again in a forked child); record ids need uniqueness, not secrecy, and an os.urandom
 # call per record costs a measurable share of an admission.
@@ -92,10 +125,12 @@ def new_record_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class DecisionRecord:
-    """What the webhook decided about one AdmissionReview, as written to the log.
+    """What the webhook decided about one AdmissionReview, as written to the log (docs/decision-log.md).
 
     ``violations`` hold the Deny, Warn and Audit findings in their machine-readable form (``action`` says
-    which); ``images`` and ``engines`` are ``{reference, digest, path}`` objects with the digest where known.
+    which); ``images`` and ``engines`` are objects with the reference as written, the digest where known,
+    and the evidence the policies counted for each (``policies.results.ArtifactRecord``). ``user`` and
+    ``groups`` are the requester as the API server authenticated them.
     """
 
     uid: str
@@ -117,12 +152,14 @@ class DecisionRecord:
     policy_revision: str | None = None
     latency_us: int = 0
     replica: str | None = None
+    groups: tuple[str, ...] = ()
+    format: int = FORMAT
     time: datetime = field(default_factory=lambda: datetime.now(UTC))
     record_id: str = field(default_factory=new_record_id)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object that is stored and hashed."""
-        return {
+        """The JSON object that is stored and hashed (the keys of its :attr:`format`)."""
+        data = {
             "record_id": self.record_id,
             "time": format_time(self.time),
             "uid": self.uid,
@@ -145,11 +182,29 @@ class DecisionRecord:
             "latency_us": self.latency_us,
             "replica": self.replica,
         }
+        if self.format >= 2:
+            data["format"] = self.format
+            data["groups"] = list(self.groups)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DecisionRecord:
-        """Rebuild a record from :meth:`to_json` output; raises :class:`DecisionLogError` if it is not one."""
+        """Rebuild a record from :meth:`to_json` output; raises :class:`DecisionLogError` if it is not one.
+
+        The keys must be exactly those of the record's format, so that :meth:`to_json` gives the object back.
+        """
         try:
+            version = data.get("format", 1)
+            if isinstance(version, bool) or version not in KEYS:
+                raise ValueError(f"unknown record format {version!r}")
+            keys = set(data)
+            if keys != KEYS[version]:
+                extra, missing = sorted(keys - KEYS[version]), sorted(KEYS[version] - keys)
+                raise ValueError(
+                    f"keys of format {version} expected"
+                    + (f"; unexpected: {', '.join(extra)}" if extra else "")
+                    + (f"; missing: {', '.join(missing)}" if missing else "")
+                )
             return cls(
                 record_id=_text(data, "record_id"),
                 time=parse_time(_text(data, "time")),
@@ -172,6 +227,8 @@ class DecisionRecord:
                 policy_revision=_optional_text(data, "policy_revision"),
                 latency_us=_integer(data, "latency_us"),
                 replica=_optional_text(data, "replica"),
+                groups=tuple(_texts(data, "groups")),
+                format=version,
             )
         except (KeyError, TypeError, ValueError) as error:
             raise DecisionLogError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +16,9 @@ from policies.results import AdmittedEngine, Decision
 from tests.policies.conftest import Material, pod
 from trtguard.cli import main
 from verifier.deadline import Deadline
-from verifier.evidence import LocalEvidence
+from verifier.evidence import ArtifactAttestations, ArtifactSubjects, ImageSignatures, LocalEvidence
 from verifier.keys import encrypt_private_key
+from verifier.references import ImageReference
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 COMMITTEE = ("alice", "bob", "chen")
@@ -268,3 +270,59 @@ def test_approve_refuses_unknown_change_kinds(capsys: pytest.CaptureFixture[str]
         )
     assert exited.value.code == 2
     assert "unknown change kind 'NotAKind'" in capsys.readouterr().err
+
+
+class ReloadedFolder:
+    """An evidence folder read again on request: a registry whose attachments changed meanwhile."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.inner = LocalEvidence(folder)
+        self.description = self.inner.description
+        self.concurrent_lookups = False
+
+    def reload(self) -> None:
+        self.inner = LocalEvidence(self.folder)
+
+    async def resolve_digest(self, ref: ImageReference, deadline: Deadline) -> str:
+        return await self.inner.resolve_digest(ref, deadline)
+
+    async def subjects(self, ref: ImageReference, deadline: Deadline) -> ArtifactSubjects:
+        return await self.inner.subjects(ref, deadline)
+
+    async def attestations(self, ref: ImageReference, deadline: Deadline) -> ArtifactAttestations:
+        return await self.inner.attestations(ref, deadline)
+
+    async def image_signatures(self, ref: ImageReference, deadline: Deadline) -> ImageSignatures:
+        return await self.inner.image_signatures(ref, deadline)
+
+
+def test_an_approval_pushed_since_counts_at_the_next_admission(material: Material) -> None:
+    """One long-lived engine, as `serve` holds it: approvals that did not suffice are not answered from the
+    cache (they were, for ten minutes: an empty result was cached like a success)."""
+    ref = material.engine("first", builder_config=INT8, calibration=CALIBRATION)
+    source = ReloadedFolder(material.attestations)
+    paths = [
+        material.policy(POLICY),
+        material.keys_file("build-signer"),
+        material.keys_file(*COMMITTEE, set_name="committee"),
+    ]
+    engine = PolicyEngine(load_policy_set(paths), source, clock=lambda: NOW)
+    assert "FirstInt8 needs 2 more" in change_violation(evaluate(engine, pod(engine=ref)))
+    material.approval("first", ["FirstInt8"], "alice")
+    source.reload()
+    assert "FirstInt8 needs 1 more" in change_violation(evaluate(engine, pod(engine=ref)))
+    material.approval("first", ["FirstInt8"], "bob")
+    source.reload()
+    decision = evaluate(engine, pod(engine=ref))
+    assert decision.allowed
+    # What counted is in the decision's engine record: the change kinds and both approvals.
+    [recorded] = [e.to_json() for e in decision.engines]
+    [control] = recorded["change_control"]
+    assert control["gated"] == ["FirstInt8"] and control["baselines"] == []
+    assert {"kind": "FirstInt8", "against": []} in control["changes"]
+    assert sorted(a["approver"] for a in control["approvals"]) == ["alice@example.com", "bob@example.com"]
+    # A result that suffices is answered from the cache: the folder is not read again for it.
+    cached = engine.verified.approvals_cache.stats.hits
+    assert evaluate(engine, pod(engine=ref)).allowed
+    assert engine.verified.approvals_cache.stats.hits == cached + 1

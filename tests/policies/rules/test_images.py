@@ -60,6 +60,9 @@ def test_unpinned_image_fails_require_digest(material: Material) -> None:
     [violation] = decision.violations
     assert violation.rule == "images.runtime.requireDigest"
     assert "nvcr.io/nvidia/tensorrt@sha256:<digest>" in violation.fix
+    # The tool that prints it is trtguard's own (tests/trtguard/test_attestation_folder.py runs it).
+    assert "`trtguard digest nvcr.io/nvidia/tensorrt:24.05-py3`" in violation.fix
+    assert "crane" not in violation.fix
 
 
 def test_digest_allow_list(material: Material) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from trtguard.audit.history import engine_history
+from trtguard.audit.history import workload_history
 from verifier.deadline import Deadline
 from webhook.decisionlog import DecisionRecord, SQLiteStore
 
@@ -62,7 +62,7 @@ async def test_engine_history_replays_updates_per_repository(store: SQLiteStore)
         _record(engines=(_engine(v2),), user="bob"),
         _record(operation="DELETE"),
     )
-    entries = await engine_history(store, "prod", "resnet50")
+    entries = await workload_history(store, "prod", "resnet50")
     assert [(e.seq, e.operation, e.user) for e in entries] == [(1, "CREATE", "alice"), (4, "UPDATE", "bob")]
     assert entries[1].engines == {RESNET: v2, "registry.example.com/models/tokenizer": tokenizer}
-    assert [(c.repository, c.old, c.new) for c in entries[1].changes] == [(RESNET, v1, v2)]
+    assert [(c.slot, c.old, c.new) for c in entries[1].changes] == [(RESNET, v1, v2)]

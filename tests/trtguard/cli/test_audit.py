@@ -260,10 +260,10 @@ def test_history_lists_engine_changes_with_manifest_differences(
         str(demo_material.attestations),
     )
     assert status == 0
-    assert out.startswith("prod/resnet50: 2 engine change(s) admitted")
+    assert out.startswith("prod/resnet50: 2 admitted change(s)")
     assert "#1 " in out and "#6 " in out
     assert "CREATE Deployment by alice" in out and "UPDATE Deployment by release-bot" in out
-    assert "(first)" in out
+    assert "(new)" in out
     assert "FirstInt8:" in out
     assert "CalibrationDataChange:" in out
     assert 'builder_config.precision_flags: ["fp16"] -> ["fp16", "int8"]' in out
@@ -288,7 +288,7 @@ def test_history_json(history_log: Path, demo_material: Material, capsys: pytest
     assert data["workload"] == "prod/resnet50"
     first, second = data["entries"]
     assert first["changes"][0]["old"] is None
-    assert first["changes"][0]["note"] == "first engine of this repository for the workload"
+    assert first["changes"][0]["note"] == "first engine of this name for the workload"
     change = second["changes"][0]
     assert change["old"].endswith(demo_material.engines["fp16"].split("@")[1])
     kinds = {c["kind"] for c in change["manifest_diff"]["changes"]}
@@ -330,3 +330,68 @@ def test_history_needs_namespace_slash_name(
     status, _, err = _cli(capsys, "history", workload, "--decision-log", f"sqlite:///{history_log}")
     assert status == 2
     assert "expected NAMESPACE/WORKLOAD" in err
+
+
+def test_query_newest_first_and_the_last_n(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{log}"
+
+    def uids(*flags: str) -> list[str]:
+        status, out, _ = _cli(capsys, "query", "--decision-log", url, "--format", "json", *flags)
+        assert status == 0
+        return [json.loads(line)["record"]["uid"] for line in out.splitlines()]
+
+    assert uids("--newest-first") == ["u3", "u2", "u1"]
+    # "The last deploy of prod/resnet50": one command.
+    assert uids("--namespace", "prod", "--name", "resnet50", "--last", "1") == ["u2"]
+    assert uids("--last", "2") == ["u3", "u2"]
+    status, _, err = _cli(capsys, "query", "--decision-log", url, "--last", "1", "--limit", "2")
+    assert status == 2 and "give one of --last and --limit" in err
+
+
+def _edit_row(log: Path, seq: int, old: str, new: str) -> None:
+    """What someone with write access to the database does: change a row's body, no trace in the columns."""
+    with sqlite3.connect(log) as conn:
+        conn.execute("DROP TRIGGER IF EXISTS trtguard_decisions_no_update")
+        conn.execute(
+            "UPDATE trtguard_decisions SET body = replace(body, ?, ?) WHERE seq = ?", (old, new, seq)
+        )
+
+
+@pytest.mark.parametrize("command", [["tail"], ["query"], ["query", "--namespace", "prod"]])
+def test_printed_records_are_checked_against_the_chain(
+    log: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    url = f"sqlite:///{log}"
+    status, out, err = _cli(capsys, *command, "--decision-log", url, "--format", "json")
+    assert status == 0 and not err
+    assert all(json.loads(line)["verified"] is True for line in out.splitlines())
+
+    _edit_row(log, 2, '"user":"alice"', '"user":"mallory"')
+    status, out, err = _cli(capsys, *command, "--decision-log", url, "--format", "json")
+    assert status == 1
+    rows = {json.loads(line)["record"]["uid"]: json.loads(line) for line in out.splitlines()}
+    assert rows["u2"]["record"]["user"] == "mallory" and rows["u2"]["verified"] is False
+    assert rows["u3"]["verified"] is False  # after the break: could have been rewritten to match
+    if "u1" in rows:
+        assert rows["u1"]["verified"] is True
+    assert "THE DECISION LOG'S HASH CHAIN IS BROKEN at seq 2" in err
+
+    status, out, err = _cli(capsys, *command, "--decision-log", url)
+    assert status == 1
+    assert "UNVERIFIED (not vouched for by the hash chain): #2" in out
+    status, out, err = _cli(capsys, *command, "--decision-log", url, "--no-verify")
+    assert status == 0 and "mallory" in out
+    assert "the hash chain was not checked (--no-verify)" in err
+
+
+def test_history_marks_an_edited_record(history_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{history_log}"
+    _edit_row(history_log, 6, '"user":"release-bot"', '"user":"someone-else"')
+    status, out, err = _cli(capsys, "history", "prod/resnet50", "--decision-log", url)
+    assert status == 1
+    assert "by someone-else" in out and "UNVERIFIED" in out
+    assert "HASH CHAIN IS BROKEN at seq 6" in err
+    status, out, _ = _cli(capsys, "history", "prod/resnet50", "--decision-log", url, "--format", "json")
+    document = json.loads(out)
+    assert status == 1 and document["chain"]["ok"] is False
+    assert [entry["verified"] for entry in document["entries"]] == [True, False]

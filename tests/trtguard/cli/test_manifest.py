@@ -262,6 +262,28 @@ def test_create_missing_file(
     assert f"trtguard: error: {tmp_path / 'absent.onnx'}: no such file or directory" in err
 
 
+@pytest.mark.usefixtures("fake_gpu")
+def test_create_with_a_malformed_onnx_is_an_input_error(
+    build: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file given on the command line that is not an ONNX model is the user's input: exit 2, not 1."""
+    build["onnx"].write_bytes(b"\x08\x07 not a model at all")
+    status, out, err = run(create_args(build, "--toolchain-image", IMAGE, "--audit-id", "A"), capsys)
+    assert (status, out) == (2, "")
+    assert f"trtguard: error: {build['onnx']}: not a valid ONNX model" in err
+    assert "give the .onnx file the engine was built from" in err
+
+
+@pytest.mark.usefixtures("fake_gpu")
+def test_create_with_a_malformed_calibration_cache_is_an_input_error(
+    build: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    build["cache"].write_bytes(b"input 0.5\n")
+    status, _, err = run(create_args(build, "--toolchain-image", IMAGE, "--audit-id", "A"), capsys)
+    assert status == 2
+    assert f"trtguard: error: {build['cache']}" in err
+
+
 # --- import ----------------------------------------------------------------------------
 
 

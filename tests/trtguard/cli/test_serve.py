@@ -9,6 +9,7 @@ import pytest
 
 from trtguard.cli import parse_args
 from trtguard.cli.serve import _FIELDS
+from verifier.errors import InputError
 from webhook.settings import ServeSettings, load_settings
 from webhook.tls import LOCAL_NAMES
 
@@ -85,3 +86,24 @@ def test_bad_flag_value_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
         parse_args(["serve", "--port", "many"])
     assert raised.value.code == 2
     assert "invalid int value" in capsys.readouterr().err
+
+
+def test_registry_is_a_flag_of_serve_and_excludes_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`serve --registry` used to fail with "expected one argument": --registry was taken as a prefix of
+    --registry-config. It is a flag of its own now, and no option is ever read from a prefix."""
+    for name in ("TRTGUARD_ATTESTATIONS", "TRTGUARD_REGISTRY", "TRTGUARD_REGISTRY_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    base = ["serve", "--policies", "p", "--insecure-http"]
+    settings = load_settings(
+        {k: v for k, v in vars(parse_args([*base, "--registry"])).items() if k in _FIELDS}
+    )
+    assert settings.registry is True and settings.attestations is None
+    both = vars(parse_args([*base, "--registry", "--attestations", str(tmp_path)]))
+    with pytest.raises(InputError, match=r"--attestations \(an offline folder\) and the registries"):
+        load_settings({k: v for k, v in both.items() if k in _FIELDS})
+    with pytest.raises(SystemExit) as exited:
+        parse_args([*base, "--registry-conf", "r.yaml"])
+    assert exited.value.code == 2
+    assert "unrecognized arguments: --registry-conf" in capsys.readouterr().err

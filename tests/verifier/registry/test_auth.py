@@ -211,3 +211,29 @@ async def test_a_ca_bundle_that_is_not_pem_is_an_input_error(
     async with RegistryClient(config) as client:
         with pytest.raises(InputError, match="CA bundle"):
             await client.resolve(ImageReference.parse(f"{tls_registry.host}/team/tls:v1"), Deadline.after(5))
+
+
+async def test_tls_to_a_plain_http_registry_says_so(registry: LocalRegistry) -> None:
+    """It used to say "could not be connected to (operation not permitted)" three times: a registry down."""
+    ref = ImageReference.parse(f"{registry.host}/team/plain:v1")
+    async with RegistryClient(RegistryConfig()) as client:
+        with pytest.raises(EvidenceUnavailable) as raised:
+            await client.resolve(ref, Deadline.after(10))
+    assert raised.value.transient is False
+    assert raised.value.message == (
+        f"{registry.host} answered the TLS handshake in plain HTTP: it is a plain-HTTP registry, and "
+        "trtguard asked it over TLS (for manifest team/plain:v1)"
+    )
+    assert raised.value.hint is not None and f"plain_http: true for {registry.host}" in raised.value.hint
+
+
+async def test_plain_http_to_a_tls_registry_says_so(tls_registry: LocalRegistry) -> None:
+    ref = ImageReference.parse(f"{tls_registry.host}/team/tls:v1")
+    async with RegistryClient(plain_config(tls_registry.host)) as client:
+        with pytest.raises(EvidenceUnavailable) as raised:
+            await client.resolve(ref, Deadline.after(10))
+    assert raised.value.transient is False
+    assert (
+        f"{tls_registry.host} speaks TLS (HTTPS), but trtguard asked it in plain HTTP" in raised.value.message
+    )
+    assert raised.value.hint is not None and "remove plain_http" in raised.value.hint

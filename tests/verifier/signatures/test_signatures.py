@@ -930,3 +930,24 @@ def test_inclusion_proofs_of_every_leaf(size: int) -> None:
         root_from_inclusion_proof(size, size, leaves[0], [])
     with pytest.raises(VerificationError, match="more hashes than the tree has levels"):
         root_from_inclusion_proof(0, size, leaves[0], [*local_rekor.audit_path(0, leaves), root])
+
+
+def test_each_counted_signature_says_where_it_came_from_and_its_log_index(
+    signer: dict[str, PrivateKey],
+) -> None:
+    """What the decision log records: which input counted, who signed it, the verified entry's log index."""
+    trust = policy(signer, "alice", "bob", rekor_keys=(signer["rekor"].public_key(),), require_tlog=True)
+    classic = with_rekor(signer)
+    bundle = keyed_bundle(signer["bob"], rekor=signer["rekor"])
+    unlogged = keyed_bundle(signer["alice"])  # present, but not counted: the policy requires a log entry
+    result = signatures.verify_image_signatures(IMAGE, trust, classic=[classic], bundles=[unlogged, bundle])
+    assert classic.rekor_bundle is not None
+    classic_index = json.loads(classic.rekor_bundle)["Payload"]["logIndex"]
+    bundle_index = int(json.loads(bundle)["verificationMaterial"]["tlogEntries"][0]["logIndex"])
+    assert [(c.source, c.index, [m.label for m in c.signers], c.log_index) for c in result.counted] == [
+        ("classic", 0, ["alice"], classic_index),
+        ("bundle", 1, ["bob"], bundle_index),
+    ]
+    # Without a log requirement nothing is looked up in a log, and no index is recorded.
+    plain = signatures.verify_image_signatures(IMAGE, policy(signer, "alice"), bundles=[unlogged])
+    assert [(c.source, c.index, c.log_index) for c in plain.counted] == [("bundle", 0, None)]

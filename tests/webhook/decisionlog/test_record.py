@@ -229,3 +229,64 @@ def test_any_text_becomes_storable_text(text: str) -> None:
     assert storable(stored) is stored
     if not any(c == "\x00" or "\ud800" <= c <= "\udfff" for c in text):
         assert stored is record
+
+
+def test_format_1_records_read_back_to_the_object_they_were_hashed_as(make_record: RecordFactory) -> None:
+    """Records written before format 2 have no "format" and no "groups": they read back unchanged."""
+    old = {k: v for k, v in make_record().to_json().items() if k not in ("format", "groups")}
+    record = DecisionRecord.from_json(old)
+    assert record.format == 1 and record.to_json() == old
+    assert chain_hash(GENESIS_HASH, record.to_json()) == chain_hash(GENESIS_HASH, old)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda d: d.update(extra=1), "unexpected: extra"),
+        (lambda d: d.pop("groups"), "missing: groups"),
+        (lambda d: d.update(format=3), "unknown record format 3"),
+        (lambda d: d.update(groups="admins"), "groups is not a list of strings"),
+        (lambda d: (d.pop("format"), d.pop("groups"), d.update(extra=1)), "keys of format 1 expected"),
+    ],
+)
+def test_a_record_has_exactly_the_keys_of_its_format(
+    make_record: RecordFactory, change: Any, problem: str
+) -> None:
+    data = make_record(groups=("system:authenticated",)).to_json()
+    change(data)
+    with pytest.raises(DecisionLogError, match=problem):
+        DecisionRecord.from_json(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "bound"),
+    [
+        ("x", 1_400_000),  # printable ASCII: about 1.4 MB (docs/decision-log.md, "Bounds")
+        ("\x01", 8_000_000),  # every character escaped in six bytes: the worst case
+    ],
+)
+def test_a_record_is_bounded_as_documented(text: str, bound: int) -> None:
+    long, item = text * (2 * MAX_TEXT_CHARS), text * 300
+    many = 3 * MAX_ITEMS
+    record = DecisionRecord(
+        uid=long,
+        operation=long,
+        kind=long,
+        api_version=long,
+        reason=long,
+        namespace=long,
+        name=long,
+        sub_resource=long,
+        user=long,
+        message=long,
+        policy_revision=long,
+        replica=long,
+        allowed=False,
+        violations=tuple({"policy": item, "rule": item, "message": item} for _ in range(many)),
+        warnings=(item,) * many,
+        images=tuple({"reference": item, "signatures": [{"digest": item}]} for _ in range(many)),
+        engines=tuple({"reference": item} for _ in range(many)),
+        groups=(item,) * many,
+    )
+    size = len(storable(record).canonical())
+    assert bound * 0.9 < size <= bound

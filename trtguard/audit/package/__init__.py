@@ -12,7 +12,9 @@ workload) and writes one tar.gz with
   the exporter's check of the whole chain.
 
 :func:`verify_evidence_package` checks a package with the exporter's public key and reports what it proves
-and what it does not.
+and what it does not. The signature covers the files inside the archive (through the signed index), not the
+archive's own bytes: the report says so, and prints the archive's SHA-256 for comparison with the one the
+export printed.
 
 How strong the chain proof is (``ChainScope``):
 
@@ -41,6 +43,7 @@ from trtguard.audit.package.export import ExportSummary, export_package
 from trtguard.audit.package.selection import Selection
 from trtguard.audit.package.verify import Anchor, EvidencePackageReport, Finding, PackageVerifier
 from verifier.deadline import Deadline
+from verifier.digests import hash_file
 from verifier.evidence import EvidenceSource
 from verifier.keys import PrivateKey, PublicKey
 from webhook.decisionlog import DecisionStore
@@ -109,4 +112,5 @@ def verify_evidence_package(
     :class:`~verifier.errors.InputError`. CPU-bound: async callers run it in a thread.
     """
     members = read_archive(archive, limits or ArchiveLimits())
-    return PackageVerifier(str(archive), members, key).run(anchors)
+    digest = hash_file(archive).sha256
+    return PackageVerifier(str(archive), members, key, archive_sha256=digest).run(anchors)

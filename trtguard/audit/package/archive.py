@@ -7,7 +7,10 @@ same bytes; one gzip stream over many similar JSON records compresses them toget
 machine lists it with ``tar -tzvf``. Random access, zip's advantage, is of no use: ``verify`` reads every
 member anyway.
 
-Reading never extracts to disk. Members are read into memory under :class:`ArchiveLimits`; the decompressed
+Reading never extracts to disk. The whole gzip stream is read, so that its trailer (CRC-32 and length) is
+checked, and nothing but padding may follow the tar archive's end; the gzip header's own fields (time,
+operating system) and the compression itself are not checked, and the evidence package's signature covers
+the files, not these bytes. Members are read into memory under :class:`ArchiveLimits`; the decompressed
 stream itself is capped, so that a gzip bomb, a huge pax header or a billion tiny members cost bounded memory
 and time. Only regular files with plain relative names are accepted: no links, devices, directories, sparse
 files, absolute paths, ``..`` components or duplicate names.
@@ -171,6 +174,7 @@ def read_archive(path: Path, limits: ArchiveLimits) -> dict[str, bytes]:
                 if len(data) != info.size:
                     raise UnsafeArchive(f"member {info.name!r} is truncated", location=location)
                 members[info.name] = data
+            _read_to_the_end(capped, location)
     except (tarfile.TarError, gzip.BadGzipFile, EOFError, zlib.error) as error:
         raise UnsafeArchive(
             f"not a readable tar.gz archive ({error or type(error).__name__})",
@@ -180,6 +184,18 @@ def read_archive(path: Path, limits: ArchiveLimits) -> dict[str, bytes]:
     except OSError as error:
         raise InputError(f"cannot read the package: {error}", location=location) from None
     return members
+
+
+def _read_to_the_end(stream: io.RawIOBase, location: str) -> None:
+    """Read what follows the tar archive's end: only its zero padding may, and reaching the end of the gzip
+    stream checks its trailer (the CRC-32 and length of the data), which stopping at the tar end would not."""
+    while chunk := stream.read(1 << 16):
+        if chunk.strip(b"\0"):
+            raise UnsafeArchive(
+                "data follows the end of the tar archive",
+                location=location,
+                hint="the archive was changed after `trtguard evidence export` wrote it",
+            )
 
 
 def _admit(info: tarfile.TarInfo, members: dict[str, bytes], limits: ArchiveLimits, location: str) -> None:

@@ -8,6 +8,8 @@ decisions/records.jsonl         {"seq", "prev_hash", "hash", "record"} per line,
                                 canonical JSON the log hashed (webhook.decisionlog.record.chain_hash)
 policies/…                      policy and key files, laid out relative to their common folder
 engines/sha256-<hex>/…          attestations (<kind>-<n>.dsse.json) and signatures (signatures/…) per engine
+images/sha256-<hex>/signatures/…  the signatures of each image (runtime and sidecar images) the selected
+                                decisions name
 ```
 """
 
@@ -168,6 +170,15 @@ class EngineInfo(_Model):
     problems: list[str]
 
 
+class ImageInfo(_Model):
+    """The signatures of one image (other than an engine) named by the selected decisions."""
+
+    digest: Digest
+    references: list[str]
+    signatures: list[SignatureFile]
+    problems: list[str]
+
+
 class EvidencePackagePredicate(_Model):
     """The predicate of the statement that signs the index."""
 
@@ -179,11 +190,18 @@ class EvidencePackagePredicate(_Model):
     evidence_source: str
     engines: list[EngineInfo]
     problems: list[str]
+    #: Absent from packages written before images were included.
+    images: list[ImageInfo] = Field(default_factory=list)
 
 
 def engine_folder(digest: str) -> str:
     """``engines/sha256-<hex>`` for an engine digest."""
     return "engines/" + digest.replace(":", "-")
+
+
+def image_folder(digest: str) -> str:
+    """``images/sha256-<hex>`` for an image digest."""
+    return "images/" + digest.replace(":", "-")
 
 
 def seal(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import importlib.metadata
 import json
 from collections import Counter
@@ -23,6 +22,7 @@ from trtguard.audit.package.contents import (
     EngineInfo,
     EvidencePackagePredicate,
     Exporter,
+    ImageInfo,
     LogInfo,
     PolicyInfo,
     RevisionCount,
@@ -30,15 +30,17 @@ from trtguard.audit.package.contents import (
     SignatureFile,
     SignatureKind,
     engine_folder,
+    image_folder,
     record_line,
     seal,
 )
 from trtguard.audit.package.policy import PolicySnapshot, take_snapshot
-from trtguard.audit.package.selection import Selection, engine_digests, undigested_engines
+from trtguard.audit.package.selection import Selection, engine_digests, image_digests, undigested_engines
 from verifier.deadline import Deadline
-from verifier.digests import is_sha256_hex, sha256_bytes
+from verifier.digests import hash_file, is_sha256_hex, sha256_bytes
 from verifier.errors import EvidenceUnavailable, InputError, TrtguardError, VerificationError
 from verifier.evidence import Attestation, EvidenceSource, ImageSignatures
+from verifier.evidence_documents import classic_signature_document
 from verifier.intoto import statement_from_envelope
 from verifier.keys import PrivateKey
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
@@ -58,6 +60,7 @@ class ExportSummary:
 
     output: Path
     size: int
+    sha256: str
     files: int
     decisions: int
     chain: ChainScope
@@ -68,6 +71,8 @@ class ExportSummary:
     engines: int
     attestations: Mapping[str, int]
     signatures: int
+    images: int
+    image_signatures: int
     policy_revision: str
     policy_in_force: bool
     problems: tuple[str, ...]
@@ -91,22 +96,23 @@ class _EngineEvidence:
         self._deadline = deadline
         self.found: dict[str, _Found] = {}
 
-    async def fetch(self, engines: Mapping[str, str]) -> None:
-        """Look up every engine (digest → a reference naming it) not looked up yet."""
+    async def fetch(self, engines: Mapping[str, str], *, images: bool = False) -> None:
+        """Look up every engine (digest → a reference naming it) not looked up yet; with ``images``, they
+        are images: only their signatures are looked up."""
         todo = [(digest, reference) for digest, reference in engines.items() if digest not in self.found]
         if self._source is not None and self._source.concurrent_lookups:
             gate = asyncio.Semaphore(_CONCURRENT_LOOKUPS)
 
             async def gated(digest: str, reference: str) -> _Found:
                 async with gate:
-                    return await self._lookup(digest, reference)
+                    return await self._lookup(digest, reference, images)
 
             results = await asyncio.gather(*(gated(d, r) for d, r in todo))
         else:
-            results = [await self._lookup(d, r) for d, r in todo]
+            results = [await self._lookup(d, r, images) for d, r in todo]
         self.found.update(zip((d for d, _ in todo), results, strict=True))
 
-    async def _lookup(self, digest: str, reference: str) -> _Found:
+    async def _lookup(self, digest: str, reference: str, image: bool) -> _Found:
         source = self._source
         if source is None:
             return _Found(frozenset({digest}), problems=["no evidence source was given to the export"])
@@ -116,10 +122,11 @@ class _EngineEvidence:
             return _Found(frozenset({digest}), problems=[f"reference {reference!r}: {error.message}"])
         found = _Found(frozenset({digest}))
         try:
-            attached = await source.attestations(pinned, self._deadline)
-            # The digests that may find statements about the engine: the artifact's and its engine file's.
-            found.subjects = attached.subjects.digests
-            found.attestations = attached.attestations
+            if not image:
+                attached = await source.attestations(pinned, self._deadline)
+                # The digests that may find statements about the engine: the artifact's and its engine file's.
+                found.subjects = attached.subjects.digests
+                found.attestations = attached.attestations
         except (EvidenceUnavailable, VerificationError) as error:  # unreachable, or a malformed artifact
             found.problems.append(f"attestations unavailable from {source.description}: {error.message}")
         try:
@@ -174,6 +181,7 @@ async def export_package(
     if report.head_seq == 0:
         raise InputError("the decision log is empty", location=store.description)
     engines = _EngineEvidence(evidence, deadline)
+    images = _EngineEvidence(evidence, deadline)
     # Loading the policies (CEL compilation included) overlaps with reading the log; both are waited for, so
     # that neither is left running when the other fails.
     snapshot, read = await asyncio.gather(
@@ -187,12 +195,17 @@ async def export_package(
         raise read
     selected, segment, records, problems = read
     references: dict[str, list[str]] = {}
+    image_references: dict[str, list[str]] = {}
     undigested: dict[str, list[int]] = {}
     for stored in selected:
-        for digest, reference in engine_digests(stored.record).items():
-            known = references.setdefault(digest, [])
-            if reference not in known:
-                known.append(reference)
+        for named, found_in in (
+            (engine_digests(stored.record), references),
+            (image_digests(stored.record), image_references),
+        ):
+            for digest, reference in named.items():
+                known = found_in.setdefault(digest, [])
+                if reference not in known:
+                    known.append(reference)
         for reference in undigested_engines(stored.record):
             undigested.setdefault(reference, []).append(stored.seq)
     problems += [
@@ -200,10 +213,24 @@ async def export_package(
         "no evidence can be looked up for it"
         for reference, seqs in undigested.items()
     ]
-    await engines.fetch({digest: refs[0] for digest, refs in references.items()})
+    # An image that is also an engine somewhere in the selection is the engine's (its signatures go there).
+    image_references = {d: refs for d, refs in image_references.items() if d not in references}
+    await asyncio.gather(
+        engines.fetch({digest: refs[0] for digest, refs in references.items()}),
+        images.fetch({digest: refs[0] for digest, refs in image_references.items()}, images=True),
+    )
 
     files: dict[str, bytes] = {RECORDS: records, **snapshot.contents}
     engine_infos = [_engine_files(d, references[d], engines.found[d], files) for d in sorted(references)]
+    image_infos = [
+        ImageInfo(
+            digest=digest,
+            references=image_references[digest],
+            signatures=_signature_files(image_folder(digest), images.found[digest].signatures, files),
+            problems=images.found[digest].problems,
+        )
+        for digest in sorted(image_references)
+    ]
     predicate = EvidencePackagePredicate(
         exporter=Exporter(name="trtguard", version=_version()),
         exported_at=now,
@@ -227,16 +254,19 @@ async def export_package(
         policy=_policy_info(snapshot, selected),
         evidence_source=evidence.description if evidence is not None else NO_SOURCE,
         engines=engine_infos,
+        images=image_infos,
         problems=problems,
     )
     members = await asyncio.to_thread(seal, files, predicate, key)
     size = await asyncio.to_thread(
         write_archive, output, members, mtime=int(now.timestamp()), overwrite=overwrite
     )
+    written = await asyncio.to_thread(hash_file, output)
     kinds: Counter[str] = Counter(att.kind for info in engine_infos for att in info.attestations)
     return ExportSummary(
         output=output,
         size=size,
+        sha256=written.sha256,
         files=len(members),
         decisions=len(selected),
         chain=chain,
@@ -247,9 +277,15 @@ async def export_package(
         engines=len(engine_infos),
         attestations=dict(kinds),
         signatures=sum(len(info.signatures) for info in engine_infos),
+        images=len(image_infos),
+        image_signatures=sum(len(info.signatures) for info in image_infos),
         policy_revision=snapshot.revision,
         policy_in_force=predicate.policy.in_force,
-        problems=tuple(problems + [f"engine {i.digest}: {p}" for i in engine_infos for p in i.problems]),
+        problems=tuple(
+            problems
+            + [f"engine {i.digest}: {p}" for i in engine_infos for p in i.problems]
+            + [f"image {i.digest}: {p}" for i in image_infos for p in i.problems]
+        ),
     )
 
 
@@ -421,15 +457,7 @@ def _signature_files(
         entries.append(SignatureFile(path=path, kind=kind, origin=origin))
 
     for classic in signatures.classic:
-        document = {
-            "payload": base64.b64encode(classic.payload).decode(),
-            "signature": classic.signature,
-            "media_type": classic.media_type,
-            "certificate": classic.certificate,
-            "chain": classic.chain,
-            "rekor_bundle": classic.rekor_bundle,
-        }
-        add("cosign-classic", json.dumps(document, indent=1).encode() + b"\n", "json")
+        add("cosign-classic", classic_signature_document(classic), "json")
     for bundle in signatures.bundles:
         add("sigstore-bundle", bundle, "sigstore.json")
     for statement in signatures.statements:

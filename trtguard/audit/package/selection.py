@@ -78,6 +78,18 @@ def engine_digests(record: DecisionRecord) -> dict[str, str]:
     return found
 
 
+def image_digests(record: DecisionRecord) -> dict[str, str]:
+    """The images a record names other than its engines: ``sha256:…`` digest → first reference."""
+    engines = engine_digests(record)
+    found: dict[str, str] = {}
+    for image in record.images:
+        digest = _digest(image)
+        if digest is not None and digest not in engines:
+            reference = image.get("reference")
+            found.setdefault(digest, reference if isinstance(reference, str) else digest)
+    return found
+
+
 def undigested_engines(record: DecisionRecord) -> list[str]:
     """References of engines the record names without a digest (no evidence can be looked up for them)."""
     return [str(engine.get("reference")) for engine in record.engines if _digest(engine) is None]

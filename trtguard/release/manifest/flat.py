@@ -242,7 +242,7 @@ def _toolchain(
                     Note(
                         "toolchain.image",
                         f"{image!r} has no digest, so it does not say which image was used; append "
-                        "'@sha256:<digest>' (docker buildx imagetools inspect, or crane digest, tells it)",
+                        "'@sha256:<digest>' (`trtguard digest IMAGE` prints the reference pinned)",
                         True,
                     )
                 )

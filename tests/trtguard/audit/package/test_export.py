@@ -153,8 +153,11 @@ async def test_a_registry_that_is_down_is_recorded_not_hidden(world: World, tmp_
     source = open_store(world.url, read_only=True)
     [stored] = await source.query(RecordQuery(namespace="prod", name="resnet", limit=1))
     engine = f"{host}/models/fp16@{world.engine_digests['fp16']}"
+    runtime = f"{host}/inference/runtime@sha256:{'ab' * 32}"
     moved = dataclasses.replace(
-        stored.record, engines=({"reference": engine, "digest": world.engine_digests["fp16"], "path": "x"},)
+        stored.record,
+        engines=({"reference": engine, "digest": world.engine_digests["fp16"], "path": "x"},),
+        images=({"reference": runtime, "digest": f"sha256:{'ab' * 32}", "path": "y"},),
     )
     log = SQLiteStore(tmp_path / "moved.db")
     await log.open()
@@ -172,8 +175,12 @@ async def test_a_registry_that_is_down_is_recorded_not_hidden(world: World, tmp_
             deadline=Deadline.after(20),
         )
     assert summary.attestations == {} and summary.signatures == 0
-    kinds = [problem.split(": ", 2)[1].split(" unavailable")[0] for problem in summary.problems]
-    assert kinds == ["attestations", "signatures"]  # the subjects come with the attestations
+    kinds = [
+        (problem.split(" ")[0], problem.split(": ", 2)[1].split(" unavailable")[0])
+        for problem in summary.problems
+    ]
+    # The subjects come with the attestations; of an image only the signatures are looked up.
+    assert kinds == [("engine", "attestations"), ("engine", "signatures"), ("image", "signatures")]
     report = verify_package(world, tmp_path / "down.tar.gz")
     assert report.ok, messages(report, "fail")
     assert any("attestations unavailable from registry" in item for item in report.does_not_prove)

@@ -8,6 +8,7 @@ One module per kind of content, each adding :class:`~.findings.Finding` objects 
 * ``decisions``: each record's hash, the links between records, the chain scope the package states;
 * ``policy``: the included policy set recomputes its revision; which decisions were made under it;
 * ``engines``: every engine the selected decisions name, with its ``attestations`` and ``signatures``;
+* ``images``: every other image they name (the runtime image, sidecars), with its ``signatures``;
 * ``selection``: the selection rule applied again to every record (right and complete);
 * ``anchors``: chain heads recorded outside the package;
 * ``limits``: what no package shows, beside what this one proves.
@@ -22,6 +23,7 @@ from trtguard.audit.package.verify.anchors import Anchor, check_anchors
 from trtguard.audit.package.verify.decisions import check_decisions
 from trtguard.audit.package.verify.engines import check_engines
 from trtguard.audit.package.verify.findings import EvidencePackageReport, Finding, Findings, by_topic
+from trtguard.audit.package.verify.images import check_images
 from trtguard.audit.package.verify.limits import add_known_limits
 from trtguard.audit.package.verify.policy import check_policy
 from trtguard.audit.package.verify.seal import check_seal
@@ -35,10 +37,13 @@ __all__ = ["Anchor", "EvidencePackageReport", "Finding", "PackageVerifier"]
 class PackageVerifier:
     """Runs every check over the members of one package (read with the archive limits already applied)."""
 
-    def __init__(self, archive: str, members: Mapping[str, bytes], key: PublicKey) -> None:
+    def __init__(
+        self, archive: str, members: Mapping[str, bytes], key: PublicKey, *, archive_sha256: str | None = None
+    ) -> None:
         self._archive = archive
         self._members = members
         self._key = key
+        self._archive_sha256 = archive_sha256
 
     def run(self, anchors: Sequence[Anchor]) -> EvidencePackageReport:
         """Check the package; never raises for a content problem (it becomes a failed finding)."""
@@ -55,6 +60,7 @@ class PackageVerifier:
         lines = check_decisions(predicate, self._members, findings)
         policy_set = check_policy(predicate, lines, self._members, findings)
         audit_engines = check_engines(predicate, lines, policy_set, self._members, findings)
+        check_images(predicate, lines, policy_set, self._members, findings)
         check_selection(predicate, lines, audit_engines, findings)
         check_anchors(predicate, lines, anchors, findings)
         add_known_limits(predicate, lines, findings)
@@ -65,9 +71,24 @@ class PackageVerifier:
     ) -> EvidencePackageReport:
         proves: list[str] = []
         if predicate is not None and signed and not findings.failures("package"):
+            # What the signature covers is the files: their names, bytes and number, through the signed index.
+            # The tar and gzip container around them (headers, padding, the gzip header and trailer) is not
+            # signed, so the claim is about the files, never "the archive exactly as exported".
             proves.append(
-                f"The package is exactly as the holder of key {self._key.key_id[:16]}… exported it at "
-                f"{predicate.exported_at.isoformat()} from {predicate.log.description}."
+                f"Every file in the package (names and contents, none missing, none added) is exactly as the "
+                f"holder of key {self._key.key_id[:16]}… exported it at {predicate.exported_at.isoformat()} "
+                f"from {predicate.log.description}."
+            )
+            findings.limits.append(
+                "That the archive file is byte for byte the one exported: the signature covers the files in "
+                "it, not the tar and gzip container around them (headers, padding, compression), whose "
+                "changes alter no evidence."
+                + (
+                    f" This archive's SHA-256 is {self._archive_sha256}; compare it with the one `trtguard "
+                    "evidence export` printed."
+                    if self._archive_sha256
+                    else ""
+                )
             )
             proves += [
                 finding.message[0].upper() + finding.message[1:] + "."
@@ -83,4 +104,5 @@ class PackageVerifier:
             does_not_prove=tuple(findings.limits),
             selection=predicate.selection.rule if predicate is not None else None,
             exported_at=predicate.exported_at.isoformat() if predicate is not None else None,
+            archive_sha256=self._archive_sha256,
         )

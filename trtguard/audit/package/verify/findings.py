@@ -9,9 +9,17 @@ from typing import Any, Final, Literal
 from verifier.errors import TrtguardError
 
 Status = Literal["pass", "fail", "note"]
-Topic = Literal["package", "decisions", "selection", "anchors", "policy", "engines"]
+Topic = Literal["package", "decisions", "selection", "anchors", "policy", "engines", "images"]
 #: Order in which findings are reported.
-TOPICS: Final[tuple[Topic, ...]] = ("package", "decisions", "selection", "anchors", "policy", "engines")
+TOPICS: Final[tuple[Topic, ...]] = (
+    "package",
+    "decisions",
+    "selection",
+    "anchors",
+    "policy",
+    "engines",
+    "images",
+)
 #: Names listed in one finding (before "and N more").
 LISTED: Final = 8
 
@@ -40,6 +48,8 @@ class EvidencePackageReport:
     does_not_prove: tuple[str, ...]
     selection: str | None = None
     exported_at: str | None = None
+    #: SHA-256 of the archive file as read (the signature does not cover the archive's own bytes).
+    archive_sha256: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -57,6 +67,7 @@ class EvidencePackageReport:
             "archive": self.archive,
             "ok": self.ok,
             "key_id": self.key_id,
+            "archive_sha256": self.archive_sha256,
             "selection": self.selection,
             "exported_at": self.exported_at,
             "findings": [finding.to_json() for finding in self.findings],

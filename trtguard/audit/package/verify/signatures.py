@@ -3,17 +3,17 @@ for its artifact digest with the trust the included policies give."""
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 from collections.abc import Mapping, Sequence
 
 from policies.loader import PolicySet
 from trtguard.audit.package.contents import SignatureFile
-from trtguard.audit.package.verify.findings import Findings, error_text
+from trtguard.audit.package.verify.findings import Findings, Topic, error_text
 from trtguard.audit.package.verify.formats import notation_material, notation_policies
 from verifier.dsse import Envelope
 from verifier.errors import InputError, VerificationError
+from verifier.evidence_documents import classic_signature_from_document
 from verifier.keys import PublicKey
 from verifier.references import ImageReference
 from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
@@ -28,6 +28,7 @@ def check_signature(
     references: Sequence[str],
     trust: Sequence[TrustPolicy],
     findings: Findings,
+    topic: Topic = "engines",
 ) -> None:
     """Check one signature file of the artifact ``digest`` (known by ``references``; ``name`` in messages).
 
@@ -36,13 +37,13 @@ def check_signature(
     path = signature.path
     data = members.get(path)
     if data is None:
-        findings.fail("engines", f"{name}: {path} is not in the package")
+        findings.fail(topic, f"{name}: {path} is not in the package")
         return
     try:
         classic, bundles, envelopes = _signature_material(signature, data)
         notation = notation_material(signature, data)
     except (InputError, ValueError, KeyError, TypeError, binascii.Error, RecursionError) as error:
-        findings.fail("engines", f"{name}: {path} is not a {signature.kind} signature: {error_text(error)}")
+        findings.fail(topic, f"{name}: {path} is not a {signature.kind} signature: {error_text(error)}")
         return
     repository = _repository(references)
     problems = []
@@ -61,10 +62,10 @@ def check_signature(
         except (VerificationError, InputError) as error:
             problems.append(error.message)
             continue
-        findings.ok("engines", f"{name}: signature {path} verifies ({result.summary()})")
+        findings.ok(topic, f"{name}: signature {path} verifies ({result.summary()})")
         return
     why = problems[0] if problems else "the included policies give no key or keyless identity"
-    findings.fail("engines", f"{name}: signature {path} does not verify with the included trust: {why}")
+    findings.fail(topic, f"{name}: signature {path} does not verify with the included trust: {why}")
 
 
 def trust_policies(keys: Mapping[str, PublicKey], policy_set: PolicySet | None) -> list[TrustPolicy]:
@@ -89,16 +90,9 @@ def _signature_material(
     if signature.kind in ("notation-jws", "notation-cose"):
         return [], [], []  # read by notation_material
     document = json.loads(data)
-    optional = {name: document.get(name) for name in ("certificate", "chain", "rekor_bundle")}
-    if not all(value is None or isinstance(value, str) for value in optional.values()):
-        raise TypeError("certificate, chain and rekor_bundle must be strings")
-    classic = CosignSignature(
-        payload=base64.b64decode(document["payload"], validate=True),
-        signature=str(document["signature"]),
-        media_type=str(document["media_type"]),
-        **optional,
-    )
-    return [classic], [], []
+    if not isinstance(document, dict):
+        raise TypeError("not a JSON object")
+    return [classic_signature_from_document(document, signature.path)], [], []
 
 
 def _repository(references: Sequence[str]) -> str | None:

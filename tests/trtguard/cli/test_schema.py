@@ -1,0 +1,65 @@
+"""trtguard/cli/schema.py: ``trtguard schema manifest|policy|decision``."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+
+from trtguard.cli import main
+from webhook.decisionlog import DecisionRecord
+
+
+def _schema(which: str, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    assert main(["schema", which]) == 0
+    schema: dict[str, object] = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return schema
+
+
+@pytest.mark.parametrize("which", ["manifest", "policy"])
+def test_document_schemas_are_printed(which: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _schema(which, capsys)["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+def test_the_decision_record_schema_takes_records_and_refuses_others(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    validator = jsonschema.Draft202012Validator(_schema("decision", capsys))
+    record = DecisionRecord(
+        uid="u",
+        operation="CREATE",
+        kind="Pod",
+        api_version="v1",
+        allowed=True,
+        reason="Allowed",
+        groups=("system:authenticated",),
+        images=(
+            {
+                "reference": "nvcr.io/nvidia/tensorrt:25.01-py3",
+                "digest": "sha256:" + "a1" * 32,
+                "path": "spec.containers[0].image",
+                "container": "server",
+                "signatures": [
+                    {
+                        "format": "cosign-classic",
+                        "digest": "sha256:" + "b2" * 32,
+                        "signers": [{"key": "platform/image-signer", "key_id": "c3" * 32}],
+                        "tlog_index": 12345,
+                    },
+                    {"omitted": 3},
+                ],
+                "attestations": [],
+            },
+        ),
+    ).to_json()
+    validator.validate(record)
+    for broken in (
+        {**record, "extra": 1},
+        {**record, "format": 1},
+        {**record, "groups": "admins"},
+        {**record, "images": [{**record["images"][0], "digest": "latest"}]},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            validator.validate(broken)

@@ -1,0 +1,136 @@
+"""Reading registries for the user: ``trtguard digest`` (what a reference points at now) and ``trtguard
+fetch-attestations`` (an attestation folder filled from registries, for offline checks)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trtguard.cli._commands import Subparsers, add_command
+from verifier.errors import InputError
+
+if TYPE_CHECKING:
+    from trtguard.attestation_folder import FetchSummary
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add ``digest`` and ``fetch-attestations``."""
+    digest = add_command(
+        subparsers,
+        "digest",
+        description="Print IMAGE pinned by the digest it points at now (registry/repository@sha256:…), read "
+        "from its registry: the form policies with requireDigest want.",
+    )
+    digest.add_argument("image", metavar="IMAGE", help="an image or artifact reference, e.g. nginx:1.27")
+    _registry_arguments(digest, timeout=30.0)
+    digest.set_defaults(handler=_digest)
+
+    parser = add_command(
+        subparsers,
+        "fetch-attestations",
+        description="Copy the signatures, attestations and engine artifact manifests of every image and "
+        "engine of the workloads in FILE|DIR|- from their registries into DIR, a folder that `trtguard check "
+        "--attestations DIR` reads where no registry can be reached (docs/attestation-folder.md). Nothing is "
+        "verified here; check does that, as it would against the registries. Name images by digest: a folder "
+        "cannot resolve tags.",
+    )
+    parser.add_argument("inputs", nargs="+", metavar="FILE|DIR|-", help="YAML/JSON manifests; - reads stdin")
+    parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the folder to fill")
+    parser.add_argument("--force", action="store_true", help="empty DIR first when it holds files")
+    _registry_arguments(parser, timeout=120.0)
+    parser.set_defaults(handler=_run)
+
+
+def _registry_arguments(parser: argparse.ArgumentParser, *, timeout: float) -> None:
+    parser.add_argument(
+        "--registry-config",
+        type=Path,
+        metavar="FILE",
+        help="registry settings: CA bundles, loopback plain-HTTP hosts, credentials",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=timeout,
+        metavar="SECONDS",
+        help=f"give up after this long ({timeout:g})",
+    )
+
+
+def _digest(args: argparse.Namespace) -> int:
+    from verifier.deadline import Deadline  # noqa: PLC0415
+    from verifier.references import ImageReference  # noqa: PLC0415
+    from verifier.registry.client import RegistryClient  # noqa: PLC0415
+    from verifier.registry.config import load_registry_config  # noqa: PLC0415
+
+    if args.timeout <= 0:
+        raise InputError("--timeout must be positive", location="--timeout")
+    reference = ImageReference.parse(args.image)
+    config = load_registry_config(args.registry_config) if args.registry_config else None
+
+    async def main() -> str:
+        async with RegistryClient(config) as client:
+            return await client.resolve(reference, Deadline.after(args.timeout))
+
+    print(f"{reference.name}@{asyncio.run(main())}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    # Imported here: the registry client and the policy engine's readers are not needed for `--help`.
+    from policies.check import read_resources  # noqa: PLC0415
+    from policies.discovery import find_images  # noqa: PLC0415
+    from policies.workload import Unjudged, extract  # noqa: PLC0415
+    from trtguard.attestation_folder import fetch_folder, prepare  # noqa: PLC0415
+    from verifier.deadline import Deadline  # noqa: PLC0415
+    from verifier.registry.client import RegistryClient  # noqa: PLC0415
+    from verifier.registry.config import load_registry_config  # noqa: PLC0415
+    from verifier.registry.evidence import RegistryEvidence  # noqa: PLC0415
+
+    if args.timeout <= 0:
+        raise InputError("--timeout must be positive", location="--timeout")
+    problems: list[InputError] = []
+    references: list[str] = []
+    for resource in read_resources(args.inputs, sys.stdin.buffer.read, problems):
+        try:
+            workload = extract(resource.obj)
+        except InputError as error:
+            problems.append(InputError(error.message, location=f"{resource.source}:{resource.line}"))
+            continue
+        if isinstance(workload, Unjudged):
+            # A kind trtguard does not know: the images a search finds (`check --unknown-kinds judge`).
+            references += [use.reference for use in find_images(resource.obj)]
+            continue
+        references += [use.reference for use in workload.images]
+        references += [use.reference for use in workload.engines]
+    if problems:
+        for problem in problems:
+            print(f"trtguard: error: {problem.diagnostics()}", file=sys.stderr)
+        return 2
+    if not references:
+        raise InputError("the inputs name no image or engine", hint="give Pods or Pod-bearing workloads")
+    config = load_registry_config(args.registry_config) if args.registry_config else None
+    prepare(args.output, replace=args.force)
+
+    async def main() -> FetchSummary:
+        async with RegistryClient(config) as client:
+            evidence = RegistryEvidence(client)
+            return await fetch_folder(references, evidence, client, args.output, Deadline.after(args.timeout))
+
+    summary = asyncio.run(main())
+    print(
+        f"wrote {summary.folder}: {summary.artifacts} artifact(s), {summary.signatures} signature(s), "
+        f"{summary.attestations} attestation(s), {summary.manifests} engine artifact manifest(s)"
+    )
+    for reference in summary.unpinned:
+        print(
+            f"trtguard: warning: {reference} is named by tag; offline, check cannot resolve it: pin it "
+            f"(`trtguard digest {reference}`)",
+            file=sys.stderr,
+        )
+    for failure in summary.problems:
+        print(f"trtguard: error: not fetched: {failure}", file=sys.stderr)
+    return 1 if summary.problems else 0
