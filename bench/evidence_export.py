@@ -41,7 +41,7 @@ from trtguard.audit.package import (
 from trtguard.audit.package.archive import read_archive, write_archive
 from trtguard.demo.material import TENSORRT_IMAGE, Material, make_material
 from verifier.deadline import Deadline
-from verifier.evidence import LocalEvidence
+from verifier.evidence_folder import LocalEvidence
 from verifier.keys import generate_private_key
 from webhook.admission import Reviewer
 from webhook.decisionlog import DecisionRecord, RecordQuery, SQLiteStore, open_store

@@ -23,7 +23,8 @@ from policies.schema import trusted_keys_yaml
 from policies.workload import extract
 from verifier.digests import sha256_bytes
 from verifier.dsse import sign_envelope
-from verifier.evidence import COSIGN_SIGN_PREDICATE, LocalEvidence
+from verifier.evidence import COSIGN_SIGN_PREDICATE
+from verifier.evidence_folder import LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.keys import generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_statement

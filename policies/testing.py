@@ -23,7 +23,7 @@ from policies.loader import load_policy_set
 from policies.requesters import Requester
 from policies.results import Action, Decision
 from verifier.errors import InputError, TrtguardError
-from verifier.evidence import LocalEvidence
+from verifier.evidence_folder import LocalEvidence
 from verifier.yamldoc import decode, load_documents
 
 

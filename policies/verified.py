@@ -27,41 +27,56 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from policies.evidence_checks import (
+    VerifiedApproval,
+    VerifiedAttestation,
+    VerifiedManifest,
+    VerifiedPredicate,
+    VerifiedSignatures,
+    VerifiedVerification,
+    by_statement,
+    public_keys,
+    signature_record,
+    statement_digest,
+    verify_approval,
+    verify_manifest,
+    verify_predicate,
+    verify_verification,
+)
 from policies.loader import PolicySet
-from policies.results import SignatureFormat, SignatureRecord, SignerRecord
-from policies.signers import Signer
+from policies.results import SignerRecord
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
     ENGINE_VERIFICATION_PREDICATE_TYPE,
-    ChangeApproval,
-    EngineVerification,
-    load_approval,
-    load_verification,
 )
 from verifier.cache import ResultCache
 from verifier.deadline import Deadline
-from verifier.digests import sha256_bytes
 from verifier.dsse import verify_envelope
 from verifier.errors import InputError, TrtguardError, VerificationError
-from verifier.evidence import ArtifactAttestations, Attestation, EvidenceSource, ImageSignatures
-from verifier.intoto import statement_from_envelope
-from verifier.keys import PublicKey
-from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest, manifest_digest
+from verifier.evidence import ArtifactAttestations, EvidenceSource
+from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
 from verifier.references import ImageReference
-from verifier.scans import ScanDocument, read_scan
 from verifier.signatures import (
-    CountedSignature,
     NoSignatures,
-    SignerMatch,
     TrustPolicy,
-    VerificationResult,
     verify_image_signatures,
 )
-from verifier.signatures.openpgp import verify_detached
+
+__all__ = [
+    "CacheSettings",
+    "Fetch",
+    "VerifiedApproval",
+    "VerifiedAttestation",
+    "VerifiedEvidence",
+    "VerifiedManifest",
+    "VerifiedPredicate",
+    "VerifiedSignatures",
+    "VerifiedVerification",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -76,113 +91,6 @@ class CacheSettings:
     ttl: float = 600.0
     negative_ttl: float = 30.0
     max_entries: int = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class VerifiedManifest:
-    """A build manifest whose signature verified, with its JSON form for CEL and the subjects it covers."""
-
-    manifest: EngineBuildManifest
-    as_json: dict[str, Any]
-    subjects: frozenset[str]
-    signers: tuple[str, ...]
-    origin: str
-    #: :func:`verifier.manifest.manifest_digest` of the envelope: how approvals and successors name it.
-    digest: str
-
-
-@dataclass(frozen=True, slots=True)
-class VerifiedPredicate:
-    """An attestation whose signature verified: its predicate, read as an SBOM or scan where asked."""
-
-    predicate: dict[str, Any]
-    scan: ScanDocument | None
-    signers: tuple[str, ...]
-    origin: str
-    #: SHA-256 of the attestation's in-toto statement (the DSSE payload), as the decision log names it.
-    digest: str
-
-
-@dataclass(frozen=True, slots=True)
-class VerifiedApproval:
-    """A change approval whose signature verified, with the names of the keys that signed it."""
-
-    approval: ChangeApproval
-    signers: tuple[str, ...]
-    origin: str
-    #: SHA-256 of the approval's in-toto statement (the DSSE payload), as the decision log names it.
-    digest: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class VerifiedSignatures:
-    """An image's signatures that met a rule, and each one that counted, as the decision log records it."""
-
-    result: VerificationResult
-    counted: tuple[SignatureRecord, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class VerifiedAttestation:
-    """An attestation that met a rule: the names of the keys that signed it and its statement digest."""
-
-    signers: tuple[str, ...]
-    digest: str
-
-
-@dataclass(frozen=True, slots=True)
-class VerifiedVerification:
-    """A passing GPU verification of an engine, with its signers and statement digest."""
-
-    verification: EngineVerification
-    signers: tuple[str, ...]
-    digest: str
-
-
-def statement_digest(payload: bytes) -> str:
-    """How the decision log names a DSSE attestation: ``sha256:`` of its statement (the envelope's payload),
-    which stays the same when the envelope is re-serialised (:func:`verifier.manifest.manifest_digest`)."""
-    return f"sha256:{sha256_bytes(payload)}"
-
-
-def signed_by(attestations: Sequence[Attestation], signers: Mapping[str, Signer]) -> tuple[str, ...]:
-    """Names of the ``signers`` whose DSSE or OpenPGP signature over the statement verifies, in any of
-    ``attestations`` (copies of one statement: the same payload bytes). Raises :class:`VerificationError`
-    saying why when none does."""
-    keys = {ref: s.public_key for ref, s in signers.items() if s.public_key is not None}
-    openpgp = {ref: s.openpgp for ref, s in signers.items() if s.openpgp is not None}
-    names: dict[str, None] = {}
-    reasons: list[str] = []
-    for attestation in attestations:
-        if attestation.envelope.signatures and keys:
-            try:
-                names.update(dict.fromkeys(verify_envelope(attestation.envelope, keys, threshold=1)))
-            except VerificationError as error:
-                reasons.append(error.message)
-        for signature in attestation.openpgp_signatures if openpgp else ():
-            try:
-                names.update(dict.fromkeys(verify_detached(attestation.envelope.payload, signature, openpgp)))
-            except VerificationError as error:
-                reasons.append(error.message)
-    if not names:
-        formats = [f for f, present in (("DSSE", keys), ("OpenPGP", openpgp)) if present]
-        raise VerificationError(
-            reasons[0]
-            if reasons
-            else f"it carries no {' or '.join(formats)} signature, which [{', '.join(signers)}] sign in"
-        )
-    return tuple(names)
-
-
-def public_keys(signers: Mapping[str, Signer]) -> dict[str, PublicKey]:
-    """The public keys among ``signers``; attestations (DSSE) are verified with keys only."""
-    keys = {ref: s.public_key for ref, s in signers.items() if s.public_key is not None}
-    if not keys:
-        raise VerificationError(
-            f"none of {', '.join(signers)} is a public key; keyless signers cannot sign attestations here",
-            hint="name public-key signers for attestations",
-        )
-    return keys
 
 
 class VerifiedEvidence:
@@ -289,7 +197,7 @@ class VerifiedEvidence:
                 repository=reference.name,
                 location=where,
             )
-            return VerifiedSignatures(result, tuple(_signature_record(c, material) for c in result.counted))
+            return VerifiedSignatures(result, tuple(signature_record(c, material) for c in result.counted))
 
         key = self._key("signatures", reference, tuple(keys), threshold, self._signers(keys))
         return await self.signatures_cache.get_or_compute(key, compute)
@@ -344,10 +252,10 @@ class VerifiedEvidence:
             signers = self._policy_set.signers_for(keys)
             verified: list[VerifiedPredicate] = []
             reasons: list[str] = []
-            for copies in _by_statement(candidates):
+            for copies in by_statement(candidates):
                 try:
                     verified.append(
-                        await asyncio.to_thread(_verify_predicate, copies, signers, threshold, scans)
+                        await asyncio.to_thread(verify_predicate, copies, signers, threshold, scans)
                     )
                 except TrtguardError as error:
                     reasons.append(error.message)
@@ -381,10 +289,10 @@ class VerifiedEvidence:
             verified: list[VerifiedManifest] = []
             reasons: list[str] = []
             elsewhere: list[VerificationError] = []  # signed, but about another engine file
-            for copies in _by_statement(candidates):
+            for copies in by_statement(candidates):
                 origin = copies[0].origin
                 try:
-                    found = await asyncio.to_thread(_verify_manifest, copies, signers, threshold)
+                    found = await asyncio.to_thread(verify_manifest, copies, signers, threshold)
                 except TrtguardError as error:
                     reasons.append(f"{origin}: {error.message}")
                     continue
@@ -423,9 +331,9 @@ class VerifiedEvidence:
             ]
             signers = self._policy_set.signers_for(keys)
             found = []
-            for copies in _by_statement(candidates):
+            for copies in by_statement(candidates):
                 try:
-                    approval = await asyncio.to_thread(_verify_approval, copies, signers)
+                    approval = await asyncio.to_thread(verify_approval, copies, signers)
                     fetched.subjects.require_describes(
                         approval.approval.engine_digest, copies[0].subjects, "the change approval"
                     )
@@ -466,7 +374,7 @@ class VerifiedEvidence:
             reasons = []
             for attestation in candidates:
                 try:
-                    found = await asyncio.to_thread(_verify_verification, attestation, signers, threshold)
+                    found = await asyncio.to_thread(verify_verification, attestation, signers, threshold)
                     observed = found.verification
                     fetched.subjects.require_describes(
                         observed.engine.sha256, attestation.subjects, "the GPU verification"
@@ -487,119 +395,3 @@ class VerifiedEvidence:
 
         key = self._key("verification", reference, tuple(keys), threshold, engine_sha256)
         return await self.verifications_cache.get_or_compute(key, compute)
-
-
-def _by_statement(attestations: Sequence[Attestation]) -> list[list[Attestation]]:
-    """The attestations grouped by the statement they carry (its exact bytes), in the order found."""
-    groups: dict[bytes, list[Attestation]] = {}
-    for attestation in attestations:
-        groups.setdefault(attestation.envelope.payload, []).append(attestation)
-    return list(groups.values())
-
-
-def _verify_manifest(
-    copies: Sequence[Attestation], signers: Mapping[str, Signer], threshold: int
-) -> VerifiedManifest:
-    attestation = copies[0]
-    verified = signed_by(copies, signers)
-    if len(verified) < threshold:
-        raise VerificationError(
-            f"signed by {len(verified)} of the {threshold} required distinct keys ([{', '.join(verified)}])"
-        )
-    statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
-    try:
-        manifest = load_manifest(statement, attestation.origin)
-    except InputError as error:
-        # Signed but malformed is a definitive answer, cached like a bad signature.
-        raise VerificationError(f"the signed build manifest is invalid: {error.message}") from error
-    engine_digest = f"sha256:{manifest.output_engine.sha256}"
-    if engine_digest not in statement.subject_digests():
-        raise VerificationError(
-            f"the manifest's output_engine.sha256 {engine_digest} is not the statement's subject",
-            hint="re-create the manifest for the engine it describes",
-        )
-    return VerifiedManifest(
-        manifest=manifest,
-        as_json=manifest.model_dump(mode="json"),
-        subjects=statement.subject_digests(),
-        signers=verified,
-        origin=attestation.origin,
-        digest=manifest_digest(attestation.envelope),
-    )
-
-
-def _verify_predicate(
-    copies: Sequence[Attestation], signers: Mapping[str, Signer], threshold: int, scans: bool
-) -> VerifiedPredicate:
-    names = signed_by(copies, signers)
-    if len(names) < threshold:
-        raise VerificationError(f"signed by {len(names)} of the {threshold} required distinct keys")
-    statement = statement_from_envelope(copies[0].envelope, location=copies[0].origin)
-    try:  # signed but unreadable is a definitive answer, cached like a bad signature
-        scan = read_scan(statement.predicate_type, statement.predicate, copies[0].origin) if scans else None
-    except InputError as error:
-        raise VerificationError(f"the signed document is invalid: {error.message}") from error
-    return VerifiedPredicate(
-        statement.predicate, scan, names, copies[0].origin, statement_digest(copies[0].envelope.payload)
-    )
-
-
-def _verify_approval(copies: Sequence[Attestation], signers: Mapping[str, Signer]) -> VerifiedApproval:
-    attestation = copies[0]
-    names = signed_by(copies, signers)
-    statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
-    return VerifiedApproval(
-        load_approval(statement, attestation.origin),
-        names,
-        attestation.origin,
-        statement_digest(attestation.envelope.payload),
-    )
-
-
-def _verify_verification(
-    attestation: Attestation, signers: Mapping[str, PublicKey], threshold: int
-) -> VerifiedVerification:
-    names = verify_envelope(attestation.envelope, signers, threshold=threshold)
-    statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
-    try:
-        verification = load_verification(statement, attestation.origin)
-    except InputError as error:
-        raise VerificationError(f"the signed verification attestation is invalid: {error.message}") from error
-    return VerifiedVerification(verification, names, statement_digest(attestation.envelope.payload))
-
-
-_FORMATS: dict[str, SignatureFormat] = {
-    "classic": "cosign-classic",
-    "bundle": "sigstore-bundle",
-    "envelope": "dsse",
-    "notation": "notation",
-}
-
-
-def _signature_record(counted: CountedSignature, material: ImageSignatures) -> SignatureRecord:
-    """How the decision log names a signature that counted: its format, object digest and signers."""
-    if counted.source == "classic":
-        digest = f"sha256:{sha256_bytes(material.classic[counted.index].payload)}"
-    elif counted.source == "bundle":
-        digest = f"sha256:{sha256_bytes(material.bundles[counted.index])}"
-    elif counted.source == "notation":
-        digest = f"sha256:{sha256_bytes(material.notation[counted.index].envelope)}"
-    else:
-        digest = statement_digest(material.statements[counted.index].envelope.payload)
-    return SignatureRecord(
-        format=_FORMATS[counted.source],
-        digest=digest,
-        signers=tuple(_signer(match) for match in counted.signers),
-        tlog_index=counted.log_index,
-    )
-
-
-def _signer(match: SignerMatch) -> SignerRecord:
-    if match.kind == "key":
-        return SignerRecord(key=match.label, key_id=match.signer_id.removeprefix("key:"))
-    if match.kind == "notation":
-        # "name (certificate subject)": the trust policy's signer name, and the subject under its anchor.
-        return SignerRecord(key=match.label.partition(" (")[0], key_id=match.signer_id)
-    # A keyless label is "subject (issuer)"; an issuer is a URL, which holds no " (".
-    subject, _, issuer = match.label.rpartition(" (")
-    return SignerRecord(identity=subject, issuer=issuer.removesuffix(")"))

@@ -7,39 +7,17 @@ attached to it, and which image signatures exist. It returns unverified material
 verifies it against the keys a policy names, and :meth:`ArtifactSubjects.require_describes` decides whether a
 verified statement is about this artifact's engine at all.
 
-:class:`LocalEvidence` serves a folder of files for offline checks (``trtguard check --attestations DIR``,
-docs/attestation-folder.md; ``trtguard fetch-attestations`` fills one from registries): DSSE envelopes
-(``*.json``, ``*.dsse``, ``*.intoto.jsonl`` with one envelope per line), Sigstore bundles (a DSSE statement,
-or a message signature over an image digest), classic cosign signatures (one ``.sig`` layer as a JSON
-document, :mod:`verifier.evidence_documents`) and engine artifact manifests (which say which layer of an
-artifact is its engine). An in-toto statement ``X.json`` with a detached OpenPGP signature ``X.json.asc``
-beside it is a statement signed with OpenPGP (over its exact bytes). Files it cannot use (a
-message-signature bundle over another digest algorithm, a classic signature whose payload names no image
-digest, an envelope that carries no in-toto statement, an OCI
-manifest of another kind of artifact) are left out and listed in :attr:`LocalEvidence.skipped`; files that
-are broken (not JSON, a malformed envelope, statement or signature document) are an
-:class:`~verifier.errors.InputError`. A file in a folder ``<registry>/<repository>/sha256-<hex>/`` of the
-attestation folder (the layout ``fetch-attestations`` writes) counts only for that repository, as a
-registry keeps evidence per repository; any other file counts for whatever its subjects name.
+:class:`~verifier.evidence_folder.LocalEvidence` serves a folder of files for offline checks.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import re
-from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
-from verifier.errors import EvidenceUnavailable, InputError, VerificationError
-from verifier.evidence_documents import classic_signature_from_document, message_digest, signed_image_digest
-from verifier.files import read_limited
-from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
+from verifier.errors import VerificationError
 from verifier.manifest import EngineBuildManifest
 from verifier.references import ImageReference
 from verifier.registry.engine_artifact import (
@@ -48,9 +26,8 @@ from verifier.registry.engine_artifact import (
     InvalidEngineArtifact,
     engine_layers,
 )
-from verifier.registry.oci import InvalidDocument, Manifest
+from verifier.registry.oci import Manifest
 from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature, NotationSignature
-from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES
 
 __all__ = [
     "COSIGN_SIGN_PREDICATE",
@@ -59,18 +36,9 @@ __all__ = [
     "Attestation",
     "EvidenceSource",
     "ImageSignatures",
-    "LocalEvidence",
     "SkippedFile",
 ]
 
-_log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-#: The folder of one artifact's evidence in the layout ``fetch-attestations`` writes.
-_ARTIFACT_FOLDER = re.compile(r"sha256-[0-9a-f]{64}")
-_OCI_MANIFEST_TYPES = frozenset(
-    {"application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"}
-)
 _UNKNOWN_ENGINE = (
     "push the engine with `trtguard push-engine` (offline: put the artifact's OCI manifest into the "
     "attestation folder, as `trtguard fetch-attestations` does), or sign the statement with the artifact "
@@ -283,232 +251,3 @@ class EvidenceSource(Protocol):
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
         """Signatures over the image digest (``reference`` carries a digest)."""
         ...
-
-
-class LocalEvidence:
-    """Evidence from a folder of files; offline, so it cannot resolve tags or read a registry."""
-
-    def __init__(self, folder: Path | None = None) -> None:
-        """Read every evidence file under ``folder``; with no folder there is no evidence at all."""
-        self._folder = folder
-        # Each piece of evidence with the repository it is scoped to (None: any), by the digest it names.
-        self._by_subject: dict[str, list[tuple[str | None, Attestation]]] = defaultdict(list)
-        self._signature_bundles: dict[str, list[tuple[str | None, bytes]]] = defaultdict(list)
-        self._classic: dict[str, list[tuple[str | None, CosignSignature]]] = defaultdict(list)
-        self._scope: str | None = None
-        self._artifacts: dict[str, ArtifactSubjects] = {}
-        self._malformed_artifacts: dict[str, str] = {}
-        self._skipped: list[SkippedFile] = []
-        if folder is None:
-            return
-        if not folder.is_dir():
-            raise InputError(f"attestation folder {folder} does not exist or is not a folder")
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            self._load(path)
-
-    @property
-    def description(self) -> str:
-        """Human-readable origin."""
-        if self._folder is None:
-            return "no attestation folder given (--attestations)"
-        return f"attestation folder {self._folder}"
-
-    @property
-    def concurrent_lookups(self) -> bool:
-        """Answers come from memory: nothing is gained by starting them together."""
-        return False
-
-    @property
-    def skipped(self) -> tuple[SkippedFile, ...]:
-        """Evidence files that were left out because trtguard cannot use them, each with the reason."""
-        return tuple(self._skipped)
-
-    def _skip(self, location: str, reason: str) -> None:
-        _log.warning("skipping %s: %s", location, reason)
-        self._skipped.append(SkippedFile(location, reason))
-
-    def _load(self, path: Path) -> None:
-        if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl"):
-            return
-        self._scope = self._repository_scope(path)
-        raw = read_limited(path, "the evidence file")
-        signature = path.with_name(path.name + ".asc")
-        if path.suffix == ".json" and signature.is_file():
-            self._add_openpgp(
-                raw, read_limited(signature, "the OpenPGP signature", limit=MAX_SIGNATURE_BYTES), path
-            )
-            return
-        if path.suffix == ".jsonl":
-            for number, line in enumerate(raw.splitlines(), start=1):
-                if line.strip():
-                    self._add_json(line, f"{path}:{number}")
-            return
-        self._add_json(raw, str(path))
-
-    def _repository_scope(self, path: Path) -> str | None:
-        """``registry/repository`` for a file in ``<registry>/<repository>/sha256-<hex>/``, else None."""
-        assert self._folder is not None  # noqa: S101 - only files under the folder are loaded
-        parts = path.relative_to(self._folder).parts
-        if len(parts) >= 4 and _ARTIFACT_FOLDER.fullmatch(parts[-2]):
-            return "/".join(parts[:-2])
-        return None
-
-    def _scoped(self, entries: list[tuple[str | None, T]], reference: ImageReference) -> tuple[T, ...]:
-        """The entries that count for ``reference``: unscoped ones and those of its repository."""
-        return tuple(item for scope, item in entries if scope is None or scope == reference.name)
-
-    def _add_json(self, raw: bytes, location: str) -> None:
-        try:
-            document: Any = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise InputError(
-                "not JSON", location=location, hint="the folder holds JSON evidence files"
-            ) from None
-        if isinstance(document, dict) and document.get("mediaType") in _OCI_MANIFEST_TYPES:
-            self._add_manifest(raw, location)
-            return
-        if isinstance(document, dict) and {"payload", "signature", "media_type"} <= set(document):
-            self._add_classic(document, location)
-            return
-        bundle = (
-            raw if isinstance(document, dict) and isinstance(document.get("dsseEnvelope"), dict) else None
-        )
-        if bundle is not None:
-            document = document["dsseEnvelope"]  # a Sigstore bundle: the statement is in its envelope
-        elif isinstance(document, dict) and "messageSignature" in document:
-            # A message signature over an image digest (cosign v3 signs some images so): kept whole, by the
-            # digest it signs; verifying it checks that digest again.
-            signed = message_digest(document)
-            if signed is None:
-                self._skip(location, "a Sigstore bundle with a message signature over no sha256 digest")
-                return
-            self._signature_bundles[signed].append((self._scope, raw))
-            return
-        if not (isinstance(document, dict) and "payloadType" in document):
-            raise InputError(
-                "neither a DSSE envelope, a Sigstore bundle nor an OCI image manifest",
-                location=location,
-                hint="remove unrelated files from the attestation folder",
-            )
-        envelope = Envelope.from_dict(document, location=location)
-        if envelope.payload_type != PAYLOAD_TYPE:
-            self._skip(
-                location,
-                f"a DSSE envelope of payload type {envelope.payload_type!r}, not an in-toto statement",
-            )
-            return
-        statement = statement_from_envelope(envelope, location=location)
-        attestation = Attestation(
-            envelope=envelope,
-            predicate_type=statement.predicate_type,
-            subjects=statement.subject_digests(),
-            origin=location,
-        )
-        for digest in attestation.subjects:
-            if bundle is not None and attestation.predicate_type == COSIGN_SIGN_PREDICATE:
-                # Kept whole: a keyless bundle's certificate and log entry are part of the signature.
-                self._signature_bundles[digest].append((self._scope, bundle))
-            else:
-                self._by_subject[digest].append((self._scope, attestation))
-
-    def _add_classic(self, document: Mapping[str, Any], location: str) -> None:
-        """A classic signature, kept under the image digest its payload names (checked when verified)."""
-        signature = classic_signature_from_document(document, location)
-        digest = signed_image_digest(signature.payload)
-        if digest is None:
-            self._skip(location, "a classic cosign signature whose payload names no sha256 image digest")
-            return
-        self._classic[digest].append((self._scope, signature))
-
-    def _add_openpgp(self, raw: bytes, signature: bytes, path: Path) -> None:
-        """An in-toto statement ``X.json`` with its detached OpenPGP signature ``X.json.asc`` beside it."""
-        envelope = Envelope(PAYLOAD_TYPE, raw, ())
-        statement = statement_from_envelope(envelope, location=str(path))
-        attestation = Attestation(
-            envelope=envelope,
-            predicate_type=statement.predicate_type,
-            subjects=statement.subject_digests(),
-            origin=f"{path} (OpenPGP signature {path.name}.asc)",
-            openpgp_signatures=(signature,),
-        )
-        for digest in attestation.subjects:
-            self._by_subject[digest].append((self._scope, attestation))
-
-    def _add_manifest(self, raw: bytes, location: str) -> None:
-        """Record which layer of an engine artifact is which; other manifests stand only for themselves."""
-        try:
-            manifest = Manifest.parse(raw, content_type=None, where=location)
-        except InvalidDocument as error:
-            raise InputError(f"not a valid OCI manifest: {error}", location=location) from error
-        try:
-            subjects = ArtifactSubjects.of_manifest(manifest)
-        except InvalidEngineArtifact as error:
-            self._malformed_artifacts[manifest.digest] = f"{error} ({location})"
-            return
-        if subjects.engine_file is None:
-            # Only the strictly checked engine layout has an engine layer: the layers of anything else could
-            # carry any file next to a signed engine.
-            self._skip(
-                location,
-                f"an OCI manifest of artifact type {manifest.artifact_type!r}, not an engine artifact"
-                f" ({ENGINE_ARTIFACT_TYPE}): its layers do not stand for it",
-            )
-            return
-        self._artifacts[manifest.digest] = subjects
-
-    async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
-        """The reference's own digest; a tag cannot be resolved offline."""
-        if reference.digest is not None:
-            return reference.digest
-        raise EvidenceUnavailable(
-            f"{reference} has no digest and the tag cannot be resolved offline",
-            transient=False,
-            hint="pin the image by digest, or check against a registry (--registry)",
-        )
-
-    async def subjects(self, reference: ImageReference, deadline: Deadline) -> ArtifactSubjects:
-        """The reference's digest and, for an engine artifact whose manifest the folder holds, its layers.
-
-        An engine artifact manifest that does not follow the layout ``trtguard push-engine`` writes is
-        refused with :class:`VerificationError`, as :class:`~verifier.registry.evidence.RegistryEvidence`
-        refuses it: a definitive answer about the artifact, not a failure to check it.
-        """
-        digest = await self.resolve_digest(reference, deadline)
-        malformed = self._malformed_artifacts.get(digest)
-        if malformed is not None:
-            raise VerificationError(
-                f"{reference.name}@{digest} is not a well-formed engine artifact: {malformed}",
-                location=f"engine {reference.name}@{digest}",
-                hint="push the engine with trtguard push-engine",
-            )
-        known = self._artifacts.get(digest)
-        if known is not None:
-            return known
-        return ArtifactSubjects(
-            digest, layout="the attestation folder holds no engine artifact manifest for it"
-        )
-
-    async def attestations(self, reference: ImageReference, deadline: Deadline) -> ArtifactAttestations:
-        """Attestations in the folder whose subject is the artifact's digest or its engine file's."""
-        subjects = await self.subjects(reference, deadline)
-        found: dict[int, Attestation] = {}
-        for digest in sorted(subjects.digests):
-            for attestation in self._scoped(self._by_subject.get(digest, []), reference):
-                found[id(attestation)] = attestation
-        return ArtifactAttestations(subjects, tuple(found.values()))
-
-    async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
-        """Signatures of the image digest: classic ones, Sigstore bundles and bare signing statements."""
-        digest = await self.resolve_digest(reference, deadline)
-        statements = tuple(
-            a
-            for a in self._scoped(self._by_subject.get(digest, []), reference)
-            if a.predicate_type == COSIGN_SIGN_PREDICATE
-        )
-        return ImageSignatures(
-            digest=digest,
-            classic=self._scoped(self._classic.get(digest, []), reference),
-            bundles=self._scoped(self._signature_bundles.get(digest, []), reference),
-            statements=statements,
-            origin=self.description,
-        )

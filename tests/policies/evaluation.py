@@ -11,7 +11,7 @@ from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.results import Action, Decision
 from tests.policies.conftest import Material
-from verifier.evidence import LocalEvidence
+from verifier.evidence_folder import LocalEvidence
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -43,7 +43,7 @@ from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ENGINE_VERIFIC
 from verifier.deadline import Deadline
 from verifier.digests import sha256_bytes
 from verifier.dsse import sign_envelope
-from verifier.evidence import LocalEvidence
+from verifier.evidence_folder import LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient

@@ -16,7 +16,7 @@ from tests.policies.test_loader import problems_of
 from tests.support.gpg import GnuPG
 from tests.support.notary_pki import make_pki
 from verifier.dsse import Envelope
-from verifier.evidence import LocalEvidence
+from verifier.evidence_folder import LocalEvidence
 from verifier.manifest import EngineBuildManifest, manifest_statement
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -11,7 +11,7 @@ from policies.loader import PolicyLoadError, load_policy_set
 from policies.workload import Workload, extract
 from tests.policies.conftest import Material
 from tests.policies.evaluation import evaluate, rules
-from verifier.evidence import LocalEvidence
+from verifier.evidence_folder import LocalEvidence
 
 KIND = """
 apiVersion: trtguard.dev/v1alpha1

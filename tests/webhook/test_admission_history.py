@@ -16,7 +16,7 @@ from tests.support.harness import ReviewFactory
 from trtguard.demo.material import TENSORRT_IMAGE, Material
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable
-from verifier.evidence import LocalEvidence
+from verifier.evidence_folder import LocalEvidence
 from verifier.keys import generate_private_key
 from webhook.admission import Reviewer
 from webhook.admission_history import DecisionLogHistory

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.harness import PodFactory, ReviewFactory, Verifier, WaitUntil, WebhookProcess
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
-from verifier.evidence import LocalEvidence
+from verifier.evidence_folder import LocalEvidence
 from webhook.admission import Reviewer
 from webhook.app import WebhookServices, create_app
 from webhook.decisionlog import RecordQuery, SQLiteStore

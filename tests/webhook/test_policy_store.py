@@ -15,7 +15,7 @@ import pytest
 from policies.loader import PolicyLoadError, PolicySet, load_policy_set, policy_files
 from tests.support.harness import WaitUntil
 from trtguard.demo.material import Material
-from verifier.evidence import LocalEvidence
+from verifier.evidence_folder import LocalEvidence
 from webhook.policy_store import PolicyStore
 
 

@@ -48,8 +48,8 @@ from verifier.evidence import (
     Attestation,
     EvidenceSource,
     ImageSignatures,
-    LocalEvidence,
 )
+from verifier.evidence_folder import LocalEvidence
 from verifier.files import MAX_DOCUMENT_BYTES
 from verifier.intoto import PAYLOAD_TYPE, Statement, statement_from_envelope
 from verifier.references import ImageReference

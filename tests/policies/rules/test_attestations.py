@@ -16,7 +16,7 @@ from policies.results import Action, Decision
 from tests.conftest import DATA
 from tests.policies.conftest import RUNTIME, Material, pod
 from verifier.dsse import sign_envelope
-from verifier.evidence import LocalEvidence
+from verifier.evidence_folder import LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE
 
 CDX = "https://cyclonedx.org/bom"

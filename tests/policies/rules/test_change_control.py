@@ -16,7 +16,8 @@ from policies.results import AdmittedEngine, Decision
 from tests.policies.conftest import Material, pod
 from trtguard.cli import main
 from verifier.deadline import Deadline
-from verifier.evidence import ArtifactAttestations, ArtifactSubjects, ImageSignatures, LocalEvidence
+from verifier.evidence import ArtifactAttestations, ArtifactSubjects, ImageSignatures
+from verifier.evidence_folder import LocalEvidence
 from verifier.keys import encrypt_private_key
 from verifier.references import ImageReference
 

@@ -15,7 +15,7 @@ from policies.results import Action, Decision
 from policies.rules.gpu import loads, product_label
 from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, pod
 from tests.policies.evaluation import NOW
-from verifier.evidence import LocalEvidence
+from verifier.evidence_folder import LocalEvidence
 
 POLICY = """
 apiVersion: trtguard.dev/v1alpha1

@@ -14,7 +14,7 @@ from policies.loader import PolicyLoadError, load_policy_set
 from policies.requesters import Requester, RequesterSet, glob_matches, in_set
 from policies.results import Action, Decision
 from tests.policies.conftest import RUNTIME, Material, pod
-from verifier.evidence import LocalEvidence
+from verifier.evidence_folder import LocalEvidence
 
 ARGOCD = Requester.impersonated("system:serviceaccount:argocd:argocd-application-controller")
 ALICE = Requester.impersonated("alice@example.com", ("ml-engineers",))

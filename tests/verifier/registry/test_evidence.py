@@ -19,7 +19,8 @@ from trtguard.release.push_engine import push_engine
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
 from verifier.errors import EvidenceUnavailable, InputError, VerificationError
-from verifier.evidence import COSIGN_SIGN_PREDICATE, EvidenceSource, LocalEvidence
+from verifier.evidence import COSIGN_SIGN_PREDICATE, EvidenceSource
+from verifier.evidence_folder import LocalEvidence
 from verifier.files import MAX_DOCUMENT_BYTES
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_for_file
 from verifier.keys import PrivateKey, generate_private_key

@@ -27,7 +27,7 @@ from tests.support.harness import pod, review
 from trtguard.audit.package import Selection, export_evidence_package
 from trtguard.cli import main
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, Material
-from verifier.evidence import LocalEvidence
+from verifier.evidence_folder import LocalEvidence
 from verifier.keys import generate_private_key
 from webhook.admission import Reviewer
 from webhook.decisionlog import SQLiteStore, open_store

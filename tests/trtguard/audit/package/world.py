@@ -38,7 +38,8 @@ from verifier.attestations import (
     EngineVerification,
 )
 from verifier.dsse import Envelope
-from verifier.evidence import COSIGN_SIGN_PREDICATE, LocalEvidence
+from verifier.evidence import COSIGN_SIGN_PREDICATE
+from verifier.evidence_folder import LocalEvidence
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
 from verifier.keys import PrivateKey, encrypt_private_key, generate_private_key
 from webhook.admission import Reviewer
