@@ -1,4 +1,4 @@
-"""Start-up time of ``trtguard`` commands, beside ``python -c pass`` (and, optionally, an earlier source tree).
+"""Start-up time of ``trtguard`` commands beside ``python -c pass`` (and, optionally, an earlier tree).
 
 Every command runs N times, interleaved with its baselines, so that a machine busy with other work slows all
 of them alike; the figures are the median and the 90th percentile of wall time, and the median CPU time
@@ -45,7 +45,8 @@ GOALS: dict[str, float | None] = {"--help": 0.15, "keygen --help": 0.15, "check 
 def commands(pod: Path) -> dict[str, list[str]]:
     """The command lines measured, without the interpreter."""
     library = ROOT / "policies" / "library"
-    check = ["check", "--policies", str(library), "--policies", str(library / "tests" / "keys.yaml"), str(pod)]
+    keys = library / "tests" / "keys.yaml"
+    check = ["check", "--policies", str(library), "--policies", str(keys), str(pod)]
     return {
         "--help": ["--help"],
         "keygen --help": ["keygen", "--help"],
@@ -93,8 +94,8 @@ def measure(runs: int, before: Path | None) -> dict[str, Any]:
         for _ in range(runs):
             samples["python -c pass"].append(_one([sys.executable, "-c", "pass"], env))
             for name, argv in lines.items():
-                for tree, tree_env in trees.items():
-                    key = f"{name} [{tree}]"
+                for label, tree_env in trees.items():
+                    key = f"{name} [{label}]"
                     samples.setdefault(key, []).append(
                         _one([sys.executable, "-m", "trtguard", *argv], tree_env)
                     )
@@ -110,12 +111,14 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     figures = measure(args.runs, args.before)
-    print(f"start-up, {args.runs} runs each, interleaved; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    load = os.getloadavg()[0]
+    print(f"start-up, {args.runs} runs each, interleaved; {os.cpu_count()} CPUs, load {load:.1f}")
     print(f"  {'command':<40} {'median s':>9} {'p90 s':>7} {'cpu s':>7}  goal")
     for name, row in figures.items():
         goal = GOALS.get(name.rsplit(" [", 1)[0])
         verdict = "" if goal is None else f"<= {goal} s: {'met' if row['median_s'] <= goal else 'NOT met'}"
-        print(f"  {name:<40} {row['median_s']:>9.3f} {row['p90_s']:>7.3f} {row['cpu_median_s']:>7.3f}  {verdict}")
+        figures_text = f"{row['median_s']:>9.3f} {row['p90_s']:>7.3f} {row['cpu_median_s']:>7.3f}"
+        print(f"  {name:<40} {figures_text}  {verdict}")
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
