@@ -62,6 +62,7 @@ def _write_new(path: Path, data: bytes, mode: int, *, force: bool) -> None:
 
 
 def keygen(args: argparse.Namespace) -> int:
+    """``trtguard keygen``: write a new encrypted key pair."""
     prefix: str = args.output
     key_path, pub_path = Path(f"{prefix}.key"), Path(f"{prefix}.pub")
     if not args.force:
@@ -86,6 +87,7 @@ def keygen(args: argparse.Namespace) -> int:
 
 
 def attest(args: argparse.Namespace) -> int:
+    """``trtguard attest``: sign an in-toto statement about a file."""
     try:
         predicate: Any = json.loads(_read(args.predicate, "the predicate"))
     except (ValueError, UnicodeDecodeError) as error:
@@ -134,6 +136,7 @@ def write_envelope(envelope: Envelope, args: argparse.Namespace) -> None:
 
 
 def verify_attestation_command(args: argparse.Namespace) -> int:
+    """``trtguard verify-attestation``: check an envelope's signatures, type and subject."""
     location = str(args.envelope)
     envelope = Envelope.from_json(_read(args.envelope, "the envelope"), location=location)
     keys = {str(path): load_public_key(path) for path in args.key}
