@@ -250,7 +250,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="length of each measured run (4)")
     parser.add_argument("--rates", default="100,200,400,800,1600,3200", help="offered requests/s, ascending")
     parser.add_argument("--connections", type=int, default=8, help="keep-alive connections (8)")
-    parser.add_argument("--images", type=int, default=60, help="cold registry admissions (60)")
+    parser.add_argument("--images", type=int, default=200, help="cold registry admissions (200)")
     parser.add_argument("--runs", type=int, default=9, help="runs of each start-up command (9)")
     parser.add_argument("--before", type=Path, help="an earlier source tree, for the start-up rows")
     parser.add_argument("--json", type=Path, default=Path("bench/issue15_figures.json"))
