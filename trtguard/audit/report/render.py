@@ -10,6 +10,7 @@ element, and nothing from the package ever becomes a link.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final
@@ -24,6 +25,11 @@ CONTENT_SECURITY_POLICY: Final = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 )
 _DIMENSION_UNKNOWN: Final = "?"
+#: Characters that would reorder or hide text (bidirectional controls, zero-width and other invisible
+#: format characters, C0/C1 controls but tab and newline): shown as ``<U+202E>`` instead.
+_INVISIBLE: Final = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]"
+)
 
 
 def render_html(view: ReportView) -> str:
@@ -41,6 +47,7 @@ def _environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_finalize,
     )
     environment.filters.update(
         digest=digest,
@@ -53,15 +60,31 @@ def _environment() -> Environment:
     return environment
 
 
+def visible(text: str) -> str:
+    """``text`` with every invisible or reordering character written out as ``<U+XXXX>``.
+
+    Package text could otherwise hide or reverse what an auditor reads (a right-to-left override in a
+    requester's name, "Trojan Source" style); escaping alone does not stop that.
+    """
+    return _INVISIBLE.sub(lambda match: f"<U+{ord(match.group()):04X}>", text)
+
+
+def _finalize(value: object) -> object:
+    """Applied by Jinja2 to every ``{{ … }}`` value before escaping; markup built here passes unchanged."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return visible(value)
+    return value
+
+
 def digest(value: object) -> Markup:
     """A digest shortened on screen (CSS), whole in the text (copy) and in the title (hover)."""
-    text = str(value)
+    text = visible(str(value))
     return Markup('<span class="digest" title="{0}">{0}</span>').format(text)
 
 
 def reference(value: object) -> Markup:
     """An image or engine reference: the repository in full, its digest shortened as :func:`digest`."""
-    text = str(value)
+    text = visible(str(value))
     name, at, pinned = text.rpartition("@")
     if not at:
         return Markup('<span class="ref">{0}</span>').format(text)
