@@ -3,6 +3,7 @@ package renders as failed; hostile strings out of a real package stay text."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
@@ -166,3 +167,57 @@ def test_write_report_refuses_to_overwrite(world: World, resnet_package: Path, t
         write_report(resnet_package, world.exporter.public_key(), output)
     write_report(resnet_package, world.exporter.public_key(), output, overwrite=True)
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
+def test_hostile_strings_in_build_records_verifications_and_approvals_stay_text(
+    world: World, resnet_package: Path
+) -> None:
+    # The signed attestations of a package are untrusted too: a build manifest's free-text fields, a GPU
+    # verification's failed check and an approval's comment, replaced here in a real package's view.
+    view = build_view(resnet_package, world.exporter.public_key())
+    assert view.contents is not None
+    s = hostile_strings()
+    engine = view.contents.engines[1]  # the calibrated INT8 engine
+    manifest = engine.builds[0].manifest
+    assert manifest.calibration is not None and manifest.calibration.dataset is not None
+    dataset = manifest.calibration.dataset.model_copy(
+        update={"name": s["script"], "uri": s["javascript_url"], "sampling": s["attribute_break"]}
+    )
+    hostile_manifest = manifest.model_copy(
+        update={
+            "audit_id": s["svg_onload"],
+            "onnx": manifest.onnx.model_copy(update={"name": s["single_quote_break"]}),
+            "calibration": manifest.calibration.model_copy(update={"dataset": dataset}),
+        }
+    )
+    fp16 = view.contents.engines[0]
+    verification = fp16.verifications[0]
+    failed = verification.checks[0].model_copy(update={"status": "fail", "detail": s["style_import"]})
+    approval = fp16.approvals[0].model_copy(
+        update={"comment": s["bidi_override"], "reference": s["javascript_url"], "approver": s["script"]}
+    )
+    engines = (
+        dataclasses.replace(
+            fp16,
+            verifications=(verification.model_copy(update={"checks": [failed], "result": "fail"}),),
+            approvals=(approval,),
+        ),
+        dataclasses.replace(
+            engine, builds=(dataclasses.replace(engine.builds[0], manifest=hostile_manifest),)
+        ),
+        *view.contents.engines[2:],
+    )
+    hostile = dataclasses.replace(view, contents=dataclasses.replace(view.contents, engines=engines))
+
+    html = render_html(hostile)
+    page = Page(html)
+    text = "".join(page.text)
+
+    assert not {"script", "img", "link", "iframe", "object"} & set(page.tags)
+    for _, attrs in page.elements:
+        assert not any(name.startswith("on") for name in attrs), attrs
+        assert not any((value or "").lstrip().lower().startswith("javascript:") for value in attrs.values())
+    for name in ("script", "javascript_url", "attribute_break", "svg_onload", "single_quote_break"):
+        assert visible(s[name]) in text, name
+    assert "admin<U+202E>gpj.exe<U+202C>" in text and "\u202e" not in html
+    assert "GPU verification: FAILED" in text
