@@ -125,6 +125,11 @@ def test_a_verified_report_shows_the_key_facts(
     assert digest.bounding_box()["width"] < 200  # type: ignore[index]
     opened.page.emulate_media(media="print")
     assert digest.evaluate("e => getComputedStyle(e).maxWidth") == "none"  # printed whole
+    # On a sheet's width (A4 at 96 dpi, less margins) nothing sticks out, and the page prints.
+    opened.page.set_viewport_size({"width": 700, "height": 1000})
+    assert opened.page.evaluate("document.documentElement.scrollWidth") <= 700
+    opened.page.pdf(path=str(tmp_path / "report.pdf"), format="A4")
+    assert (tmp_path / "report.pdf").read_bytes().startswith(b"%PDF")
 
 
 def test_hostile_strings_stay_inert_in_the_browser(
