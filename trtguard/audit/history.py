@@ -125,7 +125,10 @@ class HistoryEntry:
 
 async def workload_history(store: DecisionStore, namespace: str, name: str) -> list[HistoryEntry]:
     """The real admissions of ``namespace/name`` that changed its engines or images, oldest first."""
-    records = await store.query(RecordQuery(namespace=namespace, name=name, allowed=True, dry_run=False))
+    # In decision-time order: records shipped from a spool after an outage follow newer ones in seq order.
+    records = await store.query(
+        RecordQuery(namespace=namespace, name=name, allowed=True, dry_run=False, by_time=True)
+    )
     entries: list[HistoryEntry] = []
     in_force: dict[Artifact, dict[str, str]] = {"engine": {}, "image": {}}
     for stored in records:

@@ -53,10 +53,12 @@ def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:
     sql = f"SELECT {ROW_COLUMNS} FROM trtguard_decisions"  # noqa: S608 - only fixed column names are formatted in
     if clauses:
         sql += " WHERE " + " AND ".join(clauses)
-    sql += " ORDER BY seq DESC" if query.newest_first else " ORDER BY seq"
-    if query.limit is not None:
-        sql += f" LIMIT {placeholder}"
-        params.append(query.limit)
+    order = "time {0}, seq {0}" if query.by_time else "seq {0}"
+    sql += " ORDER BY " + order.format("DESC" if query.newest_first else "ASC")
+    if query.limit is not None or query.offset is not None:
+        # LIMIT -1 (SQLite) and LIMIT ALL (PostgreSQL) differ; a limit of 2^62 means "no limit" in both.
+        sql += f" LIMIT {placeholder} OFFSET {placeholder}"
+        params += [query.limit if query.limit is not None else 2**62, query.offset or 0]
     return sql, params
 
 

@@ -207,11 +207,15 @@ class PostgresStore:
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             head = await self._fetch(conn, "SELECT seq, hash FROM trtguard_chain_head WHERE id = 1", [])
             verifier = ChainVerifier()
+            # Through _fetch first: a dropped table is the store's own error, not psycopg's.
+            await self._fetch(conn, "SELECT 1 FROM trtguard_decisions LIMIT 1", [])
             async with conn.cursor(name="trtguard_verify") as cursor:
                 await cursor.execute(f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions ORDER BY seq")  # noqa: S608
                 async for row in cursor:
                     if not verifier.feed(_sql.chain_row(row)):
                         break
+        if not head:
+            return verifier.finish(head_seq=None, head_hash=None)
         return verifier.finish(head_seq=int(head[0][0]), head_hash=str(head[0][1]))
 
     async def _fetch(self, conn: psycopg.AsyncConnection[Any], sql: str, params: list[object]) -> list[Any]:

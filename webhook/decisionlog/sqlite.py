@@ -243,11 +243,9 @@ class SQLiteStore:
         with self._reading() as conn:
             # One read transaction, so that rows and head are one snapshot while writers go on.
             conn.execute("BEGIN")
-            head_seq, head_hash = conn.execute(
-                "SELECT seq, hash FROM trtguard_chain_head WHERE id = 1"
-            ).fetchone()
+            head = conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
             cursor = conn.execute(f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions ORDER BY seq")  # noqa: S608
-            report = verify_rows(_rows(cursor), head_seq=head_seq, head_hash=head_hash)
+            report = verify_rows(_rows(cursor), head_seq=head and head[0], head_hash=head and head[1])
             conn.execute("COMMIT")
         return report
 
