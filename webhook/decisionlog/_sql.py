@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from webhook.decisionlog.chain import Row
+from webhook.decisionlog.errors import DecisionLogError
 from webhook.decisionlog.record import (
     INDEXED_NAMES,
     DecisionRecord,
@@ -89,3 +90,22 @@ def stored_record(row: Sequence[Any]) -> StoredRecord:
 def chain_row(row: Sequence[Any]) -> Row:
     """A :data:`ROW_COLUMNS` row as the chain verifier reads it."""
     return Row(row[0], row[1], row[2], row[3], dict(zip(INDEXED_NAMES, row[4:], strict=True)))
+
+
+#: The newest pruned checkpoint's ``statement``: the live chain starts after its ``last_seq``.
+PRUNED_BASE: Final = "SELECT statement FROM trtguard_checkpoints WHERE pruned ORDER BY last_seq DESC LIMIT 1"
+
+
+def pruned_base(rows: Sequence[Any]) -> tuple[int, str] | None:
+    """``(last_seq, head_hash)`` of the :data:`PRUNED_BASE` row, if any.
+
+    Only its numbers are taken here; whether the operator signed it is ``trtguard audit verify --key``'s
+    question.
+    """
+    if not rows:
+        return None
+    statement = load_body(rows[0][0])
+    seq, head = statement.get("last_seq"), statement.get("head_hash")
+    if not isinstance(seq, int) or not isinstance(head, str):
+        raise DecisionLogError("a stored checkpoint is malformed", location="trtguard_checkpoints")
+    return seq, head

@@ -38,6 +38,8 @@ class ChainReport:
     head_seq: int
     head_hash: str
     first_break: Break | None = None
+    #: The checkpoint the chain was checked from (records up to it were pruned); 0: from genesis.
+    base_seq: int = 0
 
     @property
     def ok(self) -> bool:
@@ -47,8 +49,10 @@ class ChainReport:
     def summary(self) -> str:
         """One line for people."""
         if self.first_break is None:
+            since = f" after the checkpoint at seq {self.base_seq} (pruned up to it)" if self.base_seq else ""
             return (
-                f"chain verified: {self.records} records, head {self.head_hash[:16]}… at seq {self.head_seq}"
+                f"chain verified: {self.records} records{since}, head {self.head_hash[:16]}… at seq "
+                f"{self.head_seq}"
             )
         brk = self.first_break
         uid = f" (uid {brk.uid})" if brk.uid else ""
@@ -62,6 +66,7 @@ class ChainVerifier:
         self._expected_seq = 1
         self._prev = GENESIS_HASH
         self._previous: tuple[int, str | None] | None = None
+        self._base_seq = 0
         self._count = 0
         self._break: Break | None = None
 
@@ -69,6 +74,7 @@ class ChainVerifier:
         """Begin after record ``seq`` with hash ``hash_`` (a log pruned up to a checkpoint), not genesis."""
         self._expected_seq = seq + 1
         self._prev = hash_
+        self._base_seq = seq
 
     def feed(self, row: Row) -> bool:
         """Check the next row; returns False once the chain is broken (later rows need not be read)."""
@@ -109,9 +115,9 @@ class ChainVerifier:
                 "the chain-head row (trtguard_chain_head, id 1) is missing: it was deleted, so records "
                 "removed from the end of the log cannot be noticed; restore the log from a backup",
             )
-            return ChainReport(self._count, last_seq, self._prev, self._break or missing)
+            return ChainReport(self._count, last_seq, self._prev, self._break or missing, self._base_seq)
         if self._break is not None:
-            return ChainReport(self._count, head_seq, head_hash, self._break)
+            return ChainReport(self._count, head_seq, head_hash, self._break, self._base_seq)
         if (head_seq, head_hash) != (last_seq, self._prev):
             brk = Break(
                 last_seq + 1,
@@ -119,13 +125,24 @@ class ChainVerifier:
                 f"the chain head says seq {head_seq} with hash {head_hash[:16]}…, but the last record is seq "
                 f"{last_seq} with hash {self._prev[:16]}…: records at the end were removed",
             )
-            return ChainReport(self._count, head_seq, head_hash, brk)
-        return ChainReport(self._count, head_seq, head_hash)
+            return ChainReport(self._count, head_seq, head_hash, brk, self._base_seq)
+        return ChainReport(self._count, head_seq, head_hash, None, self._base_seq)
 
 
-def verify_rows(rows: Iterable[Row], *, head_seq: int | None, head_hash: str | None) -> ChainReport:
-    """Check every link, hash and indexed column of ``rows`` (in ``seq`` order), then the chain head."""
+def verify_rows(
+    rows: Iterable[Row],
+    *,
+    head_seq: int | None,
+    head_hash: str | None,
+    base: tuple[int, str] | None = None,
+) -> ChainReport:
+    """Check every link, hash and indexed column of ``rows`` (in ``seq`` order), then the chain head.
+
+    ``base`` is the ``(seq, hash)`` of the newest pruned checkpoint: the chain starts after it.
+    """
     verifier = ChainVerifier()
+    if base is not None:
+        verifier.start_after(*base)
     for row in rows:
         if not verifier.feed(row):
             break

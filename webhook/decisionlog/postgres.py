@@ -209,6 +209,11 @@ class PostgresStore:
             verifier = ChainVerifier()
             # Through _fetch first: a dropped table is the store's own error, not psycopg's.
             await self._fetch(conn, "SELECT 1 FROM trtguard_decisions LIMIT 1", [])
+            has_checkpoints = await self._fetch(conn, "SELECT to_regclass('trtguard_checkpoints')", [])
+            if has_checkpoints[0][0] is not None and (
+                base := _sql.pruned_base(await self._fetch(conn, _sql.PRUNED_BASE, []))
+            ):
+                verifier.start_after(*base)
             async with conn.cursor(name="trtguard_verify") as cursor:
                 await cursor.execute(f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions ORDER BY seq")  # noqa: S608
                 async for row in cursor:
