@@ -3,7 +3,8 @@
 Records are those the webhook's Reviewer writes for the demo material (an admitted FP16 Pod, an admitted
 calibrated INT8 Pod, a denied uncalibrated INT8 Pod: evidence, signatures, change control), varied per
 decision (uid, name, namespace, time). They are written with the store's own group-commit function
-(``write_batch``, batches of --batch) at decision times --rate per second apart; every --segment-records
+(``write_batch``, batches of --batch), about 997 workloads, each with its own
+image and engine digests that change every --version-records at decision times --rate per second apart; every --segment-records
 records the log is rotated as `trtguard audit rotate` does: sealed (signed checkpoints), archived to a folder,
 and pruned down to the newest --keep-records.
 
@@ -20,12 +21,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import hashlib
 import sqlite3
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from bench.evidence_export import _templates
 from trtguard.demo.material import make_material
@@ -37,6 +40,17 @@ from webhook.decisionlog.segments import Ledger
 from webhook.decisionlog.sqlite import connect, migrate, write_batch
 
 MONTH_S = 30 * 86400
+#: Workloads the decisions are about; each has its own images and engines, new every --version-records.
+WORKLOADS = 997
+
+
+def _own(entries: tuple[dict[str, Any], ...], workload: int, version: int) -> tuple[dict[str, Any], ...]:
+    """``entries`` with digests of this workload's own version: evidence differs between workloads."""
+    salt = f"{workload}/{version}"
+    return tuple(
+        {**e, "digest": "sha256:" + hashlib.sha256(f"{e.get('digest')}{salt}".encode()).hexdigest()}
+        for e in entries
+    )
 
 
 def _used_bytes(path: Path) -> tuple[int, int]:
@@ -81,13 +95,16 @@ def run(args: argparse.Namespace) -> None:
             batch = []
             for n in range(written, min(written + args.batch, args.records)):
                 template = templates[n % len(templates)]
+                workload = n % WORKLOADS
                 batch.append(
                     dataclasses.replace(
                         template,
+                        images=_own(template.images, workload, n // args.version_records),
+                        engines=_own(template.engines, workload, n // args.version_records),
                         uid=f"bench-{n:09d}",
                         record_id=f"{n:032x}",
                         namespace=f"team-{n % 53}",
-                        name=f"model-{n % 997}",
+                        name=f"model-{workload}",
                         time=start + n * step,
                     )
                 )
@@ -111,10 +128,10 @@ def run(args: argparse.Namespace) -> None:
             f"\nwrote {written:,} records ({written / args.rate / 3600:.1f} h at {args.rate}/s) in "
             f"{write_s:.1f} s ({written / write_s:,.0f} records/s), {rotations} rotations in {rotate_s:.1f} s"
         )
-        print(f"live store: {live_records:,} records, file {file_bytes / 2**20:.1f} MiB, pages in use "
-              f"{used_bytes / 2**20:.1f} MiB -> {used_bytes / live_records:,.0f} bytes/record")  # fmt: skip
-        print(f"archive: {len(archives)} segments, {archived_records:,} records, {archive_bytes / 2**20:.1f} MiB "
-              f"-> {archive_bytes / archived_records:,.0f} bytes/record")  # fmt: skip
+        print(f"live store: {live_records:,} records, file {file_bytes / 2**20:.1f} MiB, "
+              f"pages in use {used_bytes / 2**20:.1f} MiB -> {used_bytes / live_records:,.0f} bytes/record")  # fmt: skip
+        print(f"archive: {len(archives)} segments, {archived_records:,} records, "
+              f"{archive_bytes / 2**20:.1f} MiB -> {archive_bytes / archived_records:,.0f} bytes/record")  # fmt: skip
         print(f"verify live log: {live_s:.2f} s ({live_s / live_records * 1e6:.1f} us/record); one archived "
               f"segment of {segment_report.records:,}: {check.seconds:.2f} s")  # fmt: skip
         month = args.rate * MONTH_S
@@ -123,9 +140,9 @@ def run(args: argparse.Namespace) -> None:
         print(f"  archive per month: {month * per_archive / 2**30:.1f} GiB")
         for days in (1, 7):
             keep = args.rate * 86400 * days
+            size, seconds = keep * per_live / 2**30, keep * live_s / live_records
             print(
-                f"  live store keeping {days} day(s) ({keep / 1e6:.2f} M records): {keep * per_live / 2**30:.2f} GiB,"
-                f" verify {keep * live_s / live_records:.0f} s"
+                f"  live store keeping {days} day(s) ({keep / 1e6:.2f} M records): {size:.2f} GiB, verify {seconds:.0f} s"
             )
         print(f"  1 GiB of live store holds {2**30 / per_live / 1e6:.2f} M records = "
               f"{2**30 / per_live / args.rate / 3600:.1f} h at {args.rate}/s")  # fmt: skip
@@ -147,6 +164,12 @@ def main() -> None:
     parser.add_argument("--segment-records", type=int, default=20_000)
     parser.add_argument("--keep-records", type=int, default=40_000)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument(
+        "--version-records",
+        type=int,
+        default=50_000,
+        help="records after which every workload changes evidence",
+    )
     run(parser.parse_args())
 
 

@@ -111,6 +111,12 @@ _CHECKPOINTS = (
     " archive_sha256 TEXT,"
     " pruned BOOLEAN NOT NULL DEFAULT FALSE)"
 )
+# Parts shared between records (``_sql.SHARED_KEYS``), by the first 128 bits of their SHA-256. Never deleted:
+# they grow with the distinct evidence, not with the decisions (docs/decision-log-storage.md).
+_SHARED = (
+    "CREATE TABLE trtguard_shared (ref TEXT PRIMARY KEY, content TEXT NOT NULL)",
+    "ALTER TABLE trtguard_decisions ADD COLUMN shared_ref TEXT",
+)
 _ARCHIVED_THROUGH = (
     "(SELECT COALESCE(MAX(last_seq), 0) FROM trtguard_checkpoints WHERE archive_sha256 IS NOT NULL)"
 )
@@ -125,8 +131,13 @@ MIGRATIONS: Final = (
     *_VERSION_1,
     Migration(
         version=2,
-        description="sealed segments: signed checkpoints; pruning of archived segments only",
+        description="shared record parts; sealed segments: signed checkpoints; pruning of archived segments",
         sqlite=(
+            *_SHARED,
+            "CREATE TRIGGER trtguard_shared_no_update BEFORE UPDATE ON trtguard_shared"
+            " BEGIN SELECT RAISE(ABORT, 'trtguard_shared is append-only'); END",
+            "CREATE TRIGGER trtguard_shared_no_delete BEFORE DELETE ON trtguard_shared"
+            " BEGIN SELECT RAISE(ABORT, 'trtguard_shared is append-only'); END",
             _CHECKPOINTS,
             "DROP TRIGGER trtguard_decisions_no_delete",
             "CREATE TRIGGER trtguard_decisions_no_delete BEFORE DELETE ON trtguard_decisions"
@@ -141,6 +152,11 @@ MIGRATIONS: Final = (
             " BEGIN SELECT RAISE(ABORT, 'trtguard_checkpoints is append-only'); END",
         ),
         postgresql=(
+            *_SHARED,
+            "CREATE FUNCTION trtguard_shared_append_only() RETURNS trigger LANGUAGE plpgsql AS"
+            " $$ BEGIN RAISE EXCEPTION 'trtguard_shared is append-only'; END $$",
+            "CREATE TRIGGER trtguard_shared_append_only BEFORE UPDATE OR DELETE OR TRUNCATE"
+            " ON trtguard_shared FOR EACH STATEMENT EXECUTE FUNCTION trtguard_shared_append_only()",
             _CHECKPOINTS,
             "DROP TRIGGER trtguard_decisions_append_only ON trtguard_decisions",
             "CREATE TRIGGER trtguard_decisions_append_only BEFORE UPDATE OR TRUNCATE"

@@ -24,7 +24,7 @@ from webhook.decisionlog import checkpoints
 from webhook.decisionlog.chain import ChainReport, ChainVerifier, Row
 from webhook.decisionlog.checkpoints import Checkpoint
 from webhook.decisionlog.errors import DecisionLogError
-from webhook.decisionlog.record import INDEXED_NAMES, DecisionRecord, canonical_json
+from webhook.decisionlog.record import INDEXED_NAMES, DecisionRecord, canonical_json, load_body
 from webhook.decisionlog.segments import Ledger, SealedSegment, file_sha256
 
 #: Longest line read back from an archive: a record is at most about 8 MB of canonical JSON.
@@ -78,7 +78,7 @@ def _write(ledger: Ledger, checkpoint: Checkpoint, path: Path) -> None:
                     + b'","prev_hash":"'
                     + row.prev_hash.encode()
                     + b'","record":'
-                    + row.body.encode()
+                    + canonical_json(load_body(row.body))
                     + b',"seq":'
                     + str(row.seq).encode()
                     + b"}\n"

@@ -302,16 +302,21 @@ class PostgresStore:
                 known = {row[0] for row in await cursor.fetchall()}
             stored: list[StoredRecord] = []
             values: list[tuple[object, ...]] = []
+            shared: dict[str, tuple[str, str]] = {}
             for record in records:
                 if record.record_id in known:
                     continue
                 seq += 1
-                row, linked = _sql.link(record, seq, prev)
+                row, part, linked = _sql.link(record, seq, prev)
                 values.append(row)
+                if part is not None:
+                    shared[part[0]] = part
                 stored.append(linked)
                 prev = linked.hash
             if values:
                 async with conn.cursor() as insert:
+                    if shared:
+                        await insert.executemany(_sql.INSERT_SHARED.format(p="%s"), list(shared.values()))
                     await insert.executemany(_sql.insert("%s"), values)
                 await conn.execute(
                     "UPDATE trtguard_chain_head SET seq = %s, hash = %s WHERE id = 1", (seq, prev)

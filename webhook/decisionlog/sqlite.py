@@ -114,7 +114,9 @@ def write_batch(
             ):
                 continue
             seq += 1
-            values, linked = _sql.link(record, seq, prev)
+            values, shared, linked = _sql.link(record, seq, prev)
+            if shared is not None:
+                conn.execute(_sql.INSERT_SHARED.format(p="?"), shared)
             conn.execute(_sql.insert("?"), values)
             stored.append(linked)
             prev = linked.hash

@@ -13,7 +13,14 @@ import pytest
 from tests.support.harness import RecordFactory
 from trtguard.cli import main
 from verifier.deadline import Deadline
-from webhook.decisionlog import DecisionLogError, DecisionStore, PostgresStore, SQLiteStore, chain_hash
+from webhook.decisionlog import (
+    DecisionLogError,
+    DecisionStore,
+    PostgresStore,
+    RecordQuery,
+    SQLiteStore,
+    chain_hash,
+)
 
 
 async def _five(store: DecisionStore, make_record: RecordFactory) -> list[str]:
@@ -25,11 +32,17 @@ async def _five(store: DecisionStore, make_record: RecordFactory) -> list[str]:
     return uids
 
 
-def _rehash(body: str, prev: str) -> tuple[str, str]:
-    """Seq 3 admitted after the fact, with its own hash recomputed: (new body, new hash)."""
+async def _rehash(store: DecisionStore, body: str, prev: str) -> tuple[str, str]:
+    """Seq 3 admitted after the fact, with its own hash recomputed: (new stored body, new hash).
+
+    The stored body may lack the parts kept in the shared table; the hash covers the whole record.
+    """
+    [stored] = await store.query(RecordQuery(after_seq=2, limit=1))
+    whole = stored.record.to_json()
+    whole["allowed"] = True
     data = json.loads(body)
     data["allowed"] = True
-    return json.dumps(data), chain_hash(prev, data)
+    return json.dumps(data), chain_hash(prev, whole)
 
 
 async def _sqlite_log(tmp_path: Path, make_record: RecordFactory) -> tuple[SQLiteStore, list[str]]:
@@ -55,7 +68,7 @@ async def test_an_edited_record_with_a_recomputed_hash_is_named(
     with sqlite3.connect(store.path) as conn:
         body, prev = conn.execute("SELECT body, prev_hash FROM trtguard_decisions WHERE seq = 3").fetchone()
         conn.execute("DROP TRIGGER trtguard_decisions_no_update")
-        new_body, new_hash = _rehash(body, prev)
+        new_body, new_hash = await _rehash(store, body, prev)
         conn.execute(
             "UPDATE trtguard_decisions SET body = ?, hash = ?, allowed = 1 WHERE seq = 3",
             (new_body, new_hash),
@@ -106,7 +119,7 @@ async def test_postgres_damage(pg_url: str, make_record: RecordFactory) -> None:
             conn.execute("ALTER TABLE trtguard_decisions DISABLE TRIGGER USER")
             row = conn.execute("SELECT body, prev_hash FROM trtguard_decisions WHERE seq = 3").fetchone()
             assert row is not None
-            new_body, new_hash = _rehash(row[0], row[1])
+            new_body, new_hash = await _rehash(store, row[0], row[1])
             conn.execute(
                 "UPDATE trtguard_decisions SET body = %s, hash = %s, allowed = true WHERE seq = 3",
                 (new_body, new_hash),
