@@ -3,8 +3,8 @@
 Records are those the webhook's Reviewer writes for the demo material (an admitted FP16 Pod, an admitted
 calibrated INT8 Pod, a denied uncalibrated INT8 Pod: evidence, signatures, change control), varied per
 decision (uid, name, namespace, time). They are written with the store's own group-commit function
-(``write_batch``, batches of --batch), about 997 workloads, each with its own
-image and engine digests that change every --version-records at decision times --rate per second apart; every --segment-records
+(``write_batch``, batches of --batch) at decision times --rate per second apart, about 997 workloads,
+each with its own image and engine digests that change every --version-records; every --segment-records
 records the log is rotated as `trtguard audit rotate` does: sealed (signed checkpoints), archived to a folder,
 and pruned down to the newest --keep-records.
 
@@ -26,6 +26,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ MONTH_S = 30 * 86400
 WORKLOADS = 997
 
 
-def _own(entries: tuple[dict[str, Any], ...], workload: int, version: int) -> tuple[dict[str, Any], ...]:
+def _own(entries: tuple[Mapping[str, Any], ...], workload: int, version: int) -> tuple[dict[str, Any], ...]:
     """``entries`` with digests of this workload's own version: evidence differs between workloads."""
     salt = f"{workload}/{version}"
     return tuple(
@@ -128,24 +129,25 @@ def run(args: argparse.Namespace) -> None:
             f"\nwrote {written:,} records ({written / args.rate / 3600:.1f} h at {args.rate}/s) in "
             f"{write_s:.1f} s ({written / write_s:,.0f} records/s), {rotations} rotations in {rotate_s:.1f} s"
         )
-        print(f"live store: {live_records:,} records, file {file_bytes / 2**20:.1f} MiB, "
-              f"pages in use {used_bytes / 2**20:.1f} MiB -> {used_bytes / live_records:,.0f} bytes/record")  # fmt: skip
-        print(f"archive: {len(archives)} segments, {archived_records:,} records, "
-              f"{archive_bytes / 2**20:.1f} MiB -> {archive_bytes / archived_records:,.0f} bytes/record")  # fmt: skip
-        print(f"verify live log: {live_s:.2f} s ({live_s / live_records * 1e6:.1f} us/record); one archived "
-              f"segment of {segment_report.records:,}: {check.seconds:.2f} s")  # fmt: skip
-        month = args.rate * MONTH_S
         per_live, per_archive = used_bytes / live_records, archive_bytes / archived_records
+        print(
+            f"live store: {live_records:,} records, file {file_bytes / 2**20:.1f} MiB, pages in use", end=" "
+        )
+        print(f"{used_bytes / 2**20:.1f} MiB -> {per_live:,.0f} bytes/record")
+        print(f"archive: {len(archives)} segments, {archived_records:,} records,", end=" ")
+        print(f"{archive_bytes / 2**20:.1f} MiB -> {per_archive:,.0f} bytes/record")
+        print(f"verify live log: {live_s:.2f} s ({live_s / live_records * 1e6:.1f} us/record);", end=" ")
+        print(f"one archived segment of {segment_report.records:,}: {check.seconds:.2f} s")
+        month = args.rate * MONTH_S
         print(f"\nextrapolated to a month at {args.rate}/s ({month / 1e6:.1f} M records):")
         print(f"  archive per month: {month * per_archive / 2**30:.1f} GiB")
         for days in (1, 7):
             keep = args.rate * 86400 * days
             size, seconds = keep * per_live / 2**30, keep * live_s / live_records
-            print(
-                f"  live store keeping {days} day(s) ({keep / 1e6:.2f} M records): {size:.2f} GiB, verify {seconds:.0f} s"
-            )
-        print(f"  1 GiB of live store holds {2**30 / per_live / 1e6:.2f} M records = "
-              f"{2**30 / per_live / args.rate / 3600:.1f} h at {args.rate}/s")  # fmt: skip
+            print(f"  live store keeping {days} day(s) ({keep / 1e6:.2f} M records):", end=" ")
+            print(f"{size:.2f} GiB, verify {seconds:.0f} s")
+        held = 2**30 / per_live
+        print(f"  1 GiB of live store holds {held / 1e6:.2f} M records = {held / args.rate / 3600:.1f} h")
 
 
 async def _verify(log: Path) -> tuple[int, float]:
