@@ -70,8 +70,8 @@ def test_rotate_then_verify_the_live_log_and_an_archive(
     private, public = keys
     log, folder = tmp_path / "decisions.db", tmp_path / "archive"
     url = f"sqlite:///{log}"
-    _write(log, range(1, 26))
-    # An anchor for today, kept outside the log.
+    _write(log, range(1, 13))
+    # An anchor for today, kept outside the log: the checkpoint of seq 1…10.
     status, out, _ = _cli(
         capsys,
         "seal",
@@ -85,12 +85,14 @@ def test_rotate_then_verify_the_live_log_and_an_archive(
         "--anchor-out",
         str(tmp_path / "anchor.json"),
     )
-    assert status == 0 and "sealed seq 1…10" in out and "sealed seq 11…20" in out
+    assert status == 0 and "sealed seq 1…10" in out and "11…" not in out
+    _write(log, range(13, 26))
     rotate = ("rotate", "--decision-log", url, "--key", str(private), "--segment-records", "10",
               "--archive", str(folder), "--keep-records", "5")  # fmt: skip
     status, out, _ = _cli(capsys, *rotate)
     assert status == 0, out
-    assert "archived seq 1…10" in out and "pruned seq 11…20 (10 records" in out
+    assert "sealed seq 11…20" in out and "archived seq 1…10" in out and "pruned seq 11…20 (10 records" in out
+    # The anchor (seq 10) was pruned: the stored checkpoints link from it to the one the log starts from.
     status, out, _ = _cli(capsys, "verify", "--decision-log", url, "--key", str(public), "--anchor",
                           str(tmp_path / "anchor.json"), "--format", "json")  # fmt: skip
     result = json.loads(out)
