@@ -81,6 +81,12 @@ def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
         report = await store.verify()
         problems = _against_checkpoints(args, report, key, anchor)
         _print(args.format, store.description, report, problems, anchor, out)
+        if report.base_seq and key is None and args.format == "text":
+            print(
+                f"note: the checkpoint at seq {report.base_seq} the log starts from was taken as stored; "
+                "pass --key to check that the operator signed it",
+                file=out,
+            )
         return 0 if report.ok and not problems else 1
 
     return _run(args, work)

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
+
+import psycopg
 
 from verifier.keys import PrivateKey
 from webhook.decisionlog import _sql, checkpoints
@@ -25,6 +28,7 @@ from webhook.decisionlog.chain import ChainVerifier, Row
 from webhook.decisionlog.checkpoints import Checkpoint
 from webhook.decisionlog.errors import DecisionLogError
 from webhook.decisionlog.record import GENESIS_HASH, canonical_json, parse_time
+from webhook.decisionlog.sqlite import connect, migrate
 from webhook.decisionlog.store import redact
 
 #: Rows read per query while sealing or archiving.
@@ -58,10 +62,6 @@ class Ledger:
         """A ledger on the existing log at ``url`` (a SQLite file is migrated to this schema first, unless
         ``read_only``: then a log without checkpoints table has no segments)."""
         if url.startswith("sqlite:///"):
-            import sqlite3  # noqa: PLC0415 - only the dialect in use
-
-            from webhook.decisionlog.sqlite import connect, migrate  # noqa: PLC0415
-
             path = Path(url.removeprefix("sqlite:///").partition("?")[0])
             if not path.is_file():
                 raise DecisionLogError(
@@ -80,8 +80,6 @@ class Ledger:
             finally:
                 conn.close()
             return
-        import psycopg  # noqa: PLC0415
-
         try:
             pg = psycopg.connect(url, autocommit=True, connect_timeout=PG_TIMEOUT_S)
             pg.execute(f"SET statement_timeout = {PG_TIMEOUT_S * 1000}")
@@ -103,9 +101,7 @@ class Ledger:
         try:
             cursor = self._conn.execute(sql.replace("?", self._p), params)
             return list(cursor.fetchall()) if cursor.description is not None else []
-        except Exception as error:  # sqlite3.Error or psycopg.Error: the store's own error either way
-            if isinstance(error, DecisionLogError):
-                raise
+        except (sqlite3.Error, psycopg.Error) as error:
             raise DecisionLogError(f"decision log: {error}", location=self.where) from None
 
     @contextlib.contextmanager
