@@ -43,7 +43,8 @@ def register(subparsers: Subparsers) -> None:
     audit = add_command(
         subparsers,
         "audit",
-        description="Read the webhook's hash-chained decision log (read-only).",
+        description="Read and verify the webhook's hash-chained decision log (read-only); seal, archive, "
+        "prune and back it up (seal, archive, prune, rotate, backup).",
     )
     commands = audit.add_subparsers(dest="audit_command", metavar="COMMAND", required=True)
 

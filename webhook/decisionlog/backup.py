@@ -15,6 +15,7 @@ from pathlib import Path
 
 from webhook.decisionlog.errors import DecisionLogError
 from webhook.decisionlog.sqlite import connect
+from webhook.decisionlog.store import redact
 
 
 def backup_sqlite(url: str, target: Path) -> None:
@@ -22,7 +23,7 @@ def backup_sqlite(url: str, target: Path) -> None:
     if not url.startswith("sqlite:///"):
         raise DecisionLogError(
             "`trtguard audit backup` copies SQLite decision logs",
-            location=url.partition("@")[2] or url,
+            location=redact(url),
             hint="back up a PostgreSQL log with pg_dump (or the database's own backups)",
         )
     source = Path(url.removeprefix("sqlite:///").partition("?")[0])

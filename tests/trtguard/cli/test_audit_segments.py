@@ -181,3 +181,9 @@ def test_backup_and_restore_as_documented(tmp_path: Path, capsys: pytest.Capture
     _write(log, range(9, 10))  # the webhook starts again and goes on from the restored head
     status, out, _ = _cli(capsys, "verify", "--decision-log", f"sqlite:///{log}")
     assert status == 0 and "chain verified: 9 records" in out
+
+
+def test_backup_of_postgresql_points_to_pg_dump(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = "postgresql://trtguard:secret@db.example/trtguard"
+    status, _, err = _cli(capsys, "backup", "--decision-log", url, "--to", str(tmp_path / "b.db"))
+    assert status == 1 and "pg_dump" in err and "secret" not in err
