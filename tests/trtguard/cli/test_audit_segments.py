@@ -15,7 +15,7 @@ import pytest
 from trtguard.cli import main
 from verifier.deadline import Deadline
 from verifier.keys import encrypt_private_key, generate_private_key
-from webhook.decisionlog import DecisionRecord, SQLiteStore
+from webhook.decisionlog import DecisionRecord, PostgresStore, SQLiteStore
 from webhook.decisionlog.sqlite import write_batch
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -187,3 +187,33 @@ def test_backup_of_postgresql_points_to_pg_dump(tmp_path: Path, capsys: pytest.C
     url = "postgresql://trtguard:secret@db.example/trtguard"
     status, _, err = _cli(capsys, "backup", "--decision-log", url, "--to", str(tmp_path / "b.db"))
     assert status == 1 and "pg_dump" in err and "secret" not in err
+
+
+@pytest.mark.postgres
+def test_rotate_and_verify_on_postgresql(
+    pg_url: str, tmp_path: Path, keys: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    private, public = keys
+
+    async def write(numbers: range) -> None:
+        store = PostgresStore(pg_url)
+        await store.open()
+        for n in numbers:
+            await store.append(_record(n), deadline=Deadline.after(5))
+        await store.close()
+
+    asyncio.run(write(range(1, 10)))
+    anchor = tmp_path / "anchor.json"
+    seal = ("seal", "--decision-log", pg_url, "--key", str(private), "--segment-records", "4", "--only-full",
+            "--anchor-out", str(anchor))  # fmt: skip
+    assert _cli(capsys, *seal)[0] == 0
+    rotate = ("rotate", "--decision-log", pg_url, "--key", str(private), "--segment-records", "4",
+              "--archive", str(tmp_path / "archive"), "--keep-records", "1")  # fmt: skip
+    status, out, _ = _cli(capsys, *rotate)
+    assert status == 0 and "pruned seq 5…8" in out, out
+    asyncio.run(write(range(10, 12)))
+    verify = ("verify", "--decision-log", pg_url, "--key", str(public), "--anchor", str(anchor))
+    status, out, _ = _cli(capsys, *verify)
+    assert status == 0, out
+    assert "chain verified: 3 records after the checkpoint at seq 8" in out
+    assert "agrees with the signed checkpoint seq 5…8" in out
