@@ -110,7 +110,7 @@ class Ledger:
         try:
             yield
         except BaseException:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(sqlite3.Error, psycopg.Error):
                 self._conn.execute("ROLLBACK")
             raise
         self._all("COMMIT")
