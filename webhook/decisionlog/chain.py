@@ -49,7 +49,7 @@ class ChainReport:
     def summary(self) -> str:
         """One line for people."""
         if self.first_break is None:
-            since = f" after the checkpoint at seq {self.base_seq} (pruned up to it)" if self.base_seq else ""
+            since = f" after the checkpoint at seq {self.base_seq}" if self.base_seq else ""
             return (
                 f"chain verified: {self.records} records{since}, head {self.head_hash[:16]}… at seq "
                 f"{self.head_seq}"
