@@ -1,8 +1,8 @@
 """What the webhook admitted before, for change control: the policy engine's ``AdmissionHistory``.
 
-Answered from the decision log alone: the engines of a workload's newest real (not dry-run) admission that
-named any, with the name and containers each was recorded with, so that the engine a new one replaces is
-found whatever repository it comes from (``policies.evaluator``).
+Answered from the decision log alone: the engines of a workload's newest (by decision time) real (not
+dry-run) admission that named any, with the name and containers each was recorded with, so that the engine a
+new one replaces is found whatever repository it comes from (``policies.evaluator``).
 """
 
 from __future__ import annotations
@@ -36,10 +36,12 @@ class DecisionLogHistory:
         Raises :class:`EvidenceUnavailable` (transient) when the log cannot answer in time: the policy's
         ``onError`` then decides, as for any evidence that cannot be fetched.
         """
-        before: int | None = None
+        offset = 0
         try:
             async with asyncio.timeout(deadline.remaining()):
                 while True:
+                    # Newest by decision time, not by seq: a record shipped from a spool after an outage
+                    # lands after newer admissions written directly, and must not be taken as the last one.
                     page = await self.store.query(
                         RecordQuery(
                             namespace=namespace,
@@ -47,9 +49,10 @@ class DecisionLogHistory:
                             kind=kind,
                             allowed=True,
                             dry_run=False,
-                            before_seq=before,
                             newest_first=True,
+                            by_time=True,
                             limit=self.PAGE,
+                            offset=offset,
                         )
                     )
                     for stored in page:
@@ -58,7 +61,7 @@ class DecisionLogHistory:
                             return admitted
                     if len(page) < self.PAGE:
                         return ()
-                    before = page[-1].seq
+                    offset += len(page)
         except (TimeoutError, DecisionLogError) as error:
             reason = "ran out of time" if isinstance(error, TimeoutError) else str(error)
             raise EvidenceUnavailable(

@@ -6,6 +6,7 @@ import json
 import shutil
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,8 @@ async def test_last_engines_are_those_of_the_newest_real_admission_with_engines(
     stateful = _record(engines=(_engine(v3),), kind="StatefulSet")
     await _append(
         store,
-        _record(operation="CREATE", engines=(_engine(v1),)),
+        # Decided before `admitting` (which is made first here): the newest by decision time counts.
+        _record(operation="CREATE", engines=(_engine(v1),), time=admitting.time - timedelta(seconds=1)),
         admitting,
         *(_record() for _ in range(120)),  # scaling: no engine recorded; more than two pages to look through
         _record(engines=(_engine(v3),), allowed=False, reason="PolicyViolation"),  # denied

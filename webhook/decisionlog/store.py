@@ -22,7 +22,12 @@ class AppendReceipt:
 
 @dataclass(frozen=True, slots=True)
 class RecordQuery:
-    """Filters for reading records back; ``None`` means any. ``newest_first`` with ``limit`` gives a tail."""
+    """Filters for reading records back; ``None`` means any. ``newest_first`` with ``limit`` gives a tail.
+
+    ``by_time`` orders by the decision time (then ``seq``) instead of ``seq`` alone: records shipped from a
+    spool after an outage are appended after newer ones written directly, so "the last admission" is the
+    newest by time. ``offset`` skips that many records of the order (for paging by time).
+    """
 
     namespace: str | None = None
     name: str | None = None
@@ -36,6 +41,8 @@ class RecordQuery:
     before_seq: int | None = None
     limit: int | None = None
     newest_first: bool = False
+    by_time: bool = False
+    offset: int | None = None
 
 
 class DecisionStore(Protocol):

@@ -21,6 +21,7 @@ from webhook.decisionlog import (
     SQLiteStore,
     open_store,
 )
+from webhook.decisionlog._schema import LATEST_VERSION
 from webhook.decisionlog.record import UNSTORABLE_MARK, storable
 from webhook.decisionlog.sqlite import connect
 
@@ -73,7 +74,9 @@ async def test_records_survive_reopening_and_the_chain_continues(
     assert receipt.seq == 2
     assert (await second.verify()).ok
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM trtguard_schema_migrations").fetchall() == [(1,)]
+        assert conn.execute("SELECT version FROM trtguard_schema_migrations ORDER BY version").fetchall() == [
+            (v,) for v in range(1, LATEST_VERSION + 1)
+        ]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
