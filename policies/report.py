@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Any
 
@@ -110,6 +109,9 @@ def _json(report: CheckReport) -> str:
 
 
 def _junit(report: CheckReport) -> str:
+    # Imported here: the XML parser's import costs more than a whole `check` of one file in another format.
+    import xml.etree.ElementTree as ET  # noqa: PLC0415
+
     failures = report.denied + (report.unchecked if report.fail_unknown_kinds else 0)
     suites = ET.Element("testsuites", name="trtguard check")
     suite = ET.SubElement(

@@ -16,7 +16,9 @@ __all__ = ["API_VERSION", "KeyRef", "Metadata", "Name", "StrictModel", "parse_du
 class StrictModel(BaseModel):
     """A part of a policy document: an unknown key or an explicit null is an error, never ignored."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, defer_build=True
+    )
 
     @field_validator("*")
     @classmethod

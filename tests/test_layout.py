@@ -98,3 +98,32 @@ def test_help_and_a_small_command_load_only_what_they_use() -> None:
     help_modules, schema_modules = result.stdout.splitlines()
     assert help_modules == "['verifier', 'verifier.errors']"
     assert schema_modules == "[]", "`trtguard schema` needs neither the server nor the registry client"
+
+
+@pytest.mark.parametrize("command", ["keygen", "attest", "verify-attestation"])
+def test_key_commands_parse_without_cryptography(command: str) -> None:
+    # `trtguard keygen --help` builds this parser: it stays as light as `trtguard --help` (issue 15).
+    probe = (
+        "import sys\n"
+        "from trtguard.cli import build_parser\n"
+        f"build_parser({command!r})\n"
+        "heavy = ('cryptography', 'httpx', 'pydantic', 'policies', 'webhook')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith('verifier.')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert result.stdout.strip() == "['verifier.errors']"
+
+
+def test_an_offline_check_loads_no_registry_client() -> None:
+    probe = (
+        "import sys\n"
+        "from trtguard.cli import build_parser\n"
+        "build_parser('check')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'httpx' or 'xml.etree' in m))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert result.stdout.strip() == "[]", "the registry client and the XML writer load when they are used"

@@ -37,20 +37,20 @@ class WrongPassword(InputError):
 
 
 class _Kdf(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
     name: str
     params: dict[str, int]
     salt: str
 
 
 class _Cipher(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
     name: str
     nonce: str
 
 
 class _KeyFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
     kdf: _Kdf
     cipher: _Cipher
     ciphertext: str = Field(min_length=1)

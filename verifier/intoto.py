@@ -42,7 +42,7 @@ _HEX = re.compile(r"[0-9a-fA-F]+")
 class ResourceDescriptor(BaseModel):
     """An in-toto ResourceDescriptor; as a subject it needs a digest."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", defer_build=True)
 
     name: str | None = None
     uri: str | None = None
@@ -68,7 +68,7 @@ class ResourceDescriptor(BaseModel):
 class Statement(BaseModel):
     """An in-toto Statement: subjects (by digest), a predicate type URI and the predicate."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", defer_build=True)
 
     type_: str = Field(default=STATEMENT_TYPE, alias="_type")
     subject: list[ResourceDescriptor] = Field(min_length=1)

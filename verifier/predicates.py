@@ -28,7 +28,7 @@ from pydantic_core import PydanticCustomError
 class StrictModel(BaseModel):
     """Base of every predicate model: unknown keys are errors and instances are immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")

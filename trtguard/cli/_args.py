@@ -33,3 +33,21 @@ def add_evidence_arguments(parser: argparse.ArgumentParser, purpose: str) -> Non
 def wants_evidence(args: argparse.Namespace) -> bool:
     """True when the command line named an evidence source (a folder or the registries)."""
     return args.attestations is not None or args.registry or args.registry_config is not None
+
+
+def add_registry_arguments(parser: argparse._ActionsContainer) -> None:
+    """Add ``--registry-config`` and ``--timeout`` (used by every command that writes to a registry)."""
+    parser.add_argument(
+        "--registry-config",
+        type=Path,
+        metavar="FILE",
+        help="registry settings (CA bundles, credentials, loopback plain HTTP); "
+        "default: $TRTGUARD_REGISTRY_CONFIG",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="give up after this many seconds (default: 600)",
+    )

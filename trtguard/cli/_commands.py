@@ -9,7 +9,8 @@ from here and refuse abbreviated options everywhere: ``--registry`` is never a p
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
@@ -88,3 +89,15 @@ def add_command(subparsers: Subparsers, name: str, **kwargs: Any) -> argparse.Ar
 def add_subcommand(subparsers: Subparsers, name: str, **kwargs: Any) -> argparse.ArgumentParser:
     """The parser of one sub-command of a command (``audit tail``, ``manifest create``, …)."""
     return subparsers.add_parser(name, allow_abbrev=False, **kwargs)
+
+
+def deferred(module: str, function: str) -> Callable[[argparse.Namespace], int]:
+    """A command handler that imports ``module`` only when the command runs: the parser (and ``--help``)
+    then stays free of what the command needs to do its work."""
+
+    def handler(args: argparse.Namespace) -> int:
+        status: int = getattr(importlib.import_module(module), function)(args)
+        return status
+
+    handler.__qualname__ = f"{module}.{function}"
+    return handler

@@ -10,7 +10,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from trtguard.cli._commands import Subparsers, add_command
-from trtguard.cli.keys import add_output_arguments, add_password_arguments, load_signing_key, write_envelope
+from trtguard.cli.keys import add_output_arguments, add_password_arguments
+from trtguard.cli.keys_commands import load_signing_key, write_envelope
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ChangeApproval, ChangeKind
 from verifier.digests import hash_file, parse_sha256
 from verifier.dsse import Envelope

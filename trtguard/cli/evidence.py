@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from trtguard.cli._args import add_evidence_arguments, wants_evidence
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
-from trtguard.cli.keys import add_password_arguments, load_public_key, load_signing_key
+from trtguard.cli.keys import add_password_arguments
+from trtguard.cli.keys_commands import load_public_key, load_signing_key
 from verifier.errors import InputError
 from webhook.settings import DEFAULT_DECISION_LOG
 

@@ -19,9 +19,10 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
+from trtguard.cli._args import add_registry_arguments
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
-from trtguard.cli.keys import add_password_arguments, load_signing_key, write_envelope
-from trtguard.cli.registry import add_registry_arguments
+from trtguard.cli.keys import add_password_arguments
+from trtguard.cli.keys_commands import load_signing_key, write_envelope
 from trtguard.release.manifest.create import CreateInputs, Environment, create_manifest
 from trtguard.release.manifest.draft import Draft
 from trtguard.release.manifest.files import read_json, read_manifest_file, read_yaml

@@ -18,8 +18,10 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from trtguard.cli._args import add_registry_arguments
 from trtguard.cli._commands import Subparsers, add_command
-from trtguard.cli.keys import add_password_arguments, load_signing_key
+from trtguard.cli.keys import add_password_arguments
+from trtguard.cli.keys_commands import load_signing_key
 from trtguard.release.attach import Attached, attach_attestation, attach_openpgp_statement
 from trtguard.release.cosign_layout import append_layer, push_referrer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
@@ -121,24 +123,6 @@ def register(subparsers: Subparsers) -> None:
     )
     add_registry_arguments(attach)
     attach.set_defaults(handler=_attach_attestation)
-
-
-def add_registry_arguments(parser: argparse._ActionsContainer) -> None:
-    """Add ``--registry-config`` and ``--timeout`` (used by every command that writes to a registry)."""
-    parser.add_argument(
-        "--registry-config",
-        type=Path,
-        metavar="FILE",
-        help="registry settings (CA bundles, credentials, loopback plain HTTP); "
-        "default: $TRTGUARD_REGISTRY_CONFIG",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=600.0,
-        metavar="SECONDS",
-        help="give up after this many seconds (default: 600)",
-    )
 
 
 def _registry_config(args: argparse.Namespace) -> RegistryConfig:

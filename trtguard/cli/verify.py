@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from trtguard.cli._commands import Subparsers, add_command
-from trtguard.cli.keys import load_public_key
+from trtguard.cli.keys_commands import load_public_key
 from verifier.digests import hash_file, is_sha256_hex
 from verifier.errors import InputError
 from verifier.files import read_limited

@@ -131,7 +131,7 @@ def _trusted_keys(paths: list[Path]) -> dict[str, PublicKey]:
 def _signing_key(args: argparse.Namespace) -> PrivateKey:
     # Imported here: the shared password helper lives with the key commands, whose module also loads the
     # sigstore verifier; only --attest needs it.
-    from trtguard.cli.keys import load_signing_key  # noqa: PLC0415
+    from trtguard.cli.keys_commands import load_signing_key  # noqa: PLC0415
 
     return load_signing_key(args.attest_key, args)
 

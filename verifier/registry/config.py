@@ -28,7 +28,7 @@ PositiveSeconds = Annotated[float, Field(gt=0, le=3600)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Timeouts(_Model):

@@ -27,14 +27,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from verifier.deadline import Deadline
 from verifier.digests import parse_sha256
 from verifier.errors import EvidenceUnavailable
 from verifier.references import ImageReference
 from verifier.registry._tasks import task_group
-from verifier.registry.client import RegistryClient
 from verifier.registry.oci import Descriptor, Manifest
 from verifier.signatures import (
     BUNDLE_MEDIA_TYPE,
@@ -43,6 +42,9 @@ from verifier.signatures import (
     SIGNATURE_ANNOTATION,
     SIMPLE_SIGNING_MEDIA_TYPE,
 )
+
+if TYPE_CHECKING:  # annotations only: importing the client (httpx) here would slow offline commands
+    from verifier.registry.client import RegistryClient
 
 __all__ = [
     "BUNDLE_CONTENT_ANNOTATION",

@@ -36,7 +36,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
@@ -54,7 +54,6 @@ from verifier.files import MAX_DOCUMENT_BYTES
 from verifier.intoto import PAYLOAD_TYPE, Statement, statement_from_envelope
 from verifier.references import ImageReference
 from verifier.registry._tasks import task_group
-from verifier.registry.client import RegistryClient
 from verifier.registry.config import load_registry_config
 from verifier.registry.cosign_layout import (
     DSSE_ENVELOPE,
@@ -72,6 +71,9 @@ from verifier.signatures.notation import ARTIFACT_TYPE as NOTATION_SIGNATURE
 from verifier.signatures.notation import COSE_MEDIA_TYPE, JWS_MEDIA_TYPE
 
 __all__ = ["RegistryEvidence", "evidence_source"]
+
+if TYPE_CHECKING:  # the client (httpx) is imported when a registry is used: offline checks start faster
+    from verifier.registry.client import RegistryClient
 
 _log = logging.getLogger(__name__)
 
@@ -94,6 +96,8 @@ def evidence_source(
         )
     if attestations is not None or (registry_config is None and not registry):
         return LocalEvidence(attestations), None
+    from verifier.registry.client import RegistryClient  # noqa: PLC0415 - see TYPE_CHECKING above
+
     client = RegistryClient(load_registry_config(registry_config) if registry_config else None)
     return RegistryEvidence(client), client
 

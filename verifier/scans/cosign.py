@@ -37,7 +37,7 @@ _TRIVY_SEVERITIES: Final = {1: "low", 2: "medium", 3: "high", 4: "critical"}
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class _Db(_Model):

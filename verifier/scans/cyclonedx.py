@@ -38,7 +38,7 @@ _CVSS_VERSIONS = {"CVSSv2": 2, "CVSSv3": 3, "CVSSv31": 3, "CVSSv4": 4}
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class _Component(_Model):

@@ -26,7 +26,7 @@ _PACKAGE_MANAGER = frozenset({"PACKAGE-MANAGER", "PACKAGE_MANAGER"})
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class _ExternalRef(_Model):

@@ -7,7 +7,9 @@ is definitive, and a tag's ``Docker-Content-Digest`` must agree with its bytes.
 from __future__ import annotations
 
 import hashlib
+import importlib.abc
 import json
+import sys
 
 import pytest
 
@@ -139,3 +141,30 @@ async def test_manifest_by_tag_contradicting_its_digest_header(
         ALTERED + "manifest",
         prefix=True,
     )
+
+
+class _ImportCounter(importlib.abc.MetaPathFinder):
+    """Counts the imports that reach the finders: a failed import is not cached and searches sys.path anew."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def find_spec(self, fullname: str, path: object, target: object = None) -> None:
+        self.names.append(fullname)
+
+
+async def test_requests_import_nothing_once_warm(client: RegistryClient, registry: LocalRegistry) -> None:
+    # httpcore imports sniffio for every pool lock; without it installed, every request searched sys.path
+    # again (issue 15: about 5 ms of each cold registry admission).
+    refs = [image_ref(registry.host, f"client/imports-{n}:v1") for n in range(3)]
+    for ref in refs:
+        await push_image(client, ref, tiny_image())
+    counter = _ImportCounter()
+    sys.meta_path.insert(0, counter)
+    try:
+        for ref in refs:
+            await client.resolve(ref, Deadline.after(10))
+    finally:
+        sys.meta_path.remove(counter)
+    assert client.stats.total_requests > 0
+    assert counter.names == []

@@ -1,0 +1,162 @@
+"""What ``trtguard keygen``, ``attest`` and ``verify-attestation`` do, and the key and envelope file helpers
+that other commands share (their options are in :mod:`trtguard.cli.keys`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trtguard.cli.keys import read_password
+from verifier.attestations import (
+    CHANGE_APPROVAL_PREDICATE_TYPE,
+    ENGINE_BUILD_PREDICATE_TYPE,
+    ENGINE_VERIFICATION_PREDICATE_TYPE,
+    load_approval,
+    load_verification,
+)
+from verifier.digests import hash_file
+from verifier.dsse import Envelope
+from verifier.errors import InputError, TrtguardError
+from verifier.files import read_limited
+from verifier.intoto import Statement, sign_statement, statement_for_file
+from verifier.keys import PrivateKey, PublicKey, encrypt_private_key, generate_private_key, load_private_key
+from verifier.manifest import load_manifest
+from verifier.signatures import TrustPolicy, verify_attestation
+
+
+def _read(path: Path, what: str) -> bytes:
+    return read_limited(path, what)
+
+
+def load_signing_key(path: Path, args: argparse.Namespace) -> PrivateKey:
+    """Open the private key at ``path`` with the password from :func:`read_password`."""
+    data = _read(path, "the private key")
+    try:
+        return load_private_key(data, read_password(args))
+    except TrtguardError as error:
+        error.location = error.location or str(path)
+        raise
+
+
+def load_public_key(path: Path) -> PublicKey:
+    """Read a PEM public key file, naming the file in errors."""
+    try:
+        return PublicKey.from_pem(_read(path, "the public key"))
+    except TrtguardError as error:
+        error.location = error.location or str(path)
+        raise
+
+
+def _write_new(path: Path, data: bytes, mode: int, *, force: bool) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
+    descriptor = os.open(path, flags, mode)
+    with os.fdopen(descriptor, "wb") as stream:
+        # os.open applies the mode only when it creates the file; an overwritten key file gets it too.
+        os.fchmod(stream.fileno(), mode)
+        stream.write(data)
+
+
+def keygen(args: argparse.Namespace) -> int:
+    """``trtguard keygen``: write a new encrypted key pair."""
+    prefix: str = args.output
+    key_path, pub_path = Path(f"{prefix}.key"), Path(f"{prefix}.pub")
+    if not args.force:
+        existing = [str(p) for p in (key_path, pub_path) if p.exists()]
+        if existing:
+            raise InputError(
+                f"refusing to overwrite {', '.join(existing)}", hint="pass --force to replace the key pair"
+            )
+    password = read_password(args, confirm=True)
+    key = generate_private_key()
+    try:
+        _write_new(key_path, encrypt_private_key(key, password), 0o600, force=args.force)
+        _write_new(pub_path, key.public_key().to_pem(), 0o644, force=args.force)
+    except FileExistsError as error:
+        raise InputError("refusing to overwrite an existing file", location=error.filename) from error
+    except OSError as error:
+        raise InputError(f"cannot write the key pair: {error.strerror}", location=error.filename) from error
+    print(f"Private key written to {key_path}")
+    print(f"Public key written to {pub_path}")
+    print(f"Key id {key.public_key().key_id}")
+    return 0
+
+
+def attest(args: argparse.Namespace) -> int:
+    """``trtguard attest``: sign an in-toto statement about a file."""
+    try:
+        predicate: Any = json.loads(_read(args.predicate, "the predicate"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise InputError("the predicate is not JSON", location=str(args.predicate)) from error
+    if not isinstance(predicate, dict):
+        raise InputError("the predicate must be a JSON object", location=str(args.predicate))
+    if not args.subject.is_file():
+        raise InputError("the subject file does not exist", location=str(args.subject))
+    statement = statement_for_file(args.subject, args.type, predicate, name=args.subject_name)
+    _validate_known_predicate(statement, str(args.predicate))
+    envelope = sign_statement(statement, load_signing_key(args.key, args))
+    write_envelope(envelope, args)
+    return 0
+
+
+def _validate_known_predicate(statement: Statement, source: str) -> None:
+    """trtguard's own predicate types are checked before signing, so a draft can never be signed."""
+    loaders: dict[str, Callable[[Statement, str], object]] = {
+        ENGINE_BUILD_PREDICATE_TYPE: load_manifest,
+        ENGINE_VERIFICATION_PREDICATE_TYPE: load_verification,
+        CHANGE_APPROVAL_PREDICATE_TYPE: load_approval,
+    }
+    loader = loaders.get(statement.predicate_type)
+    if loader is not None:
+        loader(statement, source)
+
+
+def write_envelope(envelope: Envelope, args: argparse.Namespace) -> None:
+    """Write a signed envelope to ``--output`` (or standard output) and attach it to ``--push REF``."""
+    output = envelope.to_json() + b"\n"
+    if args.output is not None:
+        try:
+            args.output.write_bytes(output)
+        except OSError as error:
+            raise InputError(
+                f"cannot write the envelope: {error.strerror}", location=str(args.output)
+            ) from error
+        print(f"Attestation written to {args.output}", file=sys.stderr)
+    elif args.push is None:
+        sys.stdout.buffer.write(output)
+    if args.push is not None:
+        # Imported here: registry.py imports this module, so a module-level import would be circular.
+        from trtguard.cli.registry import push_attestation  # noqa: PLC0415
+
+        print(push_attestation(output, args.push, args), file=sys.stderr)
+
+
+def verify_attestation_command(args: argparse.Namespace) -> int:
+    """``trtguard verify-attestation``: check an envelope's signatures, type and subject."""
+    location = str(args.envelope)
+    envelope = Envelope.from_json(_read(args.envelope, "the envelope"), location=location)
+    keys = {str(path): load_public_key(path) for path in args.key}
+    policy = TrustPolicy(keys=keys, threshold=args.threshold)
+    subject_digest = None
+    if args.subject is not None:
+        try:
+            subject_digest = hash_file(args.subject).digest
+        except OSError as error:
+            raise InputError(
+                f"cannot read the subject: {error.strerror}", location=str(args.subject)
+            ) from error
+    result = verify_attestation(
+        envelope, policy, subject_digest=subject_digest, predicate_type=args.type, location=location
+    )
+    statement = result.statement
+    print(f"Verified OK: {location}")
+    print(f"  signed by: {', '.join(result.keys)} ({result.verified} of {result.threshold} required)")
+    if statement is not None:
+        print(f"  predicate type: {statement.predicate_type}")
+        for subject in statement.subject:
+            print(f"  subject: {subject.name or '(unnamed)'} sha256:{subject.digest.get('sha256', '?')}")
+    return 0
