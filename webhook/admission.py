@@ -126,9 +126,10 @@ class Reviewer:
             verdict = refusal or await self._judge(request, deadline, budget)
             latency = time.perf_counter() - started
             record = self._record(request, verdict, latency)
-            # Half the margin is left for the record, so that a slow evaluation still gets logged in time. A
-            # record the store has started writing is waited for past it (up to the store's write timeout):
-            # the answer must agree with the log.
+            # Half the margin is left for the record, so that a slow evaluation still gets logged in time.
+            # Nothing waits past it: a record not confirmed by then is answered as a denial, and if it lands
+            # later the store follows it with an undelivered record (webhook.decisionlog.undelivered). The
+            # store adds its own wait to the record's latency, so the record shows the whole answer time.
             log_deadline = Deadline.after(deadline.remaining() + self.settings.timeout_margin / 2)
             written = await self._write(record, verdict, log_deadline)
             # A refusal is a denial either way, and says best why.

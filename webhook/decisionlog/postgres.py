@@ -12,16 +12,16 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import psycopg
 import psycopg_pool
 
 from verifier.deadline import Deadline
-from webhook.decisionlog import _schema, _sql
+from webhook.decisionlog import _schema, _sql, undelivered
 from webhook.decisionlog._batching import BatchWriter
 from webhook.decisionlog.chain import ChainReport, ChainVerifier
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable, describe
@@ -29,6 +29,7 @@ from webhook.decisionlog.record import DecisionRecord, StoredRecord
 from webhook.decisionlog.store import AppendReceipt, RecordQuery, redact
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 #: Arbitrary constant naming trtguard's advisory lock for schema migrations.
 _MIGRATION_LOCK: Final = 0x7472_7467_7561_7264 & 0x7FFF_FFFF_FFFF_FFFF
@@ -42,11 +43,16 @@ class PostgresOptions:
     max_size: int = 4
     connect_timeout: float = 3.0
     #: Upper bound of one write: schema setup if still pending, getting a connection and the transaction
-    #: (lock waits on the chain head included). Cancelling a statement in flight may add a round trip.
+    #: (lock waits on the chain head included). A write past it is abandoned with its connection, never
+    #: waited on (cancelling a query on a hung server would wait for that server).
     write_timeout: float = 5.0
     statement_timeout_ms: int = 5000
     #: Seconds between health checks, which make the store ready again once the database answers.
     health_interval: float = 5.0
+    #: Seconds between health checks while the store is failed: how soon it takes records again.
+    retry_interval: float = 1.0
+    #: A commit running longer than this makes the store unready and refuse new records at once.
+    stall_after: float = 2.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -60,7 +66,12 @@ class PostgresStore:
         self._pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         # Its failure is also set by the health check, which runs on the event loop at all times (while
         # ready too, so that a database gone while idle makes the replica unready before a request fails).
-        self._writer = BatchWriter(where=self.description, log=_log)
+        # A database known to be down (or hung) refuses records at once: waiting out a connect timeout per
+        # batch would hold every decision queued behind it past the API server's deadline.
+        self._writer = BatchWriter(
+            where=self.description, log=_log, fail_fast=True, stall_after=self._options.stall_after
+        )
+        self._abandoned: set[asyncio.Task[Any]] = set()
         self._schema_ready = False
         self._schema_lock = asyncio.Lock()
         self._health: asyncio.Task[None] | None = None
@@ -73,8 +84,8 @@ class PostgresStore:
 
     @property
     def ready(self) -> bool:
-        """True once the schema is in place and the last write or health check succeeded."""
-        return self._schema_ready and self._writer.failure is None
+        """True once the schema is in place, the last write or health check succeeded, and no write stalls."""
+        return self._schema_ready and self._writer.failure is None and not self._writer.stalled
 
     @property
     def size_bytes(self) -> int | None:
@@ -172,12 +183,7 @@ class PostgresStore:
         unready for good.
         """
         try:
-            async with asyncio.timeout(self._options.write_timeout):
-                await self._ensure_schema()
-                async with self._connection() as conn:
-                    # Reaching the database and measuring the log in one round trip.
-                    cursor = await conn.execute("SELECT pg_total_relation_size('trtguard_decisions')")
-                    size = await cursor.fetchone()
+            size = await self._bounded(self._measure())
         except Exception as error:  # whatever the cause, the store cannot take records now
             if self._writer.failure is None:
                 _log.warning(
@@ -193,6 +199,33 @@ class PostgresStore:
             _log.info("decision log reachable again", extra={"store": self.description})
         self._writer.failure = None
         return True
+
+    async def _measure(self) -> Any:
+        await self._ensure_schema()
+        async with self._connection() as conn:
+            # Reaching the database and measuring the log in one round trip.
+            cursor = await conn.execute("SELECT pg_total_relation_size('trtguard_decisions')")
+            return await cursor.fetchone()
+
+    async def _bounded(self, work: Coroutine[Any, Any, _T]) -> _T:
+        """``work`` within ``write_timeout``; past it, abandoned rather than waited on.
+
+        Cancelling a query makes psycopg ask the server to cancel it and wait for that (up to 10 s); on a
+        hung server that wait is the whole cost. The task is cancelled once more shortly after, which makes
+        psycopg close the connection instead; it ends in the background and the pool replaces the connection.
+        """
+        task = asyncio.ensure_future(work)
+        done, _ = await asyncio.wait({task}, timeout=self._options.write_timeout)
+        if task in done:
+            return task.result()
+        task.cancel()
+        asyncio.get_running_loop().call_later(0.05, task.cancel)
+        self._abandoned.add(task)
+        task.add_done_callback(_forget(self._abandoned))
+        raise DecisionLogUnavailable(
+            f"the write did not finish within {self._options.write_timeout:g} s; abandoned it",
+            location=self.description,
+        )
 
     async def query(self, query: RecordQuery) -> list[StoredRecord]:
         """Records matching ``query``."""
@@ -266,16 +299,12 @@ class PostgresStore:
             self._schema_ready = True
 
     async def _write_bounded(self, records: list[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
-        try:
-            # Schema setup is inside the bound: it waits for a connection and a lock like the write itself.
-            async with asyncio.timeout(self._options.write_timeout):
-                await self._ensure_schema()
-                return await self._write_batch(records, dedupe=dedupe)
-        except TimeoutError:
-            raise DecisionLogUnavailable(
-                f"the write did not finish within {self._options.write_timeout:g} s",
-                location=self.description,
-            ) from None
+        # Schema setup is inside the bound: it waits for a connection and a lock like the write itself.
+        return await self._bounded(self._write_unbounded(records, dedupe=dedupe))
+
+    async def _write_unbounded(self, records: list[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
+        await self._ensure_schema()
+        return await self._write_batch(records, dedupe=dedupe)
 
     async def _write_batch(self, records: list[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
         async with self._connection() as conn, conn.transaction():
@@ -291,6 +320,15 @@ class PostgresStore:
                     ([r.record_id for r in records],),
                 )
                 known = {row[0] for row in await cursor.fetchall()}
+            # Undelivered records are written only for an original in the log, and once (undelivered.py).
+            originals = {r.record_id: o for r in records if (o := undelivered.target(r)) is not None}
+            if originals:
+                cursor = await conn.execute(
+                    "SELECT record_id FROM trtguard_decisions WHERE record_id = ANY(%s)",
+                    ([*originals, *originals.values()],),
+                )
+                present = {row[0] for row in await cursor.fetchall()}
+                known |= {m for m, o in originals.items() if m in present or o not in present}
             stored: list[StoredRecord] = []
             values: list[tuple[object, ...]] = []
             for record in records:
@@ -311,5 +349,17 @@ class PostgresStore:
 
     async def _health_loop(self) -> None:
         while True:
-            await asyncio.sleep(self._options.health_interval)
+            failed = self._writer.failure is not None
+            await asyncio.sleep(self._options.retry_interval if failed else self._options.health_interval)
             await self.check_health()
+
+
+def _forget(tasks: set[asyncio.Task[Any]]) -> Callable[[asyncio.Task[Any]], None]:
+    """A done-callback that drops an abandoned task and consumes its outcome (it was already reported)."""
+
+    def done(task: asyncio.Task[Any]) -> None:
+        tasks.discard(task)
+        if not task.cancelled():
+            task.exception()
+
+    return done

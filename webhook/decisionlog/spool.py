@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -25,6 +27,7 @@ from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
 from webhook.decisionlog.postgres import PostgresStore
 from webhook.decisionlog.record import DecisionRecord, StoredRecord, load_body, storable
 from webhook.decisionlog.store import AppendReceipt, RecordQuery
+from webhook.decisionlog.undelivered import undelivered
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -34,6 +37,24 @@ SPOOL_RESERVE: Final = 0.5
 SHIP_BATCH: Final = 500
 #: Longest wait between shipping rounds after rounds that failed (the wait doubles from ``ship_interval``).
 MAX_SHIP_BACKOFF: Final = 60.0
+#: Free bytes the spool's file system must have to count as able to take a record (a record is a few KiB;
+#: SQLite needs room for its write-ahead log too).
+MIN_FREE_BYTES: Final = 1024 * 1024
+
+
+def writable_room(path: Path, min_free: int = MIN_FREE_BYTES) -> str | None:
+    """None when the folder of ``path`` is writable with ``min_free`` bytes free, else what is wrong."""
+    folder = path.parent
+    try:
+        stats = os.statvfs(folder)
+    except OSError as error:
+        return f"cannot check {folder}: {error.strerror or error}"
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{path} is not writable"
+    free = stats.f_bavail * stats.f_frsize
+    if free < min_free:
+        return f"the file system of {path} is full ({free} bytes free)"
+    return None
 
 
 class Spool:
@@ -139,7 +160,10 @@ class SpoolingStore:
         # While PostgreSQL is known to be down, requests go straight to the spool instead of waiting on it.
         self._skip_primary_until = 0.0
         self._pending = 0
+        #: Why the spool cannot take a record now (its last write failed, or no room); None while it can.
+        self.spool_failure: str | None = None
         self._shipper: asyncio.Task[None] | None = None
+        self._late: set[asyncio.Task[None]] = set()
         self._closing = asyncio.Event()
 
     @property
@@ -149,8 +173,15 @@ class SpoolingStore:
 
     @property
     def ready(self) -> bool:
-        """True while the shipper runs: the local spool takes what PostgreSQL cannot, and gets shipped."""
-        return self._shipper is not None and not self._shipper.done()
+        """True while a record can be taken now: PostgreSQL takes it, or the spool can, and the shipper runs.
+
+        The spool counts as able when its last write did not fail and its folder is writable with room left.
+        """
+        if self._shipper is None or self._shipper.done():
+            return False
+        if self.primary.ready:
+            return True
+        return self.spool_failure is None and writable_room(self.spool.path) is None
 
     @property
     def size_bytes(self) -> int | None:
@@ -175,6 +206,7 @@ class SpoolingStore:
             self._closing.set()
             # A shipper that was cancelled or crashed has nothing more to say here (it logs its failures).
             await asyncio.gather(shipper, return_exceptions=True)
+        await asyncio.gather(*self._late, return_exceptions=True)
         try:
             await self.primary.close()
         finally:
@@ -186,6 +218,7 @@ class SpoolingStore:
         A record PostgreSQL has started writing is waited for (up to its ``write_timeout``), which can take
         longer than that share.
         """
+        started = time.monotonic()
         budget = min(self._primary_timeout, deadline.remaining() - SPOOL_RESERVE)
         if budget > 0 and time.monotonic() >= self._skip_primary_until:
             try:
@@ -193,7 +226,25 @@ class SpoolingStore:
             except DecisionLogUnavailable as error:
                 self._skip_primary_until = time.monotonic() + self._retry_after
                 _log.warning("spooling decisions locally: %s", error.message)
-        await self.spool.put(record)
+        # The whole answer time, the wait for PostgreSQL included.
+        waited = round((time.monotonic() - started) * 1_000_000)
+        record = dataclasses.replace(record, latency_us=record.latency_us + waited)
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                await self.spool.put(record)
+        except TimeoutError:
+            # The put may still land: spool the undelivered record after it (the spool's one thread keeps the
+            # order), and PostgreSQL writes it only beside the original (webhook.decisionlog.undelivered).
+            late = asyncio.create_task(self.spool.put(undelivered(record)))
+            self._late.add(late)
+            late.add_done_callback(self._late_done)
+            raise DecisionLogUnavailable(
+                "the local decision spool did not take the record in time", location=str(self.spool.path)
+            ) from None
+        except DecisionLogUnavailable as error:
+            self.spool_failure = error.message
+            raise
+        self.spool_failure = None
         self._pending += 1
         return AppendReceipt(None, None, spooled=True)
 
@@ -226,12 +277,24 @@ class SpoolingStore:
         """Verify the PostgreSQL chain."""
         return await self.primary.verify()
 
+    def _late_done(self, task: asyncio.Task[None]) -> None:
+        self._late.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            _log.error(
+                "could not spool an undelivered record: %s",
+                error,
+                extra={"spool": str(self.spool.path)},
+            )
+
     async def _ship_loop(self) -> None:
         wait = self._ship_interval
         while not self._closing.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):
                     await self._closing.wait()
+            if self.spool_failure is not None and writable_room(self.spool.path) is None:
+                # Room again: ready, so that requests come and show whether the spool takes them.
+                self.spool_failure = None
             try:
                 await self.ship_once()
             except Exception as error:  # the records stay in the spool; the shipper must outlive a bad round

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Final, Literal, TypeVar
 
 from verifier.deadline import Deadline
-from webhook.decisionlog import _schema, _sql
+from webhook.decisionlog import _schema, _sql, undelivered
 from webhook.decisionlog._batching import BatchWriter
 from webhook.decisionlog.chain import ChainReport, Row, verify_rows
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
@@ -99,19 +99,23 @@ def write_batch(
 ) -> list[StoredRecord]:
     """Append ``records`` after the current chain head in one transaction.
 
-    With ``dedupe`` records whose ``record_id`` is already stored are skipped (shipping a spool twice).
+    With ``dedupe`` records whose ``record_id`` is already stored are skipped (shipping a spool twice). An
+    undelivered record is skipped unless the record it names is stored and it is not stored yet itself.
     """
+
+    def stored_id(record_id: str) -> bool:
+        found = conn.execute("SELECT 1 FROM trtguard_decisions WHERE record_id = ?", (record_id,))
+        return found.fetchone() is not None
+
     conn.execute("BEGIN IMMEDIATE")
     try:
         seq, prev = conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
         stored: list[StoredRecord] = []
         for record in records:
-            if (
-                dedupe
-                and conn.execute(
-                    "SELECT 1 FROM trtguard_decisions WHERE record_id = ?", (record.record_id,)
-                ).fetchone()
-            ):
+            original = undelivered.target(record)
+            if (dedupe or original is not None) and stored_id(record.record_id):
+                continue
+            if original is not None and not stored_id(original):
                 continue
             seq += 1
             values, linked = _sql.link(record, seq, prev)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import RecordFactory, WaitUntil
+from tests.support.harness import RecordFactory, WaitUntil, unstamped
 from verifier.deadline import Deadline
 from webhook.decisionlog import (
     DecisionLogError,
@@ -20,6 +20,7 @@ from webhook.decisionlog import (
     RecordQuery,
     SQLiteStore,
     open_store,
+    undelivered,
 )
 from webhook.decisionlog.record import UNSTORABLE_MARK, storable
 from webhook.decisionlog.sqlite import connect
@@ -96,7 +97,7 @@ async def test_query_filters_and_tail(store: SQLiteStore, make_record: RecordFac
     assert [r.seq for r in await store.query(RecordQuery(until=old + timedelta(hours=1)))] == [1]
     assert [r.seq for r in await store.query(RecordQuery(newest_first=True, limit=2))] == [4, 3]
     assert [r.seq for r in await store.query(RecordQuery(after_seq=2))] == [3, 4]
-    assert (await store.query(RecordQuery(uid=target.uid)))[0].record == target
+    assert unstamped((await store.query(RecordQuery(uid=target.uid)))[0].record) == unstamped(target)
 
 
 async def test_the_table_is_append_only(
@@ -159,7 +160,11 @@ async def test_verify_names_the_first_broken_record(
 async def test_a_record_not_yet_taken_is_withdrawn_when_its_deadline_passes(
     tmp_path: Path, make_record: RecordFactory
 ) -> None:
-    """While another process holds the write lock, a waiting record times out and is never written."""
+    """While another process holds the write lock, nobody waits past the deadline.
+
+    A waiting record is withdrawn and never written; the record the writer had taken lands once the lock is
+    released, followed by a record saying that its answer was not delivered (the webhook denied).
+    """
     store = SQLiteStore(tmp_path / "d.db")
     await store.open()
     blocker = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
@@ -167,24 +172,29 @@ async def test_a_record_not_yet_taken_is_withdrawn_when_its_deadline_passes(
     release = threading.Timer(1.0, blocker.execute, args=("COMMIT",))
     release.start()
     try:
-        # The writer takes the first record and waits on the lock: its waiter must not give up on it.
         first = make_record()
         first_task = asyncio.create_task(store.append(first, deadline=Deadline.after(0.2)))
         await asyncio.sleep(0.1)
         second = make_record()
-        with pytest.raises(DecisionLogUnavailable, match="in time"):
+        with pytest.raises(DecisionLogUnavailable, match="did not take the record in time"):
             await store.append(second, deadline=Deadline.after(0.2))
-        receipt = await first_task
-        assert receipt.seq == 1
+        with pytest.raises(DecisionLogUnavailable, match="did not confirm the record in time"):
+            await first_task
     finally:
         release.join()
         blocker.close()
-    third = await store.append(make_record(), deadline=Deadline.after(5))
+    third_record = make_record()
+    third = await store.append(third_record, deadline=Deadline.after(5))
     await store.close()
-    uids = [r.record.uid for r in await store.query(RecordQuery())]
-    assert uids == [first.uid, uids[1]]
-    assert second.uid not in uids
-    assert third.seq == 2
+    stored = await store.query(RecordQuery())
+    assert [(s.record.uid, s.record.reason) for s in stored] == [
+        (first.uid, first.reason),
+        (first.uid, undelivered.REASON),
+        (third_record.uid, third_record.reason),
+    ]
+    assert undelivered.target(stored[1].record) == first.record_id
+    assert second.uid not in [s.record.uid for s in stored]
+    assert third.seq == 3
 
 
 async def test_a_failed_write_raises_and_marks_the_store_not_ready(
@@ -326,7 +336,7 @@ async def test_a_record_holding_any_characters_is_written_with_its_batch(
     assert report.ok, report.summary()
     assert report.records == 21
     [stored] = await store.query(RecordQuery(uid=storable(odd).uid))
-    assert stored.record == storable(odd)
+    assert unstamped(stored.record) == unstamped(storable(odd))
     assert stored.record.name == f"n{UNSTORABLE_MARK}\\u0000me"
 
 
