@@ -180,6 +180,10 @@ class BatchWriter:
                 return
             batch, stop = _drain(queue, first)
             taken = [item for item in batch if not item.withdrawn]
+            if self._fail_fast and self.failure is not None:
+                # Queued before the store failed: refused now rather than tried against a store known down.
+                self._refuse(taken)
+                taken = []
             now = time.monotonic()
             for item in taken:
                 item.taken = True
@@ -192,6 +196,16 @@ class BatchWriter:
                 if self._undelivered:
                     await self._write(commit, [])
                 return
+
+    def _refuse(self, items: list[_Item]) -> None:
+        for item in items:
+            item.withdrawn = True
+            if not item.future.done():
+                item.future.set_exception(
+                    DecisionLogUnavailable(
+                        f"the decision log is unavailable: {self.failure}", location=self._where
+                    )
+                )
 
     async def _write(self, commit: Commit, taken: list[_Item]) -> None:
         markers = list(self._undelivered)

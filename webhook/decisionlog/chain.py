@@ -58,9 +58,10 @@ class ChainReport:
 class ChainVerifier:
     """Checks rows one at a time in ``seq`` order, so that a store can stream a log of any size."""
 
-    def __init__(self) -> None:
-        self._expected_seq = 1
-        self._prev = GENESIS_HASH
+    def __init__(self, *, first_seq: int = 1, prev_hash: str = GENESIS_HASH) -> None:
+        """Check from the first record, or from ``first_seq`` whose ``prev_hash`` is given (a log's tail)."""
+        self._expected_seq = first_seq
+        self._prev = prev_hash
         self._count = 0
         self._break: Break | None = None
 

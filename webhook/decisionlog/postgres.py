@@ -21,7 +21,7 @@ import psycopg
 import psycopg_pool
 
 from verifier.deadline import Deadline
-from webhook.decisionlog import _schema, _sql, undelivered
+from webhook.decisionlog import _schema, _sql, head, undelivered
 from webhook.decisionlog._batching import BatchWriter
 from webhook.decisionlog.chain import ChainReport, ChainVerifier
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable, describe
@@ -59,9 +59,17 @@ class PostgresOptions:
 class PostgresStore:
     """Decision log in PostgreSQL; see the module docstring for how appends are serialised."""
 
-    def __init__(self, url: str, options: PostgresOptions | None = None, *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        options: PostgresOptions | None = None,
+        *,
+        read_only: bool = False,
+        accept_broken: bool = False,
+    ) -> None:
         self._url = url
         self._read_only = read_only
+        self._accept_broken = accept_broken
         self._options = options or PostgresOptions()
         self._pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         # Its failure is also set by the health check, which runs on the event loop at all times (while
@@ -86,6 +94,11 @@ class PostgresStore:
     def ready(self) -> bool:
         """True once the schema is in place, the last write or health check succeeded, and no write stalls."""
         return self._schema_ready and self._writer.failure is None and not self._writer.stalled
+
+    @property
+    def undelivered_pending(self) -> int:
+        """Undelivered records not yet written (webhook.decisionlog.undelivered)."""
+        return self._writer.undelivered_pending
 
     @property
     def size_bytes(self) -> int | None:
@@ -296,7 +309,28 @@ class PostgresStore:
                         _schema.INSERT_VERSION.format(p="%s"),
                         (migration.version, migration.description, datetime.now(UTC).isoformat()),
                     )
+                await self._check_head(conn)
             self._schema_ready = True
+
+    async def _check_head(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Verify the last records against the head row before the first write (webhook.decisionlog.head)."""
+        cursor = await conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1")
+        row = await cursor.fetchone()
+        problem = "the chain head row is missing"
+        if row is not None:
+            current = head.Head(int(row[0]), str(row[1]))
+            cursor = await conn.execute(
+                f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions WHERE seq > %s ORDER BY seq",  # noqa: S608
+                (current.seq - head.TAIL_RECORDS,),
+            )
+            rows = [_sql.chain_row(r) for r in await cursor.fetchall()]
+            problem = head.tail_problem(rows, current) or ""
+        if not problem:
+            return
+        if self._accept_broken:
+            _log.error("decision log accepted as it is: %s", problem, extra={"store": self.description})
+            return
+        raise DecisionLogError(problem, location=self.description, hint=head.ACCEPT_HINT)
 
     async def _write_bounded(self, records: list[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
         # Schema setup is inside the bound: it waits for a connection and a lock like the write itself.

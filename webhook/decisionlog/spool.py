@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -26,7 +25,7 @@ from webhook.decisionlog.chain import ChainReport
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
 from webhook.decisionlog.postgres import PostgresStore
 from webhook.decisionlog.record import DecisionRecord, StoredRecord, load_body, storable
-from webhook.decisionlog.store import AppendReceipt, RecordQuery
+from webhook.decisionlog.store import AppendReceipt, RecordQuery, writable_room
 from webhook.decisionlog.undelivered import undelivered
 
 _log = logging.getLogger(__name__)
@@ -37,24 +36,6 @@ SPOOL_RESERVE: Final = 0.5
 SHIP_BATCH: Final = 500
 #: Longest wait between shipping rounds after rounds that failed (the wait doubles from ``ship_interval``).
 MAX_SHIP_BACKOFF: Final = 60.0
-#: Free bytes the spool's file system must have to count as able to take a record (a record is a few KiB;
-#: SQLite needs room for its write-ahead log too).
-MIN_FREE_BYTES: Final = 1024 * 1024
-
-
-def writable_room(path: Path, min_free: int = MIN_FREE_BYTES) -> str | None:
-    """None when the folder of ``path`` is writable with ``min_free`` bytes free, else what is wrong."""
-    folder = path.parent
-    try:
-        stats = os.statvfs(folder)
-    except OSError as error:
-        return f"cannot check {folder}: {error.strerror or error}"
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        return f"{path} is not writable"
-    free = stats.f_bavail * stats.f_frsize
-    if free < min_free:
-        return f"the file system of {path} is full ({free} bytes free)"
-    return None
 
 
 class Spool:
