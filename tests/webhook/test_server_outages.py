@@ -1,0 +1,114 @@
+"""``trtguard serve`` while its PostgreSQL decision log hangs (issue 13): the API server's view.
+
+A real server over TLS writes to the real PostgreSQL server through a :class:`TcpProxy` that stops forwarding
+(as under SIGSTOP). Every answer arrives within the ``?timeout=`` the API server gives, ``/readyz`` turns 503
+within seconds, and afterwards the log agrees with what was answered: no allow stands for a request that was
+denied (its record, if it landed, is followed by an undelivered record).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tests.support.harness import (
+    SERVICE,
+    ApiServerClient,
+    PodFactory,
+    ReviewFactory,
+    StartWebhook,
+    TcpProxy,
+    Verifier,
+    WaitUntil,
+)
+from trtguard.demo.material import TENSORRT_IMAGE, Material
+from webhook.decisionlog import PostgresStore, RecordQuery, undelivered
+
+pytestmark = pytest.mark.postgres
+
+API_TIMEOUT = 2
+
+
+async def test_a_hung_database_keeps_answers_in_time_and_the_log_truthful(
+    demo_material: Material,
+    pg_url: str,
+    pg_proxy: TcpProxy,
+    webhook_process: StartWebhook,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+    wait_until: WaitUntil,
+) -> None:
+    # Started from a thread: the proxy runs on this event loop and must forward while the server starts.
+    server = await asyncio.to_thread(
+        webhook_process,
+        "--policies",
+        str(demo_material.policies),
+        "--attestations",
+        str(demo_material.attestations),
+        "--self-signed",
+        "tls",
+        "--san",
+        SERVICE,
+        "--decision-log",
+        pg_proxy.url(pg_url.rsplit("/", 1)[1]),
+        "--metrics-port",
+        "0",
+    )
+    assert server.probe_port is not None
+    probes = ApiServerClient(server.probe_port, None)
+    answers: dict[str, tuple[bool, float]] = {}
+    messages: dict[str, str] = {}
+
+    async def admit(client: ApiServerClient, n: int) -> None:
+        body = make_review(obj=make_pod(f"llm-{n}", TENSORRT_IMAGE, engine=demo_material.engines["fp16"]))
+        uid = body["request"]["uid"]
+        started = time.monotonic()
+        response = await client.post(body, api_timeout=API_TIMEOUT)
+        answer = verify_admission_response(uid, response)
+        answers[uid] = (answer["allowed"], time.monotonic() - started)
+        messages[uid] = str(answer.get("status"))
+
+    async with server.client() as server_client, probes:
+        await admit(server_client, 0)
+        assert next(iter(answers.values()))[0], messages
+        assert (await probes.get("/readyz")).status_code == 200
+        pg_proxy.hang()
+        hung = time.monotonic()
+        load = [asyncio.create_task(admit(server_client, n)) for n in range(1, 9)]
+        await wait_until(lambda: _unready(probes), within=10, interval=0.1)
+        unready_after = time.monotonic() - hung
+        await asyncio.gather(*load)
+        late = [admit(server_client, n) for n in range(9, 12)]  # while known hung: denied at once
+        await asyncio.gather(*late)
+        pg_proxy.resume()
+        await wait_until(lambda: _ready(probes), within=15, interval=0.2)
+    slowest = max(seconds for _, seconds in answers.values())
+    print(f"hung PostgreSQL: slowest answer {slowest:.2f} s, /readyz 503 after {unready_after:.2f} s")
+    # Every answer within the API server's timeout; readiness followed the stall (stall_after: 2 s).
+    assert max(seconds for _, seconds in answers.values()) < API_TIMEOUT
+    assert unready_after < 3.0
+    denied = {uid for uid, (allowed, _) in answers.items() if not allowed}
+    assert len(denied) >= 8
+    await asyncio.to_thread(server.stop)
+    reader = PostgresStore(pg_url, read_only=True)
+    await reader.open()
+    try:
+        records = [s.record for s in await reader.query(RecordQuery())]
+        assert (await reader.verify()).ok
+    finally:
+        await reader.close()
+    marked = {undelivered.target(r) for r in records} - {None}
+    for record in records:
+        if record.allowed and record.uid in denied:
+            assert record.record_id in marked, f"allow recorded for {record.uid}, which was denied"
+
+
+async def _unready(probes: ApiServerClient) -> bool:
+    return (await probes.get("/readyz")).status_code == 503
+
+
+async def _ready(probes: ApiServerClient) -> bool:
+    return (await probes.get("/readyz")).status_code == 200
