@@ -161,6 +161,8 @@ class PostgresStore:
             await asyncio.gather(self._health, return_exceptions=True)
             self._health = None
         await self._writer.stop()
+        if self._abandoned:  # cancelled writes closing their connections (see _bounded)
+            await asyncio.wait(set(self._abandoned), timeout=1.0)
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
@@ -314,7 +316,8 @@ class PostgresStore:
 
     async def _check_head(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Verify the last records against the head row before the first write (webhook.decisionlog.head)."""
-        cursor = await conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1")
+        # FOR SHARE: a writer of another replica cannot move the head between reading it and the tail.
+        cursor = await conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1 FOR SHARE")
         row = await cursor.fetchone()
         problem = "the chain head row is missing"
         if row is not None:
@@ -362,7 +365,9 @@ class PostgresStore:
                     ([*originals, *originals.values()],),
                 )
                 present = {row[0] for row in await cursor.fetchall()}
-                known |= {m for m, o in originals.items() if m in present or o not in present}
+                # An original in this very batch counts too: it is inserted before its undelivered record.
+                batch = {r.record_id for r in records}
+                known |= {m for m, o in originals.items() if m in present or not {o} & (present | batch)}
             stored: list[StoredRecord] = []
             values: list[tuple[object, ...]] = []
             for record in records:

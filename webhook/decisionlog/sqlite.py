@@ -295,7 +295,13 @@ class SQLiteStore:
             conn = connect(self.path, busy_timeout_ms=self._busy_timeout_ms, synchronous=self._synchronous)
             try:
                 migrate(conn, where=self.description)
-                current = self._check_head(conn, recorded)
+                # One read transaction: another process writing the same file cannot move the head meanwhile.
+                conn.execute("BEGIN")
+                try:
+                    current = self._check_head(conn, recorded)
+                finally:
+                    with contextlib.suppress(sqlite3.Error):  # the check's own error is the one to report
+                        conn.execute("COMMIT")
             except BaseException:
                 conn.close()
                 raise

@@ -141,6 +141,27 @@ async def test_postgres_hung_keeps_every_answer_within_its_deadline_and_turns_un
 
 
 @pg
+async def test_a_write_on_a_hung_server_is_abandoned_at_the_write_bound(
+    pg_proxy: TcpProxy, pg_url: str, make_record: RecordFactory
+) -> None:
+    """Cancelling a query on a hung server would wait for that server: the write is abandoned instead."""
+    store = PostgresStore(pg_proxy.url(pg_url.rsplit("/", 1)[1]), _options(write_timeout=1.0))
+    await store.open()
+    try:
+        assert (await _answer(store, make_record(), 5)).confirmed
+        pg_proxy.hang()
+        started = time.monotonic()
+        with pytest.raises(DecisionLogUnavailable, match=r"did not finish within 1 s; abandoned it"):
+            await store.append_many([make_record()], dedupe=False)
+        assert time.monotonic() - started < 1.0 + SLACK
+        assert not await store.check_health()
+        assert time.monotonic() - started < 2.0 + 2 * SLACK
+    finally:
+        pg_proxy.resume()
+        await store.close()
+
+
+@pg
 async def test_a_write_held_by_a_hang_that_lands_late_is_marked_undelivered(
     pg_proxy: TcpProxy, pg_url: str, make_record: RecordFactory, wait_until: WaitUntil
 ) -> None:
@@ -253,5 +274,28 @@ async def test_sqlite_is_unready_on_a_full_disk_and_ready_again_with_room(
         await wait_until(lambda: store.ready, within=5)
         assert (await _answer(store, make_record(), 4.75)).confirmed
         await _log_agrees(store, answers)
+    finally:
+        await store.close()
+
+
+@pg
+async def test_a_spooled_record_and_its_undelivered_record_ship_together(
+    pg_proxy: TcpProxy, pg_url: str, make_record: RecordFactory, tmp_path: Path
+) -> None:
+    """A spool write that finished after its deadline is followed by its undelivered record in the spool."""
+    primary = PostgresStore(pg_proxy.url(pg_url.rsplit("/", 1)[1]), _options())
+    store = SpoolingStore(primary, tmp_path / "spool.db", primary_timeout=1.0, ship_interval=60)
+    await pg_proxy.stop()
+    await store.open()
+    try:
+        late, dropped = make_record(), make_record()
+        await store.spool.put(late)
+        await store.spool.put(undelivered.undelivered(late))
+        await store.spool.put(undelivered.undelivered(dropped))  # its original never made it to the spool
+        await pg_proxy.start()
+        assert await store.ship_once() == 3
+        stored = [s.record for s in await store.query(RecordQuery())]
+        assert [(r.uid, r.reason) for r in stored] == [(late.uid, "Allowed"), (late.uid, undelivered.REASON)]
+        assert (await store.verify()).ok
     finally:
         await store.close()
