@@ -136,6 +136,11 @@ async def main() -> None:
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--seconds", type=float, default=6.0)
     args = parser.parse_args()
+    try:
+        psycopg.connect(ADMIN, connect_timeout=2).close()
+    except psycopg.OperationalError:
+        print("skipped: no PostgreSQL server on 127.0.0.1:5432")
+        return
     for scenario in ("down", "hang"):
         database = f"trtguard_bench_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(ADMIN, autocommit=True) as conn:
