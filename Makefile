@@ -8,7 +8,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 LOCK := requirements/dev.lock
 STAMP := $(VENV)/.installed-$(shell sha256sum $(LOCK) pyproject.toml | sha256sum | cut -c1-16)
-APT_PACKAGES := docker-registry skopeo gpg
+# chromium (with a font to draw text) runs the evidence report's browser tests, driven by Playwright (dev extra).
+APT_PACKAGES := docker-registry skopeo gpg chromium fonts-dejavu-core
 # checkov (the chart tests' Kubernetes scanner) pins packaging<24, which the project's hatchling cannot use:
 # it gets a virtual environment of its own, from its own hashed lock.
 CHECKOV := .tools/checkov/bin/checkov
@@ -61,7 +62,7 @@ bench: setup
 # Regenerate the hashed lock after changing pyproject.toml (needs network access to PyPI and `uv`).
 LOCK_FLAGS := --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28
 lock:
-	uv pip compile pyproject.toml --extra dev --extra onnx --extra otel --extra bench $(LOCK_FLAGS) -o $(LOCK)
+	uv pip compile pyproject.toml --extra dev --extra onnx --extra otel --extra bench --extra report $(LOCK_FLAGS) -o $(LOCK)
 	uv pip compile pyproject.toml $(LOCK_FLAGS) -o requirements/runtime.lock
 	echo "hatchling==1.29.0" | uv pip compile - $(LOCK_FLAGS) -o requirements/build.lock
 	echo "checkov==3.3.30" | uv pip compile - $(LOCK_FLAGS) -o requirements/checkov.lock

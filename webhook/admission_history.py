@@ -1,8 +1,8 @@
 """What the webhook admitted before, for change control: the policy engine's ``AdmissionHistory``.
 
-Answered from the decision log alone: the engines of a workload's newest real (not dry-run) admission that
-named any, with the name and containers each was recorded with, so that the engine a new one replaces is
-found whatever repository it comes from (``policies.evaluator``).
+Answered from the decision log alone: the engines of a workload's newest (by decision time) real (not
+dry-run) admission that named any, with the name and containers each was recorded with, so that the engine a
+new one replaces is found whatever repository it comes from (``policies.evaluator``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import asyncio
 from policies.results import AdmittedEngine, AdmittingDecision
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable
-from webhook.decisionlog import DecisionLogError, DecisionStore, RecordQuery, StoredRecord
+from webhook.decisionlog import DecisionLogError, DecisionStore, RecordQuery, StoredRecord, undelivered
 
 
 class DecisionLogHistory:
@@ -36,10 +36,12 @@ class DecisionLogHistory:
         Raises :class:`EvidenceUnavailable` (transient) when the log cannot answer in time: the policy's
         ``onError`` then decides, as for any evidence that cannot be fetched.
         """
-        before: int | None = None
+        offset = 0
         try:
             async with asyncio.timeout(deadline.remaining()):
                 while True:
+                    # Newest by decision time, not by seq: a record shipped from a spool after an outage
+                    # lands after newer admissions written directly, and must not be taken as the last one.
                     page = await self.store.query(
                         RecordQuery(
                             namespace=namespace,
@@ -47,18 +49,19 @@ class DecisionLogHistory:
                             kind=kind,
                             allowed=True,
                             dry_run=False,
-                            before_seq=before,
                             newest_first=True,
+                            by_time=True,
                             limit=self.PAGE,
+                            offset=offset,
                         )
                     )
                     for stored in page:
                         admitted = _admitted_engines(stored)
-                        if admitted:
+                        if admitted and not await self._undelivered(stored):
                             return admitted
                     if len(page) < self.PAGE:
                         return ()
-                    before = page[-1].seq
+                    offset += len(page)
         except (TimeoutError, DecisionLogError) as error:
             reason = "ran out of time" if isinstance(error, TimeoutError) else str(error)
             raise EvidenceUnavailable(
@@ -67,6 +70,11 @@ class DecisionLogHistory:
                 transient=True,
                 location=self.store.description,
             ) from None
+
+    async def _undelivered(self, stored: StoredRecord) -> bool:
+        """Whether the allow of ``stored`` never reached the API server (an undelivered record names it)."""
+        denials = await self.store.query(RecordQuery(uid=stored.record.uid, allowed=False))
+        return any(undelivered.target(d.record) == stored.record.record_id for d in denials)
 
 
 def _admitted_engines(stored: StoredRecord) -> tuple[AdmittedEngine, ...]:

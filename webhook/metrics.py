@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -10,6 +12,8 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+
+from webhook.decisionlog import DecisionLogError, DecisionStore, RecordQuery
 
 #: Why a review could not be judged normally (the ``reason`` of ``trtguard_admission_review_failures``).
 FAILURE_REASONS = (
@@ -35,6 +39,9 @@ ERROR_DENIAL_REASONS = (
 
 #: Seconds; dense below 10 ms, where the latency goal is, and up to the API server's 30 s maximum.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+#: Seconds ``/metrics`` waits for the decision log's record count and oldest record.
+OBSERVE_TIMEOUT_S = 2.0
 
 
 class Metrics:
@@ -117,6 +124,17 @@ class Metrics:
             "with its indexes), as last measured by the store.",
             registry=r,
         )
+        self.decision_log_records = Gauge(
+            "trtguard_decision_log_records",
+            "Records in the live decision log (after the last pruned segment), as of the last scrape.",
+            registry=r,
+        )
+        self.decision_log_oldest = Gauge(
+            "trtguard_decision_log_oldest_record_timestamp_seconds",
+            "Decision time of the oldest record in the live decision log (Unix time; 0 while it is empty). "
+            "It grows old when rotation (`trtguard audit rotate`) does not run.",
+            registry=r,
+        )
         self.ready = Gauge(
             "trtguard_ready",
             "1 while this replica can judge requests (what /readyz answers: policies loaded and the decision "
@@ -142,6 +160,25 @@ class Metrics:
             self.policy_revision.remove(self._revision)
         self.policy_revision.labels(revision).set(1)
         self._revision = revision
+
+    async def observe_decision_log(self, store: DecisionStore) -> None:
+        """Count the live log's records and date its oldest one: two indexed reads, bounded by
+        :data:`OBSERVE_TIMEOUT_S` so that a scrape never hangs on the log.
+
+        A log that cannot answer keeps the last values: its size and readiness say what is wrong.
+        """
+        try:
+            async with asyncio.timeout(OBSERVE_TIMEOUT_S):
+                oldest = await store.query(RecordQuery(limit=1))
+                newest = await store.query(RecordQuery(limit=1, newest_first=True))
+        except (TimeoutError, DecisionLogError):
+            return
+        if not oldest or not newest:
+            self.decision_log_records.set(0)
+            self.decision_log_oldest.set(0)
+            return
+        self.decision_log_records.set(newest[0].seq - oldest[0].seq + 1)
+        self.decision_log_oldest.set(oldest[0].record.time.timestamp())
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""

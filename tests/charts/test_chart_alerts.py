@@ -50,6 +50,7 @@ REQUIRED = {
     "TrtguardErrorDenials",
     "TrtguardPolicyReloadFailing",
     "TrtguardDecisionLogNearCapacity",
+    "TrtguardDecisionLogNotRotated",
     "TrtguardCertificateExpiresSoon",
 }
 GIB = 1024**3

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import os
 import re
@@ -50,11 +49,6 @@ PodFactory = Callable[..., dict[str, Any]]
 WaitUntil = Callable[..., Awaitable[Any]]
 #: ``make_record(**fields)`` of the decision-log tests.
 RecordFactory = Callable[..., DecisionRecord]
-
-
-def unstamped(record: DecisionRecord) -> DecisionRecord:
-    """``record`` with latency 0: a store adds its queueing time to the latency it was given."""
-    return dataclasses.replace(record, latency_us=0)
 
 
 def verify_admission_response(uid: str, response: httpx.Response) -> dict[str, Any]:

@@ -126,10 +126,22 @@ class HistoryEntry:
 async def workload_history(store: DecisionStore, namespace: str, name: str) -> list[HistoryEntry]:
     """The real admissions of ``namespace/name`` that changed its engines or images, oldest first."""
     records = await store.query(RecordQuery(namespace=namespace, name=name, allowed=True, dry_run=False))
+    return replay(records)
+
+
+def replay(records: Iterable[StoredRecord]) -> list[HistoryEntry]:
+    """The admissions among ``records`` (one workload's) that changed its engines or images.
+
+    Replayed in decision-time order (then seq): records shipped from a spool after an outage follow newer
+    ones in seq order. Denials and dry runs are skipped, so that callers holding records from elsewhere (an
+    evidence package) replay them as :func:`workload_history` does the log's.
+    """
     entries: list[HistoryEntry] = []
     in_force: dict[Artifact, dict[str, str]] = {"engine": {}, "image": {}}
-    for stored in records:
+    for stored in sorted(records, key=lambda s: (s.record.time, s.seq)):
         record = stored.record
+        if not record.allowed or record.dry_run:
+            continue
         if record.operation not in ("CREATE", "UPDATE") or not (record.engines or record.images):
             continue
         changes: list[ArtifactChange] = []

@@ -42,8 +42,8 @@ COMMANDS: Final[Mapping[str, Command]] = {
     **_commands("policy", policy="work with policies (test)"),
     **_commands("schema", schema="print a JSON Schema (build manifest, policy document or decision record)"),
     # the auditor's side
-    **_commands("audit", audit="read and verify the decision log"),
-    **_commands("evidence", evidence="export and verify signed evidence packages"),
+    **_commands("audit", audit="read, verify, rotate and back up the decision log"),
+    **_commands("evidence", evidence="export, verify and report on signed evidence packages"),
     # building, signing and publishing
     **_commands(
         "keys",

@@ -4,7 +4,9 @@
 when it does not hold), ``history NAMESPACE/WORKLOAD`` lists every admitted change of a workload's engines
 and images with the evidence its records hold. ``tail``, ``query`` and ``history`` recompute the chain too
 and mark what it does not vouch for (:mod:`trtguard.audit.chain`): exit 1, a warning, and UNVERIFIED on
-each such record. The log is opened read-only: nothing here writes to it.
+each such record. These open the log read-only. ``seal``, ``archive``, ``prune`` and ``rotate`` manage
+sealed segments (:mod:`trtguard.cli.audit_segments`), ``backup`` copies the log; ``verify`` is in
+:mod:`trtguard.cli.audit_verify`.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def register(subparsers: Subparsers) -> None:
     audit = add_command(
         subparsers,
         "audit",
-        description="Read the webhook's hash-chained decision log (read-only).",
+        description="Read and verify the webhook's hash-chained decision log (read-only); seal, archive, "
+        "prune and back it up (seal, archive, prune, rotate, backup).",
     )
     commands = audit.add_subparsers(dest="audit_command", metavar="COMMAND", required=True)
 
@@ -91,10 +94,10 @@ def register(subparsers: Subparsers) -> None:
     _verify_flag(query)
     query.set_defaults(handler=_query)
 
-    verify = add_subcommand(commands, "verify", help="recompute the hash chain; exit 1 if it is broken")
-    _log_flag(verify)
-    _format_flag(verify)
-    verify.set_defaults(handler=_verify)
+    from trtguard.cli import audit_segments, audit_verify  # noqa: PLC0415 - only with `audit`
+
+    audit_verify.register(commands, _log_flag, _format_flag)
+    audit_segments.register(commands, _log_flag)
 
     history = add_subcommand(
         commands,
@@ -235,28 +238,6 @@ def _query(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
         found = await store.query(query)
         return _print_checked(found, await check_chain(store, verify=not args.no_verify), args.format, out)
-
-    return _run(args, work)
-
-
-def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
-
-    async def work(store: DecisionStore) -> int:
-        report = await store.verify()
-        if args.format == "json":
-            brk = report.first_break
-            data = {
-                "ok": report.ok,
-                "records": report.records,
-                "head_seq": report.head_seq,
-                "head_hash": report.head_hash,
-                "first_break": {"seq": brk.seq, "uid": brk.uid, "problem": brk.problem} if brk else None,
-            }
-            print(json.dumps(data), file=out)
-        else:
-            print(f"{store.description}: {report.summary()}", file=out)
-        return 0 if report.ok else 1
 
     return _run(args, work)
 

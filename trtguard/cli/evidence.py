@@ -1,7 +1,8 @@
-"""``trtguard evidence export`` and ``trtguard evidence verify``: signed evidence packages for auditors.
+"""``trtguard evidence export``, ``verify`` and ``report``: signed evidence packages for auditors.
 
-``export`` reads the decision log read-only; ``verify`` needs nothing but the package and the exporter's
-public key. What a package proves, and what no package can, is described in :mod:`trtguard.audit.package`.
+``export`` reads the decision log read-only; ``verify`` and ``report`` (an HTML page of a verified package,
+docs/evidence-report.md) need nothing but the package and the exporter's public key. What a package
+proves, and what no package can, is described in :mod:`trtguard.audit.package`.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ _LIMITS = (
 
 
 def register(subparsers: Subparsers) -> None:
-    """Add ``evidence export`` and ``evidence verify``."""
+    """Add ``evidence export``, ``evidence verify`` and ``evidence report``."""
     evidence = add_command(
         subparsers,
         "evidence",
@@ -109,6 +110,30 @@ def register(subparsers: Subparsers) -> None:
     )
     verify.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or JSON")
     verify.set_defaults(handler=_verify)
+
+    report = add_subcommand(
+        commands,
+        "report",
+        help="verify an evidence package and write one self-contained HTML page an auditor reads",
+        description="Verify the package as `evidence verify` does and write an HTML page that starts with "
+        "the outcome: for a package that verified, what it covers, the timeline of admitted engine and image "
+        "changes, each engine's build record and GPU verification, the denials, the policy snapshot and the "
+        "hash-chain proof; for one that failed, the failed checks in red and nothing else of it. The page "
+        "loads and runs nothing. Exit 0 when the package verified, 1 when a check failed (the page is "
+        "written and says so), 2 when a file cannot be used.",
+    )
+    report.add_argument("archive", type=Path, metavar="PACKAGE", help="the package (.tar.gz)")
+    report.add_argument("--key", type=Path, required=True, metavar="PUB", help="the exporter's public key")
+    report.add_argument(
+        "--anchor",
+        action="append",
+        default=[],
+        metavar="SEQ:HASH",
+        help="a chain head recorded independently, to check the package's chain against (repeatable)",
+    )
+    report.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the .html to write")
+    report.add_argument("--force", action="store_true", help="replace an existing output file")
+    report.set_defaults(handler=_report)
 
 
 def _selection(args: argparse.Namespace) -> Selection:
@@ -220,6 +245,27 @@ def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     else:
         _print_report(report, out)
     return 0 if report.ok else 1
+
+
+def _report(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from trtguard.audit.package import Anchor  # noqa: PLC0415
+
+    out = out or sys.stdout
+    key = load_public_key(args.key)
+    anchors = [Anchor.parse(text) for text in args.anchor]
+    try:
+        # Jinja2 and matplotlib come with the `report` extra; the webhook's installation needs neither.
+        from trtguard.audit.report import write_report  # noqa: PLC0415
+    except ImportError as error:
+        raise InputError(
+            f"the report needs a package that is not installed ({error.name})",
+            location="trtguard evidence report",
+            hint="install trtguard with its report extra: pip install 'trtguard[report]'",
+        ) from None
+    view = write_report(args.archive, key, args.output, anchors=anchors, overwrite=args.force)
+    verdict = "VERIFIED" if view.verified else f"FAILED ({len(view.verification.failures)} check(s))"
+    print(f"wrote {args.output}: package {verdict}", file=out)
+    return 0 if view.verified else 1
 
 
 def _print_report(report: EvidencePackageReport, out: TextIO) -> None:

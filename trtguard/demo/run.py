@@ -3,7 +3,8 @@
 It generates keys and signed material, starts ``trtguard serve`` with the bundled example policies, a
 self-signed certificate and an SQLite decision log, then plays the API server: it sends five real
 AdmissionReviews over TLS (one admitted Pod and four that the policies deny) and prints each verdict with its
-message. It ends by checking the decision log's hash chain.
+message. It ends by checking the decision log's hash chain, exporting the evidence package of the admitted
+engine (signed with a key of its own) and writing that package's HTML report, whose path it prints.
 
 Usage: ``python -m trtguard.demo [--workdir DIR] [--keep-running]``
 """
@@ -31,6 +32,8 @@ from typing import IO, Any, Final, TextIO, cast
 
 import httpx
 
+from trtguard.audit.package import Selection, export_evidence_package
+from trtguard.audit.report import write_report
 from trtguard.demo.material import (
     OFF_LIST_IMAGE,
     SIDECAR_IMAGES,
@@ -40,6 +43,8 @@ from trtguard.demo.material import (
     make_material,
 )
 from verifier.errors import TrtguardError
+from verifier.evidence_folder import LocalEvidence
+from verifier.keys import generate_private_key
 from webhook.decisionlog import SQLiteStore
 
 SERVICE: Final = "trtguard.trtguard.svc"
@@ -278,14 +283,51 @@ def run(workdir: Path, *, keep_running: bool = False, out: TextIO | None = None)
             f"  see it with: trtguard audit tail --decision-log sqlite:///{workdir / 'decisions.db'}",
             file=out,
         )
+        verified = _write_evidence_report(material, workdir, out)
         if keep_running:
             print(f"\nThe webhook keeps running at {server.url}; Ctrl-C stops it.", file=out, flush=True)
             with contextlib.suppress(KeyboardInterrupt):
                 server.process.wait()
-    if unexpected or not report.ok:
+    if unexpected or not report.ok or not verified:
         print(f"\ndemo FAILED: {unexpected} unexpected verdict(s)", file=out)
         return 1
     return 0
+
+
+def _write_evidence_report(material: Material, workdir: Path, out: TextIO) -> bool:
+    """Export the admitted engine's evidence package and write its report; True when it verified."""
+    key = generate_private_key()
+    (workdir / "evidence-exporter.pub").write_bytes(key.public_key().to_pem())
+    package, page = workdir / "evidence.tar.gz", workdir / "evidence-report.html"
+    engine = material.engines["fp16"].rsplit("@", 1)[1]
+
+    async def export() -> None:
+        store = SQLiteStore(workdir / "decisions.db", read_only=True)
+        await store.open()
+        try:
+            await export_evidence_package(
+                store,
+                Selection.engine(engine),
+                policies=[material.policies],
+                evidence=LocalEvidence(material.attestations),
+                key=key,
+                output=package,
+                overwrite=True,
+            )
+        finally:
+            await store.close()
+
+    asyncio.run(export())
+    view = write_report(package, key.public_key(), page, overwrite=True)
+    state = "verified" if view.verified else "FAILED verification"
+    print(f"\nEvidence package of the admitted engine: {package} ({state})", file=out)
+    print(f"  its report: {page}", file=out)
+    print(
+        f"  open it in a browser, or check the package: trtguard evidence verify {package} --key "
+        f"{workdir / 'evidence-exporter.pub'}",
+        file=out,
+    )
+    return view.verified
 
 
 def main(argv: Sequence[str] | None = None) -> int:

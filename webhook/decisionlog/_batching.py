@@ -13,8 +13,8 @@ acknowledgement was lost), the writer appends an *undelivered* record for it
 The same holds for every record of a failed batch: its outcome may be unknown (PostgreSQL), so an
 undelivered record is queued, and the store writes it only if the record is there.
 
-The latency a record carries is stamped when the writer takes it: from the request's arrival, through
-judging and the wait for the writer, to the start of the commit that makes it durable.
+Given the request's arrival, the writer stamps the record's latency when it takes it: from the arrival,
+through judging and the wait for the writer, to the start of the commit that makes it durable.
 
 What a store gives the writer: ``commit`` (one batch in one transaction; raising fails every record of the
 batch and marks the writer failed until a commit or ``recover`` succeeds; it returns the records it stored,
@@ -56,7 +56,8 @@ class _Item:
 
     record: DecisionRecord
     future: asyncio.Future[StoredRecord]
-    submitted: float
+    #: When the request arrived (``time.monotonic()``), if the record's latency is to be stamped.
+    arrived: float | None
     taken: bool = False
     withdrawn: bool = False
     #: Its waiter gave up at its deadline after the writer took it: the answer was a denial.
@@ -126,7 +127,9 @@ class BatchWriter:
         await self._task
         self._task = self._queue = None
 
-    async def submit(self, record: DecisionRecord, deadline: Deadline) -> StoredRecord:
+    async def submit(
+        self, record: DecisionRecord, deadline: Deadline, arrived: float | None = None
+    ) -> StoredRecord:
         """Queue ``record`` and wait until it is committed, never past ``deadline`` (see the module doc).
 
         Raises :class:`DecisionLogUnavailable` when it was not confirmed in time, or at once while a
@@ -141,7 +144,7 @@ class BatchWriter:
         if self._fail_fast and (self.failure is not None or self.stalled):
             why = self.failure or "a write has not finished"
             raise DecisionLogUnavailable(f"the decision log is unavailable: {why}", location=self._where)
-        item = _Item(record, asyncio.get_running_loop().create_future(), time.monotonic())
+        item = _Item(record, asyncio.get_running_loop().create_future(), arrived)
         self._queue.put_nowait(item)
         try:
             async with asyncio.timeout(deadline.remaining()):
@@ -187,9 +190,10 @@ class BatchWriter:
             now = time.monotonic()
             for item in taken:
                 item.taken = True
-                # The whole answer time so far: what the webhook measured, plus the wait in this queue.
-                waited = round((now - item.submitted) * 1_000_000)
-                item.record = dataclasses.replace(item.record, latency_us=item.record.latency_us + waited)
+                if item.arrived is not None:
+                    # The whole answer time: from the request's arrival, this queue included, to this commit.
+                    latency = round((now - item.arrived) * 1_000_000)
+                    item.record = dataclasses.replace(item.record, latency_us=latency)
             if taken or self._undelivered:
                 await self._write(commit, taken)
             if stop:

@@ -73,7 +73,7 @@ _HEAD = (
     " VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000')",
 )
 
-MIGRATIONS: Final = (
+_VERSION_1: Final = (
     Migration(
         version=1,
         description="decisions, chain head, append-only triggers",
@@ -94,6 +94,87 @@ MIGRATIONS: Final = (
             " $$ BEGIN RAISE EXCEPTION 'trtguard_decisions is append-only'; END $$",
             "CREATE TRIGGER trtguard_decisions_append_only BEFORE UPDATE OR DELETE OR TRUNCATE"
             " ON trtguard_decisions FOR EACH STATEMENT EXECUTE FUNCTION trtguard_append_only()",
+        ),
+    ),
+)
+
+# Sealed segments (webhook/decisionlog/segments.py): one row per signed checkpoint. Records may be deleted
+# only up to the last checkpoint whose segment was archived (``archive_sha256`` set): the controlled path of
+# `trtguard audit prune`. A checkpoint row is never deleted; its statement and signature never change; its
+# archive is recorded once, and ``pruned`` only ever turns true.
+_CHECKPOINTS = (
+    "CREATE TABLE trtguard_checkpoints ("
+    " last_seq BIGINT PRIMARY KEY,"
+    " statement TEXT NOT NULL,"
+    " signature TEXT NOT NULL,"
+    " archive TEXT,"
+    " archive_sha256 TEXT,"
+    " pruned BOOLEAN NOT NULL DEFAULT FALSE)"
+)
+# Parts shared between records (``_sql.SHARED_KEYS``), by the first 128 bits of their SHA-256. Never deleted:
+# they grow with the distinct evidence, not with the decisions (docs/decision-log-storage.md).
+_SHARED = (
+    "CREATE TABLE trtguard_shared (ref TEXT PRIMARY KEY, content TEXT NOT NULL)",
+    "ALTER TABLE trtguard_decisions ADD COLUMN shared_ref TEXT",
+)
+_ARCHIVED_THROUGH = (
+    "(SELECT COALESCE(MAX(last_seq), 0) FROM trtguard_checkpoints WHERE archive_sha256 IS NOT NULL)"
+)
+_CHECKPOINT_CHANGED = (
+    "NEW.last_seq <> OLD.last_seq OR NEW.statement <> OLD.statement OR NEW.signature <> OLD.signature"
+    " OR (OLD.archive_sha256 IS NOT NULL AND (NEW.archive IS DISTINCT FROM OLD.archive"
+    " OR NEW.archive_sha256 IS DISTINCT FROM OLD.archive_sha256))"
+    " OR (OLD.pruned AND NOT NEW.pruned)"
+)
+
+MIGRATIONS: Final = (
+    *_VERSION_1,
+    Migration(
+        version=2,
+        description="shared record parts; sealed segments: signed checkpoints; pruning of archived segments",
+        sqlite=(
+            *_SHARED,
+            "CREATE TRIGGER trtguard_shared_no_update BEFORE UPDATE ON trtguard_shared"
+            " BEGIN SELECT RAISE(ABORT, 'trtguard_shared is append-only'); END",
+            "CREATE TRIGGER trtguard_shared_no_delete BEFORE DELETE ON trtguard_shared"
+            " BEGIN SELECT RAISE(ABORT, 'trtguard_shared is append-only'); END",
+            _CHECKPOINTS,
+            "DROP TRIGGER trtguard_decisions_no_delete",
+            "CREATE TRIGGER trtguard_decisions_no_delete BEFORE DELETE ON trtguard_decisions"
+            f" WHEN OLD.seq > {_ARCHIVED_THROUGH}"
+            " BEGIN SELECT RAISE(ABORT, 'trtguard_decisions is append-only: only records of archived sealed"
+            " segments can be pruned (trtguard audit prune)'); END",
+            "CREATE TRIGGER trtguard_checkpoints_no_delete BEFORE DELETE ON trtguard_checkpoints"
+            " BEGIN SELECT RAISE(ABORT, 'trtguard_checkpoints is append-only'); END",
+            "CREATE TRIGGER trtguard_checkpoints_no_update BEFORE UPDATE ON trtguard_checkpoints"
+            # SQLite spells IS DISTINCT FROM as IS NOT.
+            f" WHEN {_CHECKPOINT_CHANGED.replace('IS DISTINCT FROM', 'IS NOT')}"
+            " BEGIN SELECT RAISE(ABORT, 'trtguard_checkpoints is append-only'); END",
+        ),
+        postgresql=(
+            *_SHARED,
+            "CREATE FUNCTION trtguard_shared_append_only() RETURNS trigger LANGUAGE plpgsql AS"
+            " $$ BEGIN RAISE EXCEPTION 'trtguard_shared is append-only'; END $$",
+            "CREATE TRIGGER trtguard_shared_append_only BEFORE UPDATE OR DELETE OR TRUNCATE"
+            " ON trtguard_shared FOR EACH STATEMENT EXECUTE FUNCTION trtguard_shared_append_only()",
+            _CHECKPOINTS,
+            "DROP TRIGGER trtguard_decisions_append_only ON trtguard_decisions",
+            "CREATE TRIGGER trtguard_decisions_append_only BEFORE UPDATE OR TRUNCATE"
+            " ON trtguard_decisions FOR EACH STATEMENT EXECUTE FUNCTION trtguard_append_only()",
+            "CREATE FUNCTION trtguard_prune_archived_only() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            f" IF OLD.seq > {_ARCHIVED_THROUGH} THEN RAISE EXCEPTION"
+            " 'trtguard_decisions is append-only: only records of archived sealed segments can be pruned"
+            " (trtguard audit prune)'; END IF; RETURN OLD; END $$",
+            "CREATE TRIGGER trtguard_decisions_prune_archived_only BEFORE DELETE ON trtguard_decisions"
+            " FOR EACH ROW EXECUTE FUNCTION trtguard_prune_archived_only()",
+            "CREATE FUNCTION trtguard_checkpoints_guard() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF TG_OP <> 'UPDATE' THEN RAISE EXCEPTION 'trtguard_checkpoints is append-only'; END IF;"
+            f" IF {_CHECKPOINT_CHANGED} THEN"
+            " RAISE EXCEPTION 'trtguard_checkpoints is append-only'; END IF; RETURN NEW; END $$",
+            "CREATE TRIGGER trtguard_checkpoints_guard BEFORE UPDATE OR DELETE ON trtguard_checkpoints"
+            " FOR EACH ROW EXECUTE FUNCTION trtguard_checkpoints_guard()",
+            "CREATE TRIGGER trtguard_checkpoints_no_truncate BEFORE TRUNCATE ON trtguard_checkpoints"
+            " FOR EACH STATEMENT EXECUTE FUNCTION trtguard_checkpoints_guard()",
         ),
     ),
 )

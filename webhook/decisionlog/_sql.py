@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any, Final
 
 from webhook.decisionlog.chain import Row
+from webhook.decisionlog.errors import DecisionLogError
 from webhook.decisionlog.record import (
     INDEXED_NAMES,
     DecisionRecord,
@@ -18,9 +20,28 @@ from webhook.decisionlog.record import (
 )
 from webhook.decisionlog.store import RecordQuery
 
-#: What a SELECT returns: the chain fields first, then the indexed columns (see :func:`chain_row`).
-ROW_COLUMNS: Final = ", ".join(("seq", "body", "prev_hash", "hash", *INDEXED_NAMES))
-INSERT_COLUMNS: Final = ", ".join(("seq", *INDEXED_NAMES, "body", "prev_hash", "hash"))
+#: Parts of a record kept once in ``trtguard_shared`` and referenced from each record that holds them: the
+#: images and engines with their evidence repeat from one admission of a workload to the next. The record's
+#: hash covers them as always (the body is given back whole); see docs/decision-log-storage.md.
+SHARED_KEYS: Final = ("engines", "images")
+#: Below this many bytes of canonical JSON the parts stay in the body: a reference would not save space.
+MIN_SHARED_BYTES: Final = 160
+#: What a SELECT returns: chain fields, indexed columns, then the shared part (see :func:`chain_row`).
+ROW_COLUMNS: Final = ", ".join(
+    (
+        "seq",
+        "body",
+        "prev_hash",
+        "hash",
+        *INDEXED_NAMES,
+        "(SELECT content FROM trtguard_shared WHERE ref = shared_ref)",
+    )
+)
+INSERT_COLUMNS: Final = ", ".join(("seq", *INDEXED_NAMES, "body", "prev_hash", "hash", "shared_ref"))
+#: Stores one shared part (``ref``, ``content``); one already there stays as it is.
+INSERT_SHARED: Final = (
+    "INSERT INTO trtguard_shared (ref, content) VALUES ({p}, {p}) ON CONFLICT (ref) DO NOTHING"
+)
 
 
 def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:
@@ -53,21 +74,26 @@ def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:
     sql = f"SELECT {ROW_COLUMNS} FROM trtguard_decisions"  # noqa: S608 - only fixed column names are formatted in
     if clauses:
         sql += " WHERE " + " AND ".join(clauses)
-    sql += " ORDER BY seq DESC" if query.newest_first else " ORDER BY seq"
-    if query.limit is not None:
-        sql += f" LIMIT {placeholder}"
-        params.append(query.limit)
+    order = "time {0}, seq {0}" if query.by_time else "seq {0}"
+    sql += " ORDER BY " + order.format("DESC" if query.newest_first else "ASC")
+    if query.limit is not None or query.offset is not None:
+        # LIMIT -1 (SQLite) and LIMIT ALL (PostgreSQL) differ; a limit of 2^62 means "no limit" in both.
+        sql += f" LIMIT {placeholder} OFFSET {placeholder}"
+        params += [query.limit if query.limit is not None else 2**62, query.offset or 0]
     return sql, params
 
 
 def insert(placeholder: str) -> str:
     """``INSERT`` of one row in :data:`INSERT_COLUMNS` order."""
-    marks = ", ".join([placeholder] * (len(INDEXED_NAMES) + 4))
+    marks = ", ".join([placeholder] * (len(INDEXED_NAMES) + 5))
     return f"INSERT INTO trtguard_decisions ({INSERT_COLUMNS}) VALUES ({marks})"  # noqa: S608 - fixed text
 
 
-def link(record: DecisionRecord, seq: int, prev: str) -> tuple[tuple[object, ...], StoredRecord]:
-    """The :func:`insert` values for ``record`` as number ``seq`` after hash ``prev``, and what is stored.
+def link(
+    record: DecisionRecord, seq: int, prev: str
+) -> tuple[tuple[object, ...], tuple[str, str] | None, StoredRecord]:
+    """The :func:`insert` values for ``record`` as number ``seq`` after hash ``prev``, the shared part to
+    store first (``(ref, content)`` for :data:`INSERT_SHARED`, or None), and what is stored.
 
     What is stored is :func:`storable` of ``record``: no content of a request can make the write fail.
     """
@@ -75,15 +101,50 @@ def link(record: DecisionRecord, seq: int, prev: str) -> tuple[tuple[object, ...
     data = record.to_json()
     body = canonical_json(data)
     digest = link_hash(prev, body)
-    values = (seq, *(data[name] for name in INDEXED_NAMES), body.decode(), prev, digest)
-    return values, StoredRecord(seq, record, prev, digest)
+    shared: tuple[str, str] | None = None
+    content = canonical_json({key: data[key] for key in SHARED_KEYS})
+    if len(content) >= MIN_SHARED_BYTES:
+        # 128 bits of SHA-256 name the part; were two parts ever to collide, the records would not verify
+        # (the hash covers the content), so a collision could only be noticed, never go unseen.
+        shared = (hashlib.sha256(content).hexdigest()[:32], content.decode())
+        body = canonical_json({key: value for key, value in data.items() if key not in SHARED_KEYS})
+    values = (seq, *(data[name] for name in INDEXED_NAMES), body.decode(), prev, digest, shared and shared[0])
+    return values, shared, StoredRecord(seq, record, prev, digest)
+
+
+def _whole_body(body: str, shared: str | None) -> str:
+    """The stored body with its shared part put back: both are JSON objects, so the texts join."""
+    if shared is None:
+        return body
+    return body[:-1] + "," + shared[1:] if body.endswith("}") and shared.startswith("{") else body
 
 
 def stored_record(row: Sequence[Any]) -> StoredRecord:
     """A :data:`ROW_COLUMNS` row read back as a record."""
-    return StoredRecord(row[0], DecisionRecord.from_json(load_body(row[1])), row[2], row[3])
+    body = _whole_body(row[1], row[-1])
+    return StoredRecord(row[0], DecisionRecord.from_json(load_body(body)), row[2], row[3])
 
 
 def chain_row(row: Sequence[Any]) -> Row:
-    """A :data:`ROW_COLUMNS` row as the chain verifier reads it."""
-    return Row(row[0], row[1], row[2], row[3], dict(zip(INDEXED_NAMES, row[4:], strict=True)))
+    """A :data:`ROW_COLUMNS` row as the chain verifier reads it (the body whole again)."""
+    columns = dict(zip(INDEXED_NAMES, row[4:-1], strict=True))
+    return Row(row[0], _whole_body(row[1], row[-1]), row[2], row[3], columns)
+
+
+#: The newest pruned checkpoint's ``statement``: the live chain starts after its ``last_seq``.
+PRUNED_BASE: Final = "SELECT statement FROM trtguard_checkpoints WHERE pruned ORDER BY last_seq DESC LIMIT 1"
+
+
+def pruned_base(rows: Sequence[Any]) -> tuple[int, str] | None:
+    """``(last_seq, head_hash)`` of the :data:`PRUNED_BASE` row, if any.
+
+    Only its numbers are taken here; whether the operator signed it is ``trtguard audit verify --key``'s
+    question.
+    """
+    if not rows:
+        return None
+    statement = load_body(rows[0][0])
+    seq, head = statement.get("last_seq"), statement.get("head_hash")
+    if not isinstance(seq, int) or not isinstance(head, str):
+        raise DecisionLogError("a stored checkpoint is malformed", location="trtguard_checkpoints")
+    return seq, head

@@ -41,15 +41,22 @@ class Head:
     hash: str
 
 
-def tail_problem(rows: Sequence[Row], head: Head, *, window: int = TAIL_RECORDS) -> str | None:
-    """What is wrong with the log's last records ``rows`` (``seq`` above ``head.seq - window``), or None."""
-    first = max(1, head.seq - window + 1)
-    if head.seq == 0:
-        return f"the chain head says the log is empty, but it holds {len(rows)} records" if rows else None
+def tail_problem(
+    rows: Sequence[Row], head: Head, *, base: tuple[int, str] | None = None, window: int = TAIL_RECORDS
+) -> str | None:
+    """What is wrong with the log's last records ``rows`` (``seq`` above ``head.seq - window``), or None.
+
+    ``base`` is ``(seq, hash)`` of the last record pruned away (the live chain starts after it), if any.
+    """
+    base_seq, base_hash = base or (0, GENESIS_HASH)
+    first = max(base_seq + 1, head.seq - window + 1)
+    if head.seq == base_seq:
+        return f"the chain head says seq {head.seq}, but {len(rows)} records follow it" if rows else None
     if not rows or rows[0].seq != first:
         found = f"the first is seq {rows[0].seq}" if rows else "there are none"
         return f"the chain head says seq {head.seq}, but of its last records from seq {first} {found}"
-    verifier = ChainVerifier(first_seq=first, prev_hash=GENESIS_HASH if first == 1 else rows[0].prev_hash)
+    verifier = ChainVerifier()
+    verifier.start_after(first - 1, base_hash if first == base_seq + 1 else rows[0].prev_hash)
     for row in rows:
         if not verifier.feed(row):
             break

@@ -167,11 +167,13 @@ class PostgresStore:
             await self._pool.close()
             self._pool = None
 
-    async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
+    async def append(
+        self, record: DecisionRecord, *, deadline: Deadline, arrived: float | None = None
+    ) -> AppendReceipt:
         """Queue ``record`` for the writer and wait for its commit (see ``DecisionStore.append``)."""
         if self._read_only:
             raise DecisionLogUnavailable("this decision log was opened read-only", location=self.description)
-        stored = await self._writer.submit(record, deadline)
+        stored = await self._writer.submit(record, deadline, arrived)
         return AppendReceipt(stored.seq, stored.hash)
 
     async def append_many(self, records: Sequence[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
@@ -255,11 +257,20 @@ class PostgresStore:
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             head = await self._fetch(conn, "SELECT seq, hash FROM trtguard_chain_head WHERE id = 1", [])
             verifier = ChainVerifier()
+            # Through _fetch first: a dropped table is the store's own error, not psycopg's.
+            await self._fetch(conn, "SELECT 1 FROM trtguard_decisions LIMIT 1", [])
+            has_checkpoints = await self._fetch(conn, "SELECT to_regclass('trtguard_checkpoints')", [])
+            if has_checkpoints[0][0] is not None and (
+                base := _sql.pruned_base(await self._fetch(conn, _sql.PRUNED_BASE, []))
+            ):
+                verifier.start_after(*base)
             async with conn.cursor(name="trtguard_verify") as cursor:
                 await cursor.execute(f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions ORDER BY seq")  # noqa: S608
                 async for row in cursor:
                     if not verifier.feed(_sql.chain_row(row)):
                         break
+        if not head:
+            return verifier.finish(head_seq=None, head_hash=None)
         return verifier.finish(head_seq=int(head[0][0]), head_hash=str(head[0][1]))
 
     async def _fetch(self, conn: psycopg.AsyncConnection[Any], sql: str, params: list[object]) -> list[Any]:
@@ -327,7 +338,9 @@ class PostgresStore:
                 (current.seq - head.TAIL_RECORDS,),
             )
             rows = [_sql.chain_row(r) for r in await cursor.fetchall()]
-            problem = head.tail_problem(rows, current) or ""
+            cursor = await conn.execute(_sql.PRUNED_BASE)
+            base = _sql.pruned_base(await cursor.fetchall())
+            problem = head.tail_problem(rows, current, base=base) or ""
         if not problem:
             return
         if self._accept_broken:
@@ -370,16 +383,21 @@ class PostgresStore:
                 known |= {m for m, o in originals.items() if m in present or not {o} & (present | batch)}
             stored: list[StoredRecord] = []
             values: list[tuple[object, ...]] = []
+            shared: dict[str, tuple[str, str]] = {}
             for record in records:
                 if record.record_id in known:
                     continue
                 seq += 1
-                row, linked = _sql.link(record, seq, prev)
+                row, part, linked = _sql.link(record, seq, prev)
                 values.append(row)
+                if part is not None:
+                    shared[part[0]] = part
                 stored.append(linked)
                 prev = linked.hash
             if values:
                 async with conn.cursor() as insert:
+                    if shared:
+                        await insert.executemany(_sql.INSERT_SHARED.format(p="%s"), list(shared.values()))
                     await insert.executemany(_sql.insert("%s"), values)
                 await conn.execute(
                     "UPDATE trtguard_chain_head SET seq = %s, hash = %s WHERE id = 1", (seq, prev)

@@ -193,23 +193,25 @@ class SpoolingStore:
         finally:
             await self.spool.close()
 
-    async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
+    async def append(
+        self, record: DecisionRecord, *, deadline: Deadline, arrived: float | None = None
+    ) -> AppendReceipt:
         """PostgreSQL within its share of ``deadline``; otherwise the spool.
 
         A record PostgreSQL has started writing is waited for (up to its ``write_timeout``), which can take
         longer than that share.
         """
-        started = time.monotonic()
         budget = min(self._primary_timeout, deadline.remaining() - SPOOL_RESERVE)
         if budget > 0 and time.monotonic() >= self._skip_primary_until:
             try:
-                return await self.primary.append(record, deadline=Deadline.after(budget))
+                return await self.primary.append(record, deadline=Deadline.after(budget), arrived=arrived)
             except DecisionLogUnavailable as error:
                 self._skip_primary_until = time.monotonic() + self._retry_after
                 _log.warning("spooling decisions locally: %s", error.message)
-        # The whole answer time, the wait for PostgreSQL included.
-        waited = round((time.monotonic() - started) * 1_000_000)
-        record = dataclasses.replace(record, latency_us=record.latency_us + waited)
+        if arrived is not None:
+            # The whole answer time, the wait for PostgreSQL included.
+            latency = round((time.monotonic() - arrived) * 1_000_000)
+            record = dataclasses.replace(record, latency_us=latency)
         try:
             async with asyncio.timeout(deadline.remaining()):
                 await self.spool.put(record)

@@ -120,7 +120,9 @@ def write_batch(
             if original is not None and not stored_id(original):
                 continue
             seq += 1
-            values, linked = _sql.link(record, seq, prev)
+            values, shared, linked = _sql.link(record, seq, prev)
+            if shared is not None:
+                conn.execute(_sql.INSERT_SHARED.format(p="?"), shared)
             conn.execute(_sql.insert("?"), values)
             stored.append(linked)
             prev = linked.hash
@@ -240,11 +242,13 @@ class SQLiteStore:
             await asyncio.to_thread(self._checkpointer.join)
             self._checkpointer = None
 
-    async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
+    async def append(
+        self, record: DecisionRecord, *, deadline: Deadline, arrived: float | None = None
+    ) -> AppendReceipt:
         """Queue ``record`` for the writer and wait until it is committed (see ``DecisionStore``)."""
         if self._read_only:
             raise DecisionLogUnavailable("this decision log was opened read-only", location=self.description)
-        stored = await self._writer.submit(record, deadline)
+        stored = await self._writer.submit(record, deadline, arrived)
         return AppendReceipt(stored.seq, stored.hash)
 
     async def query(self, query: RecordQuery) -> list[StoredRecord]:
@@ -265,11 +269,14 @@ class SQLiteStore:
         with self._reading() as conn:
             # One read transaction, so that rows and head are one snapshot while writers go on.
             conn.execute("BEGIN")
-            head_seq, head_hash = conn.execute(
-                "SELECT seq, hash FROM trtguard_chain_head WHERE id = 1"
-            ).fetchone()
+            head = conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
+            base = _sql.pruned_base(
+                conn.execute(_sql.PRUNED_BASE).fetchall() if _has_checkpoints(conn) else []
+            )
             cursor = conn.execute(f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions ORDER BY seq")  # noqa: S608
-            report = verify_rows(_rows(cursor), head_seq=head_seq, head_hash=head_hash)
+            report = verify_rows(
+                _rows(cursor), head_seq=head and head[0], head_hash=head and head[1], base=base
+            )
             conn.execute("COMMIT")
         return report
 
@@ -325,7 +332,9 @@ class SQLiteStore:
             f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions WHERE seq > ? ORDER BY seq",  # noqa: S608
             (current.seq - head.TAIL_RECORDS,),
         )
-        self._refuse_broken(head.tail_problem(list(_rows(cursor)), current))
+        tail = list(_rows(cursor))
+        base = _sql.pruned_base(conn.execute(_sql.PRUNED_BASE).fetchall())
+        self._refuse_broken(head.tail_problem(tail, current, base=base))
         at = None
         if recorded is not None and 0 < recorded.seq <= current.seq:
             row = conn.execute(
@@ -402,6 +411,12 @@ class SQLiteStore:
                     return
         finally:
             conn.close()
+
+
+def _has_checkpoints(conn: sqlite3.Connection) -> bool:
+    """Whether the log has the checkpoints table (a log of schema 1, read without migrating, has not)."""
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'trtguard_checkpoints'").fetchone()
+    return found is not None
 
 
 def _file_bytes(path: Path) -> int:

@@ -24,7 +24,12 @@ class AppendReceipt:
 
 @dataclass(frozen=True, slots=True)
 class RecordQuery:
-    """Filters for reading records back; ``None`` means any. ``newest_first`` with ``limit`` gives a tail."""
+    """Filters for reading records back; ``None`` means any. ``newest_first`` with ``limit`` gives a tail.
+
+    ``by_time`` orders by the decision time (then ``seq``) instead of ``seq`` alone: records shipped from a
+    spool after an outage are appended after newer ones written directly, so "the last admission" is the
+    newest by time. ``offset`` skips that many records of the order (for paging by time).
+    """
 
     namespace: str | None = None
     name: str | None = None
@@ -38,6 +43,8 @@ class RecordQuery:
     before_seq: int | None = None
     limit: int | None = None
     newest_first: bool = False
+    by_time: bool = False
+    offset: int | None = None
 
 
 class DecisionStore(Protocol):
@@ -66,12 +73,15 @@ class DecisionStore(Protocol):
         """Finish pending writes and release connections."""
         ...
 
-    async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
-        """Write ``record`` durably before returning.
+    async def append(
+        self, record: DecisionRecord, *, deadline: Deadline, arrived: float | None = None
+    ) -> AppendReceipt:
+        """Write ``record`` durably before returning, never waiting past ``deadline``.
 
-        Raises :class:`DecisionLogUnavailable` when it was not written before ``deadline``; a record that a
-        writer had already started is waited for rather than abandoned, so that the log and the answer agree
-        (past ``deadline`` by at most the store's own bound on one write).
+        Raises :class:`DecisionLogUnavailable` when it was not confirmed before ``deadline``; if it reaches
+        the log later, an undelivered record follows it (:mod:`webhook.decisionlog.undelivered`). With
+        ``arrived`` (the request's arrival, ``time.monotonic()``) the record's ``latency_us`` is set to the
+        time from it to the start of the commit that makes the record durable: the whole answer time.
         """
         ...
 

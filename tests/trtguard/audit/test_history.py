@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,22 @@ async def test_engine_history_replays_updates_per_repository(store: SQLiteStore)
     assert [(e.seq, e.operation, e.user) for e in entries] == [(1, "CREATE", "alice"), (4, "UPDATE", "bob")]
     assert entries[1].engines == {RESNET: v2, "registry.example.com/models/tokenizer": tokenizer}
     assert [(c.slot, c.old, c.new) for c in entries[1].changes] == [(RESNET, v1, v2)]
+
+
+async def test_a_record_shipped_late_from_a_spool_is_replayed_at_its_decision_time(
+    store: SQLiteStore,
+) -> None:
+    """v1 was admitted in an outage (spooled) before v2 was admitted directly; the spool shipped it last."""
+    v1, v2 = f"{RESNET}@sha256:{'1' * 64}", f"{RESNET}@sha256:{'2' * 64}"
+    noon = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    await _append(
+        store,
+        _record(operation="CREATE", engines=(_engine(v1),), time=noon - timedelta(hours=1)),
+        _record(engines=(_engine(v2),), time=noon + timedelta(minutes=5)),
+        _record(engines=(_engine(v1),), time=noon),  # shipped from the spool after the outage
+    )
+    entries = await workload_history(store, "prod", "resnet50")
+    assert [(e.seq, [(c.old, c.new) for c in e.changes]) for e in entries] == [
+        (1, [(None, v1)]),
+        (2, [(v1, v2)]),
+    ]

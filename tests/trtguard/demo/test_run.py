@@ -35,6 +35,13 @@ def test_the_demo_admits_one_and_denies_four_with_reasons(tmp_path: Path) -> Non
     assert re.search(r"chain verified: 5 records", text)
     assert "trtguard audit tail --decision-log sqlite:///" in text
     assert (tmp_path / "demo" / "tls" / "ca.crt").is_file()
+    # It ends with the report of its own decisions, from a package that verified.
+    report = tmp_path / "demo" / "evidence-report.html"
+    assert f"its report: {report}" in text
+    assert "(verified)" in text
+    page = report.read_text()
+    assert "VERIFIED: every check of this package passed." in page
+    assert page.count("PolicyViolation") == 4  # the four denials of the demo, with their reasons
 
 
 def test_the_demo_reports_an_unexpected_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

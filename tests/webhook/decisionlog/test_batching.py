@@ -156,12 +156,14 @@ async def test_the_latency_stamped_includes_the_wait_for_the_writer(
     log.gate.clear()
     first = asyncio.create_task(writer.submit(make_record(), Deadline.after(5)))
     await log.entered.wait()
-    waiting = asyncio.create_task(writer.submit(make_record(latency_us=1000), Deadline.after(5)))
+    arrived = time.monotonic() - 0.1  # judged in 100 ms
+    waiting = asyncio.create_task(writer.submit(make_record(latency_us=1), Deadline.after(5), arrived))
+    unstamped = asyncio.create_task(writer.submit(make_record(latency_us=1), Deadline.after(5)))
     await asyncio.sleep(0.3)
     log.gate.set()
     await first
-    stored = await waiting
-    assert stored.record.latency_us >= 1000 + 300_000
+    assert 400_000 <= (await waiting).record.latency_us < 1_000_000
+    assert (await unstamped).record.latency_us == 1  # a record copied as it is keeps its latency
 
 
 async def test_a_fail_fast_writer_refuses_at_once_while_failed_or_stalled(

@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.support.harness import RecordFactory, TcpProxy, WaitUntil, unstamped
+from tests.support.harness import RecordFactory, TcpProxy, WaitUntil
 from verifier.deadline import Deadline
 from webhook.decisionlog import (
     DecisionLogError,
@@ -24,6 +24,7 @@ from webhook.decisionlog import (
     RecordQuery,
     open_store,
 )
+from webhook.decisionlog._schema import LATEST_VERSION
 from webhook.decisionlog.postgres import _MIGRATION_LOCK
 from webhook.decisionlog.record import UNSTORABLE_MARK, storable
 
@@ -55,8 +56,7 @@ async def test_same_schema_and_record_form_as_sqlite(
     record = make_record(dry_run=True, allowed=False, reason="PolicyViolation", warnings=("w",))
     await store.append(record, deadline=Deadline.after(5))
     [stored] = await store.query(RecordQuery(uid=record.uid))
-    assert unstamped(stored.record) == unstamped(record)
-    assert stored.record.latency_us >= record.latency_us
+    assert stored.record == record
     with psycopg.connect(pg_url) as conn:
         columns = conn.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = 'trtguard_decisions'"
@@ -77,8 +77,11 @@ async def test_same_schema_and_record_form_as_sqlite(
             "body",
             "prev_hash",
             "hash",
+            "shared_ref",
         ]
-        assert conn.execute("SELECT version FROM trtguard_schema_migrations").fetchall() == [(1,)]
+        assert conn.execute("SELECT version FROM trtguard_schema_migrations ORDER BY version").fetchall() == [
+            (v,) for v in range(1, LATEST_VERSION + 1)
+        ]
 
 
 async def test_two_replicas_in_two_processes_write_one_valid_chain(pg_url: str, tmp_path: Path) -> None:
@@ -156,7 +159,7 @@ async def test_replicas_starting_together_apply_the_migration_once(pg_url: str) 
     finally:
         await asyncio.gather(*(s.close() for s in stores))
     with psycopg.connect(pg_url) as conn:
-        assert conn.execute("SELECT count(*) FROM trtguard_schema_migrations").fetchone() == (1,)
+        assert conn.execute("SELECT count(*) FROM trtguard_schema_migrations").fetchone() == (LATEST_VERSION,)
 
 
 async def test_the_table_is_append_only(
@@ -241,7 +244,9 @@ async def test_readiness_recovers_by_itself_without_appends(
         await pg_proxy.start()
         await wait_until(lambda: store.ready)  # the schema was applied by the health check: no append came
         with psycopg.connect(pg_url) as conn:
-            assert conn.execute("SELECT count(*) FROM trtguard_schema_migrations").fetchone() == (1,)
+            assert conn.execute("SELECT count(*) FROM trtguard_schema_migrations").fetchone() == (
+                LATEST_VERSION,
+            )
 
         await pg_proxy.stop()
         await wait_until(lambda: not store.ready)  # down while idle: unready before any request fails
@@ -351,7 +356,7 @@ async def test_a_record_holding_any_characters_is_written_with_its_batch(
     assert report.ok, report.summary()
     assert report.records == 21
     [stored] = await store.query(RecordQuery(uid=storable(odd).uid))
-    assert unstamped(stored.record) == unstamped(storable(odd))
+    assert stored.record == storable(odd)
     assert stored.record.name == f"n{UNSTORABLE_MARK}\\u0000me"
 
 

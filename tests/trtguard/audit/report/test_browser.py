@@ -1,0 +1,177 @@
+"""The evidence report in a real browser: Debian's chromium, headless, driven by Playwright.
+
+Each page comes from a package made by the evidence tests' end-to-end flow. JavaScript stays enabled, so
+that a hostile string that became script would run; every request is intercepted and recorded (only the
+file itself may load); console messages and page errors are collected. A screenshot of each page is saved
+in the test's output folder.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
+
+from tests.trtguard.audit.package.world import World
+from trtguard.audit.report import write_report
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+OpenReport = Callable[[Path, Path], "Opened"]
+
+
+@dataclass
+class Opened:
+    """A page opened from a file, with what it tried to do."""
+
+    page: Page
+    requests: list[str] = field(default_factory=list)
+    console: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return str(self.page.inner_text("body"))
+
+
+@pytest.fixture(scope="module")
+def browser(resnet_package: Path, hostile_package: Path, tampered_package: Path) -> Iterator[Browser]:
+    # The packages are made first: they run asyncio, which cannot start inside Playwright's event loop.
+    if not CHROMIUM.exists():
+        reason = f"Debian's chromium is not installed at {CHROMIUM} (`make setup` installs APT_PACKAGES)"
+        if os.environ.get("TRTGUARD_REQUIRE_CHROMIUM"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def open_report(browser: Browser) -> Iterator[OpenReport]:
+    contexts: list[BrowserContext] = []
+
+    def open_file(path: Path, screenshot: Path) -> Opened:
+        context = browser.new_context(java_script_enabled=True, viewport={"width": 1280, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        opened = Opened(page)
+        url = path.resolve().as_uri()
+
+        def route(request_route: Route) -> None:
+            opened.requests.append(request_route.request.url)
+            if request_route.request.url == url:
+                request_route.continue_()
+            else:
+                request_route.abort()
+
+        context.route("**/*", route)
+        page.on("console", lambda message: opened.console.append(f"{message.type}: {message.text}"))
+        page.on("pageerror", lambda error: opened.errors.append(str(error)))
+        page.goto(url, wait_until="load")
+        page.screenshot(path=str(screenshot), full_page=True)
+        return opened
+
+    yield open_file
+    for context in contexts:
+        context.close()
+
+
+def _assert_inert(opened: Opened, path: Path) -> None:
+    assert opened.requests == [path.resolve().as_uri()], "nothing but the file itself may load"
+    assert opened.console == [] and opened.errors == []
+    assert opened.page.evaluate("typeof window.__pwned") == "undefined"
+
+
+def test_a_verified_report_shows_the_key_facts(
+    world: World, resnet_package: Path, tmp_path: Path, open_report: OpenReport
+) -> None:
+    report = tmp_path / "report.html"
+    write_report(resnet_package, world.exporter.public_key(), report)
+
+    opened = open_report(report, tmp_path / "report.png")
+
+    _assert_inert(opened, report)
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+    text = opened.text
+    headings = opened.page.locator("h2").all_inner_texts()
+    assert headings[0] == "Verification"  # the outcome comes first
+    assert text.index("VERIFIED: every check of this package passed.") < text.index("What the package covers")
+    for fact in (
+        "every decision about workload prod/resnet",
+        "DEMO-fp16",
+        "DEMO-int8-calibrated",
+        "alice@example.com",
+        "TensorRTMajorUpgrade",
+        "kubernetes-admin",
+        "TensorRT 10.5.0.18, CUDA",
+        "NVIDIA H200",
+        "passed: 1 of 1 field check(s) passed",
+        "no calibration evidence",
+        "top1_acc",
+        "Hash-chain proof",
+    ):
+        assert fact in text, fact
+    assert opened.page.locator("figure.chart svg").count() == 1
+    # A digest is shortened on screen but whole in the text and the title.
+    digest = opened.page.locator("#engine-1 .digest").first
+    full = world.engine_digests["fp16"]
+    assert digest.inner_text() == full and digest.get_attribute("title") == full
+    assert digest.bounding_box()["width"] < 200  # type: ignore[index]
+    opened.page.emulate_media(media="print")
+    assert digest.evaluate("e => getComputedStyle(e).maxWidth") == "none"  # printed whole
+    # On a sheet's width (A4 at 96 dpi, less margins) nothing sticks out, and the page prints.
+    opened.page.set_viewport_size({"width": 700, "height": 1000})
+    assert opened.page.evaluate("document.documentElement.scrollWidth") <= 700
+    opened.page.pdf(path=str(tmp_path / "report.pdf"), format="A4")
+    assert (tmp_path / "report.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_hostile_strings_stay_inert_in_the_browser(
+    world: World, hostile_package: Path, tmp_path: Path, open_report: OpenReport
+) -> None:
+    report = tmp_path / "hostile.html"
+    write_report(hostile_package, world.exporter.public_key(), report)
+
+    opened = open_report(report, tmp_path / "hostile.png")
+
+    _assert_inert(opened, report)
+    assert "<script>window.__pwned = 'script'</script>" in opened.text
+    assert opened.page.locator("body script, body img, body iframe").count() == 0
+
+
+def test_a_tampered_package_renders_red_and_unapproved(
+    world: World, tampered_package: Path, tmp_path: Path, open_report: OpenReport
+) -> None:
+    report = tmp_path / "tampered.html"
+    write_report(tampered_package, world.exporter.public_key(), report)
+
+    opened = open_report(report, tmp_path / "tampered.png")
+
+    _assert_inert(opened, report)
+    banner = opened.page.locator(".banner")
+    assert banner.count() == 1
+    assert banner.inner_text().startswith("VERIFICATION FAILED: do not rely on this package.")
+    red = banner.evaluate("e => [getComputedStyle(e).color, getComputedStyle(e).borderTopColor]")
+    assert red == ["rgb(122, 0, 22)", "rgb(176, 0, 32)"]
+    assert opened.page.locator(".verified, .status-pass, #timeline, #engines").count() == 0
+    assert "VERIFIED:" not in opened.text
+
+
+def test_the_harness_sees_script_and_requests(tmp_path: Path, open_report: OpenReport) -> None:
+    # The control: a page without the report's policy that loads an image and runs a script is caught.
+    page = tmp_path / "control.html"
+    page.write_text(
+        '<!DOCTYPE html><html lang="en"><body><img src="http://198.51.100.1/x.png" alt="">'
+        "<script>window.__pwned = 1; console.log('ran')</script></body></html>"
+    )
+
+    opened = open_report(page, tmp_path / "control.png")
+
+    assert opened.requests == [page.as_uri(), "http://198.51.100.1/x.png"]
+    assert opened.page.evaluate("window.__pwned") == 1 and "log: ran" in opened.console

@@ -1,0 +1,206 @@
+"""The decisions of a verified evidence package as a report shows them: admitted changes, denials, the chain.
+
+The records come from the package's ``records.jsonl`` (already checked by the package verifier); admitted
+changes are replayed per workload with :func:`trtguard.audit.history.replay`, as ``audit history`` replays
+the log, so that both tell the same story.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from trtguard.audit.history import ArtifactChange, replay, signer_names
+from webhook.decisionlog import DecisionLogError, DecisionRecord, StoredRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One engine or runtime image that an admission changed, with what its record counted."""
+
+    artifact: str
+    slot: str
+    old: str | None
+    new: str
+    change_kinds: tuple[str, ...]
+    gated: tuple[str, ...]
+    audit_ids: tuple[str, ...]
+    approvers: tuple[str, ...]
+    signers: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """An admitted change of a workload's engines or images."""
+
+    seq: int
+    time: datetime
+    workload: str
+    operation: str
+    requester: str | None
+    groups: tuple[str, ...]
+    policy_revision: str | None
+    changes: tuple[Change, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One finding of a denial."""
+
+    action: str
+    policy: str
+    rule: str
+    message: str
+    fix: str
+
+
+@dataclass(frozen=True, slots=True)
+class Denial:
+    """A denied request among the package's records; ``selected`` when the selection names it."""
+
+    seq: int
+    time: datetime
+    workload: str
+    operation: str
+    requester: str | None
+    reason: str
+    message: str | None
+    violations: tuple[Violation, ...]
+    dry_run: bool
+    selected: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    """One record of the chain the package carries."""
+
+    seq: int
+    hash: str
+    prev_hash: str
+    workload: str
+    allowed: bool
+    dry_run: bool
+    selected: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    """Everything the report shows of the package's decision records."""
+
+    admissions: tuple[Admission, ...]
+    denials: tuple[Denial, ...]
+    chain: tuple[ChainLink, ...]
+    #: (first, last) time of the selected decisions.
+    period: tuple[datetime, datetime] | None
+
+
+def read_records(data: bytes) -> list[StoredRecord]:
+    """The records of ``records.jsonl`` in file order (the verifier has checked the file; a line it could
+    not read is skipped here as it was reported there)."""
+    records = []
+    for raw in data.splitlines():
+        try:
+            line = json.loads(raw)
+            record = DecisionRecord.from_json(line["record"])
+            records.append(StoredRecord(int(line["seq"]), record, str(line["prev_hash"]), str(line["hash"])))
+        except (ValueError, KeyError, TypeError, RecursionError, DecisionLogError):
+            continue
+    return records
+
+
+def read_decisions(records: Sequence[StoredRecord], selected: Iterable[int]) -> Decisions:
+    """Admitted changes (selected records, replayed per workload), denials and the chain of ``records``."""
+    chosen = set(selected)
+    by_workload: dict[str, list[StoredRecord]] = {}
+    for stored in records:
+        if stored.seq in chosen:
+            by_workload.setdefault(_workload(stored.record), []).append(stored)
+    admissions = sorted(
+        (
+            Admission(
+                seq=entry.seq,
+                time=entry.time,
+                workload=workload,
+                operation=entry.operation,
+                requester=entry.user,
+                groups=entry.groups,
+                policy_revision=entry.policy_revision,
+                changes=tuple(_change(change) for change in entry.changes),
+            )
+            for workload, stored in by_workload.items()
+            for entry in replay(stored)
+        ),
+        key=lambda admission: admission.seq,
+    )
+    denials = tuple(
+        Denial(
+            seq=stored.seq,
+            time=stored.record.time,
+            workload=_workload(stored.record),
+            operation=stored.record.operation,
+            requester=stored.record.user,
+            reason=stored.record.reason,
+            message=stored.record.message,
+            violations=tuple(_violation(v) for v in stored.record.violations if "omitted" not in v),
+            dry_run=stored.record.dry_run,
+            selected=stored.seq in chosen,
+        )
+        for stored in records
+        if not stored.record.allowed
+    )
+    chain = tuple(
+        ChainLink(
+            seq=stored.seq,
+            hash=stored.hash,
+            prev_hash=stored.prev_hash,
+            workload=_workload(stored.record),
+            allowed=stored.record.allowed,
+            dry_run=stored.record.dry_run,
+            selected=stored.seq in chosen,
+        )
+        for stored in records
+    )
+    times = [stored.record.time for stored in records if stored.seq in chosen]
+    period = (min(times), max(times)) if times else None
+    return Decisions(tuple(admissions), denials, chain, period)
+
+
+def _workload(record: DecisionRecord) -> str:
+    name = record.name or "(no name)"
+    return f"{record.namespace}/{name}" if record.namespace else name
+
+
+def _change(change: ArtifactChange) -> Change:
+    recorded = change.recorded
+    evidence = "build_manifests" if change.artifact == "engine" else "signatures"
+    signers = [
+        name for item in _objects(recorded.get(evidence)) for name in signer_names(item.get("signers"))
+    ]
+    return Change(
+        artifact=change.artifact,
+        slot=change.slot,
+        old=change.old,
+        new=change.new,
+        change_kinds=tuple(change.change_kinds),
+        gated=tuple(change.gated),
+        audit_ids=tuple(change.audit_ids),
+        approvers=tuple(change.approvers),
+        signers=tuple(dict.fromkeys(signers)),
+    )
+
+
+def _violation(data: Mapping[str, Any]) -> Violation:
+    return Violation(
+        action=str(data.get("action", "")),
+        policy=str(data.get("policy", "")),
+        rule=str(data.get("rule", "")),
+        message=str(data.get("message", "")),
+        fix=str(data.get("fix") or ""),
+    )
+
+
+def _objects(value: object) -> list[Mapping[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []

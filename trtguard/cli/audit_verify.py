@@ -1,0 +1,185 @@
+"""``trtguard audit verify``: recompute the decision log's hash chain, against signed checkpoints if given.
+
+Without options the live log's chain is recomputed (from genesis, or from the newest checkpoint its records
+were pruned up to). ``--key`` checks that checkpoint's signature; ``--anchor CHECKPOINT`` (with ``--key``)
+checks the log against a checkpoint kept outside it: the log must still hold the anchor's head, or have been
+pruned past it along signed checkpoints that link to it. ``--archive SEGMENT`` checks an archived segment
+instead of the live log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from trtguard.cli._commands import Subparsers, add_subcommand
+
+if TYPE_CHECKING:
+    from verifier.keys import PublicKey
+    from webhook.decisionlog import ChainReport, DecisionStore
+    from webhook.decisionlog.checkpoints import Checkpoint
+
+
+def register(commands: Subparsers, log_flag: Any, format_flag: Any) -> None:
+    """Add ``audit verify`` (``log_flag`` and ``format_flag`` add ``audit``'s shared options)."""
+    verify = add_subcommand(
+        commands,
+        "verify",
+        help="recompute the hash chain; exit 1 if it is broken",
+        description="Recompute the decision log's hash chain (or an archived segment's with --archive). "
+        "With --key, the signature of the checkpoint the live log was pruned up to is checked; with "
+        "--anchor, the log is checked against a signed checkpoint kept outside it.",
+    )
+    log_flag(verify)
+    verify.add_argument(
+        "--key", type=Path, metavar="PUBLIC_KEY", help="the operator's checkpoint public key (PEM)"
+    )
+    verify.add_argument(
+        "--anchor",
+        type=Path,
+        metavar="CHECKPOINT",
+        help="a checkpoint file (from `audit seal` or `audit archive`) the log must agree with; needs --key",
+    )
+    verify.add_argument(
+        "--archive",
+        type=Path,
+        metavar="SEGMENT",
+        help="check this archived segment (decisions-…jsonl.gz) instead of the live log",
+    )
+    format_flag(verify)
+    verify.set_defaults(handler=_verify)
+
+
+def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from trtguard.cli.audit import _run  # noqa: PLC0415 - audit imports this module
+    from trtguard.cli.keys import load_public_key  # noqa: PLC0415
+    from verifier.errors import InputError  # noqa: PLC0415
+    from webhook.decisionlog import checkpoints  # noqa: PLC0415
+
+    out = out or sys.stdout
+    if args.anchor is not None and args.key is None:
+        raise InputError("--anchor needs --key: a checkpoint counts only with its signature checked")
+    key = load_public_key(args.key) if args.key is not None else None
+    anchor = checkpoints.read_file(args.anchor) if args.anchor is not None else None
+    if anchor is not None and key is not None and not anchor.verify(key):
+        raise InputError(
+            "the anchor's signature does not verify with --key",
+            location=str(args.anchor),
+            hint="pass the public key of the key that sealed the log",
+        )
+    if args.archive is not None:
+        if key is None:
+            raise InputError(
+                "--archive needs --key: an archived segment counts only with its checkpoint signed"
+            )
+        return _verify_archive(args, key, anchor, out)
+
+    async def work(store: DecisionStore) -> int:
+        report = await store.verify()
+        problems = _against_checkpoints(args, report, key, anchor)
+        _print(args.format, store.description, report, problems, anchor, out)
+        if report.base_seq and key is None and args.format == "text":
+            print(
+                f"note: the checkpoint at seq {report.base_seq} the log starts from was taken as stored; "
+                "pass --key to check that the operator signed it",
+                file=out,
+            )
+        return 0 if report.ok and not problems else 1
+
+    return _run(args, work)
+
+
+def _against_checkpoints(
+    args: argparse.Namespace,
+    report: ChainReport,
+    key: PublicKey | None,
+    anchor: Checkpoint | None,
+) -> list[str]:
+    """What does not hold between the live log and its stored checkpoints, the key and the anchor."""
+    from trtguard.cli.audit import _url  # noqa: PLC0415
+    from webhook.decisionlog.segments import Ledger  # noqa: PLC0415
+
+    if not report.ok or (key is None and anchor is None):
+        return []
+    problems: list[str] = []
+    with Ledger.open(_url(args), read_only=True) as ledger:
+        sealed = {s.checkpoint.last_seq: s.checkpoint for s in ledger.segments()}
+        if report.base_seq:
+            base = sealed.get(report.base_seq)
+            if base is None or key is None or not base.verify(key):
+                problems.append(
+                    f"the checkpoint at seq {report.base_seq} the log was pruned up to is not signed by --key"
+                )
+        if anchor is None:
+            return problems
+        if anchor.last_seq > report.head_seq:
+            return [
+                *problems,
+                f"the log ends at seq {report.head_seq}, before the anchor's seq {anchor.last_seq}: records "
+                "were removed from its end, or the log was reset",
+            ]
+        if anchor.last_seq > report.base_seq:
+            rows = list(ledger.rows(anchor.last_seq - 1, anchor.last_seq))
+            if not rows or rows[0].hash != anchor.head_hash:
+                problems.append(f"the record at seq {anchor.last_seq} is not the anchor's head")
+            return problems
+        # Pruned past the anchor: the stored checkpoints must link from the anchor's head to the base.
+        stored = sealed.get(anchor.last_seq)
+        if stored is None or stored.head_hash != anchor.head_hash:
+            problems.append(f"the log's checkpoint at seq {anchor.last_seq} is not the anchor")
+            return problems
+        previous = stored
+        for seq in sorted(s for s in sealed if anchor.last_seq < s <= report.base_seq):
+            checkpoint = sealed[seq]
+            if checkpoint.prev_hash != previous.head_hash or checkpoint.first_seq != previous.last_seq + 1:
+                problems.append(f"the checkpoint at seq {seq} does not link to the one before it")
+                break
+            previous = checkpoint
+    return problems
+
+
+def _print(
+    fmt: str,
+    where: str,
+    report: ChainReport,
+    problems: list[str],
+    anchor: Checkpoint | None,
+    out: TextIO,
+) -> None:
+    if fmt == "json":
+        brk = report.first_break
+        data = {
+            "ok": report.ok and not problems,
+            "records": report.records,
+            "head_seq": report.head_seq,
+            "head_hash": report.head_hash,
+            "first_break": {"seq": brk.seq, "uid": brk.uid, "problem": brk.problem} if brk else None,
+            "base_seq": report.base_seq,
+            "anchor": None
+            if anchor is None
+            else {"last_seq": anchor.last_seq, "head_hash": anchor.head_hash},
+            "problems": problems,
+        }
+        print(json.dumps(data), file=out)
+        return
+    print(f"{where}: {report.summary()}", file=out)
+    if anchor is not None and report.ok and not problems:
+        print(f"agrees with the signed checkpoint {anchor.summary()}", file=out)
+    for problem in problems:
+        print(f"NOT VERIFIED: {problem}", file=out)
+
+
+def _verify_archive(args: argparse.Namespace, key: PublicKey, anchor: Checkpoint | None, out: TextIO) -> int:
+    from webhook.decisionlog.archive import verify_segment  # noqa: PLC0415
+
+    report, check = verify_segment(args.archive, key=key)
+    problems = []
+    if check.signature_ok is False:
+        problems.append("the segment's checkpoint is not signed by --key")
+    if anchor is not None and anchor.statement() != check.checkpoint.statement():
+        problems.append("the segment's checkpoint is not the anchor")
+    _print(args.format, str(args.archive), report, problems, anchor, out)
+    return 0 if report.ok and not problems else 1
