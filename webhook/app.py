@@ -180,7 +180,10 @@ def readiness(services: WebhookServices) -> tuple[bool, dict[str, Any]]:
         "policies": [p.name for p in loaded.policy_set.policies] if loaded else [],
         "last_reload_error": {"message": failure.message, "at": failure.at.isoformat()} if failure else None,
     }
-    decision_log: dict[str, Any] = {"store": store.description, "ready": store.ready}
+    problem = store.problem
+    decision_log: dict[str, Any] = {"store": store.description, "ready": problem is None}
+    if problem is not None:
+        decision_log["problem"] = problem
     if isinstance(store, SpoolingStore):
         decision_log["spooled"] = store.pending
     detail: dict[str, Any] = {"policies": policies, "decision_log": decision_log}
@@ -190,7 +193,7 @@ def readiness(services: WebhookServices) -> tuple[bool, dict[str, Any]]:
             "not_after": cert.not_after.isoformat() if cert.not_after else None,
             "last_reload_error": cert.last_error,
         }
-    ready = loaded is not None and store.ready
+    ready = loaded is not None and problem is None
     detail["ready"] = ready
     return ready, detail
 

@@ -80,6 +80,8 @@ async def test_a_hung_database_keeps_answers_in_time_and_the_log_truthful(
         load = [asyncio.create_task(admit(server_client, n)) for n in range(1, 9)]
         await wait_until(lambda: _unready(probes), within=10, interval=0.1)
         unready_after = time.monotonic() - hung
+        problem = (await probes.get("/readyz")).json()["decision_log"]["problem"]
+        assert "a write has been running for more than 2 s" in problem or "did not finish" in problem
         await asyncio.gather(*load)
         late = [admit(server_client, n) for n in range(9, 12)]  # while known hung: denied at once
         await asyncio.gather(*late)

@@ -109,6 +109,17 @@ class BatchWriter:
         )
 
     @property
+    def problem(self) -> str | None:
+        """Why the writer cannot take a record now (failed, stalled or not running); None while it can."""
+        if not self.running:
+            return "the decision log writer is not running"
+        if self.failure is not None:
+            return self.failure
+        if self.stalled:
+            return f"a write has been running for more than {self._stall_after:g} s"
+        return None
+
+    @property
     def undelivered_pending(self) -> int:
         """Undelivered records waiting to be written."""
         return len(self._undelivered)

@@ -93,7 +93,14 @@ class PostgresStore:
     @property
     def ready(self) -> bool:
         """True once the schema is in place, the last write or health check succeeded, and no write stalls."""
-        return self._schema_ready and self._writer.failure is None and not self._writer.stalled
+        return self.problem is None
+
+    @property
+    def problem(self) -> str | None:
+        """Why the store cannot take a record now, for ``/readyz``; None while it can."""
+        if self._writer.problem is not None:
+            return self._writer.problem
+        return None if self._schema_ready else "the schema is not in place yet"
 
     @property
     def undelivered_pending(self) -> int:

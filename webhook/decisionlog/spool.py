@@ -158,11 +158,18 @@ class SpoolingStore:
 
         The spool counts as able when its last write did not fail and its folder is writable with room left.
         """
+        return self.problem is None
+
+    @property
+    def problem(self) -> str | None:
+        """Why neither PostgreSQL nor the spool can take a record now, for ``/readyz``; None while one can."""
         if self._shipper is None or self._shipper.done():
-            return False
-        if self.primary.ready:
-            return True
-        return self.spool_failure is None and writable_room(self.spool.path) is None
+            return "the spool shipper is not running"
+        primary = self.primary.problem
+        if primary is None:
+            return None
+        spool = self.spool_failure or writable_room(self.spool.path)
+        return None if spool is None else f"PostgreSQL: {primary}; spool: {spool}"
 
     @property
     def size_bytes(self) -> int | None:

@@ -188,12 +188,12 @@ class SQLiteStore:
         After a failed batch the idle writer checks every ``health_interval`` seconds whether it can take the
         write lock again: a replica that is not ready gets no requests, so it could not otherwise recover.
         """
-        return (
-            self._writer.running
-            and self._writer.failure is None
-            and not self._writer.stalled
-            and writable_room(self.path) is None
-        )
+        return self.problem is None
+
+    @property
+    def problem(self) -> str | None:
+        """Why the store cannot take a record now, for ``/readyz``; None while it can."""
+        return self._writer.problem or writable_room(self.path)
 
     @property
     def undelivered_pending(self) -> int:

@@ -57,7 +57,12 @@ class DecisionStore(Protocol):
 
     @property
     def ready(self) -> bool:
-        """True while the store takes records (or spools them)."""
+        """True while a record can be taken now (or spooled)."""
+        ...
+
+    @property
+    def problem(self) -> str | None:
+        """Why no record can be taken now (shown by ``/readyz``); None while :attr:`ready`."""
         ...
 
     @property

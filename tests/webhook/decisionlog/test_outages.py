@@ -247,6 +247,8 @@ async def test_spool_mode_is_unready_when_postgres_is_down_and_the_spool_disk_is
         assert (await store.append(make_record(), deadline=Deadline.after(4.75))).spooled
         filler = _fill(tiny_disk)
         assert not store.ready
+        assert "PostgreSQL: " in (store.problem or "") and "spool: " in (store.problem or "")
+        assert "is full" in (store.problem or "")
         answer = await _answer(store, make_record(), 4.75)
         assert not answer.confirmed and answer.seconds < 4.75 + SLACK
         filler.unlink()
@@ -268,6 +270,7 @@ async def test_sqlite_is_unready_on_a_full_disk_and_ready_again_with_room(
         assert (await _answer(store, make_record(), 4.75)).confirmed
         filler = _fill(tiny_disk)
         assert not store.ready
+        assert "is full" in (store.problem or "")
         answers = [await _answer(store, make_record(latency_us=0), 4.75) for _ in range(3)]
         assert max(a.seconds for a in answers) < 4.75 + SLACK
         filler.unlink()
