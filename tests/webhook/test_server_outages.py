@@ -1,4 +1,4 @@
-"""``trtguard serve`` while its PostgreSQL decision log hangs (issue 13): the API server's view.
+"""``trtguard serve`` while its PostgreSQL decision log hangs, or started on a full disk (issue 13).
 
 A real server over TLS writes to the real PostgreSQL server through a :class:`TcpProxy` that stops forwarding
 (as under SIGSTOP). Every answer arrives within the ``?timeout=`` the API server gives, ``/readyz`` turns 503
@@ -9,7 +9,10 @@ denied (its record, if it landed, is followed by an undelivered record).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -24,13 +27,12 @@ from tests.support.harness import (
     WaitUntil,
 )
 from trtguard.demo.material import TENSORRT_IMAGE, Material
-from webhook.decisionlog import PostgresStore, RecordQuery, undelivered
-
-pytestmark = pytest.mark.postgres
+from webhook.decisionlog import PostgresStore, RecordQuery, SQLiteStore, undelivered
 
 API_TIMEOUT = 2
 
 
+@pytest.mark.postgres
 async def test_a_hung_database_keeps_answers_in_time_and_the_log_truthful(
     demo_material: Material,
     pg_url: str,
@@ -114,3 +116,41 @@ async def _unready(probes: ApiServerClient) -> bool:
 
 async def _ready(probes: ApiServerClient) -> bool:
     return (await probes.get("/readyz")).status_code == 200
+
+
+@pytest.mark.parametrize("left", [0, 256 * 1024])
+async def test_serve_started_on_a_full_disk_is_refused_or_not_ready(
+    demo_material: Material, tiny_disk: Path, webhook_process: StartWebhook, left: int
+) -> None:
+    """No room at all: refused at start, saying so. Some room, under 1 MiB: started, and 503."""
+    log = tiny_disk / "decisions.db"
+    store = SQLiteStore(log)
+    await store.open()
+    await store.close()
+    filler = tiny_disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    with contextlib.suppress(OSError):
+        while True:
+            os.write(fd, b"\0" * 4096)
+    os.close(fd)
+    os.truncate(filler, max(0, filler.stat().st_size - left))
+    args = [
+        "--policies",
+        str(demo_material.policies),
+        "--attestations",
+        str(demo_material.attestations),
+        "--insecure-http",
+        "--decision-log",
+        f"sqlite:///{log}",
+    ]
+    if not left:
+        with pytest.raises(AssertionError, match=r"exited \(1\)") as refused:
+            await asyncio.to_thread(webhook_process, *args)
+        assert "is full" in str(refused.value) and "free space on its volume" in str(refused.value)
+        return
+    server = await asyncio.to_thread(webhook_process, *args)
+    async with server.client() as client:
+        response = await client.get("/readyz")
+    assert response.status_code == 503
+    assert "is full" in response.json()["decision_log"]["problem"]
+    await asyncio.to_thread(server.stop)

@@ -313,11 +313,14 @@ class SQLiteStore:
                 conn.close()
                 raise
         except (sqlite3.Error, OSError) as error:
+            no_room = writable_room(self.path)
             raise DecisionLogError(
                 f"cannot open the decision log: {error}",
                 location=self.description,
-                hint="check that the directory exists and is writable, and that the file is a trtguard "
-                "decision log; a damaged file must be restored from a backup (docs/decision-log.md)",
+                hint=f"{no_room}: free space on its volume or grow it"
+                if no_room is not None
+                else "check that the directory exists and is writable, and that the file is a trtguard "
+                "decision log; a damaged file must be restored from a backup (docs/decision-log-storage.md)",
             ) from None
         with contextlib.suppress(OSError):  # a full disk: the store reports not ready; the head file waits
             head.write_head_file(self.path, current)

@@ -13,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -204,22 +202,6 @@ async def test_postgres_crashing_mid_write_leaves_a_log_that_agrees(
         await _log_agrees(store, answers)
     finally:
         await store.close()
-
-
-@pytest.fixture
-def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MiB tmpfs (needs root); the test is skipped where it cannot be mounted."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True, check=False
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _fill(folder: Path) -> Path:
