@@ -126,11 +126,13 @@ class Reviewer:
             verdict = refusal or await self._judge(request, deadline, budget)
             latency = time.perf_counter() - started
             record = self._record(request, verdict, latency)
-            # Half the margin is left for the record, so that a slow evaluation still gets logged in time. A
-            # record the store has started writing is waited for past it (up to the store's write timeout):
-            # the answer must agree with the log.
+            # Half the margin is left for the record, so that a slow evaluation still gets logged in time.
+            # Nothing waits past it: a record not confirmed by then is answered as a denial, and if it lands
+            # later the store follows it with an undelivered record (webhook.decisionlog.undelivered). The
+            # store stamps the record's latency from the arrival, so the record shows the whole answer time.
             log_deadline = Deadline.after(deadline.remaining() + self.settings.timeout_margin / 2)
-            written = await self._write(record, verdict, log_deadline)
+            arrived = time.monotonic() - (time.perf_counter() - started)
+            written = await self._write(record, verdict, log_deadline, arrived)
             # A refusal is a denial either way, and says best why.
             verdict = written if refusal is None else verdict
             span.set_attribute("trtguard.allowed", verdict.allowed)
@@ -291,10 +293,12 @@ class Reviewer:
             replica=self.settings.replica,
         )
 
-    async def _write(self, record: DecisionRecord, verdict: Verdict, deadline: Deadline) -> Verdict:
+    async def _write(
+        self, record: DecisionRecord, verdict: Verdict, deadline: Deadline, arrived: float
+    ) -> Verdict:
         with self.tracing.span("decisionlog.append") as span:
             try:
-                receipt = await self.store.append(record, deadline=deadline)
+                receipt = await self.store.append(record, deadline=deadline, arrived=arrived)
             except DecisionLogUnavailable as error:
                 self.metrics.decision_log_writes.labels("failed").inc()
                 _log.error(

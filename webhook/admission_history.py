@@ -12,7 +12,7 @@ import asyncio
 from policies.results import AdmittedEngine, AdmittingDecision
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable
-from webhook.decisionlog import DecisionLogError, DecisionStore, RecordQuery, StoredRecord
+from webhook.decisionlog import DecisionLogError, DecisionStore, RecordQuery, StoredRecord, undelivered
 
 
 class DecisionLogHistory:
@@ -57,7 +57,7 @@ class DecisionLogHistory:
                     )
                     for stored in page:
                         admitted = _admitted_engines(stored)
-                        if admitted:
+                        if admitted and not await self._undelivered(stored):
                             return admitted
                     if len(page) < self.PAGE:
                         return ()
@@ -70,6 +70,11 @@ class DecisionLogHistory:
                 transient=True,
                 location=self.store.description,
             ) from None
+
+    async def _undelivered(self, stored: StoredRecord) -> bool:
+        """Whether the allow of ``stored`` never reached the API server (an undelivered record names it)."""
+        denials = await self.store.query(RecordQuery(uid=stored.record.uid, allowed=False))
+        return any(undelivered.target(d.record) == stored.record.record_id for d in denials)
 
 
 def _admitted_engines(stored: StoredRecord) -> tuple[AdmittedEngine, ...]:

@@ -2,7 +2,8 @@
 
 ``create_app`` takes the settings and the already-built services (policy store, decision store, reviewer,
 metrics, tracing, certificate reloader) and wires them to HTTP; it reads nothing from the environment. Its
-lifespan opens the decision store and runs the policy and certificate watchers.
+lifespan runs the policy and certificate watchers, and opens the decision store unless ``trtguard serve``
+already has (it opens the store before anything listens).
 
 Once a request's uid is known, every outcome is an AdmissionReview answer: a malformed request and a failure
 inside the webhook are denials, never an HTTP error that ``failurePolicy: Ignore`` would turn into an allow.
@@ -61,12 +62,14 @@ class _TooLarge(Exception):
     pass
 
 
-def create_app(settings: ServeSettings, services: WebhookServices) -> FastAPI:
-    """The webhook application; its lifespan opens the decision store and starts the watchers."""
+def create_app(settings: ServeSettings, services: WebhookServices, *, owns_store: bool = True) -> FastAPI:
+    """The webhook application; its lifespan starts the watchers, and opens and closes the decision store
+    unless ``owns_store`` is False (``trtguard serve`` opens it before anything listens)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await services.store.open()
+        if owns_store:
+            await services.store.open()
         tasks = [
             asyncio.create_task(
                 services.policies.watch(settings.reload_interval), name="trtguard-policy-watch"
@@ -86,7 +89,8 @@ def create_app(settings: ServeSettings, services: WebhookServices) -> FastAPI:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await services.store.close()
+            if owns_store:
+                await services.store.close()
             services.tracing.shutdown()
 
     app = FastAPI(
@@ -176,7 +180,10 @@ def readiness(services: WebhookServices) -> tuple[bool, dict[str, Any]]:
         "policies": [p.name for p in loaded.policy_set.policies] if loaded else [],
         "last_reload_error": {"message": failure.message, "at": failure.at.isoformat()} if failure else None,
     }
-    decision_log: dict[str, Any] = {"store": store.description, "ready": store.ready}
+    problem = store.problem
+    decision_log: dict[str, Any] = {"store": store.description, "ready": problem is None}
+    if problem is not None:
+        decision_log["problem"] = problem
     if isinstance(store, SpoolingStore):
         decision_log["spooled"] = store.pending
     detail: dict[str, Any] = {"policies": policies, "decision_log": decision_log}
@@ -186,7 +193,7 @@ def readiness(services: WebhookServices) -> tuple[bool, dict[str, Any]]:
             "not_after": cert.not_after.isoformat() if cert.not_after else None,
             "last_reload_error": cert.last_error,
         }
-    ready = loaded is not None and store.ready
+    ready = loaded is not None and problem is None
     detail["ready"] = ready
     return ready, detail
 

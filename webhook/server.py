@@ -78,6 +78,7 @@ def build(
         settings.decision_log,
         unavailable=settings.decision_log_unavailable,
         spool=settings.decision_log_spool,
+        accept_broken=settings.accept_broken_log,
     )
     # Change control compares an engine with the one last admitted for the same workload: ask the log.
     history = DecisionLogHistory(store)
@@ -134,7 +135,18 @@ def run(settings: ServeSettings, *, out: TextIO | None = None) -> int:
 
 
 async def _serve(settings: ServeSettings, built: Built, out: TextIO) -> None:
-    app = create_app(settings, built.services)
+    # Opened before anything listens, so that a log that cannot be opened (unwritable, corrupt, reset) is
+    # reported with the store's own error and hint, not as a port that could not be bound.
+    store = built.services.store
+    await store.open()
+    try:
+        await _serve_open(settings, built, out)
+    finally:
+        await store.close()
+
+
+async def _serve_open(settings: ServeSettings, built: Built, out: TextIO) -> None:
+    app = create_app(settings, built.services, owns_store=False)
     context = built.ssl_context
     limits = connection_limits(settings)
     # The protocol does the TLS handshake itself (with a deadline), so uvicorn is given no SSL context.

@@ -54,6 +54,8 @@ class ServeSettings(BaseSettings):
     decision_log_file: Path | None = None
     decision_log_unavailable: Literal["deny", "spool"] = "deny"
     decision_log_spool: Path = Path("trtguard-spool.db")
+    # Open a decision log whose head does not verify, or that was reset, instead of refusing to start.
+    accept_broken_log: bool = False
     default_timeout: float = Field(default=10.0, gt=0, le=60)
     timeout_margin: float = Field(default=0.5, ge=0, lt=30)
     metrics_port: int | None = Field(default=None, ge=0, le=65535)

@@ -326,7 +326,9 @@ class TcpProxy:
     """A loopback TCP forwarder to PostgreSQL that a test can cut and restore, to play a database outage.
 
     Cutting it closes the listening socket and every proxied connection, which is what clients see when the
-    database host goes away.
+    database host goes away. Hanging it keeps every connection open but forwards nothing (new connections are
+    accepted and left waiting), which is what clients see when the database is stopped (SIGSTOP) or a network
+    path silently drops packets; ``resume`` lets the held bytes through.
     """
 
     def __init__(self, target_port: int = 5432) -> None:
@@ -334,6 +336,16 @@ class TcpProxy:
         self.port = 0
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+
+    def hang(self) -> None:
+        """Forward nothing more, in either direction, until :meth:`resume`."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        """Forward again, held bytes first."""
+        self._flowing.set()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
@@ -347,11 +359,15 @@ class TcpProxy:
         for writer in list(self._writers):
             writer.transport.abort()
         self._writers.clear()
+        # Held connections are gone: their handlers may finish, and a restarted proxy forwards again.
+        self._flowing.set()
 
     def url(self, database: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        await self._flowing.wait()
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:
@@ -362,6 +378,7 @@ class TcpProxy:
         async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             try:
                 while data := await src.read(65536):
+                    await self._flowing.wait()
                     dst.write(data)
                     await dst.drain()
             except (ConnectionError, OSError):

@@ -4,6 +4,7 @@
 - ``webhook_process`` / ``demo_webhook``: ``trtguard serve`` as a real process over real TLS.
 - ``demo_material``: fresh keys, the bundled policies and signed attestations (trtguard.demo.material).
 - ``pg_url`` / ``pg_proxy``: a fresh database on the local PostgreSQL server, and a cuttable path to it.
+- ``tiny_disk``: a 2 MiB tmpfs to fill up (skipped where it cannot be mounted).
 - ``shared_admission_review`` / ``shared_admission_request``: one test per public AdmissionReview fixture.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -193,3 +195,19 @@ async def pg_proxy() -> AsyncIterator[TcpProxy]:
     await proxy.start()
     yield proxy
     await proxy.stop()
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs to fill up (needs root to mount); the test is skipped where it cannot be mounted."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -21,7 +21,7 @@ from verifier.evidence_folder import LocalEvidence
 from verifier.keys import generate_private_key
 from webhook.admission import Reviewer
 from webhook.admission_history import DecisionLogHistory
-from webhook.decisionlog import DecisionRecord, SQLiteStore
+from webhook.decisionlog import DecisionRecord, SQLiteStore, undelivered
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
 from webhook.wire import parse_review_document
@@ -92,6 +92,19 @@ async def test_last_engines_are_those_of_the_newest_real_admission_with_engines(
     assert await history.last_engines("prod", "Deployment", "other", Deadline.after(5)) == ()
     assert await history.last_engines("prod", "StatefulSet", "resnet50", Deadline.after(5)) == (
         AdmittedEngine(v3, admitted_by=AdmittingDecision(stateful.record_id, 125)),
+    )
+
+
+async def test_an_admission_whose_answer_was_not_delivered_is_not_the_last_admitted(
+    store: SQLiteStore,
+) -> None:
+    v1, v2 = (f"{RESNET}@sha256:{c * 64}" for c in "12")
+    delivered = _record(uid="u1", engines=(_engine(v1),))
+    late = _record(uid="u2", engines=(_engine(v2),))
+    await _append(store, delivered, late, undelivered.undelivered(late))
+    history = DecisionLogHistory(store)
+    assert await history.last_engines("prod", "Deployment", "resnet50", Deadline.after(5)) == (
+        AdmittedEngine(v1, admitted_by=AdmittingDecision(delivered.record_id, 1)),
     )
 
 

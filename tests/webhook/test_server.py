@@ -347,6 +347,37 @@ async def test_a_port_in_use_is_a_clear_error(demo_material: Material, tmp_path:
     assert "Traceback" not in text
 
 
+@pytest.mark.parametrize("damage", ["empty", "garbage"])
+async def test_a_log_that_cannot_be_opened_is_reported_before_anything_listens(
+    demo_material: Material, tmp_path: Path, damage: str, webhook_process: StartWebhook
+) -> None:
+    (tmp_path / "decisions.db").write_bytes(b"" if damage == "empty" else b"\xa5" * 8192)
+    process = await asyncio.create_subprocess_exec(
+        str(TRTGUARD),
+        "serve",
+        *_serve_args(demo_material),
+        "--port",
+        "0",
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
+    text = stderr.decode()
+    assert process.returncode == 1, text
+    assert "listening" not in stdout.decode()
+    assert "sqlite:///decisions.db" in text and "--port" not in text and "Traceback" not in text
+    if damage == "empty":
+        assert "empty (0 bytes)" in text and "--accept-broken-log" in text
+    else:
+        assert "cannot open the decision log: file is not a database" in text
+        return
+    # Told to go on, it starts a new chain in its place.
+    server = webhook_process(*_serve_args(demo_material), "--accept-broken-log", workdir=tmp_path)
+    async with server.client() as client:
+        assert (await client.get("/readyz")).status_code == 200
+
+
 async def test_insecure_http_serves_plain_http(
     demo_material: Material,
     webhook_process: StartWebhook,

@@ -30,6 +30,7 @@ _FIELDS = (
     "decision_log_file",
     "decision_log_unavailable",
     "decision_log_spool",
+    "accept_broken_log",
     "default_timeout",
     "timeout_margin",
     "metrics_port",
@@ -115,6 +116,13 @@ def register(subparsers: Subparsers) -> None:
         "record locally until it can be shipped",
     )
     log.add_argument("--decision-log-spool", type=Path, metavar="FILE", help="local spool file (SQLite)")
+    log.add_argument(
+        "--accept-broken-log",
+        action="store_const",
+        const=True,
+        help="start even when the decision log's last records do not verify, or the log was truncated or "
+        "reset (refused by default: restore it from a backup, or accept the break with this flag)",
+    )
     timing = parser.add_argument_group("timing")
     timing.add_argument(
         "--default-timeout", type=float, metavar="SECONDS", help="deadline without ?timeout= (default 10)"

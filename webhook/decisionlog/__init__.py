@@ -44,19 +44,26 @@ def open_store(
     unavailable: Literal["deny", "spool"] = "deny",
     spool: Path | None = None,
     read_only: bool = False,
+    accept_broken: bool = False,
 ) -> DecisionStore:
     """A store for ``sqlite:///path`` or ``postgresql://…``, not yet opened.
 
     With ``unavailable="spool"`` a PostgreSQL store that cannot be written admits the decision and keeps the
     record in the local SQLite file ``spool`` until it can be shipped; SQLite stores ignore it (a local file
     that cannot be written has no better place to spool to). A ``read_only`` store (``trtguard audit``) never
-    creates a file or tables.
+    creates a file or tables. ``accept_broken`` opens a log whose head does not verify, or that was reset
+    (:mod:`webhook.decisionlog.head`), instead of refusing it.
     """
     if url.startswith("sqlite:///"):
         path, _, query = url.removeprefix("sqlite:///").partition("?")
-        return SQLiteStore(Path(path), read_only=read_only, synchronous=_sqlite_sync(query, url))
+        return SQLiteStore(
+            Path(path),
+            read_only=read_only,
+            synchronous=_sqlite_sync(query, url),
+            accept_broken=accept_broken,
+        )
     if url.startswith(("postgresql://", "postgres://")):
-        primary = PostgresStore(url, read_only=read_only)
+        primary = PostgresStore(url, read_only=read_only, accept_broken=accept_broken)
         if unavailable == "spool" and not read_only:
             return SpoolingStore(primary, spool or Path("trtguard-spool.db"))
         return primary

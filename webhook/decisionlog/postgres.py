@@ -12,16 +12,16 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import psycopg
 import psycopg_pool
 
 from verifier.deadline import Deadline
-from webhook.decisionlog import _schema, _sql
+from webhook.decisionlog import _schema, _sql, head, undelivered
 from webhook.decisionlog._batching import BatchWriter
 from webhook.decisionlog.chain import ChainReport, ChainVerifier
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable, describe
@@ -29,6 +29,7 @@ from webhook.decisionlog.record import DecisionRecord, StoredRecord
 from webhook.decisionlog.store import AppendReceipt, RecordQuery, redact
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 #: Arbitrary constant naming trtguard's advisory lock for schema migrations.
 _MIGRATION_LOCK: Final = 0x7472_7467_7561_7264 & 0x7FFF_FFFF_FFFF_FFFF
@@ -42,25 +43,43 @@ class PostgresOptions:
     max_size: int = 4
     connect_timeout: float = 3.0
     #: Upper bound of one write: schema setup if still pending, getting a connection and the transaction
-    #: (lock waits on the chain head included). Cancelling a statement in flight may add a round trip.
+    #: (lock waits on the chain head included). A write past it is abandoned with its connection, never
+    #: waited on (cancelling a query on a hung server would wait for that server).
     write_timeout: float = 5.0
     statement_timeout_ms: int = 5000
     #: Seconds between health checks, which make the store ready again once the database answers.
     health_interval: float = 5.0
+    #: Seconds between health checks while the store is failed: how soon it takes records again.
+    retry_interval: float = 1.0
+    #: A commit running longer than this makes the store unready and refuse new records at once.
+    stall_after: float = 2.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 class PostgresStore:
     """Decision log in PostgreSQL; see the module docstring for how appends are serialised."""
 
-    def __init__(self, url: str, options: PostgresOptions | None = None, *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        options: PostgresOptions | None = None,
+        *,
+        read_only: bool = False,
+        accept_broken: bool = False,
+    ) -> None:
         self._url = url
         self._read_only = read_only
+        self._accept_broken = accept_broken
         self._options = options or PostgresOptions()
         self._pool: psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         # Its failure is also set by the health check, which runs on the event loop at all times (while
         # ready too, so that a database gone while idle makes the replica unready before a request fails).
-        self._writer = BatchWriter(where=self.description, log=_log)
+        # A database known to be down (or hung) refuses records at once: waiting out a connect timeout per
+        # batch would hold every decision queued behind it past the API server's deadline.
+        self._writer = BatchWriter(
+            where=self.description, log=_log, fail_fast=True, stall_after=self._options.stall_after
+        )
+        self._abandoned: set[asyncio.Task[Any]] = set()
         self._schema_ready = False
         self._schema_lock = asyncio.Lock()
         self._health: asyncio.Task[None] | None = None
@@ -73,8 +92,20 @@ class PostgresStore:
 
     @property
     def ready(self) -> bool:
-        """True once the schema is in place and the last write or health check succeeded."""
-        return self._schema_ready and self._writer.failure is None
+        """True once the schema is in place, the last write or health check succeeded, and no write stalls."""
+        return self.problem is None
+
+    @property
+    def problem(self) -> str | None:
+        """Why the store cannot take a record now, for ``/readyz``; None while it can."""
+        if self._writer.problem is not None:
+            return self._writer.problem
+        return None if self._schema_ready else "the schema is not in place yet"
+
+    @property
+    def undelivered_pending(self) -> int:
+        """Undelivered records not yet written (webhook.decisionlog.undelivered)."""
+        return self._writer.undelivered_pending
 
     @property
     def size_bytes(self) -> int | None:
@@ -137,15 +168,19 @@ class PostgresStore:
             await asyncio.gather(self._health, return_exceptions=True)
             self._health = None
         await self._writer.stop()
+        if self._abandoned:  # cancelled writes closing their connections (see _bounded)
+            await asyncio.wait(set(self._abandoned), timeout=1.0)
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
 
-    async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
+    async def append(
+        self, record: DecisionRecord, *, deadline: Deadline, arrived: float | None = None
+    ) -> AppendReceipt:
         """Queue ``record`` for the writer and wait for its commit (see ``DecisionStore.append``)."""
         if self._read_only:
             raise DecisionLogUnavailable("this decision log was opened read-only", location=self.description)
-        stored = await self._writer.submit(record, deadline)
+        stored = await self._writer.submit(record, deadline, arrived)
         return AppendReceipt(stored.seq, stored.hash)
 
     async def append_many(self, records: Sequence[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
@@ -172,12 +207,7 @@ class PostgresStore:
         unready for good.
         """
         try:
-            async with asyncio.timeout(self._options.write_timeout):
-                await self._ensure_schema()
-                async with self._connection() as conn:
-                    # Reaching the database and measuring the log in one round trip.
-                    cursor = await conn.execute("SELECT pg_total_relation_size('trtguard_decisions')")
-                    size = await cursor.fetchone()
+            size = await self._bounded(self._measure())
         except Exception as error:  # whatever the cause, the store cannot take records now
             if self._writer.failure is None:
                 _log.warning(
@@ -193,6 +223,33 @@ class PostgresStore:
             _log.info("decision log reachable again", extra={"store": self.description})
         self._writer.failure = None
         return True
+
+    async def _measure(self) -> Any:
+        await self._ensure_schema()
+        async with self._connection() as conn:
+            # Reaching the database and measuring the log in one round trip.
+            cursor = await conn.execute("SELECT pg_total_relation_size('trtguard_decisions')")
+            return await cursor.fetchone()
+
+    async def _bounded(self, work: Coroutine[Any, Any, _T]) -> _T:
+        """``work`` within ``write_timeout``; past it, abandoned rather than waited on.
+
+        Cancelling a query makes psycopg ask the server to cancel it and wait for that (up to 10 s); on a
+        hung server that wait is the whole cost. The task is cancelled once more shortly after, which makes
+        psycopg close the connection instead; it ends in the background and the pool replaces the connection.
+        """
+        task = asyncio.ensure_future(work)
+        done, _ = await asyncio.wait({task}, timeout=self._options.write_timeout)
+        if task in done:
+            return task.result()
+        task.cancel()
+        asyncio.get_running_loop().call_later(0.05, task.cancel)
+        self._abandoned.add(task)
+        task.add_done_callback(_forget(self._abandoned))
+        raise DecisionLogUnavailable(
+            f"the write did not finish within {self._options.write_timeout:g} s; abandoned it",
+            location=self.description,
+        )
 
     async def query(self, query: RecordQuery) -> list[StoredRecord]:
         """Records matching ``query``."""
@@ -272,19 +329,39 @@ class PostgresStore:
                         _schema.INSERT_VERSION.format(p="%s"),
                         (migration.version, migration.description, datetime.now(UTC).isoformat()),
                     )
+                await self._check_head(conn)
             self._schema_ready = True
 
+    async def _check_head(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Verify the last records against the head row before the first write (webhook.decisionlog.head)."""
+        # FOR SHARE: a writer of another replica cannot move the head between reading it and the tail.
+        cursor = await conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1 FOR SHARE")
+        row = await cursor.fetchone()
+        problem = "the chain head row is missing"
+        if row is not None:
+            current = head.Head(int(row[0]), str(row[1]))
+            cursor = await conn.execute(
+                f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions WHERE seq > %s ORDER BY seq",  # noqa: S608
+                (current.seq - head.TAIL_RECORDS,),
+            )
+            rows = [_sql.chain_row(r) for r in await cursor.fetchall()]
+            cursor = await conn.execute(_sql.PRUNED_BASE)
+            base = _sql.pruned_base(await cursor.fetchall())
+            problem = head.tail_problem(rows, current, base=base) or ""
+        if not problem:
+            return
+        if self._accept_broken:
+            _log.error("decision log accepted as it is: %s", problem, extra={"store": self.description})
+            return
+        raise DecisionLogError(problem, location=self.description, hint=head.ACCEPT_HINT)
+
     async def _write_bounded(self, records: list[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
-        try:
-            # Schema setup is inside the bound: it waits for a connection and a lock like the write itself.
-            async with asyncio.timeout(self._options.write_timeout):
-                await self._ensure_schema()
-                return await self._write_batch(records, dedupe=dedupe)
-        except TimeoutError:
-            raise DecisionLogUnavailable(
-                f"the write did not finish within {self._options.write_timeout:g} s",
-                location=self.description,
-            ) from None
+        # Schema setup is inside the bound: it waits for a connection and a lock like the write itself.
+        return await self._bounded(self._write_unbounded(records, dedupe=dedupe))
+
+    async def _write_unbounded(self, records: list[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
+        await self._ensure_schema()
+        return await self._write_batch(records, dedupe=dedupe)
 
     async def _write_batch(self, records: list[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
         async with self._connection() as conn, conn.transaction():
@@ -300,6 +377,17 @@ class PostgresStore:
                     ([r.record_id for r in records],),
                 )
                 known = {row[0] for row in await cursor.fetchall()}
+            # Undelivered records are written only for an original in the log, and once (undelivered.py).
+            originals = {r.record_id: o for r in records if (o := undelivered.target(r)) is not None}
+            if originals:
+                cursor = await conn.execute(
+                    "SELECT record_id FROM trtguard_decisions WHERE record_id = ANY(%s)",
+                    ([*originals, *originals.values()],),
+                )
+                present = {row[0] for row in await cursor.fetchall()}
+                # An original in this very batch counts too: it is inserted before its undelivered record.
+                batch = {r.record_id for r in records}
+                known |= {m for m, o in originals.items() if m in present or not {o} & (present | batch)}
             stored: list[StoredRecord] = []
             values: list[tuple[object, ...]] = []
             shared: dict[str, tuple[str, str]] = {}
@@ -325,5 +413,17 @@ class PostgresStore:
 
     async def _health_loop(self) -> None:
         while True:
-            await asyncio.sleep(self._options.health_interval)
+            failed = self._writer.failure is not None
+            await asyncio.sleep(self._options.retry_interval if failed else self._options.health_interval)
             await self.check_health()
+
+
+def _forget(tasks: set[asyncio.Task[Any]]) -> Callable[[asyncio.Task[Any]], None]:
+    """A done-callback that drops an abandoned task and consumes its outcome (it was already reported)."""
+
+    def done(task: asyncio.Task[Any]) -> None:
+        tasks.discard(task)
+        if not task.cancelled():
+            task.exception()
+
+    return done

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import sqlite3
 import time
@@ -24,7 +25,8 @@ from webhook.decisionlog.chain import ChainReport
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
 from webhook.decisionlog.postgres import PostgresStore
 from webhook.decisionlog.record import DecisionRecord, StoredRecord, load_body, storable
-from webhook.decisionlog.store import AppendReceipt, RecordQuery
+from webhook.decisionlog.store import AppendReceipt, RecordQuery, writable_room
+from webhook.decisionlog.undelivered import undelivered
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -139,7 +141,10 @@ class SpoolingStore:
         # While PostgreSQL is known to be down, requests go straight to the spool instead of waiting on it.
         self._skip_primary_until = 0.0
         self._pending = 0
+        #: Why the spool cannot take a record now (its last write failed, or no room); None while it can.
+        self.spool_failure: str | None = None
         self._shipper: asyncio.Task[None] | None = None
+        self._late: set[asyncio.Task[None]] = set()
         self._closing = asyncio.Event()
 
     @property
@@ -149,8 +154,22 @@ class SpoolingStore:
 
     @property
     def ready(self) -> bool:
-        """True while the shipper runs: the local spool takes what PostgreSQL cannot, and gets shipped."""
-        return self._shipper is not None and not self._shipper.done()
+        """True while a record can be taken now: PostgreSQL takes it, or the spool can, and the shipper runs.
+
+        The spool counts as able when its last write did not fail and its folder is writable with room left.
+        """
+        return self.problem is None
+
+    @property
+    def problem(self) -> str | None:
+        """Why neither PostgreSQL nor the spool can take a record now, for ``/readyz``; None while one can."""
+        if self._shipper is None or self._shipper.done():
+            return "the spool shipper is not running"
+        primary = self.primary.problem
+        if primary is None:
+            return None
+        spool = self.spool_failure or writable_room(self.spool.path)
+        return None if spool is None else f"PostgreSQL: {primary}; spool: {spool}"
 
     @property
     def size_bytes(self) -> int | None:
@@ -175,12 +194,15 @@ class SpoolingStore:
             self._closing.set()
             # A shipper that was cancelled or crashed has nothing more to say here (it logs its failures).
             await asyncio.gather(shipper, return_exceptions=True)
+        await asyncio.gather(*self._late, return_exceptions=True)
         try:
             await self.primary.close()
         finally:
             await self.spool.close()
 
-    async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
+    async def append(
+        self, record: DecisionRecord, *, deadline: Deadline, arrived: float | None = None
+    ) -> AppendReceipt:
         """PostgreSQL within its share of ``deadline``; otherwise the spool.
 
         A record PostgreSQL has started writing is waited for (up to its ``write_timeout``), which can take
@@ -189,11 +211,30 @@ class SpoolingStore:
         budget = min(self._primary_timeout, deadline.remaining() - SPOOL_RESERVE)
         if budget > 0 and time.monotonic() >= self._skip_primary_until:
             try:
-                return await self.primary.append(record, deadline=Deadline.after(budget))
+                return await self.primary.append(record, deadline=Deadline.after(budget), arrived=arrived)
             except DecisionLogUnavailable as error:
                 self._skip_primary_until = time.monotonic() + self._retry_after
                 _log.warning("spooling decisions locally: %s", error.message)
-        await self.spool.put(record)
+        if arrived is not None:
+            # The whole answer time, the wait for PostgreSQL included.
+            latency = round((time.monotonic() - arrived) * 1_000_000)
+            record = dataclasses.replace(record, latency_us=latency)
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                await self.spool.put(record)
+        except TimeoutError:
+            # The put may still land: spool the undelivered record after it (the spool's one thread keeps the
+            # order), and PostgreSQL writes it only beside the original (webhook.decisionlog.undelivered).
+            late = asyncio.create_task(self.spool.put(undelivered(record)))
+            self._late.add(late)
+            late.add_done_callback(self._late_done)
+            raise DecisionLogUnavailable(
+                "the local decision spool did not take the record in time", location=str(self.spool.path)
+            ) from None
+        except DecisionLogUnavailable as error:
+            self.spool_failure = error.message
+            raise
+        self.spool_failure = None
         self._pending += 1
         return AppendReceipt(None, None, spooled=True)
 
@@ -226,12 +267,24 @@ class SpoolingStore:
         """Verify the PostgreSQL chain."""
         return await self.primary.verify()
 
+    def _late_done(self, task: asyncio.Task[None]) -> None:
+        self._late.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            _log.error(
+                "could not spool an undelivered record: %s",
+                error,
+                extra={"spool": str(self.spool.path)},
+            )
+
     async def _ship_loop(self) -> None:
         wait = self._ship_interval
         while not self._closing.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):
                     await self._closing.wait()
+            if self.spool_failure is not None and writable_room(self.spool.path) is None:
+                # Room again: ready, so that requests come and show whether the spool takes them.
+                self.spool_failure = None
             try:
                 await self.ship_once()
             except Exception as error:  # the records stay in the spool; the shipper must outlive a bad round

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Final, Literal, TypeVar
 
 from verifier.deadline import Deadline
-from webhook.decisionlog import _schema, _sql
+from webhook.decisionlog import _schema, _sql, head, undelivered
 from webhook.decisionlog._batching import BatchWriter
 from webhook.decisionlog.chain import ChainReport, Row, verify_rows
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
 from webhook.decisionlog.record import DecisionRecord, StoredRecord
-from webhook.decisionlog.store import AppendReceipt, RecordQuery
+from webhook.decisionlog.store import AppendReceipt, RecordQuery, writable_room
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -42,6 +42,8 @@ CHECKPOINT_INTERVAL: Final = 1.0
 CHECKPOINT_RECORDS: Final = 1000
 #: Seconds between health checks while the last write failed (see ``SQLiteStore.ready``).
 HEALTH_INTERVAL: Final = 5.0
+#: A commit running longer than this (a lock held elsewhere, a stalled disk) makes the store unready.
+STALL_AFTER: Final = 2.0
 
 
 Synchronous = Literal["full", "normal"]
@@ -99,19 +101,23 @@ def write_batch(
 ) -> list[StoredRecord]:
     """Append ``records`` after the current chain head in one transaction.
 
-    With ``dedupe`` records whose ``record_id`` is already stored are skipped (shipping a spool twice).
+    With ``dedupe`` records whose ``record_id`` is already stored are skipped (shipping a spool twice). An
+    undelivered record is skipped unless the record it names is stored and it is not stored yet itself.
     """
+
+    def stored_id(record_id: str) -> bool:
+        found = conn.execute("SELECT 1 FROM trtguard_decisions WHERE record_id = ?", (record_id,))
+        return found.fetchone() is not None
+
     conn.execute("BEGIN IMMEDIATE")
     try:
         seq, prev = conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
         stored: list[StoredRecord] = []
         for record in records:
-            if (
-                dedupe
-                and conn.execute(
-                    "SELECT 1 FROM trtguard_decisions WHERE record_id = ?", (record.record_id,)
-                ).fetchone()
-            ):
+            original = undelivered.target(record)
+            if (dedupe or original is not None) and stored_id(record.record_id):
+                continue
+            if original is not None and not stored_id(original):
                 continue
             seq += 1
             values, shared, linked = _sql.link(record, seq, prev)
@@ -140,8 +146,11 @@ class SQLiteStore:
         read_only: bool = False,
         synchronous: Synchronous = "full",
         health_interval: float = HEALTH_INTERVAL,
+        accept_broken: bool = False,
     ) -> None:
         self.path = path
+        #: Open a log whose head does not verify, or that was reset (webhook.decisionlog.head), all the same.
+        self.accept_broken = accept_broken
         self._read_only = read_only
         self._synchronous: Synchronous = synchronous
         self._busy_timeout_ms = busy_timeout_ms
@@ -149,7 +158,9 @@ class SQLiteStore:
         self._conn: sqlite3.Connection | None = None
         self._writer_thread: ThreadPoolExecutor | None = None
         # After a failed batch the writer checks whether it can take the write lock again (see ``ready``).
-        self._writer = BatchWriter(where=self.description, log=_log, recover_interval=health_interval)
+        self._writer = BatchWriter(
+            where=self.description, log=_log, recover_interval=health_interval, stall_after=STALL_AFTER
+        )
         # WAL checkpoints copy the log into the database and fsync it: done inline by the writer they stall
         # every decision waiting behind that commit, so a thread of their own does them (PASSIVE: it never
         # blocks the writer).
@@ -171,12 +182,23 @@ class SQLiteStore:
 
     @property
     def ready(self) -> bool:
-        """True while the writer thread runs and its last batch (or health check) did not fail.
+        """True while a record can be taken now: the writer runs, its last batch (or health check) did not
+        fail, no commit stalls, and the file's folder is writable with room left.
 
         After a failed batch the idle writer checks every ``health_interval`` seconds whether it can take the
         write lock again: a replica that is not ready gets no requests, so it could not otherwise recover.
         """
-        return self._writer.running and self._writer.failure is None
+        return self.problem is None
+
+    @property
+    def problem(self) -> str | None:
+        """Why the store cannot take a record now, for ``/readyz``; None while it can."""
+        return self._writer.problem or writable_room(self.path)
+
+    @property
+    def undelivered_pending(self) -> int:
+        """Undelivered records not yet written (webhook.decisionlog.undelivered)."""
+        return self._writer.undelivered_pending
 
     @property
     def size_bytes(self) -> int | None:
@@ -211,7 +233,7 @@ class SQLiteStore:
         if thread is None or conn is None:
             return
         await self._writer.stop()
-        await _on(thread, conn.close)
+        await _on(thread, self._close_writer, conn)
         thread.shutdown(wait=False)
         self._writer_thread = self._conn = None
         if self._checkpointer is not None:
@@ -220,11 +242,13 @@ class SQLiteStore:
             await asyncio.to_thread(self._checkpointer.join)
             self._checkpointer = None
 
-    async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
+    async def append(
+        self, record: DecisionRecord, *, deadline: Deadline, arrived: float | None = None
+    ) -> AppendReceipt:
         """Queue ``record`` for the writer and wait until it is committed (see ``DecisionStore``)."""
         if self._read_only:
             raise DecisionLogUnavailable("this decision log was opened read-only", location=self.description)
-        stored = await self._writer.submit(record, deadline)
+        stored = await self._writer.submit(record, deadline, arrived)
         return AppendReceipt(stored.seq, stored.hash)
 
     async def query(self, query: RecordQuery) -> list[StoredRecord]:
@@ -271,22 +295,75 @@ class SQLiteStore:
             ) from None
 
     def _connect_writer(self) -> sqlite3.Connection:
-        """The writer's connection, with the schema migrated."""
+        """The writer's connection, with the schema migrated and the log's head checked (head.py)."""
+        recorded = head.read_head_file(self.path)
+        self._refuse_broken(head.reset_problem(self.path, recorded))
         try:
             conn = connect(self.path, busy_timeout_ms=self._busy_timeout_ms, synchronous=self._synchronous)
             try:
                 migrate(conn, where=self.description)
+                # One read transaction: another process writing the same file cannot move the head meanwhile.
+                conn.execute("BEGIN")
+                try:
+                    current = self._check_head(conn, recorded)
+                finally:
+                    with contextlib.suppress(sqlite3.Error):  # the check's own error is the one to report
+                        conn.execute("COMMIT")
             except BaseException:
                 conn.close()
                 raise
         except (sqlite3.Error, OSError) as error:
+            no_room = writable_room(self.path)
             raise DecisionLogError(
                 f"cannot open the decision log: {error}",
                 location=self.description,
-                hint="check that the directory exists and is writable",
+                hint=f"{no_room}: free space on its volume or grow it"
+                if no_room is not None
+                else "check that the directory exists and is writable, and that the file is a trtguard "
+                "decision log; a damaged file must be restored from a backup (docs/decision-log-storage.md)",
             ) from None
+        with contextlib.suppress(OSError):  # a full disk: the store reports not ready; the head file waits
+            head.write_head_file(self.path, current)
         conn.execute("PRAGMA wal_autocheckpoint=0")  # see _checkpoints
         return conn
+
+    def _check_head(self, conn: sqlite3.Connection, recorded: head.Head | None) -> head.Head:
+        """Verify the last records against the head row and the head file; returns the head."""
+        seq, hash_ = conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
+        current = head.Head(int(seq), str(hash_))
+        cursor = conn.execute(
+            f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions WHERE seq > ? ORDER BY seq",  # noqa: S608
+            (current.seq - head.TAIL_RECORDS,),
+        )
+        tail = list(_rows(cursor))
+        base = _sql.pruned_base(conn.execute(_sql.PRUNED_BASE).fetchall())
+        self._refuse_broken(head.tail_problem(tail, current, base=base))
+        at = None
+        if recorded is not None and 0 < recorded.seq <= current.seq:
+            row = conn.execute(
+                "SELECT hash FROM trtguard_decisions WHERE seq = ?", (recorded.seq,)
+            ).fetchone()
+            at = row[0] if row else None
+        self._refuse_broken(head.rollback_problem(current, recorded, at))
+        return current
+
+    def _refuse_broken(self, problem: str | None) -> None:
+        if problem is None:
+            return
+        if self.accept_broken:
+            _log.error("decision log accepted as it is: %s", problem, extra={"store": self.description})
+            return
+        raise DecisionLogError(problem, location=self.description, hint=head.ACCEPT_HINT)
+
+    def _close_writer(self, conn: sqlite3.Connection) -> None:
+        """Record the head for the next start (head.py), then close the writer's connection."""
+        try:
+            seq, hash_ = conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
+            head.write_head_file(self.path, head.Head(int(seq), str(hash_)))
+        except (sqlite3.Error, OSError) as error:  # the next start checks the tail all the same
+            _log.warning("decision log head file not updated: %s", error, extra={"store": self.description})
+        finally:
+            conn.close()
 
     async def _commit(
         self, thread: ThreadPoolExecutor, conn: sqlite3.Connection, records: list[DecisionRecord]
@@ -309,6 +386,8 @@ class SQLiteStore:
                 conn.execute("ROLLBACK")
         except sqlite3.Error as error:
             return str(error)
+        if (no_room := writable_room(self.path)) is not None:
+            return no_room
         _log.info("decision log writable again", extra={"store": self.description})
         return None
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from pathlib import Path
+from typing import Final, Protocol
 
 from verifier.deadline import Deadline
 from webhook.decisionlog.chain import ChainReport
@@ -55,7 +57,12 @@ class DecisionStore(Protocol):
 
     @property
     def ready(self) -> bool:
-        """True while the store takes records (or spools them)."""
+        """True while a record can be taken now (or spooled)."""
+        ...
+
+    @property
+    def problem(self) -> str | None:
+        """Why no record can be taken now (shown by ``/readyz``); None while :attr:`ready`."""
         ...
 
     @property
@@ -71,12 +78,15 @@ class DecisionStore(Protocol):
         """Finish pending writes and release connections."""
         ...
 
-    async def append(self, record: DecisionRecord, *, deadline: Deadline) -> AppendReceipt:
-        """Write ``record`` durably before returning.
+    async def append(
+        self, record: DecisionRecord, *, deadline: Deadline, arrived: float | None = None
+    ) -> AppendReceipt:
+        """Write ``record`` durably before returning, never waiting past ``deadline``.
 
-        Raises :class:`DecisionLogUnavailable` when it was not written before ``deadline``; a record that a
-        writer had already started is waited for rather than abandoned, so that the log and the answer agree
-        (past ``deadline`` by at most the store's own bound on one write).
+        Raises :class:`DecisionLogUnavailable` when it was not confirmed before ``deadline``; if it reaches
+        the log later, an undelivered record follows it (:mod:`webhook.decisionlog.undelivered`). With
+        ``arrived`` (the request's arrival, ``time.monotonic()``) the record's ``latency_us`` is set to the
+        time from it to the start of the commit that makes the record durable: the whole answer time.
         """
         ...
 
@@ -97,3 +107,26 @@ def redact(url: str) -> str:
     credentials, _, host = rest.rpartition("@")
     user, has_password, _ = credentials.partition(":")
     return f"{scheme}://{user}{':***' if has_password else ''}@{host}"
+
+
+#: Free bytes a local log's (or spool's) file system must have to count as able to take a record (a record
+#: is a few KiB; SQLite needs room for its write-ahead log too).
+MIN_FREE_BYTES: Final = 1024 * 1024
+
+
+def writable_room(path: Path, min_free: int = MIN_FREE_BYTES) -> str | None:
+    """None when the folder of ``path`` is writable with ``min_free`` bytes free, else what is wrong.
+
+    What readiness asks of a local file store: a record can be taken now (one ``statvfs`` call).
+    """
+    folder = path.parent
+    try:
+        stats = os.statvfs(folder)
+    except OSError as error:
+        return f"cannot check {folder}: {error.strerror or error}"
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{path} is not writable"
+    free = stats.f_bavail * stats.f_frsize
+    if free < min_free:
+        return f"the file system of {path} is full ({free} bytes free)"
+    return None

@@ -122,8 +122,10 @@ def test_an_anchor_catches_a_log_reset_or_cut_short(
         _cli(capsys, "seal", "--decision-log", url, "--key", str(private), "--anchor-out", str(anchor))[0]
         == 0
     )
-    # The whole log replaced by a fresh, self-consistent one of three records: its chain verifies alone.
+    # The whole log replaced by a fresh, self-consistent one of three records: its chain verifies alone. (The
+    # head file goes too: with it, the webhook itself would refuse to start on the replaced log.)
     log.unlink()
+    Path(f"{log}.head").unlink()
     _write(log, range(1, 4))
     assert _cli(capsys, "verify", "--decision-log", url)[0] == 0
     status, out, _ = _cli(
@@ -175,7 +177,7 @@ def test_backup_and_restore_as_documented(tmp_path: Path, capsys: pytest.Capture
     finally:
         writer.close()
     # Restore: webhook stopped; the log and its -wal and -shm moved away; the backup copied in its place.
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", "-wal", "-shm", ".head"):
         Path(f"{log}{suffix}").unlink(missing_ok=True)
     shutil.copyfile(backup, log)
     _write(log, range(9, 10))  # the webhook starts again and goes on from the restored head

@@ -4,8 +4,10 @@ file (``write_batch``), with a gate that holds a batch in its commit and failure
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 
 from tests.support.harness import RecordFactory
 from verifier.deadline import Deadline
-from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, StoredRecord
+from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, StoredRecord, undelivered
 from webhook.decisionlog._batching import MAX_BATCH, BatchWriter
 from webhook.decisionlog.sqlite import connect, migrate, write_batch
 
@@ -97,19 +99,99 @@ async def test_a_record_past_its_deadline_before_it_is_taken_is_withdrawn_never_
 ) -> None:
     log.gate.clear()
     taken = make_record()
-    taken_task = asyncio.create_task(writer.submit(taken, Deadline.after(0.1)))
+    taken_task = asyncio.create_task(writer.submit(taken, Deadline.after(5)))
     await log.entered.wait()
     late = make_record()
     with pytest.raises(DecisionLogUnavailable, match="did not take the record in time"):
         await writer.submit(late, Deadline.after(0.1))
-    await asyncio.sleep(0.1)  # the taken record's deadline has passed too: its waiter must not give up
-    assert not taken_task.done()
     log.gate.set()
     assert (await taken_task).seq == 1
     after = await writer.submit(make_record(), Deadline.after(5))
     assert after.seq == 2
     assert late.uid not in log.stored()
     assert log.stored()[0] == taken.uid
+
+
+async def test_nobody_waits_past_the_deadline_and_a_late_commit_is_followed_by_an_undelivered_record(
+    writer: BatchWriter, log: Log, make_record: RecordFactory
+) -> None:
+    log.gate.clear()
+    taken = make_record()
+    started = time.monotonic()
+    with pytest.raises(DecisionLogUnavailable, match="did not confirm the record in time"):
+        await writer.submit(taken, Deadline.after(0.2))
+    assert time.monotonic() - started < 0.3
+    log.gate.set()
+    # The late commit landed; the next batch says its answer was a denial, before the next record.
+    after = await writer.submit(make_record(), Deadline.after(5))
+    rows = log.conn.execute("SELECT seq, uid, allowed, body FROM trtguard_decisions ORDER BY seq").fetchall()
+    assert [(r[0], r[1], bool(r[2])) for r in rows] == [
+        (1, taken.uid, True),
+        (2, taken.uid, False),
+        (3, after.record.uid, True),
+    ]
+    marker = DecisionRecord.from_json(json.loads(rows[1][3]))
+    assert marker.reason == undelivered.REASON
+    assert undelivered.target(marker) == taken.record_id
+    assert writer.undelivered_pending == 0
+
+
+async def test_a_failed_batch_leaves_undelivered_records_that_are_written_only_beside_their_original(
+    writer: BatchWriter, log: Log, make_record: RecordFactory
+) -> None:
+    log.failing = sqlite3.OperationalError("disk I/O error")
+    with pytest.raises(DecisionLogUnavailable, match="disk I/O error"):
+        await writer.submit(make_record(), Deadline.after(5))
+    assert writer.undelivered_pending == 1
+    log.failing = None
+    # The failed record is not in the log, so its undelivered record is dropped, not written.
+    assert (await writer.submit(make_record(), Deadline.after(5))).seq == 1
+    assert writer.undelivered_pending == 0
+    assert len(log.stored()) == 1
+
+
+async def test_the_latency_stamped_includes_the_wait_for_the_writer(
+    writer: BatchWriter, log: Log, make_record: RecordFactory
+) -> None:
+    log.gate.clear()
+    first = asyncio.create_task(writer.submit(make_record(), Deadline.after(5)))
+    await log.entered.wait()
+    arrived = time.monotonic() - 0.1  # judged in 100 ms
+    waiting = asyncio.create_task(writer.submit(make_record(latency_us=1), Deadline.after(5), arrived))
+    unstamped = asyncio.create_task(writer.submit(make_record(latency_us=1), Deadline.after(5)))
+    await asyncio.sleep(0.3)
+    log.gate.set()
+    await first
+    assert 400_000 <= (await waiting).record.latency_us < 1_000_000
+    assert (await unstamped).record.latency_us == 1  # a record copied as it is keeps its latency
+
+
+async def test_a_fail_fast_writer_refuses_at_once_while_failed_or_stalled(
+    log: Log, make_record: RecordFactory
+) -> None:
+    writer = BatchWriter(where="test log", log=_log, fail_fast=True, stall_after=0.1)
+    writer.start(log.commit, name="test-writer")
+    try:
+        log.gate.clear()
+        held = asyncio.create_task(writer.submit(make_record(), Deadline.after(5)))
+        await log.entered.wait()
+        await asyncio.sleep(0.15)
+        assert writer.stalled
+        started = time.monotonic()
+        with pytest.raises(DecisionLogUnavailable, match="a write has not finished"):
+            await writer.submit(make_record(), Deadline.after(5))
+        assert time.monotonic() - started < 0.05
+        log.gate.set()
+        await held
+        assert not writer.stalled
+        writer.failure = "PostgreSQL is not reachable"
+        with pytest.raises(DecisionLogUnavailable, match="not reachable"):
+            await writer.submit(make_record(), Deadline.after(5))
+        writer.failure = None
+        assert (await writer.submit(make_record(), Deadline.after(5))).seq == 2
+    finally:
+        log.gate.set()
+        await writer.stop()
 
 
 async def test_a_failed_commit_fails_every_waiter_of_its_batch_and_marks_the_writer(
@@ -150,6 +232,7 @@ async def test_recover_runs_only_while_failed_and_idle(log: Log, make_record: Re
         with pytest.raises(DecisionLogUnavailable):
             await writer.submit(make_record(), Deadline.after(5))
         assert writer.failure == "disk gone"
+        log.failing = None  # back; the undelivered record of the failed batch is dropped after recovery
         for _ in range(40):
             if writer.failure is None:
                 break

@@ -20,6 +20,7 @@ from webhook.decisionlog import (
     RecordQuery,
     SQLiteStore,
     open_store,
+    undelivered,
 )
 from webhook.decisionlog._schema import LATEST_VERSION
 from webhook.decisionlog.record import UNSTORABLE_MARK, storable
@@ -162,7 +163,11 @@ async def test_verify_names_the_first_broken_record(
 async def test_a_record_not_yet_taken_is_withdrawn_when_its_deadline_passes(
     tmp_path: Path, make_record: RecordFactory
 ) -> None:
-    """While another process holds the write lock, a waiting record times out and is never written."""
+    """While another process holds the write lock, nobody waits past the deadline.
+
+    A waiting record is withdrawn and never written; the record the writer had taken lands once the lock is
+    released, followed by a record saying that its answer was not delivered (the webhook denied).
+    """
     store = SQLiteStore(tmp_path / "d.db")
     await store.open()
     blocker = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
@@ -170,24 +175,29 @@ async def test_a_record_not_yet_taken_is_withdrawn_when_its_deadline_passes(
     release = threading.Timer(1.0, blocker.execute, args=("COMMIT",))
     release.start()
     try:
-        # The writer takes the first record and waits on the lock: its waiter must not give up on it.
         first = make_record()
         first_task = asyncio.create_task(store.append(first, deadline=Deadline.after(0.2)))
         await asyncio.sleep(0.1)
         second = make_record()
-        with pytest.raises(DecisionLogUnavailable, match="in time"):
+        with pytest.raises(DecisionLogUnavailable, match="did not take the record in time"):
             await store.append(second, deadline=Deadline.after(0.2))
-        receipt = await first_task
-        assert receipt.seq == 1
+        with pytest.raises(DecisionLogUnavailable, match="did not confirm the record in time"):
+            await first_task
     finally:
         release.join()
         blocker.close()
-    third = await store.append(make_record(), deadline=Deadline.after(5))
+    third_record = make_record()
+    third = await store.append(third_record, deadline=Deadline.after(5))
     await store.close()
-    uids = [r.record.uid for r in await store.query(RecordQuery())]
-    assert uids == [first.uid, uids[1]]
-    assert second.uid not in uids
-    assert third.seq == 2
+    stored = await store.query(RecordQuery())
+    assert [(s.record.uid, s.record.reason) for s in stored] == [
+        (first.uid, first.reason),
+        (first.uid, undelivered.REASON),
+        (third_record.uid, third_record.reason),
+    ]
+    assert undelivered.target(stored[1].record) == first.record_id
+    assert second.uid not in [s.record.uid for s in stored]
+    assert third.seq == 3
 
 
 async def test_a_failed_write_raises_and_marks_the_store_not_ready(
