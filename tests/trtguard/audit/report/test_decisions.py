@@ -1,5 +1,6 @@
 """trtguard/audit/report/decisions.py: an allow whose answer was not delivered is no admitted change, in a
-package as in ``audit history``; the undelivered record shows among the denials."""
+package as in ``audit history``; the undelivered record shows among the denials, and the package verifier
+(trtguard/audit/package/verify/selection.py) notes the selected allow."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.trtguard.audit.package.world import World, export_package, verify_package
+from tests.trtguard.audit.package.world import World, export_package, messages, verify_package
 from trtguard.audit.package import Selection
 from trtguard.audit.report import build_view
 from trtguard.audit.report.decisions import read_decisions
@@ -44,7 +45,12 @@ def test_a_package_leaves_out_an_allow_that_was_not_delivered(world: World, tmp_
     output = tmp_path / "fp16.tar.gz"
     # The fp16 engine selects the late allow; the undelivered record (no engine) comes with the segment.
     asyncio.run(export_package(late_world, Selection.engine(world.engine_digests["fp16"]), output))
-    assert verify_package(late_world, output).ok
+    report = verify_package(late_world, output)
+    assert report.ok
+    assert (
+        "selection: selected allows whose answer was not delivered (the webhook answered deny, so they "
+        f"admitted nothing): seq {allow.seq} (AnswerNotDelivered at seq {marker.seq})"
+    ) in messages(report, "note")
 
     contents = build_view(output, world.exporter.public_key()).contents
     assert contents is not None
