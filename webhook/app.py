@@ -221,6 +221,7 @@ def _update_gauges(services: WebhookServices) -> None:
     metrics.ready.set(1 if readiness(services)[0] else 0)
     if isinstance(services.store, SpoolingStore):
         metrics.decision_log_spooled.set(services.store.pending)
+    metrics.observe_undelivered(services.store.undelivered_written)
     if (size := services.store.size_bytes) is not None:
         metrics.decision_log_size.set(size)
     if services.certificates is not None and services.certificates.not_after is not None:

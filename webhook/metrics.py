@@ -102,6 +102,13 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.decision_log_undelivered = Counter(
+            "trtguard_decision_log_undelivered",
+            "Undelivered records written: a record confirmed after its answer's deadline (the webhook "
+            "answered deny) is followed by one (reason AnswerNotDelivered, docs/decision-log.md). Any is a "
+            "decision the log confirmed too late: a slow, hung or failing store.",
+            registry=r,
+        )
         self.decision_log_spooled = Gauge(
             "trtguard_decision_log_spool_pending",
             "Decision records waiting in the local spool for the database.",
@@ -153,6 +160,7 @@ class Metrics:
         for result in ("written", "spooled", "failed"):
             self.decision_log_writes.labels(result)
         self._revision: str | None = None
+        self._undelivered_seen = 0
 
     def set_policy_revision(self, revision: str) -> None:
         """Point the info metric at ``revision`` (and drop the previous one)."""
@@ -160,6 +168,13 @@ class Metrics:
             self.policy_revision.remove(self._revision)
         self.policy_revision.labels(revision).set(1)
         self._revision = revision
+
+    def observe_undelivered(self, written: int) -> None:
+        """Follow the store's count of undelivered records written (it counts them as its writer appends
+        them; the counter is brought up to it at each scrape, so the store needs no metrics of its own)."""
+        if written > self._undelivered_seen:
+            self.decision_log_undelivered.inc(written - self._undelivered_seen)
+            self._undelivered_seen = written
 
     async def observe_decision_log(self, store: DecisionStore) -> None:
         """Count the live log's records and date its oldest one: two indexed reads, bounded by

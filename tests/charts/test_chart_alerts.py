@@ -51,6 +51,7 @@ REQUIRED = {
     "TrtguardPolicyReloadFailing",
     "TrtguardDecisionLogNearCapacity",
     "TrtguardDecisionLogNotRotated",
+    "TrtguardDecisionLogAnswersNotDelivered",
     "TrtguardCertificateExpiresSoon",
 }
 GIB = 1024**3
@@ -292,9 +293,12 @@ def test_thresholds_and_durations_come_from_values() -> None:
             "metrics.prometheusRule.certificate.days": 30,
             "metrics.prometheusRule.unavailable.for": "30s",
             "metrics.prometheusRule.selector": 'cluster="eu-1",job="trtguard"',
+            "metrics.prometheusRule.undelivered.window": "30m",
         },
     )
     found = _by_name(docs)
+    [undelivered] = found["TrtguardDecisionLogAnswersNotDelivered"]
+    assert "[30m]" in undelivered["expr"]
     [errors] = found["TrtguardErrorDenials"]
     assert errors["for"] == "1m" and errors["expr"].rstrip().endswith("> 0.5")
     assert found["TrtguardWebhookUnavailable"][0]["for"] == "30s"

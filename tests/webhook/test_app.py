@@ -540,6 +540,7 @@ async def test_probes_and_metrics(
     samples = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
     assert samples["trtguard_tls_certificate_expiry_timestamp_seconds"] > time.time()
     assert samples["trtguard_ready"] == 1
+    assert samples["trtguard_decision_log_undelivered_total"] == 0  # every record confirmed in time
     # Measured at the last checkpoint (every second): never more than the files hold now.
     assert (
         0

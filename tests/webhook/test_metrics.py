@@ -59,6 +59,7 @@ def test_every_documented_metric_is_exported() -> None:
         "trtguard_policy_reload_failing",
         "trtguard_decision_log_writes_total",
         "trtguard_decision_log_spool_pending",
+        "trtguard_decision_log_undelivered_total",
         "trtguard_tls_reloads_total",
         "trtguard_tls_certificate_expiry_timestamp_seconds",
     } <= names
@@ -78,3 +79,12 @@ def test_known_label_values_are_exported_at_zero_from_the_start() -> None:
         assert samples[("trtguard_decision_log_writes_total", (("result", result),))] == 0
     assert samples[("trtguard_ready", ())] == 0
     assert samples[("trtguard_decision_log_size_bytes", ())] == 0
+
+
+def test_the_undelivered_counter_follows_the_stores_count() -> None:
+    metrics = Metrics()
+    assert _samples(metrics)[("trtguard_decision_log_undelivered_total", ())] == 0
+    metrics.observe_undelivered(2)
+    metrics.observe_undelivered(2)  # scraped again, nothing new
+    metrics.observe_undelivered(3)
+    assert _samples(metrics)[("trtguard_decision_log_undelivered_total", ())] == 3

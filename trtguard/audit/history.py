@@ -6,7 +6,9 @@ repository in records written before names were kept), an image by its container
 records); a CREATE starts afresh, an UPDATE changes what it names. Each change carries what its record holds
 (docs/decision-log.md): for an engine the build manifest counted (audit ID, TensorRT version, precisions),
 the change kinds computed against which baseline, the approvals counted; for an image the signatures and
-attestations counted. The requester and the policy revision come with each admission.
+attestations counted. The requester and the policy revision come with each admission. An allow whose answer
+never reached the API server (an undelivered record names it, docs/decision-log.md "Answers not delivered")
+changed nothing: it is left out, and :func:`not_delivered` lists it.
 
 Build manifests can also be compared field by field (:func:`compare_manifests`): they come from an
 evidence source (an attestation folder or the registry) as attached *now*, which the records themselves do
@@ -27,7 +29,7 @@ from verifier.intoto import statement_from_envelope
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest
 from verifier.manifest_diff import ManifestDiff, diff_manifests
 from verifier.references import ImageReference
-from webhook.decisionlog import DecisionStore, RecordQuery, StoredRecord
+from webhook.decisionlog import DecisionStore, RecordQuery, StoredRecord, undelivered
 
 Artifact = Literal["engine", "image"]
 
@@ -123,10 +125,15 @@ class HistoryEntry:
     stored: StoredRecord
 
 
+async def workload_records(store: DecisionStore, namespace: str, name: str) -> list[StoredRecord]:
+    """The real (not dry-run) records of ``namespace/name``: admissions, and denials (among them the
+    undelivered records that say an admission's answer never reached the API server)."""
+    return await store.query(RecordQuery(namespace=namespace, name=name, dry_run=False))
+
+
 async def workload_history(store: DecisionStore, namespace: str, name: str) -> list[HistoryEntry]:
     """The real admissions of ``namespace/name`` that changed its engines or images, oldest first."""
-    records = await store.query(RecordQuery(namespace=namespace, name=name, allowed=True, dry_run=False))
-    return replay(records)
+    return replay(await workload_records(store, namespace, name))
 
 
 def replay(records: Iterable[StoredRecord]) -> list[HistoryEntry]:
@@ -134,13 +141,16 @@ def replay(records: Iterable[StoredRecord]) -> list[HistoryEntry]:
 
     Replayed in decision-time order (then seq): records shipped from a spool after an outage follow newer
     ones in seq order. Denials and dry runs are skipped, so that callers holding records from elsewhere (an
-    evidence package) replay them as :func:`workload_history` does the log's.
+    evidence package) replay them as :func:`workload_history` does the log's; so is an allow that an
+    undelivered record among ``records`` names (:func:`not_delivered`): the API server never received it.
     """
+    records = list(records)
+    dropped = {stored.seq for stored in not_delivered(records)}
     entries: list[HistoryEntry] = []
     in_force: dict[Artifact, dict[str, str]] = {"engine": {}, "image": {}}
     for stored in sorted(records, key=lambda s: (s.record.time, s.seq)):
         record = stored.record
-        if not record.allowed or record.dry_run:
+        if not record.allowed or record.dry_run or stored.seq in dropped:
             continue
         if record.operation not in ("CREATE", "UPDATE") or not (record.engines or record.images):
             continue
@@ -183,6 +193,41 @@ def replay(records: Iterable[StoredRecord]) -> list[HistoryEntry]:
                 )
             )
     return entries
+
+
+def not_delivered(records: Iterable[StoredRecord]) -> list[StoredRecord]:
+    """The allows among ``records`` whose answer never reached the API server, in seq order.
+
+    Each is named by an undelivered record among ``records`` (``reason`` AnswerNotDelivered, same ``uid``):
+    identified by the ``record_id`` the undelivered record derives from the allow's, never by its message
+    text (:func:`webhook.decisionlog.undelivered.original_id`).
+    """
+    records = list(records)
+    named = {
+        (stored.record.uid, original)
+        for stored in records
+        if (original := undelivered.original_id(stored.record)) is not None
+    }
+    return [
+        stored
+        for stored in records
+        if stored.record.allowed and (stored.record.uid, stored.record.record_id) in named
+    ]
+
+
+def not_delivered_json(records: Iterable[StoredRecord]) -> list[dict[str, Any]]:
+    """:func:`not_delivered` as JSON: seq, time, uid, record_id, operation and requester of each allow."""
+    return [
+        {
+            "seq": stored.seq,
+            "time": stored.record.time.isoformat(),
+            "uid": stored.record.uid,
+            "record_id": stored.record.record_id,
+            "operation": stored.record.operation,
+            "user": stored.record.user,
+        }
+        for stored in not_delivered(records)
+    ]
 
 
 def _slots(

@@ -243,8 +243,8 @@ def _query(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from trtguard.audit import history  # noqa: PLC0415
     from trtguard.audit.chain import check_chain  # noqa: PLC0415
-    from trtguard.audit.history import history_json, workload_history  # noqa: PLC0415
 
     out = out or sys.stdout
     namespace, slash, name = str(args.workload).partition("/")
@@ -255,7 +255,10 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         )
 
     async def work(store: DecisionStore) -> int:
-        entries = await workload_history(store, namespace, name)
+        records = await history.workload_records(store, namespace, name)
+        entries = history.replay(records)
+        # Admissions the API server never received (answered deny): not changes, but an auditor sees them.
+        undelivered = history.not_delivered_json(records)
         chain = await check_chain(store, verify=not args.no_verify)
         verified = {entry.seq: chain.intact(entry.stored) for entry in entries}
         comparisons = await _compare(entries, args)
@@ -264,11 +267,13 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 "workload": args.workload,
                 "log": store.description,
                 "chain": _chain_json(chain),
-                "entries": history_json(entries, comparisons, verified),
+                "entries": history.history_json(entries, comparisons, verified),
+                "not_delivered": undelivered,
             }
             print(json.dumps(document, ensure_ascii=False), file=out)
         else:
             _print_history(args.workload, store.description, entries, comparisons, verified, out)
+            _print_undelivered(undelivered, out)
         unverified = sum(1 for intact in verified.values() if intact is False)
         warning = chain.warning(unverified)
         if warning is not None:
@@ -277,6 +282,19 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 1 if unverified or broken else 0
 
     return _run(args, work)
+
+
+def _print_undelivered(undelivered: Sequence[dict[str, Any]], out: TextIO) -> None:
+    if not undelivered:
+        return
+    print(
+        f"\n{len(undelivered)} allow(s) not delivered: the webhook answered deny (AnswerNotDelivered), "
+        "so they changed nothing and are not listed above:",
+        file=out,
+    )
+    for item in undelivered:
+        who = f" by {item['user']}" if item["user"] else ""
+        print(f"  #{item['seq']}  {item['time']}  {item['operation']}{who}  uid {item['uid']}", file=out)
 
 
 def _chain_json(chain: ChainCheck) -> dict[str, Any] | None:

@@ -39,7 +39,7 @@ from typing import Final
 from verifier.deadline import Deadline
 from webhook.decisionlog.errors import DecisionLogUnavailable, describe
 from webhook.decisionlog.record import DecisionRecord, StoredRecord
-from webhook.decisionlog.undelivered import undelivered
+from webhook.decisionlog.undelivered import original_id, undelivered
 
 #: Most records committed in one transaction.
 MAX_BATCH: Final = 512
@@ -90,6 +90,8 @@ class BatchWriter:
         self._commit_started: float | None = None
         #: Undelivered records still to write (see the module docstring), oldest first.
         self._undelivered: list[DecisionRecord] = []
+        #: Undelivered records written since the writer was made (``trtguard_decision_log_undelivered``).
+        self.undelivered_written = 0
         #: Why the last commit (or recovery check) failed; None while the store takes records.
         self.failure: str | None = None
 
@@ -245,6 +247,8 @@ class BatchWriter:
         self.failure = None
         # Written, or skipped by the store because their original is not in the log: either way, done.
         del self._undelivered[: len(markers)]
+        if markers:
+            self.undelivered_written += sum(1 for s in stored if original_id(s.record) is not None)
         by_id = {s.record.record_id: s for s in stored}
         for item in taken:
             result = by_id[item.record.record_id]

@@ -108,6 +108,11 @@ class PostgresStore:
         return self._writer.undelivered_pending
 
     @property
+    def undelivered_written(self) -> int:
+        """Undelivered records written since the store was made."""
+        return self._writer.undelivered_written
+
+    @property
     def size_bytes(self) -> int | None:
         """The decisions table with its indexes and TOAST data, measured by each health check."""
         return self._size_bytes

@@ -26,7 +26,7 @@ from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
 from webhook.decisionlog.postgres import PostgresStore
 from webhook.decisionlog.record import DecisionRecord, StoredRecord, load_body, storable
 from webhook.decisionlog.store import AppendReceipt, RecordQuery, writable_room
-from webhook.decisionlog.undelivered import undelivered
+from webhook.decisionlog.undelivered import original_id, undelivered
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -141,6 +141,7 @@ class SpoolingStore:
         # While PostgreSQL is known to be down, requests go straight to the spool instead of waiting on it.
         self._skip_primary_until = 0.0
         self._pending = 0
+        self._shipped_undelivered = 0
         #: Why the spool cannot take a record now (its last write failed, or no room); None while it can.
         self.spool_failure: str | None = None
         self._shipper: asyncio.Task[None] | None = None
@@ -175,6 +176,11 @@ class SpoolingStore:
     def size_bytes(self) -> int | None:
         """The PostgreSQL log's size (the spool is measured by ``pending``)."""
         return self.primary.size_bytes
+
+    @property
+    def undelivered_written(self) -> int:
+        """Undelivered records written to PostgreSQL: by its writer, and shipped from the spool."""
+        return self.primary.undelivered_written + self._shipped_undelivered
 
     @property
     def pending(self) -> int:
@@ -248,13 +254,14 @@ class SpoolingStore:
                     self._skip_primary_until = 0.0
                 return shipped
             try:
-                await self.primary.append_many(batch, dedupe=True)
+                stored = await self.primary.append_many(batch, dedupe=True)
             except DecisionLogError as error:
                 self._skip_primary_until = time.monotonic() + self._retry_after
                 _log.debug("spool not shipped yet: %s", error.message)
                 return shipped
             await self.spool.remove([r.record_id for r in batch])
             shipped += len(batch)
+            self._shipped_undelivered += sum(1 for s in stored if original_id(s.record) is not None)
             self._pending = max(0, self._pending - len(batch))
             self._skip_primary_until = 0.0
             _log.info("shipped %d spooled decisions to %s", len(batch), self.primary.description)

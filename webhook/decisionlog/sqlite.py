@@ -201,6 +201,11 @@ class SQLiteStore:
         return self._writer.undelivered_pending
 
     @property
+    def undelivered_written(self) -> int:
+        """Undelivered records written since the store was made."""
+        return self._writer.undelivered_written
+
+    @property
     def size_bytes(self) -> int | None:
         """The database file and its WAL, measured by the checkpoint thread after each checkpoint."""
         return self._size_bytes

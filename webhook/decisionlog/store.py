@@ -70,6 +70,11 @@ class DecisionStore(Protocol):
         """Space the log takes on its storage, as last measured (periodically); None before the first."""
         ...
 
+    @property
+    def undelivered_written(self) -> int:
+        """Undelivered records this store has written since it was made (webhook.decisionlog.undelivered)."""
+        ...
+
     async def open(self) -> None:
         """Connect and apply pending schema migrations."""
         ...

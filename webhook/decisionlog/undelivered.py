@@ -56,7 +56,24 @@ def target(record: DecisionRecord) -> str | None:
     return match.group(1) if match else None
 
 
+def original_id(record: DecisionRecord) -> str | None:
+    """The ``record_id`` whose answer ``record`` says was not delivered, from structured fields only.
+
+    An undelivered record is a denial whose ``reason`` is :data:`REASON` and whose own ``record_id`` is
+    derived from the original's (:func:`undelivered`); the derivation is its own inverse, so the original's
+    id is computed, never read from the message text (for readers: ``trtguard audit``; the stores check the
+    message's reference with :func:`target`). None for any other record.
+    """
+    if record.reason != REASON or record.allowed:
+        return None
+    try:
+        return _marker_id(record.record_id)
+    except ValueError:  # not a hex record_id: not one this module wrote
+        return None
+
+
 def _marker_id(record_id: str) -> str:
-    # The original id with its first half inverted: as unique as the original, and computable from it.
+    # The original id with its first half inverted: as unique as the original, computable from it, and
+    # inverted back by the same operation (original_id).
     flipped = f"{int(record_id[:16], 16) ^ 0xFFFF_FFFF_FFFF_FFFF:016x}"
     return flipped + record_id[16:]

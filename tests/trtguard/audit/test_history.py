@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -9,9 +11,15 @@ from typing import Any
 
 import pytest
 
-from trtguard.audit.history import workload_history
+from trtguard.audit.history import (
+    not_delivered,
+    not_delivered_json,
+    replay,
+    workload_history,
+    workload_records,
+)
 from verifier.deadline import Deadline
-from webhook.decisionlog import DecisionRecord, SQLiteStore
+from webhook.decisionlog import DecisionRecord, SQLiteStore, StoredRecord, undelivered
 
 RESNET = "registry.example.com/models/resnet50"
 
@@ -86,3 +94,41 @@ async def test_a_record_shipped_late_from_a_spool_is_replayed_at_its_decision_ti
         (1, [(None, v1)]),
         (2, [(v1, v2)]),
     ]
+
+
+async def test_an_allow_whose_answer_was_not_delivered_changed_nothing(store: SQLiteStore) -> None:
+    """v2's record was confirmed after its deadline (the API server got a deny): v3 replaces v1, not v2."""
+    v1, v2, v3 = (f"{RESNET}@sha256:{digit * 64}" for digit in "123")
+    late = _record(uid="late", engines=(_engine(v2),), user="mallory")
+    await _append(
+        store,
+        _record(operation="CREATE", engines=(_engine(v1),)),
+        late,
+        undelivered.undelivered(late),
+        _record(uid="next", engines=(_engine(v3),), user="bob"),
+    )
+    entries = await workload_history(store, "prod", "resnet50")
+    assert [(e.seq, e.user) for e in entries] == [(1, None), (4, "bob")]
+    assert [(c.old, c.new) for c in entries[1].changes] == [(v1, v3)]
+    records = await workload_records(store, "prod", "resnet50")
+    assert [(s.seq, s.record.record_id) for s in not_delivered(records)] == [(2, late.record_id)]
+    assert not_delivered_json(records)[0]["user"] == "mallory"
+
+
+def test_an_undelivered_record_is_matched_by_its_derived_record_id_not_its_message() -> None:
+    late = _record(uid="late", engines=(_engine(f"{RESNET}@sha256:{'2' * 64}"),))
+    marker = undelivered.undelivered(late)
+    reworded = dataclasses.replace(marker, message="the answer was lost")  # a message that names nothing
+    # A denial whose message names the allow but that is no undelivered record (another reason).
+    mimic = dataclasses.replace(marker, reason="Denied", record_id=uuid.uuid4().hex)
+    stored = [_stored(1, late), _stored(2, reworded)]
+    assert [s.seq for s in not_delivered(stored)] == [1]
+    assert replay(stored) == []
+    assert [s.seq for s in not_delivered([_stored(1, late), _stored(2, mimic)])] == []
+    # Another request's undelivered record does not name this allow even with the same record_id pair.
+    other = dataclasses.replace(marker, uid="someone-else")
+    assert not_delivered([_stored(1, late), _stored(2, other)]) == []
+
+
+def _stored(seq: int, record: DecisionRecord) -> StoredRecord:
+    return StoredRecord(seq, record, "0" * 64, f"{seq:064x}")

@@ -20,6 +20,7 @@ from trtguard.cli import main
 from trtguard.demo.material import Material
 from verifier.deadline import Deadline
 from webhook.decisionlog import DecisionRecord, SQLiteStore
+from webhook.decisionlog.undelivered import undelivered
 
 RESNET = "registry.example.com/models/resnet50"
 TRTGUARD = Path(sys.executable).with_name("trtguard")
@@ -321,6 +322,25 @@ def test_history_names_a_missing_manifest(
     )
     assert status == 0
     assert "build manifests not compared: no build manifest found for" in out
+
+
+def test_history_leaves_out_an_allow_that_was_not_delivered_and_says_so(
+    tmp_path: Path, demo_material: Material, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "late.db"
+    late = _record(uid="late", operation="UPDATE", engines=(_engine(demo_material, "int8-calibrated"),))
+    _write(path, [_record(uid="c1", engines=(_engine(demo_material, "fp16"),)), late, undelivered(late)])
+    status, out, _ = _cli(capsys, "history", "prod/resnet50", "--decision-log", f"sqlite:///{path}")
+    assert status == 0
+    assert out.startswith("prod/resnet50: 1 admitted change(s)")
+    assert "models/int8-calibrated" not in out
+    assert "1 allow(s) not delivered" in out and "#2 " in out and "uid late" in out
+    status, out, _ = _cli(
+        capsys, "history", "prod/resnet50", "--decision-log", f"sqlite:///{path}", "--format", "json"
+    )
+    data = json.loads(out)
+    assert [entry["seq"] for entry in data["entries"]] == [1]
+    assert [(item["seq"], item["record_id"]) for item in data["not_delivered"]] == [(2, late.record_id)]
 
 
 @pytest.mark.parametrize("workload", ["resnet50", "/resnet50", "prod/", "a/b/c"])

@@ -133,7 +133,9 @@ async def test_nobody_waits_past_the_deadline_and_a_late_commit_is_followed_by_a
     marker = DecisionRecord.from_json(json.loads(rows[1][3]))
     assert marker.reason == undelivered.REASON
     assert undelivered.target(marker) == taken.record_id
+    assert undelivered.original_id(marker) == taken.record_id
     assert writer.undelivered_pending == 0
+    assert writer.undelivered_written == 1  # trtguard_decision_log_undelivered_total follows it
 
 
 async def test_a_failed_batch_leaves_undelivered_records_that_are_written_only_beside_their_original(
@@ -147,6 +149,7 @@ async def test_a_failed_batch_leaves_undelivered_records_that_are_written_only_b
     # The failed record is not in the log, so its undelivered record is dropped, not written.
     assert (await writer.submit(make_record(), Deadline.after(5))).seq == 1
     assert writer.undelivered_pending == 0
+    assert writer.undelivered_written == 0  # dropped, not written: not counted
     assert len(log.stored()) == 1
 
 

@@ -175,6 +175,7 @@ async def test_a_write_held_by_a_hang_that_lands_late_is_marked_undelivered(
         await wait_until(lambda: store.undelivered_pending == 0 and store.ready, within=10)
         stored = [s.record for s in await store.query(RecordQuery(uid=late.record.uid))]
         assert [(r.allowed, r.reason) for r in stored] == [(True, "Allowed"), (False, undelivered.REASON)]
+        assert store.undelivered_written == 1
         await _log_agrees(store, [late])
     finally:
         await store.close()
@@ -281,6 +282,7 @@ async def test_a_spooled_record_and_its_undelivered_record_ship_together(
         assert await store.ship_once() == 3
         stored = [s.record for s in await store.query(RecordQuery())]
         assert [(r.uid, r.reason) for r in stored] == [(late.uid, "Allowed"), (late.uid, undelivered.REASON)]
+        assert store.undelivered_written == 1  # the one shipped; the dropped one is not counted
         assert (await store.verify()).ok
     finally:
         await store.close()

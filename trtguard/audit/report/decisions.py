@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from trtguard.audit.history import ArtifactChange, replay, signer_names
-from webhook.decisionlog import DecisionLogError, DecisionRecord, StoredRecord
+from webhook.decisionlog import DecisionLogError, DecisionRecord, StoredRecord, undelivered
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +116,8 @@ def read_decisions(records: Sequence[StoredRecord], selected: Iterable[int]) -> 
     chosen = set(selected)
     by_workload: dict[str, list[StoredRecord]] = {}
     for stored in records:
-        if stored.seq in chosen:
+        # An undelivered record in the package, selected or not, takes the allow it names out of the replay.
+        if stored.seq in chosen or undelivered.original_id(stored.record) is not None:
             by_workload.setdefault(_workload(stored.record), []).append(stored)
     admissions = sorted(
         (

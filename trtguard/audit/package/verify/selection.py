@@ -6,6 +6,7 @@ from trtguard.audit.package.contents import ChainScope, EvidencePackagePredicate
 from trtguard.audit.package.selection import Selection
 from trtguard.audit.package.verify.decisions import RecordLine
 from trtguard.audit.package.verify.findings import Findings, listed
+from webhook.decisionlog import undelivered
 
 
 def check_selection(
@@ -22,6 +23,7 @@ def check_selection(
         return
     selection = Selection(predicate.selection.by, predicate.selection.value)
     chosen = set(predicate.selection.records)
+    _not_delivered(lines, chosen, findings)
     wrong = [
         line.seq for line in lines if line.seq in chosen and not selection.matches(line.record, audit_engines)
     ]
@@ -47,3 +49,29 @@ def check_selection(
         f"complete: of the {len(lines)} records seq {lines[0].seq}..{lines[-1].seq}, exactly the "
         f"{len(chosen)} selected match the rule: {selection.rule()}",
     )
+
+
+def _not_delivered(lines: list[RecordLine], chosen: set[int], findings: Findings) -> None:
+    """Note the selected allows that an undelivered record in the package names: the API server got a deny.
+
+    Matched by the undelivered record's ``uid`` and the ``record_id`` derived from the allow's, not by its
+    message (webhook.decisionlog.undelivered).
+    """
+    named = {
+        (line.record.uid, original): line.seq
+        for line in lines
+        if (original := undelivered.original_id(line.record)) is not None
+    }
+    found = [
+        f"{line.seq} (AnswerNotDelivered at seq {named[key]})"
+        for line in lines
+        if line.seq in chosen
+        and line.record.allowed
+        and (key := (line.record.uid, line.record.record_id)) in named
+    ]
+    if found:
+        findings.note(
+            "selection",
+            f"selected allows whose answer was not delivered (the webhook answered deny, so they admitted "
+            f"nothing): seq {listed(found)}",
+        )
