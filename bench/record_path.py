@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _record(folder: Path) -> Any:
     """The webhook's record of the benchmark Pod (as ``webhook.admission`` builds it)."""
-    from policies.check import Resource, check  # noqa: PLC0415 - imported from the tree measured
+    from policies.check import check, read_resources  # noqa: PLC0415 - imported from the tree measured
     from policies.evaluator import PolicyEngine  # noqa: PLC0415
     from policies.loader import load_policy_set  # noqa: PLC0415
     from trtguard.demo.material import SIDECAR_IMAGES, TENSORRT_IMAGE, make_material  # noqa: PLC0415
@@ -63,7 +63,9 @@ def _record(folder: Path) -> Any:
         },
     }
     engine = PolicyEngine(load_policy_set([material.policies]), LocalEvidence(material.attestations))
-    [outcome] = asyncio.run(check(engine, [Resource(pod, "bench", 1)]))
+    (folder / "pod.json").write_text(json.dumps(pod))
+    resources = list(read_resources([str(folder / "pod.json")], None, []))
+    [outcome] = asyncio.run(check(engine, resources))
     decision = outcome.decision
     assert decision is not None and decision.allowed, outcome
     return DecisionRecord(
@@ -99,7 +101,7 @@ def _per_call_us(function: Callable[[], object], calls: int, rounds: int = 7) ->
 def measure(calls: int, profile: bool) -> dict[str, Any]:
     """The figures of the tree this interpreter imports from."""
     from webhook.decisionlog import _sql  # noqa: PLC0415
-    from webhook.decisionlog.record import GENESIS_HASH, storable  # noqa: PLC0415
+    from webhook.decisionlog.record import GENESIS_HASH, INDEXED_NAMES, storable  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory() as folder:
         record = _record(Path(folder))
@@ -109,7 +111,7 @@ def measure(calls: int, profile: bool) -> dict[str, Any]:
 
     body = _sql.link(record, 1, GENESIS_HASH)[0]
     figures: dict[str, Any] = {
-        "record_body_bytes": len(str(body[len(_sql.INDEXED_NAMES) + 1])),
+        "record_body_bytes": len(str(body[len(INDEXED_NAMES) + 1])),
         "link_us": _per_call_us(record_path, calls),
         "storable_us": _per_call_us(lambda: storable(record), calls),
     }
