@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policies.results import SignatureFormat, SignatureRecord, SignerRecord
 from policies.signers import Signer
@@ -28,13 +28,12 @@ from verifier.evidence import Attestation, ImageSignatures
 from verifier.intoto import statement_from_envelope
 from verifier.keys import PublicKey
 from verifier.manifest import EngineBuildManifest, load_manifest, manifest_digest
-from verifier.scans import ScanDocument, read_scan
-from verifier.signatures import (
-    CountedSignature,
-    SignerMatch,
-    VerificationResult,
-)
-from verifier.signatures.openpgp import verify_detached
+from verifier.scans import read_scan
+from verifier.signatures.results import CountedSignature, VerificationResult
+
+if TYPE_CHECKING:  # the verifiers load with the first signature checked (start-up time, issue 15)
+    from verifier.scans.model import ScanDocument
+    from verifier.signatures.policy import SignerMatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +118,8 @@ def signed_by(attestations: Sequence[Attestation], signers: Mapping[str, Signer]
             except VerificationError as error:
                 reasons.append(error.message)
         for signature in attestation.openpgp_signatures if openpgp else ():
+            from verifier.signatures.openpgp import verify_detached  # noqa: PLC0415 - see TYPE_CHECKING
+
             try:
                 names.update(dict.fromkeys(verify_detached(attestation.envelope.payload, signature, openpgp)))
             except VerificationError as error:

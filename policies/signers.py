@@ -12,15 +12,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policies.schema import NotationSigner, TrustedKey, TrustedKeysDocument
 from verifier.errors import TrtguardError
 from verifier.keys import PublicKey
-from verifier.signatures import KeylessIdentity, TrustRoot
-from verifier.signatures.notation import NotationTrust, StoreType, TrustedIdentity, load_certificates
-from verifier.signatures.openpgp import OpenPGPKey
 from verifier.yamldoc import Document
+
+if TYPE_CHECKING:
+    # Each signer format's verifier loads with the first signer of that format (start-up time, issue 15).
+    from verifier.signatures.notation import NotationTrust, StoreType
+    from verifier.signatures.openpgp import OpenPGPKey
+    from verifier.signatures.policy import KeylessIdentity
+    from verifier.signatures.trust import TrustRoot
 
 __all__ = ["Signer", "load_signers", "signer_list_problems"]
 
@@ -104,6 +108,8 @@ def _load_signer(
             data = armored if armored is not None else read(key.openpgp.file or "")
             if data is None:
                 return None
+            from verifier.signatures.openpgp import OpenPGPKey  # noqa: PLC0415 - see TYPE_CHECKING above
+
             return Signer(ref, None, None, None, None, openpgp=OpenPGPKey.from_armored(data, location=where))
         if key.notation is not None:
             trust = _notation_trust(key.notation, read, where)
@@ -120,6 +126,9 @@ def _load_signer(
             root = read(keyless.trusted_root.file)
             if root is None:
                 return None
+            from verifier.signatures.policy import KeylessIdentity  # noqa: PLC0415 - see TYPE_CHECKING above
+            from verifier.signatures.trust import TrustRoot  # noqa: PLC0415
+
             trust_root = TrustRoot.from_bytes(root, location=str(base / keyless.trusted_root.file))
             identity = KeylessIdentity(
                 issuer=keyless.issuer,
@@ -139,6 +148,12 @@ def _load_signer(
 
 
 def _notation_trust(signer: NotationSigner, read: Any, where: str) -> NotationTrust | None:
+    from verifier.signatures.notation import (  # noqa: PLC0415 - see TYPE_CHECKING above
+        NotationTrust,
+        TrustedIdentity,
+        load_certificates,
+    )
+
     stores: dict[StoreType, tuple[Any, ...]] = {}
     given: tuple[tuple[StoreType, list[str] | None], ...] = (
         ("ca", signer.trust_stores.ca),

@@ -29,7 +29,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policies.evidence_checks import (
     VerifiedApproval,
@@ -60,11 +60,10 @@ from verifier.errors import InputError, TrtguardError, VerificationError
 from verifier.evidence import ArtifactAttestations, EvidenceSource
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
 from verifier.references import ImageReference
-from verifier.signatures import (
-    NoSignatures,
-    TrustPolicy,
-    verify_image_signatures,
-)
+from verifier.signatures.results import NoSignatures
+
+if TYPE_CHECKING:  # the verifiers load with the first signature checked (start-up time, issue 15)
+    from verifier.signatures.policy import TrustPolicy
 
 __all__ = [
     "CacheSettings",
@@ -149,6 +148,8 @@ class VerifiedEvidence:
                     f"keyless signers [{', '.join(keys)}] use different trusted roots",
                     hint="list keyless signers of one Sigstore instance per rule",
                 )
+            from verifier.signatures.policy import TrustPolicy  # noqa: PLC0415 - see TYPE_CHECKING above
+
             found = TrustPolicy(
                 keys={ref: s.public_key for ref, s in signers.items() if s.public_key is not None},
                 identities=tuple(s.identity for s in signers.values() if s.identity is not None),
@@ -184,6 +185,8 @@ class VerifiedEvidence:
                     hint="sign the image (`trtguard sign`, `cosign sign`) and push the signature",
                 )
             policy = self.trust_policy(keys, threshold)
+            from verifier.signatures.verify import verify_image_signatures  # noqa: PLC0415 - see TYPE_CHECKING
+
             result = await asyncio.to_thread(
                 verify_image_signatures,
                 material.digest,

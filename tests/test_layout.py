@@ -127,3 +127,43 @@ def test_an_offline_check_loads_no_registry_client() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
     )
     assert result.stdout.strip() == "[]", "the registry client and the XML writer load when they are used"
+
+
+#: Loaded by an offline ``check`` whose policies trust only public keys: each signature format's verifier,
+#: the registry code and the scan readers load when a signature, registry or scan of theirs is met (issue 15).
+OFFLINE_CHECK_SKIPS = (
+    "cbor2",
+    "jwcrypto",
+    "pysequoia",
+    "rfc3161_client",
+    "nacl",
+    "httpx",
+    "cryptography.x509",
+    "verifier.registry.config",
+    "verifier.registry.evidence",
+    "verifier.signatures.bundle",
+    "verifier.signatures.classic",
+    "verifier.signatures.notation",
+    "verifier.signatures.verify",
+    "verifier.scans.cyclonedx",
+)
+
+
+def test_an_offline_check_with_key_signers_loads_no_other_verifier() -> None:
+    library = REPO / "policies" / "library"
+    pod = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: small, namespace: prod}\n"
+        "spec: {containers: [{name: server, image: 'nvcr.io/nvidia/tensorrt@sha256:" + "0" * 64 + "'}]}\n"
+    )
+    probe = (
+        "import sys\n"
+        "from trtguard.cli import main\n"
+        f"status = main(['check', '--policies', {str(library)!r}, '--policies', "
+        f"{str(library / 'tests' / 'keys.yaml')!r}, '-'])\n"
+        f"print(status, sorted(m for m in {OFFLINE_CHECK_SKIPS!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], input=pod, capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert "DENY   Pod prod/small" in result.stdout  # it judged the Pod (no signature in an empty folder)
+    assert result.stderr.strip() == "1 []"

@@ -13,7 +13,7 @@ verified statement is about this artifact's engine at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
@@ -27,7 +27,10 @@ from verifier.registry.engine_artifact import (
     engine_layers,
 )
 from verifier.registry.oci import Manifest
-from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature, NotationSignature
+from verifier.signatures.results import COSIGN_SIGN_PREDICATE, CosignSignature
+
+if TYPE_CHECKING:  # Notation's verifier loads when a Notation signature is found (start-up time, issue 15)
+    from verifier.signatures.notation import NotationSignature
 
 __all__ = [
     "COSIGN_SIGN_PREDICATE",

@@ -14,17 +14,21 @@ import base64
 import binascii
 import hashlib
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
-from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
-from verifier import _keyfile as cosign_keyfile
-from verifier._keyfile import WrongPassword
 from verifier.errors import InputError
+
+if TYPE_CHECKING:
+    # X.509 and the cosign key-file format (nacl, scrypt) load when a certificate or a private key is read:
+    # checking with public keys needs neither (start-up time, issue 15).
+    from cryptography import x509
+
+    from verifier._keyfile import WrongPassword
 
 __all__ = [
     "InvalidKey",
@@ -329,7 +333,17 @@ def _pem_block(data: bytes) -> tuple[str, bytes]:
     return match["label"].decode(), body
 
 
+def __getattr__(name: str) -> Any:
+    if name == "WrongPassword":  # re-exported, loaded on first use (see TYPE_CHECKING above)
+        from verifier._keyfile import WrongPassword  # noqa: PLC0415
+
+        return WrongPassword
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _from_pkcs8(der: bytes) -> PrivateKey:
+    from verifier import _keyfile as cosign_keyfile  # noqa: PLC0415 - see TYPE_CHECKING above
+
     if not cosign_keyfile.is_pkcs8(der):
         raise InvalidKey(
             "the private key is not PKCS#8 (SEC1 or PKCS#1 structures are refused, as cosign does)",
@@ -348,6 +362,8 @@ def load_private_key(data: bytes, password: bytes) -> PrivateKey:
     ``password`` is ignored for unencrypted keys. Raises :class:`WrongPassword` when the password does not
     open the file and :class:`InvalidKey` (or another :class:`InputError`) for anything malformed.
     """
+    from verifier import _keyfile as cosign_keyfile  # noqa: PLC0415 - see TYPE_CHECKING above
+
     label, body = _pem_block(data)
     if label in cosign_keyfile.LABELS:
         return _from_pkcs8(cosign_keyfile.decrypt(body, password))
@@ -364,6 +380,8 @@ def load_private_key(data: bytes, password: bytes) -> PrivateKey:
 
 def encrypt_private_key(key: PrivateKey, password: bytes) -> bytes:
     """The cosign key file (``ENCRYPTED SIGSTORE PRIVATE KEY``, scrypt N=2^16, r=8, p=1) for ``key``."""
+    from verifier import _keyfile as cosign_keyfile  # noqa: PLC0415 - see TYPE_CHECKING above
+
     body = base64.b64encode(cosign_keyfile.encrypt(key.to_pkcs8_der(), password)).decode()
     lines = [body[i : i + 64] for i in range(0, len(body), 64)]
     label = cosign_keyfile.SIGSTORE_LABEL

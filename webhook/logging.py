@@ -16,6 +16,8 @@ from typing import Any, Final, TextIO
 
 #: Attributes every LogRecord has; anything else came from ``extra``.
 _STANDARD: Final = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+# One encoder for every line: json.dumps with options builds a new one per call (a line per admission).
+_ENCODER: Final = json.JSONEncoder(default=str, ensure_ascii=False, separators=(",", ":"))
 _LEVELS: Final = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
@@ -42,7 +44,7 @@ class JsonFormatter(logging.Formatter):
                 data[key] = value
         if record.exc_info and record.exc_info[0] is not None:
             data["exception"] = "".join(traceback.format_exception(*record.exc_info)).rstrip()
-        return json.dumps(data, default=str, ensure_ascii=False, separators=(",", ":"))
+        return _ENCODER.encode(data)
 
 
 def log_fields(logger: logging.Logger, level: int, message: str, fields: Mapping[str, Any]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 def add_evidence_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:
     """``--attestations DIR``, ``--registry`` and ``--registry-config FILE``: where ``purpose`` comes from.
 
-    A folder and the registries are alternatives; :func:`verifier.registry.evidence.evidence_source` refuses
+    A folder and the registries are alternatives; :func:`verifier.evidence_choice.evidence_source` refuses
     both together with the same message for every command.
     """
     group = parser.add_argument_group("evidence")

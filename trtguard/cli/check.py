@@ -17,7 +17,7 @@ from trtguard.cli._args import add_evidence_arguments
 from trtguard.cli._commands import Subparsers, add_command
 from verifier.errors import InputError
 from verifier.evidence import EvidenceSource
-from verifier.registry.evidence import evidence_source
+from verifier.evidence_choice import evidence_source
 
 
 def register(subparsers: Subparsers) -> None:

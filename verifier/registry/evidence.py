@@ -35,7 +35,6 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verifier.deadline import Deadline
@@ -46,15 +45,13 @@ from verifier.evidence import (
     ArtifactAttestations,
     ArtifactSubjects,
     Attestation,
-    EvidenceSource,
     ImageSignatures,
 )
-from verifier.evidence_folder import LocalEvidence
+from verifier.evidence_choice import evidence_source  # re-exported: the server and other callers
 from verifier.files import MAX_DOCUMENT_BYTES
 from verifier.intoto import PAYLOAD_TYPE, Statement, statement_from_envelope
 from verifier.references import ImageReference
 from verifier.registry._tasks import task_group
-from verifier.registry.config import load_registry_config
 from verifier.registry.cosign_layout import (
     DSSE_ENVELOPE,
     IN_TOTO_JSON,
@@ -76,30 +73,6 @@ if TYPE_CHECKING:  # the client (httpx) is imported when a registry is used: off
     from verifier.registry.client import RegistryClient
 
 _log = logging.getLogger(__name__)
-
-
-def evidence_source(
-    *, attestations: Path | None, registry_config: Path | None, registry: bool = False
-) -> tuple[EvidenceSource, RegistryClient | None]:
-    """The evidence a command line names, and the registry client to close when done (None: nothing to close).
-
-    ``--attestations DIR`` is a folder (read now, so this blocks); ``--registry-config FILE`` or ``registry``
-    means the registries; neither is an empty folder, which answers every question with "cannot be checked
-    offline". Both are an :class:`InputError`: a folder and the registries would answer differently.
-    """
-    if attestations is not None and (registry_config is not None or registry):
-        raise InputError(
-            "--attestations (an offline folder) and the registries (--registry, --registry-config) are "
-            "alternatives",
-            location="--attestations",
-            hint="check offline against a folder, or against the registries",
-        )
-    if attestations is not None or (registry_config is None and not registry):
-        return LocalEvidence(attestations), None
-    from verifier.registry.client import RegistryClient  # noqa: PLC0415 - see TYPE_CHECKING above
-
-    client = RegistryClient(load_registry_config(registry_config) if registry_config else None)
-    return RegistryEvidence(client), client
 
 
 @dataclass(frozen=True, slots=True)

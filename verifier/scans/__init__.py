@@ -12,19 +12,21 @@ predicate type                                         what the predicate is
 The statement around them may be in-toto v1 or v0.1 (cosign still writes v0.1); the caller verifies it.
 :func:`read_scan` reads the predicate into a :class:`~verifier.scans.model.ScanDocument`; docs/scans.md
 describes the shape and what each format contributes to it.
+
+The readers (and the document model) load with the first scan read: a check that meets no SBOM or scan does
+not import them (start-up time, issue 15).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from verifier.errors import InputError
-from verifier.scans.cosign import read_cosign_vuln
-from verifier.scans.cyclonedx import read_cyclonedx
-from verifier.scans.model import Component, ScanDocument, Vulnerability
-from verifier.scans.spdx import read_spdx
+
+if TYPE_CHECKING:
+    from verifier.scans.model import Component, ScanDocument, Vulnerability
 
 __all__ = [
     "COSIGN_VULN_PREDICATE_TYPE",
@@ -62,14 +64,29 @@ def read_scan(predicate_type: str, predicate: Mapping[str, Any], source: str) ->
     Raises :class:`~verifier.errors.InputError` when the type is not one trtguard reads or the predicate is
     not a document of that type.
     """
+    # The readers are imported here: see the module's docstring.
     if _CYCLONEDX.fullmatch(predicate_type):
+        from verifier.scans.cyclonedx import read_cyclonedx  # noqa: PLC0415
+
         return read_cyclonedx(predicate, source)
     if _SPDX.fullmatch(predicate_type):
+        from verifier.scans.spdx import read_spdx  # noqa: PLC0415
+
         return read_spdx(predicate, source)
     if predicate_type in _COSIGN_VULN:
+        from verifier.scans.cosign import read_cosign_vuln  # noqa: PLC0415
+
         return read_cosign_vuln(predicate, source)
     raise InputError(
         f"trtguard reads no SBOM or scan of predicate type {predicate_type}",
         location=source,
         hint=f"use {CYCLONEDX_PREDICATE_TYPE}, {SPDX_PREDICATE_TYPE} or {COSIGN_VULN_PREDICATE_TYPE}",
     )
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Component", "ScanDocument", "Vulnerability"):  # re-exported, loaded on first use
+        from verifier.scans import model  # noqa: PLC0415
+
+        return getattr(model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,6 @@ import base64
 import binascii
 import hashlib
 from datetime import datetime
-from typing import Final
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
@@ -25,8 +24,7 @@ from verifier.signatures import _rekor as rekor_entry
 from verifier.signatures._rekor import LoggedSignature
 from verifier.signatures._simple_signing import check_payload
 from verifier.signatures.policy import SignerMatch, TrustPolicy
-
-SIMPLE_SIGNING_MEDIA_TYPE: Final = "application/vnd.dev.cosign.simplesigning.v1+json"
+from verifier.signatures.results import SIMPLE_SIGNING_MEDIA_TYPE
 
 
 def _verifies(key: PublicKey, signature: bytes, data: bytes | None, sha256: bytes) -> bool:

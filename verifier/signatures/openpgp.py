@@ -23,11 +23,12 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
-
-import pysequoia
+from typing import TYPE_CHECKING, Final
 
 from verifier.errors import InputError, VerificationError
+
+if TYPE_CHECKING:  # pysequoia loads with the first OpenPGP key or signature read (start-up time, issue 15)
+    import pysequoia
 
 __all__ = ["MAX_SIGNATURE_BYTES", "OpenPGPKey", "read_signature", "verify_detached"]
 
@@ -50,6 +51,8 @@ class OpenPGPKey:
     @classmethod
     def from_armored(cls, data: bytes, *, location: str | None = None) -> OpenPGPKey:
         """Read one armored (or binary) public certificate; :class:`InputError` when it is unusable."""
+        import pysequoia  # noqa: PLC0415 - see TYPE_CHECKING above
+
         try:
             certificates = pysequoia.Cert.split_bytes(data)
         except (ValueError, RuntimeError, TypeError) as error:
@@ -88,6 +91,8 @@ class OpenPGPKey:
 
 def read_signature(data: bytes, *, location: str | None = None) -> pysequoia.Sig:
     """One detached signature (armored or binary); :class:`VerificationError` when it is not one."""
+    import pysequoia  # noqa: PLC0415 - see TYPE_CHECKING above
+
     if len(data) > MAX_SIGNATURE_BYTES:
         raise VerificationError(
             f"the OpenPGP signature is larger than {MAX_SIGNATURE_BYTES // 1024} KiB", location=location
@@ -113,6 +118,8 @@ def verify_detached(data: bytes, signature: bytes, keys: Mapping[str, OpenPGPKey
 
     Raises :class:`VerificationError` when none did, saying what the signature claims and what the keys are.
     """
+    import pysequoia  # noqa: PLC0415 - see TYPE_CHECKING above
+
     parsed = read_signature(signature)
     verified = []
     for name, key in keys.items():

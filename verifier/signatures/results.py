@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from verifier.errors import VerificationError
 from verifier.intoto import Statement
-from verifier.signatures.classic import SIMPLE_SIGNING_MEDIA_TYPE
-from verifier.signatures.policy import SignerMatch
+
+if TYPE_CHECKING:  # the results load without the verifiers (X.509, Notation): start-up time, issue 15
+    from verifier.signatures.policy import SignerMatch
+
+#: The payload type of a classic cosign signature (a simple-signing document).
+SIMPLE_SIGNING_MEDIA_TYPE: Final = "application/vnd.dev.cosign.simplesigning.v1+json"
 
 #: Layer annotation holding the base64 signature (note cosign's old ``cosignproject`` prefix).
 SIGNATURE_ANNOTATION: Final = "dev.cosignproject.cosign/signature"

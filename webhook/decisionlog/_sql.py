@@ -12,7 +12,7 @@ from webhook.decisionlog.record import (
     INDEXED_NAMES,
     DecisionRecord,
     StoredRecord,
-    canonical_json,
+    canonical_parts,
     format_time,
     link_hash,
     load_body,
@@ -99,15 +99,15 @@ def link(
     """
     record = storable(record)
     data = record.to_json()
-    body = canonical_json(data)
+    # One encoding of each member: the hashed body, the body without its shared part, and that part.
+    body, rest, content = canonical_parts(data, SHARED_KEYS)
     digest = link_hash(prev, body)
     shared: tuple[str, str] | None = None
-    content = canonical_json({key: data[key] for key in SHARED_KEYS})
     if len(content) >= MIN_SHARED_BYTES:
         # 128 bits of SHA-256 name the part; were two parts ever to collide, the records would not verify
         # (the hash covers the content), so a collision could only be noticed, never go unseen.
         shared = (hashlib.sha256(content).hexdigest()[:32], content.decode())
-        body = canonical_json({key: value for key, value in data.items() if key not in SHARED_KEYS})
+        body = rest
     values = (seq, *(data[name] for name in INDEXED_NAMES), body.decode(), prev, digest, shared and shared[0])
     return values, shared, StoredRecord(seq, record, prev, digest)
 

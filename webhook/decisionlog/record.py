@@ -28,7 +28,7 @@ import math
 import os
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -267,34 +267,47 @@ def _storable_text(value: str) -> str:
     return value
 
 
-def _value(value: Any) -> Any:
-    """A JSON value (as a record's lists hold) that can be stored and hashed; the same object when it can."""
+def _value(value: Any) -> tuple[Any, int]:
+    """A JSON value (as a record's lists hold) that can be stored and hashed (the same object when it can),
+    and about its length as JSON (what the list bounds count), found in the same walk."""
     if isinstance(value, str):
-        return _storable_text(value)
+        text = _storable_text(value)
+        return text, len(text) + 2
     if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return value if -(2**53) < value < 2**53 else str(value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
+        return value, len(str(value))
+    if isinstance(value, int | float):
+        text = str(value)
+        if -(2**53) < value < 2**53 if isinstance(value, int) else math.isfinite(value):
+            return value, len(text)
+        return text, len(text) + 2  # JCS cannot write it: kept as text
     if isinstance(value, Mapping):
-        items = [(_storable_text(str(key)), _value(item)) for key, item in value.items()]
-        same = isinstance(value, dict) and all(
-            new_key is key and new is item
-            for (new_key, new), (key, item) in zip(items, value.items(), strict=True)
-        )
-        return value if same else dict(items)
+        same, size, items = isinstance(value, dict), 2, []
+        for key, item in value.items():
+            new_key = _storable_text(str(key))
+            new, item_size = _value(item)
+            same = same and new_key is key and new is item
+            size += len(new_key) + 4 + item_size
+            items.append((new_key, new))
+        return (value if same else dict(items)), size
     if isinstance(value, list | tuple):
-        fixed = [_value(item) for item in value]
-        same = isinstance(value, list) and all(new is item for new, item in zip(fixed, value, strict=True))
-        return value if same else fixed
-    return _storable_text(str(value))
+        same, size, fixed = isinstance(value, list), 2, []
+        for item in value:
+            new, item_size = _value(item)
+            same = same and new is item
+            size += item_size + 1
+            fixed.append(new)
+        return (value if same else fixed), size
+    text = _storable_text(str(value))
+    return text, len(text) + 2
 
 
 def _entries(entries: tuple[Any, ...]) -> tuple[Any, ...]:
     """The entries, each storable, cut to :data:`MAX_ITEMS` and :data:`MAX_LIST_CHARS` behind a marker."""
-    fixed = [_value(entry) for entry in entries]
-    sizes = [_size(entry) for entry in fixed]
+    fixed, sizes = [], []
+    for entry in entries:
+        new, size = _value(entry)
+        fixed.append(new)
+        sizes.append(size)
     if len(fixed) > MAX_ITEMS or sum(sizes) > MAX_LIST_CHARS:
         # Room for the marker: the cut list fits both bounds, so that cutting it again changes nothing.
         kept, used = 0, _CUT_SUFFIX_ROOM
@@ -308,17 +321,6 @@ def _entries(entries: tuple[Any, ...]) -> tuple[Any, ...]:
     if all(new is old for new, old in zip(fixed, entries, strict=True)):
         return entries
     return tuple(fixed)
-
-
-def _size(value: Any) -> int:
-    """About the length of ``value`` as JSON."""
-    if isinstance(value, str):
-        return len(value) + 2
-    if isinstance(value, dict):
-        return 2 + sum(len(key) + 4 + _size(item) for key, item in value.items())
-    if isinstance(value, list):
-        return 2 + sum(_size(item) + 1 for item in value)
-    return len(str(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,8 +346,43 @@ def canonical_json(data: Mapping[str, Any]) -> bytes:
     alike; only number formatting of floats and key order beyond ASCII differ.
     """
     if _plain(data):
-        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return _JSON.encode(data).encode("utf-8")
     return rfc8785.dumps(dict(data))
+
+
+def canonical_parts(data: Mapping[str, Any], apart: Collection[str]) -> tuple[bytes, bytes, bytes]:
+    """Canonical JSON of ``data`` (ASCII keys), of ``data`` without the keys ``apart``, and of those alone.
+
+    Each member is encoded once and the three objects are joined from the pieces: a JCS object is its sorted
+    members, each member's canonical form being the same on its own. (A store keeps the parts ``apart`` once
+    and the record's hash covers the whole.)
+    """
+    whole: list[bytes] = []
+    rest: list[bytes] = []
+    alone: list[bytes] = []
+    run: dict[str, Any] = {}
+    for key in sorted(data):
+        if key not in apart:
+            run[key] = data[key]
+            continue
+        if run:  # the members before this one, encoded together without their braces
+            piece = canonical_json(run)[1:-1]
+            whole.append(piece)
+            rest.append(piece)
+            run = {}
+        value = data[key]
+        encoded = _JSON.encode(value).encode("utf-8") if _plain(value) else rfc8785.dumps(value)
+        whole.append(b'"%s":%s' % (key.encode("ascii"), encoded))
+        alone.append(whole[-1])
+    if run:
+        piece = canonical_json(run)[1:-1]
+        whole.append(piece)
+        rest.append(piece)
+    return b"{%s}" % b",".join(whole), b"{%s}" % b",".join(rest), b"{%s}" % b",".join(alone)
+
+
+# Without floats (see canonical_json) this encoder writes JCS; one instance, not one per call of json.dumps.
+_JSON: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _plain(value: Any) -> bool:

@@ -20,6 +20,7 @@ from webhook.decisionlog.record import (
     MAX_TEXT_CHARS,
     UNSTORABLE_MARK,
     canonical_json,
+    canonical_parts,
     link_hash,
     new_record_id,
     storable,
@@ -123,6 +124,29 @@ def test_canonical_json_refuses_what_jcs_cannot_express() -> None:
 def test_canonical_json_matches_rfc8785_on_generated_records(extra: Any) -> None:
     data: dict[str, Any] = {"record_id": "r", "extra": extra}
     assert canonical_json(data) == rfc8785.dumps(data)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["allowed", "engines", "format", "images", "kind", "uid", "warnings"]),
+        st.recursive(
+            st.none()
+            | st.booleans()
+            | st.integers(-(2**53) + 1, 2**53 - 1)
+            | st.floats(allow_nan=False, allow_infinity=False)
+            | st.text(),
+            lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+            max_leaves=10,
+        ),
+    )
+)
+def test_canonical_parts_are_the_jcs_of_the_whole_the_rest_and_the_parts_apart(data: dict[str, Any]) -> None:
+    # The stores hash the whole and keep the rest and the shared part apart, from one encoding of each member.
+    apart = ("engines", "images")
+    whole, rest, alone = canonical_parts(data, apart)
+    assert whole == rfc8785.dumps(data)
+    assert rest == rfc8785.dumps({key: value for key, value in data.items() if key not in apart})
+    assert alone == rfc8785.dumps({key: value for key, value in data.items() if key in apart})
 
 
 def test_record_ids_are_unique_and_hex() -> None:
