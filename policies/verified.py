@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from policies.cel.activation import CelActivation, prepare_activation
 from policies.evidence_checks import (
     VerifiedApproval,
     VerifiedAttestation,
@@ -93,6 +94,10 @@ class CacheSettings:
     max_entries: int = 10_000
 
 
+#: How many manifests' CEL data :class:`VerifiedEvidence` keeps (emptied when full).
+_MANIFEST_ACTIVATIONS = 256
+
+
 class VerifiedEvidence:
     """Verified answers about artifacts for one policy set, cached across admissions."""
 
@@ -112,6 +117,29 @@ class VerifiedEvidence:
         self.attestations_cache: ResultCache[tuple[object, ...], VerifiedAttestation] = cache()
         self.predicates_cache: ResultCache[tuple[object, ...], tuple[VerifiedPredicate, ...]] = cache()
         self.verifications_cache: ResultCache[tuple[object, ...], VerifiedVerification] = cache()
+        # CEL data over a manifest and its engine, by the manifest's envelope digest and the engine.
+        self._manifest_activations: dict[tuple[str | None, ...], CelActivation] = {}
+
+    def manifest_activation(
+        self, verified: VerifiedManifest, name: str | None, reference: str, digest: str | None
+    ) -> CelActivation:
+        """The CEL data of expressions that read a manifest and its engine but not the workload.
+
+        Checked against the limits and handed to cel-cpp once per manifest and engine rather than on every
+        admission: cel-cpp converts the manifest on first use, which costs several times what an expression
+        does. The data depends on nothing else (the envelope's digest fixes the manifest), and inline
+        expressions run one at a time on the event loop's thread. Raises :class:`CelEvaluationError` as
+        :func:`~policies.cel.prepare_activation` does (nothing is kept then).
+        """
+        key = (verified.digest, name, reference, digest)
+        found = self._manifest_activations.get(key)
+        if found is None:
+            if len(self._manifest_activations) >= _MANIFEST_ACTIVATIONS:
+                self._manifest_activations.clear()
+            engine = {"name": name, "reference": reference, "digest": digest}
+            found = prepare_activation({"manifest": verified.as_json, "workload": {}, "engine": engine})
+            self._manifest_activations[key] = found
+        return found
 
     def _key(self, kind: str, reference: ImageReference, *parts: object) -> tuple[object, ...]:
         """The key of a cached answer: everything its verdict depends on.
