@@ -105,6 +105,7 @@ class VerifiedEvidence:
         self._policy_set = policy_set
         self._source = source
         self._trust_policies: dict[tuple[tuple[str, ...], int], TrustPolicy] = {}
+        self._signer_keys: dict[tuple[str, ...], tuple[tuple[str, str, str], ...]] = {}
 
         def cache() -> ResultCache[tuple[object, ...], Any]:
             return ResultCache(
@@ -161,8 +162,17 @@ class VerifiedEvidence:
         )
 
     def _signers(self, keys: Sequence[str]) -> tuple[tuple[str, str, str], ...]:
-        """Each signer's name, format and trust material, for cache keys: a verdict depends on all three."""
-        return tuple((ref, s.kind, s.fingerprint) for ref, s in self._policy_set.signers_for(keys).items())
+        """Each signer's name, format and trust material, for cache keys: a verdict depends on all three.
+
+        Fixed by the policy set, so made once per list of keys (it is part of every cache key asked)."""
+        names = tuple(keys)
+        found = self._signer_keys.get(names)
+        if found is None:
+            signers = self._policy_set.signers_for(names)
+            found = self._signer_keys[names] = tuple(
+                (ref, s.kind, s.fingerprint) for ref, s in signers.items()
+            )
+        return found
 
     def trust_policy(self, keys: Sequence[str], threshold: int) -> TrustPolicy:
         """The signature policy for a rule's keys and threshold (built once per rule)."""
