@@ -33,7 +33,7 @@ from policies.rules.findings import unavailable, violation
 from verifier.errors import EvidenceUnavailable, VerificationError
 from verifier.references import ImageReference
 
-__all__ = ["EngineSort", "sort_engines"]
+__all__ = ["EngineSort", "engine_sort", "sort_engines"]
 
 _RULE = "models.engines"
 
@@ -91,14 +91,24 @@ def _patterns(texts: tuple[str, ...]) -> tuple[ImagePattern, ...]:
     return tuple(ImagePattern.compile(text) for text in texts)
 
 
+def engine_sort(policy: CompiledPolicy, candidates: Sequence[EngineUse]) -> EngineSort | None:
+    """The sort of ``candidates`` when it needs no look-up (``models.engines`` unset: all are engines), or
+    None when :func:`sort_engines` must look at the artifacts."""
+    return EngineSort(tuple(candidates)) if _engine_patterns(policy) is None else None
+
+
+def _engine_patterns(policy: CompiledPolicy) -> tuple[ImagePattern, ...] | None:
+    models = policy.document.spec.models
+    return None if models is None or models.engines is None else _patterns(tuple(models.engines))
+
+
 async def sort_engines(
     run: Evaluation, policy: CompiledPolicy, candidates: Sequence[EngineUse]
 ) -> EngineSort:
     """Sort ``candidates`` into the policy's engines and the rest (see the module's docstring)."""
-    models = policy.document.spec.models
-    if models is None or models.engines is None:
+    patterns = _engine_patterns(policy)
+    if patterns is None:
         return EngineSort(tuple(candidates))
-    patterns = _patterns(tuple(models.engines))
     verdicts = await asyncio.gather(*(_is_engine(run, patterns, use) for use in candidates))
     return EngineSort(
         engines=tuple(use for use, verdict in zip(candidates, verdicts, strict=True) if verdict is True),

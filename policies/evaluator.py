@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from policies.cel.sandbox import CelSandbox, shared_sandbox
-from policies.engines import EngineSort, sort_engines
+from policies.engines import EngineSort, engine_sort, sort_engines
 from policies.loader import CompiledPolicy, PolicySet
 from policies.matching import selection, selects
 from policies.podspec import EngineUse
@@ -158,8 +158,15 @@ class PolicyEngine:
             requester=requester,
         )
         # Which image volumes are engines may need a registry too: asked beside the rules' questions.
-        sorting = asyncio.gather(*(sort_engines(run, p, workload.engines) for p in policies))
-        sorted_engines, _ = await asyncio.gather(sorting, run.prefetch(policies))
+        # Sorts that need no look-up are made here: a task for each would cost more than the sort itself.
+        known = [engine_sort(p, workload.engines) for p in policies]
+        looked_up: list[EngineSort] = []
+        if None in known or self.evidence.concurrent_lookups:
+            pending = [p for p, sort in zip(policies, known, strict=True) if sort is None]
+            sorting = asyncio.gather(*(sort_engines(run, p, workload.engines) for p in pending))
+            looked_up, _ = await asyncio.gather(sorting, run.prefetch(policies))
+        remaining = iter(looked_up)
+        sorted_engines = [sort if sort is not None else next(remaining) for sort in known]
         judged_findings: list[Violation] = []
         for policy, sort in zip(policies, sorted_engines, strict=True):
             findings = await _judge(run, policy, sort)

@@ -77,6 +77,10 @@ class CompiledExpression:
     message: str
 
 
+#: How many references an image rule remembers whether it selects.
+_SELECTED_MAX = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledImageRule:
     """An image rule with its patterns compiled."""
@@ -87,10 +91,19 @@ class CompiledImageRule:
     #: per entry of ``rule.attestations``: its conditions compiled, and its maxAge
     conditions: tuple[tuple[CompiledExpression, ...], ...] = ()
     max_ages: tuple[timedelta | None, ...] = ()
+    #: ``selects``' answers: admissions ask about the same few images again and again, and the answer
+    #: depends on nothing else (bounded: emptied when full)
+    _selected: dict[ImageReference, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def selects(self, reference: ImageReference) -> bool:
         """True when a ``match`` pattern selects ``reference`` and no ``exclude`` pattern does."""
-        return matches_any(self.patterns, reference) and not matches_any(self.excluded, reference)
+        known = self._selected.get(reference)
+        if known is None:
+            if len(self._selected) >= _SELECTED_MAX:
+                self._selected.clear()
+            known = matches_any(self.patterns, reference) and not matches_any(self.excluded, reference)
+            self._selected[reference] = known
+        return known
 
     def judges(self, field: str) -> bool:
         """True when the rule judges images named in ``field`` (``ImageUse.field``)."""

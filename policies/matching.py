@@ -4,7 +4,9 @@ by who makes the request (``requesters``), which may be unknown (``trtguard chec
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
+import functools
+import re
+from collections.abc import Callable, Mapping
 
 from policies.kinds import named_kinds
 from policies.loader import CompiledPolicy
@@ -71,8 +73,17 @@ def _requester_term(term: RequesterSet | None, requester: Requester | None) -> b
     return None if requester is None else in_set(requester, term)
 
 
-def _glob_any(patterns: Iterable[str], value: str) -> bool:
-    return any(fnmatch.fnmatchcase(value, p) for p in patterns)
+def _glob_any(patterns: tuple[str, ...], value: str) -> bool:
+    return _globs(patterns)(value) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _globs(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]:
+    """One compiled regex for ``fnmatchcase`` against any of ``patterns`` (a policy's few namespace globs,
+    asked on every admission); none matches nothing."""
+    if not patterns:
+        return lambda _value: None
+    return re.compile("|".join(fnmatch.translate(p) for p in patterns)).match
 
 
 def _labels_match(selector: LabelSelector, labels: Mapping[str, str]) -> bool:

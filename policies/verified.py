@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from policies.cel.activation import CelActivation, prepare_activation
 from policies.evidence_checks import (
     VerifiedApproval,
     VerifiedAttestation,
@@ -92,6 +93,10 @@ class CacheSettings:
     max_entries: int = 10_000
 
 
+#: How many manifests' CEL data :class:`VerifiedEvidence` keeps (emptied when full).
+_MANIFEST_ACTIVATIONS = 256
+
+
 class VerifiedEvidence:
     """Verified answers about artifacts for one policy set, cached across admissions."""
 
@@ -99,6 +104,7 @@ class VerifiedEvidence:
         self._policy_set = policy_set
         self._source = source
         self._trust_policies: dict[tuple[tuple[str, ...], int], TrustPolicy] = {}
+        self._signer_keys: dict[tuple[str, ...], tuple[tuple[str, str, str], ...]] = {}
 
         def cache() -> ResultCache[tuple[object, ...], Any]:
             return ResultCache(
@@ -111,6 +117,29 @@ class VerifiedEvidence:
         self.attestations_cache: ResultCache[tuple[object, ...], VerifiedAttestation] = cache()
         self.predicates_cache: ResultCache[tuple[object, ...], tuple[VerifiedPredicate, ...]] = cache()
         self.verifications_cache: ResultCache[tuple[object, ...], VerifiedVerification] = cache()
+        # CEL data over a manifest and its engine, by the manifest's envelope digest and the engine.
+        self._manifest_activations: dict[tuple[str | None, ...], CelActivation] = {}
+
+    def manifest_activation(
+        self, verified: VerifiedManifest, name: str | None, reference: str, digest: str | None
+    ) -> CelActivation:
+        """The CEL data of expressions that read a manifest and its engine but not the workload.
+
+        Checked against the limits and handed to cel-cpp once per manifest and engine rather than on every
+        admission: cel-cpp converts the manifest on first use, which costs several times what an expression
+        does. The data depends on nothing else (the envelope's digest fixes the manifest), and inline
+        expressions run one at a time on the event loop's thread. Raises :class:`CelEvaluationError` as
+        :func:`~policies.cel.prepare_activation` does (nothing is kept then).
+        """
+        key = (verified.digest, name, reference, digest)
+        found = self._manifest_activations.get(key)
+        if found is None:
+            if len(self._manifest_activations) >= _MANIFEST_ACTIVATIONS:
+                self._manifest_activations.clear()
+            engine = {"name": name, "reference": reference, "digest": digest}
+            found = prepare_activation({"manifest": verified.as_json, "workload": {}, "engine": engine})
+            self._manifest_activations[key] = found
+        return found
 
     def _key(self, kind: str, reference: ImageReference, *parts: object) -> tuple[object, ...]:
         """The key of a cached answer: everything its verdict depends on.
@@ -132,8 +161,17 @@ class VerifiedEvidence:
         )
 
     def _signers(self, keys: Sequence[str]) -> tuple[tuple[str, str, str], ...]:
-        """Each signer's name, format and trust material, for cache keys: a verdict depends on all three."""
-        return tuple((ref, s.kind, s.fingerprint) for ref, s in self._policy_set.signers_for(keys).items())
+        """Each signer's name, format and trust material, for cache keys: a verdict depends on all three.
+
+        Fixed by the policy set, so made once per list of keys (it is part of every cache key asked)."""
+        names = tuple(keys)
+        found = self._signer_keys.get(names)
+        if found is None:
+            signers = self._policy_set.signers_for(names)
+            found = self._signer_keys[names] = tuple(
+                (ref, s.kind, s.fingerprint) for ref, s in signers.items()
+            )
+        return found
 
     def trust_policy(self, keys: Sequence[str], threshold: int) -> TrustPolicy:
         """The signature policy for a rule's keys and threshold (built once per rule)."""

@@ -133,6 +133,8 @@ class ImageReference:
 
     def with_digest(self, digest: str) -> ImageReference:
         """This reference pinned to ``digest`` (the tag is kept); raises :class:`InvalidReference`."""
+        if digest == self.digest:
+            return self  # already pinned there (its digest was checked when it was parsed)
         _check_digest(f"{self}@{digest}", digest)
         return replace(self, digest=digest)
 

@@ -86,25 +86,16 @@ class Counted:
 
     def signature(self, found: SignatureRecord) -> None:
         """An image signature that counted."""
-        known = self.signatures.get(found.digest)
-        self.signatures[found.digest] = (
-            found if known is None else replace(known, signers=_merged(known.signers, found.signers))
-        )
+        self.signatures[found.digest] = _counted_once(self.signatures.get(found.digest), found)
 
     def attestation(self, found: AttestationRecord) -> None:
         """An image attestation that counted."""
         key = (found.predicate_type, found.digest)
-        known = self.attestations.get(key)
-        self.attestations[key] = (
-            found if known is None else replace(known, signers=_merged(known.signers, found.signers))
-        )
+        self.attestations[key] = _counted_once(self.attestations.get(key), found)
 
     def build_manifest(self, found: BuildManifestRecord) -> None:
         """The build manifest an engine was judged by."""
-        known = self.build_manifests.get(found.digest)
-        self.build_manifests[found.digest] = (
-            found if known is None else replace(known, signers=_merged(known.signers, found.signers))
-        )
+        self.build_manifests[found.digest] = _counted_once(self.build_manifests.get(found.digest), found)
 
     def changes(self, found: ChangeControlRecord) -> None:
         """One policy's change control of an engine."""
@@ -113,14 +104,20 @@ class Counted:
 
     def verification(self, found: VerificationRecord) -> None:
         """A GPU verification that counted."""
-        known = self.verifications.get(found.digest)
-        self.verifications[found.digest] = (
-            found if known is None else replace(known, signers=_merged(known.signers, found.signers))
-        )
+        self.verifications[found.digest] = _counted_once(self.verifications.get(found.digest), found)
 
 
-def _merged(first: tuple[SignerRecord, ...], second: tuple[SignerRecord, ...]) -> tuple[SignerRecord, ...]:
-    return tuple(dict.fromkeys((*first, *second)))
+_Record = TypeVar("_Record", SignatureRecord, AttestationRecord, BuildManifestRecord, VerificationRecord)
+
+
+def _counted_once(known: _Record | None, found: _Record) -> _Record:
+    """``found``, or the record already kept for the same object with the signers of both (the one kept
+    as it is when ``found`` adds none: several policies counting one object is the common case)."""
+    if known is None:
+        return found
+    kept: _Record = known
+    signers: tuple[SignerRecord, ...] = tuple(dict.fromkeys((*kept.signers, *found.signers)))
+    return kept if signers == kept.signers else replace(kept, signers=signers)
 
 
 @dataclass

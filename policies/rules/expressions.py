@@ -25,13 +25,16 @@ async def check(
     if not policy.expressions:
         return
     try:
-        activation = prepare_activation(
-            {
-                "manifest": verified.as_json,
-                "workload": run.cel_workload() if policy.expressions_read_workload else {},
-                "engine": {"name": use.name, "reference": str(ref), "digest": ref.digest},
-            }
-        )
+        if policy.expressions_read_workload:
+            activation = prepare_activation(
+                {
+                    "manifest": verified.as_json,
+                    "workload": run.cel_workload(),
+                    "engine": {"name": use.name, "reference": str(ref), "digest": ref.digest},
+                }
+            )
+        else:  # the same for every admission of this engine: prepared once
+            activation = run.verified.manifest_activation(verified, use.name, str(ref), ref.digest)
     except CelEvaluationError as error:
         found.add(
             "models.rules.expressions",

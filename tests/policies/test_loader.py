@@ -11,6 +11,7 @@ import pytest
 from policies.loader import PolicyLoadError, load_policy_set, policy_files
 from policies.schema import policy_json_schema
 from tests.policies.conftest import Material
+from verifier.references import ImageReference
 
 POLICY = """\
 apiVersion: trtguard.dev/v1alpha1
@@ -35,6 +36,20 @@ def test_loads_policies_and_keys(material: Material) -> None:
     assert [p.name for p in policy_set.policies] == ["p"]
     assert set(policy_set.signers) == {"platform/image-signer"}
     assert policy_set.revision.startswith("sha256:")
+
+
+def test_image_rule_answers_the_same_after_remembering_many_references(material: Material) -> None:
+    # An image rule remembers which references it selects (bounded): its answers stay those of its
+    # patterns, for references seen again and after the memory was emptied.
+    policy_set = load_policy_set([material.policy(POLICY), material.keys_file("image-signer")])
+    rule = policy_set.policies[0].image_rules[0]
+    selected = ImageReference.parse("nvcr.io/nvidia/tensorrt:24.08-py3")
+    other = ImageReference.parse("nvcr.io/nvidia/pytorch:24.08-py3")
+    for round_ in range(2):
+        assert rule.selects(selected) and not rule.selects(other)
+        for i in range(5000):  # more than the rule remembers
+            assert rule.selects(ImageReference.parse(f"nvcr.io/nvidia/tensorrt:{round_}.{i}"))
+            assert not rule.selects(ImageReference.parse(f"nvcr.io/other/tensorrt:{round_}.{i}"))
 
 
 def test_revision_follows_content_not_location(material: Material, tmp_path: Path) -> None:

@@ -242,6 +242,8 @@ def test_with_digest_keeps_the_tag_and_validates_the_digest() -> None:
     assert caught.value.location.startswith("image 'nvcr.io/nvidia/tensorrt:24.08-py3@sha512:ffff")
     with pytest.raises(InvalidReference, match="upper-case"):
         ref.with_digest("sha256:" + "A" * 64)
+    assert pinned.with_digest(D2) == pinned  # pinning again to its own digest changes nothing
+    assert str(pinned.with_digest(D1)) == f"nvcr.io/nvidia/tensorrt:24.08-py3@{D1}"
 
 
 def test_references_are_hashable_and_frozen() -> None:

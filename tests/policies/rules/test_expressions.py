@@ -142,3 +142,22 @@ def test_library_workspace_rule_reads_the_limit_under_either_name(
     engine_ = PolicyEngine(policy_set, LocalEvidence(material.attestations), clock=lambda: NOW)
     decision = evaluate(engine_, pod(namespace="staging", engine=ref))
     assert [v.rule for v in decision.violations] == ["models.rules.expressions.workspace-limit"]
+
+
+def test_expressions_over_one_manifest_see_each_engines_own_name_and_reference(material: Material) -> None:
+    # The data of expressions that do not read the workload is prepared once per manifest and engine:
+    # a second engine volume of the same manifest must still be judged with its own name and reference.
+    reference = material.engine("e")
+    engine = costly_engine(material, 'engine.name == "engine" && engine.reference.endsWith(engine.digest)')
+
+    def named(volume: str) -> dict[str, Any]:
+        obj = pod(engine=reference)
+        obj["spec"]["volumes"][0]["name"] = volume
+        for container in obj["spec"]["containers"]:
+            container["volumeMounts"][0]["name"] = volume
+        return obj
+
+    for volume, holds in (("engine", True), ("other", False), ("engine", True), ("other", False)):
+        decision = evaluate(engine, named(volume))
+        found = [v.rule for v in decision.violations]
+        assert found == ([] if holds else ["models.rules.expressions.costly"]), (volume, found)

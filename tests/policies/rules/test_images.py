@@ -181,3 +181,22 @@ def test_image_rule_fields_are_checked_at_load(material: Material, fields: str, 
     text = FIELD_SCOPED_POLICY.replace("fields: [volume]", f"fields: {fields}")
     with pytest.raises(InputError, match=error):
         engine_for(material, text, keys=("image-signer",))
+
+
+def test_a_signature_counted_by_several_policies_is_recorded_once_with_the_signers_of_all(
+    material: Material,
+) -> None:
+    # Three policies count the image's signature (one envelope signed by two keys): it is one record in the
+    # decision, naming each key that verified it once: the first policy's key, the one the second adds, and
+    # nothing more for the third.
+    material.sign_image(RUNTIME)
+    material.sign_image(RUNTIME, signer="second-signer")
+    both = signature_policy()
+    first_only = both.replace(", platform/second-signer]", "]").replace("name: images}", "name: first}")
+    again = both.replace("name: images}", "name: again}")
+    engine = engine_for(material, first_only, both, again, keys=("image-signer", "second-signer"))
+    decision = evaluate(engine, pod())
+    assert decision.matched_policies == ("first", "images", "again") and decision.allowed
+    [image] = decision.images
+    [record] = image.signatures
+    assert [s.key for s in record.signers] == ["platform/image-signer", "platform/second-signer"]
