@@ -286,3 +286,33 @@ async def test_a_spooled_record_and_its_undelivered_record_ship_together(
         assert (await store.verify()).ok
     finally:
         await store.close()
+
+
+@pg
+async def test_an_allow_answered_from_the_spool_is_not_marked_undelivered(
+    pg_proxy: TcpProxy, pg_url: str, make_record: RecordFactory, tmp_path: Path, wait_until: WaitUntil
+) -> None:
+    """PostgreSQL takes the record and hangs; the spool answers; the held commit then lands late.
+
+    The late original is marked undelivered; the copy answered from the spool ships under its own record_id,
+    so the delivered answer stays an admission.
+    """
+    primary = PostgresStore(pg_proxy.url(pg_url.rsplit("/", 1)[1]), _options(write_timeout=3.0))
+    store = SpoolingStore(primary, tmp_path / "spool.db", primary_timeout=0.5, ship_interval=0.2)
+    await store.open()
+    try:
+        assert (await _answer(store, make_record(), 5)).confirmed
+        pg_proxy.hang()
+        record = make_record()
+        answer = await _answer(store, record, 2)
+        assert answer.confirmed  # from the spool
+        pg_proxy.resume()
+        await wait_until(lambda: primary.undelivered_pending == 0 and store.pending == 0, within=15)
+        stored = [s.record for s in await store.query(RecordQuery(uid=record.uid))]
+        marked = {undelivered.target(r) for r in stored} - {None}
+        allows = [r for r in stored if r.allowed]
+        assert marked <= {record.record_id}
+        assert [r for r in allows if r.record_id not in marked], "the delivered allow must stay unmarked"
+        assert (await store.verify()).ok
+    finally:
+        await store.close()
