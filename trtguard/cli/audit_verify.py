@@ -80,7 +80,7 @@ def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     async def work(store: DecisionStore) -> int:
         report = await store.verify()
         problems = _against_checkpoints(args, report, key, anchor)
-        _print(args.format, store.description, report, problems, anchor, out)
+        _print(args.format, store.description, report, problems, anchor, out, base_signed=key is not None)
         if report.base_seq and key is None and args.format == "text":
             print(
                 f"note: the checkpoint at seq {report.base_seq} the log starts from was taken as stored; "
@@ -106,7 +106,12 @@ def _against_checkpoints(
         return []
     problems: list[str] = []
     with Ledger.open(_url(args), read_only=True) as ledger:
-        sealed = {s.checkpoint.last_seq: s.checkpoint for s in ledger.segments()}
+        sealed: dict[int, Checkpoint] = {}
+        for segment in ledger.segments():
+            if segment.checkpoint.last_seq in sealed:
+                # Rows are only ever added: a second checkpoint over the same records is a forgery or a fork.
+                problems.append(f"two stored checkpoints end at seq {segment.checkpoint.last_seq}")
+            sealed[segment.checkpoint.last_seq] = segment.checkpoint
         if report.base_seq:
             base = sealed.get(report.base_seq)
             if base is None or key is None or not base.verify(key):
@@ -126,18 +131,25 @@ def _against_checkpoints(
             if not rows or rows[0].hash != anchor.head_hash:
                 problems.append(f"the record at seq {anchor.last_seq} is not the anchor's head")
             return problems
-        # Pruned past the anchor: the stored checkpoints must link from the anchor's head to the base.
-        stored = sealed.get(anchor.last_seq)
-        if stored is None or stored.head_hash != anchor.head_hash:
-            problems.append(f"the log's checkpoint at seq {anchor.last_seq} is not the anchor")
-            return problems
-        previous = stored
+        # Pruned past the anchor: from the anchor itself to the base the log starts from, every stored
+        # checkpoint must be signed by the key and link to the one before it; rows anyone with INSERT rights
+        # could add prove nothing unsigned.
+        previous = anchor
         for seq in sorted(s for s in sealed if anchor.last_seq < s <= report.base_seq):
             checkpoint = sealed[seq]
+            if key is None or not checkpoint.verify(key):
+                problems.append(f"the checkpoint at seq {seq} is not signed by --key")
+                return problems
             if checkpoint.prev_hash != previous.head_hash or checkpoint.first_seq != previous.last_seq + 1:
                 problems.append(f"the checkpoint at seq {seq} does not link to the one before it")
-                break
+                return problems
             previous = checkpoint
+        base = sealed.get(report.base_seq)
+        if previous.last_seq != report.base_seq or base is None or base.head_hash != previous.head_hash:
+            problems.append(
+                f"the stored checkpoints do not lead from the anchor's seq {anchor.last_seq} to the "
+                f"checkpoint at seq {report.base_seq} the log starts from"
+            )
     return problems
 
 
@@ -148,6 +160,8 @@ def _print(
     problems: list[str],
     anchor: Checkpoint | None,
     out: TextIO,
+    *,
+    base_signed: bool = True,
 ) -> None:
     if fmt == "json":
         brk = report.first_break
@@ -158,6 +172,8 @@ def _print(
             "head_hash": report.head_hash,
             "first_break": {"seq": brk.seq, "uid": brk.uid, "problem": brk.problem} if brk else None,
             "base_seq": report.base_seq,
+            # Without --key the checkpoint a pruned log starts from is taken as stored (the text says so).
+            "base_signature_checked": bool(report.base_seq) and base_signed,
             "anchor": None
             if anchor is None
             else {"last_seq": anchor.last_seq, "head_hash": anchor.head_hash},

@@ -98,6 +98,7 @@ def test_rotate_then_verify_the_live_log_and_an_archive(
     result = json.loads(out)
     assert status == 0, result
     assert (result["ok"], result["records"], result["base_seq"], result["problems"]) == (True, 5, 20, [])
+    assert result["base_signature_checked"] is True
     segment = folder / "decisions-000000000001-000000000010.jsonl.gz"
     status, out, _ = _cli(capsys, "verify", "--archive", str(segment), "--key", str(public))
     assert status == 0 and "chain verified: 10 records" in out
@@ -139,6 +140,50 @@ def test_an_anchor_catches_a_log_reset_or_cut_short(
     assert status == 1 and "the record at seq 5 is not the anchor's head" in out
     status, _, err = _cli(capsys, "verify", "--decision-log", url, "--anchor", str(anchor))
     assert status == 2 and "--anchor needs --key" in err
+
+
+def test_an_anchor_is_not_bridged_by_unsigned_checkpoints(
+    tmp_path: Path, keys: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A replaced log, rotated and pruned as usual, then two checkpoint rows INSERTed to link it to the
+    anchor.
+
+    Only the checkpoint the log starts from was signed-checked before; every checkpoint from the anchor to it
+    must be signed by the key and link.
+    """
+    private, public = keys
+    log, folder, anchor = tmp_path / "decisions.db", tmp_path / "archive", tmp_path / "anchor.json"
+    url = f"sqlite:///{log}"
+    _write(log, range(1, 6))
+    seal = ("seal", "--decision-log", url, "--key", str(private), "--anchor-out", str(anchor))
+    assert _cli(capsys, *seal)[0] == 0
+    log.unlink()
+    Path(f"{log}.head").unlink()
+    _write(log, range(100, 130))
+    rotate = ("rotate", "--decision-log", url, "--key", str(private), "--segment-records", "10",
+              "--archive", str(folder), "--keep-records", "10")  # fmt: skip
+    assert _cli(capsys, *rotate)[0] == 0
+    kept = json.loads(anchor.read_text())["checkpoint"]
+    connection = sqlite3.connect(log)
+    first_head = json.loads(
+        connection.execute("SELECT statement FROM trtguard_checkpoints ORDER BY last_seq").fetchone()[0]
+    )["head_hash"]
+    for row, (first, last, prev, head) in enumerate(
+        [(1, 5, kept["prev_hash"], kept["head_hash"]), (6, 10, kept["head_hash"], first_head)]
+    ):
+        statement = {**kept, "first_seq": first, "last_seq": last, "count": last - first + 1,
+                     "prev_hash": prev, "head_hash": head}  # fmt: skip
+        connection.execute(
+            "INSERT INTO trtguard_checkpoints (last_seq, statement, signature) VALUES (?, ?, ?)",
+            (10**9 + row, json.dumps(statement, sort_keys=True, separators=(",", ":")), "AAAA"),
+        )
+    connection.commit()
+    connection.close()
+    status, out, _ = _cli(
+        capsys, "verify", "--decision-log", url, "--key", str(public), "--anchor", str(anchor)
+    )
+    assert status == 1, out
+    assert "two stored checkpoints end at seq 10" in out and "seq 10 is not signed by --key" in out
 
 
 def test_pruning_is_refused_outside_the_controlled_path(
