@@ -105,9 +105,21 @@ def reset_problem(log: Path, recorded: Head | None) -> str | None:
     return None
 
 
-def rollback_problem(head: Head, recorded: Head | None, hash_at_recorded: str | None) -> str | None:
-    """After opening: a chain shorter than the head file says, or with another record at its place."""
+def rollback_problem(
+    head: Head, recorded: Head | None, hash_at_recorded: str | None, base: tuple[int, str] | None = None
+) -> str | None:
+    """After opening: a chain shorter than the head file says, or with another record at its place.
+
+    ``base`` is the pruned checkpoint the live log starts from (``last_seq``, ``head_hash``): a record the
+    head file names may have been pruned since (``audit prune`` beside a webhook that was then killed); it is
+    then checked against that checkpoint where it ends there, and otherwise left to the signed checkpoints
+    (``trtguard audit verify --key --anchor``).
+    """
     if recorded is None or recorded.seq == 0:
+        return None
+    if base is not None and recorded.seq <= base[0]:
+        if recorded.seq == base[0] and recorded.hash != base[1]:
+            return f"record seq {recorded.seq} is not the one that was there before: the log was replaced"
         return None
     if head.seq < recorded.seq:
         return (

@@ -349,7 +349,7 @@ class SQLiteStore:
                 "SELECT hash FROM trtguard_decisions WHERE seq = ?", (recorded.seq,)
             ).fetchone()
             at = row[0] if row else None
-        self._refuse_broken(head.rollback_problem(current, recorded, at))
+        self._refuse_broken(head.rollback_problem(current, recorded, at, base))
         return current
 
     def _refuse_broken(self, problem: str | None) -> None:

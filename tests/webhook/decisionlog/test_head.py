@@ -16,8 +16,11 @@ import pytest
 
 from tests.support.harness import RecordFactory
 from verifier.deadline import Deadline
+from verifier.keys import generate_private_key
 from webhook.decisionlog import DecisionLogError, PostgresStore, SQLiteStore
+from webhook.decisionlog.archive import archive_segments
 from webhook.decisionlog.head import TAIL_RECORDS, head_file
+from webhook.decisionlog.segments import Ledger
 
 
 async def _log(path: Path, make_record: RecordFactory, records: int) -> None:
@@ -84,6 +87,27 @@ async def test_a_log_restored_from_an_older_copy_is_refused(
     shutil.copy(tmp_path / "old.db", path)
     with pytest.raises(DecisionLogError, match="ends at seq 2, but 5 records were there before"):
         await _opens(path)
+
+
+async def test_a_log_pruned_past_its_head_file_while_the_webhook_was_killed_reopens(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    """`audit prune` beside a running webhook that is then killed: the head file names a pruned record."""
+    path = tmp_path / "d.db"
+    await _log(path, make_record, 5)  # the head file says seq 5
+    store = await _opens(path)
+    for _ in range(25):
+        await store.append(make_record(), deadline=Deadline.after(5))
+    with Ledger.open(f"sqlite:///{path}") as ledger:
+        ledger.seal(generate_private_key(), segment_records=10, partial=False)
+        archive_segments(ledger, tmp_path / "archive")
+        pruned = ledger.prune(tmp_path / "archive", keep_records=10, keep_since=None)
+    assert [p.checkpoint.last_seq for p in pruned] == [10, 20]
+    # Killed: close() never runs, so the head file still names seq 5, now pruned.
+    reopened = await _opens(path)
+    assert (await reopened.verify()).ok
+    await reopened.close()
+    await store.close()
 
 
 async def test_an_edited_record_at_the_end_is_refused(tmp_path: Path, make_record: RecordFactory) -> None:
