@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from verifier.deadline import Deadline
-from webhook.decisionlog.errors import DecisionLogUnavailable, describe
+from webhook.decisionlog.errors import DecisionLogInDoubt, DecisionLogUnavailable, describe
 from webhook.decisionlog.record import DecisionRecord, StoredRecord
 from webhook.decisionlog.undelivered import original_id, undelivered
 
@@ -173,7 +173,7 @@ class BatchWriter:
                 ) from None
             # Taken, not confirmed: the answer is a denial, and the writer records that if the record lands.
             item.abandoned = True
-            raise DecisionLogUnavailable(
+            raise DecisionLogInDoubt(
                 "the decision log did not confirm the record in time", location=self._where
             ) from None
 
@@ -239,7 +239,7 @@ class BatchWriter:
                 self._undelivered.append(undelivered(item.record))
                 if not item.future.done():
                     item.future.set_exception(
-                        DecisionLogUnavailable(f"decision log write failed: {message}", location=self._where)
+                        DecisionLogInDoubt(f"decision log write failed: {message}", location=self._where)
                     )
             return
         finally:

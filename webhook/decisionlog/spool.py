@@ -22,7 +22,7 @@ from typing import Final, TypeVar
 
 from verifier.deadline import Deadline
 from webhook.decisionlog.chain import ChainReport
-from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
+from webhook.decisionlog.errors import DecisionLogError, DecisionLogInDoubt, DecisionLogUnavailable
 from webhook.decisionlog.postgres import PostgresStore
 from webhook.decisionlog.record import DecisionRecord, StoredRecord, load_body, new_record_id, storable
 from webhook.decisionlog.store import AppendReceipt, RecordQuery, writable_room
@@ -221,10 +221,11 @@ class SpoolingStore:
             except DecisionLogUnavailable as error:
                 self._skip_primary_until = time.monotonic() + self._retry_after
                 _log.warning("spooling decisions locally: %s", error.message)
-                # PostgreSQL may still commit the record it was given, and then follows it with an
-                # undelivered record naming its record_id: the copy answered from the spool must not share
-                # that id, or the delivered answer would be marked undelivered once shipped.
-                record = dataclasses.replace(record, record_id=new_record_id())
+                if isinstance(error, DecisionLogInDoubt):
+                    # PostgreSQL may still commit the record it took, and then follows it with an undelivered
+                    # record naming its record_id: the copy answered from the spool must not share that id,
+                    # or the delivered answer would be marked undelivered once shipped.
+                    record = dataclasses.replace(record, record_id=new_record_id())
         if arrived is not None:
             # The whole answer time, the wait for PostgreSQL included.
             latency = round((time.monotonic() - arrived) * 1_000_000)
