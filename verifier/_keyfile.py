@@ -18,6 +18,7 @@ import nacl.exceptions
 import nacl.secret
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from verifier._der import der_header
 from verifier.errors import InputError
 
 SIGSTORE_LABEL: Final = "ENCRYPTED SIGSTORE PRIVATE KEY"
@@ -133,26 +134,6 @@ def encrypt(pkcs8_der: bytes, password: bytes) -> bytes:
     return json.dumps(document, separators=(",", ":")).encode()
 
 
-def _der_header(data: bytes, offset: int) -> tuple[int, int, int]:
-    """(tag, content offset, content length) of the DER element at ``offset``; ValueError if truncated."""
-    if offset + 2 > len(data):
-        raise ValueError("truncated")
-    tag = data[offset]
-    first = data[offset + 1]
-    offset += 2
-    if first < 0x80:
-        length = first
-    else:
-        count = first & 0x7F
-        if count == 0 or count > 4 or offset + count > len(data):
-            raise ValueError("bad length")
-        length = int.from_bytes(data[offset : offset + count], "big")
-        offset += count
-    if offset + length > len(data):
-        raise ValueError("truncated")
-    return tag, offset, length
-
-
 def is_pkcs8(der: bytes) -> bool:
     """True when ``der`` has the PKCS#8 PrivateKeyInfo shape: SEQUENCE { INTEGER, SEQUENCE (algorithm), ... }.
 
@@ -160,13 +141,13 @@ def is_pkcs8(der: bytes) -> bool:
     does not, so neither do we. SEC1 has an OCTET STRING where PKCS#8 has the algorithm SEQUENCE.
     """
     try:
-        tag, body, length = _der_header(der, 0)
+        tag, body, length = der_header(der, 0)
         if tag != 0x30 or body + length != len(der):
             return False
-        tag, version_at, version_len = _der_header(der, body)
+        tag, version_at, version_len = der_header(der, body)
         if tag != 0x02:
             return False
-        tag, _, _ = _der_header(der, version_at + version_len)
+        tag, _, _ = der_header(der, version_at + version_len)
     except ValueError:
         return False
     return tag == 0x30

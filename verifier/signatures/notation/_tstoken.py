@@ -16,6 +16,7 @@ from cryptography import x509
 from rfc3161_client import VerificationError as TokenError
 from rfc3161_client import VerifierBuilder, decode_timestamp_response
 
+from verifier._der import der_header
 from verifier.errors import VerificationError
 
 __all__ = ["timestamp_range"]
@@ -23,21 +24,8 @@ __all__ = ["timestamp_range"]
 
 def _tlv(data: bytes, position: int) -> tuple[int, int, int]:
     """(tag, start of content, end) of the DER element at ``position``."""
-    if position + 2 > len(data):
-        raise ValueError("truncated")
-    tag, first = data[position], data[position + 1]
-    position += 2
-    if first < 0x80:
-        length = first
-    else:
-        count = first & 0x7F
-        if count == 0 or count > 4 or position + count > len(data):
-            raise ValueError("unsupported length")
-        length = int.from_bytes(data[position : position + count], "big")
-        position += count
-    if position + length > len(data):
-        raise ValueError("truncated")
-    return tag, position, position + length
+    tag, start, length = der_header(data, position)
+    return tag, start, start + length
 
 
 def _encode(tag: int, content: bytes) -> bytes:
