@@ -57,12 +57,14 @@ from verifier.registry.cosign_layout import (
     IN_TOTO_JSON,
     OPENPGP_STATEMENT,
     SIGSTORE_BUNDLE,
+    ReferrerArtifact,
     list_referrers,
     read_attestations,
     read_referrer,
     read_signatures,
 )
 from verifier.registry.engine_artifact import InvalidEngineArtifact
+from verifier.registry.oci import Descriptor
 from verifier.signatures import CosignSignature, NotationSignature
 from verifier.signatures.notation import ARTIFACT_TYPE as NOTATION_SIGNATURE
 from verifier.signatures.notation import COSE_MEDIA_TYPE, JWS_MEDIA_TYPE
@@ -169,28 +171,10 @@ class RegistryEvidence:
         self, pinned: ImageReference, digest: str, deadline: Deadline
     ) -> list[_Statement]:
         """Statements with detached OpenPGP signatures, from referrers of :data:`OPENPGP_STATEMENT`."""
-        descriptors = await list_referrers(
-            self._client, pinned, digest, deadline, artifact_types=[OPENPGP_STATEMENT]
-        )
-        async with task_group() as group:
-            tasks = [
-                group.create_task(
-                    read_referrer(
-                        self._client,
-                        pinned,
-                        descriptor,
-                        digest,
-                        deadline,
-                        max_bytes=MAX_DOCUMENT_BYTES,
-                        all_layers=True,
-                    )
-                )
-                for descriptor in descriptors
-            ]
+        artifacts = await self._referrers(pinned, digest, OPENPGP_STATEMENT, deadline, all_layers=True)
         found = []
-        for descriptor, task in zip(descriptors, tasks, strict=True):
-            artifact = task.result()
-            if artifact is None or artifact.layer.media_type != IN_TOTO_JSON or not artifact.rest:
+        for descriptor, artifact in artifacts:
+            if artifact.layer.media_type != IN_TOTO_JSON or not artifact.rest:
                 continue
             origin = f"{pinned.name}@{descriptor.digest} (OpenPGP-signed referrer)"
             signed = await asyncio.to_thread(_statement, Envelope(PAYLOAD_TYPE, artifact.blob, ()), origin)
@@ -230,25 +214,15 @@ class RegistryEvidence:
         self, pinned: ImageReference, digest: str, deadline: Deadline
     ) -> tuple[NotationSignature, ...]:
         """The envelopes of Notary Project signature referrers (JWS or COSE layers; others are skipped)."""
-        descriptors = await list_referrers(
-            self._client, pinned, digest, deadline, artifact_types=[NOTATION_SIGNATURE]
+        return tuple(
+            NotationSignature(
+                artifact.blob,
+                artifact.layer.media_type,
+                f"{pinned.name}@{descriptor.digest} (Notary Project signature)",
+            )
+            for descriptor, artifact in await self._referrers(pinned, digest, NOTATION_SIGNATURE, deadline)
+            if artifact.layer.media_type in (JWS_MEDIA_TYPE, COSE_MEDIA_TYPE)
         )
-        async with task_group() as group:
-            tasks = [
-                group.create_task(
-                    read_referrer(
-                        self._client, pinned, descriptor, digest, deadline, max_bytes=MAX_DOCUMENT_BYTES
-                    )
-                )
-                for descriptor in descriptors
-            ]
-        found = []
-        for descriptor, task in zip(descriptors, tasks, strict=True):
-            artifact = task.result()
-            if artifact is not None and artifact.layer.media_type in (JWS_MEDIA_TYPE, COSE_MEDIA_TYPE):
-                origin = f"{pinned.name}@{descriptor.digest} (Notary Project signature)"
-                found.append(NotationSignature(artifact.blob, artifact.layer.media_type, origin))
-        return tuple(found)
 
     async def _bundles(
         self, pinned: ImageReference, digest: str, deadline: Deadline
@@ -272,6 +246,21 @@ class RegistryEvidence:
     async def _referrer_blobs(
         self, pinned: ImageReference, digest: str, artifact_type: str, deadline: Deadline
     ) -> list[tuple[str, bytes]]:
+        return [
+            (f"{pinned.name}@{descriptor.digest} (referrer)", artifact.blob)
+            for descriptor, artifact in await self._referrers(pinned, digest, artifact_type, deadline)
+        ]
+
+    async def _referrers(
+        self,
+        pinned: ImageReference,
+        digest: str,
+        artifact_type: str,
+        deadline: Deadline,
+        *,
+        all_layers: bool = False,
+    ) -> list[tuple[Descriptor, ReferrerArtifact]]:
+        """The referrers of ``digest`` of ``artifact_type``, read concurrently; unreadable ones left out."""
         descriptors = await list_referrers(
             self._client, pinned, digest, deadline, artifact_types=[artifact_type]
         )
@@ -279,17 +268,22 @@ class RegistryEvidence:
             tasks = [
                 group.create_task(
                     read_referrer(
-                        self._client, pinned, descriptor, digest, deadline, max_bytes=MAX_DOCUMENT_BYTES
+                        self._client,
+                        pinned,
+                        descriptor,
+                        digest,
+                        deadline,
+                        max_bytes=MAX_DOCUMENT_BYTES,
+                        all_layers=all_layers,
                     )
                 )
                 for descriptor in descriptors
             ]
-        found = []
-        for descriptor, task in zip(descriptors, tasks, strict=True):
-            artifact = task.result()
-            if artifact is not None:
-                found.append((f"{pinned.name}@{descriptor.digest} (referrer)", artifact.blob))
-        return found
+        return [
+            (descriptor, artifact)
+            for descriptor, task in zip(descriptors, tasks, strict=True)
+            if (artifact := task.result()) is not None
+        ]
 
 
 def _tag(digest: str, suffix: str) -> str:
