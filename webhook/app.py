@@ -133,15 +133,19 @@ def create_app(settings: ServeSettings, services: WebhookServices, *, owns_store
             if error.request is not None:
                 # The uid is known: a denial, recorded like every answer (and counted as bad_request).
                 _log.warning("malformed AdmissionReview denied", extra={"fields": {"uid": error.uid}})
-                refused = await services.reviewer.refuse(
-                    error.request,
-                    reason="BadRequest",
-                    message=str(error),
-                    code=400,
-                    failure="bad_request",
-                    api_timeout=api_timeout,
-                    started=started,
-                )
+                try:
+                    refused = await services.reviewer.refuse(
+                        error.request,
+                        reason="BadRequest",
+                        message=str(error),
+                        code=400,
+                        failure="bad_request",
+                        api_timeout=api_timeout,
+                        started=started,
+                    )
+                except Exception:  # as below: a bug must deny, never become an HTTP 500
+                    _log.exception("refusal failed; denying", extra={"fields": {"uid": error.uid}})
+                    refused = await _internal_error(services, error.request, api_timeout, started)
                 return _answer(refused)
             services.metrics.review_failures.labels("bad_request").inc()
             return _status(

@@ -617,6 +617,36 @@ def _services(
     return WebhookServices(policies, store, metrics, reviewer, Tracing(None))
 
 
+class _FailingRefusals(_FailingReviewer):
+    """A reviewer whose denials fail too (recording, tracing: any bug)."""
+
+    async def refuse(self, request: AdmissionRequest, **_: Any) -> dict[str, Any]:
+        raise RuntimeError("a bug in the webhook's refusal")
+
+
+async def test_a_failing_refusal_of_a_malformed_review_is_a_denial_not_an_http_500(
+    demo_material: Material,
+    tmp_path: Path,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+) -> None:
+    policies = PolicyStore(demo_material.policies, LocalEvidence(demo_material.attestations))
+    policies.load()
+    store, metrics = SQLiteStore(tmp_path / "decisions.db"), Metrics()
+    services = WebhookServices(
+        policies, store, metrics, _FailingRefusals(policies, store, metrics), Tracing(None)
+    )
+    app = create_app(ServeSettings(policies=demo_material.policies, insecure_http=True), services)
+    body = make_review(obj=make_pod("good", TENSORRT_IMAGE, namespace="dev"))
+    body["request"]["operation"] = "PATCH"  # malformed, but its uid is known: answered with a denial
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://webhook") as client:
+        response = await client.post("/validate?timeout=5s", content=json.dumps(body).encode())
+    answer = verify_admission_response(body["request"]["uid"], response)
+    assert answer["allowed"] is False
+    assert (answer["status"]["code"], answer["status"]["reason"]) == (500, "InternalError")
+
+
 async def test_a_failure_inside_the_webhook_is_a_denial_not_an_http_500(
     demo_material: Material,
     tmp_path: Path,
