@@ -21,7 +21,7 @@ from typing import Any, Literal
 from policies.cel.sandbox import CelSandbox, shared_sandbox
 from policies.engines import EngineSort, engine_sort, sort_engines
 from policies.loader import CompiledPolicy, PolicySet
-from policies.matching import selection, selects
+from policies.matching import selection
 from policies.podspec import EngineUse
 from policies.requesters import Requester
 from policies.results import Action, ArtifactRecord, Decision, Violation
@@ -81,8 +81,9 @@ class PolicyEngine:
         return self.policy_set.revision
 
     def matching(self, workload: Workload) -> list[CompiledPolicy]:
-        """Policies whose match selects the workload and whose exclude does not."""
-        return [p for p in self.policy_set.policies if selects(p, workload)]
+        """Policies that may select the workload: a policy that selects or excludes by requester counts
+        unless no requester could make it select (the requester is not known here)."""
+        return [p for p in self.policy_set.policies if selection(p, workload, None) is not False]
 
     async def evaluate(
         self,

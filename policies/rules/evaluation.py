@@ -424,11 +424,13 @@ def _cel_view(obj: Mapping[str, Any]) -> tuple[object, ...]:
     """The parts of an object whose change makes CEL expressions over the workload worth asking again.
 
     Status, finalizers and other bookkeeping are left out, so that a controller's UPDATE (removing a
-    finalizer) is not judged as a new workload.
+    finalizer) is not judged as a new workload. Every other top-level field counts, not only ``spec``: a
+    PodTemplate keeps its pod at ``template``, and a WorkloadKind may name any path.
     """
     metadata = obj.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
     annotations = metadata.get("annotations")
     if isinstance(annotations, Mapping):
         annotations = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
-    return metadata.get("labels"), annotations, obj.get("spec")
+    rest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata", "status")}
+    return metadata.get("labels"), annotations, rest

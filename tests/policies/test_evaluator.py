@@ -193,6 +193,19 @@ def test_error_decision_applies_each_policys_on_error(material: Material) -> Non
     assert not strict.error_decision(pod(), namespace="prod", message="timeout").allowed
 
 
+def test_error_decision_keeps_a_policy_only_an_unknown_requester_could_exclude(material: Material) -> None:
+    """An exclude that needs its requester term too cannot drop a policy when the requester is unknown."""
+    strict = images_policy(on_error="Deny").replace(
+        "spec:\n", 'spec:\n  exclude: {namespaces: ["prod"], requesters: {usernames: ["break-glass:*"]}}\n', 1
+    )
+    lenient = images_policy(on_error="Audit").replace("name: images", "name: lenient", 1)
+    assert "break-glass" in strict and "name: lenient" in lenient
+    engine = engine_for(material, strict, lenient)
+    decision = engine.error_decision(pod(), namespace="prod", message="timeout")
+    assert not decision.allowed
+    assert {v.policy for v in decision.violations} == {"images", "lenient"}
+
+
 def test_error_decision_without_matching_policy_still_denies(material: Material) -> None:
     engine = engine_for(material, images_policy(on_error="Warn"))
     decision = engine.error_decision({"kind": "Pod", "spec": 1}, namespace=None, message="crashed")

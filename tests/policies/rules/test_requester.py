@@ -131,6 +131,23 @@ def test_an_update_that_changes_nothing_is_not_judged(material: Material) -> Non
     assert not judge(deployers, ALICE, new, old=old).allowed
 
 
+def test_an_update_of_a_template_outside_spec_is_judged(material: Material) -> None:
+    """A PodTemplate keeps its pod at top-level ``template``: changing its image there is a change."""
+    deployers = engine(material, DEPLOYERS)
+    old: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": "t", "namespace": "prod-vision"},
+        "template": {"spec": pod(namespace="prod-vision")["spec"]},
+    }
+    new = copy.deepcopy(old)
+    new["template"]["spec"]["containers"][0]["image"] = "registry.example.com/other@sha256:" + "1" * 64
+    assert not judge(deployers, ALICE, new, old=old).allowed
+    new = copy.deepcopy(old)
+    new["metadata"]["finalizers"] = ["example.com/cleanup"]
+    assert judge(deployers, ALICE, new, old=old).allowed
+
+
 def test_policies_can_select_by_requester(material: Material) -> None:
     engineers = engine(material, SIGNED_FOR_ENGINEERS)
     assert [v.rule for v in judge(engineers, ALICE).violations] == ["images.runtime.digests"]
