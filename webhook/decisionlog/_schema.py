@@ -127,13 +127,20 @@ _CHECKPOINT_CHANGED = (
     " OR (OLD.pruned AND NOT NEW.pruned)"
 )
 
+#: Change control's "last admitted engine" pages through a workload's records by decision time
+#: (spool-shipped records land late): without it every page sorts all of the workload's records.
+_WORKLOAD_BY_TIME: Final = (
+    "CREATE INDEX trtguard_decisions_workload_time ON trtguard_decisions (namespace, name, time, seq)"
+)
+
 MIGRATIONS: Final = (
     *_VERSION_1,
     Migration(
         version=2,
-        description="shared record parts; sealed segments: signed checkpoints; pruning of archived segments",
+        description="shared record parts; workloads by decision time; sealed segments: signed checkpoints; pruning of archived segments",
         sqlite=(
             *_SHARED,
+            _WORKLOAD_BY_TIME,
             "CREATE TRIGGER trtguard_shared_no_update BEFORE UPDATE ON trtguard_shared"
             " BEGIN SELECT RAISE(ABORT, 'trtguard_shared is append-only'); END",
             "CREATE TRIGGER trtguard_shared_no_delete BEFORE DELETE ON trtguard_shared"
@@ -153,6 +160,7 @@ MIGRATIONS: Final = (
         ),
         postgresql=(
             *_SHARED,
+            _WORKLOAD_BY_TIME,
             "CREATE FUNCTION trtguard_shared_append_only() RETURNS trigger LANGUAGE plpgsql AS"
             " $$ BEGIN RAISE EXCEPTION 'trtguard_shared is append-only'; END $$",
             "CREATE TRIGGER trtguard_shared_append_only BEFORE UPDATE OR DELETE OR TRUNCATE"
