@@ -137,7 +137,10 @@ MIGRATIONS: Final = (
     *_VERSION_1,
     Migration(
         version=2,
-        description="shared record parts; workloads by decision time; sealed segments: signed checkpoints; pruning of archived segments",
+        description=(
+            "shared record parts; workloads by decision time; sealed segments: signed checkpoints;"
+            " pruning of archived segments"
+        ),
         sqlite=(
             *_SHARED,
             _WORKLOAD_BY_TIME,
