@@ -11,7 +11,6 @@ because it pins versions the project's own tools cannot use.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 import yaml
 
 from tests.charts.helm_chart import REPO, SCENARIOS, Doc, one, scenario
+from tests.support.availability import unavailable
 
 pytestmark = pytest.mark.helm
 
@@ -44,9 +44,7 @@ def checkov() -> Path:
     """The checkov of ``make setup``; missing, the tests skip with what to run (and fail in CI)."""
     if not CHECKOV.is_file():
         message = f"checkov not found at {CHECKOV}: run `make setup` (it installs requirements/checkov.lock)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(message)
     return CHECKOV
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.support.availability import unavailable
 from tests.support.harness import (
     SERVICE,
     PodFactory,
@@ -50,8 +51,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     for name, answerable in (("shared_admission_review", False), ("shared_admission_request", True)):
         if name in metafunc.fixturenames:
             folder = _shared_fixtures_root(metafunc.config) / "admission"
-            files = sorted(folder.iterdir()) if folder.is_dir() else []
-            metafunc.parametrize(name, [p.name for p in files if not answerable or _has_request(p)])
+            if not folder.is_dir():
+                # One case that asks for ``shared_fixtures``: skipped, or failed under .ci/run, saying why.
+                metafunc.parametrize(name, ["shared-fixtures-missing"])
+                continue
+            metafunc.parametrize(
+                name, [p.name for p in sorted(folder.iterdir()) if not answerable or _has_request(p)]
+            )
 
 
 def _has_request(path: Path) -> bool:
@@ -199,14 +205,14 @@ async def pg_proxy() -> AsyncIterator[TcpProxy]:
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MiB tmpfs to fill up (needs root to mount); the test is skipped where it cannot be mounted."""
+    """A 2 MiB tmpfs to fill up (needs root to mount); skipped where it cannot be mounted (failed in CI)."""
     disk = tmp_path / "disk"
     disk.mkdir()
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True, check=False
     )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+        unavailable(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
         yield disk
     finally:
