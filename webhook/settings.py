@@ -97,7 +97,10 @@ class ServeSettings(BaseSettings):
         if not isinstance(data, dict) or data.get("decision_log_file") in (None, ""):
             return data
         if data.get("decision_log") is not None:
-            raise ValueError("give one of --decision-log and --decision-log-file")
+            raise ValueError(
+                "the decision log URL is given twice: by --decision-log-file and by --decision-log (or"
+                " TRTGUARD_DECISION_LOG, or decision-log in the config file); give one"
+            )
         return {**data, "decision_log": read_decision_log_file(Path(data["decision_log_file"]))}
 
     @model_validator(mode="after")

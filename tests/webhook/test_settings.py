@@ -190,7 +190,7 @@ def test_decision_log_url_and_file_together_are_refused(
     secret.write_text("postgresql://trtguard@db/trtguard")
     flags: dict[str, object] = {"policies": "p", "insecure_http": True, "decision_log_file": secret}
     monkeypatch.setenv("TRTGUARD_DECISION_LOG", "sqlite:///./other.db")
-    with pytest.raises(InputError, match="give one of --decision-log and --decision-log-file"):
+    with pytest.raises(InputError, match="the decision log URL is given twice"):
         load_settings(flags)
 
 

@@ -289,7 +289,10 @@ def run(workdir: Path, *, keep_running: bool = False, out: TextIO | None = None)
             with contextlib.suppress(KeyboardInterrupt):
                 server.process.wait()
     if unexpected or not report.ok or not verified:
-        print(f"\ndemo FAILED: {unexpected} unexpected verdict(s)", file=out)
+        reasons = [f"{unexpected} unexpected verdict(s)"] if unexpected else []
+        reasons += [] if report.ok else ["the decision log's hash chain did not verify"]
+        reasons += [] if verified else ["the evidence package of the demo's decisions did not verify"]
+        print(f"\ndemo FAILED: {'; '.join(reasons)}", file=out)
         return 1
     return 0
 
