@@ -5,6 +5,7 @@ record for the chart's 5 s API-server timeout (5 s less the 0.5 s margin, plus h
 log: 4.75 s). The answer time of a decision is from its arrival until ``append`` returns (written or refused).
 
 Scenarios, each against a fresh database on the local PostgreSQL server (127.0.0.1:5432, trust auth):
+  up    the baseline: PostgreSQL reachable through the same proxy, the same load.
   down  the store is opened while PostgreSQL cannot be reached (a closed proxy): deny mode, answer times.
   hang  PostgreSQL stops answering (a proxy that forwards nothing, as under SIGSTOP) while decisions flow,
         and answers again after the load: answer times, seconds until the store reports not ready, and allow
@@ -82,6 +83,18 @@ def _summary(name: str, results: list[dict[str, Any]]) -> None:
     )
 
 
+async def _up(url_of: Any, rate: float, seconds: float) -> None:
+    proxy = TcpProxy()
+    await proxy.start()
+    store = PostgresStore(url_of(proxy))
+    await store.open()
+    try:
+        _summary("up (baseline)", await _load(store, rate, seconds))
+    finally:
+        await store.close()
+        await proxy.stop()
+
+
 async def _down(url_of: Any, rate: float, seconds: float) -> None:
     proxy = TcpProxy()
     await proxy.start()
@@ -141,7 +154,7 @@ async def main() -> None:
     except psycopg.OperationalError:
         print("skipped: no PostgreSQL server on 127.0.0.1:5432")
         return
-    for scenario in ("down", "hang"):
+    for scenario in ("up", "down", "hang"):
         database = f"trtguard_bench_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(ADMIN, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{database}"')
@@ -150,7 +163,9 @@ async def main() -> None:
             def url_of(proxy: TcpProxy, database: str = database) -> str:
                 return proxy.url(database)
 
-            if scenario == "down":
+            if scenario == "up":
+                await _up(url_of, args.rate, args.seconds)
+            elif scenario == "down":
                 await _down(url_of, args.rate, args.seconds)
             else:
                 await _hang(url_of, database, args.rate, args.seconds)

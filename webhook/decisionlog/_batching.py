@@ -237,7 +237,7 @@ class BatchWriter:
             for item in taken:
                 # Its outcome may be unknown (an acknowledgement lost): if it is in the log, mark it denied.
                 self._undelivered.append(undelivered(item.record))
-                if not item.future.done():
+                if not item.future.done() and not item.abandoned:  # an abandoned item has no waiter left
                     item.future.set_exception(
                         DecisionLogInDoubt(f"decision log write failed: {message}", location=self._where)
                     )
