@@ -150,8 +150,8 @@ def _load_signer(
 def _notation_trust(signer: NotationSigner, read: Any, where: str) -> NotationTrust | None:
     from verifier.signatures.notation import (  # noqa: PLC0415 - see TYPE_CHECKING above
         NotationTrust,
-        TrustedIdentity,
         load_certificates,
+        parse_identities,
     )
 
     stores: dict[StoreType, tuple[Any, ...]] = {}
@@ -166,12 +166,14 @@ def _notation_trust(signer: NotationSigner, read: Any, where: str) -> NotationTr
             data = read(name)
             if data is None:
                 return None
-            certificates += load_certificates(data, location=f"{where} trustStores.{kind} {name}")
+            certificates += load_certificates(
+                data, location=f"{where} trustStores.{kind} {name}", store=kind
+            )
         if certificates:
             stores[kind] = tuple(certificates)
     return NotationTrust(
         stores=stores,
-        identities=tuple(TrustedIdentity.parse(text) for text in signer.trusted_identities),
+        identities=parse_identities(signer.trusted_identities, location=where),
         scopes=tuple(signer.registry_scopes),
         level=signer.verification_level,  # type: ignore[arg-type]  # 'skip' is refused with its reason
     )

@@ -29,6 +29,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from policies.cel.activation import CelActivation, prepare_activation
@@ -100,9 +101,18 @@ _MANIFEST_ACTIVATIONS = 256
 class VerifiedEvidence:
     """Verified answers about artifacts for one policy set, cached across admissions."""
 
-    def __init__(self, policy_set: PolicySet, source: EvidenceSource, settings: CacheSettings) -> None:
+    def __init__(
+        self,
+        policy_set: PolicySet,
+        source: EvidenceSource,
+        settings: CacheSettings,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        """``clock`` is the engine's: signatures whose verdict depends on the time are verified at it."""
         self._policy_set = policy_set
         self._source = source
+        self._clock = clock
         self._trust_policies: dict[tuple[tuple[str, ...], int], TrustPolicy] = {}
         self._signer_keys: dict[tuple[str, ...], tuple[tuple[str, str, str], ...]] = {}
 
@@ -233,10 +243,12 @@ class VerifiedEvidence:
                 bundles=material.bundles,
                 envelopes=tuple(s.envelope for s in material.statements),
                 notation=material.notation,
+                notation_target=material.descriptor,
                 # A classic signature names the repository it was made for; one copied to another
                 # repository (or registry) is not a signature of this image there.
                 repository=reference.name,
                 location=where,
+                now=self._clock(),
             )
             return VerifiedSignatures(result, tuple(signature_record(c, material) for c in result.counted))
 

@@ -18,11 +18,19 @@ from verifier.signatures.notation.trust import (
     StoreType,
     TrustedIdentity,
     load_certificates,
+    parse_identities,
 )
-from verifier.signatures.notation.verify import NotationSignature, NotationVerified, verify_notation
+from verifier.signatures.notation.verify import (
+    ArtifactDescriptor,
+    NotationSignature,
+    NotationVerified,
+    TargetArtifact,
+    verify_notation,
+)
 
 __all__ = [
     "ARTIFACT_TYPE",
+    "ArtifactDescriptor",
     "COSE_MEDIA_TYPE",
     "JWS_MEDIA_TYPE",
     "PAYLOAD_CONTENT_TYPE",
@@ -32,8 +40,10 @@ __all__ = [
     "NotationTrust",
     "NotationVerified",
     "StoreType",
+    "TargetArtifact",
     "TrustedIdentity",
     "load_certificates",
+    "parse_identities",
     "sign_notation",
     "verify_notation",
 ]

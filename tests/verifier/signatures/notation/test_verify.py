@@ -21,6 +21,7 @@ from verifier.signatures.notation import (
     JWS_MEDIA_TYPE,
     NotationSignature,
     NotationTrust,
+    TargetArtifact,
     TrustedIdentity,
     sign_notation,
     verify_notation,
@@ -29,6 +30,7 @@ from verifier.signatures.notation.sign import _raw_signature
 
 DIGEST = "sha256:" + "ab" * 32
 DESCRIPTOR = {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": DIGEST, "size": 1234}
+TARGET = TargetArtifact(DESCRIPTOR["mediaType"], DIGEST, 1234)
 IDENTITY = TrustedIdentity.parse("x509.subject: C=US, ST=WA, O=Example, CN=Release Signer")
 ENVELOPES = [JWS_MEDIA_TYPE, COSE_MEDIA_TYPE]
 
@@ -47,7 +49,8 @@ def _sign(pki: Pki, media_type: str = JWS_MEDIA_TYPE, **options: Any) -> Notatio
 def _verify(signature: NotationSignature, trust: NotationTrust, **options: Any) -> tuple[str, ...]:
     options.setdefault("now", NOW)
     options.setdefault("repository", "registry.example.com/models/app")
-    return verify_notation(signature, trust, digest=DIGEST, **options).logged
+    options.setdefault("descriptor", TARGET)
+    return verify_notation(signature, trust, **options).logged
 
 
 def _jws(pki: Pki, key: Any, protected: dict[str, Any]) -> NotationSignature:
@@ -294,7 +297,7 @@ def test_one_signature_counts_once_whichever_stores_admit_it() -> None:
     by_intermediate = _trust(pki, stores={"ca": (pki.intermediate.certificate,)})
     policy = TrustPolicy(notation={"root": by_root, "intermediate": by_intermediate}, threshold=2)
     with pytest.raises(VerificationError, match="1 of 2 required signatures"):
-        verify_image_signatures(DIGEST, policy, notation=[_sign(pki)], now=NOW)
+        verify_image_signatures(DIGEST, policy, notation=[_sign(pki)], notation_target=TARGET, now=NOW)
     other = pki.leaf_for(subject("Second Signer", unit="Builds"))
     second = NotationSignature(
         sign_notation(DESCRIPTOR, other.signing_key, [other.certificate, *pki.chain[1:]]), JWS_MEDIA_TYPE
@@ -302,4 +305,4 @@ def test_one_signature_counts_once_whichever_stores_admit_it() -> None:
     policy = TrustPolicy(
         notation={"root": _trust(pki, identities=(TrustedIdentity.parse("*"),))}, threshold=2
     )
-    assert verify_image_signatures(DIGEST, policy, notation=[_sign(pki), second], now=NOW).verified == 2
+    assert verify_image_signatures(DIGEST, policy, notation=[_sign(pki), second], notation_target=TARGET, now=NOW).verified == 2
