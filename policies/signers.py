@@ -166,9 +166,7 @@ def _notation_trust(signer: NotationSigner, read: Any, where: str) -> NotationTr
             data = read(name)
             if data is None:
                 return None
-            certificates += load_certificates(
-                data, location=f"{where} trustStores.{kind} {name}", store=kind
-            )
+            certificates += load_certificates(data, location=f"{where} trustStores.{kind} {name}", store=kind)
         if certificates:
             stores[kind] = tuple(certificates)
     return NotationTrust(

@@ -215,8 +215,8 @@ class ImageSignatures:
     origin: str = ""
     #: Notary Project signature envelopes (referrers of type ``application/vnd.cncf.notary.signature``).
     notation: tuple[NotationSignature, ...] = ()
-    #: The image manifest's descriptor (media type, digest, size), which a Notation signature's payload must
-    #: name exactly; None when it is unknown (no Notation signature was found, or a folder lacks the manifest).
+    #: The image manifest's descriptor (media type, digest, size), which a Notation signature's payload
+    #: must name exactly; None when unknown (no Notation signature was found, or a folder lacks the manifest).
     descriptor: Descriptor | None = None
 
     @property

@@ -6,14 +6,15 @@ docs/attestation-folder.md; ``trtguard fetch-attestations`` fills one from regis
 or a message signature over an image digest), classic cosign signatures (one ``.sig`` layer as a JSON
 document, :mod:`verifier.evidence_documents`), OCI manifests (an engine artifact's says which layer is its
 engine; any manifest gives the descriptor a Notary Project signature names) and Notary Project signature
-envelopes (``*.jws``, ``*.cose`` in a ``sha256-<hex>`` folder: signatures of that digest). An in-toto statement ``X.json`` with a detached OpenPGP signature ``X.json.asc``
-beside it is a statement signed with OpenPGP (over its exact bytes). Files it cannot use (a
-message-signature bundle over another digest algorithm, a classic signature whose payload names no image
-digest, an envelope that carries no in-toto statement, a Notation envelope outside a ``sha256-<hex>``
-folder) are left out and listed in :attr:`LocalEvidence.skipped`; files that
-are broken (not JSON, a malformed envelope, statement or signature document) are an
-:class:`~verifier.errors.InputError`. A file in a folder ``<registry>/<repository>/sha256-<hex>/`` of the
-attestation folder (the layout ``fetch-attestations`` writes) counts only for that repository, as a
+envelopes (``*.jws``, ``*.cose`` in a ``sha256-<hex>`` folder: signatures of that digest). An in-toto
+statement ``X.json`` with a detached OpenPGP signature ``X.json.asc`` beside it is a statement signed with
+OpenPGP (over its exact bytes). Files it cannot use (a message-signature bundle over another digest
+algorithm, a classic signature whose payload names no image digest, an envelope that carries no in-toto
+statement, a Notation envelope outside a ``sha256-<hex>`` folder) are left out and listed in
+:attr:`LocalEvidence.skipped`; files that are broken (not JSON, a malformed envelope, statement or signature
+document) are an :class:`~verifier.errors.InputError`. A file in a folder
+``<registry>/<repository>/sha256-<hex>/`` of the attestation folder (the layout ``fetch-attestations``
+writes) counts only for that repository, as a
 registry keeps evidence per repository; any other file counts for whatever its subjects name.
 """
 
@@ -197,12 +198,16 @@ class LocalEvidence:
         """A Notary Project envelope, kept (unread) for the digest of the ``sha256-<hex>`` folder it is in;
         verifying it checks that its payload names that digest's manifest."""
         if not _ARTIFACT_FOLDER.fullmatch(path.parent.name):
-            self._skip(str(path), "a Notary Project envelope outside a sha256-<hex> folder (whose digest it signs)")
+            self._skip(
+                str(path), "a Notary Project envelope outside a sha256-<hex> folder (whose digest it signs)"
+            )
             return
         from verifier.signatures.notation import NotationSignature  # noqa: PLC0415 - see TYPE_CHECKING
 
         digest = path.parent.name.replace("-", ":", 1)
-        signature = NotationSignature(raw, _NOTATION_SUFFIXES[path.suffix], f"{path} (Notary Project signature)")
+        signature = NotationSignature(
+            raw, _NOTATION_SUFFIXES[path.suffix], f"{path} (Notary Project signature)"
+        )
         self._notation[digest].append((self._scope, signature))
 
     def _add_classic(self, document: Mapping[str, Any], location: str) -> None:

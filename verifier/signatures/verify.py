@@ -129,9 +129,9 @@ def verify_image_signatures(
     A bare envelope carries no transparency log entry, so it never counts under ``policy.require_tlog``.
     ``notation`` are Notary Project envelopes (OCI referrers of artifact type
     ``application/vnd.cncf.notary.signature``), verified against ``policy.notation`` at ``now`` (default: the
-    clock) for the image's ``repository`` (their registry scopes); they carry no log entry either. Their signed
-    descriptor must be ``notation_target`` (the image manifest's media type, digest and size, as served):
-    without it, none of them counts.
+    clock) for the image's ``repository`` (their registry scopes); they carry no log entry either. Their
+    signed descriptor must be ``notation_target`` (the image manifest's media type, digest and size, as
+    served): without it, none of them counts.
     Raises :class:`NoSignatures` when there is nothing at all, and refuses more than ``MAX_SIGNATURES`` in
     total (each one costs a verification per trusted key).
     """

@@ -264,7 +264,10 @@ def test_sign_notation_pushes_a_referrer_that_verifies_with_the_ca(
     assert material.digest == digest and len(material.notation) == 1
     trust = NotationTrust(stores={"ca": (pki.root.certificate,)}, identities=(TrustedIdentity.parse("*"),))
     result = verify_image_signatures(
-        digest, TrustPolicy(notation={"ci": trust}), notation=material.notation, notation_target=material.descriptor
+        digest,
+        TrustPolicy(notation={"ci": trust}),
+        notation=material.notation,
+        notation_target=material.descriptor,
     )
     assert result.identities == ("ci (CN=Release Signer,OU=Builds,O=Example,L=Seattle,ST=WA,C=US)",)
     # A COSE signature of the same image by the same certificate: a second referrer, one signer.

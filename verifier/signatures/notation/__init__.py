@@ -30,11 +30,11 @@ from verifier.signatures.notation.verify import (
 
 __all__ = [
     "ARTIFACT_TYPE",
-    "ArtifactDescriptor",
     "COSE_MEDIA_TYPE",
     "JWS_MEDIA_TYPE",
     "PAYLOAD_CONTENT_TYPE",
     "THUMBPRINT_ANNOTATION",
+    "ArtifactDescriptor",
     "Level",
     "NotationSignature",
     "NotationTrust",

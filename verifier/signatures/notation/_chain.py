@@ -4,10 +4,10 @@ As notation-core-go's ``ValidateCodeSigningCertChain``: the chain runs leaf firs
 the next, and ends in a self-signed root (a single self-signed leaf is allowed); the leaf is not a CA, has a
 critical key usage with digitalSignature only (non-repudiation allowed) and no anyExtendedKeyUsage,
 serverAuth, clientAuth, emailProtection, timeStamping or OCSPSigning extended key usage (the signature
-specification forbids anyExtendedKeyUsage; notation-core-go does not check it, and the specification wins); each CA has basic constraints with
-``ca: true``, a path length that admits the certificates below it, and a critical key usage with
-keyCertSign. Validity times are checked separately (:func:`invalid_at`), at whatever time the signing scheme
-and the timestamps make authentic.
+specification forbids anyExtendedKeyUsage; notation-core-go does not check it: the specification wins);
+each CA has basic constraints with ``ca: true``, a path length that admits the certificates below it, and a
+critical key usage with keyCertSign. Validity times are checked separately (:func:`invalid_at`), at
+whatever time the signing scheme and the timestamps make authentic.
 """
 
 from __future__ import annotations

@@ -83,8 +83,8 @@ def _require_target(signed: TargetArtifact, artifact: ArtifactDescriptor) -> Non
     ]
     if differences:
         raise VerificationError(
-            f"the signed descriptor of {signed.digest} says {' and '.join(differences)}: the signature is not "
-            "for the artifact as the registry serves it"
+            f"the signed descriptor of {signed.digest} says {' and '.join(differences)}: the signature is "
+            "not for the artifact as the registry serves it"
         )
 
 

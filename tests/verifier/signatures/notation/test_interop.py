@@ -56,7 +56,9 @@ def _verify(
     path: Path, trust: NotationTrust, digest: str, *, media_type: str = DOCKER_MANIFEST, size: int = 528
 ) -> tuple[str, ...]:
     target = TargetArtifact(media_type, digest, size)
-    return verify_notation(_signature(path), trust, descriptor=target, repository="r.example/app", now=NOW).logged
+    return verify_notation(
+        _signature(path), trust, descriptor=target, repository="r.example/app", now=NOW
+    ).logged
 
 
 @pytest.mark.parametrize("name", ["jws_signature.sig", "cose_signature.sig"])

@@ -30,7 +30,7 @@ from verifier.signatures.notation.sign import _raw_signature
 
 DIGEST = "sha256:" + "ab" * 32
 DESCRIPTOR = {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": DIGEST, "size": 1234}
-TARGET = TargetArtifact(DESCRIPTOR["mediaType"], DIGEST, 1234)
+TARGET = TargetArtifact("application/vnd.oci.image.manifest.v1+json", DIGEST, 1234)
 IDENTITY = TrustedIdentity.parse("x509.subject: C=US, ST=WA, O=Example, CN=Release Signer")
 ENVELOPES = [JWS_MEDIA_TYPE, COSE_MEDIA_TYPE]
 
@@ -305,4 +305,9 @@ def test_one_signature_counts_once_whichever_stores_admit_it() -> None:
     policy = TrustPolicy(
         notation={"root": _trust(pki, identities=(TrustedIdentity.parse("*"),))}, threshold=2
     )
-    assert verify_image_signatures(DIGEST, policy, notation=[_sign(pki), second], notation_target=TARGET, now=NOW).verified == 2
+    assert (
+        verify_image_signatures(
+            DIGEST, policy, notation=[_sign(pki), second], notation_target=TARGET, now=NOW
+        ).verified
+        == 2
+    )
