@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from verifier.signatures.notation._envelope import COSE_MEDIA_TYPE, JWS_MEDIA_TYPE, PAYLOAD_CONTENT_TYPE
+from verifier.signatures.notation.config import NotationPolicy, load_notation_config
 from verifier.signatures.notation.sign import sign_notation
 from verifier.signatures.notation.trust import (
     Level,
@@ -36,6 +37,7 @@ __all__ = [
     "THUMBPRINT_ANNOTATION",
     "ArtifactDescriptor",
     "Level",
+    "NotationPolicy",
     "NotationSignature",
     "NotationTrust",
     "NotationVerified",
@@ -43,6 +45,7 @@ __all__ = [
     "TargetArtifact",
     "TrustedIdentity",
     "load_certificates",
+    "load_notation_config",
     "parse_identities",
     "sign_notation",
     "verify_notation",

@@ -33,6 +33,7 @@ from verifier.errors import VerificationError
 from verifier.signatures.notation._chain import check_chain, invalid_at, subject_text
 from verifier.signatures.notation._envelope import SCHEME_X509, SignerInfo, TargetArtifact, read_envelope
 from verifier.signatures.notation._tstoken import timestamp_range
+from verifier.signatures.notation.config import NotationPolicy
 from verifier.signatures.notation.trust import Check, NotationTrust, StoreType, certificate_subject
 
 __all__ = ["ArtifactDescriptor", "NotationSignature", "NotationVerified", "TargetArtifact", "verify_notation"]
@@ -162,7 +163,7 @@ def _timestamp_problem(info: SignerInfo, trust: NotationTrust, now: datetime) ->
 
 def verify_notation(
     signature: NotationSignature,
-    trust: NotationTrust,
+    trust: NotationTrust | NotationPolicy,
     *,
     descriptor: ArtifactDescriptor,
     repository: str | None,
@@ -170,8 +171,12 @@ def verify_notation(
 ) -> NotationVerified:
     """Verify ``signature`` of the artifact ``descriptor`` in ``repository`` under ``trust`` at time ``now``.
 
-    Raises :class:`VerificationError` for a failed enforced check (integrity and authenticity always).
+    A :class:`NotationPolicy` (Notation's own trust policy document) gives the trust of the statement that
+    applies to ``repository``, as ``notation verify`` chooses it. Raises :class:`VerificationError` for a
+    failed enforced check (integrity and authenticity always).
     """
+    if isinstance(trust, NotationPolicy):
+        trust = trust.trust_for(repository)
     if not trust.covers(repository):
         raise VerificationError(
             f"{repository or 'this artifact'} is outside the signer's registry scopes {list(trust.scopes)}"
