@@ -36,7 +36,15 @@ from verifier.signatures.notation._tstoken import timestamp_range
 from verifier.signatures.notation.config import NotationPolicy
 from verifier.signatures.notation.trust import Check, NotationTrust, StoreType, certificate_subject
 
-__all__ = ["ArtifactDescriptor", "NotationSignature", "NotationVerified", "TargetArtifact", "verify_notation"]
+__all__ = [
+    "ArtifactDescriptor",
+    "EnvelopeSigner",
+    "NotationSignature",
+    "NotationVerified",
+    "TargetArtifact",
+    "read_signer",
+    "verify_notation",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -98,6 +106,22 @@ class NotationVerified:
     signer_id: str  # what a threshold counts: the subject under the trusted anchor
     scheme: str
     logged: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EnvelopeSigner:
+    """What an intact envelope says, before any trust is decided: its target and its chain's thumbprints."""
+
+    target: TargetArtifact
+    thumbprints: tuple[str, ...]  # SHA-256 of each certificate's DER, leaf first
+
+
+def read_signer(envelope: bytes, media_type: str) -> EnvelopeSigner:
+    """Read an envelope and check its integrity with its own leaf (:class:`VerificationError` else)."""
+    info = read_envelope(envelope, media_type)
+    check_chain(info.certificates)
+    thumbprints = tuple(hashlib.sha256(c.public_bytes(Encoding.DER)).hexdigest() for c in info.certificates)
+    return EnvelopeSigner(info.target, thumbprints)
 
 
 def _authenticity(info: SignerInfo, trust: NotationTrust) -> str:
