@@ -26,7 +26,7 @@ def _load(name: str, path: Path) -> object:
     """Import ``name`` from ``path`` of this checkout, whatever checkout its package comes from."""
     importlib.import_module(name.rpartition(".")[0])
     spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None  # noqa: S101
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

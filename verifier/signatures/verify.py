@@ -6,6 +6,7 @@ Re-exported by :mod:`verifier.signatures`, which describes the formats and the r
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +29,8 @@ from verifier.signatures.results import (
     SignatureSource,
     VerificationResult,
 )
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +258,12 @@ def _notation_outcome(
             verified = verify_notation(signature, trust, descriptor=target, repository=repository, now=now)
         except (VerificationError, InputError) as error:
             reasons.append(f"{name}: {error.message}")
+            continue
+        except Exception as error:
+            # The readers type-check every value (fuzzed: test_fuzz.py); should one still be missed, this
+            # signature is refused, never counted, and the others are judged on their own.
+            _log.exception("Notation signature %s could not be checked", signature.origin or label)
+            reasons.append(f"{name}: the signature could not be checked ({type(error).__name__})")
             continue
         matches.append(
             SignerMatch(kind="notation", label=f"{name} ({verified.subject})", signer_id=verified.signer_id)

@@ -55,6 +55,7 @@ __all__ = [
     "SignerInfo",
     "TargetArtifact",
     "algorithm_for",
+    "parsed",
     "read_envelope",
 ]
 
@@ -213,9 +214,23 @@ def _certificates(chain: Any) -> tuple[x509.Certificate, ...]:
     if len(chain) > MAX_CHAIN:
         raise VerificationError(f"the certificate chain has {len(chain)} certificates; at most {MAX_CHAIN}")
     try:
-        return tuple(x509.load_der_x509_certificate(der) for der in chain)
-    except ValueError as error:
-        raise VerificationError(f"a certificate of the envelope does not parse ({error})") from error
+        return tuple(parsed(x509.load_der_x509_certificate(der)) for der in chain)
+    except (
+        ValueError,
+        x509.InvalidVersion,
+        x509.DuplicateExtension,
+        x509.UnsupportedGeneralNameType,
+    ) as error:
+        raise VerificationError(f"a certificate of the envelope does not parse ({error})") from None
+
+
+def parsed(certificate: x509.Certificate) -> x509.Certificate:
+    """``certificate`` with the fields the checks read parsed now: cryptography parses them when first read,
+    and a malformed one would otherwise raise wherever that is (``ValueError``)."""
+    certificate.subject.rfc4514_string()
+    certificate.issuer.rfc4514_string()
+    _ = certificate.extensions
+    return certificate
 
 
 def _b64(text: Any, what: str, *, url: bool) -> bytes:

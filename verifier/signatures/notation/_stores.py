@@ -61,7 +61,16 @@ def load_certificates(
             found = tuple(x509.load_pem_x509_certificates(data))
         else:
             found = tuple(x509.load_der_x509_certificate(der) for der in _split_der(data))
-    except ValueError as error:
+        for certificate in found:  # parsed now, not wherever a field is first read
+            certificate.subject.rfc4514_string()
+            certificate.issuer.rfc4514_string()
+            _ = certificate.extensions
+    except (
+        ValueError,
+        x509.InvalidVersion,
+        x509.DuplicateExtension,
+        x509.UnsupportedGeneralNameType,
+    ) as error:
         raise InputError(
             f"not a certificate file (PEM or DER): {error}",
             location=location,
