@@ -228,7 +228,7 @@ class VerifiedEvidence:
             material = await self._source.image_signatures(reference, deadline)
             where = material.origin or self._source.description
             if not material.count:
-                raise NoSignatures(f"no signature found (looked in {where})", hint=self._sign_hint(keys))
+                raise NoSignatures(f"no signature found (looked in {where})", hint=self.signing_fix(keys))
             policy = self.trust_policy(keys, threshold)
             from verifier.signatures.verify import verify_image_signatures  # noqa: PLC0415 - see TYPE_CHECKING
 
@@ -252,20 +252,21 @@ class VerifiedEvidence:
         key = self._key("signatures", reference, tuple(keys), threshold, self._signers(keys))
         return await self.signatures_cache.get_or_compute(key, compute)
 
-    def _sign_hint(self, keys: Sequence[str]) -> str:
-        """How to make the signature a rule's signers would verify (Notation's tools for Notation signers)."""
+    def signing_fix(self, keys: Sequence[str]) -> str:
+        """How to make a signature ``keys`` would verify: the tools of their formats (Notation's for Notation
+        signers), and, offline, how the folder gets it."""
         kinds = {signer.kind for name in keys if (signer := self._policy_set.signers.get(name)) is not None}
         tools = []
         if kinds - {"notation"}:
-            tools.append("`trtguard sign` or `cosign sign`")
+            tools.append("`trtguard sign`")
         if "notation" in kinds:
             tools.append("`notation sign` or `trtguard sign --format notation`")
         offline = (
-            "; offline, copy the signatures into the folder with `trtguard fetch-attestations`"
+            "; offline, copy it into the folder with `trtguard fetch-attestations`"
             if not self._source.concurrent_lookups
             else ""
         )
-        return f"sign the image ({' / '.join(tools) or '`trtguard sign`'}) and push the signature{offline}"
+        return f"sign the image with {' or '.join(keys)} ({'; '.join(tools) or '`trtguard sign`'}){offline}"
 
     async def attestation(
         self,
