@@ -63,6 +63,19 @@ _OCI_MANIFEST_TYPES = MANIFEST_TYPES
 _NOTATION_SUFFIXES = {".jws": "application/jose+json", ".cose": "application/cose"}
 
 
+def _is_manifest(document: Any) -> bool:
+    """An OCI or Docker manifest or index: by its media type, or (OCI lets it leave that out) by its shape."""
+    if not isinstance(document, dict):
+        return False
+    if document.get("mediaType") in _OCI_MANIFEST_TYPES:
+        return True
+    return (
+        "mediaType" not in document
+        and document.get("schemaVersion") == 2
+        and ("layers" in document or "manifests" in document)
+    )
+
+
 class LocalEvidence:
     """Evidence from a folder of files; offline, so it cannot resolve tags or read a registry."""
 
@@ -147,7 +160,7 @@ class LocalEvidence:
             raise InputError(
                 "not JSON", location=location, hint="the folder holds JSON evidence files"
             ) from None
-        if isinstance(document, dict) and document.get("mediaType") in _OCI_MANIFEST_TYPES:
+        if _is_manifest(document):
             self._add_manifest(raw, location)
             return
         if isinstance(document, dict) and {"payload", "signature", "media_type"} <= set(document):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -69,6 +70,10 @@ _ATTRIBUTE_NAMES: Final = {
     NameOID.POSTAL_CODE: "POSTALCODE",
 }
 _MANDATORY: Final = ("C", "ST", "O")
+_LABEL: Final = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN: Final = re.compile(rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?")
+_COMPONENT: Final = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"  # distribution's, unambiguous: no backtracking
+_REPOSITORY: Final = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
 #: The prefix of the one kind of trusted identity Notation itself checks.
 X509_SUBJECT: Final = "x509.subject"
 _SPECIAL: Final = frozenset(',+"\\<>;=#')
@@ -237,9 +242,12 @@ def _scope_problem(scopes: Sequence[str]) -> str | None:
     if "*" in scopes and len(scopes) > 1:
         return "'*' must be the only registry scope when it is used"
     for scope in scopes:
-        if scope != "*" and ("*" in scope or "@" in scope or ":" in scope.rpartition("/")[2]):
+        domain, _, repository = scope.partition("/")
+        if scope != "*" and not (_DOMAIN.fullmatch(domain) and _REPOSITORY.fullmatch(repository)):
+            # Notation's check (trustpolicy.validateRegistryScopeFormat, after distribution's grammar)
             return (
-                f"registry scope {scope!r} must be a repository (registry/path), without tag, digest or glob"
+                f"registry scope {scope!r} is not valid: make sure it is a fully qualified repository "
+                "(registry/path), without tag, digest or glob, for example domain.com/my/repository"
             )
     return None
 
