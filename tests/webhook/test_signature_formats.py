@@ -5,6 +5,10 @@ by ``trtguard check --registry`` and by ``trtguard serve`` over TLS under polici
 
 Admitted: a Notation-signed image (JWS and COSE envelopes) and an engine whose build manifest gpg signed.
 Denied: the signature missing, tampered, out of its validity period, or by an untrusted identity or key.
+Issue 25 adds hostile referrers beside valid signatures, descriptor mismatches, a Notation configuration
+directory, the same verdicts from an air-gapped check of a fetched folder, ``--now`` and ``verify-notation``.
+
+Over 500 lines: every case shares one registry world (images, signatures, a GnuPG home), built once.
 """
 
 from __future__ import annotations
