@@ -40,6 +40,7 @@ from jwcrypto import jwk, jws
 from jwcrypto.common import JWException, JWSEHeaderParameter
 
 from verifier.errors import VerificationError
+from verifier.signatures.notation._stores import parsed
 
 __all__ = [
     "AUTHENTIC_SIGNING_TIME",
@@ -55,7 +56,6 @@ __all__ = [
     "SignerInfo",
     "TargetArtifact",
     "algorithm_for",
-    "parsed",
     "read_envelope",
 ]
 
@@ -222,15 +222,6 @@ def _certificates(chain: Any) -> tuple[x509.Certificate, ...]:
         x509.UnsupportedGeneralNameType,
     ) as error:
         raise VerificationError(f"a certificate of the envelope does not parse ({error})") from None
-
-
-def parsed(certificate: x509.Certificate) -> x509.Certificate:
-    """``certificate`` with the fields the checks read parsed now: cryptography parses them when first read,
-    and a malformed one would otherwise raise wherever that is (``ValueError``)."""
-    certificate.subject.rfc4514_string()
-    certificate.issuer.rfc4514_string()
-    _ = certificate.extensions
-    return certificate
 
 
 def _b64(text: Any, what: str, *, url: bool) -> bytes:

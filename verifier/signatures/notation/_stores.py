@@ -27,7 +27,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from verifier._der import der_header
 from verifier.errors import InputError
 
-__all__ = ["MAX_CERTIFICATES", "StoreType", "check_store", "load_certificates"]
+__all__ = ["MAX_CERTIFICATES", "StoreType", "check_store", "load_certificates", "parsed"]
 
 StoreType = Literal["ca", "signingAuthority", "tsa"]
 #: Certificates one trust-store file may hold (real ones hold one to a few).
@@ -48,6 +48,15 @@ def _split_der(data: bytes) -> list[bytes]:
     return found
 
 
+def parsed(certificate: x509.Certificate) -> x509.Certificate:
+    """``certificate`` with the fields the checks read parsed now: cryptography parses them when first read,
+    and a malformed one would otherwise raise wherever that is (``ValueError`` and others)."""
+    certificate.subject.rfc4514_string()
+    certificate.issuer.rfc4514_string()
+    _ = certificate.extensions
+    return certificate
+
+
 def load_certificates(
     data: bytes, *, location: str, store: StoreType | None = None
 ) -> tuple[x509.Certificate, ...]:
@@ -61,10 +70,8 @@ def load_certificates(
             found = tuple(x509.load_pem_x509_certificates(data))
         else:
             found = tuple(x509.load_der_x509_certificate(der) for der in _split_der(data))
-        for certificate in found:  # parsed now, not wherever a field is first read
-            certificate.subject.rfc4514_string()
-            certificate.issuer.rfc4514_string()
-            _ = certificate.extensions
+        for certificate in found:
+            parsed(certificate)
     except (
         ValueError,
         x509.InvalidVersion,
