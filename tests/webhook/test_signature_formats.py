@@ -63,7 +63,7 @@ spec:
     - name: gpg-build
       openpgp: {file: trust/build.asc}
     - name: notary-config
-      notationConfig: {directory: ../notation}
+      notationConfig: {directory: notation}
 """
 POLICY = """\
 apiVersion: trtguard.dev/v1alpha1
@@ -286,7 +286,7 @@ def world(registry: LocalRegistry, tmp_path_factory: pytest.TempPathFactory) -> 
     config_ref = {name: f"{host}/config/{name}:v1" for name in ("app", "other")}
     for image in config_ref.values():
         _sign_notation(root, config, image, pki.leaf, chain)
-    _notation_config(root / "notation", pki, f"{host}/config/app")
+    _notation_config(policies / "notation", pki, f"{host}/config/app")  # never read as a policy document
 
     base = ref["base"]
     cases = {
@@ -645,7 +645,7 @@ def test_now_reproduces_a_verdict_about_expiry(world: World, tmp_path: Path) -> 
 
 
 def test_verify_notation_from_the_registry_and_offline(world: World, tmp_path: Path) -> None:
-    config = world.root / "notation"
+    config = world.policies / "notation"
     image = world.cases["notation-config-scope"].image
     status, out, err = run_cli(
         "verify-notation", image, "--config", config, "--registry-config", world.config
