@@ -380,7 +380,7 @@ def _notation_config(folder: Path, pki: Pki, scope: str) -> None:
     others = {**statement, "name": "others", "registryScopes": ["*"]}
     others["trustedIdentities"] = ["x509.subject: C=US, ST=WA, O=Example, CN=Someone Else"]
     document = {"version": "1.0", "trustPolicies": [statement, others]}
-    (folder / "trustpolicy.oci.json").write_text(json.dumps(document))
+    (folder / "trustpolicy.json").write_text(json.dumps(document))  # v1.0, as `notation` writes it
 
 
 def _push_notation(
