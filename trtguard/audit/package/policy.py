@@ -181,6 +181,13 @@ def key_directory_names(data: bytes, *, location: str) -> list[str]:
 
 def _config_files(base: str, directory: str) -> list[str]:
     """The files of a Notation configuration directory the loader may read, relative to ``base``."""
+    if posixpath.isabs(directory) or os.path.isabs(directory):  # noqa: PTH117
+        raise InputError(
+            f"the Notation configuration {directory!r} is named by an absolute path: its revision is not "
+            "reproducible",
+            location=base,
+            hint="name it relative to the policy file, e.g. notationConfig: {directory: notation}",
+        )
     root = Path(base) / directory
     found = [root / name for name in POLICY_FILES if (root / name).is_file()]
     stores = root / "truststore" / "x509"
