@@ -73,7 +73,7 @@ class PolicyEngine:
         self.clock = clock
         self.history = history
         self.cel = cel or shared_sandbox()
-        self.verified = VerifiedEvidence(policy_set, evidence, cache or CacheSettings())
+        self.verified = VerifiedEvidence(policy_set, evidence, cache or CacheSettings(), clock=clock)
 
     @property
     def revision(self) -> str:

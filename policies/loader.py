@@ -48,6 +48,9 @@ _POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 _WORKLOAD_NAME = re.compile(r"\bworkload\b")
 # A policy directory may carry test suites beside the policies; they are not policies.
 _SKIPPED_DIRECTORIES = frozenset({"tests", "testdata"})
+#: Notation's trust policy documents: read through a ``notationConfig`` signer, never as policy documents, so
+#: that a Notation configuration can live (and be watched for changes) inside a policy folder.
+_NOTATION_DOCUMENTS = frozenset({"trustpolicy.json", "trustpolicy.oci.json", "trustpolicy.blob.json"})
 
 
 class PolicyLoadError(InputError):
@@ -153,7 +156,8 @@ class PolicySet:
 
 
 def policy_files(paths: Sequence[Path]) -> list[Path]:
-    """The policy files under ``paths``: files as given, directories walked (skipping ``tests/``), sorted."""
+    """The policy files under ``paths``: files as given, directories walked (skipping ``tests/`` and
+    Notation's ``trustpolicy*.json``), sorted."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
@@ -161,7 +165,11 @@ def policy_files(paths: Sequence[Path]) -> list[Path]:
                 relative = candidate.relative_to(path).parts
                 if any(part in _SKIPPED_DIRECTORIES or part.startswith(".") for part in relative[:-1]):
                     continue
-                if candidate.is_file() and candidate.suffix in _POLICY_SUFFIXES:
+                if (
+                    candidate.is_file()
+                    and candidate.suffix in _POLICY_SUFFIXES
+                    and candidate.name not in _NOTATION_DOCUMENTS
+                ):
                     found.append(candidate)
         elif path.is_file():
             found.append(path)

@@ -9,19 +9,19 @@ digest, so that a changed key file is a new revision.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from policies.schema import NotationSigner, TrustedKey, TrustedKeysDocument
-from verifier.errors import TrtguardError
+from verifier.errors import InputError, TrtguardError
 from verifier.keys import PublicKey
 from verifier.yamldoc import Document
 
 if TYPE_CHECKING:
     # Each signer format's verifier loads with the first signer of that format (start-up time, issue 15).
-    from verifier.signatures.notation import NotationTrust, StoreType
+    from verifier.signatures.notation import NotationPolicy, NotationTrust, StoreType
     from verifier.signatures.openpgp import OpenPGPKey
     from verifier.signatures.policy import KeylessIdentity
     from verifier.signatures.trust import TrustRoot
@@ -42,7 +42,7 @@ class Signer:
     trust_root: TrustRoot | None
     rekor_key: PublicKey | None
     openpgp: OpenPGPKey | None = None
-    notation: NotationTrust | None = None
+    notation: NotationTrust | NotationPolicy | None = None
 
     @property
     def kind(self) -> str:
@@ -114,6 +114,11 @@ def _load_signer(
         if key.notation is not None:
             trust = _notation_trust(key.notation, read, where)
             return None if trust is None else Signer(ref, None, None, None, None, notation=trust)
+        if key.notation_config is not None:
+            from verifier.signatures.notation import load_notation_config  # noqa: PLC0415 - see TYPE_CHECKING
+
+            config = load_notation_config(base / key.notation_config.directory, read=_recorded(base, digest))
+            return Signer(ref, None, None, None, None, notation=config)
         if key.public_key is not None:
             public_key = PublicKey.from_pem(key.public_key.encode())
         elif key.file is not None:
@@ -142,16 +147,34 @@ def _load_signer(
                 return None
             rekor = PublicKey.from_pem(data)
     except TrtguardError as error:
-        problems.append(f"{where}: key {ref}: {error.message}")
+        # The file at fault (a trust-store certificate, a Notation configuration file) is named too.
+        at = f" [{error.location}]" if error.location and error.location != where else ""
+        problems.append(f"{where}: key {ref}: {error.message}{at}")
         return None
     return Signer(ref=ref, public_key=public_key, identity=identity, trust_root=trust_root, rekor_key=rekor)
+
+
+def _recorded(base: Path, digest: Any) -> Callable[[Path], bytes]:
+    """A reader of a Notation configuration's files that adds each to the revision ``digest``."""
+
+    def read(path: Path) -> bytes:
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            raise InputError(f"cannot read the file: {error.strerror}", location=str(path)) from error
+        name = str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+        return data
+
+    return read
 
 
 def _notation_trust(signer: NotationSigner, read: Any, where: str) -> NotationTrust | None:
     from verifier.signatures.notation import (  # noqa: PLC0415 - see TYPE_CHECKING above
         NotationTrust,
-        TrustedIdentity,
         load_certificates,
+        parse_identities,
     )
 
     stores: dict[StoreType, tuple[Any, ...]] = {}
@@ -166,12 +189,12 @@ def _notation_trust(signer: NotationSigner, read: Any, where: str) -> NotationTr
             data = read(name)
             if data is None:
                 return None
-            certificates += load_certificates(data, location=f"{where} trustStores.{kind} {name}")
+            certificates += load_certificates(data, location=f"{where} trustStores.{kind} {name}", store=kind)
         if certificates:
             stores[kind] = tuple(certificates)
     return NotationTrust(
         stores=stores,
-        identities=tuple(TrustedIdentity.parse(text) for text in signer.trusted_identities),
+        identities=parse_identities(signer.trusted_identities, location=where),
         scopes=tuple(signer.registry_scopes),
         level=signer.verification_level,  # type: ignore[arg-type]  # 'skip' is refused with its reason
     )

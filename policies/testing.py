@@ -155,14 +155,19 @@ def _find(outcomes: list[Outcome], name: str, default_namespace: str | None) -> 
     return None
 
 
-async def run_suite(path: Path, suite: PolicyTestDocument) -> list[CaseResult]:
-    """Run one suite; raises :class:`TrtguardError` when its policies or inputs cannot be read."""
+async def run_suite(
+    path: Path, suite: PolicyTestDocument, *, now: datetime | None = None
+) -> list[CaseResult]:
+    """Run one suite at its own ``now``, else at ``now``, else at the real clock; raises
+    :class:`TrtguardError` when its policies or inputs cannot be read."""
     base = path.parent
     spec = suite.spec
     policy_set = load_policy_set([base / p for p in spec.policies])
     evidence = LocalEvidence(base / spec.attestations if spec.attestations else None)
-    now: datetime | None = spec.now
-    engine = PolicyEngine(policy_set, evidence, clock=(lambda: now) if now else datetime.now().astimezone)
+    moment: datetime | None = spec.now or now
+    engine = PolicyEngine(
+        policy_set, evidence, clock=(lambda: moment) if moment else datetime.now().astimezone
+    )
     problems: list[InputError] = []
     resources = list(read_resources([str(base / r) for r in spec.resources], None, problems))
     if problems:
@@ -218,12 +223,12 @@ def _pairs(pairs: list[tuple[str, str]]) -> str:
     return "[" + ", ".join(f"{p}/{r}" for p, r in pairs) + "]" if pairs else "none"
 
 
-def run_tests(root: Path) -> TestRun:
-    """Run every suite under ``root``."""
+def run_tests(root: Path, *, now: datetime | None = None) -> TestRun:
+    """Run every suite under ``root``; ``now`` is the clock of the suites that set none."""
     run = TestRun()
     for path, suite in find_suites(root):
         try:
-            run.cases += asyncio.run(run_suite(path, suite))
+            run.cases += asyncio.run(run_suite(path, suite, now=now))
         except TrtguardError as error:
             run.errors.append(
                 TrtguardError(f"suite {suite.metadata.name}: {error}", location=str(path), hint=error.hint)

@@ -18,6 +18,7 @@ from verifier.keys import PublicKey
 __all__ = [
     "FileRef",
     "KeylessSigner",
+    "NotationConfig",
     "NotationSigner",
     "NotationTrustStores",
     "OpenPGPKeySource",
@@ -91,6 +92,15 @@ class NotationSigner(_Model):
     verification_level: Literal["strict", "permissive", "audit", "skip"] = "strict"
 
 
+class NotationConfig(_Model):
+    """Notation's own configuration: the folder ``notation verify`` reads (trust policy and trust stores)."""
+
+    directory: str = Field(
+        description="folder with trustpolicy.oci.json or trustpolicy.json and truststore/x509/, relative to "
+        "this policy file"
+    )
+
+
 class TrustedKey(_Model):
     """One named signer: a public key (PEM or file), a keyless identity, an OpenPGP key, a Notation signer."""
 
@@ -100,16 +110,30 @@ class TrustedKey(_Model):
     keyless: KeylessSigner | None = None
     openpgp: OpenPGPKeySource | None = Field(default=None, description="signs build manifests and approvals")
     notation: NotationSigner | None = Field(default=None, description="signs images (Notary Project)")
+    notation_config: NotationConfig | None = Field(
+        default=None, description="signs images (Notary Project), trusted as a Notation configuration says"
+    )
     rekor_public_key: FileRef | None = Field(
         default=None, description="when set, signatures must carry a Rekor inclusion promise by this log key"
     )
 
     @model_validator(mode="after")
     def _one_source(self) -> TrustedKey:
-        sources = (self.public_key, self.file, self.keyless, self.openpgp, self.notation)
+        sources = (
+            self.public_key,
+            self.file,
+            self.keyless,
+            self.openpgp,
+            self.notation,
+            self.notation_config,
+        )
         if len([x for x in sources if x is not None]) != 1:
-            raise ValueError("give exactly one of 'publicKey', 'file', 'keyless', 'openpgp' and 'notation'")
-        if self.rekor_public_key is not None and (self.openpgp is not None or self.notation is not None):
+            raise ValueError(
+                "give exactly one of 'publicKey', 'file', 'keyless', 'openpgp', 'notation' and "
+                "'notationConfig'"
+            )
+        notation = self.notation is not None or self.notation_config is not None
+        if self.rekor_public_key is not None and (self.openpgp is not None or notation):
             raise ValueError("'rekorPublicKey' goes with cosign keys and keyless identities only")
         return self
 

@@ -29,6 +29,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from policies.cel.activation import CelActivation, prepare_activation
@@ -100,9 +101,18 @@ _MANIFEST_ACTIVATIONS = 256
 class VerifiedEvidence:
     """Verified answers about artifacts for one policy set, cached across admissions."""
 
-    def __init__(self, policy_set: PolicySet, source: EvidenceSource, settings: CacheSettings) -> None:
+    def __init__(
+        self,
+        policy_set: PolicySet,
+        source: EvidenceSource,
+        settings: CacheSettings,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        """``clock`` is the engine's: signatures whose verdict depends on the time are verified at it."""
         self._policy_set = policy_set
         self._source = source
+        self._clock = clock
         self._trust_policies: dict[tuple[tuple[str, ...], int], TrustPolicy] = {}
         self._signer_keys: dict[tuple[str, ...], tuple[tuple[str, str, str], ...]] = {}
 
@@ -218,10 +228,7 @@ class VerifiedEvidence:
             material = await self._source.image_signatures(reference, deadline)
             where = material.origin or self._source.description
             if not material.count:
-                raise NoSignatures(
-                    f"no signature found (looked in {where})",
-                    hint="sign the image (`trtguard sign`, `cosign sign`) and push the signature",
-                )
+                raise NoSignatures(f"no signature found (looked in {where})", hint=self.signing_fix(keys))
             policy = self.trust_policy(keys, threshold)
             from verifier.signatures.verify import verify_image_signatures  # noqa: PLC0415 - see TYPE_CHECKING
 
@@ -233,15 +240,33 @@ class VerifiedEvidence:
                 bundles=material.bundles,
                 envelopes=tuple(s.envelope for s in material.statements),
                 notation=material.notation,
+                notation_target=material.descriptor,
                 # A classic signature names the repository it was made for; one copied to another
                 # repository (or registry) is not a signature of this image there.
                 repository=reference.name,
                 location=where,
+                now=self._clock(),
             )
             return VerifiedSignatures(result, tuple(signature_record(c, material) for c in result.counted))
 
         key = self._key("signatures", reference, tuple(keys), threshold, self._signers(keys))
         return await self.signatures_cache.get_or_compute(key, compute)
+
+    def signing_fix(self, keys: Sequence[str]) -> str:
+        """How to make a signature ``keys`` would verify: the tools of their formats (Notation's for Notation
+        signers), and, offline, how the folder gets it."""
+        kinds = {signer.kind for name in keys if (signer := self._policy_set.signers.get(name)) is not None}
+        tools = []
+        if kinds - {"notation"}:
+            tools.append("`trtguard sign`")
+        if "notation" in kinds:
+            tools.append("`notation sign` or `trtguard sign --format notation`")
+        offline = (
+            "; offline, copy it into the folder with `trtguard fetch-attestations`"
+            if not self._source.concurrent_lookups
+            else ""
+        )
+        return f"sign the image with {' or '.join(keys)} ({'; '.join(tools) or '`trtguard sign`'}){offline}"
 
     async def attestation(
         self,

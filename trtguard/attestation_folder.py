@@ -6,9 +6,12 @@ declares, which change control compares it with), what the registry evidence sou
 unverified, into one folder per artifact (docs/attestation-folder.md)::
 
     DIR/<registry>/<repository>/sha256-<hex>/
-        manifest.json               the OCI manifest of an engine artifact (which layer is the engine)
+        manifest.json               the OCI manifest of an engine artifact (which layer is the engine), or of
+                                    an artifact with Notation signatures (the descriptor they name)
         signature-<n>.cosign.json   a classic cosign signature (one layer of the .sig manifest)
         bundle-<n>.sigstore.json    a Sigstore bundle carrying an image signature
+        signature-<n>.notation.jws  a Notary Project signature envelope (JWS, or .notation.cose for COSE),
+                                    its RFC 3161 countersignature inside
         attestation-<n>.dsse.json   a DSSE attestation (.att layers, DSSE and bundle referrers)
 
 Nothing is verified here: the folder is evidence, judged by ``check`` against the policies' keys exactly as
@@ -36,6 +39,7 @@ from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.engine_artifact import ENGINE_ARTIFACT_TYPE
 from verifier.registry.evidence import RegistryEvidence
+from verifier.signatures.notation import JWS_MEDIA_TYPE
 
 
 @dataclass
@@ -122,16 +126,21 @@ async def _fetch_one(
     target.mkdir(parents=True, exist_ok=True)
     summary.artifacts += 1
     manifest = await client.get_manifest(pinned, deadline, reference=digest)
-    if _engine_like(manifest.artifact_type):
-        # A malformed engine artifact too: offline, its manifest makes `check` refuse it as a registry would.
+    signatures = await evidence.image_signatures(pinned, deadline)
+    # A malformed engine artifact's too: offline, its manifest makes `check` refuse it as a registry would.
+    # With Notation signatures, the manifest is the descriptor (media type, size) their payloads must name.
+    if _engine_like(manifest.artifact_type) or signatures.notation:
         (target / "manifest.json").write_bytes(manifest.data)
         summary.manifests += 1
-    signatures = await evidence.image_signatures(pinned, deadline)
     for number, classic in enumerate(signatures.classic, start=1):
         (target / f"signature-{number}.cosign.json").write_bytes(classic_signature_document(classic))
         summary.signatures += 1
     for number, bundle in enumerate(signatures.bundles, start=1):
         (target / f"bundle-{number}.sigstore.json").write_bytes(bundle)
+        summary.signatures += 1
+    for number, notation in enumerate(signatures.notation, start=1):
+        suffix = "jws" if notation.media_type == JWS_MEDIA_TYPE else "cose"
+        (target / f"signature-{number}.notation.{suffix}").write_bytes(notation.envelope)
         summary.signatures += 1
     try:
         attached = await evidence.attestations(pinned, deadline)

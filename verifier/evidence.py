@@ -26,7 +26,7 @@ from verifier.registry.engine_artifact import (
     InvalidEngineArtifact,
     engine_layers,
 )
-from verifier.registry.oci import Manifest
+from verifier.registry.oci import Descriptor, Manifest
 from verifier.signatures.results import COSIGN_SIGN_PREDICATE, CosignSignature
 
 if TYPE_CHECKING:  # Notation's verifier loads when a Notation signature is found (start-up time, issue 15)
@@ -215,6 +215,9 @@ class ImageSignatures:
     origin: str = ""
     #: Notary Project signature envelopes (referrers of type ``application/vnd.cncf.notary.signature``).
     notation: tuple[NotationSignature, ...] = ()
+    #: The image manifest's descriptor (media type, digest, size), which a Notation signature's payload
+    #: must name exactly; None when unknown (no Notation signature was found, or a folder lacks the manifest).
+    descriptor: Descriptor | None = None
 
     @property
     def count(self) -> int:

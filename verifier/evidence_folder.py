@@ -4,15 +4,17 @@ It serves a folder of files for offline checks (``trtguard check --attestations 
 docs/attestation-folder.md; ``trtguard fetch-attestations`` fills one from registries): DSSE envelopes
 (``*.json``, ``*.dsse``, ``*.intoto.jsonl`` with one envelope per line), Sigstore bundles (a DSSE statement,
 or a message signature over an image digest), classic cosign signatures (one ``.sig`` layer as a JSON
-document, :mod:`verifier.evidence_documents`) and engine artifact manifests (which say which layer of an
-artifact is its engine). An in-toto statement ``X.json`` with a detached OpenPGP signature ``X.json.asc``
-beside it is a statement signed with OpenPGP (over its exact bytes). Files it cannot use (a
-message-signature bundle over another digest algorithm, a classic signature whose payload names no image
-digest, an envelope that carries no in-toto statement, an OCI
-manifest of another kind of artifact) are left out and listed in :attr:`LocalEvidence.skipped`; files that
-are broken (not JSON, a malformed envelope, statement or signature document) are an
-:class:`~verifier.errors.InputError`. A file in a folder ``<registry>/<repository>/sha256-<hex>/`` of the
-attestation folder (the layout ``fetch-attestations`` writes) counts only for that repository, as a
+document, :mod:`verifier.evidence_documents`), OCI manifests (an engine artifact's says which layer is its
+engine; any manifest gives the descriptor a Notary Project signature names) and Notary Project signature
+envelopes (``*.jws``, ``*.cose`` in a ``sha256-<hex>`` folder: signatures of that digest). An in-toto
+statement ``X.json`` with a detached OpenPGP signature ``X.json.asc`` beside it is a statement signed with
+OpenPGP (over its exact bytes). Files it cannot use (a message-signature bundle over another digest
+algorithm, a classic signature whose payload names no image digest, an envelope that carries no in-toto
+statement, a Notation envelope outside a ``sha256-<hex>`` folder) are left out and listed in
+:attr:`LocalEvidence.skipped`; files that are broken (not JSON, a malformed envelope, statement or signature
+document) are an :class:`~verifier.errors.InputError`. A file in a folder
+``<registry>/<repository>/sha256-<hex>/`` of the attestation folder (the layout ``fetch-attestations``
+writes) counts only for that repository, as a
 registry keeps evidence per repository; any other file counts for whatever its subjects name.
 """
 
@@ -24,7 +26,7 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from verifier.deadline import Deadline
 from verifier.dsse import Envelope
@@ -44,18 +46,34 @@ from verifier.registry.engine_artifact import (
     ENGINE_ARTIFACT_TYPE,
     InvalidEngineArtifact,
 )
-from verifier.registry.oci import InvalidDocument, Manifest
+from verifier.registry.oci import MANIFEST_TYPES, Descriptor, InvalidDocument, Manifest
 from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature
 from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES
+
+if TYPE_CHECKING:  # Notation's verifier loads when a Notation envelope is found (start-up time, issue 15)
+    from verifier.signatures.notation import NotationSignature
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: The folder of one artifact's evidence in the layout ``fetch-attestations`` writes.
 _ARTIFACT_FOLDER = re.compile(r"sha256-[0-9a-f]{64}")
-_OCI_MANIFEST_TYPES = frozenset(
-    {"application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"}
-)
+_OCI_MANIFEST_TYPES = MANIFEST_TYPES
+#: Notary Project envelopes by file suffix (what ``fetch-attestations`` writes): JWS and COSE.
+_NOTATION_SUFFIXES = {".jws": "application/jose+json", ".cose": "application/cose"}
+
+
+def _is_manifest(document: Any) -> bool:
+    """An OCI or Docker manifest or index: by its media type, or (OCI lets it leave that out) by its shape."""
+    if not isinstance(document, dict):
+        return False
+    if document.get("mediaType") in _OCI_MANIFEST_TYPES:
+        return True
+    return (
+        "mediaType" not in document
+        and document.get("schemaVersion") == 2
+        and ("layers" in document or "manifests" in document)
+    )
 
 
 class LocalEvidence:
@@ -68,6 +86,8 @@ class LocalEvidence:
         self._by_subject: dict[str, list[tuple[str | None, Attestation]]] = defaultdict(list)
         self._signature_bundles: dict[str, list[tuple[str | None, bytes]]] = defaultdict(list)
         self._classic: dict[str, list[tuple[str | None, CosignSignature]]] = defaultdict(list)
+        self._notation: dict[str, list[tuple[str | None, NotationSignature]]] = defaultdict(list)
+        self._descriptors: dict[str, Descriptor] = {}
         self._scope: str | None = None
         self._artifacts: dict[str, ArtifactSubjects] = {}
         self._malformed_artifacts: dict[str, str] = {}
@@ -101,10 +121,13 @@ class LocalEvidence:
         self._skipped.append(SkippedFile(location, reason))
 
     def _load(self, path: Path) -> None:
-        if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl"):
+        if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl", *_NOTATION_SUFFIXES):
             return
         self._scope = self._repository_scope(path)
         raw = read_limited(path, "the evidence file")
+        if path.suffix in _NOTATION_SUFFIXES:
+            self._add_notation(raw, path)
+            return
         signature = path.with_name(path.name + ".asc")
         if path.suffix == ".json" and signature.is_file():
             self._add_openpgp(
@@ -137,7 +160,7 @@ class LocalEvidence:
             raise InputError(
                 "not JSON", location=location, hint="the folder holds JSON evidence files"
             ) from None
-        if isinstance(document, dict) and document.get("mediaType") in _OCI_MANIFEST_TYPES:
+        if _is_manifest(document):
             self._add_manifest(raw, location)
             return
         if isinstance(document, dict) and {"payload", "signature", "media_type"} <= set(document):
@@ -184,6 +207,22 @@ class LocalEvidence:
             else:
                 self._by_subject[digest].append((self._scope, attestation))
 
+    def _add_notation(self, raw: bytes, path: Path) -> None:
+        """A Notary Project envelope, kept (unread) for the digest of the ``sha256-<hex>`` folder it is in;
+        verifying it checks that its payload names that digest's manifest."""
+        if not _ARTIFACT_FOLDER.fullmatch(path.parent.name):
+            self._skip(
+                str(path), "a Notary Project envelope outside a sha256-<hex> folder (whose digest it signs)"
+            )
+            return
+        from verifier.signatures.notation import NotationSignature  # noqa: PLC0415 - see TYPE_CHECKING
+
+        digest = path.parent.name.replace("-", ":", 1)
+        signature = NotationSignature(
+            raw, _NOTATION_SUFFIXES[path.suffix], f"{path} (Notary Project signature)"
+        )
+        self._notation[digest].append((self._scope, signature))
+
     def _add_classic(self, document: Mapping[str, Any], location: str) -> None:
         """A classic signature, kept under the image digest its payload names (checked when verified)."""
         signature = classic_signature_from_document(document, location)
@@ -208,11 +247,13 @@ class LocalEvidence:
             self._by_subject[digest].append((self._scope, attestation))
 
     def _add_manifest(self, raw: bytes, location: str) -> None:
-        """Record which layer of an engine artifact is which; other manifests stand only for themselves."""
+        """Record the manifest's descriptor (what a Notation signature names) and which layer of an engine
+        artifact is which; other manifests stand only for themselves."""
         try:
             manifest = Manifest.parse(raw, content_type=None, where=location)
         except InvalidDocument as error:
             raise InputError(f"not a valid OCI manifest: {error}", location=location) from error
+        self._descriptors[manifest.digest] = manifest.descriptor
         try:
             subjects = ArtifactSubjects.of_manifest(manifest)
         except InvalidEngineArtifact as error:
@@ -220,11 +261,13 @@ class LocalEvidence:
             return
         if subjects.engine_file is None:
             # Only the strictly checked engine layout has an engine layer: the layers of anything else could
-            # carry any file next to a signed engine.
-            self._skip(
+            # carry any file next to a signed engine. The manifest still gives its descriptor (above).
+            _log.debug(
+                "%s: an OCI manifest of artifact type %r, not an engine artifact (%s): its layers do not "
+                "stand for it",
                 location,
-                f"an OCI manifest of artifact type {manifest.artifact_type!r}, not an engine artifact"
-                f" ({ENGINE_ARTIFACT_TYPE}): its layers do not stand for it",
+                manifest.artifact_type,
+                ENGINE_ARTIFACT_TYPE,
             )
             return
         self._artifacts[manifest.digest] = subjects
@@ -284,4 +327,6 @@ class LocalEvidence:
             bundles=self._scoped(self._signature_bundles.get(digest, []), reference),
             statements=statements,
             origin=self.description,
+            notation=self._scoped(self._notation.get(digest, []), reference),
+            descriptor=self._descriptors.get(digest),
         )

@@ -78,11 +78,10 @@ async def _rule(
             "use one of the digests the policy allows, or have the allow-list extended",
         )
     if rule.signatures is not None:
-        keys = " or ".join(rule.signatures.keys)
         signed = await at_digest.check(
             f"{rule_id}.signatures",
             run.signatures(pinned, rule.signatures),
-            refused=Refusal(f"sign the image with {keys} (`trtguard sign`)"),
+            refused=Refusal(run.verified.signing_fix(rule.signatures.keys)),
         )
         for record in signed.counted if signed is not None else ():
             counted.signature(record)

@@ -404,3 +404,11 @@ def test_the_json_schema_offers_null_nowhere() -> None:
     assert '"null"' not in text
     signatures = policy_json_schema()["$defs"]["ImageRule"]["properties"]["signatures"]
     assert signatures == {"$ref": "#/$defs/SignatureRule"}
+
+
+def test_notations_trust_policy_documents_are_not_policy_files(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text("apiVersion: trtguard.dev/v1alpha1\n")
+    for name in ("trustpolicy.json", "trustpolicy.oci.json", "trustpolicy.blob.json"):
+        (tmp_path / "notation" / name).parent.mkdir(exist_ok=True)
+        (tmp_path / "notation" / name).write_text('{"version": "1.0", "trustPolicies": []}')
+    assert policy_files([tmp_path]) == [tmp_path / "policy.yaml"]

@@ -120,3 +120,17 @@ def test_junit_of_a_clean_run() -> None:
     suite = document.find("testsuite")
     assert suite is not None
     assert (suite.get("name"), suite.get("tests"), suite.get("failures")) == ("int8-calibration", "6", "0")
+
+
+def test_now_is_the_clock_of_suites_that_set_none(
+    suite_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The scanned-images suite's scans are fresh at its own `now`; without it, --now decides.
+    test_file = suite_copy / "scanned-images" / "trtguard-test.yaml"
+    text = test_file.read_text()
+    assert '  now: "2026-11-01T00:00:00Z"\n' in text
+    test_file.write_text(text.replace('  now: "2026-11-01T00:00:00Z"\n', ""))
+    assert main(["policy", "test", str(suite_copy / "scanned-images"), "--now", "2026-11-01T00:00:00Z"]) == 0
+    capsys.readouterr()
+    assert main(["policy", "test", str(suite_copy / "scanned-images"), "--now", "2036-11-01T00:00:00Z"]) == 1
+    assert "FAIL" in capsys.readouterr().out

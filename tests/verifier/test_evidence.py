@@ -110,9 +110,9 @@ def test_other_manifests_stand_for_their_digest_only(tmp_path: Path, manifest: d
     assert subjects.digests == {ref.digest}
     assert subjects.engine_file is None
     assert run(evidence.attestations(ref, Deadline.never())).attestations == ()
-    (skipped,) = evidence.skipped
-    assert skipped.location == str(tmp_path / "artifact.json")
-    assert "not an engine artifact" in skipped.reason
+    assert evidence.skipped == ()  # its descriptor is kept (what a Notation signature names), nothing else
+    signatures = run(evidence.image_signatures(ref, Deadline.never()))
+    assert signatures.descriptor is not None and signatures.descriptor.size == len(data)
 
 
 def test_a_malformed_engine_artifact_is_refused(tmp_path: Path) -> None:
@@ -250,3 +250,24 @@ def test_evidence_in_a_repository_folder_counts_for_that_repository_only(tmp_pat
 
     assert predicates("quay.io/team/good") == {"https://example.com/p", "https://example.com/loose"}
     assert predicates("quay.io/team/mirror") == {"https://example.com/loose"}
+
+
+def test_a_manifest_without_a_media_type_gives_its_descriptor(tmp_path: Path) -> None:
+    # OCI lets a manifest leave mediaType out; fetch-attestations copies it byte for byte for Notation.
+    data = json.dumps(
+        {
+            "schemaVersion": 2,
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": f"sha256:{'0' * 64}",
+                "size": 2,
+            },
+            "layers": [],
+        }
+    ).encode()
+    (tmp_path / "manifest.json").write_bytes(data)
+    evidence = LocalEvidence(tmp_path)
+    ref = ImageReference.parse(f"quay.io/models/m@sha256:{sha256_bytes(data)}")
+    found = run(evidence.image_signatures(ref, Deadline.never())).descriptor
+    assert found is not None
+    assert (found.media_type, found.size) == ("application/vnd.oci.image.manifest.v1+json", len(data))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 
@@ -51,3 +53,41 @@ def add_registry_arguments(parser: argparse._ActionsContainer) -> None:
         metavar="SECONDS",
         help="give up after this many seconds (default: 600)",
     )
+
+
+def _rfc3339(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time (2025-06-01T12:00:00Z)") from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no time zone (end it in Z or +HH:MM)")
+    return moment
+
+
+def add_clock_argument(parser: argparse._ActionsContainer, *, judged: str | None = None) -> None:
+    """``--now RFC3339``: the time the command judges at, for audits and tests (read it with :func:`clock`).
+
+    ``judged`` says what depends on the time in this command (certificate validity, expiry, ``maxAge``);
+    None for a command whose verdict does not depend on it, which takes the option all the same, so that an
+    audit can pass one ``--now`` to every command. The webhook always uses the real clock.
+    """
+    effect = (
+        f"judge {judged} as at this time"
+        if judged is not None
+        else "accepted for uniformity: this command's verdict does not depend on the clock"
+    )
+    parser.add_argument(
+        "--now",
+        type=_rfc3339,
+        metavar="RFC3339",
+        help=f"{effect} (for audits and tests, to reproduce a verdict later; default: the real clock)",
+    )
+
+
+def clock(args: argparse.Namespace) -> Callable[[], datetime]:
+    """The clock ``--now`` gives (a fixed time), else the real one."""
+    now: datetime | None = getattr(args, "now", None)
+    if now is not None:
+        return lambda: now
+    return lambda: datetime.now(UTC)

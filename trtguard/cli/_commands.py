@@ -74,6 +74,11 @@ COMMANDS: Final[Mapping[str, Command]] = {
         verify_engine="check a TensorRT engine file against its signed build manifest (optionally on a GPU)",
     ),
     **_commands(
+        "verify_notation",
+        verify_notation="verify an artifact's Notary Project signatures against a Notation trust policy and "
+        "trust store (from the registry, or offline)",
+    ),
+    **_commands(
         "verify",
         verify_bundle="verify a Sigstore bundle (key-signed or keyless) over a file or digest, offline",
         verify_blob="verify a classic cosign blob signature (cosign sign-blob) over a file or digest offline",

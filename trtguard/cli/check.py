@@ -13,7 +13,7 @@ from policies.loader import load_policy_set
 from policies.report import FORMATS, render
 from policies.requesters import Requester
 from policies.results import Action
-from trtguard.cli._args import add_evidence_arguments
+from trtguard.cli._args import add_clock_argument, add_evidence_arguments, clock
 from trtguard.cli._commands import Subparsers, add_command
 from verifier.errors import InputError
 from verifier.evidence import EvidenceSource
@@ -79,6 +79,9 @@ def register(subparsers: Subparsers) -> None:
         default=None,
         help="action for rules that cannot be checked here (default: each policy's onError)",
     )
+    add_clock_argument(
+        parser, judged="certificate validity, signature expiry, maxAge, scan ages and approvals' expiry"
+    )
     parser.set_defaults(handler=_run)
 
 
@@ -95,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
     unverifiable = {None: None, "deny": Action.DENY, "warn": Action.WARN}[args.unverifiable]
 
     async def evaluate(evidence: EvidenceSource) -> list[Outcome]:
-        engine = PolicyEngine(policy_set, evidence)
+        engine = PolicyEngine(policy_set, evidence, clock=clock(args))
         return await check(
             engine,
             resources,

@@ -123,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
     summary = asyncio.run(main())
     print(
         f"wrote {summary.folder}: {summary.artifacts} artifact(s), {summary.signatures} signature(s), "
-        f"{summary.attestations} attestation(s), {summary.manifests} engine artifact manifest(s)"
+        f"{summary.attestations} attestation(s), {summary.manifests} manifest(s)"
     )
     for reference in summary.unpinned:
         print(

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlparse
 
-from trtguard.cli._args import add_registry_arguments
+from trtguard.cli._args import add_clock_argument, add_registry_arguments
 from trtguard.cli._commands import Subparsers, add_command, deferred
 from verifier.errors import InputError
 
@@ -130,4 +130,5 @@ def register(subparsers: Subparsers) -> None:
     verify.add_argument("--threshold", type=int, default=1, help="distinct keys that must have signed")
     verify.add_argument("--subject", type=Path, metavar="FILE", help="file whose sha256 must be a subject")
     verify.add_argument("--type", type=_check_uri, metavar="URI", help="required predicate type")
+    add_clock_argument(verify)  # a DSSE envelope signed with keys has no time in it to judge
     verify.set_defaults(handler=deferred("trtguard.cli.keys_commands", "verify_attestation_command"))

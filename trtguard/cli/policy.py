@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from policies.testing import junit, run_tests
+from trtguard.cli._args import add_clock_argument
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
 
 
@@ -24,11 +25,12 @@ def register(subparsers: Subparsers) -> None:
     )
     test.add_argument("path", type=Path, metavar="DIR", help="a PolicyTest file or a directory to search")
     test.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here")
+    add_clock_argument(test, judged="the suites that set no `now` of their own")
     test.set_defaults(handler=_test)
 
 
 def _test(args: argparse.Namespace) -> int:
-    run = run_tests(args.path)
+    run = run_tests(args.path, now=args.now)
     for case in run.cases:
         mark = "PASS" if case.passed else "FAIL"
         print(f"{mark}  {case.suite}: {case.resource}: {case.detail}")

@@ -10,20 +10,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import hashlib
 import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cryptography.hazmat.primitives.serialization import Encoding
-
 from trtguard.cli._args import add_registry_arguments
 from trtguard.cli._commands import Subparsers, add_command
 from trtguard.cli.keys import add_password_arguments
 from trtguard.cli.keys_commands import load_signing_key
-from trtguard.release.attach import Attached, attach_attestation, attach_openpgp_statement
-from trtguard.release.cosign_layout import append_layer, push_referrer, simple_signing_payload
+from trtguard.release.attach import (
+    Attached,
+    attach_attestation,
+    attach_notation_signature,
+    attach_openpgp_statement,
+)
+from trtguard.release.cosign_layout import append_layer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
 from trtguard.release.push_engine import push_engine
 from verifier.deadline import Deadline
@@ -37,12 +39,8 @@ from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig, load_registry_config
 from verifier.registry.cosign_layout import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
 from verifier.signatures.notation import (
-    ARTIFACT_TYPE as NOTATION_SIGNATURE,
-)
-from verifier.signatures.notation import (
     COSE_MEDIA_TYPE,
     JWS_MEDIA_TYPE,
-    THUMBPRINT_ANNOTATION,
     load_certificates,
     sign_notation,
 )
@@ -108,9 +106,17 @@ def register(subparsers: Subparsers) -> None:
         "attach-attestation",
         description="Push the DSSE envelope in ENVELOPE to REF's digest twice: as a layer of the cosign "
         "sha256-<digest>.att manifest and as an OCI 1.1 referrer (with the sha256-<digest> fallback index "
-        "where the registry has no referrers API). The statement's subject must name the artifact.",
+        "where the registry has no referrers API). The statement's subject must name the artifact. A Notary "
+        "Project signature envelope (JWS or COSE, as `notation sign` makes) is pushed as Notation stores it: "
+        "a referrer of artifact type application/vnd.cncf.notary.signature; its payload must name REF's "
+        "manifest (media type, digest and size).",
     )
-    attach.add_argument("envelope", type=Path, metavar="ENVELOPE", help="DSSE envelope (JSON) file")
+    attach.add_argument(
+        "envelope",
+        type=Path,
+        metavar="ENVELOPE",
+        help="DSSE envelope (JSON), or a Notation envelope (JWS/COSE)",
+    )
     attach.add_argument("--to", required=True, metavar="REF", help="image or engine artifact reference")
     attach.add_argument(
         "--signature",
@@ -215,18 +221,10 @@ def _sign_notation(args: argparse.Namespace) -> int:
             envelope = sign_notation(
                 descriptor, key, chain, media_type=media_type, signing_time=now, expiry=expiry
             )
-            thumbprints = [hashlib.sha256(c.public_bytes(Encoding.DER)).hexdigest() for c in chain]
-            pushed = await push_referrer(
-                RegistryWriter(client),
-                pinned,
-                target,
-                artifact_type=NOTATION_SIGNATURE,
-                blob=envelope,
-                blob_media_type=media_type,
-                annotations={THUMBPRINT_ANNOTATION: json.dumps(thumbprints, separators=(",", ":"))},
-                deadline=deadline,
+            pushed = await attach_notation_signature(
+                RegistryWriter(client), pinned, envelope, media_type, deadline
             )
-            return digest, pushed.digest
+            return digest, pushed.referrer
 
     digest, referrer = asyncio.run(run())
     print(
@@ -256,9 +254,28 @@ def _push_engine(args: argparse.Namespace) -> int:
     return 0
 
 
+def _notation_envelope(data: bytes) -> str | None:
+    """The media type of a Notary Project envelope (COSE_Sign1 tag 18, or a flattened JWS), else None."""
+    if data[:1] == b"\xd2":
+        return COSE_MEDIA_TYPE
+    try:
+        document = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if isinstance(document, dict) and {"protected", "header", "signature"} <= set(document):
+        return JWS_MEDIA_TYPE
+    return None
+
+
 def _attach_attestation(args: argparse.Namespace) -> int:
     path: Path = args.envelope
     data = read_limited(path, "the envelope")
+    notation = _notation_envelope(data)
+    if notation is not None:
+        if args.signature:
+            raise InputError("--signature goes with statements signed with OpenPGP, not Notation envelopes")
+        print(push_notation_signature(data, notation, args.to, args, location=str(path)))
+        return 0
     if args.signature:
         signatures = [
             read_limited(p, "the OpenPGP signature", limit=MAX_SIGNATURE_BYTES) for p in args.signature
@@ -267,6 +284,26 @@ def _attach_attestation(args: argparse.Namespace) -> int:
         return 0
     print(push_attestation(data, args.to, args, location=str(path)))
     return 0
+
+
+def push_notation_signature(
+    data: bytes, media_type: str, to: str, args: argparse.Namespace, *, location: str | None = None
+) -> str:
+    """Push the Notary Project envelope ``data`` as a signature referrer of ``to``; returns where it went."""
+    target = ImageReference.parse(to)
+    config, deadline = _registry_config(args), _deadline(args)
+
+    async def run() -> Attached:
+        async with RegistryClient(config) as client:
+            return await attach_notation_signature(
+                RegistryWriter(client), target, data, media_type, deadline, location=location
+            )
+
+    attached = asyncio.run(run())
+    return (
+        f"attached a Notary Project signature ({media_type}) to {target.name}@{attached.digest}; "
+        f"referrer {target.name}@{attached.referrer}"
+    )
 
 
 def push_openpgp_statement(

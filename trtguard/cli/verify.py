@@ -25,6 +25,7 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
+from trtguard.cli._args import add_clock_argument
 from trtguard.cli._commands import Subparsers, add_command
 from trtguard.cli.keys_commands import load_public_key
 from verifier.digests import hash_file, is_sha256_hex
@@ -170,6 +171,8 @@ def _verify_blob(args: argparse.Namespace) -> int:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
+    # Sigstore verdicts depend on the log's and the timestamps' times, never on the verifier's clock.
+    add_clock_argument(parser)
     signer = parser.add_mutually_exclusive_group(required=True)
     signer.add_argument("--key", type=Path, metavar="PATH", help="PEM public key of the signer")
     signer.add_argument(

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from trtguard.cli._args import add_clock_argument
 from trtguard.cli._commands import Subparsers, add_command
 from verifier.engine import (
     GpuOptions,
@@ -242,4 +243,5 @@ def register(subparsers: Subparsers) -> None:
         help="file holding the --attest-key password (one trailing newline is ignored); "
         "default: $TRTGUARD_PASSWORD, then $COSIGN_PASSWORD, then a prompt",
     )
+    add_clock_argument(parser)  # the engine's checks compare bytes and build facts, not times
     parser.set_defaults(handler=_run)

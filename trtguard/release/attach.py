@@ -16,6 +16,7 @@ from being parked on an artifact whose engine it does not describe; the evaluato
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from trtguard.release.cosign_layout import append_layer, push_referrer
@@ -156,3 +157,55 @@ def _require_about(
         raise InputError(
             f"not attached to {artifact}: {error.message}", location=location, hint=error.hint
         ) from error
+
+
+async def attach_notation_signature(
+    writer: RegistryWriter,
+    target: ImageReference,
+    envelope: bytes,
+    media_type: str,
+    deadline: Deadline,
+    *,
+    location: str | None = None,
+) -> Attached:
+    """Push an existing Notary Project envelope (made by ``notation sign`` or ``trtguard sign --format
+    notation``) as a referrer of ``target``, as Notation stores it: artifact type
+    ``application/vnd.cncf.notary.signature``, one layer of the envelope's media type, and the chain's
+    ``io.cncf.notary.x509chain.thumbprint#S256`` annotation.
+
+    Before anything is written the envelope must be intact (its signature verifies with its own leaf; no
+    trust is decided here) and its payload must name the artifact's manifest descriptor exactly (media type,
+    digest and size, as the registry serves it): :class:`InputError` otherwise.
+    """
+    from verifier.signatures.notation import ARTIFACT_TYPE, THUMBPRINT_ANNOTATION  # noqa: PLC0415
+    from verifier.signatures.notation.verify import read_signer  # noqa: PLC0415
+
+    try:
+        signer = read_signer(envelope, media_type)
+    except VerificationError as error:
+        raise InputError(
+            f"not an intact Notary Project envelope: {error.message}", location=location
+        ) from None
+    digest = await writer.client.resolve(target, deadline)
+    pinned = target.with_digest(digest)
+    manifest = await writer.client.get_manifest(pinned, deadline)
+    served = manifest.descriptor
+    signed = signer.target
+    if (signed.media_type, signed.digest, signed.size) != (served.media_type, served.digest, served.size):
+        raise InputError(
+            f"the envelope signs {signed.media_type} {signed.digest} ({signed.size} bytes), not "
+            f"{pinned.name}@{digest} ({served.media_type}, {served.size} bytes)",
+            location=location,
+            hint="attach it to the artifact it was made for",
+        )
+    pushed = await push_referrer(
+        writer,
+        pinned,
+        served,
+        artifact_type=ARTIFACT_TYPE,
+        blob=envelope,
+        blob_media_type=media_type,
+        annotations={THUMBPRINT_ANNOTATION: json.dumps(signer.thumbprints, separators=(",", ":"))},
+        deadline=deadline,
+    )
+    return Attached(digest=digest, referrer=pushed.digest)

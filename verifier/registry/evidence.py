@@ -202,12 +202,20 @@ class RegistryEvidence:
             for _, bundle in bundles_task.result()
             if bundle.predicate_type in (None, COSIGN_SIGN_PREDICATE)
         )
+        notation = notation_task.result()
+        # A Notation payload names the manifest's whole descriptor, compared with what the registry serves.
+        descriptor = (
+            (await self._client.get_manifest(pinned, deadline, reference=digest)).descriptor
+            if notation
+            else None
+        )
         return ImageSignatures(
             digest=digest,
             classic=classic,
             bundles=bundles,
             origin=f"registry {pinned.registry}",
-            notation=notation_task.result(),
+            notation=notation,
+            descriptor=descriptor,
         )
 
     async def _notation(

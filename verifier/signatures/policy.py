@@ -13,6 +13,7 @@ from verifier.errors import InputError
 from verifier.keys import PublicKey
 from verifier.signatures._certificate import certificate_identity
 from verifier.signatures._rekor import RekorLog
+from verifier.signatures.notation.config import NotationPolicy
 from verifier.signatures.notation.trust import NotationTrust
 from verifier.signatures.trust import TrustRoot
 
@@ -117,7 +118,7 @@ class TrustPolicy:
     trust_root: TrustRoot | None = None
     rekor_keys: tuple[PublicKey, ...] = ()
     require_tlog: bool = False
-    notation: Mapping[str, NotationTrust] = field(default_factory=dict)
+    notation: Mapping[str, NotationTrust | NotationPolicy] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.keys and not self.identities and not self.notation:

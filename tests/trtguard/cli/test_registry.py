@@ -263,7 +263,12 @@ def test_sign_notation_pushes_a_referrer_that_verifies_with_the_ca(
     material = _material(registry, ref)
     assert material.digest == digest and len(material.notation) == 1
     trust = NotationTrust(stores={"ca": (pki.root.certificate,)}, identities=(TrustedIdentity.parse("*"),))
-    result = verify_image_signatures(digest, TrustPolicy(notation={"ci": trust}), notation=material.notation)
+    result = verify_image_signatures(
+        digest,
+        TrustPolicy(notation={"ci": trust}),
+        notation=material.notation,
+        notation_target=material.descriptor,
+    )
     assert result.identities == ("ci (CN=Release Signer,OU=Builds,O=Example,L=Seattle,ST=WA,C=US)",)
     # A COSE signature of the same image by the same certificate: a second referrer, one signer.
     assert (
@@ -286,7 +291,10 @@ def test_sign_notation_pushes_a_referrer_that_verifies_with_the_ca(
     assert sorted(s.media_type for s in material.notation) == ["application/cose", "application/jose+json"]
     assert (
         verify_image_signatures(
-            digest, TrustPolicy(notation={"ci": trust}), notation=material.notation
+            digest,
+            TrustPolicy(notation={"ci": trust}),
+            notation=material.notation,
+            notation_target=material.descriptor,
         ).verified
         == 1
     )

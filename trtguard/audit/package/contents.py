@@ -151,12 +151,21 @@ class AttestationFile(_Model):
     openpgp_signatures: list[str] = Field(default_factory=list)
 
 
+class SignedManifest(_Model):
+    """The media type and size of the artifact's manifest as the registry served it at export (a Notary
+    Project signature names the manifest's whole descriptor, which verification compares)."""
+
+    media_type: str
+    size: int = Field(ge=0)
+
+
 class SignatureFile(_Model):
-    """One signature of an engine artifact."""
+    """One signature of an engine artifact; a Notation signature with the manifest descriptor it is for."""
 
     path: str
     kind: SignatureKind
     origin: str
+    manifest: SignedManifest | None = None
 
 
 class EngineInfo(_Model):

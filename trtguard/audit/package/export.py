@@ -29,6 +29,7 @@ from trtguard.audit.package.contents import (
     SelectionInfo,
     SignatureFile,
     SignatureKind,
+    SignedManifest,
     engine_folder,
     image_folder,
     record_line,
@@ -451,10 +452,10 @@ def _signature_files(
     entries: list[SignatureFile] = []
     origin = signatures.origin
 
-    def add(kind: SignatureKind, data: bytes, extension: str) -> None:
+    def add(kind: SignatureKind, data: bytes, extension: str, manifest: SignedManifest | None = None) -> None:
         path = f"{folder}/signatures/{len(entries) + 1}-{kind}.{extension}"
         files[path] = data
-        entries.append(SignatureFile(path=path, kind=kind, origin=origin))
+        entries.append(SignatureFile(path=path, kind=kind, origin=origin, manifest=manifest))
 
     for classic in signatures.classic:
         add("cosign-classic", classic_signature_document(classic), "json")
@@ -462,11 +463,13 @@ def _signature_files(
         add("sigstore-bundle", bundle, "sigstore.json")
     for statement in signatures.statements:
         add("cosign-sign-dsse", statement.envelope.to_json() + b"\n", "dsse.json")
+    served = signatures.descriptor
+    signed = SignedManifest(media_type=served.media_type, size=served.size) if served is not None else None
     for notation in signatures.notation:
         if notation.media_type == JWS_MEDIA_TYPE:
-            add("notation-jws", notation.envelope, "jws.json")
+            add("notation-jws", notation.envelope, "jws.json", signed)
         else:
-            add("notation-cose", notation.envelope, "cose")
+            add("notation-cose", notation.envelope, "cose", signed)
     return entries
 
 

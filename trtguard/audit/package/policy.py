@@ -23,6 +23,7 @@ from policies.loader import PolicySet, load_policy_set
 from policies.schema import TrustedKey, TrustedKeysDocument
 from trtguard.audit.package.archive import UnsafeArchive, check_name
 from verifier.errors import InputError, VerificationError
+from verifier.signatures.notation.config import POLICY_FILES
 from verifier.yamldoc import decode, load_documents
 
 #: Folder of the policy files inside a package.
@@ -52,7 +53,7 @@ def take_snapshot(paths: Sequence[Path]) -> PolicySnapshot:
     for path in policy_paths:
         data = _read(path)
         read[path] = data
-        for name in key_file_names(data, location=path):
+        for name in key_file_names(data, location=path, on_disk=os.path.dirname(path)):  # noqa: PTH120
             if posixpath.isabs(name) or os.path.isabs(name):  # noqa: PTH117
                 raise InputError(
                     f"key file {name!r} is named by an absolute path: its revision is not reproducible",
@@ -110,6 +111,15 @@ def load_snapshot(
                 problem = f"policy file cannot be laid out: {error.strerror}"
                 raise VerificationError(problem, location=name) from None
         for name in policy_files:
+            for reference in key_directory_names(contents[name], location=name):
+                resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), reference))
+                if posixpath.isabs(reference) or not any(k.startswith(resolved + "/") for k in included):
+                    raise VerificationError(
+                        f"a TrustedKeys document names the Notation configuration {reference!r}, which is "
+                        "not in the package",
+                        location=name,
+                        hint="a package's policies may only refer to files the package itself holds",
+                    )
             for reference in key_file_names(contents[name], location=name):
                 resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), reference))
                 if posixpath.isabs(reference) or resolved not in included:
@@ -121,9 +131,12 @@ def load_snapshot(
         return load_policy_set([root / name for name in policy_files])
 
 
-def key_file_names(data: bytes, *, location: str) -> list[str]:
+def key_file_names(data: bytes, *, location: str, on_disk: str | None = None) -> list[str]:
     """The files named by the TrustedKeys documents in one policy file, in the order the loader reads them.
 
+    A Notation configuration directory (``notationConfig``) names the files in it that the loader may read
+    (its trust policy documents and trust-store files): found on disk under ``on_disk`` (the policy file's
+    folder) when a snapshot is taken, and among ``contents`` when one is checked (:func:`load_snapshot`).
     Documents that are not TrustedKeys, or do not validate, name nothing here (the loader reports them).
     The text is read as the loader reads it (:mod:`verifier.yamldoc`: aliases of lists and maps refused,
     the expanded size bounded): a package's policy text is untrusted until it has been loaded.
@@ -144,7 +157,43 @@ def key_file_names(data: bytes, *, location: str) -> list[str]:
             continue
         for key in keys:
             names += _files(key)
+            if key.notation_config is not None and on_disk is not None:
+                names += _config_files(on_disk, key.notation_config.directory)
     return names
+
+
+def key_directory_names(data: bytes, *, location: str) -> list[str]:
+    """The Notation configuration directories the TrustedKeys documents in one policy file name."""
+    try:
+        documents = [document.data for document in load_documents(decode(data, location), location)]
+    except InputError:
+        return []
+    found = []
+    for document in documents:
+        if isinstance(document, dict) and document.get("kind") == "TrustedKeys":
+            try:
+                keys = TrustedKeysDocument.model_validate(document).spec.keys
+            except ValidationError:
+                continue
+            found += [key.notation_config.directory for key in keys if key.notation_config is not None]
+    return found
+
+
+def _config_files(base: str, directory: str) -> list[str]:
+    """The files of a Notation configuration directory the loader may read, relative to ``base``."""
+    if posixpath.isabs(directory) or os.path.isabs(directory):  # noqa: PTH117
+        raise InputError(
+            f"the Notation configuration {directory!r} is named by an absolute path: its revision is not "
+            "reproducible",
+            location=base,
+            hint="name it relative to the policy file, e.g. notationConfig: {directory: notation}",
+        )
+    root = Path(base) / directory
+    found = [root / name for name in POLICY_FILES if (root / name).is_file()]
+    stores = root / "truststore" / "x509"
+    if stores.is_dir():
+        found += sorted(p for p in stores.glob("*/*/*") if p.is_file() and not p.is_symlink())
+    return [os.path.relpath(path, base) for path in found]
 
 
 def _files(key: TrustedKey) -> list[str]:

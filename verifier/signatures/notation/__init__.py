@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from verifier.signatures.notation._envelope import COSE_MEDIA_TYPE, JWS_MEDIA_TYPE, PAYLOAD_CONTENT_TYPE
+from verifier.signatures.notation.config import NotationPolicy, load_notation_config
 from verifier.signatures.notation.sign import sign_notation
 from verifier.signatures.notation.trust import (
     Level,
@@ -18,8 +19,15 @@ from verifier.signatures.notation.trust import (
     StoreType,
     TrustedIdentity,
     load_certificates,
+    parse_identities,
 )
-from verifier.signatures.notation.verify import NotationSignature, NotationVerified, verify_notation
+from verifier.signatures.notation.verify import (
+    ArtifactDescriptor,
+    NotationSignature,
+    NotationVerified,
+    TargetArtifact,
+    verify_notation,
+)
 
 __all__ = [
     "ARTIFACT_TYPE",
@@ -27,13 +35,18 @@ __all__ = [
     "JWS_MEDIA_TYPE",
     "PAYLOAD_CONTENT_TYPE",
     "THUMBPRINT_ANNOTATION",
+    "ArtifactDescriptor",
     "Level",
+    "NotationPolicy",
     "NotationSignature",
     "NotationTrust",
     "NotationVerified",
     "StoreType",
+    "TargetArtifact",
     "TrustedIdentity",
     "load_certificates",
+    "load_notation_config",
+    "parse_identities",
     "sign_notation",
     "verify_notation",
 ]

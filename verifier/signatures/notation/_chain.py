@@ -2,11 +2,12 @@
 
 As notation-core-go's ``ValidateCodeSigningCertChain``: the chain runs leaf first, each certificate issued by
 the next, and ends in a self-signed root (a single self-signed leaf is allowed); the leaf is not a CA, has a
-critical key usage with digitalSignature only (non-repudiation allowed) and no serverAuth, clientAuth,
-emailProtection, timeStamping or OCSPSigning extended key usage; each CA has basic constraints with
-``ca: true``, a path length that admits the certificates below it, and a critical key usage with
-keyCertSign. Validity times are checked separately (:func:`invalid_at`), at whatever time the signing scheme
-and the timestamps make authentic.
+critical key usage with digitalSignature only (non-repudiation allowed) and no anyExtendedKeyUsage,
+serverAuth, clientAuth, emailProtection, timeStamping or OCSPSigning extended key usage (the signature
+specification forbids anyExtendedKeyUsage; notation-core-go does not check it: the specification wins);
+each CA has basic constraints with ``ca: true``, a path length that admits the certificates below it, and a
+critical key usage with keyCertSign. Validity times are checked separately (:func:`invalid_at`), at
+whatever time the signing scheme and the timestamps make authentic.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from verifier.errors import VerificationError
@@ -23,6 +24,7 @@ from verifier.errors import VerificationError
 __all__ = ["check_chain", "invalid_at", "subject_text"]
 
 _EXCLUDED_USAGES = {
+    ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE: "anyExtendedKeyUsage",
     ExtendedKeyUsageOID.SERVER_AUTH: "serverAuth",
     ExtendedKeyUsageOID.CLIENT_AUTH: "clientAuth",
     ExtendedKeyUsageOID.EMAIL_PROTECTION: "emailProtection",
@@ -117,7 +119,7 @@ def _check_ca(certificate: x509.Certificate, below: int) -> None:
 def _issued_by(certificate: x509.Certificate, issuer: x509.Certificate) -> bool:
     try:
         certificate.verify_directly_issued_by(issuer)
-    except (ValueError, TypeError, InvalidSignature):
+    except (ValueError, TypeError, InvalidSignature, UnsupportedAlgorithm):
         return False
     return True
 

@@ -11,7 +11,13 @@ leave to the caller is checked here, as notation-core-go does:
   critical header (a verification plugin, an extension) fails, since trtguard runs no plugins;
 * the signing scheme is ``notary.x509`` (with ``signingTime``) or ``notary.x509.signingAuthority`` (with
   ``authenticSigningTime``, not ``signingTime``); the expiry, when present, is after the signing time;
-* the content type is the Notary payload, and the payload names one target artifact.
+* the content type is the Notary payload, and the payload's ``targetArtifact`` is a descriptor (media type,
+  digest and size; the verifier compares all three with the artifact's);
+* the certificate chain (``x5c``; COSE ``x5chain``, unprotected or, as the COSE envelope specification
+  allows, protected) is a list of DER certificates.
+
+Every value is type-checked before it is used: a hostile envelope fails as itself (``VerificationError``),
+never as a crash of whatever reads it.
 """
 
 from __future__ import annotations
@@ -27,13 +33,14 @@ from typing import Any, Final
 
 import cbor2
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, utils
 from jwcrypto import jwk, jws
 from jwcrypto.common import JWException, JWSEHeaderParameter
 
 from verifier.errors import VerificationError
+from verifier.signatures.notation._stores import parsed
 
 __all__ = [
     "AUTHENTIC_SIGNING_TIME",
@@ -47,6 +54,7 @@ __all__ = [
     "SIGNING_TIME",
     "TIMESTAMP_SIGNATURE",
     "SignerInfo",
+    "TargetArtifact",
     "algorithm_for",
     "read_envelope",
 ]
@@ -62,6 +70,8 @@ TIMESTAMP_SIGNATURE: Final = "io.cncf.notary.timestampSignature"
 SCHEME_X509: Final = "notary.x509"
 SCHEME_SIGNING_AUTHORITY: Final = "notary.x509.signingAuthority"
 
+#: Certificates a chain may have (leaf, intermediates, root; real ones have two to four).
+MAX_CHAIN: Final = 10
 _NOTARY_HEADERS: Final = (SIGNING_SCHEME, SIGNING_TIME, EXPIRY, AUTHENTIC_SIGNING_TIME)
 _COSE_ALGORITHMS: Final = {-37: "PS256", -38: "PS384", -39: "PS512", -7: "ES256", -35: "ES384", -36: "ES512"}
 _HASHES: Final = {"256": hashes.SHA256(), "384": hashes.SHA384(), "512": hashes.SHA512()}
@@ -76,6 +86,15 @@ _JWS_REGISTRY: Final = {
 
 
 @dataclass(frozen=True, slots=True)
+class TargetArtifact:
+    """The signed payload's ``targetArtifact``: the descriptor of what was signed."""
+
+    media_type: str
+    digest: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
 class SignerInfo:
     """What a verified envelope says (its signature over ``payload`` checked with the leaf's key)."""
 
@@ -85,7 +104,7 @@ class SignerInfo:
     signing_time: datetime  # signingTime, or authenticSigningTime for the signing-authority scheme
     expiry: datetime | None
     payload: bytes
-    target_digest: str
+    target: TargetArtifact
     certificates: tuple[x509.Certificate, ...]  # leaf first
     signature: bytes
     timestamp_token: bytes | None
@@ -95,7 +114,7 @@ def algorithm_for(certificate: x509.Certificate) -> str:
     """The only signature algorithm Notation allows for the certificate's key (``VerificationError`` else)."""
     try:
         key = certificate.public_key()
-    except ValueError as error:
+    except (ValueError, UnsupportedAlgorithm) as error:
         raise VerificationError(f"the signing certificate's key is unusable ({error})") from error
     if isinstance(key, rsa.RSAPublicKey) and key.key_size in _RSA_SIZES:
         return _RSA_SIZES[key.key_size]
@@ -130,6 +149,8 @@ def _check_headers(
         raise VerificationError(f"the content type is {content_type!r}, not {PAYLOAD_CONTENT_TYPE}")
     if not isinstance(crit, list | tuple) or not crit:
         raise VerificationError('the protected header has no "crit" list')
+    if not all(isinstance(name, str | int) and not isinstance(name, bool) for name in crit):
+        raise VerificationError('"crit" lists something other than header names')
     scheme = protected.get(SIGNING_SCHEME)
     if scheme == SCHEME_X509:
         if AUTHENTIC_SIGNING_TIME in protected:
@@ -169,15 +190,20 @@ def _check_headers(
     return scheme, signing_time, expiry
 
 
-def _target(payload: bytes) -> str:
+def _target(payload: bytes) -> TargetArtifact:
     try:
         document = json.loads(payload)
-        digest = document["targetArtifact"]["digest"]
-    except (ValueError, UnicodeDecodeError, TypeError, KeyError):
-        raise VerificationError("the payload is not a Notary payload with targetArtifact.digest") from None
-    if not isinstance(digest, str):
-        raise VerificationError("targetArtifact.digest is not a string")
-    return digest
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise VerificationError("the payload is not JSON") from None
+    target = document.get("targetArtifact") if isinstance(document, dict) else None
+    if not isinstance(target, dict):
+        raise VerificationError("the payload is not a Notary payload with a targetArtifact descriptor")
+    media_type, digest, size = target.get("mediaType"), target.get("digest"), target.get("size")
+    if not (isinstance(media_type, str) and isinstance(digest, str)):
+        raise VerificationError("targetArtifact lacks its mediaType or digest (strings)")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise VerificationError("targetArtifact.size is not a non-negative integer")
+    return TargetArtifact(media_type, digest, size)
 
 
 def _certificates(chain: Any) -> tuple[x509.Certificate, ...]:
@@ -185,10 +211,17 @@ def _certificates(chain: Any) -> tuple[x509.Certificate, ...]:
         chain = [chain]
     if not isinstance(chain, list | tuple) or not chain or not all(isinstance(c, bytes) for c in chain):
         raise VerificationError("the envelope carries no certificate chain")
+    if len(chain) > MAX_CHAIN:
+        raise VerificationError(f"the certificate chain has {len(chain)} certificates; at most {MAX_CHAIN}")
     try:
-        return tuple(x509.load_der_x509_certificate(der) for der in chain)
-    except ValueError as error:
-        raise VerificationError(f"a certificate of the envelope does not parse ({error})") from error
+        return tuple(parsed(x509.load_der_x509_certificate(der)) for der in chain)
+    except (
+        ValueError,
+        x509.InvalidVersion,
+        x509.DuplicateExtension,
+        x509.UnsupportedGeneralNameType,
+    ) as error:
+        raise VerificationError(f"a certificate of the envelope does not parse ({error})") from None
 
 
 def _b64(text: Any, what: str, *, url: bool) -> bytes:
@@ -220,7 +253,10 @@ def _read_jws(data: bytes) -> SignerInfo:
     header = document["header"]
     if not isinstance(header, dict):
         raise VerificationError("the JWS unprotected header is not an object")
-    certificates = _certificates([_b64(c, "x5c", url=False) for c in header.get("x5c") or []])
+    chain = header.get("x5c")
+    if not isinstance(chain, list):
+        raise VerificationError("the envelope carries no certificate chain (x5c)")
+    certificates = _certificates([_b64(c, "x5c", url=False) for c in chain])
     try:
         protected = json.loads(_b64(document["protected"], "the protected header", url=True))
     except (ValueError, UnicodeDecodeError):
@@ -239,7 +275,7 @@ def _read_jws(data: bytes) -> SignerInfo:
     try:
         token.deserialize(data.decode())
         token.verify(jwk.JWK.from_pyca(certificates[0].public_key()), alg=algorithm)
-    except (JWException, ValueError, TypeError) as error:
+    except (JWException, ValueError, TypeError, KeyError) as error:
         raise VerificationError(f"the JWS signature does not verify ({error})") from error
     payload = token.payload
     stamp = header.get(TIMESTAMP_SIGNATURE)
@@ -250,7 +286,7 @@ def _read_jws(data: bytes) -> SignerInfo:
         signing_time=signing_time,
         expiry=expiry,
         payload=payload,
-        target_digest=_target(payload),
+        target=_target(payload),
         certificates=certificates,
         signature=_b64(document["signature"], "the signature", url=True),
         timestamp_token=_b64(stamp, TIMESTAMP_SIGNATURE, url=False) if stamp is not None else None,
@@ -305,9 +341,13 @@ def _read_cose(data: bytes) -> SignerInfo:
     scheme, signing_time, expiry = _check_headers(
         protected, protected.get(_COSE_CRIT), protected.get(_COSE_CONTENT_TYPE)
     )
-    certificates = _certificates(unprotected.get(_COSE_X5CHAIN))
+    # The COSE envelope specification lets the chain be protected too; in both places is refused above.
+    certificates = _certificates(
+        protected[_COSE_X5CHAIN] if _COSE_X5CHAIN in protected else unprotected.get(_COSE_X5CHAIN)
+    )
     algorithm = algorithm_for(certificates[0])
-    if _COSE_ALGORITHMS.get(protected.get(_COSE_ALG)) != algorithm:  # type: ignore[arg-type]
+    alg = protected.get(_COSE_ALG)
+    if not isinstance(alg, int) or _COSE_ALGORITHMS.get(alg) != algorithm:
         raise VerificationError(
             f"the signature algorithm is {protected.get(_COSE_ALG)!r}, but the signing key calls for "
             f"{algorithm}"
@@ -325,7 +365,7 @@ def _read_cose(data: bytes) -> SignerInfo:
         signing_time=signing_time,
         expiry=expiry,
         payload=payload,
-        target_digest=_target(payload),
+        target=_target(payload),
         certificates=certificates,
         signature=signature,
         timestamp_token=stamp,

@@ -78,15 +78,19 @@ def timestamp_range(
     except (ValueError, IndexError) as error:
         raise VerificationError(f"the timestamp countersignature does not decode ({error})") from error
     generated = generated if generated.tzinfo is not None else generated.replace(tzinfo=UTC)
-    margin = (
-        timedelta(
-            seconds=accuracy.seconds or 0,
-            milliseconds=accuracy.millis or 0,
-            microseconds=accuracy.micros or 0,
+    try:  # the accuracy is an unbounded INTEGER of the (not yet verified) token
+        margin = (
+            timedelta(
+                seconds=accuracy.seconds or 0,
+                milliseconds=accuracy.millis or 0,
+                microseconds=accuracy.micros or 0,
+            )
+            if accuracy is not None
+            else timedelta(0)
         )
-        if accuracy is not None
-        else timedelta(0)
-    )
+        earliest, latest = generated - margin, generated + margin
+    except OverflowError:
+        raise VerificationError("the timestamp countersignature's accuracy is out of range") from None
     problems = []
     for root in roots:
         try:
@@ -94,7 +98,7 @@ def timestamp_range(
         except (TokenError, ValueError) as error:
             problems.append(str(error))
             continue
-        return generated - margin, generated + margin
+        return earliest, latest
     raise VerificationError(
         "the timestamp countersignature is not signed over this signature by a TSA of the tsa trust store"
         + (f" ({problems[0]})" if problems else "")

@@ -15,7 +15,9 @@ and a verification level (``notation`` trust policy v1.0, ``specs/trust-store-tr
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -24,6 +26,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import NameOID
 
 from verifier.errors import InputError
+from verifier.signatures.notation._stores import StoreType, check_store, load_certificates
 
 __all__ = [
     "CHECKS",
@@ -36,10 +39,12 @@ __all__ = [
     "certificate_subject",
     "load_certificates",
     "parse_distinguished_name",
+    "parse_identities",
 ]
 
+_log = logging.getLogger(__name__)
+
 Level = Literal["strict", "permissive", "audit"]
-StoreType = Literal["ca", "signingAuthority", "tsa"]
 Check = Literal["integrity", "authenticity", "authenticTimestamp", "expiry"]
 CHECKS: Final[tuple[Check, ...]] = ("integrity", "authenticity", "authenticTimestamp", "expiry")
 
@@ -65,6 +70,12 @@ _ATTRIBUTE_NAMES: Final = {
     NameOID.POSTAL_CODE: "POSTALCODE",
 }
 _MANDATORY: Final = ("C", "ST", "O")
+_LABEL: Final = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN: Final = re.compile(rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?")
+_COMPONENT: Final = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"  # distribution's, unambiguous: no backtracking
+_REPOSITORY: Final = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
+#: The prefix of the one kind of trusted identity Notation itself checks.
+X509_SUBJECT: Final = "x509.subject"
 _SPECIAL: Final = frozenset(',+"\\<>;=#')
 
 
@@ -159,7 +170,12 @@ def certificate_subject(certificate: x509.Certificate) -> dict[str, str]:
         if name in found:
             raise ValueError(f"the subject has the attribute {name} twice")
         value = attribute.value
-        found[name] = value if isinstance(value, str) else value.decode(errors="replace")
+        text = value if isinstance(value, str) else value.decode(errors="replace")
+        if "=#" in text:
+            # Go writes the subject as text and Notation refuses any "=#" in it (internal/pkix), as it refuses
+            # the same in an identity: the text could not be told from a hex-encoded value.
+            raise ValueError(f'the subject attribute {name}={text!r} contains "=#", which Notation refuses')
+        found[name] = text
     return found
 
 
@@ -172,11 +188,12 @@ class TrustedIdentity:
 
     @classmethod
     def parse(cls, text: str) -> TrustedIdentity:
-        """Read one entry; :class:`InputError` for what Notation refuses too."""
+        """Read one entry; :class:`InputError` for what Notation refuses too (and for another prefix: see
+        :func:`parse_identities`)."""
         if text == "*":
             return cls(text, None)
         prefix, separator, value = text.partition(":")
-        if not separator or prefix.strip() != "x509.subject":
+        if not separator or prefix.strip() != X509_SUBJECT:
             raise InputError(
                 f"trusted identity {text!r} is neither '*' nor 'x509.subject: <DN>'",
                 hint="write x509.subject: C=US, ST=WA, O=Example, CN=Release signer",
@@ -193,20 +210,30 @@ class TrustedIdentity:
         return self.attributes is None or all(subject.get(k) == v for k, v in self.attributes.items())
 
 
-def load_certificates(data: bytes, *, location: str) -> tuple[x509.Certificate, ...]:
-    """Every certificate of a trust-store file: one DER certificate, or PEM with one or more blocks."""
-    try:
-        if b"-----BEGIN CERTIFICATE-----" in data:
-            found = tuple(x509.load_pem_x509_certificates(data))
-        else:
-            found = (x509.load_der_x509_certificate(data),)
-    except ValueError as error:
-        raise InputError(
-            f"not a certificate file (PEM or DER): {error}",
-            location=location,
-            hint="a trust store holds CA certificates in PEM or DER",
-        ) from error
-    return found
+def parse_identities(texts: Iterable[str], *, location: str = "") -> tuple[TrustedIdentity, ...]:
+    """A statement's ``trustedIdentities``: ``*`` and ``x509.subject`` entries, parsed.
+
+    An entry with another prefix (``<prefix>:<value>``, the identity a verification plugin checks) is left
+    out with a warning, as Notation leaves it to its plugin: trtguard runs no plugins, so such an identity
+    can never admit a signer, and a statement with nothing else has no identity left (refused when the
+    trust is made). An entry without a ``:`` is refused, as Notation refuses it.
+    """
+    texts = list(texts)
+    if "*" in texts and len(texts) > 1:
+        raise InputError("'*' must be the only trusted identity when it is used", location=location or None)
+    found = []
+    for text in texts:
+        prefix, separator, _ = text.partition(":")
+        if text != "*" and separator and prefix.strip() != X509_SUBJECT and prefix.strip():
+            _log.warning(
+                "%sthe trusted identity %r is not an x509.subject identity (a verification plugin's); "
+                "trtguard runs no plugins, so it is ignored",
+                f"{location}: " if location else "",
+                text,
+            )
+            continue
+        found.append(TrustedIdentity.parse(text))
+    return tuple(found)
 
 
 def _scope_problem(scopes: Sequence[str]) -> str | None:
@@ -215,9 +242,12 @@ def _scope_problem(scopes: Sequence[str]) -> str | None:
     if "*" in scopes and len(scopes) > 1:
         return "'*' must be the only registry scope when it is used"
     for scope in scopes:
-        if scope != "*" and ("*" in scope or "@" in scope or ":" in scope.rpartition("/")[2]):
+        domain, _, repository = scope.partition("/")
+        if scope != "*" and not (_DOMAIN.fullmatch(domain) and _REPOSITORY.fullmatch(repository)):
+            # Notation's check (trustpolicy.validateRegistryScopeFormat, after distribution's grammar)
             return (
-                f"registry scope {scope!r} must be a repository (registry/path), without tag, digest or glob"
+                f"registry scope {scope!r} is not valid: make sure it is a fully qualified repository "
+                "(registry/path), without tag, digest or glob, for example domain.com/my/repository"
             )
     return None
 
@@ -238,8 +268,13 @@ class NotationTrust:
                 "a Notation signer needs a 'ca' or 'signingAuthority' trust store with at least one "
                 "certificate"
             )
+        for kind, certificates in self.stores.items():
+            check_store(kind, certificates, location=f"trust store {kind}")
         if not self.identities:
-            raise InputError("a Notation signer needs trustedIdentities ('*' or x509.subject entries)")
+            raise InputError(
+                "a Notation signer needs trustedIdentities ('*' or x509.subject entries; identities of "
+                "verification plugins are ignored, since trtguard runs no plugins)"
+            )
         if any(i.attributes is None for i in self.identities) and len(self.identities) > 1:
             raise InputError("'*' must be the only trusted identity when it is used")
         problem = _scope_problem(self.scopes)

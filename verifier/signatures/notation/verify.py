@@ -4,8 +4,9 @@ The checks, in Notation's order and with its names (``specs/trust-store-trust-po
 
 1. **scope**: the artifact's repository is in the trust's registry scopes;
 2. **integrity** (always enforced): the envelope verifies with its leaf certificate under the algorithm the
-   key calls for, its critical headers are understood, its payload names this digest, and its chain has the
-   Notary shape and certificate profile;
+   key calls for, its critical headers are understood, its payload's target descriptor is this artifact's
+   (media type, digest and size, as notation-go's ``content.Equal``), and its chain has the Notary shape and
+   certificate profile;
 3. **authenticity**: a certificate of the chain is in the trust store of the signing scheme's type (``ca``
    for ``notary.x509``, ``signingAuthority`` for ``notary.x509.signingAuthority``, never the other), and the
    leaf's subject matches a trusted identity. A signature that fails here never counts, at any level;
@@ -24,16 +25,26 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from verifier.errors import VerificationError
 from verifier.signatures.notation._chain import check_chain, invalid_at, subject_text
-from verifier.signatures.notation._envelope import SCHEME_X509, SignerInfo, read_envelope
+from verifier.signatures.notation._envelope import SCHEME_X509, SignerInfo, TargetArtifact, read_envelope
 from verifier.signatures.notation._tstoken import timestamp_range
+from verifier.signatures.notation.config import NotationPolicy
 from verifier.signatures.notation.trust import Check, NotationTrust, StoreType, certificate_subject
 
-__all__ = ["NotationSignature", "NotationVerified", "verify_notation"]
+__all__ = [
+    "ArtifactDescriptor",
+    "EnvelopeSigner",
+    "NotationSignature",
+    "NotationVerified",
+    "TargetArtifact",
+    "read_signer",
+    "verify_notation",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -47,6 +58,45 @@ class NotationSignature:
     origin: str = ""
 
 
+class ArtifactDescriptor(Protocol):
+    """What is known of the artifact a signature is checked for (an OCI descriptor: what the registry served,
+    or the manifest an attestation folder holds)."""
+
+    @property
+    def media_type(self) -> str:
+        """The manifest's media type."""
+        ...
+
+    @property
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the manifest's bytes."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """The manifest's length in bytes."""
+        ...
+
+
+def _require_target(signed: TargetArtifact, artifact: ArtifactDescriptor) -> None:
+    """Refuse a payload whose descriptor is not the artifact's in every field Notation compares."""
+    if signed.digest != artifact.digest:
+        raise VerificationError(f"the signature is for {signed.digest}, not {artifact.digest}")
+    differences = [
+        f"{name} {mine!r} (the artifact's is {theirs!r})"
+        for name, mine, theirs in (
+            ("media type", signed.media_type, artifact.media_type),
+            ("size", signed.size, artifact.size),
+        )
+        if mine != theirs
+    ]
+    if differences:
+        raise VerificationError(
+            f"the signed descriptor of {signed.digest} says {' and '.join(differences)}: the signature is "
+            "not for the artifact as the registry serves it"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class NotationVerified:
     """A signature whose integrity and authenticity hold under a trust; ``logged`` lists what the level only
@@ -56,6 +106,22 @@ class NotationVerified:
     signer_id: str  # what a threshold counts: the subject under the trusted anchor
     scheme: str
     logged: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EnvelopeSigner:
+    """What an intact envelope says, before any trust is decided: its target and its chain's thumbprints."""
+
+    target: TargetArtifact
+    thumbprints: tuple[str, ...]  # SHA-256 of each certificate's DER, leaf first
+
+
+def read_signer(envelope: bytes, media_type: str) -> EnvelopeSigner:
+    """Read an envelope and check its integrity with its own leaf (:class:`VerificationError` else)."""
+    info = read_envelope(envelope, media_type)
+    check_chain(info.certificates)
+    thumbprints = tuple(hashlib.sha256(c.public_bytes(Encoding.DER)).hexdigest() for c in info.certificates)
+    return EnvelopeSigner(info.target, thumbprints)
 
 
 def _authenticity(info: SignerInfo, trust: NotationTrust) -> str:
@@ -121,23 +187,26 @@ def _timestamp_problem(info: SignerInfo, trust: NotationTrust, now: datetime) ->
 
 def verify_notation(
     signature: NotationSignature,
-    trust: NotationTrust,
+    trust: NotationTrust | NotationPolicy,
     *,
-    digest: str,
+    descriptor: ArtifactDescriptor,
     repository: str | None,
     now: datetime,
 ) -> NotationVerified:
-    """Verify ``signature`` of the artifact ``digest`` in ``repository`` under ``trust`` at time ``now``.
+    """Verify ``signature`` of the artifact ``descriptor`` in ``repository`` under ``trust`` at time ``now``.
 
-    Raises :class:`VerificationError` for a failed enforced check (integrity and authenticity always).
+    A :class:`NotationPolicy` (Notation's own trust policy document) gives the trust of the statement that
+    applies to ``repository``, as ``notation verify`` chooses it. Raises :class:`VerificationError` for a
+    failed enforced check (integrity and authenticity always).
     """
+    if isinstance(trust, NotationPolicy):
+        trust = trust.trust_for(repository)
     if not trust.covers(repository):
         raise VerificationError(
             f"{repository or 'this artifact'} is outside the signer's registry scopes {list(trust.scopes)}"
         )
     info = read_envelope(signature.envelope, signature.media_type)
-    if info.target_digest != digest:
-        raise VerificationError(f"the signature is for {info.target_digest}, not {digest}")
+    _require_target(info.target, descriptor)
     check_chain(info.certificates)
     signer_id = _authenticity(info, trust)
     logged = []

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from policies.loader import load_policy_set
+from tests.support.notary_pki import make_pki
 from trtguard.audit.package.policy import key_file_names, load_snapshot, take_snapshot
 from trtguard.demo.material import LIBRARY
 from verifier.errors import InputError, VerificationError
@@ -111,3 +113,62 @@ def test_policy_text_with_a_scalar_alias_bomb_is_refused_before_loading() -> Non
         VerificationError, match="more than 16777216 characters of text once its YAML aliases"
     ):
         key_file_names(bomb, location="policies/bomb.yaml")
+
+
+def _with_notation_config(policies: Path, directory: str) -> Path:
+    """A notationConfig signer whose Notation configuration is in ``directory`` (relative to the policies)."""
+    pki = make_pki()
+    config = policies / directory
+    store = config / "truststore" / "x509" / "ca" / "release"
+    store.mkdir(parents=True)
+    (store / "root.crt").write_bytes(pki.root.pem())
+    statement = {
+        "name": "all",
+        "registryScopes": ["*"],
+        "signatureVerification": {"level": "strict"},
+        "trustStores": ["ca:release"],
+        "trustedIdentities": ["*"],
+    }
+    (config / "trustpolicy.json").write_text(json.dumps({"version": "1.0", "trustPolicies": [statement]}))
+    keys = policies / "keys.yaml"
+    keys.write_text(
+        keys.read_text() + f"    - name: notary\n      notationConfig: {{directory: {directory}}}\n"
+    )
+    return config
+
+
+@pytest.mark.parametrize("directory", ["notation", "../notation"])
+def test_a_notation_configuration_travels_with_the_snapshot(policies: Path, directory: str) -> None:
+    _with_notation_config(policies, directory)
+    snapshot = take_snapshot([policies])
+    assert any(name.endswith("/trustpolicy.json") for name in snapshot.key_files)
+    assert any(name.endswith("/release/root.crt") for name in snapshot.key_files)
+    reloaded = load_snapshot(snapshot.contents, snapshot.policy_files, snapshot.key_files)
+    assert reloaded.revision == snapshot.revision and "platform/notary" in reloaded.signers
+    changed = dict(snapshot.contents)
+    [trust_policy] = [name for name in changed if name.endswith("/trustpolicy.json")]
+    changed[trust_policy] = changed[trust_policy].replace(
+        b'"registryScopes": ["*"]', b'"registryScopes": ["r.io/app"]'
+    )
+    assert load_snapshot(changed, snapshot.policy_files, snapshot.key_files).revision != snapshot.revision
+
+
+def test_a_package_cannot_point_a_notation_configuration_outside_it(policies: Path) -> None:
+    _with_notation_config(policies, "notation")
+    snapshot = take_snapshot([policies])
+    contents = dict(snapshot.contents)
+    name = "policies/cluster/policies/keys.yaml"
+    for outside in ("/etc", "../../../../etc"):
+        contents[name] = snapshot.contents[name].replace(
+            b"{directory: notation}", f"{{directory: {outside}}}".encode()
+        )
+        with pytest.raises(VerificationError, match=r"Notation configuration .* not in the package"):
+            load_snapshot(contents, snapshot.policy_files, snapshot.key_files)
+
+
+def test_an_absolute_notation_configuration_cannot_be_exported(policies: Path) -> None:
+    config = _with_notation_config(policies, "notation")
+    keys = policies / "keys.yaml"
+    keys.write_text(keys.read_text().replace("{directory: notation}", f"{{directory: {config}}}"))
+    with pytest.raises(InputError, match="is named by an absolute path"):
+        take_snapshot([policies])

@@ -20,6 +20,7 @@ from verifier.signatures.notation import (
     NotationSignature,
     NotationTrust,
     StoreType,
+    TargetArtifact,
     TrustedIdentity,
     load_certificates,
     verify_notation,
@@ -47,8 +48,17 @@ def _certs(path: Path) -> tuple[x509.Certificate, ...]:
     return load_certificates(path.read_bytes(), location=str(path))
 
 
-def _verify(path: Path, trust: NotationTrust, digest: str) -> tuple[str, ...]:
-    return verify_notation(_signature(path), trust, digest=digest, repository="r.example/app", now=NOW).logged
+#: What notation-go's mock and timestamp envelopes sign (internal/mock/mocks.go ImageDescriptor's type, size).
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+
+
+def _verify(
+    path: Path, trust: NotationTrust, digest: str, *, media_type: str = DOCKER_MANIFEST, size: int = 528
+) -> tuple[str, ...]:
+    target = TargetArtifact(media_type, digest, size)
+    return verify_notation(
+        _signature(path), trust, descriptor=target, repository="r.example/app", now=NOW
+    ).logged
 
 
 @pytest.mark.parametrize("name", ["jws_signature.sig", "cose_signature.sig"])
@@ -61,9 +71,11 @@ def test_the_shared_vectors_verify_against_their_own_certificate(shared_fixtures
         stores={"ca": (leaf,)},
         identities=(TrustedIdentity.parse("x509.subject: C=US, ST=WA, O=Notary, CN=alpine"),),
     )
-    assert _verify(path, trust, digest) == ()
+    oci = json.loads(target.read_bytes())["mediaType"]
+    size = target.stat().st_size
+    assert _verify(path, trust, digest, media_type=oci, size=size) == ()
     with pytest.raises(VerificationError, match="the signature is for sha256:19dbd2e4"):
-        _verify(path, trust, "sha256:" + "0" * 64)
+        _verify(path, trust, "sha256:" + "0" * 64, media_type=oci, size=size)
 
 
 @pytest.mark.parametrize("level", ["strict", "permissive", "audit"])

@@ -108,3 +108,23 @@ def test_trust_settings_are_checked(options: dict[str, object], reason: str) -> 
     } | options
     with pytest.raises(InputError, match=reason):
         NotationTrust(**settings)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("scope", ["localhost", "r.io/Upper", "-r.io/x", "r.io/a___b", "https://r.io/a"])
+def test_registry_scopes_follow_notations_grammar(scope: str) -> None:
+    with pytest.raises(InputError, match="is not valid"):
+        NotationTrust(
+            stores={"ca": (make_pki().root.certificate,)},
+            identities=(TrustedIdentity.parse("*"),),
+            scopes=(scope,),
+        )
+
+
+def test_the_scope_grammar_does_not_backtrack() -> None:
+    # Go's regexp is linear; Python's is not, so the grammar is written without ambiguity (a ReDoS otherwise).
+    trust = NotationTrust(
+        stores={"ca": (make_pki().root.certificate,)}, identities=(TrustedIdentity.parse("*"),)
+    )
+    for scope in ("r.io/" + "a" * 5000 + "!", "r.io/" + "a-" * 5000 + "!", "a" * 5000 + "-!/x"):
+        with pytest.raises(InputError, match="is not valid"):
+            NotationTrust(stores=trust.stores, identities=trust.identities, scopes=(scope,))

@@ -13,6 +13,7 @@ import pytest
 from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from tests.support import notation_envelopes as envelopes
 from tests.support.notary_pki import NOW, Pki, issue, make_pki, new_key, subject
 from verifier.errors import InputError, VerificationError
 from verifier.signatures import TrustPolicy, verify_image_signatures
@@ -21,6 +22,7 @@ from verifier.signatures.notation import (
     JWS_MEDIA_TYPE,
     NotationSignature,
     NotationTrust,
+    TargetArtifact,
     TrustedIdentity,
     sign_notation,
     verify_notation,
@@ -29,6 +31,7 @@ from verifier.signatures.notation.sign import _raw_signature
 
 DIGEST = "sha256:" + "ab" * 32
 DESCRIPTOR = {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": DIGEST, "size": 1234}
+TARGET = TargetArtifact("application/vnd.oci.image.manifest.v1+json", DIGEST, 1234)
 IDENTITY = TrustedIdentity.parse("x509.subject: C=US, ST=WA, O=Example, CN=Release Signer")
 ENVELOPES = [JWS_MEDIA_TYPE, COSE_MEDIA_TYPE]
 
@@ -47,7 +50,8 @@ def _sign(pki: Pki, media_type: str = JWS_MEDIA_TYPE, **options: Any) -> Notatio
 def _verify(signature: NotationSignature, trust: NotationTrust, **options: Any) -> tuple[str, ...]:
     options.setdefault("now", NOW)
     options.setdefault("repository", "registry.example.com/models/app")
-    return verify_notation(signature, trust, digest=DIGEST, **options).logged
+    options.setdefault("descriptor", TARGET)
+    return verify_notation(signature, trust, **options).logged
 
 
 def _jws(pki: Pki, key: Any, protected: dict[str, Any]) -> NotationSignature:
@@ -294,7 +298,7 @@ def test_one_signature_counts_once_whichever_stores_admit_it() -> None:
     by_intermediate = _trust(pki, stores={"ca": (pki.intermediate.certificate,)})
     policy = TrustPolicy(notation={"root": by_root, "intermediate": by_intermediate}, threshold=2)
     with pytest.raises(VerificationError, match="1 of 2 required signatures"):
-        verify_image_signatures(DIGEST, policy, notation=[_sign(pki)], now=NOW)
+        verify_image_signatures(DIGEST, policy, notation=[_sign(pki)], notation_target=TARGET, now=NOW)
     other = pki.leaf_for(subject("Second Signer", unit="Builds"))
     second = NotationSignature(
         sign_notation(DESCRIPTOR, other.signing_key, [other.certificate, *pki.chain[1:]]), JWS_MEDIA_TYPE
@@ -302,4 +306,117 @@ def test_one_signature_counts_once_whichever_stores_admit_it() -> None:
     policy = TrustPolicy(
         notation={"root": _trust(pki, identities=(TrustedIdentity.parse("*"),))}, threshold=2
     )
-    assert verify_image_signatures(DIGEST, policy, notation=[_sign(pki), second], now=NOW).verified == 2
+    assert (
+        verify_image_signatures(
+            DIGEST, policy, notation=[_sign(pki), second], notation_target=TARGET, now=NOW
+        ).verified
+        == 2
+    )
+
+
+# Issue 25: the false accepts and false rejects outside material found, each at its root.
+
+
+@pytest.mark.parametrize("media_type", ENVELOPES)
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"size": 1235}, "size 1235 \\(the artifact's is 1234\\)"),
+        ({"mediaType": "application/vnd.docker.distribution.manifest.v2+json"}, "media type .*docker"),
+        ({"size": "1234"}, "targetArtifact.size is not a non-negative integer"),
+        ({"size": True}, "targetArtifact.size is not a non-negative integer"),
+        ({"mediaType": None}, "lacks its mediaType or digest"),
+    ],
+)
+def test_the_whole_target_descriptor_must_be_the_artifacts(
+    media_type: str, change: dict[str, Any], reason: str
+) -> None:
+    pki = make_pki()
+    envelope = sign_notation({**DESCRIPTOR, **change}, pki.leaf.signing_key, pki.chain, media_type=media_type)
+    with pytest.raises(VerificationError, match=reason):
+        _verify(NotationSignature(envelope, media_type), _trust(pki))
+
+
+def test_without_the_manifest_descriptor_no_notation_signature_counts() -> None:
+    pki = make_pki()
+    policy = TrustPolicy(notation={"n": _trust(pki)})
+    with pytest.raises(VerificationError, match="descriptor \\(media type and size\\) is unknown"):
+        verify_image_signatures(DIGEST, policy, notation=[_sign(pki)], now=NOW)
+
+
+def test_a_leaf_with_any_extended_key_usage_is_refused() -> None:
+    pki = make_pki()
+    leaf = pki.leaf_for(
+        subject("Release Signer"),
+        usages=[ExtendedKeyUsageOID.CODE_SIGNING, ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE],
+    )
+    chain = [leaf.certificate, pki.intermediate.certificate, pki.root.certificate]
+    signature = NotationSignature(sign_notation(DESCRIPTOR, leaf.signing_key, chain), JWS_MEDIA_TYPE)
+    with pytest.raises(VerificationError, match="must not contain anyExtendedKeyUsage"):
+        _verify(signature, _trust(pki))
+
+
+def test_a_subject_with_equals_hash_never_matches_an_identity() -> None:
+    pki = make_pki()
+    leaf = pki.leaf_for(subject("Bad=#CN"))
+    chain = [leaf.certificate, pki.intermediate.certificate, pki.root.certificate]
+    signature = NotationSignature(sign_notation(DESCRIPTOR, leaf.signing_key, chain), JWS_MEDIA_TYPE)
+    partial = TrustedIdentity.parse("x509.subject: C=US, ST=WA, O=Example")
+    with pytest.raises(VerificationError, match='contains "=#", which Notation refuses'):
+        _verify(signature, _trust(pki, identities=(partial,)))
+    # '*' does not read the subject, as Notation's wildcard does not
+    assert _verify(signature, _trust(pki, identities=(TrustedIdentity.parse("*"),))) == ()
+
+
+def test_a_cose_chain_in_the_protected_header_is_read() -> None:
+    pki = make_pki()
+    body = envelopes.payload(DESCRIPTOR)
+    data = envelopes.cose(
+        pki.leaf.signing_key,
+        pki.chain,
+        envelopes.cose_headers("ES256", NOW),
+        body,
+        alg="ES256",
+        chain_protected=True,
+    )
+    assert _verify(NotationSignature(data, COSE_MEDIA_TYPE), _trust(pki)) == ()
+    both = envelopes.cose(
+        pki.leaf.signing_key,
+        pki.chain,
+        envelopes.cose_headers("ES256", NOW),
+        body,
+        alg="ES256",
+        chain_protected=True,
+        unprotected={33: [c.public_bytes(Encoding.DER) for c in pki.chain]},
+    )
+    with pytest.raises(VerificationError, match="both protected and unprotected"):
+        _verify(NotationSignature(both, COSE_MEDIA_TYPE), _trust(pki))
+
+
+@pytest.mark.parametrize("crit", [[["io.cncf.notary.signingScheme"]], [{"a": 1}], [None], [True]])
+def test_a_crit_of_other_types_is_refused_not_a_crash(crit: list[Any]) -> None:
+    pki = make_pki()
+    headers = envelopes.jws_headers("ES256", NOW, crit=crit)
+    data = envelopes.jws(pki.leaf.signing_key, pki.chain, headers, envelopes.payload(DESCRIPTOR))
+    with pytest.raises(VerificationError, match='"crit" lists something other than header names'):
+        _verify(NotationSignature(data, JWS_MEDIA_TYPE), _trust(pki))
+
+
+def test_an_unexpected_error_in_one_signature_refuses_only_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    pki = make_pki()
+    hostile = NotationSignature(b"{}", JWS_MEDIA_TYPE, "hostile")
+    real = verify_notation
+
+    def flaky(signature: NotationSignature, *args: Any, **kwargs: Any) -> Any:
+        if signature.origin == "hostile":
+            raise TypeError("a reader bug")
+        return real(signature, *args, **kwargs)
+
+    monkeypatch.setattr("verifier.signatures.verify.verify_notation", flaky)
+    policy = TrustPolicy(notation={"n": _trust(pki)})
+    result = verify_image_signatures(
+        DIGEST, policy, notation=[hostile, _sign(pki)], notation_target=TARGET, now=NOW
+    )
+    assert result.verified == 1
+    with pytest.raises(VerificationError, match="could not be checked \\(TypeError\\)"):
+        verify_image_signatures(DIGEST, policy, notation=[hostile], notation_target=TARGET, now=NOW)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import binascii
 import json
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from policies.loader import PolicySet
 from trtguard.audit.package.contents import SignatureFile
@@ -17,6 +18,9 @@ from verifier.evidence_documents import classic_signature_from_document
 from verifier.keys import PublicKey
 from verifier.references import ImageReference
 from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
+
+if TYPE_CHECKING:
+    from verifier.signatures.notation import TargetArtifact
 
 
 def check_signature(
@@ -56,6 +60,7 @@ def check_signature(
                 bundles=bundles,
                 envelopes=envelopes,
                 notation=notation,
+                notation_target=_signed_manifest(signature, digest),
                 repository=repository,
                 location=path,
             )
@@ -66,6 +71,14 @@ def check_signature(
         return
     why = problems[0] if problems else "the included policies give no key or keyless identity"
     findings.fail(topic, f"{name}: signature {path} does not verify with the included trust: {why}")
+
+
+def _signed_manifest(signature: SignatureFile, digest: str) -> TargetArtifact | None:
+    """The manifest descriptor a Notation signature file was exported with (None: not recorded)."""
+    from verifier.signatures.notation import TargetArtifact  # noqa: PLC0415 - loaded with Notation signatures
+
+    manifest = signature.manifest
+    return TargetArtifact(manifest.media_type, digest, manifest.size) if manifest is not None else None
 
 
 def trust_policies(keys: Mapping[str, PublicKey], policy_set: PolicySet | None) -> list[TrustPolicy]:
