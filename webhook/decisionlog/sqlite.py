@@ -27,6 +27,7 @@ from typing import Final, Literal, TypeVar
 from verifier.deadline import Deadline
 from webhook.decisionlog import _schema, _sql, head, undelivered
 from webhook.decisionlog._batching import BatchWriter
+from webhook.decisionlog.carried import Carried, carried_from_rows
 from webhook.decisionlog.chain import ChainReport, Row, verify_rows
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
 from webhook.decisionlog.record import DecisionRecord, StoredRecord
@@ -264,6 +265,29 @@ class SQLiteStore:
         """Recompute the chain in a thread."""
         return await asyncio.to_thread(self._verify)
 
+    async def carried(self, namespace: str, name: str, kind: str | None = None) -> Carried:
+        """What rotation carried forward of the workload's pruned records (``DecisionStore.carried``)."""
+        return await asyncio.to_thread(self._carried, namespace, name, kind)
+
+    def _carried(self, namespace: str, name: str, kind: str | None) -> Carried:
+        with self._reading() as conn:
+            # One read transaction: a prune between the statements cannot mix two states.
+            conn.execute("BEGIN")
+            try:
+                if not _has_checkpoints(conn):
+                    return Carried(0, True)
+                base = int(conn.execute(_sql.CARRIED_BASE).fetchone()[0])
+                if not _has_table(conn, "trtguard_carried"):
+                    return Carried(base, base == 0)
+                stored = base == 0 or (
+                    conn.execute(_sql.CARRIED_STORED.format(p="?"), (base,)).fetchone() is not None
+                )
+                sql, params = _sql.carried_rows(namespace, name, kind, base, "?")
+                rows = conn.execute(sql, params).fetchall()
+            finally:
+                conn.execute("COMMIT")
+        return carried_from_rows(base, stored, rows, where=f"{self.description} trtguard_carried")
+
     def _query(self, query: RecordQuery) -> list[StoredRecord]:
         sql, params = _sql.select(query, "?")
         with self._reading() as conn:
@@ -423,8 +447,11 @@ class SQLiteStore:
 
 def _has_checkpoints(conn: sqlite3.Connection) -> bool:
     """Whether the log has the checkpoints table (a log of schema 1, read without migrating, has not)."""
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'trtguard_checkpoints'").fetchone()
-    return found is not None
+    return _has_table(conn, "trtguard_checkpoints")
+
+
+def _has_table(conn: sqlite3.Connection, table: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
 
 
 def _file_bytes(path: Path) -> int:

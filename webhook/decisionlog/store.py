@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from verifier.deadline import Deadline
+from webhook.decisionlog.carried import Carried
 from webhook.decisionlog.chain import ChainReport
 from webhook.decisionlog.record import DecisionRecord, StoredRecord
 
@@ -101,6 +102,11 @@ class DecisionStore(Protocol):
 
     async def verify(self) -> ChainReport:
         """Recompute the whole chain."""
+        ...
+
+    async def carried(self, namespace: str, name: str, kind: str | None = None) -> Carried:
+        """What rotation carried forward of the workload's pruned records: its last admissions as of the
+        newest pruned checkpoint (:mod:`webhook.decisionlog.carried`), of one kind or of every kind."""
         ...
 
 
