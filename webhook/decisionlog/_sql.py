@@ -172,6 +172,18 @@ def carried_rows(
     return sql + " ORDER BY c.namespace, c.kind, c.name", params
 
 
+#: Whether an admission (by ``record_id``, :func:`carried_pattern`) is carried forward: an undelivered record
+#: may follow its allow after rotation pruned it, and must still be written (docs/decision-log-storage.md).
+CARRIED_ADMISSION: Final = "SELECT 1 FROM trtguard_carried WHERE content LIKE {p} LIMIT 1"
+
+
+def carried_pattern(record_id: str) -> str:
+    """The LIKE pattern of an admission ``record_id`` in a carried row (ids are hex: nothing to escape)."""
+    if not all(c in "0123456789abcdef" for c in record_id):
+        return "\x00"  # matches nothing: not an id this log wrote
+    return f'%"record_id":"{record_id}"%'
+
+
 #: The newest pruned checkpoint's ``last_seq`` (0 when nothing was pruned): where lookups read the state.
 CARRIED_BASE: Final = "SELECT COALESCE(MAX(last_seq), 0) FROM trtguard_checkpoints WHERE pruned"
 #: Whether the carried state through a checkpoint is stored (``last_seq`` as the one parameter).

@@ -411,6 +411,12 @@ class PostgresStore:
                     ([*originals, *originals.values()],),
                 )
                 present = {row[0] for row in await cursor.fetchall()}
+                for original in set(originals.values()) - present:  # pruned since, but carried forward
+                    cursor = await conn.execute(
+                        _sql.CARRIED_ADMISSION.format(p="%s"), (_sql.carried_pattern(original),)
+                    )
+                    if await cursor.fetchone() is not None:
+                        present.add(original)
                 # An original in this very batch counts too: it is inserted before its undelivered record.
                 batch = {r.record_id for r in records}
                 known |= {m for m, o in originals.items() if m in present or not {o} & (present | batch)}

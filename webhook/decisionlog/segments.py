@@ -193,17 +193,18 @@ class Ledger:
         start = known[-1] if known else -1
         state = self.carried_state(existing[start].checkpoint.last_seq) if known else CarriedState()
         if known:
-            self._check_carried(existing[start].checkpoint, state)
+            self.check_carried(existing[start].checkpoint, state)
         for segment in existing[start + 1 :]:
             before = state.copy()
             for row in self._segment_rows(segment, archive):
                 state.fold(row.seq, DecisionRecord.from_json(load_body(row.body)))
-            self._check_carried(segment.checkpoint, state)
+            self.check_carried(segment.checkpoint, state)
             with self._transaction():
                 self._store_carried(segment.checkpoint.last_seq, before, state)
         return state
 
-    def _check_carried(self, checkpoint: Checkpoint, state: CarriedState) -> None:
+    def check_carried(self, checkpoint: Checkpoint, state: CarriedState) -> None:
+        """Raise when ``state`` is not the carried state ``checkpoint`` signs (a format-1 one signs none)."""
         if checkpoint.carried_hash is not None and state.digest() != checkpoint.carried_hash:
             raise DecisionLogError(
                 f"the carried state stored through seq {checkpoint.last_seq} does not match its signed "
@@ -378,7 +379,7 @@ class Ledger:
                     location=self.where,
                     hint="run `trtguard audit seal` first (it stores it; `trtguard audit rotate` does both)",
                 )
-            self._check_carried(checkpoint, self.carried_state(checkpoint.last_seq))
+            self.check_carried(checkpoint, self.carried_state(checkpoint.last_seq))
             with self._transaction():
                 self._all("DELETE FROM trtguard_decisions WHERE seq <= ?", checkpoint.last_seq)
                 self._all(
@@ -390,6 +391,52 @@ class Ledger:
                 )
             pruned.append(segment)
         return pruned
+
+
+def carried_problems(ledger: Ledger, base_seq: int) -> list[str]:
+    """What does not hold of the carried state of a log whose live chain starts after ``base_seq``.
+
+    The state stored at the base checkpoint must have the digest it signs; folding the live records from it
+    must give, at each later checkpoint, the state it starts from and ends in and the state stored there.
+    """
+    segments = [s.checkpoint for s in ledger.segments()]
+    stored = ledger.carried_through()
+    if base_seq and base_seq not in stored:
+        return [
+            f"the log was pruned to seq {base_seq} without carrying change control's last admissions "
+            "forward: run `trtguard audit seal --archive FOLDER` (it rebuilds them from the archived "
+            "segments)"
+        ]
+    try:
+        state = ledger.carried_state(base_seq) if base_seq else CarriedState()
+        for checkpoint in (c for c in segments if c.last_seq == base_seq):
+            ledger.check_carried(checkpoint, state)
+        later = [c for c in segments if c.last_seq > base_seq]
+        rows = ledger.rows(base_seq, later[-1].last_seq if later else base_seq)
+        pending = next(rows, None)
+        for checkpoint in later:
+            if checkpoint.prev_carried_hash not in (None, state.digest()):
+                return [
+                    f"the checkpoint at seq {checkpoint.last_seq} does not start from the state before it"
+                ]
+            while pending is not None and pending.seq <= checkpoint.last_seq:
+                state.fold(pending.seq, DecisionRecord.from_json(load_body(pending.body)))
+                pending = next(rows, None)
+            if checkpoint.carried_hash not in (None, state.digest()):
+                return [
+                    f"the records up to seq {checkpoint.last_seq} do not give the state its checkpoint signs"
+                ]
+            if (
+                checkpoint.last_seq in stored
+                and ledger.carried_state(checkpoint.last_seq).digest() != state.digest()
+            ):
+                return [
+                    f"the carried state stored through seq {checkpoint.last_seq} is not the one its records "
+                    "give: trtguard_carried was changed"
+                ]
+    except DecisionLogError as error:
+        return [f"change control's carried state: {error.message}"]
+    return []
 
 
 def file_sha256(path: Path) -> str | None:

@@ -103,11 +103,16 @@ def write_batch(
     """Append ``records`` after the current chain head in one transaction.
 
     With ``dedupe`` records whose ``record_id`` is already stored are skipped (shipping a spool twice). An
-    undelivered record is skipped unless the record it names is stored and it is not stored yet itself.
+    undelivered record is skipped unless the record it names is stored (or, pruned since, carried forward
+    as an admission: :mod:`webhook.decisionlog.carried`) and it is not stored yet itself.
     """
 
     def stored_id(record_id: str) -> bool:
         found = conn.execute("SELECT 1 FROM trtguard_decisions WHERE record_id = ?", (record_id,))
+        return found.fetchone() is not None
+
+    def carried_id(record_id: str) -> bool:
+        found = conn.execute(_sql.CARRIED_ADMISSION.format(p="?"), (_sql.carried_pattern(record_id),))
         return found.fetchone() is not None
 
     conn.execute("BEGIN IMMEDIATE")
@@ -118,7 +123,7 @@ def write_batch(
             original = undelivered.target(record)
             if (dedupe or original is not None) and stored_id(record.record_id):
                 continue
-            if original is not None and not stored_id(original):
+            if original is not None and not stored_id(original) and not carried_id(original):
                 continue
             seq += 1
             values, shared, linked = _sql.link(record, seq, prev)
