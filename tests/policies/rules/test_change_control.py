@@ -333,7 +333,7 @@ def test_an_approval_pushed_since_counts_at_the_next_admission(material: Materia
 
 
 def test_an_unapproved_int8_predecessor_does_not_launder_the_first_int8_engine(material: Material) -> None:
-    """A new workload whose INT8 engine declares another INT8 engine, never admitted nor approved: FirstInt8."""
+    """A new workload whose INT8 engine declares another INT8 engine, neither admitted nor approved."""
     shadow = material.engine("shadow", builder_config=INT8, calibration=CALIBRATION)
     new = material.engine(
         "new",
@@ -361,12 +361,20 @@ def test_a_chain_through_an_unapproved_engine_is_judged_as_a_first_engine(materi
     for member in ("alice", "bob"):
         material.approval("a", ["FirstInt8"], member)
     b = material.engine(
-        "b", builder_config=INT8, calibration=CALIBRATION, previous_engine=a,
-        previous_manifest_digest=material.manifest_digests["a"], audit_id="AUD-B",
+        "b",
+        builder_config=INT8,
+        calibration=CALIBRATION,
+        previous_engine=a,
+        previous_manifest_digest=material.manifest_digests["a"],
+        audit_id="AUD-B",
     )
     c = material.engine(
-        "c", builder_config=INT8, calibration=CALIBRATION, previous_engine=b,
-        previous_manifest_digest=material.manifest_digests["b"], audit_id="AUD-C",
+        "c",
+        builder_config=INT8,
+        calibration=CALIBRATION,
+        previous_engine=b,
+        previous_manifest_digest=material.manifest_digests["b"],
+        audit_id="AUD-C",
     )
     # B declares the approved A: A stands in for an earlier engine, so B brings no FirstInt8.
     assert evaluate(engine_for(material), pod(engine=b)).allowed
@@ -385,7 +393,9 @@ def test_a_chain_through_an_unapproved_engine_is_judged_as_a_first_engine(materi
     [
         lambda m: [m.approval("b", ["FirstInt8"], who, audit_id="AUD-other") for who in ("alice", "bob")],
         lambda m: [m.approval("c", ["FirstInt8"], who, audit_id="AUD-B") for who in ("alice", "bob")],
-        lambda m: [m.approval("b", ["TensorRTMajorUpgrade"], who, audit_id="AUD-B") for who in ("alice", "bob")],
+        lambda m: [
+            m.approval("b", ["TensorRTMajorUpgrade"], who, audit_id="AUD-B") for who in ("alice", "bob")
+        ],
         lambda m: [m.approval("b", ["FirstInt8"], "alice", audit_id="AUD-B")],
         lambda m: [m.approval("b", ["FirstInt8"], who, audit_id="AUD-B") for who in ("alice", "mallory")],
         lambda m: [
@@ -393,15 +403,26 @@ def test_a_chain_through_an_unapproved_engine_is_judged_as_a_first_engine(materi
             for who in ("alice", "bob")
         ],
     ],
-    ids=["other-audit-id", "wrong-digest", "other-change-kinds", "below-threshold", "not-committee", "expired"],
+    ids=[
+        "other-audit-id",
+        "wrong-digest",
+        "other-change-kinds",
+        "below-threshold",
+        "not-committee",
+        "expired",
+    ],
 )
 def test_approvals_of_the_predecessor_that_do_not_confirm_it(
     material: Material, approve: Callable[[Material], object]
 ) -> None:
     b = material.engine("b", builder_config=INT8, calibration=CALIBRATION, audit_id="AUD-B")
     c = material.engine(
-        "c", builder_config=INT8, calibration=CALIBRATION, previous_engine=b,
-        previous_manifest_digest=material.manifest_digests["b"], audit_id="AUD-C",
+        "c",
+        builder_config=INT8,
+        calibration=CALIBRATION,
+        previous_engine=b,
+        previous_manifest_digest=material.manifest_digests["b"],
+        audit_id="AUD-C",
     )
     approve(material)
     assert "FirstInt8 needs 2 more" in change_violation(evaluate(engine_for(material), pod(engine=c)))
@@ -410,8 +431,12 @@ def test_approvals_of_the_predecessor_that_do_not_confirm_it(
 def test_a_predecessor_approved_for_its_own_first_int8_is_a_baseline(material: Material) -> None:
     b = material.engine("b", builder_config=INT8, calibration=CALIBRATION, audit_id="AUD-B")
     c = material.engine(
-        "c", builder_config=INT8, calibration=CALIBRATION, previous_engine=b,
-        previous_manifest_digest=material.manifest_digests["b"], audit_id="AUD-C",
+        "c",
+        builder_config=INT8,
+        calibration=CALIBRATION,
+        previous_engine=b,
+        previous_manifest_digest=material.manifest_digests["b"],
+        audit_id="AUD-C",
     )
     for member in ("alice", "chen"):
         material.approval("b", ["FirstInt8"], member, audit_id="AUD-B")
