@@ -1,4 +1,4 @@
-"""Issue 24: no change escapes change control, through a real ``trtguard serve`` over TLS and ``trtguard check``.
+"""Issue 24, no change escapes change control: a real ``trtguard serve`` over TLS, and ``trtguard check``.
 
 Each story runs against SQLite and PostgreSQL decision logs written by the webhook itself:
 
