@@ -115,7 +115,13 @@ class CarriedState:
         return len(self._workloads)
 
     def __iter__(self) -> Iterator[CarriedWorkload]:
-        return iter(sorted(self._workloads.values(), key=lambda w: w.key))
+        """The entries in the order their digest lists them (by namespace, kind, name; UTF-16 code units)."""
+        return iter(
+            sorted(
+                self._workloads.values(),
+                key=lambda w: tuple(p.encode("utf-16-be", "surrogatepass") for p in w.key),
+            )
+        )
 
     def get(self, key: WorkloadKey) -> CarriedWorkload | None:
         """The workload's entry, if the state has one."""
