@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from datetime import datetime
+from typing import Any
 
 from policies.results import AdmittedEngine, AdmittingDecision
 from verifier.deadline import Deadline
@@ -20,9 +21,6 @@ from verifier.errors import EvidenceUnavailable
 from webhook.decisionlog import DecisionLogError, DecisionStore, RecordQuery, StoredRecord, undelivered
 from webhook.decisionlog.carried import Carried, carried_engines
 from webhook.decisionlog.record import format_time
-
-#: Times the live records and the carried state are read again when a prune ran between the two reads.
-_ATTEMPTS: Final = 3
 
 
 class DecisionLogHistory:
@@ -44,20 +42,18 @@ class DecisionLogHistory:
     ) -> tuple[AdmittedEngine, ...]:
         """The engines of the newest real, delivered admission of this workload that named any (none: empty).
 
+        The live records are read first, a page at a time by key, then the carried state: a prune between
+        the reads deletes records only together with moving the carried state past them (one transaction),
+        so what the live pages missed, the state read after them holds.
+
         Raises :class:`EvidenceUnavailable` (transient) when the log cannot answer in time: the policy's
         ``onError`` then decides, as for any evidence that cannot be fetched; and (not transient) when the
         log cannot tell what ran last, because records were pruned without carrying it forward.
         """
         try:
             async with asyncio.timeout(deadline.remaining()):
-                for _ in range(_ATTEMPTS):
-                    before = await self.store.carried(namespace, name, kind)
-                    live = await self._live(namespace, kind, name)
-                    carried = await self.store.carried(namespace, name, kind)
-                    if carried.base_seq == before.base_seq:  # no prune between: one consistent answer
-                        break
-                else:
-                    raise DecisionLogError("the log was pruned while it was read, again and again")
+                live = await self._live(namespace, kind, name)
+                carried = await self.store.carried(namespace, name, kind)
                 return await self._newest(namespace, kind, name, live, carried)
         except _Lost as error:
             raise EvidenceUnavailable(
@@ -74,7 +70,7 @@ class DecisionLogHistory:
 
     async def _live(self, namespace: str, kind: str, name: str) -> StoredRecord | None:
         """The newest live admission of the workload that named engines and was delivered."""
-        offset = 0
+        older_than: tuple[datetime, int] | None = None
         while True:
             # Newest by decision time, not by seq: a record shipped from a spool after an outage lands
             # after newer admissions written directly, and must not be taken as the last one.
@@ -88,7 +84,7 @@ class DecisionLogHistory:
                     newest_first=True,
                     by_time=True,
                     limit=self.PAGE,
-                    offset=offset,
+                    older_than=older_than,
                 )
             )
             for stored in page:
@@ -98,29 +94,29 @@ class DecisionLogHistory:
                     return stored
             if len(page) < self.PAGE:
                 return None
-            offset += len(page)
+            older_than = (page[-1].record.time, page[-1].seq)
 
     async def _newest(
         self, namespace: str, kind: str, name: str, live: StoredRecord | None, carried: Carried
     ) -> tuple[AdmittedEngine, ...]:
         """The newer of the live admission and the carried ones (an undelivered record in the live log may
-        name a carried admission too)."""
+        name a carried admission too; only those newer than the live one are asked about)."""
         if carried.base_seq and not carried.stored:
             raise _lost(namespace, kind, name, carried.base_seq)
         [workload] = carried.workloads or (None,)
-        admissions = [
-            a
-            for a in (workload.admissions if workload is not None else ())
-            if not await self._undelivered(a.uid, a.record_id)
-        ]
-        newest = max(admissions, key=lambda a: a.order, default=None)
-        if live is not None and (newest is None or _order(live) > newest.order):
-            decision = AdmittingDecision(live.record.record_id, live.seq)
-            return _admitted(carried_engines(live.record), decision)
-        if newest is not None:
-            return _admitted(newest.engines, AdmittingDecision(newest.record_id, newest.seq))
-        if workload is not None and workload.older:
+        floor = _order(live) if live is not None else None
+        for admission in sorted(workload.admissions if workload else (), key=lambda a: a.order, reverse=True):
+            if floor is not None and admission.order <= floor:
+                break
+            if not await self._undelivered(admission.uid, admission.record_id):
+                return _admitted(admission.engines, AdmittingDecision(admission.record_id, admission.seq))
+        # Every carried admission (newer than the live one, if any) was taken back; those cut from the state
+        # may be newer than the live one too, unless a carried one older than it shows they are not.
+        unknown = floor is None or all(a.order > floor for a in workload.admissions) if workload else False
+        if workload is not None and workload.older and unknown:
             raise _lost(namespace, kind, name, carried.base_seq)
+        if live is not None:
+            return _admitted(carried_engines(live.record), AdmittingDecision(live.record.record_id, live.seq))
         return ()
 
     async def _undelivered(self, uid: str, record_id: str) -> bool:

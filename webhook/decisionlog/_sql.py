@@ -71,6 +71,10 @@ def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:
     if query.before_seq is not None:
         clauses.append(f"seq < {placeholder}")
         params.append(query.before_seq)
+    if query.older_than is not None:
+        moment, seq = format_time(query.older_than[0]), query.older_than[1]
+        clauses.append(f"(time < {placeholder} OR (time = {placeholder} AND seq < {placeholder}))")
+        params += [moment, moment, seq]
     sql = f"SELECT {ROW_COLUMNS} FROM trtguard_decisions"  # noqa: S608 - only fixed column names are formatted in
     if clauses:
         sql += " WHERE " + " AND ".join(clauses)

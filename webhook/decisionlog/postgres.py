@@ -372,8 +372,14 @@ class PostgresStore:
             )
             rows = [_sql.chain_row(r) for r in await cursor.fetchall()]
             cursor = await conn.execute(_sql.PRUNED_BASE)
-            base = _sql.pruned_base(await cursor.fetchall())
+            statement = await cursor.fetchall()
+            base = _sql.pruned_base(statement)
             problem = head.tail_problem(rows, current, base=base) or ""
+            if not problem and base is not None:
+                sql, params = _sql.carried_rows(None, None, None, base[0], "%s")
+                cursor = await conn.execute(sql, params)
+                carried = await cursor.fetchall()
+                problem = head.carried_problem(statement[0][0], carried, where=self.description) or ""
         if not problem:
             return
         if self._accept_broken:

@@ -379,6 +379,7 @@ class SQLiteStore:
             ).fetchone()
             at = row[0] if row else None
         self._refuse_broken(head.rollback_problem(current, recorded, at, base))
+        self._refuse_broken(_carried_problem(conn, self.description))
         return current
 
     def _refuse_broken(self, problem: str | None) -> None:
@@ -448,6 +449,16 @@ class SQLiteStore:
                     return
         finally:
             conn.close()
+
+
+def _carried_problem(conn: sqlite3.Connection, where: str) -> str | None:
+    """The carried state through the newest pruned checkpoint against its digest (head.carried_problem)."""
+    found = conn.execute(_sql.PRUNED_BASE).fetchone()
+    if found is None:
+        return None
+    base = _sql.pruned_base([found])
+    sql, params = _sql.carried_rows(None, None, None, base[0] if base else 0, "?")
+    return head.carried_problem(found[0], conn.execute(sql, params).fetchall(), where=where)
 
 
 def _has_checkpoints(conn: sqlite3.Connection) -> bool:

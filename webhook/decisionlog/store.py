@@ -29,7 +29,9 @@ class RecordQuery:
 
     ``by_time`` orders by the decision time (then ``seq``) instead of ``seq`` alone: records shipped from a
     spool after an outage are appended after newer ones written directly, so "the last admission" is the
-    newest by time. ``offset`` skips that many records of the order (for paging by time).
+    newest by time. ``offset`` skips that many records of the order (for paging by time); ``older_than``
+    keeps only records before ``(time, seq)`` in that order (paging by key: pruning between two pages
+    cannot make the next one skip a record, as it can with an offset).
     """
 
     namespace: str | None = None
@@ -46,6 +48,7 @@ class RecordQuery:
     newest_first: bool = False
     by_time: bool = False
     offset: int | None = None
+    older_than: tuple[datetime, int] | None = None
 
 
 class DecisionStore(Protocol):

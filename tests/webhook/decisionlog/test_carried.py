@@ -405,3 +405,76 @@ async def test_a_log_pruned_by_an_older_trtguard_is_rebuilt_from_its_archive(
         assert carried_problems(ledger, 2) == []
     assert [e.reference for e in await last(store, "resnet")] == [ENGINE + "1" * 64]
     assert segment.archive is not None
+
+
+async def test_a_writer_refuses_a_log_whose_carried_state_was_edited(
+    log: tuple[DecisionStore, str], make_record: RecordFactory, key: PrivateKey, tmp_path: Path
+) -> None:
+    """Rows deleted by hand would make the webhook forget what ran: it does not start on such a log."""
+    store, url = log
+    await append(store, admission(make_record, "resnet", "1", 0), make_record(name="other"))
+    rotate(url, key, tmp_path / "archive")
+    await store.close()
+    drop = (
+        "DROP TRIGGER trtguard_carried_no_delete"
+        if url.startswith("sqlite")
+        else "DROP TRIGGER trtguard_carried_guard ON trtguard_carried"
+    )
+    _execute(url, drop, "DELETE FROM trtguard_carried WHERE name = 'resnet'")
+
+    def reopened(**options: Any) -> DecisionStore:
+        if url.startswith("sqlite:///"):
+            return SQLiteStore(Path(url.removeprefix("sqlite:///")), **options)
+        return PostgresStore(url, **options)
+
+    refused = reopened()
+    try:
+        with pytest.raises(DecisionLogError, match="trtguard_carried was changed"):
+            await refused.open()
+    finally:
+        await refused.close()
+    accepted = reopened(accept_broken=True)
+    await accepted.open()
+    try:
+        await append(accepted, make_record(name="after"))
+    finally:
+        await accepted.close()
+
+
+class RotatedBetweenPages:
+    """A real store that is rotated (every record pruned) right after it answers the first page."""
+
+    def __init__(self, store: DecisionStore, url: str, key: PrivateKey, folder: Path) -> None:
+        self.store, self.url, self.key, self.folder = store, url, key, folder
+        self.description = store.description
+        self.pages = 0
+
+    async def query(self, query: Any) -> Any:
+        found = await self.store.query(query)
+        if query.by_time:
+            self.pages += 1
+            if self.pages == 1:
+                rotate(self.url, self.key, self.folder)
+        return found
+
+    async def carried(self, namespace: str, name: str, kind: str | None = None) -> Any:
+        return await self.store.carried(namespace, name, kind)
+
+
+async def test_a_prune_between_two_pages_of_live_records_loses_nothing(
+    sqlite_log: tuple[DecisionStore, str], make_record: RecordFactory, key: PrivateKey, tmp_path: Path
+) -> None:
+    store, url = sqlite_log
+    first = admission(make_record, "resnet", "1", 0)
+    # More admissions than a page, none naming an engine (scaling): the one that did is on a later page.
+    scaling = [
+        make_record(name="resnet", engines=(), time=START + timedelta(minutes=1 + i)) for i in range(60)
+    ]
+    await append(store, first, *scaling)
+    racing = RotatedBetweenPages(store, url, key, tmp_path / "archive")
+    history = DecisionLogHistory(racing)  # type: ignore[arg-type]
+    found = await history.last_engines("prod", "Deployment", "resnet", Deadline.after(10))
+    assert racing.pages >= 1 and (await store.verify()).base_seq == 61  # it did run between the reads
+    assert [(e.reference, e.admitted_by) for e in found] == [
+        (ENGINE + "1" * 64, AdmittingDecision(first.record_id, 1))
+    ]
