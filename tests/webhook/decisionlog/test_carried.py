@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from policies.results import AdmittedEngine, AdmittingDecision
 from tests.support.harness import RecordFactory
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable
-from verifier.keys import PrivateKey, generate_private_key
+from verifier.keys import PrivateKey
 from webhook.admission_history import DecisionLogHistory
 from webhook.decisionlog import (
     DecisionLogError,
@@ -43,32 +42,6 @@ from webhook.decisionlog.segments import Ledger, carried_problems
 
 ENGINE = "registry.corp/engines/llm@sha256:"
 START = datetime(2026, 3, 1, tzinfo=UTC)
-
-
-@pytest.fixture(scope="module")
-def key() -> PrivateKey:
-    return generate_private_key()
-
-
-@pytest.fixture
-async def sqlite_log(tmp_path: Path) -> AsyncIterator[tuple[DecisionStore, str]]:
-    store = SQLiteStore(tmp_path / "decisions.db")
-    await store.open()
-    yield store, f"sqlite:///{store.path}"
-    await store.close()
-
-
-@pytest.fixture
-async def pg_log(pg_url: str) -> AsyncIterator[tuple[DecisionStore, str]]:
-    store = PostgresStore(pg_url)
-    await store.open()
-    yield store, pg_url
-    await store.close()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def log(request: pytest.FixtureRequest) -> Iterator[tuple[DecisionStore, str]]:
-    yield request.getfixturevalue("sqlite_log" if request.param == "sqlite" else "pg_log")
 
 
 def engine(digit: str, name: str = "engine") -> dict[str, Any]:
