@@ -9,7 +9,7 @@ Measured in the same run, per look-up (``DecisionLogHistory.last_engines``, the 
      the undelivered check), for workloads whose last admission is live;
   2. the same workloads through ``last_engines`` (live records, then the carried state twice);
   3. workloads whose last admission was pruned: answered from the carried state.
-And the rotation: sealing with the carried state folded in, beside a chain-only pass over the same rows.
+And the rotation: sealing with the carried state folded in, beside reading and chain-checking the same rows (what sealing did before).
 
 Usage:  .venv/bin/python bench/change_control_history.py [--records 50000] [--workloads 1000]
         [--segment-records 10000] [--keep-records 10000] [--lookups 400]
@@ -94,11 +94,12 @@ def run(args: argparse.Namespace) -> None:
         conn.close()
         key = generate_private_key()
         with Ledger.open(url) as ledger:
-            rows = list(ledger.rows(0, args.records))
             started = time.perf_counter()
             verifier = ChainVerifier()
-            for row in rows:
+            rows = 0
+            for row in ledger.rows(0, args.records):  # what sealing did before: read and check the chain
                 verifier.feed(row)
+                rows += 1
             chain_s = time.perf_counter() - started
             started = time.perf_counter()
             sealed = ledger.seal(key, segment_records=args.segment_records, partial=False)
@@ -113,7 +114,8 @@ def run(args: argparse.Namespace) -> None:
         )
         print(
             f"rotation: seal with the carried state {seal_s / sealed_records * 1e6:.1f} us/record; "
-            f"chain-only pass over the same rows {chain_s / len(rows) * 1e6:.1f} us/record (baseline)"
+            f"reading and chain-checking the rows (what sealing did before) {chain_s / rows * 1e6:.1f} "
+            "us/record (baseline)"
         )
 
         async def lookups() -> None:

@@ -127,12 +127,15 @@ class CarriedState:
         """The workload's entry, if the state has one."""
         return self._workloads.get(key)
 
-    def copy(self) -> CarriedState:
-        """An independent copy (entries are immutable)."""
-        return CarriedState(self._workloads.values())
-
-    def fold(self, seq: int, record: DecisionRecord) -> WorkloadKey | None:
-        """Apply record ``seq``; returns the workload whose entry changed, if any.
+    def fold(
+        self,
+        seq: int,
+        record: DecisionRecord,
+        *,
+        before: dict[WorkloadKey, CarriedWorkload | None] | None = None,
+    ) -> WorkloadKey | None:
+        """Apply record ``seq``; returns the workload whose entry changed, if any. ``before`` collects each
+        workload's entry as it was before the first record about it (what a segment changed, for its rows).
 
         A real (not dry-run) allow of a namespaced, named workload that names engines is one of its
         admissions: the :data:`KEPT` newest by (time, seq) are kept. An undelivered record takes the allow it
@@ -144,6 +147,8 @@ class CarriedState:
             return None
         key = (record.namespace, record.kind, record.name)
         current = self._workloads.get(key)
+        if before is not None and key not in before:
+            before[key] = current
         original = undelivered.original_id(record)
         if original is not None:
             if current is None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +29,7 @@ import psycopg
 from verifier.keys import PrivateKey
 from webhook.decisionlog import _sql, checkpoints
 from webhook.decisionlog._schema import Dialect
-from webhook.decisionlog.carried import CarriedState, WorkloadKey, carried_from_rows
+from webhook.decisionlog.carried import CarriedState, CarriedWorkload, WorkloadKey, carried_from_rows
 from webhook.decisionlog.chain import ChainVerifier, Row
 from webhook.decisionlog.checkpoints import Checkpoint
 from webhook.decisionlog.errors import DecisionLogError
@@ -162,13 +162,14 @@ class Ledger:
             carried_from_rows(through_seq, True, rows, where=f"{self.where} trtguard_carried").workloads
         )
 
-    def _store_carried(self, through_seq: int, before: CarriedState, after: CarriedState) -> None:
-        """Rows for the workloads whose entry changed between ``before`` and ``after`` at ``through_seq``,
+    def _store_carried(
+        self, through_seq: int, before: Mapping[WorkloadKey, CarriedWorkload | None], after: CarriedState
+    ) -> None:
+        """Rows at ``through_seq`` for the workloads whose entry in ``after`` is not the one ``before`` had,
         and the mark that the state through it is stored (inside the caller's transaction)."""
-        changed: set[WorkloadKey] = {w.key for w in before} | {w.key for w in after}
-        for key in sorted(changed):
+        for key in sorted(before):
             entry = after.get(key)
-            if entry == before.get(key):
+            if entry == before[key]:
                 continue
             self._all(
                 "INSERT INTO trtguard_carried (namespace, kind, name, through_seq, content)"
@@ -195,9 +196,9 @@ class Ledger:
         if known:
             self.check_carried(existing[start].checkpoint, state)
         for segment in existing[start + 1 :]:
-            before = state.copy()
-            for row in self._segment_rows(segment, archive):
-                state.fold(row.seq, DecisionRecord.from_json(load_body(row.body)))
+            before: dict[WorkloadKey, CarriedWorkload | None] = {}
+            for seq, record in self._segment_records(segment, archive):
+                state.fold(seq, record, before=before)
             self.check_carried(segment.checkpoint, state)
             with self._transaction():
                 self._store_carried(segment.checkpoint.last_seq, before, state)
@@ -213,7 +214,9 @@ class Ledger:
                 hint="run `trtguard audit verify --key …` and restore the log from a backup",
             )
 
-    def _segment_rows(self, segment: SealedSegment, archive: Path | None) -> Iterator[Row]:
+    def _segment_records(
+        self, segment: SealedSegment, archive: Path | None
+    ) -> Iterator[tuple[int, DecisionRecord]]:
         """The records of a sealed segment, chain-checked: from the store, or its archive once pruned."""
         checkpoint = segment.checkpoint
         if segment.pruned:
@@ -232,14 +235,15 @@ class Ledger:
                 raise DecisionLogError(
                     "the archive is missing or changed", location=str(path), hint="pass the right --archive"
                 )
-            yield from segment_rows(path, checkpoint)
+            for row in segment_rows(path, checkpoint):
+                yield row.seq, DecisionRecord.from_json(load_body(row.body))
             return
         verifier = ChainVerifier()
         verifier.start_after(checkpoint.first_seq - 1, checkpoint.prev_hash)
         for row in self.rows(checkpoint.first_seq - 1, checkpoint.last_seq):
-            if not verifier.feed(row):
+            if not verifier.feed(row) or verifier.last_record is None:
                 break
-            yield row
+            yield row.seq, verifier.last_record
         report = verifier.finish(head_seq=checkpoint.last_seq, head_hash=checkpoint.head_hash)
         if not report.ok:
             raise DecisionLogError(
@@ -295,21 +299,22 @@ class Ledger:
             else (0, GENESIS_HASH)
         )
         state = self._carried_start(existing, archive)
-        before = state.copy()
+        before: dict[WorkloadKey, CarriedWorkload | None] = {}
+        before_hash = state.digest()
         head_seq, _ = self.head()
         verifier = ChainVerifier()
         verifier.start_after(after, prev)
         sealed: list[Checkpoint] = []
         first: Row | None = None
         for row in self.rows(after, head_seq):
-            if not verifier.feed(row):
+            if not verifier.feed(row) or verifier.last_record is None:
                 report = verifier.finish(head_seq=None, head_hash=None)
                 raise DecisionLogError(
                     f"not sealed: {report.summary()}",
                     location=self.where,
                     hint="run `trtguard audit verify` and restore the log from a backup",
                 )
-            state.fold(row.seq, DecisionRecord.from_json(load_body(row.body)))
+            state.fold(row.seq, verifier.last_record, before=before)
             first = first or row
             if row.seq - first.seq + 1 == segment_records or (partial and row.seq == head_seq):
                 checkpoint = checkpoints.sign(
@@ -320,7 +325,7 @@ class Ledger:
                     head_hash=row.hash,
                     first_time=str(first.columns["time"]),
                     last_time=str(row.columns["time"]),
-                    prev_carried_hash=before.digest(),
+                    prev_carried_hash=before_hash,
                     carried_hash=state.digest(),
                 )
                 with self._transaction():
@@ -332,7 +337,7 @@ class Ledger:
                     )
                     self._store_carried(checkpoint.last_seq, before, state)
                 sealed.append(checkpoint)
-                before = state.copy()
+                before, before_hash = {}, checkpoint.carried_hash or state.digest()
                 first = None
         return sealed
 
