@@ -7,9 +7,10 @@ last admission of most workloads is then carried forward (``trtguard_carried``),
 Measured in the same run, per look-up (``DecisionLogHistory.last_engines``, the webhook's path):
   1. baseline: the live records alone, as before the carried state existed (``_live``: newest first, pages,
      the undelivered check), for workloads whose last admission is live;
-  2. the same workloads through ``last_engines`` (live records, then the carried state twice);
+  2. the same workloads through ``last_engines`` (live records, then one read of the carried state);
   3. workloads whose last admission was pruned: answered from the carried state.
-And the rotation: sealing with the carried state folded in, beside reading and chain-checking the same rows (what sealing did before).
+And the rotation: sealing with the carried state folded in, beside reading and chain-checking the same rows
+(what sealing did before).
 
 Usage:  .venv/bin/python bench/change_control_history.py [--records 50000] [--workloads 1000]
         [--segment-records 10000] [--keep-records 10000] [--lookups 400]

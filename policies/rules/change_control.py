@@ -261,6 +261,8 @@ async def _approved_as_first(
     Approvals that cannot be looked up or are refused confirm nothing: the engine is then judged as a first
     engine as well, the stricter verdict, so no failure to check becomes an allow.
     """
+    if not judge(rule, verified, (), (), run.clock()).gated:
+        return True  # nothing to hide, so nothing to look up
     for fresh in (False, True):
         try:
             approvals = await run.approvals(engine, rule.approvals.keys, fresh=fresh)
