@@ -41,6 +41,13 @@ __all__ = ["AdmissionHistory", "CacheSettings", "PolicyEngine", "VerifiedManifes
 
 #: Name used for violations that belong to no single policy (a resource that cannot be read at all).
 ENGINE_NAME = "trtguard"
+#: The note on a workload that a policy with ``changeControl`` selects, judged without an admission history
+#: (``trtguard check`` without ``--decision-log``): the webhook's verdict may differ.
+HISTORY_NOT_CONSULTED = (
+    "history was not consulted: change control compared each engine with its declared previous manifest "
+    "only, not with the engine last admitted for this workload, and could not confirm a declared predecessor "
+    "as admitted (pass --decision-log URL to read the webhook's decision log)"
+)
 
 
 def _utcnow() -> datetime:
@@ -174,6 +181,9 @@ class PolicyEngine:
             unverified = policy.name in unknown
             judged_findings += [_requester_unknown(policy, v) for v in findings] if unverified else findings
         violations = tuple(judged_findings)
+        notes += run.notes
+        if self.history is None and any(p.document.spec.change_control is not None for p in policies):
+            notes.append(HISTORY_NOT_CONSULTED)
         if previous is not None:
             notes.append("only new or changed images and engines were judged")
         engines = {use.path for sort in sorted_engines for use in sort.engines} if policies else None

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from policies.check import CheckReport, Outcome
+from policies.evaluator import HISTORY_NOT_CONSULTED
 from policies.results import Action
 from verifier.errors import InputError
 
@@ -209,6 +210,10 @@ def _sarif(report: CheckReport) -> str:
                 text,
                 [_location(resource.source, resource.line_of(violation.path))],
             )
+        for note in decision.notes:
+            # What the verdict rests on (or does not): a check without history may differ from the webhook.
+            rule_id = "trtguard/history-not-consulted" if note == HISTORY_NOT_CONSULTED else "trtguard/note"
+            add(rule_id, "note", f"{_title(outcome)}: {note}", [_location(resource.source, resource.line)])
     notifications = [
         {"level": "error", "message": {"text": p.diagnostics()}, "locations": _input_location(p)}
         for p in report.problems

@@ -1,25 +1,34 @@
 """What the webhook admitted before, for change control: the policy engine's ``AdmissionHistory``.
 
 Answered from the decision log alone: the engines of a workload's newest (by decision time) real (not
-dry-run) admission that named any, with the name and containers each was recorded with, so that the engine a
-new one replaces is found whatever repository it comes from (``policies.evaluator``).
+dry-run), delivered admission that named any, with the name and containers each was recorded with, so that
+the engine a new one replaces is found whatever repository it comes from (``policies.evaluator``). The live
+records are read first; what rotation pruned is answered by the carried state the log keeps through its
+newest pruned checkpoint (:mod:`webhook.decisionlog.carried`), so that pruning never forgets a workload's
+last admission.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
 
 from policies.results import AdmittedEngine, AdmittingDecision
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable
 from webhook.decisionlog import DecisionLogError, DecisionStore, RecordQuery, StoredRecord, undelivered
+from webhook.decisionlog.carried import Carried, carried_engines
+from webhook.decisionlog.record import format_time
 
 
 class DecisionLogHistory:
     """The policy engine's ``AdmissionHistory``, answered from the decision log.
 
     Looks back through real admissions of the workload, newest first, a page at a time, for the first one
-    that recorded any engine: every admission records all the engines of the object it admitted.
+    that recorded any engine: every admission records all the engines of the object it admitted. Then the
+    carried state (the last admissions of records pruned away): the newer of the two is the last admission.
     """
 
     #: Records read per round trip to the store.
@@ -31,37 +40,25 @@ class DecisionLogHistory:
     async def last_engines(
         self, namespace: str, kind: str, name: str, deadline: Deadline
     ) -> tuple[AdmittedEngine, ...]:
-        """The engines of the newest real admission of this workload that named any (none: empty).
+        """The engines of the newest real, delivered admission of this workload that named any (none: empty).
+
+        The live records are read first, a page at a time by key, then the carried state: a prune between
+        the reads deletes records only together with moving the carried state past them (one transaction),
+        so what the live pages missed, the state read after them holds.
 
         Raises :class:`EvidenceUnavailable` (transient) when the log cannot answer in time: the policy's
-        ``onError`` then decides, as for any evidence that cannot be fetched.
+        ``onError`` then decides, as for any evidence that cannot be fetched; and (not transient) when the
+        log cannot tell what ran last, because records were pruned without carrying it forward.
         """
-        offset = 0
         try:
             async with asyncio.timeout(deadline.remaining()):
-                while True:
-                    # Newest by decision time, not by seq: a record shipped from a spool after an outage
-                    # lands after newer admissions written directly, and must not be taken as the last one.
-                    page = await self.store.query(
-                        RecordQuery(
-                            namespace=namespace,
-                            name=name,
-                            kind=kind,
-                            allowed=True,
-                            dry_run=False,
-                            newest_first=True,
-                            by_time=True,
-                            limit=self.PAGE,
-                            offset=offset,
-                        )
-                    )
-                    for stored in page:
-                        admitted = _admitted_engines(stored)
-                        if admitted and not await self._undelivered(stored):
-                            return admitted
-                    if len(page) < self.PAGE:
-                        return ()
-                    offset += len(page)
+                live = await self._live(namespace, kind, name)
+                carried = await self.store.carried(namespace, name, kind)
+                return await self._newest(namespace, kind, name, live, carried)
+        except _Lost as error:
+            raise EvidenceUnavailable(
+                error.message, transient=False, location=self.store.description, hint=error.hint
+            ) from None
         except (TimeoutError, DecisionLogError) as error:
             reason = "ran out of time" if isinstance(error, TimeoutError) else str(error)
             raise EvidenceUnavailable(
@@ -71,23 +68,85 @@ class DecisionLogHistory:
                 location=self.store.description,
             ) from None
 
-    async def _undelivered(self, stored: StoredRecord) -> bool:
-        """Whether the allow of ``stored`` never reached the API server (an undelivered record names it)."""
-        denials = await self.store.query(RecordQuery(uid=stored.record.uid, allowed=False))
-        return any(undelivered.target(d.record) == stored.record.record_id for d in denials)
+    async def _live(self, namespace: str, kind: str, name: str) -> StoredRecord | None:
+        """The newest live admission of the workload that named engines and was delivered."""
+        older_than: tuple[datetime, int] | None = None
+        while True:
+            # Newest by decision time, not by seq: a record shipped from a spool after an outage lands
+            # after newer admissions written directly, and must not be taken as the last one.
+            page = await self.store.query(
+                RecordQuery(
+                    namespace=namespace,
+                    name=name,
+                    kind=kind,
+                    allowed=True,
+                    dry_run=False,
+                    newest_first=True,
+                    by_time=True,
+                    limit=self.PAGE,
+                    older_than=older_than,
+                )
+            )
+            for stored in page:
+                if carried_engines(stored.record) and not await self._undelivered(
+                    stored.record.uid, stored.record.record_id
+                ):
+                    return stored
+            if len(page) < self.PAGE:
+                return None
+            older_than = (page[-1].record.time, page[-1].seq)
+
+    async def _newest(
+        self, namespace: str, kind: str, name: str, live: StoredRecord | None, carried: Carried
+    ) -> tuple[AdmittedEngine, ...]:
+        """The newer of the live admission and the carried ones (an undelivered record in the live log may
+        name a carried admission too; only those newer than the live one are asked about)."""
+        if carried.base_seq and not carried.stored:
+            raise _lost(namespace, kind, name, carried.base_seq)
+        [workload] = carried.workloads or (None,)
+        floor = _order(live) if live is not None else None
+        for admission in sorted(workload.admissions if workload else (), key=lambda a: a.order, reverse=True):
+            if floor is not None and admission.order <= floor:
+                break
+            if not await self._undelivered(admission.uid, admission.record_id):
+                return _admitted(admission.engines, AdmittingDecision(admission.record_id, admission.seq))
+        # Every carried admission (newer than the live one, if any) was taken back; those cut from the state
+        # may be newer than the live one too, unless a carried one older than it shows they are not.
+        unknown = floor is None or all(a.order > floor for a in workload.admissions) if workload else False
+        if workload is not None and workload.older and unknown:
+            raise _lost(namespace, kind, name, carried.base_seq)
+        if live is not None:
+            return _admitted(carried_engines(live.record), AdmittingDecision(live.record.record_id, live.seq))
+        return ()
+
+    async def _undelivered(self, uid: str, record_id: str) -> bool:
+        """Whether the allow ``record_id`` never reached the API server: an undelivered record of the same
+        request names it (by ``uid`` and the derived ``record_id``, docs/decision-log.md)."""
+        denials = await self.store.query(RecordQuery(uid=uid, allowed=False))
+        return any(undelivered.original_id(d.record) == record_id for d in denials)
 
 
-def _admitted_engines(stored: StoredRecord) -> tuple[AdmittedEngine, ...]:
-    decision = AdmittingDecision(stored.record.record_id, stored.seq)
+def _order(stored: StoredRecord) -> tuple[str, int]:
+    """The order of :attr:`CarriedAdmission.order`: decision time as stored (sortable text), then seq."""
+    return format_time(stored.record.time), stored.seq
+
+
+def _admitted(
+    engines: Iterable[Mapping[str, Any]], decision: AdmittingDecision
+) -> tuple[AdmittedEngine, ...]:
     found = []
-    for engine in stored.record.engines:
-        reference, name, containers = engine.get("reference"), engine.get("name"), engine.get("containers")
+    for engine in engines:
+        reference, engine_name, containers = (
+            engine.get("reference"),
+            engine.get("name"),
+            engine.get("containers"),
+        )
         if not isinstance(reference, str):
             continue
         found.append(
             AdmittedEngine(
                 reference=reference,
-                name=name if isinstance(name, str) else None,
+                name=engine_name if isinstance(engine_name, str) else None,
                 containers=tuple(c for c in containers if isinstance(c, str))
                 if isinstance(containers, list)
                 else (),
@@ -95,3 +154,16 @@ def _admitted_engines(stored: StoredRecord) -> tuple[AdmittedEngine, ...]:
             )
         )
     return tuple(found)
+
+
+class _Lost(DecisionLogError):
+    """The log cannot tell what a workload last ran: retrying will not help."""
+
+
+def _lost(namespace: str, kind: str, name: str, base_seq: int) -> _Lost:
+    return _Lost(
+        f"what {namespace}/{kind}/{name} last ran is not known: records up to seq {base_seq} were pruned "
+        "without carrying its last admissions forward",
+        hint="run `trtguard audit seal --archive FOLDER` (or `audit rotate`) once: it rebuilds them from the "
+        "archived segments (docs/decision-log-storage.md, upgrading)",
+    )

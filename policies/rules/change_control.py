@@ -7,13 +7,20 @@ build manifest declares, and the manifest of the engine it replaces in the workl
 cannot hide a gated change. With no baseline at all the engine is a first build: only what is new by
 definition (``FirstInt8``) counts. A gated change needs, per change kind, approvals from ``threshold``
 distinct approvers for this engine digest and this audit ID, not expired.
+
+A declared predecessor is whatever the engine's builder wrote down, so it stands in for an earlier engine
+only when it is *confirmed*: it is an engine of the workload's last admission (the history says it ran
+here), or its own approvals (by this rule's committee, for its digest and audit ID, unexpired) cover every
+gated change it brings as a first engine. An engine with no confirmed baseline — and not itself admitted
+here last — is judged as a first engine as well: an unconfirmed predecessor still counts for the changes it
+shows, but its INT8 cannot hide this engine's ``FirstInt8`` (policies/README.md, "Change control").
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from policies.podspec import EngineUse
@@ -30,6 +37,7 @@ from policies.rules.findings import Findings, Refusal
 from policies.schema import BuildManifestRule, ChangeControl
 from policies.verified import VerifiedApproval, VerifiedManifest
 from verifier.attestations import ChangeKind
+from verifier.errors import EvidenceUnavailable, VerificationError
 from verifier.manifest import EngineBuildManifest
 from verifier.manifest_diff import diff_manifests
 from verifier.references import ImageReference, InvalidReference
@@ -53,6 +61,9 @@ class Baseline:
     kind: BaselineKind = "last-admitted-engine"
     engine: str | None = None
     admitted_by: AdmittingDecision | None = None
+    #: It may stand in for an earlier engine: admitted here last, or approved for what it brings as a first
+    #: engine (module docstring). One that is not counts only for the changes it shows.
+    confirmed: bool = True
 
     def record(self) -> BaselineRecord:
         """The baseline as the decision log records it."""
@@ -71,6 +82,8 @@ class ChangeVerdict:
     counted: tuple[VerifiedApproval, ...] = ()
     #: Every kind found → the indexes of the baselines it was found against.
     against: dict[ChangeKind, tuple[int, ...]] = field(default_factory=dict)
+    #: Why the engine was judged as a first engine though it has baselines: the unconfirmed ones, worded.
+    unconfirmed: tuple[str, ...] = ()
 
     @property
     def satisfied(self) -> bool:
@@ -93,15 +106,19 @@ async def check(
     Approvals that do not suffice are looked up again rather than taken from the cache, so that an approval
     pushed since the last admission counts at once.
     """
-    baselines = await _baselines(run, found, manifest_rule, ref, use, verified)
-    verdict = judge(rule, verified, baselines, (), run.clock())
+    baselines, vouched = await _baselines(run, found, rule, manifest_rule, ref, use, verified)
+    first = not vouched and not any(baseline.confirmed for baseline in baselines)
+    if first and baselines:
+        for baseline in baselines:
+            run.note(f"engine {ref}: {_unconfirmed(baseline, history=run.history is not None)}")
+    verdict = judge(rule, verified, baselines, (), run.clock(), first=first)
     looked_up = True
     for fresh in (False, True) if verdict.gated else ():
         approvals = await found.check(_RULE, run.approvals(ref, rule.approvals.keys, fresh=fresh))
         if approvals is None:  # could not be looked up: a violation under onError was recorded
             looked_up = False
             break
-        verdict = judge(rule, verified, baselines, approvals, run.clock())
+        verdict = judge(rule, verified, baselines, approvals, run.clock(), first=first)
         if verdict.satisfied:
             break
     run.counted(use.reference).changes(_record(run, found.policy.name, baselines, verdict))
@@ -134,16 +151,22 @@ def _record(
 async def _baselines(
     run: Evaluation,
     found: Findings,
+    control: ChangeControl,
     rule: BuildManifestRule,
     ref: ImageReference,
     use: EngineUse,
     verified: VerifiedManifest,
-) -> list[Baseline]:
-    """What the engine is compared with: its declared previous manifest and the last admitted engine."""
+) -> tuple[list[Baseline], bool]:
+    """What the engine is compared with: its declared previous manifest and the last admitted engine.
+
+    Also whether the workload's history vouches for the engine's place: its last admission names the
+    engine this one replaces, or this very engine (then no baseline need be confirmed).
+    """
     manifest = verified.manifest
     declared = manifest.previous_manifest_digest
     baselines: list[Baseline] = []
     declared_found = False
+    vouched = False
 
     def add(
         candidates: Sequence[VerifiedManifest],
@@ -151,7 +174,7 @@ async def _baselines(
         kind: BaselineKind,
         engine: ImageReference,
         admitted_by: AdmittingDecision | None = None,
-    ) -> None:
+    ) -> VerifiedManifest:
         nonlocal declared_found
         matching = [c for c in candidates if c.digest == declared]
         if matching:
@@ -161,7 +184,10 @@ async def _baselines(
         else:
             chosen = max(candidates, key=lambda c: c.manifest.build_timestamp)
         baselines.append(Baseline(chosen.manifest, source, chosen.digest, kind, str(engine), admitted_by))
+        return chosen
 
+    previous: ImageReference | InvalidReference | None = None
+    declared_baseline: tuple[int, VerifiedManifest] | None = None
     if manifest.previous_engine is not None:
         previous = run.reference(manifest.previous_engine)
         if isinstance(previous, ImageReference):
@@ -175,14 +201,23 @@ async def _baselines(
                 ),
             )
             if candidates is not None:
-                add(candidates, f"previous engine {previous}", "previous-engine", previous)
+                chosen = add(candidates, f"previous engine {previous}", "previous-engine", previous)
+                declared_baseline = (len(baselines) - 1, chosen)
     history, workload = run.history, run.context
+    admitted_digests: set[str] = set()
     if history is not None and workload.name and workload.namespace:
         namespace, name = workload.namespace, workload.name
 
         async def last_admitted() -> None:
+            nonlocal vouched
             admitted = await history.last_engines(namespace, workload.kind, name, run.deadline)
-            for last, engine in _predecessors(use, ref, admitted, run.reference):
+            for engine in admitted:
+                parsed = run.reference(engine.reference)
+                if isinstance(parsed, ImageReference) and parsed.digest is not None:
+                    admitted_digests.add(parsed.digest)
+            predecessors = _predecessors(use, ref, admitted, run.reference)
+            vouched = bool(admitted) and (bool(predecessors) or ref.digest in admitted_digests)
+            for last, engine in predecessors:
                 add(
                     await run.build_manifests(last, rule),
                     f"last admitted engine {last}",
@@ -208,7 +243,52 @@ async def _baselines(
             "record where it is attached (`trtguard manifest create --previous-engine REF`)",
             error=True,
         )
-    return baselines
+    if declared_baseline is not None and isinstance(previous, ImageReference):
+        index, chosen = declared_baseline
+        confirmed = previous.digest in admitted_digests or await _approved_as_first(
+            run, control, previous, chosen
+        )
+        baselines[index] = replace(baselines[index], confirmed=confirmed)
+    return baselines, vouched
+
+
+async def _approved_as_first(
+    run: Evaluation, rule: ChangeControl, engine: ImageReference, verified: VerifiedManifest
+) -> bool:
+    """Whether the declared previous ``engine``'s own approvals cover every gated change it brings as a
+    first engine (an engine that brings none needs none: it cannot hide a change of its successor).
+
+    Approvals that cannot be looked up or are refused confirm nothing: the engine is then judged as a first
+    engine as well, the stricter verdict, so no failure to check becomes an allow.
+    """
+    if not judge(rule, verified, (), (), run.clock()).gated:
+        return True  # nothing to hide, so nothing to look up
+    for fresh in (False, True):
+        try:
+            approvals = await run.approvals(engine, rule.approvals.keys, fresh=fresh)
+        except (EvidenceUnavailable, VerificationError):
+            return False
+        if judge(rule, verified, (), approvals, run.clock()).satisfied:
+            return True
+    return False
+
+
+def _unconfirmed(baseline: Baseline, *, history: bool) -> str:
+    """Why ``baseline`` does not stand in for an earlier engine, for people."""
+    where = (
+        "is not an engine of this workload's last admission"
+        if history
+        else "cannot be confirmed as admitted here without the decision log's history"
+    )
+    what = (
+        f"the {baseline.source}"
+        if baseline.kind == "declared-previous-manifest"
+        else f"the newest manifest of the {baseline.source}"
+    )
+    return (
+        f"{what} is not confirmed: it {where}, and it carries no approvals for its own first-engine "
+        "changes; the engine was judged as a first engine as well"
+    )
 
 
 def _predecessors(
@@ -238,13 +318,16 @@ def _predecessors(
 
 
 def change_indexes(
-    manifest: EngineBuildManifest, baselines: Sequence[Baseline]
+    manifest: EngineBuildManifest, baselines: Sequence[Baseline], *, first: bool | None = None
 ) -> dict[ChangeKind, tuple[int, ...]]:
     """Every change kind from each baseline to ``manifest``, with the indexes of the baselines that show it
-    (none for ``FirstInt8`` without a baseline)."""
-    if not baselines:
-        return {ChangeKind.FIRST_INT8: ()} if manifest.uses_int8() else {}
+    (none for ``FirstInt8`` found against no earlier engine).
+
+    ``first``: the engine is judged as a first engine as well (by default, when there is no baseline).
+    """
     found: dict[ChangeKind, list[int]] = {}
+    if (not baselines if first is None else first) and manifest.uses_int8():
+        found[ChangeKind.FIRST_INT8] = []
     for index, baseline in enumerate(baselines):
         for kind in diff_manifests(baseline.manifest, manifest).kinds:
             found.setdefault(kind, []).append(index)
@@ -266,10 +349,13 @@ def judge(
     baselines: Sequence[Baseline],
     approvals: Iterable[VerifiedApproval],
     now: datetime,
+    *,
+    first: bool | None = None,
 ) -> ChangeVerdict:
-    """The gated changes of ``verified`` and the approvals still missing for them."""
+    """The gated changes of ``verified`` and the approvals still missing for them (``first``: judged as a
+    first engine as well, see :func:`change_indexes`)."""
     manifest = verified.manifest
-    against = change_indexes(manifest, baselines)
+    against = change_indexes(manifest, baselines, first=first)
     changes = _sources(against, baselines)
     gated = tuple(kind for kind in rule.gated if kind in changes)
     engine_digest = f"sha256:{manifest.output_engine.sha256}"
@@ -294,6 +380,7 @@ def judge(
         approved_by={kind: tuple(sorted(names)) for kind, names in approved_by.items()},
         missing=missing,
         counted=tuple(counted.values()),
+        unconfirmed=tuple(b.source for b in baselines if not b.confirmed) if first and baselines else (),
     )
 
 
@@ -317,6 +404,12 @@ def describe(
         f"{rule.approvals.threshold} approvals each from [{', '.join(rule.approvals.keys)}] for engine "
         f"sha256:{manifest.output_engine.sha256}, audit ID {manifest.audit_id}: " + "; ".join(parts)
     )
+    if verdict.unconfirmed and ChangeKind.FIRST_INT8 in verdict.gated:
+        message += (
+            f" ({'; '.join(verdict.unconfirmed)} is not confirmed: neither an engine of this workload's "
+            "last admission nor approved for its own first-engine changes, so it stands in for no earlier "
+            "engine)"
+        )
     command = " ".join(
         [
             "trtguard approve",

@@ -141,6 +141,8 @@ class Evaluation:
     clock: Callable[[], datetime]
     cel: CelSandbox
     requester: Requester | None = None
+    #: What the rules want said about the decision that is neither a violation nor evidence (``note``).
+    notes: list[str] = field(default_factory=list)
     _refs: dict[str, ImageReference | InvalidReference] = field(default_factory=dict)
     _lookups: dict[tuple[object, ...], asyncio.Future[Any]] = field(default_factory=dict)
     _digests: dict[ImageReference, str] = field(default_factory=dict)
@@ -153,6 +155,11 @@ class Evaluation:
         if found is None:
             found = self._counted[reference] = Counted()
         return found
+
+    def note(self, text: str) -> None:
+        """Say ``text`` with the decision (once, however many policies or engines say it)."""
+        if text not in self.notes:
+            self.notes.append(text)
 
     def view(self, policy: CompiledPolicy) -> tuple[Workload, Workload | None]:
         """What ``policy`` judges, and the old object it compares against (None: judge everything).

@@ -59,6 +59,8 @@ def _fill(text: str, material: Material) -> str:
         "$ENGINE_FP16": material.engines["fp16"],
         "$ENGINE_UNSIGNED": material.engines["unsigned"],
         "$ENGINE_INT8_UNCALIBRATED": material.engines["int8-uncalibrated"],
+        "$ENGINE_INT8_LAUNDERED": material.engines["int8-laundered"],
+        "$ENGINE_INT8_SUCCESSOR": material.engines["int8-successor"],
     }
     for placeholder, value in values.items():
         text = text.replace(placeholder, value)

@@ -10,6 +10,11 @@ attestations counted. The requester and the policy revision come with each admis
 never reached the API server (an undelivered record names it, docs/decision-log.md "Answers not delivered")
 changed nothing: it is left out, and :func:`not_delivered` lists it.
 
+After rotation the live log starts later: the engines in force then are those rotation carried forward
+(the workload's last admissions as of the newest pruned checkpoint, :mod:`webhook.decisionlog.carried`), so
+the first change after the pruned records names what it replaced; the earlier changes are in the archived
+segments (``trtguard audit verify --archive`` checks each).
+
 Build manifests can also be compared field by field (:func:`compare_manifests`): they come from an
 evidence source (an attestation folder or the registry) as attached *now*, which the records themselves do
 not need. The webhook's change control reads the same records through :mod:`webhook.admission_history`.
@@ -30,6 +35,7 @@ from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, 
 from verifier.manifest_diff import ManifestDiff, diff_manifests
 from verifier.references import ImageReference
 from webhook.decisionlog import DecisionStore, RecordQuery, StoredRecord, undelivered
+from webhook.decisionlog.carried import Carried, CarriedAdmission
 
 Artifact = Literal["engine", "image"]
 
@@ -132,22 +138,33 @@ async def workload_records(store: DecisionStore, namespace: str, name: str) -> l
 
 
 async def workload_history(store: DecisionStore, namespace: str, name: str) -> list[HistoryEntry]:
-    """The real admissions of ``namespace/name`` that changed its engines or images, oldest first."""
-    return replay(await workload_records(store, namespace, name))
+    """The real admissions of ``namespace/name`` that changed its engines or images, oldest first (after
+    rotation, from the engines carried forward through the records pruned)."""
+    carried = await store.carried(namespace, name)
+    return replay(await workload_records(store, namespace, name), carried=last_carried(carried))
 
 
-def replay(records: Iterable[StoredRecord]) -> list[HistoryEntry]:
+def last_carried(carried: Carried) -> CarriedAdmission | None:
+    """The newest admission rotation carried forward of a workload (of any kind), if any."""
+    admissions = [a for w in carried.workloads for a in w.admissions]
+    return max(admissions, key=lambda a: a.order, default=None)
+
+
+def replay(records: Iterable[StoredRecord], *, carried: CarriedAdmission | None = None) -> list[HistoryEntry]:
     """The admissions among ``records`` (one workload's) that changed its engines or images.
 
     Replayed in decision-time order (then seq): records shipped from a spool after an outage follow newer
     ones in seq order. Denials and dry runs are skipped, so that callers holding records from elsewhere (an
     evidence package) replay them as :func:`workload_history` does the log's; so is an allow that an
     undelivered record among ``records`` names (:func:`not_delivered`): the API server never received it.
+    ``carried`` is the last admission before the records (pruned since): its engines are in force first.
     """
     records = list(records)
     dropped = {stored.seq for stored in not_delivered(records)}
     entries: list[HistoryEntry] = []
     in_force: dict[Artifact, dict[str, str]] = {"engine": {}, "image": {}}
+    if carried is not None:
+        in_force["engine"] = {slot: ref for slot, (ref, _) in _slots("engine", carried.engines).items()}
     for stored in sorted(records, key=lambda s: (s.record.time, s.seq)):
         record = stored.record
         if not record.allowed or record.dry_run or stored.seq in dropped:

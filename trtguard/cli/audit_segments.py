@@ -1,6 +1,7 @@
 """``trtguard audit seal|archive|prune|rotate|backup``: the decision log's life over months.
 
-``seal`` signs checkpoints over the records since the last one (segments of ``--segment-records``);
+``seal`` signs checkpoints over the records since the last one (segments of ``--segment-records``), each with
+change control's carried state (each workload's last admissions, which pruning must not forget);
 ``archive`` writes each sealed segment to a folder and checks it; ``prune`` deletes archived segments from the
 live store (the only deletion the store's triggers permit); ``rotate`` does the three in order, for a CronJob
 or by hand. ``backup`` copies a SQLite log consistently (its WAL included) and checks the copy. These write to
@@ -42,6 +43,13 @@ def register(commands: Subparsers, log_flag: Callable[[argparse.ArgumentParser],
         "--only-full",
         action="store_true",
         help="seal only full segments (default: the records left at the head form a last, shorter one)",
+    )
+    seal.add_argument(
+        "--archive",
+        type=Path,
+        metavar="FOLDER",
+        help="the folder of archived segments: read once, when the log was pruned by a trtguard that did not "
+        "carry change control's last admissions forward (docs/decision-log-storage.md, upgrading)",
     )
     seal.add_argument(
         "--anchor-out",
@@ -170,7 +178,9 @@ def _seal(args: argparse.Namespace, out: TextIO | None = None) -> int:
     key = _signing_key(args)
 
     def work(ledger: Ledger) -> int:
-        sealed = ledger.seal(key, segment_records=args.segment_records, partial=not args.only_full)
+        sealed = ledger.seal(
+            key, segment_records=args.segment_records, partial=not args.only_full, archive=args.archive
+        )
         _print_sealed(sealed, out)
         if args.anchor_out is not None and sealed:
             checkpoints.write_file(sealed[-1], args.anchor_out)
@@ -232,7 +242,8 @@ def _rotate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     key = _signing_key(args)
 
     def work(ledger: Ledger) -> int:
-        _print_sealed(ledger.seal(key, segment_records=args.segment_records, partial=False), out)
+        sealed = ledger.seal(key, segment_records=args.segment_records, partial=False, archive=args.archive)
+        _print_sealed(sealed, out)
         _print_archived(archive_segments(ledger, args.archive), args.archive, out)
         pruned = ledger.prune(args.archive, keep_records=args.keep_records, keep_since=_keep_since(args))
         _print_pruned(pruned, out)

@@ -5,6 +5,11 @@ were pruned up to). ``--key`` checks that checkpoint's signature; ``--anchor CHE
 checks the log against a checkpoint kept outside it: the log must still hold the anchor's head, or have been
 pruned past it along signed checkpoints that link to it. ``--archive SEGMENT`` checks an archived segment
 instead of the live log.
+
+Change control's carried state (each workload's last admissions, which pruning keeps: docs/decision-log-
+storage.md) is checked too: the state stored at the checkpoint the log starts from must have the digest
+that checkpoint signs, and folding the live records from it must give, at each later checkpoint, the state
+it signs and the state stored there; an archived segment's state is checked from its own file.
 """
 
 from __future__ import annotations
@@ -79,7 +84,7 @@ def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     async def work(store: DecisionStore) -> int:
         report = await store.verify()
-        problems = _against_checkpoints(args, report, key, anchor)
+        problems = _against_checkpoints(args, report, key, anchor) + _carried_problems(args, report)
         _print(args.format, store.description, report, problems, anchor, out, base_signed=key is not None)
         if report.base_seq and key is None and args.format == "text":
             print(
@@ -140,7 +145,16 @@ def _against_checkpoints(
             if key is None or not checkpoint.verify(key):
                 problems.append(f"the checkpoint at seq {seq} is not signed by --key")
                 return problems
-            if checkpoint.prev_hash != previous.head_hash or checkpoint.first_seq != previous.last_seq + 1:
+            unlinked = (
+                checkpoint.prev_hash != previous.head_hash or checkpoint.first_seq != previous.last_seq + 1
+            )
+            if (
+                not unlinked
+                and checkpoint.prev_carried_hash is not None
+                and previous.carried_hash is not None
+            ):
+                unlinked = checkpoint.prev_carried_hash != previous.carried_hash
+            if unlinked:
                 problems.append(f"the checkpoint at seq {seq} does not link to the one before it")
                 return problems
             previous = checkpoint
@@ -151,6 +165,17 @@ def _against_checkpoints(
                 f"checkpoint at seq {report.base_seq} the log starts from"
             )
     return problems
+
+
+def _carried_problems(args: argparse.Namespace, report: ChainReport) -> list[str]:
+    """What does not hold of the carried state between the stored checkpoints, their rows and the records."""
+    from trtguard.cli.audit import _url  # noqa: PLC0415
+    from webhook.decisionlog.segments import Ledger, carried_problems  # noqa: PLC0415
+
+    if not report.ok:
+        return []
+    with Ledger.open(_url(args), read_only=True) as ledger:
+        return carried_problems(ledger, report.base_seq)
 
 
 def _print(
@@ -195,6 +220,8 @@ def _verify_archive(args: argparse.Namespace, key: PublicKey, anchor: Checkpoint
     problems = []
     if check.signature_ok is False:
         problems.append("the segment's checkpoint is not signed by --key")
+    if check.carried_ok is False:
+        problems.append(f"change control's carried state: {check.carried_problem}")
     if anchor is not None and anchor.statement() != check.checkpoint.statement():
         problems.append("the segment's checkpoint is not the anchor")
     _print(args.format, str(args.archive), report, problems, anchor, out)

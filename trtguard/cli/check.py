@@ -1,11 +1,19 @@
-"""``trtguard check``: dry-run the policies over rendered manifests, offline or against a registry."""
+"""``trtguard check``: dry-run the policies over rendered manifests, offline or against a registry.
+
+With ``--decision-log URL`` change control reads the webhook's decision log (read-only) for what each workload
+last admitted, as the webhook does; without it every workload a policy with ``changeControl`` selects gets a
+note that history was not consulted (``policies.evaluator.HISTORY_NOT_CONSULTED``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from policies.check import CheckReport, Outcome, check, read_resources
 from policies.evaluator import PolicyEngine
@@ -18,6 +26,9 @@ from trtguard.cli._commands import Subparsers, add_command
 from verifier.errors import InputError
 from verifier.evidence import EvidenceSource
 from verifier.evidence_choice import evidence_source
+
+if TYPE_CHECKING:
+    from policies.rules.evaluation import AdmissionHistory
 
 
 def register(subparsers: Subparsers) -> None:
@@ -74,6 +85,13 @@ def register(subparsers: Subparsers) -> None:
         help="a group of the --as user (repeatable); system:authenticated is added as the API server does",
     )
     parser.add_argument(
+        "--decision-log",
+        metavar="URL",
+        help="the webhook's decision log (a SQLite file, sqlite:///path or postgresql://…), read-only: "
+        "change control compares each engine with the one its workload last admitted, as the webhook does "
+        "(without it, a note says that history was not consulted)",
+    )
+    parser.add_argument(
         "--unverifiable",
         choices=("deny", "warn"),
         default=None,
@@ -97,8 +115,14 @@ def _run(args: argparse.Namespace) -> int:
     resources = list(read_resources(args.inputs, sys.stdin.buffer.read, report.problems))
     unverifiable = {None: None, "deny": Action.DENY, "warn": Action.WARN}[args.unverifiable]
 
+    log = _decision_log_url(args.decision_log)
+
     async def evaluate(evidence: EvidenceSource) -> list[Outcome]:
-        engine = PolicyEngine(policy_set, evidence, clock=clock(args))
+        async with _history(log) as history:
+            engine = PolicyEngine(policy_set, evidence, history=history, clock=clock(args))
+            return await _check(engine)
+
+    async def _check(engine: PolicyEngine) -> list[Outcome]:
         return await check(
             engine,
             resources,
@@ -122,3 +146,54 @@ def _run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return report.exit_code
+
+
+def _decision_log_url(value: str | None) -> str | None:
+    """``--decision-log`` as a store URL: a plain path names a SQLite file, which must exist (check never
+    creates one)."""
+    if value is None:
+        return None
+    url = value if "://" in value else f"sqlite:///{Path(value).resolve()}"
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///").partition("?")[0])
+        if not path.is_file():
+            raise InputError(
+                "the decision log file does not exist",
+                location=str(path),
+                hint="pass the --decision-log that `trtguard serve` writes to (check never creates one)",
+            )
+    return url
+
+
+@contextlib.asynccontextmanager
+async def _history(url: str | None) -> AsyncIterator[AdmissionHistory | None]:
+    """The decision log at ``url`` as change control's history, opened read-only (None: no history).
+
+    Read-only: no file, table or lock is created, the writer's lock is never taken (SQLite ``mode=ro``;
+    PostgreSQL sessions with ``default_transaction_read_only``). A log that cannot be read, or is not a
+    decision log, is an input error (exit 2), as is a PostgreSQL server that cannot be reached.
+    """
+    if url is None:
+        yield None
+        return
+    from webhook.admission_history import DecisionLogHistory  # noqa: PLC0415 - only when asked for
+    from webhook.decisionlog import DecisionLogError, RecordQuery, open_store  # noqa: PLC0415
+
+    try:
+        store = open_store(url, read_only=True)
+        await store.open()
+    except DecisionLogError as error:
+        raise InputError(error.message, location="--decision-log", hint=error.hint) from None
+    try:
+        await store.query(RecordQuery(limit=1))  # a log that cannot answer fails here, not per engine
+    except DecisionLogError as error:
+        await store.close()
+        raise InputError(
+            f"cannot read the decision log: {error.message}",
+            location=store.description,
+            hint=error.hint or "pass the URL `trtguard serve --decision-log` writes to",
+        ) from None
+    try:
+        yield DecisionLogHistory(store)
+    finally:
+        await store.close()

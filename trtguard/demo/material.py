@@ -15,12 +15,13 @@ from typing import Any, Final
 
 import policies
 from policies.schema import trusted_keys_yaml
+from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE
 from verifier.digests import sha256_bytes
 from verifier.dsse import Envelope, sign_envelope
 from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.keys import generate_private_key
-from verifier.manifest import EngineBuildManifest, manifest_statement
+from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 from verifier.registry.engine_artifact import engine_artifact_manifest, engine_layer
 
 #: Where the bundled example policies live (shipped inside the ``policies`` package).
@@ -38,6 +39,21 @@ SIDECAR_IMAGES: Final = tuple(
     f"registry.example.com/inference/{name}@sha256:" + sha256_bytes(f"trtguard demo {name} image".encode())
     for name in ("metrics-exporter", "log-shipper")
 )
+
+#: Change control in the ``release`` namespace, with the demo's two committee keys (no library policy
+#: selects that namespace, so only this one judges it: the adversarial corpus's change-control cases).
+RELEASE_POLICY: Final = """\
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: release-change-control}
+spec:
+  match: {namespaces: [release]}
+  models:
+    buildManifest: {keys: [platform/build-signer]}
+  changeControl:
+    gated: [FirstInt8, TensorRTMajorUpgrade]
+    approvals: {keys: [platform/committee-a, platform/committee-b], threshold: 2}
+"""
 
 _CALIBRATION: Final = {
     "dataset": {
@@ -62,8 +78,11 @@ def make_material(folder: Path, *, library: Path = LIBRARY, now: datetime | None
     """Write keys + policies to ``folder/policies`` and attestations to ``folder/attestations``.
 
     Engines: ``fp16`` (signed, admitted), ``int8-uncalibrated`` (signed, INT8 without calibration
-    evidence), ``int8-calibrated`` (signed, with calibration evidence), ``unsigned`` (a build manifest with
-    no signature).
+    evidence), ``int8-calibrated`` (signed, with calibration evidence, and two committee approvals of its
+    FirstInt8), ``unsigned`` (a build manifest with no signature); for the ``release`` namespace's change
+    control (:data:`RELEASE_POLICY`): ``int8-shadow`` (INT8, never approved), ``int8-laundered`` (INT8,
+    declaring ``int8-shadow`` as its predecessor) and ``int8-successor`` (INT8, declaring
+    ``int8-calibrated``).
     """
     now = now or datetime.now(UTC)
     policies = folder / "policies"
@@ -76,7 +95,13 @@ def make_material(folder: Path, *, library: Path = LIBRARY, now: datetime | None
         shutil.copy(source, policies / source.name)
 
     image_signer, build_signer, gpu_verifier = (generate_private_key() for _ in range(3))
-    signers = {"image-signer": image_signer, "build-signer": build_signer, "gpu-verifier": gpu_verifier}
+    committee = {name: generate_private_key() for name in ("committee-a", "committee-b")}
+    signers = {
+        "image-signer": image_signer,
+        "build-signer": build_signer,
+        "gpu-verifier": gpu_verifier,
+        **committee,
+    }
     (policies / "keys.yaml").write_text(
         trusted_keys_yaml(
             "platform",
@@ -86,18 +111,27 @@ def make_material(folder: Path, *, library: Path = LIBRARY, now: datetime | None
     )
 
     engines: dict[str, str] = {}
+    digests: dict[str, str] = {}
     built = (now - timedelta(days=7)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    int8 = {"builder_config": {"precision_flags": ["fp16", "int8"]}, "calibration": _CALIBRATION}
+
+    def successor(of: str) -> dict[str, Any]:
+        return {**int8, "previous_engine": engines[of], "previous_manifest_digest": digests[of]}
+
     for name, overrides, signer in (
-        ("fp16", {}, build_signer),
-        ("int8-uncalibrated", {"builder_config": {"precision_flags": ["fp16", "int8"]}}, build_signer),
+        ("fp16", lambda: {}, build_signer),
         (
-            "int8-calibrated",
-            {"builder_config": {"precision_flags": ["fp16", "int8"]}, "calibration": _CALIBRATION},
+            "int8-uncalibrated",
+            lambda: {"builder_config": {"precision_flags": ["fp16", "int8"]}},
             build_signer,
         ),
-        ("unsigned", {}, None),
+        ("int8-calibrated", lambda: int8, build_signer),
+        ("unsigned", lambda: {}, None),
+        ("int8-shadow", lambda: int8, build_signer),
+        ("int8-laundered", lambda: successor("int8-shadow"), build_signer),
+        ("int8-successor", lambda: successor("int8-calibrated"), build_signer),
     ):
-        manifest = EngineBuildManifest.model_validate(_manifest_fields(name, built, overrides))
+        manifest = EngineBuildManifest.model_validate(_manifest_fields(name, built, overrides()))
         engine = manifest.output_engine
         artifact = _artifact_manifest(engine.sha256, engine.size, engine.name)
         (attestations / f"engine-{name}.oci-manifest.json").write_bytes(artifact)
@@ -107,6 +141,24 @@ def make_material(folder: Path, *, library: Path = LIBRARY, now: datetime | None
         )
         (attestations / f"engine-{name}.build-manifest.dsse.json").write_bytes(envelope.to_json() + b"\n")
         engines[name] = f"{ENGINE_REGISTRY}/{name}@sha256:{sha256_bytes(artifact)}"
+        digests[name] = manifest_digest(envelope)
+        if name == "int8-calibrated":  # the committee approved its first INT8 (change control in `release`)
+            for member, key in committee.items():
+                approval = {
+                    "engine_digest": f"sha256:{engine.sha256}",
+                    "audit_id": manifest.audit_id,
+                    "changes": ["FirstInt8"],
+                    "approver": f"{member}@example.com",
+                    "approved_at": built,
+                }
+                statement = Statement(
+                    subject=[ResourceDescriptor(digest={"sha256": engine.sha256})],
+                    predicate_type=CHANGE_APPROVAL_PREDICATE_TYPE,
+                    predicate=approval,
+                )
+                signed_approval = sign_envelope(PAYLOAD_TYPE, statement.to_json(), key)
+                (attestations / f"approval-{name}-{member}.dsse.json").write_bytes(signed_approval.to_json())
+    (policies / "release-change-control.yaml").write_text(RELEASE_POLICY)
 
     signed = (
         ("tensorrt", TENSORRT_IMAGE),

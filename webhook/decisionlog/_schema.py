@@ -133,7 +133,7 @@ _WORKLOAD_BY_TIME: Final = (
     "CREATE INDEX trtguard_decisions_workload_time ON trtguard_decisions (namespace, name, time, seq)"
 )
 
-MIGRATIONS: Final = (
+_MIGRATIONS_2: Final = (
     *_VERSION_1,
     Migration(
         version=2,
@@ -189,6 +189,76 @@ MIGRATIONS: Final = (
         ),
     ),
 )
+
+# What rotation carries forward (webhook/decisionlog/carried.py): for each checkpoint, the workloads whose
+# last admissions its segment changed (``content`` NULL: the workload has no entry from there on); the state
+# at a checkpoint is each workload's newest row at or before it. ``trtguard_carried_checkpoints`` names the
+# checkpoints whose state is stored. A row belongs to a checkpoint; none is ever changed; a row may be deleted
+# only once a newer row of the same workload at or before the newest pruned checkpoint replaces it (pruning's
+# clean-up), so no state a lookup can reach is dropped. Checkpoints marked are never unmarked.
+_CARRIED = (
+    "CREATE TABLE trtguard_carried ("
+    " namespace TEXT NOT NULL,"
+    " kind TEXT NOT NULL,"
+    " name TEXT NOT NULL,"
+    " through_seq BIGINT NOT NULL,"
+    " content TEXT,"
+    " PRIMARY KEY (namespace, kind, name, through_seq))",
+    "CREATE TABLE trtguard_carried_checkpoints (last_seq BIGINT PRIMARY KEY)",
+)
+_PRUNED_THROUGH = "(SELECT COALESCE(MAX(last_seq), 0) FROM trtguard_checkpoints WHERE pruned)"
+_NOT_A_CHECKPOINT = "NOT EXISTS (SELECT 1 FROM trtguard_checkpoints WHERE last_seq = NEW.{column})"
+_NOT_SUPERSEDED = (
+    "NOT EXISTS (SELECT 1 FROM trtguard_carried n WHERE n.namespace = OLD.namespace AND n.kind = OLD.kind"  # noqa: S608
+    f" AND n.name = OLD.name AND n.through_seq > OLD.through_seq AND n.through_seq <= {_PRUNED_THROUGH})"
+)
+_CARRIED_APPEND_ONLY = "trtguard_carried is append-only: rows are replaced only by pruning"
+
+_VERSION_3: Final = Migration(
+    version=3,
+    description="carried state of change control: each workload's last admissions, per sealed checkpoint",
+    sqlite=(
+        *_CARRIED,
+        "CREATE TRIGGER trtguard_carried_no_update BEFORE UPDATE ON trtguard_carried"
+        f" BEGIN SELECT RAISE(ABORT, '{_CARRIED_APPEND_ONLY}'); END",
+        "CREATE TRIGGER trtguard_carried_checkpoint BEFORE INSERT ON trtguard_carried"
+        f" WHEN {_NOT_A_CHECKPOINT.format(column='through_seq')}"
+        " BEGIN SELECT RAISE(ABORT, 'a carried row belongs to a stored checkpoint'); END",
+        "CREATE TRIGGER trtguard_carried_no_delete BEFORE DELETE ON trtguard_carried"
+        f" WHEN {_NOT_SUPERSEDED}"
+        f" BEGIN SELECT RAISE(ABORT, '{_CARRIED_APPEND_ONLY}'); END",
+        "CREATE TRIGGER trtguard_carried_checkpoints_known BEFORE INSERT ON trtguard_carried_checkpoints"
+        f" WHEN {_NOT_A_CHECKPOINT.format(column='last_seq')}"
+        " BEGIN SELECT RAISE(ABORT, 'a carried row belongs to a stored checkpoint'); END",
+        "CREATE TRIGGER trtguard_carried_checkpoints_no_update BEFORE UPDATE ON trtguard_carried_checkpoints"
+        " BEGIN SELECT RAISE(ABORT, 'trtguard_carried_checkpoints is append-only'); END",
+        "CREATE TRIGGER trtguard_carried_checkpoints_no_delete BEFORE DELETE ON trtguard_carried_checkpoints"
+        " BEGIN SELECT RAISE(ABORT, 'trtguard_carried_checkpoints is append-only'); END",
+    ),
+    postgresql=(
+        *_CARRIED,
+        "CREATE FUNCTION trtguard_carried_guard() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " IF TG_OP = 'INSERT' THEN"
+        f" IF {_NOT_A_CHECKPOINT.format(column='through_seq')} THEN"
+        " RAISE EXCEPTION 'a carried row belongs to a stored checkpoint'; END IF; RETURN NEW; END IF;"
+        f" IF TG_OP = 'DELETE' AND NOT {_NOT_SUPERSEDED} THEN RETURN OLD; END IF;"
+        f" RAISE EXCEPTION '{_CARRIED_APPEND_ONLY}'; END $$",
+        "CREATE TRIGGER trtguard_carried_guard BEFORE INSERT OR UPDATE OR DELETE ON trtguard_carried"
+        " FOR EACH ROW EXECUTE FUNCTION trtguard_carried_guard()",
+        "CREATE TRIGGER trtguard_carried_no_truncate BEFORE TRUNCATE ON trtguard_carried"
+        " FOR EACH STATEMENT EXECUTE FUNCTION trtguard_carried_guard()",
+        "CREATE FUNCTION trtguard_carried_checkpoints_guard() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        f" IF TG_OP = 'INSERT' AND NOT {_NOT_A_CHECKPOINT.format(column='last_seq')} THEN RETURN NEW; END IF;"
+        " RAISE EXCEPTION 'trtguard_carried_checkpoints is append-only, for stored checkpoints'; END $$",
+        "CREATE TRIGGER trtguard_carried_checkpoints_guard BEFORE INSERT OR UPDATE OR DELETE"
+        " ON trtguard_carried_checkpoints FOR EACH ROW EXECUTE FUNCTION trtguard_carried_checkpoints_guard()",
+        "CREATE TRIGGER trtguard_carried_checkpoints_no_truncate BEFORE TRUNCATE"
+        " ON trtguard_carried_checkpoints FOR EACH STATEMENT"
+        " EXECUTE FUNCTION trtguard_carried_checkpoints_guard()",
+    ),
+)
+
+MIGRATIONS: Final = (*_MIGRATIONS_2, _VERSION_3)
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version
 

@@ -71,6 +71,10 @@ def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:
     if query.before_seq is not None:
         clauses.append(f"seq < {placeholder}")
         params.append(query.before_seq)
+    if query.older_than is not None:
+        moment, seq = format_time(query.older_than[0]), query.older_than[1]
+        clauses.append(f"(time < {placeholder} OR (time = {placeholder} AND seq < {placeholder}))")
+        params += [moment, moment, seq]
     sql = f"SELECT {ROW_COLUMNS} FROM trtguard_decisions"  # noqa: S608 - only fixed column names are formatted in
     if clauses:
         sql += " WHERE " + " AND ".join(clauses)
@@ -148,3 +152,51 @@ def pruned_base(rows: Sequence[Any]) -> tuple[int, str] | None:
     if not isinstance(seq, int) or not isinstance(head, str):
         raise DecisionLogError("a stored checkpoint is malformed", location="trtguard_checkpoints")
     return seq, head
+
+
+def carried_rows(
+    namespace: str | None, name: str | None, kind: str | None, through_seq: int, placeholder: str
+) -> tuple[str, list[object]]:
+    """``SELECT namespace, kind, name, content`` of the carried state at checkpoint ``through_seq`` (each
+    workload's newest row at or before it), of one workload's name (of one kind) or of all of them."""
+    p = placeholder
+    # Only fixed column names and the placeholder are formatted in.
+    newest = (
+        "c.through_seq = (SELECT MAX(m.through_seq) FROM trtguard_carried m WHERE m.namespace = c.namespace"  # noqa: S608
+        f" AND m.kind = c.kind AND m.name = c.name AND m.through_seq <= {p})"
+    )
+    clauses = [newest]
+    params: list[object] = [through_seq]
+    for column, value in (("namespace", namespace), ("name", name), ("kind", kind)):
+        if value is not None:
+            clauses.append(f"c.{column} = {p}")
+            params.append(value)
+    sql = "SELECT c.namespace, c.kind, c.name, c.content FROM trtguard_carried c WHERE "
+    sql += " AND ".join(clauses)
+    return sql + " ORDER BY c.namespace, c.kind, c.name", params
+
+
+#: Whether an admission (by ``record_id``, :func:`carried_pattern`) is carried forward: an undelivered record
+#: may follow its allow after rotation pruned it, and must still be written (docs/decision-log-storage.md).
+CARRIED_ADMISSION: Final = "SELECT 1 FROM trtguard_carried WHERE content LIKE {p} LIMIT 1"
+
+
+def carried_pattern(record_id: str) -> str:
+    """The LIKE pattern of an admission ``record_id`` in a carried row (ids are hex: nothing to escape)."""
+    if not all(c in "0123456789abcdef" for c in record_id):
+        return "\x00"  # matches nothing: not an id this log wrote
+    return f'%"record_id":"{record_id}"%'
+
+
+#: The newest pruned checkpoint's ``last_seq`` (0 when nothing was pruned): where lookups read the state.
+CARRIED_BASE: Final = "SELECT COALESCE(MAX(last_seq), 0) FROM trtguard_checkpoints WHERE pruned"
+#: Whether the carried state through a checkpoint is stored (``last_seq`` as the one parameter).
+CARRIED_STORED: Final = "SELECT 1 FROM trtguard_carried_checkpoints WHERE last_seq = {p}"
+#: Deletes the rows a newer row of the same workload at or before a checkpoint replaces (its ``last_seq``
+#: twice): run when that checkpoint is pruned, they can no longer be looked up.
+CARRIED_SUPERSEDED: Final = (
+    "DELETE FROM trtguard_carried WHERE through_seq < {p} AND EXISTS (SELECT 1 FROM trtguard_carried n"
+    " WHERE n.namespace = trtguard_carried.namespace AND n.kind = trtguard_carried.kind"
+    " AND n.name = trtguard_carried.name AND n.through_seq > trtguard_carried.through_seq"
+    " AND n.through_seq <= {p})"
+)

@@ -2,9 +2,12 @@
 
 ``decisions-<first seq>-<last seq>.jsonl.gz`` holds, one JSON object a line: first the segment's signed
 checkpoint (the checkpoint file's object), then each record as an evidence package's ``records.jsonl`` does,
-``{"seq", "prev_hash", "hash", "record"}`` with the record in canonical form. Beside it,
-``decisions-<first>-<last>.checkpoint.json`` is the checkpoint alone (an anchor for `audit verify`). A folder
-is the archive: copy it to an object store with its own tools (versioned, write-once buckets suit it).
+``{"seq", "prev_hash", "hash", "record"}`` with the record in canonical form; a segment whose checkpoint is
+of format 2 has, between the two, ``{"carried_before": [...]}``: change control's carried state the segment
+starts from (:mod:`webhook.decisionlog.carried`), so that the state after it can be checked against the
+checkpoint from the file alone. Beside it, ``decisions-<first>-<last>.checkpoint.json`` is the checkpoint
+alone (an anchor for `audit verify`). A folder is the archive: copy it to an object store with its own tools
+(versioned, write-once buckets suit it).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Final
 
 from verifier.keys import PublicKey
 from webhook.decisionlog import checkpoints
+from webhook.decisionlog.carried import CarriedState, state_from_json
 from webhook.decisionlog.chain import ChainReport, ChainVerifier, Row
 from webhook.decisionlog.checkpoints import Checkpoint
 from webhook.decisionlog.errors import DecisionLogError
@@ -51,10 +55,12 @@ def archive_segments(ledger: Ledger, folder: Path) -> list[SealedSegment]:
         path = folder / name
         _write(ledger, checkpoint, path)
         # Read it back as an auditor would before anything relies on it.
-        report, _ = verify_segment(path, key=None)
-        if not report.ok or report.head_hash != checkpoint.head_hash:
+        report, check = verify_segment(path, key=None)
+        if not report.ok or report.head_hash != checkpoint.head_hash or check.carried_ok is False:
             raise DecisionLogError(
-                f"the archive written does not verify: {report.summary()}", location=str(path)
+                f"the archive written does not verify: {report.summary()}"
+                + ("" if check.carried_ok is not False else f"; {check.carried_problem}"),
+                location=str(path),
             )
         checkpoints.write_file(checkpoint, folder / name.replace(".jsonl.gz", ".checkpoint.json"))
         digest = file_sha256(path)
@@ -67,10 +73,23 @@ def archive_segments(ledger: Ledger, folder: Path) -> list[SealedSegment]:
 
 def _write(ledger: Ledger, checkpoint: Checkpoint, path: Path) -> None:
     temporary = path.with_name(path.name + ".tmp")
+    carried: CarriedState | None = None
+    if checkpoint.prev_carried_hash is not None:
+        first = checkpoint.first_seq == 1
+        carried = CarriedState() if first else ledger.carried_state(checkpoint.first_seq - 1)
+        if carried.digest() != checkpoint.prev_carried_hash:
+            raise DecisionLogError(
+                f"the carried state stored through seq {checkpoint.first_seq - 1} does not match the "
+                f"checkpoint of seq {checkpoint.first_seq}…{checkpoint.last_seq}: not archived",
+                location=ledger.where,
+                hint="run `trtguard audit verify --key …`: trtguard_carried was changed",
+            )
     with temporary.open("wb") as raw:
         # mtime 0: the same segment always gives the same bytes.
         with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as out:
             out.write(json.dumps(checkpoint.to_json(), sort_keys=True).encode() + b"\n")
+            if carried is not None:
+                out.write(canonical_json({"carried_before": carried.to_json()}) + b"\n")
             for row in ledger.rows(checkpoint.first_seq - 1, checkpoint.last_seq):
                 line = (
                     b'{"hash":"'
@@ -100,34 +119,88 @@ def _fsync_folder(folder: Path) -> None:
 
 @dataclass(frozen=True, slots=True)
 class SegmentCheck:
-    """What checking an archived segment found, beside its chain report."""
+    """What checking an archived segment found, beside its chain report.
+
+    ``carried_ok``: the carried state the file starts from has the checkpoint's ``prev_carried_hash``, and
+    folded over the records gives its ``carried_hash`` (None for a checkpoint of format 1, which names none).
+    """
 
     checkpoint: Checkpoint
     signature_ok: bool | None
     seconds: float
+    carried_ok: bool | None = None
+    carried_problem: str | None = None
 
 
 def verify_segment(path: Path, *, key: PublicKey | None) -> tuple[ChainReport, SegmentCheck]:
-    """Recompute an archived segment's chain from its checkpoint's ``prev_hash`` to its ``head_hash``.
+    """Recompute an archived segment's chain from its checkpoint's ``prev_hash`` to its ``head_hash``, and
+    its carried state from ``prev_carried_hash`` to ``carried_hash``.
 
     With ``key``, its checkpoint's signature is checked too (``signature_ok``); a segment is vouched for
-    when the report is ok and the signature holds.
+    when the report is ok, the carried state checks and the signature holds.
     """
     started = time.perf_counter()
     lines = _lines(path)
-    try:
-        header = json.loads(next(lines))
-    except (StopIteration, json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise DecisionLogError(f"not an archived segment: {error}", location=str(path)) from None
-    checkpoint = checkpoints.parse(header, where=str(path))
+    checkpoint = _header(next(lines, None), path)
     verifier = ChainVerifier()
     verifier.start_after(checkpoint.first_seq - 1, checkpoint.prev_hash)
-    for number, line in enumerate(lines, start=2):
-        if not verifier.feed(_row(line, path, number)):
+    carried, problem = _carried_before(checkpoint, lines, path)
+    for number, line in enumerate(lines, start=3 if carried is not None else 2):
+        row, record = _row(line, path, number)
+        if not verifier.feed(row):
             break
+        if carried is not None:
+            carried.fold(row.seq, record)
     report = verifier.finish(head_seq=checkpoint.last_seq, head_hash=checkpoint.head_hash)
+    if carried is not None and problem is None and report.ok and carried.digest() != checkpoint.carried_hash:
+        problem = "the carried state after the records is not the one the checkpoint signs"
+    carried_ok = None if checkpoint.carried_hash is None else problem is None
     signature_ok = None if key is None else checkpoint.verify(key)
-    return report, SegmentCheck(checkpoint, signature_ok, time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    return report, SegmentCheck(checkpoint, signature_ok, seconds, carried_ok, problem)
+
+
+def segment_rows(path: Path, checkpoint: Checkpoint) -> Iterator[Row]:
+    """The records of the archived segment of ``checkpoint``, once the whole file is checked against it."""
+    report, check = verify_segment(path, key=None)
+    if check.checkpoint.statement() != checkpoint.statement() or not report.ok or check.carried_ok is False:
+        raise DecisionLogError(
+            f"the archive is not the segment of seq {checkpoint.first_seq}…{checkpoint.last_seq}: "
+            f"{check.carried_problem or report.summary()}",
+            location=str(path),
+        )
+    lines = _lines(path)
+    next(lines, None)
+    for number, line in enumerate(lines, start=2):
+        if number == 2 and line.startswith(b'{"carried_before":'):
+            continue
+        yield _row(line, path, number)[0]
+
+
+def _header(line: bytes | None, path: Path) -> Checkpoint:
+    try:
+        header = json.loads(line if line is not None else b"")
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise DecisionLogError(f"not an archived segment: {error}", location=str(path)) from None
+    return checkpoints.parse(header, where=str(path))
+
+
+def _carried_before(
+    checkpoint: Checkpoint, lines: Iterator[bytes], path: Path
+) -> tuple[CarriedState | None, str | None]:
+    """The carried state the segment starts from (its second line), and what is wrong with it, if anything."""
+    if checkpoint.prev_carried_hash is None:
+        return None, None
+    line = next(lines, b"")
+    try:
+        data = json.loads(line)
+        state = state_from_json(data["carried_before"], where=f"{path}:2")
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, DecisionLogError) as error:
+        detail = error.message if isinstance(error, DecisionLogError) else repr(error)
+        return CarriedState(), f"line 2 is not the carried state the segment starts from: {detail}"
+    if state.digest() != checkpoint.prev_carried_hash:
+        return state, "the carried state the segment starts from is not the one the checkpoint signs"
+    return state, None
 
 
 def _lines(path: Path) -> Iterator[bytes]:
@@ -141,18 +214,20 @@ def _lines(path: Path) -> Iterator[bytes]:
         raise DecisionLogError(f"cannot read the archived segment: {error}", location=str(path)) from None
 
 
-def _row(line: bytes, path: Path, number: int) -> Row:
+def _row(line: bytes, path: Path, number: int) -> tuple[Row, DecisionRecord]:
     try:
         data = json.loads(line)
         record = data["record"]
         body = canonical_json(record).decode()
-        columns = DecisionRecord.from_json(record).to_json()
-        return Row(
+        decision = DecisionRecord.from_json(record)
+        columns = decision.to_json()
+        row = Row(
             int(data["seq"]),
             body,
             str(data["prev_hash"]),
             str(data["hash"]),
             {name: columns[name] for name in INDEXED_NAMES},
         )
+        return row, decision
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, DecisionLogError) as e:
         raise DecisionLogError(f"line {number} is not an archived record: {e}", location=str(path)) from None

@@ -63,6 +63,8 @@ class ChainVerifier:
     """Checks rows one at a time in ``seq`` order, so that a store can stream a log of any size."""
 
     def __init__(self) -> None:
+        #: The record of the last row that checked (read once here, for callers that fold records too).
+        self.last_record: DecisionRecord | None = None
         self._expected_seq = 1
         self._prev = GENESIS_HASH
         self._previous: tuple[int, str | None] | None = None
@@ -81,7 +83,7 @@ class ChainVerifier:
         if self._break is not None:
             return False
         self._count += 1
-        problem, uid = _check(row, self._expected_seq, self._prev)
+        problem, uid, record = _check(row, self._expected_seq, self._prev)
         if problem == _EDITED_BEFORE and self._previous is not None:
             # The row links, by a hash that covers it, to something other than the record before it: that
             # record was changed and its own hash recomputed after this one was written. Name the changed one.
@@ -99,6 +101,7 @@ class ChainVerifier:
         self._expected_seq = row.seq + 1
         self._prev = row.hash
         self._previous = (row.seq, uid)
+        self.last_record = record
         return True
 
     def finish(self, *, head_seq: int | None, head_hash: str | None) -> ChainReport:
@@ -153,29 +156,33 @@ def verify_rows(
 _EDITED_BEFORE = "prev_hash is not the hash of the record before it, though its own hash recomputes"
 
 
-def _check(row: Row, expected_seq: int, prev: str) -> tuple[str | None, str | None]:
+def _check(row: Row, expected_seq: int, prev: str) -> tuple[str | None, str | None, DecisionRecord | None]:
     try:
         data = load_body(row.body)
     except DecisionLogError as error:
-        return error.message, None
+        return error.message, None, None
     uid = data.get("uid") if isinstance(data.get("uid"), str) else None
     if row.seq != expected_seq:
-        return f"expected seq {expected_seq} next, found {row.seq}: records were removed before it", uid
+        return f"expected seq {expected_seq} next, found {row.seq}: records were removed before it", uid, None
     if row.prev_hash != prev:
         if chain_hash(row.prev_hash, data) == row.hash:
-            return _EDITED_BEFORE, uid
-        return "prev_hash does not match the hash of the record before it", uid
+            return _EDITED_BEFORE, uid, None
+        return "prev_hash does not match the hash of the record before it", uid, None
     if chain_hash(prev, data) != row.hash:
-        return "stored hash does not match the record's content: the record was changed", uid
+        return "stored hash does not match the record's content: the record was changed", uid, None
     try:
         record = DecisionRecord.from_json(data)
     except DecisionLogError as error:
-        return error.message, uid
+        return error.message, uid, None
     stored = record.to_json()
     for column in INDEXED_NAMES:
         value = row.columns.get(column)
         if isinstance(stored[column], bool):
             value = None if value is None else bool(value)
         if value != stored[column]:
-            return f"column {column} ({value!r}) differs from the hashed record ({stored[column]!r})", uid
-    return None, uid
+            return (
+                f"column {column} ({value!r}) differs from the hashed record ({stored[column]!r})",
+                uid,
+                None,
+            )
+    return None, uid, record

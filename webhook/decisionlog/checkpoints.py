@@ -6,6 +6,11 @@ holds (any key :mod:`verifier.keys` signs with: ECDSA, Ed25519 or RSA). The sign
 JSON (RFC 8785) of the statement, so anyone can check one with the public key alone. Consecutive checkpoints
 link: each one's ``prev_hash`` is the ``head_hash`` of the one before (the genesis hash for the first).
 
+A checkpoint of format 2 (:data:`CHECKPOINT_TYPE`) also names change control's carried state before and
+after its segment (``prev_carried_hash``, ``carried_hash``: :mod:`webhook.decisionlog.carried`), so that what
+pruning carries forward is signed too and links from checkpoint to checkpoint as the records do. Format 1
+(:data:`CHECKPOINT_TYPE_1`, written before the carried state existed) is read as it is.
+
 A checkpoint file (``trtguard audit seal`` and ``archive`` write them; ``audit verify --anchor`` reads them)
 is ``{"checkpoint": statement, "signature": base64}``.
 """
@@ -26,7 +31,8 @@ from verifier.keys import PrivateKey, PublicKey
 from webhook.decisionlog.errors import DecisionLogError
 from webhook.decisionlog.record import canonical_json, format_time
 
-CHECKPOINT_TYPE: Final = "trtguard.dev/decision-log-checkpoint/v1"
+CHECKPOINT_TYPE: Final = "trtguard.dev/decision-log-checkpoint/v2"
+CHECKPOINT_TYPE_1: Final = "trtguard.dev/decision-log-checkpoint/v1"
 _HASH = re.compile(r"[0-9a-f]{64}")
 #: A checkpoint file is a few hundred bytes; anything far larger is not one.
 MAX_FILE_BYTES: Final = 64 * 1024
@@ -45,6 +51,9 @@ class Checkpoint:
     sealed_at: str
     key_id: str
     signature: bytes
+    #: The carried state before ``first_seq`` and after ``last_seq`` (None in a format-1 checkpoint).
+    prev_carried_hash: str | None = None
+    carried_hash: str | None = None
 
     @property
     def count(self) -> int:
@@ -53,8 +62,14 @@ class Checkpoint:
 
     def statement(self) -> dict[str, Any]:
         """What is signed."""
+        carried = (
+            {}
+            if self.carried_hash is None or self.prev_carried_hash is None
+            else {"prev_carried_hash": self.prev_carried_hash, "carried_hash": self.carried_hash}
+        )
         return {
-            "type": CHECKPOINT_TYPE,
+            "type": CHECKPOINT_TYPE if carried else CHECKPOINT_TYPE_1,
+            **carried,
             "first_seq": self.first_seq,
             "last_seq": self.last_seq,
             "count": self.count,
@@ -99,9 +114,12 @@ def sign(
     head_hash: str,
     first_time: str,
     last_time: str,
+    prev_carried_hash: str,
+    carried_hash: str,
     now: datetime | None = None,
 ) -> Checkpoint:
-    """A checkpoint of records ``first_seq``…``last_seq`` signed with ``key``."""
+    """A checkpoint of records ``first_seq``…``last_seq`` and of the carried state before and after them,
+    signed with ``key``."""
     unsigned = Checkpoint(
         first_seq,
         last_seq,
@@ -112,6 +130,8 @@ def sign(
         format_time(now or datetime.now(UTC)),
         key.public_key().key_id,
         b"",
+        prev_carried_hash,
+        carried_hash,
     )
     return dataclasses.replace(unsigned, signature=key.sign(unsigned.signed_bytes()))
 
@@ -122,10 +142,13 @@ def parse(data: object, *, where: str) -> Checkpoint:
     if not isinstance(data, dict) or not isinstance(data.get("checkpoint"), dict):
         raise DecisionLogError("not a decision-log checkpoint", location=where, hint=hint)
     statement: dict[str, Any] = data["checkpoint"]
-    if statement.get("type") != CHECKPOINT_TYPE:
+    if statement.get("type") not in (CHECKPOINT_TYPE, CHECKPOINT_TYPE_1):
         raise DecisionLogError(
-            f"checkpoint type {statement.get('type')!r} is not {CHECKPOINT_TYPE}", location=where, hint=hint
+            f"checkpoint type {statement.get('type')!r} is not {CHECKPOINT_TYPE} (or {CHECKPOINT_TYPE_1})",
+            location=where,
+            hint=hint,
         )
+    carried = statement.get("type") == CHECKPOINT_TYPE
     try:
         checkpoint = Checkpoint(
             first_seq=_int(statement, "first_seq"),
@@ -137,6 +160,8 @@ def parse(data: object, *, where: str) -> Checkpoint:
             sealed_at=_text(statement, "sealed_at"),
             key_id=_hash(statement, "key_id"),
             signature=base64.b64decode(_text(data, "signature"), validate=True),
+            prev_carried_hash=_hash(statement, "prev_carried_hash") if carried else None,
+            carried_hash=_hash(statement, "carried_hash") if carried else None,
         )
     except (KeyError, TypeError, ValueError, binascii.Error) as error:
         raise DecisionLogError(f"malformed checkpoint: {error}", location=where, hint=hint) from None

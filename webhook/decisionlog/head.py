@@ -7,6 +7,11 @@ is missing or empty (0 bytes) while its head file exists, or whose chain is shor
 or holds another record at that place, was reset or rolled back, and is refused too. An empty file without a
 head file is refused as well: trtguard never leaves one behind, so something else truncated the log.
 
+What the log carries forward for change control (:mod:`webhook.decisionlog.carried`) is checked as well: the
+state stored through the newest pruned checkpoint must have the digest that checkpoint signs (without the
+operator's key here: ``trtguard audit verify --key`` checks the signature), so that rows deleted or changed
+by hand, which would make the webhook forget what a workload ran, are refused at start.
+
 ``trtguard serve --accept-broken-log`` opens such a log anyway (the problem is logged): for an operator who
 has looked at it and chosen to go on (``trtguard audit verify`` shows where the chain breaks).
 """
@@ -19,10 +24,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
+from webhook.decisionlog.carried import CarriedState, carried_from_rows
 from webhook.decisionlog.chain import ChainVerifier, Row
-from webhook.decisionlog.record import GENESIS_HASH
+from webhook.decisionlog.errors import DecisionLogError
+from webhook.decisionlog.record import GENESIS_HASH, load_body
 
 #: Records at the end of the chain verified when a writer opens a log.
 TAIL_RECORDS: Final = 100
@@ -128,4 +135,28 @@ def rollback_problem(
         )
     if hash_at_recorded != recorded.hash:
         return f"record seq {recorded.seq} is not the one that was there before: the log was replaced"
+    return None
+
+
+def carried_problem(base_statement: str | None, carried_rows: Sequence[Any], *, where: str) -> str | None:
+    """What is wrong with the carried state stored through the newest pruned checkpoint, or None.
+
+    ``base_statement`` is that checkpoint's stored statement (None: nothing was pruned); ``carried_rows`` the
+    state's rows (``_sql.carried_rows`` at its ``last_seq``). A checkpoint of format 1 signs no state.
+    """
+    if base_statement is None:
+        return None
+    try:
+        statement = load_body(base_statement)
+        signed = statement.get("carried_hash")
+        if not isinstance(signed, str):
+            return None
+        state = carried_from_rows(0, True, carried_rows, where=where)
+    except DecisionLogError as error:
+        return f"the carried state of change control cannot be read: {error.message}"
+    if CarriedState(state.workloads).digest() != signed:
+        return (
+            f"the carried state stored through seq {statement.get('last_seq')} is not the one its checkpoint "
+            "signs: trtguard_carried was changed, so the webhook would forget what workloads last ran"
+        )
     return None

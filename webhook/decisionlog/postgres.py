@@ -23,6 +23,7 @@ import psycopg_pool
 from verifier.deadline import Deadline
 from webhook.decisionlog import _schema, _sql, head, undelivered
 from webhook.decisionlog._batching import BatchWriter
+from webhook.decisionlog.carried import Carried, carried_from_rows
 from webhook.decisionlog.chain import ChainReport, ChainVerifier
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable, describe
 from webhook.decisionlog.record import DecisionRecord, StoredRecord
@@ -285,6 +286,24 @@ class PostgresStore:
             return verifier.finish(head_seq=None, head_hash=None)
         return verifier.finish(head_seq=int(head[0][0]), head_hash=str(head[0][1]))
 
+    async def carried(self, namespace: str, name: str, kind: str | None = None) -> Carried:
+        """What rotation carried forward of the workload's pruned records (``DecisionStore.carried``)."""
+        async with self._connection() as conn, conn.transaction():
+            # One snapshot: a prune between the statements cannot mix two states.
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            tables = await self._fetch(
+                conn, "SELECT to_regclass('trtguard_checkpoints'), to_regclass('trtguard_carried')", []
+            )
+            if tables[0][0] is None:
+                return Carried(0, True)
+            base = int((await self._fetch(conn, _sql.CARRIED_BASE, []))[0][0])
+            if tables[0][1] is None:
+                return Carried(base, base == 0)
+            stored = base == 0 or bool(await self._fetch(conn, _sql.CARRIED_STORED.format(p="%s"), [base]))
+            sql, params = _sql.carried_rows(namespace, name, kind, base, "%s")
+            rows = await self._fetch(conn, sql, params)
+        return carried_from_rows(base, stored, rows, where=f"{self.description} trtguard_carried")
+
     async def _fetch(self, conn: psycopg.AsyncConnection[Any], sql: str, params: list[object]) -> list[Any]:
         try:
             cursor = await conn.execute(sql, params)
@@ -313,6 +332,8 @@ class PostgresStore:
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
         await conn.execute(f"SET statement_timeout = {int(self._options.statement_timeout_ms)}")
         await conn.execute(f"SET lock_timeout = {int(self._options.statement_timeout_ms)}")
+        if self._read_only:  # the server refuses any write on it, whatever a caller does by mistake
+            await conn.execute("SET default_transaction_read_only = on")
 
     async def _ensure_schema(self) -> None:
         if self._schema_ready:
@@ -351,8 +372,14 @@ class PostgresStore:
             )
             rows = [_sql.chain_row(r) for r in await cursor.fetchall()]
             cursor = await conn.execute(_sql.PRUNED_BASE)
-            base = _sql.pruned_base(await cursor.fetchall())
+            statement = await cursor.fetchall()
+            base = _sql.pruned_base(statement)
             problem = head.tail_problem(rows, current, base=base) or ""
+            if not problem and base is not None:
+                sql, params = _sql.carried_rows(None, None, None, base[0], "%s")
+                cursor = await conn.execute(sql, params)
+                carried = await cursor.fetchall()
+                problem = head.carried_problem(statement[0][0], carried, where=self.description) or ""
         if not problem:
             return
         if self._accept_broken:
@@ -390,6 +417,12 @@ class PostgresStore:
                     ([*originals, *originals.values()],),
                 )
                 present = {row[0] for row in await cursor.fetchall()}
+                for original in set(originals.values()) - present:  # pruned since, but carried forward
+                    cursor = await conn.execute(
+                        _sql.CARRIED_ADMISSION.format(p="%s"), (_sql.carried_pattern(original),)
+                    )
+                    if await cursor.fetchone() is not None:
+                        present.add(original)
                 # An original in this very batch counts too: it is inserted before its undelivered record.
                 batch = {r.record_id for r in records}
                 known |= {m for m, o in originals.items() if m in present or not {o} & (present | batch)}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from verifier.deadline import Deadline
+from webhook.decisionlog.carried import Carried
 from webhook.decisionlog.chain import ChainReport
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogInDoubt, DecisionLogUnavailable
 from webhook.decisionlog.postgres import PostgresStore
@@ -274,6 +275,10 @@ class SpoolingStore:
     async def query(self, query: RecordQuery) -> list[StoredRecord]:
         """Records in PostgreSQL (spooled ones appear once shipped)."""
         return await self.primary.query(query)
+
+    async def carried(self, namespace: str, name: str, kind: str | None = None) -> Carried:
+        """What the PostgreSQL log carried forward of the workload's pruned records (the spool holds none)."""
+        return await self.primary.carried(namespace, name, kind)
 
     async def verify(self) -> ChainReport:
         """Verify the PostgreSQL chain."""

@@ -27,6 +27,7 @@ from typing import Final, Literal, TypeVar
 from verifier.deadline import Deadline
 from webhook.decisionlog import _schema, _sql, head, undelivered
 from webhook.decisionlog._batching import BatchWriter
+from webhook.decisionlog.carried import Carried, carried_from_rows
 from webhook.decisionlog.chain import ChainReport, Row, verify_rows
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogUnavailable
 from webhook.decisionlog.record import DecisionRecord, StoredRecord
@@ -102,11 +103,16 @@ def write_batch(
     """Append ``records`` after the current chain head in one transaction.
 
     With ``dedupe`` records whose ``record_id`` is already stored are skipped (shipping a spool twice). An
-    undelivered record is skipped unless the record it names is stored and it is not stored yet itself.
+    undelivered record is skipped unless the record it names is stored (or, pruned since, carried forward
+    as an admission: :mod:`webhook.decisionlog.carried`) and it is not stored yet itself.
     """
 
     def stored_id(record_id: str) -> bool:
         found = conn.execute("SELECT 1 FROM trtguard_decisions WHERE record_id = ?", (record_id,))
+        return found.fetchone() is not None
+
+    def carried_id(record_id: str) -> bool:
+        found = conn.execute(_sql.CARRIED_ADMISSION.format(p="?"), (_sql.carried_pattern(record_id),))
         return found.fetchone() is not None
 
     conn.execute("BEGIN IMMEDIATE")
@@ -117,7 +123,7 @@ def write_batch(
             original = undelivered.target(record)
             if (dedupe or original is not None) and stored_id(record.record_id):
                 continue
-            if original is not None and not stored_id(original):
+            if original is not None and not stored_id(original) and not carried_id(original):
                 continue
             seq += 1
             values, shared, linked = _sql.link(record, seq, prev)
@@ -264,6 +270,29 @@ class SQLiteStore:
         """Recompute the chain in a thread."""
         return await asyncio.to_thread(self._verify)
 
+    async def carried(self, namespace: str, name: str, kind: str | None = None) -> Carried:
+        """What rotation carried forward of the workload's pruned records (``DecisionStore.carried``)."""
+        return await asyncio.to_thread(self._carried, namespace, name, kind)
+
+    def _carried(self, namespace: str, name: str, kind: str | None) -> Carried:
+        with self._reading() as conn:
+            # One read transaction: a prune between the statements cannot mix two states.
+            conn.execute("BEGIN")
+            try:
+                if not _has_checkpoints(conn):
+                    return Carried(0, True)
+                base = int(conn.execute(_sql.CARRIED_BASE).fetchone()[0])
+                if not _has_table(conn, "trtguard_carried"):
+                    return Carried(base, base == 0)
+                stored = base == 0 or (
+                    conn.execute(_sql.CARRIED_STORED.format(p="?"), (base,)).fetchone() is not None
+                )
+                sql, params = _sql.carried_rows(namespace, name, kind, base, "?")
+                rows = conn.execute(sql, params).fetchall()
+            finally:
+                conn.execute("COMMIT")
+        return carried_from_rows(base, stored, rows, where=f"{self.description} trtguard_carried")
+
     def _query(self, query: RecordQuery) -> list[StoredRecord]:
         sql, params = _sql.select(query, "?")
         with self._reading() as conn:
@@ -350,6 +379,7 @@ class SQLiteStore:
             ).fetchone()
             at = row[0] if row else None
         self._refuse_broken(head.rollback_problem(current, recorded, at, base))
+        self._refuse_broken(_carried_problem(conn, self.description))
         return current
 
     def _refuse_broken(self, problem: str | None) -> None:
@@ -421,10 +451,23 @@ class SQLiteStore:
             conn.close()
 
 
+def _carried_problem(conn: sqlite3.Connection, where: str) -> str | None:
+    """The carried state through the newest pruned checkpoint against its digest (head.carried_problem)."""
+    found = conn.execute(_sql.PRUNED_BASE).fetchone()
+    if found is None:
+        return None
+    base = _sql.pruned_base([found])
+    sql, params = _sql.carried_rows(None, None, None, base[0] if base else 0, "?")
+    return head.carried_problem(found[0], conn.execute(sql, params).fetchall(), where=where)
+
+
 def _has_checkpoints(conn: sqlite3.Connection) -> bool:
     """Whether the log has the checkpoints table (a log of schema 1, read without migrating, has not)."""
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'trtguard_checkpoints'").fetchone()
-    return found is not None
+    return _has_table(conn, "trtguard_checkpoints")
+
+
+def _has_table(conn: sqlite3.Connection, table: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
 
 
 def _file_bytes(path: Path) -> int:

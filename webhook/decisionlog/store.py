@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from verifier.deadline import Deadline
+from webhook.decisionlog.carried import Carried
 from webhook.decisionlog.chain import ChainReport
 from webhook.decisionlog.record import DecisionRecord, StoredRecord
 
@@ -28,7 +29,9 @@ class RecordQuery:
 
     ``by_time`` orders by the decision time (then ``seq``) instead of ``seq`` alone: records shipped from a
     spool after an outage are appended after newer ones written directly, so "the last admission" is the
-    newest by time. ``offset`` skips that many records of the order (for paging by time).
+    newest by time. ``offset`` skips that many records of the order (for paging by time); ``older_than``
+    keeps only records before ``(time, seq)`` in that order (paging by key: pruning between two pages
+    cannot make the next one skip a record, as it can with an offset).
     """
 
     namespace: str | None = None
@@ -45,6 +48,7 @@ class RecordQuery:
     newest_first: bool = False
     by_time: bool = False
     offset: int | None = None
+    older_than: tuple[datetime, int] | None = None
 
 
 class DecisionStore(Protocol):
@@ -101,6 +105,11 @@ class DecisionStore(Protocol):
 
     async def verify(self) -> ChainReport:
         """Recompute the whole chain."""
+        ...
+
+    async def carried(self, namespace: str, name: str, kind: str | None = None) -> Carried:
+        """What rotation carried forward of the workload's pruned records: its last admissions as of the
+        newest pruned checkpoint (:mod:`webhook.decisionlog.carried`), of one kind or of every kind."""
         ...
 
 

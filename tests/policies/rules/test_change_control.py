@@ -327,3 +327,140 @@ def test_an_approval_pushed_since_counts_at_the_next_admission(material: Materia
     cached = engine.verified.approvals_cache.stats.hits
     assert evaluate(engine, pod(engine=ref)).allowed
     assert engine.verified.approvals_cache.stats.hits == cached + 1
+
+
+# --- issue 24, item 1: a declared previous manifest is a baseline only if it is confirmed ---------------
+
+
+def test_an_unapproved_int8_predecessor_does_not_launder_the_first_int8_engine(material: Material) -> None:
+    """A new workload whose INT8 engine declares another INT8 engine, neither admitted nor approved."""
+    shadow = material.engine("shadow", builder_config=INT8, calibration=CALIBRATION)
+    new = material.engine(
+        "new",
+        builder_config=INT8,
+        calibration=CALIBRATION,
+        previous_engine=shadow,
+        previous_manifest_digest=material.manifest_digests["shadow"],
+    )
+    for history in (None, RecordedHistory({})):
+        decision = evaluate(engine_for(material, history), pod(engine=new))
+        assert not decision.allowed
+        message = change_violation(decision)
+        assert "gated changes [FirstInt8] (against no earlier engine)" in message
+        assert f"declared previous manifest {material.manifest_digests['shadow']} is not confirmed" in message
+        [recorded] = [e.to_json() for e in decision.engines]
+        [control] = recorded["change_control"]
+        assert control["baselines"][0]["kind"] == "declared-previous-manifest"
+        assert {"kind": "FirstInt8", "against": []} in control["changes"]
+        assert any("is not confirmed" in note for note in decision.notes)
+
+
+def test_a_chain_through_an_unapproved_engine_is_judged_as_a_first_engine(material: Material) -> None:
+    """A (approved for FirstInt8) → B (unapproved, declares A) → C (declares B), in a new workload."""
+    a = material.engine("a", builder_config=INT8, calibration=CALIBRATION)
+    for member in ("alice", "bob"):
+        material.approval("a", ["FirstInt8"], member)
+    b = material.engine(
+        "b",
+        builder_config=INT8,
+        calibration=CALIBRATION,
+        previous_engine=a,
+        previous_manifest_digest=material.manifest_digests["a"],
+        audit_id="AUD-B",
+    )
+    c = material.engine(
+        "c",
+        builder_config=INT8,
+        calibration=CALIBRATION,
+        previous_engine=b,
+        previous_manifest_digest=material.manifest_digests["b"],
+        audit_id="AUD-C",
+    )
+    # B declares the approved A: A stands in for an earlier engine, so B brings no FirstInt8.
+    assert evaluate(engine_for(material), pod(engine=b)).allowed
+    # C declares B, which nobody approved and nothing admitted here.
+    assert "FirstInt8 needs 2 more" in change_violation(evaluate(engine_for(material), pod(engine=c)))
+    # Once B is this workload's last admitted engine, it is a confirmed baseline.
+    history = RecordedHistory({("prod", "Pod", "p"): admitted(b)})
+    assert evaluate(engine_for(material, history), pod(engine=c)).allowed
+    # Admitted in another workload (or namespace) only: not confirmed for this one.
+    elsewhere = RecordedHistory({("dev", "Pod", "p"): admitted(b), ("prod", "Pod", "q"): admitted(b)})
+    assert not evaluate(engine_for(material, elsewhere), pod(engine=c)).allowed
+
+
+@pytest.mark.parametrize(
+    "approve",
+    [
+        lambda m: [m.approval("b", ["FirstInt8"], who, audit_id="AUD-other") for who in ("alice", "bob")],
+        lambda m: [m.approval("c", ["FirstInt8"], who, audit_id="AUD-B") for who in ("alice", "bob")],
+        lambda m: [
+            m.approval("b", ["TensorRTMajorUpgrade"], who, audit_id="AUD-B") for who in ("alice", "bob")
+        ],
+        lambda m: [m.approval("b", ["FirstInt8"], "alice", audit_id="AUD-B")],
+        lambda m: [m.approval("b", ["FirstInt8"], who, audit_id="AUD-B") for who in ("alice", "mallory")],
+        lambda m: [
+            m.approval("b", ["FirstInt8"], who, audit_id="AUD-B", expires_at="2026-10-20T00:00:00Z")
+            for who in ("alice", "bob")
+        ],
+    ],
+    ids=[
+        "other-audit-id",
+        "wrong-digest",
+        "other-change-kinds",
+        "below-threshold",
+        "not-committee",
+        "expired",
+    ],
+)
+def test_approvals_of_the_predecessor_that_do_not_confirm_it(
+    material: Material, approve: Callable[[Material], object]
+) -> None:
+    b = material.engine("b", builder_config=INT8, calibration=CALIBRATION, audit_id="AUD-B")
+    c = material.engine(
+        "c",
+        builder_config=INT8,
+        calibration=CALIBRATION,
+        previous_engine=b,
+        previous_manifest_digest=material.manifest_digests["b"],
+        audit_id="AUD-C",
+    )
+    approve(material)
+    assert "FirstInt8 needs 2 more" in change_violation(evaluate(engine_for(material), pod(engine=c)))
+
+
+def test_a_predecessor_approved_for_its_own_first_int8_is_a_baseline(material: Material) -> None:
+    b = material.engine("b", builder_config=INT8, calibration=CALIBRATION, audit_id="AUD-B")
+    c = material.engine(
+        "c",
+        builder_config=INT8,
+        calibration=CALIBRATION,
+        previous_engine=b,
+        previous_manifest_digest=material.manifest_digests["b"],
+        audit_id="AUD-C",
+    )
+    for member in ("alice", "chen"):
+        material.approval("b", ["FirstInt8"], member, audit_id="AUD-B")
+    decision = evaluate(engine_for(material), pod(engine=c))
+    assert decision.allowed, decision.violations
+    assert not any("is not confirmed" in note for note in decision.notes)
+
+
+def test_an_unconfirmed_fp16_predecessor_still_shows_its_changes(material: Material) -> None:
+    """Not confirmed, a predecessor still counts for what it shows: judging against nothing would hide the
+    major upgrade."""
+    old = material.engine("v1", toolchain=TRT8)
+    new = material.engine("v2", previous_engine=old, previous_manifest_digest=material.manifest_digests["v1"])
+    assert "gated changes [TensorRTMajorUpgrade]" in change_violation(
+        evaluate(engine_for(material, RecordedHistory({})), pod(engine=new))
+    )
+
+
+def test_check_without_history_notes_that_it_was_not_consulted(material: Material) -> None:
+    ref = material.engine("v1")
+    without = evaluate(engine_for(material), pod(engine=ref))
+    assert any("history was not consulted" in note for note in without.notes)
+    with_history = evaluate(engine_for(material, RecordedHistory({})), pod(engine=ref))
+    assert not any("history was not consulted" in note for note in with_history.notes)
+    # A workload no change control selects gets no such note.
+    other = evaluate(engine_for(material), pod(engine=ref, namespace="dev"))
+    assert not any("history was not consulted" in note for note in other.notes)

@@ -1,16 +1,45 @@
-"""Fixtures for the decision-log tests: a record factory (PostgreSQL fixtures are one level up)."""
+"""Fixtures for the decision-log tests: a record factory, a checkpoint key, and a log on SQLite and on
+PostgreSQL (``log``: each test once per store; ``pg_url`` is in tests/support/webhooks.py)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from webhook.decisionlog import DecisionRecord
+from verifier.keys import PrivateKey, generate_private_key
+from webhook.decisionlog import DecisionRecord, DecisionStore, PostgresStore, SQLiteStore
 
 RecordFactory = Callable[..., DecisionRecord]
+
+
+@pytest.fixture(scope="module")
+def key() -> PrivateKey:
+    return generate_private_key()
+
+
+@pytest.fixture
+async def sqlite_log(tmp_path: Path) -> AsyncIterator[tuple[DecisionStore, str]]:
+    store = SQLiteStore(tmp_path / "decisions.db")
+    await store.open()
+    yield store, f"sqlite:///{store.path}"
+    await store.close()
+
+
+@pytest.fixture
+async def pg_log(pg_url: str) -> AsyncIterator[tuple[DecisionStore, str]]:
+    store = PostgresStore(pg_url)
+    await store.open()
+    yield store, pg_url
+    await store.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def log(request: pytest.FixtureRequest) -> Iterator[tuple[DecisionStore, str]]:
+    yield request.getfixturevalue("sqlite_log" if request.param == "sqlite" else "pg_log")
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,36 +12,10 @@ import pytest
 
 from tests.support.harness import RecordFactory
 from verifier.deadline import Deadline
-from verifier.keys import PrivateKey, generate_private_key
-from webhook.decisionlog import DecisionLogError, DecisionStore, PostgresStore, SQLiteStore
+from verifier.keys import PrivateKey
+from webhook.decisionlog import DecisionLogError, DecisionStore
 from webhook.decisionlog.archive import archive_segments, verify_segment
 from webhook.decisionlog.segments import Ledger
-
-
-@pytest.fixture(scope="module")
-def key() -> PrivateKey:
-    return generate_private_key()
-
-
-@pytest.fixture
-async def sqlite_log(tmp_path: Path) -> AsyncIterator[tuple[DecisionStore, str]]:
-    store = SQLiteStore(tmp_path / "decisions.db")
-    await store.open()
-    yield store, f"sqlite:///{store.path}"
-    await store.close()
-
-
-@pytest.fixture
-async def pg_log(pg_url: str) -> AsyncIterator[tuple[DecisionStore, str]]:
-    store = PostgresStore(pg_url)
-    await store.open()
-    yield store, pg_url
-    await store.close()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def log(request: pytest.FixtureRequest) -> Iterator[tuple[DecisionStore, str]]:
-    yield request.getfixturevalue("sqlite_log" if request.param == "sqlite" else "pg_log")
 
 
 async def _append(store: DecisionStore, make_record: RecordFactory, n: int, start: datetime) -> None:

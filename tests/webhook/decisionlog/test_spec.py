@@ -11,7 +11,9 @@ the canonical bytes themselves. A row changed in the database breaks the chain w
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import gzip
 import hashlib
 import io
 import json
@@ -193,3 +195,156 @@ def test_an_evidence_package_holds_the_canonical_bytes(
         assert record_hash(line["prev_hash"], line["record"]) == line["hash"]
         assert previous is None or line["prev_hash"] == previous
         previous = line["hash"]
+
+
+# --- docs/decision-log-storage.md, "What rotation carries forward", from that section alone ------------
+
+KEPT_ADMISSIONS = 2
+
+
+def fold(state: dict[tuple[str, str, str], dict[str, Any]], seq: int, record: dict[str, Any]) -> None:
+    """The section's fold: one record applied to the carried state."""
+    if record["namespace"] is None or record["name"] is None:
+        return
+    key = (record["namespace"], record["kind"], record["name"])
+    entry = state.get(key)
+    if record["reason"] == "AnswerNotDelivered" and record["allowed"] is False:
+        mine = record["record_id"]
+        original = f"{int(mine[:16], 16) ^ 0xFFFFFFFFFFFFFFFF:016x}{mine[16:]}"
+        if entry is None:
+            return
+        kept = [
+            a for a in entry["admissions"] if not (a["uid"] == record["uid"] and a["record_id"] == original)
+        ]
+        if kept or entry["older"]:
+            state[key] = {**entry, "admissions": kept}
+        else:
+            del state[key]
+        return
+    if record["allowed"] is not True or record["dry_run"] is not False:
+        return
+    engines = [
+        {
+            "reference": e["reference"],
+            "name": e.get("name") if isinstance(e.get("name"), str) else None,
+            "containers": [c for c in e["containers"] if isinstance(c, str)]
+            if isinstance(e.get("containers"), list)
+            else [],
+        }
+        for e in record["engines"]
+        if isinstance(e.get("reference"), str)
+    ]
+    if not engines:
+        return
+    admission = {
+        "record_id": record["record_id"],
+        "seq": seq,
+        "time": record["time"],
+        "uid": record["uid"],
+        "engines": engines,
+    }
+    admissions = sorted(
+        [*(entry["admissions"] if entry else []), admission],
+        key=lambda a: (a["time"], a["seq"]),
+        reverse=True,
+    )
+    state[key] = {
+        "namespace": key[0],
+        "kind": key[1],
+        "name": key[2],
+        "admissions": admissions[:KEPT_ADMISSIONS],
+        "older": bool(entry and entry["older"]) or len(admissions) > KEPT_ADMISSIONS,
+    }
+
+
+def entries(state: dict[tuple[str, str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    return [state[key] for key in sorted(state, key=lambda k: tuple(p.encode("utf-16-be") for p in k))]
+
+
+def state_digest(state: dict[tuple[str, str, str], dict[str, Any]]) -> str:
+    return hashlib.sha256(canonical({"workloads": entries(state)}).encode("utf-8")).hexdigest()
+
+
+def test_the_specification_recomputes_what_rotation_carries(
+    demo_material: Material, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log the webhook wrote (non-ASCII names, an undelivered record, a dry run), rotated by `audit
+    rotate`: every archived segment's checkpoint, carried state and fold check as the page says."""
+    from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+
+    from verifier.deadline import Deadline  # noqa: PLC0415
+    from verifier.keys import encrypt_private_key  # noqa: PLC0415
+    from webhook.decisionlog import DecisionRecord, RecordQuery, undelivered  # noqa: PLC0415
+
+    path = tmp_path / "decisions.db"
+    asyncio.run(_write_log(demo_material, path))
+
+    async def more() -> None:
+        store = SQLiteStore(path)
+        await store.open()
+        [last] = await store.query(RecordQuery(newest_first=True, limit=1))
+        await store.append(undelivered.undelivered(last.record), deadline=Deadline.after(5))
+        # Names whose order differs between code points and UTF-16 code units (U+FFFF, U+1F680).
+        for name in ("\uffff", "\U0001f680 résumé", "plain"):
+            engine = {"reference": demo_material.engines["fp16"], "name": None, "containers": ["server"]}
+            record = DecisionRecord(
+                uid=name,
+                operation="CREATE",
+                kind="Pod",
+                api_version="v1",
+                allowed=True,
+                reason="Allowed",
+                namespace="prod",
+                name=name,
+                engines=(engine,),
+            )
+            await store.append(record, deadline=Deadline.after(5))
+        await store.close()
+
+    asyncio.run(more())
+    key = generate_private_key()
+    key_file = tmp_path / "checkpoint.key"
+    key_file.write_bytes(encrypt_private_key(key, b"pw"))
+    monkeypatch.setenv("TRTGUARD_PASSWORD", "pw")
+    url = f"sqlite:///{path}"
+    archive = tmp_path / "archive"
+    status, _ = _cli(
+        "audit",
+        "rotate",
+        "--decision-log",
+        url,
+        "--key",
+        key_file,
+        "--archive",
+        archive,
+        "--segment-records",
+        "2",
+    )
+    assert status == 0
+    public = serialization.load_pem_public_key(key.public_key().to_pem())
+    assert isinstance(public, ec.EllipticCurvePublicKey)
+
+    state: dict[tuple[str, str, str], dict[str, Any]] = {}
+    previous = hashlib.sha256(b'{"workloads":[]}').hexdigest()
+    files = sorted(archive.glob("decisions-*.jsonl.gz"))
+    assert len(files) == 4
+    for file in files:
+        with gzip.open(file, "rb") as handle:
+            lines = [json.loads(raw) for raw in handle.read().split(b"\n") if raw]
+        statement, signature = lines[0]["checkpoint"], base64.b64decode(lines[0]["signature"])
+        assert statement["type"] == "trtguard.dev/decision-log-checkpoint/v2"
+        public.verify(signature, canonical(statement).encode("utf-8"), ec.ECDSA(hashes.SHA256()))
+        assert statement["prev_carried_hash"] == previous == state_digest(state)
+        assert lines[1] == {"carried_before": entries(state)}
+        for line in lines[2:]:
+            fold(state, line["seq"], line["record"])
+        assert statement["carried_hash"] == state_digest(state)
+        previous = statement["carried_hash"]
+    # The newer admission of resnet was taken back by the undelivered record: the one before it is carried.
+    [resnet] = [e for e in entries(state) if e["name"] == "resnet"]
+    assert [a["seq"] for a in resnet["admissions"]] == [1]
+    names = [e["name"] for e in entries(state)]
+    assert names.index("\U0001f680 résumé") < names.index("\uffff")
+    status, out = _cli("audit", "history", "prod/resnet", "--decision-log", url, "--format", "json")
+    assert json.loads(out)["carried"] == [resnet]

@@ -1,0 +1,285 @@
+"""``trtguard audit history NAMESPACE/WORKLOAD``: every admitted change of a workload's engines and images.
+
+Replayed from the decision log alone (:mod:`trtguard.audit.history`) and checked against the recomputed
+chain; after rotation it starts from what rotation carried forward (the workload's last admissions through
+the records pruned) and says where the earlier changes are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from trtguard.cli._args import add_evidence_arguments, wants_evidence
+from trtguard.cli._commands import Subparsers, add_subcommand
+from verifier.errors import InputError
+
+if TYPE_CHECKING:
+    from trtguard.audit.chain import ChainCheck
+    from trtguard.audit.history import HistoryEntry, ManifestComparison
+    from webhook.decisionlog import DecisionStore
+    from webhook.decisionlog.carried import Carried
+
+Flag = Callable[[argparse.ArgumentParser], None]
+
+
+def register(commands: Subparsers, log_flag: Flag, format_flag: Flag, verify_flag: Flag) -> None:
+    """Add ``audit history`` (the flags add ``audit``'s shared options)."""
+    history = add_subcommand(
+        commands,
+        "history",
+        help="every admitted change of a workload's engines and images, with who asked and who approved",
+        description="Every real (not dry-run) admission of NAMESPACE/WORKLOAD that changed an engine or an "
+        "image, from the decision log alone: the requester, the policy revision, and what each change's "
+        "record holds (audit ID, TensorRT version and precisions, change kinds against which baseline, the "
+        "approvals counted, the signatures counted). With --attestations or --registry-config the build "
+        "manifests attached now are also compared field by field.",
+    )
+    history.add_argument("workload", metavar="NAMESPACE/WORKLOAD", help="e.g. prod/resnet50")
+    log_flag(history)
+    add_evidence_arguments(history, "build manifests")
+    history.add_argument(
+        "--timeout", type=float, default=30.0, metavar="SECONDS", help="limit for fetching manifests (30)"
+    )
+    format_flag(history)
+    verify_flag(history)
+    history.set_defaults(handler=_history)
+
+
+def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from trtguard.audit import history  # noqa: PLC0415
+    from trtguard.audit.chain import check_chain  # noqa: PLC0415
+    from trtguard.cli.audit import _run, _warn  # noqa: PLC0415 - audit imports this module
+
+    out = out or sys.stdout
+    namespace, slash, name = str(args.workload).partition("/")
+    if not slash or not namespace or not name or "/" in name:
+        raise InputError(
+            f"expected NAMESPACE/WORKLOAD, got {args.workload!r}",
+            hint="for example: trtguard audit history prod/resnet50",
+        )
+
+    async def work(store: DecisionStore) -> int:
+        records = await history.workload_records(store, namespace, name)
+        carried = await store.carried(namespace, name)
+        entries = history.replay(records, carried=history.last_carried(carried))
+        # Admissions the API server never received (answered deny): not changes, but an auditor sees them.
+        undelivered = history.not_delivered_json(records)
+        chain = await check_chain(store, verify=not args.no_verify)
+        verified = {entry.seq: chain.intact(entry.stored) for entry in entries}
+        comparisons = await _compare(entries, args)
+        if args.format == "json":
+            document = {
+                "workload": args.workload,
+                "log": store.description,
+                "chain": _chain_json(chain),
+                "entries": history.history_json(entries, comparisons, verified),
+                "not_delivered": undelivered,
+                # After rotation: the records up to this seq were pruned; what ran then is carried forward.
+                "pruned_through": carried.base_seq,
+                "carried": [workload.to_json() for workload in carried.workloads],
+            }
+            print(json.dumps(document, ensure_ascii=False), file=out)
+        else:
+            _print_carried(carried, out)
+            _print_history(args.workload, store.description, entries, comparisons, verified, out)
+            _print_undelivered(undelivered, out)
+        unverified = sum(1 for intact in verified.values() if intact is False)
+        warning = chain.warning(unverified)
+        if warning is not None:
+            _warn(warning)
+        broken = chain.report is not None and not chain.report.ok
+        return 1 if unverified or broken else 0
+
+    return _run(args, work)
+
+
+def _print_carried(carried: Carried, out: TextIO) -> None:
+    """After rotation: where the live records start, and the last admissions carried forward."""
+    if not carried.base_seq:
+        return
+    print(
+        f"records up to seq {carried.base_seq} were pruned (their archived segments hold the earlier "
+        "changes)" + ("" if carried.stored else "; what was admitted before them is NOT known"),
+        file=out,
+    )
+    for workload in carried.workloads:
+        for admission in workload.admissions:
+            engines = ", ".join(str(e.get("reference")) for e in admission.engines)
+            print(
+                f"  carried forward: {workload.kind} last admitted #{admission.seq} at {admission.time}: "
+                f"{engines}",
+                file=out,
+            )
+
+
+def _print_undelivered(undelivered: Sequence[dict[str, Any]], out: TextIO) -> None:
+    if not undelivered:
+        return
+    print(
+        f"\n{len(undelivered)} allow(s) not delivered: the webhook answered deny (AnswerNotDelivered), "
+        "so they changed nothing and are not listed above:",
+        file=out,
+    )
+    for item in undelivered:
+        who = f" by {item['user']}" if item["user"] else ""
+        print(f"  #{item['seq']}  {item['time']}  {item['operation']}{who}  uid {item['uid']}", file=out)
+
+
+def _chain_json(chain: ChainCheck) -> dict[str, Any] | None:
+    report = chain.report
+    if report is None:
+        return None
+    brk = report.first_break
+    return {
+        "ok": report.ok,
+        "records": report.records,
+        "head_seq": report.head_seq,
+        "head_hash": report.head_hash,
+        "first_break": {"seq": brk.seq, "uid": brk.uid, "problem": brk.problem} if brk else None,
+    }
+
+
+async def _compare(
+    entries: Sequence[HistoryEntry], args: argparse.Namespace
+) -> dict[tuple[int, str], ManifestComparison]:
+    if not wants_evidence(args):
+        return {}
+    from trtguard.audit.history import compare_manifests  # noqa: PLC0415
+    from verifier.deadline import Deadline  # noqa: PLC0415
+    from verifier.registry.evidence import evidence_source  # noqa: PLC0415
+
+    deadline = Deadline.after(args.timeout)
+    evidence, client = evidence_source(
+        attestations=args.attestations, registry_config=args.registry_config, registry=args.registry
+    )
+    try:
+        return {
+            (entry.seq, change.slot): await compare_manifests(change, evidence, deadline)
+            for entry in entries
+            for change in entry.changes
+            if change.artifact == "engine"
+        }
+    finally:
+        if client is not None:
+            await client.aclose()
+
+
+def _print_history(
+    workload: str,
+    source: str,
+    entries: Sequence[HistoryEntry],
+    comparisons: dict[tuple[int, str], ManifestComparison],
+    verified: dict[int, bool | None],
+    out: TextIO,
+) -> None:
+    from trtguard.audit.history import signer_names  # noqa: PLC0415
+    from trtguard.cli.audit import _stamp  # noqa: PLC0415
+
+    print(f"{workload}: {len(entries)} admitted change(s), from {source}", file=out)
+    if not comparisons and any(c.artifact == "engine" and c.old for e in entries for c in e.changes):
+        print("  (give --attestations DIR or --registry-config FILE to compare build manifests)", file=out)
+    for entry in entries:
+        who = f" by {entry.user}" if entry.user else ""
+        groups = f" (groups: {', '.join(entry.groups)})" if entry.groups else ""
+        revision = (entry.policy_revision or "-")[:19]
+        mark = "  UNVERIFIED" if verified.get(entry.seq) is False else ""
+        print(
+            f"\n#{entry.seq}  {_stamp(entry.time)}  {entry.operation} {entry.kind}{who}{groups}  "
+            f"policies {revision}…{mark}",
+            file=out,
+        )
+        if entry.format < 2:
+            print("    (a record written before evidence was recorded: references only)", file=out)
+        for change in entry.changes:
+            was = f"  (was {change.old.rsplit('@', 1)[-1][:19]}…)" if change.old else "  (new)"
+            print(f"    {change.artifact} {change.slot!r}: {change.new}{was}", file=out)
+            recorded = change.recorded
+            if change.artifact == "image":
+                for signature in _items(recorded, "signatures"):
+                    signed = ", ".join(signer_names(signature.get("signers")))
+                    print(
+                        f"      signed by {signed} ({signature.get('format')} {signature.get('digest')})",
+                        file=out,
+                    )
+                for attestation in _items(recorded, "attestations"):
+                    signed = ", ".join(signer_names(attestation.get("signers")))
+                    print(f"      attested {attestation.get('predicate_type')} by {signed}", file=out)
+                continue
+            for built in _items(recorded, "build_manifests"):
+                print(
+                    f"      audit ID {built.get('audit_id')}; TensorRT {built.get('tensorrt_version')}; "
+                    f"precisions {', '.join(map(str, built.get('precisions') or []))}; build manifest "
+                    f"{built.get('digest')} signed by {', '.join(signer_names(built.get('signers')))}",
+                    file=out,
+                )
+            for control in _items(recorded, "change_control"):
+                _print_change_control(control, out)
+            comparison = comparisons.get((entry.seq, change.slot))
+            if comparison is not None:
+                _print_comparison(change.old, comparison, out)
+    if comparisons:
+        print("\n(build manifests compared as attached now; the records name the ones counted)", file=out)
+
+
+def _print_change_control(control: dict[str, Any], out: TextIO) -> None:
+    from trtguard.audit.history import signer_names  # noqa: PLC0415
+
+    baselines = _items(control, "baselines")
+    several = len(baselines) > 1
+    compared = [
+        f"{f'[{n}] ' if several else ''}{_baseline(b)}" for n, b in enumerate(baselines, start=1)
+    ] or ["no earlier engine (a first build)"]
+    print(f"      compared with ({control.get('policy')}): {'; '.join(compared)}", file=out)
+    gated = set(control.get("gated") or [])
+    kinds = []
+    for change in _items(control, "changes"):
+        kind = f"{change.get('kind')}{' (gated)' if change.get('kind') in gated else ''}"
+        against = [i + 1 for i in change.get("against") or [] if isinstance(i, int)]
+        kinds.append(f"{kind} {against}" if several else kind)
+    print(f"      change kinds: {', '.join(kinds) or 'none'}", file=out)
+    approvals = _items(control, "approvals")
+    if approvals:
+        names = [
+            f"{a.get('approver')} ({', '.join(signer_names(a.get('signers')))}) for "
+            f"{', '.join(a.get('changes') or [])}"
+            for a in approvals
+        ]
+        print(f"      approved by: {'; '.join(names)}", file=out)
+    elif gated:
+        print("      no approval counted", file=out)
+
+
+def _baseline(baseline: dict[str, Any]) -> str:
+    kind = str(baseline.get("kind", "")).replace("-", " ")
+    text = f"{kind} {baseline.get('engine') or baseline.get('manifest_digest')}"
+    admitted = baseline.get("admitted_by")
+    if isinstance(admitted, dict):
+        text += f" (admitted by #{admitted.get('seq')})"
+    return text
+
+
+def _print_comparison(old: str | None, comparison: ManifestComparison, out: TextIO) -> None:
+    if comparison.diff is None:
+        if old is not None:
+            print(f"      build manifests not compared: {comparison.problem}", file=out)
+        return
+    if not comparison.diff:
+        print("      build manifests identical", file=out)
+    for classified in comparison.diff.changes:
+        print(f"      {classified.kind.value}: {classified.summary}", file=out)
+    for field in comparison.diff.fields:
+        old_value, new_value = json.dumps(field.old), json.dumps(field.new)
+        print(f"        {field.path}: {old_value} -> {new_value}", file=out)
+
+
+def _items(data: object, key: str) -> list[dict[str, Any]]:
+    value = data.get(key) if isinstance(data, dict) else None
+    return (
+        [item for item in value if isinstance(item, dict) and "omitted" not in item]
+        if isinstance(value, list)
+        else []
+    )
