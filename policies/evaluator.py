@@ -7,7 +7,8 @@ engine must satisfy the policy's ``models`` rules (a build manifest signed by it
 ``buildManifest`` is set, and the rules over that manifest) and its change control. Each rule family has a
 module in :mod:`policies.rules`. A rule that cannot be checked (offline, a registry that fails, time running
 out) is a violation with ``error=True`` whose action is the policy's ``onError``: a failure to check is
-never a silent pass.
+never a silent pass. Reading the object (and the old one of an UPDATE) runs off the event loop, within a
+CPU budget (:mod:`policies.budget`); past it, every matching policy's ``onError`` answers.
 """
 
 from __future__ import annotations
@@ -18,20 +19,21 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from policies.budget import DEFAULT_CPU_SECONDS, Budget, BudgetExceeded, offload
 from policies.cel.sandbox import CelSandbox, shared_sandbox
 from policies.engines import EngineSort, engine_sort, sort_engines
 from policies.loader import CompiledPolicy, PolicySet
 from policies.matching import selection
-from policies.podspec import EngineUse
+from policies.pods import EngineUse
 from policies.requesters import Requester
 from policies.results import Action, ArtifactRecord, Decision, Violation
 from policies.rules import change_control, expressions, gpu, images, manifest, model, toolchain, verification
 from policies.rules import requester as requester_rule
-from policies.rules.evaluation import AdmissionHistory, Evaluation
+from policies.rules.evaluation import AdmissionHistory, Changes, Evaluation
 from policies.rules.findings import Findings, unavailable, violation
 from policies.schema import ModelsRule
 from policies.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
-from policies.workload import Unjudged, Workload, changed_since, extract, unknown_kind
+from policies.workload import Unjudged, Workload, changed_since, extract, identify, unknown_kind
 from verifier.deadline import Deadline
 from verifier.errors import InputError, TrtguardError
 from verifier.evidence import EvidenceSource
@@ -55,7 +57,8 @@ class PolicyEngine:
     verdict depends on (registry, repository and digest, key set, question), so repeated admissions of the
     same image or engine touch neither the registry nor the cryptography, and no verdict depends on what
     was asked before. CEL expressions not proven cheap at load time run in ``cel`` (the process's shared
-    sandbox unless given), under its time and memory limits.
+    sandbox unless given), under its time and memory limits. ``cpu_seconds`` is the CPU one evaluation may
+    spend reading the object and preparing data (:mod:`policies.budget`), within its deadline.
     """
 
     def __init__(
@@ -67,8 +70,10 @@ class PolicyEngine:
         cache: CacheSettings | None = None,
         history: AdmissionHistory | None = None,
         cel: CelSandbox | None = None,
+        cpu_seconds: float = DEFAULT_CPU_SECONDS,
     ) -> None:
         self.policy_set = policy_set
+        self.cpu_seconds = cpu_seconds
         self.evidence = evidence
         self.clock = clock
         self.history = history
@@ -107,13 +112,16 @@ class PolicyEngine:
         without ``--as``), which leaves the rules that depend on it unverifiable.
         """
         deadline = deadline or Deadline.never()
+        budget = Budget(self.cpu_seconds, deadline)
         try:
-            found = extract(obj, namespace=namespace, kind=kind, kinds=self.policy_set.kinds)
+            read = await offload(budget, lambda: self._read(obj, namespace, kind, old, budget))
         except InputError as error:
             return self._unreadable(obj, namespace, error)
-        if isinstance(found, Unjudged):
-            return Decision(found.kind, found.namespace, found.name, self.revision, unjudged=found.reason)
-        workload = found
+        except BudgetExceeded as error:
+            return self.error_decision(obj, namespace=namespace, message=error.message)
+        if isinstance(read, Unjudged):
+            return Decision(read.kind, read.namespace, read.name, self.revision, unjudged=read.reason)
+        workload, previous, judged, changes = read
         notes = list(workload.notes)
         if not workload.known_kind:
             version = workload.api_version or "no apiVersion"
@@ -133,15 +141,6 @@ class PolicyEngine:
                     else f"{what} and names no container image",
                 )
             notes.append(f"{what}: its images were found by searching the whole object")
-        judged, previous = workload, None
-        if old is not None:
-            try:
-                old_found = extract(old, namespace=namespace, kind=kind, kinds=self.policy_set.kinds)
-            except InputError:
-                old_found = None  # an unreadable old object means everything counts as new
-            if isinstance(old_found, Workload):
-                previous = old_found
-                judged = changed_since(workload, previous)
         chosen = [(p, selection(p, workload, requester)) for p in self.policy_set.policies]
         policies = [p for p, selected in chosen if selected is not False]
         # a policy that selects by requester, the requester unknown: whether its findings count is unknown
@@ -157,6 +156,8 @@ class PolicyEngine:
             clock=self.clock,
             cel=self.cel,
             requester=requester,
+            changes=changes,
+            budget=budget,
         )
         # Which image volumes are engines may need a registry too: asked beside the rules' questions.
         # Sorts that need no look-up are made here: a task for each would cost more than the sort itself.
@@ -189,16 +190,41 @@ class PolicyEngine:
             notes=tuple(notes),
         )
 
+    def _read(
+        self,
+        obj: Mapping[str, Any],
+        namespace: str | None,
+        kind: str | None,
+        old: Mapping[str, Any] | None,
+        budget: Budget,
+    ) -> Unjudged | tuple[Workload, Workload | None, Workload, Changes | None]:
+        """What evaluation needs from the objects, read in one go (off the event loop): the workload, the
+        old one of an UPDATE (None: none, or unreadable, which makes everything new), what is new in it,
+        and what else changed."""
+        found = extract(obj, namespace=namespace, kind=kind, kinds=self.policy_set.kinds, budget=budget)
+        if isinstance(found, Unjudged) or old is None:
+            return found if isinstance(found, Unjudged) else (found, None, found, None)
+        try:
+            previous = extract(
+                old, namespace=namespace, kind=kind, kinds=self.policy_set.kinds, budget=budget
+            )
+        except InputError:
+            previous = None  # an unreadable old object means everything counts as new
+        if not isinstance(previous, Workload):
+            return found, None, found, None
+        return found, previous, changed_since(found, previous), Changes.between(previous, found)
+
     def error_decision(self, obj: Mapping[str, Any], *, namespace: str | None, message: str) -> Decision:
         """The decision when evaluation could not finish: each matching policy's ``onError`` applies.
 
-        With no policy readable or matching, the answer is still a denial: not knowing is never an allow.
+        The policies are chosen by the object's metadata alone (its pod templates are not read again: they
+        may be what could not be read in time). With no policy readable or matching, the answer is still a
+        denial: not knowing is never an allow.
         """
         try:
-            found = extract(obj, namespace=namespace, kinds=self.policy_set.kinds)
+            workload: Workload | None = identify(obj, namespace=namespace, kinds=self.policy_set.kinds)
         except InputError:
-            found = None
-        workload = found if isinstance(found, Workload) else None
+            workload = None
         policies = self.matching(workload) if workload is not None else list(self.policy_set.policies)
         violations = tuple(
             Violation(
@@ -281,7 +307,7 @@ async def _judge(run: Evaluation, policy: CompiledPolicy, sort: EngineSort) -> l
                     "workload",
                     "no image could be found in the resource, so nothing can be checked",
                     "give every container an image",
-                    path=judged.pod_spec_path,
+                    path=judged.spec_path,
                 )
             )
         for image_use in judged.images:
@@ -300,7 +326,7 @@ async def _judge(run: Evaluation, policy: CompiledPolicy, sort: EngineSort) -> l
                     "models.required",
                     "the workload declares no TensorRT engine",
                     "name the engine by digest in an image volume or the trtguard.dev/engines annotation",
-                    path=f"{judged.pod_spec_path}.volumes",
+                    path=f"{judged.spec_path}.volumes" if len(judged.templates) == 1 else judged.spec_path,
                 )
             )
         found += sort.violations(policy, judged.engines, run)

@@ -8,13 +8,17 @@
     ``ref`` is ``registry/repo@sha256:…`` (a digest is required). It is read from the object's metadata and,
     for controllers, from the pod template's metadata; both are merged (template entries first, since those
     are what the Pods will carry; an identical entry in both places counts once, a conflicting one is a
-    problem and both are kept). Without ``container`` the engine is used by every entry of ``containers``
-    (not init or ephemeral containers); with it, by that container only;
+    problem and both are kept). Without ``container`` the engine is read by every regular container (an
+    operator's model container included; not init or ephemeral containers); with it, by the container of
+    that name;
   - image volumes: an image volume is an engine when a container (of any kind) mounts it, or when an
     annotation entry's ``name`` is the volume's name (``ref`` may then be left out; if given it must equal
-    the volume's reference). ``EngineUse.containers`` lists the containers that mount it and, because an
-    init container that mounts it may copy the engine into another volume for the containers after it,
-    every container that shares a volume with such an init container (transitively).
+    the volume's reference), and read by the containers that mount it;
+  - OCI model storage URIs of an operator's model (KServe's ``storageUri: oci://…``), read by the regular
+    containers.
+
+  ``EngineUse.readers`` adds every container those can hand the engine to through a writable volume they
+  share (:mod:`policies.sharing`), by path: containers are told apart by where they are, not by name.
 
   An image volume is therefore always an image *and*, when mounted or named, an engine. The reader makes no
   policy decision: the evaluator decides which rules apply to which list.
@@ -30,6 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from policies.pods import Container, EngineUse, ImageField, ImageUse, Problem, Tally
+from policies.sharing import read_only_volume, readers
 from verifier.references import ImageReference, InvalidReference
 
 __all__ = [
@@ -48,52 +54,12 @@ ENGINES_ANNOTATION: Final = "trtguard.dev/engines"
 #: What a JSON/YAML object is. Parsed input gives dicts: testing dict first skips the slower ABC check.
 MAPPINGS: Final = (dict, Mapping)
 
-ImageField = Literal["container", "initContainer", "ephemeralContainer", "volume"]
 _CONTAINER_LISTS: Final[tuple[tuple[str, ImageField], ...]] = (
     ("containers", "container"),
     ("initContainers", "initContainer"),
     ("ephemeralContainers", "ephemeralContainer"),
 )
 _ENTRY_KEYS: Final = frozenset({"name", "ref", "container"})
-
-
-@dataclass(frozen=True, slots=True)
-class ImageUse:
-    """One image-bearing field of the workload."""
-
-    reference: str
-    """The raw string from the object (parse it with :meth:`ImageReference.parse`)."""
-    path: str
-    """JSON path, e.g. ``spec.template.spec.initContainers[1].image``."""
-    field: ImageField
-    container: str | None
-    """The container's (or, for ``field == "volume"``, the volume's) name; None when the object has none."""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineUse:
-    """One engine reference of the workload."""
-
-    name: str
-    reference: str
-    """The raw reference, ``registry/repo@sha256:…`` for annotation entries."""
-    path: str
-    """``metadata.annotations[trtguard.dev/engines][0]``, ``spec.volumes[2].image.reference`` or a model
-    storage URI (``spec.predictor.model.storageUri``)."""
-    source: Literal["annotation", "volume", "uri"]
-    containers: tuple[str, ...]
-    """Containers that may run the engine: those the annotation names, or those mounting the volume and
-    those sharing a volume with an init container that mounts it (it may hand them a copy)."""
-    declared: bool = False
-    """The ``trtguard.dev/engines`` annotation names it: an engine whatever a policy's ``models.engines``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """A malformed field found while extracting; the evaluator reports each one as a violation."""
-
-    path: str
-    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +73,18 @@ class _Entry:
     volume: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """An engine candidate before its readers are known: the containers that read it directly."""
+
+    name: str
+    reference: str
+    path: str
+    source: Literal["annotation", "volume", "uri"]
+    seeds: list[int]
+    declared: bool
+
+
 @dataclass(slots=True)
 class _ImageVolume:
     reference: str
@@ -115,36 +93,55 @@ class _ImageVolume:
 
 
 class PodSpecReader:
-    """Walks one PodSpec; collects images, mounts and engine declarations, and the problems found."""
+    """Walks one PodSpec; collects its containers, images, mounts and engine declarations, and the problems
+    found. Containers may be added until :meth:`engines` resolves the engines (an operator's sidecar that
+    joins this Pod: KubeRay's autoscaler)."""
 
     __slots__ = (
-        "_all_containers",
         "_entries",
-        "_init_containers",
-        "_main_containers",
         "_mounts",
+        "_names",
         "_problems",
+        "_read_only",
         "_spec",
         "_spec_path",
+        "_tally",
+        "_template",
         "_uris",
         "_volumes",
+        "_writable",
+        "containers",
         "defaulted",
         "images",
+        "models",
     )
 
-    def __init__(self, spec: Mapping[str, Any], spec_path: str, problems: list[Problem]) -> None:
+    def __init__(
+        self,
+        spec: Mapping[str, Any],
+        spec_path: str,
+        problems: list[Problem],
+        *,
+        template: str | None = None,
+        tally: Tally | None = None,
+    ) -> None:
         self._spec = spec
         self._spec_path = spec_path
+        self._template = template if template is not None else spec_path
         self._problems = problems
+        self._tally = tally or Tally()
         self.images: list[ImageUse] = []
+        self.containers: list[Container] = []
         #: Containers whose image the operator fills in (``image_required=False`` and none given).
         self.defaulted: list[str] = []
-        # `containers` are the default users of an annotation engine; any container may be named explicitly.
-        self._main_containers: list[str] = []
-        self._init_containers: set[str] = set()
-        self._all_containers: set[str] = set()
-        self._mounts: dict[str, list[str]] = {}
+        #: The paths of the engines the regular containers read by default (OCI model URIs, annotation
+        #: entries that name no container): what the Pods that run this Pod's model read too.
+        self.models: set[str] = set()
+        self._names: dict[str, list[int]] = {}
+        self._mounts: list[tuple[int, str, bool]] = []
         self._volumes: dict[str, _ImageVolume] = {}
+        self._read_only: set[str] = set()
+        self._writable: set[str] = set()
         self._entries: list[_Entry] = []
         self._uris: list[tuple[str, str, str]] = []
 
@@ -178,18 +175,18 @@ class PodSpecReader:
         if not isinstance(container, MAPPINGS):
             self._problem(path, f"a container must be an object, found {type_name(container)}")
             return
+        self._tally.container(path)
+        number = len(self.containers)
         name = container.get("name")
         if not isinstance(name, str):
             name = None
         else:
-            self._all_containers.add(name)
-            if field == "container":
-                self._main_containers.append(name)
-            elif field == "initContainer":
-                self._init_containers.add(name)
+            self._names.setdefault(name, []).append(number)
         image = container.get("image")
+        use = None
         if isinstance(image, str) and image:
-            self.images.append(ImageUse(image, f"{path}.image", field, name))
+            use = ImageUse(image, f"{path}.image", field, name)
+            self.images.append(use)
         elif image is None or image == "":
             if image_required:
                 self._problem(f"{path}.image", "the container has no image")
@@ -197,18 +194,19 @@ class PodSpecReader:
                 self.defaulted.append(path)
         else:
             self._problem(f"{path}.image", f"image must be a string, found {type_name(image)}")
+        self.containers.append(Container(path, name, field, self._template, use))
         mounts = container.get("volumeMounts")
         if mounts is not None:
-            self._read_mounts(mounts, f"{path}.volumeMounts", name)
+            self._read_mounts(mounts, f"{path}.volumeMounts", number)
 
     def read_image_uri(self, uri: Any, path: str, name: str) -> None:
         """Read a model storage URI; one with an OCI scheme names an image the Pod pulls.
 
         KServe mounts ``oci+native://REF`` as an image volume of its model container and runs any other
         ``oci://REF`` (``oci+modelcar://``, ``oci+fetch://``) as a container, so those are judged as
-        container images. Either way the URI names the model, so it is an engine candidate used by the
-        template's containers, like a mounted image volume. Other schemes (``s3://``, ``hf://``, …) are no
-        image.
+        container images. Either way the URI names the model, so it is an engine candidate read by the
+        template's regular containers, like a mounted image volume. Other schemes (``s3://``, ``hf://``, …)
+        are no image.
         """
         if not isinstance(uri, str):
             self._problem(path, f"a storage URI must be a string, found {type_name(uri)}")
@@ -224,7 +222,7 @@ class PodSpecReader:
         )
         self._uris.append((name, reference, path))
 
-    def _read_mounts(self, mounts: Any, path: str, container: str | None) -> None:
+    def _read_mounts(self, mounts: Any, path: str, container: int) -> None:
         if not isinstance(mounts, list):
             self._problem(path, f"volumeMounts must be a list, found {type_name(mounts)}")
             return
@@ -232,12 +230,12 @@ class PodSpecReader:
             volume = mount.get("name") if isinstance(mount, MAPPINGS) else None
             if not isinstance(volume, str):
                 self._problem(f"{path}[{index}]", "a volume mount must be an object with a volume name")
-            elif container is not None:
-                users = self._mounts.setdefault(volume, [])
-                if container not in users:
-                    users.append(container)
+            else:
+                # Only `readOnly: true` keeps a container from writing (recursiveReadOnly needs it too).
+                self._mounts.append((container, volume, mount.get("readOnly") is True))
 
     def read_volumes(self) -> None:
+        """Read ``volumes``: image volumes (engine candidates), and which volumes no container can write."""
         volumes = self._spec.get("volumes")
         list_path = f"{self._spec_path}.volumes"
         if volumes is None:
@@ -250,34 +248,39 @@ class PodSpecReader:
             if not isinstance(volume, MAPPINGS):
                 self._problem(path, f"a volume must be an object, found {type_name(volume)}")
                 continue
-            source = volume.get("image")
-            if source is None:
-                continue
-            if not isinstance(source, MAPPINGS):
-                self._problem(
-                    f"{path}.image", f"an image volume must be an object, found {type_name(source)}"
-                )
-                continue
-            ref_path = f"{path}.image.reference"
-            reference = source.get("reference")
+            self._tally.volume(path)
             name = volume.get("name")
             if not isinstance(name, str):
                 name = None
-            if not isinstance(reference, str) or not reference:
-                self._problem(
-                    ref_path,
-                    "the image volume has no reference"
-                    if reference is None or reference == ""
-                    else f"reference must be a string, found {type_name(reference)}",
-                )
-                continue
-            self.images.append(ImageUse(reference, ref_path, "volume", name))
-            if name is None:
-                self._problem(f"{path}.name", "the image volume has no name, so no container can mount it")
-            elif name in self._volumes:
-                self._problem(f"{path}.name", f"a second volume is named {name!r}")
+            elif read_only_volume(volume):
+                self._read_only.add(name)
             else:
-                self._volumes[name] = _ImageVolume(reference, ref_path)
+                self._writable.add(name)  # a name declared twice is writable if either declaration is
+            source = volume.get("image")
+            if source is not None:
+                self._read_image_volume(source, path, name)
+
+    def _read_image_volume(self, source: Any, path: str, name: str | None) -> None:
+        if not isinstance(source, MAPPINGS):
+            self._problem(f"{path}.image", f"an image volume must be an object, found {type_name(source)}")
+            return
+        ref_path = f"{path}.image.reference"
+        reference = source.get("reference")
+        if not isinstance(reference, str) or not reference:
+            self._problem(
+                ref_path,
+                "the image volume has no reference"
+                if reference is None or reference == ""
+                else f"reference must be a string, found {type_name(reference)}",
+            )
+            return
+        self.images.append(ImageUse(reference, ref_path, "volume", name))
+        if name is None:
+            self._problem(f"{path}.name", "the image volume has no name, so no container can mount it")
+        elif name in self._volumes:
+            self._problem(f"{path}.name", f"a second volume is named {name!r}")
+        else:
+            self._volumes[name] = _ImageVolume(reference, ref_path)
 
     def read_annotation(self, annotations: Mapping[str, str], annotations_path: str) -> None:
         text = annotations.get(ENGINES_ANNOTATION)
@@ -311,9 +314,7 @@ class PodSpecReader:
         if not isinstance(name, str) or not name:
             self._problem(path, "an engine entry needs a non-empty string name")
             return None
-        if container is not None and (
-            not isinstance(container, str) or container not in self._all_containers
-        ):
+        if container is not None and (not isinstance(container, str) or container not in self._names):
             self._problem(path, f"engine {name!r} names container {container!r}, which the pod spec lacks")
             return None
         volume = self._volumes.get(name)
@@ -341,8 +342,14 @@ class PodSpecReader:
         return _Entry(name, ref, container, path, volume=False)
 
     def engines(self) -> tuple[EngineUse, ...]:
-        """Resolve annotation entries against image volumes and mounts into engine uses."""
-        annotation_uses: list[EngineUse] = []
+        """Resolve annotation entries against image volumes and mounts into engine uses, each with every
+        container that can read it (:mod:`policies.sharing`)."""
+        mounters: dict[str, list[int]] = {}
+        for container, volume, _ in self._mounts:
+            if volume in self._volumes:
+                mounters.setdefault(volume, []).append(container)
+        regular = self._regular()
+        annotation: list[_Found] = []
         seen: dict[str, _Entry] = {}
         for entry in self._entries:
             earlier = seen.get(entry.name)
@@ -356,45 +363,58 @@ class PodSpecReader:
                 seen[entry.name] = entry
             if entry.volume:
                 self._volumes[entry.name].named = True
-                if entry.container is not None and entry.container not in self._mounts.get(entry.name, ()):
+                named = self._names.get(entry.container or "", ())
+                if entry.container is not None and not set(named) & set(mounters.get(entry.name, ())):
                     self._problem(
                         entry.path,
                         f"container {entry.container!r} does not mount image volume {entry.name!r}",
                     )
                 continue
-            containers = (entry.container,) if entry.container is not None else tuple(self._main_containers)
-            annotation_uses.append(
-                EngineUse(entry.name, entry.ref, entry.path, "annotation", containers, True)
+            seeds = regular if entry.container is None else self._names.get(entry.container, [])
+            annotation.append(_Found(entry.name, entry.ref, entry.path, "annotation", seeds, True))
+        found = [
+            *(
+                _Found(name, volume.reference, volume.path, "volume", mounters.get(name, []), volume.named)
+                for name, volume in self._volumes.items()
+                if volume.named or name in mounters
+            ),
+            *(_Found(name, reference, path, "uri", regular, False) for name, reference, path in self._uris),
+            *annotation,
+        ]
+        for candidate in found:
+            self._tally.engine(candidate.path)
+            if candidate.seeds is regular:
+                self.models.add(candidate.path)
+        answers = self._readers([candidate.seeds for candidate in found])
+        uses = []
+        for candidate, answer in zip(found, answers, strict=True):
+            names = tuple(dict.fromkeys(c.name for c in answer if c.name is not None))
+            uses.append(
+                EngineUse(
+                    candidate.name,
+                    candidate.reference,
+                    candidate.path,
+                    candidate.source,
+                    names,
+                    candidate.declared,
+                    tuple(c.path for c in answer),
+                    (self._template,),
+                )
             )
-        volume_uses = [
-            EngineUse(name, volume.reference, volume.path, "volume", self._engine_users(name), volume.named)
-            for name, volume in self._volumes.items()
-            if volume.named or name in self._mounts
-        ]
-        uri_uses = [
-            EngineUse(name, reference, path, "uri", tuple(self._main_containers))
-            for name, reference, path in self._uris
-        ]
-        return (*volume_uses, *uri_uses, *annotation_uses)
+        return tuple(uses)
 
-    def _engine_users(self, volume: str) -> tuple[str, ...]:
-        """The containers mounting ``volume``, then those sharing another volume with an init container
-        among them (repeated for each init container this adds)."""
-        users = list(self._mounts.get(volume, ()))
-        copiers = [c for c in users if c in self._init_containers]
-        seen_copiers = set(copiers)
-        while copiers:
-            copier = copiers.pop()
-            for shared, mounters in self._mounts.items():
-                if shared in self._volumes or copier not in mounters:
-                    continue  # image volumes are read-only: nothing can be copied into them
-                for container in mounters:
-                    if container not in users:
-                        users.append(container)
-                    if container in self._init_containers and container not in seen_copiers:
-                        seen_copiers.add(container)
-                        copiers.append(container)
-        return tuple(users)
+    def model_readers(self) -> tuple[Container, ...]:
+        """The containers that can read what the regular containers read: the readers of a model this
+        Pod runs without naming it (the workers of a KServe predictor run the predictor's model)."""
+        return self._readers([self._regular()])[0]
+
+    def _regular(self) -> list[int]:
+        return [number for number, c in enumerate(self.containers) if c.field == "container"]
+
+    def _readers(self, seeds: list[list[int]]) -> list[tuple[Container, ...]]:
+        self._tally.budget.step(len(self._mounts) + len(self.containers))
+        answers = readers(len(self.containers), self._mounts, self._read_only - self._writable, seeds)
+        return [tuple(self.containers[number] for number in answer) for answer in answers]
 
 
 def type_name(value: Any) -> str:

@@ -208,8 +208,8 @@ def test_error_decision_keeps_a_policy_only_an_unknown_requester_could_exclude(m
 
 def test_error_decision_without_matching_policy_still_denies(material: Material) -> None:
     engine = engine_for(material, images_policy(on_error="Warn"))
-    decision = engine.error_decision({"kind": "Pod", "spec": 1}, namespace=None, message="crashed")
-    # The object cannot be read, so every policy's onError applies: here all say Warn.
+    decision = engine.error_decision({"kind": ["Pod"], "spec": 1}, namespace=None, message="crashed")
+    # Not even the object's kind can be read, so every policy's onError applies: here all say Warn.
     assert decision.allowed
     nothing = engine.error_decision(pod(namespace="dev"), namespace="dev", message="crashed")
     assert not nothing.allowed
