@@ -128,17 +128,13 @@ class PolicyEngine:
             why = unknown_kind(self.policy_set.kinds, workload.api_version, workload.kind)
             what = f"{workload.kind} ({version}): {why}"
             if unknown_kinds == "report":
-                count = len(workload.images)
                 return Decision(
                     workload.kind,
                     workload.namespace,
                     workload.name,
                     self.revision,
                     images=tuple(ArtifactRecord(use.reference, None, use.path) for use in workload.images),
-                    unjudged=f"{what}: the {count} image{'s' if count != 1 else ''} it names "
-                    f"{'were' if count != 1 else 'was'} not checked (define it with a WorkloadKind document)"
-                    if count
-                    else f"{what} and names no container image",
+                    unjudged=_unchecked(what, workload),
                 )
             notes.append(f"{what}: its images were found by searching the whole object")
         chosen = [(p, selection(p, workload, requester)) for p in self.policy_set.policies]
@@ -274,6 +270,24 @@ class PolicyEngine:
                 ),
             ),
         )
+
+
+def _unchecked(what: str, workload: Workload) -> str:
+    """Why a workload of a kind trtguard does not know was not checked, and what it names."""
+    count, unread = len(workload.images), [p.path for p in workload.problems]
+    if count:
+        were = "were" if count != 1 else "was"
+        return (
+            f"{what}: the {count} image{'s' if count != 1 else ''} it names {were} not checked (define it "
+            "with a WorkloadKind document)"
+        )
+    if unread:
+        return (
+            f"{what}: it names what trtguard cannot read as images ({', '.join(unread[:5])}"
+            f"{', …' if len(unread) > 5 else ''}); nothing was checked (define it with a WorkloadKind "
+            "document)"
+        )
+    return f"{what} and names no container image"
 
 
 def _requester_unknown(policy: CompiledPolicy, found: Violation) -> Violation:
