@@ -2,7 +2,8 @@
 
 Reading a workload (:func:`policies.workload.extract`) and preparing the data of CEL expressions walk the
 whole object; an object built to make that slow must not stall the admissions answered beside it. So that
-work runs off the event loop, in :func:`offload`'s threads, and is charged to the request's
+work runs off the event loop, in :func:`offload`'s threads (unless the object is :func:`small`), and is
+charged to the request's
 :class:`Budget`: the CPU time of the threads running it (``time.thread_time``), checked every few hundred
 steps, and the request's deadline. Past either, :class:`BudgetExceeded` ends the work, and the evaluator
 answers with each policy's ``onError``. A thread alone would not bound anything (Python runs one thread at a
@@ -24,12 +25,23 @@ from typing import Final, TypeVar
 from verifier.deadline import Deadline
 from verifier.errors import TrtguardError
 
-__all__ = ["DEFAULT_CPU_SECONDS", "UNLIMITED", "Budget", "BudgetExceeded", "offload"]
+__all__ = [
+    "DEFAULT_CPU_SECONDS",
+    "INLINE_VALUES",
+    "UNLIMITED",
+    "Budget",
+    "BudgetExceeded",
+    "offload",
+    "small",
+]
 
 T = TypeVar("T")
 
 #: CPU seconds one evaluation may spend on extraction and data preparation, unless the engine says otherwise.
 DEFAULT_CPU_SECONDS: Final = 2.0
+#: Objects of at most this many values together are read on the event loop: that costs under a millisecond,
+#: less than the hand-over to a thread and back (about a tenth of one) is worth for them.
+INLINE_VALUES: Final = 1000
 #: Steps between two looks at the clock (a look costs about a microsecond; a step far less).
 _STEPS_PER_CHECK: Final = 256
 #: Threads evaluations run their pure work in: few, so that heavy requests queue among themselves rather
@@ -106,3 +118,27 @@ def _executor() -> ThreadPoolExecutor:
 async def offload(budget: Budget, call: Callable[[], T]) -> T:
     """``call()`` in an evaluation thread, charged to ``budget``; raises :class:`BudgetExceeded` there."""
     return await asyncio.get_running_loop().run_in_executor(_executor(), budget.run, call)
+
+
+async def within(budget: Budget, call: Callable[[], T], *data: object) -> T:
+    """``call()`` charged to ``budget``: on the event loop when the ``data`` it walks is :func:`small`, in an
+    evaluation thread (:func:`offload`) otherwise."""
+    if small(*data):
+        return budget.run(call)
+    return await offload(budget, call)
+
+
+def small(*values: object, limit: int = INLINE_VALUES) -> bool:
+    """Whether ``values`` hold at most ``limit`` JSON values together (counting stops past the limit)."""
+    stack = [value for value in values if value is not None]
+    count = 0
+    while stack:
+        value = stack.pop()
+        count += 1
+        if count > limit:
+            return False
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return True

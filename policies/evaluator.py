@@ -7,8 +7,8 @@ engine must satisfy the policy's ``models`` rules (a build manifest signed by it
 ``buildManifest`` is set, and the rules over that manifest) and its change control. Each rule family has a
 module in :mod:`policies.rules`. A rule that cannot be checked (offline, a registry that fails, time running
 out) is a violation with ``error=True`` whose action is the policy's ``onError``: a failure to check is
-never a silent pass. Reading the object (and the old one of an UPDATE) runs off the event loop, within a
-CPU budget (:mod:`policies.budget`); past it, every matching policy's ``onError`` answers.
+never a silent pass. Reading the object (and the old one of an UPDATE) runs off the event loop (unless it is
+small), within a CPU budget (:mod:`policies.budget`); past it, every matching policy's ``onError`` answers.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from policies.budget import DEFAULT_CPU_SECONDS, Budget, BudgetExceeded, offload
+from policies.budget import DEFAULT_CPU_SECONDS, Budget, BudgetExceeded, within
 from policies.cel.sandbox import CelSandbox, shared_sandbox
 from policies.engines import EngineSort, engine_sort, sort_engines
 from policies.loader import CompiledPolicy, PolicySet
@@ -114,7 +114,7 @@ class PolicyEngine:
         deadline = deadline or Deadline.never()
         budget = Budget(self.cpu_seconds, deadline)
         try:
-            read = await offload(budget, lambda: self._read(obj, namespace, kind, old, budget))
+            read = await within(budget, lambda: self._read(obj, namespace, kind, old, budget), obj, old)
         except InputError as error:
             return self._unreadable(obj, namespace, error)
         except BudgetExceeded as error:
@@ -282,10 +282,11 @@ def _unchecked(what: str, workload: Workload) -> str:
             "with a WorkloadKind document)"
         )
     if unread:
+        listed = "; ".join(f"{p.path}: {p.message}" for p in workload.problems[:3])
+        more = f"; {len(unread) - 3} more" if len(unread) > 3 else ""
         return (
-            f"{what}: it names what trtguard cannot read as images ({', '.join(unread[:5])}"
-            f"{', …' if len(unread) > 5 else ''}); nothing was checked (define it with a WorkloadKind "
-            "document)"
+            f"{what}: it names no image trtguard can read ({listed}{more}); nothing was checked (define it "
+            "with a WorkloadKind document)"
         )
     return f"{what} and names no container image"
 

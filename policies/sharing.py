@@ -51,11 +51,12 @@ def readers(
     ``read_only`` names the volumes no container can write into (a volume mounted but not declared counts
     as writable). The answer lists container numbers in order.
     """
+    channels = [mount for mount in mounts if mount[1] not in read_only]
+    if not any(not mounted_read_only for _, _, mounted_read_only in channels):
+        return [tuple(sorted(set(seed))) for seed in seeds]  # nothing can be written: each reads alone
     volume_nodes: dict[str, int] = {}
     successors: list[list[int]] = [[] for _ in range(count)]
-    for container, volume, mounted_read_only in mounts:
-        if volume in read_only:
-            continue
+    for container, volume, mounted_read_only in channels:
         node = volume_nodes.get(volume)
         if node is None:
             node = volume_nodes[volume] = len(successors)

@@ -192,15 +192,11 @@ def extract(
     ``budget``.
     """
     problems: list[Problem] = []
-    identity = identify(obj, namespace=namespace, kind=kind, kinds=kinds, problems=problems)
-    the_kind, api_version, the_namespace, name = (
-        identity.kind,
-        identity.api_version,
-        identity.namespace,
-        identity.name,
-    )
-    labels, annotations = identity.labels, identity.annotations
-    definition = kinds.of_api_version(api_version, the_kind)
+    the_kind, api_version, definition, metadata = _identity(obj, kind, kinds, problems)
+    the_namespace = _namespace(metadata, namespace)
+    name = _string_field(metadata, "name", "metadata", problems)
+    labels = string_map(metadata.get("labels"), "metadata.labels", problems)
+    annotations = string_map(metadata.get("annotations"), "metadata.annotations", problems)
     pods = PodTemplates(obj, annotations, problems, Tally(budget))
     if definition is None:
         pods.discover()
@@ -246,17 +242,8 @@ def identify(
     Raises :class:`InputError` as :func:`extract` does for the object, its kind and namespace; malformed
     metadata fields are added to ``problems``.
     """
-    if not isinstance(obj, MAPPINGS):
-        raise InputError(
-            f"a Kubernetes object was expected, found {type_name(obj)}",
-            hint="pass the object itself (an AdmissionRequest's `object`)",
-        )
     found = problems if problems is not None else []
-    the_kind = _kind(obj, kind)
-    api_version = obj.get("apiVersion")
-    api_version = api_version if isinstance(api_version, str) else ""
-    definition = kinds.of_api_version(api_version, the_kind)
-    metadata = mapping_field(obj.get("metadata"), "metadata", found)
+    the_kind, api_version, definition, metadata = _identity(obj, kind, kinds, found)
     return Workload(
         kind=the_kind,
         api_version=api_version,
@@ -272,6 +259,22 @@ def identify(
         group=group_of(api_version) if api_version else (definition.group if definition else ""),
         known_kind=definition is not None,
     )
+
+
+def _identity(
+    obj: Mapping[str, Any], kind: str | None, kinds: KindRegistry, problems: list[Problem]
+) -> tuple[str, str, KindDefinition | None, Mapping[str, Any]]:
+    """The object's kind, apiVersion, definition and metadata (an :class:`InputError` when unreadable)."""
+    if not isinstance(obj, MAPPINGS):
+        raise InputError(
+            f"a Kubernetes object was expected, found {type_name(obj)}",
+            hint="pass the object itself (an AdmissionRequest's `object`)",
+        )
+    the_kind = _kind(obj, kind)
+    api_version = obj.get("apiVersion")
+    api_version = api_version if isinstance(api_version, str) else ""
+    definition = kinds.of_api_version(api_version, the_kind)
+    return the_kind, api_version, definition, mapping_field(obj.get("metadata"), "metadata", problems)
 
 
 def unknown_kind(kinds: KindRegistry, api_version: str, kind: str) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from policies.budget import offload
+from policies.budget import within
 from policies.cel import CelEvaluationError, prepare_activation
 from policies.pods import EngineUse
 from policies.rules.evaluation import Evaluation
@@ -42,7 +42,7 @@ async def check(
                 "workload": run.cel_workload(),
                 "engine": _engine(run, use, ref),
             }
-            activation = await offload(run.budget, lambda: prepare_activation(values))
+            activation = await within(run.budget, lambda: prepare_activation(values), values["workload"])
         else:  # the same for every admission of this engine: prepared once
             activation = run.verified.manifest_activation(verified, use.name, str(ref), ref.digest)
     except CelEvaluationError as error:

@@ -140,5 +140,6 @@ def test_an_unknown_kind_naming_only_an_image_object_is_reported_and_judged(mate
     assert not judged.allowed and judged.violations[0].image == "nvcr.io/nim/meta/llama3:1.0"
     obj["spec"] = {"image": {"pullPolicy": "Always"}}
     unread = asyncio.run(engine.evaluate(obj))
-    assert unread.unjudged is not None and "cannot read as images (spec.image)" in unread.unjudged
+    assert unread.unjudged is not None
+    assert "it names no image trtguard can read (spec.image: names an image" in unread.unjudged
     assert not asyncio.run(engine.evaluate(obj, unknown_kinds="judge")).allowed
