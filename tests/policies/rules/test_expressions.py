@@ -173,7 +173,7 @@ def test_expressions_see_the_containers_and_templates_that_run_the_engine(materi
     )
     engine = costly_engine(material, rule)
     spec = pod(engine=reference)["spec"]
-    lws = {
+    lws: dict[str, Any] = {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
         "metadata": {"name": "l", "namespace": "prod"},

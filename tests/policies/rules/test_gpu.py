@@ -233,7 +233,7 @@ def test_a_volcano_job_confined_in_every_task_fits(material: Material) -> None:
     ref = material.engine("e")
     fit = engine(material, checks="{nodes: true, runtime: true}")
     task = {"name": "infer", "template": {"spec": placed(ref, selector=H200)["spec"]}}
-    job = {
+    job: dict[str, Any] = {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
         "metadata": {"name": "j", "namespace": "prod"},

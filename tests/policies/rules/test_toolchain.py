@@ -139,7 +139,7 @@ def test_same_toolchain_counts_a_kserve_model_container_without_a_name(material:
     # Issue 24, item 4: the model container of a KServe predictor may have no name; it runs the model.
     ref = material.engine("e")
     engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
-    isvc = {
+    isvc: dict[str, Any] = {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
         "metadata": {"name": "i", "namespace": "prod"},
