@@ -35,12 +35,13 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from policies.pods import Container, EngineUse, ImageField, ImageUse, Problem, Tally
-from policies.sharing import read_only_volume, readers
+from policies.sharing import backing, read_only_volume
 from verifier.references import ImageReference, InvalidReference
 
 __all__ = [
     "ENGINES_ANNOTATION",
     "MAPPINGS",
+    "Candidate",
     "EngineUse",
     "ImageField",
     "ImageUse",
@@ -74,8 +75,11 @@ class _Entry:
 
 
 @dataclass(frozen=True, slots=True)
-class _Found:
-    """An engine candidate before its readers are known: the containers that read it directly."""
+class Candidate:
+    """An engine candidate before its readers are known: the containers of its Pod that read it directly
+    (their numbers among :attr:`PodSpecReader.containers`). ``model``: the regular containers read it by
+    default (an OCI model URI, an annotation entry without ``container``), so the Pods that run this
+    Pod's model read it too."""
 
     name: str
     reference: str
@@ -83,6 +87,7 @@ class _Found:
     source: Literal["annotation", "volume", "uri"]
     seeds: list[int]
     declared: bool
+    model: bool = False
 
 
 @dataclass(slots=True)
@@ -99,6 +104,7 @@ class PodSpecReader:
 
     __slots__ = (
         "_entries",
+        "_keys",
         "_mounts",
         "_names",
         "_problems",
@@ -113,7 +119,6 @@ class PodSpecReader:
         "containers",
         "defaulted",
         "images",
-        "models",
     )
 
     def __init__(
@@ -134,14 +139,12 @@ class PodSpecReader:
         self.containers: list[Container] = []
         #: Containers whose image the operator fills in (``image_required=False`` and none given).
         self.defaulted: list[str] = []
-        #: The paths of the engines the regular containers read by default (OCI model URIs, annotation
-        #: entries that name no container): what the Pods that run this Pod's model read too.
-        self.models: set[str] = set()
         self._names: dict[str, list[int]] = {}
         self._mounts: list[tuple[int, str, bool]] = []
         self._volumes: dict[str, _ImageVolume] = {}
         self._read_only: set[str] = set()
         self._writable: set[str] = set()
+        self._keys: dict[str, str] = {}
         self._entries: list[_Entry] = []
         self._uris: list[tuple[str, str, str]] = []
 
@@ -195,9 +198,10 @@ class PodSpecReader:
         else:
             self._problem(f"{path}.image", f"image must be a string, found {type_name(image)}")
         self.containers.append(Container(path, name, field, self._template, use))
-        mounts = container.get("volumeMounts")
-        if mounts is not None:
-            self._read_mounts(mounts, f"{path}.volumeMounts", number)
+        for key in ("volumeMounts", "volumeDevices"):  # a raw block device can carry a copy as well
+            mounts = container.get(key)
+            if mounts is not None:
+                self._read_mounts(mounts, f"{path}.{key}", number)
 
     def read_image_uri(self, uri: Any, path: str, name: str) -> None:
         """Read a model storage URI; one with an OCI scheme names an image the Pod pulls.
@@ -224,8 +228,9 @@ class PodSpecReader:
 
     def _read_mounts(self, mounts: Any, path: str, container: int) -> None:
         if not isinstance(mounts, list):
-            self._problem(path, f"volumeMounts must be a list, found {type_name(mounts)}")
+            self._problem(path, f"{path.rsplit('.', 1)[-1]} must be a list, found {type_name(mounts)}")
             return
+        self._tally.budget.step(len(mounts))
         for index, mount in enumerate(mounts):
             volume = mount.get("name") if isinstance(mount, MAPPINGS) else None
             if not isinstance(volume, str):
@@ -252,10 +257,14 @@ class PodSpecReader:
             name = volume.get("name")
             if not isinstance(name, str):
                 name = None
-            elif read_only_volume(volume):
-                self._read_only.add(name)
             else:
-                self._writable.add(name)  # a name declared twice is writable if either declaration is
+                if read_only_volume(volume):
+                    self._read_only.add(name)
+                else:
+                    self._writable.add(name)  # a name declared twice is writable if either declaration is
+                backed = backing(volume)
+                if backed is not None:
+                    self._keys[name] = backed
             source = volume.get("image")
             if source is not None:
                 self._read_image_volume(source, path, name)
@@ -341,15 +350,16 @@ class PodSpecReader:
             return None
         return _Entry(name, ref, container, path, volume=False)
 
-    def engines(self) -> tuple[EngineUse, ...]:
-        """Resolve annotation entries against image volumes and mounts into engine uses, each with every
-        container that can read it (:mod:`policies.sharing`)."""
+    def candidates(self) -> list[Candidate]:
+        """Resolve annotation entries against image volumes and mounts into engine candidates, each with
+        the containers that read it directly; who else can read it is the workload's graph
+        (:meth:`graph`, :mod:`policies.sharing`)."""
         mounters: dict[str, list[int]] = {}
         for container, volume, _ in self._mounts:
             if volume in self._volumes:
                 mounters.setdefault(volume, []).append(container)
-        regular = self._regular()
-        annotation: list[_Found] = []
+        regular = self.regular()
+        annotation: list[Candidate] = []
         seen: dict[str, _Entry] = {}
         for entry in self._entries:
             earlier = seen.get(entry.name)
@@ -370,51 +380,45 @@ class PodSpecReader:
                         f"container {entry.container!r} does not mount image volume {entry.name!r}",
                     )
                 continue
-            seeds = regular if entry.container is None else self._names.get(entry.container, [])
-            annotation.append(_Found(entry.name, entry.ref, entry.path, "annotation", seeds, True))
+            if entry.container is None:
+                annotation.append(
+                    Candidate(entry.name, entry.ref, entry.path, "annotation", regular, True, True)
+                )
+            else:
+                seeds = self._names.get(entry.container, [])
+                annotation.append(Candidate(entry.name, entry.ref, entry.path, "annotation", seeds, True))
         found = [
             *(
-                _Found(name, volume.reference, volume.path, "volume", mounters.get(name, []), volume.named)
+                Candidate(name, volume.reference, volume.path, "volume", mounters.get(name, []), volume.named)
                 for name, volume in self._volumes.items()
                 if volume.named or name in mounters
             ),
-            *(_Found(name, reference, path, "uri", regular, False) for name, reference, path in self._uris),
+            *(Candidate(name, ref, path, "uri", regular, False, True) for name, ref, path in self._uris),
             *annotation,
         ]
         for candidate in found:
             self._tally.engine(candidate.path)
-            if candidate.seeds is regular:
-                self.models.add(candidate.path)
-        answers = self._readers([candidate.seeds for candidate in found])
-        uses = []
-        for candidate, answer in zip(found, answers, strict=True):
-            names = tuple(dict.fromkeys(c.name for c in answer if c.name is not None))
-            uses.append(
-                EngineUse(
-                    candidate.name,
-                    candidate.reference,
-                    candidate.path,
-                    candidate.source,
-                    names,
-                    candidate.declared,
-                    tuple(c.path for c in answer),
-                    (self._template,),
-                )
-            )
-        return tuple(uses)
+        return found
 
-    def model_readers(self) -> tuple[Container, ...]:
-        """The containers that can read what the regular containers read: the readers of a model this
-        Pod runs without naming it (the workers of a KServe predictor run the predictor's model)."""
-        return self._readers([self._regular()])[0]
-
-    def _regular(self) -> list[int]:
+    def regular(self) -> list[int]:
+        """The numbers of the regular containers (an operator's model containers included)."""
         return [number for number, c in enumerate(self.containers) if c.field == "container"]
 
-    def _readers(self, seeds: list[list[int]]) -> list[tuple[Container, ...]]:
-        self._tally.budget.step(len(self._mounts) + len(self.containers))
-        answers = readers(len(self.containers), self._mounts, self._read_only - self._writable, seeds)
-        return [tuple(self.containers[number] for number in answer) for answer in answers]
+    def graph(self) -> tuple[list[tuple[int, str, bool]], set[str], set[str]]:
+        """This Pod's part of the workload's sharing graph: ``(container number, volume key, read-only
+        mount)`` for each mount, and the keys of the volumes declared read-only and writable. A volume's key
+        is its name within this template, or what backs it (:func:`~policies.sharing.backing`: a PVC, a
+        host path) when other templates' Pods can reach the same storage."""
+        self._tally.budget.step(len(self._mounts))
+        mounts = [(c, self._keys.get(name) or self._key(name), ro) for c, name, ro in self._mounts]
+        return (
+            mounts,
+            {self._keys.get(n) or self._key(n) for n in self._read_only},
+            {self._keys.get(n) or self._key(n) for n in self._writable},
+        )
+
+    def _key(self, name: str) -> str:
+        return f"{self._template}\0{name}"
 
 
 def type_name(value: Any) -> str:

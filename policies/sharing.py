@@ -1,18 +1,19 @@
-"""Which containers of one Pod can read an engine: those that read it themselves, and every container they
-can hand it to through a volume they share.
+"""Which containers of a workload can read an engine: those that read it themselves, and every container
+they can hand it to through a volume they share.
 
 trtguard cannot see what a container does with the bytes it reads, so a container that reads an engine and
 mounts a *writable* volume may copy the engine there, and every container that mounts that volume (even
 read-only) can read it, and may copy it on in turn. A volume is writable to a container unless the mount
 says ``readOnly: true`` or the volume is read-only by its kind (:func:`read_only_volume`). Init, sidecar,
 regular and ephemeral containers all count, in any order: an ``emptyDir`` outlives the restarts of the
-containers that share it.
+containers that share it. Storage that outlives a Pod reaches the Pods of the workload's other templates
+too: volumes of two templates backed by the same claim, host path or NFS export (:func:`backing`) are one.
 
 The graph has one node per container and per writable volume: a container points to each writable volume
 it mounts writable, a volume to each container that mounts it. The readers of an engine are the containers
-reachable from the containers that read it directly. :func:`readers` answers for every engine of the Pod at
-once, in time linear in containers and mounts (strongly connected components, each with the set of
-containers it reaches as a bitset), where walking the graph once per engine would multiply them.
+reachable from the containers that read it directly. :func:`readers` answers for every engine of the
+workload at once, in time linear in containers and mounts (strongly connected components, each with the set
+of containers it reaches as a bitset), where walking the graph once per engine would multiply them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
-__all__ = ["READ_ONLY_KINDS", "read_only_volume", "readers"]
+__all__ = ["READ_ONLY_KINDS", "backing", "read_only_volume", "readers"]
 
 #: Volume kinds the kubelet always mounts read-only: nothing can be written into them.
 READ_ONLY_KINDS: Final = frozenset({"image", "configMap", "secret", "downwardAPI", "projected"})
@@ -37,6 +38,21 @@ def read_only_volume(volume: Mapping[str, Any]) -> bool:
         key in READ_ONLY_KINDS or (isinstance(volume[key], Mapping) and volume[key].get("readOnly") is True)
         for key in sources
     )
+
+
+def backing(volume: Mapping[str, Any]) -> str | None:
+    """What stores ``volume`` when the Pods of other templates can reach the same storage: a
+    ``persistentVolumeClaim`` by claim name, a ``hostPath`` by path, an ``nfs`` export by server and path
+    (None: storage of this Pod alone, such as an ``emptyDir``). Volumes of two templates with the same
+    backing are one volume of the workload's graph."""
+    claim, host, nfs = volume.get("persistentVolumeClaim"), volume.get("hostPath"), volume.get("nfs")
+    if isinstance(claim, Mapping) and isinstance(claim.get("claimName"), str):
+        return f"persistentVolumeClaim:{claim['claimName']}"
+    if isinstance(host, Mapping) and isinstance(host.get("path"), str):
+        return f"hostPath:{host['path'].rstrip('/') or '/'}"
+    if isinstance(nfs, Mapping) and isinstance(nfs.get("server"), str) and isinstance(nfs.get("path"), str):
+        return f"nfs:{nfs['server']}:{nfs['path'].rstrip('/') or '/'}"
+    return None
 
 
 def readers(

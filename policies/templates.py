@@ -13,22 +13,24 @@ its models too.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from policies.discovery import find_images, find_pod_specs
 from policies.kinds import KindDefinition, Template
 from policies.paths import Match, child
-from policies.pods import PodTemplate, Tally
+from policies.pods import Container, PodTemplate, Tally
 from policies.podspec import (
     ENGINES_ANNOTATION,
     MAPPINGS,
+    Candidate,
     EngineUse,
     ImageUse,
     PodSpecReader,
     Problem,
     type_name,
 )
+from policies.sharing import readers
 from verifier.errors import InputError
 
 __all__ = ["PodTemplates", "mapping_field", "string_map"]
@@ -44,7 +46,6 @@ class _Read:
     spec: Mapping[str, Any]
     reader: PodSpecReader | None
     template: Template | None = None
-    engines: list[EngineUse] = field(default_factory=list)
     joined: bool = False
     """A container read into another template's Pods: only its images (and defaulted image) are its own."""
     images: list[ImageUse] = field(default_factory=list)
@@ -179,51 +180,68 @@ class PodTemplates:
         self._reads.append(_Read(path, spec_path, role, spec, reader, template))
 
     def _finish(self) -> None:
-        """Resolve each template's engines (once every container is read), hand a template's models to
-        the workers that run them, and build the templates."""
-        for read in self._reads:
-            if read.reader is not None:
-                read.engines = list(read.reader.engines())  # resolving engines can add problems
-        for read in self._reads:
-            if read.reader is not None and read.template is not None and read.template.runs_parent_models:
-                self._share_models(read, read.reader)
+        """Resolve the engines of every template at once, over the workload's sharing graph (a copy can
+        reach another template's Pods through storage they share, and a template's workers run its models),
+        and build the templates."""
+        reads = [(r, r.reader) for r in self._reads if r.reader is not None]
+        containers: list[Container] = []
+        mounts: list[tuple[int, str, bool]] = []
+        read_only: set[str] = set()
+        writable: set[str] = set()
+        found: list[tuple[_Read, Candidate, list[int], list[str]]] = []
+        bases: dict[int, int] = {}
+        for read, reader in reads:
+            base = bases[id(read)] = len(containers)
+            containers += reader.containers
+            own_mounts, own_read_only, own_writable = reader.graph()
+            mounts += [(base + number, key, flag) for number, key, flag in own_mounts]
+            read_only |= own_read_only
+            writable |= own_writable
+            # resolving candidates can add problems: in template order, before the images are collected
+            found += [(read, c, [base + s for s in c.seeds], [read.path]) for c in reader.candidates()]
+        for workers, reader in reads:
+            runs_models = workers.template is not None and workers.template.runs_parent_models
+            parent = self._parent(workers) if runs_models else None
+            if parent is None:
+                continue
+            seeds = [bases[id(workers)] + number for number in reader.regular()]
+            for owner, candidate, own_seeds, templates in found:
+                if owner is parent and candidate.model:
+                    own_seeds.extend(seeds)
+                    templates.append(workers.path)
+        self.tally.budget.step(len(mounts) + len(containers))
+        answers = readers(len(containers), mounts, read_only - writable, [f[2] for f in found])
+        engines: dict[int, list[EngineUse]] = {}
+        for (owner, candidate, _, templates), answer in zip(found, answers, strict=True):
+            reading = [containers[number] for number in answer]
+            engines.setdefault(id(owner), []).append(
+                EngineUse(
+                    candidate.name,
+                    candidate.reference,
+                    candidate.path,
+                    candidate.source,
+                    tuple(dict.fromkeys(c.name for c in reading if c.name is not None)),
+                    candidate.declared,
+                    tuple(c.path for c in reading),
+                    tuple(dict.fromkeys([*templates, *(c.template for c in reading)])),
+                )
+            )
         for read in self._reads:
             if read.joined:
                 self.images += read.images
                 self.defaulted += read.defaulted
                 continue
-            containers = tuple(read.reader.containers) if read.reader is not None else ()
-            self.templates.append(PodTemplate(read.path, read.spec_path, read.role, read.spec, containers))
+            own = tuple(read.reader.containers) if read.reader is not None else ()
+            self.templates.append(PodTemplate(read.path, read.spec_path, read.role, read.spec, own))
             if read.reader is not None:
-                self.engines += read.engines
+                self.engines += engines.get(id(read), [])
                 self.images += read.reader.images
                 self.defaulted += read.reader.defaulted
 
-    def _share_models(self, workers: _Read, reader: PodSpecReader) -> None:
-        """The models of the template enclosing ``workers`` are read by the workers' regular containers
-        (and whoever those hand them to)."""
-        parents = [
-            (r, r.reader)
-            for r in self._reads
-            if workers.path.startswith(f"{r.path}.") and r.reader is not None
-        ]
-        if not parents:
-            return
-        parent, parent_reader = max(parents, key=lambda found: len(found[0].path))
-        models = parent_reader.models
-        extra = reader.model_readers()
-        names = tuple(c.name for c in extra if c.name is not None)
-        parent.engines = [
-            replace(
-                use,
-                containers=tuple(dict.fromkeys((*use.containers, *names))),
-                readers=(*use.readers, *(c.path for c in extra)),
-                templates=(*use.templates, workers.path),
-            )
-            if use.path in models
-            else use
-            for use in parent.engines
-        ]
+    def _parent(self, workers: _Read) -> _Read | None:
+        """The template whose path encloses ``workers``'s most closely (a predictor, for its workerSpec)."""
+        enclosing = [r for r in self._reads if workers.path.startswith(f"{r.path}.") and r.reader is not None]
+        return max(enclosing, key=lambda r: len(r.path)) if enclosing else None
 
     def discover(self) -> None:
         """Every pod spec found anywhere in an object of an unknown kind, read like any other."""

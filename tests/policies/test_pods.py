@@ -261,3 +261,65 @@ def test_a_workload_over_a_limit_cannot_be_read(what: str, limit: int, build: An
         extract({"metadata": {"name": "w"}, **build(limit + 1)})
     assert f"more than {limit} {what}" in caught.value.message
     assert caught.value.hint == "split the workload into several objects"
+
+
+def test_storage_that_outlives_a_pod_reaches_the_other_templates() -> None:
+    # The leader copies the engine into a claim the workers mount: they can read it, and run it elsewhere.
+    claim = {"name": "models", "persistentVolumeClaim": {"claimName": "shared-models"}}
+    leader = {
+        "spec": {
+            **spec(server("server", RUNTIME, "engine", "models")),
+            "volumes": [spec()["volumes"][0], claim],
+        }
+    }
+    worker_claim = {
+        "name": "weights",
+        "persistentVolumeClaim": {"claimName": "shared-models", "readOnly": True},
+    }
+    worker = {"spec": {"containers": [server("worker", "r/other:1", "weights")], "volumes": [worker_claim]}}
+    obj = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "l"},
+        "spec": {"leaderWorkerTemplate": {"leaderTemplate": leader, "workerTemplate": worker}},
+    }
+    [use] = workload(obj).engines
+    lws = "spec.leaderWorkerTemplate"
+    assert use.readers == (
+        f"{lws}.leaderTemplate.spec.containers[0]",
+        f"{lws}.workerTemplate.spec.containers[0]",
+    )
+    assert use.templates == (f"{lws}.leaderTemplate", f"{lws}.workerTemplate")
+    # The same volume name in two templates without shared storage is two volumes.
+    worker["spec"]["volumes"] = [{"name": "models", "emptyDir": {}}]
+    worker["spec"]["containers"][0]["volumeMounts"][0]["name"] = "models"
+    assert workload(obj).engines[0].readers == (f"{lws}.leaderTemplate.spec.containers[0]",)
+    # A host path is shared storage too, and so is a claim the leader only attaches read-only… for it alone.
+    leader["spec"]["volumes"][1] = {"name": "models", "hostPath": {"path": "/var/models/"}}
+    worker["spec"]["volumes"] = [{"name": "models", "hostPath": {"path": "/var/models"}}]
+    assert len(workload(obj).engines[0].readers) == 2
+
+
+def test_a_raw_block_device_is_a_channel_too() -> None:
+    pvc = {"name": "block", "persistentVolumeClaim": {"claimName": "raw"}}
+    found = workload(
+        {
+            "kind": "Pod",
+            "metadata": {"name": "p"},
+            "spec": {
+                "containers": [
+                    {
+                        **server("server", RUNTIME, "engine"),
+                        "volumeDevices": [{"name": "block", "devicePath": "/dev/x"}],
+                    },
+                    {
+                        "name": "reader",
+                        "image": "r/other:1",
+                        "volumeDevices": [{"name": "block", "devicePath": "/dev/x"}],
+                    },
+                ],
+                "volumes": [*spec()["volumes"], pvc],
+            },
+        }
+    )
+    assert found.engines[0].containers == ("server", "reader")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.sharing import read_only_volume, readers
+from policies.sharing import backing, read_only_volume, readers
 
 Mount = tuple[int, str, bool]
 
@@ -101,3 +101,18 @@ def test_many_engines_over_many_containers_take_one_pass() -> None:
     mounts = [(i, "shared", False) for i in range(count)]
     answers = readers(count, mounts, set(), [{i} for i in range(100)])
     assert answers == [tuple(range(count))] * 100
+
+
+@pytest.mark.parametrize(
+    ("volume", "key"),
+    [
+        ({"name": "v", "persistentVolumeClaim": {"claimName": "models"}}, "persistentVolumeClaim:models"),
+        ({"name": "v", "hostPath": {"path": "/data/"}}, "hostPath:/data"),
+        ({"name": "v", "hostPath": {"path": "/"}}, "hostPath:/"),
+        ({"name": "v", "nfs": {"server": "nas", "path": "/export"}}, "nfs:nas:/export"),
+        ({"name": "v", "emptyDir": {}}, None),
+        ({"name": "v", "image": {"reference": "r/e:1"}}, None),
+    ],
+)
+def test_storage_other_templates_can_reach(volume: dict[str, object], key: str | None) -> None:
+    assert backing(volume) == key
