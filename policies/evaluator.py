@@ -339,7 +339,12 @@ async def _judge(run: Evaluation, policy: CompiledPolicy, sort: EngineSort) -> l
                 violation(
                     policy,
                     "models.required",
-                    "the workload declares no TensorRT engine",
+                    "the workload declares no TensorRT engine"
+                    + (
+                        f" in any of its {len(judged.templates)} pod templates"
+                        if len(judged.templates) > 1
+                        else ""
+                    ),
                     "name the engine by digest in an image volume or the trtguard.dev/engines annotation",
                     path=f"{judged.spec_path}.volumes" if len(judged.templates) == 1 else judged.spec_path,
                 )
