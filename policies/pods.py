@@ -12,13 +12,14 @@ look at less than the whole workload (``tests/test_layout.py`` holds the rule mo
   paths; :mod:`policies.sharing` says how they are found) and which templates it reaches
   (:attr:`EngineUse.templates`); :class:`ImageUse` is one image-bearing field.
 
-The limits (:data:`MAX_TEMPLATES`, :data:`MAX_CONTAINERS`, :data:`MAX_VOLUMES`, :data:`MAX_ENGINES`) bound
-the work of one admission; an object over any of them cannot be judged, which is a denial.
+The limits (:data:`MAX_TEMPLATES`, :data:`MAX_CONTAINERS`, :data:`MAX_VOLUMES`, :data:`MAX_ENGINES`,
+:data:`MAX_IMAGES`, :data:`MAX_PROBLEMS`) bound the work of one admission; an object over any of them cannot
+be judged, which is a denial.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -29,6 +30,8 @@ from verifier.errors import InputError
 __all__ = [
     "MAX_CONTAINERS",
     "MAX_ENGINES",
+    "MAX_IMAGES",
+    "MAX_PROBLEMS",
     "MAX_TEMPLATES",
     "MAX_VOLUMES",
     "Container",
@@ -49,6 +52,10 @@ MAX_VOLUMES: Final = 1000
 #: Engine candidates per workload (image volumes a container mounts or the annotation names, annotation
 #: entries, OCI model URIs): each is judged by every model rule of every policy.
 MAX_ENGINES: Final = 100
+#: Images per workload: every container's and image volume's, and those found outside the templates.
+MAX_IMAGES: Final = 2000
+#: Malformed fields per workload: each is a violation of every policy that selects the workload.
+MAX_PROBLEMS: Final = 1000
 
 ImageField = Literal["container", "initContainer", "ephemeralContainer", "volume"]
 
@@ -156,11 +163,11 @@ class Tally:
     each counted item is a step of the :class:`~policies.budget.Budget`.
     """
 
-    __slots__ = ("budget", "containers", "engines", "templates", "volumes")
+    __slots__ = ("budget", "containers", "engines", "images", "templates", "volumes")
 
     def __init__(self, budget: Budget = UNLIMITED) -> None:
         self.budget = budget
-        self.templates = self.containers = self.volumes = self.engines = 0
+        self.templates = self.containers = self.volumes = self.engines = self.images = 0
 
     def template(self, path: str) -> None:
         """Count one pod template, at ``path``."""
@@ -181,6 +188,16 @@ class Tally:
         """Count one engine candidate, at ``path``."""
         self.engines += 1
         self._within(self.engines, MAX_ENGINES, "engine candidates", path)
+
+    def image(self, path: str) -> None:
+        """Count one image, at ``path``."""
+        self.images += 1
+        self._within(self.images, MAX_IMAGES, "images", path)
+
+    def problems(self, found: Sequence[Problem]) -> None:
+        """Check the number of malformed fields found."""
+        if len(found) > MAX_PROBLEMS:
+            self._within(len(found), MAX_PROBLEMS, "malformed fields", found[MAX_PROBLEMS].path)
 
     def _within(self, count: int, limit: int, what: str, path: str) -> None:
         self.budget.step()

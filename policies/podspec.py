@@ -151,6 +151,10 @@ class PodSpecReader:
     def _problem(self, path: str, message: str) -> None:
         self._problems.append(Problem(path, message))
 
+    def _image(self, use: ImageUse) -> None:
+        self._tally.image(use.path)
+        self.images.append(use)
+
     def read_containers(self, *, required: bool = True) -> None:
         """Read every container list; ``required=False`` where a pod spec may leave ``containers`` out
         (KServe's predictor, whose model server is a single container object of its own)."""
@@ -189,7 +193,7 @@ class PodSpecReader:
         use = None
         if isinstance(image, str) and image:
             use = ImageUse(image, f"{path}.image", field, name)
-            self.images.append(use)
+            self._image(use)
         elif image is None or image == "":
             if image_required:
                 self._problem(f"{path}.image", "the container has no image")
@@ -221,9 +225,7 @@ class PodSpecReader:
         if not reference:
             self._problem(path, "the OCI storage URI names no image")
             return
-        self.images.append(
-            ImageUse(reference, path, "volume" if scheme == "oci+native" else "container", None)
-        )
+        self._image(ImageUse(reference, path, "volume" if scheme == "oci+native" else "container", None))
         self._uris.append((name, reference, path))
 
     def _read_mounts(self, mounts: Any, path: str, container: int) -> None:
@@ -283,7 +285,7 @@ class PodSpecReader:
                 else f"reference must be a string, found {type_name(reference)}",
             )
             return
-        self.images.append(ImageUse(reference, ref_path, "volume", name))
+        self._image(ImageUse(reference, ref_path, "volume", name))
         if name is None:
             self._problem(f"{path}.name", "the image volume has no name, so no container can mount it")
         elif name in self._volumes:

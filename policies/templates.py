@@ -273,6 +273,8 @@ class PodTemplates:
         within = {path[:end] for path in covered for end in _prefix_ends(path)}
         found, unreadable = find_images(self.obj, self.tally.budget)
         strays = [use for use in found if use.path not in covered]
+        for use in strays:
+            self.tally.image(use.path)
         self.problems += [problem for problem in unreadable if problem.path not in within]
         if not strays:
             return ()

@@ -203,6 +203,7 @@ def extract(
     else:
         pods.read(definition)
     notes = list(pods.strays(definition))
+    pods.tally.problems(problems)
     reason = _nothing_to_judge(obj, definition, pods, problems)
     if reason is not None:
         if definition is None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from policies.pods import MAX_CONTAINERS, MAX_ENGINES, MAX_TEMPLATES, MAX_VOLUMES
+from policies.pods import MAX_CONTAINERS, MAX_ENGINES, MAX_IMAGES, MAX_PROBLEMS, MAX_TEMPLATES, MAX_VOLUMES
 from policies.workload import Workload, extract
 from verifier.errors import InputError
 
@@ -251,6 +251,27 @@ def test_what_a_reader_can_write_reaches_every_container_that_mounts_it() -> Non
                 "apiVersion": "x.example/v1",
                 "kind": "Unknown",
                 "spec": {"shards": [{"spec": {"containers": [{"name": "c", "image": "i:1"}]}}] * n},
+            },
+        ),
+        # images outside the templates of a shipped kind, and malformed fields, are bounded too
+        (
+            "images",
+            MAX_IMAGES,
+            lambda n: {
+                "apiVersion": "ray.io/v1",
+                "kind": "RayCluster",
+                "spec": {
+                    "headGroupSpec": {"template": {"spec": {"containers": [{"name": "c", "image": "i:1"}]}}},
+                    "extra": [{"image": f"r/x:{i}"} for i in range(n - 1)],
+                },
+            },
+        ),
+        (
+            "malformed fields",
+            MAX_PROBLEMS,
+            lambda n: {
+                "kind": "Pod",
+                "spec": {"containers": [{"name": "c", "image": "i:1"}], "volumes": [7] * n},
             },
         ),
     ],
