@@ -192,23 +192,7 @@ def _serve(
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = str(code)
-    process = subprocess.Popen(
-        command,
-        cwd=folder,
-        stdout=subprocess.PIPE,
-        stderr=(folder / "serve.log").open("w"),
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            raise SystemExit(f"serve exited: see {folder / 'serve.log'}")
-        if "listening on https://" in line:
-            return process, int(line.rsplit(":", 1)[1])
-    raise SystemExit(f"serve did not start; see {folder / 'serve.log'}")
+    return webhook_bench._start(command, folder / "serve.log", folder, env)
 
 
 def _checkout(revision: str, folder: Path) -> Path:

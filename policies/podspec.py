@@ -307,6 +307,7 @@ class PodSpecReader:
         if not isinstance(entries, list):
             self._problem(path, f"must be a JSON list of {{name, ref}} objects, found {type_name(entries)}")
             return
+        self._tally.budget.step(len(entries))
         for index, entry in enumerate(entries):
             entry_path = f"{path}[{index}]"
             if not isinstance(entry, dict):
