@@ -6,7 +6,9 @@ exactly the union of the findings of those pod specs as Pods, rule by rule: no t
 container name can hide what a Pod would show, nor add what none shows. The pod specs are drawn from
 shapes that break one rule each (GPU fit, the runtime, the toolchain through a mount or a copy, an image
 rule, an unsigned engine) or none, all with a container named ``server`` so that names collide across
-templates. Real keys and signed build manifests (:mod:`tests.policies.conftest`). The order of requests is
+templates. The shapes share no storage across templates (a claim or host path two templates mount is one
+volume of the workload, so there the union is rightly exceeded: ``tests/policies/test_pods.py``). Real keys
+and signed build manifests (:mod:`tests.policies.conftest`). The order of requests is
 ``tests/policies/test_differential.py``'s property.
 """
 
