@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -56,16 +55,20 @@ class BudgetExceeded(TrtguardError):
 
 
 class Budget:
-    """The CPU seconds and the deadline of one evaluation's pure work (see the module's docstring)."""
+    """The CPU seconds and the deadline of one evaluation's pure work (see the module's docstring).
 
-    __slots__ = ("_deadline", "_local", "_spent", "_steps", "seconds")
+    One evaluation runs its pure work one call at a time (:meth:`run`), so the budget keeps the start of the
+    call under way in itself.
+    """
+
+    __slots__ = ("_deadline", "_spent", "_started", "_steps", "seconds")
 
     def __init__(self, seconds: float, deadline: Deadline | None = None) -> None:
         self.seconds = seconds
         self._deadline = deadline or Deadline.never()
         self._spent = 0.0
         self._steps = 0
-        self._local = threading.local()
+        self._started: float | None = None
 
     @property
     def unbounded(self) -> bool:
@@ -83,7 +86,7 @@ class Budget:
         """Raise :class:`BudgetExceeded` when the CPU time or the deadline is spent."""
         if self.unbounded:
             return
-        started = getattr(self._local, "started", None)
+        started = self._started
         spent = self._spent + (time.thread_time() - started if started is not None else 0.0)
         if spent > self.seconds:
             raise BudgetExceeded(
@@ -98,11 +101,11 @@ class Budget:
     def run(self, call: Callable[[], T]) -> T:
         """``call()`` in this thread, its CPU time charged to the budget."""
         self.check()
-        self._local.started = started = time.thread_time()
+        self._started = started = time.thread_time()
         try:
             return call()
         finally:
-            self._local.started = None
+            self._started = None
             self._spent += time.thread_time() - started
 
 
