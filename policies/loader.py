@@ -45,11 +45,8 @@ CEL_VARIABLES = ("manifest", "workload", "engine")
 CONDITION_VARIABLES = ("predicate", "scan")
 
 _POLICY_SUFFIXES = (".yaml", ".yml", ".json")
-_WORKLOAD_NAME = re.compile(r"\bworkload\b")
-#: What an expression may read of ``engine`` without reading the workload (``engine.containers`` and
-#: ``engine.templates`` come from it).
-_ENGINE_OWN = re.compile(r"\bengine\s*\.\s*(?:name|reference|digest)\b")
-_ENGINE_NAME = re.compile(r"\bengine\b")
+# `workload`, or `engine` beyond its name, reference and digest (its containers, templates: the workload's)
+_WORKLOAD_NAME = re.compile(r"\bworkload\b|\bengine\b(?!\s*\.\s*(?:name|reference|digest)\b)")
 # A policy directory may carry test suites beside the policies; they are not policies.
 _SKIPPED_DIRECTORIES = frozenset({"tests", "testdata"})
 
@@ -452,18 +449,13 @@ def _compile_policies(
                 image_rules=tuple(image_rules),
                 expressions=tuple(expressions),
                 # Handing the object to CEL costs a scan and a conversion; skip it when nothing reads it.
-                expressions_read_workload=any(_reads_workload(e.program.source) for e in expressions),
+                expressions_read_workload=any(_WORKLOAD_NAME.search(e.program.source) for e in expressions),
                 manifest_max_age=max_age,
                 toolchain_patterns=tuple(toolchain_patterns),
                 judges_scheduling=models is not None and models.rules.gpu_compatibility is not None,
             )
         )
     return compiled
-
-
-def _reads_workload(source: str) -> bool:
-    """Whether an expression may read the workload: ``workload``, or ``engine`` beyond its own fields."""
-    return bool(_WORKLOAD_NAME.search(source) or _ENGINE_NAME.search(_ENGINE_OWN.sub("", source)))
 
 
 def _compile_conditions(
