@@ -207,8 +207,12 @@ def run_load(args: argparse.Namespace) -> None:
 # --- the orchestration ------------------------------------------------------------------------------------
 
 
-def _start(command: list[str], log: Path, cwd: Path) -> tuple[subprocess.Popen[str], int]:
-    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
+def _start(
+    command: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], int]:
+    process = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env
+    )
     assert process.stdout is not None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -7,7 +7,8 @@ engine must satisfy the policy's ``models`` rules (a build manifest signed by it
 ``buildManifest`` is set, and the rules over that manifest) and its change control. Each rule family has a
 module in :mod:`policies.rules`. A rule that cannot be checked (offline, a registry that fails, time running
 out) is a violation with ``error=True`` whose action is the policy's ``onError``: a failure to check is
-never a silent pass.
+never a silent pass. Reading the object (and the old one of an UPDATE) runs off the event loop (unless it is
+small), within a CPU budget (:mod:`policies.budget`); past it, every matching policy's ``onError`` answers.
 """
 
 from __future__ import annotations
@@ -18,20 +19,21 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from policies.budget import DEFAULT_CPU_SECONDS, Budget, BudgetExceeded, within
 from policies.cel.sandbox import CelSandbox, shared_sandbox
 from policies.engines import EngineSort, engine_sort, sort_engines
 from policies.loader import CompiledPolicy, PolicySet
 from policies.matching import selection
-from policies.podspec import EngineUse
+from policies.pods import EngineUse
 from policies.requesters import Requester
 from policies.results import Action, ArtifactRecord, Decision, Violation
 from policies.rules import change_control, expressions, gpu, images, manifest, model, toolchain, verification
 from policies.rules import requester as requester_rule
-from policies.rules.evaluation import AdmissionHistory, Evaluation
+from policies.rules.evaluation import AdmissionHistory, Changes, Evaluation
 from policies.rules.findings import Findings, unavailable, violation
 from policies.schema import ModelsRule
 from policies.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
-from policies.workload import Unjudged, Workload, changed_since, extract, unknown_kind
+from policies.workload import Unjudged, Workload, changed_since, extract, identify, unknown_kind
 from verifier.deadline import Deadline
 from verifier.errors import InputError, TrtguardError
 from verifier.evidence import EvidenceSource
@@ -62,7 +64,8 @@ class PolicyEngine:
     verdict depends on (registry, repository and digest, key set, question), so repeated admissions of the
     same image or engine touch neither the registry nor the cryptography, and no verdict depends on what
     was asked before. CEL expressions not proven cheap at load time run in ``cel`` (the process's shared
-    sandbox unless given), under its time and memory limits.
+    sandbox unless given), under its time and memory limits. ``cpu_seconds`` is the CPU one evaluation may
+    spend reading the object and preparing data (:mod:`policies.budget`), within its deadline.
     """
 
     def __init__(
@@ -74,8 +77,10 @@ class PolicyEngine:
         cache: CacheSettings | None = None,
         history: AdmissionHistory | None = None,
         cel: CelSandbox | None = None,
+        cpu_seconds: float = DEFAULT_CPU_SECONDS,
     ) -> None:
         self.policy_set = policy_set
+        self.cpu_seconds = cpu_seconds
         self.evidence = evidence
         self.clock = clock
         self.history = history
@@ -114,41 +119,31 @@ class PolicyEngine:
         without ``--as``), which leaves the rules that depend on it unverifiable.
         """
         deadline = deadline or Deadline.never()
+        budget = Budget(self.cpu_seconds, deadline)
         try:
-            found = extract(obj, namespace=namespace, kind=kind, kinds=self.policy_set.kinds)
+            read = await within(budget, lambda: self._read(obj, namespace, kind, old, budget), obj, old)
         except InputError as error:
             return self._unreadable(obj, namespace, error)
-        if isinstance(found, Unjudged):
-            return Decision(found.kind, found.namespace, found.name, self.revision, unjudged=found.reason)
-        workload = found
+        except BudgetExceeded as error:
+            return self.error_decision(obj, namespace=namespace, message=error.message)
+        if isinstance(read, Unjudged):
+            return Decision(read.kind, read.namespace, read.name, self.revision, unjudged=read.reason)
+        workload, previous, judged, changes = read
         notes = list(workload.notes)
         if not workload.known_kind:
             version = workload.api_version or "no apiVersion"
             why = unknown_kind(self.policy_set.kinds, workload.api_version, workload.kind)
             what = f"{workload.kind} ({version}): {why}"
             if unknown_kinds == "report":
-                count = len(workload.images)
                 return Decision(
                     workload.kind,
                     workload.namespace,
                     workload.name,
                     self.revision,
                     images=tuple(ArtifactRecord(use.reference, None, use.path) for use in workload.images),
-                    unjudged=f"{what}: the {count} image{'s' if count != 1 else ''} it names "
-                    f"{'were' if count != 1 else 'was'} not checked (define it with a WorkloadKind document)"
-                    if count
-                    else f"{what} and names no container image",
+                    unjudged=_unchecked(what, workload),
                 )
             notes.append(f"{what}: its images were found by searching the whole object")
-        judged, previous = workload, None
-        if old is not None:
-            try:
-                old_found = extract(old, namespace=namespace, kind=kind, kinds=self.policy_set.kinds)
-            except InputError:
-                old_found = None  # an unreadable old object means everything counts as new
-            if isinstance(old_found, Workload):
-                previous = old_found
-                judged = changed_since(workload, previous)
         chosen = [(p, selection(p, workload, requester)) for p in self.policy_set.policies]
         policies = [p for p, selected in chosen if selected is not False]
         # a policy that selects by requester, the requester unknown: whether its findings count is unknown
@@ -164,6 +159,8 @@ class PolicyEngine:
             clock=self.clock,
             cel=self.cel,
             requester=requester,
+            changes=changes,
+            budget=budget,
         )
         # Which image volumes are engines may need a registry too: asked beside the rules' questions.
         # Sorts that need no look-up are made here: a task for each would cost more than the sort itself.
@@ -199,16 +196,41 @@ class PolicyEngine:
             notes=tuple(notes),
         )
 
+    def _read(
+        self,
+        obj: Mapping[str, Any],
+        namespace: str | None,
+        kind: str | None,
+        old: Mapping[str, Any] | None,
+        budget: Budget,
+    ) -> Unjudged | tuple[Workload, Workload | None, Workload, Changes | None]:
+        """What evaluation needs from the objects, read in one go (off the event loop): the workload, the
+        old one of an UPDATE (None: none, or unreadable, which makes everything new), what is new in it,
+        and what else changed."""
+        found = extract(obj, namespace=namespace, kind=kind, kinds=self.policy_set.kinds, budget=budget)
+        if isinstance(found, Unjudged) or old is None:
+            return found if isinstance(found, Unjudged) else (found, None, found, None)
+        try:
+            previous = extract(
+                old, namespace=namespace, kind=kind, kinds=self.policy_set.kinds, budget=budget
+            )
+        except InputError:
+            previous = None  # an unreadable old object means everything counts as new
+        if not isinstance(previous, Workload):
+            return found, None, found, None
+        return found, previous, changed_since(found, previous), Changes.between(previous, found)
+
     def error_decision(self, obj: Mapping[str, Any], *, namespace: str | None, message: str) -> Decision:
         """The decision when evaluation could not finish: each matching policy's ``onError`` applies.
 
-        With no policy readable or matching, the answer is still a denial: not knowing is never an allow.
+        The policies are chosen by the object's metadata alone (its pod templates are not read again: they
+        may be what could not be read in time). With no policy readable or matching, the answer is still a
+        denial: not knowing is never an allow.
         """
         try:
-            found = extract(obj, namespace=namespace, kinds=self.policy_set.kinds)
+            workload: Workload | None = identify(obj, namespace=namespace, kinds=self.policy_set.kinds)
         except InputError:
-            found = None
-        workload = found if isinstance(found, Workload) else None
+            workload = None
         policies = self.matching(workload) if workload is not None else list(self.policy_set.policies)
         violations = tuple(
             Violation(
@@ -260,6 +282,25 @@ class PolicyEngine:
         )
 
 
+def _unchecked(what: str, workload: Workload) -> str:
+    """Why a workload of a kind trtguard does not know was not checked, and what it names."""
+    count, unread = len(workload.images), [p.path for p in workload.problems]
+    if count:
+        were = "were" if count != 1 else "was"
+        return (
+            f"{what}: the {count} image{'s' if count != 1 else ''} it names {were} not checked (define it "
+            "with a WorkloadKind document)"
+        )
+    if unread:
+        listed = "; ".join(f"{p.path}: {p.message}" for p in workload.problems[:3])
+        more = f"; {len(unread) - 3} more" if len(unread) > 3 else ""
+        return (
+            f"{what}: it names no image trtguard can read ({listed}{more}); nothing was checked (define it "
+            "with a WorkloadKind document)"
+        )
+    return f"{what} and names no container image"
+
+
 def _requester_unknown(policy: CompiledPolicy, found: Violation) -> Violation:
     """A violation of a policy that applies only to some requesters, the requester unknown: it cannot be
     told whether it counts, so it is unverifiable (``onError``)."""
@@ -291,7 +332,7 @@ async def _judge(run: Evaluation, policy: CompiledPolicy, sort: EngineSort) -> l
                     "workload",
                     "no image could be found in the resource, so nothing can be checked",
                     "give every container an image",
-                    path=judged.pod_spec_path,
+                    path=judged.spec_path,
                 )
             )
         for image_use in judged.images:
@@ -308,9 +349,14 @@ async def _judge(run: Evaluation, policy: CompiledPolicy, sort: EngineSort) -> l
                 violation(
                     policy,
                     "models.required",
-                    "the workload declares no TensorRT engine",
+                    "the workload declares no TensorRT engine"
+                    + (
+                        f" in any of its {len(judged.templates)} pod templates"
+                        if len(judged.templates) > 1
+                        else ""
+                    ),
                     "name the engine by digest in an image volume or the trtguard.dev/engines annotation",
-                    path=f"{judged.pod_spec_path}.volumes",
+                    path=f"{judged.spec_path}.volumes" if len(judged.templates) == 1 else judged.spec_path,
                 )
             )
         found += sort.violations(policy, judged.engines, run)

@@ -59,6 +59,13 @@ class Template:
     ``object_annotations``: the object's own ``metadata.annotations`` reach these Pods too (the built-in
     controllers' convention, and KServe's, which copies an InferenceService's annotations to its Pods).
     ``containers_required``: a pod spec without ``containers`` is a problem (KServe's may leave it out).
+
+    ``role`` says what the template is to its kind in messages (``worker group {name}``): ``{name}`` is the
+    name of what the pattern's last wildcard matched, its ``name_key`` field (``groupName``) for a list
+    item, its key for a map value. ``joins``: a ``container`` template that runs in the Pods of the
+    template at that fixed path (KubeRay's autoscaler is a sidecar of the head), so it mounts their
+    volumes. ``runs_parent_models``: its Pods run the models of the template whose path encloses it
+    (a KServe predictor's ``workerSpec``).
     """
 
     path: PathPattern
@@ -68,6 +75,10 @@ class Template:
     image_uris: tuple[PathPattern, ...] = ()
     object_annotations: bool = False
     containers_required: bool = True
+    role: str = "pod template"
+    name_key: str | None = None
+    joins: str | None = None
+    runs_parent_models: bool = False
 
     @property
     def pod_spec(self) -> str:
@@ -93,8 +104,13 @@ def template(
     image_uris: Iterable[str] = (),
     object_annotations: bool = False,
     containers_required: bool = True,
+    role: str | None = None,
+    name_key: str | None = None,
+    joins: str | None = None,
+    runs_parent_models: bool = False,
 ) -> Template:
-    """A :class:`Template` from pattern texts (raises :class:`~policies.paths.PathError`)."""
+    """A :class:`Template` from pattern texts (raises :class:`~policies.paths.PathError`); the role defaults
+    to what the shape is."""
     return Template(
         PathPattern.parse(path),
         shape,
@@ -103,7 +119,18 @@ def template(
         tuple(PathPattern.parse(text) for text in image_uris),
         object_annotations,
         containers_required,
+        role or _SHAPE_ROLES[shape],
+        name_key,
+        joins,
+        runs_parent_models,
     )
+
+
+_SHAPE_ROLES: Final[Mapping[TemplateShape, str]] = {
+    "podTemplate": "pod template",
+    "podSpec": "pod spec",
+    "container": "container",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,13 +173,18 @@ class KindDefinition:
 
 
 def _builtin(
-    group: str, kind: str, resource: str, path: str, shape: TemplateShape = "podTemplate"
+    group: str,
+    kind: str,
+    resource: str,
+    path: str,
+    shape: TemplateShape = "podTemplate",
+    role: str = "pod template",
 ) -> KindDefinition:
     return KindDefinition(
         group,
         kind,
         resource,
-        (template(path, shape, object_annotations=True),),
+        (template(path, shape, object_annotations=True, role=role),),
         versions=(),
         source="Kubernetes API reference",
         origin="builtin",
@@ -162,7 +194,7 @@ def _builtin(
 #: The Pod-bearing kinds of Kubernetes itself. ``extensions`` is the group Deployments, ReplicaSets and
 #: DaemonSets had before Kubernetes 1.16; old manifests still carry it, and the paths are the same.
 BUILTIN_KINDS: Final[tuple[KindDefinition, ...]] = (
-    _builtin("", "Pod", "pods", "spec", "podSpec"),
+    _builtin("", "Pod", "pods", "spec", "podSpec", "pod"),
     _builtin("", "ReplicationController", "replicationcontrollers", "spec.template"),
     _builtin("", "PodTemplate", "podtemplates", "template"),
     *(
@@ -176,7 +208,7 @@ BUILTIN_KINDS: Final[tuple[KindDefinition, ...]] = (
     ),
     _builtin("apps", "StatefulSet", "statefulsets", "spec.template"),
     _builtin("batch", "Job", "jobs", "spec.template"),
-    _builtin("batch", "CronJob", "cronjobs", "spec.jobTemplate.spec.template"),
+    _builtin("batch", "CronJob", "cronjobs", "spec.jobTemplate.spec.template", role="job template"),
 )
 _BUILTIN_BY_KIND: Final[Mapping[str, tuple[KindDefinition, ...]]] = {
     kind: tuple(d for d in BUILTIN_KINDS if d.kind == kind) for kind in {d.kind for d in BUILTIN_KINDS}

@@ -45,7 +45,8 @@ CEL_VARIABLES = ("manifest", "workload", "engine")
 CONDITION_VARIABLES = ("predicate", "scan")
 
 _POLICY_SUFFIXES = (".yaml", ".yml", ".json")
-_WORKLOAD_NAME = re.compile(r"\bworkload\b")
+# `workload`, or `engine` beyond its name, reference and digest (its containers, templates: the workload's)
+_WORKLOAD_NAME = re.compile(r"\bworkload\b|\bengine\b(?!\s*\.\s*(?:name|reference|digest)\b)")
 # A policy directory may carry test suites beside the policies; they are not policies.
 _SKIPPED_DIRECTORIES = frozenset({"tests", "testdata"})
 #: Notation's trust policy documents: read through a ``notationConfig`` signer, never as policy documents, so

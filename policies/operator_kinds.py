@@ -39,7 +39,7 @@ _KSERVE_MODELS: Final = (
 _KSERVE_URIS: Final = (*(f"{m}.storageUri" for m in _KSERVE_MODELS), "storageUris[*].uri")
 
 
-def _predictor(path: str, *, object_annotations: bool) -> tuple[Template, ...]:
+def _predictor(path: str, *, role: str, object_annotations: bool) -> tuple[Template, ...]:
     return (
         template(
             path,
@@ -49,20 +49,34 @@ def _predictor(path: str, *, object_annotations: bool) -> tuple[Template, ...]:
             image_uris=_KSERVE_URIS,
             object_annotations=object_annotations,
             containers_required=False,
+            role=role,
         ),
-        # Merged by KServe with the ServingRuntime's workerSpec, so it may name no container.
-        template(f"{path}.workerSpec", "podSpec", containers_required=False),
+        # Merged by KServe with the ServingRuntime's workerSpec, so it may name no container. Its Pods run
+        # the predictor's model (multi-node serving), so they read what the predictor's containers read.
+        template(
+            f"{path}.workerSpec",
+            "podSpec",
+            containers_required=False,
+            role=f"{role} workers",
+            runs_parent_models=True,
+        ),
     )
 
 
 def _ray_cluster(prefix: str) -> tuple[Template, ...]:
+    head = f"{prefix}.headGroupSpec.template"
     return (
-        template(f"{prefix}.headGroupSpec.template"),
-        template(f"{prefix}.workerGroupSpecs[*].template"),
-        # The autoscaler and history collector run as sidecars of the head Pod; without an image, the
-        # operator uses the head's Ray image.
-        template(f"{prefix}.autoscalerOptions", "container"),
-        template(f"{prefix}.historyServerOptions.collectorOptions", "container"),
+        template(head, role="head"),
+        template(f"{prefix}.workerGroupSpecs[*].template", role="worker group {name}", name_key="groupName"),
+        # The autoscaler and history collector run as sidecars of the head Pod (mounting its volumes);
+        # without an image, the operator uses the head's Ray image.
+        template(f"{prefix}.autoscalerOptions", "container", role="autoscaler", joins=head),
+        template(
+            f"{prefix}.historyServerOptions.collectorOptions",
+            "container",
+            role="history collector",
+            joins=head,
+        ),
     )
 
 
@@ -72,8 +86,14 @@ def _serving_runtime(kind: str, resource: str, *, namespaced: bool) -> KindDefin
         kind,
         resource,
         (
-            template("spec", "podSpec", annotations="annotations"),
-            template("spec.workerSpec", "podSpec", containers_required=False),
+            template("spec", "podSpec", annotations="annotations", role="runtime"),
+            template(
+                "spec.workerSpec",
+                "podSpec",
+                containers_required=False,
+                role="runtime workers",
+                runs_parent_models=True,
+            ),
         ),
         versions=("v1alpha1",),
         source=_KSERVE.format(resource),
@@ -88,10 +108,14 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "InferenceService",
         "inferenceservices",
         (
-            *_predictor("spec.predictor", object_annotations=True),
-            *_predictor("spec.canary[*].predictor", object_annotations=False),
+            *_predictor("spec.predictor", role="predictor", object_annotations=True),
+            *_predictor("spec.canary[*].predictor", role="canary {name} predictor", object_annotations=False),
             template(
-                "spec.transformer", "podSpec", annotations="annotations", image_uris=("storageUris[*].uri",)
+                "spec.transformer",
+                "podSpec",
+                annotations="annotations",
+                image_uris=("storageUris[*].uri",),
+                role="transformer",
             ),
             template(
                 "spec.explainer",
@@ -100,6 +124,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
                 containers=("art",),
                 image_uris=("art.storageUri", "storageUris[*].uri"),
                 containers_required=False,
+                role="explainer",
             ),
         ),
         versions=("v1beta1",),
@@ -127,7 +152,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "ray.io",
         "RayJob",
         "rayjobs",
-        (*_ray_cluster("spec.rayClusterSpec"), template("spec.submitterPodTemplate")),
+        (*_ray_cluster("spec.rayClusterSpec"), template("spec.submitterPodTemplate", role="submitter")),
         versions=("v1", "v1alpha1"),  # v1alpha1 has no historyServerOptions
         source=_KUBERAY.format("rayjobs"),
         # A RayJob may run on an existing RayCluster (checked on its own) with KubeRay's default submitter.
@@ -137,7 +162,10 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "ray.io",
         "RayCronJob",
         "raycronjobs",
-        (*_ray_cluster("spec.jobTemplate.rayClusterSpec"), template("spec.jobTemplate.submitterPodTemplate")),
+        (
+            *_ray_cluster("spec.jobTemplate.rayClusterSpec"),
+            template("spec.jobTemplate.submitterPodTemplate", role="submitter"),
+        ),
         versions=("v1",),
         source=_KUBERAY.format("raycronjobs"),
         delegates=("spec.jobTemplate.clusterSelector",),
@@ -147,8 +175,8 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "LeaderWorkerSet",
         "leaderworkersets",
         (
-            template("spec.leaderWorkerTemplate.leaderTemplate"),
-            template("spec.leaderWorkerTemplate.workerTemplate"),
+            template("spec.leaderWorkerTemplate.leaderTemplate", role="leader"),
+            template("spec.leaderWorkerTemplate.workerTemplate", role="worker"),
         ),
         versions=("v1",),
         source="kubernetes-sigs/lws@060ab4da config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
@@ -167,7 +195,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "kubeflow.org",
         "MPIJob",
         "mpijobs",
-        (template("spec.mpiReplicaSpecs.*.template"),),
+        (template("spec.mpiReplicaSpecs.*.template", role="replica {name}"),),
         versions=("v2beta1", "v1"),  # mpi-operator and training-operator
         source="kubeflow/mpi-operator@caa3c47f manifests/base/kubeflow.org_mpijobs.yaml; "
         + _TRAINING.format("mpijobs"),
@@ -176,7 +204,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "kubeflow.org",
         "PyTorchJob",
         "pytorchjobs",
-        (template("spec.pytorchReplicaSpecs.*.template"),),
+        (template("spec.pytorchReplicaSpecs.*.template", role="replica {name}"),),
         versions=("v1",),
         source=_TRAINING.format("pytorchjobs"),
     ),
@@ -184,7 +212,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "kubeflow.org",
         "TFJob",
         "tfjobs",
-        (template("spec.tfReplicaSpecs.*.template"),),
+        (template("spec.tfReplicaSpecs.*.template", role="replica {name}"),),
         versions=("v1",),
         source=_TRAINING.format("tfjobs"),
     ),
@@ -201,7 +229,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "batch.volcano.sh",
         "Job",
         "jobs",
-        (template("spec.tasks[*].template"),),
+        (template("spec.tasks[*].template", role="task {name}", name_key="name"),),
         versions=("v1alpha1",),
         source=_VOLCANO.format("jobs"),
     ),
@@ -209,7 +237,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         "batch.volcano.sh",
         "CronJob",
         "cronjobs",
-        (template("spec.jobTemplate.spec.tasks[*].template"),),
+        (template("spec.jobTemplate.spec.tasks[*].template", role="task {name}", name_key="name"),),
         versions=("v1alpha1",),
         source=_VOLCANO.format("cronjobs"),
     ),

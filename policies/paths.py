@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["PathError", "PathPattern", "child", "item"]
+__all__ = ["Match", "PathError", "PathPattern", "child", "item"]
 
 _KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _TOKEN: Final = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_-]*)|(?P<map>\*)|(?P<list>\[\*\])")
@@ -91,25 +91,40 @@ class PathPattern:
         ``[*]`` over a map): the caller decides whether absence is a problem. Concrete paths start with
         ``base`` when it is given.
         """
-        yield from _expand(node, self.segments, base)
+        for path, value, _ in _expand(node, self.segments, base, None):
+            yield path, value
+
+    def expand_items(self, node: Any, base: str = "") -> Iterator[tuple[str, Any, Match | None]]:
+        """:meth:`expand`, with what the last wildcard matched on the way (None: the pattern has none)."""
+        yield from _expand(node, self.segments, base, None)
 
 
-def _expand(node: Any, segments: tuple[str, ...], path: str) -> Iterator[tuple[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class Match:
+    """What a wildcard matched: a map's key (``Worker``) or a list's index, and the value there."""
+
+    key: str | int
+    value: Any
+
+
+def _expand(
+    node: Any, segments: tuple[str, ...], path: str, matched: Match | None
+) -> Iterator[tuple[str, Any, Match | None]]:
     if not segments:
         if node is not None:
-            yield path, node
+            yield path, node, matched
         return
     head, rest = segments[0], segments[1:]
     if head == _LIST:
         if isinstance(node, list):
             for index, value in enumerate(node):
-                yield from _expand(value, rest, item(path, index))
+                yield from _expand(value, rest, item(path, index), Match(index, value))
         return
     if not isinstance(node, _MAPPINGS):
         return
     if head == _MAP:
         for key, value in node.items():
             if isinstance(key, str):
-                yield from _expand(value, rest, child(path, key))
+                yield from _expand(value, rest, child(path, key), Match(key, value))
         return
-    yield from _expand(node.get(head), rest, child(path, head))
+    yield from _expand(node.get(head), rest, child(path, head), matched)

@@ -8,13 +8,17 @@
     ``ref`` is ``registry/repo@sha256:…`` (a digest is required). It is read from the object's metadata and,
     for controllers, from the pod template's metadata; both are merged (template entries first, since those
     are what the Pods will carry; an identical entry in both places counts once, a conflicting one is a
-    problem and both are kept). Without ``container`` the engine is used by every entry of ``containers``
-    (not init or ephemeral containers); with it, by that container only;
+    problem and both are kept). Without ``container`` the engine is read by every regular container (an
+    operator's model container included; not init or ephemeral containers); with it, by the container of
+    that name;
   - image volumes: an image volume is an engine when a container (of any kind) mounts it, or when an
     annotation entry's ``name`` is the volume's name (``ref`` may then be left out; if given it must equal
-    the volume's reference). ``EngineUse.containers`` lists the containers that mount it and, because an
-    init container that mounts it may copy the engine into another volume for the containers after it,
-    every container that shares a volume with such an init container (transitively).
+    the volume's reference), and read by the containers that mount it;
+  - OCI model storage URIs of an operator's model (KServe's ``storageUri: oci://…``), read by the regular
+    containers.
+
+  ``EngineUse.readers`` adds every container those can hand the engine to through a writable volume they
+  share (:mod:`policies.sharing`), by path: containers are told apart by where they are, not by name.
 
   An image volume is therefore always an image *and*, when mounted or named, an engine. The reader makes no
   policy decision: the evaluator decides which rules apply to which list.
@@ -30,11 +34,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from policies.pods import Container, EngineUse, ImageField, ImageUse, Problem, Tally
+from policies.sharing import backing, read_only_volume
 from verifier.references import ImageReference, InvalidReference
 
 __all__ = [
     "ENGINES_ANNOTATION",
     "MAPPINGS",
+    "Candidate",
     "EngineUse",
     "ImageField",
     "ImageUse",
@@ -48,52 +55,12 @@ ENGINES_ANNOTATION: Final = "trtguard.dev/engines"
 #: What a JSON/YAML object is. Parsed input gives dicts: testing dict first skips the slower ABC check.
 MAPPINGS: Final = (dict, Mapping)
 
-ImageField = Literal["container", "initContainer", "ephemeralContainer", "volume"]
 _CONTAINER_LISTS: Final[tuple[tuple[str, ImageField], ...]] = (
     ("containers", "container"),
     ("initContainers", "initContainer"),
     ("ephemeralContainers", "ephemeralContainer"),
 )
 _ENTRY_KEYS: Final = frozenset({"name", "ref", "container"})
-
-
-@dataclass(frozen=True, slots=True)
-class ImageUse:
-    """One image-bearing field of the workload."""
-
-    reference: str
-    """The raw string from the object (parse it with :meth:`ImageReference.parse`)."""
-    path: str
-    """JSON path, e.g. ``spec.template.spec.initContainers[1].image``."""
-    field: ImageField
-    container: str | None
-    """The container's (or, for ``field == "volume"``, the volume's) name; None when the object has none."""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineUse:
-    """One engine reference of the workload."""
-
-    name: str
-    reference: str
-    """The raw reference, ``registry/repo@sha256:…`` for annotation entries."""
-    path: str
-    """``metadata.annotations[trtguard.dev/engines][0]``, ``spec.volumes[2].image.reference`` or a model
-    storage URI (``spec.predictor.model.storageUri``)."""
-    source: Literal["annotation", "volume", "uri"]
-    containers: tuple[str, ...]
-    """Containers that may run the engine: those the annotation names, or those mounting the volume and
-    those sharing a volume with an init container that mounts it (it may hand them a copy)."""
-    declared: bool = False
-    """The ``trtguard.dev/engines`` annotation names it: an engine whatever a policy's ``models.engines``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """A malformed field found while extracting; the evaluator reports each one as a violation."""
-
-    path: str
-    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +74,22 @@ class _Entry:
     volume: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """An engine candidate before its readers are known: the containers of its Pod that read it directly
+    (their numbers among :attr:`PodSpecReader.containers`). ``model``: the regular containers read it by
+    default (an OCI model URI, an annotation entry without ``container``), so the Pods that run this
+    Pod's model read it too."""
+
+    name: str
+    reference: str
+    path: str
+    source: Literal["annotation", "volume", "uri"]
+    seeds: list[int]
+    declared: bool
+    model: bool = False
+
+
 @dataclass(slots=True)
 class _ImageVolume:
     reference: str
@@ -115,41 +98,62 @@ class _ImageVolume:
 
 
 class PodSpecReader:
-    """Walks one PodSpec; collects images, mounts and engine declarations, and the problems found."""
+    """Walks one PodSpec; collects its containers, images, mounts and engine declarations, and the problems
+    found. Containers may be added until :meth:`engines` resolves the engines (an operator's sidecar that
+    joins this Pod: KubeRay's autoscaler)."""
 
     __slots__ = (
-        "_all_containers",
         "_entries",
-        "_init_containers",
-        "_main_containers",
+        "_keys",
         "_mounts",
+        "_names",
         "_problems",
+        "_read_only",
         "_spec",
         "_spec_path",
+        "_tally",
+        "_template",
         "_uris",
         "_volumes",
+        "_writable",
+        "containers",
         "defaulted",
         "images",
     )
 
-    def __init__(self, spec: Mapping[str, Any], spec_path: str, problems: list[Problem]) -> None:
+    def __init__(
+        self,
+        spec: Mapping[str, Any],
+        spec_path: str,
+        problems: list[Problem],
+        *,
+        template: str | None = None,
+        tally: Tally | None = None,
+    ) -> None:
         self._spec = spec
         self._spec_path = spec_path
+        self._template = template if template is not None else spec_path
         self._problems = problems
+        self._tally = tally or Tally()
         self.images: list[ImageUse] = []
+        self.containers: list[Container] = []
         #: Containers whose image the operator fills in (``image_required=False`` and none given).
         self.defaulted: list[str] = []
-        # `containers` are the default users of an annotation engine; any container may be named explicitly.
-        self._main_containers: list[str] = []
-        self._init_containers: set[str] = set()
-        self._all_containers: set[str] = set()
-        self._mounts: dict[str, list[str]] = {}
+        self._names: dict[str, list[int]] = {}
+        self._mounts: list[tuple[int, str, bool]] = []
         self._volumes: dict[str, _ImageVolume] = {}
+        self._read_only: set[str] = set()
+        self._writable: set[str] = set()
+        self._keys: dict[str, str] = {}
         self._entries: list[_Entry] = []
         self._uris: list[tuple[str, str, str]] = []
 
     def _problem(self, path: str, message: str) -> None:
         self._problems.append(Problem(path, message))
+
+    def _image(self, use: ImageUse) -> None:
+        self._tally.image(use.path)
+        self.images.append(use)
 
     def read_containers(self, *, required: bool = True) -> None:
         """Read every container list; ``required=False`` where a pod spec may leave ``containers`` out
@@ -178,18 +182,18 @@ class PodSpecReader:
         if not isinstance(container, MAPPINGS):
             self._problem(path, f"a container must be an object, found {type_name(container)}")
             return
+        self._tally.container(path)
+        number = len(self.containers)
         name = container.get("name")
         if not isinstance(name, str):
             name = None
         else:
-            self._all_containers.add(name)
-            if field == "container":
-                self._main_containers.append(name)
-            elif field == "initContainer":
-                self._init_containers.add(name)
+            self._names.setdefault(name, []).append(number)
         image = container.get("image")
+        use = None
         if isinstance(image, str) and image:
-            self.images.append(ImageUse(image, f"{path}.image", field, name))
+            use = ImageUse(image, f"{path}.image", field, name)
+            self._image(use)
         elif image is None or image == "":
             if image_required:
                 self._problem(f"{path}.image", "the container has no image")
@@ -197,18 +201,20 @@ class PodSpecReader:
                 self.defaulted.append(path)
         else:
             self._problem(f"{path}.image", f"image must be a string, found {type_name(image)}")
-        mounts = container.get("volumeMounts")
-        if mounts is not None:
-            self._read_mounts(mounts, f"{path}.volumeMounts", name)
+        self.containers.append(Container(path, name, field, self._template, use))
+        for key in ("volumeMounts", "volumeDevices"):  # a raw block device can carry a copy as well
+            mounts = container.get(key)
+            if mounts is not None:
+                self._read_mounts(mounts, f"{path}.{key}", number)
 
     def read_image_uri(self, uri: Any, path: str, name: str) -> None:
         """Read a model storage URI; one with an OCI scheme names an image the Pod pulls.
 
         KServe mounts ``oci+native://REF`` as an image volume of its model container and runs any other
         ``oci://REF`` (``oci+modelcar://``, ``oci+fetch://``) as a container, so those are judged as
-        container images. Either way the URI names the model, so it is an engine candidate used by the
-        template's containers, like a mounted image volume. Other schemes (``s3://``, ``hf://``, …) are no
-        image.
+        container images. Either way the URI names the model, so it is an engine candidate read by the
+        template's regular containers, like a mounted image volume. Other schemes (``s3://``, ``hf://``, …)
+        are no image.
         """
         if not isinstance(uri, str):
             self._problem(path, f"a storage URI must be a string, found {type_name(uri)}")
@@ -219,25 +225,24 @@ class PodSpecReader:
         if not reference:
             self._problem(path, "the OCI storage URI names no image")
             return
-        self.images.append(
-            ImageUse(reference, path, "volume" if scheme == "oci+native" else "container", None)
-        )
+        self._image(ImageUse(reference, path, "volume" if scheme == "oci+native" else "container", None))
         self._uris.append((name, reference, path))
 
-    def _read_mounts(self, mounts: Any, path: str, container: str | None) -> None:
+    def _read_mounts(self, mounts: Any, path: str, container: int) -> None:
         if not isinstance(mounts, list):
-            self._problem(path, f"volumeMounts must be a list, found {type_name(mounts)}")
+            self._problem(path, f"{path.rsplit('.', 1)[-1]} must be a list, found {type_name(mounts)}")
             return
+        self._tally.budget.step(len(mounts))
         for index, mount in enumerate(mounts):
             volume = mount.get("name") if isinstance(mount, MAPPINGS) else None
             if not isinstance(volume, str):
                 self._problem(f"{path}[{index}]", "a volume mount must be an object with a volume name")
-            elif container is not None:
-                users = self._mounts.setdefault(volume, [])
-                if container not in users:
-                    users.append(container)
+            else:
+                # Only `readOnly: true` keeps a container from writing (recursiveReadOnly needs it too).
+                self._mounts.append((container, volume, mount.get("readOnly") is True))
 
     def read_volumes(self) -> None:
+        """Read ``volumes``: image volumes (engine candidates), and which volumes no container can write."""
         volumes = self._spec.get("volumes")
         list_path = f"{self._spec_path}.volumes"
         if volumes is None:
@@ -250,34 +255,43 @@ class PodSpecReader:
             if not isinstance(volume, MAPPINGS):
                 self._problem(path, f"a volume must be an object, found {type_name(volume)}")
                 continue
-            source = volume.get("image")
-            if source is None:
-                continue
-            if not isinstance(source, MAPPINGS):
-                self._problem(
-                    f"{path}.image", f"an image volume must be an object, found {type_name(source)}"
-                )
-                continue
-            ref_path = f"{path}.image.reference"
-            reference = source.get("reference")
+            self._tally.volume(path)
             name = volume.get("name")
             if not isinstance(name, str):
                 name = None
-            if not isinstance(reference, str) or not reference:
-                self._problem(
-                    ref_path,
-                    "the image volume has no reference"
-                    if reference is None or reference == ""
-                    else f"reference must be a string, found {type_name(reference)}",
-                )
-                continue
-            self.images.append(ImageUse(reference, ref_path, "volume", name))
-            if name is None:
-                self._problem(f"{path}.name", "the image volume has no name, so no container can mount it")
-            elif name in self._volumes:
-                self._problem(f"{path}.name", f"a second volume is named {name!r}")
             else:
-                self._volumes[name] = _ImageVolume(reference, ref_path)
+                if read_only_volume(volume):
+                    self._read_only.add(name)
+                else:
+                    self._writable.add(name)  # a name declared twice is writable if either declaration is
+                backed = backing(volume)
+                if backed is not None:
+                    self._keys[name] = backed
+            source = volume.get("image")
+            if source is not None:
+                self._read_image_volume(source, path, name)
+
+    def _read_image_volume(self, source: Any, path: str, name: str | None) -> None:
+        if not isinstance(source, MAPPINGS):
+            self._problem(f"{path}.image", f"an image volume must be an object, found {type_name(source)}")
+            return
+        ref_path = f"{path}.image.reference"
+        reference = source.get("reference")
+        if not isinstance(reference, str) or not reference:
+            self._problem(
+                ref_path,
+                "the image volume has no reference"
+                if reference is None or reference == ""
+                else f"reference must be a string, found {type_name(reference)}",
+            )
+            return
+        self._image(ImageUse(reference, ref_path, "volume", name))
+        if name is None:
+            self._problem(f"{path}.name", "the image volume has no name, so no container can mount it")
+        elif name in self._volumes:
+            self._problem(f"{path}.name", f"a second volume is named {name!r}")
+        else:
+            self._volumes[name] = _ImageVolume(reference, ref_path)
 
     def read_annotation(self, annotations: Mapping[str, str], annotations_path: str) -> None:
         text = annotations.get(ENGINES_ANNOTATION)
@@ -293,6 +307,7 @@ class PodSpecReader:
         if not isinstance(entries, list):
             self._problem(path, f"must be a JSON list of {{name, ref}} objects, found {type_name(entries)}")
             return
+        self._tally.budget.step(len(entries))
         for index, entry in enumerate(entries):
             entry_path = f"{path}[{index}]"
             if not isinstance(entry, dict):
@@ -311,9 +326,7 @@ class PodSpecReader:
         if not isinstance(name, str) or not name:
             self._problem(path, "an engine entry needs a non-empty string name")
             return None
-        if container is not None and (
-            not isinstance(container, str) or container not in self._all_containers
-        ):
+        if container is not None and (not isinstance(container, str) or container not in self._names):
             self._problem(path, f"engine {name!r} names container {container!r}, which the pod spec lacks")
             return None
         volume = self._volumes.get(name)
@@ -340,9 +353,16 @@ class PodSpecReader:
             return None
         return _Entry(name, ref, container, path, volume=False)
 
-    def engines(self) -> tuple[EngineUse, ...]:
-        """Resolve annotation entries against image volumes and mounts into engine uses."""
-        annotation_uses: list[EngineUse] = []
+    def candidates(self) -> list[Candidate]:
+        """Resolve annotation entries against image volumes and mounts into engine candidates, each with
+        the containers that read it directly; who else can read it is the workload's graph
+        (:meth:`graph`, :mod:`policies.sharing`)."""
+        mounters: dict[str, list[int]] = {}
+        for container, volume, _ in self._mounts:
+            if volume in self._volumes:
+                mounters.setdefault(volume, []).append(container)
+        regular = self.regular()
+        annotation: list[Candidate] = []
         seen: dict[str, _Entry] = {}
         for entry in self._entries:
             earlier = seen.get(entry.name)
@@ -356,45 +376,52 @@ class PodSpecReader:
                 seen[entry.name] = entry
             if entry.volume:
                 self._volumes[entry.name].named = True
-                if entry.container is not None and entry.container not in self._mounts.get(entry.name, ()):
+                named = self._names.get(entry.container or "", ())
+                if entry.container is not None and not set(named) & set(mounters.get(entry.name, ())):
                     self._problem(
                         entry.path,
                         f"container {entry.container!r} does not mount image volume {entry.name!r}",
                     )
                 continue
-            containers = (entry.container,) if entry.container is not None else tuple(self._main_containers)
-            annotation_uses.append(
-                EngineUse(entry.name, entry.ref, entry.path, "annotation", containers, True)
-            )
-        volume_uses = [
-            EngineUse(name, volume.reference, volume.path, "volume", self._engine_users(name), volume.named)
-            for name, volume in self._volumes.items()
-            if volume.named or name in self._mounts
+            if entry.container is None:
+                annotation.append(
+                    Candidate(entry.name, entry.ref, entry.path, "annotation", regular, True, True)
+                )
+            else:
+                seeds = self._names.get(entry.container, [])
+                annotation.append(Candidate(entry.name, entry.ref, entry.path, "annotation", seeds, True))
+        found = [
+            *(
+                Candidate(name, volume.reference, volume.path, "volume", mounters.get(name, []), volume.named)
+                for name, volume in self._volumes.items()
+                if volume.named or name in mounters
+            ),
+            *(Candidate(name, ref, path, "uri", regular, False, True) for name, ref, path in self._uris),
+            *annotation,
         ]
-        uri_uses = [
-            EngineUse(name, reference, path, "uri", tuple(self._main_containers))
-            for name, reference, path in self._uris
-        ]
-        return (*volume_uses, *uri_uses, *annotation_uses)
+        for candidate in found:
+            self._tally.engine(candidate.path)
+        return found
 
-    def _engine_users(self, volume: str) -> tuple[str, ...]:
-        """The containers mounting ``volume``, then those sharing another volume with an init container
-        among them (repeated for each init container this adds)."""
-        users = list(self._mounts.get(volume, ()))
-        copiers = [c for c in users if c in self._init_containers]
-        seen_copiers = set(copiers)
-        while copiers:
-            copier = copiers.pop()
-            for shared, mounters in self._mounts.items():
-                if shared in self._volumes or copier not in mounters:
-                    continue  # image volumes are read-only: nothing can be copied into them
-                for container in mounters:
-                    if container not in users:
-                        users.append(container)
-                    if container in self._init_containers and container not in seen_copiers:
-                        seen_copiers.add(container)
-                        copiers.append(container)
-        return tuple(users)
+    def regular(self) -> list[int]:
+        """The numbers of the regular containers (an operator's model containers included)."""
+        return [number for number, c in enumerate(self.containers) if c.field == "container"]
+
+    def graph(self) -> tuple[list[tuple[int, str, bool]], set[str], set[str]]:
+        """This Pod's part of the workload's sharing graph: ``(container number, volume key, read-only
+        mount)`` for each mount, and the keys of the volumes declared read-only and writable. A volume's key
+        is its name within this template, or what backs it (:func:`~policies.sharing.backing`: a PVC, a
+        host path) when other templates' Pods can reach the same storage."""
+        self._tally.budget.step(len(self._mounts))
+        mounts = [(c, self._keys.get(name) or self._key(name), ro) for c, name, ro in self._mounts]
+        return (
+            mounts,
+            {self._keys.get(n) or self._key(n) for n in self._read_only},
+            {self._keys.get(n) or self._key(n) for n in self._writable},
+        )
+
+    def _key(self, name: str) -> str:
+        return f"{self._template}\0{name}"
 
 
 def type_name(value: Any) -> str:

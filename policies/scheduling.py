@@ -2,7 +2,8 @@
 
 The scheduler places a Pod on a node that has every ``nodeSelector`` label and satisfies at least one term
 of ``affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`` (the kubelet checks the same
-on admission, so ``nodeName`` does not get around them). :func:`read_node_selection` turns both into the
+on admission, so ``nodeName`` does not get around them). :func:`read_node_selection` turns both, for one
+pod spec (each template's is read on its own: :meth:`policies.pods.PodTemplate.node_selection`), into the
 terms a node may satisfy, each a list of label requirements with the nodeSelector folded in, and
 :meth:`NodeTerm.numbers` / :meth:`NodeTerm.texts` say which values a label can have on such a node.
 Preferred affinity, taints and tolerations never confine a Pod, so they are not read.
@@ -15,14 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from policies.workload import Workload
-
 __all__ = [
     "Admitted",
     "LabelRequirement",
     "NodeSelection",
     "NodeTerm",
-    "node_selection",
     "read_node_selection",
 ]
 
@@ -108,23 +106,9 @@ class NodeSelection:
     problems: tuple[str, ...]
 
 
-def _pod_spec(workload: Workload) -> Mapping[str, Any] | None:
-    spec: Any = workload.obj
-    for key in workload.pod_spec_path.split("."):
-        spec = spec.get(key) if isinstance(spec, Mapping) else None
-    return spec if isinstance(spec, Mapping) else None
-
-
-def node_selection(workload: Workload) -> tuple[object, object]:
-    """The raw ``nodeSelector`` and ``affinity`` of the pod spec (to tell whether they changed)."""
-    spec = _pod_spec(workload) or {}
-    return spec.get("nodeSelector"), spec.get("affinity")
-
-
-def read_node_selection(workload: Workload) -> NodeSelection:
-    """The node selection of the workload's pod spec; malformed parts are listed in ``problems``."""
-    base = workload.pod_spec_path
-    spec = _pod_spec(workload) or {}
+def read_node_selection(spec: Mapping[str, Any], base: str) -> NodeSelection:
+    """The node selection of the pod spec ``spec`` found at ``base``; malformed parts are listed in
+    ``problems``."""
     problems: list[str] = []
     selector = spec.get("nodeSelector") or {}
     common: list[LabelRequirement] = []

@@ -1,63 +1,91 @@
 """Reading the pod templates of one object: each template its kind's definition names, or, for a kind trtguard
 does not know, each pod spec found by searching the object; then the images found outside them.
 
-:class:`PodTemplates` collects the images, engines and problems of every template into one list each, with
-real JSON paths (``spec.workerGroupSpecs[1].template.spec.containers[0].image``). Each template is read by its
-own :class:`~policies.podspec.PodSpecReader`, so engines resolve against the volumes and containers of the
-Pod they belong to.
+:class:`PodTemplates` builds the :class:`~policies.pods.PodTemplate` of each, and collects the images,
+engines and problems of all of them into one list each, with real JSON paths
+(``spec.workerGroupSpecs[1].template.spec.containers[0].image``). Each template is read by its own
+:class:`~policies.podspec.PodSpecReader`, so engines resolve against the volumes and containers of the Pod
+they belong to; a container an operator adds to another template's Pods (KubeRay's autoscaler) is read
+into that template, and the workers that run a template's model (a KServe predictor's ``workerSpec``) read
+its models too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from policies.discovery import find_images, find_pod_specs
 from policies.kinds import KindDefinition, Template
-from policies.paths import child
+from policies.paths import Match, child
+from policies.pods import Container, PodTemplate, Tally
 from policies.podspec import (
     ENGINES_ANNOTATION,
     MAPPINGS,
+    Candidate,
     EngineUse,
     ImageUse,
     PodSpecReader,
     Problem,
     type_name,
 )
+from policies.sharing import readers
 from verifier.errors import InputError
 
 __all__ = ["PodTemplates", "mapping_field", "string_map"]
 
 
+@dataclass(slots=True)
+class _Read:
+    """One template being read: where it is, what it is, its reader (None: no pod spec could be read)."""
+
+    path: str
+    spec_path: str
+    role: str
+    spec: Mapping[str, Any]
+    reader: PodSpecReader | None
+    template: Template | None = None
+    joined: bool = False
+    """A container read into another template's Pods: only its images (and defaulted image) are its own."""
+    images: list[ImageUse] = field(default_factory=list)
+    defaulted: list[str] = field(default_factory=list)
+
+
 class PodTemplates:
-    """The images, engines and problems of an object's pod templates, read one template at a time."""
+    """The templates, images, engines and problems of an object's pod templates, read one at a time."""
 
     def __init__(
-        self, obj: Mapping[str, Any], annotations: Mapping[str, str], problems: list[Problem]
+        self,
+        obj: Mapping[str, Any],
+        annotations: Mapping[str, str],
+        problems: list[Problem],
+        tally: Tally | None = None,
     ) -> None:
         self.obj = obj
         self.annotations = annotations
         self.problems = problems
+        self.tally = tally or Tally()
         self.images: list[ImageUse] = []
         self.engines: list[EngineUse] = []
-        self.spec_paths: list[str] = []
+        self.templates: list[PodTemplate] = []
         self.defaulted: list[str] = []
         self.object_annotations_read = False
+        self._reads: list[_Read] = []
 
     def read(self, definition: KindDefinition) -> None:
         """Every template of ``definition`` found in the object (a lone fixed template must be there)."""
         for template in definition.templates:
             if definition.single_template:
-                root_path, root = template.path.text, _strict(self.obj, definition)
-                self._template(template, root_path, root)
+                self._template(template, template.path.text, _strict(self.obj, definition), None)
                 continue
-            for root_path, root in template.path.expand(self.obj):
+            for root_path, root, match in template.path.expand_items(self.obj):
                 if not isinstance(root, MAPPINGS):
                     self.problems.append(Problem(root_path, f"must be an object, found {type_name(root)}"))
-                    self.spec_paths.append(root_path)
-                    continue
-                self._template(template, root_path, root)
-        if ENGINES_ANNOTATION in self.annotations and not self.object_annotations_read and self.spec_paths:
+                    self._add(root_path, root_path, _role(template, match), {}, None)
+                elif not self._join(template, root_path, root):
+                    self._template(template, root_path, root, match)
+        if ENGINES_ANNOTATION in self.annotations and not self.object_annotations_read and self._reads:
             where = sorted({t.annotations_path for t in definition.templates if t.annotations_path})
             self.problems.append(
                 Problem(
@@ -67,12 +95,31 @@ class PodTemplates:
                     f"that runs them ({', '.join(where) or 'its pod template metadata'})",
                 )
             )
+        self._finish()
 
-    def _template(self, template: Template, root_path: str, root: Mapping[str, Any]) -> None:
+    def _join(self, template: Template, root_path: str, root: Mapping[str, Any]) -> bool:
+        """Read a container that runs in another template's Pods into that template (False: it has no
+        such template, or it is not read yet: the container is then a template of its own). Its image
+        keeps its place among the images, after those of the templates read before it."""
+        host = next((r for r in self._reads if r.path == template.joins), None) if template.joins else None
+        if host is None or host.reader is None:
+            return False
+        images, defaulted = len(host.reader.images), len(host.reader.defaulted)
+        host.reader.read_container(root, root_path, image_required=False)
+        joined = _Read(root_path, root_path, template.role, {}, None, joined=True)
+        joined.images, joined.defaulted = host.reader.images[images:], host.reader.defaulted[defaulted:]
+        del host.reader.images[images:], host.reader.defaulted[defaulted:]
+        self._reads.append(joined)
+        return True
+
+    def _template(
+        self, template: Template, root_path: str, root: Mapping[str, Any], match: Match | None
+    ) -> None:
+        role = _role(template, match)
         if template.shape == "container":
-            reader = PodSpecReader({}, root_path, self.problems)
+            reader = self._reader({}, root_path, root_path)
             reader.read_container(root, root_path, image_required=False)
-            self._finish(reader, root_path)
+            self._add(root_path, root_path, role, {}, reader, template)
             return
         spec, spec_path = root, root_path
         template_annotations: Mapping[str, str] = {}
@@ -89,7 +136,7 @@ class PodTemplates:
                         else f"must be an object, found {type_name(found)}",
                     )
                 )
-                self.spec_paths.append(spec_path)
+                self._add(root_path, spec_path, role, {}, None, template)
                 return
             spec = found
             annotations_path = f"{root_path}.metadata"
@@ -101,7 +148,7 @@ class PodTemplates:
         elif template.annotations is not None:
             annotations_path = child(root_path, template.annotations)
             template_annotations = string_map(root.get(template.annotations), annotations_path, self.problems)
-        reader = PodSpecReader(spec, spec_path, self.problems)
+        reader = self._reader(spec, spec_path, root_path)
         reader.read_containers(required=template.containers_required)
         for pattern in template.containers:
             for path, container in pattern.expand(spec, spec_path):
@@ -115,25 +162,102 @@ class PodTemplates:
         if template.object_annotations:
             reader.read_annotation(self.annotations, "metadata.annotations")
             self.object_annotations_read = True
-        self._finish(reader, spec_path)
+        self._add(root_path, spec_path, role, spec, reader, template)
 
-    def _finish(self, reader: PodSpecReader, spec_path: str) -> None:
-        self.engines += reader.engines()  # before the problems are frozen: resolving engines can add some
-        self.images += reader.images
-        self.defaulted += reader.defaulted
-        self.spec_paths.append(spec_path)
+    def _reader(self, spec: Mapping[str, Any], spec_path: str, root_path: str) -> PodSpecReader:
+        self.tally.template(root_path)
+        return PodSpecReader(spec, spec_path, self.problems, template=root_path, tally=self.tally)
+
+    def _add(
+        self,
+        path: str,
+        spec_path: str,
+        role: str,
+        spec: Mapping[str, Any],
+        reader: PodSpecReader | None,
+        template: Template | None = None,
+    ) -> None:
+        self._reads.append(_Read(path, spec_path, role, spec, reader, template))
+
+    def _finish(self) -> None:
+        """Resolve the engines of every template at once, over the workload's sharing graph (a copy can
+        reach another template's Pods through storage they share, and a template's workers run its models),
+        and build the templates."""
+        reads = [(r, r.reader) for r in self._reads if r.reader is not None]
+        containers: list[Container] = []
+        mounts: list[tuple[int, str, bool]] = []
+        read_only: set[str] = set()
+        writable: set[str] = set()
+        found: list[tuple[_Read, Candidate, list[int], list[str]]] = []
+        bases: dict[int, int] = {}
+        for read, reader in reads:
+            base = bases[id(read)] = len(containers)
+            containers += reader.containers
+            own_mounts, own_read_only, own_writable = reader.graph()
+            mounts += [(base + number, key, flag) for number, key, flag in own_mounts]
+            read_only |= own_read_only
+            writable |= own_writable
+            # resolving candidates can add problems: in template order, before the images are collected
+            found += [(read, c, [base + s for s in c.seeds], [read.path]) for c in reader.candidates()]
+        for workers, reader in reads:
+            runs_models = workers.template is not None and workers.template.runs_parent_models
+            parent = self._parent(workers) if runs_models else None
+            if parent is None:
+                continue
+            seeds = [bases[id(workers)] + number for number in reader.regular()]
+            for owner, candidate, own_seeds, templates in found:
+                if owner is parent and candidate.model:
+                    own_seeds.extend(seeds)
+                    templates.append(workers.path)
+        self.tally.budget.step(len(mounts) + len(containers))
+        answers = readers(len(containers), mounts, read_only - writable, [f[2] for f in found])
+        engines: dict[int, list[EngineUse]] = {}
+        for (owner, candidate, _, templates), answer in zip(found, answers, strict=True):
+            reading = [containers[number] for number in answer]
+            engines.setdefault(id(owner), []).append(
+                EngineUse(
+                    candidate.name,
+                    candidate.reference,
+                    candidate.path,
+                    candidate.source,
+                    tuple(dict.fromkeys(c.name for c in reading if c.name is not None)),
+                    candidate.declared,
+                    tuple(c.path for c in reading),
+                    tuple(dict.fromkeys([*templates, *(c.template for c in reading)])),
+                )
+            )
+        for read in self._reads:
+            if read.joined:
+                self.images += read.images
+                self.defaulted += read.defaulted
+                continue
+            own = tuple(read.reader.containers) if read.reader is not None else ()
+            self.templates.append(PodTemplate(read.path, read.spec_path, read.role, read.spec, own))
+            if read.reader is not None:
+                self.engines += engines.get(id(read), [])
+                self.images += read.reader.images
+                self.defaulted += read.reader.defaulted
+
+    def _parent(self, workers: _Read) -> _Read | None:
+        """The template whose path encloses ``workers``'s most closely (a predictor, for its workerSpec)."""
+        enclosing = [r for r in self._reads if workers.path.startswith(f"{r.path}.") and r.reader is not None]
+        return max(enclosing, key=lambda r: len(r.path)) if enclosing else None
 
     def discover(self) -> None:
         """Every pod spec found anywhere in an object of an unknown kind, read like any other."""
-        for found in find_pod_specs(self.obj):
-            reader = PodSpecReader(found.spec, found.path, self.problems)
+        for found in find_pod_specs(self.obj, self.tally.budget):
+            root = found.metadata_path.removesuffix(".metadata") if found.metadata_path else found.path
+            reader = self._reader(found.spec, found.path, root)
             reader.read_containers()
             reader.read_volumes()
+            role = "pod spec"
             if found.metadata_path is not None:
+                role = "pod template"
                 metadata = mapping_field(found.metadata, found.metadata_path, self.problems)
                 path = f"{found.metadata_path}.annotations"
                 reader.read_annotation(string_map(metadata.get("annotations"), path, self.problems), path)
-            self._finish(reader, found.path)
+            self._add(root, found.path, role, found.spec, reader)
+        self._finish()
 
     def strays(self, definition: KindDefinition | None) -> tuple[str, ...]:
         """Add the images found outside the templates read, judged as container (or volume) images; the
@@ -145,7 +269,13 @@ class PodTemplates:
         if definition is not None and definition.origin == "builtin":
             return ()
         covered = {use.path for use in self.images} | {problem.path for problem in self.problems}
-        strays = [use for use in find_images(self.obj) if use.path not in covered]
+        # a field inside (or above) one a template reader already judged is not judged twice
+        within = {path[:end] for path in covered for end in _prefix_ends(path)}
+        found, unreadable = find_images(self.obj, self.tally.budget)
+        strays = [use for use in found if use.path not in covered]
+        for use in strays:
+            self.tally.image(use.path)
+        self.problems += [problem for problem in unreadable if problem.path not in within]
         if not strays:
             return ()
         self.images += strays
@@ -156,6 +286,27 @@ class PodTemplates:
         )
         listed = ", ".join(f"{use.reference} at {use.path}" for use in strays)
         return (f"{len(strays)} image{'s' if len(strays) != 1 else ''} found {where}: {listed}",)
+
+
+def _prefix_ends(path: str) -> list[int]:
+    """Where each enclosing path of ``path`` ends (``a.b[0].c`` → ``a``, ``a.b``, ``a.b[0]``), and its end."""
+    return [i for i, char in enumerate(path) if char in ".["] + [len(path)]
+
+
+def _role(template: Template, match: Match | None) -> str:
+    """The template's role, ``{name}`` filled in with the name of what its last wildcard matched."""
+    if "{name}" not in template.role:
+        return template.role
+    name: str = (
+        f"[{match.key}]"
+        if match is not None and isinstance(match.key, int)
+        else str(match.key if match is not None else "")
+    )
+    if match is not None and template.name_key is not None and isinstance(match.value, MAPPINGS):
+        own = match.value.get(template.name_key)
+        if isinstance(own, str) and own:
+            name = own
+    return template.role.replace("{name}", name)
 
 
 def _strict(obj: Mapping[str, Any], definition: KindDefinition) -> Mapping[str, Any]:

@@ -16,12 +16,14 @@ of the kind's pod templates.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from policies.budget import UNLIMITED, Budget
 from policies.kinds import KindDefinition, KindRegistry, group_of
 from policies.operator_kinds import DEFAULT_KINDS
 from policies.paths import PathPattern
+from policies.pods import Container, PodTemplate, Tally
 from policies.podspec import ENGINES_ANNOTATION, MAPPINGS, EngineUse, ImageUse, Problem, type_name
 from policies.templates import PodTemplates, mapping_field, string_map
 from verifier.errors import InputError
@@ -36,6 +38,7 @@ __all__ = [
     "Workload",
     "changed_since",
     "extract",
+    "identify",
     "iter_resources",
     "unknown_kind",
 ]
@@ -46,7 +49,8 @@ _MAX_LIST_NESTING: Final = 8
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """What an object runs: its images and engines, with where each was found."""
+    """What an object runs: its pod templates (:mod:`policies.pods`, the model every rule reads), its
+    images and engines, with where each was found."""
 
     kind: str
     api_version: str
@@ -54,8 +58,8 @@ class Workload:
     name: str | None
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
-    pod_spec_path: str
-    """The first pod spec: ``spec``, ``spec.template.spec``, ``spec.workerGroupSpecs[0].template.spec``, …"""
+    templates: tuple[PodTemplate, ...]
+    """Every pod template, in the order of the kind's definition (document order within one pattern)."""
     images: tuple[ImageUse, ...]
     engines: tuple[EngineUse, ...]
     problems: tuple[Problem, ...]
@@ -67,6 +71,39 @@ class Workload:
     """False for a kind trtguard does not know: what it names was found by searching the whole object."""
     notes: tuple[str, ...] = ()
     """What a reader of the verdict should know: images found outside the known pod templates."""
+    _containers: Mapping[str, Container] = field(init=False, repr=False, compare=False)
+    _templates: Mapping[str, PodTemplate] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        containers = {c.path: c for t in self.templates for c in t.containers}
+        object.__setattr__(self, "_containers", containers)
+        object.__setattr__(self, "_templates", {t.path: t for t in self.templates})
+
+    @property
+    def spec_path(self) -> str:
+        """Where the pod specs are, for messages about all of them: the one template's pod spec, or the
+        path that holds every template (``spec``)."""
+        paths = [t.spec_path for t in self.templates]
+        if len(paths) == 1:
+            return paths[0]
+        common = paths[0].split(".") if paths else ["spec"]
+        for path in paths[1:]:
+            parts = path.split(".")
+            length = next((i for i, (a, b) in enumerate(zip(common, parts, strict=False)) if a != b), None)
+            common = common[: min(len(common), len(parts)) if length is None else length]
+        return ".".join(common) or "spec"
+
+    def readers(self, use: EngineUse) -> tuple[Container, ...]:
+        """Every container that can read ``use`` (:attr:`EngineUse.readers`), in any template."""
+        return tuple(self._containers[path] for path in use.readers if path in self._containers)
+
+    def templates_of(self, use: EngineUse) -> tuple[PodTemplate, ...]:
+        """The templates ``use`` reaches (:attr:`EngineUse.templates`)."""
+        return tuple(self._templates[path] for path in use.templates if path in self._templates)
+
+    def placements(self) -> dict[str, tuple[object, object]]:
+        """Each template's raw ``nodeSelector`` and ``affinity``, by path (to tell whether any changed)."""
+        return {t.path: t.placement for t in self.templates}
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +172,7 @@ def extract(
     namespace: str | None = None,
     kind: str | None = None,
     kinds: KindRegistry = DEFAULT_KINDS,
+    budget: Budget = UNLIMITED,
 ) -> Workload | Unjudged:
     """Read the images and engines of an object, by the definition of its kind in ``kinds``.
 
@@ -149,30 +187,23 @@ def extract(
     (:mod:`policies.discovery`): the result is a :class:`Workload` with ``known_kind`` False when it names
     images, and :class:`Unjudged` when it names none. :class:`Unjudged` also answers for a known kind whose
     Pods are described by another object (``KindDefinition.delegates``). Raises :class:`InputError` when
-    the object is not a mapping, has no kind, or has none of its kind's pod templates.
+    the object is not a mapping, has no kind, has none of its kind's pod templates, or holds more than the
+    limits of :mod:`policies.pods`; :class:`~policies.budget.BudgetExceeded` when reading it spends
+    ``budget``.
     """
-    if not isinstance(obj, MAPPINGS):
-        raise InputError(
-            f"a Kubernetes object was expected, found {type_name(obj)}",
-            hint="pass the object itself (an AdmissionRequest's `object`)",
-        )
-    the_kind = _kind(obj, kind)
-    api_version = obj.get("apiVersion")
-    api_version = api_version if isinstance(api_version, str) else ""
-    definition = kinds.of_api_version(api_version, the_kind)
-
     problems: list[Problem] = []
-    metadata = mapping_field(obj.get("metadata"), "metadata", problems)
+    the_kind, api_version, definition, metadata = _identity(obj, kind, kinds, problems)
     the_namespace = _namespace(metadata, namespace)
     name = _string_field(metadata, "name", "metadata", problems)
     labels = string_map(metadata.get("labels"), "metadata.labels", problems)
     annotations = string_map(metadata.get("annotations"), "metadata.annotations", problems)
-    pods = PodTemplates(obj, annotations, problems)
+    pods = PodTemplates(obj, annotations, problems, Tally(budget))
     if definition is None:
         pods.discover()
     else:
         pods.read(definition)
     notes = list(pods.strays(definition))
+    pods.tally.problems(problems)
     reason = _nothing_to_judge(obj, definition, pods, problems)
     if reason is not None:
         if definition is None:
@@ -187,7 +218,7 @@ def extract(
         name=name,
         labels=labels,
         annotations=annotations,
-        pod_spec_path=pods.spec_paths[0] if pods.spec_paths else "spec",
+        templates=tuple(pods.templates),
         images=tuple(pods.images),
         engines=tuple(pods.engines),
         problems=tuple(problems),
@@ -196,6 +227,55 @@ def extract(
         known_kind=definition is not None,
         notes=tuple(notes),
     )
+
+
+def identify(
+    obj: Mapping[str, Any],
+    *,
+    namespace: str | None = None,
+    kind: str | None = None,
+    kinds: KindRegistry = DEFAULT_KINDS,
+    problems: list[Problem] | None = None,
+) -> Workload:
+    """The object's kind, namespace, name, labels and annotations, without reading its pod templates: what
+    choosing its policies needs, at the cost of its metadata alone (for an answer when judging it failed).
+
+    Raises :class:`InputError` as :func:`extract` does for the object, its kind and namespace; malformed
+    metadata fields are added to ``problems``.
+    """
+    found = problems if problems is not None else []
+    the_kind, api_version, definition, metadata = _identity(obj, kind, kinds, found)
+    return Workload(
+        kind=the_kind,
+        api_version=api_version,
+        namespace=_namespace(metadata, namespace),
+        name=_string_field(metadata, "name", "metadata", found),
+        labels=string_map(metadata.get("labels"), "metadata.labels", found),
+        annotations=string_map(metadata.get("annotations"), "metadata.annotations", found),
+        templates=(),
+        images=(),
+        engines=(),
+        problems=tuple(found),
+        obj=obj,
+        group=group_of(api_version) if api_version else (definition.group if definition else ""),
+        known_kind=definition is not None,
+    )
+
+
+def _identity(
+    obj: Mapping[str, Any], kind: str | None, kinds: KindRegistry, problems: list[Problem]
+) -> tuple[str, str, KindDefinition | None, Mapping[str, Any]]:
+    """The object's kind, apiVersion, definition and metadata (an :class:`InputError` when unreadable)."""
+    if not isinstance(obj, MAPPINGS):
+        raise InputError(
+            f"a Kubernetes object was expected, found {type_name(obj)}",
+            hint="pass the object itself (an AdmissionRequest's `object`)",
+        )
+    the_kind = _kind(obj, kind)
+    api_version = obj.get("apiVersion")
+    api_version = api_version if isinstance(api_version, str) else ""
+    definition = kinds.of_api_version(api_version, the_kind)
+    return the_kind, api_version, definition, mapping_field(obj.get("metadata"), "metadata", problems)
 
 
 def unknown_kind(kinds: KindRegistry, api_version: str, kind: str) -> str:
@@ -239,7 +319,7 @@ def _nothing_to_judge(
         return None
     if definition is None:
         return None if problems else "names no container image"
-    if not pods.spec_paths:
+    if not pods.templates:
         delegate = next((f for f in definition.delegates if _present(obj, f)), None)
         if delegate is None:
             raise _no_template(definition)
@@ -269,27 +349,30 @@ def changed_since(new: Workload, old: Workload) -> Workload:
     """``new`` with only the image and engine uses (and problems) that ``old`` does not have.
 
     An image use is unchanged when ``old`` has the same (path, reference) pair; an engine use when ``old``
-    has the same (path, reference, containers) and none of those containers changed its image, so an engine
-    newly mounted by another container, or now running in another image, is checked again. Paths include
-    the container's index, so moving an image to another container counts as changed. A problem is
+    has the same (path, reference, readers, templates) and none of those readers changed its image, so an
+    engine newly readable by another container, or now read in another image, is checked again. Paths
+    include the container's index, so moving an image to another container counts as changed. A problem is
     unchanged when ``old`` has the same (path, message). Everything else (labels, ``obj``) is ``new``'s.
 
     An UPDATE that changes no image or engine gives a workload with empty ``images``: callers must read that
     as "nothing new to judge", not as "nothing could be extracted".
     """
     old_images = {(use.path, use.reference) for use in old.images}
-    old_engines = {(use.path, use.reference, use.containers) for use in old.engines}
+    old_engines = {(use.path, use.reference, use.readers, use.templates) for use in old.engines}
     old_problems = set(old.problems)
     images = tuple(use for use in new.images if (use.path, use.reference) not in old_images)
-    rerun = {use.container for use in images if use.field != "volume"}
+    changed = set(images)
+    rerun = {
+        c.path for t in new.templates for c in t.containers if c.image is not None and c.image in changed
+    }
     return replace(
         new,
         images=images,
         engines=tuple(
             use
             for use in new.engines
-            if (use.path, use.reference, use.containers) not in old_engines
-            or rerun.intersection(use.containers)
+            if (use.path, use.reference, use.readers, use.templates) not in old_engines
+            or rerun.intersection(use.readers)
         ),
         problems=tuple(problem for problem in new.problems if problem not in old_problems),
     )

@@ -167,3 +167,85 @@ def test_an_offline_check_with_key_signers_loads_no_other_verifier() -> None:
     )
     assert "DENY   Pod prod/small" in result.stdout  # it judged the Pod (no signature in an empty folder)
     assert result.stderr.strip() == "1 []"
+
+
+#: The modules that judge a workload: they reach pod templates through the workload model
+#: (policies.pods: Workload.templates, readers, templates_of) and nothing else (issue 24).
+JUDGING = sorted(
+    m for m in MODULES if m.startswith("policies.rules.") or m in ("policies.evaluator", "policies.engines")
+)
+#: Keys of a raw pod spec or template: a judging module that looks one up reads the object itself.
+POD_KEYS = frozenset(
+    {"spec", "template", "containers", "initContainers", "ephemeralContainers", "volumes", "volumeMounts"}
+    | {"nodeSelector", "affinity", "image"}
+)
+#: Workload attributes that are the raw object or a path into it, and ImageUse.container (a name, which
+#: repeats across templates: containers are told apart by path).
+RAW_ATTRIBUTES = frozenset({"obj", "pod_spec_path", "spec_paths", "container"})
+#: Where a judging module may read the raw object anyway, and why: CEL's `workload` variable is the object
+#: as admitted, change detection compares objects, the decision record names each image's container.
+RAW_READERS = {
+    ("policies.rules.evaluation", "between"),
+    ("policies.rules.evaluation", "cel_workload"),
+    ("policies.rules.evaluation", "image_records"),
+}
+#: What reads pod templates: only extraction (policies.workload, through these) may import them.
+TEMPLATE_READERS = frozenset(
+    {"policies.templates", "policies.discovery", "policies.podspec.PodSpecReader", "policies.sharing"}
+    | {"policies.scheduling.read_node_selection", "policies.paths"}
+)
+
+
+def _functions(tree: ast.AST) -> dict[ast.AST, str]:
+    """Every node of ``tree`` → the name of the function it is in ("" at module level)."""
+    owner: dict[ast.AST, str] = {}
+
+    def visit(node: ast.AST, name: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else name
+            owner[child] = inner
+            visit(child, inner)
+
+    visit(tree, "")
+    return owner
+
+
+def _raw_reads(module: str) -> list[str]:
+    tree = ast.parse(MODULES[module].read_text())
+    owner = _functions(tree)
+    found = []
+    for node in ast.walk(tree):
+        where = f"{module}:{getattr(node, 'lineno', '?')}"
+        allowed = (module, owner.get(node, "")) in RAW_READERS
+        if isinstance(node, ast.Attribute) and node.attr in RAW_ATTRIBUTES and not allowed:
+            found.append(f"{where} reads .{node.attr}")
+        key: ast.expr | None = None
+        if isinstance(node, ast.Subscript):
+            key = node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            key = node.args[0] if node.args else None
+        if isinstance(key, ast.Constant) and key.value in POD_KEYS:
+            found.append(f"{where} looks up {key.value!r}")
+    return found
+
+
+@pytest.mark.parametrize("module", JUDGING)
+def test_rules_reach_pod_templates_only_through_the_workload_model(module: str) -> None:
+    assert not _raw_reads(module), "judge the workload's templates (policies.pods), not the object"
+    readers = sorted(name for name in _imports(MODULES[module]) if name in TEMPLATE_READERS)
+    assert not readers, f"{module} imports {readers}: only extraction reads pod templates"
+
+
+def test_the_layout_check_sees_a_rule_that_reads_the_object(tmp_path: Path) -> None:
+    # What the check above must refuse: GPU fit as it was before issue 24, reading the first template.
+    source = (
+        "def nodes(run):\n"
+        "    spec = run.context.obj['spec']['template']['spec']\n"
+        "    return spec.get('nodeSelector'), run.context.pod_spec_path\n"
+    )
+    MODULES["policies.rules._probe"] = path = tmp_path / "probe.py"
+    path.write_text(source)
+    try:
+        assert len(_raw_reads("policies.rules._probe")) == 6
+    finally:
+        del MODULES["policies.rules._probe"]

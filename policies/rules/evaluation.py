@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
+from policies.budget import UNLIMITED, Budget
 from policies.cel.sandbox import CelSandbox
 from policies.loader import CompiledPolicy
 from policies.matching import selects, selects_by_requester
@@ -29,7 +30,6 @@ from policies.results import (
     SignerRecord,
     VerificationRecord,
 )
-from policies.scheduling import node_selection
 from policies.schema import (
     AttestationRule,
     BuildManifestRule,
@@ -52,7 +52,7 @@ from verifier.evidence import ArtifactAttestations, EvidenceSource
 from verifier.references import ImageReference, InvalidReference
 from verifier.scans import is_scan_predicate_type
 
-__all__ = ["LAST_APPLIED", "AdmissionHistory", "Counted", "Evaluation"]
+__all__ = ["LAST_APPLIED", "AdmissionHistory", "Changes", "Counted", "Evaluation"]
 
 T = TypeVar("T")
 
@@ -120,15 +120,38 @@ def _counted_once(known: _Record | None, found: _Record) -> _Record:
     return kept if signers == kept.signers else replace(kept, signers=signers)
 
 
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What an UPDATE changed besides its images and engines (a CREATE: everything)."""
+
+    spec: bool
+    """Labels, annotations or anything but status and bookkeeping (see :func:`_cel_view`)."""
+    placement: bool
+    """The ``nodeSelector`` or ``affinity`` of any pod template (or the templates themselves)."""
+
+    @classmethod
+    def between(cls, previous: Workload | None, current: Workload) -> Changes:
+        """The changes from ``previous`` (None: a CREATE) to ``current``; walks both objects, so callers
+        compute it off the event loop (:func:`policies.budget.offload`)."""
+        if previous is None:
+            return cls(spec=True, placement=True)
+        return cls(
+            spec=_cel_view(previous.obj) != _cel_view(current.obj),
+            placement=previous.placements() != current.placements(),
+        )
+
+
 @dataclass
 class Evaluation:
     """State of one evaluation: parsed references and evidence look-ups shared by every policy.
 
     ``workload`` holds what is judged (on an UPDATE, only new or changed images and engines); ``context`` is
     the whole object, which rules about the running containers read (the runtime image of an engine);
-    ``previous`` is the old object of an UPDATE. :meth:`view` says what one policy judges. The rest comes
-    from the :class:`~policies.evaluator.PolicyEngine`: where evidence comes from, the verified-evidence
-    cache, the admission history, the clock and the CEL sandbox.
+    ``previous`` is the old object of an UPDATE, ``changes`` what it changed (computed when first asked
+    unless given). :meth:`view` says what one policy judges. The rest comes from the
+    :class:`~policies.evaluator.PolicyEngine`: where evidence comes from, the verified-evidence cache, the
+    admission history, the clock and the CEL sandbox; ``budget`` is the CPU the evaluation's pure work
+    may spend (:mod:`policies.budget`).
     """
 
     workload: Workload
@@ -141,6 +164,8 @@ class Evaluation:
     clock: Callable[[], datetime]
     cel: CelSandbox
     requester: Requester | None = None
+    changes: Changes | None = None
+    budget: Budget = UNLIMITED
     #: What the rules want said about the decision that is neither a violation nor evidence (``note``).
     notes: list[str] = field(default_factory=list)
     _refs: dict[str, ImageReference | InvalidReference] = field(default_factory=dict)
@@ -169,13 +194,13 @@ class Evaluation:
         policy that selects by requester (the old object may have been admitted for a requester it left
         alone). A policy whose CEL expressions read the workload judges every engine again when the part of
         the object they read (labels, annotations, spec) changed, and one that judges GPU fit when the
-        Pod's node selection changed.
+        node selection of any pod template changed (or a template was added, removed or moved).
         """
         previous = self.previous
         if previous is None or not selects(policy, previous) or selects_by_requester(policy):
             return self.context, None
         rereads = (policy.expressions_read_workload and self.changed()) or (
-            policy.judges_scheduling and node_selection(previous) != node_selection(self.context)
+            policy.judges_scheduling and self._changes().placement
         )
         if rereads:
             return replace(self.workload, engines=self.context.engines), previous
@@ -184,7 +209,12 @@ class Evaluation:
     def changed(self) -> bool:
         """Whether this is a CREATE, or an UPDATE that changed labels, annotations or the spec (not only
         status, finalizers or other bookkeeping)."""
-        return self.previous is None or _cel_view(self.previous.obj) != _cel_view(self.context.obj)
+        return self._changes().spec
+
+    def _changes(self) -> Changes:
+        if self.changes is None:
+            self.changes = Changes.between(self.previous, self.context)
+        return self.changes
 
     def reference(self, text: str) -> ImageReference | InvalidReference:
         """``text`` parsed, or why it is not a reference."""
@@ -431,13 +461,18 @@ def _cel_view(obj: Mapping[str, Any]) -> tuple[object, ...]:
     """The parts of an object whose change makes CEL expressions over the workload worth asking again.
 
     Status, finalizers and other bookkeeping are left out, so that a controller's UPDATE (removing a
-    finalizer) is not judged as a new workload. Every other top-level field counts, not only ``spec``: a
-    PodTemplate keeps its pod at ``template``, and a WorkloadKind may name any path.
+    finalizer) is not judged as a new workload; so is kubectl's last-applied annotation, and an empty map of
+    labels or annotations is the same as none (adding only the last-applied annotation to an object that had
+    none changes nothing). Every other top-level field counts, not only ``spec``: a PodTemplate keeps its
+    pod at ``template``, and a WorkloadKind may name any path.
     """
     metadata = obj.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
     annotations = metadata.get("annotations")
     if isinstance(annotations, Mapping):
-        annotations = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+        annotations = {k: v for k, v in annotations.items() if k != LAST_APPLIED} or None
+    labels = metadata.get("labels")
+    if isinstance(labels, Mapping) and not labels:
+        labels = None
     rest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata", "status")}
-    return metadata.get("labels"), annotations, rest
+    return labels, annotations, rest

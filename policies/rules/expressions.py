@@ -2,13 +2,24 @@
 
 Each must come out true. One that is false, or fails (a missing key, a type error), is a violation under
 the policy's ``action``; one stopped by a bound on time or memory could not be checked, so ``onError``
-applies. The data is checked against the CEL limits and converted once for all of a policy's expressions.
+applies. The data is checked against the CEL limits and converted once for all of a policy's expressions;
+with the workload in it, off the event loop and charged to the evaluation's CPU budget
+(:mod:`policies.budget`).
+
+``engine`` holds, besides the engine's ``name``, ``reference`` and ``digest``, where it runs, from the
+workload model (:mod:`policies.pods`): ``containers`` (every container that can read it: ``path``,
+``name``, ``field``, ``template``, ``image``) and ``templates`` (every pod template it reaches: ``path``,
+``role``, ``nodeSelector``, ``affinity``), so that an expression about the Pods that run the engine need
+not pick one template of the object.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from policies.budget import within
 from policies.cel import CelEvaluationError, prepare_activation
-from policies.podspec import EngineUse
+from policies.pods import EngineUse
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
 from policies.verified import VerifiedManifest
@@ -26,13 +37,12 @@ async def check(
         return
     try:
         if policy.expressions_read_workload:
-            activation = prepare_activation(
-                {
-                    "manifest": verified.as_json,
-                    "workload": run.cel_workload(),
-                    "engine": {"name": use.name, "reference": str(ref), "digest": ref.digest},
-                }
-            )
+            values = {
+                "manifest": verified.as_json,
+                "workload": run.cel_workload(),
+                "engine": _engine(run, use, ref),
+            }
+            activation = await within(run.budget, lambda: prepare_activation(values), values["workload"])
         else:  # the same for every admission of this engine: prepared once
             activation = run.verified.manifest_activation(verified, use.name, str(ref), ref.digest)
     except CelEvaluationError as error:
@@ -63,3 +73,26 @@ async def check(
                 f"{expression.message} (the expression failed: {outcome.message})",
                 "fix the manifest field the expression reads, or the expression",
             )
+
+
+def _engine(run: Evaluation, use: EngineUse, ref: ImageReference) -> dict[str, Any]:
+    """The ``engine`` variable: the engine and where it runs (see the module's docstring)."""
+    return {
+        "name": use.name,
+        "reference": str(ref),
+        "digest": ref.digest,
+        "containers": [
+            {
+                "path": c.path,
+                "name": c.name,
+                "field": c.field,
+                "template": c.template,
+                "image": c.image.reference if c.image is not None else None,
+            }
+            for c in run.context.readers(use)
+        ],
+        "templates": [
+            {"path": t.path, "role": t.role, "nodeSelector": t.placement[0], "affinity": t.placement[1]}
+            for t in run.context.templates_of(use)
+        ],
+    }

@@ -6,12 +6,14 @@ a hardware-compatibility level (``ampere_plus``: compute capability 8.0 and newe
 TensorRT version that built it, unless it was built version-compatible. Nothing else stops a workload whose
 engine was built on a 9.0 GPU from landing on 8.0 nodes, where it fails when it loads.
 
-``nodes``: every way the Pod can be placed (nodeSelector and each required node-affinity term,
-:mod:`policies.scheduling`) must confine it to GPUs that fit, by the labels NVIDIA GPU Feature Discovery
+``nodes``: every way the Pods of every template the engine reaches can be placed (nodeSelector and each
+required node-affinity term, :mod:`policies.scheduling`; each template on its own: a Ray worker group, an
+LWS worker, a Volcano task) must confine them to GPUs that fit, by the labels NVIDIA GPU Feature Discovery
 puts on nodes: ``nvidia.com/gpu.compute.major`` and ``.minor``, or ``nvidia.com/gpu.product`` naming the
 build GPU itself.
 
-``runtime``: every container that may run the engine must run a TensorRT that can load it. Its version
+``runtime``: every container that can read the engine, in any template
+(:attr:`~policies.pods.EngineUse.readers`), must run a TensorRT that can load it. Its version
 comes from the signed build manifest when the container runs the builder image (same digest), else from
 ``tensorrtVersion`` of the policy's image rules that select the container's image; with neither, the
 version is unknown and the rule cannot be checked (``onError``).
@@ -19,10 +21,10 @@ version is unknown and the rule cannot be checked (``onError``).
 
 from __future__ import annotations
 
-from policies.podspec import EngineUse, ImageUse
+from policies.pods import Container, EngineUse, ImageUse
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
-from policies.scheduling import NodeTerm, read_node_selection
+from policies.scheduling import NodeTerm
 from policies.schema import GpuCompatibilityRule
 from policies.verified import VerifiedManifest
 from verifier.errors import EvidenceUnavailable
@@ -43,9 +45,9 @@ _MAJOR_STEPS = frozenset({(8, 10), (10, 11)})
 async def check(
     run: Evaluation, found: Findings, rule: GpuCompatibilityRule, use: EngineUse, verified: VerifiedManifest
 ) -> None:
-    """The engine fits the GPUs the Pod may be placed on (``nodes``) and its runtimes (``runtime``)."""
+    """The engine fits the GPUs its Pods may be placed on (``nodes``) and its runtimes (``runtime``)."""
     if rule.nodes:
-        _nodes(run, found, verified.manifest)
+        _nodes(run, found, use, verified.manifest)
     if rule.runtime:
         await _runtime(run, found, use, verified.manifest)
 
@@ -55,34 +57,50 @@ def product_label(gpu_name: str) -> str:
     return "-".join(gpu_name.split())
 
 
-def _nodes(run: Evaluation, found: Findings, manifest: EngineBuildManifest) -> None:
-    selection = read_node_selection(run.context)
-    for problem in selection.problems:
-        found.add(_NODES, f"the node selection cannot be read: {problem}", "fix the Pod's node selection")
-    if selection.problems:
-        return
+def _nodes(run: Evaluation, found: Findings, use: EngineUse, manifest: EngineBuildManifest) -> None:
+    templates = run.context.templates_of(use)
+    if not templates:
+        found.add(
+            _NODES,
+            "the engine is in no pod template, so where it runs cannot be told",
+            "mount the engine in the pod template that runs it",
+        )
+    for template in templates:
+        where = template.describe()
+        selection = template.node_selection()
+        for problem in selection.problems:
+            found.add(
+                _NODES,
+                f"the node selection of {where} cannot be read: {problem}",
+                "fix the Pods' node selection",
+            )
+        if not selection.problems:
+            _terms(found, selection.terms, manifest, where)
+
+
+def _terms(found: Findings, terms: tuple[NodeTerm, ...], manifest: EngineBuildManifest, where: str) -> None:
     build = manifest.build_node
     major, minor = (int(part) for part in build.compute_capability.split("."))
     level = manifest.builder_config.hardware_compatibility_level
     product = product_label(build.gpu_name)
-    for term in selection.terms:
+    for term in terms:
         if level == "ampere_plus":
             message = _ampere_plus(term)
             fix = (
-                f"confine the Pod to Ampere or newer GPUs: node affinity {{key: {MAJOR_LABEL}, operator: Gt, "
-                'values: ["7"]}} (a GPU Feature Discovery label)'
+                f"confine the Pods of {where} to Ampere or newer GPUs: node affinity {{key: {MAJOR_LABEL}, "
+                'operator: Gt, values: ["7"]}} (a GPU Feature Discovery label)'
             )
         else:
             message = _same_capability(term, major, minor, product)
             fix = (
-                f'add nodeSelector {MAJOR_LABEL}: "{major}" and {MINOR_LABEL}: "{minor}" (labels NVIDIA GPU '
-                f'Feature Discovery sets), or {PRODUCT_LABEL}: "{product}"; or rebuild the engine '
+                f'add to {where} nodeSelector {MAJOR_LABEL}: "{major}" and {MINOR_LABEL}: "{minor}" (labels '
+                f'NVIDIA GPU Feature Discovery sets), or {PRODUCT_LABEL}: "{product}"; or rebuild the engine '
                 "hardware-compatible"
             )
         if message is not None:
             built = f"the engine was built on {build.gpu_name} (compute capability {build.compute_capability}"
             built += ", hardware compatibility ampere_plus)" if level == "ampere_plus" else ")"
-            found.add(_NODES, f"{message} ({term.path}); {built}", fix)
+            found.add(_NODES, f"{where}: {message} ({term.path}); {built}", fix)
 
 
 def _same_capability(term: NodeTerm, major: int, minor: int, product: str) -> str | None:
@@ -131,8 +149,8 @@ def loads(built: str, runtime: str, *, version_compatible: bool, exclude_lean_ru
 
 
 async def _runtime(run: Evaluation, found: Findings, use: EngineUse, manifest: EngineBuildManifest) -> None:
-    runners = [u for u in run.context.images if u.field != "volume" and u.container in use.containers]
-    if not runners:
+    readers = run.context.readers(use)
+    if not readers:
         found.add(
             _RUNTIME,
             "no container runs the engine, so the TensorRT that loads it is unknown",
@@ -141,8 +159,11 @@ async def _runtime(run: Evaluation, found: Findings, use: EngineUse, manifest: E
         )
     built = manifest.toolchain.tensorrt_version
     config = manifest.builder_config
-    for image in runners:
-        where = f"{image.field} {image.container!r} ({image.path})"
+    for container in readers:
+        where = container.describe()
+        image = _image_of(found, container)
+        if image is None:
+            continue
         version = await _runtime_version(run, found, image, manifest, where)
         if version is None:
             continue
@@ -160,6 +181,19 @@ async def _runtime(run: Evaluation, found: Findings, use: EngineUse, manifest: E
                 "run the engine in a TensorRT image that can load it, or rebuild it (version-compatible) "
                 "for that runtime",
             )
+
+
+def _image_of(found: Findings, container: Container) -> ImageUse | None:
+    """The container's image, or None with a violation saying its TensorRT is unknown (``onError``)."""
+    if container.image is None:
+        found.add(
+            _RUNTIME,
+            f"{container.describe()} can read the engine, but its image is not named here (the operator "
+            "fills it in), so the TensorRT that loads the engine is unknown",
+            "name the container's image",
+            error=True,
+        )
+    return container.image
 
 
 async def _runtime_version(

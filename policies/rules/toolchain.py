@@ -1,14 +1,14 @@
 """The toolchain rule (``models.rules.toolchain``): which TensorRT image built the engine, and where it runs.
 
 ``allowed`` lists the builder images the manifest may name; ``sameAsRuntimeImage`` requires every container
-that may run the engine to run the very image (by digest) that built it, since an engine only works with
-the TensorRT version it was built with.
+that can read the engine, in any pod template (:attr:`~policies.pods.EngineUse.readers`), to run the very
+image (by digest) that built it, since an engine only works with the TensorRT version it was built with.
 """
 
 from __future__ import annotations
 
 from policies.patterns import matches_any
-from policies.podspec import EngineUse
+from policies.pods import EngineUse
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
 from policies.schema import ToolchainRule
@@ -50,20 +50,29 @@ async def _same_as_runtime_image(
 ) -> None:
     """``sameAsRuntimeImage``: every container that may run the engine runs the builder image.
 
-    One matching container is not enough: the engine runs wherever it is mounted (or handed on by an
-    init container, see :attr:`~policies.workload.EngineUse.containers`), so each of those containers is
-    checked.
+    One matching container is not enough: the engine runs wherever it can be read (mounted, or handed on
+    through a shared writable volume), so each of those containers is checked.
     """
-    runners = [u for u in run.context.images if u.field != "volume" and u.container in use.containers]
-    if not runners:
+    readers = run.context.readers(use)
+    if not readers:
         found.add(
             _RULE,
             f"no container runs the engine, so its builder image {builder} cannot be compared",
             "mount the engine's image volume in the container that serves it, or name that container "
             "in the trtguard.dev/engines annotation",
         )
-    for image in runners:
-        where = f"{image.field} {image.container!r} ({image.path})"
+    for container in readers:
+        where = container.describe()
+        image = container.image
+        if image is None:
+            found.add(
+                _RULE,
+                f"{where} can read the engine, but its image is not named here (the operator fills it in), "
+                f"so it cannot be compared with the builder image {builder}",
+                "name the container's image",
+                error=True,
+            )
+            continue
         image_ref = run.reference(image.reference)
         if isinstance(image_ref, InvalidReference):
             found.add(
@@ -90,5 +99,5 @@ async def _same_as_runtime_image(
                 _RULE,
                 f"engine was built with {builder} but {where} runs {running}",
                 "run the engine only in the TensorRT image it was built with (every container that "
-                "mounts it, or gets a copy from an init container), or rebuild it there",
+                "mounts it, or shares a writable volume with one that can read it), or rebuild it there",
             )

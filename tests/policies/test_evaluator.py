@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from typing import Any
+
 import pytest
 
+from policies.budget import UNLIMITED, offload
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
+from policies.pods import MAX_CONTAINERS
 from policies.results import Action
 from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, pod
 from tests.policies.evaluation import (
@@ -19,6 +25,7 @@ from tests.policies.evaluation import (
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable, VerificationError
 from verifier.evidence import ArtifactAttestations, ArtifactSubjects, EvidenceSource, ImageSignatures
+from verifier.evidence_folder import LocalEvidence
 from verifier.references import ImageReference
 
 
@@ -208,8 +215,8 @@ def test_error_decision_keeps_a_policy_only_an_unknown_requester_could_exclude(m
 
 def test_error_decision_without_matching_policy_still_denies(material: Material) -> None:
     engine = engine_for(material, images_policy(on_error="Warn"))
-    decision = engine.error_decision({"kind": "Pod", "spec": 1}, namespace=None, message="crashed")
-    # The object cannot be read, so every policy's onError applies: here all say Warn.
+    decision = engine.error_decision({"kind": ["Pod"], "spec": 1}, namespace=None, message="crashed")
+    # Not even the object's kind can be read, so every policy's onError applies: here all say Warn.
     assert decision.allowed
     nothing = engine.error_decision(pod(namespace="dev"), namespace="dev", message="crashed")
     assert not nothing.allowed
@@ -253,3 +260,51 @@ def test_definitive_failures_are_cached_briefly(material: Material) -> None:
         assert not evaluate(engine, pod()).allowed
     stats = engine.verified.signatures_cache.stats
     assert (stats.misses, stats.negative_hits) == (1, 1)
+
+
+def _many_containers(count: int, namespace: str = "prod") -> dict[str, Any]:
+    obj = pod(namespace=namespace)
+    obj["spec"]["containers"] = [{"name": f"c{i}", "image": RUNTIME} for i in range(count)]
+    return obj
+
+
+@pytest.mark.parametrize("on_error", ["Deny", "Warn"])
+def test_an_evaluation_past_its_cpu_budget_ends_in_on_error(material: Material, on_error: str) -> None:
+    # Issue 24, item 9: reading the object is charged to a CPU budget; past it, each policy's onError.
+    paths = [material.policy(images_policy(on_error=on_error))]
+    engine = PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations), cpu_seconds=0.0)
+    decision = evaluate(engine, _many_containers(300))  # a few hundred steps: past a budget of nothing
+    [violation] = decision.violations
+    assert (violation.policy, violation.rule, violation.error) == ("images", "evaluation", True)
+    assert violation.action == Action(on_error)
+    assert "more than its CPU budget of 0 s" in violation.message
+    assert decision.allowed == (on_error == "Warn")
+    generous = PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations))
+    assert evaluate(generous, _many_containers(300)).allowed
+
+
+def test_an_evaluation_past_its_deadline_ends_in_on_error(material: Material) -> None:
+    engine = engine_for(material, images_policy(on_error="Warn"))
+    decision = evaluate(engine, pod(), deadline=Deadline(0.0))
+    [violation] = decision.violations
+    assert (violation.rule, violation.error, violation.action) == ("evaluation", True, Action.WARN)
+    assert "ran out of time" in violation.message
+
+
+def test_the_error_decision_does_not_read_the_pod_templates_again(material: Material) -> None:
+    # What could not be read in time is not read again to choose the policies: its metadata suffices.
+    engine = engine_for(material, images_policy(on_error="Warn"))
+    too_large = _many_containers(MAX_CONTAINERS + 1)
+    assert not evaluate(engine, too_large).allowed  # over the limit: unreadable, a denial
+    decision = engine.error_decision(too_large, namespace=None, message="crashed")
+    assert [v.policy for v in decision.violations] == ["images"] and decision.allowed
+
+
+def test_reading_the_object_runs_off_the_event_loop() -> None:
+    async def where() -> tuple[str, str]:
+        return threading.current_thread().name, await offload(
+            UNLIMITED, lambda: threading.current_thread().name
+        )
+
+    loop_thread, worker = asyncio.run(where())
+    assert worker.startswith("trtguard-evaluation") and worker != loop_thread

@@ -73,9 +73,21 @@ def test_ray_cluster_head_worker_groups_and_autoscaler_each_with_their_path() ->
             f"{workers}[1].template.spec.volumes[0].image.reference",
             "volume",
             ("ray-worker",),
+            readers=(f"{workers}[1].template.spec.containers[0]",),
+            templates=(f"{workers}[1].template",),
         ),
     )
-    assert found.pod_spec_path == head and found.problems == () and found.notes == ()
+    assert found.spec_path == "spec" and found.problems == () and found.notes == ()
+    # Every template with its role; the autoscaler is a container of the head's Pods.
+    assert [(t.path, t.role) for t in found.templates] == [
+        ("spec.headGroupSpec.template", "head"),
+        (f"{workers}[0].template", "worker group cpu"),
+        (f"{workers}[1].template", "worker group gpu"),
+    ]
+    assert [c.path for c in found.templates[0].containers] == [
+        f"{head}.containers[0]",
+        "spec.autoscalerOptions",
+    ]
 
 
 def test_mpijob_replica_types_and_leaderworkerset_roles() -> None:
@@ -134,7 +146,16 @@ def test_engines_are_declared_on_the_pod_template_that_runs_them() -> None:
     }
     path = f"spec.leaderWorkerTemplate.workerTemplate.metadata.annotations[{ENGINES_ANNOTATION}][0]"
     assert workload(obj).engines == (
-        EngineUse("resnet", ENGINE, path, "annotation", ("worker",), declared=True),
+        EngineUse(
+            "resnet",
+            ENGINE,
+            path,
+            "annotation",
+            ("worker",),
+            declared=True,
+            readers=("spec.leaderWorkerTemplate.workerTemplate.spec.containers[0]",),
+            templates=("spec.leaderWorkerTemplate.workerTemplate",),
+        ),
     )
     # On the object itself the declaration reaches no Pod: a problem that says where it belongs.
     obj["metadata"]["annotations"] = {ENGINES_ANNOTATION: annotation}

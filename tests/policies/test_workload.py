@@ -405,7 +405,7 @@ def _check(request: dict[str, Any], key: str, expected: Any) -> None:
         assert workload.images == tuple(expected)
         return
     _, kind, namespace, name, spec_path, images = expected
-    assert (workload.kind, workload.namespace, workload.name, workload.pod_spec_path) == (
+    assert (workload.kind, workload.namespace, workload.name, workload.spec_path) == (
         kind,
         namespace,
         name,
@@ -511,6 +511,8 @@ def test_pod_with_image_volumes_and_annotation(data_dir: Path) -> None:
             "spec.volumes[0].image.reference",
             "volume",
             ("triton", "warmup"),
+            readers=("spec.containers[0]", "spec.initContainers[0]"),
+            templates=("spec",),
         ),
         EngineUse(
             "resnet50-int8",
@@ -519,6 +521,8 @@ def test_pod_with_image_volumes_and_annotation(data_dir: Path) -> None:
             "annotation",
             ("triton",),
             declared=True,
+            readers=("spec.containers[0]",),
+            templates=("spec",),
         ),
     )
     assert workload.problems == ()
@@ -527,8 +531,9 @@ def test_pod_with_image_volumes_and_annotation(data_dir: Path) -> None:
 def test_cronjob_merges_template_and_object_annotations(data_dir: Path) -> None:
     workload = workload_of(_data(data_dir, "301-cronjob-engines-annotations.yaml"))
     spec = "spec.jobTemplate.spec.template.spec"
+    template = spec.removesuffix(".spec")
     template_annotation = f"spec.jobTemplate.spec.template.metadata.annotations[{ENGINES_ANNOTATION}]"
-    assert workload.pod_spec_path == spec
+    assert workload.spec_path == spec
     assert workload.images == (
         _c(f"{spec}.containers[0].image", "nvcr.io/nvidia/tensorrt:24.08-py3", "infer"),
         _c(f"{spec}.containers[1].image", "registry.corp/tools/uploader:2.0", "uploader"),
@@ -548,6 +553,7 @@ def test_cronjob_merges_template_and_object_annotations(data_dir: Path) -> None:
             "volume",
             (),
             declared=True,
+            templates=(template,),
         ),
         # template entries first; the object's identical "ranker" entry counts once
         EngineUse(
@@ -557,6 +563,8 @@ def test_cronjob_merges_template_and_object_annotations(data_dir: Path) -> None:
             "annotation",
             ("infer", "uploader"),
             declared=True,
+            readers=(f"{spec}.containers[0]", f"{spec}.containers[1]"),
+            templates=(template,),
         ),
         EngineUse(
             "ranker",
@@ -565,6 +573,8 @@ def test_cronjob_merges_template_and_object_annotations(data_dir: Path) -> None:
             "annotation",
             ("infer", "uploader"),
             declared=True,
+            readers=(f"{spec}.containers[0]", f"{spec}.containers[1]"),
+            templates=(template,),
         ),
     )
     assert workload.problems == ()
@@ -584,7 +594,7 @@ def test_list_documents_are_flattened(data_dir: Path) -> None:
     assert workload_of(template).images == (
         _c("template.spec.containers[0].image", "nvcr.io/nvidia/tensorrt:24.08-py3", "server"),
     )
-    assert workload_of(template).pod_spec_path == "template.spec"
+    assert workload_of(template).spec_path == "template.spec"
     assert workload_of(controller).images == (
         _c(f"{TSS}.containers[0].image", "registry.corp/inference/legacy:1.0", "server"),
     )
@@ -614,6 +624,8 @@ def test_ephemeral_container_subresource_update(data_dir: Path) -> None:
             "spec.volumes[0].image.reference",
             "volume",
             ("triton", "debugger-x7h2q"),
+            readers=("spec.containers[0]", "spec.ephemeralContainers[0]"),
+            templates=("spec",),
         ),
     )
 
@@ -686,7 +698,7 @@ def _object(
 def test_every_image_bearing_field_in_every_kind(kind: str) -> None:
     workload = workload_of(_object(kind, copy.deepcopy(FULL_SPEC)))
     spec = SPEC_PATHS[kind]
-    assert workload.pod_spec_path == spec
+    assert workload.spec_path == spec
     assert workload.images == (
         _c(f"{spec}.containers[0].image", "registry.corp/app:1", "app"),
         ImageUse("registry.corp/init:1", f"{spec}.initContainers[0].image", "initContainer", "init"),
@@ -700,6 +712,8 @@ def test_every_image_bearing_field_in_every_kind(kind: str) -> None:
             f"{spec}.volumes[0].image.reference",
             "volume",
             ("app",),
+            readers=(f"{spec}.containers[0]",),
+            templates=(spec if kind == "Pod" else spec.removesuffix(".spec"),),
         ),
     )
     assert workload.problems == ()
@@ -1096,11 +1110,36 @@ def test_annotation_engine_rules() -> None:
     assert workload.engines == (
         # mounted only by an init container; also named (with its own ref) by the annotation: one engine
         EngineUse(
-            "model", VOLUME_REF, "spec.volumes[0].image.reference", "volume", ("fetch",), declared=True
+            "model",
+            VOLUME_REF,
+            "spec.volumes[0].image.reference",
+            "volume",
+            ("fetch",),
+            declared=True,
+            readers=("spec.initContainers[0]",),
+            templates=("spec",),
         ),
         # without `container`: every entry of `containers`, not init or ephemeral containers
-        EngineUse("a", ENGINE_REF, f"{annotation}[0]", "annotation", ("app", "gpu"), declared=True),
-        EngineUse("b", ENGINE_REF, f"{annotation}[1]", "annotation", ("fetch",), declared=True),
+        EngineUse(
+            "a",
+            ENGINE_REF,
+            f"{annotation}[0]",
+            "annotation",
+            ("app", "gpu"),
+            declared=True,
+            readers=("spec.containers[0]", "spec.containers[1]"),
+            templates=("spec",),
+        ),
+        EngineUse(
+            "b",
+            ENGINE_REF,
+            f"{annotation}[1]",
+            "annotation",
+            ("fetch",),
+            declared=True,
+            readers=("spec.initContainers[0]",),
+            templates=("spec",),
+        ),
     )
     assert workload.problems == ()
 

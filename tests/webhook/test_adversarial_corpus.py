@@ -3,15 +3,18 @@
 Every case gets its expected verdict from ``trtguard check`` (all cases in one file, in two orders, and each
 file alone) and from ``trtguard serve`` over TLS (one AdmissionReview per case, in two shuffled orders), and
 the two paths agree violation for violation: the same resource gives the same verdict whatever the path
-and whatever came before it.
+and whatever came before it. The corpus's own ``policies`` are loaded beside the bundled ones by both
+paths; a case with ``old`` is an UPDATE, which only ``serve`` can be sent.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import random
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +24,7 @@ import pytest
 import yaml
 
 from tests.conftest import DATA
-from tests.support.harness import WebhookProcess, review
+from tests.support.harness import SERVICE, WebhookProcess, review
 from trtguard.cli import main
 from trtguard.demo.material import OFF_LIST_IMAGE, SIDECAR_IMAGES, TENSORRT_IMAGE, Material
 
@@ -42,6 +45,7 @@ class Case:
     text: str
     resource: Mapping[str, Any] | None
     unknown_kind: bool = False
+    old: Mapping[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -73,7 +77,7 @@ def load_cases(material: Material) -> list[Case]:
     cases = []
     for entry in document["cases"]:
         raw = entry.get("raw")
-        resource = entry.get("resource")
+        resource = _repeated(entry.get("resource"), entry.get("repeat"))
         text = _fill(raw if raw is not None else yaml.safe_dump(resource, sort_keys=False), material)
         cases.append(
             Case(
@@ -84,9 +88,55 @@ def load_cases(material: Material) -> list[Case]:
                 text=text,
                 resource=yaml.safe_load(text) if raw is None else None,
                 unknown_kind=entry.get("unknown_kind", False),
+                old=yaml.safe_load(_fill(yaml.safe_dump(entry["old"]), material)) if "old" in entry else None,
             )
         )
     return cases
+
+
+def _repeated(resource: Any, repeat: Mapping[str, Any] | None) -> Any:
+    """``resource`` with the one item of the list at ``repeat["path"]`` repeated ``repeat["count"]`` times
+    (a ``name`` gets the item's index), for inputs too large to write out."""
+    if repeat is None:
+        return resource
+    *parents, key = repeat["path"].split(".")
+    node = resource
+    for part in parents:
+        node = node[part]
+    [model] = node[key]
+    node[key] = [
+        {**copy.deepcopy(model), "name": f"{model['name']}-{i}"} if "name" in model else copy.deepcopy(model)
+        for i in range(repeat["count"])
+    ]
+    return resource
+
+
+@pytest.fixture(scope="module")
+def corpus_policies(demo_material: Material, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled policies with the demo keys, and the corpus's own policies beside them, in one folder."""
+    folder = tmp_path_factory.mktemp("corpus-policies") / "policies"
+    shutil.copytree(demo_material.policies, folder)
+    document = yaml.safe_load(CORPUS.read_text())
+    (folder / "corpus.yaml").write_text(yaml.safe_dump_all(document.get("policies", []), sort_keys=False))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def corpus_webhook(
+    demo_material: Material, corpus_policies: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WebhookProcess]:
+    """``trtguard serve`` over TLS with the bundled policies and the corpus's own."""
+    process = WebhookProcess(
+        [
+            *("--policies", str(corpus_policies)),
+            *("--attestations", str(demo_material.attestations)),
+            *("--self-signed", "tls", "--san", SERVICE, "--decision-log", "sqlite:///decisions.db"),
+        ],
+        tmp_path_factory.mktemp("corpus-webhook"),
+    )
+    process.start()
+    yield process
+    process.stop()
 
 
 @pytest.fixture(scope="module")
@@ -95,11 +145,12 @@ def cases(demo_material: Material) -> list[Case]:
 
 
 def run_check(
-    material: Material, *files: Path, unknown_kinds: str = "judge"
+    material: Material, policies: Path, *files: Path, unknown_kinds: str = "judge"
 ) -> tuple[int, list[dict[str, Any]]]:
-    """``trtguard check --format json`` in this process: exit status and the results."""
+    """``trtguard check --format json`` in this process, with ``policies`` (the bundled and the corpus's):
+    exit status and the results."""
     out = io.StringIO()
-    args = ["check", "--policies", str(material.policies), "--attestations", str(material.attestations)]
+    args = ["check", "--policies", str(policies), "--attestations", str(material.attestations)]
     args += ["--unknown-kinds", unknown_kinds]
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         status = main([*args, "--format", "json", *map(str, files)])
@@ -124,7 +175,10 @@ def _by_name(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def check_verdicts(
-    cases: list[Case], demo_material: Material, tmp_path_factory: pytest.TempPathFactory
+    cases: list[Case],
+    demo_material: Material,
+    corpus_policies: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, tuple[bool, set[Finding]]]:
     """Each resource case's verdict from `check`: the same in one file (in both orders) and alone."""
     folder = tmp_path_factory.mktemp("corpus")
@@ -133,7 +187,7 @@ def check_verdicts(
     for order in (resources, resources[::-1]):
         together = folder / "together.yaml"
         together.write_text("\n---\n".join(c.text for c in order))
-        _, results = run_check(demo_material, together)
+        _, results = run_check(demo_material, corpus_policies, together)
         by_name = _by_name(results)
         for case in order:
             result = by_name[_flattened_name(case)]
@@ -142,7 +196,7 @@ def check_verdicts(
     for case in resources:
         alone = folder / f"{case.id}.yaml"
         alone.write_text(case.text)
-        _, [result] = run_check(demo_material, alone)
+        _, [result] = run_check(demo_material, corpus_policies, alone)
         assert (result["allowed"], findings(result["violations"])) == verdicts[case.id], case.id
     return verdicts
 
@@ -175,6 +229,7 @@ def test_check_gives_the_expected_verdict(
     cases: list[Case],
     check_verdicts: dict[str, tuple[bool, set[Finding]]],
     demo_material: Material,
+    corpus_policies: Path,
     tmp_path: Path,
 ) -> None:
     [case] = [c for c in cases if c.id == case_id]
@@ -184,7 +239,7 @@ def test_check_gives_the_expected_verdict(
         return
     path = tmp_path / "input.yaml"
     path.write_text(case.text)
-    status, results = run_check(demo_material, path)
+    status, results = run_check(demo_material, corpus_policies, path)
     if case.expect == "error":
         assert status == 2, f"{case.id}: exit {status}, {results}"
     else:
@@ -194,32 +249,38 @@ def test_check_gives_the_expected_verdict(
 
 @pytest.mark.parametrize("case_id", [c for c in _ids("check") if "unknown_kind" in _entry(c)])
 def test_plain_check_lists_unknown_kinds_as_unchecked(
-    case_id: str, cases: list[Case], demo_material: Material, tmp_path: Path
+    case_id: str, cases: list[Case], demo_material: Material, corpus_policies: Path, tmp_path: Path
 ) -> None:
     [case] = [c for c in cases if c.id == case_id]
     path = tmp_path / "input.yaml"
     path.write_text(case.text)
-    status, [result] = run_check(demo_material, path, unknown_kinds="warn")
+    status, [result] = run_check(demo_material, corpus_policies, path, unknown_kinds="warn")
     assert status == 0 and result["unknown_kind"] is True and result["violations"] == []
     assert result["skipped"].startswith(f"{_flattened_name(case).split('/')[0]} (")
     assert result["images"], "the images found must be listed"
-    assert run_check(demo_material, path, unknown_kinds="fail")[0] == 1
+    assert run_check(demo_material, corpus_policies, path, unknown_kinds="fail")[0] == 1
 
 
 async def test_serve_gives_the_verdict_of_check_in_any_order(
     cases: list[Case],
     check_verdicts: dict[str, tuple[bool, set[Finding]]],
-    demo_webhook: WebhookProcess,
+    corpus_webhook: WebhookProcess,
 ) -> None:
     served = [c for c in cases if "serve" in c.paths]
     orders = [random.Random(seed).sample(served, len(served)) for seed in (1, 2)]
-    async with demo_webhook.client() as client:
+    async with corpus_webhook.client() as client:
         for order in orders:
             for case in order:
                 assert case.resource is not None
-                body = review(obj=case.resource)
+                if case.old is None:
+                    body = review(obj=case.resource)
+                else:
+                    body = review(obj=case.resource, old=case.old, operation="UPDATE")
                 response = (await client.post(body)).json()["response"]
                 annotation = response.get("auditAnnotations", {}).get("violations", "[]")
                 found = findings([v for v in json.loads(annotation) if "more" not in v])
                 assert_expected(case, response["allowed"], found, "serve")
-                assert (response["allowed"], found) == check_verdicts[case.id], f"{case.id}: serve ≠ check"
+                if case.id in check_verdicts:
+                    assert (response["allowed"], found) == check_verdicts[case.id], (
+                        f"{case.id}: serve ≠ check"
+                    )

@@ -102,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
             continue
         if isinstance(workload, Unjudged):
             # A kind trtguard does not know: the images a search finds (`check --unknown-kinds judge`).
-            references += [use.reference for use in find_images(resource.obj)]
+            references += [use.reference for use in find_images(resource.obj)[0]]
             continue
         references += [use.reference for use in workload.images]
         references += [use.reference for use in workload.engines]

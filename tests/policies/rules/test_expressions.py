@@ -161,3 +161,49 @@ def test_expressions_over_one_manifest_see_each_engines_own_name_and_reference(m
         decision = evaluate(engine, named(volume))
         found = [v.rule for v in decision.violations]
         assert found == ([] if holds else ["models.rules.expressions.costly"]), (volume, found)
+
+
+def test_expressions_see_the_containers_and_templates_that_run_the_engine(material: Material) -> None:
+    # The engine variable carries where the engine runs, from the workload model: every container that can
+    # read it and every template it reaches, so a rule need not pick one template of the object.
+    reference = material.engine("e")
+    rule = (
+        'engine.containers.all(c, c.image.startsWith("nvcr.io/nvidia/tensorrt@")) && '
+        'engine.templates.all(t, has(t.nodeSelector) && t.role == "worker")'
+    )
+    engine = costly_engine(material, rule)
+    spec = pod(engine=reference)["spec"]
+    lws: dict[str, Any] = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "l", "namespace": "prod"},
+        "spec": {
+            "leaderWorkerTemplate": {
+                "leaderTemplate": {
+                    "spec": {"containers": [{"name": "leader", "image": "docker.io/library/busybox:1"}]}
+                },
+                "workerTemplate": {"spec": {**spec, "nodeSelector": {"gpu": "h200"}}},
+            }
+        },
+    }
+    assert evaluate(engine, lws).allowed  # the leader runs another image, but not the engine
+    lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"] = "r/other:1"
+    assert [v.rule for v in evaluate(engine, lws).violations] == ["models.rules.expressions.costly"]
+
+
+@pytest.mark.parametrize(
+    ("source", "reads"),
+    [
+        ('engine.name == "x"', False),
+        ("engine.reference.endsWith(engine.digest)", False),
+        ("manifest.output_engine.size > 0", False),
+        ("size(engine.containers) == 1", True),
+        ('engine["templates"].size() > 0', True),
+        ("has(engine.templates)", True),
+        ('workload.metadata.name == "x"', True),
+    ],
+)
+def test_what_reads_the_workload(material: Material, source: str, reads: bool) -> None:
+    text = POLICY.replace("ONERROR", "Deny").replace("EXPRESSION", source)
+    [policy] = load_policy_set([material.policy(text), material.keys_file("build-signer")]).policies
+    assert policy.expressions_read_workload is reads

@@ -198,3 +198,57 @@ def test_version_compatibility_across_majors() -> None:
 
 def test_product_labels_are_written_as_gpu_feature_discovery_writes_them() -> None:
     assert product_label("NVIDIA H100 80GB HBM3") == "NVIDIA-H100-80GB-HBM3"
+
+
+def _lws(reference: str, leader: dict[str, str] | None, worker: dict[str, str] | None) -> dict[str, Any]:
+    def template(selector: dict[str, str] | None) -> dict[str, Any]:
+        spec = placed(reference, selector=selector)["spec"]
+        return {"spec": spec}
+
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "lws", "namespace": "prod"},
+        "spec": {
+            "leaderWorkerTemplate": {"leaderTemplate": template(leader), "workerTemplate": template(worker)}
+        },
+    }
+
+
+def test_every_template_that_runs_the_engine_is_judged_on_its_own(material: Material) -> None:
+    # Issue 24: GPU fit judged the first pod template only; LWS workers ran the engine on any GPU.
+    ref = material.engine("e")
+    fit = engine(material, checks="{nodes: true, runtime: false}")
+    assert judge(fit, _lws(ref, H200, H200)).allowed
+    [violation] = judge(fit, _lws(ref, H200, None)).violations
+    assert violation.rule == NODES
+    assert violation.message.startswith("worker (spec.leaderWorkerTemplate.workerTemplate): the Pod may")
+    assert "spec.leaderWorkerTemplate.workerTemplate.spec.nodeSelector" in violation.message
+    assert violation.fix.startswith("add to worker (spec.leaderWorkerTemplate.workerTemplate) nodeSelector")
+    assert violation.path == "spec.leaderWorkerTemplate.workerTemplate.spec.volumes[0].image.reference"
+
+
+def test_a_volcano_job_confined_in_every_task_fits(material: Material) -> None:
+    # Issue 24: the walk to the first pod spec could not follow spec.tasks[0], so this was denied.
+    ref = material.engine("e")
+    fit = engine(material, checks="{nodes: true, runtime: true}")
+    task = {"name": "infer", "template": {"spec": placed(ref, selector=H200)["spec"]}}
+    job: dict[str, Any] = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "prod"},
+        "spec": {"tasks": [task, {**copy.deepcopy(task), "name": "warm"}]},
+    }
+    assert judge(fit, job).allowed
+    del job["spec"]["tasks"][1]["template"]["spec"]["nodeSelector"]
+    [violation] = judge(fit, job).violations
+    assert violation.message.startswith("task warm (spec.tasks[1].template)")
+
+
+def test_an_update_that_moves_any_templates_placement_is_judged_again(material: Material) -> None:
+    ref = material.engine("e")
+    fit = engine(material, checks="{nodes: true, runtime: false}")
+    old = _lws(ref, H200, H200)
+    new = _lws(ref, H200, {"nvidia.com/gpu.present": "true"})  # only the second template moves
+    assert [r for r, _, _ in rules(judge(fit, new, old=old))] == [NODES]
+    assert judge(fit, copy.deepcopy(old), old=old).allowed

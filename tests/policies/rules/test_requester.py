@@ -131,6 +131,23 @@ def test_an_update_that_changes_nothing_is_not_judged(material: Material) -> Non
     assert not judge(deployers, ALICE, new, old=old).allowed
 
 
+@pytest.mark.parametrize("before", [None, {}])
+def test_kubectls_last_applied_annotation_alone_is_no_change(material: Material, before: Any) -> None:
+    # Issue 24, item 8: an object without annotations, applied with kubectl apply, gets only this
+    # annotation; absent and empty annotations are the same, so nothing changed for the rule to judge.
+    deployers = engine(material, DEPLOYERS)
+    old = pod(namespace="prod-vision")
+    if before is not None:
+        old["metadata"]["annotations"] = before
+        old["metadata"]["labels"] = {}
+    new = copy.deepcopy(old)
+    new["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": '{"kind":"Pod"}'}
+    new["metadata"].pop("labels", None)
+    assert judge(deployers, ALICE, new, old=old).allowed
+    new["metadata"]["annotations"]["team"] = "vision"  # any other annotation is a change
+    assert not judge(deployers, ALICE, new, old=old).allowed
+
+
 def test_an_update_of_a_template_outside_spec_is_judged(material: Material) -> None:
     """A PodTemplate keeps its pod at top-level ``template``: changing its image there is a change."""
     deployers = engine(material, DEPLOYERS)

@@ -105,3 +105,60 @@ def test_same_toolchain_with_no_container_running_the_engine_is_a_violation(mate
     obj["spec"]["containers"][0]["image"] = "nvcr.io/nvidia/tensorrt@sha256:zz"
     [violation] = evaluate(engine, obj).violations
     assert "invalid image reference" in violation.message  # an unparsable image is never skipped
+
+
+def test_same_toolchain_follows_a_copy_by_a_regular_container(material: Material) -> None:
+    # Issue 24, item 4: only init containers counted as copiers; a regular container that reads the engine
+    # and mounts a writable emptyDir hands it on just the same, even to one that mounts it read-only.
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
+    obj = pod(images=(RUNTIME, OTHER_RUNTIME))
+    obj["spec"]["volumes"] = [
+        {"name": "engine", "image": {"reference": ref}},
+        {"name": "copy", "emptyDir": {}},
+    ]
+    server, shadow = obj["spec"]["containers"]
+    server["volumeMounts"] = [{"name": "engine", "mountPath": "/m"}, {"name": "copy", "mountPath": "/out"}]
+    shadow["volumeMounts"] = [{"name": "copy", "mountPath": "/in", "readOnly": True}]
+    [violation] = evaluate(engine, obj).violations
+    assert (
+        "container 'c1' (spec.containers[1].image) runs nvcr.io/nvidia/tensorrt@sha256:b2"
+        in violation.message
+    )
+    # The server mounting the emptyDir read-only cannot write the engine there: c1 cannot read it.
+    server["volumeMounts"][1]["readOnly"] = True
+    shadow["volumeMounts"][0].pop("readOnly")
+    assert evaluate(engine, obj).allowed
+    # Nor through a volume no container can write (a ConfigMap), whatever the mounts say.
+    server["volumeMounts"][1].pop("readOnly")
+    obj["spec"]["volumes"][1] = {"name": "copy", "configMap": {"name": "settings"}}
+    assert evaluate(engine, obj).allowed
+
+
+def test_same_toolchain_counts_a_kserve_model_container_without_a_name(material: Material) -> None:
+    # Issue 24, item 4: the model container of a KServe predictor may have no name; it runs the model.
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
+    isvc: dict[str, Any] = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "i", "namespace": "prod"},
+        "spec": {
+            "predictor": {
+                "containers": [{"name": "helper", "image": RUNTIME}],
+                "model": {
+                    "modelFormat": {"name": "tensorrt"},
+                    "image": OTHER_RUNTIME,
+                    "storageUri": f"oci+native://{ref}",
+                },
+            }
+        },
+    }
+    [violation] = evaluate(engine, isvc).violations
+    assert (
+        "container (spec.predictor.model.image) runs nvcr.io/nvidia/tensorrt@sha256:b2" in violation.message
+    )
+    # A model container whose image the ServingRuntime fills in cannot be compared: onError decides.
+    del isvc["spec"]["predictor"]["model"]["image"]
+    [unknown] = evaluate(engine, isvc).violations
+    assert unknown.error and "its image is not named here" in unknown.message
