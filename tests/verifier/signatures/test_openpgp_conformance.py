@@ -106,7 +106,9 @@ def test_verify_openpgp_gives_every_expected_verdict(cases: list[conformance.Cas
     assert _wrong(cases, verdicts) == set()
 
 
-def test_a_policy_counts_the_valid_signatures_of_a_file(cases: list[conformance.Case], tmp_path: Path) -> None:
+def test_a_policy_counts_the_valid_signatures_of_a_file(
+    cases: list[conformance.Case], tmp_path: Path
+) -> None:
     verdicts = conformance.run_all(cases, conformance.trtguard_library, tmp_path)
     assert _wrong(cases, verdicts) == _POLICY_COUNTS_VALID_ONES
 
