@@ -24,6 +24,7 @@ from verifier.signatures.results import (
     COSIGN_SIGN_PREDICATE,
     CosignSignature,
     CountedSignature,
+    LoggedCheck,
     NoSignatures,
     SignatureSource,
     VerificationResult,
@@ -40,6 +41,7 @@ class _Outcome:
     source: SignatureSource = "envelope"
     index: int = 0
     log_index: int | None = None
+    logged: tuple[LoggedCheck, ...] = ()
 
 
 def _collect(
@@ -76,7 +78,9 @@ def _collect(
         tlog_verified=all(o.tlog_verified for o in counted),
         statement=statement,
         counted=tuple(
-            CountedSignature(o.source, o.index, tuple(o.matches), o.log_index if o.tlog_verified else None)
+            CountedSignature(
+                o.source, o.index, tuple(o.matches), o.log_index if o.tlog_verified else None, o.logged
+            )
             for o in counted
         ),
     )
@@ -235,7 +239,7 @@ def _notation_outcome(
         return _Outcome(
             label=label, problem="the policy names no Notation signer", source="notation", index=index
         )
-    matches, reasons = [], []
+    matches, reasons, logged = [], [], []
     for name, trust in policy.notation.items():
         try:
             verified = verify_notation(signature, trust, digest=digest, repository=repository, now=now)
@@ -245,8 +249,14 @@ def _notation_outcome(
         matches.append(
             SignerMatch(kind="notation", label=f"{name} ({verified.subject})", signer_id=verified.signer_id)
         )
+        logged += [
+            LoggedCheck(name, check, trust.level, message)
+            for check, message in zip(verified.logged_checks, verified.logged, strict=True)
+        ]
     problem = None if matches else "; ".join(reasons)
-    return _Outcome(label=label, matches=matches, problem=problem, source="notation", index=index)
+    return _Outcome(
+        label=label, matches=matches, problem=problem, source="notation", index=index, logged=tuple(logged)
+    )
 
 
 def verify_bundle(

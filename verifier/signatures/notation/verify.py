@@ -56,6 +56,7 @@ class NotationVerified:
     signer_id: str  # what a threshold counts: the subject under the trusted anchor
     scheme: str
     logged: tuple[str, ...]
+    logged_checks: tuple[Check, ...] = ()  # the check of each entry of ``logged``, in its order
 
 
 def _authenticity(info: SignerInfo, trust: NotationTrust) -> str:
@@ -157,4 +158,5 @@ def verify_notation(
         signer_id=signer_id,
         scheme=info.scheme,
         logged=tuple(logged),
+        logged_checks=tuple(check for check, _ in failures),
     )
