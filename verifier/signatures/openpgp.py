@@ -76,10 +76,13 @@ class OpenPGPKey:
         return certificates[0]
 
     def state(self) -> str:
-        """``revoked``, ``expired`` or ``valid`` now (for messages)."""
-        if self.certificate.is_revoked:
-            return "revoked"
-        expiry = self.certificate.expiration
+        """``revoked``, ``expired``, ``valid`` now, or why Sequoia cannot tell (for messages)."""
+        try:
+            if self.certificate.is_revoked:
+                return "revoked"
+            expiry = self.certificate.expiration
+        except (RuntimeError, ValueError) as error:  # e.g. no valid binding signature: nothing verifies
+            return f"unusable: {_first_line(error)}"
         if expiry is not None and expiry <= datetime.now(UTC):
             return "expired"
         return "valid"
@@ -165,13 +168,14 @@ def read_signatures(data: bytes, *, location: str | None = None) -> tuple[pysequ
             )
         try:
             signature = pysequoia.Sig.from_bytes(bytes(packet))
-        except (ValueError, RuntimeError, TypeError) as error:
+            kind = signature.signature_type
+        except (ValueError, RuntimeError, TypeError) as error:  # e.g. "Unknown signature type: 0x4"
             raise VerificationError(
                 f"not an OpenPGP signature ({where}): {_first_line(error)}", location=location
             ) from error
-        if signature.signature_type != SignatureType.Binary:
+        if kind != SignatureType.Binary:
             raise VerificationError(
-                f"the OpenPGP signature ({where}) is of type {signature.signature_type}, not a binary "
+                f"the OpenPGP signature ({where}) is of type {kind}, not a binary "
                 "signature over the exact bytes (text-mode signatures hold under changed line endings)",
                 location=location,
                 hint="sign with `gpg --armor --detach-sign FILE` (without --textmode / -t)",
@@ -217,17 +221,26 @@ def check_signatures(
             except (RuntimeError, ValueError, TypeError):
                 continue
             signers.append(name)
-        issuer = (parsed.issuer_fingerprint or parsed.issuer_key_id or "unknown").upper()
+        issuer = (_read(parsed, "issuer_fingerprint") or _read(parsed, "issuer_key_id") or "unknown").upper()
+        created = _read(parsed, "created")
         checks.append(
             SignatureCheck(
                 issuer,
-                parsed.created,
-                _name(parsed.hash_algorithm),
-                _name(parsed.key_algorithm),
+                created if isinstance(created, datetime) else None,
+                _name(_read(parsed, "hash_algorithm") or "unknown"),
+                _name(_read(parsed, "key_algorithm") or "unknown"),
                 tuple(signers),
             )
         )
     return tuple(checks)
+
+
+def _read(signature: pysequoia.Sig, field: str) -> Any:
+    """A field of a parsed signature, or None where Sequoia cannot say (an algorithm it does not know)."""
+    try:
+        return getattr(signature, field)
+    except (RuntimeError, ValueError):
+        return None
 
 
 def verify_detached(
