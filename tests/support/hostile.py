@@ -6,6 +6,7 @@ reader: it reads, or it refuses with a typed error (``VerificationError`` or ``I
 from __future__ import annotations
 
 import copy
+import json
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -18,10 +19,13 @@ from verifier.errors import InputError, VerificationError
 T = TypeVar("T")
 Path = tuple[str | int, ...]
 
-#: What a reader may spend on one document of the sizes these strategies make (at most a few hundred KiB):
-#: far above what any of them needs (milliseconds, a few MiB), so that only a runaway trips it.
+#: What a reader may spend on one document: far above what any of them needs (milliseconds; parsed JSON
+#: takes about ten times its text), so that only a runaway trips it; memory grows with the input's size.
 MAX_CPU_SECONDS = 10.0
-MAX_PYTHON_BYTES = 256 * 1024 * 1024
+BASE_PYTHON_BYTES = 64 * 1024 * 1024
+#: The most one "grow" mutation makes of a value (documents stay within a few MiB, as evidence files do).
+MAX_GROWN_BYTES = 512 * 1024
+PYTHON_BYTES_PER_INPUT_BYTE = 64
 
 #: JSON-like values of every type, small and big: what a mutated field becomes.
 _LEAVES = st.one_of(
@@ -108,7 +112,9 @@ def mutated(draw: st.DrawFn, valid: Any, *, max_mutations: int = 4) -> Any:
             parent = _get(document, path[:-1])
             del parent[path[-1]]
         elif operation == "grow":
-            times = draw(st.sampled_from([2, 100, 5000]))
+            # Big, not unbounded: the grown value stays under MAX_GROWN_BYTES of JSON.
+            size = len(json.dumps(target, default=str)) + 1
+            times = min(draw(st.sampled_from([2, 100, 5000])), max(1, MAX_GROWN_BYTES // size))
             grown = (
                 target * times
                 if isinstance(target, str | list)
@@ -157,12 +163,14 @@ def raw_nesting(depth: int) -> bytes:
     return b'{"a": [' * depth + b"1" + b"]}" * depth
 
 
-def read_or_refuse(read: Callable[[], T], *, measure_memory: bool = True) -> T | None:
+def read_or_refuse(read: Callable[[], T], *, size: int = 0, measure_memory: bool = True) -> T | None:
     """``read()``'s result, or None when it refused with a ``VerificationError`` or an ``InputError``.
 
-    Any other exception propagates (the test fails with it), and so does a read that uses more than
-    :data:`MAX_CPU_SECONDS` of CPU or, where measured, :data:`MAX_PYTHON_BYTES` of Python memory.
+    Any other exception propagates (the test fails with it), and so does a read of an input of ``size``
+    bytes that uses more than :data:`MAX_CPU_SECONDS` of CPU or, where measured, more Python memory than
+    :data:`BASE_PYTHON_BYTES` and :data:`PYTHON_BYTES_PER_INPUT_BYTE` for each byte of input.
     """
+    limit = BASE_PYTHON_BYTES + PYTHON_BYTES_PER_INPUT_BYTE * size
     if measure_memory:
         tracemalloc.start()
     start = time.process_time()
@@ -177,4 +185,6 @@ def read_or_refuse(read: Callable[[], T], *, measure_memory: bool = True) -> T |
         if measure_memory:
             tracemalloc.stop()
         assert spent < MAX_CPU_SECONDS, f"the reader spent {spent:.1f} s of CPU on one document"
-        assert peak < MAX_PYTHON_BYTES, f"the reader allocated {peak / 2**20:.0f} MiB for one document"
+        assert peak < limit, (
+            f"the reader allocated {peak / 2**20:.0f} MiB for {size / 2**20:.1f} MiB of input"
+        )

@@ -10,6 +10,7 @@ Seeds are real material: the DSSE specification's test vector, SBOMs and scans m
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import shutil
@@ -25,6 +26,9 @@ from tests.support.availability import unavailable
 from tests.support.gpg import GnuPG
 from tests.support.hostile import mutated, mutated_bytes, raw_nesting, read_or_refuse
 from verifier import dsse, intoto, keys
+from verifier.deadline import Deadline
+from verifier.evidence_folder import LocalEvidence
+from verifier.references import ImageReference
 from verifier.scans import read_scan
 from verifier.signatures.openpgp import OpenPGPKey, read_keyring, read_signatures, verify_detached
 
@@ -74,31 +78,36 @@ def _read_envelope(raw: bytes) -> intoto.Statement:
 @given(st.data())
 def test_mutated_dsse_envelopes_are_read_or_refused(data: st.DataObject) -> None:
     valid = json.loads(_envelope(_statement("https://example.com/p", {"a": 1})))
-    document = data.draw(mutated(valid))
-    read_or_refuse(lambda: _read_envelope(json.dumps(document).encode()))
-    read_or_refuse(lambda: dsse.Envelope.from_dict(data.draw(mutated(_VECTOR))))
+    raw = json.dumps(data.draw(mutated(valid))).encode()
+    read_or_refuse(lambda: _read_envelope(raw), size=len(raw))
+    vector = data.draw(mutated(_VECTOR))
+    read_or_refuse(lambda: dsse.Envelope.from_dict(vector), size=len(json.dumps(vector)))
 
 
 @FUZZ
 @given(st.data())
 def test_mutated_statements_in_signed_envelopes_are_read_or_refused(data: st.DataObject) -> None:
-    document = data.draw(mutated(_statement("https://example.com/p", {"a": [1, 2]})))
-    read_or_refuse(lambda: _read_envelope(_envelope(document)))
+    raw = _envelope(data.draw(mutated(_statement("https://example.com/p", {"a": [1, 2]}))))
+    read_or_refuse(lambda: _read_envelope(raw), size=len(raw))
 
 
 @FUZZ
 @given(st.data())
 def test_mutated_envelope_bytes_are_read_or_refused(data: st.DataObject) -> None:
     raw = data.draw(st.one_of(mutated_bytes(_envelope(_statement("https://example.com/p", {}))), st.binary()))
-    read_or_refuse(lambda: _read_envelope(raw))
+    read_or_refuse(lambda: _read_envelope(raw), size=len(raw))
 
 
 @pytest.mark.parametrize("depth", [100, 1000, 100_000])
 def test_deeply_nested_envelopes_and_statements_are_refused(depth: int) -> None:
-    read_or_refuse(lambda: _read_envelope(raw_nesting(depth)))
-    payload = base64.b64encode(raw_nesting(depth)).decode()
-    envelope = {"payloadType": intoto.PAYLOAD_TYPE, "payload": payload, "signatures": []}
-    read_or_refuse(lambda: intoto.statement_from_envelope(dsse.Envelope.from_dict(envelope)))
+    raw = raw_nesting(depth)
+    read_or_refuse(lambda: _read_envelope(raw), size=len(raw))
+    envelope = {
+        "payloadType": intoto.PAYLOAD_TYPE,
+        "payload": base64.b64encode(raw).decode(),
+        "signatures": [],
+    }
+    read_or_refuse(lambda: intoto.statement_from_envelope(dsse.Envelope.from_dict(envelope)), size=len(raw))
 
 
 @FUZZ
@@ -106,11 +115,12 @@ def test_deeply_nested_envelopes_and_statements_are_refused(depth: int) -> None:
 def test_mutated_sboms_and_scans_are_read_or_refused(data: st.DataObject, name: str) -> None:
     kind, valid = _SCANS[name]
     document = data.draw(mutated(valid, max_mutations=6))
-    read_or_refuse(lambda: read_scan(kind, document, name) if isinstance(document, dict) else None)
-    # And through the whole path an attestation takes: a signed statement around it.
+    raw = _envelope(_statement(kind, document))
     read_or_refuse(
-        lambda: read_scan(kind, _read_envelope(_envelope(_statement(kind, document))).predicate, name)
+        lambda: read_scan(kind, document, name) if isinstance(document, dict) else None, size=len(raw)
     )
+    # And through the whole path an attestation takes: a signed statement around it.
+    read_or_refuse(lambda: read_scan(kind, _read_envelope(raw).predicate, name), size=len(raw))
 
 
 @pytest.fixture(scope="module")
@@ -172,3 +182,48 @@ def test_a_signature_packet_claiming_gigabytes_is_refused_at_once(gpg_material: 
         b"-----BEGIN PGP SIGNATURE-----\n\n" + base64.encodebytes(header) + b"-----END PGP SIGNATURE-----\n"
     )
     assert read_or_refuse(lambda: read_signatures(armored), measure_memory=False) is None
+
+
+_VALID_FOLDER_FILE = _envelope(_statement("https://example.com/p", {"ok": True}))
+
+
+@FUZZ
+@given(
+    st.data(),
+    st.sampled_from(
+        [
+            ("hostile.dsse.json", _VALID_FOLDER_FILE),
+            ("hostile.sigstore.json", json.dumps({"dsseEnvelope": json.loads(_VALID_FOLDER_FILE)}).encode()),
+            (
+                "hostile.cosign.json",
+                b'{"payload": "e30=", "signature": "AA==", "media_type": "m",'
+                b' "certificate": null, "chain": null, "rekor_bundle": null}',
+            ),
+            (
+                "hostile.oci-manifest.json",
+                b'{"schemaVersion": 2, "mediaType": '
+                b'"application/vnd.oci.image.manifest.v1+json", "config": {}, "layers": []}',
+            ),
+            ("hostile.jsonl", _VALID_FOLDER_FILE + b"\n" + _VALID_FOLDER_FILE),
+        ]
+    ),
+)
+def test_a_hostile_file_in_an_attestation_folder_fails_only_itself(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, seed: tuple[str, bytes]
+) -> None:
+    """The folder keeps the valid attestation beside any hostile file: the file is read or left out."""
+    folder = tmp_path_factory.mktemp("folder")
+    (folder / "valid.dsse.json").write_bytes(_VALID_FOLDER_FILE)
+    name, valid = seed
+    raw = data.draw(
+        st.one_of(
+            mutated_bytes(valid),
+            st.builds(lambda d: json.dumps(d).encode(), mutated(json.loads(valid.split(b"\n")[0]))),
+        )
+    )
+    (folder / name).write_bytes(raw)
+    evidence = read_or_refuse(lambda: LocalEvidence(folder), size=len(raw) + len(_VALID_FOLDER_FILE))
+    assert evidence is not None, "a hostile file refused the whole folder"
+    ref = ImageReference.parse("quay.io/a/b@sha256:" + "a" * 64)
+    found = asyncio.run(evidence.attestations(ref, Deadline.never())).attestations
+    assert str(folder / "valid.dsse.json") in {a.origin for a in found}
