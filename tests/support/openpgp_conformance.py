@@ -169,6 +169,17 @@ def _encodings(make: _Maker) -> None:
     unknown = gpg.sign(DATA, make.key(), at=T0 + HOUR, armor=False)
     keyring = gpg.export(key, other)
     make.add(area, "two good signatures in one file", keyring, both, True)
+    other_armored = gpg.sign(DATA, other, at=T0 + HOUR)
+    bad_armored = gpg.sign(OTHER, other, at=T0 + HOUR)
+    make.add(area, "two armor blocks, both good", keyring, armored + other_armored, True)
+    make.add(
+        area,
+        "two armor blocks, the second bad",
+        keyring,
+        armored + bad_armored,
+        False,
+        "every armor block of the file is read, as gpg reads them",
+    )
     make.add(
         area,
         "one good and one bad signature",

@@ -35,18 +35,21 @@ from verifier.signatures.openpgp import (
 def _keyrings(paths: list[Path]) -> dict[str, OpenPGPKey]:
     keys: dict[str, OpenPGPKey] = {}
     for path in paths:
-        keys.update(read_keyring(read_limited(path, "the keyring"), location=str(path)))
+        keys.update(
+            read_keyring(read_limited(_readable(path, "the keyring"), "the keyring"), location=str(path))
+        )
     return keys
 
 
-def _readable(path: Path) -> Path:
+def _readable(path: Path, what: str) -> Path:
+    # A regular file first: opening a FIFO would wait for a writer.
+    if path.exists() and not path.is_file():
+        raise InputError(f"cannot read {what}: not a regular file", location=str(path))
     try:
         with path.open("rb"):
             pass
     except OSError as error:
-        raise InputError(f"cannot read the signed file: {error.strerror}", location=str(path)) from error
-    if not path.is_file():
-        raise InputError("the signed file is not a regular file", location=str(path))
+        raise InputError(f"cannot read {what}: {error.strerror}", location=str(path)) from error
     return path
 
 
@@ -80,8 +83,10 @@ def _text(args: argparse.Namespace, checks: tuple[SignatureCheck, ...], reason: 
 
 def _verify_openpgp(args: argparse.Namespace) -> int:
     keys = _keyrings(args.keyring)
-    data = _readable(args.file)
-    signature = read_limited(args.signature, "the OpenPGP signature", limit=MAX_SIGNATURE_BYTES)
+    data = _readable(args.file, "the signed file")
+    signature = read_limited(
+        _readable(args.signature, "the OpenPGP signature"), "the OpenPGP signature", limit=MAX_SIGNATURE_BYTES
+    )
     checks: tuple[SignatureCheck, ...] = ()
     reason = None
     try:

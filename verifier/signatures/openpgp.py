@@ -19,6 +19,7 @@ the policy to carry a revocation. Verification happens at the current time.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,10 @@ __all__ = [
 MAX_SIGNATURE_BYTES: Final = 64 * 1024
 #: Signatures in one detached signature file (one per signer).
 MAX_SIGNATURES: Final = 32
+#: One armor block (RFC 9580 6.2), from its header line to its tail line; lines outside are not data.
+_ARMOR_BLOCK: Final = re.compile(
+    rb"-----BEGIN PGP [A-Z0-9 ,/]+-----.*?-----END PGP [A-Z0-9 ,/]+-----", re.DOTALL
+)
 #: A failure names the keys it tried up to this many (a keyring may hold hundreds).
 _KEYS_NAMED: Final = 4
 
@@ -142,12 +147,21 @@ def read_signatures(data: bytes, *, location: str | None = None) -> tuple[pysequ
         raise VerificationError(
             f"the OpenPGP signature is larger than {MAX_SIGNATURE_BYTES // 1024} KiB", location=location
         )
-    try:
-        packets = list(PacketPile.from_bytes(data))
-    except (ValueError, RuntimeError, TypeError) as error:
+    # Binary packets start with a tag octet (high bit set); anything else is armored text, whose every
+    # armor block counts (gpg reads them all; Sequoia would read the first) and whose other text does not.
+    parts = [data] if data[:1] and data[0] & 0x80 else _ARMOR_BLOCK.findall(data)
+    if not parts:
         raise VerificationError(
-            f"not an OpenPGP signature: {_first_line(error)}", location=location
-        ) from error
+            "not an OpenPGP signature: neither binary packets nor an armored block", location=location
+        )
+    packets = []
+    for part in parts:
+        try:
+            packets += list(PacketPile.from_bytes(part))
+        except (ValueError, RuntimeError, TypeError) as error:
+            raise VerificationError(
+                f"not an OpenPGP signature: {_first_line(error)}", location=location
+            ) from error
     if not packets:
         raise VerificationError("the file holds no OpenPGP signature", location=location)
     if len(packets) > MAX_SIGNATURES:

@@ -5,6 +5,7 @@ signature are tests/verifier/signatures/test_openpgp_conformance.py's."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -143,7 +144,12 @@ def test_unusable_input_is_exit_2(
     signed: dict[str, Path | str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     keyring, signature, data = str(signed["keyring.gpg"]), str(signed["alice.asc"]), str(signed["data"])
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # opening it would wait for a writer: refused before it is opened
     for argv, message in (
+        ([keyring, signature, str(fifo)], "cannot read the signed file: not a regular file"),
+        ([str(fifo), signature, data], "cannot read the keyring: not a regular file"),
+        ([keyring, str(fifo), data], "cannot read the OpenPGP signature: not a regular file"),
         ([keyring, signature, str(tmp_path / "absent")], "cannot read the signed file"),
         ([keyring, str(tmp_path / "absent.sig"), data], "cannot read the OpenPGP signature"),
         ([data, signature, data], "not an OpenPGP public key"),

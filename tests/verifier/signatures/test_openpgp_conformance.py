@@ -41,15 +41,17 @@ REFERENCE_DIFFERENCES = {
     "gpgv": _REVOKED_OR_EXPIRED
     | _TEXT_MODE
     | {"rsa3072 SHA-1", "signature made a year from now", "subkey signing-capable when it signed, not since"},
-    # sqv counts one good signature as enough and leaves the others out.
+    # sqv counts one good signature as enough and leaves the others out, and reads one armor block.
     "sqv": _TEXT_MODE
     | {
+        "two armor blocks, the second bad",
         "one good and one bad signature",
         "one bad and one good signature",
         "one good signature and one by an unknown key",
     },
-    # sq verify wants one good signature; a bad one counts against it, one it cannot check does not.
-    "sq": _TEXT_MODE | {"one good signature and one by an unknown key"},
+    # sq verify wants one good signature; a bad one counts against it, one it cannot check does not; it
+    # reads one armor block.
+    "sq": _TEXT_MODE | {"one good signature and one by an unknown key", "two armor blocks, the second bad"},
     # PGPy checks no revocation, binding or signature time, accepts SHA-1, reads the first signature; it
     # gets a key's expiry backwards (refuses the signatures made before it, accepts a subkey's after it).
     "PGPy": (_REVOKED_OR_EXPIRED - {"key expired, signed after"})
@@ -57,6 +59,7 @@ REFERENCE_DIFFERENCES = {
     | {
         "rsa3072 SHA-1",
         "binary signature, trailing garbage",
+        "two armor blocks, the second bad",
         "one good and one bad signature",
         "one good signature and one by an unknown key",
         "key expired since, signed before",
@@ -71,6 +74,7 @@ REFERENCE_DIFFERENCES = {
 
 #: A policy counts the valid signatures of a file (as of a DSSE envelope); the command line wants all.
 _POLICY_COUNTS_VALID_ONES = {
+    "two armor blocks, the second bad",
     "one good and one bad signature",
     "one bad and one good signature",
     "one good signature and one by an unknown key",
