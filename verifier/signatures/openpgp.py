@@ -48,10 +48,8 @@ __all__ = [
 MAX_SIGNATURE_BYTES: Final = 64 * 1024
 #: Signatures in one detached signature file (one per signer).
 MAX_SIGNATURES: Final = 32
-#: One armor block (RFC 9580 6.2), from its header line to its tail line; lines outside are not data.
-_ARMOR_BLOCK: Final = re.compile(
-    rb"-----BEGIN PGP [A-Z0-9 ,/]+-----.*?-----END PGP [A-Z0-9 ,/]+-----", re.DOTALL
-)
+#: The header and tail lines of armor blocks (RFC 9580 6.2); lines outside the blocks are not data.
+_ARMOR_LINE: Final = re.compile(rb"-----(BEGIN|END) PGP [A-Z0-9 ,/]{1,64}-----")
 #: A failure names the keys it tried up to this many (a keyring may hold hundreds).
 _KEYS_NAMED: Final = 4
 
@@ -149,7 +147,13 @@ def read_signatures(data: bytes, *, location: str | None = None) -> tuple[pysequ
         )
     # Binary packets start with a tag octet (high bit set); anything else is armored text, whose every
     # armor block counts (gpg reads them all; Sequoia would read the first) and whose other text does not.
-    parts = [data] if data[:1] and data[0] & 0x80 else _ARMOR_BLOCK.findall(data)
+    parts = [data] if data[:1] and data[0] & 0x80 else _armor_blocks(data, location)
+    if len(parts) > MAX_SIGNATURES:
+        raise VerificationError(
+            f"the file holds {len(parts)} armor blocks; a detached signature file holds at most "
+            f"{MAX_SIGNATURES} signatures",
+            location=location,
+        )
     if not parts:
         raise VerificationError(
             "not an OpenPGP signature: neither binary packets nor an armored block", location=location
@@ -196,6 +200,23 @@ def read_signatures(data: bytes, *, location: str | None = None) -> tuple[pysequ
             )
         signatures.append(signature)
     return tuple(signatures)
+
+
+def _armor_blocks(text: bytes, location: str | None) -> list[bytes]:
+    """Each armor block of ``text``, header to tail, found in one pass (a search per block from each header
+    would take quadratic time over a file of headers)."""
+    blocks, begin = [], None
+    for line in _ARMOR_LINE.finditer(text):
+        if line.group(1) == b"BEGIN":
+            begin = line.start() if begin is None else begin
+        elif begin is not None:
+            blocks.append(text[begin : line.end()])
+            begin = None
+    if begin is not None:
+        raise VerificationError(
+            "not an OpenPGP signature: an armor block has no tail line", location=location
+        )
+    return blocks
 
 
 @dataclass(frozen=True, slots=True)

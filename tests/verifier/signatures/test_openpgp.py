@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.gpg import ALGORITHMS, GnuPG
 from verifier.errors import InputError, VerificationError
-from verifier.signatures.openpgp import OpenPGPKey, verify_detached
+from verifier.signatures.openpgp import OpenPGPKey, read_signatures, verify_detached
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 HOUR, DAY = timedelta(hours=1), timedelta(days=1)
@@ -165,3 +165,17 @@ def test_a_certificate_without_a_valid_binding_is_reported_not_a_crash(gnupg: Gn
     assert broken.state().startswith("unusable: ")
     with pytest.raises(VerificationError, match=r"\(.{16}, unusable: "):
         verify_detached(DATA, gnupg.sign(DATA, key, at=T0 + HOUR), {"team/release": broken})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b"-----BEGIN PGP SIGNATURE-----\n" * 2000, "an armor block has no tail line"),
+        (b"-----BEGIN PGP SIGNATURE-----\n-----END PGP SIGNATURE-----\n" * 40, "holds 40 armor blocks"),
+        (b"just text\n", "neither binary packets nor an armored block"),
+    ],
+)
+def test_armor_blocks_are_found_in_one_pass_and_bounded(text: bytes, message: str) -> None:
+    # A search per block from each header took a second of CPU on 64 KiB of headers (quadratic).
+    with pytest.raises(VerificationError, match=message):
+        read_signatures(text)
