@@ -27,18 +27,18 @@ from verifier.signatures.openpgp import (
     OpenPGPKey,
     SignatureCheck,
     check_signatures,
+    keyring_of,
     not_verified,
     read_keyring,
 )
 
 
 def _keyrings(paths: list[Path]) -> dict[str, OpenPGPKey]:
-    keys: dict[str, OpenPGPKey] = {}
+    found: list[OpenPGPKey] = []
     for path in paths:
-        keys.update(
-            read_keyring(read_limited(_readable(path, "the keyring"), "the keyring"), location=str(path))
-        )
-    return keys
+        data = read_limited(_readable(path, "the keyring"), "the keyring")
+        found += read_keyring(data, location=str(path)).values()
+    return keyring_of(found)  # a certificate in two keyrings: both copies' revocations and bindings
 
 
 def _readable(path: Path, what: str) -> Path:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +38,7 @@ __all__ = [
     "OpenPGPKey",
     "SignatureCheck",
     "check_signatures",
+    "keyring_of",
     "not_verified",
     "read_keyring",
     "read_signatures",
@@ -120,7 +121,7 @@ def _certificates(data: bytes, location: str | None) -> list[OpenPGPKey]:
 def read_keyring(data: bytes, *, location: str | None = None) -> dict[str, OpenPGPKey]:
     """The certificates of a keyring (``gpg --export`` output, armored or binary), by fingerprint;
     :class:`InputError` when it holds none, secret key material or something else."""
-    keys = {key.fingerprint: key for key in _certificates(data, location)}
+    keys = keyring_of(_certificates(data, location))
     if not keys:
         raise InputError(
             "the keyring holds no OpenPGP certificate",
@@ -128,6 +129,18 @@ def read_keyring(data: bytes, *, location: str | None = None) -> dict[str, OpenP
             hint="export the signers' keys with `gpg --export FINGERPRINT... > keyring.gpg`",
         )
     return keys
+
+
+def keyring_of(keys: Iterable[OpenPGPKey]) -> dict[str, OpenPGPKey]:
+    """``keys`` by fingerprint, the copies of one certificate merged (as gpg merges them on import), so that
+    a revocation or new binding that one copy carries is not lost to another copy without it."""
+    merged: dict[str, OpenPGPKey] = {}
+    for key in keys:
+        known = merged.get(key.fingerprint)
+        merged[key.fingerprint] = (
+            key if known is None else OpenPGPKey(known.certificate.merge(key.certificate), key.fingerprint)
+        )
+    return merged
 
 
 def read_signatures(data: bytes, *, location: str | None = None) -> tuple[pysequoia.Sig, ...]:

@@ -184,3 +184,26 @@ def test_the_installed_command_runs(signed: dict[str, Path | str]) -> None:
     ]
     completed = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert completed.returncode == 0, completed.stderr
+
+
+def test_a_revocation_in_one_keyring_is_not_lost_to_an_older_copy_in_another(
+    gnupg: GnuPG, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found attacking the command: the keyrings were joined by fingerprint, the last copy winning, so an
+    # older copy of a certificate given after the revoked one undid the revocation. gpg merges copies.
+    key = gnupg.generate("carol <carol@example.com>", "ed25519", at=T0)
+    (tmp_path / "data").write_bytes(DATA)
+    (tmp_path / "sig").write_bytes(gnupg.sign(DATA, key, at=T0 + timedelta(days=2)))
+    (tmp_path / "old.gpg").write_bytes(gnupg.export(key))
+    gnupg.revoke(key, at=T0 + timedelta(days=1), reason=1)  # compromised
+    (tmp_path / "revoked.gpg").write_bytes(gnupg.export(key))
+    for first, second in (("revoked.gpg", "old.gpg"), ("old.gpg", "revoked.gpg")):
+        argv = ["verify-openpgp", "--keyring", str(tmp_path / first), "--keyring", str(tmp_path / second)]
+        status, out, _ = _run([*argv, str(tmp_path / "sig"), str(tmp_path / "data")], capsys)
+        assert status == 1, (first, second, out)
+    both = tmp_path / "both.gpg"
+    both.write_bytes((tmp_path / "revoked.gpg").read_bytes() + (tmp_path / "old.gpg").read_bytes())
+    status, _, _ = _run(
+        ["verify-openpgp", "--keyring", str(both), str(tmp_path / "sig"), str(tmp_path / "data")], capsys
+    )
+    assert status == 1
