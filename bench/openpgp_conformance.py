@@ -50,7 +50,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--root", type=Path, help="the checkout whose trtguard is compared (default: this one)")
+    parser.add_argument(
+        "--root", type=Path, help="the checkout whose trtguard is compared (default: this one)"
+    )
     args = parser.parse_args()
     label, trtguard = _trtguard(args.root)
     with tempfile.TemporaryDirectory() as folder:
@@ -82,7 +84,8 @@ def main() -> int:
         if differ or mine[case.name] != expected[case.name]:
             verdict = "valid" if mine[case.name] else "invalid"
             wrong = "trtguard WRONG" if mine[case.name] != expected[case.name] else "trtguard right"
-            print(f"  {case.area}: {case.name}: trtguard {verdict} ({wrong}); differs from {', '.join(differ)}")
+            others = ", ".join(differ)
+            print(f"  {case.area}: {case.name}: trtguard {verdict} ({wrong}); differs from {others}")
     return 0
 
 

@@ -461,7 +461,7 @@ def sq(case: Case, folder: Path) -> bool:
 
 def pgpy(case: Case, _folder: Path) -> bool:
     """PGPy 0.6.0: any key of the keyring whose ``verify`` says true."""
-    import pgpy as _pgpy  # noqa: PLC0415 - a test dependency, loaded only when compared with
+    import pgpy as _pgpy  # type: ignore[import-untyped]  # noqa: PLC0415 - loaded only when compared with
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # PGPy warns that it skips revocation and self-signature checks

@@ -276,6 +276,7 @@ def test_evidence_in_a_repository_folder_counts_for_that_repository_only(tmp_pat
 def test_a_media_type_of_another_json_type_is_refused_not_a_crash(tmp_path: Path, media_type: Any) -> None:
     # Found by tests/verifier/test_hostile_evidence.py: an unhashable mediaType raised TypeError (a traceback
     # for the whole check) where the folder looked the type up.
-    (tmp_path / "odd.json").write_text(json.dumps({"schemaVersion": 2, "mediaType": media_type, "layers": []}))
+    document = {"schemaVersion": 2, "mediaType": media_type, "layers": []}
+    (tmp_path / "odd.json").write_text(json.dumps(document))
     [skipped] = LocalEvidence(tmp_path).skipped
     assert skipped.reason.startswith("refused, it counts for nothing: ")

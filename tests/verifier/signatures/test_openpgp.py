@@ -132,7 +132,7 @@ def test_a_key_entry_holds_one_public_certificate(gnupg: GnuPG) -> None:
         OpenPGPKey.from_armored(b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
 
 
-def _body_offset(packet: bytes) -> int:
+def _body_offset(packet: bytes | bytearray) -> int:
     # a new-format (0xC0) or old-format (0x80) header with a one- or two-octet length (gpg's signatures)
     if packet[0] & 0x40:
         return 2 if packet[1] < 192 else 3
