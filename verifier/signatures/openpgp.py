@@ -152,7 +152,7 @@ def read_signatures(data: bytes, *, location: str | None = None) -> tuple[pysequ
     ignores the rest).
     """
     import pysequoia  # noqa: PLC0415 - see TYPE_CHECKING above
-    from pysequoia.packet import PacketPile, SignatureType, Tag  # noqa: PLC0415
+    from pysequoia.packet import PacketPile, SignatureType  # noqa: PLC0415
 
     if len(data) > MAX_SIGNATURE_BYTES:
         raise VerificationError(
@@ -190,10 +190,14 @@ def read_signatures(data: bytes, *, location: str | None = None) -> tuple[pysequ
     signatures = []
     for number, packet in enumerate(packets, 1):
         where = f"packet {number} of {len(packets)}"
-        if packet.tag != Tag.Signature:
+        try:
+            kind = str(packet.tag).removeprefix("Tag.")
+        except (ValueError, RuntimeError) as error:  # e.g. "Unknown packet tag: 42"
+            kind = f"unknown ({_first_line(error)})"
+        if kind != "Signature":
             raise VerificationError(
-                f"not a detached OpenPGP signature: {where} is a {str(packet.tag).removeprefix('Tag.')} "
-                "packet (an inline-signed message or a key is not a detached signature)",
+                f"not a detached OpenPGP signature: {where} is of kind {kind}, not a signature (an "
+                "inline-signed message or a key is not a detached signature)",
                 location=location,
                 hint="sign with `gpg --armor --detach-sign FILE`",
             )

@@ -179,3 +179,13 @@ def test_armor_blocks_are_found_in_one_pass_and_bounded(text: bytes, message: st
     # A search per block from each header took a second of CPU on 64 KiB of headers (quadratic).
     with pytest.raises(VerificationError, match=message):
         read_signatures(text)
+
+
+def test_a_packet_of_a_tag_sequoia_does_not_know_is_a_refusal_not_a_crash(gnupg: GnuPG) -> None:
+    # Found by the fuzz test: reading the tag of packet 42 raised RuntimeError ("Unknown packet tag").
+    key = gnupg.generate("tag <tag@example.com>", "ed25519", at=T0)
+    signature = gnupg.sign(DATA, key, at=T0 + HOUR, armor=False)
+    with pytest.raises(
+        VerificationError, match=r"packet 2 of 2 is of kind unknown \(Unknown packet tag: 42\)"
+    ):
+        read_signatures(signature + bytes([0xC0 | 42, 2, 0, 0]))
