@@ -247,6 +247,7 @@ def signature_record(counted: CountedSignature, material: ImageSignatures) -> Si
         digest=digest,
         signers=tuple(signer_record(match) for match in counted.signers),
         tlog_index=counted.log_index,
+        logged=counted.logged,
     )
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+
+if TYPE_CHECKING:
+    from verifier.signatures.results import LoggedCheck
 
 
 class Action(StrEnum):
@@ -85,22 +88,28 @@ class SignatureRecord:
     """An image signature that counted.
 
     ``digest`` names the object: a classic signature's payload layer, a Sigstore bundle's bytes, a bare
-    DSSE envelope's statement (its payload); ``tlog_index`` is the verified transparency-log entry's index.
+    DSSE envelope's statement (its payload); ``tlog_index`` is the verified transparency-log entry's index;
+    ``logged`` the checks that failed and that the signer's verification level only logs (Notation's
+    ``permissive`` and ``audit``), written only when there are some.
     """
 
     format: SignatureFormat
     digest: str
     signers: tuple[SignerRecord, ...]
     tlog_index: int | None = None
+    logged: tuple[LoggedCheck, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The record's JSON form."""
-        return {
+        data: dict[str, Any] = {
             "format": self.format,
             "digest": self.digest,
             "signers": _bounded(self.signers),
             "tlog_index": self.tlog_index,
         }
+        if self.logged:
+            data["logged"] = _bounded(self.logged)
+        return data
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,7 +79,7 @@ def decrypt(body: bytes, password: bytes) -> bytes:
     try:
         document = json.loads(body)
         key_file = _KeyFile.model_validate(document)
-    except (ValueError, ValidationError) as error:
+    except (ValueError, ValidationError, RecursionError) as error:
         raise InputError(
             "encrypted key file body is not the cosign JSON layout",
             hint="expected {kdf, cipher, ciphertext} as written by `cosign generate-key-pair`",

@@ -11,20 +11,22 @@ statement ``X.json`` with a detached OpenPGP signature ``X.json.asc`` beside it 
 OpenPGP (over its exact bytes). Files it cannot use (a message-signature bundle over another digest
 algorithm, a classic signature whose payload names no image digest, an envelope that carries no in-toto
 statement, a Notation envelope outside a ``sha256-<hex>`` folder) are left out and listed in
-:attr:`LocalEvidence.skipped`; files that are broken (not JSON, a malformed envelope, statement or signature
-document) are an :class:`~verifier.errors.InputError`. A file in a folder
-``<registry>/<repository>/sha256-<hex>/`` of the attestation folder (the layout ``fetch-attestations``
-writes) counts only for that repository, as a
+:attr:`LocalEvidence.skipped`, and so are files that are broken or hostile (not JSON, a malformed envelope,
+statement or signature document, a file over the size limit), as a registry's unreadable attachments are:
+such a file fails only itself (issue 24 item 11), so that it cannot take the verdicts of the others with it.
+A file in a folder ``<registry>/<repository>/sha256-<hex>/`` of the
+attestation folder (the layout ``fetch-attestations`` writes) counts only for that repository, as a
 registry keeps evidence per repository; any other file counts for whatever its subjects name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -67,7 +69,8 @@ def _is_manifest(document: Any) -> bool:
     """An OCI or Docker manifest or index: by its media type, or (OCI lets it leave that out) by its shape."""
     if not isinstance(document, dict):
         return False
-    if document.get("mediaType") in _OCI_MANIFEST_TYPES:
+    media_type = document.get("mediaType")
+    if isinstance(media_type, str) and media_type in _OCI_MANIFEST_TYPES:  # a list is unhashable
         return True
     return (
         "mediaType" not in document
@@ -124,22 +127,33 @@ class LocalEvidence:
         if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl", *_NOTATION_SUFFIXES):
             return
         self._scope = self._repository_scope(path)
-        raw = read_limited(path, "the evidence file")
-        if path.suffix in _NOTATION_SUFFIXES:
-            self._add_notation(raw, path)
-            return
-        signature = path.with_name(path.name + ".asc")
-        if path.suffix == ".json" and signature.is_file():
-            self._add_openpgp(
-                raw, read_limited(signature, "the OpenPGP signature", limit=MAX_SIGNATURE_BYTES), path
-            )
-            return
         if path.suffix == ".jsonl":
-            for number, line in enumerate(raw.splitlines(), start=1):
+            lines: list[bytes] = []
+            with self._refusing(str(path)):
+                lines = read_limited(path, "the evidence file").splitlines()
+            for number, line in enumerate(lines, start=1):
                 if line.strip():
-                    self._add_json(line, f"{path}:{number}")
+                    with self._refusing(f"{path}:{number}"):
+                        self._add_json(line, f"{path}:{number}")
             return
-        self._add_json(raw, str(path))
+        with self._refusing(str(path)):
+            raw = read_limited(path, "the evidence file")
+            signature = path.with_name(path.name + ".asc")
+            if path.suffix in _NOTATION_SUFFIXES:
+                self._add_notation(raw, path)
+            elif path.suffix == ".json" and signature.is_file():
+                detached = read_limited(signature, "the OpenPGP signature", limit=MAX_SIGNATURE_BYTES)
+                self._add_openpgp(raw, detached, path)
+            else:
+                self._add_json(raw, str(path))
+
+    @contextlib.contextmanager
+    def _refusing(self, location: str) -> Iterator[None]:
+        """Leave out the evidence file (or line) at ``location`` when it turns out broken, with why."""
+        try:
+            yield
+        except (InputError, VerificationError) as error:
+            self._skip(error.location or location, f"refused, it counts for nothing: {error.message}")
 
     def _repository_scope(self, path: Path) -> str | None:
         """``registry/repository`` for a file in ``<registry>/<repository>/sha256-<hex>/``, else None."""
@@ -160,6 +174,8 @@ class LocalEvidence:
             raise InputError(
                 "not JSON", location=location, hint="the folder holds JSON evidence files"
             ) from None
+        except RecursionError:  # nested deeper than Python's parser goes: hostile, not evidence
+            raise InputError("JSON nested too deeply", location=location) from None
         if _is_manifest(document):
             self._add_manifest(raw, location)
             return

@@ -35,8 +35,19 @@ PAYLOAD_TYPE: Final = "application/vnd.in-toto+json"
 STATEMENT_TYPE: Final = "https://in-toto.io/Statement/v1"
 # v0.1 (still written by older cosign releases) differs only in the `_type` value for our purposes.
 _READABLE_TYPES: Final = frozenset({STATEMENT_TYPE, "https://in-toto.io/Statement/v0.1"})
-_HEX_ALGORITHMS: Final = {"sha256": 64, "sha384": 96, "sha512": 128, "sha224": 56, "sha1": 40}
-_HEX = re.compile(r"[0-9a-fA-F]+")
+# digest_set.md v1.1: the named algorithms are hex; those of fixed size have these lengths (git objects are
+# SHA-1 or SHA-256); shake128, shake256, blake2b, blake2s and gost have a size of the producer's choice.
+_HEX_LENGTHS: Final[dict[str, tuple[int, ...]]] = {
+    **dict.fromkeys(("sha224", "sha512_224", "sha3_224"), (56,)),
+    **dict.fromkeys(("sha256", "sha512_256", "sha3_256", "sm3", "dirHash1"), (64,)),
+    **dict.fromkeys(("sha384", "sha3_384"), (96,)),
+    **dict.fromkeys(("sha512", "sha3_512"), (128,)),
+    **dict.fromkeys(("sha1", "ripemd160"), (40,)),
+    "md5": (32,),
+    **dict.fromkeys(("gitCommit", "gitTree", "gitBlob", "gitTag"), (40, 64)),
+    **dict.fromkeys(("shake128", "shake256", "blake2b", "blake2s", "gost"), ()),
+}
+_HEX = re.compile(r"(?:[0-9a-fA-F]{2})+")
 
 
 class ResourceDescriptor(BaseModel):
@@ -57,11 +68,14 @@ class ResourceDescriptor(BaseModel):
     def _hex_digests(cls, value: dict[str, str]) -> dict[str, str]:
         normalised = {}
         for algorithm, text in value.items():
-            expected = _HEX_ALGORITHMS.get(algorithm)
-            if expected is not None and (len(text) != expected or _HEX.fullmatch(text) is None):
-                raise ValueError(f"digest {algorithm} must be {expected} hexadecimal characters")
+            lengths = _HEX_LENGTHS.get(algorithm)
+            if lengths is not None and (
+                _HEX.fullmatch(text) is None or (lengths and len(text) not in lengths)
+            ):
+                size = " or ".join(str(n) for n in lengths) or "an even number of"
+                raise ValueError(f"digest {algorithm} must be {size} hexadecimal characters")
             # Hex digests compare case-insensitively; other algorithms' values are kept as given.
-            normalised[algorithm] = text.lower() if expected is not None else text
+            normalised[algorithm] = text.lower() if lengths is not None else text
         return normalised
 
 

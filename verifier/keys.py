@@ -1,7 +1,9 @@
 """Public and private keys: PEM public keys, cosign encrypted key files, key generation.
 
 Key and signature rules follow cosign (sigstore ``cryptoutils.ValidatePubKey``): ECDSA on P-256, P-384 or
-P-521 with the hash chosen by the curve and an ASN.1 DER signature; Ed25519; RSA with a 2048-, 3072- or
+P-521 with the hash chosen by the curve, or SHA-256 (what sigstore-python and sigstore-go verify a signing
+certificate's key with, whatever its curve: a P-384 Fulcio certificate signs SHA-256 digests), and an ASN.1
+DER signature; Ed25519; RSA with a 2048-, 3072- or
 4096-bit modulus, PKCS#1 v1.5 with SHA-256. Public keys are read from ``PUBLIC KEY`` (SubjectPublicKeyInfo)
 or ``RSA PUBLIC KEY`` (PKCS#1) PEM blocks, as cryptoutils reads them. One difference: RSA-PSS signatures
 (SHA-256) are also accepted when verifying, where cosign accepts PKCS#1 v1.5 only. A key's id is the
@@ -54,6 +56,26 @@ _PEM_BLOCK = re.compile(
 )
 _PUBLIC_KEY_BEGIN = re.compile(rb"-----BEGIN ((?:RSA )?PUBLIC KEY)-----")
 _PLAIN_PKCS8_LABEL: Final = "PRIVATE KEY"
+
+
+def _ecdsa_hashes(curve: ec.EllipticCurve) -> tuple[hashes.HashAlgorithm, ...]:
+    """The hashes an ECDSA signature by a key on ``curve`` may be over: the curve's own, then SHA-256.
+
+    Accepting both is safe: each is collision-resistant, and a signature over one hash's value cannot pass
+    as a signature over another's without a preimage (the value is the message's hash, computed here).
+    """
+    own = _hash_for_curve(curve)
+    return (own,) if own.name == "sha256" else (own, hashes.SHA256())
+
+
+def _verify_ecdsa(
+    key: ec.EllipticCurvePublicKey, signature: bytes, data: bytes, algorithm: hashes.HashAlgorithm | Prehashed
+) -> bool:
+    try:
+        key.verify(signature, data, ec.ECDSA(algorithm))
+    except InvalidSignature:
+        return False
+    return True
 
 
 class InvalidKey(InputError):
@@ -229,10 +251,10 @@ class PublicKey:
     def verify(self, signature: bytes, data: bytes) -> bool:
         """True when ``signature`` is a valid signature by this key over ``data``."""
         key = self._key
+        if isinstance(key, ec.EllipticCurvePublicKey):
+            return any(_verify_ecdsa(key, signature, data, own) for own in _ecdsa_hashes(key.curve))
         try:
-            if isinstance(key, ec.EllipticCurvePublicKey):
-                key.verify(signature, data, ec.ECDSA(_hash_for_curve(key.curve)))
-            elif isinstance(key, ed25519.Ed25519PublicKey):
+            if isinstance(key, ed25519.Ed25519PublicKey):
                 key.verify(signature, data)
             else:
                 return _verify_rsa(key, signature, data, hashes.SHA256(), prehashed=False)
@@ -246,16 +268,15 @@ class PublicKey:
         ``algorithm`` must be the scheme's own hash (see :attr:`hash_algorithm`); Ed25519 signs the message
         itself and cannot be checked against a digest, so it always answers False.
         """
+        key = self._key
+        if isinstance(key, ec.EllipticCurvePublicKey):
+            own = next((h for h in _ecdsa_hashes(key.curve) if h.name == algorithm.name), None)
+            if own is None or len(digest) != own.digest_size:
+                return False
+            return _verify_ecdsa(key, signature, digest, Prehashed(own))
         own = self.hash_algorithm
         if own is None or own.name != algorithm.name or len(digest) != own.digest_size:
             return False
-        key = self._key
-        if isinstance(key, ec.EllipticCurvePublicKey):
-            try:
-                key.verify(signature, digest, ec.ECDSA(Prehashed(own)))
-            except InvalidSignature:
-                return False
-            return True
         if isinstance(key, rsa.RSAPublicKey):
             return _verify_rsa(key, signature, digest, own, prehashed=True)
         return False

@@ -85,8 +85,10 @@ class Counted:
     verifications: dict[str, VerificationRecord] = field(default_factory=dict)
 
     def signature(self, found: SignatureRecord) -> None:
-        """An image signature that counted."""
-        self.signatures[found.digest] = _counted_once(self.signatures.get(found.digest), found)
+        """An image signature that counted (what several rules' levels only logged of it, kept once)."""
+        kept = _counted_once(self.signatures.get(found.digest), found)
+        logged = tuple(dict.fromkeys((*kept.logged, *found.logged)))
+        self.signatures[found.digest] = kept if logged == kept.logged else replace(kept, logged=logged)
 
     def attestation(self, found: AttestationRecord) -> None:
         """An image attestation that counted."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from policies.loader import CompiledPolicy
-from policies.results import Violation
+from policies.results import Action, Violation
 from verifier.errors import EvidenceUnavailable, TrtguardError, VerificationError
 
 __all__ = ["Findings", "Refusal", "unavailable", "violation"]
@@ -122,6 +122,24 @@ class Findings:
                 engine=self.engine,
                 path=self.path,
                 error=error,
+            )
+        )
+
+    def logged(self, rule: str, message: str, fix: str) -> None:
+        """Record a failed check that a verification level only logs (Notation's ``permissive``, ``audit``):
+        a warning, never a denial (an audit entry under a policy whose action is Audit), so that every
+        output, the admission response and the decision log show it."""
+        spec = self.policy.document.spec
+        self.violations.append(
+            Violation(
+                policy=self.policy.name,
+                rule=rule,
+                message=message,
+                fix=fix,
+                action=Action.AUDIT if spec.action is Action.AUDIT else Action.WARN,
+                image=self.image,
+                engine=self.engine,
+                path=self.path,
             )
         )
 

@@ -85,6 +85,15 @@ async def _rule(
         )
         for record in signed.counted if signed is not None else ():
             counted.signature(record)
+            for entry in record.logged:
+                at_digest.logged(
+                    f"{rule_id}.signatures",
+                    f"the {record.format} signature {record.digest} by {entry.signer} counted, though its "
+                    f"{entry.check} check failed, which verification level {entry.level} only logs: "
+                    f"{entry.message}",
+                    "sign the image again (a current signature), or set the signer's verificationLevel to "
+                    "strict to refuse such signatures",
+                )
     for index, attestation_rule in enumerate(rule.attestations):
         attestation_id = f"{rule_id}.attestations[{attestation_rule.predicate_type}]"
         conditions, max_age = compiled.conditions[index], compiled.max_ages[index]

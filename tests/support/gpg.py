@@ -87,27 +87,40 @@ class GnuPG:
         ).stdout.decode()
         return [line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:")]
 
-    def export(self, fingerprint: str) -> bytes:
-        """The armored public certificate (with every revocation and binding gpg holds)."""
+    def export(self, *fingerprints: str, armor: bool = True) -> bytes:
+        """The public certificates (with every revocation and binding gpg holds), armored or binary; several
+        fingerprints give a keyring as ``gpg --export`` writes one."""
         return subprocess.run(
-            ["gpg", "--batch", "--armor", "--export", fingerprint],
+            ["gpg", "--batch", *(["--armor"] if armor else []), "--export", *fingerprints],
             capture_output=True,
             check=True,
             env={**os.environ, "GNUPGHOME": str(self.home)},
         ).stdout
 
     def sign(
-        self, data: bytes, signer: str, *, at: datetime, digest: str = "SHA256", textmode: bool = False
+        self,
+        data: bytes,
+        signer: str,
+        *,
+        at: datetime,
+        digest: str | None = "SHA256",
+        textmode: bool = False,
+        armor: bool = True,
+        expires: str | None = None,
     ) -> bytes:
-        """An armored detached signature by ``signer`` (a fingerprint; a subkey's is used as it is)."""
-        options = ["--textmode"] if textmode else []
+        """A detached signature by ``signer`` (a fingerprint; a subkey's is used as it is), armored or binary;
+        ``digest`` None lets gpg choose (ECDSA P-384 needs SHA-384 or larger), ``expires`` is gpg's
+        ``--default-sig-expire`` (``1d``, ``2y``)."""
+        options = [
+            *(["--digest-algo", digest] if digest else []),
+            *(["--textmode"] if textmode else []),
+            *(["--armor"] if armor else []),
+            *(["--default-sig-expire", expires] if expires else []),
+        ]
         return self.run(
             "--local-user",
             f"{signer}!",
-            "--digest-algo",
-            digest,
             *options,
-            "--armor",
             "--detach-sign",
             "--output",
             "-",
@@ -137,6 +150,23 @@ class GnuPG:
         """Revoke subkey number ``index`` (1-based, in gpg's listing) of ``fingerprint``."""
         answers = f"key {index}\nrevkey\ny\n{reason}\nrevoked by the test\n\ny\nsave\n".encode()
         self.run("--command-fd", "0", "--edit-key", fingerprint, at=at, stdin=answers)
+
+    def toggle_usage(
+        self, fingerprint: str, letters: str, *, at: datetime, subkey: int | None = None
+    ) -> None:
+        """Toggle the usage flags ``letters`` (``S`` sign, ``A`` authenticate, ``E`` encrypt) of the primary
+        key or of subkey number ``subkey`` in a new binding signature made at ``at`` (gpg's expert
+        ``change-usage``): how a key stops being signing-capable."""
+        select = f"key {subkey}\n" if subkey else ""
+        toggles = "".join(f"{letter}\n" for letter in letters)
+        answers = f"{select}change-usage\n{toggles}Q\nsave\n".encode()
+        self.run("--expert", "--command-fd", "0", "--edit-key", fingerprint, at=at, stdin=answers)
+
+    def clone(self, home: Path) -> GnuPG:
+        """A copy of this keyring (secret keys included) in ``home``: what a signer who kept an old copy of
+        the key has, for signatures that the current certificate no longer allows."""
+        shutil.copytree(self.home, home, ignore=shutil.ignore_patterns("S.*"))
+        return GnuPG(home)
 
     def verify(self, signature: bytes, data: Path, *, at: datetime) -> tuple[int, str]:
         """``gpg --verify``: its exit code and status lines (not raising on failure)."""

@@ -147,11 +147,31 @@ def test_tags_cannot_be_resolved_offline(tmp_path: Path) -> None:
         (b'{"mediaType": "application/vnd.oci.image.manifest.v1+json"}', "not a valid OCI manifest"),
     ],
 )
-def test_malformed_files_are_errors_naming_the_file(tmp_path: Path, content: bytes, message: str) -> None:
+def test_malformed_files_fail_only_themselves_and_are_listed_with_why(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    # Issue 24 item 11: a broken or hostile file beside valid evidence fails only itself (it was an input
+    # error that failed every check of the folder), as a registry's unreadable attachment is skipped.
     (tmp_path / "bad.json").write_bytes(content)
-    with pytest.raises(InputError, match=message) as caught:
-        LocalEvidence(tmp_path)
-    assert caught.value.location == str(tmp_path / "bad.json")
+    (tmp_path / "good.json").write_bytes(envelope_json())
+    (tmp_path / "lines.jsonl").write_bytes(content.replace(b"\n", b" ") + b"\n" + envelope_json() + b"\n")
+    evidence = LocalEvidence(tmp_path)
+    ref = ImageReference.parse(f"quay.io/a/b@sha256:{SUBJECT}")
+    found = run(evidence.attestations(ref, Deadline.never())).attestations
+    assert sorted(a.origin for a in found) == [str(tmp_path / "good.json"), f"{tmp_path / 'lines.jsonl'}:2"]
+    reasons = {s.location: s.reason for s in evidence.skipped}
+    assert reasons.keys() == {str(tmp_path / "bad.json"), f"{tmp_path / 'lines.jsonl'}:1"}
+    assert all(r.startswith("refused, it counts for nothing: ") and message in r for r in reasons.values())
+
+
+def test_a_file_over_the_size_limit_fails_only_itself(tmp_path: Path) -> None:
+    (tmp_path / "huge.json").write_bytes(b" " * (16 * 1024 * 1024 + 1))
+    (tmp_path / "good.json").write_bytes(envelope_json())
+    evidence = LocalEvidence(tmp_path)
+    ref = ImageReference.parse(f"quay.io/a/b@sha256:{SUBJECT}")
+    assert len(run(evidence.attestations(ref, Deadline.never())).attestations) == 1
+    [skipped] = evidence.skipped
+    assert "larger than 16 MiB" in skipped.reason
 
 
 def test_unsupported_files_are_skipped_with_their_reason(tmp_path: Path) -> None:
@@ -227,12 +247,12 @@ def test_classic_signatures_and_message_signature_bundles_count_as_image_signatu
     assert evidence.skipped == ()
 
 
-def test_a_broken_classic_signature_document_is_an_input_error(tmp_path: Path) -> None:
+def test_a_broken_classic_signature_document_is_left_out_with_why(tmp_path: Path) -> None:
     (tmp_path / "sig.cosign.json").write_text(
         json.dumps({"payload": "not base64!", "signature": "x", "media_type": "m"})
     )
-    with pytest.raises(InputError, match="exactly the keys"):
-        LocalEvidence(tmp_path)
+    [skipped] = LocalEvidence(tmp_path).skipped
+    assert "exactly the keys" in skipped.reason
 
 
 def test_evidence_in_a_repository_folder_counts_for_that_repository_only(tmp_path: Path) -> None:
@@ -271,3 +291,13 @@ def test_a_manifest_without_a_media_type_gives_its_descriptor(tmp_path: Path) ->
     found = run(evidence.image_signatures(ref, Deadline.never())).descriptor
     assert found is not None
     assert (found.media_type, found.size) == ("application/vnd.oci.image.manifest.v1+json", len(data))
+
+
+@pytest.mark.parametrize("media_type", [[], {}, ["application/vnd.oci.image.manifest.v1+json"]])
+def test_a_media_type_of_another_json_type_is_refused_not_a_crash(tmp_path: Path, media_type: Any) -> None:
+    # Found by tests/verifier/test_hostile_evidence.py: an unhashable mediaType raised TypeError (a traceback
+    # for the whole check) where the folder looked the type up.
+    document = {"schemaVersion": 2, "mediaType": media_type, "layers": []}
+    (tmp_path / "odd.json").write_text(json.dumps(document))
+    [skipped] = LocalEvidence(tmp_path).skipped
+    assert skipped.reason.startswith("refused, it counts for nothing: ")

@@ -102,10 +102,49 @@ def test_statement_v01_is_read_and_unknown_fields_are_ignored() -> None:
 
 
 def test_upper_case_hex_digests_are_normalised() -> None:
-    document = _statement(subject=[{"name": "x", "digest": {"sha256": DIGEST.upper(), "gitCommit": "ABC"}}])
-    statement = intoto.statement_from_envelope(_envelope(document))
-    assert statement.subject[0].digest == {"sha256": DIGEST, "gitCommit": "ABC"}
+    commit = "C0FFEE" * 6 + "ABCD"
+    digest = {"sha256": DIGEST.upper(), "gitCommit": commit, "somecoolhash": "ABC"}
+    statement = intoto.statement_from_envelope(
+        _envelope(_statement(subject=[{"name": "x", "digest": digest}]))
+    )
+    assert statement.subject[0].digest == {
+        "sha256": DIGEST,
+        "gitCommit": commit.lower(),
+        "somecoolhash": "ABC",
+    }
     assert statement.subject_digests() == frozenset({f"sha256:{DIGEST}"})
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "value"),
+    [
+        ("gitCommit", "a" * 39),  # issue 25: a 39-character commit was accepted
+        ("gitCommit", "a" * 41),
+        ("gitTree", "a" * 63),
+        ("gitBlob", "g" * 40),
+        ("sha512_256", "a" * 128),
+        ("sha3_384", "a" * 64),
+        ("md5", "a" * 40),
+        ("ripemd160", "a" * 64),
+        ("dirHash1", "a" * 40),
+        ("blake2b", "abc"),  # any size, but whole bytes of hex
+        ("shake256", ""),
+    ],
+)
+def test_digests_of_the_wrong_length_for_their_algorithm_are_refused(algorithm: str, value: str) -> None:
+    # in-toto digest_set.md v1.1: the named algorithms are hex of their size (git: SHA-1 or SHA-256).
+    document = _statement(subject=[{"name": "x", "digest": {"sha256": DIGEST, algorithm: value}}])
+    with pytest.raises(InputError, match=f"digest {algorithm} must be"):
+        intoto.statement_from_envelope(_envelope(document))
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "value"),
+    [("gitCommit", "a" * 40), ("gitCommit", "a" * 64), ("gitTag", "b" * 64), ("blake2b", "ab" * 64)],
+)
+def test_digests_of_every_size_their_algorithm_allows_are_read(algorithm: str, value: str) -> None:
+    document = _statement(subject=[{"name": "x", "digest": {"sha256": DIGEST, algorithm: value}}])
+    assert intoto.statement_from_envelope(_envelope(document)).subject[0].digest[algorithm] == value
 
 
 def test_require_subject_finds_the_matching_subject() -> None:

@@ -18,6 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 from cryptography.x509.oid import NameOID
 
 from verifier import _keyfile as cosign_keyfile
@@ -261,7 +262,10 @@ def test_ecdsa_hash_follows_the_curve(curve: ec.EllipticCurve, hash_type: type[h
     private = ec.generate_private_key(curve)
     public = PublicKey.from_pem(_public_pem(private))
     assert public.verify(private.sign(b"data", ec.ECDSA(hash_type())), b"data")
-    other = hashes.SHA256 if hash_type is not hashes.SHA256 else hashes.SHA384
+    # SHA-256 as well, whatever the curve (sigstore-python and sigstore-go verify certificate keys so);
+    # no other hash.
+    assert public.verify(private.sign(b"data", ec.ECDSA(hashes.SHA256())), b"data")
+    other = hashes.SHA512 if hash_type is not hashes.SHA512 else hashes.SHA384
     assert not public.verify(private.sign(b"data", ec.ECDSA(other())), b"data")
     assert PrivateKey(private).public_key() == public
     assert public.verify(PrivateKey(private).sign(b"data"), b"data")
@@ -391,6 +395,18 @@ def test_verify_digest_for_prehashed_messages() -> None:
     ec_key = keys.generate_private_key()
     assert ec_key.public_key().verify_digest(ec_key.sign(message), digest, hashes.SHA256())
     assert not ec_key.public_key().verify_digest(ec_key.sign(message), digest, hashes.SHA384())
+    # A P-384 key over a SHA-256 digest (a P-384 signing certificate; issue 25): sigstore-python accepts it.
+    p384 = ec.generate_private_key(ec.SECP384R1())
+    public = PublicKey.from_pem(_public_pem(p384))
+    signed = p384.sign(digest, ec.ECDSA(Prehashed(hashes.SHA256())))
+    assert public.verify_digest(signed, digest, hashes.SHA256())
+    assert not public.verify_digest(signed, hashlib.sha256(b"x").digest(), hashes.SHA256())
+    assert not public.verify_digest(signed, digest[:31], hashes.SHA256())
+    assert not public.verify_digest(signed, digest + bytes(16), hashes.SHA384())
+    sha384 = hashlib.sha384(message).digest()
+    assert public.verify_digest(
+        p384.sign(sha384, ec.ECDSA(Prehashed(hashes.SHA384()))), sha384, hashes.SHA384()
+    )
     assert not ec_key.public_key().verify_digest(ec_key.sign(b"other"), digest, hashes.SHA256())
 
     rsa_key = PrivateKey(rsa.generate_private_key(public_exponent=65537, key_size=2048))

@@ -83,6 +83,10 @@ COMMANDS: Final[Mapping[str, Command]] = {
         verify_bundle="verify a Sigstore bundle (key-signed or keyless) over a file or digest, offline",
         verify_blob="verify a classic cosign blob signature (cosign sign-blob) over a file or digest offline",
     ),
+    **_commands(
+        "verify_openpgp",
+        verify_openpgp="verify a detached OpenPGP signature over a file with a keyring, as gpgv does",
+    ),
 }
 
 

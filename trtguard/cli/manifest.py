@@ -2,6 +2,9 @@
 
 Exit status: 0 when the manifest was written (or the diff printed, changes or not), 2 for bad input or an
 incomplete manifest (unless ``--allow-incomplete``), 1 when a file contradicts the record it comes with.
+``manifest import`` keeps the record's signature apart from its completeness (:data:`IMPORT_EXIT`): 1 when
+the signature does not verify, 3 when the record is incomplete, and both are reported (``--report FILE``
+writes them as JSON).
 """
 
 from __future__ import annotations
@@ -23,6 +26,14 @@ from trtguard.cli._args import add_registry_arguments
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
 from trtguard.cli.keys import add_password_arguments
 from trtguard.cli.keys_commands import load_signing_key, write_envelope
+from trtguard.cli.manifest_import import (
+    IMPORT_EXIT,
+    IMPORT_HELP,
+    add_import_arguments,
+    import_report,
+    signature_state,
+    verify_record_signature,
+)
 from trtguard.release.manifest.create import CreateInputs, Environment, create_manifest
 from trtguard.release.manifest.draft import Draft
 from trtguard.release.manifest.files import read_json, read_manifest_file, read_yaml
@@ -33,12 +44,10 @@ from verifier.digests import hash_file
 from verifier.dsse import Envelope
 from verifier.engine.calibration import InvalidCalibrationCache
 from verifier.engine.onnx_model import InvalidOnnxModel
-from verifier.errors import InputError, VerificationError
-from verifier.files import read_limited
+from verifier.errors import InputError
 from verifier.intoto import sign_statement
 from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 from verifier.manifest_diff import ManifestDiff, diff_manifests
-from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES, OpenPGPKey, verify_detached
 from verifier.validation import input_error_from_validation
 
 _NVIDIA_SMI_TIMEOUT = 10.0
@@ -116,38 +125,9 @@ def _settings_options(parser: argparse.ArgumentParser) -> None:
 
 def _register_import(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_subcommand(
-        commands,
-        "import",
-        help="convert a flat build record into a build manifest",
-        description="Convert the flat JSON build record (build_timestamp, tensorrt_image, input_onnx_hash, "
-        "calibration_dataset_hash, builder_config{...}, output_engine_hash, accuracy_metrics{...}) into an "
-        "engine build manifest. Standard error lists, one line per field, what was missing or could not be "
-        "mapped and what to add. Flags and --config supply what the record lacks (they win over the "
-        "record, and each replaced value is reported). A record signed with GPG is imported only once its "
-        "detached signature (--signature FLAT.json.asc) verifies with one of the --openpgp-key files; "
-        "sign the manifest written here again (gpg --armor --detach-sign) to attach it.",
+        commands, "import", help="convert a flat build record into a build manifest", description=IMPORT_HELP
     )
-    parser.add_argument("record", type=Path, metavar="FLAT.json", help="the flat record")
-    parser.add_argument(
-        "--signature",
-        type=Path,
-        metavar="ASC",
-        help="the record's detached OpenPGP signature over its exact bytes (exit 1 when it does not verify)",
-    )
-    parser.add_argument(
-        "--openpgp-key",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="KEY",
-        help="an armored OpenPGP public key that may have signed the record (repeatable; with --signature)",
-    )
-    parser.add_argument(
-        "--engine",
-        type=Path,
-        metavar="FILE",
-        help="the engine file: its size and name are filled in and its sha256 must equal output_engine_hash",
-    )
+    add_import_arguments(parser)
     _settings_options(parser)
     _output_options(parser)
     _signing_options(parser)
@@ -228,8 +208,10 @@ def _import(args: argparse.Namespace) -> int:
             "--signature and --openpgp-key go together",
             hint="give the record's .asc signature and the public key(s) that may have made it",
         )
+    signature = None
     if args.signature is not None:
-        _verify_record_signature(args.record, args.signature, args.openpgp_key)
+        signature = verify_record_signature(args.record, args.signature, args.openpgp_key)
+        print(f"manifest import: {signature.line()}", file=sys.stderr)
     record = read_json(args.record, "flat record")
     engine = None
     if args.engine is not None:
@@ -240,24 +222,29 @@ def _import(args: argparse.Namespace) -> int:
                 f"cannot read the engine file: {error.strerror}", location=str(args.engine)
             ) from error
     draft = import_flat(record, settings=_settings(args), engine=engine)
-    return _emit(draft, args, "manifest import")
-
-
-def _verify_record_signature(record: Path, signature: Path, key_files: list[Path]) -> None:
-    """Verify the flat record's detached OpenPGP signature; say who signed it (VerificationError: exit 1)."""
-    data = read_limited(record, "the flat record")
-    keys = {
-        str(path): OpenPGPKey.from_armored(read_limited(path, "the OpenPGP key"), location=str(path))
-        for path in key_files
-    }
-    try:
-        names = verify_detached(
-            data, read_limited(signature, "the OpenPGP signature", limit=MAX_SIGNATURE_BYTES), keys
+    if signature is not None and signature.reason is not None:
+        _print_notes(draft, "manifest import", sys.stderr)
+        status = 1
+    elif draft.manifest is None and not args.allow_incomplete:
+        _print_notes(draft, "manifest import", sys.stderr)
+        print(
+            "manifest import: supply the values listed above, or pass --allow-incomplete to write a draft "
+            "with null placeholders to complete by hand",
+            file=sys.stderr,
         )
-    except VerificationError as error:
-        raise VerificationError(error.message, location=str(signature), hint=error.hint) from error
-    signers = ", ".join(f"{name} ({keys[name].fingerprint})" for name in names)
-    print(f"manifest import: the record's OpenPGP signature verifies: signed by {signers}", file=sys.stderr)
+        status = 3
+    else:
+        status = _emit(draft, args, "manifest import")
+    complete = "complete" if draft.manifest is not None else f"INCOMPLETE: {len(draft.missing)} field(s)"
+    written = status == 0
+    print(
+        f"manifest import: signature: {signature_state(signature)}; record: {complete}; "
+        f"{'written' if written else 'nothing written'} (exit {status}: {IMPORT_EXIT[status]})",
+        file=sys.stderr,
+    )
+    if args.report is not None:
+        _write_file(json.dumps(import_report(args, signature, draft, status), indent=2) + "\n", args.report)
+    return status
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -449,6 +436,10 @@ def _write(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
+    _write_file(text, output)
+
+
+def _write_file(text: str, output: Path) -> None:
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as error:

@@ -44,7 +44,7 @@ from verifier.signatures.notation import (
     load_certificates,
     sign_notation,
 )
-from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES, read_signature
+from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES, read_signatures
 
 
 def register(subparsers: Subparsers) -> None:
@@ -317,7 +317,7 @@ def push_openpgp_statement(
     try:
         statement = statement_from_envelope(Envelope(PAYLOAD_TYPE, data, ()), location=location)
         for signature in signatures:
-            read_signature(signature, location=location)
+            read_signatures(signature, location=location)
     except TrtguardError as error:
         raise InputError(error.message, location=location, hint=error.hint) from error
     target = ImageReference.parse(to)

@@ -52,7 +52,7 @@ def parse_docker_config(data: bytes, *, source: str) -> dict[str, Credentials]:
     """
     try:
         document: Any = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         raise InputError(
             f"credentials file is not JSON: {error}",
             location=source,

@@ -336,7 +336,7 @@ def _bundle(data: bytes, origin: str) -> _Bundle | None:
     """Parse just enough of a Sigstore bundle to route it: a DSSE statement's type, or a message signature."""
     try:
         document: Any = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         _log.warning("skipping a bundle referrer that is not JSON: %s", origin)
         return None
     if not isinstance(document, dict):

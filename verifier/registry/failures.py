@@ -120,7 +120,7 @@ def error_detail(body: bytes) -> str:
     """``": MANIFEST_UNKNOWN manifest unknown"`` from an OCI error body, or nothing."""
     try:
         document = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return ""
     errors = document.get("errors") if isinstance(document, dict) else None
     if not isinstance(errors, list) or not errors or not isinstance(errors[0], dict):

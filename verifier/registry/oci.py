@@ -119,7 +119,7 @@ class Manifest:
         """
         try:
             document = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
             raise InvalidDocument(f"{where} is not JSON: {error}") from error
         if not isinstance(document, dict):
             raise InvalidDocument(f"{where} is not a JSON object")

@@ -319,7 +319,7 @@ class RegistryTransport:
             )
         try:
             body = json.loads(reply.body)
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             body = None
         if not isinstance(body, dict):
             raise EvidenceUnavailable(

@@ -13,7 +13,8 @@ inclusion proof. What the spec requires is refused with the field's path:
   as the spec allows); v0.2+ entries carry an inclusion proof with its checkpoint.
 
 Only the signing certificate is kept from a chain: intermediates come from the trusted root, never from the
-bundle (the spec lets verifiers require that).
+bundle (the spec lets verifiers require that). A chain that carries a root CA is refused, as protobuf-specs'
+client policy says.
 """
 
 from __future__ import annotations
@@ -94,11 +95,32 @@ def _certificate(fields: Fields, version: str) -> x509.Certificate | None:
         certificates = fields.required_message("x509CertificateChain").messages("certificates")
         if not certificates:
             raise MalformedField(f"{fields.path}.x509CertificateChain.certificates", "empty")
+        for holder in certificates[1:]:
+            if _is_root_ca(_der_certificate(holder)):
+                # protobuf-specs' client policy: a chain never carries a root (it would be trusted
+                # only through the trusted root, and a bundle's own root is an invitation to misuse).
+                raise MalformedField(
+                    holder.path, "a root CA certificate, which a bundle's chain must not hold"
+                )
         holder = certificates[0]
+    return _der_certificate(holder)
+
+
+def _der_certificate(holder: Fields) -> x509.Certificate:
     try:
         return x509.load_der_x509_certificate(holder.binary("rawBytes", required=True))
     except ValueError as error:
         raise MalformedField(f"{holder.path}.rawBytes", "not a DER certificate") from error
+
+
+def _is_root_ca(certificate: x509.Certificate) -> bool:
+    if certificate.issuer != certificate.subject:
+        return False
+    try:
+        constraints = certificate.extensions.get_extension_for_class(x509.BasicConstraints).value
+    except x509.ExtensionNotFound:
+        return False
+    return constraints.ca
 
 
 def _entry(fields: Fields, version: str) -> LogEntry:

@@ -232,14 +232,7 @@ def _keyless_signature(
         signature = content.signature
         verified = key.verify_digest(signature, expected, hashes.SHA256())
     if not verified:
-        detail = ""
-        own = key.hash_algorithm
-        if not isinstance(content, Envelope) and own is not None and own.name != "sha256":
-            detail = (
-                f" ({key.algorithm} keys sign {own.name.upper()} digests, as in cosign, and this bundle "
-                "signs a sha256 digest)"
-            )
-        raise VerificationError(f"the signature does not verify with the signing certificate's key{detail}")
+        raise VerificationError("the signature does not verify with the signing certificate's key")
     return LoggedSignature(
         signature=signature,
         key=key,

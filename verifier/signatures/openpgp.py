@@ -19,21 +19,40 @@ the policy to carry a revocation. Verification happens at the current time.
 
 from __future__ import annotations
 
+import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
 
 from verifier.errors import InputError, VerificationError
 
 if TYPE_CHECKING:  # pysequoia loads with the first OpenPGP key or signature read (start-up time, issue 15)
     import pysequoia
 
-__all__ = ["MAX_SIGNATURE_BYTES", "OpenPGPKey", "read_signature", "verify_detached"]
+__all__ = [
+    "MAX_SIGNATURES",
+    "MAX_SIGNATURE_BYTES",
+    "OpenPGPKey",
+    "SignatureCheck",
+    "check_signatures",
+    "keyring_of",
+    "not_verified",
+    "read_keyring",
+    "read_signatures",
+    "verify_detached",
+]
 
 #: A detached signature is a few hundred bytes; a large one is not one.
 MAX_SIGNATURE_BYTES: Final = 64 * 1024
+#: Signatures in one detached signature file (one per signer).
+MAX_SIGNATURES: Final = 32
+#: The header and tail lines of armor blocks (RFC 9580 6.2); lines outside the blocks are not data.
+_ARMOR_LINE: Final = re.compile(rb"-----(BEGIN|END) PGP [A-Z0-9 ,/]{1,64}-----")
+#: A failure names the keys it tried up to this many (a keyring may hold hundreds).
+_KEYS_NAMED: Final = 4
 
 
 def _first_line(error: Exception) -> str:
@@ -51,23 +70,41 @@ class OpenPGPKey:
     @classmethod
     def from_armored(cls, data: bytes, *, location: str | None = None) -> OpenPGPKey:
         """Read one armored (or binary) public certificate; :class:`InputError` when it is unusable."""
-        import pysequoia  # noqa: PLC0415 - see TYPE_CHECKING above
-
-        try:
-            certificates = pysequoia.Cert.split_bytes(data)
-        except (ValueError, RuntimeError, TypeError) as error:
-            raise InputError(
-                f"not an OpenPGP public key: {_first_line(error)}",
-                location=location,
-                hint="export it with `gpg --armor --export FINGERPRINT`",
-            ) from error
+        certificates = _certificates(data, location)
         if len(certificates) != 1:
             raise InputError(
                 f"an OpenPGP key entry must hold exactly one certificate, not {len(certificates)}",
                 location=location,
                 hint="give each key its own TrustedKeys entry, so that a threshold counts them apart",
             )
-        certificate = certificates[0]
+        return certificates[0]
+
+    def state(self) -> str:
+        """``revoked``, ``expired``, ``valid`` now, or why Sequoia cannot tell (for messages)."""
+        try:
+            if self.certificate.is_revoked:
+                return "revoked"
+            expiry = self.certificate.expiration
+        except (RuntimeError, ValueError) as error:  # e.g. no valid binding signature: nothing verifies
+            return f"unusable: {_first_line(error)}"
+        if expiry is not None and expiry <= datetime.now(UTC):
+            return "expired"
+        return "valid"
+
+
+def _certificates(data: bytes, location: str | None) -> list[OpenPGPKey]:
+    import pysequoia  # noqa: PLC0415 - see TYPE_CHECKING above
+
+    try:
+        certificates = pysequoia.Cert.split_bytes(data)
+    except (ValueError, RuntimeError, TypeError) as error:
+        raise InputError(
+            f"not an OpenPGP public key: {_first_line(error)}",
+            location=location,
+            hint="export it with `gpg --armor --export FINGERPRINT`",
+        ) from error
+    keys = []
+    for certificate in certificates:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # pysequoia would rather have Tsk.from_bytes
             secret = certificate.secrets is not None
@@ -77,69 +114,216 @@ class OpenPGPKey:
                 location=location,
                 hint="export the public key with `gpg --armor --export FINGERPRINT`",
             )
-        return cls(certificate, certificate.fingerprint.upper())
-
-    def state(self) -> str:
-        """``revoked``, ``expired`` or ``valid`` now (for messages)."""
-        if self.certificate.is_revoked:
-            return "revoked"
-        expiry = self.certificate.expiration
-        if expiry is not None and expiry <= datetime.now(UTC):
-            return "expired"
-        return "valid"
+        keys.append(OpenPGPKey(certificate, certificate.fingerprint.upper()))
+    return keys
 
 
-def read_signature(data: bytes, *, location: str | None = None) -> pysequoia.Sig:
-    """One detached signature (armored or binary); :class:`VerificationError` when it is not one."""
+def read_keyring(data: bytes, *, location: str | None = None) -> dict[str, OpenPGPKey]:
+    """The certificates of a keyring (``gpg --export`` output, armored or binary), by fingerprint;
+    :class:`InputError` when it holds none, secret key material or something else."""
+    keys = keyring_of(_certificates(data, location))
+    if not keys:
+        raise InputError(
+            "the keyring holds no OpenPGP certificate",
+            location=location,
+            hint="export the signers' keys with `gpg --export FINGERPRINT... > keyring.gpg`",
+        )
+    return keys
+
+
+def keyring_of(keys: Iterable[OpenPGPKey]) -> dict[str, OpenPGPKey]:
+    """``keys`` by fingerprint, the copies of one certificate merged (as gpg merges them on import), so that
+    a revocation or new binding that one copy carries is not lost to another copy without it."""
+    merged: dict[str, OpenPGPKey] = {}
+    for key in keys:
+        known = merged.get(key.fingerprint)
+        merged[key.fingerprint] = (
+            key if known is None else OpenPGPKey(known.certificate.merge(key.certificate), key.fingerprint)
+        )
+    return merged
+
+
+def read_signatures(data: bytes, *, location: str | None = None) -> tuple[pysequoia.Sig, ...]:
+    """Every signature of a detached signature file (armored or binary; ``gpg -u A -u B --detach-sign``
+    writes one per signer); :class:`VerificationError` when the file is anything else.
+
+    Every packet must be a binary signature: the bytes after a signature, a truncated packet, an inline-signed
+    message or a key are refused, not skipped (Sequoia's own signature reader reads the first packet and
+    ignores the rest).
+    """
     import pysequoia  # noqa: PLC0415 - see TYPE_CHECKING above
+    from pysequoia.packet import PacketPile, SignatureType  # noqa: PLC0415
 
     if len(data) > MAX_SIGNATURE_BYTES:
         raise VerificationError(
             f"the OpenPGP signature is larger than {MAX_SIGNATURE_BYTES // 1024} KiB", location=location
         )
-    try:
-        signature = pysequoia.Sig.from_bytes(data)
-    except (ValueError, RuntimeError, TypeError) as error:
+    # Binary packets start with a tag octet (high bit set); anything else is armored text, whose every
+    # armor block counts (gpg reads them all; Sequoia would read the first) and whose other text does not.
+    parts = [data] if data[:1] and data[0] & 0x80 else _armor_blocks(data, location)
+    if len(parts) > MAX_SIGNATURES:
         raise VerificationError(
-            f"not an OpenPGP signature: {_first_line(error)}", location=location
-        ) from error
-    if signature.signature_type != pysequoia.packet.SignatureType.Binary:
-        raise VerificationError(
-            f"the OpenPGP signature is of type {signature.signature_type}, not a binary signature over the "
-            "exact bytes (text-mode signatures hold under changed line endings)",
+            f"the file holds {len(parts)} armor blocks; a detached signature file holds at most "
+            f"{MAX_SIGNATURES} signatures",
             location=location,
-            hint="sign with `gpg --armor --detach-sign FILE` (without --textmode / -t)",
         )
-    return signature
+    if not parts:
+        raise VerificationError(
+            "not an OpenPGP signature: neither binary packets nor an armored block", location=location
+        )
+    packets = []
+    for part in parts:
+        try:
+            packets += list(PacketPile.from_bytes(part))
+        except (ValueError, RuntimeError, TypeError) as error:
+            raise VerificationError(
+                f"not an OpenPGP signature: {_first_line(error)}", location=location
+            ) from error
+    if not packets:
+        raise VerificationError("the file holds no OpenPGP signature", location=location)
+    if len(packets) > MAX_SIGNATURES:
+        raise VerificationError(
+            f"the file holds {len(packets)} OpenPGP packets; a detached signature file holds at most "
+            f"{MAX_SIGNATURES} signatures",
+            location=location,
+        )
+    signatures = []
+    for number, packet in enumerate(packets, 1):
+        where = f"packet {number} of {len(packets)}"
+        try:
+            kind = str(packet.tag).removeprefix("Tag.")
+        except (ValueError, RuntimeError) as error:  # e.g. "Unknown packet tag: 42"
+            kind = f"unknown ({_first_line(error)})"
+        if kind != "Signature":
+            raise VerificationError(
+                f"not a detached OpenPGP signature: {where} is of kind {kind}, not a signature (an "
+                "inline-signed message or a key is not a detached signature)",
+                location=location,
+                hint="sign with `gpg --armor --detach-sign FILE`",
+            )
+        try:
+            signature = pysequoia.Sig.from_bytes(bytes(packet))
+            signature_type = signature.signature_type
+        except (ValueError, RuntimeError, TypeError) as error:  # e.g. "Unknown signature type: 0x4"
+            raise VerificationError(
+                f"not an OpenPGP signature ({where}): {_first_line(error)}", location=location
+            ) from error
+        if signature_type != SignatureType.Binary:
+            raise VerificationError(
+                f"the OpenPGP signature ({where}) is of type {signature_type}, not a binary "
+                "signature over the exact bytes (text-mode signatures hold under changed line endings)",
+                location=location,
+                hint="sign with `gpg --armor --detach-sign FILE` (without --textmode / -t)",
+            )
+        signatures.append(signature)
+    return tuple(signatures)
 
 
-def verify_detached(data: bytes, signature: bytes, keys: Mapping[str, OpenPGPKey]) -> tuple[str, ...]:
-    """Names of the ``keys`` that made a valid detached ``signature`` over exactly ``data``.
+def _armor_blocks(text: bytes, location: str | None) -> list[bytes]:
+    """Each armor block of ``text``, header to tail, found in one pass (a search per block from each header
+    would take quadratic time over a file of headers)."""
+    blocks, begin = [], None
+    for line in _ARMOR_LINE.finditer(text):
+        if line.group(1) == b"BEGIN":
+            begin = line.start() if begin is None else begin
+        elif begin is not None:
+            blocks.append(text[begin : line.end()])
+            begin = None
+    if begin is not None:
+        raise VerificationError(
+            "not an OpenPGP signature: an armor block has no tail line", location=location
+        )
+    return blocks
 
-    Raises :class:`VerificationError` when none did, saying what the signature claims and what the keys are.
-    """
+
+@dataclass(frozen=True, slots=True)
+class SignatureCheck:
+    """One signature of a detached signature file, and the names of the keys it verifies with (none: it is
+    not a valid signature over the bytes by any of them)."""
+
+    issuer: str  # the issuer fingerprint (or key ID) the signature names, upper-case hex
+    created: datetime | None
+    hash_algorithm: str
+    key_algorithm: str
+    signers: tuple[str, ...]
+
+
+def _name(value: object) -> str:
+    return str(value).rsplit(".", 1)[-1]
+
+
+def check_signatures(
+    data: bytes | Path, signature: bytes, keys: Mapping[str, OpenPGPKey]
+) -> tuple[SignatureCheck, ...]:
+    """Each signature of the detached signature file ``signature`` over ``data`` (bytes, or a file read as a
+    stream), with the ``keys`` that made it; :class:`VerificationError` when the file is not one."""
     import pysequoia  # noqa: PLC0415 - see TYPE_CHECKING above
 
-    parsed = read_signature(signature)
-    verified = []
-    for name, key in keys.items():
+    source: dict[str, Any] = {"bytes": data} if isinstance(data, bytes) else {"file": str(data)}
+    checks = []
+    for parsed in read_signatures(signature):
+        signers = []
+        for name, key in keys.items():
 
-        def store(_ids: list[str], certificate: pysequoia.Cert = key.certificate) -> list[pysequoia.Cert]:
-            return [certificate]
+            def store(_ids: list[str], cert: pysequoia.Cert = key.certificate) -> list[pysequoia.Cert]:
+                return [cert]
 
-        try:
-            pysequoia.verify(bytes=data, store=store, signature=parsed)
-        except (RuntimeError, ValueError, TypeError):
-            continue
-        verified.append(name)
-    if verified:
-        return tuple(verified)
-    issuer = (parsed.issuer_fingerprint or parsed.issuer_key_id or "unknown").upper()
+            try:
+                pysequoia.verify(store=store, signature=parsed, **source)
+            except (RuntimeError, ValueError, TypeError):
+                continue
+            signers.append(name)
+        issuer = (_read(parsed, "issuer_fingerprint") or _read(parsed, "issuer_key_id") or "unknown").upper()
+        created = _read(parsed, "created")
+        checks.append(
+            SignatureCheck(
+                issuer,
+                created if isinstance(created, datetime) else None,
+                _name(_read(parsed, "hash_algorithm") or "unknown"),
+                _name(_read(parsed, "key_algorithm") or "unknown"),
+                tuple(signers),
+            )
+        )
+    return tuple(checks)
+
+
+def _read(signature: pysequoia.Sig, field: str) -> Any:
+    """A field of a parsed signature, or None where Sequoia cannot say (an algorithm it does not know)."""
+    try:
+        return getattr(signature, field)
+    except (RuntimeError, ValueError):
+        return None
+
+
+def verify_detached(
+    data: bytes | Path, signature: bytes, keys: Mapping[str, OpenPGPKey], *, every: bool = False
+) -> tuple[str, ...]:
+    """Names of the ``keys`` that made a valid detached signature over exactly ``data``, in their order.
+
+    A file may hold several signatures. By default the valid ones count and the others are left out, as for a
+    DSSE envelope (a signature by a key of another rule, or a bad one, does not undo a good one); with
+    ``every``, each signature must be a valid one by one of ``keys``, as ``gpgv`` requires. Raises
+    :class:`VerificationError` when that is not so, saying what the signature claims and what the keys are.
+    """
+    checks = check_signatures(data, signature, keys)
+    verified = {name for check in checks for name in check.signers}
+    failed = [(number, check) for number, check in enumerate(checks, 1) if not check.signers]
+    if verified and not (every and failed):
+        return tuple(name for name in keys if name in verified)
+    raise not_verified(checks, keys)
+
+
+def not_verified(checks: Sequence[SignatureCheck], keys: Mapping[str, OpenPGPKey]) -> VerificationError:
+    """The error for the first of ``checks`` that no key verified: what it claims, and what the keys are."""
+    number, check = next(((n, c) for n, c in enumerate(checks, 1) if not c.signers), (1, checks[0]))
+    which = f"signature {number} of {len(checks)}" if len(checks) > 1 else "signature"
     states = ", ".join(f"{name} ({key.fingerprint[-16:]}, {key.state()})" for name, key in keys.items())
-    raise VerificationError(
-        f"the OpenPGP signature (by {issuer}, made {parsed.created}) is not a valid signature over these "
-        "bytes "
-        f"by any of {states}: the bytes changed, another key signed, or the key (or subkey) was revoked, "
-        "expired or not for signing when it signed, or the hash is one Sequoia's policy refuses (SHA-1)",
+    if len(keys) > _KEYS_NAMED:
+        states = f"the {len(keys)} keys given"
+    return VerificationError(
+        f"the OpenPGP {which} (by {check.issuer}, made {check.created}) is not a valid signature over these "
+        f"bytes by any of {states or 'no keys'}: the bytes changed, another key signed, or the key (or "
+        "subkey) was revoked, expired or not for signing when it signed, or the signature is from the future "
+        "or expired, or the hash is one Sequoia's policy refuses (SHA-1)",
         hint="sign the exact bytes with `gpg --armor --detach-sign` using a key the policy lists",
     )

@@ -66,18 +66,34 @@ SignatureSource = Literal["classic", "bundle", "envelope", "notation"]
 
 
 @dataclass(frozen=True, slots=True)
+class LoggedCheck:
+    """A check of a signature that counted which failed, and which its verification level only logs
+    (Notation's ``permissive`` and ``audit`` levels: expiry, authentic timestamp). Reported, never hidden."""
+
+    signer: str  # the Notation signer's name in the policies
+    check: str  # Notation's name of the check: expiry, authenticTimestamp
+    level: str  # the verification level that only logs it
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        """``{"signer", "check", "level", "message"}``."""
+        return {"signer": self.signer, "check": self.check, "level": self.level, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
 class CountedSignature:
     """One signature that counted towards the threshold: where it was handed in, and who made it.
 
     ``index`` is its position (from 0) in the ``source`` list given to :func:`verify_image_signatures`, so
     that the caller can name the object it verified; ``log_index`` is the transparency-log index of its
-    verified entry (None when no entry was checked).
+    verified entry (None when no entry was checked); ``logged`` what its verification level only logged.
     """
 
     source: SignatureSource
     index: int
     signers: tuple[SignerMatch, ...]
     log_index: int | None = None
+    logged: tuple[LoggedCheck, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from verifier.signatures.results import (
     COSIGN_SIGN_PREDICATE,
     CosignSignature,
     CountedSignature,
+    LoggedCheck,
     NoSignatures,
     SignatureSource,
     VerificationResult,
@@ -43,6 +44,7 @@ class _Outcome:
     source: SignatureSource = "envelope"
     index: int = 0
     log_index: int | None = None
+    logged: tuple[LoggedCheck, ...] = ()
 
 
 def _collect(
@@ -79,7 +81,9 @@ def _collect(
         tlog_verified=all(o.tlog_verified for o in counted),
         statement=statement,
         counted=tuple(
-            CountedSignature(o.source, o.index, tuple(o.matches), o.log_index if o.tlog_verified else None)
+            CountedSignature(
+                o.source, o.index, tuple(o.matches), o.log_index if o.tlog_verified else None, o.logged
+            )
             for o in counted
         ),
     )
@@ -252,7 +256,7 @@ def _notation_outcome(
             source="notation",
             index=index,
         )
-    matches, reasons = [], []
+    matches, reasons, logged = [], [], []
     for name, trust in policy.notation.items():
         try:
             verified = verify_notation(signature, trust, descriptor=target, repository=repository, now=now)
@@ -268,8 +272,14 @@ def _notation_outcome(
         matches.append(
             SignerMatch(kind="notation", label=f"{name} ({verified.subject})", signer_id=verified.signer_id)
         )
+        logged += [
+            LoggedCheck(name, check, verified.level, message)
+            for check, message in zip(verified.logged_checks, verified.logged, strict=True)
+        ]
     problem = None if matches else "; ".join(reasons)
-    return _Outcome(label=label, matches=matches, problem=problem, source="notation", index=index)
+    return _Outcome(
+        label=label, matches=matches, problem=problem, source="notation", index=index, logged=tuple(logged)
+    )
 
 
 def verify_bundle(

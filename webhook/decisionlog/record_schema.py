@@ -45,13 +45,29 @@ class IdentitySigner(_Model):
 Signers = list[KeySigner | IdentitySigner | Omitted]
 
 
+class Logged(_Model):
+    """A check of a counted signature that failed and that the signer's verification level only logs."""
+
+    signer: Annotated[str, Field(description="the Notation signer's name in the policies")]
+    check: Annotated[str, Field(description="Notation's name of the check: expiry, authenticTimestamp")]
+    level: Literal["permissive", "audit"]
+    message: str
+
+
 class Signature(_Model):
     """An image signature that counted."""
 
-    format: Literal["cosign-classic", "sigstore-bundle", "dsse"]
-    digest: Annotated[Digest, Field(description="the payload layer, the bundle's bytes, or the statement")]
+    format: Literal["cosign-classic", "sigstore-bundle", "dsse", "notation"]
+    digest: Annotated[
+        Digest,
+        Field(description="the payload layer, the bundle's bytes, the statement, or the Notation envelope"),
+    ]
     signers: Signers
     tlog_index: LargeInt | None
+    logged: Annotated[
+        list[Logged | Omitted],
+        Field(description="written only when not empty (a field added in format 2; absent before)"),
+    ] = []
 
 
 class Attestation(_Model):

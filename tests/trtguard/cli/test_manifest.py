@@ -293,13 +293,15 @@ def test_import_sample_record(data_dir: Path, tmp_path: Path, capsys: pytest.Cap
     status, _, err = run(
         ["manifest", "import", str(record), "--engine-name", "r50.plan", "-o", str(output)], capsys
     )
-    assert status == 2
+    assert status == 3  # incomplete: apart from 1 (signature) and 2 (unusable input), issue 25
     assert not output.exists()
     lines = err.splitlines()
     assert lines[0] == "manifest import: missing or invalid (12):"
     assert "  output_engine.size: not in the flat record; pass --engine FILE to read it" in lines
     assert "  builder_config.strict_types: not a field of the flat record format; map it by hand" in lines
-    assert lines[-2].startswith("trtguard: error: manifest import: the manifest is incomplete: 12 field(s)")
+    assert lines[-1].startswith(
+        "manifest import: signature: not given; record: INCOMPLETE: 12 field(s); nothing written (exit 3: "
+    )
 
     status, _, err = run(["manifest", "import", str(record), "--allow-incomplete", "-o", str(output)], capsys)
     assert status == 0
@@ -592,22 +594,37 @@ def test_import_a_gpg_signed_record_only_once_its_signature_verifies(
         "--signature",
         str(tmp_path / "build.json.asc"),
     ]
-    status, _, err = run(
-        [
-            *command,
-            "--openpgp-key",
-            str(tmp_path / "other.asc"),
-            "--openpgp-key",
-            str(tmp_path / "signer.asc"),
-        ],
-        capsys,
-    )
+    keys = ["--openpgp-key", str(tmp_path / "other.asc"), "--openpgp-key", str(tmp_path / "signer.asc")]
+    status, _, err = run([*command, *keys], capsys)
     assert status == 0, err
     assert f"the record's OpenPGP signature verifies: signed by {tmp_path / 'signer.asc'} ({signer})" in err
+    assert err.splitlines()[-1].startswith(
+        "manifest import: signature: verified; record: INCOMPLETE: 13 field(s); written (exit 0: "
+    )
 
-    status, _, err = run([*command, "--openpgp-key", str(tmp_path / "other.asc")], capsys)
+    # Issue 25: a verified signature over an incomplete record is exit 3 (not 2, bad input), and the
+    # signature's status is reported apart from the completeness, on standard error and in --report.
+    report = tmp_path / "report.json"
+    status, _, err = run([*command[:3], *command[4:], *keys, "--report", str(report)], capsys)
+    assert status == 3, err
+    assert "the record's OpenPGP signature verifies" in err
+    assert "signature: verified; record: INCOMPLETE: 13 field(s); nothing written (exit 3" in err
+    document = json.loads(report.read_text())
+    assert document["signature"]["status"] == "verified"
+    assert document["signature"]["signers"] == [{"key": str(tmp_path / "signer.asc"), "fingerprint": signer}]
+    assert (document["complete"], document["written"], document["exitStatus"]) == (False, False, 3)
+    assert len(document["missing"]) == 13
+
+    status, _, err = run(
+        [*command, "--openpgp-key", str(tmp_path / "other.asc"), "--report", str(report)], capsys
+    )
     assert status == 1
     assert "is not a valid signature over these bytes" in err
+    assert "signature: NOT verified; record: INCOMPLETE: 13 field(s); nothing written (exit 1" in err
+    document = json.loads(report.read_text())
+    assert document["signature"]["status"] == "not verified"
+    assert "is not a valid signature over these bytes" in document["signature"]["reason"]
+    assert (document["written"], document["draft"], document["exitStatus"]) == (False, False, 1)
     record.write_bytes(record.read_bytes().replace(b"\n", b"\r\n"))  # the same JSON, other bytes
     status, _, err = run([*command, "--openpgp-key", str(tmp_path / "signer.asc")], capsys)
     assert status == 1

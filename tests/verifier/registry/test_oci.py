@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from verifier.errors import InputError
+from verifier.registry.auth import parse_docker_config
+from verifier.registry.failures import error_detail
 from verifier.registry.oci import (
     DOCKER_MANIFEST,
     DOCKER_MANIFEST_LIST,
@@ -136,3 +139,18 @@ def test_written_index() -> None:
     entry = Descriptor(OCI_MANIFEST, LAYER.digest, 5, artifact_type="a/b", annotations={"x": "y"})
     index = Manifest.parse(image_index([entry]), content_type=OCI_INDEX, where="i")
     assert index.manifests == (entry,)
+
+
+def test_a_manifest_nested_too_deeply_is_invalid_not_a_crash() -> None:
+    # Issue 24 item 11: json.loads raises RecursionError (not a ValueError) past Python's nesting limit; a
+    # registry serving such a body gave a traceback instead of a refusal of that one document.
+    deep = b'{"layers": [' * 100_000 + b"]}" * 100_000
+    with pytest.raises(InvalidDocument, match="m is not JSON"):
+        Manifest.parse(deep, content_type=OCI_MANIFEST, where="m")
+
+
+def test_other_registry_json_nested_too_deeply_is_refused_not_a_crash() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    assert error_detail(deep) == ""
+    with pytest.raises(InputError, match="credentials file is not JSON"):
+        parse_docker_config(deep, source="config.json")

@@ -22,12 +22,17 @@ reason (a crash, an unrelated parse error) would pass the upstream check and sti
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
 
 from trtguard.cli import main
+from verifier.keys import PublicKey
 
 SUITE = Path(__file__).resolve().parents[2] / "data" / "sigstore-conformance" / "bundle-verify"
 IDENTITY = (
@@ -47,9 +52,9 @@ FAIL_REASONS = {
     "bundle-malformed-json_fail": "the document is not JSON",
     "bundle-negative-log-index_fail": "log index -1 is negative",
     "bundle-unknown-version_fail": "is not a supported bundle version",
-    # A P-384 key over a SHA-256 digest: cosign and sigstore-go refuse the pairing, as trtguard does, before
-    # the root certificate in the chain (which trtguard never uses: intermediates come from the root) matters.
-    "bundle-with-root-cert_fail": "ecdsa-secp384r1 keys sign SHA384 digests",
+    # The chain carries the root CA (protobuf-specs' client policy forbids it). Its signature, by a P-384
+    # certificate over a SHA-256 digest, verifies (test_a_p384_certificate_signs_sha256_digests).
+    "bundle-with-root-cert_fail": "a root CA certificate, which a bundle's chain must not hold",
     "checkpoint-bad-keyhint_fail": "the checkpoint carries no signature by the log's key",
     "checkpoint-wrong-roothash_fail": "the checkpoint signs another tree head than the inclusion proof's",
     "dsse-invalid-sig_fail": "does not verify with the signing certificate's key",
@@ -152,3 +157,17 @@ def test_bundle_verify_case(name: str, form: str, capsys: pytest.CaptureFixture[
         assert status == 0, err
         assert out.startswith("Verified OK: ")
         assert "transparency log: verified" in out
+
+
+def test_a_p384_certificate_signs_sha256_digests() -> None:
+    # Issue 25: sigstore-python and sigstore-go verify a signing certificate's key over the bundle's SHA-256
+    # digest whatever its curve; trtguard refused P-384 with SHA-256. The suite's one P-384 signature.
+    case = SUITE / "bundle-with-root-cert_fail"
+    bundle = json.loads((case / "bundle.sigstore.json").read_text())
+    chain = bundle["verificationMaterial"]["x509CertificateChain"]["certificates"]
+    key = PublicKey.from_certificate(x509.load_der_x509_certificate(base64.b64decode(chain[0]["rawBytes"])))
+    signature = base64.b64decode(bundle["messageSignature"]["signature"])
+    digest = hashlib.sha256((case / "artifact").read_bytes()).digest()
+    assert key.algorithm == "ecdsa-secp384r1"
+    assert key.verify_digest(signature, digest, hashes.SHA256())
+    assert not key.verify_digest(signature, hashlib.sha256(b"other").digest(), hashes.SHA256())

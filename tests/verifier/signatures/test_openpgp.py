@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.gpg import ALGORITHMS, GnuPG
 from verifier.errors import InputError, VerificationError
-from verifier.signatures.openpgp import OpenPGPKey, verify_detached
+from verifier.signatures.openpgp import OpenPGPKey, read_signatures, verify_detached
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 HOUR, DAY = timedelta(hours=1), timedelta(days=1)
@@ -130,3 +130,62 @@ def test_a_key_entry_holds_one_public_certificate(gnupg: GnuPG) -> None:
         OpenPGPKey.from_armored(secret)
     with pytest.raises(InputError, match="not an OpenPGP public key"):
         OpenPGPKey.from_armored(b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+
+
+def _body_offset(packet: bytes | bytearray) -> int:
+    # a new-format (0xC0) or old-format (0x80) header with a one- or two-octet length (gpg's signatures)
+    if packet[0] & 0x40:
+        return 2 if packet[1] < 192 else 3
+    return 1 + {0: 1, 1: 2, 2: 4}[packet[0] & 0x03]
+
+
+@pytest.mark.parametrize(
+    ("offset", "value", "message"),
+    [(1, 0x04, "Unknown signature type"), (2, 23, None), (3, 0, None)],
+)
+def test_signature_fields_sequoia_cannot_name_are_a_refusal_not_a_crash(
+    gnupg: GnuPG, offset: int, value: int, message: str | None
+) -> None:
+    # Found by tests/verifier/test_hostile_evidence.py: a signature type, public-key or hash algorithm
+    # Sequoia does not know raised RuntimeError from the attribute read (a traceback, issue 24 item 11).
+    key = gnupg.generate("odd <odd@example.com>", "ed25519", at=T0)
+    signature = bytearray(gnupg.sign(DATA, key, at=T0 + HOUR, armor=False))
+    signature[_body_offset(signature) + offset] = value
+    with pytest.raises(VerificationError, match=message or "is not a valid signature over these bytes"):
+        verify_detached(DATA, bytes(signature), _key(gnupg, key))
+
+
+def test_a_certificate_without_a_valid_binding_is_reported_not_a_crash(gnupg: GnuPG) -> None:
+    # Found by the fuzz test too: Cert.expiration raises for a certificate whose self-signatures are broken,
+    # and the refusal's message asked for it.
+    key = gnupg.generate("broken <broken@example.com>", "ed25519", at=T0)
+    certificate = bytearray(gnupg.export(key, armor=False))
+    certificate[-5] ^= 0x01  # inside the last self-signature's signature value
+    broken = OpenPGPKey.from_armored(bytes(certificate))
+    assert broken.state().startswith("unusable: ")
+    with pytest.raises(VerificationError, match=r"\(.{16}, unusable: "):
+        verify_detached(DATA, gnupg.sign(DATA, key, at=T0 + HOUR), {"team/release": broken})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b"-----BEGIN PGP SIGNATURE-----\n" * 2000, "an armor block has no tail line"),
+        (b"-----BEGIN PGP SIGNATURE-----\n-----END PGP SIGNATURE-----\n" * 40, "holds 40 armor blocks"),
+        (b"just text\n", "neither binary packets nor an armored block"),
+    ],
+)
+def test_armor_blocks_are_found_in_one_pass_and_bounded(text: bytes, message: str) -> None:
+    # A search per block from each header took a second of CPU on 64 KiB of headers (quadratic).
+    with pytest.raises(VerificationError, match=message):
+        read_signatures(text)
+
+
+def test_a_packet_of_a_tag_sequoia_does_not_know_is_a_refusal_not_a_crash(gnupg: GnuPG) -> None:
+    # Found by the fuzz test: reading the tag of packet 42 raised RuntimeError ("Unknown packet tag").
+    key = gnupg.generate("tag <tag@example.com>", "ed25519", at=T0)
+    signature = gnupg.sign(DATA, key, at=T0 + HOUR, armor=False)
+    with pytest.raises(
+        VerificationError, match=r"packet 2 of 2 is of kind unknown \(Unknown packet tag: 42\)"
+    ):
+        read_signatures(signature + bytes([0xC0 | 42, 2, 0, 0]))

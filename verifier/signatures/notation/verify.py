@@ -106,6 +106,8 @@ class NotationVerified:
     signer_id: str  # what a threshold counts: the subject under the trusted anchor
     scheme: str
     logged: tuple[str, ...]
+    logged_checks: tuple[Check, ...] = ()  # the check of each entry of ``logged``, in its order
+    level: str = "strict"  # the verification level of the trust that applied (a statement's, by scope)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,4 +228,6 @@ def verify_notation(
         signer_id=signer_id,
         scheme=info.scheme,
         logged=tuple(logged),
+        logged_checks=tuple(check for check, _ in failures),
+        level=trust.level,
     )
