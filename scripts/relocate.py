@@ -152,12 +152,16 @@ class Relocation:
         if clashes or len(set(plan.moves.values())) != len(plan.moves):
             raise MappingError(f"destinations already taken: {sorted(clashes) or 'two files to one place'}")
         tops = {f.split("/")[0] for f in self.files if "/" in f}
-        for target in plan.moves.values():
+        for source, target in plan.moves.items():
             top, *folders = target.split("/")[:-1]
             if not target.endswith(".py") or (top in tops and f"{top}/__init__.py" not in after):
                 continue  # a folder of scripts (bench/, scripts/) gets no __init__.py
+            # a folder of plain files (a test's fake programs) stays one where it goes
+            plain = posixpath.join(posixpath.dirname(source), "__init__.py") not in self.files
             for depth in range(len(folders) + 1):
                 init = "/".join([top, *folders[:depth], "__init__.py"])
+                if plain and depth == len(folders):
+                    continue
                 if init not in after:
                     after.add(init)
                     plan.created.append(init)

@@ -175,6 +175,11 @@ class FrontDoors:
             homes[name] = self.defining(home, name)
         if front in self.index.objects:  # imported as a module: any name may be used, keep them all
             homes = {**existing, **homes}
+        if dropped := sorted(set(existing) - set(homes)):
+            self.notes.append(
+                f"{path}: no longer exports {', '.join(dropped)} (nothing imports them; a string that names"
+                " them, importlib or deferred(), would now fail)"
+            )
         exported = sorted(
             {*homes, *(n for n in dunder_all(tree) if n in own)} if tree else homes, key=isort_order
         )

@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 
 from scripts.relocate_mapping import NameMap
 
+#: The module an import statement names: ``from MODULE import`` or ``import MODULE``.
+_MODULE = re.compile(r"(?:from|import)\s+(\.*[\w.]*)")
+
 
 @dataclass(frozen=True)
 class PythonFile:
@@ -165,7 +168,15 @@ class _Rewriter:
         moved = node.level > 0 and self.file.old_module != self.file.module
         if unchanged or (node.level > 0 and not moved and [t[0] for t in targets] == [source] * len(targets)):
             return
-        self.replace_statement(node, _from_statements(targets))
+        modules = {module for module, _, _ in targets}
+        same_names = all(
+            name == alias.name and bound == alias.asname
+            for (_, name, bound), alias in zip(targets, node.names, strict=True)
+        )
+        if len(modules) == 1 and same_names:
+            self.replace_module(node, modules.pop())
+        else:
+            self.replace_statement(node, _from_statements(targets))
 
     def import_plain(self, node: ast.Import) -> None:
         parts = []
@@ -177,11 +188,27 @@ class _Rewriter:
             changed |= new is not None
             name = new or alias.name
             parts.append(f"{name} as {alias.asname}" if alias.asname else name)
-        if changed:
+        if changed and len(node.names) == 1:
+            self.replace_module(node, parts[0].partition(" as ")[0])
+        elif changed:
             self.replace_statement(node, [f"import {', '.join(parts)}"])
+
+    def replace_module(self, node: ast.Import | ast.ImportFrom, module: str) -> None:
+        """Only the module's name changes: everything else of the statement (comments too) stays."""
+        start, end = self.src.span(node)
+        found = _MODULE.match(self.src.text, start, end)
+        if found is None:
+            self.note(node.lineno, f"an import I cannot read: rewrite it by hand to name {module}")
+            return
+        self.edits.append(_Edit(found.start(1), found.end(1), module))
+        self.result.changes += 1
 
     def replace_statement(self, node: ast.stmt, statements: list[str]) -> None:
         start, end = self.src.span(node)
+        if "#" in self.src.text[start:end]:
+            self.note(
+                node.lineno, "an import split in two lost the comments inside it: put them back by hand"
+            )
         comment = self.src.trailing_comment(node)
         joiner = (f"  {comment}" if comment else "") + "\n" + self.src.indent(node)
         self.edits.append(_Edit(start, end, joiner.join(statements)))

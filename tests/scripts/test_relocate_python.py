@@ -147,3 +147,9 @@ def test_a_front_door_that_is_not_lazy_is_only_checked() -> None:
     assert doors.notes == [
         "pkg/base/__init__.py: does not bind explain, which is imported from it: add it by hand"
     ]
+
+
+def test_an_import_whose_module_changes_keeps_its_comments() -> None:
+    text = "from pkg.errors import (  # noqa: F401 - re-exported\n    PkgError,  # the one error\n)\n"
+    assert rewrite(text).text == text.replace("from pkg.errors", "from pkg.base")
+    assert rewrite("import pkg.errors  # plain\n").text == "import pkg.base._errors  # plain\n"
