@@ -65,8 +65,9 @@ class ImportIndex:
         return index
 
 
-def _bound_names(tree: ast.Module) -> set[str]:
-    """Names a module binds at its top level (definitions, assignments, imports, TYPE_CHECKING ones too)."""
+def _top_names(tree: ast.Module, *, imports: bool) -> set[str]:
+    """Names a module binds at its top level: what it defines, and with ``imports`` what it imports too
+    (the ``TYPE_CHECKING`` and other conditional bindings included)."""
     found: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -75,23 +76,10 @@ def _bound_names(tree: ast.Module) -> set[str]:
             found.update(t.id for t in node.targets if isinstance(t, ast.Name))
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             found.add(node.target.id)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
+        elif imports and isinstance(node, ast.Import | ast.ImportFrom):
             found.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.If):
-            found.update(_bound_names(ast.Module(body=node.body + node.orelse, type_ignores=[])))
-    return found
-
-
-def _defined(tree: ast.Module) -> set[str]:
-    """Names a module defines itself (not imports) at its top level."""
-    found: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            found.add(node.name)
-        elif isinstance(node, ast.Assign):
-            found.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            found.add(node.target.id)
+        elif imports and isinstance(node, ast.If):
+            found.update(_top_names(ast.Module(body=node.body + node.orelse, type_ignores=[]), imports=True))
     return found
 
 
@@ -126,7 +114,7 @@ class FrontDoors:
         tree = self.trees.get(module_path(home, package=False)) or self.trees.get(
             module_path(home, package=True)
         )
-        if tree is None or depth > 8 or name in _defined(tree) or name in dunder_all(tree):
+        if tree is None or depth > 8 or name in _top_names(tree, imports=False) or name in dunder_all(tree):
             return home
         for node in tree.body:
             if (
@@ -144,7 +132,7 @@ class FrontDoors:
         path = module_path(front, package=True)
         text = self.texts.get(path)
         tree = self.trees.get(path)
-        own = _defined(tree) if tree is not None else set()
+        own = _top_names(tree, imports=False) if tree is not None else set()
         used = sorted(
             {
                 name
@@ -155,7 +143,7 @@ class FrontDoors:
         existing = homes_table(tree) if tree is not None else {}
         lazy = tree is not None and any(_target(node) == HOMES for node in tree.body)
         if tree is not None and not lazy and not _is_blank(tree):
-            bound = _bound_names(tree)
+            bound = _top_names(tree, imports=True)
             for name in used:
                 if name not in bound:
                     self.notes.append(
