@@ -193,54 +193,77 @@ class Comparison:
                 yield Finding(f"{KNOWN_FILE}: entry added to {key!r}: {entry}")
 
     def _python(self, *, show_renames: bool) -> Iterator[Finding]:
-        old = [
-            unit
-            for path, text in self.base_texts(sorted(filter(_test_module, self.base_files))).items()
-            for unit in units(path, text.decode())
-        ]
+        before = self.base_texts(sorted(filter(_test_module, self.base_files)))
+        old = [self._old(unit) for path, text in before.items() for unit in units(path, text.decode())]
         new = [
             u
             for path in sorted(filter(_test_module, self.files))
             for u in units(path, (self.root / path).read_text())
         ]
-        plain = [(u, self.names.rewrite(u.text)[0]) for u in old]
-        remaining = Counter(text for _, text in plain)
-        unmatched = []
+        # Matched in order: in the same file, then anywhere (moved verbatim); as mapped, then as renamed.
+        unmatched = list(new)
+        for same_file, renamed in ((True, False), (True, True), (False, False), (False, True)):
+            pool = Counter(old_unit.key(same_file=same_file, renamed=renamed) for old_unit in old)
+            found = set()
+            for unit in unmatched:
+                key = (unit.path if same_file else "", unit.text)
+                if pool[key] > 0:
+                    pool[key] -= 1
+                    found.add(id(unit))
+                    if renamed and show_renames:
+                        yield Finding(f"renamed (declared): {unit.path}: {unit.name}")
+            taken = Counter((u.path if same_file else "", u.text) for u in unmatched if id(u) in found)
+            kept = []
+            for old_unit in old:
+                key = old_unit.key(same_file=same_file, renamed=renamed)
+                if taken[key] > 0:
+                    taken[key] -= 1
+                else:
+                    kept.append(old_unit)
+            old = kept
+            unmatched = [u for u in unmatched if id(u) not in found]
+        yield from self._unmatched(old, unmatched)
+
+    def _old(self, unit: Unit) -> _Old:
+        plain = self.names.rewrite(unit.text)[0]
+        return _Old(unit, self.names.rewrite(unit.path)[0], plain, _renamed(plain, self.renames))
+
+    @staticmethod
+    def _unmatched(old: list[_Old], new: list[Unit]) -> Iterator[Finding]:
+        """What is left, each statement beside the one it replaces: same file and name, else same name."""
+        left = list(old)
         for unit in new:
-            if remaining[unit.text] > 0:
-                remaining[unit.text] -= 1
-            else:
-                unmatched.append(unit)
-        leftover_old = []
-        for unit, text in plain:
-            if remaining[text] > 0:
-                remaining[text] -= 1
-                leftover_old.append((unit, _renamed(text, self.renames)))
-        renamed = Counter(text for _, text in leftover_old)
-        changed = []
-        for unit in unmatched:
-            if renamed[unit.text] > 0:
-                renamed[unit.text] -= 1
-                if show_renames:
-                    yield Finding(f"renamed (declared): {unit.path}: {unit.name}")
-            else:
-                changed.append(unit)
-        by_name = {}
-        for unit, text in leftover_old:
-            if renamed[text] > 0:
-                renamed[text] -= 1
-                by_name[unit.name] = (unit, text)
-        for unit in changed:
-            before = by_name.pop(unit.name, None)
+            before = next((o for o in left if (o.path, o.unit.name) == (unit.path, unit.name)), None)
+            if before is None and not unit.name.startswith("("):  # a def or class, perhaps moved and changed
+                before = next((o for o in left if o.unit.name == unit.name), None)
             if before is None:
                 yield Finding(f"added: {unit.path}: {unit.name}", unit.text)
                 continue
+            left.remove(before)
             diff = difflib.unified_diff(
-                before[1].splitlines(), unit.text.splitlines(), before[0].path, unit.path, lineterm="", n=2
+                before.renamed.splitlines(),
+                unit.text.splitlines(),
+                before.unit.path,
+                unit.path,
+                lineterm="",
+                n=2,
             )
             yield Finding(f"changed: {unit.path}: {unit.name}", "\n".join(diff))
-        for unit, text in by_name.values():
-            yield Finding(f"removed: {unit.path}: {unit.name}", text)
+        for o in left:
+            yield Finding(f"removed: {o.unit.path}: {o.unit.name}", o.plain)
+
+
+@dataclass(frozen=True)
+class _Old:
+    """A statement of BASE: where it is after the moves, as the mappings rewrite it, and with the renames."""
+
+    unit: Unit
+    path: str
+    plain: str
+    renamed: str
+
+    def key(self, *, same_file: bool, renamed: bool) -> tuple[str, str]:
+        return (self.path if same_file else "", self.renamed if renamed else self.plain)
 
 
 def _test_module(path: str) -> bool:
