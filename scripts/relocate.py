@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.layout_facts import homes_table
-from scripts.relocate_fronts import FrontDoors
+from scripts.relocate_fronts import FrontDoors, bound_names
 from scripts.relocate_mapping import Mapping, MappingError, NameMap, module_path
 from scripts.relocate_python import PythonFile, in_room, rewrite_python
 
@@ -115,6 +115,8 @@ class Relocation:
         self.after = set(self.files)
         #: (front door, name, module) for every import redirected to a front door.
         self.exports: list[tuple[str, str, str]] = []
+        #: What each front door that is not lazy binds (None: lazy, blank or new, so regenerated).
+        self.front_names: dict[str, set[str] | None] = {}
 
     def _was_package(self, name: str) -> bool:
         move = next((m for m in self.mapping.moves if m.old == name), None)
@@ -175,6 +177,7 @@ class Relocation:
         names = self.names()
         self._check_fronts(plan)
         sources = {target: source for source, target in plan.moves.items()}
+        self.front_names = {front: self._bound(sources, front) for front in self.mapping.front_doors}
         originals: dict[str, str] = {}
         for path in sorted(after):
             source = sources.get(path, path)
@@ -204,6 +207,16 @@ class Relocation:
         """Whether a dotted module name is a module or package after the move."""
         return module_path(name, package=False) in self.after or module_path(name, package=True) in self.after
 
+    def _bound(self, sources: dict[str, str], front: str) -> set[str] | None:
+        """What a front door that is not lazy binds (None for one that is regenerated: lazy, blank or new)."""
+        init = module_path(front, package=True)
+        text = _read(self.root / sources.get(init, init)) if init in self.after else None
+        return None if text is None else bound_names(text)
+
+    def _provides(self, front: str, name: str) -> bool:
+        bound = self.front_names.get(front)
+        return bound is None or name in bound
+
     def _check_fronts(self, plan: Plan) -> None:
         for front in self.mapping.front_doors:
             init = module_path(front, package=True)
@@ -222,7 +235,7 @@ class Relocation:
             is_package=path.endswith("__init__.py"),
             shipped=top != "tests" and f"{top}/__init__.py" in self.after,
         )
-        result = rewrite_python(text, file, names, self.exists)
+        result = rewrite_python(text, file, names, self.exists, self._provides)
         plan.references += result.changes
         plan.notes.extend(result.notes)
         self.exports.extend(result.exports)

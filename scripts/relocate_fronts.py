@@ -83,6 +83,18 @@ def _top_names(tree: ast.Module, *, imports: bool) -> set[str]:
     return found
 
 
+def bound_names(text: str) -> set[str] | None:
+    """What a front door that is not lazy binds at its top level; None when it is regenerated (lazy, blank,
+    or not Python)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    if _is_blank(tree) or any(_target(node) == HOMES for node in tree.body):
+        return None
+    return _top_names(tree, imports=True)
+
+
 def _is_blank(tree: ast.Module) -> bool:
     """A docstring and ``from __future__`` imports at most: a front door to write whole."""
     return all(

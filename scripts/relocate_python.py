@@ -107,11 +107,19 @@ def _dotted(node: ast.expr) -> str | None:
 
 
 class _Rewriter:
-    def __init__(self, text: str, file: PythonFile, names: NameMap, is_module: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        text: str,
+        file: PythonFile,
+        names: NameMap,
+        is_module: Callable[[str], bool],
+        provides: Callable[[str, str], bool],
+    ) -> None:
         self.src = _Source(text)
         self.file = file
         self.names = names
         self.is_module = is_module
+        self.provides = provides
         self.edits: list[_Edit] = []
         self.result = Rewritten(text)
         self.chained: set[str] = set()  # old names bound by a plain ``import OLD``
@@ -155,6 +163,7 @@ class _Rewriter:
                 and not in_room(self.file.module, front)
                 and alias.name != "*"
                 and not self.is_module(f"{new_source}.{alias.name}")
+                and self.provides(front, alias.name)
             ):
                 targets.append((front, alias.name, alias.asname))
                 if new_source != front:
@@ -332,10 +341,19 @@ def _constant_runs(operands: list[ast.expr]) -> Iterator[list[ast.Constant]]:
 
 
 def rewrite_python(
-    text: str, file: PythonFile, names: NameMap, is_module: Callable[[str], bool]
+    text: str,
+    file: PythonFile,
+    names: NameMap,
+    is_module: Callable[[str], bool],
+    provides: Callable[[str, str], bool] | None = None,
 ) -> Rewritten:
-    """The file's text with its references to moved modules rewritten (see the module docstring)."""
-    rewriter = _Rewriter(text, file, names, is_module)
+    """The file's text with its references to moved modules rewritten (see the module docstring).
+
+    ``provides(front, name)`` says whether a front door gives a name (a lazy one, regenerated after the
+    move, gives every name; one that is not gives what it binds): an import of a name it does not give
+    keeps naming the module. Without it every front door gives every name.
+    """
+    rewriter = _Rewriter(text, file, names, is_module, provides or (lambda _front, _name: True))
     try:
         tree = ast.parse(text)
     except SyntaxError as error:

@@ -153,3 +153,18 @@ def test_an_import_whose_module_changes_keeps_its_comments() -> None:
     text = "from pkg.errors import (  # noqa: F401 - re-exported\n    PkgError,  # the one error\n)\n"
     assert rewrite(text).text == text.replace("from pkg.errors", "from pkg.base")
     assert rewrite("import pkg.errors  # plain\n").text == "import pkg.base._errors  # plain\n"
+
+
+def test_a_front_door_that_does_not_give_a_name_is_not_used_for_it() -> None:
+    file = PythonFile(
+        path="app/main.py", module="app.main", old_module="app.main", is_package=False, shipped=True
+    )
+    names = NameMap(MOVES, AFTER.__contains__)
+    result = rewrite_python(
+        "from pkg.errors import PkgError, explain\n",
+        file,
+        names,
+        AFTER.__contains__,
+        lambda front, name: name == "PkgError",
+    )
+    assert result.text == "from pkg.base import PkgError\nfrom pkg.base._errors import explain\n"
