@@ -182,7 +182,7 @@ class _Rewriter:
             name == alias.name and bound == alias.asname
             for (_, name, bound), alias in zip(targets, node.names, strict=True)
         )
-        if len(modules) == 1 and same_names:
+        if len(modules) == 1 and same_names and "" not in modules:
             self.replace_module(node, modules.pop())
         else:
             self.replace_statement(node, _from_statements(targets))
@@ -317,10 +317,14 @@ class _Rewriter:
 
 
 def _from_statements(targets: list[tuple[str, str, str | None]]) -> list[str]:
+    """``from MODULE import …`` per module; a module that became a top-level package is imported plainly."""
     grouped: dict[str, list[str]] = {}
     for module, name, bound in targets:
         grouped.setdefault(module, []).append(f"{name} as {bound}" if bound else name)
-    return [f"from {module} import {', '.join(names)}" for module, names in grouped.items()]
+    return [
+        f"from {module} import {', '.join(names)}" if module else f"import {', '.join(names)}"
+        for module, names in grouped.items()
+    ]
 
 
 def _div_operands(node: ast.expr) -> list[ast.expr]:

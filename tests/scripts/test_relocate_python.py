@@ -168,3 +168,19 @@ def test_a_front_door_that_does_not_give_a_name_is_not_used_for_it() -> None:
         lambda front, name: name == "PkgError",
     )
     assert result.text == "from pkg.base import PkgError\nfrom pkg.base._errors import explain\n"
+
+
+def test_a_package_that_becomes_top_level_is_imported_plainly() -> None:
+    file = PythonFile(
+        path="app/main.py", module="app.main", old_module="app.main", is_package=False, shipped=True
+    )
+    names = NameMap(
+        [Move("webhook.decisionlog", "decisionlog")], {"decisionlog"}.__contains__, ["webhook.decisionlog"]
+    )
+    result = rewrite_python(
+        "from webhook import decisionlog\nfrom webhook import decisionlog as log, wire\n",
+        file,
+        names,
+        {"decisionlog"}.__contains__,
+    )
+    assert result.text == "import decisionlog\nimport decisionlog as log\nfrom webhook import wire\n"
