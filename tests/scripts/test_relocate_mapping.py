@@ -81,8 +81,8 @@ def test_rewriting_twice_is_rewriting_once(words: list[str], separators: list[st
 
 
 def test_mirrored_tests_drop_underscores() -> None:
-    assert mirrored_test("verifier.base._errors", package=False) == "tests.verifier.base.test_errors"
-    assert mirrored_test("webhook.decisionlog", package=True) == "tests.webhook.decisionlog"
+    assert mirrored_test("pkg.base._errors", package=False) == "tests.pkg.base.test_errors"
+    assert mirrored_test("shop.ledger", package=True) == "tests.shop.ledger"
     assert (
         mirrored_test("verifier.engine._private.child", package=False)
         == "tests.verifier.engine.private.test_child"
@@ -92,18 +92,18 @@ def test_mirrored_tests_drop_underscores() -> None:
 def test_the_mapping_adds_the_moves_of_mirrored_tests(tmp_path: Path) -> None:
     mapping_file = tmp_path / "m.toml"
     mapping_file.write_text(
-        '[[move]]\nold = "webhook.decisionlog"\nnew = "decisionlog"\nfront = "decisionlog"\n'
-        '[[move]]\nold = "verifier.cache"\nnew = "verifier.base._cache"\n'
-        '[[move]]\nold = "tests.verifier.test_cache"\nnew = "tests.verifier.test_result_cache"\n'
-        '[[rename]]\nmodule = "decisionlog"\nold = "SQLiteStore"\nnew = "SqliteStore"\n'
+        '[[move]]\nold = "shop.ledger"\nnew = "ledger"\nfront = "ledger"\n'
+        '[[move]]\nold = "shop.cache"\nnew = "shop.base._cache"\n'
+        '[[move]]\nold = "tests.shop.test_cache"\nnew = "tests.shop.test_result_cache"\n'
+        '[[rename]]\nmodule = "ledger"\nold = "SQLiteStore"\nnew = "SqliteStore"\n'
     )
     mapping = Mapping.load(mapping_file)
-    moves = mapping.all_moves(lambda name: name == "webhook.decisionlog")
+    moves = mapping.all_moves(lambda name: name == "shop.ledger")
     assert [(m.old, m.new) for m in moves[len(mapping.moves) :]] == [
-        ("tests.webhook.decisionlog", "tests.decisionlog"),
-        ("tests.webhook.test_decisionlog", "tests.test_decisionlog"),
+        ("tests.shop.ledger", "tests.ledger"),
+        ("tests.shop.test_ledger", "tests.test_ledger"),
     ]  # the cache's test is moved by the mapping itself
-    assert mapping.front_doors == ["decisionlog"]
+    assert mapping.front_doors == ["ledger"]
     assert mapping.renames[0].new == "SqliteStore"
 
 

@@ -174,13 +174,7 @@ def test_a_package_that_becomes_top_level_is_imported_plainly() -> None:
     file = PythonFile(
         path="app/main.py", module="app.main", old_module="app.main", is_package=False, shipped=True
     )
-    names = NameMap(
-        [Move("webhook.decisionlog", "decisionlog")], {"decisionlog"}.__contains__, ["webhook.decisionlog"]
-    )
-    result = rewrite_python(
-        "from webhook import decisionlog\nfrom webhook import decisionlog as log, wire\n",
-        file,
-        names,
-        {"decisionlog"}.__contains__,
-    )
-    assert result.text == "import decisionlog\nimport decisionlog as log\nfrom webhook import wire\n"
+    names = NameMap([Move("shop.ledger", "ledger")], {"ledger"}.__contains__, ["shop.ledger"])
+    source = "from shop import ledger\nfrom shop import ledger as log, wire\n"
+    result = rewrite_python(source, file, names, {"ledger"}.__contains__)
+    assert result.text == "import ledger\nimport ledger as log\nfrom shop import wire\n"

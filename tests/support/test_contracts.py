@@ -45,7 +45,7 @@ TREE = {
     "verifier/crypto/keys.py": "from verifier.base._errors import Oops\n\n\nclass Key:\n    pass\n",
     "verifier/verify.py": "from verifier.crypto import Key\nfrom verifier import crypto\n",
     "policies/__init__.py": "",
-    "policies/rules.py": "from verifier.crypto.keys import Key\nimport trtguard\n",
+    "policies/toy_rules.py": "from verifier.crypto.keys import Key\nimport trtguard\n",
     "policies/_language.py": "from verifier.crypto import Key\n\n\nclass Oops:\n    pass\n",
     "trtguard/__init__.py": "",
     "trtguard/long.py": "x = 1\n" * 501,
@@ -60,7 +60,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
 
 def test_package_order(project: Project) -> None:
     assert PackageOrder(order=("trtguard", "policies", "verifier")).violations(project) == {
-        "policies.rules -> trtguard"
+        "policies.toy_rules -> trtguard"
     }
 
 
@@ -73,21 +73,21 @@ def test_tiers(project: Project) -> None:
 
 def test_walls_and_their_exceptions(project: Project) -> None:
     wall = Wall(sources=("policies",), targets=("verifier.crypto",), unless_sources=("policies._language",))
-    assert wall.violations(project) == {"policies.rules -> verifier.crypto.keys"}
+    assert wall.violations(project) == {"policies.toy_rules -> verifier.crypto.keys"}
     only = Wall(sources=("verifier.crypto",), targets=("verifier",), unless_targets=("verifier.crypto",))
     assert only.violations(project) == {"verifier.crypto.keys -> verifier.base._errors"}
 
 
 def test_front_doors(project: Project) -> None:
     assert FrontDoors().violations(project) == {
-        "policies.rules -> verifier.crypto.keys",
+        "policies.toy_rules -> verifier.crypto.keys",
         "verifier.crypto.keys -> verifier.base._errors",
     }
 
 
 def test_one_public_module(project: Project) -> None:
     assert OnePublicModule().violations(project) == {
-        "policies.rules",
+        "policies.toy_rules",
         "trtguard.long",
         "trtguard.long_ok",
         "verifier.crypto.keys",
