@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import resource
 import signal
 import threading
@@ -104,7 +105,10 @@ def test_the_time_left_to_the_request_shortens_the_limit(sandbox: CelSandbox) ->
     start = time.monotonic()
     outcome = evaluate(sandbox, SLOW, slow_data(), seconds=0.2)
     assert time.monotonic() - start < 1.2
-    assert isinstance(outcome, CelEvaluationError) and "within 0.2 s" in outcome.message
+    assert isinstance(outcome, CelEvaluationError)
+    # the limit is what was left of the 0.2 s when the worker got the expression (less on a busy machine)
+    limit = re.search(r"did not finish within ([0-9.]+) s", outcome.message)
+    assert limit is not None and 0 < float(limit.group(1)) <= 0.2, outcome.message
 
 
 def test_a_worker_that_dies_is_an_error_and_is_replaced(sandbox: CelSandbox) -> None:

@@ -1,4 +1,4 @@
-"""trtguard/cli/schema.py: ``trtguard schema manifest|policy|decision``."""
+"""trtguard/cli/schema.py: ``trtguard schema manifest|policy|decision``, valid and unchanged (snapshots)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,16 @@ import json
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 
+from tests.support.snapshots import assert_snapshot, cli_output
 from trtguard.cli import main
 from webhook.decisionlog import DecisionRecord
+
+#: Outputs the stages of issue 26 must not change: a command line and its snapshot in tests/data, one a line.
+SNAPSHOTS = [
+    (["schema", "manifest"], "900-schema-manifest.json"),
+    (["schema", "policy"], "901-schema-policy.json"),
+    (["schema", "decision"], "902-schema-decision.json"),
+]
 
 
 def _schema(which: str, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
@@ -63,3 +71,8 @@ def test_the_decision_record_schema_takes_records_and_refuses_others(
     ):
         with pytest.raises(jsonschema.ValidationError):
             validator.validate(broken)
+
+
+@pytest.mark.parametrize(("argv", "snapshot"), SNAPSHOTS, ids=[name for _, name in SNAPSHOTS])
+def test_the_output_is_unchanged(argv: list[str], snapshot: str) -> None:
+    assert_snapshot(cli_output(argv), snapshot)
