@@ -55,8 +55,12 @@ def _cli(*args: str) -> tuple[int, str]:
     return status, out.getvalue()
 
 
+def _time(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _scan(result: str, finished: datetime) -> dict[str, Any]:
-    moment = finished.strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = _time(finished)
     return {
         "scanner": {"uri": "pkg:pypi/pip-audit@2.10.1", "result": json.loads((DATA / result).read_text())},
         "metadata": {"scanStartedOn": moment, "scanFinishedOn": moment},
@@ -95,7 +99,7 @@ def world(registry: LocalRegistry, tmp_path_factory: pytest.TempPathFactory) -> 
             text.replace('namespaces: ["prod", "prod-*"]', f"namespaces: [{namespace}]")
         )
 
-    images = {name: tiny_image(name) for name in ("clean", "critical", "stale", "runtime")}
+    images = {name: tiny_image(name) for name in ("clean", "critical", "stale", "future", "runtime")}
 
     async def push() -> None:
         async with RegistryClient(plain_config(host)) as client:
@@ -108,15 +112,21 @@ def world(registry: LocalRegistry, tmp_path_factory: pytest.TempPathFactory) -> 
         "clean": _scan("606-pip-audit-clean.cdx.json", now),
         "critical": _scan("609-cyclonedx-vex-pyyaml-ratings.cdx.json", now),
         "stale": _scan("606-pip-audit-clean.cdx.json", now - timedelta(days=30)),
+        "future": _scan("606-pip-audit-clean.cdx.json", now),
     }
+    sbom = json.loads((DATA / "607-cyclonedx-py-requirements.cdx.json").read_text())
+    sboms = {name: [sbom] for name in scans}
+    # today's SBOM lists nothing (pip-audit offline: cannot tell); one dated next month would be the
+    # newest, and hide it, were it not refused
+    ahead = {**sbom, "metadata": {**sbom["metadata"], "timestamp": _time(now + timedelta(days=30))}}
+    sboms["future"] = [json.loads((DATA / "602-pip-audit-offline-skipped.cdx.json").read_text()), ahead]
     for name, scan in scans.items():
         subject = root / f"{name}.manifest.json"
         subject.write_bytes(images[name].manifest)  # the image manifest: its sha256 is the image digest
-        for predicate_type, predicate in (
-            (VULN, scan),
-            (CDX, json.loads((DATA / "607-cyclonedx-py-requirements.cdx.json").read_text())),
+        for index, (predicate_type, predicate) in enumerate(
+            [(VULN, scan), *((CDX, document) for document in sboms[name])]
         ):
-            file = root / f"{name}.{predicate_type.rsplit('/', 2)[-2]}.json"
+            file = root / f"{name}.{index}.json"
             file.write_text(json.dumps(predicate))
             status, _ = _cli(
                 "attest", "--predicate", str(file), "--type", predicate_type, "--subject", str(subject),
@@ -222,6 +232,13 @@ def test_check_admits_a_fresh_clean_scan_and_denies_a_critical_finding_and_a_sta
     assert "more than the 7d allowed" in result["violations"][0]["message"]
 
 
+def test_check_refuses_an_sbom_dated_in_the_future_that_would_hide_todays(world: dict[str, Any]) -> None:
+    status, result = check(world, _scanned(world, "future"))
+    assert status == 1
+    assert rules(result) == {("scanned-images", f"images.containers.attestations[{CDX}]", False)}
+    assert "says it was made in the future" in result["violations"][0]["message"]
+
+
 def test_check_as_names_the_requester(world: dict[str, Any]) -> None:
     deployment = _deployment(world)
     assert check(world, deployment, "--as", ARGOCD)[0] == 0
@@ -295,6 +312,10 @@ async def test_serve_denies_a_critical_finding_and_a_stale_scan(
     assert f"scanned-images/{NO_CRITICAL}" in critical["status"]["message"]
     stale = await _serve(server, _scanned(world, "stale"))
     assert stale["allowed"] is False and "more than the 7d allowed" in stale["status"]["message"]
+    future = await _serve(server, _scanned(world, "future"))
+    assert future["allowed"] is False
+    assert f"scanned-images/images.containers.attestations[{CDX}]" in future["status"]["message"]
+    assert "says it was made in the future" in future["status"]["message"]
 
 
 async def test_serve_judges_the_requester_from_user_info(
