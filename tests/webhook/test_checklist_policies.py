@@ -39,6 +39,29 @@ CDX = "https://cyclonedx.org/bom"
 NO_CRITICAL = f"images.containers.attestations[{VULN}].conditions.no-critical"
 ARGOCD = "system:serviceaccount:argocd:argocd-application-controller"
 H200 = {"nvidia.com/gpu.compute.major": "9", "nvidia.com/gpu.compute.minor": "0"}
+#: Lt 10 and Lt 1 to the scheduler (strconv.ParseInt reads any number of leading zeros): 7.0, 8.0 and 9.0 GPUs
+ZEROS = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "nvidia.com/gpu.compute.major",
+                            "operator": "Lt",
+                            "values": ["0000000000000000010"],
+                        },
+                        {
+                            "key": "nvidia.com/gpu.compute.minor",
+                            "operator": "Lt",
+                            "values": ["00000000000000000001"],
+                        },
+                    ]
+                }
+            ]
+        }
+    }
+}
 
 
 @pytest.fixture(scope="module")
@@ -268,6 +291,10 @@ def test_check_denies_an_engine_the_node_selection_does_not_fit(world: dict[str,
     assert status == 1
     assert rules(result) == {("engines-fit-gpus", "models.rules.gpuCompatibility.nodes", False)}
     assert 'nvidia.com/gpu.compute.major: "9"' in result["violations"][0]["fix"]
+    status, result = check(world, _gpu(world, "zeros", affinity=ZEROS))
+    assert status == 1
+    assert rules(result) == {("engines-fit-gpus", "models.rules.gpuCompatibility.nodes", False)}
+    assert "8.0, 9.0, where the engine does not load" in result["violations"][0]["message"]
 
 
 @pytest.fixture(scope="module")
@@ -345,3 +372,6 @@ async def test_serve_denies_an_engine_the_node_selection_does_not_fit(
     assert elsewhere["allowed"] is False
     assert "engines-fit-gpus/models.rules.gpuCompatibility.nodes" in elsewhere["status"]["message"]
     assert "compute capability 8.0" in elsewhere["status"]["message"]
+    zeros = await _serve(server, _gpu(world, "zeros", affinity=ZEROS))
+    assert zeros["allowed"] is False
+    assert "8.0, 9.0, where the engine does not load" in zeros["status"]["message"]
