@@ -37,6 +37,7 @@ from verifier.errors import InputError
 from verifier.references import ImageReference
 from verifier.scans import is_scan_predicate_type
 from verifier.validation import short_repr
+from verifier.visible import visible
 from verifier.yamldoc import Document, decode, load_documents
 
 #: Names that CEL expressions may refer to.
@@ -68,7 +69,7 @@ class PolicyLoadError(InputError):
         if len(self.problems) == 1:
             return super().diagnostics()
         lines = [f"{len(self.problems)} problems in the policies (nothing was loaded):"]
-        lines += [f"  {p}" for p in self.problems]
+        lines += [f"  {visible(p)}" for p in self.problems]
         return "\n".join(lines)
 
 

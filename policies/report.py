@@ -1,4 +1,8 @@
-"""Output formats of ``trtguard check``: a table for people, JSON, JUnit XML and SARIF 2.1.0 for machines."""
+"""Output formats of ``trtguard check``: a table for people, JSON, JUnit XML and SARIF 2.1.0 for machines.
+
+The table shows every invisible or line-breaking character of what it prints as ``<U+XXXX>``
+(:mod:`verifier.visible`); the machine formats keep the text as it is, escaped by their encoders.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from policies.check import CheckReport, Outcome
 from policies.evaluator import HISTORY_NOT_CONSULTED
 from policies.results import Action
 from verifier.errors import InputError
+from verifier.visible import visible
 
 FORMATS = ("table", "json", "junit", "sarif")
 
@@ -71,7 +76,8 @@ def _table(report: CheckReport) -> str:
             lines.append(f"      fix: {violation.fix}")
         lines += [f"  note: {note}" for note in decision.notes]
     for problem in report.problems:
-        lines.append(f"ERROR  {problem.diagnostics()}")
+        first, *rest = problem.diagnostics().split("\n")
+        lines += [f"ERROR  {first}", *rest]
     total = len(report.outcomes)
     errors = report.errors
     lines.append(
@@ -80,7 +86,9 @@ def _table(report: CheckReport) -> str:
         f"{errors} input error{'s' if errors != 1 else ''}"
         + (f"; policy revision {report.policy_revision}" if report.policy_revision else "")
     )
-    return "\n".join(lines) + "\n"
+    # Names, references and messages come from the files checked: each line is one line, and shows what a
+    # right-to-left override or an invisible character would hide (a newline in a name cannot forge one).
+    return "\n".join(map(visible, lines)) + "\n"
 
 
 def _outcome_json(outcome: Outcome) -> dict[str, Any]:

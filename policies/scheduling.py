@@ -7,14 +7,22 @@ pod spec (each template's is read on its own: :meth:`policies.pods.PodTemplate.n
 terms a node may satisfy, each a list of label requirements with the nodeSelector folded in, and
 :meth:`NodeTerm.numbers` / :meth:`NodeTerm.texts` say which values a label can have on such a node.
 Preferred affinity, taints and tolerations never confine a Pod, so they are not read.
+
+Requirements mean what they mean to the scheduler (k8s.io/component-helpers nodeaffinity, apimachinery
+labels): a term with a requirement ``labels.NewRequirement`` refuses (a ``Gt``/``Lt`` value that is not one
+integer as Go's ``strconv.ParseInt`` reads it, a value that is not a label value) matches no node, though
+the API server admits the Pod; ``Gt``/``Lt`` compare the node's label value read by ``ParseInt`` too, so a
+node labelled ``09`` has 9 (:mod:`policies.labels`). Saying that a term matches no node admits what it
+asks for, so it is said only where the scheduler says so.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+from policies.labels import INT64_MAX, LABEL_VALUE_MAX_LENGTH, is_label_value, parse_int64
 
 __all__ = [
     "Admitted",
@@ -26,7 +34,6 @@ __all__ = [
 
 _OPERATORS: Final = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 _AFFINITY: Final = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-_INTEGER: Final = re.compile(r"[+-]?[0-9]{1,18}")
 #: A range of label numbers up to this long is listed value by value; a longer one counts as unbounded.
 _MAX_RANGE: Final = 1000
 
@@ -60,8 +67,15 @@ class NodeTerm:
     path: str
     """Where the term is, for messages (``spec.nodeSelector`` or ``spec.affinity...nodeSelectorTerms[1]``)."""
 
+    @property
+    def matches_no_node(self) -> bool:
+        """Whether the scheduler refuses one of the term's requirements, so that no node matches it."""
+        return not all(map(_parses, self.requirements))
+
     def texts(self, key: str) -> frozenset[str] | None:
         """Every value of label ``key`` a node may have (None: not a finite set, or the label may lack)."""
+        if self.matches_no_node:
+            return frozenset()
         found: frozenset[str] | None = None
         for requirement in self.requirements:
             if requirement.key == key and requirement.operator == "In":
@@ -74,26 +88,33 @@ class NodeTerm:
 
     def numbers(self, key: str) -> Admitted:
         """The integer values of label ``key`` a node may have (a value that is no integer never counts)."""
-        low: int | None = None
-        high: int | None = None
+        if self.matches_no_node:
+            return Admitted(frozenset(), None)
+        # A label value has no sign, so the integer ParseInt reads from it is between 0 and INT64_MAX.
+        low, high, compared = 0, INT64_MAX, False
         for requirement in self.requirements:
-            if requirement.key != key or requirement.operator not in ("Gt", "Lt"):
-                continue
-            bound = _integer(requirement.values[0]) if len(requirement.values) == 1 else None
+            compares = requirement.key == key and requirement.operator in ("Gt", "Lt")
+            bound = parse_int64(requirement.values[0]) if compares else None  # parses: matches_no_node
             if bound is None:
-                return Admitted(frozenset(), None)  # the API server refuses such a term: no node matches it
+                continue
+            compared = True
             if requirement.operator == "Gt":
-                low = bound + 1 if low is None else max(low, bound + 1)
+                low = max(low, bound + 1)
             else:
-                high = bound - 1 if high is None else min(high, bound - 1)
+                high = min(high, bound - 1)
         texts = self.texts(key)
-        excluded = {v for r in self.requirements if r.key == key and r.operator == "NotIn" for v in r.values}
         if texts is not None:
-            numbers = {n for n in map(_integer, texts) if n is not None}
-            numbers = {n for n in numbers if (low is None or n >= low) and (high is None or n <= high)}
+            numbers = {n for n in map(parse_int64, texts) if n is not None}
+            if compared:
+                numbers = {n for n in numbers if low <= n <= high}
             return Admitted(frozenset(numbers), min(numbers, default=None))
-        if low is not None and high is not None and high - low <= _MAX_RANGE:
-            numbers = {n for n in range(low, high + 1) if str(n) not in excluded}
+        if not compared:
+            return Admitted(None, None)  # the label may lack, or be no integer
+        if high - low <= _MAX_RANGE:
+            excluded = {
+                v for r in self.requirements if r.key == key and r.operator == "NotIn" for v in r.values
+            }
+            numbers = {n for n in range(low, high + 1) if not _spelled_out(n, excluded)}
             return Admitted(frozenset(numbers), min(numbers, default=None))
         return Admitted(None, low)
 
@@ -163,6 +184,20 @@ def _requirement(item: object) -> LabelRequirement | None:
     return LabelRequirement(key, str(operator), tuple(values))
 
 
-def _integer(text: str) -> int | None:
-    # Kubernetes compares Gt/Lt with strconv.ParseInt on the node's label value (no spaces, no underscores)
-    return int(text) if _INTEGER.fullmatch(text) else None
+def _parses(requirement: LabelRequirement) -> bool:
+    """Whether apimachinery's ``labels.NewRequirement`` takes the requirement (its key is not checked: the
+    API server refuses a Pod with an invalid one, and a term judged as matching nodes asks for more)."""
+    values = requirement.values
+    if not all(map(is_label_value, values)):
+        return False
+    if requirement.operator in ("In", "NotIn"):
+        return bool(values)
+    if requirement.operator in ("Exists", "DoesNotExist"):
+        return not values
+    return len(values) == 1 and parse_int64(values[0]) is not None  # Gt, Lt
+
+
+def _spelled_out(number: int, excluded: set[str]) -> bool:
+    """Whether ``NotIn`` excludes every label value that reads as ``number`` (``9``, ``09``, ``009``, ...)."""
+    text = str(number)
+    return all("0" * zeros + text in excluded for zeros in range(LABEL_VALUE_MAX_LENGTH - len(text) + 1))

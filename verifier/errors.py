@@ -24,10 +24,21 @@ class TrtguardError(Exception):
         return f"{self.location}: {self.message}" if self.location else self.message
 
     def diagnostics(self) -> str:
-        """The full text for a person: location, message and, where known, what to do."""
-        text = str(self)
+        """The full text for a person: location, message and, where known, what to do.
+
+        Messages quote names and values from the input. Every invisible or line-breaking character in them
+        is written out (:func:`verifier.visible.visible`) but the newlines that separate a message's own
+        lines (a list of problems); the location, a file or a field, is written out whole.
+        """
+        # Imported here: a command that shows no error does not load it (start-up time, issue 15).
+        from verifier.visible import visible  # noqa: PLC0415
+
+        def lines(text: str) -> str:
+            return "\n".join(map(visible, text.split("\n")))
+
+        text = f"{visible(self.location)}: {lines(self.message)}" if self.location else lines(self.message)
         if self.hint:
-            text += f"\n  hint: {self.hint}"
+            text += f"\n  hint: {lines(self.hint)}"
         return text
 
 

@@ -1,9 +1,11 @@
 """Image attestations with conditions (``images[].attestations[].maxAge`` and ``.conditions``).
 
 The attestation must be signed by the rule's signers and, for SBOMs and scans (:mod:`verifier.scans`), the
-newest one by the time it records is judged: ``maxAge`` measures from the older of the scan time and the
-vulnerability database's time where the document gives it, and a time in the future is refused. For other
-predicate types every signed attestation must meet the conditions. Conditions are CEL over ``predicate``
+newest one by the time it records is judged. A document dated in the future (beyond
+:data:`~policies.rules.evaluation.CLOCK_SKEW`) is refused whatever the rule says: it would be the newest
+until that time came and hide every document attested before it. ``maxAge`` measures from the older of the
+scan time and the vulnerability database's time where the document gives it. For other predicate types
+every signed attestation must meet the conditions. Conditions are CEL over ``predicate``
 (the signed predicate as it is) and ``scan`` (the document read into one shape, docs/scans.md).
 
 What a document cannot tell is left out of ``scan`` (a severity no rating gives, the vulnerabilities of a
@@ -22,7 +24,7 @@ from typing import Any, Final
 
 from policies.cel import MISSING_KEY_HINT, CelEvaluationError, prepare_activation
 from policies.loader import CompiledExpression
-from policies.rules.evaluation import Evaluation
+from policies.rules.evaluation import CLOCK_SKEW, Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import AttestationRule
 from policies.verified import VerifiedPredicate
@@ -31,8 +33,6 @@ from verifier.scans import is_scan_predicate_type
 
 __all__ = ["check"]
 
-#: How far a scan may be dated ahead of this clock (scanners' clocks drift).
-_CLOCK_SKEW: Final = timedelta(minutes=5)
 _READS_SCAN: Final = re.compile(r"\bscan\b")
 _READS_PREDICATE: Final = re.compile(r"\bpredicate\b")
 
@@ -59,6 +59,8 @@ async def check(
     if verified is None:
         return []
     judged = [_newest(verified)] if scans else list(verified)
+    if scans and _from_the_future(run.clock(), found, rule_id, rule, judged[0]):
+        return judged
     if max_age is not None:
         _max_age(run.clock(), found, f"{rule_id}.maxAge", rule, max_age, judged[0])
     for document in judged:
@@ -75,6 +77,30 @@ def _newest(verified: Sequence[VerifiedPredicate]) -> VerifiedPredicate:
         return (0, 0.0) if made is None else (1, made.timestamp())
 
     return max(verified, key=when)
+
+
+def _from_the_future(
+    now: datetime, found: Findings, rule_id: str, rule: AttestationRule, document: VerifiedPredicate
+) -> bool:
+    """Whether ``document`` is dated ahead of ``now`` (beyond the clock skew): then it is refused."""
+    scan = document.scan
+    if scan is None:
+        return False
+    for label, moment in (
+        ("made", scan.scanned_at),
+        ("made with a vulnerability database built", scan.database_at),
+    ):
+        if moment is not None and moment - now > CLOCK_SKEW:
+            found.add(
+                rule_id,
+                f"the newest {rule.predicate_type} attestation ({document.origin}) says it was {label} in "
+                f"the future ({_time(moment)}), so it cannot be judged, and it would hide every document "
+                "attested before it",
+                "remove that attestation from the image, record times from a synchronised clock and attest "
+                "the document again",
+            )
+            return True
+    return False
 
 
 def _max_age(
@@ -95,17 +121,6 @@ def _max_age(
             error=True,
         )
         return
-    for label, moment in (
-        ("scanned", scan.scanned_at),
-        ("its vulnerability database was built", scan.database_at),
-    ):
-        if moment is not None and moment - now > _CLOCK_SKEW:
-            found.add(
-                rule_id,
-                f"the document says it was {label} in the future ({_time(moment)})",
-                "record the time from a synchronised clock and attest the document again",
-            )
-            return
     age = now - scan.freshness
     if age > max_age:
         database = (

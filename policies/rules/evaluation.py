@@ -12,7 +12,7 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from policies.budget import UNLIMITED, Budget
@@ -52,9 +52,13 @@ from verifier.evidence import ArtifactAttestations, EvidenceSource
 from verifier.references import ImageReference, InvalidReference
 from verifier.scans import is_scan_predicate_type
 
-__all__ = ["LAST_APPLIED", "AdmissionHistory", "Changes", "Counted", "Evaluation"]
+__all__ = ["CLOCK_SKEW", "LAST_APPLIED", "AdmissionHistory", "Changes", "Counted", "Evaluation"]
 
 T = TypeVar("T")
+
+#: How far signed evidence (a build manifest, a scan) may be dated ahead of :attr:`Evaluation.clock`:
+#: the clocks of build machines and scanners drift. Anything dated further ahead is refused.
+CLOCK_SKEW = timedelta(minutes=5)
 
 #: kubectl's copy of the applied object: large, and no rule reads it.
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"

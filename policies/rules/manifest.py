@@ -9,16 +9,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from policies.results import BuildManifestRecord
-from policies.rules.evaluation import Counted, Evaluation
+from policies.rules.evaluation import CLOCK_SKEW, Counted, Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import BuildManifestRule
 from policies.verified import VerifiedManifest
 from verifier.references import ImageReference
 
 __all__ = ["check_max_age", "verify"]
-
-#: How far a build manifest may be dated ahead of this clock (build machines' clocks drift).
-_CLOCK_SKEW = timedelta(minutes=5)
 
 
 async def verify(
@@ -60,7 +57,7 @@ def check_max_age(
         return
     built = verified.manifest.build_timestamp
     age = run.clock() - built
-    if age < -_CLOCK_SKEW:  # a manifest dated in the future would never expire
+    if age < -CLOCK_SKEW:  # a manifest dated in the future would never expire
         message = f"the build manifest is dated {_duration(-age)} in the future ({built})"
         fix = "record the build time from a synchronised clock and sign the manifest again"
     elif age > max_age:

@@ -152,6 +152,27 @@ def test_malformed_input_exits_two_after_checking_the_rest(
     assert "3 input errors" in out
 
 
+def test_the_table_shows_one_line_per_line_whatever_the_names_hold(
+    setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A name that carries a newline and a right-to-left override would forge an ALLOW line and reverse the
+    # text after it; an image with a line separator and a tag character, a file name with an escape.
+    args, material = setup
+    forged = pod(
+        "evil\nALLOW  Pod prod/fake (ok.yaml:1)\u202e", images=("nvcr.io/nvidia/tensorrt:1\u2028\U000e0041",)
+    )
+    path = write(material.root / "evil\x1b[2K.yaml", forged)
+    status, out, _ = run(["check", *args, str(path)], capsys)
+    assert status == 1
+    assert out.count("\n") == len(out.splitlines()) and not any(
+        c in out for c in "\u202e\u2028\x1b\U000e0041"
+    )
+    [verdict] = [line for line in out.splitlines() if line.startswith(("ALLOW", "DENY"))]
+    assert verdict.startswith("DENY   Pod prod/evil<U+000A>ALLOW  Pod prod/fake (ok.yaml:1)<U+202E> (")
+    assert "evil<U+001B>[2K.yaml:1)" in verdict
+    assert "nvcr.io/nvidia/tensorrt:1<U+2028><U+E0041>" in out
+
+
 def test_huge_and_deep_documents_are_refused(
     setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str]
 ) -> None:

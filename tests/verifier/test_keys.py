@@ -353,10 +353,10 @@ def test_public_key_block_search_is_linear() -> None:
     # A PEM from a Rekor entry body is read before any log signature is checked. A lazy BEGIN…END pattern
     # rescanned the rest of the text for each unterminated BEGIN: 8000 of them took about 15 s.
     key = keys.generate_private_key().public_key()
-    started = time.monotonic()
+    started = time.thread_time()  # CPU time: the work, not what a loaded machine gives to others
     with pytest.raises(InvalidKey, match="BEGIN PUBLIC KEY"):
         PublicKey.from_pem(b"-----BEGIN PUBLIC KEY-----" * 8000)
-    assert time.monotonic() - started < 1
+    assert time.thread_time() - started < 1
     # The first complete block still counts, after unterminated blocks of the other label.
     assert PublicKey.from_pem(b"-----BEGIN RSA PUBLIC KEY-----\n" * 3 + key.to_pem()) == key
 

@@ -38,6 +38,19 @@ def serve_args(material: Material, policies: Path) -> list[str]:
     ]
 
 
+def cel_workers(server: WebhookProcess) -> int:
+    """How many CEL worker processes (policies.cel.sandbox) the server runs now."""
+    found = 0
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(status.read_text().rsplit(")", 1)[1].split()[1])
+            command = (status.parent / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        found += parent == server.pid and b"policies.cel.worker" in command
+    return found
+
+
 def peak_rss(server: WebhookProcess) -> int:
     """The server's peak resident memory so far, in bytes (VmHWM)."""
     for line in Path(f"/proc/{server.pid}/status").read_text().splitlines():
@@ -127,6 +140,13 @@ async def test_an_expensive_expression_is_a_timely_denial_and_blocks_nobody(
 
         answer, _ = await judge(normal)
         assert answer["allowed"], answer  # the evidence is now cached
+        # Both CEL workers started (they start when first needed): starting one is a second or more on a
+        # loaded machine, and would be counted against the Pod that happens to need it.
+        for _ in range(20):
+            if cel_workers(server) == 2:
+                break
+            await asyncio.gather(judge(normal), judge(normal))
+        assert cel_workers(server) == 2
         before = peak_rss(server)
         slowest_probe = 0.0
 

@@ -39,6 +39,29 @@ CDX = "https://cyclonedx.org/bom"
 NO_CRITICAL = f"images.containers.attestations[{VULN}].conditions.no-critical"
 ARGOCD = "system:serviceaccount:argocd:argocd-application-controller"
 H200 = {"nvidia.com/gpu.compute.major": "9", "nvidia.com/gpu.compute.minor": "0"}
+#: Lt 10 and Lt 1 to the scheduler (strconv.ParseInt reads any number of leading zeros): 7.0, 8.0 and 9.0 GPUs
+ZEROS = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "nvidia.com/gpu.compute.major",
+                            "operator": "Lt",
+                            "values": ["0000000000000000010"],
+                        },
+                        {
+                            "key": "nvidia.com/gpu.compute.minor",
+                            "operator": "Lt",
+                            "values": ["00000000000000000001"],
+                        },
+                    ]
+                }
+            ]
+        }
+    }
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +78,12 @@ def _cli(*args: str) -> tuple[int, str]:
     return status, out.getvalue()
 
 
+def _time(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _scan(result: str, finished: datetime) -> dict[str, Any]:
-    moment = finished.strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = _time(finished)
     return {
         "scanner": {"uri": "pkg:pypi/pip-audit@2.10.1", "result": json.loads((DATA / result).read_text())},
         "metadata": {"scanStartedOn": moment, "scanFinishedOn": moment},
@@ -95,7 +122,7 @@ def world(registry: LocalRegistry, tmp_path_factory: pytest.TempPathFactory) -> 
             text.replace('namespaces: ["prod", "prod-*"]', f"namespaces: [{namespace}]")
         )
 
-    images = {name: tiny_image(name) for name in ("clean", "critical", "stale", "runtime")}
+    images = {name: tiny_image(name) for name in ("clean", "critical", "stale", "future", "runtime")}
 
     async def push() -> None:
         async with RegistryClient(plain_config(host)) as client:
@@ -108,15 +135,21 @@ def world(registry: LocalRegistry, tmp_path_factory: pytest.TempPathFactory) -> 
         "clean": _scan("606-pip-audit-clean.cdx.json", now),
         "critical": _scan("609-cyclonedx-vex-pyyaml-ratings.cdx.json", now),
         "stale": _scan("606-pip-audit-clean.cdx.json", now - timedelta(days=30)),
+        "future": _scan("606-pip-audit-clean.cdx.json", now),
     }
+    sbom = json.loads((DATA / "607-cyclonedx-py-requirements.cdx.json").read_text())
+    sboms = {name: [sbom] for name in scans}
+    # today's SBOM lists nothing (pip-audit offline: cannot tell); one dated next month would be the
+    # newest, and hide it, were it not refused
+    ahead = {**sbom, "metadata": {**sbom["metadata"], "timestamp": _time(now + timedelta(days=30))}}
+    sboms["future"] = [json.loads((DATA / "602-pip-audit-offline-skipped.cdx.json").read_text()), ahead]
     for name, scan in scans.items():
         subject = root / f"{name}.manifest.json"
         subject.write_bytes(images[name].manifest)  # the image manifest: its sha256 is the image digest
-        for predicate_type, predicate in (
-            (VULN, scan),
-            (CDX, json.loads((DATA / "607-cyclonedx-py-requirements.cdx.json").read_text())),
+        for index, (predicate_type, predicate) in enumerate(
+            [(VULN, scan), *((CDX, document) for document in sboms[name])]
         ):
-            file = root / f"{name}.{predicate_type.rsplit('/', 2)[-2]}.json"
+            file = root / f"{name}.{index}.json"
             file.write_text(json.dumps(predicate))
             status, _ = _cli(
                 "attest", "--predicate", str(file), "--type", predicate_type, "--subject", str(subject),
@@ -222,6 +255,13 @@ def test_check_admits_a_fresh_clean_scan_and_denies_a_critical_finding_and_a_sta
     assert "more than the 7d allowed" in result["violations"][0]["message"]
 
 
+def test_check_refuses_an_sbom_dated_in_the_future_that_would_hide_todays(world: dict[str, Any]) -> None:
+    status, result = check(world, _scanned(world, "future"))
+    assert status == 1
+    assert rules(result) == {("scanned-images", f"images.containers.attestations[{CDX}]", False)}
+    assert "says it was made in the future" in result["violations"][0]["message"]
+
+
 def test_check_as_names_the_requester(world: dict[str, Any]) -> None:
     deployment = _deployment(world)
     assert check(world, deployment, "--as", ARGOCD)[0] == 0
@@ -251,6 +291,10 @@ def test_check_denies_an_engine_the_node_selection_does_not_fit(world: dict[str,
     assert status == 1
     assert rules(result) == {("engines-fit-gpus", "models.rules.gpuCompatibility.nodes", False)}
     assert 'nvidia.com/gpu.compute.major: "9"' in result["violations"][0]["fix"]
+    status, result = check(world, _gpu(world, "zeros", affinity=ZEROS))
+    assert status == 1
+    assert rules(result) == {("engines-fit-gpus", "models.rules.gpuCompatibility.nodes", False)}
+    assert "8.0, 9.0, where the engine does not load" in result["violations"][0]["message"]
 
 
 @pytest.fixture(scope="module")
@@ -295,6 +339,10 @@ async def test_serve_denies_a_critical_finding_and_a_stale_scan(
     assert f"scanned-images/{NO_CRITICAL}" in critical["status"]["message"]
     stale = await _serve(server, _scanned(world, "stale"))
     assert stale["allowed"] is False and "more than the 7d allowed" in stale["status"]["message"]
+    future = await _serve(server, _scanned(world, "future"))
+    assert future["allowed"] is False
+    assert f"scanned-images/images.containers.attestations[{CDX}]" in future["status"]["message"]
+    assert "says it was made in the future" in future["status"]["message"]
 
 
 async def test_serve_judges_the_requester_from_user_info(
@@ -324,3 +372,6 @@ async def test_serve_denies_an_engine_the_node_selection_does_not_fit(
     assert elsewhere["allowed"] is False
     assert "engines-fit-gpus/models.rules.gpuCompatibility.nodes" in elsewhere["status"]["message"]
     assert "compute capability 8.0" in elsewhere["status"]["message"]
+    zeros = await _serve(server, _gpu(world, "zeros", affinity=ZEROS))
+    assert zeros["allowed"] is False
+    assert "8.0, 9.0, where the engine does not load" in zeros["status"]["message"]

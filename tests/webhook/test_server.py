@@ -567,9 +567,18 @@ async def test_a_policy_file_emptied_and_rewritten_under_load_never_admits_what_
         await asyncio.sleep(0.3)
         target = policies / "trusted-base-images.yaml"
         content = target.read_bytes()
+        judged = len(verdicts)
         with target.open("wb"):
             pass  # truncated, as an editor or `cp` does before writing
         await asyncio.sleep(1.5)
+
+        async def truncation_seen_under_load() -> bool:
+            # the emptied file was read (a failed reload), and Pods were judged meanwhile: on a loaded
+            # machine the 1.5 s alone may hold neither
+            failure = (await client.get("/readyz")).json()["policies"]["last_reload_error"]
+            return failure is not None and len(verdicts) - judged >= 20
+
+        await wait_until(truncation_seen_under_load, within=30)
         target.write_bytes(content)
         await wait_until(
             lambda: _with(

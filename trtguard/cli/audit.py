@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
+from trtguard.cli.audit_lines import print_record
 from verifier.errors import InputError
 from webhook.settings import DEFAULT_DECISION_LOG
 
@@ -166,7 +166,7 @@ def _tail(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 intact = follows(stored, last)
                 if not intact and not args.no_verify:
                     _warn(f"record seq {stored.seq} does not link to the record before it; marked UNVERIFIED")
-                _print(stored, args.format, out, None if args.no_verify else intact)
+                print_record(stored, args.format, out, None if args.no_verify else intact)
                 last = stored
             out.flush()  # a pipe (| jq) sees each decision when it is recorded, not once a buffer is full
 
@@ -179,7 +179,7 @@ def _print_checked(records: Sequence[StoredRecord], chain: ChainCheck, fmt: str,
     for stored in records:
         intact = chain.intact(stored)
         unverified += intact is False
-        _print(stored, fmt, out, intact)
+        print_record(stored, fmt, out, intact)
     warning = chain.warning(unverified)
     if warning is not None:
         _warn(warning)
@@ -220,35 +220,6 @@ def _query(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return _print_checked(found, await check_chain(store, verify=not args.no_verify), args.format, out)
 
     return _run(args, work)
-
-
-def _print(stored: StoredRecord, fmt: str, out: TextIO, intact: bool | None) -> None:
-    """One record; ``intact`` says whether the chain vouches for it (None: not checked)."""
-    record = stored.record
-    if fmt == "json":
-        data: dict[str, Any] = {"seq": stored.seq, "hash": stored.hash, "prev_hash": stored.prev_hash}
-        data["record"] = record.to_json()
-        data["verified"] = intact
-        print(json.dumps(data, ensure_ascii=False), file=out)
-        return
-    if intact is False:
-        print(f"UNVERIFIED (not vouched for by the hash chain): #{stored.seq}", file=out)
-    verdict = "ALLOW" if record.allowed else "DENY "
-    where = "/".join(part for part in (record.namespace, record.kind, record.name) if part)
-    sub = f"/{record.sub_resource}" if record.sub_resource else ""
-    dry = " (dry run)" if record.dry_run else ""
-    user = f" by {record.user}" if record.user else ""
-    line = f"{_stamp(record.time)}  #{stored.seq:<6} {verdict} {record.operation:<7} {where}{sub}{dry}{user}"
-    line += f"  [{record.reason}, {record.latency_us / 1000:.1f} ms, uid {record.uid}]"
-    print(line, file=out)
-    if record.message:
-        print(f"    {record.message}", file=out)
-    for warning in record.warnings:
-        print(f"    warning: {warning}", file=out)
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _time(text: str | None, flag: str) -> datetime | None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from trtguard.cli._args import add_evidence_arguments, wants_evidence
 from trtguard.cli._commands import Subparsers, add_subcommand
+from trtguard.cli.audit_lines import say, stamp
 from verifier.errors import InputError
 
 if TYPE_CHECKING:
@@ -101,32 +102,32 @@ def _print_carried(carried: Carried, out: TextIO) -> None:
     """After rotation: where the live records start, and the last admissions carried forward."""
     if not carried.base_seq:
         return
-    print(
+    say(
+        out,
         f"records up to seq {carried.base_seq} were pruned (their archived segments hold the earlier "
         "changes)" + ("" if carried.stored else "; what was admitted before them is NOT known"),
-        file=out,
     )
     for workload in carried.workloads:
         for admission in workload.admissions:
             engines = ", ".join(str(e.get("reference")) for e in admission.engines)
-            print(
+            say(
+                out,
                 f"  carried forward: {workload.kind} last admitted #{admission.seq} at {admission.time}: "
                 f"{engines}",
-                file=out,
             )
 
 
 def _print_undelivered(undelivered: Sequence[dict[str, Any]], out: TextIO) -> None:
     if not undelivered:
         return
-    print(
+    say(
+        out,
         f"\n{len(undelivered)} allow(s) not delivered: the webhook answered deny (AnswerNotDelivered), "
         "so they changed nothing and are not listed above:",
-        file=out,
     )
     for item in undelivered:
         who = f" by {item['user']}" if item["user"] else ""
-        print(f"  #{item['seq']}  {item['time']}  {item['operation']}{who}  uid {item['uid']}", file=out)
+        say(out, f"  #{item['seq']}  {item['time']}  {item['operation']}{who}  uid {item['uid']}")
 
 
 def _chain_json(chain: ChainCheck) -> dict[str, Any] | None:
@@ -177,44 +178,42 @@ def _print_history(
     out: TextIO,
 ) -> None:
     from trtguard.audit.history import signer_names  # noqa: PLC0415
-    from trtguard.cli.audit import _stamp  # noqa: PLC0415
 
-    print(f"{workload}: {len(entries)} admitted change(s), from {source}", file=out)
+    say(out, f"{workload}: {len(entries)} admitted change(s), from {source}")
     if not comparisons and any(c.artifact == "engine" and c.old for e in entries for c in e.changes):
-        print("  (give --attestations DIR or --registry-config FILE to compare build manifests)", file=out)
+        say(out, "  (give --attestations DIR or --registry-config FILE to compare build manifests)")
     for entry in entries:
         who = f" by {entry.user}" if entry.user else ""
         groups = f" (groups: {', '.join(entry.groups)})" if entry.groups else ""
         revision = (entry.policy_revision or "-")[:19]
         mark = "  UNVERIFIED" if verified.get(entry.seq) is False else ""
-        print(
-            f"\n#{entry.seq}  {_stamp(entry.time)}  {entry.operation} {entry.kind}{who}{groups}  "
+        say(
+            out,
+            f"\n#{entry.seq}  {stamp(entry.time)}  {entry.operation} {entry.kind}{who}{groups}  "
             f"policies {revision}…{mark}",
-            file=out,
         )
         if entry.format < 2:
-            print("    (a record written before evidence was recorded: references only)", file=out)
+            say(out, "    (a record written before evidence was recorded: references only)")
         for change in entry.changes:
             was = f"  (was {change.old.rsplit('@', 1)[-1][:19]}…)" if change.old else "  (new)"
-            print(f"    {change.artifact} {change.slot!r}: {change.new}{was}", file=out)
+            say(out, f"    {change.artifact} {change.slot!r}: {change.new}{was}")
             recorded = change.recorded
             if change.artifact == "image":
                 for signature in _items(recorded, "signatures"):
                     signed = ", ".join(signer_names(signature.get("signers")))
-                    print(
-                        f"      signed by {signed} ({signature.get('format')} {signature.get('digest')})",
-                        file=out,
+                    say(
+                        out, f"      signed by {signed} ({signature.get('format')} {signature.get('digest')})"
                     )
                 for attestation in _items(recorded, "attestations"):
                     signed = ", ".join(signer_names(attestation.get("signers")))
-                    print(f"      attested {attestation.get('predicate_type')} by {signed}", file=out)
+                    say(out, f"      attested {attestation.get('predicate_type')} by {signed}")
                 continue
             for built in _items(recorded, "build_manifests"):
-                print(
+                say(
+                    out,
                     f"      audit ID {built.get('audit_id')}; TensorRT {built.get('tensorrt_version')}; "
                     f"precisions {', '.join(map(str, built.get('precisions') or []))}; build manifest "
                     f"{built.get('digest')} signed by {', '.join(signer_names(built.get('signers')))}",
-                    file=out,
                 )
             for control in _items(recorded, "change_control"):
                 _print_change_control(control, out)
@@ -222,7 +221,7 @@ def _print_history(
             if comparison is not None:
                 _print_comparison(change.old, comparison, out)
     if comparisons:
-        print("\n(build manifests compared as attached now; the records name the ones counted)", file=out)
+        say(out, "\n(build manifests compared as attached now; the records name the ones counted)")
 
 
 def _print_change_control(control: dict[str, Any], out: TextIO) -> None:
@@ -233,14 +232,14 @@ def _print_change_control(control: dict[str, Any], out: TextIO) -> None:
     compared = [
         f"{f'[{n}] ' if several else ''}{_baseline(b)}" for n, b in enumerate(baselines, start=1)
     ] or ["no earlier engine (a first build)"]
-    print(f"      compared with ({control.get('policy')}): {'; '.join(compared)}", file=out)
+    say(out, f"      compared with ({control.get('policy')}): {'; '.join(compared)}")
     gated = set(control.get("gated") or [])
     kinds = []
     for change in _items(control, "changes"):
         kind = f"{change.get('kind')}{' (gated)' if change.get('kind') in gated else ''}"
         against = [i + 1 for i in change.get("against") or [] if isinstance(i, int)]
         kinds.append(f"{kind} {against}" if several else kind)
-    print(f"      change kinds: {', '.join(kinds) or 'none'}", file=out)
+    say(out, f"      change kinds: {', '.join(kinds) or 'none'}")
     approvals = _items(control, "approvals")
     if approvals:
         names = [
@@ -248,9 +247,9 @@ def _print_change_control(control: dict[str, Any], out: TextIO) -> None:
             f"{', '.join(a.get('changes') or [])}"
             for a in approvals
         ]
-        print(f"      approved by: {'; '.join(names)}", file=out)
+        say(out, f"      approved by: {'; '.join(names)}")
     elif gated:
-        print("      no approval counted", file=out)
+        say(out, "      no approval counted")
 
 
 def _baseline(baseline: dict[str, Any]) -> str:
@@ -265,15 +264,15 @@ def _baseline(baseline: dict[str, Any]) -> str:
 def _print_comparison(old: str | None, comparison: ManifestComparison, out: TextIO) -> None:
     if comparison.diff is None:
         if old is not None:
-            print(f"      build manifests not compared: {comparison.problem}", file=out)
+            say(out, f"      build manifests not compared: {comparison.problem}")
         return
     if not comparison.diff:
-        print("      build manifests identical", file=out)
+        say(out, "      build manifests identical")
     for classified in comparison.diff.changes:
-        print(f"      {classified.kind.value}: {classified.summary}", file=out)
+        say(out, f"      {classified.kind.value}: {classified.summary}")
     for field in comparison.diff.fields:
         old_value, new_value = json.dumps(field.old), json.dumps(field.new)
-        print(f"        {field.path}: {old_value} -> {new_value}", file=out)
+        say(out, f"        {field.path}: {old_value} -> {new_value}")
 
 
 def _items(data: object, key: str) -> list[dict[str, Any]]:

@@ -7,7 +7,9 @@ differences between formats and scanners are settled here once:
   the first: :attr:`Vulnerability.severity` is the highest of them;
 * a vulnerability's ids include its aliases (CVE, GHSA, PYSEC, OSV), in one canonical case;
 * VEX analysis decides :attr:`Vulnerability.affected`;
-* component names are normalised per ecosystem (``PyYAML`` and ``pyyaml`` are one name);
+* component names are normalised per ecosystem (``PyYAML`` and ``pyyaml`` are one name), and each
+  component also has the name its ecosystem gives it (:attr:`Component.package`: ``group:artifact`` for
+  Maven), which is what a list of banned or allowed packages matches;
 * what a document cannot tell is left out (a severity no rating gives, the vulnerabilities of a scan that
   skipped packages or audited nothing, the components of an empty BOM) and said in :attr:`ScanDocument.
   unknowns`, so that a rule reading it cannot pass on it (the evaluator turns that into ``onError``).
@@ -61,6 +63,9 @@ NOT_AFFECTED_STATES: Final = frozenset(
     {"not_affected", "false_positive", "resolved", "resolved_with_pedigree"}
 )
 _PEP503: Final = re.compile(r"[-_.]+")
+# purl types whose namespace is the distribution that ships the package (the purl specification's
+# "vendor": debian, ubuntu, fedora, alpine, arch), not a part of the package's name.
+_VENDOR_NAMESPACES: Final = frozenset({"deb", "rpm", "apk", "alpm"})
 _ID_PREFIX: Final = re.compile(r"^([A-Za-z][A-Za-z0-9]*)-(.+)$")
 
 
@@ -101,6 +106,11 @@ class Component:
     """Normalised: PEP 503 for Python packages, otherwise the purl's name (or the written name) in lower
     case; for namespaced ecosystems ``namespace/name``."""
     raw_name: str
+    package: str
+    """The name the package has in its ecosystem, in lower case, from the purl where there is one: PEP 503
+    for PyPI, ``group:artifact`` for Maven, ``@scope/name`` for npm, the package's name without the
+    distribution for Debian, RPM, Alpine and Arch packages (``pkg:deb/debian/openssl`` is ``openssl``),
+    ``namespace/name`` elsewhere (a Go module path); without a purl, :attr:`name`."""
     version: str | None = None
     purl: str | None = None
     ecosystem: str | None = None
@@ -108,7 +118,7 @@ class Component:
 
     def to_json(self) -> dict[str, Any]:
         """The component as CEL sees it (absent fields left out)."""
-        data: dict[str, Any] = {"name": self.name, "raw_name": self.raw_name}
+        data: dict[str, Any] = {"name": self.name, "raw_name": self.raw_name, "package": self.package}
         for key in ("version", "purl", "ecosystem"):
             value = getattr(self, key)
             if value is not None:
@@ -136,14 +146,25 @@ def component_from(
         canonical = parsed.to_string()
     else:
         kind, base, canonical = ecosystem, name, None
-    normal = _PEP503.sub("-", base).lower() if kind == "pypi" else base.lower()
+    normal = _normal(kind, base)
+    package = normal
+    if parsed is not None and parsed.namespace:
+        if kind == "maven":
+            package = f"{parsed.namespace}:{parsed.name}".lower()
+        elif kind in _VENDOR_NAMESPACES:
+            package = _normal(kind, parsed.name)
     return Component(
         name=normal,
         raw_name=name,
+        package=package,
         version=version or (parsed.version if parsed is not None else None),
         purl=canonical,
         ecosystem=kind,
     )
+
+
+def _normal(kind: str | None, name: str) -> str:
+    return _PEP503.sub("-", name).lower() if kind == "pypi" else name.lower()
 
 
 @dataclass(frozen=True, slots=True)

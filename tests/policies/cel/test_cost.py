@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -56,6 +57,21 @@ COSTLY = [
 
 def program(source: str) -> Any:
     return compile_expression(source, variables=VARIABLES)
+
+
+def _cpu_ns(work: Callable[[], object], runs: int = 3) -> float:
+    """The least CPU time of ``runs`` runs of ``work`` on this thread.
+
+    The bound is of work, so CPU time (``thread_time_ns``) is what is held against it: wall time would also
+    count the time a loaded machine gives to other processes, which the test does not control.
+    """
+    best = math.inf
+    for _ in range(runs):
+        start = time.thread_time_ns()
+        with contextlib.suppress(CelEvaluationError):  # the bound covers failing evaluations too
+            work()
+        best = min(best, time.thread_time_ns() - start)
+    return best
 
 
 @pytest.mark.parametrize("source", CHEAP)
@@ -124,12 +140,7 @@ def test_an_inline_rule_on_the_worst_data_takes_no_longer_than_its_bound(source:
     activation = prepare_activation(_worst_data())
     with contextlib.suppress(CelEvaluationError):
         compiled.evaluate(activation)  # converts the data once, outside the timing
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter_ns()
-        with contextlib.suppress(CelEvaluationError):  # the bound covers failing evaluations too
-            compiled.evaluate(activation)
-        best = min(best, time.perf_counter_ns() - start)
+    best = _cpu_ns(lambda: compiled.evaluate(activation))
     assert best <= compiled.cost.work, (
         f"{best / 1e6:.2f} ms measured, bound {compiled.cost.work / 1e6:.2f} ms"
     )
@@ -141,7 +152,5 @@ def test_a_measured_costly_shape_stays_below_its_bound() -> None:
     compiled = program("workload.l.map(x, x).size() > 0")
     activation = prepare_activation({"manifest": {}, "workload": {"l": list(range(1000))}, "engine": {}})
     compiled.evaluate(activation)
-    start = time.perf_counter_ns()
-    compiled.evaluate(activation)
-    assert time.perf_counter_ns() - start <= compiled.cost.work
+    assert _cpu_ns(lambda: compiled.evaluate(activation)) <= compiled.cost.work
     assert compiled.cost.memory >= 36 * 1024 * 1024

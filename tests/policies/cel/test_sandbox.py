@@ -4,6 +4,7 @@ memory bounds, in a worker process, without holding up the caller's event loop; 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 import resource
@@ -96,7 +97,10 @@ def test_a_slow_expression_is_stopped_at_the_time_limit() -> None:
         assert time.monotonic() - start < 1.5
         assert isinstance(outcome, CelEvaluationError) and outcome.resource
         assert outcome.message.startswith("the expression did not finish within 0.3 s and was stopped")
-        assert evaluate(box, SLOW, prepare_activation({"workload": {"l": ["a"]}})) is True  # a new worker
+        # A new worker answers. Its start counts against the limit, and a loaded machine may take longer
+        # than 0.3 s to start a Python process: the limit is raised for the evaluation that checks it.
+        box.limits = dataclasses.replace(box.limits, seconds=30.0)
+        assert evaluate(box, SLOW, prepare_activation({"workload": {"l": ["a"]}})) is True
     finally:
         box.close()
 
@@ -106,9 +110,10 @@ def test_the_time_left_to_the_request_shortens_the_limit(sandbox: CelSandbox) ->
     outcome = evaluate(sandbox, SLOW, slow_data(), seconds=0.2)
     assert time.monotonic() - start < 1.2
     assert isinstance(outcome, CelEvaluationError)
-    # the limit is what was left of the 0.2 s when the worker got the expression (less on a busy machine)
-    limit = re.search(r"did not finish within ([0-9.]+) s", outcome.message)
-    assert limit is not None and 0 < float(limit.group(1)) <= 0.2, outcome.message
+    # The limit is what is left of the 0.2 s when a thread takes the evaluation: 0.2 s, or a little less
+    # on a loaded machine; never the sandbox's own 2 s.
+    found = re.match(r"the expression did not finish within ([0-9.]+) s", outcome.message)
+    assert found is not None and 0 < float(found.group(1)) <= 0.2, outcome.message
 
 
 def test_a_worker_that_dies_is_an_error_and_is_replaced(sandbox: CelSandbox) -> None:
@@ -159,7 +164,9 @@ def test_cheap_expressions_run_inline_without_a_worker() -> None:
 
 
 async def test_the_event_loop_keeps_running_while_a_worker_evaluates(sandbox: CelSandbox) -> None:
-    program = compile_expression(costly_expression(), variables=VARIABLES)
+    # Two seconds of evaluation (SLOW, stopped at its limit): a loop held up by it would stall that long. A
+    # gap a quarter of that is what a loaded machine's scheduler may cost, not a loop that waits.
+    program = compile_expression(SLOW, variables=VARIABLES)
     longest_gap = 0.0
     done = asyncio.Event()
 
@@ -173,8 +180,11 @@ async def test_the_event_loop_keeps_running_while_a_worker_evaluates(sandbox: Ce
             last = now
 
     ticker = asyncio.create_task(tick())
-    [outcome] = await sandbox.evaluate_bools([program], annotated(64 * 1024), seconds=30)
+    started = time.monotonic()
+    [outcome] = await sandbox.evaluate_bools([program], slow_data(), seconds=30)  # the sandbox's 2 s
+    evaluated = time.monotonic() - started
     done.set()
     await ticker
     assert isinstance(outcome, CelEvaluationError) and outcome.resource
-    assert longest_gap < 0.1, f"the event loop stalled for {longest_gap:.3f} s"
+    assert "did not finish within 2 s" in outcome.message and evaluated >= SandboxLimits().seconds == 2.0
+    assert longest_gap < evaluated / 4, f"the event loop stalled for {longest_gap:.3f} s of {evaluated:.1f} s"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ CDX = "https://cyclonedx.org/bom"
 VULN = "https://cosign.sigstore.dev/attestation/vuln/v1"
 DIGEST = RUNTIME.split("@sha256:")[1]
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
+README = Path(__file__).resolve().parents[3] / "policies" / "README.md"
 NO_CRITICAL = "!scan.vulnerabilities.exists(v, v.affected && v.severity == 'critical')"
 
 POLICY = """
@@ -179,10 +182,46 @@ def test_a_scan_is_as_old_as_its_vulnerability_database(material: Material) -> N
     assert "with a vulnerability database from 2026-09-01T00:00:00Z" in stale.violations[0].message
 
 
-def test_a_scan_dated_in_the_future_is_refused(material: Material) -> None:
+@pytest.mark.parametrize("max_age", [None, "7d"])
+def test_a_scan_dated_in_the_future_is_refused_whatever_the_rule_says(
+    material: Material, max_age: str | None
+) -> None:
     attest(material, VULN, wrapped(data("606-pip-audit-clean.cdx.json"), "2027-01-01T00:00:00Z"))
-    [violation] = judge(material, policy(VULN, max_age="7d")).violations
-    assert "in the future" in violation.message and not violation.error
+    [violation] = judge(material, policy(VULN, max_age=max_age)).violations
+    assert violation.rule == f"images.runtime.attestations[{VULN}]" and not violation.error
+    assert "made in the future (2027-01-01T00:00:00Z)" in violation.message
+
+
+def test_a_scan_dated_in_the_future_does_not_hide_todays_finding(material: Material) -> None:
+    # today's scan finds a CRITICAL vulnerability; a clean one dated next month would be "the newest"
+    attest(material, VULN, wrapped(data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")), "today.json")
+    future = wrapped(data("606-pip-audit-clean.cdx.json"), "2027-01-01T00:00:00Z")
+    attest(material, VULN, future, "future.json")
+    decision = judge(material, policy(VULN))
+    assert not decision.allowed
+    assert found(decision) == {(f"images.runtime.attestations[{VULN}]", Action.DENY, False)}
+    # an SBOM without maxAge alike: the banned component listed today stays visible
+    attest(material, CDX, data("607-cyclonedx-py-requirements.cdx.json"), "sbom-today.json")
+    clean = data("606-pip-audit-clean.cdx.json") | {"metadata": {"timestamp": "2027-01-01T00:00:00Z"}}
+    attest(material, CDX, clean, "sbom-future.json")
+    banned = "!scan.components.exists(c, c.package in ['pyyaml'])"
+    assert found(judge(material, policy(conditions=(("banned", banned),)))) == {(RULE, Action.DENY, False)}
+
+
+def test_a_database_dated_in_the_future_is_refused(material: Material) -> None:
+    predicate = wrapped(data("606-pip-audit-clean.cdx.json"), "2026-12-01T23:59:00Z")
+    predicate["scanner"]["db"] = {"version": "2026-12-03T00:00:00Z"}
+    attest(material, VULN, predicate)
+    [violation] = judge(material, policy(VULN)).violations
+    assert "made with a vulnerability database built in the future" in violation.message
+
+
+def test_a_few_minutes_of_clock_skew_are_tolerated(material: Material) -> None:
+    # NOW is 2026-12-02T00:00Z: CLOCK_SKEW (five minutes) ahead is accepted, a second more is not
+    attest(material, VULN, wrapped(data("606-pip-audit-clean.cdx.json"), "2026-12-02T00:05:00Z"))
+    assert judge(material, policy(VULN)).allowed
+    attest(material, VULN, wrapped(data("606-pip-audit-clean.cdx.json"), "2026-12-02T00:05:01Z"))
+    assert not judge(material, policy(VULN)).allowed
 
 
 def test_max_age_without_a_time_cannot_tell(material: Material) -> None:
@@ -204,6 +243,29 @@ def test_banned_components_match_normalised_names(material: Material) -> None:
     banned = "!scan.components.exists(c, c.name in ['pyyaml', 'ruamel-yaml'])"
     decision = judge(material, policy(conditions=(("banned", banned),)))
     assert found(decision) == {(f"{RULE}.conditions.banned", Action.DENY, False)}
+
+
+def test_the_readme_ban_matches_pypi_and_maven_components(material: Material) -> None:
+    [readme_ban] = re.findall(r'cel: "(!scan\.components\.exists\(c, c\.package in .*)"', README.read_text())
+    assert "org.apache.logging.log4j:log4j-core" in readme_ban
+    spdx = "https://spdx.dev/Document"
+    rule = policy(spdx, conditions=(("banned", readme_ban),))
+    # the SPDX example lists Jena as pkg:maven/org.apache.jena/apache-jena@3.12.0, which is not banned
+    example = data("608-spdx-2.3-spec-example.spdx.json")
+    attest(material, spdx, example)
+    assert judge(material, rule).allowed
+    # the same package recorded as log4j-core is (its name is org.apache.logging.log4j/log4j-core)
+    text = json.dumps(example).replace(
+        "pkg:maven/org.apache.jena/apache-jena@3.12.0", "pkg:maven/org.apache.logging.log4j/log4j-core@2.14.1"
+    )
+    attest(material, spdx, json.loads(text))
+    banned = {(f"images.runtime.attestations[{spdx}].conditions.banned", Action.DENY, False)}
+    assert found(judge(material, rule)) == banned
+    # and PyPI's PyYAML, in a CycloneDX SBOM
+    attest(material, CDX, data("607-cyclonedx-py-requirements.cdx.json"))
+    assert found(judge(material, policy(conditions=(("banned", readme_ban),)))) == {
+        (f"{RULE}.conditions.banned", Action.DENY, False)
+    }
 
 
 def test_an_spdx_sbom_lists_components(material: Material) -> None:

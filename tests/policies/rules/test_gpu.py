@@ -131,6 +131,25 @@ def test_an_ampere_plus_engine_needs_ampere_or_newer(material: Material) -> None
     older = [{"key": "nvidia.com/gpu.compute.major", "operator": "In", "values": ["7", "8"]}]
     [violation] = judge(fit, placed(ref, terms=[older])).violations
     assert "older than Ampere" in violation.message and "Gt" in violation.fix
+    zeros = [{"key": "nvidia.com/gpu.compute.major", "operator": "Lt", "values": ["0000000000000000010"]}]
+    [violation] = judge(fit, placed(ref, terms=[zeros])).violations  # Lt 10 to the scheduler
+    assert "older than Ampere" in violation.message
+
+
+def test_bounds_with_leading_zeros_confine_as_the_scheduler_reads_them(material: Material) -> None:
+    # 19 characters: read as 10 and 1 by the scheduler (strconv.ParseInt), which places the Pod on 7.0, 8.0
+    # and 9.0 GPUs; read as "no node matches", they would have admitted it
+    ref = material.engine("e")
+    fit = engine(material, checks="{nodes: true, runtime: false}")
+    zeros = [
+        {"key": "nvidia.com/gpu.compute.major", "operator": "Lt", "values": ["0000000000000000010"]},
+        {"key": "nvidia.com/gpu.compute.minor", "operator": "Lt", "values": ["00000000000000000001"]},
+    ]
+    [violation] = judge(fit, placed(ref, terms=[zeros])).violations
+    assert "compute capability 0.0, 1.0, 2.0" in violation.message and "8.0, 9.0" in violation.message
+    # a bound the scheduler refuses (no label value: a sign) matches no node, so the term places nothing
+    signed = [{"key": "nvidia.com/gpu.compute.major", "operator": "Gt", "values": ["+7"]}]
+    assert judge(fit, placed(ref, terms=[signed])).allowed
 
 
 def test_malformed_node_selection_is_a_violation(material: Material) -> None:

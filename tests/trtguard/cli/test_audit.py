@@ -415,3 +415,56 @@ def test_history_marks_an_edited_record(history_log: Path, capsys: pytest.Captur
     document = json.loads(out)
     assert status == 1 and document["chain"]["ok"] is False
     assert [entry["verified"] for entry in document["entries"]] == [True, False]
+
+
+#: A requester and a message as an admission request may carry them: a newline that forges a record line,
+#: a right-to-left override, a line separator, tag characters, an escape sequence.
+HOSTILE_USER = "mallory\n2026-12-01T00:00:00Z  #9      ALLOW CREATE  prod/Pod/fake by admin\u202e"
+HOSTILE_MESSAGE = "denied\u2028ALLOW\U000e0041\x1b[2K"
+
+
+def _one_line_each(out: str) -> None:
+    assert out.count("\n") == len(out.splitlines()), "a character other than \\n broke a line"
+    assert not any(c in out for c in "\u202e\u2028\x1b\U000e0041")
+
+
+def test_tail_and_query_show_hostile_text_written_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "hostile.db"
+    hostile = _record(
+        uid="h", user=HOSTILE_USER, allowed=False, reason="PolicyViolation", message=HOSTILE_MESSAGE
+    )
+    _write(path, [hostile])
+    for command in ("tail", "query"):
+        status, out, _ = _cli(capsys, command, "--decision-log", f"sqlite:///{path}")
+        assert status == 0
+        _one_line_each(out)
+        record, message = out.splitlines()
+        assert (
+            "by mallory<U+000A>2026-12-01T00:00:00Z  #9      ALLOW CREATE  prod/Pod/fake by admin<U+202E>"
+            in record
+        )
+        assert message == "    denied<U+2028>ALLOW<U+E0041><U+001B>[2K"
+
+
+def test_history_shows_hostile_text_written_out(
+    tmp_path: Path, demo_material: Material, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "hostile-history.db"
+    _write(
+        path,
+        [
+            _record(
+                uid="h",
+                user=HOSTILE_USER,
+                groups=(HOSTILE_MESSAGE,),
+                engines=(_engine(demo_material, "fp16"),),
+            )
+        ],
+    )
+    status, out, _ = _cli(capsys, "history", "prod/resnet50", "--decision-log", f"sqlite:///{path}")
+    assert status == 0
+    _one_line_each(out)
+    assert "by mallory<U+000A>2026-12-01T00:00:00Z  #9" in out
+    assert "(groups: denied<U+2028>ALLOW<U+E0041><U+001B>[2K)" in out

@@ -515,10 +515,10 @@ def test_a_rekor_body_of_unterminated_pem_blocks_is_refused_quickly(sigstore: In
     # The key PEM of a Rekor body is read before any log signature is checked: whoever can attach a bundle
     # chooses it. A lazy BEGIN…END scan over 8000 unterminated blocks took about 15 s (quadratic).
     document = sigstore.keyed_bundle(pem=b"-----BEGIN PUBLIC KEY-----" * 8000)
-    started = time.monotonic()
+    started = time.thread_time()  # CPU time: the work, not what a loaded machine gives to others
     with pytest.raises(VerificationError, match="records a different signing key or certificate"):
         signatures.verify_bundle(json.dumps(document), sigstore.policy(), digest=IMAGE)
-    assert time.monotonic() - started < 2
+    assert time.thread_time() - started < 2
 
 
 def test_repeated_signatures_are_verified_once(sigstore: Instance, monkeypatch: pytest.MonkeyPatch) -> None:

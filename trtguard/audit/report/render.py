@@ -10,7 +10,6 @@ element, and nothing from the package ever becomes a link.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final
@@ -19,17 +18,16 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from trtguard.audit.report.view import ReportView
+from verifier.visible import visible as shown
 
 #: The page's policy: nothing may load or run; inline styles (the page's and the chart's) and data: images.
 CONTENT_SECURITY_POLICY: Final = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 )
 _DIMENSION_UNKNOWN: Final = "?"
-#: Characters that would reorder or hide text (bidirectional controls, zero-width and other invisible
-#: format characters, C0/C1 controls but tab and newline): shown as ``<U+202E>`` instead.
-_INVISIBLE: Final = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]"
-)
+#: The controls the page keeps (whitespace in element text); every other invisible, reordering or
+#: line-breaking code point is shown as ``<U+202E>`` (:mod:`verifier.visible`).
+_PAGE_KEEPS: Final = "\t\n"
 
 
 def render_html(view: ReportView) -> str:
@@ -61,12 +59,13 @@ def _environment() -> Environment:
 
 
 def visible(text: str) -> str:
-    """``text`` with every invisible or reordering character written out as ``<U+XXXX>``.
+    """``text`` with every invisible, reordering or line-breaking character but tab and newline written out
+    as ``<U+XXXX>`` (:func:`verifier.visible.visible`).
 
     Package text could otherwise hide or reverse what an auditor reads (a right-to-left override in a
     requester's name, "Trojan Source" style); escaping alone does not stop that.
     """
-    return _INVISIBLE.sub(lambda match: f"<U+{ord(match.group()):04X}>", text)
+    return shown(text, keep=_PAGE_KEEPS)
 
 
 def _finalize(value: object) -> object:

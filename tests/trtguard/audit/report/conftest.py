@@ -3,8 +3,9 @@
 The world is the one of tests/trtguard/audit/package (a decision log written by the webhook's own Reviewer
 against the demo policies, with signed approvals and a GPU verification). A second log holds requests
 carrying the hostile strings of tests/data/760-hostile-strings.json in a workload's name, the requester and
-its groups, an engine's volume name, a container's name, the engines annotation and an image reference, so
-that they reach the package's records, the denial messages and the page.
+its groups (the invisible and line-breaking ones among them), an engine's volume name, a container's name,
+the engines annotation and an image reference, so that they reach the package's records, the denial
+messages and the page.
 """
 
 from __future__ import annotations
@@ -35,6 +36,26 @@ from webhook.policy_store import PolicyStore
 from webhook.wire import parse_review_document
 
 HOSTILE_FILE = Path(__file__).parents[3] / "data" / "760-hostile-strings.json"
+
+
+#: The hostile strings of invisible or line-breaking characters: a requester's groups carry them.
+INVISIBLE = (
+    "tag_characters",
+    "line_separators",
+    "soft_hyphen",
+    "variation_selectors",
+    "hangul_filler",
+    "escape_sequence",
+)
+#: Each as the report writes it out.
+WRITTEN_OUT = {
+    "tag_characters": "ops<U+E0061><U+E0064><U+E006D><U+E0069><U+E006E>",
+    "line_separators": "alice<U+2028>bob<U+2029>carol<U+0085>dave",
+    "soft_hyphen": "ad<U+00AD>min",
+    "variation_selectors": "root<U+FE0F><U+E0100>",
+    "hangul_filler": "<U+3164>",
+    "escape_sequence": "<U+001B>[2Jcleared",
+}
 
 
 def hostile_strings() -> dict[str, str]:
@@ -79,8 +100,9 @@ def _hostile_pods(world: World) -> list[tuple[dict[str, Any], str, list[str]]]:
         "note": s["style_import"],
     }
     denied = pod("hostile-image", f"registry.example.com/{s['javascript_url']}{s['script']}:latest")
+    invisible = [s[name] for name in INVISIBLE]
     return [
-        (named, s["bidi_override"] + s["attribute_break"], [s["zero_width"], s["script"]]),
+        (named, s["bidi_override"] + s["attribute_break"], [s["zero_width"], s["script"], *invisible]),
         (annotated, s["javascript_url"], [s["style_import"]]),
         (denied, s["svg_onload"], []),
     ]

@@ -17,7 +17,9 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
 
 from tests.trtguard.audit.package.world import World
+from tests.trtguard.audit.report.conftest import INVISIBLE, WRITTEN_OUT, hostile_strings
 from trtguard.audit.report import write_report
+from verifier.visible import hidden
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -143,6 +145,11 @@ def test_hostile_strings_stay_inert_in_the_browser(
     _assert_inert(opened, report)
     assert "<script>window.__pwned = 'script'</script>" in opened.text
     assert opened.page.locator("body script, body img, body iframe").count() == 0
+    # what the browser shows of invisible and line-breaking characters: written out, none of them left
+    for name in INVISIBLE:
+        assert WRITTEN_OUT[name] in opened.text, name
+    strings = hostile_strings()
+    assert not {c for name in INVISIBLE for c in strings[name] if hidden(c)} & set(opened.text)
 
 
 def test_a_tampered_package_renders_red_and_unapproved(

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.trtguard.audit.package.world import World
-from tests.trtguard.audit.report.conftest import hostile_strings
+from tests.trtguard.audit.report.conftest import INVISIBLE, WRITTEN_OUT, hostile_strings
 from trtguard.audit.report import CONTENT_SECURITY_POLICY, build_view, render_html, write_report
 from trtguard.audit.report.render import visible
 from verifier.errors import InputError
+from verifier.visible import hidden
 
 #: Every element a report may contain: the page's own and those of matplotlib's SVG.
 ALLOWED_TAGS = frozenset(
@@ -156,6 +157,12 @@ def test_hostile_strings_from_a_real_package_stay_text(world: World, hostile_pac
     # Characters that reorder or hide text are written out instead.
     assert "\u202e" not in html and "\u200b" not in html
     assert "admin<U+202E>gpj.exe<U+202C>" in text and "alice<U+200B>@example.com" in text
+    # tag characters, line and paragraph separators, NEL, a soft hyphen, variation selectors, a Hangul filler
+    # and an escape sequence in the requester's groups: written out too, none left in the page
+    for name in INVISIBLE:
+        assert WRITTEN_OUT[name] in text, name
+    raw = {c for name in INVISIBLE for c in strings[name] if hidden(c)}
+    assert not raw & set(html), sorted(f"U+{ord(c):04X}" for c in raw & set(html))
 
 
 def test_write_report_refuses_to_overwrite(world: World, resnet_package: Path, tmp_path: Path) -> None:
