@@ -156,7 +156,7 @@ class Ledger:
         """
         if not self._has_table("trtguard_carried"):
             return CarriedState()
-        sql, params = _sql.carried_rows(None, None, None, through_seq, "?")
+        sql, params = _sql.carried_rows(None, None, through_seq, "?")
         rows = self._all(sql, *params)
         return CarriedState(
             carried_from_rows(through_seq, True, rows, where=f"{self.where} trtguard_carried").workloads
@@ -172,8 +172,8 @@ class Ledger:
             if entry == before[key]:
                 continue
             self._all(
-                "INSERT INTO trtguard_carried (namespace, kind, name, through_seq, content)"
-                " VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO trtguard_carried (namespace, api_group, kind, name, through_seq, content)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
                 *key,
                 through_seq,
                 None if entry is None else canonical_json(entry.to_json()).decode(),
@@ -183,9 +183,10 @@ class Ledger:
     def _carried_start(self, existing: list[SealedSegment], archive: Path | None) -> CarriedState:
         """The carried state at the last checkpoint (empty before the first), as stored.
 
-        The stored state of a checkpoint of format 2 must have the digest it signs. Checkpoints sealed
-        before the carried state existed (format 1) get theirs now, folded from the records: live ones from
-        the store, pruned ones from their archived segments in ``archive`` (checked first).
+        The stored state of a checkpoint of format 3 must have the digest it signs. Checkpoints sealed
+        before the carried state existed (format 1), or while it keyed workloads without their API group
+        (format 2), get theirs now, folded from the records: live ones from the store, pruned ones from
+        their archived segments in ``archive`` (checked first).
         """
         if not existing:
             return CarriedState()
@@ -205,8 +206,9 @@ class Ledger:
         return state
 
     def check_carried(self, checkpoint: Checkpoint, state: CarriedState) -> None:
-        """Raise when ``state`` is not the carried state ``checkpoint`` signs (a format-1 one signs none)."""
-        if checkpoint.carried_hash is not None and state.digest() != checkpoint.carried_hash:
+        """Raise when ``state`` is not the carried state ``checkpoint`` signs (one of format 1 or 2 signs
+        none of this form)."""
+        if checkpoint.signs_carried and state.digest() != checkpoint.carried_hash:
             raise DecisionLogError(
                 f"the carried state stored through seq {checkpoint.last_seq} does not match its signed "
                 "checkpoint: trtguard_carried was changed",
@@ -225,7 +227,8 @@ class Ledger:
             if archive is None or segment.archive is None:
                 raise DecisionLogError(
                     f"seq {checkpoint.first_seq}…{checkpoint.last_seq} was pruned before trtguard carried "
-                    "change control's last admissions forward: they must be read back from its archive",
+                    "change control's last admissions forward by workload (API group, kind, namespace and "
+                    "name): they must be read back from its archive",
                     location=self.where,
                     hint="pass --archive FOLDER (the folder the segments were archived to) once; "
                     "`trtguard audit rotate` passes its own",
@@ -337,7 +340,7 @@ class Ledger:
                     )
                     self._store_carried(checkpoint.last_seq, before, state)
                 sealed.append(checkpoint)
-                before, before_hash = {}, checkpoint.carried_hash or state.digest()
+                before, before_hash = {}, state.digest()
                 first = None
         return sealed
 
@@ -420,14 +423,14 @@ def carried_problems(ledger: Ledger, base_seq: int) -> list[str]:
         rows = ledger.rows(base_seq, later[-1].last_seq if later else base_seq)
         pending = next(rows, None)
         for checkpoint in later:
-            if checkpoint.prev_carried_hash not in (None, state.digest()):
+            if checkpoint.signs_carried and checkpoint.prev_carried_hash != state.digest():
                 return [
                     f"the checkpoint at seq {checkpoint.last_seq} does not start from the state before it"
                 ]
             while pending is not None and pending.seq <= checkpoint.last_seq:
                 state.fold(pending.seq, DecisionRecord.from_json(load_body(pending.body)))
                 pending = next(rows, None)
-            if checkpoint.carried_hash not in (None, state.digest()):
+            if checkpoint.signs_carried and checkpoint.carried_hash != state.digest():
                 return [
                     f"the records up to seq {checkpoint.last_seq} do not give the state its checkpoint signs"
                 ]

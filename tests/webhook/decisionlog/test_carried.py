@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policies.identity import WorkloadIdentity
 from policies.results import AdmittedEngine, AdmittingDecision
 from tests.support.harness import RecordFactory
 from verifier.deadline import Deadline
@@ -74,8 +75,11 @@ def rotate(url: str, key: PrivateKey, folder: Path) -> None:
         ledger.prune(folder, keep_records=0, keep_since=None)
 
 
-async def last(store: DecisionStore, name: str, kind: str = "Deployment") -> tuple[AdmittedEngine, ...]:
-    return await DecisionLogHistory(store).last_engines("prod", kind, name, Deadline.after(10))
+async def last(
+    store: DecisionStore, name: str, kind: str = "Deployment", group: str = "apps"
+) -> tuple[AdmittedEngine, ...]:
+    workload = WorkloadIdentity(group, kind, "prod", name)
+    return await DecisionLogHistory(store).last_engines(workload, Deadline.after(10))
 
 
 async def test_the_last_admission_survives_seal_archive_prune_and_restart(
@@ -267,7 +271,7 @@ async def test_the_carried_state_cannot_be_dropped_or_changed_through_sql(
     for statement in (
         "DELETE FROM trtguard_carried",
         "UPDATE trtguard_carried SET content = NULL",
-        "INSERT INTO trtguard_carried VALUES ('prod', 'Deployment', 'x', 999, NULL)",
+        "INSERT INTO trtguard_carried VALUES ('prod', 'apps', 'Deployment', 'x', 999, NULL)",
         "DELETE FROM trtguard_carried_checkpoints",
     ):
         with pytest.raises(errors, match=r"append-only|belongs to a stored checkpoint"):
@@ -430,8 +434,10 @@ class RotatedBetweenPages:
                 rotate(self.url, self.key, self.folder)
         return found
 
-    async def carried(self, namespace: str, name: str, kind: str | None = None) -> Any:
-        return await self.store.carried(namespace, name, kind)
+    async def carried(
+        self, namespace: str, name: str, *, group: str | None = None, kind: str | None = None
+    ) -> Any:
+        return await self.store.carried(namespace, name, group=group, kind=kind)
 
 
 async def test_a_prune_between_two_pages_of_live_records_loses_nothing(
@@ -446,7 +452,7 @@ async def test_a_prune_between_two_pages_of_live_records_loses_nothing(
     await append(store, first, *scaling)
     racing = RotatedBetweenPages(store, url, key, tmp_path / "archive")
     history = DecisionLogHistory(racing)  # type: ignore[arg-type]
-    found = await history.last_engines("prod", "Deployment", "resnet", Deadline.after(10))
+    found = await history.last_engines(WorkloadIdentity("apps", "Deployment", "prod", "resnet"), Deadline.after(10))
     assert racing.pages >= 1 and (await store.verify()).base_seq == 61  # it did run between the reads
     assert [(e.reference, e.admitted_by) for e in found] == [
         (ENGINE + "1" * 64, AdmittingDecision(first.record_id, 1))

@@ -78,6 +78,7 @@ async def test_same_schema_and_record_form_as_sqlite(
             "prev_hash",
             "hash",
             "shared_ref",
+            "api_group",
         ]
         assert conn.execute("SELECT version FROM trtguard_schema_migrations ORDER BY version").fetchall() == [
             (v,) for v in range(1, LATEST_VERSION + 1)
