@@ -86,7 +86,7 @@ def test_tail_prints_the_latest_records_in_order(log: Path, capsys: pytest.Captu
     assert status == 0
     lines = [line for line in out.splitlines() if not line.startswith("    ")]
     assert len(lines) == 2
-    assert "#2" in lines[0] and "DENY" in lines[0] and "prod/Deployment/resnet50" in lines[0]
+    assert "#2" in lines[0] and "DENY" in lines[0] and "prod/Deployment.apps/resnet50" in lines[0]
     assert "uid u2" in lines[0]
     assert "    trusted-tensorrt-images/images: nginx is not allowed; fix: use an allowed image" in out
     assert "    warning: signed-images/signatures: warn" in out
@@ -381,6 +381,26 @@ def test_history_of_a_workload_named_with_its_kind(
         f"sqlite:///{history_log}",
     )
     assert status == 0 and out.startswith("prod/Deployment.example.com/resnet50: 0 admitted change(s)")
+
+
+def test_query_by_kind_tells_api_groups_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--kind`` names kinds as policies do: ``Job`` is batch/v1's, Volcano's is ``Job.batch.volcano.sh``."""
+    path = tmp_path / "jobs.db"
+    _write(
+        path,
+        [
+            _record(uid="batch", kind="Job", api_version="batch/v1", name="train"),
+            _record(uid="volcano", kind="Job", api_version="batch.volcano.sh/v1alpha1", name="train"),
+        ],
+    )
+    url = f"sqlite:///{path}"
+    for kind, uid in (("Job", "batch"), ("Job.batch", "batch"), ("Job.batch.volcano.sh", "volcano")):
+        status, out, _ = _cli(capsys, "query", "--decision-log", url, "--kind", kind, "--format", "json")
+        assert status == 0 and [json.loads(line)["record"]["uid"] for line in out.splitlines()] == [uid], kind
+    status, out, _ = _cli(capsys, "query", "--decision-log", url, "--name", "train")
+    assert "prod/Job.batch/train" in out and "prod/Job.batch.volcano.sh/train" in out
+    status, _, err = _cli(capsys, "query", "--decision-log", url, "--kind", "RayCluster")
+    assert status == 2 and "--kind: 'RayCluster' is not a built-in Kubernetes kind" in err
 
 
 def test_query_newest_first_and_the_last_n(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
