@@ -327,8 +327,9 @@ async def test_object_of_another_api_group_than_the_request_is_denied(
     body["request"]["kind"] = {"group": "batch", "version": "v1", "kind": "Job"}
     answer = await _review(reviewer, body)
     assert (answer["allowed"], answer["status"]["reason"]) == (False, "UnsupportedRequest")
-    assert "the object is of API group 'batch.volcano.sh' but the request says batch/v1/Job" in (
-        answer["status"]["message"]
+    assert (
+        "the object is of API group 'batch.volcano.sh' but the request says batch/v1/Job"
+        in (answer["status"]["message"])
     )
     # The same object sent as what it is, in another version of its group, is judged.
     body["request"]["kind"] = {"group": "batch.volcano.sh", "version": "v1alpha2", "kind": "Job"}

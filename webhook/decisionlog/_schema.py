@@ -7,6 +7,7 @@ transaction, and recorded in ``trtguard_schema_migrations``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Final, Literal
 
 from policies.identity import MOVED_TO_APPS
@@ -353,6 +354,34 @@ _VERSION_4: Final = Migration(
 MIGRATIONS: Final = (*_MIGRATIONS_2, _VERSION_3, _VERSION_4)
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version
+
+
+#: Milliseconds a PostgreSQL migration's statements may take: one may rewrite every record (schema 4 fills in
+#: api_group) or index them, far longer than a statement of the write path may take. They run once, under
+#: the migration lock.
+MIGRATION_TIMEOUT_MS: Final = 30 * 60 * 1000
+#: Arbitrary constant naming trtguard's advisory lock for schema migrations on PostgreSQL.
+MIGRATION_LOCK_KEY: Final = 0x7472_7467_7561_7264 & 0x7FFF_FFFF_FFFF_FFFF
+#: Takes that lock inside a transaction: replicas and commands starting together must not race on CREATE.
+PG_MIGRATION_LOCK: Final = f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"
+
+
+def steps(applied: int, dialect: Dialect, *, where: str) -> list[tuple[str, tuple[object, ...]]]:
+    """What migrating a store of schema ``applied`` runs, in one transaction: each pending migration's
+    statements and its row in ``trtguard_schema_migrations`` (statement, parameters; placeholders ``?``)."""
+    found: list[tuple[str, tuple[object, ...]]] = []
+    migrations = pending(applied, where=where)
+    if migrations and dialect == "postgresql":
+        found.append((f"SET LOCAL statement_timeout = {MIGRATION_TIMEOUT_MS}", ()))
+    for migration in migrations:
+        found += [(statement, ()) for statement in migration.statements(dialect)]
+        found.append(
+            (
+                INSERT_VERSION.format(p="?"),
+                (migration.version, migration.description, datetime.now(UTC).isoformat()),
+            )
+        )
+    return found
 
 
 def require_current(applied: int, *, where: str) -> None:

@@ -14,8 +14,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg_pool
@@ -31,9 +30,6 @@ from webhook.decisionlog.store import AppendReceipt, RecordQuery, redact
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-
-#: Arbitrary constant naming trtguard's advisory lock for schema migrations.
-_MIGRATION_LOCK: Final = 0x7472_7467_7561_7264 & 0x7FFF_FFFF_FFFF_FFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,19 +346,13 @@ class PostgresStore:
             if self._schema_ready:
                 return
             async with self._connection() as conn, conn.transaction():
-                # Replicas starting together must not race on CREATE TABLE.
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                await conn.execute(_schema.PG_MIGRATION_LOCK)
                 await conn.execute(_schema.CREATE_MIGRATIONS_TABLE)
                 cursor = await conn.execute(_schema.SELECT_VERSION)
                 row = await cursor.fetchone()
                 applied = int(row[0]) if row else 0
-                for migration in _schema.pending(applied, where=self.description):
-                    for statement in migration.statements("postgresql"):
-                        await conn.execute(statement)
-                    await conn.execute(
-                        _schema.INSERT_VERSION.format(p="%s"),
-                        (migration.version, migration.description, datetime.now(UTC).isoformat()),
-                    )
+                for statement, params in _schema.steps(applied, "postgresql", where=self.description):
+                    await conn.execute(statement.replace("?", "%s"), params)
                 await self._check_head(conn)
             self._schema_ready = True
 

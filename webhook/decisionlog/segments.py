@@ -27,7 +27,7 @@ from typing import Any, Final
 import psycopg
 
 from verifier.keys import PrivateKey
-from webhook.decisionlog import _sql, checkpoints
+from webhook.decisionlog import _schema, _sql, checkpoints
 from webhook.decisionlog._schema import Dialect
 from webhook.decisionlog.carried import CarriedState, CarriedWorkload, WorkloadKey, carried_from_rows
 from webhook.decisionlog.chain import ChainVerifier, Row
@@ -65,8 +65,8 @@ class Ledger:
     @classmethod
     @contextlib.contextmanager
     def open(cls, url: str, *, read_only: bool = False) -> Iterator[Ledger]:
-        """A ledger on the existing log at ``url`` (a SQLite file is migrated to this schema first, unless
-        ``read_only``: then a log without checkpoints table has no segments)."""
+        """A ledger on the existing log at ``url``, migrated to this schema first unless ``read_only`` (then a
+        SQLite log without checkpoints table has no segments, and a PostgreSQL one must be of this schema)."""
         if url.startswith("sqlite:///"):
             path = Path(url.removeprefix("sqlite:///").partition("?")[0])
             if not path.is_file():
@@ -93,15 +93,29 @@ class Ledger:
             raise DecisionLogError(f"cannot open the decision log: {error}", location=redact(url)) from None
         try:
             ledger = cls(pg, "postgresql", redact(url))
-            if not ledger.has_segments_table() or not (read_only or ledger._has_table("trtguard_carried")):
-                raise DecisionLogError(
-                    "this decision log's schema is older than this trtguard's",
-                    location=ledger.where,
-                    hint="start `trtguard serve` of this version on it once: it migrates the schema",
+            if read_only:
+                applied = (
+                    ledger._all(_schema.SELECT_VERSION)
+                    if ledger._has_table("trtguard_schema_migrations")
+                    else []
                 )
+                _schema.require_current(int(applied[0][0]) if applied else 0, where=ledger.where)
+            else:
+                ledger._migrate()
             yield ledger
         finally:
             pg.close()
+
+    def _migrate(self) -> None:
+        """Apply pending schema migrations to a PostgreSQL log, under the lock `serve` takes for them (a
+        SQLite file is migrated when opened)."""
+        with self._transaction():
+            self._all(_schema.PG_MIGRATION_LOCK)
+            self._all(_schema.CREATE_MIGRATIONS_TABLE)
+            for statement, params in _schema.steps(
+                int(self._all(_schema.SELECT_VERSION)[0][0]), "postgresql", where=self.where
+            ):
+                self._all(statement, *params)
 
     def _all(self, sql: str, *params: object) -> list[Any]:
         try:

@@ -20,7 +20,6 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, Literal, TypeVar
 
@@ -83,13 +82,8 @@ def migrate(conn: sqlite3.Connection, *, where: str) -> int:
     try:
         conn.execute(_schema.CREATE_MIGRATIONS_TABLE)
         applied = conn.execute(_schema.SELECT_VERSION).fetchone()[0]
-        for migration in _schema.pending(applied, where=where):
-            for statement in migration.statements("sqlite"):
-                conn.execute(statement)
-            conn.execute(
-                _schema.INSERT_VERSION.format(p="?"),
-                (migration.version, migration.description, datetime.now(UTC).isoformat()),
-            )
+        for statement, params in _schema.steps(applied, "sqlite", where=where):
+            conn.execute(statement, params)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

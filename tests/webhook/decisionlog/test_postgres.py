@@ -25,8 +25,7 @@ from webhook.decisionlog import (
     _sql,
     open_store,
 )
-from webhook.decisionlog._schema import LATEST_VERSION
-from webhook.decisionlog.postgres import _MIGRATION_LOCK
+from webhook.decisionlog._schema import LATEST_VERSION, MIGRATION_LOCK_KEY
 from webhook.decisionlog.record import UNSTORABLE_MARK, storable
 
 pytestmark = pytest.mark.postgres
@@ -288,7 +287,7 @@ async def test_schema_setup_counts_against_the_write_timeout(
     await store.open()  # the schema is not in place yet
     try:
         with psycopg.connect(pg_url) as blocker:
-            blocker.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            blocker.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
             await pg_proxy.start()
             started = time.monotonic()
             # Down at open, the store refuses appends until a health check reaches the database; that check

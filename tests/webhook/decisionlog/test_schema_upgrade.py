@@ -191,3 +191,21 @@ def test_a_rotated_schema_3_log_is_upgraded_and_its_carried_state_rebuilt_by_api
     assert status == 2 and "prod/train names 2 workloads" in err and "prod/Job.batch/train" in err
     status, out, _ = _cli("audit", "history", "prod/Job.batch.volcano.sh/train", "--decision-log", url)
     assert status == 0 and VOLCANO_ENGINE in out and BATCH_ENGINE not in out
+
+
+def test_audit_seal_of_the_new_version_upgrades_the_log_before_the_webhook_does(
+    schema_3_log: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upgrade out of band (docs/decision-log-storage.md, "Upgrading"): `audit seal --archive` migrates
+    the log (SQLite and PostgreSQL alike) and rebuilds the carried state, so the webhook starts on a log
+    that needs neither."""
+    url, folder = schema_3_log
+    monkeypatch.setenv("TRTGUARD_PASSWORD", "schema 3")
+    status, _, err = _cli(
+        "audit", "seal", "--decision-log", url, "--key", folder / "checkpoint.key", "--archive",
+        folder / "archive",
+    )  # fmt: skip
+    assert status == 0, err
+    status, out, _ = _cli("audit", "verify", "--decision-log", url, "--key", folder / "checkpoint.pub")
+    assert status == 0, out
+    assert asyncio.run(_lookups(url)) == {BATCH: [BATCH_ENGINE], VOLCANO: [VOLCANO_ENGINE]}

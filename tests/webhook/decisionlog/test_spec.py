@@ -378,7 +378,8 @@ def test_the_specification_recomputes_what_rotation_carries(
         ("batch", 1),
         ("batch.volcano.sh", 1),
     ]
-    assert [(e["group"], len(e["admissions"])) for e in entries(state) if e["name"] == "legacy"] == [("apps", 2)]
+    legacy = [(e["group"], len(e["admissions"])) for e in entries(state) if e["name"] == "legacy"]
+    assert legacy == [("apps", 2)]
     names = [e["name"] for e in entries(state)]
     assert names.index("\U0001f680 résumé") < names.index("\uffff")
     status, out = _cli("audit", "history", "prod/resnet", "--decision-log", url, "--format", "json")
