@@ -72,6 +72,20 @@ def admitted(
     return (AdmittedEngine(reference, name, containers),)
 
 
+def int8_chain(material: Material) -> tuple[str, str]:
+    """Two INT8 engines: b (audit ID AUD-B), and c (AUD-C), which declares b as its predecessor."""
+    b = material.engine("b", builder_config=INT8, calibration=CALIBRATION, audit_id="AUD-B")
+    c = material.engine(
+        "c",
+        builder_config=INT8,
+        calibration=CALIBRATION,
+        previous_engine=b,
+        previous_manifest_digest=material.manifest_digests["b"],
+        audit_id="AUD-C",
+    )
+    return b, c
+
+
 def engine_for(material: Material, history: RecordedHistory | None = None) -> PolicyEngine:
     paths = [
         material.policy(POLICY),
@@ -424,29 +438,13 @@ def test_a_chain_through_an_unapproved_engine_is_judged_as_a_first_engine(materi
 def test_approvals_of_the_predecessor_that_do_not_confirm_it(
     material: Material, approve: Callable[[Material], object]
 ) -> None:
-    b = material.engine("b", builder_config=INT8, calibration=CALIBRATION, audit_id="AUD-B")
-    c = material.engine(
-        "c",
-        builder_config=INT8,
-        calibration=CALIBRATION,
-        previous_engine=b,
-        previous_manifest_digest=material.manifest_digests["b"],
-        audit_id="AUD-C",
-    )
+    _, c = int8_chain(material)
     approve(material)
     assert "FirstInt8 needs 2 more" in change_violation(evaluate(engine_for(material), pod(engine=c)))
 
 
 def test_a_predecessor_approved_for_its_own_first_int8_is_a_baseline(material: Material) -> None:
-    b = material.engine("b", builder_config=INT8, calibration=CALIBRATION, audit_id="AUD-B")
-    c = material.engine(
-        "c",
-        builder_config=INT8,
-        calibration=CALIBRATION,
-        previous_engine=b,
-        previous_manifest_digest=material.manifest_digests["b"],
-        audit_id="AUD-C",
-    )
+    _, c = int8_chain(material)
     for member in ("alice", "chen"):
         material.approval("b", ["FirstInt8"], member, audit_id="AUD-B")
     decision = evaluate(engine_for(material), pod(engine=c))
@@ -514,15 +512,7 @@ def test_history_is_looked_up_by_api_group_kind_namespace_and_name(
 ) -> None:
     """The history of a Volcano Job called train does not answer for batch/v1's Job of that name (nor the
     other way round): its INT8 engine confirms no predecessor there."""
-    b = material.engine("b", builder_config=INT8, calibration=CALIBRATION, audit_id="AUD-B")
-    c = material.engine(
-        "c",
-        builder_config=INT8,
-        calibration=CALIBRATION,
-        previous_engine=b,
-        previous_manifest_digest=material.manifest_digests["b"],
-        audit_id="AUD-C",
-    )
+    b, c = int8_chain(material)
     spec = pod(engine=c)["spec"]
     job = {
         "apiVersion": api_version,
