@@ -392,8 +392,8 @@ def require_current(applied: int, *, where: str) -> None:
             f"this decision log's schema (version {applied}) is older than this trtguard's "
             f"({LATEST_VERSION}), and a reader does not migrate it",
             location=where,
-            hint="start `trtguard serve` of this version on it once: it migrates the schema "
-            "(docs/decision-log-storage.md, Upgrading)",
+            hint="run `trtguard audit seal` (or start `trtguard serve`) of this version on it once: either "
+            "migrates the schema (docs/decision-log-storage.md, Upgrading)",
         )
 
 
