@@ -6,9 +6,9 @@ build manifest declares, and the manifests of the engines of the workload's last
 (:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is its API group, kind, namespace and
 name) — so that leaving ``previous_manifest_digest`` out cannot hide a gated change. Of the last admission,
 those built from the same ONNX model count, else all of them: never a choice by names, containers or
-templates, which the workload's author controls (:func:`_predecessors`). With no baseline at all the engine is a first build: only what is new by
-definition (``FirstInt8``) counts. A gated change needs, per change kind, approvals from ``threshold``
-distinct approvers for this engine digest and this audit ID, not expired.
+templates, which the workload's author controls (:func:`_predecessors`). With no baseline at all the engine is
+a first build: only what is new by definition (``FirstInt8``) counts. A gated change needs, per change kind,
+approvals from ``threshold`` distinct approvers for this engine digest and this audit ID, not expired.
 
 A declared predecessor is whatever the engine's builder wrote down, so it stands in for an earlier engine
 only when it is *confirmed*: it is an engine of the workload's last admission (the history says it ran
