@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from policies.identity import WorkloadIdentity
 from verifier.deadline import Deadline
 from verifier.keys import generate_private_key
 from webhook.admission_history import DecisionLogHistory
@@ -131,11 +132,14 @@ def run(args: argparse.Namespace) -> None:
             carried = carried[: args.lookups]
             deadline = Deadline.after(600)
 
+            def workload(name: str) -> WorkloadIdentity:
+                return WorkloadIdentity("apps", "Deployment", "prod", name)
+
             def live_only(name: str) -> Callable[[], Awaitable[object]]:
-                return lambda: history._live("prod", "Deployment", name)
+                return lambda: history._live(workload(name))
 
             def last(name: str) -> Callable[[], Awaitable[object]]:
-                return lambda: history.last_engines("prod", "Deployment", name, deadline)
+                return lambda: history.last_engines(workload(name), deadline)
 
             baseline = await _timed([live_only(n) for n in live])
             now_live = await _timed([last(n) for n in live])

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from policies.evaluator import PolicyEngine
+from policies.kinds import group_of
 from policies.requesters import Requester
 from policies.results import Action, Decision, Violation
 from verifier.deadline import Deadline
@@ -169,6 +170,16 @@ class Reviewer:
             return _deny(
                 "UnsupportedRequest",
                 f"the object is a {own_kind} but the request says {request.kind.kind}; nothing was checked",
+                "evaluation_error",
+            )
+        own_group = _group(obj, request)
+        if own_group != request.kind.group:
+            # The workload is recorded, and its history looked up, by the request's group: judging an object
+            # of another group would compare it with another workload's history.
+            return _deny(
+                "UnsupportedRequest",
+                f"the object is of API group {own_group!r} but the request says {request.kind}; nothing was "
+                "checked",
                 "evaluation_error",
             )
         if request.operation == "UPDATE" and (_being_deleted(obj) or _being_deleted(request.old_object)):
@@ -454,6 +465,12 @@ def _deny(reason: str, message: str, failure: str | None = None) -> Verdict:
 def _not_a_workload(reason: str) -> Verdict:
     warning = f"trtguard judged nothing: {reason}"
     return Verdict(True, "NotAWorkload", warnings=(warning,))
+
+
+def _group(obj: Mapping[str, Any], request: AdmissionRequest) -> str | None:
+    """The API group the object's own ``apiVersion`` names (the request's when it names none)."""
+    api_version = obj.get("apiVersion", request.kind.api_version)
+    return group_of(api_version) if isinstance(api_version, str) else None
 
 
 def _being_deleted(obj: Mapping[str, Any] | None) -> bool:

@@ -1,11 +1,11 @@
 """What the webhook admitted before, for change control: the policy engine's ``AdmissionHistory``.
 
-Answered from the decision log alone: the engines of a workload's newest (by decision time) real (not
-dry-run), delivered admission that named any, with the name and containers each was recorded with, so that
-the engine a new one replaces is found whatever repository it comes from (``policies.evaluator``). The live
-records are read first; what rotation pruned is answered by the carried state the log keeps through its
-newest pruned checkpoint (:mod:`webhook.decisionlog.carried`), so that pruning never forgets a workload's
-last admission.
+Answered from the decision log alone: the engines of a workload's (API group, kind, namespace and name:
+:mod:`policies.identity`) newest (by decision time) real (not dry-run), delivered admission that named any,
+with the name and containers each was recorded with (``policies.rules.change_control`` compares a new engine
+with them). The live records are read first; what rotation pruned is answered by the carried state the log
+keeps through its newest pruned checkpoint (:mod:`webhook.decisionlog.carried`), so that pruning never
+forgets a workload's last admission.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from policies.identity import WorkloadIdentity
 from policies.results import AdmittedEngine, AdmittingDecision
 from verifier.deadline import Deadline
 from verifier.errors import EvidenceUnavailable
@@ -38,9 +39,12 @@ class DecisionLogHistory:
         self.store = store
 
     async def last_engines(
-        self, namespace: str, kind: str, name: str, deadline: Deadline
+        self, workload: WorkloadIdentity, deadline: Deadline
     ) -> tuple[AdmittedEngine, ...]:
-        """The engines of the newest real, delivered admission of this workload that named any (none: empty).
+        """The engines of the newest real, delivered admission of ``workload`` that named any (none: empty).
+
+        Records and carried entries of another API group (a Volcano ``Job`` beside a ``batch/v1`` one of the
+        same name) are another workload's: never read here.
 
         The live records are read first, a page at a time by key, then the carried state: a prune between
         the reads deletes records only together with moving the carried state past them (one transaction),
@@ -52,9 +56,11 @@ class DecisionLogHistory:
         """
         try:
             async with asyncio.timeout(deadline.remaining()):
-                live = await self._live(namespace, kind, name)
-                carried = await self.store.carried(namespace, name, kind)
-                return await self._newest(namespace, kind, name, live, carried)
+                live = await self._live(workload)
+                carried = await self.store.carried(
+                    workload.namespace, workload.name, group=workload.group, kind=workload.kind
+                )
+                return await self._newest(workload, live, carried)
         except _Lost as error:
             raise EvidenceUnavailable(
                 error.message, transient=False, location=self.store.description, hint=error.hint
@@ -62,13 +68,12 @@ class DecisionLogHistory:
         except (TimeoutError, DecisionLogError) as error:
             reason = "ran out of time" if isinstance(error, TimeoutError) else str(error)
             raise EvidenceUnavailable(
-                f"the decision log could not say which engines were last admitted for "
-                f"{namespace}/{kind}/{name}: {reason}",
+                f"the decision log could not say which engines were last admitted for {workload}: {reason}",
                 transient=True,
                 location=self.store.description,
             ) from None
 
-    async def _live(self, namespace: str, kind: str, name: str) -> StoredRecord | None:
+    async def _live(self, workload: WorkloadIdentity) -> StoredRecord | None:
         """The newest live admission of the workload that named engines and was delivered."""
         older_than: tuple[datetime, int] | None = None
         while True:
@@ -76,9 +81,10 @@ class DecisionLogHistory:
             # after newer admissions written directly, and must not be taken as the last one.
             page = await self.store.query(
                 RecordQuery(
-                    namespace=namespace,
-                    name=name,
-                    kind=kind,
+                    namespace=workload.namespace,
+                    name=workload.name,
+                    kind=workload.kind,
+                    group=workload.group,
                     allowed=True,
                     dry_run=False,
                     newest_first=True,
@@ -97,24 +103,24 @@ class DecisionLogHistory:
             older_than = (page[-1].record.time, page[-1].seq)
 
     async def _newest(
-        self, namespace: str, kind: str, name: str, live: StoredRecord | None, carried: Carried
+        self, workload: WorkloadIdentity, live: StoredRecord | None, carried: Carried
     ) -> tuple[AdmittedEngine, ...]:
         """The newer of the live admission and the carried ones (an undelivered record in the live log may
         name a carried admission too; only those newer than the live one are asked about)."""
         if carried.base_seq and not carried.stored:
-            raise _lost(namespace, kind, name, carried.base_seq)
-        [workload] = carried.workloads or (None,)
+            raise _lost(workload, carried.base_seq)
+        [entry] = carried.workloads or (None,)
         floor = _order(live) if live is not None else None
-        for admission in sorted(workload.admissions if workload else (), key=lambda a: a.order, reverse=True):
+        for admission in sorted(entry.admissions if entry else (), key=lambda a: a.order, reverse=True):
             if floor is not None and admission.order <= floor:
                 break
             if not await self._undelivered(admission.uid, admission.record_id):
                 return _admitted(admission.engines, AdmittingDecision(admission.record_id, admission.seq))
         # Every carried admission (newer than the live one, if any) was taken back; those cut from the state
         # may be newer than the live one too, unless a carried one older than it shows they are not.
-        unknown = floor is None or all(a.order > floor for a in workload.admissions) if workload else False
-        if workload is not None and workload.older and unknown:
-            raise _lost(namespace, kind, name, carried.base_seq)
+        unknown = floor is None or all(a.order > floor for a in entry.admissions) if entry else False
+        if entry is not None and entry.older and unknown:
+            raise _lost(workload, carried.base_seq)
         if live is not None:
             return _admitted(carried_engines(live.record), AdmittingDecision(live.record.record_id, live.seq))
         return ()
@@ -160,10 +166,10 @@ class _Lost(DecisionLogError):
     """The log cannot tell what a workload last ran: retrying will not help."""
 
 
-def _lost(namespace: str, kind: str, name: str, base_seq: int) -> _Lost:
+def _lost(workload: WorkloadIdentity, base_seq: int) -> _Lost:
     return _Lost(
-        f"what {namespace}/{kind}/{name} last ran is not known: records up to seq {base_seq} were pruned "
-        "without carrying its last admissions forward",
+        f"what {workload} last ran is not known: records up to seq {base_seq} were pruned without carrying "
+        "its last admissions forward",
         hint="run `trtguard audit seal --archive FOLDER` (or `audit rotate`) once: it rebuilds them from the "
         "archived segments (docs/decision-log-storage.md, upgrading)",
     )

@@ -385,6 +385,9 @@ def _gvk(value: object, where: str) -> GroupVersionKind | None:
         raise ReviewError(f"{where}.kind is missing or empty", status=422, location=f"{where}.kind")
     if not isinstance(group, str) or not isinstance(version, str):
         raise ReviewError(f"{where}.group and .version must be strings", status=422, location=where)
+    if "/" in group or "/" in version:
+        # The record's api_version is group/version: a "/" inside either would name another group.
+        raise ReviewError(f"{where}.group and .version cannot contain '/'", status=422, location=where)
     return GroupVersionKind(group=group, version=version, kind=kind)
 
 

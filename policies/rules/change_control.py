@@ -2,11 +2,13 @@
 committee approved them.
 
 An engine's changes are computed against every baseline that can be found — the previous manifest its own
-build manifest declares, and the manifest of the engine it replaces in the workload's last admission
-(:class:`~policies.rules.evaluation.AdmissionHistory`) — so that leaving ``previous_manifest_digest`` out
-cannot hide a gated change. With no baseline at all the engine is a first build: only what is new by
-definition (``FirstInt8``) counts. A gated change needs, per change kind, approvals from ``threshold``
-distinct approvers for this engine digest and this audit ID, not expired.
+build manifest declares, and the manifests of the engines of the workload's last admission
+(:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is its API group, kind, namespace and
+name) — so that leaving ``previous_manifest_digest`` out cannot hide a gated change. Of the last admission,
+those built from the same ONNX model count, else all of them: never a choice by names, containers or
+templates, which the workload's author controls (:func:`_predecessors`). With no baseline at all the engine is
+a first build: only what is new by definition (``FirstInt8``) counts. A gated change needs, per change kind,
+approvals from ``threshold`` distinct approvers for this engine digest and this audit ID, not expired.
 
 A declared predecessor is whatever the engine's builder wrote down, so it stands in for an earlier engine
 only when it is *confirmed*: it is an engine of the workload's last admission (the history says it ran
@@ -23,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from policies.identity import WorkloadIdentity
 from policies.podspec import EngineUse
 from policies.results import (
     AdmittedEngine,
@@ -106,7 +109,7 @@ async def check(
     Approvals that do not suffice are looked up again rather than taken from the cache, so that an approval
     pushed since the last admission counts at once.
     """
-    baselines, vouched = await _baselines(run, found, rule, manifest_rule, ref, use, verified)
+    baselines, vouched = await _baselines(run, found, rule, manifest_rule, ref, verified)
     first = not vouched and not any(baseline.confirmed for baseline in baselines)
     if first and baselines:
         for baseline in baselines:
@@ -154,13 +157,12 @@ async def _baselines(
     control: ChangeControl,
     rule: BuildManifestRule,
     ref: ImageReference,
-    use: EngineUse,
     verified: VerifiedManifest,
 ) -> tuple[list[Baseline], bool]:
-    """What the engine is compared with: its declared previous manifest and the last admitted engine.
+    """What the engine is compared with: its declared previous manifest and the last admitted engines.
 
-    Also whether the workload's history vouches for the engine's place: its last admission names the
-    engine this one replaces, or this very engine (then no baseline need be confirmed).
+    Also whether the workload's history vouches for the engine's place: it has a last admission with
+    engines (the baselines from it, or this very engine: then no baseline need be confirmed).
     """
     manifest = verified.manifest
     declared = manifest.previous_manifest_digest
@@ -168,23 +170,23 @@ async def _baselines(
     declared_found = False
     vouched = False
 
+    def choose(candidates: Sequence[VerifiedManifest]) -> VerifiedManifest:
+        """The declared previous manifest among an engine's manifests, else the newest."""
+        matching = [c for c in candidates if c.digest == declared]
+        return matching[0] if matching else max(candidates, key=lambda c: c.manifest.build_timestamp)
+
     def add(
-        candidates: Sequence[VerifiedManifest],
+        chosen: VerifiedManifest,
         source: str,
         kind: BaselineKind,
         engine: ImageReference,
         admitted_by: AdmittingDecision | None = None,
-    ) -> VerifiedManifest:
+    ) -> None:
         nonlocal declared_found
-        matching = [c for c in candidates if c.digest == declared]
-        if matching:
+        if chosen.digest == declared:
             declared_found = True
-            chosen, source = matching[0], f"declared previous manifest {declared}"
-            kind = "declared-previous-manifest"
-        else:
-            chosen = max(candidates, key=lambda c: c.manifest.build_timestamp)
+            source, kind = f"declared previous manifest {declared}", "declared-previous-manifest"
         baselines.append(Baseline(chosen.manifest, source, chosen.digest, kind, str(engine), admitted_by))
-        return chosen
 
     previous: ImageReference | InvalidReference | None = None
     declared_baseline: tuple[int, VerifiedManifest] | None = None
@@ -201,25 +203,29 @@ async def _baselines(
                 ),
             )
             if candidates is not None:
-                chosen = add(candidates, f"previous engine {previous}", "previous-engine", previous)
+                chosen = choose(candidates)
+                add(chosen, f"previous engine {previous}", "previous-engine", previous)
                 declared_baseline = (len(baselines) - 1, chosen)
     history, workload = run.history, run.context
     admitted_digests: set[str] = set()
     if history is not None and workload.name and workload.namespace:
-        namespace, name = workload.namespace, workload.name
+        identity = WorkloadIdentity.of(workload.group, workload.kind, workload.namespace, workload.name)
 
         async def last_admitted() -> None:
             nonlocal vouched
-            admitted = await history.last_engines(namespace, workload.kind, name, run.deadline)
-            for engine in admitted:
-                parsed = run.reference(engine.reference)
-                if isinstance(parsed, ImageReference) and parsed.digest is not None:
-                    admitted_digests.add(parsed.digest)
-            predecessors = _predecessors(use, ref, admitted, run.reference)
-            vouched = bool(admitted) and (bool(predecessors) or ref.digest in admitted_digests)
-            for last, engine in predecessors:
+            admitted = await history.last_engines(identity, run.deadline)
+            engines = _admitted_engines(admitted, run.reference)
+            admitted_digests.update(last.digest for last in engines if last.digest is not None)
+            vouched = bool(engines)
+            if not engines or ref.digest in admitted_digests:
+                return  # an engine this workload ran last is no change (nor is a first engine one)
+            chosen = [
+                (last, engine, choose(await run.build_manifests(last, rule)))
+                for last, engine in engines.items()
+            ]
+            for last, engine, manifest_of in _predecessors(manifest, chosen):
                 add(
-                    await run.build_manifests(last, rule),
+                    manifest_of,
                     f"last admitted engine {last}",
                     "last-admitted-engine",
                     last,
@@ -291,30 +297,32 @@ def _unconfirmed(baseline: Baseline, *, history: bool) -> str:
     )
 
 
-def _predecessors(
-    use: EngineUse,
-    ref: ImageReference,
-    admitted: Sequence[AdmittedEngine],
-    parse: Callable[[str], ImageReference | InvalidReference],
-) -> list[tuple[ImageReference, AdmittedEngine]]:
-    """The engines of the workload's last admission that ``use`` replaces: its baselines from history.
-
-    The same engine name (volume or annotation entry) first; else the engines that ran in one of the same
-    containers; else every engine admitted last, so that renaming the engine, its repository and its volume
-    at once still cannot leave a change without a baseline (changes against each are counted). None when
-    the engine is among them unchanged.
-    """
-    candidates = [e for e in admitted if e.name == use.name] or [
-        e for e in admitted if set(e.containers) & set(use.containers)
-    ]
+def _admitted_engines(
+    admitted: Sequence[AdmittedEngine], parse: Callable[[str], ImageReference | InvalidReference]
+) -> dict[ImageReference, AdmittedEngine]:
+    """The engines of the workload's last admission, each reference once (unreadable ones left out)."""
     found: dict[ImageReference, AdmittedEngine] = {}
-    for engine in candidates or admitted:
+    for engine in admitted:
         parsed = parse(engine.reference)
-        if parsed == ref:
-            return []
-        if isinstance(parsed, ImageReference) and parsed not in found:
-            found[parsed] = engine
-    return list(found.items())
+        if isinstance(parsed, ImageReference):
+            found.setdefault(parsed, engine)
+    return found
+
+
+def _predecessors(
+    manifest: EngineBuildManifest,
+    admitted: Sequence[tuple[ImageReference, AdmittedEngine, VerifiedManifest]],
+) -> list[tuple[ImageReference, AdmittedEngine, VerifiedManifest]]:
+    """The engines of the workload's last admission that an engine built by ``manifest`` is compared with:
+    those built from the same ONNX model, else every one (changes against each count).
+
+    Nothing the workload's author writes narrows them — not the engine's, volume's or container's name, not
+    the template or role it runs in (they can be renamed, moved or repeated to steer the comparison to the
+    weakest engine), not its repository. Only the signed build manifests do: an engine built from the same
+    ONNX model as one that ran here is a new build of that model; any other is compared with all of them.
+    """
+    same_model = [found for found in admitted if found[2].manifest.onnx.sha256 == manifest.onnx.sha256]
+    return same_model or list(admitted)
 
 
 def change_indexes(

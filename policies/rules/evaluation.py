@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from policies.budget import UNLIMITED, Budget
 from policies.cel.sandbox import CelSandbox
+from policies.identity import WorkloadIdentity
 from policies.loader import CompiledPolicy
 from policies.matching import selects, selects_by_requester
 from policies.requesters import Requester
@@ -67,10 +68,9 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 class AdmissionHistory(Protocol):
     """What was admitted before: the webhook answers from its decision log, for change control."""
 
-    async def last_engines(
-        self, namespace: str, kind: str, name: str, deadline: Deadline
-    ) -> Sequence[AdmittedEngine]:
-        """The engines of the newest real (not dry-run) admission of the workload that named any."""
+    async def last_engines(self, workload: WorkloadIdentity, deadline: Deadline) -> Sequence[AdmittedEngine]:
+        """The engines of the newest real (not dry-run) admission of ``workload`` (API group, kind, namespace
+        and name: another group's kind of the same name is another workload) that named any."""
         ...
 
 

@@ -311,6 +311,32 @@ async def test_object_naming_another_kind_than_the_request_is_denied(
     assert "the object is a Pod but the request says Deployment" in answer["status"]["message"]
 
 
+async def test_object_of_another_api_group_than_the_request_is_denied(
+    demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
+) -> None:
+    """The decision is recorded, and change control's history looked up, by the request's group: an object
+    of another group (a Volcano Job sent as batch/v1's) would be compared with another workload's history."""
+    reviewer = _reviewer(demo_material.policies, LocalEvidence(demo_material.attestations), store)
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "dev"},
+        "spec": {"tasks": [{"name": "run", "template": {"spec": make_pod("x", TENSORRT_IMAGE)["spec"]}}]},
+    }
+    body = make_review(obj=job)
+    body["request"]["kind"] = {"group": "batch", "version": "v1", "kind": "Job"}
+    answer = await _review(reviewer, body)
+    assert (answer["allowed"], answer["status"]["reason"]) == (False, "UnsupportedRequest")
+    assert (
+        "the object is of API group 'batch.volcano.sh' but the request says batch/v1/Job"
+        in (answer["status"]["message"])
+    )
+    # The same object sent as what it is, in another version of its group, is judged.
+    body["request"]["kind"] = {"group": "batch.volcano.sh", "version": "v1alpha2", "kind": "Job"}
+    answer = await _review(reviewer, body)
+    assert answer["auditAnnotations"]["reason"] != "UnsupportedRequest"
+
+
 async def test_without_api_timeout_the_default_applies(
     demo_material: Material, store: SQLiteStore, make_pod: PodFactory, make_review: ReviewFactory
 ) -> None:

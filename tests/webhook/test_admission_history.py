@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from policies.identity import WorkloadIdentity
 from policies.results import AdmittedEngine, AdmittingDecision
 from tests.support.harness import ReviewFactory
 from trtguard.demo.material import TENSORRT_IMAGE, Material
@@ -25,6 +26,8 @@ from webhook.decisionlog import DecisionRecord, SQLiteStore, undelivered
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
 from webhook.wire import parse_review_document
+
+RESNET50 = WorkloadIdentity("apps", "Deployment", "prod", "resnet50")
 
 RESNET = "registry.example.com/models/resnet50"
 
@@ -81,16 +84,20 @@ async def test_last_engines_are_those_of_the_newest_real_admission_with_engines(
         _record(engines=(_engine(v3),), dry_run=True),  # a dry run admits nothing
         stateful,  # another workload of the same name
         _record(engines=(_engine(v3),), namespace="dev"),
+        # A Deployment of another API group (a custom kind of the same name): another workload too.
+        _record(engines=(_engine(v3),), api_version="serving.example.com/v1"),
     )
     history = DecisionLogHistory(store)
     # Each engine names the decision that admitted it, which change control records as its baseline's.
     by = AdmittingDecision(admitting.record_id, 2)
-    assert await history.last_engines("prod", "Deployment", "resnet50", Deadline.after(5)) == (
+    assert await history.last_engines(RESNET50, Deadline.after(5)) == (
         AdmittedEngine(v2, "engine", ("server",), by),
         AdmittedEngine(other, admitted_by=by),
     )
-    assert await history.last_engines("prod", "Deployment", "other", Deadline.after(5)) == ()
-    assert await history.last_engines("prod", "StatefulSet", "resnet50", Deadline.after(5)) == (
+    unknown = WorkloadIdentity("apps", "Deployment", "prod", "other")
+    assert await history.last_engines(unknown, Deadline.after(5)) == ()
+    stateful_set = WorkloadIdentity("apps", "StatefulSet", "prod", "resnet50")
+    assert await history.last_engines(stateful_set, Deadline.after(5)) == (
         AdmittedEngine(v3, admitted_by=AdmittingDecision(stateful.record_id, 125)),
     )
 
@@ -103,7 +110,7 @@ async def test_an_admission_whose_answer_was_not_delivered_is_not_the_last_admit
     late = _record(uid="u2", engines=(_engine(v2),))
     await _append(store, delivered, late, undelivered.undelivered(late))
     history = DecisionLogHistory(store)
-    assert await history.last_engines("prod", "Deployment", "resnet50", Deadline.after(5)) == (
+    assert await history.last_engines(RESNET50, Deadline.after(5)) == (
         AdmittedEngine(v1, admitted_by=AdmittingDecision(delivered.record_id, 1)),
     )
 
@@ -111,10 +118,10 @@ async def test_an_admission_whose_answer_was_not_delivered_is_not_the_last_admit
 async def test_a_log_that_cannot_answer_is_unavailable_evidence(tmp_path: Path) -> None:
     history = DecisionLogHistory(SQLiteStore(tmp_path / "absent.db", read_only=True))
     with pytest.raises(EvidenceUnavailable, match="could not say which engines") as raised:
-        await history.last_engines("prod", "Deployment", "resnet50", Deadline.after(5))
+        await history.last_engines(RESNET50, Deadline.after(5))
     assert raised.value.transient
     with pytest.raises(EvidenceUnavailable, match="ran out of time"):
-        await history.last_engines("prod", "Deployment", "resnet50", Deadline(time.monotonic() - 1))
+        await history.last_engines(RESNET50, Deadline(time.monotonic() - 1))
 
 
 async def test_a_log_that_is_not_a_database_is_unavailable_evidence(tmp_path: Path) -> None:
@@ -123,7 +130,7 @@ async def test_a_log_that_is_not_a_database_is_unavailable_evidence(tmp_path: Pa
     path.write_bytes(b"this is not an SQLite file " * 200)
     history = DecisionLogHistory(SQLiteStore(path, read_only=True))
     with pytest.raises(EvidenceUnavailable, match="file is not a database") as raised:
-        await history.last_engines("prod", "Deployment", "resnet50", Deadline.after(5))
+        await history.last_engines(RESNET50, Deadline.after(5))
     assert raised.value.transient
 
 

@@ -9,10 +9,13 @@ from typing import Any
 
 import pytest
 
+from policies.identity import WorkloadIdentity
 from policies.results import AdmittedEngine, AdmittingDecision
 from verifier.deadline import Deadline
 from webhook.admission_history import DecisionLogHistory
 from webhook.decisionlog import DecisionRecord, DecisionStore, PostgresStore, SQLiteStore
+
+RESNET50 = WorkloadIdentity("apps", "Deployment", "prod", "resnet50")
 
 RESNET = "registry.example.com/models/resnet50"
 NOON = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -66,7 +69,7 @@ async def _spool_shipped_after_newer(store: DecisionStore) -> None:
     for record in records:
         await store.append(record, deadline=Deadline.after(5))
     history = DecisionLogHistory(store)
-    assert await history.last_engines("prod", "Deployment", "resnet50", Deadline.after(5)) == (
+    assert await history.last_engines(RESNET50, Deadline.after(5)) == (
         AdmittedEngine(new, admitted_by=AdmittingDecision(direct.record_id, 2)),
     )
 
@@ -85,7 +88,5 @@ async def test_equal_times_fall_back_to_seq(sqlite_store: SQLiteStore) -> None:
     later = _record(second, NOON)
     for record in (_record(first, NOON), later):
         await sqlite_store.append(record, deadline=Deadline.after(5))
-    found = await DecisionLogHistory(sqlite_store).last_engines(
-        "prod", "Deployment", "resnet50", Deadline.after(5)
-    )
+    found = await DecisionLogHistory(sqlite_store).last_engines(RESNET50, Deadline.after(5))
     assert found == (AdmittedEngine(second, admitted_by=AdmittingDecision(later.record_id, 2)),)

@@ -138,6 +138,9 @@ def test_old_object_is_ignored_on_create() -> None:
         (_review(kind=None), 422, "request.kind is missing"),
         (_review(kind={"group": "", "version": "v1"}), 422, "request.kind.kind is missing"),
         (_review(kind="Pod"), 422, "request.kind is a string"),
+        # The record's api_version is group/version: a "/" inside either would name another group.
+        (_review(kind={"group": "batch/x", "version": "v1", "kind": "Job"}), 422, "cannot contain '/'"),
+        (_review(kind={"group": "batch", "version": "x/v1", "kind": "Job"}), 422, "cannot contain '/'"),
         (_review(object=[1]), 422, "request.object is an array"),
         (_review(dryRun="true"), 422, "request.dryRun is a string"),
         (_review(name=5), 422, "request.name is a number"),

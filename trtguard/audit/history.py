@@ -1,11 +1,12 @@
 """Every admitted change of a workload's engines and images, and what each decision relied on.
 
-Built from the decision log alone: real (not dry-run) admissions of ``namespace/name``, replayed record by
-record. An engine is followed by its name in the workload (the image volume or annotation entry; the
+Built from the decision log alone: real (not dry-run) admissions of one workload (API group, kind, namespace
+and name: :mod:`policies.identity`; another group's kind of the same name is another workload), replayed
+record by record. An engine is followed by its name in the workload (the image volume or annotation entry; the
 repository in records written before names were kept), an image by its container (its JSON path in older
 records); a CREATE starts afresh, an UPDATE changes what it names. Each change carries what its record holds
-(docs/decision-log.md): for an engine the build manifest counted (audit ID, TensorRT version, precisions),
-the change kinds computed against which baseline, the approvals counted; for an image the signatures and
+(docs/decision-log.md): for an engine the build manifest counted (audit ID, TensorRT version, precisions), the
+change kinds computed against which baseline, the approvals counted; for an image the signatures and
 attestations counted. The requester and the policy revision come with each admission. An allow whose answer
 never reached the API server (an undelivered record names it, docs/decision-log.md "Answers not delivered")
 changed nothing: it is left out, and :func:`not_delivered` lists it.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from policies.identity import WorkloadIdentity
 from verifier.deadline import Deadline
 from verifier.errors import InputError, TrtguardError, VerificationError
 from verifier.evidence import EvidenceSource
@@ -131,27 +133,40 @@ class HistoryEntry:
     stored: StoredRecord
 
 
-async def workload_records(store: DecisionStore, namespace: str, name: str) -> list[StoredRecord]:
-    """The real (not dry-run) records of ``namespace/name``: admissions, and denials (among them the
-    undelivered records that say an admission's answer never reached the API server)."""
-    return await store.query(RecordQuery(namespace=namespace, name=name, dry_run=False))
+async def workload_records(store: DecisionStore, workload: WorkloadIdentity) -> list[StoredRecord]:
+    """The real (not dry-run) records of ``workload``: admissions, and denials (among them the undelivered
+    records that say an admission's answer never reached the API server)."""
+    query = RecordQuery(
+        namespace=workload.namespace,
+        name=workload.name,
+        kind=workload.kind,
+        group=workload.group,
+        dry_run=False,
+    )
+    return await store.query(query)
 
 
-async def workload_history(store: DecisionStore, namespace: str, name: str) -> list[HistoryEntry]:
-    """The real admissions of ``namespace/name`` that changed its engines or images, oldest first (after
-    rotation, from the engines carried forward through the records pruned)."""
-    carried = await store.carried(namespace, name)
-    return replay(await workload_records(store, namespace, name), carried=last_carried(carried))
+async def workload_carried(store: DecisionStore, workload: WorkloadIdentity) -> Carried:
+    """What rotation carried forward of ``workload``'s pruned records."""
+    return await store.carried(workload.namespace, workload.name, group=workload.group, kind=workload.kind)
+
+
+async def workload_history(store: DecisionStore, workload: WorkloadIdentity) -> list[HistoryEntry]:
+    """The real admissions of ``workload`` that changed its engines or images, oldest first (after rotation,
+    from the engines carried forward through the records pruned)."""
+    carried = await workload_carried(store, workload)
+    return replay(await workload_records(store, workload), carried=last_carried(carried))
 
 
 def last_carried(carried: Carried) -> CarriedAdmission | None:
-    """The newest admission rotation carried forward of a workload (of any kind), if any."""
+    """The newest admission rotation carried forward of the workload ``carried`` was read for, if any."""
     admissions = [a for w in carried.workloads for a in w.admissions]
     return max(admissions, key=lambda a: a.order, default=None)
 
 
 def replay(records: Iterable[StoredRecord], *, carried: CarriedAdmission | None = None) -> list[HistoryEntry]:
-    """The admissions among ``records`` (one workload's) that changed its engines or images.
+    """The admissions among ``records`` (one workload's: API group, kind, namespace and name) that changed
+    its engines or images.
 
     Replayed in decision-time order (then seq): records shipped from a spool after an outage follow newer
     ones in seq order. Denials and dry runs are skipped, so that callers holding records from elsewhere (an

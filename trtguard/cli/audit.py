@@ -64,13 +64,17 @@ def register(subparsers: Subparsers) -> None:
         "query",
         help="decisions matching filters",
         description="Decisions matching every filter given, oldest first (--newest-first or --last N for "
-        "the newest). The last deploy of a workload: --namespace NS --name NAME --allowed --no-dry-run "
-        "--last 1.",
+        "the newest). The last deploy of a workload: --namespace NS --name NAME --kind KIND --allowed "
+        "--no-dry-run --last 1.",
     )
     _log_flag(query)
     query.add_argument("--namespace", help="only this namespace")
     query.add_argument("--name", help="only objects of this name")
-    query.add_argument("--kind", help="only this kind, e.g. Deployment")
+    query.add_argument(
+        "--kind",
+        help="only this kind, named as policies name kinds: Kind.group (Job.batch.volcano.sh) or a built-in "
+        "kind bare (Job is batch/v1's)",
+    )
     query.add_argument("--uid", help="the decision for one AdmissionReview uid")
     verdict = query.add_mutually_exclusive_group()
     verdict.add_argument("--denied", action="store_true", help="only denials")
@@ -200,10 +204,12 @@ def _query(args: argparse.Namespace, out: TextIO | None = None) -> int:
             "--last N is --newest-first --limit N: give one of --last and --limit, N at least 0",
             location="--last",
         )
+    group, kind = (None, None) if args.kind is None else _kind(args.kind)
     query = RecordQuery(
         namespace=args.namespace,
         name=args.name,
-        kind=args.kind,
+        kind=kind,
+        group=group,
         uid=args.uid,
         allowed=True if args.allowed else False if args.denied else None,
         dry_run=True if args.dry_run else False if args.no_dry_run else None,
@@ -220,6 +226,17 @@ def _query(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return _print_checked(found, await check_chain(store, verify=not args.no_verify), args.format, out)
 
     return _run(args, work)
+
+
+def _kind(text: str) -> tuple[str, str]:
+    """``(group, kind)`` of ``--kind``; an :class:`InputError` that names the flag."""
+    from policies.identity import parse_kind  # noqa: PLC0415
+
+    try:
+        return parse_kind(text)
+    except InputError as error:
+        error.location = "--kind"
+        raise
 
 
 def _time(text: str | None, flag: str) -> datetime | None:

@@ -1,4 +1,7 @@
-"""``trtguard audit history NAMESPACE/WORKLOAD``: every admitted change of a workload's engines and images.
+"""``trtguard audit history NAMESPACE/KIND/NAME``: every admitted change of a workload's engines and images.
+
+The workload is its API group, kind, namespace and name (:mod:`trtguard.audit.workloads`):
+``NAMESPACE/NAME`` names it while the log knows one workload of that name, and says which when it knows more.
 
 Replayed from the decision log alone (:mod:`trtguard.audit.history`) and checked against the recomputed
 chain; after rotation it starts from what rotation carried forward (the workload's last admissions through
@@ -33,13 +36,20 @@ def register(commands: Subparsers, log_flag: Flag, format_flag: Flag, verify_fla
         commands,
         "history",
         help="every admitted change of a workload's engines and images, with who asked and who approved",
-        description="Every real (not dry-run) admission of NAMESPACE/WORKLOAD that changed an engine or an "
+        description="Every real (not dry-run) admission of the workload NAMESPACE/KIND/NAME (KIND as "
+        "policies name kinds: Job.batch.volcano.sh, or a built-in kind bare: Deployment) that changed an "
+        "engine or an "
         "image, from the decision log alone: the requester, the policy revision, and what each change's "
         "record holds (audit ID, TensorRT version and precisions, change kinds against which baseline, the "
         "approvals counted, the signatures counted). With --attestations or --registry-config the build "
         "manifests attached now are also compared field by field.",
     )
-    history.add_argument("workload", metavar="NAMESPACE/WORKLOAD", help="e.g. prod/resnet50")
+    history.add_argument(
+        "workload",
+        metavar="NAMESPACE/KIND/NAME",
+        help="e.g. prod/Deployment/resnet50 or prod/Job.batch.volcano.sh/train; NAMESPACE/NAME when the log "
+        "knows one workload of that name",
+    )
     log_flag(history)
     add_evidence_arguments(history, "build manifests")
     history.add_argument(
@@ -53,20 +63,24 @@ def register(commands: Subparsers, log_flag: Flag, format_flag: Flag, verify_fla
 def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from trtguard.audit import history  # noqa: PLC0415
     from trtguard.audit.chain import check_chain  # noqa: PLC0415
+    from trtguard.audit.workloads import resolve_workload  # noqa: PLC0415
     from trtguard.cli.audit import _run, _warn  # noqa: PLC0415 - audit imports this module
+    from webhook.decisionlog.carried import Carried  # noqa: PLC0415
 
     out = out or sys.stdout
-    namespace, slash, name = str(args.workload).partition("/")
-    if not slash or not namespace or not name or "/" in name:
+    text = str(args.workload)
+    if text.count("/") not in (1, 2):
         raise InputError(
-            f"expected NAMESPACE/WORKLOAD, got {args.workload!r}",
-            hint="for example: trtguard audit history prod/resnet50",
+            f"expected NAMESPACE/KIND/NAME or NAMESPACE/NAME, got {text!r}",
+            hint="for example: trtguard audit history prod/Deployment/resnet50",
         )
 
     async def work(store: DecisionStore) -> int:
-        records = await history.workload_records(store, namespace, name)
-        carried = await store.carried(namespace, name)
+        workload = await resolve_workload(store, text, where="NAMESPACE/KIND/NAME")
+        records = [] if workload is None else await history.workload_records(store, workload)
+        carried = Carried(0, True) if workload is None else await history.workload_carried(store, workload)
         entries = history.replay(records, carried=history.last_carried(carried))
+        shown = text if workload is None else str(workload)
         # Admissions the API server never received (answered deny): not changes, but an auditor sees them.
         undelivered = history.not_delivered_json(records)
         chain = await check_chain(store, verify=not args.no_verify)
@@ -74,7 +88,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         comparisons = await _compare(entries, args)
         if args.format == "json":
             document = {
-                "workload": args.workload,
+                "workload": shown,
                 "log": store.description,
                 "chain": _chain_json(chain),
                 "entries": history.history_json(entries, comparisons, verified),
@@ -86,7 +100,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
             print(json.dumps(document, ensure_ascii=False), file=out)
         else:
             _print_carried(carried, out)
-            _print_history(args.workload, store.description, entries, comparisons, verified, out)
+            _print_history(shown, store.description, entries, comparisons, verified, out)
             _print_undelivered(undelivered, out)
         unverified = sum(1 for intact in verified.values() if intact is False)
         warning = chain.warning(unverified)
@@ -112,7 +126,8 @@ def _print_carried(carried: Carried, out: TextIO) -> None:
             engines = ", ".join(str(e.get("reference")) for e in admission.engines)
             say(
                 out,
-                f"  carried forward: {workload.kind} last admitted #{admission.seq} at {admission.time}: "
+                f"  carried forward: {workload.identity.kind_name} last admitted #{admission.seq} at "
+                f"{admission.time}: "
                 f"{engines}",
             )
 

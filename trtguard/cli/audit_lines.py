@@ -31,7 +31,10 @@ def print_record(stored: StoredRecord, fmt: str, out: TextIO, intact: bool | Non
     if intact is False:
         say(out, f"UNVERIFIED (not vouched for by the hash chain): #{stored.seq}")
     verdict = "ALLOW" if record.allowed else "DENY "
-    where = "/".join(part for part in (record.namespace, record.kind, record.name) if part)
+    from policies.identity import kind_name  # noqa: PLC0415 - keep `trtguard --help` light
+
+    kind = kind_name(record.api_group, record.kind)
+    where = "/".join(part for part in (record.namespace, kind, record.name) if part)
     sub = f"/{record.sub_resource}" if record.sub_resource else ""
     dry = " (dry run)" if record.dry_run else ""
     user = f" by {record.user}" if record.user else ""

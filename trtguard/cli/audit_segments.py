@@ -49,7 +49,8 @@ def register(commands: Subparsers, log_flag: Callable[[argparse.ArgumentParser],
         type=Path,
         metavar="FOLDER",
         help="the folder of archived segments: read once, when the log was pruned by a trtguard that did not "
-        "carry change control's last admissions forward (docs/decision-log-storage.md, upgrading)",
+        "carry change control's last admissions forward by API group, kind, namespace and name "
+        "(docs/decision-log-storage.md, upgrading)",
     )
     seal.add_argument(
         "--anchor-out",

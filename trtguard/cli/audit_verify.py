@@ -148,8 +148,11 @@ def _against_checkpoints(
             unlinked = (
                 checkpoint.prev_hash != previous.head_hash or checkpoint.first_seq != previous.last_seq + 1
             )
+            # Carried hashes link between checkpoints of one format (a format-3 one after a format-2 one
+            # starts from the state rebuilt by API group, which the earlier one does not name).
             if (
                 not unlinked
+                and checkpoint.version == previous.version
                 and checkpoint.prev_carried_hash is not None
                 and previous.carried_hash is not None
             ):

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from trtguard.audit.package import EvidencePackageReport, ExportSummary, Selection
     from verifier.evidence import EvidenceSource
+    from webhook.decisionlog import DecisionStore
 
 _WIDTH = 110
 _CHAIN_HELP = (
@@ -60,13 +61,18 @@ def register(subparsers: Subparsers) -> None:
         "prove them, the engines' build manifests, approvals, verification attestations and signatures, and "
         "the policy files in force, into one tar.gz whose index is signed with --key. Selection: --audit-id "
         "(decisions naming an engine whose build manifest carries the ID), --engine (real admissions of "
-        "that engine), --workload (every decision about NAMESPACE/NAME).",
+        "that engine), --workload (every decision about one workload: NAMESPACE/KIND/NAME, or NAMESPACE/NAME "
+        "when the log knows one workload of that name).",
         epilog=_LIMITS,
     )
     which = export.add_mutually_exclusive_group(required=True)
     which.add_argument("--audit-id", metavar="ID", help="engines whose build manifest carries this audit ID")
     which.add_argument("--engine", metavar="DIGEST", help="an engine digest, sha256:<hex>")
-    which.add_argument("--workload", metavar="NAMESPACE/NAME", help="e.g. prod/resnet50")
+    which.add_argument(
+        "--workload",
+        metavar="NAMESPACE/KIND/NAME",
+        help="e.g. prod/Deployment/resnet50, prod/Job.batch.volcano.sh/train, or prod/resnet50",
+    )
     export.add_argument(
         "--decision-log",
         metavar="URL",
@@ -159,15 +165,16 @@ def _export(args: argparse.Namespace, out: TextIO | None = None) -> int:
     key = load_signing_key(args.key, args)
     url: str = args.decision_log or os.environ.get("TRTGUARD_DECISION_LOG") or DEFAULT_DECISION_LOG
 
-    async def main() -> ExportSummary:
+    async def main() -> tuple[ExportSummary, Selection]:
         store = open_store(url, read_only=True)
         await store.open()
         close: Callable[[], Awaitable[None]] = _nothing
         try:
+            chosen = await _one_workload(store, selection)
             evidence, close = await _source(args)
             return await export_evidence_package(
                 store,
-                selection,
+                chosen,
                 policies=args.policies,
                 evidence=evidence,
                 key=key,
@@ -175,18 +182,30 @@ def _export(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 chain=ChainScope(args.chain),
                 deadline=Deadline.after(args.timeout),
                 overwrite=args.force,
-            )
+            ), chosen
         finally:
             try:
                 await close()
             finally:
                 await store.close()
 
-    summary = asyncio.run(main())
+    summary, selection = asyncio.run(main())
     _print_summary(summary, selection, out)
     for problem in summary.problems:
         print(f"trtguard: warning: {problem}", file=sys.stderr)
     return 0
+
+
+async def _one_workload(store: DecisionStore, selection: Selection) -> Selection:
+    """A ``NAMESPACE/NAME`` selection as the one workload of that name the log knows
+    (``NAMESPACE/KIND/NAME``), an error when it knows several: the package is about one workload."""
+    from trtguard.audit.package import Selection  # noqa: PLC0415
+    from trtguard.audit.workloads import resolve_workload  # noqa: PLC0415
+
+    if selection.kind != "workload" or selection.identity is not None:
+        return selection
+    found = await resolve_workload(store, selection.value, where="--workload")
+    return selection if found is None else Selection("workload", str(found))
 
 
 async def _source(args: argparse.Namespace) -> tuple[EvidenceSource | None, Callable[[], Awaitable[None]]]:

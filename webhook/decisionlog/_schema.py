@@ -7,8 +7,10 @@ transaction, and recorded in ``trtguard_schema_migrations``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Final, Literal
 
+from policies.identity import MOVED_TO_APPS
 from webhook.decisionlog.errors import DecisionLogError
 
 Dialect = Literal["sqlite", "postgresql"]
@@ -62,6 +64,15 @@ _INDEXES = (
     "CREATE INDEX trtguard_decisions_uid ON trtguard_decisions (uid)",
     "CREATE INDEX trtguard_decisions_time ON trtguard_decisions (time)",
 )
+_SQLITE_NO_UPDATE: Final = (
+    "CREATE TRIGGER trtguard_decisions_no_update BEFORE UPDATE ON trtguard_decisions"
+    " BEGIN SELECT RAISE(ABORT, 'trtguard_decisions is append-only'); END"
+)
+#: PostgreSQL's append-only trigger once pruning exists (deletions are guarded row by row).
+_PG_APPEND_ONLY: Final = (
+    "CREATE TRIGGER trtguard_decisions_append_only BEFORE UPDATE OR TRUNCATE"
+    " ON trtguard_decisions FOR EACH STATEMENT EXECUTE FUNCTION trtguard_append_only()"
+)
 # One row that every writer locks: it serialises appends from several replicas into one chain.
 _HEAD = (
     "CREATE TABLE trtguard_chain_head ("
@@ -81,8 +92,7 @@ _VERSION_1: Final = (
             _DECISIONS,
             *_INDEXES,
             *_HEAD,
-            "CREATE TRIGGER trtguard_decisions_no_update BEFORE UPDATE ON trtguard_decisions"
-            " BEGIN SELECT RAISE(ABORT, 'trtguard_decisions is append-only'); END",
+            _SQLITE_NO_UPDATE,
             "CREATE TRIGGER trtguard_decisions_no_delete BEFORE DELETE ON trtguard_decisions"
             " BEGIN SELECT RAISE(ABORT, 'trtguard_decisions is append-only'); END",
         ),
@@ -170,8 +180,7 @@ _MIGRATIONS_2: Final = (
             " ON trtguard_shared FOR EACH STATEMENT EXECUTE FUNCTION trtguard_shared_append_only()",
             _CHECKPOINTS,
             "DROP TRIGGER trtguard_decisions_append_only ON trtguard_decisions",
-            "CREATE TRIGGER trtguard_decisions_append_only BEFORE UPDATE OR TRUNCATE"
-            " ON trtguard_decisions FOR EACH STATEMENT EXECUTE FUNCTION trtguard_append_only()",
+            _PG_APPEND_ONLY,
             "CREATE FUNCTION trtguard_prune_archived_only() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
             f" IF OLD.seq > {_ARCHIVED_THROUGH} THEN RAISE EXCEPTION"
             " 'trtguard_decisions is append-only: only records of archived sealed segments can be pruned"
@@ -258,9 +267,134 @@ _VERSION_3: Final = Migration(
     ),
 )
 
-MIGRATIONS: Final = (*_MIGRATIONS_2, _VERSION_3)
+
+# Workloads are identified by API group, kind, namespace and name (policies.identity): a Volcano Job is not
+# a batch/v1 Job. ``api_group`` is derived from each record's ``api_version`` and ``kind`` (the chain check
+# holds it to the body); records written before get theirs here, from their bodies: the part of
+# ``api_version`` before its last ``/`` (nothing without one), ``apps`` for the kinds ``extensions`` served.
+# A row without one is never stored: PostgreSQL derives it for a replica of an older trtguard still writing
+# during a rolling upgrade, SQLite (one writer, the chart recreates it) refuses the row. The carried state
+# was keyed by (namespace, kind, name): it is dropped with the marks of the checkpoints it was stored for,
+# and rebuilt from the records by the next `audit seal` (docs/decision-log-storage.md, "Upgrading").
+def _api_group(dialect: Dialect, body: str, kind: str) -> str:
+    """The SQL expression of a record's ``api_group`` from its stored ``body`` and ``kind`` columns."""
+    if dialect == "sqlite":
+        version = f"json_extract({body}, '$.api_version')"
+        through_slash = f"rtrim({version}, replace({version}, '/', ''))"  # up to and including the last '/'
+        group = f"substr({through_slash}, 1, length({through_slash}) - 1)"
+    else:
+        group = f"COALESCE(substring(({body}::json ->> 'api_version') from '^(.*)/'), '')"
+    moved = ", ".join(f"'{name}'" for name in sorted(MOVED_TO_APPS))
+    return f"CASE WHEN ({group}) = 'extensions' AND {kind} IN ({moved}) THEN 'apps' ELSE ({group}) END"
+
+
+_WORKLOAD_BY_IDENTITY: Final = (
+    "DROP INDEX trtguard_decisions_workload_time",
+    "CREATE INDEX trtguard_decisions_workload_time"
+    " ON trtguard_decisions (namespace, name, kind, api_group, time, seq)",
+)
+_CARRIED_4 = (
+    "DROP TABLE trtguard_carried",
+    "DROP TABLE trtguard_carried_checkpoints",
+    "CREATE TABLE trtguard_carried ("
+    " namespace TEXT NOT NULL,"
+    " api_group TEXT NOT NULL,"
+    " kind TEXT NOT NULL,"
+    " name TEXT NOT NULL,"
+    " through_seq BIGINT NOT NULL,"
+    " content TEXT,"
+    " PRIMARY KEY (namespace, api_group, kind, name, through_seq))",
+    _CARRIED[1],
+)
+
+
+def _carried_triggers(dialect: Dialect) -> tuple[str, ...]:
+    """Migration 3's triggers on the tables of migration 4 (``api_group`` in the key)."""
+    supersede = _NOT_SUPERSEDED.replace(
+        "n.kind = OLD.kind", "n.api_group = OLD.api_group AND n.kind = OLD.kind"
+    )
+    return tuple(
+        statement.replace(_NOT_SUPERSEDED, supersede).replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+        for statement in _VERSION_3.statements(dialect)[len(_CARRIED) :]
+    )
+
+
+_VERSION_4: Final = Migration(
+    version=4,
+    description="workloads by API group: api_group of each record; carried state by API group, rebuilt",
+    sqlite=(
+        "ALTER TABLE trtguard_decisions ADD COLUMN api_group TEXT",
+        "DROP TRIGGER trtguard_decisions_no_update",
+        f"UPDATE trtguard_decisions SET api_group = {_api_group('sqlite', 'body', 'kind')}",  # noqa: S608 - fixed text
+        _SQLITE_NO_UPDATE,
+        "CREATE TRIGGER trtguard_decisions_api_group BEFORE INSERT ON trtguard_decisions"
+        " WHEN NEW.api_group IS NULL BEGIN SELECT RAISE(ABORT, 'a record needs its api_group: it was written"
+        " by a trtguard older than the schema of this decision log (4); upgrade it'); END",
+        *_WORKLOAD_BY_IDENTITY,
+        *_CARRIED_4,
+        *_carried_triggers("sqlite"),
+    ),
+    postgresql=(
+        "ALTER TABLE trtguard_decisions ADD COLUMN api_group TEXT",
+        "DROP TRIGGER trtguard_decisions_append_only ON trtguard_decisions",
+        f"UPDATE trtguard_decisions SET api_group = {_api_group('postgresql', 'body', 'kind')}",  # noqa: S608
+        _PG_APPEND_ONLY,
+        "ALTER TABLE trtguard_decisions ALTER COLUMN api_group SET NOT NULL",
+        "CREATE FUNCTION trtguard_decisions_api_group() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        f" IF NEW.api_group IS NULL THEN NEW.api_group := {_api_group('postgresql', 'NEW.body', 'NEW.kind')};"
+        " END IF; RETURN NEW; END $$",
+        "CREATE TRIGGER trtguard_decisions_api_group BEFORE INSERT ON trtguard_decisions"
+        " FOR EACH ROW EXECUTE FUNCTION trtguard_decisions_api_group()",
+        *_WORKLOAD_BY_IDENTITY,
+        *_CARRIED_4,
+        *_carried_triggers("postgresql"),
+    ),
+)
+
+MIGRATIONS: Final = (*_MIGRATIONS_2, _VERSION_3, _VERSION_4)
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version
+
+
+#: Milliseconds a PostgreSQL migration's statements may take: one may rewrite every record (schema 4 fills in
+#: api_group) or index them, far longer than a statement of the write path may take. They run once, under
+#: the migration lock.
+MIGRATION_TIMEOUT_MS: Final = 30 * 60 * 1000
+#: Arbitrary constant naming trtguard's advisory lock for schema migrations on PostgreSQL.
+MIGRATION_LOCK_KEY: Final = 0x7472_7467_7561_7264 & 0x7FFF_FFFF_FFFF_FFFF
+#: Takes that lock inside a transaction: replicas and commands starting together must not race on CREATE.
+PG_MIGRATION_LOCK: Final = f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"
+
+
+def steps(applied: int, dialect: Dialect, *, where: str) -> list[tuple[str, tuple[object, ...]]]:
+    """What migrating a store of schema ``applied`` runs, in one transaction: each pending migration's
+    statements and its row in ``trtguard_schema_migrations`` (statement, parameters; placeholders ``?``)."""
+    found: list[tuple[str, tuple[object, ...]]] = []
+    migrations = pending(applied, where=where)
+    if migrations and dialect == "postgresql":
+        found.append((f"SET LOCAL statement_timeout = {MIGRATION_TIMEOUT_MS}", ()))
+    for migration in migrations:
+        found += [(statement, ()) for statement in migration.statements(dialect)]
+        found.append(
+            (
+                INSERT_VERSION.format(p="?"),
+                (migration.version, migration.description, datetime.now(UTC).isoformat()),
+            )
+        )
+    return found
+
+
+def require_current(applied: int, *, where: str) -> None:
+    """Raise unless the store's schema is this program's: what a reader that never migrates may read."""
+    pending(applied, where=where)
+    if applied < LATEST_VERSION:
+        raise DecisionLogError(
+            f"this decision log's schema (version {applied}) is older than this trtguard's "
+            f"({LATEST_VERSION}), and a reader does not migrate it",
+            location=where,
+            hint="run `trtguard audit seal` (or start `trtguard serve`) of this version on it once: either "
+            "migrates the schema (docs/decision-log-storage.md, Upgrading)",
+        )
 
 
 def pending(applied: int, *, where: str) -> tuple[Migration, ...]:

@@ -9,6 +9,7 @@ from typing import Any, Final
 from webhook.decisionlog.chain import Row
 from webhook.decisionlog.errors import DecisionLogError
 from webhook.decisionlog.record import (
+    DERIVED_COLUMNS,
     INDEXED_NAMES,
     DecisionRecord,
     StoredRecord,
@@ -34,10 +35,13 @@ ROW_COLUMNS: Final = ", ".join(
         "prev_hash",
         "hash",
         *INDEXED_NAMES,
+        *DERIVED_COLUMNS,
         "(SELECT content FROM trtguard_shared WHERE ref = shared_ref)",
     )
 )
-INSERT_COLUMNS: Final = ", ".join(("seq", *INDEXED_NAMES, "body", "prev_hash", "hash", "shared_ref"))
+INSERT_COLUMNS: Final = ", ".join(
+    ("seq", *INDEXED_NAMES, *DERIVED_COLUMNS, "body", "prev_hash", "hash", "shared_ref")
+)
 #: Stores one shared part (``ref``, ``content``); one already there stays as it is.
 INSERT_SHARED: Final = (
     "INSERT INTO trtguard_shared (ref, content) VALUES ({p}, {p}) ON CONFLICT (ref) DO NOTHING"
@@ -52,6 +56,7 @@ def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:
         ("namespace", query.namespace),
         ("name", query.name),
         ("kind", query.kind),
+        ("api_group", query.group),
         ("uid", query.uid),
         ("allowed", query.allowed),
         ("dry_run", query.dry_run),
@@ -89,7 +94,7 @@ def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:
 
 def insert(placeholder: str) -> str:
     """``INSERT`` of one row in :data:`INSERT_COLUMNS` order."""
-    marks = ", ".join([placeholder] * (len(INDEXED_NAMES) + 5))
+    marks = ", ".join([placeholder] * (len(INDEXED_NAMES) + len(DERIVED_COLUMNS) + 5))
     return f"INSERT INTO trtguard_decisions ({INSERT_COLUMNS}) VALUES ({marks})"  # noqa: S608 - fixed text
 
 
@@ -112,7 +117,15 @@ def link(
         # (the hash covers the content), so a collision could only be noticed, never go unseen.
         shared = (hashlib.sha256(content).hexdigest()[:32], content.decode())
         body = rest
-    values = (seq, *(data[name] for name in INDEXED_NAMES), body.decode(), prev, digest, shared and shared[0])
+    values = (
+        seq,
+        *(data[name] for name in INDEXED_NAMES),
+        record.api_group,
+        body.decode(),
+        prev,
+        digest,
+        shared and shared[0],
+    )
     return values, shared, StoredRecord(seq, record, prev, digest)
 
 
@@ -131,7 +144,7 @@ def stored_record(row: Sequence[Any]) -> StoredRecord:
 
 def chain_row(row: Sequence[Any]) -> Row:
     """A :data:`ROW_COLUMNS` row as the chain verifier reads it (the body whole again)."""
-    columns = dict(zip(INDEXED_NAMES, row[4:-1], strict=True))
+    columns = dict(zip((*INDEXED_NAMES, *DERIVED_COLUMNS), row[4:-1], strict=True))
     return Row(row[0], _whole_body(row[1], row[-1]), row[2], row[3], columns)
 
 
@@ -155,25 +168,33 @@ def pruned_base(rows: Sequence[Any]) -> tuple[int, str] | None:
 
 
 def carried_rows(
-    namespace: str | None, name: str | None, kind: str | None, through_seq: int, placeholder: str
+    namespace: str | None,
+    name: str | None,
+    through_seq: int,
+    placeholder: str,
+    *,
+    group: str | None = None,
+    kind: str | None = None,
 ) -> tuple[str, list[object]]:
-    """``SELECT namespace, kind, name, content`` of the carried state at checkpoint ``through_seq`` (each
-    workload's newest row at or before it), of one workload's name (of one kind) or of all of them."""
+    """``SELECT namespace, api_group, kind, name, content`` of the carried state at checkpoint
+    ``through_seq`` (each workload's newest row at or before it): of one workload (API group, kind,
+    namespace and name), of every workload of a namespace and name (no group or kind given), or of all."""
     p = placeholder
     # Only fixed column names and the placeholder are formatted in.
     newest = (
         "c.through_seq = (SELECT MAX(m.through_seq) FROM trtguard_carried m WHERE m.namespace = c.namespace"  # noqa: S608
-        f" AND m.kind = c.kind AND m.name = c.name AND m.through_seq <= {p})"
+        " AND m.api_group = c.api_group AND m.kind = c.kind AND m.name = c.name"
+        f" AND m.through_seq <= {p})"
     )
     clauses = [newest]
     params: list[object] = [through_seq]
-    for column, value in (("namespace", namespace), ("name", name), ("kind", kind)):
+    for column, value in (("namespace", namespace), ("name", name), ("api_group", group), ("kind", kind)):
         if value is not None:
             clauses.append(f"c.{column} = {p}")
             params.append(value)
-    sql = "SELECT c.namespace, c.kind, c.name, c.content FROM trtguard_carried c WHERE "
+    sql = "SELECT c.namespace, c.api_group, c.kind, c.name, c.content FROM trtguard_carried c WHERE "
     sql += " AND ".join(clauses)
-    return sql + " ORDER BY c.namespace, c.kind, c.name", params
+    return sql + " ORDER BY c.namespace, c.api_group, c.kind, c.name", params
 
 
 #: Whether an admission (by ``record_id``, :func:`carried_pattern`) is carried forward: an undelivered record
@@ -196,7 +217,8 @@ CARRIED_STORED: Final = "SELECT 1 FROM trtguard_carried_checkpoints WHERE last_s
 #: twice): run when that checkpoint is pruned, they can no longer be looked up.
 CARRIED_SUPERSEDED: Final = (
     "DELETE FROM trtguard_carried WHERE through_seq < {p} AND EXISTS (SELECT 1 FROM trtguard_carried n"
-    " WHERE n.namespace = trtguard_carried.namespace AND n.kind = trtguard_carried.kind"
+    " WHERE n.namespace = trtguard_carried.namespace AND n.api_group = trtguard_carried.api_group"
+    " AND n.kind = trtguard_carried.kind"
     " AND n.name = trtguard_carried.name AND n.through_seq > trtguard_carried.through_seq"
     " AND n.through_seq <= {p})"
 )

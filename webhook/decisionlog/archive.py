@@ -3,17 +3,19 @@
 ``decisions-<first seq>-<last seq>.jsonl.gz`` holds, one JSON object a line: first the segment's signed
 checkpoint (the checkpoint file's object), then each record as an evidence package's ``records.jsonl`` does,
 ``{"seq", "prev_hash", "hash", "record"}`` with the record in canonical form; a segment whose checkpoint is
-of format 2 has, between the two, ``{"carried_before": [...]}``: change control's carried state the segment
+of format 3 has, between the two, ``{"carried_before": [...]}``: change control's carried state the segment
 starts from (:mod:`webhook.decisionlog.carried`), so that the state after it can be checked against the
-checkpoint from the file alone. Beside it, ``decisions-<first>-<last>.checkpoint.json`` is the checkpoint
-alone (an anchor for `audit verify`). A folder is the archive: copy it to an object store with its own tools
-(versioned, write-once buckets suit it).
+checkpoint from the file alone. (A segment of format 2 archived before workloads were keyed by API group
+has the state of that form there: it is read past, as nothing reads it any more.) Beside it,
+``decisions-<first>-<last>.checkpoint.json`` is the checkpoint alone (an anchor for `audit verify`). A folder
+is the archive: copy it to an object store with its own tools (versioned, write-once buckets suit it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gzip
+import itertools
 import json
 import os
 import time
@@ -31,6 +33,8 @@ from webhook.decisionlog.errors import DecisionLogError
 from webhook.decisionlog.record import INDEXED_NAMES, DecisionRecord, canonical_json, load_body
 from webhook.decisionlog.segments import Ledger, SealedSegment, file_sha256
 
+#: How the line of the carried state a segment starts from begins (canonical JSON: its only key).
+_CARRIED_BEFORE: Final = b'{"carried_before":'
 #: Longest line read back from an archive: a record is at most about 8 MB of canonical JSON.
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 
@@ -74,7 +78,7 @@ def archive_segments(ledger: Ledger, folder: Path) -> list[SealedSegment]:
 def _write(ledger: Ledger, checkpoint: Checkpoint, path: Path) -> None:
     temporary = path.with_name(path.name + ".tmp")
     carried: CarriedState | None = None
-    if checkpoint.prev_carried_hash is not None:
+    if checkpoint.signs_carried:
         first = checkpoint.first_seq == 1
         carried = CarriedState() if first else ledger.carried_state(checkpoint.first_seq - 1)
         if carried.digest() != checkpoint.prev_carried_hash:
@@ -122,7 +126,8 @@ class SegmentCheck:
     """What checking an archived segment found, beside its chain report.
 
     ``carried_ok``: the carried state the file starts from has the checkpoint's ``prev_carried_hash``, and
-    folded over the records gives its ``carried_hash`` (None for a checkpoint of format 1, which names none).
+    folded over the records gives its ``carried_hash`` (None for a checkpoint of format 1 or 2, which names
+    no carried state of the form kept now).
     """
 
     checkpoint: Checkpoint
@@ -144,8 +149,10 @@ def verify_segment(path: Path, *, key: PublicKey | None) -> tuple[ChainReport, S
     checkpoint = _header(next(lines, None), path)
     verifier = ChainVerifier()
     verifier.start_after(checkpoint.first_seq - 1, checkpoint.prev_hash)
-    carried, problem = _carried_before(checkpoint, lines, path)
-    for number, line in enumerate(lines, start=3 if carried is not None else 2):
+    second = next(lines, None)
+    carried, problem, read = _carried_before(checkpoint, second, path)
+    records = lines if read or second is None else itertools.chain([second], lines)
+    for number, line in enumerate(records, start=3 if read else 2):
         row, record = _row(line, path, number)
         if not verifier.feed(row):
             break
@@ -154,7 +161,7 @@ def verify_segment(path: Path, *, key: PublicKey | None) -> tuple[ChainReport, S
     report = verifier.finish(head_seq=checkpoint.last_seq, head_hash=checkpoint.head_hash)
     if carried is not None and problem is None and report.ok and carried.digest() != checkpoint.carried_hash:
         problem = "the carried state after the records is not the one the checkpoint signs"
-    carried_ok = None if checkpoint.carried_hash is None else problem is None
+    carried_ok = problem is None if checkpoint.signs_carried else None
     signature_ok = None if key is None else checkpoint.verify(key)
     seconds = time.perf_counter() - started
     return report, SegmentCheck(checkpoint, signature_ok, seconds, carried_ok, problem)
@@ -172,7 +179,7 @@ def segment_rows(path: Path, checkpoint: Checkpoint) -> Iterator[Row]:
     lines = _lines(path)
     next(lines, None)
     for number, line in enumerate(lines, start=2):
-        if number == 2 and line.startswith(b'{"carried_before":'):
+        if number == 2 and line.startswith(_CARRIED_BEFORE):
             continue
         yield _row(line, path, number)[0]
 
@@ -186,21 +193,25 @@ def _header(line: bytes | None, path: Path) -> Checkpoint:
 
 
 def _carried_before(
-    checkpoint: Checkpoint, lines: Iterator[bytes], path: Path
-) -> tuple[CarriedState | None, str | None]:
-    """The carried state the segment starts from (its second line), and what is wrong with it, if anything."""
-    if checkpoint.prev_carried_hash is None:
-        return None, None
-    line = next(lines, b"")
+    checkpoint: Checkpoint, line: bytes | None, path: Path
+) -> tuple[CarriedState | None, str | None, bool]:
+    """The carried state the segment starts from (its second ``line``), what is wrong with it, if anything,
+    and whether the line was it (else it is the first record).
+
+    A format-2 segment archived before workloads were keyed by API group holds a state of that form there:
+    read past, unchecked (nothing reads it any more); one archived since holds none."""
+    if not checkpoint.signs_carried:
+        earlier = checkpoint.prev_carried_hash is not None and (line or b"").startswith(_CARRIED_BEFORE)
+        return None, None, earlier
     try:
-        data = json.loads(line)
+        data = json.loads(line or b"")
         state = state_from_json(data["carried_before"], where=f"{path}:2")
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, DecisionLogError) as error:
         detail = error.message if isinstance(error, DecisionLogError) else repr(error)
-        return CarriedState(), f"line 2 is not the carried state the segment starts from: {detail}"
+        return CarriedState(), f"line 2 is not the carried state the segment starts from: {detail}", True
     if state.digest() != checkpoint.prev_carried_hash:
-        return state, "the carried state the segment starts from is not the one the checkpoint signs"
-    return state, None
+        return state, "the carried state the segment starts from is not the one the checkpoint signs", True
+    return state, None, True
 
 
 def _lines(path: Path) -> Iterator[bytes]:
@@ -226,7 +237,7 @@ def _row(line: bytes, path: Path, number: int) -> tuple[Row, DecisionRecord]:
             body,
             str(data["prev_hash"]),
             str(data["hash"]),
-            {name: columns[name] for name in INDEXED_NAMES},
+            {**{name: columns[name] for name in INDEXED_NAMES}, "api_group": decision.api_group},
         )
         return row, decision
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, DecisionLogError) as e:

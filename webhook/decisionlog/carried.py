@@ -3,15 +3,18 @@
 Change control compares an engine with the one it replaces in its workload's last admission
 (``webhook.admission_history``). Pruning deletes old records, so the last admission of a workload that was
 not changed for a while would go with them, and a gated change would then have no baseline. The *carried
-state* keeps it: for every workload (namespace, kind, name) the newest :data:`KEPT` real, delivered
-admissions that named engines (their ``record_id``, ``seq``, ``time``, ``uid`` and engines as recorded).
+state* keeps it: for every workload (namespace, API group, kind, name: :mod:`policies.identity`) the newest
+:data:`KEPT` real, delivered admissions that named engines (their ``record_id``, ``seq``, ``time``, ``uid``
+and engines as recorded).
 
 The state after record ``n`` is a function of the chain alone: :meth:`CarriedState.fold` applies one record
 after another, from the empty state at genesis. Each signed checkpoint of format 2 names the state before
 and after its segment by :meth:`CarriedState.digest` (``prev_carried_hash``, ``carried_hash``), so the state
-is covered by the operator's signatures as the records are; an archived segment holds the state it starts
-from, so it checks on its own. The store keeps the state as rows of ``trtguard_carried``: for each checkpoint
-the workloads its segment changed (docs/decision-log-storage.md, "What rotation carries forward").
+is covered by the operator's signatures as the records are (checkpoints of format 2 named a state keyed
+without the API group, no longer read: :mod:`webhook.decisionlog.checkpoints`); an archived segment holds the
+state it starts from, so it checks on its own. The store keeps the state as rows of ``trtguard_carried``: for
+each checkpoint the workloads its segment changed (docs/decision-log-storage.md, "What rotation carries
+forward").
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from policies.identity import WorkloadIdentity
 from webhook.decisionlog import undelivered
 from webhook.decisionlog.errors import DecisionLogError
 from webhook.decisionlog.record import DecisionRecord, canonical_json, format_time
@@ -30,8 +34,8 @@ from webhook.decisionlog.record import DecisionRecord, canonical_json, format_ti
 #: segment take the newest back (docs/decision-log-storage.md).
 KEPT: Final = 2
 
-#: A workload: (namespace, kind, name).
-WorkloadKey = tuple[str, str, str]
+#: A workload: (namespace, API group, kind, name).
+WorkloadKey = tuple[str, str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,7 @@ class CarriedWorkload:
     """A workload's newest admissions (newest first); ``older``: earlier ones were not kept."""
 
     namespace: str
+    group: str
     kind: str
     name: str
     admissions: tuple[CarriedAdmission, ...]
@@ -73,13 +78,19 @@ class CarriedWorkload:
 
     @property
     def key(self) -> WorkloadKey:
-        """(namespace, kind, name)."""
-        return self.namespace, self.kind, self.name
+        """(namespace, API group, kind, name)."""
+        return self.namespace, self.group, self.kind, self.name
+
+    @property
+    def identity(self) -> WorkloadIdentity:
+        """The workload."""
+        return WorkloadIdentity(self.group, self.kind, self.namespace, self.name)
 
     def to_json(self) -> dict[str, Any]:
         """The workload's JSON form (what is hashed and stored)."""
         return {
             "namespace": self.namespace,
+            "group": self.group,
             "kind": self.kind,
             "name": self.name,
             "admissions": [admission.to_json() for admission in self.admissions],
@@ -115,7 +126,8 @@ class CarriedState:
         return len(self._workloads)
 
     def __iter__(self) -> Iterator[CarriedWorkload]:
-        """The entries in the order their digest lists them (by namespace, kind, name; UTF-16 code units)."""
+        """The entries in the order their digest lists them (by namespace, API group, kind, name; UTF-16 code
+        units)."""
         return iter(
             sorted(
                 self._workloads.values(),
@@ -137,15 +149,17 @@ class CarriedState:
         """Apply record ``seq``; returns the workload whose entry changed, if any. ``before`` collects each
         workload's entry as it was before the first record about it (what a segment changed, for its rows).
 
-        A real (not dry-run) allow of a namespaced, named workload that names engines is one of its
+        The workload is the record's namespace, API group (``DecisionRecord.api_group``), kind and name. A
+        real (not dry-run) allow of a namespaced, named workload that names engines is one of its
         admissions: the :data:`KEPT` newest by (time, seq) are kept. An undelivered record takes the allow it
         names back (identified by ``uid`` and the derived ``record_id``, docs/decision-log.md); a workload
         left with none while older admissions were dropped keeps an empty entry (``older``): what ran there
         is then unknown, which change control reports rather than guess.
         """
-        if record.namespace is None or record.name is None:
+        workload = record.workload
+        if workload is None:
             return None
-        key = (record.namespace, record.kind, record.name)
+        key = (workload.namespace, workload.group, workload.kind, workload.name)
         current = self._workloads.get(key)
         if before is not None and key not in before:
             before[key] = current
@@ -177,7 +191,7 @@ class CarriedState:
         return key
 
     def to_json(self) -> list[dict[str, Any]]:
-        """Every workload's entry, sorted by (namespace, kind, name)."""
+        """Every workload's entry, sorted by (namespace, API group, kind, name)."""
         return [workload.to_json() for workload in self]
 
     def digest(self) -> str:
@@ -201,7 +215,7 @@ class Carried:
     ``base_seq`` is the newest pruned checkpoint (0: nothing was pruned, and nothing is carried); ``stored``
     says whether the carried state through it is in the store (not when the log was pruned by a trtguard
     that did not carry it: what was pruned then is unknown). ``workloads`` are the entries found (one per
-    kind when the kind was not given).
+    API group and kind when those were not given).
     """
 
     base_seq: int
@@ -210,15 +224,17 @@ class Carried:
 
 
 def carried_from_rows(base_seq: int, stored: bool, rows: Iterable[Any], *, where: str) -> Carried:
-    """:class:`Carried` from the rows of ``_sql.carried_rows`` (namespace, kind, name, content)."""
+    """:class:`Carried` from the rows of ``_sql.carried_rows`` (namespace, API group, kind, name, content)."""
     found = []
-    for namespace, kind, name, content in rows:
+    for namespace, group, kind, name, content in rows:
         if content is None:
             continue
         workload = workload_from_text(content, where=where)
-        if workload.key != (namespace, kind, name):
+        if workload.key != (namespace, group, kind, name):
             raise DecisionLogError(
-                f"the carried row of {namespace}/{kind}/{name} holds another workload's entry", location=where
+                f"the carried row of {WorkloadIdentity(group, kind, namespace, name)} holds another "
+                "workload's entry",
+                location=where,
             )
         found.append(workload)
     return Carried(base_seq, stored, tuple(found))
@@ -227,7 +243,14 @@ def carried_from_rows(base_seq: int, stored: bool, rows: Iterable[Any], *, where
 def workload_from_json(data: object, *, where: str) -> CarriedWorkload:
     """A workload entry from its JSON form; raises :class:`DecisionLogError` when it is not one."""
     try:
-        if not isinstance(data, dict) or set(data) != {"namespace", "kind", "name", "admissions", "older"}:
+        if not isinstance(data, dict) or set(data) != {
+            "namespace",
+            "group",
+            "kind",
+            "name",
+            "admissions",
+            "older",
+        }:
             raise ValueError("not a carried workload")
         admissions = []
         for item in data["admissions"]:
@@ -243,12 +266,12 @@ def workload_from_json(data: object, *, where: str) -> CarriedWorkload:
             admissions.append(
                 CarriedAdmission(item["record_id"], item["seq"], item["time"], item["uid"], engines)
             )
-        namespace, kind, name = data["namespace"], data["kind"], data["name"]
-        if not all(isinstance(t, str) for t in (namespace, kind, name)) or not isinstance(
+        namespace, group, kind, name = data["namespace"], data["group"], data["kind"], data["name"]
+        if not all(isinstance(t, str) for t in (namespace, group, kind, name)) or not isinstance(
             data["older"], bool
         ):
             raise TypeError("malformed carried workload")
-        workload = CarriedWorkload(namespace, kind, name, tuple(admissions), data["older"])
+        workload = CarriedWorkload(namespace, group, kind, name, tuple(admissions), data["older"])
     except (TypeError, ValueError, KeyError) as error:
         raise DecisionLogError(f"malformed carried state: {error}", location=where) from None
     if workload.to_json() != data:

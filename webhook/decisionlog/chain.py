@@ -185,4 +185,11 @@ def _check(row: Row, expected_seq: int, prev: str) -> tuple[str | None, str | No
                 uid,
                 None,
             )
+    if "api_group" in row.columns and row.columns["api_group"] != record.api_group:
+        return (
+            f"column api_group ({row.columns['api_group']!r}) differs from the hashed record's API group "
+            f"({record.api_group!r})",
+            uid,
+            None,
+        )
     return None, uid, record

@@ -6,10 +6,13 @@ holds (any key :mod:`verifier.keys` signs with: ECDSA, Ed25519 or RSA). The sign
 JSON (RFC 8785) of the statement, so anyone can check one with the public key alone. Consecutive checkpoints
 link: each one's ``prev_hash`` is the ``head_hash`` of the one before (the genesis hash for the first).
 
-A checkpoint of format 2 (:data:`CHECKPOINT_TYPE`) also names change control's carried state before and
+A checkpoint of format 3 (:data:`CHECKPOINT_TYPE`) also names change control's carried state before and
 after its segment (``prev_carried_hash``, ``carried_hash``: :mod:`webhook.decisionlog.carried`), so that what
 pruning carries forward is signed too and links from checkpoint to checkpoint as the records do. Format 1
-(:data:`CHECKPOINT_TYPE_1`, written before the carried state existed) is read as it is.
+(:data:`CHECKPOINT_TYPE_1`, written before the carried state existed) and format 2
+(:data:`CHECKPOINT_TYPE_2`, whose carried hashes name a state that keyed workloads without their API group)
+are read as they are; neither signs the carried state read now (:attr:`Checkpoint.signs_carried`), which is
+then rebuilt from the records (docs/decision-log-storage.md, "Upgrading").
 
 A checkpoint file (``trtguard audit seal`` and ``archive`` write them; ``audit verify --anchor`` reads them)
 is ``{"checkpoint": statement, "signature": base64}``.
@@ -31,8 +34,10 @@ from verifier.keys import PrivateKey, PublicKey
 from webhook.decisionlog.errors import DecisionLogError
 from webhook.decisionlog.record import canonical_json, format_time
 
-CHECKPOINT_TYPE: Final = "trtguard.dev/decision-log-checkpoint/v2"
+CHECKPOINT_TYPE: Final = "trtguard.dev/decision-log-checkpoint/v3"
+CHECKPOINT_TYPE_2: Final = "trtguard.dev/decision-log-checkpoint/v2"
 CHECKPOINT_TYPE_1: Final = "trtguard.dev/decision-log-checkpoint/v1"
+_VERSIONS: Final = {CHECKPOINT_TYPE_1: 1, CHECKPOINT_TYPE_2: 2, CHECKPOINT_TYPE: 3}
 _HASH = re.compile(r"[0-9a-f]{64}")
 #: A checkpoint file is a few hundred bytes; anything far larger is not one.
 MAX_FILE_BYTES: Final = 64 * 1024
@@ -51,9 +56,18 @@ class Checkpoint:
     sealed_at: str
     key_id: str
     signature: bytes
-    #: The carried state before ``first_seq`` and after ``last_seq`` (None in a format-1 checkpoint).
+    #: The carried state before ``first_seq`` and after ``last_seq`` (None in a format-1 checkpoint; of the
+    #: earlier state, without API groups, in a format-2 one).
     prev_carried_hash: str | None = None
     carried_hash: str | None = None
+    #: The format: 1, 2 or 3 (:data:`CHECKPOINT_TYPE`).
+    version: int = 3
+
+    @property
+    def signs_carried(self) -> bool:
+        """Whether ``prev_carried_hash`` and ``carried_hash`` are digests of the carried state as trtguard
+        keeps it now (format 3): only then are they checked against it."""
+        return self.version == 3
 
     @property
     def count(self) -> int:
@@ -67,8 +81,9 @@ class Checkpoint:
             if self.carried_hash is None or self.prev_carried_hash is None
             else {"prev_carried_hash": self.prev_carried_hash, "carried_hash": self.carried_hash}
         )
+        kind = {1: CHECKPOINT_TYPE_1, 2: CHECKPOINT_TYPE_2}.get(self.version, CHECKPOINT_TYPE)
         return {
-            "type": CHECKPOINT_TYPE if carried else CHECKPOINT_TYPE_1,
+            "type": kind if carried else CHECKPOINT_TYPE_1,
             **carried,
             "first_seq": self.first_seq,
             "last_seq": self.last_seq,
@@ -142,13 +157,15 @@ def parse(data: object, *, where: str) -> Checkpoint:
     if not isinstance(data, dict) or not isinstance(data.get("checkpoint"), dict):
         raise DecisionLogError("not a decision-log checkpoint", location=where, hint=hint)
     statement: dict[str, Any] = data["checkpoint"]
-    if statement.get("type") not in (CHECKPOINT_TYPE, CHECKPOINT_TYPE_1):
+    version = _VERSIONS.get(str(statement.get("type")))
+    if version is None:
         raise DecisionLogError(
-            f"checkpoint type {statement.get('type')!r} is not {CHECKPOINT_TYPE} (or {CHECKPOINT_TYPE_1})",
+            f"checkpoint type {statement.get('type')!r} is not {CHECKPOINT_TYPE} (or an earlier one, "
+            f"{CHECKPOINT_TYPE_2} or {CHECKPOINT_TYPE_1})",
             location=where,
             hint=hint,
         )
-    carried = statement.get("type") == CHECKPOINT_TYPE
+    carried = version > 1
     try:
         checkpoint = Checkpoint(
             first_seq=_int(statement, "first_seq"),
@@ -162,6 +179,7 @@ def parse(data: object, *, where: str) -> Checkpoint:
             signature=base64.b64decode(_text(data, "signature"), validate=True),
             prev_carried_hash=_hash(statement, "prev_carried_hash") if carried else None,
             carried_hash=_hash(statement, "carried_hash") if carried else None,
+            version=version,
         )
     except (KeyError, TypeError, ValueError, binascii.Error) as error:
         raise DecisionLogError(f"malformed checkpoint: {error}", location=where, hint=hint) from None

@@ -142,14 +142,17 @@ def carried_problem(base_statement: str | None, carried_rows: Sequence[Any], *, 
     """What is wrong with the carried state stored through the newest pruned checkpoint, or None.
 
     ``base_statement`` is that checkpoint's stored statement (None: nothing was pruned); ``carried_rows`` the
-    state's rows (``_sql.carried_rows`` at its ``last_seq``). A checkpoint of format 1 signs no state.
+    state's rows (``_sql.carried_rows`` at its ``last_seq``). A checkpoint of format 1 or 2 signs no state
+    of the form kept now (:attr:`~webhook.decisionlog.checkpoints.Checkpoint.signs_carried`).
     """
     if base_statement is None:
         return None
+    from webhook.decisionlog.checkpoints import CHECKPOINT_TYPE  # noqa: PLC0415 - it loads the key code
+
     try:
         statement = load_body(base_statement)
         signed = statement.get("carried_hash")
-        if not isinstance(signed, str):
+        if statement.get("type") != CHECKPOINT_TYPE or not isinstance(signed, str):
             return None
         state = carried_from_rows(0, True, carried_rows, where=where)
     except DecisionLogError as error:

@@ -14,8 +14,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg_pool
@@ -31,9 +30,6 @@ from webhook.decisionlog.store import AppendReceipt, RecordQuery, redact
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-
-#: Arbitrary constant naming trtguard's advisory lock for schema migrations.
-_MIGRATION_LOCK: Final = 0x7472_7467_7561_7264 & 0x7FFF_FFFF_FFFF_FFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +149,12 @@ class PostgresStore:
                     location=self.description,
                     hint="check that the database is up and the URL, user and network policy are right",
                 ) from None
+            async with self._connection() as conn:
+                # A log of an older schema is refused: a reader does not migrate it.
+                found = await self._fetch(conn, "SELECT to_regclass('trtguard_schema_migrations')", [])
+                if found[0][0] is not None:
+                    version = await self._fetch(conn, _schema.SELECT_VERSION, [])
+                    _schema.require_current(int(version[0][0]), where=self.description)
             return
         await self._pool.open(wait=False)
         self._writer.start(
@@ -286,7 +288,9 @@ class PostgresStore:
             return verifier.finish(head_seq=None, head_hash=None)
         return verifier.finish(head_seq=int(head[0][0]), head_hash=str(head[0][1]))
 
-    async def carried(self, namespace: str, name: str, kind: str | None = None) -> Carried:
+    async def carried(
+        self, namespace: str, name: str, *, group: str | None = None, kind: str | None = None
+    ) -> Carried:
         """What rotation carried forward of the workload's pruned records (``DecisionStore.carried``)."""
         async with self._connection() as conn, conn.transaction():
             # One snapshot: a prune between the statements cannot mix two states.
@@ -300,7 +304,7 @@ class PostgresStore:
             if tables[0][1] is None:
                 return Carried(base, base == 0)
             stored = base == 0 or bool(await self._fetch(conn, _sql.CARRIED_STORED.format(p="%s"), [base]))
-            sql, params = _sql.carried_rows(namespace, name, kind, base, "%s")
+            sql, params = _sql.carried_rows(namespace, name, base, "%s", group=group, kind=kind)
             rows = await self._fetch(conn, sql, params)
         return carried_from_rows(base, stored, rows, where=f"{self.description} trtguard_carried")
 
@@ -342,19 +346,13 @@ class PostgresStore:
             if self._schema_ready:
                 return
             async with self._connection() as conn, conn.transaction():
-                # Replicas starting together must not race on CREATE TABLE.
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                await conn.execute(_schema.PG_MIGRATION_LOCK)
                 await conn.execute(_schema.CREATE_MIGRATIONS_TABLE)
                 cursor = await conn.execute(_schema.SELECT_VERSION)
                 row = await cursor.fetchone()
                 applied = int(row[0]) if row else 0
-                for migration in _schema.pending(applied, where=self.description):
-                    for statement in migration.statements("postgresql"):
-                        await conn.execute(statement)
-                    await conn.execute(
-                        _schema.INSERT_VERSION.format(p="%s"),
-                        (migration.version, migration.description, datetime.now(UTC).isoformat()),
-                    )
+                for statement, params in _schema.steps(applied, "postgresql", where=self.description):
+                    await conn.execute(statement.replace("?", "%s"), params)
                 await self._check_head(conn)
             self._schema_ready = True
 
@@ -376,7 +374,7 @@ class PostgresStore:
             base = _sql.pruned_base(statement)
             problem = head.tail_problem(rows, current, base=base) or ""
             if not problem and base is not None:
-                sql, params = _sql.carried_rows(None, None, None, base[0], "%s")
+                sql, params = _sql.carried_rows(None, None, base[0], "%s")
                 cursor = await conn.execute(sql, params)
                 carried = await cursor.fetchall()
                 problem = head.carried_problem(statement[0][0], carried, where=self.description) or ""

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import rfc8785
 
+from policies.identity import WorkloadIdentity, identity_group
 from webhook.decisionlog.errors import DecisionLogError
 
 #: ``prev_hash`` of the first record of a chain.
@@ -56,6 +57,8 @@ INDEXED_NAMES: Final = (
     "dry_run",
     "policy_revision",
 )
+#: Columns derived from the body (not fields of it), for queries; each must agree with what the body gives.
+DERIVED_COLUMNS: Final = ("api_group",)
 
 #: Longest text kept in one field; longer text is cut and says how much was left out.
 MAX_TEXT_CHARS: Final = 4096
@@ -239,6 +242,20 @@ class DecisionRecord:
     def canonical(self) -> bytes:
         """RFC 8785 canonical JSON of :meth:`to_json`, the form stored in the log."""
         return canonical_json(self.to_json())
+
+    @property
+    def api_group(self) -> str:
+        """The API group that identifies the object (:func:`policies.identity.identity_group`): stored as a
+        column beside the body, so that a workload's records are found by group, not by kind alone."""
+        return identity_group(self.api_version, self.kind)
+
+    @property
+    def workload(self) -> WorkloadIdentity | None:
+        """The workload the record is about: API group, kind, namespace and name (None without a namespace
+        or a name)."""
+        if self.namespace is None or self.name is None:
+            return None
+        return WorkloadIdentity(self.api_group, self.kind, self.namespace, self.name)
 
 
 def storable(record: DecisionRecord) -> DecisionRecord:

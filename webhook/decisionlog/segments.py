@@ -27,7 +27,7 @@ from typing import Any, Final
 import psycopg
 
 from verifier.keys import PrivateKey
-from webhook.decisionlog import _sql, checkpoints
+from webhook.decisionlog import _schema, _sql, checkpoints
 from webhook.decisionlog._schema import Dialect
 from webhook.decisionlog.carried import CarriedState, CarriedWorkload, WorkloadKey, carried_from_rows
 from webhook.decisionlog.chain import ChainVerifier, Row
@@ -65,8 +65,8 @@ class Ledger:
     @classmethod
     @contextlib.contextmanager
     def open(cls, url: str, *, read_only: bool = False) -> Iterator[Ledger]:
-        """A ledger on the existing log at ``url`` (a SQLite file is migrated to this schema first, unless
-        ``read_only``: then a log without checkpoints table has no segments)."""
+        """A ledger on the existing log at ``url``, migrated to this schema first unless ``read_only`` (then a
+        SQLite log without checkpoints table has no segments, and a PostgreSQL one must be of this schema)."""
         if url.startswith("sqlite:///"):
             path = Path(url.removeprefix("sqlite:///").partition("?")[0])
             if not path.is_file():
@@ -93,15 +93,29 @@ class Ledger:
             raise DecisionLogError(f"cannot open the decision log: {error}", location=redact(url)) from None
         try:
             ledger = cls(pg, "postgresql", redact(url))
-            if not ledger.has_segments_table() or not (read_only or ledger._has_table("trtguard_carried")):
-                raise DecisionLogError(
-                    "this decision log's schema is older than this trtguard's",
-                    location=ledger.where,
-                    hint="start `trtguard serve` of this version on it once: it migrates the schema",
+            if read_only:
+                applied = (
+                    ledger._all(_schema.SELECT_VERSION)
+                    if ledger._has_table("trtguard_schema_migrations")
+                    else []
                 )
+                _schema.require_current(int(applied[0][0]) if applied else 0, where=ledger.where)
+            else:
+                ledger._migrate()
             yield ledger
         finally:
             pg.close()
+
+    def _migrate(self) -> None:
+        """Apply pending schema migrations to a PostgreSQL log, under the lock `serve` takes for them (a
+        SQLite file is migrated when opened)."""
+        with self._transaction():
+            self._all(_schema.PG_MIGRATION_LOCK)
+            self._all(_schema.CREATE_MIGRATIONS_TABLE)
+            for statement, params in _schema.steps(
+                int(self._all(_schema.SELECT_VERSION)[0][0]), "postgresql", where=self.where
+            ):
+                self._all(statement, *params)
 
     def _all(self, sql: str, *params: object) -> list[Any]:
         try:
@@ -156,7 +170,7 @@ class Ledger:
         """
         if not self._has_table("trtguard_carried"):
             return CarriedState()
-        sql, params = _sql.carried_rows(None, None, None, through_seq, "?")
+        sql, params = _sql.carried_rows(None, None, through_seq, "?")
         rows = self._all(sql, *params)
         return CarriedState(
             carried_from_rows(through_seq, True, rows, where=f"{self.where} trtguard_carried").workloads
@@ -172,8 +186,8 @@ class Ledger:
             if entry == before[key]:
                 continue
             self._all(
-                "INSERT INTO trtguard_carried (namespace, kind, name, through_seq, content)"
-                " VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO trtguard_carried (namespace, api_group, kind, name, through_seq, content)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
                 *key,
                 through_seq,
                 None if entry is None else canonical_json(entry.to_json()).decode(),
@@ -183,9 +197,10 @@ class Ledger:
     def _carried_start(self, existing: list[SealedSegment], archive: Path | None) -> CarriedState:
         """The carried state at the last checkpoint (empty before the first), as stored.
 
-        The stored state of a checkpoint of format 2 must have the digest it signs. Checkpoints sealed
-        before the carried state existed (format 1) get theirs now, folded from the records: live ones from
-        the store, pruned ones from their archived segments in ``archive`` (checked first).
+        The stored state of a checkpoint of format 3 must have the digest it signs. Checkpoints sealed
+        before the carried state existed (format 1), or while it keyed workloads without their API group
+        (format 2), get theirs now, folded from the records: live ones from the store, pruned ones from
+        their archived segments in ``archive`` (checked first).
         """
         if not existing:
             return CarriedState()
@@ -205,8 +220,9 @@ class Ledger:
         return state
 
     def check_carried(self, checkpoint: Checkpoint, state: CarriedState) -> None:
-        """Raise when ``state`` is not the carried state ``checkpoint`` signs (a format-1 one signs none)."""
-        if checkpoint.carried_hash is not None and state.digest() != checkpoint.carried_hash:
+        """Raise when ``state`` is not the carried state ``checkpoint`` signs (one of format 1 or 2 signs
+        none of this form)."""
+        if checkpoint.signs_carried and state.digest() != checkpoint.carried_hash:
             raise DecisionLogError(
                 f"the carried state stored through seq {checkpoint.last_seq} does not match its signed "
                 "checkpoint: trtguard_carried was changed",
@@ -225,7 +241,8 @@ class Ledger:
             if archive is None or segment.archive is None:
                 raise DecisionLogError(
                     f"seq {checkpoint.first_seq}…{checkpoint.last_seq} was pruned before trtguard carried "
-                    "change control's last admissions forward: they must be read back from its archive",
+                    "change control's last admissions forward by workload (API group, kind, namespace and "
+                    "name): they must be read back from its archive",
                     location=self.where,
                     hint="pass --archive FOLDER (the folder the segments were archived to) once; "
                     "`trtguard audit rotate` passes its own",
@@ -337,7 +354,7 @@ class Ledger:
                     )
                     self._store_carried(checkpoint.last_seq, before, state)
                 sealed.append(checkpoint)
-                before, before_hash = {}, checkpoint.carried_hash or state.digest()
+                before, before_hash = {}, state.digest()
                 first = None
         return sealed
 
@@ -420,14 +437,14 @@ def carried_problems(ledger: Ledger, base_seq: int) -> list[str]:
         rows = ledger.rows(base_seq, later[-1].last_seq if later else base_seq)
         pending = next(rows, None)
         for checkpoint in later:
-            if checkpoint.prev_carried_hash not in (None, state.digest()):
+            if checkpoint.signs_carried and checkpoint.prev_carried_hash != state.digest():
                 return [
                     f"the checkpoint at seq {checkpoint.last_seq} does not start from the state before it"
                 ]
             while pending is not None and pending.seq <= checkpoint.last_seq:
                 state.fold(pending.seq, DecisionRecord.from_json(load_body(pending.body)))
                 pending = next(rows, None)
-            if checkpoint.carried_hash not in (None, state.digest()):
+            if checkpoint.signs_carried and checkpoint.carried_hash != state.digest():
                 return [
                     f"the records up to seq {checkpoint.last_seq} do not give the state its checkpoint signs"
                 ]

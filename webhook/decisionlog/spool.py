@@ -276,9 +276,11 @@ class SpoolingStore:
         """Records in PostgreSQL (spooled ones appear once shipped)."""
         return await self.primary.query(query)
 
-    async def carried(self, namespace: str, name: str, kind: str | None = None) -> Carried:
+    async def carried(
+        self, namespace: str, name: str, *, group: str | None = None, kind: str | None = None
+    ) -> Carried:
         """What the PostgreSQL log carried forward of the workload's pruned records (the spool holds none)."""
-        return await self.primary.carried(namespace, name, kind)
+        return await self.primary.carried(namespace, name, group=group, kind=kind)
 
     async def verify(self) -> ChainReport:
         """Verify the PostgreSQL chain."""

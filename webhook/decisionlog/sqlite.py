@@ -20,7 +20,6 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, Literal, TypeVar
 
@@ -83,13 +82,8 @@ def migrate(conn: sqlite3.Connection, *, where: str) -> int:
     try:
         conn.execute(_schema.CREATE_MIGRATIONS_TABLE)
         applied = conn.execute(_schema.SELECT_VERSION).fetchone()[0]
-        for migration in _schema.pending(applied, where=where):
-            for statement in migration.statements("sqlite"):
-                conn.execute(statement)
-            conn.execute(
-                _schema.INSERT_VERSION.format(p="?"),
-                (migration.version, migration.description, datetime.now(UTC).isoformat()),
-            )
+        for statement, params in _schema.steps(applied, "sqlite", where=where):
+            conn.execute(statement, params)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -217,8 +211,11 @@ class SQLiteStore:
         return self._size_bytes
 
     async def open(self) -> None:
-        """Create the file and schema, then start the writer thread (a ``read_only`` store only reads)."""
+        """Create the file and schema, then start the writer thread (a ``read_only`` store only reads, and
+        refuses a log of an older schema, which it would not migrate)."""
         if self._read_only:
+            if self.path.is_file():
+                await asyncio.to_thread(self._check_schema)
             return
         thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trtguard-decision-log")
         try:
@@ -270,16 +267,18 @@ class SQLiteStore:
         """Recompute the chain in a thread."""
         return await asyncio.to_thread(self._verify)
 
-    async def carried(self, namespace: str, name: str, kind: str | None = None) -> Carried:
+    async def carried(
+        self, namespace: str, name: str, *, group: str | None = None, kind: str | None = None
+    ) -> Carried:
         """What rotation carried forward of the workload's pruned records (``DecisionStore.carried``)."""
-        return await asyncio.to_thread(self._carried, namespace, name, kind)
+        return await asyncio.to_thread(self._carried, namespace, name, group, kind)
 
-    def _carried(self, namespace: str, name: str, kind: str | None) -> Carried:
+    def _carried(self, namespace: str, name: str, group: str | None, kind: str | None) -> Carried:
         with self._reading() as conn:
             # One read transaction: a prune between the statements cannot mix two states.
             conn.execute("BEGIN")
             try:
-                if not _has_checkpoints(conn):
+                if not _has_table(conn, "trtguard_checkpoints"):  # schema 1, read without migrating
                     return Carried(0, True)
                 base = int(conn.execute(_sql.CARRIED_BASE).fetchone()[0])
                 if not _has_table(conn, "trtguard_carried"):
@@ -287,7 +286,7 @@ class SQLiteStore:
                 stored = base == 0 or (
                     conn.execute(_sql.CARRIED_STORED.format(p="?"), (base,)).fetchone() is not None
                 )
-                sql, params = _sql.carried_rows(namespace, name, kind, base, "?")
+                sql, params = _sql.carried_rows(namespace, name, base, "?", group=group, kind=kind)
                 rows = conn.execute(sql, params).fetchall()
             finally:
                 conn.execute("COMMIT")
@@ -305,7 +304,7 @@ class SQLiteStore:
             conn.execute("BEGIN")
             head = conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
             base = _sql.pruned_base(
-                conn.execute(_sql.PRUNED_BASE).fetchall() if _has_checkpoints(conn) else []
+                conn.execute(_sql.PRUNED_BASE).fetchall() if _has_table(conn, "trtguard_checkpoints") else []
             )
             cursor = conn.execute(f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions ORDER BY seq")  # noqa: S608
             report = verify_rows(
@@ -313,6 +312,12 @@ class SQLiteStore:
             )
             conn.execute("COMMIT")
         return report
+
+    def _check_schema(self) -> None:
+        with self._reading() as conn:  # a file without the table is no log trtguard wrote: reads say so
+            found = _has_table(conn, "trtguard_schema_migrations") and conn.execute(_schema.SELECT_VERSION)
+            applied = found.fetchone()[0] if found else _schema.LATEST_VERSION
+        _schema.require_current(applied, where=self.description)
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
@@ -457,13 +462,8 @@ def _carried_problem(conn: sqlite3.Connection, where: str) -> str | None:
     if found is None:
         return None
     base = _sql.pruned_base([found])
-    sql, params = _sql.carried_rows(None, None, None, base[0] if base else 0, "?")
+    sql, params = _sql.carried_rows(None, None, base[0] if base else 0, "?")
     return head.carried_problem(found[0], conn.execute(sql, params).fetchall(), where=where)
-
-
-def _has_checkpoints(conn: sqlite3.Connection) -> bool:
-    """Whether the log has the checkpoints table (a log of schema 1, read without migrating, has not)."""
-    return _has_table(conn, "trtguard_checkpoints")
 
 
 def _has_table(conn: sqlite3.Connection, table: str) -> bool:

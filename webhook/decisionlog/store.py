@@ -37,6 +37,8 @@ class RecordQuery:
     namespace: str | None = None
     name: str | None = None
     kind: str | None = None
+    #: The API group that identifies the object (``DecisionRecord.api_group``; ``""`` the core group).
+    group: str | None = None
     uid: str | None = None
     allowed: bool | None = None
     dry_run: bool | None = None
@@ -107,9 +109,12 @@ class DecisionStore(Protocol):
         """Recompute the whole chain."""
         ...
 
-    async def carried(self, namespace: str, name: str, kind: str | None = None) -> Carried:
-        """What rotation carried forward of the workload's pruned records: its last admissions as of the
-        newest pruned checkpoint (:mod:`webhook.decisionlog.carried`), of one kind or of every kind."""
+    async def carried(
+        self, namespace: str, name: str, *, group: str | None = None, kind: str | None = None
+    ) -> Carried:
+        """What rotation carried forward of pruned records: the last admissions of the workload (API group,
+        kind, namespace and name) as of the newest pruned checkpoint (:mod:`webhook.decisionlog.carried`);
+        without ``group`` and ``kind``, of every workload of that namespace and name."""
         ...
 
 

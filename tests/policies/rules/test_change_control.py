@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from policies.evaluator import PolicyEngine
+from policies.identity import WorkloadIdentity
 from policies.loader import load_policy_set
 from policies.results import AdmittedEngine, Decision
 from tests.policies.conftest import Material, pod
@@ -47,13 +50,19 @@ TRT8 = {
 class RecordedHistory:
     """What a decision log would answer: the engines of each workload's last admission."""
 
-    def __init__(self, last: dict[tuple[str, str, str], tuple[AdmittedEngine, ...]]) -> None:
-        self.last = last
+    def __init__(
+        self, last: dict[tuple[str, str, str] | WorkloadIdentity, tuple[AdmittedEngine, ...]]
+    ) -> None:
+        # Keyed (namespace, kind, name) of core-group kinds, or by the whole identity.
+        self.last = {
+            key if isinstance(key, WorkloadIdentity) else WorkloadIdentity("", key[1], key[0], key[2]): value
+            for key, value in last.items()
+        }
 
     async def last_engines(
-        self, namespace: str, kind: str, name: str, deadline: Deadline
+        self, workload: WorkloadIdentity, deadline: Deadline
     ) -> tuple[AdmittedEngine, ...]:
-        return self.last.get((namespace, kind, name), ())
+        return self.last.get(workload, ())
 
 
 def admitted(
@@ -61,6 +70,20 @@ def admitted(
 ) -> tuple[AdmittedEngine, ...]:
     """The last admission of the test pod: ``reference`` as its image volume ``name`` mounted by ``c0``."""
     return (AdmittedEngine(reference, name, containers),)
+
+
+def int8_chain(material: Material) -> tuple[str, str]:
+    """Two INT8 engines: b (audit ID AUD-B), and c (AUD-C), which declares b as its predecessor."""
+    b = material.engine("b", builder_config=INT8, calibration=CALIBRATION, audit_id="AUD-B")
+    c = material.engine(
+        "c",
+        builder_config=INT8,
+        calibration=CALIBRATION,
+        previous_engine=b,
+        previous_manifest_digest=material.manifest_digests["b"],
+        audit_id="AUD-C",
+    )
+    return b, c
 
 
 def engine_for(material: Material, history: RecordedHistory | None = None) -> PolicyEngine:
@@ -127,7 +150,7 @@ def test_omitted_previous_cannot_hide_a_gated_change(material: Material) -> None
     message = change_violation(evaluate(engine_for(material, history), pod(engine=new)))
     assert f"gated changes [TensorRTMajorUpgrade] (against last admitted engine {old})" in message
     # The same engine admitted again is not a change against itself.
-    history.last[("prod", "Pod", "p")] = admitted(new)
+    history.last[WorkloadIdentity("", "Pod", "prod", "p")] = admitted(new)
     assert evaluate(engine_for(material, history), pod(engine=new)).allowed
 
 
@@ -415,29 +438,13 @@ def test_a_chain_through_an_unapproved_engine_is_judged_as_a_first_engine(materi
 def test_approvals_of_the_predecessor_that_do_not_confirm_it(
     material: Material, approve: Callable[[Material], object]
 ) -> None:
-    b = material.engine("b", builder_config=INT8, calibration=CALIBRATION, audit_id="AUD-B")
-    c = material.engine(
-        "c",
-        builder_config=INT8,
-        calibration=CALIBRATION,
-        previous_engine=b,
-        previous_manifest_digest=material.manifest_digests["b"],
-        audit_id="AUD-C",
-    )
+    _, c = int8_chain(material)
     approve(material)
     assert "FirstInt8 needs 2 more" in change_violation(evaluate(engine_for(material), pod(engine=c)))
 
 
 def test_a_predecessor_approved_for_its_own_first_int8_is_a_baseline(material: Material) -> None:
-    b = material.engine("b", builder_config=INT8, calibration=CALIBRATION, audit_id="AUD-B")
-    c = material.engine(
-        "c",
-        builder_config=INT8,
-        calibration=CALIBRATION,
-        previous_engine=b,
-        previous_manifest_digest=material.manifest_digests["b"],
-        audit_id="AUD-C",
-    )
+    _, c = int8_chain(material)
     for member in ("alice", "chen"):
         material.approval("b", ["FirstInt8"], member, audit_id="AUD-B")
     decision = evaluate(engine_for(material), pod(engine=c))
@@ -464,3 +471,137 @@ def test_check_without_history_notes_that_it_was_not_consulted(material: Materia
     # A workload no change control selects gets no such note.
     other = evaluate(engine_for(material), pod(engine=ref, namespace="dev"))
     assert not any("history was not consulted" in note for note in other.notes)
+
+
+# --- issue 24, round two: history per workload identity; baselines no name can steer -----------------
+
+LLM_MODEL, EMBEDDER_MODEL = {"sha256": "11" * 32}, {"sha256": "22" * 32}
+
+
+def volcano_job(tasks: dict[str, list[tuple[str, str, str]]], name: str = "ensemble") -> dict[str, Any]:
+    """A Volcano Job: task → its containers' (container, volume, engine) mounts (one volume each)."""
+    specs = []
+    for task, mounts in tasks.items():
+        containers: dict[str, list[dict[str, str]]] = {}
+        for container, volume, _ in mounts:
+            containers.setdefault(container, []).append({"name": volume, "mountPath": f"/m/{volume}"})
+        spec = {
+            "containers": [
+                {"name": c, "image": RUNTIME_IMAGE, "volumeMounts": m} for c, m in containers.items()
+            ],
+            "volumes": [{"name": volume, "image": {"reference": ref}} for _, volume, ref in mounts],
+        }
+        specs.append({"name": task, "replicas": 1, "template": {"spec": spec}})
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "prod"},
+        "spec": {"tasks": specs},
+    }
+
+
+RUNTIME_IMAGE = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32
+
+
+@pytest.mark.parametrize(
+    ("api_version", "group"),
+    [("batch/v1", "batch"), ("batch.volcano.sh/v1alpha1", "batch.volcano.sh")],
+)
+def test_history_is_looked_up_by_api_group_kind_namespace_and_name(
+    material: Material, api_version: str, group: str
+) -> None:
+    """The history of a Volcano Job called train does not answer for batch/v1's Job of that name (nor the
+    other way round): its INT8 engine confirms no predecessor there."""
+    b, c = int8_chain(material)
+    spec = pod(engine=c)["spec"]
+    job = {
+        "apiVersion": api_version,
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "prod"},
+        "spec": {"template": {"spec": spec}}
+        if group == "batch"
+        else {"tasks": [{"name": "run", "template": {"spec": spec}}]},
+    }
+    other = "batch.volcano.sh" if group == "batch" else "batch"
+    elsewhere = RecordedHistory({WorkloadIdentity(other, "Job", "prod", "train"): admitted(b)})
+    assert "FirstInt8 needs 2 more" in change_violation(evaluate(engine_for(material, elsewhere), job))
+    here = RecordedHistory({WorkloadIdentity(group, "Job", "prod", "train"): admitted(b)})
+    assert evaluate(engine_for(material, here), job).allowed
+
+
+@pytest.mark.parametrize("api_version", ["apps/v1", "apps/v1beta2", "extensions/v1beta1"])
+def test_history_is_per_group_not_per_version(material: Material, api_version: str) -> None:
+    old = material.engine("v1", toolchain=TRT8)
+    new = material.engine("v2")
+    template = {"metadata": {"labels": {"app": "r"}}, "spec": pod(engine=new)["spec"]}
+    deployment = {
+        "apiVersion": api_version,
+        "kind": "Deployment",
+        "metadata": {"name": "resnet", "namespace": "prod"},
+        "spec": {"selector": {"matchLabels": {"app": "r"}}, "template": template},
+    }
+    history = RecordedHistory({WorkloadIdentity("apps", "Deployment", "prod", "resnet"): admitted(old)})
+    assert "TensorRTMajorUpgrade" in change_violation(evaluate(engine_for(material, history), deployment))
+
+
+def test_baselines_are_not_narrowed_by_names_containers_templates_or_decoys(material: Material) -> None:
+    """Whatever names, containers and tasks the INT8 build of the language model is given (those of the
+    approved INT8 embedder, repeated across tasks, beside a decoy), it is compared with the FP16 language
+    model, the build of its own ONNX model that ran here: a FirstInt8 change."""
+    llm = material.engine("llm", onnx=LLM_MODEL)
+    embedder = material.engine("emb", onnx=EMBEDDER_MODEL, builder_config=INT8, calibration=CALIBRATION)
+    decoy = material.engine("decoy", onnx=EMBEDDER_MODEL, builder_config=INT8, calibration=CALIBRATION)
+    int8_llm = material.engine(
+        "llm8", onnx=LLM_MODEL, builder_config=INT8, calibration=CALIBRATION, audit_id="AUD-8"
+    )
+    workload = WorkloadIdentity("batch.volcano.sh", "Job", "prod", "ensemble")
+    history = RecordedHistory(
+        {
+            workload: (
+                AdmittedEngine(llm, "llm", ("server",)),
+                AdmittedEngine(embedder, "emb", ("server",)),  # a `server` in the other task too
+                AdmittedEngine(decoy, "llm-int8", ("server",)),
+            )
+        }
+    )
+    engine = engine_for(material, history)
+    names, containers, tasks = (
+        ["llm", "emb", "llm-int8", "x"],
+        ["server", "embedder", "x"],
+        ["leader", "worker"],
+    )
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(
+        volume=st.sampled_from(names),
+        container=st.sampled_from(containers),
+        task=st.sampled_from(tasks),
+        keep=st.lists(st.sampled_from([embedder, decoy, llm]), max_size=3, unique=True),
+    )
+    def judged(volume: str, container: str, task: str, keep: list[str]) -> None:
+        mounts: dict[str, list[tuple[str, str, str]]] = {task: [(container, volume, int8_llm)]}
+        for n, ref in enumerate(keep):  # the others, unchanged, anywhere
+            mounts.setdefault(tasks[n % 2], []).append((container, f"keep-{n}", ref))
+        message = change_violation(evaluate(engine, volcano_job(mounts)))
+        assert f"gated changes [FirstInt8] (against last admitted engine {llm})" in message
+
+    judged()
+
+
+def test_an_engine_of_a_model_that_never_ran_here_is_compared_with_every_engine(material: Material) -> None:
+    llm = material.engine("llm", onnx=LLM_MODEL, toolchain=TRT8)
+    embedder = material.engine("emb", onnx=EMBEDDER_MODEL, builder_config=INT8, calibration=CALIBRATION)
+    novel = material.engine("new", onnx={"sha256": "33" * 32}, builder_config=INT8, calibration=CALIBRATION)
+    workload = WorkloadIdentity("batch.volcano.sh", "Job", "prod", "ensemble")
+    history = RecordedHistory(
+        {workload: (AdmittedEngine(llm, "llm", ("server",)), AdmittedEngine(embedder, "emb", ("x",)))}
+    )
+    decision = evaluate(engine_for(material, history), volcano_job({"w": [("x", "emb", novel)]}))
+    message = change_violation(decision)
+    assert "gated changes [FirstInt8, TensorRTMajorUpgrade]" in message
+    [recorded] = [e.to_json() for e in decision.engines]
+    [control] = recorded["change_control"]
+    assert [b["engine"] for b in control["baselines"]] == [llm, embedder]
+    # A rebuild of the embedder's model is compared with the embedder alone: nothing gated.
+    rebuilt = material.engine("emb2", onnx=EMBEDDER_MODEL, builder_config=INT8, calibration=CALIBRATION)
+    assert evaluate(engine_for(material, history), volcano_job({"w": [("server", "llm", rebuilt)]})).allowed

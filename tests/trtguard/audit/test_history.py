@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from policies.identity import WorkloadIdentity
 from trtguard.audit.history import (
     not_delivered,
     not_delivered_json,
@@ -22,6 +23,7 @@ from verifier.deadline import Deadline
 from webhook.decisionlog import DecisionRecord, SQLiteStore, StoredRecord, undelivered
 
 RESNET = "registry.example.com/models/resnet50"
+RESNET50 = WorkloadIdentity("apps", "Deployment", "prod", "resnet50")
 
 
 def _engine(reference: str) -> dict[str, Any]:
@@ -71,7 +73,7 @@ async def test_engine_history_replays_updates_per_repository(store: SQLiteStore)
         _record(engines=(_engine(v2),), user="bob"),
         _record(operation="DELETE"),
     )
-    entries = await workload_history(store, "prod", "resnet50")
+    entries = await workload_history(store, RESNET50)
     assert [(e.seq, e.operation, e.user) for e in entries] == [(1, "CREATE", "alice"), (4, "UPDATE", "bob")]
     assert entries[1].engines == {RESNET: v2, "registry.example.com/models/tokenizer": tokenizer}
     assert [(c.slot, c.old, c.new) for c in entries[1].changes] == [(RESNET, v1, v2)]
@@ -89,7 +91,7 @@ async def test_a_record_shipped_late_from_a_spool_is_replayed_at_its_decision_ti
         _record(engines=(_engine(v2),), time=noon + timedelta(minutes=5)),
         _record(engines=(_engine(v1),), time=noon),  # shipped from the spool after the outage
     )
-    entries = await workload_history(store, "prod", "resnet50")
+    entries = await workload_history(store, RESNET50)
     assert [(e.seq, [(c.old, c.new) for c in e.changes]) for e in entries] == [
         (1, [(None, v1)]),
         (2, [(v1, v2)]),
@@ -107,10 +109,10 @@ async def test_an_allow_whose_answer_was_not_delivered_changed_nothing(store: SQ
         undelivered.undelivered(late),
         _record(uid="next", engines=(_engine(v3),), user="bob"),
     )
-    entries = await workload_history(store, "prod", "resnet50")
+    entries = await workload_history(store, RESNET50)
     assert [(e.seq, e.user) for e in entries] == [(1, None), (4, "bob")]
     assert [(c.old, c.new) for c in entries[1].changes] == [(v1, v3)]
-    records = await workload_records(store, "prod", "resnet50")
+    records = await workload_records(store, RESNET50)
     assert [(s.seq, s.record.record_id) for s in not_delivered(records)] == [(2, late.record_id)]
     assert not_delivered_json(records)[0]["user"] == "mallory"
 

@@ -86,7 +86,7 @@ def test_tail_prints_the_latest_records_in_order(log: Path, capsys: pytest.Captu
     assert status == 0
     lines = [line for line in out.splitlines() if not line.startswith("    ")]
     assert len(lines) == 2
-    assert "#2" in lines[0] and "DENY" in lines[0] and "prod/Deployment/resnet50" in lines[0]
+    assert "#2" in lines[0] and "DENY" in lines[0] and "prod/Deployment.apps/resnet50" in lines[0]
     assert "uid u2" in lines[0]
     assert "    trusted-tensorrt-images/images: nginx is not allowed; fix: use an allowed image" in out
     assert "    warning: signed-images/signatures: warn" in out
@@ -261,7 +261,7 @@ def test_history_lists_engine_changes_with_manifest_differences(
         str(demo_material.attestations),
     )
     assert status == 0
-    assert out.startswith("prod/resnet50: 2 admitted change(s)")
+    assert out.startswith("prod/Deployment.apps/resnet50: 2 admitted change(s)")
     assert "#1 " in out and "#6 " in out
     assert "CREATE Deployment by alice" in out and "UPDATE Deployment by release-bot" in out
     assert "(new)" in out
@@ -286,7 +286,7 @@ def test_history_json(history_log: Path, demo_material: Material, capsys: pytest
     )
     assert status == 0
     data = json.loads(out)
-    assert data["workload"] == "prod/resnet50"
+    assert data["workload"] == "prod/Deployment.apps/resnet50"  # the one workload of that name
     first, second = data["entries"]
     assert first["changes"][0]["old"] is None
     assert first["changes"][0]["note"] == "first engine of this name for the workload"
@@ -332,7 +332,7 @@ def test_history_leaves_out_an_allow_that_was_not_delivered_and_says_so(
     _write(path, [_record(uid="c1", engines=(_engine(demo_material, "fp16"),)), late, undelivered(late)])
     status, out, _ = _cli(capsys, "history", "prod/resnet50", "--decision-log", f"sqlite:///{path}")
     assert status == 0
-    assert out.startswith("prod/resnet50: 1 admitted change(s)")
+    assert out.startswith("prod/Deployment.apps/resnet50: 1 admitted change(s)")
     assert "models/int8-calibrated" not in out
     assert "1 allow(s) not delivered" in out and "#2 " in out and "uid late" in out
     status, out, _ = _cli(
@@ -343,13 +343,64 @@ def test_history_leaves_out_an_allow_that_was_not_delivered_and_says_so(
     assert [(item["seq"], item["record_id"]) for item in data["not_delivered"]] == [(2, late.record_id)]
 
 
-@pytest.mark.parametrize("workload", ["resnet50", "/resnet50", "prod/", "a/b/c"])
-def test_history_needs_namespace_slash_name(
-    history_log: Path, capsys: pytest.CaptureFixture[str], workload: str
+@pytest.mark.parametrize(
+    ("workload", "error"),
+    [
+        ("resnet50", "expected NAMESPACE/KIND/NAME or NAMESPACE/NAME"),
+        ("/resnet50", "expected NAMESPACE/KIND/NAME or NAMESPACE/NAME"),
+        ("prod/", "expected NAMESPACE/KIND/NAME or NAMESPACE/NAME"),
+        ("a/b/c/d", "expected NAMESPACE/KIND/NAME or NAMESPACE/NAME"),
+        ("prod//resnet50", "expected NAMESPACE/KIND/NAME"),
+        ("prod/deployment/resnet50", "is not a kind name"),
+        (
+            "prod/RayCluster/resnet50",
+            "'RayCluster' is not a built-in Kubernetes kind: name it with its API group",
+        ),
+    ],
+)
+def test_history_needs_namespace_kind_and_name(
+    history_log: Path, capsys: pytest.CaptureFixture[str], workload: str, error: str
 ) -> None:
     status, _, err = _cli(capsys, "history", workload, "--decision-log", f"sqlite:///{history_log}")
     assert status == 2
-    assert "expected NAMESPACE/WORKLOAD" in err
+    assert error in err
+
+
+@pytest.mark.parametrize("workload", ["prod/Deployment/resnet50", "prod/Deployment.apps/resnet50"])
+def test_history_of_a_workload_named_with_its_kind(
+    history_log: Path, capsys: pytest.CaptureFixture[str], workload: str
+) -> None:
+    status, out, _ = _cli(capsys, "history", workload, "--decision-log", f"sqlite:///{history_log}")
+    assert status == 0 and out.startswith("prod/Deployment.apps/resnet50: 2 admitted change(s)")
+    # Another group's kind of that name is another workload: nothing of resnet50's history.
+    status, out, _ = _cli(
+        capsys,
+        "history",
+        "prod/Deployment.example.com/resnet50",
+        "--decision-log",
+        f"sqlite:///{history_log}",
+    )
+    assert status == 0 and out.startswith("prod/Deployment.example.com/resnet50: 0 admitted change(s)")
+
+
+def test_query_by_kind_tells_api_groups_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--kind`` names kinds as policies do: ``Job`` is batch/v1's, Volcano's is ``Job.batch.volcano.sh``."""
+    path = tmp_path / "jobs.db"
+    _write(
+        path,
+        [
+            _record(uid="batch", kind="Job", api_version="batch/v1", name="train"),
+            _record(uid="volcano", kind="Job", api_version="batch.volcano.sh/v1alpha1", name="train"),
+        ],
+    )
+    url = f"sqlite:///{path}"
+    for kind, uid in (("Job", "batch"), ("Job.batch", "batch"), ("Job.batch.volcano.sh", "volcano")):
+        status, out, _ = _cli(capsys, "query", "--decision-log", url, "--kind", kind, "--format", "json")
+        assert status == 0 and [json.loads(line)["record"]["uid"] for line in out.splitlines()] == [uid], kind
+    status, out, _ = _cli(capsys, "query", "--decision-log", url, "--name", "train")
+    assert "prod/Job.batch/train" in out and "prod/Job.batch.volcano.sh/train" in out
+    status, _, err = _cli(capsys, "query", "--decision-log", url, "--kind", "RayCluster")
+    assert status == 2 and "--kind: 'RayCluster' is not a built-in Kubernetes kind" in err
 
 
 def test_query_newest_first_and_the_last_n(log: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -129,7 +129,7 @@ def test_cli_verify_exits_1_naming_the_failure(
 
 def test_cli_usage_errors_exit_2(world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = _cli(capsys, *_export_args(world, tmp_path / "x.tar.gz", "--workload", "resnet"))
-    assert status == 2 and "expected NAMESPACE/NAME" in err
+    assert status == 2 and "expected NAMESPACE/KIND/NAME or NAMESPACE/NAME" in err
     status, _, err = _cli(capsys, *_export_args(world, tmp_path / "x.tar.gz", "--engine", "sha256:abc"))
     assert status == 2 and "is not a SHA-256 digest" in err
     status, _, err = _cli(capsys, "verify", world.public_key, "--key", world.public_key)

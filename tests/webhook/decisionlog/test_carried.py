@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policies.identity import WorkloadIdentity
 from policies.results import AdmittedEngine, AdmittingDecision
 from tests.support.harness import RecordFactory
 from verifier.deadline import Deadline
@@ -74,8 +75,11 @@ def rotate(url: str, key: PrivateKey, folder: Path) -> None:
         ledger.prune(folder, keep_records=0, keep_since=None)
 
 
-async def last(store: DecisionStore, name: str, kind: str = "Deployment") -> tuple[AdmittedEngine, ...]:
-    return await DecisionLogHistory(store).last_engines("prod", kind, name, Deadline.after(10))
+async def last(
+    store: DecisionStore, name: str, kind: str = "Deployment", group: str = "apps"
+) -> tuple[AdmittedEngine, ...]:
+    workload = WorkloadIdentity(group, kind, "prod", name)
+    return await DecisionLogHistory(store).last_engines(workload, Deadline.after(10))
 
 
 async def test_the_last_admission_survives_seal_archive_prune_and_restart(
@@ -174,10 +178,27 @@ async def test_a_lost_state_is_unavailable_evidence_not_a_first_engine(
 
 # --- rotation changes no answer: differential, over generated histories ------------------------------
 
+#: The workloads of the generated histories: two names, and under the first a Deployment of another API
+#: group too (a custom kind of the same name: another workload, whose admissions must never answer for
+#: apps's), and the same Deployment written in another version of its group (the same workload).
+_WORKLOADS: dict[str, tuple[str, str, str]] = {
+    "a": ("a", "Deployment", "apps/v1"),
+    "b": ("b", "Deployment", "apps/v1"),
+    "a-other-group": ("a", "Deployment", "serving.example.com/v1"),
+    "a-v1beta2": ("a", "Deployment", "apps/v1beta2"),
+}
+
+
+def _bucket(workload: str) -> tuple[str, str, str]:
+    """The identity a generated workload is: (name, kind, API group)."""
+    name, kind, api_version = _WORKLOADS[workload]
+    return name, kind, api_version.rpartition("/")[0]
+
+
 _EVENTS = st.lists(
     st.tuples(
         st.sampled_from(["allow", "allow", "deny", "dry-run", "no-engine", "undelivered", "rotate"]),
-        st.sampled_from(["a", "b"]),
+        st.sampled_from(sorted(_WORKLOADS)),
         st.integers(min_value=-3, max_value=3),  # minutes off the arrival order: spool-shipped records
         st.sampled_from("123456"),
     ),
@@ -194,14 +215,22 @@ async def test_rotation_between_any_two_records_changes_no_answer(
     key: PrivateKey,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
+    """Against the log unrotated, and against the events themselves: the newest delivered admission of
+    each workload (API group, kind, namespace and name), by decision time then seq."""
     folder = tmp_path_factory.mktemp("differential")
     plain, rotated = SQLiteStore(folder / "plain.db"), SQLiteStore(folder / "rotated.db")
     await plain.open()
     await rotated.open()
     try:
-        allows: list[DecisionRecord] = []
-        taken_back = {"a": 0, "b": 0}
-        for index, (event, name, skew, digit) in enumerate(events):
+        buckets = {_bucket(w) for w in _WORKLOADS}
+        allows: dict[tuple[str, str, str], list[tuple[datetime, int, DecisionRecord]]] = {
+            b: [] for b in buckets
+        }
+        taken_back = dict.fromkeys(buckets, 0)
+        seq = 0
+        for index, (event, workload, skew, digit) in enumerate(events):
+            name, kind, api_version = _WORKLOADS[workload]
+            identity = {"name": name, "kind": kind, "api_version": api_version}
             minute = index + skew
             if event == "rotate":
                 await rotated.close()
@@ -209,35 +238,39 @@ async def test_rotation_between_any_two_records_changes_no_answer(
                 await rotated.open()
                 continue
             if event == "undelivered":
-                mine = [r for r in allows if r.name == name]
+                mine = allows[_bucket(workload)]
                 if not mine:
                     continue
-                record = undelivered.undelivered(mine[-1])
-                allows.remove(mine[-1])
-                taken_back[name] += 1
+                record = undelivered.undelivered(mine.pop()[2])
+                taken_back[_bucket(workload)] += 1
             elif event == "no-engine":
-                record = make_record(name=name, engines=(), time=START + timedelta(minutes=minute))
+                record = make_record(engines=(), time=START + timedelta(minutes=minute), **identity)
             else:
-                record = admission(
-                    make_record,
-                    name,
-                    digit,
-                    minute,
+                record = make_record(
+                    engines=(engine(digit),),
+                    time=START + timedelta(minutes=minute),
                     allowed=event != "deny",
                     reason="Allowed" if event != "deny" else "PolicyViolation",
                     dry_run=event == "dry-run",
+                    **identity,
                 )
-                if event == "allow":
-                    allows.append(record)
+            seq += 1
+            if event == "allow":
+                allows[_bucket(workload)].append((record.time, seq, record))
             await append(plain, record)
             await append(rotated, record)
-        for name in ("a", "b"):
-            expected = await last(plain, name)
+        for bucket in sorted(buckets):
+            name, kind, group = bucket
+            expected = await last(plain, name, kind=kind, group=group)
+            newest = max(allows[bucket], key=lambda a: (a[0], a[1]), default=None)
+            assert [e.reference for e in expected] == (
+                [newest[2].engines[0]["reference"]] if newest else []
+            ), (bucket, events)
             try:
-                assert await last(rotated, name) == expected, (name, events)
+                assert await last(rotated, name, kind=kind, group=group) == expected, (bucket, events)
             except EvidenceUnavailable:
                 # Only when more admissions were taken back than are kept: then it says so, never guesses.
-                assert taken_back[name] >= KEPT, events
+                assert taken_back[bucket] >= KEPT, events
     finally:
         await plain.close()
         await rotated.close()
@@ -267,7 +300,7 @@ async def test_the_carried_state_cannot_be_dropped_or_changed_through_sql(
     for statement in (
         "DELETE FROM trtguard_carried",
         "UPDATE trtguard_carried SET content = NULL",
-        "INSERT INTO trtguard_carried VALUES ('prod', 'Deployment', 'x', 999, NULL)",
+        "INSERT INTO trtguard_carried VALUES ('prod', 'apps', 'Deployment', 'x', 999, NULL)",
         "DELETE FROM trtguard_carried_checkpoints",
     ):
         with pytest.raises(errors, match=r"append-only|belongs to a stored checkpoint"):
@@ -430,8 +463,10 @@ class RotatedBetweenPages:
                 rotate(self.url, self.key, self.folder)
         return found
 
-    async def carried(self, namespace: str, name: str, kind: str | None = None) -> Any:
-        return await self.store.carried(namespace, name, kind)
+    async def carried(
+        self, namespace: str, name: str, *, group: str | None = None, kind: str | None = None
+    ) -> Any:
+        return await self.store.carried(namespace, name, group=group, kind=kind)
 
 
 async def test_a_prune_between_two_pages_of_live_records_loses_nothing(
@@ -446,7 +481,9 @@ async def test_a_prune_between_two_pages_of_live_records_loses_nothing(
     await append(store, first, *scaling)
     racing = RotatedBetweenPages(store, url, key, tmp_path / "archive")
     history = DecisionLogHistory(racing)  # type: ignore[arg-type]
-    found = await history.last_engines("prod", "Deployment", "resnet", Deadline.after(10))
+    found = await history.last_engines(
+        WorkloadIdentity("apps", "Deployment", "prod", "resnet"), Deadline.after(10)
+    )
     assert racing.pages >= 1 and (await store.verify()).base_seq == 61  # it did run between the reads
     assert [(e.reference, e.admitted_by) for e in found] == [
         (ENGINE + "1" * 64, AdmittingDecision(first.record_id, 1))

@@ -22,10 +22,10 @@ from webhook.decisionlog import (
     PostgresOptions,
     PostgresStore,
     RecordQuery,
+    _sql,
     open_store,
 )
-from webhook.decisionlog._schema import LATEST_VERSION
-from webhook.decisionlog.postgres import _MIGRATION_LOCK
+from webhook.decisionlog._schema import LATEST_VERSION, MIGRATION_LOCK_KEY
 from webhook.decisionlog.record import UNSTORABLE_MARK, storable
 
 pytestmark = pytest.mark.postgres
@@ -78,6 +78,7 @@ async def test_same_schema_and_record_form_as_sqlite(
             "prev_hash",
             "hash",
             "shared_ref",
+            "api_group",
         ]
         assert conn.execute("SELECT version FROM trtguard_schema_migrations ORDER BY version").fetchall() == [
             (v,) for v in range(1, LATEST_VERSION + 1)
@@ -286,7 +287,7 @@ async def test_schema_setup_counts_against_the_write_timeout(
     await store.open()  # the schema is not in place yet
     try:
         with psycopg.connect(pg_url) as blocker:
-            blocker.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            blocker.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
             await pg_proxy.start()
             started = time.monotonic()
             # Down at open, the store refuses appends until a health check reaches the database; that check
@@ -374,3 +375,31 @@ async def test_each_health_check_measures_the_decisions_table(
         row = conn.execute("SELECT pg_total_relation_size('trtguard_decisions')").fetchone()
     assert row is not None
     assert store.size_bytes == row[0] > empty
+
+
+async def test_a_row_an_older_replica_writes_without_its_api_group_gets_it(
+    store: PostgresStore, pg_url: str, make_record: RecordFactory
+) -> None:
+    """During a rolling upgrade a replica of an older trtguard inserts rows without ``api_group``: the
+    database derives it from the body, as the migration did, so change control's look-up by group finds
+    them."""
+    kinds = (
+        ("batch.volcano.sh/v1alpha1", "Job", "batch.volcano.sh"),
+        ("extensions/v1beta1", "Deployment", "apps"),
+    )
+    for api_version, kind, _ in kinds:
+        await store.append(make_record(api_version=api_version, kind=kind), deadline=Deadline.after(5))
+    columns = [c for c in _sql.INSERT_COLUMNS.split(", ") if c != "api_group"]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        rows = conn.execute(f"SELECT {', '.join(columns)} FROM trtguard_decisions ORDER BY seq").fetchall()  # noqa: S608
+        for row in rows:  # as an older writer would insert them (another seq, record_id and hash)
+            values = dict(zip(columns, row, strict=True))
+            seq = values["seq"]
+            values.update(seq=seq + 10, record_id=f"{seq:032x}", hash=f"{seq:064x}")
+            marks = ", ".join(["%s"] * len(columns))
+            insert = f"INSERT INTO trtguard_decisions ({', '.join(columns)}) VALUES ({marks})"  # noqa: S608
+            conn.execute(insert, list(values.values()))
+        derived = conn.execute(
+            "SELECT api_group FROM trtguard_decisions WHERE seq > 10 ORDER BY seq"
+        ).fetchall()
+    assert [g for (g,) in derived] == [group for _, _, group in kinds]

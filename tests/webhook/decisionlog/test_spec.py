@@ -200,13 +200,21 @@ def test_an_evidence_package_holds_the_canonical_bytes(
 # --- docs/decision-log-storage.md, "What rotation carries forward", from that section alone ------------
 
 KEPT_ADMISSIONS = 2
+Key = tuple[str, str, str, str]
 
 
-def fold(state: dict[tuple[str, str, str], dict[str, Any]], seq: int, record: dict[str, Any]) -> None:
+def api_group(record: dict[str, Any]) -> str:
+    """The section's group of a record: before the last "/" of api_version; extensions is apps for three."""
+    group = record["api_version"].rpartition("/")[0]
+    moved = group == "extensions" and record["kind"] in ("Deployment", "ReplicaSet", "DaemonSet")
+    return "apps" if moved else group
+
+
+def fold(state: dict[Key, dict[str, Any]], seq: int, record: dict[str, Any]) -> None:
     """The section's fold: one record applied to the carried state."""
     if record["namespace"] is None or record["name"] is None:
         return
-    key = (record["namespace"], record["kind"], record["name"])
+    key = (record["namespace"], api_group(record), record["kind"], record["name"])
     entry = state.get(key)
     if record["reason"] == "AnswerNotDelivered" and record["allowed"] is False:
         mine = record["record_id"]
@@ -250,18 +258,19 @@ def fold(state: dict[tuple[str, str, str], dict[str, Any]], seq: int, record: di
     )
     state[key] = {
         "namespace": key[0],
-        "kind": key[1],
-        "name": key[2],
+        "group": key[1],
+        "kind": key[2],
+        "name": key[3],
         "admissions": admissions[:KEPT_ADMISSIONS],
         "older": bool(entry and entry["older"]) or len(admissions) > KEPT_ADMISSIONS,
     }
 
 
-def entries(state: dict[tuple[str, str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+def entries(state: dict[Key, dict[str, Any]]) -> list[dict[str, Any]]:
     return [state[key] for key in sorted(state, key=lambda k: tuple(p.encode("utf-16-be") for p in k))]
 
 
-def state_digest(state: dict[tuple[str, str, str], dict[str, Any]]) -> str:
+def state_digest(state: dict[Key, dict[str, Any]]) -> str:
     return hashlib.sha256(canonical({"workloads": entries(state)}).encode("utf-8")).hexdigest()
 
 
@@ -300,6 +309,27 @@ def test_the_specification_recomputes_what_rotation_carries(
                 engines=(engine,),
             )
             await store.append(record, deadline=Deadline.after(5))
+        # Two workloads called train (a Volcano Job is not a batch/v1 Job), one called legacy (two versions
+        # of one group; extensions served the apps Deployments).
+        for api_version, kind, name in (
+            ("batch/v1", "Job", "train"),
+            ("batch.volcano.sh/v1alpha1", "Job", "train"),
+            ("extensions/v1beta1", "Deployment", "legacy"),
+            ("apps/v1beta2", "Deployment", "legacy"),
+        ):
+            engine = {"reference": demo_material.engines["fp16"], "name": "engine", "containers": ["server"]}
+            record = DecisionRecord(
+                uid=f"{api_version} {name}",
+                operation="CREATE",
+                kind=kind,
+                api_version=api_version,
+                allowed=True,
+                reason="Allowed",
+                namespace="prod",
+                name=name,
+                engines=(engine,),
+            )
+            await store.append(record, deadline=Deadline.after(5))
         await store.close()
 
     asyncio.run(more())
@@ -325,15 +355,15 @@ def test_the_specification_recomputes_what_rotation_carries(
     public = serialization.load_pem_public_key(key.public_key().to_pem())
     assert isinstance(public, ec.EllipticCurvePublicKey)
 
-    state: dict[tuple[str, str, str], dict[str, Any]] = {}
+    state: dict[Key, dict[str, Any]] = {}
     previous = hashlib.sha256(b'{"workloads":[]}').hexdigest()
     files = sorted(archive.glob("decisions-*.jsonl.gz"))
-    assert len(files) == 4
+    assert len(files) == 6
     for file in files:
         with gzip.open(file, "rb") as handle:
             lines = [json.loads(raw) for raw in handle.read().split(b"\n") if raw]
         statement, signature = lines[0]["checkpoint"], base64.b64decode(lines[0]["signature"])
-        assert statement["type"] == "trtguard.dev/decision-log-checkpoint/v2"
+        assert statement["type"] == "trtguard.dev/decision-log-checkpoint/v3"
         public.verify(signature, canonical(statement).encode("utf-8"), ec.ECDSA(hashes.SHA256()))
         assert statement["prev_carried_hash"] == previous == state_digest(state)
         assert lines[1] == {"carried_before": entries(state)}
@@ -344,6 +374,12 @@ def test_the_specification_recomputes_what_rotation_carries(
     # The newer admission of resnet was taken back by the undelivered record: the one before it is carried.
     [resnet] = [e for e in entries(state) if e["name"] == "resnet"]
     assert [a["seq"] for a in resnet["admissions"]] == [1]
+    assert [(e["group"], len(e["admissions"])) for e in entries(state) if e["name"] == "train"] == [
+        ("batch", 1),
+        ("batch.volcano.sh", 1),
+    ]
+    legacy = [(e["group"], len(e["admissions"])) for e in entries(state) if e["name"] == "legacy"]
+    assert legacy == [("apps", 2)]
     names = [e["name"] for e in entries(state)]
     assert names.index("\U0001f680 résumé") < names.index("\uffff")
     status, out = _cli("audit", "history", "prod/resnet", "--decision-log", url, "--format", "json")

@@ -19,6 +19,7 @@ from webhook.decisionlog import (
     DecisionLogUnavailable,
     RecordQuery,
     SQLiteStore,
+    _sql,
     open_store,
     undelivered,
 )
@@ -103,6 +104,20 @@ async def test_query_filters_and_tail(store: SQLiteStore, make_record: RecordFac
     assert (await store.query(RecordQuery(uid=target.uid)))[0].record == target
 
 
+async def test_a_row_without_its_api_group_is_refused(store: SQLiteStore, make_record: RecordFactory) -> None:
+    """What a writer of an older trtguard would insert during an upgrade: a row change control's look-up by
+    API group could not find. Refused, so that writer answers deny (PostgreSQL derives it instead)."""
+    await store.append(make_record(), deadline=Deadline.after(5))
+    with sqlite3.connect(store.path) as conn:
+        columns = ", ".join(c for c in _sql.INSERT_COLUMNS.split(", ") if c != "api_group")
+        (values,) = conn.execute(f"SELECT {columns} FROM trtguard_decisions").fetchall()  # noqa: S608
+        with pytest.raises(sqlite3.IntegrityError, match="needs its api_group"):
+            conn.execute(
+                f"INSERT INTO trtguard_decisions ({columns}) VALUES ({', '.join('?' * len(values))})",  # noqa: S608
+                (2, *values[1:]),
+            )
+
+
 async def test_the_table_is_append_only(
     store: SQLiteStore, make_record: RecordFactory, tmp_path: Path
 ) -> None:
@@ -134,6 +149,8 @@ def _tamper(path: Path, *statements: str) -> None:
         ),
         ("UPDATE trtguard_decisions SET allowed = 1 WHERE seq = 3", 3, "column allowed"),
         ("UPDATE trtguard_decisions SET namespace = 'other' WHERE seq = 2", 2, "column namespace"),
+        # A record moved to another API group would be found as another workload's by change control.
+        ("UPDATE trtguard_decisions SET api_group = 'batch.volcano.sh' WHERE seq = 2", 2, "column api_group"),
         ("DELETE FROM trtguard_decisions WHERE seq = 2", 3, "records were removed before it"),
         ("UPDATE trtguard_decisions SET prev_hash = hash WHERE seq = 4", 4, "prev_hash does not match"),
         ("DELETE FROM trtguard_decisions WHERE seq = 5", 5, "records at the end were removed"),

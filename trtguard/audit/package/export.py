@@ -7,7 +7,7 @@ import importlib.metadata
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -336,11 +336,18 @@ async def _candidates(
     """
     if selection.kind != "workload" or chain is ChainScope.FULL:
         return await store.query(RecordQuery(limit=head))
-    namespace, _, name = selection.value.partition("/")
+    identity = selection.identity
+    if identity is not None:
+        query = RecordQuery(
+            namespace=identity.namespace, name=identity.name, kind=identity.kind, group=identity.group
+        )
+    else:
+        namespace, _, name = selection.value.partition("/")
+        query = RecordQuery(namespace=namespace, name=name)
     if chain is ChainScope.SELECTED:
-        found = await store.query(RecordQuery(namespace=namespace, name=name))
+        found = await store.query(query)
         return [stored for stored in found if stored.seq <= head]
-    first = await store.query(RecordQuery(namespace=namespace, name=name, limit=1))
+    first = await store.query(replace(query, limit=1))
     if not first or first[0].seq > head:
         return []
     start = first[0].seq

@@ -6,6 +6,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from policies.identity import WorkloadIdentity
 from verifier.digests import is_sha256_hex, parse_sha256
 from verifier.errors import InputError
 from verifier.references import ImageReference
@@ -16,22 +17,37 @@ SelectionKind = Literal["audit_id", "engine", "workload"]
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """The decisions to export: by engine audit ID, by engine digest, or by workload (``namespace/name``)."""
+    """The decisions to export: by engine audit ID, by engine digest, or by workload.
+
+    A workload is ``NAMESPACE/KIND/NAME`` (:class:`~policies.identity.WorkloadIdentity`: API group, kind,
+    namespace and name). ``NAMESPACE/NAME`` selects every workload of that name, whatever its kind: what
+    packages exported before workloads were told apart by kind select, and verify as such; the exporter
+    names the kind (:func:`trtguard.audit.workloads.resolve_workload`).
+    """
 
     kind: SelectionKind
     value: str
 
     @classmethod
     def workload(cls, text: str) -> Selection:
-        """``NAMESPACE/NAME``; raises :class:`InputError` for anything else."""
-        namespace, slash, name = text.partition("/")
-        if not slash or not namespace or not name or "/" in name:
+        """``NAMESPACE/KIND/NAME`` or ``NAMESPACE/NAME``; raises :class:`InputError` for anything else."""
+        parts = text.split("/")
+        if len(parts) == 3:
+            return cls("workload", str(WorkloadIdentity.parse(text, where="--workload")))
+        if len(parts) != 2 or not all(parts):
             raise InputError(
-                f"expected NAMESPACE/NAME, got {text!r}",
+                f"expected NAMESPACE/KIND/NAME or NAMESPACE/NAME, got {text!r}",
                 location="--workload",
-                hint="for example: --workload prod/resnet50",
+                hint="for example: --workload prod/Deployment/resnet50",
             )
         return cls("workload", text)
+
+    @property
+    def identity(self) -> WorkloadIdentity | None:
+        """The one workload selected (None: not a workload selection, or one of a name of any kind)."""
+        if self.kind != "workload" or self.value.count("/") != 2:
+            return None
+        return WorkloadIdentity.parse(self.value)
 
     @classmethod
     def engine(cls, text: str) -> Selection:
@@ -52,6 +68,8 @@ class Selection:
     def rule(self) -> str:
         """The selection rule in words."""
         if self.kind == "workload":
+            if self.identity is not None:
+                return f"every decision about workload {self.value} (verdict or dry run)"
             return f"every decision about workload {self.value} (any kind, verdict or dry run)"
         if self.kind == "engine":
             return f"every real (not dry-run) admission of a workload naming engine {self.value}"
@@ -60,6 +78,9 @@ class Selection:
     def matches(self, record: DecisionRecord, audit_engines: Collection[str] = ()) -> bool:
         """True when ``record`` is selected; ``audit_engines`` are the engines carrying the audit ID."""
         if self.kind == "workload":
+            identity = self.identity
+            if identity is not None:
+                return record.workload == identity
             namespace, _, name = self.value.partition("/")
             return record.namespace == namespace and record.name == name
         if self.kind == "engine":

@@ -1,8 +1,8 @@
 """The decisions of a verified evidence package as a report shows them: admitted changes, denials, the chain.
 
 The records come from the package's ``records.jsonl`` (already checked by the package verifier); admitted
-changes are replayed per workload with :func:`trtguard.audit.history.replay`, as ``audit history`` replays
-the log, so that both tell the same story.
+changes are replayed per workload (API group, kind, namespace and name) with
+:func:`trtguard.audit.history.replay`, as ``audit history`` replays the log, so that both tell the same story.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from policies.identity import kind_name
 from trtguard.audit.history import ArtifactChange, replay, signer_names
 from webhook.decisionlog import DecisionLogError, DecisionRecord, StoredRecord, undelivered
 
@@ -170,8 +171,12 @@ def read_decisions(records: Sequence[StoredRecord], selected: Iterable[int]) -> 
 
 
 def _workload(record: DecisionRecord) -> str:
+    """``NAMESPACE/KIND/NAME``: the replay is per workload, and a Volcano Job is not a batch/v1 Job."""
+    if record.workload is not None:
+        return str(record.workload)
+    kind = kind_name(record.api_group, record.kind)
     name = record.name or "(no name)"
-    return f"{record.namespace}/{name}" if record.namespace else name
+    return f"{record.namespace}/{kind}/{name}" if record.namespace else f"{kind}/{name}"
 
 
 def _change(change: ArtifactChange) -> Change:

@@ -21,8 +21,8 @@ def test_a_verified_package_shows_its_timeline_engines_denials_and_chain(
     decisions = contents.decisions
     # seq 2 created prod/resnet with the fp16 engine and the TensorRT image; seq 7 moved it to INT8.
     assert [(a.seq, a.operation, a.workload) for a in decisions.admissions] == [
-        (2, "CREATE", "prod/resnet"),
-        (7, "UPDATE", "prod/resnet"),
+        (2, "CREATE", "prod/Pod/resnet"),
+        (7, "UPDATE", "prod/Pod/resnet"),
     ]
     first, update = decisions.admissions
     assert {(c.artifact, c.old is None) for c in first.changes} == {("engine", True), ("image", True)}

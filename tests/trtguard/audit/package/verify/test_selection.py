@@ -11,6 +11,7 @@ from tests.trtguard.audit.package.world import (
     reseal,
     verify_package,
 )
+from trtguard.audit.package import Selection
 
 
 def test_a_decision_left_out_of_the_selection_is_found(
@@ -22,3 +23,24 @@ def test_a_decision_left_out_of_the_selection_is_found(
 
     report = verify_package(world, reseal(resnet_package, tmp_path / "t.tar.gz", world.exporter, drop))
     assert "selection: decisions that match the rule were left out: seq 4" in messages(report, "fail")
+
+
+def test_a_workload_selection_names_its_api_group_and_kind() -> None:
+    """``NAMESPACE/KIND/NAME`` selects one workload (a Volcano Job is not batch/v1's Job of the same name,
+    whatever the version); ``NAMESPACE/NAME``, as packages exported before kept it, any kind of that name."""
+    from webhook.decisionlog import DecisionRecord  # noqa: PLC0415
+
+    def job(api_version: str) -> DecisionRecord:
+        return DecisionRecord(
+            uid="u", operation="CREATE", kind="Job", api_version=api_version, allowed=True, reason="Allowed",
+            namespace="prod", name="train",
+        )  # fmt: skip
+
+    batch, batch_v2, volcano = job("batch/v1"), job("batch/v2"), job("batch.volcano.sh/v1alpha1")
+    one = Selection.workload("prod/Job/train")
+    assert one.value == "prod/Job.batch/train" and one.identity is not None
+    assert [one.matches(r) for r in (batch, batch_v2, volcano)] == [True, True, False]
+    assert one.rule() == "every decision about workload prod/Job.batch/train (verdict or dry run)"
+    legacy = Selection.workload("prod/train")
+    assert legacy.identity is None and all(legacy.matches(r) for r in (batch, volcano))
+    assert "(any kind, verdict or dry run)" in legacy.rule()
