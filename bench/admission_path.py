@@ -43,7 +43,7 @@ import httpx
 from policies.verified import VerifiedEvidence
 from trtguard.demo.material import make_material
 from trtguard.demo.run import admission_review, scenarios
-from verifier.cache import ResultCache
+from verifier.base._cache import ResultCache
 from verifier.evidence_folder import LocalEvidence
 from webhook.admission import Reviewer
 from webhook.app import WebhookServices, create_app
@@ -59,14 +59,14 @@ PACKAGES = ("verifier/", "policies/", "webhook/", "decisionlog/", "trtguard/")
 HARNESS = ("trtguard/demo/",)
 #: The base room: vocabulary every file uses, not counted on a path (today's files and the target folder).
 BASE = (
-    "verifier/errors.py",
-    "verifier/deadline.py",
-    "verifier/digests.py",
-    "verifier/references.py",
-    "verifier/files.py",
-    "verifier/validation.py",
-    "verifier/yamldoc.py",
-    "verifier/cache.py",
+    "verifier/base/_errors.py",
+    "verifier/base/_deadline.py",
+    "verifier/base/_digests.py",
+    "verifier/base/_references.py",
+    "verifier/base/_files.py",
+    "verifier/base/_validation.py",
+    "verifier/base/_yamldoc.py",
+    "verifier/base/_cache.py",
     "verifier/base/",
 )
 #: The packages whose files directly inside are the request's own modules.

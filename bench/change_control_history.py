@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from policies.identity import WorkloadIdentity
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from verifier.keys import generate_private_key
 from webhook.admission_history import DecisionLogHistory
 from webhook.decisionlog import SQLiteStore

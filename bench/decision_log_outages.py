@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 
 from tests.support.harness import TcpProxy
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, PostgresStore, RecordQuery
 from webhook.decisionlog.undelivered import target
 

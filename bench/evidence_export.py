@@ -40,7 +40,7 @@ from trtguard.audit.package import (
 )
 from trtguard.audit.package.archive import read_archive, write_archive
 from trtguard.demo.material import TENSORRT_IMAGE, Material, make_material
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from verifier.evidence_folder import LocalEvidence
 from verifier.keys import generate_private_key
 from webhook.admission import Reviewer

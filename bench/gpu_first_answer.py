@@ -29,7 +29,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from verifier.digests import hash_file  # noqa: E402
+from verifier.base._digests import hash_file  # noqa: E402
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement  # noqa: E402
 from verifier.keys import generate_private_key  # noqa: E402
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest  # noqa: E402
@@ -39,7 +39,7 @@ from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest  # noqa
 _SLIM = """
 import argparse, sys
 from verifier._cli import engine
-from verifier.errors import TrtguardError
+from verifier.base._errors import TrtguardError
 parser = argparse.ArgumentParser(prog="trtguard")
 engine.register(parser.add_subparsers(dest="command", required=True))
 args = parser.parse_args(["verify-engine", *sys.argv[1:]])

@@ -1,4 +1,4 @@
-"""Hashing throughput and memory of ``verifier.digests.hash_file`` against ``sha256sum`` on the same file.
+"""Hashing throughput and memory of ``verifier.base.hash_file`` against ``sha256sum`` on the same file.
 
 Writes a file of real (random, not sparse) bytes, reads it once so that both hashers start from the page
 cache, then alternates ``sha256sum`` and our hasher ``--runs`` times each and prints both throughputs, their
@@ -29,7 +29,7 @@ _BLOCK = 64 * 1024 * 1024
 _OURS = """
 import json, sys, time, tracemalloc
 from pathlib import Path
-from verifier.digests import hash_file
+from verifier.base._digests import hash_file
 
 def status(field):
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -130,7 +130,7 @@ def main() -> int:
         + ")"
     )
     print(
-        f"verifier.digests : median {statistics.median(ours):.3f} s = {our_rate:,.0f} MiB/s  (runs: "
+        f"verifier.base._digests : median {statistics.median(ours):.3f} s = {our_rate:,.0f} MiB/s  (runs: "
         + ", ".join(f"{s:.3f}" for s in ours)
         + ")"
     )

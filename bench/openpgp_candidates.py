@@ -137,7 +137,7 @@ def _gnupg() -> Callable[[Case], bool]:
 
 def _trtguard() -> Callable[[Case], bool]:
     openpgp = importlib.import_module("verifier.signatures.openpgp")
-    errors = importlib.import_module("verifier.errors")
+    errors = importlib.import_module("verifier.base._errors")
 
     def verify(case: Case) -> bool:
         keys = {"key": openpgp.OpenPGPKey.from_armored(case.certificate)}

@@ -32,7 +32,7 @@ from policies.requesters import Requester
 from policies.schema import trusted_keys_yaml
 from policies.workload import extract
 from trtguard.demo.material import make_material
-from verifier.digests import sha256_bytes
+from verifier.base._digests import sha256_bytes
 from verifier.dsse import sign_envelope
 from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.evidence_folder import LocalEvidence

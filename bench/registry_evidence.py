@@ -44,9 +44,9 @@ from policies.loader import PolicySet, load_policy_set
 from policies.schema import trusted_keys_yaml
 from trtguard.release.cosign_layout import append_layer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
+from verifier.base._references import ImageReference
 from verifier.keys import PrivateKey, generate_private_key
-from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig
 from verifier.registry.cosign_layout import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag

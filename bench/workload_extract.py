@@ -18,7 +18,10 @@ from collections.abc import Callable
 from typing import Any
 
 from policies.workload import ENGINES_ANNOTATION, Workload, extract
-from verifier.references import ImageReference, _parse  # _parse.__wrapped__: the parser without its cache
+from verifier.base._references import (  # _parse.__wrapped__: the parser without its cache
+    ImageReference,
+    _parse,
+)
 
 #: Stop a measurement early if it runs longer than this, so the benchmark is bounded on a loaded machine.
 TIME_LIMIT_S = 60.0

@@ -21,8 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final, TypeVar
 
-from verifier.deadline import Deadline
-from verifier.errors import TrtguardError
+from verifier.base import Deadline, TrtguardError
 
 __all__ = [
     "DEFAULT_CPU_SECONDS",

@@ -26,9 +26,7 @@ from policies.evaluator import PolicyEngine
 from policies.requesters import Requester
 from policies.results import Action, Decision
 from policies.workload import iter_resources
-from verifier.deadline import Deadline
-from verifier.errors import InputError
-from verifier.yamldoc import Document, decode, load_each_document
+from verifier.base import Deadline, Document, InputError, decode, load_each_document
 
 _INPUT_SUFFIXES = (".yaml", ".yml", ".json")
 _MAX_INPUT = 256 * 1024 * 1024

@@ -30,8 +30,7 @@ from policies.podspec import EngineUse, ImageField
 from policies.results import Violation
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import unavailable, violation
-from verifier.errors import EvidenceUnavailable, VerificationError
-from verifier.references import ImageReference
+from verifier.base import EvidenceUnavailable, ImageReference, VerificationError
 
 __all__ = ["EngineSort", "engine_sort", "sort_engines"]
 

@@ -34,10 +34,8 @@ from policies.rules.findings import Findings, unavailable, violation
 from policies.schema import ModelsRule
 from policies.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
 from policies.workload import Unjudged, Workload, changed_since, extract, identify, unknown_kind
-from verifier.deadline import Deadline
-from verifier.errors import InputError, TrtguardError
+from verifier.base import Deadline, InputError, InvalidReference, TrtguardError
 from verifier.evidence import EvidenceSource
-from verifier.references import InvalidReference
 
 __all__ = ["AdmissionHistory", "CacheSettings", "PolicyEngine", "VerifiedManifest"]
 

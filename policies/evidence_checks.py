@@ -21,9 +21,8 @@ from verifier.attestations import (
     load_approval,
     load_verification,
 )
-from verifier.digests import sha256_bytes
+from verifier.base import InputError, VerificationError, sha256_bytes
 from verifier.dsse import verify_envelope
-from verifier.errors import InputError, VerificationError
 from verifier.evidence import Attestation, ImageSignatures
 from verifier.intoto import statement_from_envelope
 from verifier.keys import PublicKey

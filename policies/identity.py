@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from policies.kinds import GroupKind, group_of, named_kinds, parse_kind_name
-from verifier.errors import InputError
+from verifier.base import InputError
 
 __all__ = [
     "MOVED_TO_APPS",

@@ -33,12 +33,8 @@ from policies.schema import (
 )
 from policies.signers import Signer, load_signers, signer_list_problems
 from policies.workload_kinds import kind_name_problems, registry
-from verifier.errors import InputError
-from verifier.references import ImageReference
+from verifier.base import Document, ImageReference, InputError, decode, load_documents, short_repr, visible
 from verifier.scans import is_scan_predicate_type
-from verifier.validation import short_repr
-from verifier.visible import visible
-from verifier.yamldoc import Document, decode, load_documents
 
 #: Names that CEL expressions may refer to.
 CEL_VARIABLES = ("manifest", "workload", "engine")

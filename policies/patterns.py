@@ -15,7 +15,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 
-from verifier.references import ImageReference
+from verifier.base import ImageReference
 
 _HOST = re.compile(r"^(\*|[a-z0-9*?]([a-z0-9.*?-]*[a-z0-9*?])?(:[0-9*?]+)?)$")
 

@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 
 from policies.budget import UNLIMITED, Budget
 from policies.scheduling import NodeSelection, read_node_selection
-from verifier.errors import InputError
+from verifier.base import InputError
 
 __all__ = [
     "MAX_CONTAINERS",

@@ -36,7 +36,7 @@ from typing import Any, Final, Literal
 
 from policies.pods import Container, EngineUse, ImageField, ImageUse, Problem, Tally
 from policies.sharing import backing, read_only_volume
-from verifier.references import ImageReference, InvalidReference
+from verifier.base import ImageReference, InvalidReference
 
 __all__ = [
     "ENGINES_ANNOTATION",

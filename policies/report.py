@@ -1,7 +1,7 @@
 """Output formats of ``trtguard check``: a table for people, JSON, JUnit XML and SARIF 2.1.0 for machines.
 
 The table shows every invisible or line-breaking character of what it prints as ``<U+XXXX>``
-(:mod:`verifier.visible`); the machine formats keep the text as it is, escaped by their encoders.
+(:mod:`verifier.base._visible`); the machine formats keep the text as it is, escaped by their encoders.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from typing import Any
 from policies.check import CheckReport, Outcome
 from policies.evaluator import HISTORY_NOT_CONSULTED
 from policies.results import Action
-from verifier.errors import InputError
-from verifier.visible import visible
+from verifier.base import InputError, visible
 
 FORMATS = ("table", "json", "junit", "sarif")
 

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from policies.schema import NotationSigner, TrustedKey, TrustedKeysDocument
-from verifier.errors import InputError, TrtguardError
+from verifier.base import Document, InputError, TrtguardError
 from verifier.keys import PublicKey
-from verifier.yamldoc import Document
 
 if TYPE_CHECKING:
     # Each signer format's verifier loads with the first signer of that format (start-up time, issue 15).

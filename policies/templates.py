@@ -31,7 +31,7 @@ from policies.podspec import (
     type_name,
 )
 from policies.sharing import readers
-from verifier.errors import InputError
+from verifier.base import InputError
 
 __all__ = ["PodTemplates", "mapping_field", "string_map"]
 

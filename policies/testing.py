@@ -22,9 +22,8 @@ from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.requesters import Requester
 from policies.results import Action, Decision
-from verifier.errors import InputError, TrtguardError
+from verifier.base import InputError, TrtguardError, decode, load_documents
 from verifier.evidence_folder import LocalEvidence
-from verifier.yamldoc import decode, load_documents
 
 
 class _Model(BaseModel):

@@ -16,7 +16,7 @@ predicate type, expected engine).
 A build manifest or change approval may be signed in DSSE (keys) and with detached OpenPGP signatures over
 the same statement bytes; a threshold counts distinct keys across both formats and across every place the
 statement was found (:func:`signed_by`). Results are kept with
-:class:`~verifier.cache.ResultCache`: a verified result for ``ttl`` seconds, a definitive failure (no
+:class:`~verifier.base.ResultCache`: a verified result for ``ttl`` seconds, a definitive failure (no
 signature, a wrong key) for ``negative_ttl``, a transient failure (a registry that is down) never. A cache
 hit skips the registry and the cryptography; the evaluator still runs every other check on each admission.
 Verification runs in a worker thread (keyless signatures cost ~10 ms of certificate checks), never on the
@@ -55,13 +55,10 @@ from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
     ENGINE_VERIFICATION_PREDICATE_TYPE,
 )
-from verifier.cache import ResultCache
-from verifier.deadline import Deadline
+from verifier.base import Deadline, ImageReference, InputError, ResultCache, TrtguardError, VerificationError
 from verifier.dsse import verify_envelope
-from verifier.errors import InputError, TrtguardError, VerificationError
 from verifier.evidence import ArtifactAttestations, EvidenceSource
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
-from verifier.references import ImageReference
 from verifier.signatures.results import NoSignatures
 
 if TYPE_CHECKING:  # the verifiers load with the first signature checked (start-up time, issue 15)

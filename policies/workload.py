@@ -26,7 +26,7 @@ from policies.paths import PathPattern
 from policies.pods import Container, PodTemplate, Tally
 from policies.podspec import ENGINES_ANNOTATION, MAPPINGS, EngineUse, ImageUse, Problem, type_name
 from policies.templates import PodTemplates, mapping_field, string_map
-from verifier.errors import InputError
+from verifier.base import InputError
 
 __all__ = [
     "DEFAULT_KINDS",

@@ -16,7 +16,7 @@ from policies.kind_schema import WorkloadKindDocument
 from policies.kinds import KindDefinition, KindRegistry, template
 from policies.operator_kinds import DEFAULT_KINDS
 from policies.schema import InferencePolicyDocument
-from verifier.yamldoc import Document
+from verifier.base import Document
 
 __all__ = ["kind_name_problems", "registry"]
 

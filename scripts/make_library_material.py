@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.schema import trusted_keys_yaml
-from verifier.digests import sha256_bytes
+from verifier.base._digests import sha256_bytes
 from verifier.dsse import sign_envelope
 from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement

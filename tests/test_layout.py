@@ -96,7 +96,7 @@ def test_help_and_a_small_command_load_only_what_they_use() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
     )
     help_modules, schema_modules = result.stdout.splitlines()
-    assert help_modules == "['verifier', 'verifier.errors']"
+    assert help_modules == "['verifier', 'verifier.base', 'verifier.base._errors']"
     assert schema_modules == "[]", "`trtguard schema` needs neither the server nor the registry client"
 
 
@@ -113,7 +113,7 @@ def test_key_commands_parse_without_cryptography(command: str) -> None:
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
     )
-    assert result.stdout.strip() == "['verifier.errors']"
+    assert result.stdout.strip() == "['verifier.base._errors']"
 
 
 def test_an_offline_check_loads_no_registry_client() -> None:

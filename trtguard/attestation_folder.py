@@ -28,14 +28,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifier.deadline import Deadline
+from verifier.base import Deadline, ImageReference, InputError, TrtguardError, VerificationError
 from verifier.dsse import Envelope
-from verifier.errors import InputError, TrtguardError, VerificationError
 from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.evidence_documents import classic_signature_document
 from verifier.intoto import statement_from_envelope
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
-from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.engine_artifact import ENGINE_ARTIFACT_TYPE
 from verifier.registry.evidence import RegistryEvidence

@@ -19,7 +19,7 @@ import nacl.secret
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verifier._der import der_header
-from verifier.errors import InputError
+from verifier.base import InputError
 
 SIGSTORE_LABEL: Final = "ENCRYPTED SIGSTORE PRIVATE KEY"
 COSIGN_LABEL: Final = "ENCRYPTED COSIGN PRIVATE KEY"

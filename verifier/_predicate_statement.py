@@ -7,9 +7,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from verifier.errors import InputError
+from verifier.base import InputError, input_error_from_validation
 from verifier.intoto import Statement
-from verifier.validation import input_error_from_validation
 
 _Model = TypeVar("_Model", bound=BaseModel)
 

@@ -176,7 +176,7 @@ def load_verification(data: Mapping[str, Any] | Statement, source: str) -> Engin
     """Validate an engine-verification predicate, bare or inside an in-toto Statement.
 
     A Statement must have the engine-verification predicate type and a subject with ``engine.sha256``.
-    Raises :class:`~verifier.errors.InputError` listing every problem with its field path.
+    Raises :class:`~verifier.base.InputError` listing every problem with its field path.
     """
     verification, statement = validate_predicate(
         EngineVerification,
@@ -193,7 +193,7 @@ def load_approval(data: Mapping[str, Any] | Statement, source: str) -> ChangeApp
     """Validate a change-approval predicate, bare or inside an in-toto Statement.
 
     A Statement must have the change-approval predicate type and a subject with ``engine_digest``.
-    Raises :class:`~verifier.errors.InputError` listing every problem with its field path.
+    Raises :class:`~verifier.base.InputError` listing every problem with its field path.
     """
     approval, statement = validate_predicate(
         ChangeApproval,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from verifier.errors import InputError, VerificationError
+from verifier.base import InputError, VerificationError
 from verifier.keys import PrivateKey, PublicKey
 
 __all__ = [

@@ -15,11 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from verifier.deadline import Deadline
+from verifier.base import Deadline, ImageReference, VerificationError
 from verifier.dsse import Envelope
-from verifier.errors import VerificationError
 from verifier.manifest import EngineBuildManifest
-from verifier.references import ImageReference
 from verifier.registry.engine_artifact import (
     ENGINE_ARTIFACT_TYPE,
     ENGINE_LAYER,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verifier.errors import InputError
+from verifier.base import InputError
 from verifier.evidence import EvidenceSource
 from verifier.evidence_folder import LocalEvidence
 

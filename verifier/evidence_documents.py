@@ -15,8 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from verifier.digests import is_sha256_hex
-from verifier.errors import InputError
+from verifier.base import InputError, is_sha256_hex
 from verifier.signatures import CosignSignature
 
 __all__ = [

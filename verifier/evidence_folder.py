@@ -30,9 +30,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from verifier.deadline import Deadline
+from verifier.base import (
+    Deadline,
+    EvidenceUnavailable,
+    ImageReference,
+    InputError,
+    VerificationError,
+    read_limited,
+)
 from verifier.dsse import Envelope
-from verifier.errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.evidence import (
     ArtifactAttestations,
     ArtifactSubjects,
@@ -41,9 +47,7 @@ from verifier.evidence import (
     SkippedFile,
 )
 from verifier.evidence_documents import classic_signature_from_document, message_digest, signed_image_digest
-from verifier.files import read_limited
 from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
-from verifier.references import ImageReference
 from verifier.registry.engine_artifact import (
     ENGINE_ARTIFACT_TYPE,
     InvalidEngineArtifact,

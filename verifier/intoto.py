@@ -14,9 +14,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from verifier.digests import hash_file, parse_sha256
+from verifier.base import InputError, VerificationError, hash_file, parse_sha256
 from verifier.dsse import Envelope, sign_envelope
-from verifier.errors import InputError, VerificationError
 from verifier.keys import PrivateKey
 
 __all__ = [

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
-from verifier.errors import InputError
+from verifier.base import InputError
 
 if TYPE_CHECKING:
     # X.509 and the cosign key-file format (nacl, scrypt) load when a certificate or a private key is read:

@@ -24,9 +24,8 @@ from pydantic_core import PydanticCustomError
 
 from verifier._predicate_statement import require_subject, validate_predicate
 from verifier.attestations import ENGINE_BUILD_PREDICATE_TYPE
-from verifier.digests import sha256_bytes
+from verifier.base import ImageReference, InputError, sha256_bytes
 from verifier.dsse import Envelope
-from verifier.errors import InputError
 from verifier.intoto import ResourceDescriptor, Statement
 from verifier.predicates import (
     Digest,
@@ -39,7 +38,6 @@ from verifier.predicates import (
     StrictModel,
     Timestamp,
 )
-from verifier.references import ImageReference
 
 __all__ = [
     "ENGINE_BUILD_PREDICATE_TYPE",
@@ -419,7 +417,7 @@ class EngineBuildManifest(StrictModel):
 
 
 def _rule(field: str, got: Any, expected: str) -> PydanticCustomError:
-    # ``field`` and ``got`` let verifier.validation point at the sub-field a cross-field rule is about.
+    # ``field`` and ``got`` let verifier.base._validation point at the sub-field a cross-field rule is about.
     return PydanticCustomError("manifest_rule", expected, {"field": field, "got": got})
 
 

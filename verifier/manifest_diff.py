@@ -44,10 +44,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from verifier.base import ImageReference, format_path, shorten
 from verifier.manifest import BuilderConfig, EngineBuildManifest, OptimizationProfile
 from verifier.predicates import ChangeKind
-from verifier.references import ImageReference
-from verifier.validation import format_path, shorten
 
 __all__ = ["Change", "ChangeKind", "FieldChange", "ManifestDiff", "diff_manifests"]
 

@@ -20,8 +20,7 @@ from policies.evaluator import PolicyEngine
 from policies.kinds import group_of
 from policies.requesters import Requester
 from policies.results import Action, Decision, Violation
-from verifier.deadline import Deadline
-from verifier.errors import TrtguardError
+from verifier.base import Deadline, TrtguardError
 from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, DecisionStore
 from webhook.logging import log_fields
 from webhook.metrics import ERROR_DENIAL_REASONS, Metrics

@@ -17,8 +17,7 @@ from typing import Any
 
 from policies.identity import WorkloadIdentity
 from policies.results import AdmittedEngine, AdmittingDecision
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable
+from verifier.base import Deadline, EvidenceUnavailable
 from webhook.decisionlog import DecisionLogError, DecisionStore, RecordQuery, StoredRecord, undelivered
 from webhook.decisionlog.carried import Carried, carried_engines
 from webhook.decisionlog.record import format_time

@@ -27,7 +27,7 @@ from typing import Final
 
 from policies.evaluator import AdmissionHistory, PolicyEngine
 from policies.loader import PolicySet, load_policy_set
-from verifier.errors import InputError, TrtguardError
+from verifier.base import InputError, TrtguardError
 from verifier.evidence import EvidenceSource
 
 _log = logging.getLogger(__name__)

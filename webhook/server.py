@@ -21,7 +21,7 @@ from typing import Any, Final, TextIO
 
 import uvicorn
 
-from verifier.errors import InputError
+from verifier.base import InputError
 from verifier.registry.client import RegistryClient
 from verifier.registry.evidence import evidence_source
 from webhook.admission import Reviewer, ReviewSettings

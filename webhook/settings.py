@@ -2,7 +2,7 @@
 
 One pydantic-settings model holds them all, so the Helm chart (environment), a config file and the command
 line cannot disagree about names or types. :func:`load_settings` turns every validation problem into one
-:class:`~verifier.errors.InputError` that names the flag, the variable and the config key.
+:class:`~verifier.base.InputError` that names the flag, the variable and the config key.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from verifier.errors import InputError
-from verifier.yamldoc import decode, load_document
+from verifier.base import InputError, decode, load_document
 
 ENV_PREFIX = "TRTGUARD_"
 DEFAULT_DECISION_LOG = "sqlite:///./trtguard-decisions.db"

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from verifier.errors import InputError
+from verifier.base import InputError
 
 _log = logging.getLogger(__name__)
 

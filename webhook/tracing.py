@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from verifier.errors import InputError
+from verifier.base import InputError
 
 AttributeValue = str | bool | int | float
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from verifier.errors import InputError, TrtguardError
+from verifier.base import InputError, TrtguardError
 
 __all__ = [
     "LANGUAGE_DEFINITION",

@@ -28,7 +28,7 @@ from policies.rules.evaluation import CLOCK_SKEW, Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import AttestationRule
 from policies.verified import VerifiedPredicate
-from verifier.references import ImageReference
+from verifier.base import ImageReference
 from verifier.scans import is_scan_predicate_type
 
 __all__ = ["check"]

@@ -40,10 +40,9 @@ from policies.rules.findings import Findings, Refusal
 from policies.schema import BuildManifestRule, ChangeControl
 from policies.verified import VerifiedApproval, VerifiedManifest
 from verifier.attestations import ChangeKind
-from verifier.errors import EvidenceUnavailable, VerificationError
+from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference, VerificationError
 from verifier.manifest import EngineBuildManifest
 from verifier.manifest_diff import diff_manifests
-from verifier.references import ImageReference, InvalidReference
 
 __all__ = ["Baseline", "ChangeVerdict", "change_indexes", "check", "describe", "judge"]
 

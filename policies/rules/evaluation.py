@@ -47,10 +47,8 @@ from policies.verified import (
     VerifiedVerification,
 )
 from policies.workload import Workload
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable, VerificationError
+from verifier.base import Deadline, EvidenceUnavailable, ImageReference, InvalidReference, VerificationError
 from verifier.evidence import ArtifactAttestations, EvidenceSource
-from verifier.references import ImageReference, InvalidReference
 from verifier.scans import is_scan_predicate_type
 
 __all__ = ["CLOCK_SKEW", "LAST_APPLIED", "AdmissionHistory", "Changes", "Counted", "Evaluation"]

@@ -23,7 +23,7 @@ from policies.pods import EngineUse
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
 from policies.verified import VerifiedManifest
-from verifier.references import ImageReference
+from verifier.base import ImageReference
 
 __all__ = ["check"]
 

@@ -1,9 +1,9 @@
 """Violations: how they are worded, and a check that cannot answer turned into one.
 
 A rule either holds or yields a :class:`~policies.results.Violation`. Evidence that cannot be fetched
-(:class:`~verifier.errors.EvidenceUnavailable`: offline, a registry that fails, time running out) is a
+(:class:`~verifier.base.EvidenceUnavailable`: offline, a registry that fails, time running out) is a
 violation under the policy's ``onError``; evidence that was fetched and refused
-(:class:`~verifier.errors.VerificationError`) is one under its ``action``. :meth:`Findings.check` does both
+(:class:`~verifier.base.VerificationError`) is one under its ``action``. :meth:`Findings.check` does both
 for every rule family.
 """
 
@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from policies.loader import CompiledPolicy
 from policies.results import Action, Violation
-from verifier.errors import EvidenceUnavailable, TrtguardError, VerificationError
+from verifier.base import EvidenceUnavailable, TrtguardError, VerificationError
 
 __all__ = ["Findings", "Refusal", "unavailable", "violation"]
 

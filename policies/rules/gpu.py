@@ -27,9 +27,8 @@ from policies.rules.findings import Findings
 from policies.scheduling import NodeTerm
 from policies.schema import GpuCompatibilityRule
 from policies.verified import VerifiedManifest
-from verifier.errors import EvidenceUnavailable
+from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
-from verifier.references import ImageReference, InvalidReference
 
 __all__ = ["MAJOR_LABEL", "MINOR_LABEL", "PRODUCT_LABEL", "check", "loads", "product_label"]
 

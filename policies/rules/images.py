@@ -14,7 +14,7 @@ from policies.results import AttestationRecord, Violation
 from policies.rules import attestations
 from policies.rules.evaluation import Counted, Evaluation
 from policies.rules.findings import Findings, Refusal
-from verifier.references import ImageReference, InvalidReference
+from verifier.base import ImageReference, InvalidReference
 
 __all__ = ["check"]
 

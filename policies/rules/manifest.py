@@ -13,7 +13,7 @@ from policies.rules.evaluation import CLOCK_SKEW, Counted, Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import BuildManifestRule
 from policies.verified import VerifiedManifest
-from verifier.references import ImageReference
+from verifier.base import ImageReference
 
 __all__ = ["check_max_age", "verify"]
 

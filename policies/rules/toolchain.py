@@ -13,8 +13,7 @@ from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
 from policies.schema import ToolchainRule
 from policies.verified import VerifiedManifest
-from verifier.errors import EvidenceUnavailable
-from verifier.references import ImageReference, InvalidReference
+from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference
 
 __all__ = ["check"]
 

@@ -8,7 +8,7 @@ from policies.rules.evaluation import Counted, Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import VerificationRule
 from policies.verified import VerifiedManifest
-from verifier.references import ImageReference
+from verifier.base import ImageReference
 
 __all__ = ["check"]
 

@@ -20,7 +20,7 @@ from tests.charts.helm_chart import (
     render_error,
     run_helm,
 )
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 from verifier.registry.config import load_registry_config
 
 pytestmark = pytest.mark.helm

@@ -12,7 +12,7 @@ import pytest
 
 from policies.schema import trusted_keys_yaml
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ENGINE_VERIFICATION_PREDICATE_TYPE
-from verifier.digests import sha256_bytes
+from verifier.base._digests import sha256_bytes
 from verifier.dsse import sign_envelope
 from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement

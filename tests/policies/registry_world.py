@@ -32,13 +32,13 @@ from trtguard.cli import main
 from trtguard.release.attach import PREDICATE_TYPE_REFERRER_ANNOTATION
 from trtguard.release.cosign_layout import append_layer, push_referrer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
-from verifier.deadline import Deadline
-from verifier.digests import sha256_bytes
+from verifier.base._deadline import Deadline
+from verifier.base._digests import sha256_bytes
+from verifier.base._references import ImageReference
 from verifier.dsse import sign_envelope
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor
 from verifier.keys import PrivateKey, generate_private_key
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, manifest_statement
-from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.cosign_layout import (
     DSSE_ENVELOPE,

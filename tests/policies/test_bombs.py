@@ -17,7 +17,7 @@ import pytest
 
 from tests.policies.cel.test_cost import costly_expression
 from tests.policies.conftest import Material, pod
-from tests.verifier.test_yamldoc import billion_laughs
+from tests.verifier.base.test_yamldoc import billion_laughs
 
 TRTGUARD = Path(sys.executable).with_name("trtguard")
 #: Address space for the child: several times what a normal run needs (~80 MB resident), far below

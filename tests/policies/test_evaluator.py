@@ -22,11 +22,11 @@ from tests.policies.evaluation import (
     rules,
     signature_policy,
 )
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable, VerificationError
+from verifier.base._deadline import Deadline
+from verifier.base._errors import EvidenceUnavailable, VerificationError
+from verifier.base._references import ImageReference
 from verifier.evidence import ArtifactAttestations, ArtifactSubjects, EvidenceSource, ImageSignatures
 from verifier.evidence_folder import LocalEvidence
-from verifier.references import ImageReference
 
 
 def test_warn_policy_never_denies_and_audit_only_records(material: Material) -> None:

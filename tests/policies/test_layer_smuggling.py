@@ -40,12 +40,12 @@ from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, start_registry
 from trtguard.release.publish import RegistryWriter
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ENGINE_VERIFICATION_PREDICATE_TYPE
-from verifier.deadline import Deadline
-from verifier.digests import sha256_bytes
+from verifier.base._deadline import Deadline
+from verifier.base._digests import sha256_bytes
+from verifier.base._references import ImageReference
 from verifier.dsse import sign_envelope
 from verifier.evidence_folder import LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
-from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.engine_artifact import (
     CALIBRATION_CACHE_LAYER,

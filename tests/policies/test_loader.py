@@ -11,7 +11,7 @@ import pytest
 from policies.loader import PolicyLoadError, load_policy_set, policy_files
 from policies.schema import policy_json_schema
 from tests.policies.conftest import Material
-from verifier.references import ImageReference
+from verifier.base._references import ImageReference
 
 POLICY = """\
 apiVersion: trtguard.dev/v1alpha1

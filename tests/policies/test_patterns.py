@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from policies.patterns import ImagePattern, PatternError
-from verifier.references import ImageReference
+from verifier.base._references import ImageReference
 
 DIGEST = "sha256:" + "ab" * 32
 

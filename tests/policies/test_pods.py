@@ -9,7 +9,7 @@ import pytest
 
 from policies.pods import MAX_CONTAINERS, MAX_ENGINES, MAX_IMAGES, MAX_PROBLEMS, MAX_TEMPLATES, MAX_VOLUMES
 from policies.workload import Workload, extract
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 
 RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32
 ENGINE = "registry.example.com/models/e@sha256:" + "e1" * 32

@@ -10,7 +10,7 @@ import pytest
 
 from policies.podspec import EngineUse, ImageUse, Problem
 from policies.workload import ENGINES_ANNOTATION, Unjudged, Workload, extract
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 
 ENGINE = "registry.corp/models/resnet@sha256:" + "e1" * 32
 RUNTIME = "nvcr.io/nvidia/tensorrt:24.08-py3"

@@ -22,7 +22,7 @@ from policies.workload import (
     extract,
     iter_resources,
 )
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 
 D = {n: f"sha256:{str(n) * 64}" for n in range(1, 8)}
 CHARLIE = (

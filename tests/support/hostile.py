@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
-from verifier.errors import InputError, VerificationError
+from verifier.base._errors import InputError, VerificationError
 
 T = TypeVar("T")
 Path = tuple[str | int, ...]

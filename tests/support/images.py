@@ -11,8 +11,8 @@ import uuid
 from dataclasses import dataclass
 
 from trtguard.release.publish import RegistryWriter
-from verifier.deadline import Deadline
-from verifier.references import ImageReference
+from verifier.base._deadline import Deadline
+from verifier.base._references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.oci import OCI_CONFIG, OCI_INDEX, OCI_MANIFEST, Descriptor, image_index, image_manifest
 

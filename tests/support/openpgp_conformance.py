@@ -485,7 +485,7 @@ def trtguard_library(case: Case, _folder: Path) -> bool:
     interface main and this branch share, so that ``--root`` can compare them)."""
     import pysequoia  # noqa: PLC0415 - loaded when trtguard is
 
-    from verifier.errors import TrtguardError  # noqa: PLC0415 - imported from the checkout compared
+    from verifier.base._errors import TrtguardError  # noqa: PLC0415 - imported from the checkout compared
     from verifier.signatures.openpgp import OpenPGPKey, verify_detached  # noqa: PLC0415
 
     try:

@@ -35,12 +35,12 @@ from tests.support.harness import SERVICE, WebhookProcess, review, verify_admiss
 from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config, start_registry
 from trtguard.cli import main
-from verifier.digests import sha256_bytes
+from verifier.base._digests import sha256_bytes
+from verifier.base._references import ImageReference
 from verifier.dsse import sign_envelope
 from verifier.intoto import PAYLOAD_TYPE
 from verifier.keys import PrivateKey, encrypt_private_key, generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_statement
-from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from webhook.decisionlog.record_schema import decision_json_schema
 

@@ -18,8 +18,8 @@ from securesystemslib.signer._crypto_signer import CryptoSigner
 from securesystemslib.signer._key import SSlibKey
 
 from verifier import dsse, keys
+from verifier.base._errors import InputError, VerificationError
 from verifier.dsse import Envelope, EnvelopeSignature
-from verifier.errors import InputError, VerificationError
 from verifier.keys import PrivateKey, PublicKey
 
 

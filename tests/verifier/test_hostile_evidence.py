@@ -26,9 +26,9 @@ from tests.support.availability import unavailable
 from tests.support.gpg import GnuPG
 from tests.support.hostile import mutated, mutated_bytes, raw_nesting, read_or_refuse
 from verifier import dsse, intoto, keys
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
+from verifier.base._references import ImageReference
 from verifier.evidence_folder import LocalEvidence
-from verifier.references import ImageReference
 from verifier.scans import read_scan
 from verifier.signatures.openpgp import OpenPGPKey, read_keyring, read_signatures, verify_detached
 

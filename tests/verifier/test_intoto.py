@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from verifier import dsse, intoto, keys
+from verifier.base._errors import InputError, VerificationError
 from verifier.dsse import Envelope
-from verifier.errors import InputError, VerificationError
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 
 DIGEST = "a" * 64

@@ -23,7 +23,7 @@ from cryptography.x509.oid import NameOID
 
 from verifier import _keyfile as cosign_keyfile
 from verifier import keys
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 from verifier.keys import InvalidKey, PrivateKey, PublicKey, WrongPassword
 
 # Passwords published with the fixtures (SOURCES.md §3.1).

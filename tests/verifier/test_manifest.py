@@ -11,8 +11,8 @@ import jsonschema  # type: ignore[import-untyped]  # (a dev dependency through k
 import pytest
 from pydantic import ValidationError
 
+from verifier.base._errors import InputError
 from verifier.dsse import Envelope, sign_envelope
-from verifier.errors import InputError
 from verifier.intoto import PAYLOAD_TYPE, Statement, statement_from_envelope
 from verifier.keys import generate_private_key
 from verifier.manifest import (

@@ -21,11 +21,11 @@ import pytest
 
 from tests.support.harness import PodFactory, ReviewFactory
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, Material
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable
+from verifier.base._deadline import Deadline
+from verifier.base._errors import EvidenceUnavailable
+from verifier.base._references import ImageReference
 from verifier.evidence import ArtifactAttestations, EvidenceSource, ImageSignatures
 from verifier.evidence_folder import LocalEvidence
-from verifier.references import ImageReference
 from webhook.admission import MAX_ANNOTATED, Reviewer, ReviewSettings
 from webhook.decisionlog import RecordQuery, SQLiteStore
 from webhook.metrics import ERROR_DENIAL_REASONS, FAILURE_REASONS, Metrics

@@ -16,8 +16,8 @@ from policies.identity import WorkloadIdentity
 from policies.results import AdmittedEngine, AdmittingDecision
 from tests.support.harness import ReviewFactory
 from trtguard.demo.material import TENSORRT_IMAGE, Material
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable
+from verifier.base._deadline import Deadline
+from verifier.base._errors import EvidenceUnavailable
 from verifier.evidence_folder import LocalEvidence
 from verifier.keys import generate_private_key
 from webhook.admission import Reviewer

@@ -11,7 +11,7 @@ import pytest
 
 from policies.identity import WorkloadIdentity
 from policies.results import AdmittedEngine, AdmittingDecision
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from webhook.admission_history import DecisionLogHistory
 from webhook.decisionlog import DecisionRecord, DecisionStore, PostgresStore, SQLiteStore
 

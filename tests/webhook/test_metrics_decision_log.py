@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from verifier.keys import generate_private_key
 from webhook.decisionlog import DecisionRecord, SQLiteStore
 from webhook.decisionlog.archive import archive_segments

@@ -29,8 +29,8 @@ from tests.support.localregistry import LocalRegistry, plain_config, start_regis
 from tests.support.notary_pki import NOW, Pki, make_pki
 from trtguard.release.cosign_layout import push_referrer
 from trtguard.release.publish import RegistryWriter
-from verifier.deadline import Deadline
-from verifier.references import ImageReference
+from verifier.base._deadline import Deadline
+from verifier.base._references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.signatures.notation import ARTIFACT_TYPE, JWS_MEDIA_TYPE, sign_notation
 from webhook.decisionlog.record_schema import decision_json_schema

@@ -38,10 +38,10 @@ from trtguard.audit.package import ArchiveLimits
 from trtguard.audit.package.archive import read_archive
 from trtguard.release.cosign_layout import push_referrer
 from trtguard.release.publish import RegistryWriter
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
+from verifier.base._references import ImageReference
 from verifier.keys import encrypt_private_key, generate_private_key
 from verifier.manifest import load_manifest, manifest_statement
-from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.signatures.notation import ARTIFACT_TYPE, JWS_MEDIA_TYPE, sign_notation
 

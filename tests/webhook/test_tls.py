@@ -18,7 +18,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from tests.support.harness import WaitUntil
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 from webhook.tls import CertificateReloader, make_self_signed, server_context
 
 SERVICE = "trtguard.trtguard.svc"

@@ -16,7 +16,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tests.support.harness import PodFactory, ReviewFactory
 from trtguard.demo.material import TENSORRT_IMAGE, Material
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 from verifier.evidence_folder import LocalEvidence
 from webhook.admission import Reviewer
 from webhook.decisionlog import SQLiteStore

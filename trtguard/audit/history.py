@@ -29,13 +29,11 @@ from datetime import datetime
 from typing import Any, Literal
 
 from policies.identity import WorkloadIdentity
-from verifier.deadline import Deadline
-from verifier.errors import InputError, TrtguardError, VerificationError
+from verifier.base import Deadline, ImageReference, InputError, TrtguardError, VerificationError
 from verifier.evidence import EvidenceSource
 from verifier.intoto import statement_from_envelope
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest
 from verifier.manifest_diff import ManifestDiff, diff_manifests
-from verifier.references import ImageReference
 from webhook.decisionlog import DecisionStore, RecordQuery, StoredRecord, undelivered
 from webhook.decisionlog.carried import Carried, CarriedAdmission
 

@@ -10,7 +10,7 @@ what rotation carried forward); when it knows several, the command says which an
 from __future__ import annotations
 
 from policies.identity import WorkloadIdentity
-from verifier.errors import InputError
+from verifier.base import InputError
 from webhook.decisionlog import DecisionStore, RecordQuery
 
 __all__ = ["named_workloads", "resolve_workload"]

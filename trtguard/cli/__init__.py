@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from trtguard.cli._commands import COMMANDS
-from verifier.errors import TrtguardError
+from verifier.base import TrtguardError
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

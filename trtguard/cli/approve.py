@@ -13,13 +13,10 @@ from trtguard.cli._commands import Subparsers, add_command
 from trtguard.cli.keys import add_output_arguments, add_password_arguments
 from trtguard.cli.keys_commands import load_signing_key, write_envelope
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ChangeApproval, ChangeKind
-from verifier.digests import hash_file, parse_sha256
+from verifier.base import InputError, hash_file, input_error_from_validation, parse_sha256, read_limited
 from verifier.dsse import Envelope
-from verifier.errors import InputError
-from verifier.files import read_limited
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
 from verifier.manifest import load_manifest, manifest_digest
-from verifier.validation import input_error_from_validation
 
 _DURATION = re.compile(r"^(\d+)([hdw])$")
 _UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
 from trtguard.cli.audit_lines import print_record
-from verifier.errors import InputError
+from verifier.base import InputError
 from webhook.settings import DEFAULT_DECISION_LOG
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from trtguard.cli._args import add_evidence_arguments, wants_evidence
 from trtguard.cli._commands import Subparsers, add_subcommand
 from trtguard.cli.audit_lines import say, stamp
-from verifier.errors import InputError
+from verifier.base import InputError
 
 if TYPE_CHECKING:
     from trtguard.audit.chain import ChainCheck
@@ -165,7 +165,7 @@ async def _compare(
     if not wants_evidence(args):
         return {}
     from trtguard.audit.history import compare_manifests  # noqa: PLC0415
-    from verifier.deadline import Deadline  # noqa: PLC0415
+    from verifier.base import Deadline  # noqa: PLC0415
     from verifier.registry.evidence import evidence_source  # noqa: PLC0415
 
     deadline = Deadline.after(args.timeout)

@@ -1,7 +1,7 @@
 """How ``trtguard audit`` prints for people: one line at a time, with what records quote made visible.
 
 Records quote names, requesters and messages from admission requests: :func:`say` writes every invisible or
-line-breaking character in a line out (:mod:`verifier.visible`), so that a newline or a right-to-left
+line-breaking character in a line out (:mod:`verifier.base._visible`), so that a newline or a right-to-left
 override in a name cannot forge or hide a line of ``tail``, ``query`` or ``history``.
 """
 
@@ -11,7 +11,7 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
-from verifier.visible import visible
+from verifier.base import visible
 
 if TYPE_CHECKING:
     from webhook.decisionlog import StoredRecord

@@ -23,7 +23,7 @@ from policies.requesters import Requester
 from policies.results import Action
 from trtguard.cli._args import add_clock_argument, add_evidence_arguments, clock
 from trtguard.cli._commands import Subparsers, add_command
-from verifier.errors import InputError
+from verifier.base import InputError
 from verifier.evidence import EvidenceSource
 from verifier.evidence_choice import evidence_source
 

@@ -20,7 +20,7 @@ from trtguard.cli._args import add_evidence_arguments, wants_evidence
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
 from trtguard.cli.keys import add_password_arguments
 from trtguard.cli.keys_commands import load_public_key, load_signing_key
-from verifier.errors import InputError
+from verifier.base import InputError
 from webhook.settings import DEFAULT_DECISION_LOG
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def _selection(args: argparse.Namespace) -> Selection:
 
 def _export(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from trtguard.audit.package import ChainScope, export_evidence_package  # noqa: PLC0415
-    from verifier.deadline import Deadline  # noqa: PLC0415
+    from verifier.base import Deadline  # noqa: PLC0415
     from webhook.decisionlog import open_store  # noqa: PLC0415
 
     out = out or sys.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trtguard.cli._commands import Subparsers, add_command
-from verifier.errors import InputError
+from verifier.base import InputError
 
 if TYPE_CHECKING:
     from trtguard.attestation_folder import FetchSummary
@@ -61,8 +61,10 @@ def _registry_arguments(parser: argparse.ArgumentParser, *, timeout: float) -> N
 
 
 def _digest(args: argparse.Namespace) -> int:
-    from verifier.deadline import Deadline  # noqa: PLC0415
-    from verifier.references import ImageReference  # noqa: PLC0415
+    from verifier.base import (  # noqa: PLC0415
+        Deadline,
+        ImageReference,
+    )
     from verifier.registry.client import RegistryClient  # noqa: PLC0415
     from verifier.registry.config import load_registry_config  # noqa: PLC0415
 
@@ -85,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
     from policies.discovery import find_images  # noqa: PLC0415
     from policies.workload import Unjudged, extract  # noqa: PLC0415
     from trtguard.attestation_folder import fetch_folder, prepare  # noqa: PLC0415
-    from verifier.deadline import Deadline  # noqa: PLC0415
+    from verifier.base import Deadline  # noqa: PLC0415
     from verifier.registry.client import RegistryClient  # noqa: PLC0415
     from verifier.registry.config import load_registry_config  # noqa: PLC0415
     from verifier.registry.evidence import RegistryEvidence  # noqa: PLC0415

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 from trtguard.cli._args import add_clock_argument, add_registry_arguments
 from trtguard.cli._commands import Subparsers, add_command, deferred
-from verifier.errors import InputError
+from verifier.base import InputError
 
 _PASSWORD_VARIABLES = ("TRTGUARD_PASSWORD", "COSIGN_PASSWORD")
 

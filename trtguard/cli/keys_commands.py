@@ -19,10 +19,8 @@ from verifier.attestations import (
     load_approval,
     load_verification,
 )
-from verifier.digests import hash_file
+from verifier.base import InputError, TrtguardError, hash_file, read_limited
 from verifier.dsse import Envelope
-from verifier.errors import InputError, TrtguardError
-from verifier.files import read_limited
 from verifier.intoto import Statement, sign_statement, statement_for_file
 from verifier.keys import PrivateKey, PublicKey, encrypt_private_key, generate_private_key, load_private_key
 from verifier.manifest import load_manifest

@@ -40,15 +40,13 @@ from trtguard.release.manifest.files import read_json, read_manifest_file, read_
 from trtguard.release.manifest.flat import import_flat
 from trtguard.release.manifest.probe import Distribution
 from trtguard.release.manifest.settings import ManifestSettings
-from verifier.digests import hash_file
+from verifier.base import InputError, hash_file, input_error_from_validation
 from verifier.dsse import Envelope
 from verifier.engine.calibration import InvalidCalibrationCache
 from verifier.engine.onnx_model import InvalidOnnxModel
-from verifier.errors import InputError
 from verifier.intoto import sign_statement
 from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 from verifier.manifest_diff import ManifestDiff, diff_manifests
-from verifier.validation import input_error_from_validation
 
 _NVIDIA_SMI_TIMEOUT = 10.0
 

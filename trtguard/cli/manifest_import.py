@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from trtguard.release.manifest.draft import Draft
-from verifier.errors import VerificationError
-from verifier.files import read_limited
+from verifier.base import VerificationError, read_limited
 from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES, OpenPGPKey, verify_detached
 
 #: ``manifest import``'s exit statuses, as its --help lists them.

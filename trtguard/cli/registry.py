@@ -28,13 +28,10 @@ from trtguard.release.attach import (
 from trtguard.release.cosign_layout import append_layer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
 from trtguard.release.push_engine import push_engine
-from verifier.deadline import Deadline
+from verifier.base import Deadline, ImageReference, InputError, TrtguardError, read_limited
 from verifier.dsse import Envelope
-from verifier.errors import InputError, TrtguardError
-from verifier.files import read_limited
 from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
 from verifier.keys import load_private_key
-from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig, load_registry_config
 from verifier.registry.cosign_layout import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag

@@ -28,9 +28,7 @@ from typing import Any, Final
 from trtguard.cli._args import add_clock_argument
 from trtguard.cli._commands import Subparsers, add_command
 from trtguard.cli.keys_commands import load_public_key
-from verifier.digests import hash_file, is_sha256_hex
-from verifier.errors import InputError
-from verifier.files import read_limited
+from verifier.base import InputError, hash_file, is_sha256_hex, read_limited
 from verifier.signatures import (
     KeylessIdentity,
     TrustPolicy,

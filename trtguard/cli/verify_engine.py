@@ -20,6 +20,7 @@ from typing import TextIO
 
 from trtguard.cli._args import add_clock_argument
 from trtguard.cli._commands import Subparsers, add_command
+from verifier.base import InputError, TrtguardError
 from verifier.engine import (
     GpuOptions,
     SignedManifest,
@@ -28,7 +29,6 @@ from verifier.engine import (
     sign_verification,
     verify_engine,
 )
-from verifier.errors import InputError, TrtguardError
 from verifier.keys import PrivateKey, PublicKey
 
 #: Files at least this large get a progress line while they are hashed.

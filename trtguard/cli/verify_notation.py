@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from trtguard.cli._args import add_clock_argument, add_registry_arguments, clock
 from trtguard.cli._commands import Subparsers, add_command
-from verifier.errors import InputError
+from verifier.base import InputError
 
 if TYPE_CHECKING:  # loaded when the command runs: `trtguard --help` stays light
-    from verifier.references import ImageReference
+    from verifier.base import ImageReference
     from verifier.signatures.notation import ArtifactDescriptor, NotationPolicy, NotationSignature
 
 
@@ -71,7 +71,7 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _envelope(path: Path) -> NotationSignature:
-    from verifier.files import read_limited  # noqa: PLC0415
+    from verifier.base import read_limited  # noqa: PLC0415
     from verifier.signatures.notation import COSE_MEDIA_TYPE, JWS_MEDIA_TYPE, NotationSignature  # noqa: PLC0415
 
     data = read_limited(path, "the signature envelope")
@@ -80,7 +80,7 @@ def _envelope(path: Path) -> NotationSignature:
 
 
 def _offline_descriptor(args: argparse.Namespace, digest: str) -> ArtifactDescriptor:
-    from verifier.files import read_limited  # noqa: PLC0415
+    from verifier.base import read_limited  # noqa: PLC0415
     from verifier.registry.oci import InvalidDocument, Manifest  # noqa: PLC0415
     from verifier.signatures.notation import TargetArtifact  # noqa: PLC0415
 
@@ -121,7 +121,7 @@ def _offline_descriptor(args: argparse.Namespace, digest: str) -> ArtifactDescri
 async def _from_registry(
     args: argparse.Namespace, reference: ImageReference
 ) -> tuple[str, tuple[NotationSignature, ...], ArtifactDescriptor | None]:
-    from verifier.deadline import Deadline  # noqa: PLC0415
+    from verifier.base import Deadline  # noqa: PLC0415
     from verifier.registry.client import RegistryClient  # noqa: PLC0415
     from verifier.registry.config import RegistryConfig, load_registry_config  # noqa: PLC0415
     from verifier.registry.evidence import RegistryEvidence  # noqa: PLC0415
@@ -145,8 +145,10 @@ def _policy(directory: Path) -> NotationPolicy:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from verifier.errors import VerificationError  # noqa: PLC0415
-    from verifier.references import ImageReference  # noqa: PLC0415
+    from verifier.base import (  # noqa: PLC0415
+        ImageReference,
+        VerificationError,
+    )
     from verifier.signatures.notation import verify_notation  # noqa: PLC0415
 
     policy = _policy(args.config)

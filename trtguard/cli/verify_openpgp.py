@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trtguard.cli._commands import Subparsers, add_command
-from verifier.errors import InputError, VerificationError
-from verifier.files import read_limited
+from verifier.base import InputError, VerificationError, read_limited
 from verifier.signatures.openpgp import (
     MAX_SIGNATURE_BYTES,
     OpenPGPKey,

@@ -16,7 +16,7 @@ from typing import Any, Final
 import policies
 from policies.schema import trusted_keys_yaml
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE
-from verifier.digests import sha256_bytes
+from verifier.base import sha256_bytes
 from verifier.dsse import Envelope, sign_envelope
 from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement

@@ -42,7 +42,7 @@ from trtguard.demo.material import (
     Material,
     make_material,
 )
-from verifier.errors import TrtguardError
+from verifier.base import TrtguardError
 from verifier.evidence_folder import LocalEvidence
 from verifier.keys import generate_private_key
 from webhook.decisionlog import SQLiteStore

@@ -27,12 +27,10 @@ from verifier.attestations import (
     load_approval,
     load_verification,
 )
-from verifier.deadline import Deadline
-from verifier.errors import InputError, VerificationError
+from verifier.base import Deadline, ImageReference, InputError, VerificationError
 from verifier.evidence import ArtifactSubjects
 from verifier.intoto import Statement
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
-from verifier.references import ImageReference
 from verifier.registry.cosign_layout import (
     DSSE_ENVELOPE,
     IN_TOTO_JSON,

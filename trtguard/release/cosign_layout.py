@@ -14,10 +14,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from trtguard.release.publish import PushedManifest, RegistryWriter
-from verifier.deadline import Deadline
-from verifier.digests import parse_sha256
-from verifier.errors import EvidenceUnavailable
-from verifier.references import ImageReference
+from verifier.base import Deadline, EvidenceUnavailable, ImageReference, parse_sha256
 from verifier.registry.cosign_layout import list_referrers, read_referrer, referrers_tag
 from verifier.registry.oci import (
     EMPTY_DESCRIPTOR,

@@ -20,10 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from verifier.deadline import Deadline
-from verifier.digests import hash_file
-from verifier.errors import EvidenceUnavailable, InputError
-from verifier.references import ImageReference
+from verifier.base import Deadline, EvidenceUnavailable, ImageReference, InputError, hash_file
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import normalise_host
 from verifier.registry.failures import refusal

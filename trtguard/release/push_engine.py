@@ -14,9 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from trtguard.release.publish import RegistryWriter
-from verifier.deadline import Deadline
-from verifier.errors import InputError
-from verifier.references import ImageReference
+from verifier.base import Deadline, ImageReference, InputError
 from verifier.registry.engine_artifact import (
     CALIBRATION_CACHE_LAYER,
     ENGINE_LAYER,

@@ -22,9 +22,9 @@ from verifier.attestations import (
     Runtime,
     VerifierInfo,
 )
+from verifier.base import VerificationError
 from verifier.dsse import Envelope
 from verifier.engine.report import CheckStatus, EngineReport
-from verifier.errors import VerificationError
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement
 from verifier.keys import PrivateKey
 from verifier.manifest import OptimizationProfile, ShapeRange

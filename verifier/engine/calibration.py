@@ -16,8 +16,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifier.digests import sha256_bytes
-from verifier.errors import InputError, VerificationError
+from verifier.base import InputError, VerificationError, sha256_bytes
 
 _HEADER = re.compile(r"TRT-(?P<number>[0-9]+)-(?P<algorithm>[A-Za-z0-9_]+)")
 _HEX8 = re.compile(r"[0-9A-Fa-f]{8}")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from verifier.errors import InputError
+from verifier.base import InputError
 
 #: Bytes to read from the start of a file to parse its header.
 HEADER_BYTES = 128

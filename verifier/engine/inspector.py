@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from verifier.errors import VerificationError
+from verifier.base import VerificationError
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _PRECISION_WORDS = {

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifier.digests import hash_file
+from verifier.base import InputError, VerificationError, hash_file
 from verifier.engine.dtypes import ONNX_DTYPES, precision_of
-from verifier.errors import InputError, VerificationError
 
 #: A dimension: a fixed size, a symbolic name (``"batch"``) or ``None`` when the model leaves it unknown.
 Dim = int | str | None

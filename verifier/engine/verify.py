@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifier.digests import ProgressCallback, hash_file
+from verifier.base import InputError, ProgressCallback, VerificationError, hash_file, read_limited
 from verifier.dsse import Envelope, verify_envelope
 from verifier.engine.calibration import CalibrationCacheFile, InvalidCalibrationCache, read_calibration_cache
 from verifier.engine.checks.calibration import calibration_checks
@@ -24,8 +24,6 @@ from verifier.engine.inspector import InvalidInspectorOutput, LayerPrecisions, p
 from verifier.engine.onnx_model import InvalidOnnxModel, OnnxModelInfo, read_onnx_model
 from verifier.engine.report import Check, CheckStatus, EngineReport, ManifestSummary, failed, passed, skipped
 from verifier.engine.runtime import LEAN_MODULES, GpuOptions, GpuOutcome, GpuRun, inspect_on_gpu
-from verifier.errors import InputError, VerificationError
-from verifier.files import read_limited
 from verifier.intoto import statement_from_envelope
 from verifier.keys import PublicKey
 from verifier.manifest import EngineBuildManifest, load_manifest, manifest_digest

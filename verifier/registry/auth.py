@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from verifier.cache import SingleFlight
-from verifier.errors import EvidenceUnavailable, InputError
+from verifier.base import EvidenceUnavailable, InputError, SingleFlight
 from verifier.registry.config import is_loopback, normalise_host
 
 #: Tokens are renewed this many seconds before the realm says they expire (clock skew, long requests).

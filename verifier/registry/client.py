@@ -5,7 +5,7 @@
   to their digest and have the size their descriptor declares. Size limits apply while the body arrives.
 * Identical reads in flight at the same time are made once and shared; verified content is served from the
   transport's content-addressed store. Both are keyed by registry and repository besides the digest or tag.
-* Every failure is an :class:`~verifier.errors.EvidenceUnavailable` that names the registry and what went
+* Every failure is an :class:`~verifier.base.EvidenceUnavailable` that names the registry and what went
   wrong, with ``transient`` true only for failures that may pass on retry (timeouts, resets, 429, 5xx).
   A registry that lies (wrong digest, wrong size) or a request it refuses is a definitive failure.
 
@@ -19,10 +19,7 @@ import re
 from types import TracebackType
 from typing import Literal, Self, overload
 
-from verifier.deadline import Deadline
-from verifier.digests import is_sha256_hex
-from verifier.errors import EvidenceUnavailable, InputError
-from verifier.references import ImageReference
+from verifier.base import Deadline, EvidenceUnavailable, ImageReference, InputError, is_sha256_hex
 from verifier.registry.config import RegistryConfig, RegistrySettings, normalise_host
 from verifier.registry.oci import INDEXES, MANIFEST_TYPES, OCI_INDEX, Descriptor, InvalidDocument, Manifest
 from verifier.registry.transport import (

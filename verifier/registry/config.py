@@ -13,11 +13,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from verifier.errors import InputError
-from verifier.files import read_limited
-from verifier.yamldoc import decode, load_document
+from verifier.base import InputError, decode, load_document, read_limited
 
-#: Docker Hub's names for itself; image references use ``docker.io`` (see ``verifier.references``).
+#: Docker Hub's names for itself; image references use ``docker.io`` (see ``verifier.base._references``).
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
 _DOCKER_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})

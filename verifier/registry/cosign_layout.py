@@ -29,10 +29,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from verifier.deadline import Deadline
-from verifier.digests import parse_sha256
-from verifier.errors import EvidenceUnavailable
-from verifier.references import ImageReference
+from verifier.base import Deadline, EvidenceUnavailable, ImageReference, parse_sha256
 from verifier.registry._tasks import task_group
 from verifier.registry.oci import Descriptor, Manifest
 from verifier.signatures import (

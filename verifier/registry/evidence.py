@@ -23,7 +23,7 @@ Referrers come from the OCI 1.1 referrers API, or from the ``sha256-D`` fallback
 has none. A document that does not parse (another tool's attachment, garbage under a tag) is skipped and
 logged: missing evidence can only lead to a violation, never to an allow.
 
-Signature and attestation blobs are read up to :data:`~verifier.files.MAX_DOCUMENT_BYTES` (16 MiB, the
+Signature and attestation blobs are read up to :data:`~verifier.base.MAX_DOCUMENT_BYTES` (16 MiB, the
 limit of an attestation folder's files too; real ones are a few KiB) and parsed in a worker thread, so that
 a large one cannot hold up the event loop that serves admissions.
 """
@@ -37,9 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from verifier.deadline import Deadline
+from verifier.base import MAX_DOCUMENT_BYTES, Deadline, ImageReference, InputError, VerificationError
 from verifier.dsse import Envelope
-from verifier.errors import InputError, VerificationError
 from verifier.evidence import (
     COSIGN_SIGN_PREDICATE,
     ArtifactAttestations,
@@ -48,9 +47,7 @@ from verifier.evidence import (
     ImageSignatures,
 )
 from verifier.evidence_choice import evidence_source  # re-exported: the server and other callers
-from verifier.files import MAX_DOCUMENT_BYTES
 from verifier.intoto import PAYLOAD_TYPE, Statement, statement_from_envelope
-from verifier.references import ImageReference
 from verifier.registry._tasks import task_group
 from verifier.registry.cosign_layout import (
     DSSE_ENVELOPE,

@@ -18,7 +18,7 @@ from datetime import UTC
 
 import httpx
 
-from verifier.errors import EvidenceUnavailable
+from verifier.base import EvidenceUnavailable
 
 __all__ = [
     "backoff",

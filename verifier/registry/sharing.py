@@ -14,9 +14,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from verifier.cache import SingleFlight
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable
+from verifier.base import Deadline, EvidenceUnavailable, SingleFlight
 from verifier.registry.oci import Manifest
 
 __all__ = ["ContentStore", "SharedFlights"]

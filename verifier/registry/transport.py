@@ -2,7 +2,7 @@
 
 * :meth:`RegistryTransport.fetch` is the one place an answer is judged: a 404 (absent, where the caller
   allows it), a refusal (403, 405, …), a body that does not hash to its digest or has the wrong size.
-* Every attempt has a timeout derived from the caller's :class:`~verifier.deadline.Deadline` and the
+* Every attempt has a timeout derived from the caller's :class:`~verifier.base.Deadline` and the
   registry's settings; 429 (honouring ``Retry-After`` up to the longest back-off, else giving up), 5xx and
   connection failures are retried with back-off only while the deadline leaves time for it.
 * 401 challenges are answered through :class:`~verifier.registry.auth.Authenticator` (Basic, or Bearer
@@ -28,8 +28,7 @@ from typing import Any, Literal, Self, overload
 
 import httpx
 
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable
+from verifier.base import Deadline, EvidenceUnavailable
 from verifier.registry.auth import Authenticator, CredentialStore, TokenRequest, parse_challenges
 from verifier.registry.config import RegistryConfig, RegistrySettings, normalise_host
 from verifier.registry.failures import (

@@ -24,8 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable, InputError
+from verifier.base import Deadline, EvidenceUnavailable, InputError
 from verifier.registry.config import RegistrySettings, is_loopback
 from verifier.registry.failures import too_large
 

@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from verifier.errors import InputError
+from verifier.base import InputError
 
 if TYPE_CHECKING:
     from verifier.scans.model import Component, ScanDocument, Vulnerability
@@ -61,7 +61,7 @@ def is_scan_predicate_type(predicate_type: str) -> bool:
 def read_scan(predicate_type: str, predicate: Mapping[str, Any], source: str) -> ScanDocument:
     """The predicate of a statement of ``predicate_type`` as a :class:`ScanDocument`.
 
-    Raises :class:`~verifier.errors.InputError` when the type is not one trtguard reads or the predicate is
+    Raises :class:`~verifier.base.InputError` when the type is not one trtguard reads or the predicate is
     not a document of that type.
     """
     # The readers are imported here: see the module's docstring.

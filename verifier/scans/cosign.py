@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from verifier.errors import InputError
+from verifier.base import InputError, input_error_from_validation
 from verifier.scans.cyclonedx import is_cyclonedx, read_cyclonedx
 from verifier.scans.model import (
     Component,
@@ -28,7 +28,6 @@ from verifier.scans.model import (
     severity_unknowns,
 )
 from verifier.scans.times import parse_time
-from verifier.validation import input_error_from_validation
 
 __all__ = ["read_cosign_vuln"]
 
@@ -126,7 +125,7 @@ class _Trivy(_Model):
 def read_cosign_vuln(data: Mapping[str, Any], source: str) -> ScanDocument:
     """A cosign vulnerability predicate as a :class:`ScanDocument`.
 
-    Raises :class:`~verifier.errors.InputError` for a predicate without a scanner result, or a result in a
+    Raises :class:`~verifier.base.InputError` for a predicate without a scanner result, or a result in a
     format trtguard does not read.
     """
     try:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from verifier.errors import InputError
+from verifier.base import InputError, input_error_from_validation
 from verifier.scans.model import (
     Component,
     Rating,
@@ -30,7 +30,6 @@ from verifier.scans.model import (
     severity_unknowns,
 )
 from verifier.scans.times import parse_time
-from verifier.validation import input_error_from_validation
 
 __all__ = ["is_cyclonedx", "read_cyclonedx"]
 
@@ -104,7 +103,7 @@ def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = Fals
     """A CycloneDX JSON document (``bomFormat: CycloneDX``) as a :class:`ScanDocument`.
 
     ``as_scan``: a wrapper says the document is a vulnerability scan, so a missing ``vulnerabilities``
-    key means none were found. Raises :class:`~verifier.errors.InputError` for a document that is not
+    key means none were found. Raises :class:`~verifier.base.InputError` for a document that is not
     CycloneDX or whose fields have the wrong types.
     """
     if not is_cyclonedx(data):

@@ -13,10 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from verifier.errors import InputError
+from verifier.base import InputError, input_error_from_validation
 from verifier.scans.model import ScanDocument, component_from
 from verifier.scans.times import parse_time
-from verifier.validation import input_error_from_validation
 
 __all__ = ["is_spdx", "read_spdx"]
 
@@ -60,7 +59,7 @@ def is_spdx(data: Mapping[str, Any]) -> bool:
 def read_spdx(data: Mapping[str, Any], source: str) -> ScanDocument:
     """An SPDX 2.2/2.3 JSON document as a :class:`ScanDocument` (components only).
 
-    Raises :class:`~verifier.errors.InputError` for another SPDX version or fields of the wrong type.
+    Raises :class:`~verifier.base.InputError` for another SPDX version or fields of the wrong type.
     """
     version = data.get("spdxVersion")
     if version not in _VERSIONS:

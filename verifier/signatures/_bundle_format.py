@@ -25,8 +25,8 @@ from typing import Final
 
 from cryptography import x509
 
+from verifier.base import VerificationError
 from verifier.dsse import Envelope, EnvelopeSignature
-from verifier.errors import VerificationError
 from verifier.signatures._json import Fields, MalformedField
 from verifier.signatures._rekor import InclusionProof, LogEntry
 

@@ -33,7 +33,7 @@ from cryptography.x509.verification import (
     VerificationError as X509VerificationError,
 )
 
-from verifier.errors import VerificationError
+from verifier.base import VerificationError
 from verifier.signatures._rekor import RekorLog
 from verifier.signatures.trust import CertificateAuthority
 

@@ -29,7 +29,7 @@ from typing import Final
 
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
-from verifier.errors import VerificationError
+from verifier.base import VerificationError
 from verifier.keys import PublicKey
 
 _SIGNATURE_PREFIX: Final = "\u2014 "

@@ -33,8 +33,8 @@ import rfc8785
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from verifier.base import VerificationError
 from verifier.dsse import Envelope, pae
-from verifier.errors import VerificationError
 from verifier.keys import InvalidKey, PublicKey
 from verifier.signatures._inclusion import leaf_hash, root_from_inclusion_proof, verify_checkpoint
 from verifier.signatures._json import Fields, MalformedField

@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from verifier.errors import InputError, VerificationError
-from verifier.references import ImageReference
+from verifier.base import ImageReference, InputError, VerificationError
 
 SIGNATURE_TYPE: Final = "cosign container image signature"
 

@@ -17,7 +17,7 @@ from typing import Final
 
 from rfc3161_client import TimeStampResponse, VerificationError, VerifierBuilder, decode_timestamp_response
 
-from verifier.errors import VerificationError as TrtguardVerificationError
+from verifier.base import VerificationError as TrtguardVerificationError
 from verifier.signatures.trust import CertificateAuthority
 
 #: sigstore-go's limit, against bundles that make verification expensive.

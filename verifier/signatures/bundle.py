@@ -26,9 +26,8 @@ from datetime import datetime
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
-from verifier.digests import parse_sha256
+from verifier.base import InputError, VerificationError, parse_sha256
 from verifier.dsse import MAX_SIGNATURES, Envelope, pae
-from verifier.errors import InputError, VerificationError
 from verifier.intoto import Statement, statement_from_envelope
 from verifier.keys import InvalidKey, PublicKey
 from verifier.signatures import _certificate as sigstore_cert

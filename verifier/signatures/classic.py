@@ -17,7 +17,7 @@ from datetime import datetime
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
-from verifier.errors import VerificationError
+from verifier.base import VerificationError
 from verifier.keys import InvalidKey, PublicKey
 from verifier.signatures import _certificate as sigstore_cert
 from verifier.signatures import _rekor as rekor_entry

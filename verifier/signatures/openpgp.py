@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from verifier.errors import InputError, VerificationError
+from verifier.base import InputError, VerificationError
 
 if TYPE_CHECKING:  # pysequoia loads with the first OpenPGP key or signature read (start-up time, issue 15)
     import pysequoia

@@ -9,7 +9,7 @@ from typing import Literal
 
 from cryptography import x509
 
-from verifier.errors import InputError
+from verifier.base import InputError
 from verifier.keys import PublicKey
 from verifier.signatures._certificate import certificate_identity
 from verifier.signatures._rekor import RekorLog

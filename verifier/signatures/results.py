@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
-from verifier.errors import VerificationError
+from verifier.base import VerificationError
 from verifier.intoto import Statement
 
 if TYPE_CHECKING:  # the results load without the verifiers (X.509, Notation): start-up time, issue 15

@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from verifier.digests import parse_sha256
+from verifier.base import InputError, VerificationError, parse_sha256
 from verifier.dsse import MAX_SIGNATURES, Envelope, pae, verify_envelope
-from verifier.errors import InputError, VerificationError
 from verifier.intoto import Statement, statement_from_envelope
 from verifier.signatures import _rekor as rekor_entry
 from verifier.signatures.bundle import require_subject

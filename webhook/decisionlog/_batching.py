@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
 
-from verifier.deadline import Deadline
+from verifier.base import Deadline
 from webhook.decisionlog.errors import DecisionLogInDoubt, DecisionLogUnavailable, describe
 from webhook.decisionlog.record import DecisionRecord, StoredRecord
 from webhook.decisionlog.undelivered import original_id, undelivered

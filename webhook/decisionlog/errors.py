@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from verifier.errors import TrtguardError
+from verifier.base import TrtguardError
 
 
 class DecisionLogError(TrtguardError):

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg_pool
 
-from verifier.deadline import Deadline
+from verifier.base import Deadline
 from webhook.decisionlog import _schema, _sql, head, undelivered
 from webhook.decisionlog._batching import BatchWriter
 from webhook.decisionlog.carried import Carried, carried_from_rows

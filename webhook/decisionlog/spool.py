@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, TypeVar
 
-from verifier.deadline import Deadline
+from verifier.base import Deadline
 from webhook.decisionlog.carried import Carried
 from webhook.decisionlog.chain import ChainReport
 from webhook.decisionlog.errors import DecisionLogError, DecisionLogInDoubt, DecisionLogUnavailable

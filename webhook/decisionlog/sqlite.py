@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final, Literal, TypeVar
 
-from verifier.deadline import Deadline
+from verifier.base import Deadline
 from webhook.decisionlog import _schema, _sql, head, undelivered
 from webhook.decisionlog._batching import BatchWriter
 from webhook.decisionlog.carried import Carried, carried_from_rows

@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final, Protocol
 
-from verifier.deadline import Deadline
+from verifier.base import Deadline
 from webhook.decisionlog.carried import Carried
 from webhook.decisionlog.chain import ChainReport
 from webhook.decisionlog.record import DecisionRecord, StoredRecord

@@ -16,7 +16,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from verifier.deadline import Deadline
+from verifier.base import Deadline
 from verifier.keys import PrivateKey, encrypt_private_key, generate_private_key
 from webhook.decisionlog import DecisionRecord, SQLiteStore
 from webhook.decisionlog.archive import archive_segments

@@ -7,7 +7,7 @@ import pytest
 from policies.cel import CelCompileError, CelLimits, compile_expression
 from policies.cel.compiler import _check_shape
 from tests.policies.cel.conftest import compile_error, program
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 
 
 def test_syntax_error_points_at_file_line_column() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from policies.cel import COMPREHENSION_ITERATION_BUDGET, CelEvaluationError, compile_expression
 from tests.policies.cel.conftest import program
-from verifier.errors import TrtguardError
+from verifier.base._errors import TrtguardError
 
 
 def test_a_missing_key_is_an_error_not_false(values: dict[str, Any]) -> None:

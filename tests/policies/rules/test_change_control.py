@@ -18,11 +18,11 @@ from policies.loader import load_policy_set
 from policies.results import AdmittedEngine, Decision
 from tests.policies.conftest import Material, pod
 from trtguard.cli import main
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
+from verifier.base._references import ImageReference
 from verifier.evidence import ArtifactAttestations, ArtifactSubjects, ImageSignatures
 from verifier.evidence_folder import LocalEvidence
 from verifier.keys import encrypt_private_key
-from verifier.references import ImageReference
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 COMMITTEE = ("alice", "bob", "chen")

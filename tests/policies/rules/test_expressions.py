@@ -20,8 +20,8 @@ from tests.policies.cel.test_cost import costly_expression
 from tests.policies.cel.test_sandbox import SLOW
 from tests.policies.conftest import Material, manifest_data, pod
 from tests.policies.evaluation import NOW, engine_for, evaluate, models_policy
-from verifier.deadline import Deadline
-from verifier.digests import sha256_bytes
+from verifier.base._deadline import Deadline
+from verifier.base._digests import sha256_bytes
 from verifier.evidence_folder import LocalEvidence
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
 from verifier.registry.engine_artifact import engine_artifact_manifest, engine_layer

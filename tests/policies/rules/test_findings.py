@@ -11,7 +11,7 @@ from policies.results import Action
 from policies.rules.findings import Findings, Refusal
 from tests.policies.conftest import Material
 from tests.policies.evaluation import images_policy
-from verifier.errors import EvidenceUnavailable, TrtguardError, VerificationError
+from verifier.base._errors import EvidenceUnavailable, TrtguardError, VerificationError
 
 
 @pytest.fixture

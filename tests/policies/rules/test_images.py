@@ -7,7 +7,7 @@ import pytest
 from policies.results import Action
 from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, pod
 from tests.policies.evaluation import engine_for, evaluate, images_policy, rules, signature_policy
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 
 
 def test_pinned_allowed_image_passes(material: Material) -> None:

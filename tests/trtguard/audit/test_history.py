@@ -19,7 +19,7 @@ from trtguard.audit.history import (
     workload_history,
     workload_records,
 )
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from webhook.decisionlog import DecisionRecord, SQLiteStore, StoredRecord, undelivered
 
 RESNET = "registry.example.com/models/resnet50"

@@ -18,7 +18,7 @@ import pytest
 
 from trtguard.cli import main
 from trtguard.demo.material import Material
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from webhook.decisionlog import DecisionRecord, SQLiteStore
 from webhook.decisionlog.undelivered import undelivered
 

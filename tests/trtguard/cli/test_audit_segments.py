@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from trtguard.cli import main
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from verifier.keys import encrypt_private_key, generate_private_key
 from webhook.decisionlog import DecisionRecord, PostgresStore, SQLiteStore
 from webhook.decisionlog.sqlite import write_batch

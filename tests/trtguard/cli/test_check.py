@@ -15,7 +15,7 @@ import yaml
 
 from tests.policies.conftest import Material, pod
 from trtguard.cli import main
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from webhook.decisionlog import DecisionRecord, SQLiteStore
 
 POLICY = """

@@ -17,8 +17,8 @@ import pytest
 
 from trtguard.cli import keys as keys_cli
 from verifier import keys
+from verifier.base._errors import InputError, TrtguardError
 from verifier.dsse import Envelope
-from verifier.errors import InputError, TrtguardError
 from verifier.intoto import statement_from_envelope
 
 PREDICATE_TYPE = "https://example.com/attestations/custom/v1"

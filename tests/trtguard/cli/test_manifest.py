@@ -22,8 +22,8 @@ from onnx import TensorProto, helper
 
 from tests.support.gpg import GnuPG
 from trtguard.cli import main
+from verifier.base._errors import InputError
 from verifier.dsse import Envelope, sign_envelope, verify_envelope
-from verifier.errors import InputError
 from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
 from verifier.keys import encrypt_private_key, generate_private_key
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
@@ -519,7 +519,7 @@ def test_draft_keeps_yaml_timestamps(
     status, out, _ = run(create_args(build, "--config", str(config), "--allow-incomplete"), capsys)
     assert status == 0
     draft = json.loads(out)
-    # YAML timestamps are read as the text written (verifier.yamldoc), as Kubernetes reads them
+    # YAML timestamps are read as the text written (verifier.base._yamldoc), as Kubernetes reads them
     assert draft["calibration"]["dataset"]["time_range"] == {
         "start": "2025-01-01T00:00:00Z",
         "end": "2025-01-31T00:00:00Z",

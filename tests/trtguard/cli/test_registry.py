@@ -24,12 +24,12 @@ from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config
 from tests.support.notary_pki import make_pki
 from trtguard.cli import registry as registry_cli
-from verifier.deadline import Deadline
-from verifier.errors import TrtguardError
+from verifier.base._deadline import Deadline
+from verifier.base._errors import TrtguardError
+from verifier.base._references import ImageReference
 from verifier.evidence import ImageSignatures
 from verifier.intoto import sign_statement, statement_for_file
 from verifier.keys import PrivateKey, encrypt_private_key, generate_private_key
-from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.cosign_layout import read_signatures
 from verifier.registry.evidence import RegistryEvidence

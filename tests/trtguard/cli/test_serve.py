@@ -9,7 +9,7 @@ import pytest
 
 from trtguard.cli import parse_args
 from trtguard.cli.serve import _FIELDS
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 from webhook.settings import ServeSettings, load_settings
 from webhook.tls import LOCAL_NAMES
 

@@ -14,7 +14,7 @@ import pytest
 
 from trtguard.demo import run as demo
 from trtguard.demo.material import Material
-from verifier.errors import TrtguardError
+from verifier.base._errors import TrtguardError
 
 
 def test_the_demo_admits_one_and_denies_four_with_reasons(tmp_path: Path) -> None:

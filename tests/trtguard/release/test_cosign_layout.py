@@ -21,9 +21,9 @@ from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry
 from trtguard.release.cosign_layout import append_layer, cosign_config, push_referrer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
+from verifier.base._references import ImageReference
 from verifier.keys import generate_private_key
-from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.cosign_layout import (
     DSSE_ENVELOPE,

@@ -15,7 +15,7 @@ from tests.support.images import tiny_image
 from tests.support.localregistry import LocalRegistry
 from tests.verifier.registry.faults import DENIED, INJECTED, assert_definitive, image_ref, timed
 from trtguard.release.publish import RegistryWriter
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from verifier.registry.client import RegistryClient
 from verifier.registry.oci import OCI_MANIFEST, Descriptor
 

@@ -10,9 +10,9 @@ import pytest
 from tests.support.localregistry import LocalRegistry
 from trtguard.release.publish import RegistryWriter
 from trtguard.release.push_engine import push_engine
-from verifier.deadline import Deadline
-from verifier.errors import InputError
-from verifier.references import ImageReference
+from verifier.base._deadline import Deadline
+from verifier.base._errors import InputError
+from verifier.base._references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.engine_artifact import (
     CALIBRATION_CACHE_LAYER,

@@ -16,10 +16,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from trtguard.cli import verify_engine as engine_cli
-from verifier.digests import hash_file
+from verifier.base._digests import hash_file
+from verifier.base._errors import TrtguardError
 from verifier.dsse import Envelope
 from verifier.engine import CheckStatus, EngineReport
-from verifier.errors import TrtguardError
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement
 from verifier.keys import PrivateKey
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE

@@ -11,9 +11,9 @@ import pytest
 
 from tests.verifier.engine.helpers import answer, engine_facts, gpu_manifest
 from verifier.attestations import ENGINE_VERIFICATION_PREDICATE_TYPE, load_verification
+from verifier.base._errors import VerificationError
 from verifier.dsse import verify_envelope
 from verifier.engine import EngineReport, GpuOptions, sign_verification, verification_predicate
-from verifier.errors import VerificationError
 from verifier.intoto import statement_from_envelope
 from verifier.keys import generate_private_key
 

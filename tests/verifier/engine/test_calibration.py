@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from verifier.digests import sha256_bytes
+from verifier.base._digests import sha256_bytes
+from verifier.base._errors import InputError
 from verifier.engine.calibration import (
     InvalidCalibrationCache,
     decode_version_number,
     parse_calibration_cache,
     read_calibration_cache,
 )
-from verifier.errors import InputError
 
 
 def _hex(value: float) -> str:

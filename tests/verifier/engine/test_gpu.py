@@ -17,7 +17,7 @@ import pytest
 
 from tests.verifier.engine.helpers import FAKE_CHILDREN, PLANS, gpu_manifest, trtguard
 from verifier.attestations import load_verification
-from verifier.digests import hash_file
+from verifier.base._digests import hash_file
 from verifier.dsse import Envelope, verify_envelope
 from verifier.engine import GpuOptions, GpuOutcome, GpuRun, inspect_on_gpu
 from verifier.intoto import statement_from_envelope

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.verifier.engine.helpers import PLANS
+from verifier.base._errors import InputError
 from verifier.engine.header import HEADER_BYTES, PlanMagic, parse_plan_header, read_plan_header
-from verifier.errors import InputError
 
 #: SOURCES.md §5: the magic and serialization number of each public file.
 EXPECTED = {

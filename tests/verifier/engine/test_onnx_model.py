@@ -10,9 +10,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from verifier.digests import hash_file
+from verifier.base._digests import hash_file
+from verifier.base._errors import InputError
 from verifier.engine.onnx_model import InvalidOnnxModel, read_onnx_model
-from verifier.errors import InputError
 
 
 def conv_model(path: Path, *, dtype: int = TensorProto.FLOAT, batch: int | str = "batch") -> Path:

@@ -20,7 +20,8 @@ from tests.verifier.engine.helpers import (
     message,
     status,
 )
-from verifier.digests import hash_file
+from verifier.base._digests import hash_file
+from verifier.base._errors import InputError
 from verifier.engine import (
     CheckStatus,
     EngineReport,
@@ -29,7 +30,6 @@ from verifier.engine import (
     load_signed_manifest,
     verify_engine,
 )
-from verifier.errors import InputError
 from verifier.keys import PrivateKey, PublicKey
 
 # --- the public plans ---

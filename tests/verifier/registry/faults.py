@@ -7,8 +7,8 @@ from collections.abc import Awaitable
 
 from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry
-from verifier.errors import EvidenceUnavailable
-from verifier.references import ImageReference
+from verifier.base._errors import EvidenceUnavailable
+from verifier.base._references import ImageReference
 from verifier.registry.client import RegistryClient
 
 # Slack for a loaded two-core machine: a deadline must end a call within deadline + SLACK seconds.

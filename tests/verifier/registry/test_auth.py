@@ -21,9 +21,9 @@ from tests.support.localregistry import (
     plain_config,
 )
 from tests.support.tokenserver import TokenServer
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable, InputError
-from verifier.references import ImageReference
+from verifier.base._deadline import Deadline
+from verifier.base._errors import EvidenceUnavailable, InputError
+from verifier.base._references import ImageReference
 from verifier.registry.auth import Credentials, CredentialStore, parse_challenges, parse_docker_config
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig

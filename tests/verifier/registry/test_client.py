@@ -18,8 +18,8 @@ from tests.support.images import push_image, push_index, tiny_image
 from tests.support.localregistry import LocalRegistry
 from tests.verifier.registry.faults import ALTERED, assert_definitive, image_ref, pushed_image, timed
 from trtguard.release.publish import RegistryWriter
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable, InputError
+from verifier.base._deadline import Deadline
+from verifier.base._errors import EvidenceUnavailable, InputError
 from verifier.registry.client import RegistryClient
 from verifier.registry.oci import DOCKER_MANIFEST, OCI_INDEX, Descriptor
 

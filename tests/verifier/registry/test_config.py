@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 from verifier.registry.config import (
     RegistryConfig,
     is_loopback,

@@ -17,10 +17,10 @@ from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config
 from trtguard.release.cosign_layout import cosign_config, push_referrer
 from trtguard.release.publish import RegistryWriter
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable, VerificationError
+from verifier.base._deadline import Deadline
+from verifier.base._errors import EvidenceUnavailable, VerificationError
+from verifier.base._references import ImageReference
 from verifier.keys import PublicKey
-from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.cosign_layout import (
     DSSE_ENVELOPE,

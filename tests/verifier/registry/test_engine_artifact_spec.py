@@ -19,9 +19,9 @@ import pytest
 
 from tests.support.localregistry import LocalRegistry, plain_config
 from trtguard.cli import main
-from verifier.deadline import Deadline
-from verifier.errors import VerificationError
-from verifier.references import ImageReference
+from verifier.base._deadline import Deadline
+from verifier.base._errors import VerificationError
+from verifier.base._references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.evidence import RegistryEvidence
 

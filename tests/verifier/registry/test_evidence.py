@@ -16,15 +16,15 @@ from tests.support.localregistry import LocalRegistry, plain_config
 from trtguard.release.cosign_layout import append_layer, push_referrer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
 from trtguard.release.push_engine import push_engine
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
+from verifier.base._errors import EvidenceUnavailable, InputError, VerificationError
+from verifier.base._files import MAX_DOCUMENT_BYTES
+from verifier.base._references import ImageReference
 from verifier.dsse import Envelope
-from verifier.errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.evidence import COSIGN_SIGN_PREDICATE, EvidenceSource
 from verifier.evidence_folder import LocalEvidence
-from verifier.files import MAX_DOCUMENT_BYTES
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_for_file
 from verifier.keys import PrivateKey, generate_private_key
-from verifier.references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.registry.cosign_layout import (
     BUNDLE_CONTENT_ANNOTATION,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 from verifier.registry.auth import parse_docker_config
 from verifier.registry.failures import error_detail
 from verifier.registry.oci import (

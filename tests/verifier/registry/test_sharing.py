@@ -8,8 +8,8 @@ from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry
 from tests.verifier.registry.faults import SLACK, image_ref, pushed_image, timed
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable
+from verifier.base._deadline import Deadline
+from verifier.base._errors import EvidenceUnavailable
 from verifier.registry.client import RegistryClient
 
 

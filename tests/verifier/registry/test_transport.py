@@ -27,8 +27,8 @@ from tests.verifier.registry.faults import (
     pushed_image,
     timed,
 )
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable
+from verifier.base._deadline import Deadline
+from verifier.base._errors import EvidenceUnavailable
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig
 from verifier.registry.transport import Expected, RegistryTransport, repository_scope

@@ -12,8 +12,8 @@ from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.localregistry import LocalRegistry, plain_config
 from tests.verifier.registry.faults import SLACK, image_ref, pushed_image, timed
 from trtguard.release.publish import RegistryWriter
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable, InputError
+from verifier.base._deadline import Deadline
+from verifier.base._errors import EvidenceUnavailable, InputError
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig
 from verifier.registry.oci import OCI_INDEX, encode_json

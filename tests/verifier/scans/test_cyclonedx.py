@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 from verifier.scans import read_scan
 from verifier.scans.model import ScanDocument
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 from verifier.scans import COSIGN_VULN_PREDICATE_TYPE, SPDX_PREDICATE_TYPE, is_scan_predicate_type, read_scan
 
 SPDX_EXAMPLE = "608-spdx-2.3-spec-example.spdx.json"

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from tests.support import local_rekor
 from verifier import dsse, intoto, keys, signatures
-from verifier.errors import InputError, VerificationError
+from verifier.base._errors import InputError, VerificationError
 from verifier.keys import PrivateKey
 from verifier.signatures import CosignSignature, KeylessIdentity, TrustPolicy, TrustRoot
 from verifier.signatures._inclusion import leaf_hash, root_from_inclusion_proof

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from verifier import signatures
+from verifier.base._errors import InputError, VerificationError
 from verifier.dsse import Envelope
-from verifier.errors import InputError, VerificationError
 from verifier.keys import InvalidKey, PublicKey
 from verifier.signatures import (
     CosignSignature,

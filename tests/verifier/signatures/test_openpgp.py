@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.gpg import ALGORITHMS, GnuPG
-from verifier.errors import InputError, VerificationError
+from verifier.base._errors import InputError, VerificationError
 from verifier.signatures.openpgp import OpenPGPKey, read_signatures, verify_detached
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

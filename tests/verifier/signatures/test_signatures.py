@@ -19,7 +19,7 @@ from cryptography import x509
 
 from tests.support import local_rekor
 from verifier import dsse, intoto, keys, signatures
-from verifier.errors import InputError, VerificationError
+from verifier.base._errors import InputError, VerificationError
 from verifier.keys import PrivateKey, PublicKey
 from verifier.signatures import (
     COSIGN_SIGN_PREDICATE,

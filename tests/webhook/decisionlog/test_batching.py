@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.harness import RecordFactory
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, StoredRecord, undelivered
 from webhook.decisionlog._batching import MAX_BATCH, BatchWriter
 from webhook.decisionlog.sqlite import connect, migrate, write_batch

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from policies.identity import WorkloadIdentity
 from policies.results import AdmittedEngine, AdmittingDecision
 from tests.support.harness import RecordFactory
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable
+from verifier.base._deadline import Deadline
+from verifier.base._errors import EvidenceUnavailable
 from verifier.keys import PrivateKey
 from webhook.admission_history import DecisionLogHistory
 from webhook.decisionlog import (

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from tests.support.harness import RecordFactory
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from verifier.keys import generate_private_key
 from webhook.decisionlog import DecisionLogError, PostgresStore, SQLiteStore
 from webhook.decisionlog.archive import archive_segments

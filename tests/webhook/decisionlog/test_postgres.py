@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from tests.support.harness import RecordFactory, TcpProxy, WaitUntil
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from webhook.decisionlog import (
     DecisionLogError,
     DecisionLogUnavailable,
@@ -95,7 +95,7 @@ async def test_two_replicas_in_two_processes_write_one_valid_chain(pg_url: str, 
     script = textwrap.dedent(
         """
         import asyncio, pathlib, sys
-        from verifier.deadline import Deadline
+        from verifier.base._deadline import Deadline
         from webhook.decisionlog import DecisionRecord, PostgresStore
 
         async def wait_for(mark):

@@ -17,8 +17,8 @@ import pytest
 from policies.identity import WorkloadIdentity
 from tests.support.harness import RecordFactory
 from trtguard.cli import main
-from verifier.deadline import Deadline
-from verifier.errors import EvidenceUnavailable
+from verifier.base._deadline import Deadline
+from verifier.base._errors import EvidenceUnavailable
 from webhook.admission_history import DecisionLogHistory
 from webhook.decisionlog import GENESIS_HASH, RecordQuery, SQLiteStore, open_store
 from webhook.decisionlog._schema import CREATE_MIGRATIONS_TABLE, LATEST_VERSION, MIGRATIONS

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from tests.support.harness import RecordFactory
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from verifier.keys import PrivateKey
 from webhook.decisionlog import DecisionLogError, DecisionStore
 from webhook.decisionlog.archive import archive_segments, verify_segment

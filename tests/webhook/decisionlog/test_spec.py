@@ -282,7 +282,7 @@ def test_the_specification_recomputes_what_rotation_carries(
     from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
     from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
 
-    from verifier.deadline import Deadline  # noqa: PLC0415
+    from verifier.base._deadline import Deadline  # noqa: PLC0415
     from verifier.keys import encrypt_private_key  # noqa: PLC0415
     from webhook.decisionlog import DecisionRecord, RecordQuery, undelivered  # noqa: PLC0415
 

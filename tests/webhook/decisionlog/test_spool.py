@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.harness import RecordFactory, TcpProxy, WaitUntil
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from webhook.decisionlog import (
     DecisionLogUnavailable,
     PostgresOptions,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.harness import RecordFactory, WaitUntil
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from webhook.decisionlog import (
     DecisionLogError,
     DecisionLogUnavailable,

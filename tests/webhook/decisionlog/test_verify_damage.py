@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.harness import RecordFactory
 from trtguard.cli import main
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from webhook.decisionlog import (
     DecisionLogError,
     DecisionStore,

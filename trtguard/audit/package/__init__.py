@@ -42,8 +42,7 @@ from trtguard.audit.package.contents import EVIDENCE_PACKAGE_PREDICATE_TYPE, Cha
 from trtguard.audit.package.export import ExportSummary, export_package
 from trtguard.audit.package.selection import Selection
 from trtguard.audit.package.verify import Anchor, EvidencePackageReport, Finding, PackageVerifier
-from verifier.deadline import Deadline
-from verifier.digests import hash_file
+from verifier.base import Deadline, hash_file
 from verifier.evidence import EvidenceSource
 from verifier.keys import PrivateKey, PublicKey
 from webhook.decisionlog import DecisionStore
@@ -81,8 +80,8 @@ async def export_evidence_package(
     ``store`` is an opened decision store (read-only is enough); ``policies`` the policy files or folders in
     force; ``evidence`` where engine attestations and signatures come from (``None``: none are included,
     and the package says so). Evidence that cannot be fetched is recorded in the package as a problem, not
-    left out silently. Raises :class:`~verifier.errors.VerificationError` when the log's chain is broken,
-    :class:`~verifier.errors.InputError` when nothing matches or an input is unusable.
+    left out silently. Raises :class:`~verifier.base.VerificationError` when the log's chain is broken,
+    :class:`~verifier.base.InputError` when nothing matches or an input is unusable.
     """
     return await export_package(
         store,
@@ -109,7 +108,7 @@ def verify_evidence_package(
 
     Content problems become failed findings in the report (``report.ok`` is False); an archive that cannot
     be read safely raises :class:`UnsafeArchive`, one that is no evidence package
-    :class:`~verifier.errors.InputError`. CPU-bound: async callers run it in a thread.
+    :class:`~verifier.base.InputError`. CPU-bound: async callers run it in a thread.
     """
     members = read_archive(archive, limits or ArchiveLimits())
     digest = hash_file(archive).sha256

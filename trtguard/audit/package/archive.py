@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from verifier.errors import InputError
+from verifier.base import InputError
 
 #: Longest member name accepted (bytes of ASCII).
 MAX_NAME: Final = 512

@@ -27,8 +27,7 @@ from verifier.attestations import (
     ENGINE_BUILD_PREDICATE_TYPE,
     ENGINE_VERIFICATION_PREDICATE_TYPE,
 )
-from verifier.digests import sha256_bytes
-from verifier.errors import InputError
+from verifier.base import InputError, sha256_bytes
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement
 from verifier.keys import PrivateKey
 

@@ -37,15 +37,22 @@ from trtguard.audit.package.contents import (
 )
 from trtguard.audit.package.policy import PolicySnapshot, take_snapshot
 from trtguard.audit.package.selection import Selection, engine_digests, image_digests, undigested_engines
-from verifier.deadline import Deadline
-from verifier.digests import hash_file, is_sha256_hex, sha256_bytes
-from verifier.errors import EvidenceUnavailable, InputError, TrtguardError, VerificationError
+from verifier.base import (
+    Deadline,
+    EvidenceUnavailable,
+    ImageReference,
+    InputError,
+    TrtguardError,
+    VerificationError,
+    hash_file,
+    is_sha256_hex,
+    sha256_bytes,
+)
 from verifier.evidence import Attestation, EvidenceSource, ImageSignatures
 from verifier.evidence_documents import classic_signature_document
 from verifier.intoto import statement_from_envelope
 from verifier.keys import PrivateKey
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
-from verifier.references import ImageReference
 from verifier.signatures import COSIGN_SIGN_PREDICATE
 from verifier.signatures.notation import JWS_MEDIA_TYPE
 from webhook.decisionlog import ChainReport, DecisionStore, RecordQuery, StoredRecord

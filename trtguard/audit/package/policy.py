@@ -22,9 +22,8 @@ from pydantic import ValidationError
 from policies.loader import PolicySet, load_policy_set
 from policies.schema import TrustedKey, TrustedKeysDocument
 from trtguard.audit.package.archive import UnsafeArchive, check_name
-from verifier.errors import InputError, VerificationError
+from verifier.base import InputError, VerificationError, decode, load_documents
 from verifier.signatures.notation.config import POLICY_FILES
-from verifier.yamldoc import decode, load_documents
 
 #: Folder of the policy files inside a package.
 PREFIX: Final = "policies/"
@@ -138,7 +137,7 @@ def key_file_names(data: bytes, *, location: str, on_disk: str | None = None) ->
     (its trust policy documents and trust-store files): found on disk under ``on_disk`` (the policy file's
     folder) when a snapshot is taken, and among ``contents`` when one is checked (:func:`load_snapshot`).
     Documents that are not TrustedKeys, or do not validate, name nothing here (the loader reports them).
-    The text is read as the loader reads it (:mod:`verifier.yamldoc`: aliases of lists and maps refused,
+    The text is read as the loader reads it (:mod:`verifier.base._yamldoc`: aliases of lists and maps refused,
     the expanded size bounded): a package's policy text is untrusted until it has been loaded.
     """
     try:

@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from policies.identity import WorkloadIdentity
-from verifier.digests import is_sha256_hex, parse_sha256
-from verifier.errors import InputError
-from verifier.references import ImageReference
+from verifier.base import ImageReference, InputError, is_sha256_hex, parse_sha256
 from webhook.decisionlog import DecisionRecord
 
 SelectionKind = Literal["audit_id", "engine", "workload"]

@@ -21,7 +21,7 @@ from trtguard.audit.package.archive import ArchiveLimits
 from trtguard.audit.package.verify import Anchor
 from trtguard.audit.report.render import CONTENT_SECURITY_POLICY, render_html
 from trtguard.audit.report.view import ReportView, build_view
-from verifier.errors import InputError
+from verifier.base import InputError
 from verifier.keys import PublicKey
 
 __all__ = ["CONTENT_SECURITY_POLICY", "ReportView", "build_view", "render_html", "write_report"]

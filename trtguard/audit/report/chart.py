@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Final
 from xml.etree import ElementTree
 
-from verifier.errors import VerificationError
+from verifier.base import VerificationError
 
 _FORBIDDEN_TAGS: Final = frozenset({"script", "foreignobject", "iframe", "object", "embed", "a", "image"})
 _EXTERNAL: Final = re.compile(r"url\(\s*['\"]?(?!#)", re.IGNORECASE)

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from trtguard.audit.package.contents import EngineInfo
 from trtguard.audit.report.decisions import Admission
 from verifier.attestations import ChangeApproval, EngineVerification
+from verifier.base import TrtguardError
 from verifier.dsse import Envelope
-from verifier.errors import TrtguardError
 from verifier.intoto import statement_from_envelope
 from verifier.manifest import EngineBuildManifest, load_manifest, manifest_digest
 

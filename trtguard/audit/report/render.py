@@ -18,7 +18,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from trtguard.audit.report.view import ReportView
-from verifier.visible import visible as shown
+from verifier.base import visible as shown
 
 #: The page's policy: nothing may load or run; inline styles (the page's and the chart's) and data: images.
 CONTENT_SECURITY_POLICY: Final = (
@@ -26,7 +26,7 @@ CONTENT_SECURITY_POLICY: Final = (
 )
 _DIMENSION_UNKNOWN: Final = "?"
 #: The controls the page keeps (whitespace in element text); every other invisible, reordering or
-#: line-breaking code point is shown as ``<U+202E>`` (:mod:`verifier.visible`).
+#: line-breaking code point is shown as ``<U+202E>`` (:mod:`verifier.base._visible`).
 _PAGE_KEEPS: Final = "\t\n"
 
 
@@ -60,7 +60,7 @@ def _environment() -> Environment:
 
 def visible(text: str) -> str:
     """``text`` with every invisible, reordering or line-breaking character but tab and newline written out
-    as ``<U+XXXX>`` (:func:`verifier.visible.visible`).
+    as ``<U+XXXX>`` (:func:`verifier.base.visible`).
 
     Package text could otherwise hide or reverse what an auditor reads (a right-to-left override in a
     requester's name, "Trojan Source" style); escaping alone does not stop that.

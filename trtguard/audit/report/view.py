@@ -24,7 +24,7 @@ from trtguard.audit.package.verify import Anchor, EvidencePackageReport, Package
 from trtguard.audit.report.chart import Point, accuracy_chart
 from trtguard.audit.report.decisions import Decisions, read_decisions, read_records
 from trtguard.audit.report.engines import EngineView, read_engines
-from verifier.digests import hash_file
+from verifier.base import hash_file
 from verifier.dsse import Envelope
 from verifier.intoto import statement_from_envelope
 from verifier.keys import PublicKey

@@ -26,10 +26,10 @@ from trtguard.release.manifest.probe import (
     tensorrt_version,
 )
 from trtguard.release.manifest.settings import ManifestSettings
+from verifier.base import VerificationError
 from verifier.engine.calibration import read_calibration_cache
 from verifier.engine.header import PlanMagic, read_plan_header
 from verifier.engine.onnx_model import read_onnx_model
-from verifier.errors import VerificationError
 from verifier.manifest import parse_tensorrt_version
 from verifier.predicates import Precision
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from verifier.base import field_problems
 from verifier.manifest import EngineBuildManifest
-from verifier.validation import field_problems
 
 
 @dataclass(frozen=True, slots=True)

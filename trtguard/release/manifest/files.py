@@ -6,13 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from verifier.base import InputError, load_document, read_limited, short_repr
 from verifier.dsse import Envelope
-from verifier.errors import InputError
-from verifier.files import read_limited
 from verifier.intoto import statement_from_envelope
 from verifier.manifest import EngineBuildManifest, load_manifest
-from verifier.validation import short_repr
-from verifier.yamldoc import load_document
 
 #: Manifests, records and settings are small; anything far larger is a mistake (or an attack on memory).
 
@@ -57,7 +54,7 @@ def read_json(path: Path, what: str) -> Any:
 
 
 def read_yaml(path: Path, what: str) -> Any:
-    """Parse the YAML (or JSON) file at ``path`` (one document, bounded as :mod:`verifier.yamldoc` says).
+    """Parse the YAML (or JSON) file at ``path`` (one document, bounded as the project's YAML reader is).
 
     Syntax errors name the line; an empty file reads as ``None``.
     """

@@ -23,11 +23,8 @@ from typing import Any
 from trtguard.release.manifest.draft import Draft, Note, finish, get_path, set_path
 from trtguard.release.manifest.settings import ManifestSettings
 from trtguard.release.manifest.shapes import profile_from_shapes
-from verifier.digests import FileDigest, is_sha256_hex
-from verifier.errors import InputError, VerificationError
+from verifier.base import FileDigest, ImageReference, InputError, VerificationError, is_sha256_hex, short_repr
 from verifier.manifest import parse_tensorrt_version
-from verifier.references import ImageReference
-from verifier.validation import short_repr
 
 _TOP_LEVEL = frozenset(
     {

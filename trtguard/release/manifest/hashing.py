@@ -27,8 +27,7 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Final, Literal, TextIO
 
-from verifier.digests import FileDigest, hash_file
-from verifier.errors import InputError
+from verifier.base import FileDigest, InputError, hash_file
 
 TREE_METHOD: Final = "trtguard-tree-v1"
 _TREE_PREFIX = b"trtguard-tree-v1\n"

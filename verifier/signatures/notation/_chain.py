@@ -19,7 +19,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from verifier.errors import VerificationError
+from verifier.base import VerificationError
 
 __all__ = ["check_chain", "invalid_at", "subject_text"]
 

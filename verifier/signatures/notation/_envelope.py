@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, utils
 from jwcrypto import jwk, jws
 from jwcrypto.common import JWException, JWSEHeaderParameter
 
-from verifier.errors import VerificationError
+from verifier.base import VerificationError
 from verifier.signatures.notation._stores import parsed
 
 __all__ = [

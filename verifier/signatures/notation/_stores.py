@@ -25,7 +25,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 
 from verifier._der import der_header
-from verifier.errors import InputError
+from verifier.base import InputError
 
 __all__ = ["MAX_CERTIFICATES", "StoreType", "check_store", "load_certificates", "parsed"]
 

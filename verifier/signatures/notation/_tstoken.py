@@ -17,7 +17,7 @@ from rfc3161_client import VerificationError as TokenError
 from rfc3161_client import VerifierBuilder, decode_timestamp_response
 
 from verifier._der import der_header
-from verifier.errors import VerificationError
+from verifier.base import VerificationError
 
 __all__ = ["timestamp_range"]
 

@@ -32,7 +32,7 @@ from typing import Any, Final, cast
 
 from cryptography import x509
 
-from verifier.errors import InputError, VerificationError
+from verifier.base import InputError, VerificationError
 from verifier.signatures.notation._stores import StoreType, load_certificates
 from verifier.signatures.notation.trust import Level, NotationTrust, parse_identities
 

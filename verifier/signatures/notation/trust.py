@@ -25,7 +25,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import NameOID
 
-from verifier.errors import InputError
+from verifier.base import InputError
 from verifier.signatures.notation._stores import StoreType, check_store, load_certificates
 
 __all__ = [

@@ -29,7 +29,7 @@ from typing import Protocol
 
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from verifier.errors import VerificationError
+from verifier.base import VerificationError
 from verifier.signatures.notation._chain import check_chain, invalid_at, subject_text
 from verifier.signatures.notation._envelope import SCHEME_X509, SignerInfo, TargetArtifact, read_envelope
 from verifier.signatures.notation._tstoken import timestamp_range

@@ -12,7 +12,7 @@ import pytest
 from trtguard.audit.package import verify_evidence_package
 from trtguard.audit.package.archive import ArchiveLimits, UnsafeArchive, read_archive, write_archive
 from trtguard.cli import main
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 from verifier.keys import generate_private_key
 
 MEMBERS = [("index.json", b'{"version": 1}\n'), ("decisions/records.jsonl", b"{}\n" * 100)]

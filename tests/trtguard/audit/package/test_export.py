@@ -140,7 +140,7 @@ async def test_without_an_evidence_source_the_package_says_what_is_missing(
 
 
 async def test_a_registry_that_is_down_is_recorded_not_hidden(world: World, tmp_path: Path) -> None:
-    from verifier.deadline import Deadline  # noqa: PLC0415
+    from verifier.base._deadline import Deadline  # noqa: PLC0415
     from verifier.registry.client import RegistryClient  # noqa: PLC0415
     from verifier.registry.config import load_registry_config  # noqa: PLC0415
     from verifier.registry.evidence import RegistryEvidence  # noqa: PLC0415
@@ -187,7 +187,7 @@ async def test_a_registry_that_is_down_is_recorded_not_hidden(world: World, tmp_
 
 
 async def test_nothing_selected_is_an_input_error(world: World, tmp_path: Path) -> None:
-    from verifier.errors import InputError  # noqa: PLC0415
+    from verifier.base._errors import InputError  # noqa: PLC0415
 
     with pytest.raises(
         InputError, match=r"no decision .* matches: every decision about workload prod/nothing"
@@ -200,7 +200,7 @@ async def test_nothing_selected_is_an_input_error(world: World, tmp_path: Path) 
 async def test_export_from_the_shared_postgresql_log(
     world: World, resnet_package: Path, pg_url: str, tmp_path: Path
 ) -> None:
-    from verifier.deadline import Deadline  # noqa: PLC0415
+    from verifier.base._deadline import Deadline  # noqa: PLC0415
 
     source = open_store(world.url, read_only=True)
     await source.open()

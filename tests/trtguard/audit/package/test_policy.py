@@ -12,7 +12,7 @@ from policies.loader import load_policy_set
 from tests.support.notary_pki import make_pki
 from trtguard.audit.package.policy import key_file_names, load_snapshot, take_snapshot
 from trtguard.demo.material import LIBRARY
-from verifier.errors import InputError, VerificationError
+from verifier.base._errors import InputError, VerificationError
 from verifier.keys import generate_private_key
 
 KEYLESS = "https://token.actions.githubusercontent.com"

@@ -19,7 +19,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playw
 from tests.trtguard.audit.package.world import World
 from tests.trtguard.audit.report.conftest import INVISIBLE, WRITTEN_OUT, hostile_strings
 from trtguard.audit.report import write_report
-from verifier.visible import hidden
+from verifier.base._visible import hidden
 
 CHROMIUM = Path("/usr/bin/chromium")
 

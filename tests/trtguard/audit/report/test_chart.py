@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trtguard.audit.report.chart import Point, accuracy_chart, checked_svg
-from verifier.errors import VerificationError
+from verifier.base._errors import VerificationError
 
 POINTS = [
     Point(1, ("fp16",), {"top1_acc": 0.781, "top5_acc": 0.94}),

@@ -14,7 +14,7 @@ from tests.trtguard.audit.package.world import World, export_package, messages, 
 from trtguard.audit.package import Selection
 from trtguard.audit.report import build_view
 from trtguard.audit.report.decisions import read_decisions
-from verifier.deadline import Deadline
+from verifier.base._deadline import Deadline
 from webhook.decisionlog import DecisionRecord, RecordQuery, SQLiteStore, StoredRecord, undelivered
 from webhook.decisionlog.record import new_record_id
 

@@ -14,8 +14,8 @@ from tests.trtguard.audit.package.world import World
 from tests.trtguard.audit.report.conftest import INVISIBLE, WRITTEN_OUT, hostile_strings
 from trtguard.audit.report import CONTENT_SECURITY_POLICY, build_view, render_html, write_report
 from trtguard.audit.report.render import visible
-from verifier.errors import InputError
-from verifier.visible import hidden
+from verifier.base._errors import InputError
+from verifier.base._visible import hidden
 
 #: Every element a report may contain: the page's own and those of matplotlib's SVG.
 ALLOWED_TAGS = frozenset(

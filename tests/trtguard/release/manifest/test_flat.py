@@ -11,8 +11,8 @@ import pytest
 
 from trtguard.release.manifest.flat import import_flat
 from trtguard.release.manifest.settings import ManifestSettings
-from verifier.digests import hash_file
-from verifier.errors import InputError, VerificationError
+from verifier.base._digests import hash_file
+from verifier.base._errors import InputError, VerificationError
 
 IMAGE = "nvcr.io/nvidia/tensorrt:24.05-py3@sha256:" + "5d" * 32
 

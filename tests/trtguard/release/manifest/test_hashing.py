@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from trtguard.release.manifest.hashing import TREE_METHOD, Progress, hash_paths, tree_digest
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 
 
 def _spec_digest(files: dict[bytes, bytes]) -> str:

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto
 
 from tests.verifier.engine.helpers import MNIST, PROFILE, manifest_for, message, status, write_model
-from verifier.digests import hash_file
+from verifier.base._digests import hash_file
 from verifier.engine import CheckStatus, EngineReport
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.verifier.engine.helpers import MNIST, manifest_for, message, status
-from verifier.digests import hash_file
+from verifier.base._digests import hash_file
 from verifier.engine import CheckStatus, EngineReport
 
 

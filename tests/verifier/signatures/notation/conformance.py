@@ -29,7 +29,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from tests.support import notation_envelopes as envelopes
 from tests.support.notary_pki import Issued, Pki, issue, make_pki, new_key, subject
-from verifier.errors import TrtguardError
+from verifier.base._errors import TrtguardError
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"

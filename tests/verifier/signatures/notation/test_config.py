@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support.notary_pki import NOW, Pki, make_pki
-from verifier.errors import InputError, VerificationError
+from verifier.base._errors import InputError, VerificationError
 from verifier.signatures.notation import (
     JWS_MEDIA_TYPE,
     NotationPolicy,

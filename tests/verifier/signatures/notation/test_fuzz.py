@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tests.support import notation_envelopes as envelopes
 from tests.support.notary_pki import NOW, make_pki
-from verifier.errors import InputError, VerificationError
+from verifier.base._errors import InputError, VerificationError
 from verifier.signatures.notation import (
     COSE_MEDIA_TYPE,
     JWS_MEDIA_TYPE,

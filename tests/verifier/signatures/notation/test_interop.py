@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from verifier.errors import VerificationError
+from verifier.base._errors import VerificationError
 from verifier.signatures.notation import (
     COSE_MEDIA_TYPE,
     JWS_MEDIA_TYPE,

@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from tests.policies.registry_world import run_cli
 from tests.support.notary_pki import issue, make_pki, subject
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 from verifier.signatures.notation import NotationTrust, TrustedIdentity, load_certificates
 
 POLICY = """\

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.notary_pki import issue, make_pki, subject
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 from verifier.signatures.notation.trust import (
     NotationTrust,
     TrustedIdentity,

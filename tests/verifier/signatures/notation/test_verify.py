@@ -15,7 +15,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from tests.support import notation_envelopes as envelopes
 from tests.support.notary_pki import NOW, Pki, issue, make_pki, new_key, subject
-from verifier.errors import InputError, VerificationError
+from verifier.base._errors import InputError, VerificationError
 from verifier.signatures import TrustPolicy, verify_image_signatures
 from verifier.signatures.notation import (
     COSE_MEDIA_TYPE,

@@ -28,7 +28,7 @@ from trtguard.audit.package.verify.limits import add_known_limits
 from trtguard.audit.package.verify.policy import check_policy
 from trtguard.audit.package.verify.seal import check_seal
 from trtguard.audit.package.verify.selection import check_selection
-from verifier.errors import InputError
+from verifier.base import InputError
 from verifier.keys import PublicKey
 
 __all__ = ["Anchor", "EvidencePackageReport", "Finding", "PackageVerifier"]

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from trtguard.audit.package.contents import EvidencePackagePredicate
 from trtguard.audit.package.verify.decisions import RecordLine
 from trtguard.audit.package.verify.findings import Findings
-from verifier.digests import is_sha256_hex
-from verifier.errors import InputError
+from verifier.base import InputError, is_sha256_hex
 
 
 @dataclass(frozen=True, slots=True)

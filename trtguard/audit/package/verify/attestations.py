@@ -10,8 +10,8 @@ from trtguard.audit.package.contents import ATTESTATION_KINDS, AttestationFile, 
 from trtguard.audit.package.verify.findings import Findings, error_text
 from trtguard.audit.package.verify.formats import statement_signers
 from verifier.attestations import load_approval, load_verification
+from verifier.base import InputError, VerificationError
 from verifier.dsse import Envelope
-from verifier.errors import InputError, VerificationError
 from verifier.intoto import Statement, statement_from_envelope
 from verifier.keys import PublicKey
 from verifier.manifest import load_manifest

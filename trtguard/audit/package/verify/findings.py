@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from verifier.errors import TrtguardError
+from verifier.base import TrtguardError
 
 Status = Literal["pass", "fail", "note"]
 Topic = Literal["package", "decisions", "selection", "anchors", "policy", "engines", "images"]

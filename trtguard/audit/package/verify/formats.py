@@ -13,8 +13,8 @@ from collections.abc import Mapping
 
 from policies.loader import PolicySet
 from trtguard.audit.package.contents import AttestationFile, SignatureFile
+from verifier.base import VerificationError
 from verifier.dsse import Envelope, verify_envelope
-from verifier.errors import VerificationError
 from verifier.keys import PublicKey
 from verifier.signatures import NotationSignature, TrustPolicy
 from verifier.signatures.notation import COSE_MEDIA_TYPE, JWS_MEDIA_TYPE

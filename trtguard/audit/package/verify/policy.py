@@ -10,7 +10,7 @@ from trtguard.audit.package.contents import EvidencePackagePredicate
 from trtguard.audit.package.policy import load_snapshot
 from trtguard.audit.package.verify.decisions import RecordLine
 from trtguard.audit.package.verify.findings import Findings
-from verifier.errors import TrtguardError, VerificationError
+from verifier.base import TrtguardError, VerificationError
 
 
 def check_policy(

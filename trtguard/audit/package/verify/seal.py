@@ -16,9 +16,8 @@ from trtguard.audit.package.contents import (
     parse_predicate,
 )
 from trtguard.audit.package.verify.findings import Findings, error_text, listed
-from verifier.digests import sha256_bytes
+from verifier.base import InputError, VerificationError, sha256_bytes
 from verifier.dsse import Envelope, verify_envelope
-from verifier.errors import InputError, VerificationError
 from verifier.intoto import Statement, statement_from_envelope
 from verifier.keys import PublicKey
 

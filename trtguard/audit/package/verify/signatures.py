@@ -12,11 +12,10 @@ from policies.loader import PolicySet
 from trtguard.audit.package.contents import SignatureFile
 from trtguard.audit.package.verify.findings import Findings, Topic, error_text
 from trtguard.audit.package.verify.formats import notation_material, notation_policies
+from verifier.base import ImageReference, InputError, VerificationError
 from verifier.dsse import Envelope
-from verifier.errors import InputError, VerificationError
 from verifier.evidence_documents import classic_signature_from_document
 from verifier.keys import PublicKey
-from verifier.references import ImageReference
 from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
 
 if TYPE_CHECKING:

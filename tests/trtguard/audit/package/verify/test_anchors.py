@@ -23,7 +23,7 @@ async def _truncated_copy(world: World, target: Path, keep: int) -> None:
     records = [stored.record for stored in await source.query(RecordQuery(limit=keep))]
     copy = SQLiteStore(target)
     await copy.open()
-    from verifier.deadline import Deadline  # noqa: PLC0415
+    from verifier.base._deadline import Deadline  # noqa: PLC0415
 
     for record in records:
         await copy.append(record, deadline=Deadline.after(5))

@@ -18,7 +18,7 @@ from tests.trtguard.audit.package.world import (
 from trtguard.audit.package import UnsafeArchive, verify_evidence_package
 from trtguard.audit.package.contents import INDEX, RECORDS, SIGNATURE
 from trtguard.demo.material import TENSORRT_IMAGE
-from verifier.digests import sha256_bytes
+from verifier.base._digests import sha256_bytes
 from verifier.keys import generate_private_key
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 
 #: The largest signature, attestation, envelope, key, manifest or configuration document read, from a file
 #: or a registry (real ones are a few KiB): one bound for every such input.

@@ -1,4 +1,4 @@
-"""Turn a pydantic ``ValidationError`` into an :class:`~verifier.errors.InputError` a person can act on.
+"""Turn a pydantic ``ValidationError`` into an :class:`~verifier.base.InputError` a person can act on.
 
 Every problem becomes one line with the field path, what was expected and the offending value (shortened)::
 
@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 
 Loc = tuple[str | int, ...]
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -1,4 +1,4 @@
-"""verifier.validation: pydantic errors → one line per problem with path, expected and value."""
+"""verifier.base._validation: pydantic errors → one line per problem with path, expected and value."""
 
 from __future__ import annotations
 
@@ -8,8 +8,14 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from verifier.errors import InputError
-from verifier.validation import field_problems, format_path, input_error_from_validation, short_repr, shorten
+from verifier.base._errors import InputError
+from verifier.base._validation import (
+    field_problems,
+    format_path,
+    input_error_from_validation,
+    short_repr,
+    shorten,
+)
 
 
 class Inner(BaseModel):

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 # Reading in large blocks into one reused buffer keeps memory flat and lets hashlib run without the GIL.

@@ -27,8 +27,8 @@ from typing import Any
 
 import yaml
 
-from verifier.errors import InputError
-from verifier.validation import short_repr
+from verifier.base._errors import InputError
+from verifier.base._validation import short_repr
 
 try:  # the C parser is an optional part of PyYAML wheels; fall back to the pure-Python one
     _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment,unused-ignore]

@@ -1,4 +1,4 @@
-"""verifier/cache.py: TTLs, negative caching of definitive failures only, single-flight."""
+"""verifier/base/_cache.py: TTLs, negative caching of definitive failures only, single-flight."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from verifier.cache import ResultCache, SingleFlight, is_definitive
-from verifier.errors import EvidenceUnavailable, InputError, VerificationError
+from verifier.base._cache import ResultCache, SingleFlight, is_definitive
+from verifier.base._errors import EvidenceUnavailable, InputError, VerificationError
 
 
 class Clock:

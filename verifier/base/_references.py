@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
-from verifier.errors import InputError
+from verifier.base._errors import InputError
 
 __all__ = ["DOCKER_HUB", "ImageReference", "InvalidReference"]
 

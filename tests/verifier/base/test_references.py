@@ -1,4 +1,4 @@
-"""verifier.references: the distribution reference grammar, docker normalisation, and what is refused."""
+"""verifier.base references: the distribution reference grammar, docker normalisation, and what is refused."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from verifier.errors import InputError
-from verifier.references import ImageReference, InvalidReference
+from verifier.base._errors import InputError
+from verifier.base._references import ImageReference, InvalidReference
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "ab" * 32

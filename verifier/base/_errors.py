@@ -27,11 +27,11 @@ class TrtguardError(Exception):
         """The full text for a person: location, message and, where known, what to do.
 
         Messages quote names and values from the input. Every invisible or line-breaking character in them
-        is written out (:func:`verifier.visible.visible`) but the newlines that separate a message's own
+        is written out (:func:`verifier.base.visible`) but the newlines that separate a message's own
         lines (a list of problems); the location, a file or a field, is written out whole.
         """
         # Imported here: a command that shows no error does not load it (start-up time, issue 15).
-        from verifier.visible import visible  # noqa: PLC0415
+        from verifier.base._visible import visible  # noqa: PLC0415
 
         def lines(text: str) -> str:
             return "\n".join(map(visible, text.split("\n")))

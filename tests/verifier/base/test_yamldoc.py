@@ -1,4 +1,4 @@
-"""verifier/yamldoc.py: the one YAML reader, its bounds on expanded size, and its messages."""
+"""verifier/base/_yamldoc.py: the one YAML reader, its bounds on expanded size, and its messages."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from verifier.errors import InputError
-from verifier.yamldoc import Document, Limits, load_document, load_documents, load_each_document
+from verifier.base._errors import InputError
+from verifier.base._yamldoc import Document, Limits, load_document, load_documents, load_each_document
 
 
 def scalar_alias_bomb(aliases: int = 150_000, size: int = 60_000) -> str:

@@ -1,5 +1,5 @@
-"""verifier.visible: every invisible, reordering or line-breaking code point written out, decided from the
-Unicode data; checked over every code point and against Unicode 15's Default_Ignorable_Code_Point list
+"""verifier.base visible(): every invisible, reordering or line-breaking code point written out, decided from
+the Unicode data; checked over every code point and against Unicode 15's Default_Ignorable_Code_Point list
 (tests/data/761)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import DATA
-from verifier.errors import InputError
-from verifier.visible import hidden, visible
+from verifier.base._errors import InputError
+from verifier.base._visible import hidden, visible
 
 IGNORABLE_FILE = DATA / "761-unicode-15-default-ignorable-code-points.txt"
 _RANGE = re.compile(r"([0-9A-F]{4,6})(?:\.\.([0-9A-F]{4,6}))?\s*;\s*Default_Ignorable_Code_Point")

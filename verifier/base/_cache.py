@@ -5,8 +5,8 @@ AdmissionReviews), so results are cached under a key the caller chooses (the eva
 revision and key set). The rules:
 
 * a returned value is kept for ``ttl`` seconds;
-* a *definitive* failure (a :class:`~verifier.errors.VerificationError`, an
-  :class:`~verifier.errors.EvidenceUnavailable` with ``transient=False``, or a value the caller's
+* a *definitive* failure (a :class:`~verifier.base.VerificationError`, an
+  :class:`~verifier.base.EvidenceUnavailable` with ``transient=False``, or a value the caller's
   ``is_failure`` predicate marks) is kept for the much shorter ``negative_ttl``;
 * a transient failure is never kept, so the next request asks the registry again;
 * concurrent identical computations run once (:class:`SingleFlight`): the other callers wait for the first
@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
-from verifier.errors import EvidenceUnavailable, VerificationError
+from verifier.base._errors import EvidenceUnavailable, VerificationError
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
