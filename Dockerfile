@@ -25,6 +25,7 @@ RUN python -m venv /opt/trtguard/venv \
 COPY pyproject.toml README.md ./
 COPY verifier verifier
 COPY policies policies
+COPY decisionlog decisionlog
 COPY webhook webhook
 COPY trtguard trtguard
 # Built with the pinned backend (no build isolation, so nothing unpinned is fetched) and installed without

@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from decisionlog import SQLiteStore
 from policies.verified import VerifiedEvidence
 from trtguard.demo.material import make_material
 from trtguard.demo.run import admission_review, scenarios
@@ -47,7 +48,6 @@ from verifier.base._cache import ResultCache
 from verifier.evidence_folder import LocalEvidence
 from webhook.admission import Reviewer
 from webhook.app import WebhookServices, create_app
-from webhook.decisionlog import SQLiteStore
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
 from webhook.settings import ServeSettings

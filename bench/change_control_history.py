@@ -27,16 +27,16 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from decisionlog import SQLiteStore
+from decisionlog._archive import archive_segments
+from decisionlog._chain import ChainVerifier
+from decisionlog._record import DecisionRecord
+from decisionlog._segments import Ledger
+from decisionlog._sqlite import connect, migrate, write_batch
 from policies.identity import WorkloadIdentity
 from verifier.base._deadline import Deadline
 from verifier.keys import generate_private_key
 from webhook.admission_history import DecisionLogHistory
-from webhook.decisionlog import SQLiteStore
-from webhook.decisionlog.archive import archive_segments
-from webhook.decisionlog.chain import ChainVerifier
-from webhook.decisionlog.record import DecisionRecord
-from webhook.decisionlog.segments import Ledger
-from webhook.decisionlog.sqlite import connect, migrate, write_batch
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 

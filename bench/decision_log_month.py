@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.evidence_export import _templates
+from decisionlog import SQLiteStore
+from decisionlog._archive import archive_segments, verify_segment
+from decisionlog._record import DecisionRecord, canonical_json
+from decisionlog._segments import Ledger
+from decisionlog._sqlite import connect, migrate, write_batch
 from trtguard.demo.material import make_material
 from verifier.keys import generate_private_key
-from webhook.decisionlog import SQLiteStore
-from webhook.decisionlog.archive import archive_segments, verify_segment
-from webhook.decisionlog.record import DecisionRecord, canonical_json
-from webhook.decisionlog.segments import Ledger
-from webhook.decisionlog.sqlite import connect, migrate, write_batch
 
 MONTH_S = 30 * 86400
 #: Workloads the decisions are about; each has its own images and engines, new every --version-records.

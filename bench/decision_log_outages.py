@@ -25,10 +25,10 @@ from typing import Any
 
 import psycopg
 
+from decisionlog import DecisionLogUnavailable, DecisionRecord, PostgresStore, RecordQuery
+from decisionlog._undelivered import target
 from tests.support.harness import TcpProxy
 from verifier.base._deadline import Deadline
-from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, PostgresStore, RecordQuery
-from webhook.decisionlog.undelivered import target
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 API_TIMEOUT = 5.0

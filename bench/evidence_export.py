@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from decisionlog import DecisionRecord, RecordQuery, SQLiteStore, open_store
 from trtguard.audit.package import (
     ArchiveLimits,
     ChainScope,
@@ -44,7 +45,6 @@ from verifier.base._deadline import Deadline
 from verifier.evidence_folder import LocalEvidence
 from verifier.keys import generate_private_key
 from webhook.admission import Reviewer
-from webhook.decisionlog import DecisionRecord, RecordQuery, SQLiteStore, open_store
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
 from webhook.wire import parse_review_document

@@ -81,7 +81,7 @@ def _pod(engine: str, tensorrt: str, sidecars: tuple[str, ...]) -> dict[str, Any
 
 
 def _decision_record(decision: Any) -> Any:
-    from webhook.decisionlog import DecisionRecord  # noqa: PLC0415
+    from decisionlog import DecisionRecord  # noqa: PLC0415
 
     return DecisionRecord(
         uid="00000000-0000-4000-8000-000000000000",
@@ -107,11 +107,11 @@ async def _validate_cpu_us(folder: Path, requests: int) -> float:
     """Process CPU per ``POST /validate`` of the benchmark Pod, after a warm-up."""
     import httpx  # noqa: PLC0415 - imported from the tree measured, like the rest
 
+    from decisionlog import SQLiteStore  # noqa: PLC0415
     from trtguard.demo.material import SIDECAR_IMAGES, TENSORRT_IMAGE, make_material  # noqa: PLC0415
     from verifier.evidence_folder import LocalEvidence  # noqa: PLC0415
     from webhook.admission import Reviewer  # noqa: PLC0415
     from webhook.app import WebhookServices, create_app  # noqa: PLC0415
-    from webhook.decisionlog import SQLiteStore  # noqa: PLC0415
     from webhook.logging import configure_logging  # noqa: PLC0415
     from webhook.metrics import Metrics  # noqa: PLC0415
     from webhook.policy_store import PolicyStore  # noqa: PLC0415
@@ -172,8 +172,8 @@ def _per_call_us(function: Callable[[], object], calls: int, rounds: int = 7) ->
 
 def measure(calls: int, profile: bool, requests: int) -> dict[str, Any]:
     """The figures of the tree this interpreter imports from."""
-    from webhook.decisionlog import _sql  # noqa: PLC0415
-    from webhook.decisionlog.record import GENESIS_HASH, INDEXED_NAMES, storable  # noqa: PLC0415
+    from decisionlog import _sql  # noqa: PLC0415
+    from decisionlog._record import GENESIS_HASH, INDEXED_NAMES, storable  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory() as folder:
         record = _record(Path(folder))

@@ -25,11 +25,11 @@ from typing import Any
 
 import psycopg
 
-from webhook.decisionlog import GENESIS_HASH, PostgresStore, SQLiteStore
-from webhook.decisionlog._schema import CREATE_MIGRATIONS_TABLE, INSERT_VERSION, MIGRATIONS, Dialect
-from webhook.decisionlog._sql import INSERT_COLUMNS, INSERT_SHARED, link
-from webhook.decisionlog.record import DecisionRecord
-from webhook.decisionlog.sqlite import connect, migrate
+from decisionlog import GENESIS_HASH, PostgresStore, SQLiteStore
+from decisionlog._record import DecisionRecord
+from decisionlog._schema import CREATE_MIGRATIONS_TABLE, INSERT_VERSION, MIGRATIONS, Dialect
+from decisionlog._sql import INSERT_COLUMNS, INSERT_SHARED, link
+from decisionlog._sqlite import connect, migrate
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 #: The columns of schema 3: every column but the one schema 4 adds.

@@ -37,8 +37,8 @@ import uvloop
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from decisionlog import SQLiteStore
 from trtguard.demo.material import SIDECAR_IMAGES, TENSORRT_IMAGE, make_material
-from webhook.decisionlog import SQLiteStore
 from webhook.tls import make_self_signed, server_context
 
 SERVICE = "trtguard.trtguard.svc"

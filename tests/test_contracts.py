@@ -91,7 +91,7 @@ CONTRACTS: dict[str, Contract] = {
         targets=("verifier.verification", "verifier.signatures", "verifier.engine"),
     ),
     "wall-decisionlog-base-and-crypto": Wall(
-        sources=("webhook.decisionlog", "decisionlog"), targets=("verifier",), unless_targets=(*BASE, *CRYPTO)
+        sources=("decisionlog", "decisionlog"), targets=("verifier",), unless_targets=(*BASE, *CRYPTO)
     ),
     "wall-engine-only-from-trtguard": Wall(
         sources=("verifier", "policies", "decisionlog", "webhook"),

@@ -1,8 +1,8 @@
 """The layout of docs/ARCHITECTURE.md, enforced: import directions, private modules, lazy commands, sizes.
 
-``trtguard → webhook → policies → verifier``: a package imports only packages to its right. A module whose
-name starts with ``_`` is private to the package that holds it. The command line loads only the command
-being run. A module longer than :data:`MAX_LINES` says at its top why it is one module.
+``trtguard → webhook → decisionlog → policies → verifier``: a package imports only packages to its right.
+A module whose name starts with ``_`` is private to the package that holds it. The command line loads only
+the command being run. A module longer than :data:`MAX_LINES` says at its top why it is one module.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parent.parent
 ALLOWED = {
     "verifier": {"verifier"},
     "policies": {"policies", "verifier"},
-    "webhook": {"webhook", "policies", "verifier"},
-    "trtguard": {"trtguard", "webhook", "policies", "verifier"},
+    "decisionlog": {"decisionlog", "policies", "verifier"},
+    "webhook": {"webhook", "decisionlog", "policies", "verifier"},
+    "trtguard": {"trtguard", "webhook", "decisionlog", "policies", "verifier"},
 }
 MAX_LINES = 500
 #: What a module over MAX_LINES must carry near its top, followed by the reason.
@@ -113,7 +114,7 @@ def test_key_commands_parse_without_cryptography(command: str) -> None:
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
     )
-    assert result.stdout.strip() == "['verifier.base._errors']"
+    assert result.stdout.strip() == "['verifier.base', 'verifier.base._errors']"
 
 
 def test_an_offline_check_loads_no_registry_client() -> None:

@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from decisionlog import DecisionLogUnavailable, DecisionRecord, DecisionStore
 from policies.evaluator import PolicyEngine
 from policies.kinds import group_of
 from policies.requesters import Requester
 from policies.results import Action, Decision, Violation
 from verifier.base import Deadline, TrtguardError
-from webhook.decisionlog import DecisionLogUnavailable, DecisionRecord, DecisionStore
 from webhook.logging import log_fields
 from webhook.metrics import ERROR_DENIAL_REASONS, Metrics
 from webhook.policy_store import PolicyStore
@@ -128,7 +128,7 @@ class Reviewer:
             record = self._record(request, verdict, latency)
             # Half the margin is left for the record, so that a slow evaluation still gets logged in time.
             # Nothing waits past it: a record not confirmed by then is answered as a denial, and if it lands
-            # later the store follows it with an undelivered record (webhook.decisionlog.undelivered). The
+            # later the store follows it with an undelivered record (decisionlog._undelivered). The
             # store stamps the record's latency from the arrival, so the record shows the whole answer time.
             log_deadline = Deadline.after(deadline.remaining() + self.settings.timeout_margin / 2)
             arrived = time.monotonic() - (time.perf_counter() - started)

@@ -4,7 +4,7 @@ Answered from the decision log alone: the engines of a workload's (API group, ki
 :mod:`policies.identity`) newest (by decision time) real (not dry-run), delivered admission that named any,
 with the name and containers each was recorded with (``policies.rules.change_control`` compares a new engine
 with them). The live records are read first; what rotation pruned is answered by the carried state the log
-keeps through its newest pruned checkpoint (:mod:`webhook.decisionlog.carried`), so that pruning never
+keeps through its newest pruned checkpoint (:mod:`decisionlog._carried`), so that pruning never
 forgets a workload's last admission.
 """
 
@@ -15,12 +15,19 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from decisionlog import (
+    Carried,
+    DecisionLogError,
+    DecisionStore,
+    RecordQuery,
+    StoredRecord,
+    carried_engines,
+    format_time,
+    original_id,
+)
 from policies.identity import WorkloadIdentity
 from policies.results import AdmittedEngine, AdmittingDecision
 from verifier.base import Deadline, EvidenceUnavailable
-from webhook.decisionlog import DecisionLogError, DecisionStore, RecordQuery, StoredRecord, undelivered
-from webhook.decisionlog.carried import Carried, carried_engines
-from webhook.decisionlog.record import format_time
 
 
 class DecisionLogHistory:
@@ -128,7 +135,7 @@ class DecisionLogHistory:
         """Whether the allow ``record_id`` never reached the API server: an undelivered record of the same
         request names it (by ``uid`` and the derived ``record_id``, docs/decision-log.md)."""
         denials = await self.store.query(RecordQuery(uid=uid, allowed=False))
-        return any(undelivered.original_id(d.record) == record_id for d in denials)
+        return any(original_id(d.record) == record_id for d in denials)
 
 
 def _order(stored: StoredRecord) -> tuple[str, int]:

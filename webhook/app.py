@@ -23,8 +23,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.requests import ClientDisconnect
 
+from decisionlog import DecisionStore, SpoolingStore
 from webhook.admission import Reviewer
-from webhook.decisionlog import DecisionStore, SpoolingStore
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
 from webhook.settings import ServeSettings

@@ -13,7 +13,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from webhook.decisionlog import DecisionLogError, DecisionStore, RecordQuery
+from decisionlog import DecisionLogError, DecisionStore, RecordQuery
 
 #: Why a review could not be judged normally (the ``reason`` of ``trtguard_admission_review_failures``).
 FAILURE_REASONS = (

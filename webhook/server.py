@@ -21,6 +21,7 @@ from typing import Any, Final, TextIO
 
 import uvicorn
 
+from decisionlog import open_store
 from verifier.base import InputError
 from verifier.registry.client import RegistryClient
 from verifier.registry.evidence import evidence_source
@@ -28,7 +29,6 @@ from webhook.admission import Reviewer, ReviewSettings
 from webhook.admission_history import DecisionLogHistory
 from webhook.app import WebhookServices, create_app, create_probe_app
 from webhook.connections import ConnectionLimits, ConnectionTracker, guarded_http_protocol
-from webhook.decisionlog import open_store
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
 from webhook.settings import ServeSettings

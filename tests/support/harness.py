@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from webhook.decisionlog import DecisionRecord
+from decisionlog import DecisionRecord
 
 SERVICE = "trtguard.trtguard.svc"
 TRTGUARD = Path(sys.executable).with_name("trtguard")

@@ -29,6 +29,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 
+from decisionlog._record_schema import decision_json_schema
 from policies.schema import trusted_keys_yaml
 from tests.policies.conftest import manifest_data
 from tests.support.harness import SERVICE, WebhookProcess, review, verify_admission_response
@@ -42,7 +43,6 @@ from verifier.intoto import PAYLOAD_TYPE
 from verifier.keys import PrivateKey, encrypt_private_key, generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_statement
 from verifier.registry.client import RegistryClient
-from webhook.decisionlog.record_schema import decision_json_schema
 
 pytestmark = pytest.mark.registry
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from decisionlog import RecordQuery, SQLiteStore
 from tests.support.harness import PodFactory, ReviewFactory
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, Material
 from verifier.base._deadline import Deadline
@@ -27,7 +28,6 @@ from verifier.base._references import ImageReference
 from verifier.evidence import ArtifactAttestations, EvidenceSource, ImageSignatures
 from verifier.evidence_folder import LocalEvidence
 from webhook.admission import MAX_ANNOTATED, Reviewer, ReviewSettings
-from webhook.decisionlog import RecordQuery, SQLiteStore
 from webhook.metrics import ERROR_DENIAL_REASONS, FAILURE_REASONS, Metrics
 from webhook.policy_store import PolicyStore
 from webhook.wire import MAX_ANNOTATION_CHARS, parse_review_document

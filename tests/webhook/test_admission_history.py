@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from decisionlog import DecisionRecord, SQLiteStore
+from decisionlog import _undelivered as undelivered
 from policies.identity import WorkloadIdentity
 from policies.results import AdmittedEngine, AdmittingDecision
 from tests.support.harness import ReviewFactory
@@ -22,7 +24,6 @@ from verifier.evidence_folder import LocalEvidence
 from verifier.keys import generate_private_key
 from webhook.admission import Reviewer
 from webhook.admission_history import DecisionLogHistory
-from webhook.decisionlog import DecisionRecord, SQLiteStore, undelivered
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
 from webhook.wire import parse_review_document

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from decisionlog import DecisionRecord, DecisionStore, PostgresStore, SQLiteStore
 from policies.identity import WorkloadIdentity
 from policies.results import AdmittedEngine, AdmittingDecision
 from verifier.base._deadline import Deadline
 from webhook.admission_history import DecisionLogHistory
-from webhook.decisionlog import DecisionRecord, DecisionStore, PostgresStore, SQLiteStore
 
 RESNET50 = WorkloadIdentity("apps", "Deployment", "prod", "resnet50")
 

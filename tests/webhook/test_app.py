@@ -22,12 +22,12 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from decisionlog import RecordQuery, SQLiteStore
 from tests.support.harness import PodFactory, ReviewFactory, Verifier, WaitUntil, WebhookProcess
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
 from verifier.evidence_folder import LocalEvidence
 from webhook.admission import Reviewer
 from webhook.app import WebhookServices, create_app
-from webhook.decisionlog import RecordQuery, SQLiteStore
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
 from webhook.settings import ServeSettings

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from decisionlog import DecisionRecord, SQLiteStore
+from decisionlog._archive import archive_segments
+from decisionlog._segments import Ledger
 from verifier.base._deadline import Deadline
 from verifier.keys import generate_private_key
-from webhook.decisionlog import DecisionRecord, SQLiteStore
-from webhook.decisionlog.archive import archive_segments
-from webhook.decisionlog.segments import Ledger
 from webhook.metrics import Metrics
 
 

@@ -22,6 +22,7 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from decisionlog._record_schema import decision_json_schema
 from tests.policies.registry_world import pod, run_cli
 from tests.support.harness import SERVICE, WebhookProcess, review, verify_admission_response
 from tests.support.images import push_image, tiny_image
@@ -33,7 +34,6 @@ from verifier.base._deadline import Deadline
 from verifier.base._references import ImageReference
 from verifier.registry.client import RegistryClient
 from verifier.signatures.notation import ARTIFACT_TYPE, JWS_MEDIA_TYPE, sign_notation
-from webhook.decisionlog.record_schema import decision_json_schema
 
 pytestmark = pytest.mark.registry
 

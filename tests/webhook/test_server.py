@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from decisionlog import PostgresStore, RecordQuery, SQLiteStore
 from tests.support.harness import (
     ApiServerClient,
     PodFactory,
@@ -31,7 +32,6 @@ from tests.support.harness import (
     WebhookProcess,
 )
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
-from webhook.decisionlog import PostgresStore, RecordQuery, SQLiteStore
 from webhook.tls import make_self_signed
 
 SERVICE = "trtguard.trtguard.svc"

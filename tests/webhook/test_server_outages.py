@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from decisionlog import PostgresStore, RecordQuery, SQLiteStore
+from decisionlog import _undelivered as undelivered
 from tests.support.harness import (
     SERVICE,
     ApiServerClient,
@@ -27,7 +29,6 @@ from tests.support.harness import (
     WaitUntil,
 )
 from trtguard.demo.material import TENSORRT_IMAGE, Material
-from webhook.decisionlog import PostgresStore, RecordQuery, SQLiteStore, undelivered
 
 API_TIMEOUT = 2
 #: Kept back from API_TIMEOUT (``--timeout-margin``): the default 0.5 s was overrun by 70 ms on a loaded

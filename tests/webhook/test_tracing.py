@@ -14,12 +14,12 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from decisionlog import SQLiteStore
 from tests.support.harness import PodFactory, ReviewFactory
 from trtguard.demo.material import TENSORRT_IMAGE, Material
 from verifier.base._errors import InputError
 from verifier.evidence_folder import LocalEvidence
 from webhook.admission import Reviewer
-from webhook.decisionlog import SQLiteStore
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
 from webhook.tracing import Tracing

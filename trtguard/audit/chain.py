@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from webhook.decisionlog import GENESIS_HASH, ChainReport, DecisionStore, StoredRecord, chain_hash
+from decisionlog import GENESIS_HASH, ChainReport, DecisionStore, StoredRecord, chain_hash
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ never reached the API server (an undelivered record names it, docs/decision-log.
 changed nothing: it is left out, and :func:`not_delivered` lists it.
 
 After rotation the live log starts later: the engines in force then are those rotation carried forward
-(the workload's last admissions as of the newest pruned checkpoint, :mod:`webhook.decisionlog.carried`), so
+(the workload's last admissions as of the newest pruned checkpoint, :mod:`decisionlog._carried`), so
 the first change after the pruned records names what it replaced; the earlier changes are in the archived
 segments (``trtguard audit verify --archive`` checks each).
 
@@ -28,14 +28,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from decisionlog import Carried, CarriedAdmission, DecisionStore, RecordQuery, StoredRecord, original_id
 from policies.identity import WorkloadIdentity
 from verifier.base import Deadline, ImageReference, InputError, TrtguardError, VerificationError
 from verifier.evidence import EvidenceSource
 from verifier.intoto import statement_from_envelope
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest
 from verifier.manifest_diff import ManifestDiff, diff_manifests
-from webhook.decisionlog import DecisionStore, RecordQuery, StoredRecord, undelivered
-from webhook.decisionlog.carried import Carried, CarriedAdmission
 
 Artifact = Literal["engine", "image"]
 
@@ -230,13 +229,13 @@ def not_delivered(records: Iterable[StoredRecord]) -> list[StoredRecord]:
 
     Each is named by an undelivered record among ``records`` (``reason`` AnswerNotDelivered, same ``uid``):
     identified by the ``record_id`` the undelivered record derives from the allow's, never by its message
-    text (:func:`webhook.decisionlog.undelivered.original_id`).
+    text (:func:`decisionlog._undelivered.original_id`).
     """
     records = list(records)
     named = {
         (stored.record.uid, original)
         for stored in records
-        if (original := undelivered.original_id(stored.record)) is not None
+        if (original := original_id(stored.record)) is not None
     }
     return [
         stored

@@ -9,9 +9,9 @@ what rotation carried forward); when it knows several, the command says which an
 
 from __future__ import annotations
 
+from decisionlog import DecisionStore, RecordQuery
 from policies.identity import WorkloadIdentity
 from verifier.base import InputError
-from webhook.decisionlog import DecisionStore, RecordQuery
 
 __all__ = ["named_workloads", "resolve_workload"]
 

@@ -26,8 +26,8 @@ from verifier.base import InputError
 from webhook.settings import DEFAULT_DECISION_LOG
 
 if TYPE_CHECKING:
+    from decisionlog import DecisionStore, StoredRecord
     from trtguard.audit.chain import ChainCheck
-    from webhook.decisionlog import DecisionStore, StoredRecord
 
 _T = TypeVar("_T")
 _RELATIVE = re.compile(r"(\d+)([smhd])")
@@ -133,7 +133,7 @@ def _url(args: argparse.Namespace) -> str:
 
 
 def _run(args: argparse.Namespace, work: Callable[[DecisionStore], Awaitable[_T]]) -> _T:
-    from webhook.decisionlog import open_store  # noqa: PLC0415 - keep `trtguard --help` light
+    from decisionlog import open_store  # noqa: PLC0415 - keep `trtguard --help` light
 
     async def main() -> _T:
         store = open_store(_url(args), read_only=True)
@@ -147,8 +147,8 @@ def _run(args: argparse.Namespace, work: Callable[[DecisionStore], Awaitable[_T]
 
 
 def _tail(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from decisionlog import RecordQuery  # noqa: PLC0415
     from trtguard.audit.chain import check_chain, follows  # noqa: PLC0415
-    from webhook.decisionlog import RecordQuery  # noqa: PLC0415
 
     out = out or sys.stdout
     if args.lines < 0:
@@ -196,7 +196,7 @@ def _warn(text: str) -> None:
 
 
 def _query(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from webhook.decisionlog import RecordQuery  # noqa: PLC0415
+    from decisionlog import RecordQuery  # noqa: PLC0415
 
     out = out or sys.stdout
     if args.last is not None and (args.limit is not None or args.last < 0):

@@ -22,10 +22,9 @@ from trtguard.cli.audit_lines import say, stamp
 from verifier.base import InputError
 
 if TYPE_CHECKING:
+    from decisionlog import Carried, DecisionStore
     from trtguard.audit.chain import ChainCheck
     from trtguard.audit.history import HistoryEntry, ManifestComparison
-    from webhook.decisionlog import DecisionStore
-    from webhook.decisionlog.carried import Carried
 
 Flag = Callable[[argparse.ArgumentParser], None]
 
@@ -61,11 +60,11 @@ def register(commands: Subparsers, log_flag: Flag, format_flag: Flag, verify_fla
 
 
 def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from decisionlog import Carried  # noqa: PLC0415
     from trtguard.audit import history  # noqa: PLC0415
     from trtguard.audit.chain import check_chain  # noqa: PLC0415
     from trtguard.audit.workloads import resolve_workload  # noqa: PLC0415
     from trtguard.cli.audit import _run, _warn  # noqa: PLC0415 - audit imports this module
-    from webhook.decisionlog.carried import Carried  # noqa: PLC0415
 
     out = out or sys.stdout
     text = str(args.workload)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from verifier.base import visible
 
 if TYPE_CHECKING:
-    from webhook.decisionlog import StoredRecord
+    from decisionlog import StoredRecord
 
 __all__ = ["print_record", "say", "stamp"]
 

@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from trtguard.cli._commands import Subparsers, add_subcommand
 
 if TYPE_CHECKING:
+    from decisionlog import Checkpoint, Ledger, SealedSegment
     from verifier.keys import PrivateKey
-    from webhook.decisionlog.checkpoints import Checkpoint
-    from webhook.decisionlog.segments import Ledger, SealedSegment
 
 #: Records per sealed segment unless told otherwise: about 200 MB of JSON at 2 KB a record.
 SEGMENT_RECORDS = 100_000
@@ -151,8 +150,8 @@ def _non_negative(text: str) -> int:
 
 
 def _ledger(args: argparse.Namespace, work: Callable[[Ledger], int]) -> int:
+    from decisionlog import Ledger  # noqa: PLC0415
     from trtguard.cli.audit import _url  # noqa: PLC0415 - audit imports this module
-    from webhook.decisionlog.segments import Ledger  # noqa: PLC0415
 
     with Ledger.open(_url(args)) as ledger:
         return work(ledger)
@@ -173,7 +172,7 @@ def _print_sealed(sealed: list[Checkpoint], out: TextIO) -> None:
 
 
 def _seal(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from webhook.decisionlog import checkpoints  # noqa: PLC0415
+    from decisionlog import write_checkpoint_file  # noqa: PLC0415
 
     out = out or sys.stdout
     key = _signing_key(args)
@@ -184,7 +183,7 @@ def _seal(args: argparse.Namespace, out: TextIO | None = None) -> int:
         )
         _print_sealed(sealed, out)
         if args.anchor_out is not None and sealed:
-            checkpoints.write_file(sealed[-1], args.anchor_out)
+            write_checkpoint_file(sealed[-1], args.anchor_out)
             print(f"anchor written to {args.anchor_out}", file=out)
         return 0
 
@@ -192,7 +191,7 @@ def _seal(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _archive(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from webhook.decisionlog.archive import archive_segments  # noqa: PLC0415
+    from decisionlog import archive_segments  # noqa: PLC0415
 
     out = out or sys.stdout
 
@@ -237,7 +236,7 @@ def _prune(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _rotate(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from webhook.decisionlog.archive import archive_segments  # noqa: PLC0415
+    from decisionlog import archive_segments  # noqa: PLC0415
 
     out = out or sys.stdout
     key = _signing_key(args)
@@ -254,9 +253,11 @@ def _rotate(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _backup(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from decisionlog import (  # noqa: PLC0415
+        SQLiteStore,
+        backup_sqlite,
+    )
     from trtguard.cli.audit import _url  # noqa: PLC0415
-    from webhook.decisionlog import SQLiteStore  # noqa: PLC0415
-    from webhook.decisionlog.backup import backup_sqlite  # noqa: PLC0415
 
     out = out or sys.stdout
     backup_sqlite(_url(args), args.to)

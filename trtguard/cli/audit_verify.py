@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from trtguard.cli._commands import Subparsers, add_subcommand
 
 if TYPE_CHECKING:
+    from decisionlog import ChainReport, Checkpoint, DecisionStore
     from verifier.keys import PublicKey
-    from webhook.decisionlog import ChainReport, DecisionStore
-    from webhook.decisionlog.checkpoints import Checkpoint
 
 
 def register(commands: Subparsers, log_flag: Any, format_flag: Any) -> None:
@@ -59,16 +58,16 @@ def register(commands: Subparsers, log_flag: Any, format_flag: Any) -> None:
 
 
 def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from decisionlog import read_checkpoint_file  # noqa: PLC0415
     from trtguard.cli.audit import _run  # noqa: PLC0415 - audit imports this module
     from trtguard.cli.keys_commands import load_public_key  # noqa: PLC0415
     from verifier.base import InputError  # noqa: PLC0415
-    from webhook.decisionlog import checkpoints  # noqa: PLC0415
 
     out = out or sys.stdout
     if args.anchor is not None and args.key is None:
         raise InputError("--anchor needs --key: a checkpoint counts only with its signature checked")
     key = load_public_key(args.key) if args.key is not None else None
-    anchor = checkpoints.read_file(args.anchor) if args.anchor is not None else None
+    anchor = read_checkpoint_file(args.anchor) if args.anchor is not None else None
     if anchor is not None and key is not None and not anchor.verify(key):
         raise InputError(
             "the anchor's signature does not verify with --key",
@@ -104,8 +103,8 @@ def _against_checkpoints(
     anchor: Checkpoint | None,
 ) -> list[str]:
     """What does not hold between the live log and its stored checkpoints, the key and the anchor."""
+    from decisionlog import Ledger  # noqa: PLC0415
     from trtguard.cli.audit import _url  # noqa: PLC0415
-    from webhook.decisionlog.segments import Ledger  # noqa: PLC0415
 
     if not report.ok or (key is None and anchor is None):
         return []
@@ -172,8 +171,8 @@ def _against_checkpoints(
 
 def _carried_problems(args: argparse.Namespace, report: ChainReport) -> list[str]:
     """What does not hold of the carried state between the stored checkpoints, their rows and the records."""
+    from decisionlog import Ledger, carried_problems  # noqa: PLC0415
     from trtguard.cli.audit import _url  # noqa: PLC0415
-    from webhook.decisionlog.segments import Ledger, carried_problems  # noqa: PLC0415
 
     if not report.ok:
         return []
@@ -217,7 +216,7 @@ def _print(
 
 
 def _verify_archive(args: argparse.Namespace, key: PublicKey, anchor: Checkpoint | None, out: TextIO) -> int:
-    from webhook.decisionlog.archive import verify_segment  # noqa: PLC0415
+    from decisionlog import verify_segment  # noqa: PLC0415
 
     report, check = verify_segment(args.archive, key=key)
     problems = []

@@ -176,8 +176,8 @@ async def _history(url: str | None) -> AsyncIterator[AdmissionHistory | None]:
     if url is None:
         yield None
         return
+    from decisionlog import DecisionLogError, RecordQuery, open_store  # noqa: PLC0415
     from webhook.admission_history import DecisionLogHistory  # noqa: PLC0415 - only when asked for
-    from webhook.decisionlog import DecisionLogError, RecordQuery, open_store  # noqa: PLC0415
 
     try:
         store = open_store(url, read_only=True)

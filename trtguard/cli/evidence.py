@@ -26,9 +26,9 @@ from webhook.settings import DEFAULT_DECISION_LOG
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from decisionlog import DecisionStore
     from trtguard.audit.package import EvidencePackageReport, ExportSummary, Selection
     from verifier.evidence import EvidenceSource
-    from webhook.decisionlog import DecisionStore
 
 _WIDTH = 110
 _CHAIN_HELP = (
@@ -154,9 +154,9 @@ def _selection(args: argparse.Namespace) -> Selection:
 
 
 def _export(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from decisionlog import open_store  # noqa: PLC0415
     from trtguard.audit.package import ChainScope, export_evidence_package  # noqa: PLC0415
     from verifier.base import Deadline  # noqa: PLC0415
-    from webhook.decisionlog import open_store  # noqa: PLC0415
 
     out = out or sys.stdout
     if args.timeout <= 0:

@@ -37,7 +37,7 @@ def _run(args: argparse.Namespace) -> int:
 
         schema = policy_json_schema()
     else:
-        from webhook.decisionlog.record_schema import decision_json_schema  # noqa: PLC0415
+        from decisionlog import decision_json_schema  # noqa: PLC0415
 
         schema = decision_json_schema()
     sys.stdout.write(json.dumps(schema, indent=2) + "\n")

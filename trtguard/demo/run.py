@@ -32,6 +32,7 @@ from typing import IO, Any, Final, TextIO, cast
 
 import httpx
 
+from decisionlog import SQLiteStore
 from trtguard.audit.package import Selection, export_evidence_package
 from trtguard.audit.report import write_report
 from trtguard.demo.material import (
@@ -45,7 +46,6 @@ from trtguard.demo.material import (
 from verifier.base import TrtguardError
 from verifier.evidence_folder import LocalEvidence
 from verifier.keys import generate_private_key
-from webhook.decisionlog import SQLiteStore
 
 SERVICE: Final = "trtguard.trtguard.svc"
 NAMESPACE: Final = "prod"

@@ -152,5 +152,7 @@ def test_a_measured_costly_shape_stays_below_its_bound() -> None:
     compiled = program("workload.l.map(x, x).size() > 0")
     activation = prepare_activation({"manifest": {}, "workload": {"l": list(range(1000))}, "engine": {}})
     compiled.evaluate(activation)
-    assert _cpu_ns(lambda: compiled.evaluate(activation)) <= compiled.cost.work
+    # 36 MB of copies per run: page faults and memory bandwidth taken by other processes inflate even CPU
+    # time on a busy machine (100 ms seen in 3 runs beside a venv copy): the least of 10 runs is held to it.
+    assert _cpu_ns(lambda: compiled.evaluate(activation), runs=10) <= compiled.cost.work
     assert compiled.cost.memory >= 36 * 1024 * 1024

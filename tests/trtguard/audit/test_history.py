@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from decisionlog import DecisionRecord, SQLiteStore, StoredRecord
+from decisionlog import _undelivered as undelivered
 from policies.identity import WorkloadIdentity
 from trtguard.audit.history import (
     not_delivered,
@@ -20,7 +22,6 @@ from trtguard.audit.history import (
     workload_records,
 )
 from verifier.base._deadline import Deadline
-from webhook.decisionlog import DecisionRecord, SQLiteStore, StoredRecord, undelivered
 
 RESNET = "registry.example.com/models/resnet50"
 RESNET50 = WorkloadIdentity("apps", "Deployment", "prod", "resnet50")

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from decisionlog import DecisionRecord, SQLiteStore
+from decisionlog._undelivered import undelivered
 from trtguard.cli import main
 from trtguard.demo.material import Material
 from verifier.base._deadline import Deadline
-from webhook.decisionlog import DecisionRecord, SQLiteStore
-from webhook.decisionlog.undelivered import undelivered
 
 RESNET = "registry.example.com/models/resnet50"
 TRTGUARD = Path(sys.executable).with_name("trtguard")

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from decisionlog import DecisionRecord, PostgresStore, SQLiteStore
+from decisionlog._sqlite import write_batch
 from trtguard.cli import main
 from verifier.base._deadline import Deadline
 from verifier.keys import encrypt_private_key, generate_private_key
-from webhook.decisionlog import DecisionRecord, PostgresStore, SQLiteStore
-from webhook.decisionlog.sqlite import write_batch
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from decisionlog import DecisionRecord, SQLiteStore
 from tests.policies.conftest import Material, pod
 from trtguard.cli import main
 from verifier.base._deadline import Deadline
-from webhook.decisionlog import DecisionRecord, SQLiteStore
 
 POLICY = """
 apiVersion: trtguard.dev/v1alpha1

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+import decisionlog
+from decisionlog import DecisionStore, open_store
 from tests.trtguard.audit.package.world import (
     World,
     edit_record,
@@ -21,8 +23,6 @@ from tests.trtguard.audit.package.world import (
 )
 from trtguard.audit.package import Selection
 from trtguard.cli import main
-from webhook import decisionlog
-from webhook.decisionlog import DecisionStore, open_store
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import json
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 
+from decisionlog import DecisionRecord
 from tests.support.snapshots import assert_snapshot, cli_output
 from trtguard.cli import main
-from webhook.decisionlog import DecisionRecord
 
 #: Outputs the stages of issue 26 must not change: a command line and its snapshot in tests/data, one a line.
 SNAPSHOTS = [

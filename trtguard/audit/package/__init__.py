@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
+from decisionlog import DecisionStore
 from trtguard.audit.package.archive import ArchiveLimits, UnsafeArchive, read_archive
 from trtguard.audit.package.contents import EVIDENCE_PACKAGE_PREDICATE_TYPE, ChainScope
 from trtguard.audit.package.export import ExportSummary, export_package
@@ -45,7 +46,6 @@ from trtguard.audit.package.verify import Anchor, EvidencePackageReport, Finding
 from verifier.base import Deadline, hash_file
 from verifier.evidence import EvidenceSource
 from verifier.keys import PrivateKey, PublicKey
-from webhook.decisionlog import DecisionStore
 
 __all__ = [
     "EVIDENCE_PACKAGE_PREDICATE_TYPE",

@@ -5,7 +5,7 @@ index.json                      {"version": 1, "files": [{"path", "sha256", "siz
 index.dsse.json                 DSSE envelope of an in-toto Statement: subjects = index.json and every file,
                                 predicate (EVIDENCE_PACKAGE_PREDICATE_TYPE) = EvidencePackagePredicate below
 decisions/records.jsonl         {"seq", "prev_hash", "hash", "record"} per line, in seq order; "record" is the
-                                canonical JSON the log hashed (webhook.decisionlog.record.chain_hash)
+                                canonical JSON the log hashed (decisionlog._record.chain_hash)
 policies/…                      policy and key files, laid out relative to their common folder
 engines/sha256-<hex>/…          attestations (<kind>-<n>.dsse.json) and signatures (signatures/…) per engine
 images/sha256-<hex>/signatures/…  the signatures of each image (runtime and sidecar images) the selected

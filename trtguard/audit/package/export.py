@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from decisionlog import ChainReport, DecisionStore, RecordQuery, StoredRecord, canonical_json, link_hash
 from trtguard.audit.package.archive import refuse_overwrite, write_archive
 from trtguard.audit.package.contents import (
     ATTESTATION_KINDS,
@@ -55,8 +56,6 @@ from verifier.keys import PrivateKey
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
 from verifier.signatures import COSIGN_SIGN_PREDICATE
 from verifier.signatures.notation import JWS_MEDIA_TYPE
-from webhook.decisionlog import ChainReport, DecisionStore, RecordQuery, StoredRecord
-from webhook.decisionlog.record import canonical_json, link_hash
 
 #: Engines looked up at once from a source that waits on the network.
 _CONCURRENT_LOOKUPS = 8

@@ -6,9 +6,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from decisionlog import DecisionRecord
 from policies.identity import WorkloadIdentity
 from verifier.base import ImageReference, InputError, is_sha256_hex, parse_sha256
-from webhook.decisionlog import DecisionRecord
 
 SelectionKind = Literal["audit_id", "engine", "workload"]
 

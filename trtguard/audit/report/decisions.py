@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from decisionlog import DecisionLogError, DecisionRecord, StoredRecord, original_id
 from policies.identity import kind_name
 from trtguard.audit.history import ArtifactChange, replay, signer_names
-from webhook.decisionlog import DecisionLogError, DecisionRecord, StoredRecord, undelivered
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +118,7 @@ def read_decisions(records: Sequence[StoredRecord], selected: Iterable[int]) -> 
     by_workload: dict[str, list[StoredRecord]] = {}
     for stored in records:
         # An undelivered record in the package, selected or not, takes the allow it names out of the replay.
-        if stored.seq in chosen or undelivered.original_id(stored.record) is not None:
+        if stored.seq in chosen or original_id(stored.record) is not None:
             by_workload.setdefault(_workload(stored.record), []).append(stored)
     admissions = sorted(
         (

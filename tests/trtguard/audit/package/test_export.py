@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from decisionlog import DecisionRecord, RecordQuery, SQLiteStore, open_store
 from tests.trtguard.audit.package.world import (
     World,
     export_package,
@@ -24,7 +25,6 @@ from trtguard.audit.package import ChainScope, Selection, export_evidence_packag
 from trtguard.audit.package.contents import SIGNATURE
 from verifier.dsse import Envelope
 from verifier.evidence_folder import LocalEvidence
-from webhook.decisionlog import DecisionRecord, RecordQuery, SQLiteStore, open_store
 
 
 def test_the_log_holds_what_the_webhook_decided(world: World) -> None:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from decisionlog import SQLiteStore, open_store
 from tests.support.harness import pod, review
 from trtguard.audit.package import (
     ArchiveLimits,
@@ -43,7 +44,6 @@ from verifier.evidence_folder import LocalEvidence
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
 from verifier.keys import PrivateKey, encrypt_private_key, generate_private_key
 from webhook.admission import Reviewer
-from webhook.decisionlog import SQLiteStore, open_store
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
 from webhook.wire import parse_review_document

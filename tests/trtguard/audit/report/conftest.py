@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from decisionlog import SQLiteStore
 from tests.support.harness import pod, review
 from tests.trtguard.audit.package.world import (
     World,
@@ -30,7 +31,6 @@ from trtguard.audit.package import Selection
 from trtguard.demo.material import TENSORRT_IMAGE
 from verifier.evidence_folder import LocalEvidence
 from webhook.admission import Reviewer
-from webhook.decisionlog import SQLiteStore
 from webhook.metrics import Metrics
 from webhook.policy_store import PolicyStore
 from webhook.wire import parse_review_document

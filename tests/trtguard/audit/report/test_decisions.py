@@ -10,13 +10,14 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+from decisionlog import DecisionRecord, RecordQuery, SQLiteStore, StoredRecord
+from decisionlog import _undelivered as undelivered
+from decisionlog._record import new_record_id
 from tests.trtguard.audit.package.world import World, export_package, messages, verify_package
 from trtguard.audit.package import Selection
 from trtguard.audit.report import build_view
 from trtguard.audit.report.decisions import read_decisions
 from verifier.base._deadline import Deadline
-from webhook.decisionlog import DecisionRecord, RecordQuery, SQLiteStore, StoredRecord, undelivered
-from webhook.decisionlog.record import new_record_id
 
 
 async def _append_late_allow(log: Path) -> tuple[StoredRecord, StoredRecord]:

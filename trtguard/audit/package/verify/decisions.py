@@ -7,9 +7,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from decisionlog import GENESIS_HASH, DecisionLogError, DecisionRecord, chain_hash
 from trtguard.audit.package.contents import ChainScope, EvidencePackagePredicate
 from trtguard.audit.package.verify.findings import LISTED, Findings, listed
-from webhook.decisionlog import GENESIS_HASH, DecisionLogError, DecisionRecord, chain_hash
 
 
 @dataclass(frozen=True, slots=True)

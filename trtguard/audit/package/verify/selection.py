@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from decisionlog import original_id
 from trtguard.audit.package.contents import ChainScope, EvidencePackagePredicate
 from trtguard.audit.package.selection import Selection
 from trtguard.audit.package.verify.decisions import RecordLine
 from trtguard.audit.package.verify.findings import Findings, listed
-from webhook.decisionlog import undelivered
 
 
 def check_selection(
@@ -55,12 +55,12 @@ def _not_delivered(lines: list[RecordLine], chosen: set[int], findings: Findings
     """Note the selected allows that an undelivered record in the package names: the API server got a deny.
 
     Matched by the undelivered record's ``uid`` and the ``record_id`` derived from the allow's, not by its
-    message (webhook.decisionlog.undelivered).
+    message (decisionlog._undelivered).
     """
     named = {
         (line.record.uid, original): line.seq
         for line in lines
-        if (original := undelivered.original_id(line.record)) is not None
+        if (original := original_id(line.record)) is not None
     }
     found = [
         f"{line.seq} (AnswerNotDelivered at seq {named[key]})"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from decisionlog import RecordQuery, SQLiteStore, open_store
 from tests.trtguard.audit.package.world import (
     World,
     export_package,
@@ -13,7 +14,6 @@ from tests.trtguard.audit.package.world import (
     verify_package,
 )
 from trtguard.audit.package import Anchor, Selection
-from webhook.decisionlog import RecordQuery, SQLiteStore, open_store
 
 
 async def _truncated_copy(world: World, target: Path, keep: int) -> None:

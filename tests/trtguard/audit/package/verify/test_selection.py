@@ -28,7 +28,7 @@ def test_a_decision_left_out_of_the_selection_is_found(
 def test_a_workload_selection_names_its_api_group_and_kind() -> None:
     """``NAMESPACE/KIND/NAME`` selects one workload (a Volcano Job is not batch/v1's Job of the same name,
     whatever the version); ``NAMESPACE/NAME``, as packages exported before kept it, any kind of that name."""
-    from webhook.decisionlog import DecisionRecord  # noqa: PLC0415
+    from decisionlog import DecisionRecord  # noqa: PLC0415
 
     def job(api_version: str) -> DecisionRecord:
         return DecisionRecord(

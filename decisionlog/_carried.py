@@ -1,0 +1,299 @@
+"""What change control must remember of records that rotation prunes: each workload's last admissions.
+
+Change control compares an engine with the one it replaces in its workload's last admission
+(``webhook.admission_history``). Pruning deletes old records, so the last admission of a workload that was
+not changed for a while would go with them, and a gated change would then have no baseline. The *carried
+state* keeps it: for every workload (namespace, API group, kind, name: :mod:`policies.identity`) the newest
+:data:`KEPT` real, delivered admissions that named engines (their ``record_id``, ``seq``, ``time``, ``uid``
+and engines as recorded).
+
+The state after record ``n`` is a function of the chain alone: :meth:`CarriedState.fold` applies one record
+after another, from the empty state at genesis. Each signed checkpoint of format 2 names the state before
+and after its segment by :meth:`CarriedState.digest` (``prev_carried_hash``, ``carried_hash``), so the state
+is covered by the operator's signatures as the records are (checkpoints of format 2 named a state keyed
+without the API group, no longer read: :mod:`decisionlog._checkpoints`); an archived segment holds the
+state it starts from, so it checks on its own. The store keeps the state as rows of ``trtguard_carried``: for
+each checkpoint the workloads its segment changed (docs/decision-log-storage.md, "What rotation carries
+forward").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from decisionlog import _undelivered as undelivered
+from decisionlog._errors import DecisionLogError
+from decisionlog._record import DecisionRecord, canonical_json, format_time
+from policies.identity import WorkloadIdentity
+
+#: Admissions kept per workload: the newest, and one before it should an undelivered record in a later
+#: segment take the newest back (docs/decision-log-storage.md).
+KEPT: Final = 2
+
+#: A workload: (namespace, API group, kind, name).
+WorkloadKey = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class CarriedAdmission:
+    """One real, delivered admission of a workload that named engines, as change control reads it."""
+
+    record_id: str
+    seq: int
+    time: str
+    uid: str
+    #: ``{"reference", "name", "containers"}`` of each engine, as the record holds them.
+    engines: tuple[Mapping[str, Any], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The admission's JSON form (what is hashed and stored)."""
+        return {
+            "record_id": self.record_id,
+            "seq": self.seq,
+            "time": self.time,
+            "uid": self.uid,
+            "engines": [dict(engine) for engine in self.engines],
+        }
+
+    @property
+    def order(self) -> tuple[str, int]:
+        """Newest first sorts by decision time, then seq (records shipped from a spool land late)."""
+        return self.time, self.seq
+
+
+@dataclass(frozen=True, slots=True)
+class CarriedWorkload:
+    """A workload's newest admissions (newest first); ``older``: earlier ones were not kept."""
+
+    namespace: str
+    group: str
+    kind: str
+    name: str
+    admissions: tuple[CarriedAdmission, ...]
+    older: bool = False
+
+    @property
+    def key(self) -> WorkloadKey:
+        """(namespace, API group, kind, name)."""
+        return self.namespace, self.group, self.kind, self.name
+
+    @property
+    def identity(self) -> WorkloadIdentity:
+        """The workload."""
+        return WorkloadIdentity(self.group, self.kind, self.namespace, self.name)
+
+    def to_json(self) -> dict[str, Any]:
+        """The workload's JSON form (what is hashed and stored)."""
+        return {
+            "namespace": self.namespace,
+            "group": self.group,
+            "kind": self.kind,
+            "name": self.name,
+            "admissions": [admission.to_json() for admission in self.admissions],
+            "older": self.older,
+        }
+
+
+def carried_engines(record: DecisionRecord) -> tuple[Mapping[str, Any], ...]:
+    """The engines of ``record`` change control reads (reference, name, containers), none if unnamed."""
+    found = []
+    for engine in record.engines:
+        reference = engine.get("reference")
+        if not isinstance(reference, str):
+            continue  # an {"omitted": N} marker
+        kept: dict[str, Any] = {"reference": reference, "name": engine.get("name")}
+        containers = engine.get("containers")
+        kept["containers"] = (
+            [c for c in containers if isinstance(c, str)] if isinstance(containers, list) else []
+        )
+        if not isinstance(kept["name"], str):
+            kept["name"] = None
+        found.append(kept)
+    return tuple(found)
+
+
+class CarriedState:
+    """The carried state: workload → its newest admissions, folded record by record."""
+
+    def __init__(self, workloads: Iterable[CarriedWorkload] = ()) -> None:
+        self._workloads: dict[WorkloadKey, CarriedWorkload] = {w.key: w for w in workloads}
+
+    def __len__(self) -> int:
+        return len(self._workloads)
+
+    def __iter__(self) -> Iterator[CarriedWorkload]:
+        """The entries in the order their digest lists them (by namespace, API group, kind, name; UTF-16 code
+        units)."""
+        return iter(
+            sorted(
+                self._workloads.values(),
+                key=lambda w: tuple(p.encode("utf-16-be", "surrogatepass") for p in w.key),
+            )
+        )
+
+    def get(self, key: WorkloadKey) -> CarriedWorkload | None:
+        """The workload's entry, if the state has one."""
+        return self._workloads.get(key)
+
+    def fold(
+        self,
+        seq: int,
+        record: DecisionRecord,
+        *,
+        before: dict[WorkloadKey, CarriedWorkload | None] | None = None,
+    ) -> WorkloadKey | None:
+        """Apply record ``seq``; returns the workload whose entry changed, if any. ``before`` collects each
+        workload's entry as it was before the first record about it (what a segment changed, for its rows).
+
+        The workload is the record's namespace, API group (``DecisionRecord.api_group``), kind and name. A
+        real (not dry-run) allow of a namespaced, named workload that names engines is one of its
+        admissions: the :data:`KEPT` newest by (time, seq) are kept. An undelivered record takes the allow it
+        names back (identified by ``uid`` and the derived ``record_id``, docs/decision-log.md); a workload
+        left with none while older admissions were dropped keeps an empty entry (``older``): what ran there
+        is then unknown, which change control reports rather than guess.
+        """
+        workload = record.workload
+        if workload is None:
+            return None
+        key = (workload.namespace, workload.group, workload.kind, workload.name)
+        current = self._workloads.get(key)
+        if before is not None and key not in before:
+            before[key] = current
+        original = undelivered.original_id(record)
+        if original is not None:
+            if current is None:
+                return None
+            kept = tuple(
+                a for a in current.admissions if not (a.record_id == original and a.uid == record.uid)
+            )
+            if kept == current.admissions:
+                return None
+            if kept or current.older:
+                self._workloads[key] = CarriedWorkload(*key, kept, current.older)
+            else:
+                del self._workloads[key]
+            return key
+        if not record.allowed or record.dry_run:
+            return None
+        engines = carried_engines(record)
+        if not engines:
+            return None
+        admission = CarriedAdmission(record.record_id, seq, format_time(record.time), record.uid, engines)
+        admissions = sorted(
+            (*(current.admissions if current else ()), admission), key=lambda a: a.order, reverse=True
+        )
+        older = (current.older if current else False) or len(admissions) > KEPT
+        self._workloads[key] = CarriedWorkload(*key, tuple(admissions[:KEPT]), older)
+        return key
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """Every workload's entry, sorted by (namespace, API group, kind, name)."""
+        return [workload.to_json() for workload in self]
+
+    def digest(self) -> str:
+        """Hex SHA-256 of the canonical JSON (RFC 8785) of ``{"workloads": to_json()}``."""
+        return digest_of(self.to_json())
+
+
+def digest_of(workloads: list[dict[str, Any]]) -> str:
+    """Hex SHA-256 of the canonical JSON of ``{"workloads": workloads}`` (entries already sorted)."""
+    return hashlib.sha256(canonical_json({"workloads": workloads})).hexdigest()
+
+
+#: The digest of the empty state: ``prev_carried_hash`` of the first segment.
+EMPTY_HASH: Final = digest_of([])
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What a store carries of a workload's pruned records, as one snapshot.
+
+    ``base_seq`` is the newest pruned checkpoint (0: nothing was pruned, and nothing is carried); ``stored``
+    says whether the carried state through it is in the store (not when the log was pruned by a trtguard
+    that did not carry it: what was pruned then is unknown). ``workloads`` are the entries found (one per
+    API group and kind when those were not given).
+    """
+
+    base_seq: int
+    stored: bool
+    workloads: tuple[CarriedWorkload, ...] = ()
+
+
+def carried_from_rows(base_seq: int, stored: bool, rows: Iterable[Any], *, where: str) -> Carried:
+    """:class:`Carried` from the rows of ``_sql.carried_rows`` (namespace, API group, kind, name, content)."""
+    found = []
+    for namespace, group, kind, name, content in rows:
+        if content is None:
+            continue
+        workload = workload_from_text(content, where=where)
+        if workload.key != (namespace, group, kind, name):
+            raise DecisionLogError(
+                f"the carried row of {WorkloadIdentity(group, kind, namespace, name)} holds another "
+                "workload's entry",
+                location=where,
+            )
+        found.append(workload)
+    return Carried(base_seq, stored, tuple(found))
+
+
+def workload_from_json(data: object, *, where: str) -> CarriedWorkload:
+    """A workload entry from its JSON form; raises :class:`DecisionLogError` when it is not one."""
+    try:
+        if not isinstance(data, dict) or set(data) != {
+            "namespace",
+            "group",
+            "kind",
+            "name",
+            "admissions",
+            "older",
+        }:
+            raise ValueError("not a carried workload")
+        admissions = []
+        for item in data["admissions"]:
+            if not isinstance(item, dict) or set(item) != {"record_id", "seq", "time", "uid", "engines"}:
+                raise ValueError("not a carried admission")
+            engines = tuple(dict(e) for e in item["engines"] if isinstance(e, dict))
+            if len(engines) != len(item["engines"]) or not all(
+                isinstance(item[k], str) for k in ("record_id", "time", "uid")
+            ):
+                raise ValueError("malformed carried admission")
+            if not isinstance(item["seq"], int) or isinstance(item["seq"], bool):
+                raise TypeError("malformed carried admission")
+            admissions.append(
+                CarriedAdmission(item["record_id"], item["seq"], item["time"], item["uid"], engines)
+            )
+        namespace, group, kind, name = data["namespace"], data["group"], data["kind"], data["name"]
+        if not all(isinstance(t, str) for t in (namespace, group, kind, name)) or not isinstance(
+            data["older"], bool
+        ):
+            raise TypeError("malformed carried workload")
+        workload = CarriedWorkload(namespace, group, kind, name, tuple(admissions), data["older"])
+    except (TypeError, ValueError, KeyError) as error:
+        raise DecisionLogError(f"malformed carried state: {error}", location=where) from None
+    if workload.to_json() != data:
+        raise DecisionLogError("malformed carried state: fields of the wrong type", location=where)
+    return workload
+
+
+def workload_from_text(text: str, *, where: str) -> CarriedWorkload:
+    """A workload entry as stored in ``trtguard_carried.content``."""
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise DecisionLogError(f"malformed carried state: {error}", location=where) from None
+    return workload_from_json(data, where=where)
+
+
+def state_from_json(data: object, *, where: str) -> CarriedState:
+    """A whole state from ``to_json()`` output (an archived segment's ``carried_before``)."""
+    if not isinstance(data, list):
+        raise DecisionLogError("malformed carried state: not a list", location=where)
+    workloads = [workload_from_json(item, where=where) for item in data]
+    state = CarriedState(workloads)
+    if len(state) != len(workloads) or state.to_json() != data:
+        raise DecisionLogError("malformed carried state: unsorted or repeated workloads", location=where)
+    return state

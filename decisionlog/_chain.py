@@ -1,0 +1,195 @@
+"""Recomputing a decision log's hash chain and naming the first record that breaks it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from decisionlog._errors import DecisionLogError
+from decisionlog._record import GENESIS_HASH, INDEXED_NAMES, DecisionRecord, chain_hash, load_body
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A stored row as the verifier sees it: the hashed body plus the indexed columns beside it."""
+
+    seq: int
+    body: str
+    prev_hash: str
+    hash: str
+    columns: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Break:
+    """The first place where the chain does not hold."""
+
+    seq: int
+    uid: str | None
+    problem: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChainReport:
+    """Result of :func:`verify_rows`: how many records were checked and the first break, if any."""
+
+    records: int
+    head_seq: int
+    head_hash: str
+    first_break: Break | None = None
+    #: The checkpoint the chain was checked from (records up to it were pruned); 0: from genesis.
+    base_seq: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when every record links to the one before and the chain head matches the last record."""
+        return self.first_break is None
+
+    def summary(self) -> str:
+        """One line for people."""
+        if self.first_break is None:
+            since = f" after the checkpoint at seq {self.base_seq}" if self.base_seq else ""
+            return (
+                f"chain verified: {self.records} records{since}, head {self.head_hash[:16]}… at seq "
+                f"{self.head_seq}"
+            )
+        brk = self.first_break
+        uid = f" (uid {brk.uid})" if brk.uid else ""
+        return f"chain broken at record seq {brk.seq}{uid}: {brk.problem}"
+
+
+class ChainVerifier:
+    """Checks rows one at a time in ``seq`` order, so that a store can stream a log of any size."""
+
+    def __init__(self) -> None:
+        #: The record of the last row that checked (read once here, for callers that fold records too).
+        self.last_record: DecisionRecord | None = None
+        self._expected_seq = 1
+        self._prev = GENESIS_HASH
+        self._previous: tuple[int, str | None] | None = None
+        self._base_seq = 0
+        self._count = 0
+        self._break: Break | None = None
+
+    def start_after(self, seq: int, hash_: str) -> None:
+        """Begin after record ``seq`` with hash ``hash_`` (a log pruned up to a checkpoint), not genesis."""
+        self._expected_seq = seq + 1
+        self._prev = hash_
+        self._base_seq = seq
+
+    def feed(self, row: Row) -> bool:
+        """Check the next row; returns False once the chain is broken (later rows need not be read)."""
+        if self._break is not None:
+            return False
+        self._count += 1
+        problem, uid, record = _check(row, self._expected_seq, self._prev)
+        if problem == _EDITED_BEFORE and self._previous is not None:
+            # The row links, by a hash that covers it, to something other than the record before it: that
+            # record was changed and its own hash recomputed after this one was written. Name the changed one.
+            seq, previous_uid = self._previous
+            self._break = Break(
+                seq,
+                previous_uid,
+                f"the record was changed after seq {row.seq} was written: its stored hash recomputes, but "
+                f"seq {row.seq} links to a different hash (the original one)",
+            )
+            return False
+        if problem is not None:
+            self._break = Break(row.seq, uid, problem)
+            return False
+        self._expected_seq = row.seq + 1
+        self._prev = row.hash
+        self._previous = (row.seq, uid)
+        self.last_record = record
+        return True
+
+    def finish(self, *, head_seq: int | None, head_hash: str | None) -> ChainReport:
+        """The report, after comparing the last record with the chain-head row (None: the row is missing).
+
+        Writers update the head in the same transaction as their inserts, so records removed from the end
+        are noticed too.
+        """
+        last_seq = self._expected_seq - 1
+        if head_seq is None or head_hash is None:
+            missing = Break(
+                last_seq + 1,
+                None,
+                "the chain-head row (trtguard_chain_head, id 1) is missing: it was deleted, so records "
+                "removed from the end of the log cannot be noticed; restore the log from a backup",
+            )
+            return ChainReport(self._count, last_seq, self._prev, self._break or missing, self._base_seq)
+        if self._break is not None:
+            return ChainReport(self._count, head_seq, head_hash, self._break, self._base_seq)
+        if (head_seq, head_hash) != (last_seq, self._prev):
+            brk = Break(
+                last_seq + 1,
+                None,
+                f"the chain head says seq {head_seq} with hash {head_hash[:16]}…, but the last record is seq "
+                f"{last_seq} with hash {self._prev[:16]}…: records at the end were removed",
+            )
+            return ChainReport(self._count, head_seq, head_hash, brk, self._base_seq)
+        return ChainReport(self._count, head_seq, head_hash, None, self._base_seq)
+
+
+def verify_rows(
+    rows: Iterable[Row],
+    *,
+    head_seq: int | None,
+    head_hash: str | None,
+    base: tuple[int, str] | None = None,
+) -> ChainReport:
+    """Check every link, hash and indexed column of ``rows`` (in ``seq`` order), then the chain head.
+
+    ``base`` is the ``(seq, hash)`` of the newest pruned checkpoint: the chain starts after it.
+    """
+    verifier = ChainVerifier()
+    if base is not None:
+        verifier.start_after(*base)
+    for row in rows:
+        if not verifier.feed(row):
+            break
+    return verifier.finish(head_seq=head_seq, head_hash=head_hash)
+
+
+#: What :func:`_check` says when a row is sound by itself but links to another hash than the record before.
+_EDITED_BEFORE = "prev_hash is not the hash of the record before it, though its own hash recomputes"
+
+
+def _check(row: Row, expected_seq: int, prev: str) -> tuple[str | None, str | None, DecisionRecord | None]:
+    try:
+        data = load_body(row.body)
+    except DecisionLogError as error:
+        return error.message, None, None
+    uid = data.get("uid") if isinstance(data.get("uid"), str) else None
+    if row.seq != expected_seq:
+        return f"expected seq {expected_seq} next, found {row.seq}: records were removed before it", uid, None
+    if row.prev_hash != prev:
+        if chain_hash(row.prev_hash, data) == row.hash:
+            return _EDITED_BEFORE, uid, None
+        return "prev_hash does not match the hash of the record before it", uid, None
+    if chain_hash(prev, data) != row.hash:
+        return "stored hash does not match the record's content: the record was changed", uid, None
+    try:
+        record = DecisionRecord.from_json(data)
+    except DecisionLogError as error:
+        return error.message, uid, None
+    stored = record.to_json()
+    for column in INDEXED_NAMES:
+        value = row.columns.get(column)
+        if isinstance(stored[column], bool):
+            value = None if value is None else bool(value)
+        if value != stored[column]:
+            return (
+                f"column {column} ({value!r}) differs from the hashed record ({stored[column]!r})",
+                uid,
+                None,
+            )
+    if "api_group" in row.columns and row.columns["api_group"] != record.api_group:
+        return (
+            f"column api_group ({row.columns['api_group']!r}) differs from the hashed record's API group "
+            f"({record.api_group!r})",
+            uid,
+            None,
+        )
+    return None, uid, record

@@ -1,0 +1,224 @@
+"""SQL text shared by both stores; only the parameter placeholder differs (``?`` or ``%s``)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any, Final
+
+from decisionlog._chain import Row
+from decisionlog._errors import DecisionLogError
+from decisionlog._record import (
+    DERIVED_COLUMNS,
+    INDEXED_NAMES,
+    DecisionRecord,
+    StoredRecord,
+    canonical_parts,
+    format_time,
+    link_hash,
+    load_body,
+    storable,
+)
+from decisionlog._store import RecordQuery
+
+#: Parts of a record kept once in ``trtguard_shared`` and referenced from each record that holds them: the
+#: images and engines with their evidence repeat from one admission of a workload to the next. The record's
+#: hash covers them as always (the body is given back whole); see docs/decision-log-storage.md.
+SHARED_KEYS: Final = ("engines", "images")
+#: Below this many bytes of canonical JSON the parts stay in the body: a reference would not save space.
+MIN_SHARED_BYTES: Final = 160
+#: What a SELECT returns: chain fields, indexed columns, then the shared part (see :func:`chain_row`).
+ROW_COLUMNS: Final = ", ".join(
+    (
+        "seq",
+        "body",
+        "prev_hash",
+        "hash",
+        *INDEXED_NAMES,
+        *DERIVED_COLUMNS,
+        "(SELECT content FROM trtguard_shared WHERE ref = shared_ref)",
+    )
+)
+INSERT_COLUMNS: Final = ", ".join(
+    ("seq", *INDEXED_NAMES, *DERIVED_COLUMNS, "body", "prev_hash", "hash", "shared_ref")
+)
+#: Stores one shared part (``ref``, ``content``); one already there stays as it is.
+INSERT_SHARED: Final = (
+    "INSERT INTO trtguard_shared (ref, content) VALUES ({p}, {p}) ON CONFLICT (ref) DO NOTHING"
+)
+
+
+def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:
+    """``SELECT`` of :data:`ROW_COLUMNS` for ``query`` with its parameters."""
+    clauses: list[str] = []
+    params: list[object] = []
+    for column, value in (
+        ("namespace", query.namespace),
+        ("name", query.name),
+        ("kind", query.kind),
+        ("api_group", query.group),
+        ("uid", query.uid),
+        ("allowed", query.allowed),
+        ("dry_run", query.dry_run),
+    ):
+        if value is not None:
+            clauses.append(f"{column} = {placeholder}")
+            params.append(value)
+    if query.since is not None:
+        clauses.append(f"time >= {placeholder}")
+        params.append(format_time(query.since))
+    if query.until is not None:
+        clauses.append(f"time < {placeholder}")
+        params.append(format_time(query.until))
+    if query.after_seq is not None:
+        clauses.append(f"seq > {placeholder}")
+        params.append(query.after_seq)
+    if query.before_seq is not None:
+        clauses.append(f"seq < {placeholder}")
+        params.append(query.before_seq)
+    if query.older_than is not None:
+        moment, seq = format_time(query.older_than[0]), query.older_than[1]
+        clauses.append(f"(time < {placeholder} OR (time = {placeholder} AND seq < {placeholder}))")
+        params += [moment, moment, seq]
+    sql = f"SELECT {ROW_COLUMNS} FROM trtguard_decisions"  # noqa: S608 - only fixed column names are formatted in
+    if clauses:
+        sql += " WHERE " + " AND ".join(clauses)
+    order = "time {0}, seq {0}" if query.by_time else "seq {0}"
+    sql += " ORDER BY " + order.format("DESC" if query.newest_first else "ASC")
+    if query.limit is not None or query.offset is not None:
+        # LIMIT -1 (SQLite) and LIMIT ALL (PostgreSQL) differ; a limit of 2^62 means "no limit" in both.
+        sql += f" LIMIT {placeholder} OFFSET {placeholder}"
+        params += [query.limit if query.limit is not None else 2**62, query.offset or 0]
+    return sql, params
+
+
+def insert(placeholder: str) -> str:
+    """``INSERT`` of one row in :data:`INSERT_COLUMNS` order."""
+    marks = ", ".join([placeholder] * (len(INDEXED_NAMES) + len(DERIVED_COLUMNS) + 5))
+    return f"INSERT INTO trtguard_decisions ({INSERT_COLUMNS}) VALUES ({marks})"  # noqa: S608 - fixed text
+
+
+def link(
+    record: DecisionRecord, seq: int, prev: str
+) -> tuple[tuple[object, ...], tuple[str, str] | None, StoredRecord]:
+    """The :func:`insert` values for ``record`` as number ``seq`` after hash ``prev``, the shared part to
+    store first (``(ref, content)`` for :data:`INSERT_SHARED`, or None), and what is stored.
+
+    What is stored is :func:`storable` of ``record``: no content of a request can make the write fail.
+    """
+    record = storable(record)
+    data = record.to_json()
+    # One encoding of each member: the hashed body, the body without its shared part, and that part.
+    body, rest, content = canonical_parts(data, SHARED_KEYS)
+    digest = link_hash(prev, body)
+    shared: tuple[str, str] | None = None
+    if len(content) >= MIN_SHARED_BYTES:
+        # 128 bits of SHA-256 name the part; were two parts ever to collide, the records would not verify
+        # (the hash covers the content), so a collision could only be noticed, never go unseen.
+        shared = (hashlib.sha256(content).hexdigest()[:32], content.decode())
+        body = rest
+    values = (
+        seq,
+        *(data[name] for name in INDEXED_NAMES),
+        record.api_group,
+        body.decode(),
+        prev,
+        digest,
+        shared and shared[0],
+    )
+    return values, shared, StoredRecord(seq, record, prev, digest)
+
+
+def _whole_body(body: str, shared: str | None) -> str:
+    """The stored body with its shared part put back: both are JSON objects, so the texts join."""
+    if shared is None:
+        return body
+    return body[:-1] + "," + shared[1:] if body.endswith("}") and shared.startswith("{") else body
+
+
+def stored_record(row: Sequence[Any]) -> StoredRecord:
+    """A :data:`ROW_COLUMNS` row read back as a record."""
+    body = _whole_body(row[1], row[-1])
+    return StoredRecord(row[0], DecisionRecord.from_json(load_body(body)), row[2], row[3])
+
+
+def chain_row(row: Sequence[Any]) -> Row:
+    """A :data:`ROW_COLUMNS` row as the chain verifier reads it (the body whole again)."""
+    columns = dict(zip((*INDEXED_NAMES, *DERIVED_COLUMNS), row[4:-1], strict=True))
+    return Row(row[0], _whole_body(row[1], row[-1]), row[2], row[3], columns)
+
+
+#: The newest pruned checkpoint's ``statement``: the live chain starts after its ``last_seq``.
+PRUNED_BASE: Final = "SELECT statement FROM trtguard_checkpoints WHERE pruned ORDER BY last_seq DESC LIMIT 1"
+
+
+def pruned_base(rows: Sequence[Any]) -> tuple[int, str] | None:
+    """``(last_seq, head_hash)`` of the :data:`PRUNED_BASE` row, if any.
+
+    Only its numbers are taken here; whether the operator signed it is ``trtguard audit verify --key``'s
+    question.
+    """
+    if not rows:
+        return None
+    statement = load_body(rows[0][0])
+    seq, head = statement.get("last_seq"), statement.get("head_hash")
+    if not isinstance(seq, int) or not isinstance(head, str):
+        raise DecisionLogError("a stored checkpoint is malformed", location="trtguard_checkpoints")
+    return seq, head
+
+
+def carried_rows(
+    namespace: str | None,
+    name: str | None,
+    through_seq: int,
+    placeholder: str,
+    *,
+    group: str | None = None,
+    kind: str | None = None,
+) -> tuple[str, list[object]]:
+    """``SELECT namespace, api_group, kind, name, content`` of the carried state at checkpoint
+    ``through_seq`` (each workload's newest row at or before it): of one workload (API group, kind,
+    namespace and name), of every workload of a namespace and name (no group or kind given), or of all."""
+    p = placeholder
+    # Only fixed column names and the placeholder are formatted in.
+    newest = (
+        "c.through_seq = (SELECT MAX(m.through_seq) FROM trtguard_carried m WHERE m.namespace = c.namespace"  # noqa: S608
+        " AND m.api_group = c.api_group AND m.kind = c.kind AND m.name = c.name"
+        f" AND m.through_seq <= {p})"
+    )
+    clauses = [newest]
+    params: list[object] = [through_seq]
+    for column, value in (("namespace", namespace), ("name", name), ("api_group", group), ("kind", kind)):
+        if value is not None:
+            clauses.append(f"c.{column} = {p}")
+            params.append(value)
+    sql = "SELECT c.namespace, c.api_group, c.kind, c.name, c.content FROM trtguard_carried c WHERE "
+    sql += " AND ".join(clauses)
+    return sql + " ORDER BY c.namespace, c.api_group, c.kind, c.name", params
+
+
+#: Whether an admission (by ``record_id``, :func:`carried_pattern`) is carried forward: an undelivered record
+#: may follow its allow after rotation pruned it, and must still be written (docs/decision-log-storage.md).
+CARRIED_ADMISSION: Final = "SELECT 1 FROM trtguard_carried WHERE content LIKE {p} LIMIT 1"
+
+
+def carried_pattern(record_id: str) -> str:
+    """The LIKE pattern of an admission ``record_id`` in a carried row (ids are hex: nothing to escape)."""
+    if not all(c in "0123456789abcdef" for c in record_id):
+        return "\x00"  # matches nothing: not an id this log wrote
+    return f'%"record_id":"{record_id}"%'
+
+
+#: The newest pruned checkpoint's ``last_seq`` (0 when nothing was pruned): where lookups read the state.
+CARRIED_BASE: Final = "SELECT COALESCE(MAX(last_seq), 0) FROM trtguard_checkpoints WHERE pruned"
+#: Whether the carried state through a checkpoint is stored (``last_seq`` as the one parameter).
+CARRIED_STORED: Final = "SELECT 1 FROM trtguard_carried_checkpoints WHERE last_seq = {p}"
+#: Deletes the rows a newer row of the same workload at or before a checkpoint replaces (its ``last_seq``
+#: twice): run when that checkpoint is pruned, they can no longer be looked up.
+CARRIED_SUPERSEDED: Final = (
+    "DELETE FROM trtguard_carried WHERE through_seq < {p} AND EXISTS (SELECT 1 FROM trtguard_carried n"
+    " WHERE n.namespace = trtguard_carried.namespace AND n.api_group = trtguard_carried.api_group"
+    " AND n.kind = trtguard_carried.kind"
+    " AND n.name = trtguard_carried.name AND n.through_seq > trtguard_carried.through_seq"
+    " AND n.through_seq <= {p})"
+)

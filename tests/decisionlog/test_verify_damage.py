@@ -1,0 +1,139 @@
+"""``verify`` on a damaged log: a missing chain head or table is a clear error, an edited record is named."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from decisionlog import (
+    DecisionLogError,
+    DecisionStore,
+    PostgresStore,
+    RecordQuery,
+    SQLiteStore,
+    chain_hash,
+)
+from tests.support.harness import RecordFactory
+from trtguard.cli import main
+from verifier.base._deadline import Deadline
+
+
+async def _five(store: DecisionStore, make_record: RecordFactory) -> list[str]:
+    uids = []
+    for i in range(1, 6):
+        record = make_record(allowed=(i != 3), reason="x")
+        await store.append(record, deadline=Deadline.after(5))
+        uids.append(record.uid)
+    return uids
+
+
+async def _rehash(store: DecisionStore, body: str, prev: str) -> tuple[str, str]:
+    """Seq 3 admitted after the fact, with its own hash recomputed: (new stored body, new hash).
+
+    The stored body may lack the parts kept in the shared table; the hash covers the whole record.
+    """
+    [stored] = await store.query(RecordQuery(after_seq=2, limit=1))
+    whole = stored.record.to_json()
+    whole["allowed"] = True
+    data = json.loads(body)
+    data["allowed"] = True
+    return json.dumps(data), chain_hash(prev, whole)
+
+
+async def _sqlite_log(tmp_path: Path, make_record: RecordFactory) -> tuple[SQLiteStore, list[str]]:
+    store = SQLiteStore(tmp_path / "d.db")
+    await store.open()
+    uids = await _five(store, make_record)
+    await store.close()
+    return store, uids
+
+
+def _sqlite_edit(path: Path, *statements: str) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TRIGGER trtguard_decisions_no_update")
+        conn.execute("DROP TRIGGER trtguard_decisions_no_delete")
+        for statement in statements:
+            conn.execute(statement)
+
+
+async def test_an_edited_record_with_a_recomputed_hash_is_named(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    store, uids = await _sqlite_log(tmp_path, make_record)
+    with sqlite3.connect(store.path) as conn:
+        body, prev = conn.execute("SELECT body, prev_hash FROM trtguard_decisions WHERE seq = 3").fetchone()
+        conn.execute("DROP TRIGGER trtguard_decisions_no_update")
+        new_body, new_hash = await _rehash(store, body, prev)
+        conn.execute(
+            "UPDATE trtguard_decisions SET body = ?, hash = ?, allowed = 1 WHERE seq = 3",
+            (new_body, new_hash),
+        )
+    report = await store.verify()
+    assert report.first_break is not None
+    assert (report.first_break.seq, report.first_break.uid) == (3, uids[2])
+    assert "changed after seq 4 was written" in report.first_break.problem
+
+
+async def test_a_missing_chain_head_is_a_break_not_a_traceback(
+    tmp_path: Path, make_record: RecordFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, _ = await _sqlite_log(tmp_path, make_record)
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("DELETE FROM trtguard_chain_head")
+    report = await store.verify()
+    assert report.first_break is not None
+    assert report.first_break.seq == 6
+    assert "chain-head row" in report.first_break.problem
+    assert (
+        await asyncio.to_thread(main, ["audit", "verify", "--decision-log", f"sqlite:///{store.path}"]) == 1
+    )
+    assert "chain-head row (trtguard_chain_head, id 1) is missing" in capsys.readouterr().out
+
+
+async def test_a_dropped_table_is_a_clear_error(
+    tmp_path: Path, make_record: RecordFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, _ = await _sqlite_log(tmp_path, make_record)
+    _sqlite_edit(store.path, "DROP TABLE trtguard_decisions")
+    with pytest.raises(DecisionLogError, match="no such table: trtguard_decisions"):
+        await store.verify()
+    status = await asyncio.to_thread(main, ["audit", "verify", "--decision-log", f"sqlite:///{store.path}"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "no such table: trtguard_decisions" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.postgres
+async def test_postgres_damage(pg_url: str, make_record: RecordFactory) -> None:
+    store = PostgresStore(pg_url)
+    await store.open()
+    try:
+        uids = await _five(store, make_record)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("ALTER TABLE trtguard_decisions DISABLE TRIGGER USER")
+            row = conn.execute("SELECT body, prev_hash FROM trtguard_decisions WHERE seq = 3").fetchone()
+            assert row is not None
+            new_body, new_hash = await _rehash(store, row[0], row[1])
+            conn.execute(
+                "UPDATE trtguard_decisions SET body = %s, hash = %s, allowed = true WHERE seq = 3",
+                (new_body, new_hash),
+            )
+        report = await store.verify()
+        assert report.first_break is not None
+        assert (report.first_break.seq, report.first_break.uid) == (3, uids[2])
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("DELETE FROM trtguard_chain_head")
+        report = await store.verify()
+        assert report.first_break is not None and report.first_break.seq == 3
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("DROP TABLE trtguard_decisions")
+        with pytest.raises(DecisionLogError, match="holds no trtguard decision log"):
+            await store.verify()
+    finally:
+        await store.close()
