@@ -103,7 +103,8 @@ def test_no_cycles_and_no_import_of_the_own_front_door(tmp_path: Path) -> None:
                 "verifier/__init__.py": "",
                 "verifier/a.py": "from verifier.b import x\n",
                 "verifier/b.py": "def f():\n    from verifier.a import y\n",
-                "verifier/c.py": "from verifier import a\n",
+                "verifier/c.py": "from verifier import a, name\n",
+                "verifier/d.py": "from verifier import a\n",  # a submodule only: not the front door
             },
         ),
         ("verifier",),
