@@ -82,7 +82,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     critical, clean = "609-cyclonedx-vex-pyyaml-ratings.cdx.json", "606-pip-audit-clean.cdx.json"
     unreadable = _document(critical, now - timedelta(hours=1))
     unreadable["components"][0]["version"] = 5.3  # signed, but not a CycloneDX document
-    documents = {
+    documents: dict[str, list[tuple[str | dict[str, Any], datetime | None, str]]] = {
         # a readable scan with a CRITICAL finding, and a newer signed one that cannot be read
         "aa": [(critical, now - timedelta(days=1), "scanner"), (unreadable, None, "scanner")],
         # a clean scan, and one with a finding signed by a key the policy does not trust
