@@ -35,6 +35,11 @@ if TYPE_CHECKING:  # the verifiers load with the first signature checked (start-
     from verifier.signatures.policy import SignerMatch
 
 
+class UnreadableEvidence(VerificationError):
+    """A statement signed by the rule's keys whose content cannot be read (not a statement, not a document
+    of its type): it cannot tell what it says, nor, for the newest-wins families, whether it is the newest."""
+
+
 @dataclass(frozen=True, slots=True)
 class VerifiedManifest:
     """A build manifest whose signature verified, with its JSON form for CEL and the subjects it covers."""
@@ -161,12 +166,12 @@ def verify_manifest(
         raise VerificationError(
             f"signed by {len(verified)} of the {threshold} required distinct keys ([{', '.join(verified)}])"
         )
-    statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
     try:
+        statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
         manifest = load_manifest(statement, attestation.origin)
-    except InputError as error:
+    except (InputError, VerificationError) as error:
         # Signed but malformed is a definitive answer, cached like a bad signature.
-        raise VerificationError(f"the signed build manifest is invalid: {error.message}") from error
+        raise UnreadableEvidence(f"the signed build manifest is invalid: {error.message}") from error
     engine_digest = f"sha256:{manifest.output_engine.sha256}"
     if engine_digest not in statement.subject_digests():
         raise VerificationError(
@@ -189,11 +194,11 @@ def verify_predicate(
     names = signed_by(copies, signers)
     if len(names) < threshold:
         raise VerificationError(f"signed by {len(names)} of the {threshold} required distinct keys")
-    statement = statement_from_envelope(copies[0].envelope, location=copies[0].origin)
     try:  # signed but unreadable is a definitive answer, cached like a bad signature
+        statement = statement_from_envelope(copies[0].envelope, location=copies[0].origin)
         scan = read_scan(statement.predicate_type, statement.predicate, copies[0].origin) if scans else None
-    except InputError as error:
-        raise VerificationError(f"the signed document is invalid: {error.message}") from error
+    except (InputError, VerificationError) as error:
+        raise UnreadableEvidence(f"the signed document is invalid: {error.message}") from error
     return VerifiedPredicate(
         statement.predicate, scan, names, copies[0].origin, statement_digest(copies[0].envelope.payload)
     )

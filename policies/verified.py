@@ -30,10 +30,11 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from policies.cel.activation import CelActivation, prepare_activation
 from policies.evidence_checks import (
+    UnreadableEvidence,
     VerifiedApproval,
     VerifiedAttestation,
     VerifiedManifest,
@@ -66,6 +67,7 @@ if TYPE_CHECKING:  # the verifiers load with the first signature checked (start-
 
 __all__ = [
     "CacheSettings",
+    "Documents",
     "Fetch",
     "VerifiedApproval",
     "VerifiedAttestation",
@@ -80,6 +82,24 @@ _log = logging.getLogger(__name__)
 
 Fetch = Callable[[], Awaitable[ArtifactAttestations]]
 """Fetches the attestations of an artifact with its subjects (shared by the checks of one evaluation)."""
+
+
+_Document = TypeVar("_Document", VerifiedPredicate, VerifiedManifest)
+
+
+@dataclass(frozen=True, slots=True)
+class Documents(Generic[_Document]):
+    """The signed documents of one kind about an artifact, with those that could not be counted.
+
+    A document that does not verify (another key, a bad signature, about another engine file) fails only
+    itself; one signed by the rule's keys whose content cannot be read cannot tell what it says nor when it
+    was made, so the rules judge it "cannot tell" (``onError``) rather than let an older one speak for it.
+    Each of ``unreadable`` and ``refused`` is ``"where: why"``.
+    """
+
+    readable: tuple[_Document, ...]
+    unreadable: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +139,10 @@ class VerifiedEvidence:
             )
 
         self.signatures_cache: ResultCache[tuple[object, ...], VerifiedSignatures] = cache()
-        self.manifests_cache: ResultCache[tuple[object, ...], tuple[VerifiedManifest, ...]] = cache()
+        self.manifests_cache: ResultCache[tuple[object, ...], Documents[VerifiedManifest]] = cache()
         self.approvals_cache: ResultCache[tuple[object, ...], tuple[VerifiedApproval, ...]] = cache()
         self.attestations_cache: ResultCache[tuple[object, ...], VerifiedAttestation] = cache()
-        self.predicates_cache: ResultCache[tuple[object, ...], tuple[VerifiedPredicate, ...]] = cache()
+        self.predicates_cache: ResultCache[tuple[object, ...], Documents[VerifiedPredicate]] = cache()
         self.verifications_cache: ResultCache[tuple[object, ...], VerifiedVerification] = cache()
         # CEL data over a manifest and its engine, by the manifest's envelope digest and the engine.
         self._manifest_activations: dict[tuple[str | None, ...], CelActivation] = {}
@@ -306,56 +326,56 @@ class VerifiedEvidence:
         fetch: Fetch,
         *,
         scans: bool,
-    ) -> tuple[VerifiedPredicate, ...]:
-        """Every attestation of ``predicate_type`` about the artifact signed by ``threshold`` of ``keys`` (at
-        least one), read as an SBOM or scan when ``scans`` (one that is not is refused like a bad one)."""
+    ) -> Documents[VerifiedPredicate]:
+        """Every attestation of ``predicate_type`` about the artifact signed by ``threshold`` of ``keys``,
+        read as an SBOM or scan when ``scans``; raises :class:`VerificationError` when none is signed so."""
 
-        async def compute() -> tuple[VerifiedPredicate, ...]:
+        async def compute() -> Documents[VerifiedPredicate]:
             candidates = [a for a in (await fetch()).attestations if a.predicate_type == predicate_type]
             signers = self._policy_set.signers_for(keys)
             verified: list[VerifiedPredicate] = []
-            reasons: list[str] = []
+            unreadable: list[str] = []
+            refused: list[str] = []
             for copies in by_statement(candidates):
                 try:
                     verified.append(
                         await asyncio.to_thread(verify_predicate, copies, signers, threshold, scans)
                     )
+                except UnreadableEvidence as error:
+                    unreadable.append(f"{copies[0].origin}: {error.message}")
                 except TrtguardError as error:
-                    reasons.append(error.message)
-            if verified:
-                return tuple(verified)
-            why = f" signed by [{', '.join(keys)}]: {reasons[0]}" if reasons else ""
+                    refused.append(f"{copies[0].origin}: {error.message}")
+            if verified or unreadable:
+                return Documents(tuple(verified), tuple(unreadable), tuple(refused))
+            why = f" signed by [{', '.join(keys)}]: {'; '.join(refused)}" if refused else ""
             raise VerificationError(f"no attestation of type {predicate_type}{why}")
 
         key = self._key("predicates", reference, predicate_type, tuple(keys), threshold, scans)
         return await self.predicates_cache.get_or_compute(key, compute)
 
-    async def build_manifest(
-        self, reference: ImageReference, keys: Sequence[str], threshold: int, fetch: Fetch
-    ) -> VerifiedManifest:
-        """The newest build manifest of the engine signed by ``threshold`` of ``keys``."""
-        manifests = await self.build_manifests(reference, keys, threshold, fetch)
-        # Several signed manifests for one engine: the newest build is the one that describes it.
-        return max(manifests, key=lambda v: v.manifest.build_timestamp)
-
     async def build_manifests(
         self, reference: ImageReference, keys: Sequence[str], threshold: int, fetch: Fetch
-    ) -> tuple[VerifiedManifest, ...]:
-        """Every build manifest of the engine signed by ``threshold`` of ``keys`` (at least one)."""
+    ) -> Documents[VerifiedManifest]:
+        """Every build manifest of the engine signed by ``threshold`` of ``keys``; raises
+        :class:`VerificationError` when none is signed so."""
 
-        async def compute() -> tuple[VerifiedManifest, ...]:
+        async def compute() -> Documents[VerifiedManifest]:
             fetched = await fetch()
             candidates = [a for a in fetched.attestations if a.predicate_type == ENGINE_BUILD_PREDICATE_TYPE]
             if not candidates:
                 raise fetched.subjects.not_found("build manifest attestation", self._source.description)
             signers = self._policy_set.signers_for(keys)
             verified: list[VerifiedManifest] = []
+            unreadable: list[str] = []
             reasons: list[str] = []
             elsewhere: list[VerificationError] = []  # signed, but about another engine file
             for copies in by_statement(candidates):
                 origin = copies[0].origin
                 try:
                     found = await asyncio.to_thread(verify_manifest, copies, signers, threshold)
+                except UnreadableEvidence as error:
+                    unreadable.append(f"{origin}: {error.message}")
+                    continue
                 except TrtguardError as error:
                     reasons.append(f"{origin}: {error.message}")
                     continue
@@ -365,15 +385,16 @@ class VerifiedEvidence:
                     elsewhere.append(VerificationError(f"{error.message} ({origin})", hint=error.hint))
                     continue
                 verified.append(found)
-            if verified:
-                return tuple(verified)
+            if verified or unreadable:
+                refused = (*reasons, *(e.message for e in elsewhere))
+                return Documents(tuple(verified), tuple(unreadable), refused)
             if elsewhere:
                 first = elsewhere[0]
                 raise VerificationError(
                     f"no build manifest signed by [{', '.join(keys)}] describes this engine: {first.message}",
                     hint=first.hint,
                 )
-            raise VerificationError(f"build manifest not signed by [{', '.join(keys)}]: {reasons[0]}")
+            raise VerificationError(f"build manifest not signed by [{', '.join(keys)}]: {'; '.join(reasons)}")
 
         key = self._key("manifest", reference, tuple(keys), threshold, self._signers(keys))
         return await self.manifests_cache.get_or_compute(key, compute)

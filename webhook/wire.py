@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from verifier.base import InputError
+from verifier.base import InputError, visible
 
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
@@ -353,7 +353,9 @@ def _add_extras(
 
 
 def _one_line(text: str, limit: int) -> str:
-    line = " ".join(text.split())
+    # Messages quote names from the request and its evidence: every invisible, reordering or line-breaking
+    # code point is written out (<U+XXXX>), as the report does; only tabs and newlines fold into spaces.
+    line = " ".join(visible(text, keep="\t\n").split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

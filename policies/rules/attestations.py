@@ -51,15 +51,28 @@ async def check(
     Returns the signed documents that were judged (none when none verified), for the decision record.
     """
     scans = is_scan_predicate_type(rule.predicate_type)
-    verified = await found.check(
+    documents = await found.check(
         rule_id,
         run.image_predicates(pinned, rule, scans=scans),
         refused=Refusal("attach the attestation to the image digest (`trtguard attest --push`)"),
     )
-    if verified is None:
+    if documents is None:
         return []
-    judged = [_newest(verified)] if scans else list(verified)
-    if scans and _from_the_future(run.clock(), found, rule_id, rule, judged[0]):
+    for why in documents.refused:
+        run.note(f"image {pinned}: a {rule.predicate_type} attestation did not count: {why}")
+    if documents.unreadable:
+        newest = ", nor which one is the newest" if scans else ""
+        found.add(
+            rule_id,
+            f"cannot tell what the {rule.predicate_type} attestations say{newest}: one signed by "
+            f"[{', '.join(rule.keys)}] cannot be read ({'; '.join(documents.unreadable)})",
+            "remove the unreadable attestation from the image (or attest the document again)",
+            error=True,
+        )
+    if not documents.readable:
+        return []
+    judged = _judged(run, pinned, rule, documents.readable) if scans else list(documents.readable)
+    if scans and any(_from_the_future(run.clock(), found, rule_id, rule, d) for d in judged):
         return judged
     if max_age is not None:
         _max_age(run.clock(), found, f"{rule_id}.maxAge", rule, max_age, judged[0])
@@ -69,14 +82,24 @@ async def check(
     return judged
 
 
-def _newest(verified: Sequence[VerifiedPredicate]) -> VerifiedPredicate:
-    """The document that describes the image now: the newest by the time it records (undated ones first)."""
+def _judged(
+    run: Evaluation, pinned: ImageReference, rule: AttestationRule, verified: Sequence[VerifiedPredicate]
+) -> list[VerifiedPredicate]:
+    """The documents that describe the image now: the newest by the time it records.
 
-    def when(document: VerifiedPredicate) -> tuple[int, float]:
-        made = document.scan.scanned_at if document.scan is not None else None
-        return (0, 0.0) if made is None else (1, made.timestamp())
-
-    return max(verified, key=when)
+    An undated document is never the newest: beside dated ones it is left out (and noted), and when none
+    records a time every one is judged (which of them describes the image cannot be told).
+    """
+    dated = [(d.scan.scanned_at, d) for d in verified if d.scan is not None and d.scan.scanned_at is not None]
+    if not dated:
+        return list(verified)
+    for document in verified:
+        if document.scan is None or document.scan.scanned_at is None:
+            run.note(
+                f"image {pinned}: the {rule.predicate_type} attestation {document.origin} records no time, "
+                "so the newest dated one was judged instead"
+            )
+    return [max(dated, key=lambda pair: pair[0])[1]]
 
 
 def _from_the_future(

@@ -38,7 +38,7 @@ from policies.results import (
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import BuildManifestRule, ChangeControl
-from policies.verified import VerifiedApproval, VerifiedManifest
+from policies.verified import Documents, VerifiedApproval, VerifiedManifest
 from verifier.attestations import ChangeKind
 from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference, VerificationError
 from verifier.manifest import EngineBuildManifest
@@ -169,8 +169,11 @@ async def _baselines(
     declared_found = False
     vouched = False
 
-    def choose(candidates: Sequence[VerifiedManifest]) -> VerifiedManifest:
+    def choose(documents: Documents[VerifiedManifest]) -> VerifiedManifest:
         """The declared previous manifest among an engine's manifests, else the newest."""
+        candidates = documents.readable
+        if not candidates:  # only unreadable ones: which build it was cannot be told
+            raise VerificationError(f"its build manifest cannot be read ({'; '.join(documents.unreadable)})")
         matching = [c for c in candidates if c.digest == declared]
         return matching[0] if matching else max(candidates, key=lambda c: c.manifest.build_timestamp)
 

@@ -38,6 +38,7 @@ from policies.schema import (
     VerificationRule,
 )
 from policies.verified import (
+    Documents,
     VerifiedApproval,
     VerifiedAttestation,
     VerifiedEvidence,
@@ -297,9 +298,9 @@ class Evaluation:
 
     async def image_predicates(
         self, reference: ImageReference, rule: AttestationRule, *, scans: bool
-    ) -> tuple[VerifiedPredicate, ...]:
+    ) -> Documents[VerifiedPredicate]:
         """Every attestation of ``rule``'s predicate type about the image signed by its signers, read as
-        SBOMs or scans when ``scans``."""
+        SBOMs or scans when ``scans`` (and those that could not count)."""
         verified = self.verified
         return await self.once(
             ("predicates", reference, rule.predicate_type, tuple(rule.keys), rule.threshold, scans),
@@ -313,20 +314,10 @@ class Evaluation:
             ),
         )
 
-    async def build_manifest(self, reference: ImageReference, rule: BuildManifestRule) -> VerifiedManifest:
-        """The engine's newest build manifest signed by ``rule``'s signers."""
-        verified = self.verified
-        return await self.once(
-            ("manifest", reference, tuple(rule.keys), rule.threshold),
-            lambda: verified.build_manifest(
-                reference, rule.keys, rule.threshold, self.attestations(reference)
-            ),
-        )
-
     async def build_manifests(
         self, reference: ImageReference, rule: BuildManifestRule
-    ) -> tuple[VerifiedManifest, ...]:
-        """Every build manifest of the engine signed by ``rule``'s signers."""
+    ) -> Documents[VerifiedManifest]:
+        """Every build manifest of the engine signed by ``rule``'s signers (and those that did not count)."""
         verified = self.verified
         return await self.once(
             ("manifests", reference, tuple(rule.keys), rule.threshold),
@@ -393,7 +384,7 @@ class Evaluation:
                     engine = self.reference(engine_use.reference)
                     if isinstance(engine, ImageReference) and engine.digest is not None:
                         questions.append(
-                            functools.partial(self.build_manifest, engine, models.build_manifest)
+                            functools.partial(self.build_manifests, engine, models.build_manifest)
                         )
         if len(questions) > 1:
             await asyncio.gather(*(q() for q in questions), return_exceptions=True)

@@ -22,50 +22,78 @@ async def verify(
     run: Evaluation, found: Findings, rule: BuildManifestRule, ref: ImageReference, counted: Counted
 ) -> VerifiedManifest | None:
     """The engine's newest build manifest signed by the rule's keys (noted in ``counted``); None when there
-    is none (a violation)."""
+    is none that can be judged (a violation).
+
+    A manifest signed by the rule's keys that cannot be read cannot tell when it was built: which one is the
+    newest cannot be told (``onError``). One dated in the future is refused: it would be the newest until
+    that time came, and hide every build recorded before it. Manifests that do not verify fail only
+    themselves, and are named in the decision's notes.
+    """
     keys = " or ".join(rule.keys)
-    verified = await found.check(
-        "models.buildManifest",
-        run.build_manifest(ref, rule),
-        # A manifest about another engine file says what to attach instead (the error's hint).
-        refused=Refusal(
-            f"sign the build manifest with {keys} and attach it to the engine (`trtguard attest --type "
-            "https://trtguard.dev/attestations/engine-build/v1 --push`)",
-            hint_first=True,
-        ),
+    fix = (
+        f"sign the build manifest with {keys} and attach it to the engine (`trtguard attest --type "
+        "https://trtguard.dev/attestations/engine-build/v1 --push`)"
     )
-    if verified is not None:
-        manifest = verified.manifest
-        counted.build_manifest(
-            BuildManifestRecord(
-                digest=verified.digest,
-                signers=run.verified.signer_records(verified.signers),
-                audit_id=manifest.audit_id,
-                tensorrt_version=manifest.toolchain.tensorrt_version,
-                precisions=tuple(sorted(manifest.precisions())),
-            )
+    documents = await found.check(
+        "models.buildManifest",
+        run.build_manifests(ref, rule),
+        # A manifest about another engine file says what to attach instead (the error's hint).
+        refused=Refusal(fix, hint_first=True),
+    )
+    if documents is None:
+        return None
+    for why in documents.refused:
+        run.note(f"engine {ref}: a build manifest did not count: {why}")
+    if documents.unreadable:
+        found.add(
+            "models.buildManifest",
+            "cannot tell which build manifest describes the engine: one signed by "
+            f"[{', '.join(rule.keys)}] cannot be read ({'; '.join(documents.unreadable)})",
+            "remove the unreadable manifest from the engine (or attach it again readable)",
+            error=True,
         )
+        return None
+    # Several signed manifests for one engine: the newest build is the one that describes it.
+    verified = max(documents.readable, key=lambda v: v.manifest.build_timestamp)
+    manifest = verified.manifest
+    ahead = manifest.build_timestamp - run.clock()
+    if ahead > CLOCK_SKEW:
+        found.add(
+            "models.buildManifest",
+            f"the newest build manifest ({verified.origin}) is dated {_duration(ahead)} in the future "
+            f"({manifest.build_timestamp}), so it cannot be judged, and it would hide every build recorded "
+            "before it",
+            "remove that manifest from the engine, record the build time from a synchronised clock and sign "
+            "the manifest again",
+        )
+        return None
+    counted.build_manifest(
+        BuildManifestRecord(
+            digest=verified.digest,
+            signers=run.verified.signer_records(verified.signers),
+            audit_id=manifest.audit_id,
+            tensorrt_version=manifest.toolchain.tensorrt_version,
+            precisions=tuple(sorted(manifest.precisions())),
+        )
+    )
     return verified
 
 
 def check_max_age(
     run: Evaluation, found: Findings, rule: BuildManifestRule, verified: VerifiedManifest
 ) -> None:
-    """``maxAge``: the engine was built recently enough, and not in the future."""
+    """``maxAge``: the engine was built recently enough (a manifest dated in the future is refused by
+    :func:`verify` already)."""
     max_age = found.policy.manifest_max_age
     if max_age is None:
         return
-    built = verified.manifest.build_timestamp
-    age = run.clock() - built
-    if age < -CLOCK_SKEW:  # a manifest dated in the future would never expire
-        message = f"the build manifest is dated {_duration(-age)} in the future ({built})"
-        fix = "record the build time from a synchronised clock and sign the manifest again"
-    elif age > max_age:
-        message = f"the engine was built {_duration(age)} ago, more than the {rule.max_age} allowed"
-        fix = "rebuild the engine and record a fresh build manifest"
-    else:
-        return
-    found.add("models.buildManifest.maxAge", message, fix)
+    age = run.clock() - verified.manifest.build_timestamp
+    if age > max_age:
+        found.add(
+            "models.buildManifest.maxAge",
+            f"the engine was built {_duration(age)} ago, more than the {rule.max_age} allowed",
+            "rebuild the engine and record a fresh build manifest",
+        )
 
 
 def _duration(delta: timedelta) -> str:

@@ -293,13 +293,64 @@ def test_cosign_in_toto_v01_statements_are_read(material: Material) -> None:
     ]
 
 
-def test_a_signed_document_that_does_not_parse_is_refused(material: Material) -> None:
+def _unparsable() -> dict[str, Any]:
     bom = data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")
     bom["components"][0]["version"] = 5.3
-    attest(material, CDX, bom)
+    return bom
+
+
+@pytest.mark.parametrize("on_error", ["Deny", "Warn"])
+def test_a_signed_document_that_does_not_parse_cannot_tell(material: Material, on_error: str) -> None:
+    attest(material, CDX, _unparsable())
+    decision = judge(material, policy(on_error=on_error))
+    [violation] = decision.violations
+    assert (violation.rule, violation.error, violation.action) == (RULE, True, Action(on_error))
+    assert "cannot be read" in violation.message and "the signed document is invalid" in violation.message
+    assert "which one is the newest" in violation.message
+
+
+def test_an_unreadable_newest_scan_does_not_hide_an_older_readable_one(material: Material) -> None:
+    # the readable one (made 2026-11-28) has a CRITICAL finding; the unreadable one may be newer or not:
+    # both are said, neither is skipped
+    attest(material, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"), "readable.json")
+    unreadable = _unparsable() | {"metadata": {"timestamp": "2026-12-01T00:00:00Z"}}
+    attest(material, CDX, unreadable, "unreadable.json")
+    decision = judge(material, policy(on_error="Warn"))
+    assert found(decision) == {
+        (RULE, Action.WARN, True),
+        (f"{RULE}.conditions.no-critical", Action.DENY, False),
+    }
+
+
+def test_an_undated_document_is_never_the_newest(material: Material) -> None:
+    # dated with a CRITICAL finding, and an undated clean one: the dated one is judged
+    attest(material, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"), "b-dated.json")
+    undated = data("606-pip-audit-clean.cdx.json") | {"vulnerabilities": []}
+    del undated["metadata"]
+    attest(material, CDX, undated, "a-undated.json")
+    decision = judge(material, policy())
+    assert found(decision) == {(f"{RULE}.conditions.no-critical", Action.DENY, False)}
+    assert any("a-undated.json records no time" in note for note in decision.notes)
+    # two undated ones: which describes the image cannot be told, so every one is judged
+    critical = data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")
+    del critical["metadata"]
+    attest(material, CDX, critical, "b-dated.json")
+    assert found(judge(material, policy())) == {(f"{RULE}.conditions.no-critical", Action.DENY, False)}
+
+
+def test_an_unverifiable_document_fails_only_itself_and_is_named(material: Material) -> None:
+    clean = data("606-pip-audit-clean.cdx.json") | {"vulnerabilities": []}
+    attest(material, CDX, clean, "good.json")
+    material.statement(DIGEST, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"), "rogue", "rogue.json")
+    decision = judge(material, policy())
+    assert decision.allowed
+    [note] = [n for n in decision.notes if "did not count" in n]
+    assert "rogue.json" in note
+    # without the good one the denial names each document that did not verify
+    (material.attestations / "good.json").unlink()
+    material.statement(DIGEST, CDX, clean, "rogue", "rogue2.json")
     [violation] = judge(material, policy()).violations
-    assert (violation.rule, violation.error) == (RULE, False)
-    assert "the signed document is invalid" in violation.message
+    assert "rogue.json" in violation.message and "rogue2.json" in violation.message
 
 
 def test_a_scan_signed_by_another_key_is_refused(material: Material) -> None:
