@@ -171,10 +171,10 @@ class Project:
                     yield from visit(node.orelse, in_function, type_checking)
                 elif isinstance(node, ast.ImportFrom):
                     if (source := resolve(node)) is not None:
-                        inner = [f"{source}.{alias.name}" for alias in node.names]
+                        members = [f"{source}.{alias.name}" for alias in node.names]
                         # `from package import submodule` runs only the submodule: the package itself is
                         # loaded first by any import below it, so an edge to it would be a cycle in name only.
-                        names = inner if all(t in self.modules for t in inner) else [source, *inner]
+                        names = members if all(t in self.modules for t in members) else [source, *members]
                         for target in names:
                             yield from edge(target, node, in_function, type_checking)
                 elif isinstance(node, ast.Import):
