@@ -139,9 +139,11 @@ async def _from_registry(
 
 
 def _policy(directory: Path) -> NotationPolicy:
+    from verifier.base import read_limited  # noqa: PLC0415
     from verifier.signatures.notation import load_notation_config  # noqa: PLC0415
 
-    return load_notation_config(directory, read=lambda path: path.read_bytes())
+    # Every file of the configuration is read bounded, and a read error is an input error (exit 2).
+    return load_notation_config(directory, read=lambda path: read_limited(path, "the file"))
 
 
 def _run(args: argparse.Namespace) -> int:
