@@ -8,7 +8,11 @@ leave to the caller is checked here, as notation-core-go does:
 * the algorithm must be the one the signing key calls for (RSA-2048/3072/4096 → PS256/384/512, P-256/384/521
   → ES256/384/512): an RSA-3072 certificate with a PS256 signature fails;
 * ``crit`` must list the signing scheme, and the expiry and authentic signing time when present; any other
-  critical header (a verification plugin, an extension) fails, since trtguard runs no plugins;
+  critical header (an extension) fails;
+* a signature that names a verification plugin (``io.cncf.notary.verificationPlugin`` or
+  ``…verificationPluginMinVersion`` in the protected header) fails whether ``crit`` lists it or not:
+  trtguard runs no plugins, notation-go refuses such a signature without its plugin and refuses the header
+  outright when it is not marked critical (``verifier/helpers.go``);
 * the signing scheme is ``notary.x509`` (with ``signingTime``) or ``notary.x509.signingAuthority`` (with
   ``authenticSigningTime``, not ``signingTime``); the expiry, when present, is after the signing time;
 * the content type is the Notary payload, and the payload's ``targetArtifact`` is a descriptor (media type,
@@ -48,6 +52,7 @@ __all__ = [
     "EXPIRY",
     "JWS_MEDIA_TYPE",
     "PAYLOAD_CONTENT_TYPE",
+    "PLUGIN_HEADERS",
     "SCHEME_SIGNING_AUTHORITY",
     "SCHEME_X509",
     "SIGNING_SCHEME",
@@ -73,6 +78,9 @@ SCHEME_SIGNING_AUTHORITY: Final = "notary.x509.signingAuthority"
 #: Certificates a chain may have (leaf, intermediates, root; real ones have two to four).
 MAX_CHAIN: Final = 10
 _NOTARY_HEADERS: Final = (SIGNING_SCHEME, SIGNING_TIME, EXPIRY, AUTHENTIC_SIGNING_TIME)
+#: The extended attributes that make a signature need a verification plugin (the Notary Project signature
+#: specification, "Extended attributes for Notation plugins").
+PLUGIN_HEADERS: Final = ("io.cncf.notary.verificationPlugin", "io.cncf.notary.verificationPluginMinVersion")
 _COSE_ALGORITHMS: Final = {-37: "PS256", -38: "PS384", -39: "PS512", -7: "ES256", -35: "ES384", -36: "ES512"}
 _HASHES: Final = {"256": hashes.SHA256(), "384": hashes.SHA384(), "512": hashes.SHA512()}
 _CURVES: Final = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
@@ -174,6 +182,14 @@ def _check_headers(
     required = {SIGNING_SCHEME} | ({EXPIRY} if expiry is not None else set())
     if scheme == SCHEME_SIGNING_AUTHORITY:
         required.add(AUTHENTIC_SIGNING_TIME)
+    plugin = [name for name in PLUGIN_HEADERS if name in protected]
+    if plugin:
+        named = ", ".join(f"{name}={protected[name]!r}" for name in plugin)
+        raise VerificationError(
+            f"the signature requires a verification plugin ({named}"
+            f"{', not marked critical' if set(plugin) - set(crit) else ''}); trtguard runs no plugins, so "
+            "such a signature never verifies (Notation refuses it too without the plugin)"
+        )
     listed = set(crit)
     if len(listed) != len(crit):
         raise VerificationError('"crit" lists a header twice')

@@ -205,7 +205,7 @@ def test_the_algorithm_must_follow_the_key() -> None:
                 "crit": ["io.cncf.notary.signingScheme", "io.cncf.notary.verificationPlugin"],
                 "io.cncf.notary.verificationPlugin": "acme",
             },
-            "does not understand: io.cncf.notary.verificationPlugin",
+            "requires a verification plugin",
         ),
         ({"crit": ["io.cncf.notary.signingScheme", "x-acme"], "x-acme": 1}, "does not understand: x-acme"),
         ({"io.cncf.notary.signingScheme": "notary.x509.signingAuthority"}, "must not be present"),
@@ -216,6 +216,53 @@ def test_critical_headers_follow_the_spec(protected: dict[str, Any], reason: str
     pki = make_pki()
     with pytest.raises(VerificationError, match=reason):
         _verify(_jws(pki, pki.leaf.signing_key, _protected("ES256", **protected)), _trust(pki))
+
+
+PLUGIN = "io.cncf.notary.verificationPlugin"
+MIN_VERSION = "io.cncf.notary.verificationPluginMinVersion"
+
+
+@pytest.mark.parametrize("media_type", ENVELOPES)
+@pytest.mark.parametrize(
+    ("extra", "critical"),
+    [
+        ({PLUGIN: "acme"}, []),  # was accepted: the header was only refused when crit listed it
+        ({PLUGIN: "acme"}, [PLUGIN]),
+        ({PLUGIN: "acme", MIN_VERSION: "1.0.0"}, [PLUGIN]),
+        ({PLUGIN: "acme", MIN_VERSION: "1.0.0"}, [PLUGIN, MIN_VERSION]),
+        ({MIN_VERSION: "1.0.0"}, []),
+        ({PLUGIN: ""}, []),
+        ({PLUGIN: 7}, []),
+    ],
+)
+def test_a_signature_that_requires_a_verification_plugin_never_verifies(
+    media_type: str, extra: dict[str, Any], critical: list[str]
+) -> None:
+    """notation-go refuses a verificationPlugin attribute that is not critical, and one that is without the
+    plugin; trtguard runs none, so every such signature fails, in both envelopes, signed for real."""
+    pki = make_pki()
+    body = envelopes.payload(DESCRIPTOR)
+    if media_type == JWS_MEDIA_TYPE:
+        headers = envelopes.jws_headers("ES256", NOW, **extra)
+        headers["crit"] = [*headers["crit"], *critical]
+        data = envelopes.jws(pki.leaf.signing_key, pki.chain, headers, body)
+    else:
+        cose_headers = envelopes.cose_headers("ES256", NOW, **extra)
+        cose_headers[2] = [*cose_headers[2], *critical]
+        data = envelopes.cose(pki.leaf.signing_key, pki.chain, cose_headers, body, alg="ES256")
+    with pytest.raises(VerificationError, match="requires a verification plugin"):
+        _verify(NotationSignature(data, media_type), _trust(pki, level="audit"))
+    # The same envelope without the attribute verifies: the refusal is the plugin's, nothing else.
+    plain = {k: v for k, v in extra.items() if k not in (PLUGIN, MIN_VERSION)}
+    if media_type == JWS_MEDIA_TYPE:
+        data = envelopes.jws(
+            pki.leaf.signing_key, pki.chain, envelopes.jws_headers("ES256", NOW, **plain), body
+        )
+    else:
+        data = envelopes.cose(
+            pki.leaf.signing_key, pki.chain, envelopes.cose_headers("ES256", NOW, **plain), body, alg="ES256"
+        )
+    assert _verify(NotationSignature(data, media_type), _trust(pki)) == ()
 
 
 def test_the_signing_authority_scheme_needs_its_authentic_time_marked_critical() -> None:
