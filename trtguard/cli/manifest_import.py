@@ -83,10 +83,11 @@ class RecordSignature:
         return f"the record's OpenPGP signature verifies: signed by {signers}"
 
 
-def verify_record_signature(record: Path, signature: Path, key_files: list[Path]) -> RecordSignature:
-    """Check the flat record's detached OpenPGP signature: who signed it, or why it does not verify (as
-    ``gpgv``, every signature in the file must verify). Unreadable files and keys raise ``InputError``."""
-    data = read_limited(record, "the flat record")
+def verify_record_signature(data: bytes, signature: Path, key_files: list[Path]) -> RecordSignature:
+    """Check the detached OpenPGP signature over ``data``, the flat record's bytes as read once (the caller
+    parses the same bytes: a record swapped between two reads could not pass): who signed it, or why it does
+    not verify (as ``gpgv``, every signature in the file must verify). Unreadable files and keys raise
+    ``InputError``."""
     keys = {
         str(path): OpenPGPKey.from_armored(read_limited(path, "the OpenPGP key"), location=str(path))
         for path in key_files
