@@ -27,6 +27,7 @@ from pathlib import Path
 import pysequoia
 
 from tests.support.gpg import GnuPG
+from tests.support.openpgp_packets import ed25519_secret, issuer_subpackets, sign_detached
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 HOUR, DAY = timedelta(hours=1), timedelta(days=1)
@@ -411,6 +412,113 @@ def _text_mode(make: _Maker) -> None:
     )
 
 
+def _issuers(make: _Maker) -> None:
+    """Signatures whose issuer subpackets name another key than the one that made them (issue 25, D2),
+    made by hand (gpg always names its signing key): the signer must be among the issuers the hashed area
+    names; the unhashed ones, which anyone can change, count only when the hashed area names none."""
+    area = "issuers"
+    signer, other = make.key(), make.key()
+    key = ed25519_secret(make.gpg, signer)
+    ring, both = make.gpg.export(signer), make.gpg.export(other, signer)
+    mine, theirs = signer[-16:], other[-16:]
+
+    def sign(hashed: bytes = b"", unhashed: bytes = b"") -> bytes:
+        return sign_detached(key, DATA, created=T0 + HOUR, hashed=hashed, unhashed=unhashed)
+
+    named = "the hashed area names the signer"
+    hashed_other = (
+        "the signed issuer is another key; an unhashed subpacket, which anyone can change, does not undo it"
+    )
+    for name, keyring, signature, valid, why in (
+        (
+            "crafted, issuers as gpg writes them",
+            ring,
+            sign(issuer_subpackets(signer), issuer_subpackets(key_id=mine)),
+            True,
+            "",
+        ),
+        (
+            "hashed fingerprint the signer's, unhashed key ID another's",
+            both,
+            sign(issuer_subpackets(signer), issuer_subpackets(key_id=theirs)),
+            True,
+            named,
+        ),
+        (
+            "hashed key ID the signer's, unhashed fingerprint another's",
+            ring,
+            sign(issuer_subpackets(key_id=mine), issuer_subpackets(other)),
+            True,
+            named,
+        ),
+        (
+            "hashed fingerprints of another key and of the signer",
+            ring,
+            sign(issuer_subpackets(other) + issuer_subpackets(signer)),
+            True,
+            named,
+        ),
+        (
+            "hashed fingerprint another's, hashed key ID the signer's",
+            ring,
+            sign(issuer_subpackets(other, key_id=mine)),
+            True,
+            named,
+        ),
+        (
+            "unhashed key ID only, the signer's",
+            ring,
+            sign(unhashed=issuer_subpackets(key_id=mine)),
+            True,
+            "nothing hashed names an issuer",
+        ),
+        (
+            "unhashed fingerprint the signer's, unhashed key ID another's",
+            ring,
+            sign(unhashed=issuer_subpackets(signer, key_id=theirs)),
+            True,
+            "nothing hashed names an issuer",
+        ),
+        (
+            "hashed key ID another's, unhashed fingerprint the signer's",
+            ring,
+            sign(issuer_subpackets(key_id=theirs), issuer_subpackets(signer)),
+            False,
+            hashed_other,
+        ),
+        (
+            "hashed fingerprint another's, unhashed fingerprint the signer's",
+            ring,
+            sign(issuer_subpackets(other), issuer_subpackets(signer)),
+            False,
+            hashed_other,
+        ),
+        (
+            "hashed fingerprint another's, unhashed key ID the signer's",
+            ring,
+            sign(issuer_subpackets(other), issuer_subpackets(key_id=mine)),
+            False,
+            hashed_other,
+        ),
+        (
+            "hashed fingerprint another's, unhashed key ID the signer's, keyring of both",
+            both,
+            sign(issuer_subpackets(other), issuer_subpackets(key_id=mine)),
+            False,
+            hashed_other,
+        ),
+        (
+            "hashed fingerprint another's only",
+            ring,
+            sign(issuer_subpackets(other)),
+            False,
+            "the signature names another key",
+        ),
+        ("no issuer subpacket", ring, sign(), False, "the signature names no key"),
+    ):
+        make.add(area, name, keyring, signature, valid, why)
+
+
 def make_cases(gpg: GnuPG, scratch: Path, *, now: datetime | None = None) -> list[Case]:
     """Every case, signed by ``gpg`` (``scratch``: a folder for copies of the keyring)."""
     make = _Maker(gpg, scratch)
@@ -420,6 +528,7 @@ def make_cases(gpg: GnuPG, scratch: Path, *, now: datetime | None = None) -> lis
     _revocations(make)
     _subkeys(make)
     _text_mode(make)
+    _issuers(make)
     return make.cases
 
 

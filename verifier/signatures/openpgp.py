@@ -11,10 +11,21 @@ others accept signatures by revoked keys or made with SHA-1. What that means her
 * Sequoia's standard policy refuses SHA-1 (and weaker) data signatures;
 * trtguard refuses text-mode signatures (type 0x01) on its own: they are made over line endings converted to
   CRLF, so the bytes they vouch for are not the bytes that were signed (a JSON file could change its line
-  endings, or worse, under one). Only binary signatures (``gpg --detach-sign`` without ``--textmode``) count.
+  endings, or worse, under one). Only binary signatures (``gpg --detach-sign`` without ``--textmode``) count;
+* a signature must name the key that made it (issue 25, D2): the issuers named in its hashed (signed) area
+  (issuer fingerprint, issuer key ID) must include the signing key, and only when the hashed area names none
+  do the unhashed ones, which anyone can change, count. Sequoia (like ``sqv``) accepts a signature whose
+  hashed issuer is another key as long as any subpacket, hashed or not, names the signer; ``gpgv`` refuses
+  most of these (docs/signatures.md has the table). Key IDs and fingerprints are compared as upper-case hex,
+  normalised when read.
 
 The certificates a policy trusts are what it says about revocations and expiry: update the armored key in
-the policy to carry a revocation. Verification happens at the current time.
+the policy to carry a revocation.
+
+Time: Sequoia judges at the real clock (pysequoia takes no reference time). With ``now`` given (``--now``),
+each signature must also be alive at ``now`` (made at or before it, not expired at it); a signature whose
+lifetime excludes the real clock cannot be judged as at another time and does not verify. Key expiry is
+judged at the signature's creation time, as OpenPGP says, so it does not depend on the clock.
 """
 
 from __future__ import annotations
@@ -53,6 +64,7 @@ MAX_SIGNATURES: Final = 32
 _ARMOR_LINE: Final = re.compile(rb"-----(BEGIN|END) PGP [A-Z0-9 ,/]{1,64}-----")
 #: A failure names the keys it tried up to this many (a keyring may hold hundreds).
 _KEYS_NAMED: Final = 4
+_ISSUER_KEY_ID, _ISSUER_FINGERPRINT = 16, 33  # signature subpacket types (RFC 9580 5.2.3.12, 5.2.3.35)
 
 
 def _first_line(error: Exception) -> str:
@@ -143,7 +155,9 @@ def keyring_of(keys: Iterable[OpenPGPKey]) -> dict[str, OpenPGPKey]:
     return merged
 
 
-def read_signatures(data: bytes, *, location: str | None = None) -> tuple[pysequoia.Sig, ...]:
+def _read_signatures(
+    data: bytes, location: str | None
+) -> list[tuple[pysequoia.Sig, tuple[tuple[str, ...], tuple[str, ...]]]]:
     """Every signature of a detached signature file (armored or binary; ``gpg -u A -u B --detach-sign``
     writes one per signer); :class:`VerificationError` when the file is anything else.
 
@@ -202,9 +216,11 @@ def read_signatures(data: bytes, *, location: str | None = None) -> tuple[pysequ
                 hint="sign with `gpg --armor --detach-sign FILE`",
             )
         try:
-            signature = pysequoia.Sig.from_bytes(bytes(packet))
+            raw = bytes(packet)
+            signature = pysequoia.Sig.from_bytes(raw)
             signature_type = signature.signature_type
-        except (ValueError, RuntimeError, TypeError) as error:  # e.g. "Unknown signature type: 0x4"
+            issuers = _issuers(raw)
+        except (ValueError, RuntimeError, TypeError, IndexError) as error:  # e.g. "Unknown signature type"
             raise VerificationError(
                 f"not an OpenPGP signature ({where}): {_first_line(error)}", location=location
             ) from error
@@ -215,8 +231,14 @@ def read_signatures(data: bytes, *, location: str | None = None) -> tuple[pysequ
                 location=location,
                 hint="sign with `gpg --armor --detach-sign FILE` (without --textmode / -t)",
             )
-        signatures.append(signature)
-    return tuple(signatures)
+        signatures.append((signature, issuers))
+    return signatures
+
+
+def read_signatures(data: bytes, *, location: str | None = None) -> tuple[pysequoia.Sig, ...]:
+    """Every signature of a detached signature file, as :func:`_read_signatures` reads them (each packet a
+    binary signature; :class:`VerificationError` for anything else)."""
+    return tuple(signature for signature, _ in _read_signatures(data, location))
 
 
 def _armor_blocks(text: bytes, location: str | None) -> list[bytes]:
@@ -241,39 +263,135 @@ class SignatureCheck:
     """One signature of a detached signature file, and the names of the keys it verifies with (none: it is
     not a valid signature over the bytes by any of them)."""
 
-    issuer: str  # the issuer fingerprint (or key ID) the signature names, upper-case hex
+    issuer: str  # the signing key's fingerprint when it verified, else the issuer it names; upper-case hex
     created: datetime | None
     hash_algorithm: str
     key_algorithm: str
     signers: tuple[str, ...]
+    problem: str | None = None  # why it was not judged valid at the time asked for (``now``), if that is why
 
 
 def _name(value: object) -> str:
     return str(value).rsplit(".", 1)[-1]
 
 
+def _subpacket_area(body: bytes, offset: int, size_bytes: int) -> tuple[list[tuple[int, bytes]], int]:
+    """The subpackets (type without the critical bit, value) of the area at ``offset``; the offset after."""
+    size = int.from_bytes(body[offset : offset + size_bytes], "big")
+    area, offset = body[offset + size_bytes : offset + size_bytes + size], offset + size_bytes + size
+    found, at = [], 0
+    while at < len(area):
+        first = area[at]
+        if first < 192:
+            length, at = first, at + 1
+        elif first < 255:
+            length, at = ((first - 192) << 8) + area[at + 1] + 192, at + 2
+        else:
+            length, at = int.from_bytes(area[at + 1 : at + 5], "big"), at + 5
+        if length == 0 or at + length > len(area):
+            raise ValueError("a subpacket overruns its area")
+        found.append((area[at] & 0x7F, area[at + 1 : at + length]))
+        at += length
+    return found, offset
+
+
+def _issuers(packet: bytes) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The issuer key IDs and fingerprints a signature packet names (upper-case hex): hashed, then unhashed.
+
+    A v3 signature's key ID is part of what it hashes. Raises ``ValueError`` for a packet it cannot read.
+    """
+    header = packet[0]
+    if header & 0x40:  # new-format header: tag octet, then a one-, two- or five-octet length
+        first = packet[1]
+        start = 2 if first < 192 else 3 if first < 224 else 6
+    else:  # old format: the length type in the low two bits (1, 2 or 4 octets)
+        start = 1 + {0: 1, 1: 2, 2: 4}.get(header & 0x03, 0)
+    body = packet[start:]
+    version = body[0]
+    if version == 3:
+        return (body[7:15].hex().upper(),), ()
+    if version not in (4, 6):
+        raise ValueError(f"signature version {version}")
+    size_bytes = 2 if version == 4 else 4
+    areas = []
+    offset = 4
+    for _ in range(2):
+        subpackets, offset = _subpacket_area(body, offset, size_bytes)
+        areas.append(
+            tuple(
+                value[1:].hex().upper() if kind == _ISSUER_FINGERPRINT else value.hex().upper()
+                for kind, value in subpackets
+                if (kind == _ISSUER_FINGERPRINT and len(value) > 1)
+                or (kind == _ISSUER_KEY_ID and len(value) == 8)
+            )
+        )
+    return areas[0], areas[1]
+
+
+def _names(issuers: Sequence[str], signing_key: str) -> bool:
+    """True when one of ``issuers`` (fingerprints and key IDs) is ``signing_key`` (a fingerprint): the key ID
+    is the fingerprint's low 64 bits for v4 keys, its high 64 bits for v6 keys."""
+    return any(
+        issuer == signing_key
+        or (len(issuer) == 16 and issuer in (signing_key[-16:], signing_key[:16]) and len(signing_key) >= 40)
+        for issuer in issuers
+    )
+
+
+def _alive_at(signature: pysequoia.Sig, now: datetime) -> str | None:
+    """Why ``signature`` is not alive at ``now``, or cannot be judged as at ``now`` (Sequoia judges at the
+    real clock); None when neither."""
+    created, expires = _read(signature, "created"), _read(signature, "expiration")
+    if isinstance(created, datetime) and created > now:
+        return f"it was made at {created.isoformat()}, after the time judged at ({now.isoformat()})"
+    if isinstance(expires, datetime) and expires <= now:
+        return f"it expired at {expires.isoformat()}, before the time judged at ({now.isoformat()})"
+    real = datetime.now(UTC)
+    if isinstance(expires, datetime) and expires <= real:
+        return (
+            f"it expired at {expires.isoformat()}: valid at {now.isoformat()}, but Sequoia judges signatures "
+            "at the real clock, so it cannot be verified as at another time"
+        )
+    return None
+
+
 def check_signatures(
-    data: bytes | Path, signature: bytes, keys: Mapping[str, OpenPGPKey]
+    data: bytes | Path,
+    signature: bytes,
+    keys: Mapping[str, OpenPGPKey],
+    *,
+    now: datetime | None = None,
 ) -> tuple[SignatureCheck, ...]:
     """Each signature of the detached signature file ``signature`` over ``data`` (bytes, or a file read as a
-    stream), with the ``keys`` that made it; :class:`VerificationError` when the file is not one."""
+    stream), with the ``keys`` that made it; :class:`VerificationError` when the file is not one.
+
+    A signature counts for a key only when it names the signing key (module docstring) and, with ``now``,
+    is alive at ``now``.
+    """
     import pysequoia  # noqa: PLC0415 - see TYPE_CHECKING above
 
     source: dict[str, Any] = {"bytes": data} if isinstance(data, bytes) else {"file": str(data)}
     checks = []
-    for parsed in read_signatures(signature):
-        signers = []
+    for parsed, (hashed, unhashed) in _read_signatures(signature, None):
+        claimed = hashed or unhashed  # unhashed issuers count only when nothing signed names one
+        signers, signed_by = [], ""
+        problem = _alive_at(parsed, now) if now is not None else None
         for name, key in keys.items():
+            if problem is not None:
+                break
 
             def store(_ids: list[str], cert: pysequoia.Cert = key.certificate) -> list[pysequoia.Cert]:
                 return [cert]
 
             try:
-                pysequoia.verify(store=store, signature=parsed, **source)
+                result = pysequoia.verify(store=store, signature=parsed, **source)
             except (RuntimeError, ValueError, TypeError):
                 continue
-            signers.append(name)
-        issuer = (_read(parsed, "issuer_fingerprint") or _read(parsed, "issuer_key_id") or "unknown").upper()
+            named = [k for v in result.valid_sigs if _names(claimed, k := str(v.signing_key).upper())]
+            if named:
+                signers.append(name)
+                signed_by = signed_by or named[0]
+        issuer = signed_by or (claimed[0] if claimed else "UNKNOWN")
         created = _read(parsed, "created")
         checks.append(
             SignatureCheck(
@@ -282,6 +400,7 @@ def check_signatures(
                 _name(_read(parsed, "hash_algorithm") or "unknown"),
                 _name(_read(parsed, "key_algorithm") or "unknown"),
                 tuple(signers),
+                problem,
             )
         )
     return tuple(checks)
@@ -296,7 +415,12 @@ def _read(signature: pysequoia.Sig, field: str) -> Any:
 
 
 def verify_detached(
-    data: bytes | Path, signature: bytes, keys: Mapping[str, OpenPGPKey], *, every: bool = False
+    data: bytes | Path,
+    signature: bytes,
+    keys: Mapping[str, OpenPGPKey],
+    *,
+    every: bool = False,
+    now: datetime | None = None,
 ) -> tuple[str, ...]:
     """Names of the ``keys`` that made a valid detached signature over exactly ``data``, in their order.
 
@@ -304,8 +428,9 @@ def verify_detached(
     DSSE envelope (a signature by a key of another rule, or a bad one, does not undo a good one); with
     ``every``, each signature must be a valid one by one of ``keys``, as ``gpgv`` requires. Raises
     :class:`VerificationError` when that is not so, saying what the signature claims and what the keys are.
+    ``now`` is the time judged at (``--now``; :func:`check_signatures`), else the real clock.
     """
-    checks = check_signatures(data, signature, keys)
+    checks = check_signatures(data, signature, keys, now=now)
     verified = {name for check in checks for name in check.signers}
     failed = [(number, check) for number, check in enumerate(checks, 1) if not check.signers]
     if verified and not (every and failed):
@@ -317,13 +442,19 @@ def not_verified(checks: Sequence[SignatureCheck], keys: Mapping[str, OpenPGPKey
     """The error for the first of ``checks`` that no key verified: what it claims, and what the keys are."""
     number, check = next(((n, c) for n, c in enumerate(checks, 1) if not c.signers), (1, checks[0]))
     which = f"signature {number} of {len(checks)}" if len(checks) > 1 else "signature"
+    if check.problem is not None:
+        return VerificationError(
+            f"the OpenPGP {which} (by {check.issuer}) is not valid at the time judged: {check.problem}",
+            hint="judge at a time the signature was valid, or sign again",
+        )
     states = ", ".join(f"{name} ({key.fingerprint[-16:]}, {key.state()})" for name, key in keys.items())
     if len(keys) > _KEYS_NAMED:
         states = f"the {len(keys)} keys given"
     return VerificationError(
         f"the OpenPGP {which} (by {check.issuer}, made {check.created}) is not a valid signature over these "
-        f"bytes by any of {states or 'no keys'}: the bytes changed, another key signed, or the key (or "
-        "subkey) was revoked, expired or not for signing when it signed, or the signature is from the future "
-        "or expired, or the hash is one Sequoia's policy refuses (SHA-1)",
+        f"bytes by any of {states or 'no keys'}: the bytes changed, another key signed (or the signature "
+        "names another key as its issuer), or the key (or subkey) was revoked, expired or not for signing "
+        "when it signed, or the signature is from the future or expired, or the hash is one Sequoia's policy "
+        "refuses (SHA-1)",
         hint="sign the exact bytes with `gpg --armor --detach-sign` using a key the policy lists",
     )
