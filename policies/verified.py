@@ -318,7 +318,9 @@ class VerifiedEvidence:
             for copies in by_statement(candidates):
                 try:
                     verified.append(
-                        await asyncio.to_thread(verify_predicate, copies, signers, threshold, scans)
+                        await asyncio.to_thread(
+                            verify_predicate, copies, signers, threshold, scans, now=self._clock()
+                        )
                     )
                 except TrtguardError as error:
                     reasons.append(error.message)
@@ -355,7 +357,9 @@ class VerifiedEvidence:
             for copies in by_statement(candidates):
                 origin = copies[0].origin
                 try:
-                    found = await asyncio.to_thread(verify_manifest, copies, signers, threshold)
+                    found = await asyncio.to_thread(
+                        verify_manifest, copies, signers, threshold, now=self._clock()
+                    )
                 except TrtguardError as error:
                     reasons.append(f"{origin}: {error.message}")
                     continue
@@ -396,7 +400,7 @@ class VerifiedEvidence:
             found = []
             for copies in by_statement(candidates):
                 try:
-                    approval = await asyncio.to_thread(verify_approval, copies, signers)
+                    approval = await asyncio.to_thread(verify_approval, copies, signers, now=self._clock())
                     fetched.subjects.require_describes(
                         approval.approval.engine_digest, copies[0].subjects, "the change approval"
                     )

@@ -23,7 +23,8 @@ The certificates a policy trusts are what it says about revocations and expiry: 
 the policy to carry a revocation.
 
 Time: Sequoia judges at the real clock (pysequoia takes no reference time). With ``now`` given (``--now``),
-each signature must also be alive at ``now`` (made at or before it, not expired at it); a signature whose
+each signature must also be alive at ``now`` (made at or before it, with Sequoia's 30 minutes of clock
+skew, and not expired at it); a signature whose
 lifetime excludes the real clock cannot be judged as at another time and does not verify. Key expiry is
 judged at the signature's creation time, as OpenPGP says, so it does not depend on the clock.
 """
@@ -34,7 +35,7 @@ import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -64,6 +65,8 @@ MAX_SIGNATURES: Final = 32
 _ARMOR_LINE: Final = re.compile(rb"-----(BEGIN|END) PGP [A-Z0-9 ,/]{1,64}-----")
 #: A failure names the keys it tried up to this many (a keyring may hold hundreds).
 _KEYS_NAMED: Final = 4
+#: How far after the time judged at a signature may be dated (Sequoia's tolerance of clock skew).
+_CLOCK_SKEW: Final = timedelta(minutes=30)
 _ISSUER_KEY_ID, _ISSUER_FINGERPRINT = 16, 33  # signature subpacket types (RFC 9580 5.2.3.12, 5.2.3.35)
 
 
@@ -91,15 +94,16 @@ class OpenPGPKey:
             )
         return certificates[0]
 
-    def state(self) -> str:
-        """``revoked``, ``expired``, ``valid`` now, or why Sequoia cannot tell (for messages)."""
+    def state(self, now: datetime | None = None) -> str:
+        """``revoked``, ``expired``, ``valid`` at ``now`` (default: the real clock), or why Sequoia cannot
+        tell (for messages)."""
         try:
             if self.certificate.is_revoked:
                 return "revoked"
             expiry = self.certificate.expiration
         except (RuntimeError, ValueError) as error:  # e.g. no valid binding signature: nothing verifies
             return f"unusable: {_first_line(error)}"
-        if expiry is not None and expiry <= datetime.now(UTC):
+        if expiry is not None and expiry <= (now or datetime.now(UTC)):
             return "expired"
         return "valid"
 
@@ -342,7 +346,7 @@ def _alive_at(signature: pysequoia.Sig, now: datetime) -> str | None:
     """Why ``signature`` is not alive at ``now``, or cannot be judged as at ``now`` (Sequoia judges at the
     real clock); None when neither."""
     created, expires = _read(signature, "created"), _read(signature, "expiration")
-    if isinstance(created, datetime) and created > now:
+    if isinstance(created, datetime) and created > now + _CLOCK_SKEW:
         return f"it was made at {created.isoformat()}, after the time judged at ({now.isoformat()})"
     if isinstance(expires, datetime) and expires <= now:
         return f"it expired at {expires.isoformat()}, before the time judged at ({now.isoformat()})"
@@ -435,11 +439,14 @@ def verify_detached(
     failed = [(number, check) for number, check in enumerate(checks, 1) if not check.signers]
     if verified and not (every and failed):
         return tuple(name for name in keys if name in verified)
-    raise not_verified(checks, keys)
+    raise not_verified(checks, keys, now=now)
 
 
-def not_verified(checks: Sequence[SignatureCheck], keys: Mapping[str, OpenPGPKey]) -> VerificationError:
-    """The error for the first of ``checks`` that no key verified: what it claims, and what the keys are."""
+def not_verified(
+    checks: Sequence[SignatureCheck], keys: Mapping[str, OpenPGPKey], *, now: datetime | None = None
+) -> VerificationError:
+    """The error for the first of ``checks`` that no key verified: what it claims, and what the keys are
+    (their state at ``now``, default the real clock)."""
     number, check = next(((n, c) for n, c in enumerate(checks, 1) if not c.signers), (1, checks[0]))
     which = f"signature {number} of {len(checks)}" if len(checks) > 1 else "signature"
     if check.problem is not None:
@@ -447,7 +454,7 @@ def not_verified(checks: Sequence[SignatureCheck], keys: Mapping[str, OpenPGPKey
             f"the OpenPGP {which} (by {check.issuer}) is not valid at the time judged: {check.problem}",
             hint="judge at a time the signature was valid, or sign again",
         )
-    states = ", ".join(f"{name} ({key.fingerprint[-16:]}, {key.state()})" for name, key in keys.items())
+    states = ", ".join(f"{name} ({key.fingerprint[-16:]}, {key.state(now)})" for name, key in keys.items())
     if len(keys) > _KEYS_NAMED:
         states = f"the {len(keys)} keys given"
     return VerificationError(
