@@ -243,6 +243,7 @@ class VerifiedEvidence:
                 repository=reference.name,
                 location=where,
                 now=self._clock(),
+                deadline=deadline,
             )
             return VerifiedSignatures(result, tuple(signature_record(c, material) for c in result.counted))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -15,11 +16,13 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from tests.support import notation_envelopes as envelopes
 from tests.support.notary_pki import NOW, Pki, issue, make_pki, new_key, subject
-from verifier.base._errors import InputError, VerificationError
+from verifier.base import Deadline
+from verifier.base._errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.signatures import TrustPolicy, verify_image_signatures
 from verifier.signatures.notation import (
     COSE_MEDIA_TYPE,
     JWS_MEDIA_TYPE,
+    MAX_ENVELOPE_BYTES,
     NotationSignature,
     NotationTrust,
     TargetArtifact,
@@ -27,6 +30,7 @@ from verifier.signatures.notation import (
     sign_notation,
     verify_notation,
 )
+from verifier.signatures.notation import verify as notation_verify
 from verifier.signatures.notation.sign import _raw_signature
 
 DIGEST = "sha256:" + "ab" * 32
@@ -467,3 +471,75 @@ def test_an_unexpected_error_in_one_signature_refuses_only_it(monkeypatch: pytes
     assert result.verified == 1
     with pytest.raises(VerificationError, match="could not be checked \\(TypeError\\)"):
         verify_image_signatures(DIGEST, policy, notation=[hostile], notation_target=TARGET, now=NOW)
+
+
+# D1 (issue 25): hostile envelopes are bounded, read once, and the request's deadline holds across them.
+
+
+@pytest.mark.parametrize("media_type", ENVELOPES)
+def test_an_envelope_above_the_bound_fails_as_itself_unread(
+    media_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pki = make_pki()
+    body = envelopes.payload(DESCRIPTOR)
+    padding = "x" * MAX_ENVELOPE_BYTES  # an unprotected header: the signature still verifies
+    if media_type == JWS_MEDIA_TYPE:
+        headers = envelopes.jws_headers("ES256", NOW)
+        big = envelopes.jws(
+            pki.leaf.signing_key,
+            pki.chain,
+            headers,
+            body,
+            unprotected={"io.cncf.notary.signingAgent": padding},
+        )
+    else:
+        big = envelopes.cose(
+            pki.leaf.signing_key,
+            pki.chain,
+            envelopes.cose_headers("ES256", NOW),
+            body,
+            alg="ES256",
+            unprotected={"io.cncf.notary.signingAgent": padding},
+        )
+    parsed: list[bytes] = []
+    monkeypatch.setattr(json, "loads", lambda data, *a, **k: parsed.append(data))  # nothing is parsed
+    monkeypatch.setattr(cbor2, "loads", lambda data, *a, **k: parsed.append(data))
+    with pytest.raises(VerificationError, match="at most 1024 KiB are read"):
+        _verify(NotationSignature(big, media_type), _trust(pki))
+    assert parsed == []
+
+
+def test_an_envelope_is_read_once_whatever_the_number_of_trusts(monkeypatch: pytest.MonkeyPatch) -> None:
+    pki = make_pki()
+    reads: list[bytes] = []
+    real = notation_verify.read_envelope
+
+    def counted(data: bytes, media_type: str) -> Any:
+        reads.append(data)
+        return real(data, media_type)
+
+    monkeypatch.setattr(notation_verify, "read_envelope", counted)
+    good, bad = _sign(pki), NotationSignature(b"{}", JWS_MEDIA_TYPE, "hostile")
+    policy = TrustPolicy(notation={f"n{number}": _trust(pki) for number in range(5)})
+    result = verify_image_signatures(DIGEST, policy, notation=[good, bad], notation_target=TARGET, now=NOW)
+    assert result.verified == 1
+    assert len(reads) == 2  # one per envelope, not one per envelope and trust (10)
+    with pytest.raises(VerificationError, match="not a flattened JSON serialization"):
+        _verify(bad, _trust(pki))  # the same refusal again, without reading again
+    assert len(reads) == 2
+
+
+def test_a_passed_deadline_stops_before_the_next_envelope_and_is_never_an_allow() -> None:
+    pki = make_pki()
+    policy = TrustPolicy(notation={"n": _trust(pki)})
+    signatures = [_sign(pki) for _ in range(3)]
+    passed = Deadline(time.monotonic() - 1)  # already over: no timing is involved
+    with pytest.raises(EvidenceUnavailable, match="ran out of time after verifying 0 of 3") as stopped:
+        verify_image_signatures(
+            DIGEST, policy, notation=signatures, notation_target=TARGET, now=NOW, deadline=passed
+        )
+    assert stopped.value.transient  # not a verdict the cache keeps
+    result = verify_image_signatures(
+        DIGEST, policy, notation=signatures, notation_target=TARGET, now=NOW, deadline=Deadline.never()
+    )
+    assert result.verified >= 1
