@@ -115,3 +115,22 @@ def test_an_unreadable_trust_store_folder_exits_2(tmp_path: Path, capsys: pytest
     (store / "root.crt").mkdir()  # a folder where a certificate should be
     status, err = _run(root, capsys, tmp_path)
     assert status == 2 and "not a regular file" in err, err
+
+
+@pytest.mark.parametrize("option", ["--signature", "--manifest"])
+def test_a_signature_or_manifest_that_is_a_fifo_or_folder_exits_2(
+    option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(tmp_path / "notation", _with())
+    envelope = tmp_path / "signature.jws"
+    envelope.write_text("{}")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "folder").mkdir()
+    for bad in (tmp_path / "fifo", tmp_path / "folder"):
+        files = {"--signature": envelope, "--manifest": tmp_path / "manifest.json"} | {option: bad}
+        argv = ["verify-notation", IMAGE, "--config", str(config)]
+        status = main(
+            [*argv, "--signature", str(files["--signature"]), "--manifest", str(files["--manifest"])]
+        )
+        err = capsys.readouterr().err
+        assert status == 2 and "not a regular file" in err, err
