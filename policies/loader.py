@@ -5,6 +5,10 @@ its file, line and field: schema errors, unknown keys, duplicate names, key refe
 keys that do not parse, image patterns that are not normalised, CEL expressions that do not compile. A set
 with any problem does not load at all (never partly), so that the previous set stays in force in a running
 server.
+
+One module on purpose: which files are policies (the walk, and a Notation configuration folder's files,
+decided by the TrustedKeys documents read in the same pass) and how they load are one decision, and a file
+left out by one half must be reported by the other.
 """
 
 from __future__ import annotations
