@@ -31,6 +31,7 @@ from verifier.signatures.notation import (
     verify_notation,
 )
 from verifier.signatures.notation import verify as notation_verify
+from verifier.signatures.notation._envelope import read_envelope
 from verifier.signatures.notation.sign import _raw_signature
 
 DIGEST = "sha256:" + "ab" * 32
@@ -512,7 +513,7 @@ def test_an_envelope_above_the_bound_fails_as_itself_unread(
 def test_an_envelope_is_read_once_whatever_the_number_of_trusts(monkeypatch: pytest.MonkeyPatch) -> None:
     pki = make_pki()
     reads: list[bytes] = []
-    real = notation_verify.read_envelope
+    real = read_envelope
 
     def counted(data: bytes, media_type: str) -> Any:
         reads.append(data)
