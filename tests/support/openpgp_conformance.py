@@ -414,108 +414,112 @@ def _text_mode(make: _Maker) -> None:
 
 def _issuers(make: _Maker) -> None:
     """Signatures whose issuer subpackets name another key than the one that made them (issue 25, D2),
-    made by hand (gpg always names its signing key): the signer must be among the issuers the hashed area
-    names; the unhashed ones, which anyone can change, count only when the hashed area names none."""
+    made by hand (gpg always names its signing key). Such a signature counts for the key that verifies it
+    when any issuer subpacket names that key (Sequoia's rule), unless its hashed area names a key of another
+    certificate of the keyring: it then claims another trusted signer, and does not count (gpgv refuses
+    it too, since it checks with the key the hashed issuer names)."""
     area = "issuers"
     signer, other = make.key(), make.key()
     key = ed25519_secret(make.gpg, signer)
     ring, both = make.gpg.export(signer), make.gpg.export(other, signer)
     mine, theirs = signer[-16:], other[-16:]
+    fpr, kid = issuer_subpackets, lambda key_id: issuer_subpackets(key_id=key_id)
 
     def sign(hashed: bytes = b"", unhashed: bytes = b"") -> bytes:
         return sign_detached(key, DATA, created=T0 + HOUR, hashed=hashed, unhashed=unhashed)
 
-    named = "the hashed area names the signer"
-    hashed_other = (
-        "the signed issuer is another key; an unhashed subpacket, which anyone can change, does not undo it"
-    )
-    for name, keyring, signature, valid, why in (
-        (
-            "crafted, issuers as gpg writes them",
-            ring,
-            sign(issuer_subpackets(signer), issuer_subpackets(key_id=mine)),
-            True,
-            "",
-        ),
+    named = "an issuer subpacket names the key that verifies it"
+    rival = "its signed issuer is another certificate of the keyring: it claims another trusted signer"
+    cases = [
+        ("crafted, issuers as gpg writes them", ring, sign(fpr(signer), kid(mine)), True, ""),
         (
             "hashed fingerprint the signer's, unhashed key ID another's",
             both,
-            sign(issuer_subpackets(signer), issuer_subpackets(key_id=theirs)),
+            sign(fpr(signer), kid(theirs)),
             True,
             named,
         ),
         (
             "hashed key ID the signer's, unhashed fingerprint another's",
-            ring,
-            sign(issuer_subpackets(key_id=mine), issuer_subpackets(other)),
+            both,
+            sign(kid(mine), fpr(other)),
             True,
             named,
         ),
         (
             "hashed fingerprints of another key and of the signer",
             ring,
-            sign(issuer_subpackets(other) + issuer_subpackets(signer)),
+            sign(fpr(other) + fpr(signer)),
             True,
             named,
         ),
         (
             "hashed fingerprint another's, hashed key ID the signer's",
             ring,
-            sign(issuer_subpackets(other, key_id=mine)),
+            sign(fpr(other) + kid(mine)),
+            True,
+            named,
+        ),
+        ("unhashed key ID only, the signer's", ring, sign(unhashed=kid(mine)), True, named),
+        (
+            "unhashed fingerprint the signer's, unhashed key ID another's",
+            ring,
+            sign(unhashed=fpr(signer) + kid(theirs)),
             True,
             named,
         ),
         (
-            "unhashed key ID only, the signer's",
-            ring,
-            sign(unhashed=issuer_subpackets(key_id=mine)),
-            True,
-            "nothing hashed names an issuer",
-        ),
-        (
-            "unhashed fingerprint the signer's, unhashed key ID another's",
-            ring,
-            sign(unhashed=issuer_subpackets(signer, key_id=theirs)),
-            True,
-            "nothing hashed names an issuer",
-        ),
-        (
             "hashed key ID another's, unhashed fingerprint the signer's",
             ring,
-            sign(issuer_subpackets(key_id=theirs), issuer_subpackets(signer)),
-            False,
-            hashed_other,
+            sign(kid(theirs), fpr(signer)),
+            True,
+            named,
         ),
         (
             "hashed fingerprint another's, unhashed fingerprint the signer's",
             ring,
-            sign(issuer_subpackets(other), issuer_subpackets(signer)),
-            False,
-            hashed_other,
+            sign(fpr(other), fpr(signer)),
+            True,
+            named,
         ),
         (
             "hashed fingerprint another's, unhashed key ID the signer's",
             ring,
-            sign(issuer_subpackets(other), issuer_subpackets(key_id=mine)),
-            False,
-            hashed_other,
+            sign(fpr(other), kid(mine)),
+            True,
+            named,
         ),
         (
             "hashed fingerprint another's, unhashed key ID the signer's, keyring of both",
             both,
-            sign(issuer_subpackets(other), issuer_subpackets(key_id=mine)),
+            sign(fpr(other), kid(mine)),
             False,
-            hashed_other,
+            rival,
+        ),
+        (
+            "hashed key ID another's, unhashed fingerprint the signer's, keyring of both",
+            both,
+            sign(kid(theirs), fpr(signer)),
+            False,
+            rival,
+        ),
+        (
+            "hashed fingerprints of another key and of the signer, keyring of both",
+            both,
+            sign(fpr(other) + fpr(signer)),
+            False,
+            rival,
         ),
         (
             "hashed fingerprint another's only",
             ring,
-            sign(issuer_subpackets(other)),
+            sign(fpr(other)),
             False,
-            "the signature names another key",
+            "no issuer names the key that made it",
         ),
         ("no issuer subpacket", ring, sign(), False, "the signature names no key"),
-    ):
+    ]
+    for name, keyring, signature, valid, why in cases:
         make.add(area, name, keyring, signature, valid, why)
 
 

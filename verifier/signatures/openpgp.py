@@ -12,12 +12,12 @@ others accept signatures by revoked keys or made with SHA-1. What that means her
 * trtguard refuses text-mode signatures (type 0x01) on its own: they are made over line endings converted to
   CRLF, so the bytes they vouch for are not the bytes that were signed (a JSON file could change its line
   endings, or worse, under one). Only binary signatures (``gpg --detach-sign`` without ``--textmode``) count;
-* a signature must name the key that made it (issue 25, D2): the issuers named in its hashed (signed) area
-  (issuer fingerprint, issuer key ID) must include the signing key, and only when the hashed area names none
-  do the unhashed ones, which anyone can change, count. Sequoia (like ``sqv``) accepts a signature whose
-  hashed issuer is another key as long as any subpacket, hashed or not, names the signer; ``gpgv`` refuses
-  most of these (docs/signatures.md has the table). Key IDs and fingerprints are compared as upper-case hex,
-  normalised when read.
+* a signature that names, in its hashed (signed) area, a key of another of the certificates given as its
+  issuer does not count for the key that made it (issue 25, D2): it claims to be another trusted signer's.
+  Otherwise it counts for the key that verifies it when any issuer subpacket names that key, as Sequoia and
+  ``sqv`` take it (unhashed subpackets, which anyone can change, can never make a good signature fail);
+  ``gpgv`` agrees where it looks the key up by the hashed issuer (docs/signatures.md has the table). Key IDs
+  and fingerprints are compared as upper-case hex, normalised when read.
 
 The certificates a policy trusts are what it says about revocations and expiry: update the armored key in
 the policy to carry a revocation.
@@ -93,6 +93,17 @@ class OpenPGPKey:
                 hint="give each key its own TrustedKeys entry, so that a threshold counts them apart",
             )
         return certificates[0]
+
+    def key_fingerprints(self) -> frozenset[str]:
+        """The fingerprints (upper-case hex) of the primary key and every subkey of the certificate."""
+        from pysequoia.packet import PacketPile  # noqa: PLC0415 - see TYPE_CHECKING above
+
+        return frozenset(
+            fingerprint.upper()
+            for packet in PacketPile.from_bytes(str(self.certificate).encode())
+            if str(packet.tag).removeprefix("Tag.") in ("PublicKey", "PublicSubkey")
+            and (fingerprint := packet.fingerprint) is not None
+        )
 
     def state(self, now: datetime | None = None) -> str:
         """``revoked``, ``expired``, ``valid`` at ``now`` (default: the real clock), or why Sequoia cannot
@@ -272,7 +283,7 @@ class SignatureCheck:
     hash_algorithm: str
     key_algorithm: str
     signers: tuple[str, ...]
-    problem: str | None = None  # why it was not judged valid at the time asked for (``now``), if that is why
+    problem: str | None = None  # why it does not count although it may verify: the time, a rival issuer
 
 
 def _name(value: object) -> str:
@@ -369,15 +380,15 @@ def check_signatures(
     """Each signature of the detached signature file ``signature`` over ``data`` (bytes, or a file read as a
     stream), with the ``keys`` that made it; :class:`VerificationError` when the file is not one.
 
-    A signature counts for a key only when it names the signing key (module docstring) and, with ``now``,
-    is alive at ``now``.
+    A signature counts for a key only when an issuer subpacket names the signing key, its hashed area names
+    no key of another of ``keys`` (module docstring) and, with ``now``, it is alive at ``now``.
     """
     import pysequoia  # noqa: PLC0415 - see TYPE_CHECKING above
 
     source: dict[str, Any] = {"bytes": data} if isinstance(data, bytes) else {"file": str(data)}
     checks = []
     for parsed, (hashed, unhashed) in _read_signatures(signature, None):
-        claimed = hashed or unhashed  # unhashed issuers count only when nothing signed names one
+        claimed = hashed + unhashed
         signers, signed_by = [], ""
         problem = _alive_at(parsed, now) if now is not None else None
         for name, key in keys.items():
@@ -392,9 +403,22 @@ def check_signatures(
             except (RuntimeError, ValueError, TypeError):
                 continue
             named = [k for v in result.valid_sigs if _names(claimed, k := str(v.signing_key).upper())]
-            if named:
-                signers.append(name)
-                signed_by = signed_by or named[0]
+            if not named:
+                continue
+            rivals = [
+                other_name
+                for other_name, other in keys.items()
+                if other.fingerprint != key.fingerprint
+                and any(_names(hashed, fingerprint) for fingerprint in other.key_fingerprints())
+            ]
+            if rivals:
+                problem = (
+                    f"made by {name}, its signed issuer names another key given ({', '.join(rivals)}): a "
+                    "signature that claims another trusted signer does not count"
+                )
+                continue
+            signers.append(name)
+            signed_by = signed_by or named[0]
         issuer = signed_by or (claimed[0] if claimed else "UNKNOWN")
         created = _read(parsed, "created")
         checks.append(
@@ -451,8 +475,8 @@ def not_verified(
     which = f"signature {number} of {len(checks)}" if len(checks) > 1 else "signature"
     if check.problem is not None:
         return VerificationError(
-            f"the OpenPGP {which} (by {check.issuer}) is not valid at the time judged: {check.problem}",
-            hint="judge at a time the signature was valid, or sign again",
+            f"the OpenPGP {which} (by {check.issuer}) does not count: {check.problem}",
+            hint="sign again with the key the policy lists (and judge at a time the signature is valid)",
         )
     states = ", ".join(f"{name} ({key.fingerprint[-16:]}, {key.state(now)})" for name, key in keys.items())
     if len(keys) > _KEYS_NAMED:

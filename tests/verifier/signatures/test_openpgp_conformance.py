@@ -33,14 +33,13 @@ _REVOKED_OR_EXPIRED = {
     "subkey expired, signed after",
 }
 _TEXT_MODE = {"text-mode signature, LF bytes", "text-mode signature, CRLF bytes"}
-# Issue 25, D2: the hashed issuers must name the signer. Sequoia takes any issuer subpacket that names it,
-# hashed or not (sqv, sq, and trtguard before); gpgv looks the key up by the first hashed fingerprint or,
-# when that key is not in the keyring, by the key ID, so its verdict depends on what else the keyring holds.
-_OTHER_HASHED_ISSUER = {
-    "hashed key ID another's, unhashed fingerprint the signer's",
-    "hashed fingerprint another's, unhashed fingerprint the signer's",
-    "hashed fingerprint another's, unhashed key ID the signer's",
+# Issue 25, D2: a signature whose hashed issuer is another certificate of the keyring claims another trusted
+# signer and does not count; gpgv refuses these too (it checks with the key the hashed issuer names), Sequoia
+# takes any issuer subpacket that names the signer (sqv, sq, and trtguard before).
+_RIVAL_HASHED_ISSUER = {
     "hashed fingerprint another's, unhashed key ID the signer's, keyring of both",
+    "hashed key ID another's, unhashed fingerprint the signer's, keyring of both",
+    "hashed fingerprints of another key and of the signer, keyring of both",
 }
 
 #: Where each reference's verdict is not the expected one (docs/signatures.md, "OpenPGP conformance").
@@ -51,13 +50,16 @@ REFERENCE_DIFFERENCES = {
     | _TEXT_MODE
     | {"rsa3072 SHA-1", "signature made a year from now", "subkey signing-capable when it signed, not since"}
     | {
-        "hashed fingerprint another's, unhashed key ID the signer's",  # only while the other key is absent
-        "hashed fingerprints of another key and of the signer",  # gpgv reads the first hashed fingerprint
-        "unhashed fingerprint the signer's, unhashed key ID another's",  # and ignores unhashed fingerprints
+        # gpgv looks the key up by the first hashed issuer fingerprint or key ID only, and ignores unhashed
+        # fingerprints: a signature whose hashed issuer is absent from the keyring fails there.
+        "hashed fingerprint another's, unhashed fingerprint the signer's",
+        "hashed fingerprints of another key and of the signer",
+        "hashed key ID another's, unhashed fingerprint the signer's",
+        "unhashed fingerprint the signer's, unhashed key ID another's",
     },
     # sqv counts one good signature as enough and leaves the others out, and reads one armor block.
     "sqv": _TEXT_MODE
-    | _OTHER_HASHED_ISSUER
+    | _RIVAL_HASHED_ISSUER
     | {
         "two armor blocks, the second bad",
         "one good and one bad signature",
@@ -67,7 +69,7 @@ REFERENCE_DIFFERENCES = {
     # sq verify wants one good signature; a bad one counts against it, one it cannot check does not; it
     # reads one armor block.
     "sq": _TEXT_MODE
-    | _OTHER_HASHED_ISSUER
+    | _RIVAL_HASHED_ISSUER
     | {"one good signature and one by an unknown key", "two armor blocks, the second bad"},
     # PGPy checks no revocation, binding or signature time, accepts SHA-1, reads the first signature; it
     # gets a key's expiry backwards (refuses the signatures made before it, accepts a subkey's after it).
@@ -87,10 +89,11 @@ REFERENCE_DIFFERENCES = {
         "subkey bound (for signing) only after it signed",
         "primary key made certify-only before it signed",
         # PGPy checks with the key the first issuer subpacket names, hashed or not
-        "hashed fingerprint another's, unhashed key ID the signer's",
+        "hashed fingerprint another's, unhashed fingerprint the signer's",
         "hashed fingerprint another's, unhashed key ID the signer's, keyring of both",
         "hashed fingerprint the signer's, unhashed key ID another's",
         "hashed fingerprints of another key and of the signer",
+        "hashed key ID another's, unhashed fingerprint the signer's",
         "unhashed fingerprint the signer's, unhashed key ID another's",
     },
 }
