@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.notary_pki import make_pki
+from tests.support import notation_envelopes as envelopes
+from tests.support.notary_pki import NOW, Pki, make_pki
 from trtguard.cli import main
 from verifier.base import MAX_DOCUMENT_BYTES
 
@@ -29,10 +30,10 @@ STATEMENT: dict[str, Any] = {
 }
 
 
-def _config(root: Path, document: Any) -> Path:
+def _config(root: Path, document: Any, pki: Pki | None = None) -> Path:
     store = root / "truststore" / "x509" / "ca" / "release"
     store.mkdir(parents=True)
-    (store / "root.crt").write_bytes(make_pki().root.pem())
+    (store / "root.crt").write_bytes((pki or make_pki()).root.pem())
     (root / "trustpolicy.json").write_text(json.dumps(document))
     return root
 
@@ -134,3 +135,31 @@ def test_a_signature_or_manifest_that_is_a_fifo_or_folder_exits_2(
         )
         err = capsys.readouterr().err
         assert status == 2 and "not a regular file" in err, err
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        ({}, None),
+        ({"io.cncf.notary.verificationPlugin": "acme"}, "requires a verification plugin"),
+        ({"x-padding": "x" * (MAX_DOCUMENT_BYTES // 16)}, "at most 1024 KiB are read"),
+    ],
+)
+def test_envelopes_that_need_a_plugin_or_are_too_large_are_not_verified(
+    headers: dict[str, str], reason: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25 (6, D1) through the command: exit 1, the envelope's reason on its line."""
+    pki = make_pki()
+    config = _config(tmp_path / "notation", _with(), pki)
+    descriptor = json.loads(DESCRIPTOR)
+    chain = [pki.leaf.certificate, pki.intermediate.certificate, pki.root.certificate]
+    protected = envelopes.jws_headers("ES256", NOW, **headers)
+    envelope = tmp_path / "signature.jws"
+    envelope.write_bytes(envelopes.jws(pki.leaf.signing_key, chain, protected, envelopes.payload(descriptor)))
+    argv = ["verify-notation", IMAGE, "--config", str(config), "--signature", str(envelope)]
+    status = main([*argv, "--descriptor", DESCRIPTOR, "--now", NOW.isoformat()])
+    out = capsys.readouterr().out
+    if reason is None:
+        assert status == 0, out
+    else:
+        assert status == 1 and reason in out, out
