@@ -210,7 +210,7 @@ def _import(args: argparse.Namespace) -> int:
     # Read once: the signature is checked over, and the manifest made from, these very bytes.
     data = read_limited(args.record, "the flat record")
     if args.signature is not None:
-        signature = verify_record_signature(data, args.signature, args.openpgp_key)
+        signature = verify_record_signature(data, args.signature, args.openpgp_key, now=args.now)
         print(f"manifest import: {signature.line()}", file=sys.stderr)
     record = parse_json(data, args.record, "flat record")
     engine = None

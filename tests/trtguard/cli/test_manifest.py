@@ -676,3 +676,25 @@ def test_import_checks_the_signature_over_the_bytes_it_imports(
     assert len(opened) == 1  # one read: verified and parsed
     written = output.read_text()
     assert "24.05-py3" in written and "evil" not in written  # the draft is made from the signed bytes
+
+
+def test_import_judges_the_record_signature_at_now(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], gnupg: GnuPG
+) -> None:
+    """Issue 25: ``manifest import --now`` (it had none): a record signed after that time does not verify."""
+    record = tmp_path / "build.json"
+    record.write_bytes((data_dir / "201-flat-record-missing-fields.json").read_bytes())
+    signer = gnupg.generate("builds <builds@example.com>", "ed25519", at=datetime(2024, 1, 1, tzinfo=UTC))
+    signed = datetime(2024, 6, 1, tzinfo=UTC)
+    (tmp_path / "build.json.asc").write_bytes(gnupg.sign(record.read_bytes(), signer, at=signed))
+    (tmp_path / "signer.asc").write_bytes(gnupg.export(signer))
+    command = ["manifest", "import", str(record), "--allow-incomplete", "--output", str(tmp_path / "m.json")]
+    command += [
+        "--signature",
+        str(tmp_path / "build.json.asc"),
+        "--openpgp-key",
+        str(tmp_path / "signer.asc"),
+    ]
+    assert run([*command, "--now", "2024-06-02T00:00:00Z"], capsys)[0] == 0
+    status, _, err = run([*command, "--now", "2024-05-01T00:00:00Z"], capsys)
+    assert status == 1 and "after the time judged at" in err, err
