@@ -313,7 +313,8 @@ def _subpacket_area(body: bytes, offset: int, size_bytes: int) -> tuple[list[tup
 def _issuers(packet: bytes) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The issuer key IDs and fingerprints a signature packet names (upper-case hex): hashed, then unhashed.
 
-    A v3 signature's key ID is part of what it hashes. Raises ``ValueError`` for a packet it cannot read.
+    A v3 signature's key ID is outside what it hashes (it counts as unhashed). Raises ``ValueError`` or
+    ``IndexError`` for a packet it cannot read.
     """
     header = packet[0]
     if header & 0x40:  # new-format header: tag octet, then a one-, two- or five-octet length
@@ -324,7 +325,7 @@ def _issuers(packet: bytes) -> tuple[tuple[str, ...], tuple[str, ...]]:
     body = packet[start:]
     version = body[0]
     if version == 3:
-        return (body[7:15].hex().upper(),), ()
+        return (), (body[7:15].hex().upper(),)
     if version not in (4, 6):
         raise ValueError(f"signature version {version}")
     size_bytes = 2 if version == 4 else 4
@@ -345,12 +346,9 @@ def _issuers(packet: bytes) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def _names(issuers: Sequence[str], signing_key: str) -> bool:
     """True when one of ``issuers`` (fingerprints and key IDs) is ``signing_key`` (a fingerprint): the key ID
-    is the fingerprint's low 64 bits for v4 keys, its high 64 bits for v6 keys."""
-    return any(
-        issuer == signing_key
-        or (len(issuer) == 16 and issuer in (signing_key[-16:], signing_key[:16]) and len(signing_key) >= 40)
-        for issuer in issuers
-    )
+    is a v4 fingerprint's (40 hex digits) low 64 bits, a v6 one's (64 digits) high 64 bits."""
+    key_id = signing_key[-16:] if len(signing_key) == 40 else signing_key[:16]
+    return any(issuer in (signing_key, key_id) for issuer in issuers)
 
 
 def _alive_at(signature: pysequoia.Sig, now: datetime) -> str | None:

@@ -60,7 +60,7 @@ class NotationSignature:
     envelope: bytes
     media_type: str
     origin: str = ""
-    _intact: list[SignerInfo | str] = field(default_factory=list, init=False, compare=False, repr=False)
+    _outcome: list[SignerInfo | str] = field(default_factory=list, init=False, compare=False, repr=False)
 
 
 class ArtifactDescriptor(Protocol):
@@ -134,15 +134,15 @@ def read_signer(envelope: bytes, media_type: str) -> EnvelopeSigner:
 def _intact(signature: NotationSignature) -> SignerInfo:
     """The envelope read, its signature and chain shape checked (what no trust changes), once per object;
     :class:`VerificationError` (the same message each time) when it is not intact."""
-    if not signature._intact:
+    if not signature._outcome:
         try:
             info = read_envelope(signature.envelope, signature.media_type)
             check_chain(info.certificates)
         except VerificationError as error:
-            signature._intact.append(error.message)
+            signature._outcome.append(error.message)
         else:
-            signature._intact.append(info)
-    found = signature._intact[0]
+            signature._outcome.append(info)
+    found = signature._outcome[0]
     if isinstance(found, str):
         raise VerificationError(found)
     return found
