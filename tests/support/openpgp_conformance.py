@@ -423,7 +423,10 @@ def _issuers(make: _Maker) -> None:
     key = ed25519_secret(make.gpg, signer)
     ring, both = make.gpg.export(signer), make.gpg.export(other, signer)
     mine, theirs = signer[-16:], other[-16:]
-    fpr, kid = issuer_subpackets, lambda key_id: issuer_subpackets(key_id=key_id)
+    fpr = issuer_subpackets
+
+    def kid(key_id: str) -> bytes:
+        return issuer_subpackets(key_id=key_id)
 
     def sign(hashed: bytes = b"", unhashed: bytes = b"") -> bytes:
         return sign_detached(key, DATA, created=T0 + HOUR, hashed=hashed, unhashed=unhashed)
