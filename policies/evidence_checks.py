@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from policies.results import SignatureFormat, SignatureRecord, SignerRecord
@@ -107,10 +108,12 @@ def statement_digest(payload: bytes) -> str:
     return f"sha256:{sha256_bytes(payload)}"
 
 
-def signed_by(attestations: Sequence[Attestation], signers: Mapping[str, Signer]) -> tuple[str, ...]:
+def signed_by(
+    attestations: Sequence[Attestation], signers: Mapping[str, Signer], *, now: datetime | None = None
+) -> tuple[str, ...]:
     """Names of the ``signers`` whose DSSE or OpenPGP signature over the statement verifies, in any of
-    ``attestations`` (copies of one statement: the same payload bytes). Raises :class:`VerificationError`
-    saying why when none does."""
+    ``attestations`` (copies of one statement: the same payload bytes); OpenPGP signatures are judged at
+    ``now`` (the engine's clock). Raises :class:`VerificationError` saying why when none does."""
     keys = {ref: s.public_key for ref, s in signers.items() if s.public_key is not None}
     openpgp = {ref: s.openpgp for ref, s in signers.items() if s.openpgp is not None}
     names: dict[str, None] = {}
@@ -125,7 +128,8 @@ def signed_by(attestations: Sequence[Attestation], signers: Mapping[str, Signer]
             from verifier.signatures.openpgp import verify_detached  # noqa: PLC0415 - see TYPE_CHECKING
 
             try:
-                names.update(dict.fromkeys(verify_detached(attestation.envelope.payload, signature, openpgp)))
+                payload = attestation.envelope.payload
+                names.update(dict.fromkeys(verify_detached(payload, signature, openpgp, now=now)))
             except VerificationError as error:
                 reasons.append(error.message)
     if not names:
@@ -158,10 +162,14 @@ def by_statement(attestations: Sequence[Attestation]) -> list[list[Attestation]]
 
 
 def verify_manifest(
-    copies: Sequence[Attestation], signers: Mapping[str, Signer], threshold: int
+    copies: Sequence[Attestation],
+    signers: Mapping[str, Signer],
+    threshold: int,
+    *,
+    now: datetime | None = None,
 ) -> VerifiedManifest:
     attestation = copies[0]
-    verified = signed_by(copies, signers)
+    verified = signed_by(copies, signers, now=now)
     if len(verified) < threshold:
         raise VerificationError(
             f"signed by {len(verified)} of the {threshold} required distinct keys ([{', '.join(verified)}])"
@@ -189,9 +197,14 @@ def verify_manifest(
 
 
 def verify_predicate(
-    copies: Sequence[Attestation], signers: Mapping[str, Signer], threshold: int, scans: bool
+    copies: Sequence[Attestation],
+    signers: Mapping[str, Signer],
+    threshold: int,
+    scans: bool,
+    *,
+    now: datetime | None = None,
 ) -> VerifiedPredicate:
-    names = signed_by(copies, signers)
+    names = signed_by(copies, signers, now=now)
     if len(names) < threshold:
         raise VerificationError(f"signed by {len(names)} of the {threshold} required distinct keys")
     try:  # signed but unreadable is a definitive answer, cached like a bad signature
@@ -204,9 +217,11 @@ def verify_predicate(
     )
 
 
-def verify_approval(copies: Sequence[Attestation], signers: Mapping[str, Signer]) -> VerifiedApproval:
+def verify_approval(
+    copies: Sequence[Attestation], signers: Mapping[str, Signer], *, now: datetime | None = None
+) -> VerifiedApproval:
     attestation = copies[0]
-    names = signed_by(copies, signers)
+    names = signed_by(copies, signers, now=now)
     statement = statement_from_envelope(attestation.envelope, location=attestation.origin)
     return VerifiedApproval(
         load_approval(statement, attestation.origin),

@@ -5,11 +5,16 @@ its file, line and field: schema errors, unknown keys, duplicate names, key refe
 keys that do not parse, image patterns that are not normalised, CEL expressions that do not compile. A set
 with any problem does not load at all (never partly), so that the previous set stays in force in a running
 server.
+
+One module on purpose: which files are policies (the walk, and a Notation configuration folder's files,
+decided by the TrustedKeys documents read in the same pass) and how they load are one decision, and a file
+left out by one half must be reported by the other.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,9 +51,12 @@ _POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 _WORKLOAD_NAME = re.compile(r"\bworkload\b|\bengine\b(?!\s*\.\s*(?:name|reference|digest)\b)")
 # A policy directory may carry test suites beside the policies; they are not policies.
 _SKIPPED_DIRECTORIES = frozenset({"tests", "testdata"})
-#: Notation's trust policy documents: read through a ``notationConfig`` signer, never as policy documents, so
-#: that a Notation configuration can live (and be watched for changes) inside a policy folder.
+#: Notation's trust policy documents, and its other files and folders in a configuration directory: inside a
+#: folder a ``notationConfig`` entry names they are Notation's (read through that signer, never as policies),
+#: so that a Notation configuration can live (and be watched for changes) inside a policy folder.
 _NOTATION_DOCUMENTS = frozenset({"trustpolicy.json", "trustpolicy.oci.json", "trustpolicy.blob.json"})
+_NOTATION_SETTINGS = frozenset({"config.json", "signingkeys.json"})
+_NOTATION_FOLDERS = frozenset({"truststore", "plugins", "localkeys"})
 
 
 class PolicyLoadError(InputError):
@@ -154,8 +162,9 @@ class PolicySet:
 
 
 def policy_files(paths: Sequence[Path]) -> list[Path]:
-    """The policy files under ``paths``: files as given, directories walked (skipping ``tests/`` and
-    Notation's ``trustpolicy*.json``), sorted."""
+    """The candidate policy files under ``paths``: files as given, directories walked (skipping ``tests/``,
+    ``testdata/`` and dot-folders), sorted. :func:`load_policy_set` leaves out those of a Notation
+    configuration directory."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
@@ -163,11 +172,7 @@ def policy_files(paths: Sequence[Path]) -> list[Path]:
                 relative = candidate.relative_to(path).parts
                 if any(part in _SKIPPED_DIRECTORIES or part.startswith(".") for part in relative[:-1]):
                     continue
-                if (
-                    candidate.is_file()
-                    and candidate.suffix in _POLICY_SUFFIXES
-                    and candidate.name not in _NOTATION_DOCUMENTS
-                ):
+                if candidate.is_file() and candidate.suffix in _POLICY_SUFFIXES:
                     found.append(candidate)
         elif path.is_file():
             found.append(path)
@@ -181,39 +186,51 @@ def policy_files(paths: Sequence[Path]) -> list[Path]:
 def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
     """Load and compile every policy document under ``paths``.
 
-    Raises :class:`PolicyLoadError` listing every problem; nothing is returned partly.
+    A folder that a TrustedKeys ``notationConfig`` entry names is Notation's: the files Notation keeps there
+    (:func:`_notations_own`) are read through that signer only, never as policies, and any other policy file
+    placed in it is a problem (it would otherwise be silently skipped or misread). Raises
+    :class:`PolicyLoadError` listing every problem; nothing is returned partly.
     """
     files = policy_files([paths] if isinstance(paths, Path) else list(paths))
+    reads = [_read_file(path) for path in files]
+    notation = _notation_directories(reads)
     problems: list[str] = []
     digest = hashlib.sha256()
     key_docs: list[tuple[TrustedKeysDocument, Document, Path]] = []
     policy_docs: list[tuple[InferencePolicyDocument, Document, Path]] = []
     kind_docs: list[tuple[WorkloadKindDocument, Document, Path]] = []
-    for path in files:
-        raw = _read(path, problems)
-        if raw is None:
+    sources: list[Path] = []
+    for read in reads:
+        path = read.path
+        owner = next((folder for folder in notation if _lexical(path).is_relative_to(folder)), None)
+        if owner is not None:
+            if not _notations_own(_lexical(path).relative_to(owner)):
+                problems.append(
+                    f"{path}: is inside the Notation configuration directory {owner} (a notationConfig "
+                    "folder), where only Notation's own files belong; it is not read as a policy: move it "
+                    "out of that folder"
+                )
+            continue  # Notation's: read through its notationConfig signer, which adds it to the revision
+        sources.append(path)
+        if read.raw is None:
+            problems += read.problems
             continue
-        digest.update(f"{path.name}\0{len(raw)}\0".encode())
-        digest.update(raw)
-        try:
-            documents = list(load_documents(decode(raw, str(path)), str(path)))
-        except InputError as error:
-            problems.append(str(error))
-            continue
-        if not documents:
-            # An emptied or truncated file must not silently drop its policies from the set.
+        digest.update(f"{path.name}\0{len(read.raw)}\0".encode())
+        digest.update(read.raw)
+        problems += read.problems
+        if path.name in _NOTATION_DOCUMENTS and read.problems and not read.parsed:
             problems.append(
-                f"{path}: holds no policy documents (it is empty or only comments); delete the file if it is "
-                "not meant to hold policies"
+                f"{path}: if this is Notation's trust policy, name its folder in a TrustedKeys key "
+                "(notationConfig: {directory: …}): only then is it read as Notation's (policies/README.md)"
             )
-        for document in documents:
-            parsed = _parse_document(document, path, problems)
+        for document, parsed in read.parsed:
             if isinstance(parsed, TrustedKeysDocument):
                 key_docs.append((parsed, document, path))
             elif isinstance(parsed, InferencePolicyDocument):
                 policy_docs.append((parsed, document, path))
-            elif isinstance(parsed, WorkloadKindDocument):
+            else:
                 kind_docs.append((parsed, document, path))
+    files = sources
 
     signers = load_signers(key_docs, problems, digest)
     kinds = registry(kind_docs, problems)
@@ -232,6 +249,66 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
         sources=tuple(files),
         kinds=kinds,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _FileRead:
+    """One candidate policy file: its bytes (None when unreadable), its documents parsed, its problems."""
+
+    path: Path
+    raw: bytes | None
+    parsed: tuple[tuple[Document, TrustedKeysDocument | InferencePolicyDocument | WorkloadKindDocument], ...]
+    problems: tuple[str, ...]
+
+
+def _read_file(path: Path) -> _FileRead:
+    problems: list[str] = []
+    raw = _read(path, problems)
+    if raw is None:
+        return _FileRead(path, None, (), tuple(problems))
+    try:
+        documents = list(load_documents(decode(raw, str(path)), str(path)))
+    except InputError as error:
+        return _FileRead(path, raw, (), (str(error),))
+    if not documents:
+        # An emptied or truncated file must not silently drop its policies from the set.
+        problems.append(
+            f"{path}: holds no policy documents (it is empty or only comments); delete the file if it is "
+            "not meant to hold policies"
+        )
+    parsed = []
+    for document in documents:
+        found = _parse_document(document, path, problems)
+        if found is not None:
+            parsed.append((document, found))
+    return _FileRead(path, raw, tuple(parsed), tuple(problems))
+
+
+def _lexical(path: Path) -> Path:
+    """``path`` absolute and normalised without resolving links (as the loader names files)."""
+    return Path(os.path.normpath(path.absolute()))
+
+
+def _notation_directories(reads: Sequence[_FileRead]) -> tuple[Path, ...]:
+    """The folders that TrustedKeys ``notationConfig`` entries name (relative to their policy file)."""
+    found = {
+        _lexical(read.path.parent / key.notation_config.directory)
+        for read in reads
+        for _, parsed in read.parsed
+        if isinstance(parsed, TrustedKeysDocument)
+        for key in parsed.spec.keys
+        if key.notation_config is not None
+    }
+    return tuple(sorted(found))
+
+
+def _notations_own(relative: Path) -> bool:
+    """True for what Notation keeps in its configuration directory: its documents at the top, and anything
+    under ``truststore/``, ``plugins/`` or ``localkeys/`` (certificates may have any name)."""
+    parts = relative.parts
+    if len(parts) == 1:
+        return parts[0] in _NOTATION_DOCUMENTS | _NOTATION_SETTINGS
+    return parts[0] in _NOTATION_FOLDERS
 
 
 def _engine_pattern_problems(doc: InferencePolicyDocument, document: Document, path: Path) -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from policies.schema import NotationSigner, TrustedKey, TrustedKeysDocument
-from verifier.base import Document, InputError, TrtguardError
+from verifier.base import Document, TrtguardError, read_limited
 from verifier.keys import PublicKey
 
 if TYPE_CHECKING:
@@ -157,10 +157,7 @@ def _recorded(base: Path, digest: Any) -> Callable[[Path], bytes]:
     """A reader of a Notation configuration's files that adds each to the revision ``digest``."""
 
     def read(path: Path) -> bytes:
-        try:
-            data = path.read_bytes()
-        except OSError as error:
-            raise InputError(f"cannot read the file: {error.strerror}", location=str(path)) from error
+        data = read_limited(path, "the file")
         name = str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
         digest.update(f"{name}\0{len(data)}\0".encode())
         digest.update(data)

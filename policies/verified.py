@@ -263,6 +263,7 @@ class VerifiedEvidence:
                 repository=reference.name,
                 location=where,
                 now=self._clock(),
+                deadline=deadline,
             )
             return VerifiedSignatures(result, tuple(signature_record(c, material) for c in result.counted))
 
@@ -339,7 +340,9 @@ class VerifiedEvidence:
             for copies in by_statement(candidates):
                 try:
                     verified.append(
-                        await asyncio.to_thread(verify_predicate, copies, signers, threshold, scans)
+                        await asyncio.to_thread(
+                            verify_predicate, copies, signers, threshold, scans, now=self._clock()
+                        )
                     )
                 except UnreadableEvidence as error:
                     unreadable.append(f"{copies[0].origin}: {error.message}")
@@ -372,7 +375,9 @@ class VerifiedEvidence:
             for copies in by_statement(candidates):
                 origin = copies[0].origin
                 try:
-                    found = await asyncio.to_thread(verify_manifest, copies, signers, threshold)
+                    found = await asyncio.to_thread(
+                        verify_manifest, copies, signers, threshold, now=self._clock()
+                    )
                 except UnreadableEvidence as error:
                     unreadable.append(f"{origin}: {error.message}")
                     continue
@@ -417,7 +422,7 @@ class VerifiedEvidence:
             found = []
             for copies in by_statement(candidates):
                 try:
-                    approval = await asyncio.to_thread(verify_approval, copies, signers)
+                    approval = await asyncio.to_thread(verify_approval, copies, signers, now=self._clock())
                     fetched.subjects.require_describes(
                         approval.approval.engine_digest, copies[0].subjects, "the change approval"
                     )

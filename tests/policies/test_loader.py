@@ -7,11 +7,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from policies.loader import PolicyLoadError, load_policy_set, policy_files
 from policies.schema import policy_json_schema
 from tests.policies.conftest import Material
+from tests.support.notary_pki import make_pki
 from verifier.base._references import ImageReference
+from verifier.keys import generate_private_key
 
 POLICY = """\
 apiVersion: trtguard.dev/v1alpha1
@@ -406,9 +409,81 @@ def test_the_json_schema_offers_null_nowhere() -> None:
     assert signatures == {"$ref": "#/$defs/SignatureRule"}
 
 
-def test_notations_trust_policy_documents_are_not_policy_files(tmp_path: Path) -> None:
-    (tmp_path / "policy.yaml").write_text("apiVersion: trtguard.dev/v1alpha1\n")
-    for name in ("trustpolicy.json", "trustpolicy.oci.json", "trustpolicy.blob.json"):
-        (tmp_path / "notation" / name).parent.mkdir(exist_ok=True)
-        (tmp_path / "notation" / name).write_text('{"version": "1.0", "trustPolicies": []}')
-    assert policy_files([tmp_path]) == [tmp_path / "policy.yaml"]
+NOTATION_KEYS = """\
+apiVersion: trtguard.dev/v1alpha1
+kind: TrustedKeys
+metadata: {name: platform}
+spec:
+  keys:
+    - name: image-signer
+      notationConfig: {directory: notation}
+"""
+
+
+def _notation_folder(root: Path) -> Path:
+    """A policy folder: the policy, a TrustedKeys file naming ``notation/``, and a Notation configuration
+    directory there as Notation lays it out, with certificates and settings of every name."""
+    (root / "policy.yaml").write_text(POLICY)
+    (root / "keys.yaml").write_text(NOTATION_KEYS)
+    config = root / "notation"
+    store = config / "truststore" / "x509" / "ca" / "release"
+    store.mkdir(parents=True)
+    root_pem = make_pki().root.pem()
+    for name in ("root.crt", "root.json", "root.yaml"):  # Notation reads any file name in a store
+        (store / name).write_bytes(root_pem)
+    statement = {
+        "name": "all",
+        "registryScopes": ["*"],
+        "signatureVerification": {"level": "strict"},
+        "trustStores": ["ca:release"],
+        "trustedIdentities": ["*"],
+    }
+    document = json.dumps({"version": "1.0", "trustPolicies": [statement]})
+    for name in ("trustpolicy.json", "trustpolicy.oci.json"):
+        (config / name).write_text(document)
+    (config / "config.json").write_text("{}")  # Notation's settings
+    (config / "plugins" / "acme").mkdir(parents=True)
+    (config / "plugins" / "acme" / "manifest.json").write_text("{}")
+    return root
+
+
+def test_a_notation_configuration_folder_in_the_policy_folder_is_notations(tmp_path: Path) -> None:
+    """Issue 25: its JSON and certificate files are read through the notationConfig signer, never as
+    policies (root.json, config.json, plugins/ were load errors before), and change the revision."""
+    root = _notation_folder(tmp_path)
+    policy_set = load_policy_set(root)
+    assert policy_set.signers["platform/image-signer"].kind == "notation"
+    assert sorted(p.name for p in policy_set.sources) == ["keys.yaml", "policy.yaml"]
+    before = policy_set.revision
+    (root / "notation" / "trustpolicy.oci.json").write_text(
+        (root / "notation" / "trustpolicy.oci.json").read_text().replace('"all"', '"every"')
+    )
+    assert load_policy_set(root).revision != before
+
+
+def test_a_policy_file_inside_the_notation_folder_is_a_problem_not_skipped(tmp_path: Path) -> None:
+    root = _notation_folder(tmp_path)
+    extra = root / "notation" / "more-policies.yaml"
+    extra.write_text(POLICY.replace("name: p}", "name: q}"))
+    [problem] = problems_of(root)
+    assert problem.startswith(f"{extra}: is inside the Notation configuration directory")
+    assert "move it out" in problem
+
+
+def test_a_trustpolicy_named_file_outside_a_notation_folder_is_read_as_a_policy(tmp_path: Path) -> None:
+    """Issue 25: a real policy file named trustpolicy.json was silently skipped; now it loads (and a Notation
+    trust policy that no notationConfig names is a problem saying how to name it)."""
+    (tmp_path / "keys.yaml").write_text(
+        "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: platform}\nspec:\n"
+        "  keys:\n    - name: image-signer\n      publicKey: |\n"
+        + "".join(
+            f"        {line}\n" for line in generate_private_key().public_key().to_pem().decode().splitlines()
+        )
+    )
+    policy = yaml.safe_load(POLICY)
+    (tmp_path / "trustpolicy.json").write_text(json.dumps(policy))
+    assert [p.name for p in load_policy_set(tmp_path).policies] == ["p"]
+    (tmp_path / "notation").mkdir()
+    (tmp_path / "notation" / "trustpolicy.json").write_text('{"version": "1.0", "trustPolicies": []}')
+    problems = problems_of(tmp_path)
+    assert any("notationConfig: {directory: …}" in p for p in problems), problems

@@ -219,3 +219,25 @@ def test_malformed_entries_are_load_errors(
     keys, _ = _keys(material, gnupg, extra=entry)
     problems = problems_of(material.policy(_policy("[platform/gpg-build]", 1)), keys)
     assert any(problem in text for text in problems), problems
+
+
+def test_openpgp_signatures_are_judged_at_the_engines_clock(material: Material, gnupg: GnuPG) -> None:
+    """Issue 25: ``check --now`` and ``policy test`` give the engine their clock; an OpenPGP signature is
+    judged at it (it was the real clock): one made after it, or expired by then, does not count."""
+    assert NOW + timedelta(days=2) < datetime.now(UTC)  # the dates below are all in the real past
+    keys, fingerprint = _keys(material, gnupg)
+    policy = _policy("[platform/gpg-build]", 1)
+    engine, reference, statement = _engine(material, keys, policy)
+    (material.attestations / "resnet.statement.json").write_bytes(statement)
+    for signed, expires, counts, why in (
+        (NOW - timedelta(hours=1), None, True, ""),
+        (NOW + timedelta(days=1), None, False, "after the time judged at"),  # was accepted
+        (T0 + timedelta(hours=1), "20y", True, ""),
+    ):
+        signature = gnupg.sign(statement, fingerprint, at=signed, expires=expires)
+        (material.attestations / "resnet.statement.json.asc").write_bytes(signature)
+        engine, reference, _ = _engine(material, keys, policy)
+        decision = evaluate(engine, pod(engine=reference))
+        assert decision.allowed == counts, (signed, decision.violations)
+        if not counts:
+            assert why in decision.violations[0].message

@@ -27,6 +27,7 @@ from pathlib import Path
 import pysequoia
 
 from tests.support.gpg import GnuPG
+from tests.support.openpgp_packets import ed25519_secret, issuer_subpackets, sign_detached
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 HOUR, DAY = timedelta(hours=1), timedelta(days=1)
@@ -411,6 +412,120 @@ def _text_mode(make: _Maker) -> None:
     )
 
 
+def _issuers(make: _Maker) -> None:
+    """Signatures whose issuer subpackets name another key than the one that made them (issue 25, D2),
+    made by hand (gpg always names its signing key). Such a signature counts for the key that verifies it
+    when any issuer subpacket names that key (Sequoia's rule), unless its hashed area names a key of another
+    certificate of the keyring: it then claims another trusted signer, and does not count (gpgv refuses
+    it too, since it checks with the key the hashed issuer names)."""
+    area = "issuers"
+    signer, other = make.key(), make.key()
+    key = ed25519_secret(make.gpg, signer)
+    ring, both = make.gpg.export(signer), make.gpg.export(other, signer)
+    mine, theirs = signer[-16:], other[-16:]
+    fpr = issuer_subpackets
+
+    def kid(key_id: str) -> bytes:
+        return issuer_subpackets(key_id=key_id)
+
+    def sign(hashed: bytes = b"", unhashed: bytes = b"") -> bytes:
+        return sign_detached(key, DATA, created=T0 + HOUR, hashed=hashed, unhashed=unhashed)
+
+    named = "an issuer subpacket names the key that verifies it"
+    rival = "its signed issuer is another certificate of the keyring: it claims another trusted signer"
+    cases = [
+        ("crafted, issuers as gpg writes them", ring, sign(fpr(signer), kid(mine)), True, ""),
+        (
+            "hashed fingerprint the signer's, unhashed key ID another's",
+            both,
+            sign(fpr(signer), kid(theirs)),
+            True,
+            named,
+        ),
+        (
+            "hashed key ID the signer's, unhashed fingerprint another's",
+            both,
+            sign(kid(mine), fpr(other)),
+            True,
+            named,
+        ),
+        (
+            "hashed fingerprints of another key and of the signer",
+            ring,
+            sign(fpr(other) + fpr(signer)),
+            True,
+            named,
+        ),
+        (
+            "hashed fingerprint another's, hashed key ID the signer's",
+            ring,
+            sign(fpr(other) + kid(mine)),
+            True,
+            named,
+        ),
+        ("unhashed key ID only, the signer's", ring, sign(unhashed=kid(mine)), True, named),
+        (
+            "unhashed fingerprint the signer's, unhashed key ID another's",
+            ring,
+            sign(unhashed=fpr(signer) + kid(theirs)),
+            True,
+            named,
+        ),
+        (
+            "hashed key ID another's, unhashed fingerprint the signer's",
+            ring,
+            sign(kid(theirs), fpr(signer)),
+            True,
+            named,
+        ),
+        (
+            "hashed fingerprint another's, unhashed fingerprint the signer's",
+            ring,
+            sign(fpr(other), fpr(signer)),
+            True,
+            named,
+        ),
+        (
+            "hashed fingerprint another's, unhashed key ID the signer's",
+            ring,
+            sign(fpr(other), kid(mine)),
+            True,
+            named,
+        ),
+        (
+            "hashed fingerprint another's, unhashed key ID the signer's, keyring of both",
+            both,
+            sign(fpr(other), kid(mine)),
+            False,
+            rival,
+        ),
+        (
+            "hashed key ID another's, unhashed fingerprint the signer's, keyring of both",
+            both,
+            sign(kid(theirs), fpr(signer)),
+            False,
+            rival,
+        ),
+        (
+            "hashed fingerprints of another key and of the signer, keyring of both",
+            both,
+            sign(fpr(other) + fpr(signer)),
+            False,
+            rival,
+        ),
+        (
+            "hashed fingerprint another's only",
+            ring,
+            sign(fpr(other)),
+            False,
+            "no issuer names the key that made it",
+        ),
+        ("no issuer subpacket", ring, sign(), False, "the signature names no key"),
+    ]
+    for name, keyring, signature, valid, why in cases:
+        make.add(area, name, keyring, signature, valid, why)
+
+
 def make_cases(gpg: GnuPG, scratch: Path, *, now: datetime | None = None) -> list[Case]:
     """Every case, signed by ``gpg`` (``scratch``: a folder for copies of the keyring)."""
     make = _Maker(gpg, scratch)
@@ -420,6 +535,7 @@ def make_cases(gpg: GnuPG, scratch: Path, *, now: datetime | None = None) -> lis
     _revocations(make)
     _subkeys(make)
     _text_mode(make)
+    _issuers(make)
     return make.cases
 
 

@@ -36,11 +36,11 @@ from trtguard.cli.manifest_import import (
 )
 from trtguard.release.manifest.create import CreateInputs, Environment, create_manifest
 from trtguard.release.manifest.draft import Draft
-from trtguard.release.manifest.files import read_json, read_manifest_file, read_yaml
+from trtguard.release.manifest.files import parse_json, read_manifest_file, read_yaml
 from trtguard.release.manifest.flat import import_flat
 from trtguard.release.manifest.probe import Distribution
 from trtguard.release.manifest.settings import ManifestSettings
-from verifier.base import InputError, hash_file, input_error_from_validation
+from verifier.base import InputError, hash_file, input_error_from_validation, read_limited
 from verifier.dsse import Envelope
 from verifier.engine.calibration import InvalidCalibrationCache
 from verifier.engine.onnx_model import InvalidOnnxModel
@@ -207,10 +207,12 @@ def _import(args: argparse.Namespace) -> int:
             hint="give the record's .asc signature and the public key(s) that may have made it",
         )
     signature = None
+    # Read once: the signature is checked over, and the manifest made from, these very bytes.
+    data = read_limited(args.record, "the flat record")
     if args.signature is not None:
-        signature = verify_record_signature(args.record, args.signature, args.openpgp_key)
+        signature = verify_record_signature(data, args.signature, args.openpgp_key, now=args.now)
         print(f"manifest import: {signature.line()}", file=sys.stderr)
-    record = read_json(args.record, "flat record")
+    record = parse_json(data, args.record, "flat record")
     engine = None
     if args.engine is not None:
         try:

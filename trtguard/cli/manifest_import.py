@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
+from trtguard.cli._args import add_clock_argument
 from trtguard.release.manifest.draft import Draft
 from verifier.base import VerificationError, read_limited
 from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES, OpenPGPKey, verify_detached
@@ -66,6 +68,7 @@ def add_import_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the outcome as JSON: the signature's status and signers, completeness and the "
         "missing fields, what was written, the exit status",
     )
+    add_clock_argument(parser, judged="the record's OpenPGP signature (its creation and expiry times)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,17 +86,20 @@ class RecordSignature:
         return f"the record's OpenPGP signature verifies: signed by {signers}"
 
 
-def verify_record_signature(record: Path, signature: Path, key_files: list[Path]) -> RecordSignature:
-    """Check the flat record's detached OpenPGP signature: who signed it, or why it does not verify (as
-    ``gpgv``, every signature in the file must verify). Unreadable files and keys raise ``InputError``."""
-    data = read_limited(record, "the flat record")
+def verify_record_signature(
+    data: bytes, signature: Path, key_files: list[Path], *, now: datetime | None = None
+) -> RecordSignature:
+    """Check the detached OpenPGP signature over ``data``, the flat record's bytes as read once (the caller
+    parses the same bytes: a record swapped between two reads could not pass): who signed it, or why it does
+    not verify (as ``gpgv``, every signature in the file must verify). Unreadable files and keys raise
+    ``InputError``. ``now`` is the time judged at (``--now``), else the real clock."""
     keys = {
         str(path): OpenPGPKey.from_armored(read_limited(path, "the OpenPGP key"), location=str(path))
         for path in key_files
     }
     detached = read_limited(signature, "the OpenPGP signature", limit=MAX_SIGNATURE_BYTES)
     try:
-        names = verify_detached(data, detached, keys, every=True)
+        names = verify_detached(data, detached, keys, every=True, now=now)
     except VerificationError as error:
         return RecordSignature((), f"{signature}: {error.message}")
     return RecordSignature(tuple((name, keys[name].fingerprint) for name in names), None)

@@ -70,17 +70,24 @@ def register(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=_run)
 
 
-def _envelope(path: Path) -> NotationSignature:
+def _read(path: Path, what: str) -> bytes:
+    """The file's bytes, bounded; a folder or FIFO (which would wait for a writer) is an input error."""
     from verifier.base import read_limited  # noqa: PLC0415
+
+    if path.exists() and not path.is_file():
+        raise InputError(f"cannot read {what}: not a regular file", location=str(path))
+    return read_limited(path, what)
+
+
+def _envelope(path: Path) -> NotationSignature:
     from verifier.signatures.notation import COSE_MEDIA_TYPE, JWS_MEDIA_TYPE, NotationSignature  # noqa: PLC0415
 
-    data = read_limited(path, "the signature envelope")
+    data = _read(path, "the signature envelope")
     media_type = JWS_MEDIA_TYPE if data.lstrip()[:1] == b"{" else COSE_MEDIA_TYPE
     return NotationSignature(data, media_type, str(path))
 
 
 def _offline_descriptor(args: argparse.Namespace, digest: str) -> ArtifactDescriptor:
-    from verifier.base import read_limited  # noqa: PLC0415
     from verifier.registry.oci import InvalidDocument, Manifest  # noqa: PLC0415
     from verifier.signatures.notation import TargetArtifact  # noqa: PLC0415
 
@@ -92,7 +99,7 @@ def _offline_descriptor(args: argparse.Namespace, digest: str) -> ArtifactDescri
     if args.manifest is not None:
         try:
             manifest = Manifest.parse(
-                read_limited(args.manifest, "the manifest"), content_type=None, where=str(args.manifest)
+                _read(args.manifest, "the manifest"), content_type=None, where=str(args.manifest)
             )
         except InvalidDocument as error:
             raise InputError(f"not an OCI manifest: {error}", location=str(args.manifest)) from error
@@ -141,7 +148,8 @@ async def _from_registry(
 def _policy(directory: Path) -> NotationPolicy:
     from verifier.signatures.notation import load_notation_config  # noqa: PLC0415
 
-    return load_notation_config(directory, read=lambda path: path.read_bytes())
+    # Every file of the configuration is read bounded, and a read error is an input error (exit 2).
+    return load_notation_config(directory, read=lambda path: _read(path, "the file"))
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -8,7 +8,8 @@ OpenPGP's rules on revocation, expiry, key usage and signature times decide, SHA
 text-mode signatures (docs/signatures.md, "OpenPGP signatures", has the list and the differences measured
 against gpgv, sqv, sq and PGPy). Exit 0 verified; 1 not verified (which includes a SIGNATURE file that is not
 a detached signature); 2 unusable input (a keyring or file that cannot be read). The check is at the current
-time.
+time, or at ``--now`` (for audits and tests: a signature must be alive then; one whose lifetime excludes
+the real clock cannot be judged at another time, since Sequoia judges at the real clock, and fails).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from trtguard.cli._args import add_clock_argument
 from trtguard.cli._commands import Subparsers, add_command
 from verifier.base import InputError, VerificationError, read_limited
 from verifier.signatures.openpgp import (
@@ -89,9 +91,9 @@ def _verify_openpgp(args: argparse.Namespace) -> int:
     checks: tuple[SignatureCheck, ...] = ()
     reason = None
     try:
-        checks = check_signatures(data, signature, keys)
+        checks = check_signatures(data, signature, keys, now=args.now)
         if not all(check.signers for check in checks):
-            raise not_verified(checks, keys)
+            raise not_verified(checks, keys, now=args.now)
     except VerificationError as error:
         reason = error.message
     if args.format == "json":
@@ -130,6 +132,7 @@ def register(subparsers: Subparsers) -> None:
         "may be given more than once",
     )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="report format")
+    add_clock_argument(parser, judged="signature creation and expiry times and key states")
     parser.add_argument("signature", type=Path, metavar="SIGNATURE", help="the detached signature file")
     parser.add_argument("file", type=Path, metavar="FILE", help="the signed file")
     parser.set_defaults(handler=_verify_openpgp)

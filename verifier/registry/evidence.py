@@ -37,7 +37,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from verifier.base import MAX_DOCUMENT_BYTES, Deadline, ImageReference, InputError, VerificationError
+from verifier.base import (
+    MAX_DOCUMENT_BYTES,
+    Deadline,
+    EvidenceUnavailable,
+    ImageReference,
+    InputError,
+    VerificationError,
+)
 from verifier.dsse import Envelope
 from verifier.evidence import (
     COSIGN_SIGN_PREDICATE,
@@ -64,7 +71,12 @@ from verifier.registry.engine_artifact import InvalidEngineArtifact
 from verifier.registry.oci import Descriptor
 from verifier.signatures import CosignSignature, NotationSignature
 from verifier.signatures.notation import ARTIFACT_TYPE as NOTATION_SIGNATURE
-from verifier.signatures.notation import COSE_MEDIA_TYPE, JWS_MEDIA_TYPE
+from verifier.signatures.notation import (
+    COSE_MEDIA_TYPE,
+    JWS_MEDIA_TYPE,
+    MAX_ENVELOPE_BYTES,
+    MAX_NOTATION_SIGNATURES,
+)
 
 __all__ = ["RegistryEvidence", "evidence_source"]
 
@@ -218,14 +230,24 @@ class RegistryEvidence:
     async def _notation(
         self, pinned: ImageReference, digest: str, deadline: Deadline
     ) -> tuple[NotationSignature, ...]:
-        """The envelopes of Notary Project signature referrers (JWS or COSE layers; others are skipped)."""
+        """The envelopes of Notary Project signature referrers (JWS or COSE layers; others are skipped): at
+        most :data:`MAX_NOTATION_SIGNATURES` signature manifests, each envelope at most
+        :data:`~verifier.signatures.notation.MAX_ENVELOPE_BYTES` (a larger one is left out, unread)."""
+        found = await self._referrers(
+            pinned,
+            digest,
+            NOTATION_SIGNATURE,
+            deadline,
+            max_bytes=MAX_ENVELOPE_BYTES,
+            at_most=MAX_NOTATION_SIGNATURES,
+        )
         return tuple(
             NotationSignature(
                 artifact.blob,
                 artifact.layer.media_type,
                 f"{pinned.name}@{descriptor.digest} (Notary Project signature)",
             )
-            for descriptor, artifact in await self._referrers(pinned, digest, NOTATION_SIGNATURE, deadline)
+            for descriptor, artifact in found
             if artifact.layer.media_type in (JWS_MEDIA_TYPE, COSE_MEDIA_TYPE)
         )
 
@@ -264,11 +286,24 @@ class RegistryEvidence:
         deadline: Deadline,
         *,
         all_layers: bool = False,
+        max_bytes: int = MAX_DOCUMENT_BYTES,
+        at_most: int | None = None,
     ) -> list[tuple[Descriptor, ReferrerArtifact]]:
-        """The referrers of ``digest`` of ``artifact_type``, read concurrently; unreadable ones left out."""
+        """The referrers of ``digest`` of ``artifact_type``, read concurrently; unreadable ones left out.
+
+        More than ``at_most`` of them is refused (definitively, naming the count) before any is read.
+        """
         descriptors = await list_referrers(
             self._client, pinned, digest, deadline, artifact_types=[artifact_type]
         )
+        if at_most is not None and len(descriptors) > at_most:
+            raise EvidenceUnavailable(
+                f"{len(descriptors)} referrers of type {artifact_type} for {digest}; at most {at_most} are "
+                "read",
+                transient=False,
+                location=f"image {pinned.name}",
+                hint="remove stale signatures from the registry",
+            )
         async with task_group() as group:
             tasks = [
                 group.create_task(
@@ -278,7 +313,7 @@ class RegistryEvidence:
                         descriptor,
                         digest,
                         deadline,
-                        max_bytes=MAX_DOCUMENT_BYTES,
+                        max_bytes=max_bytes,
                         all_layers=all_layers,
                     )
                 )

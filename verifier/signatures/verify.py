@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from verifier.base import InputError, VerificationError, parse_sha256
+from verifier.base import Deadline, EvidenceUnavailable, InputError, VerificationError, parse_sha256
 from verifier.dsse import MAX_SIGNATURES, Envelope, pae, verify_envelope
 from verifier.intoto import Statement, statement_from_envelope
 from verifier.signatures import _rekor as rekor_entry
@@ -125,6 +125,7 @@ def verify_image_signatures(
     repository: str | None = None,
     location: str | None = None,
     now: datetime | None = None,
+    deadline: Deadline | None = None,
 ) -> VerificationResult:
     """Verify the signatures found for one image against ``policy``; distinct signers count together.
 
@@ -139,7 +140,8 @@ def verify_image_signatures(
     signed descriptor must be ``notation_target`` (the image manifest's media type, digest and size, as
     served): without it, none of them counts.
     Raises :class:`NoSignatures` when there is nothing at all, and refuses more than ``MAX_SIGNATURES`` in
-    total (each one costs a verification per trusted key).
+    total (each one costs a verification per trusted key). Once ``deadline`` has passed, no further Notation
+    envelope is verified: :class:`EvidenceUnavailable` (transient: not a verdict to cache; never an allow).
     """
     parse_sha256(image_digest, what="image digest")
     total = len(classic) + len(bundles) + len(envelopes) + len(notation)
@@ -224,6 +226,12 @@ def verify_image_signatures(
     if notation_target is not None and notation_target.digest != image_digest:
         raise InputError(f"the descriptor given for {image_digest} is of {notation_target.digest}")
     for index, found in enumerate(notation):
+        if deadline is not None and deadline.remaining() <= 0:
+            raise EvidenceUnavailable(
+                f"ran out of time after verifying {index} of {len(notation)} Notation signatures",
+                transient=True,
+                location=location,
+            )
         outcomes.append(
             _notation_outcome(
                 f"Notation signature {index + 1}", index, found, notation_target, repository, policy, moment

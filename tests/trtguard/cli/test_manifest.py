@@ -631,3 +631,70 @@ def test_import_a_gpg_signed_record_only_once_its_signature_verifies(
     status, _, err = run(command, capsys)
     assert status == 2
     assert "--signature and --openpgp-key go together" in err
+
+
+def test_import_checks_the_signature_over_the_bytes_it_imports(
+    data_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    gnupg: GnuPG,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """F3 (issue 25): the record is read once. The record file is replaced by another one as soon as it has
+    been opened (what a writer racing the import could do); reading it twice (verify, then parse) imported
+    the unsigned replacement with the signature "verified"."""
+    signed = (data_dir / "201-flat-record-missing-fields.json").read_bytes()
+    forged = signed.replace(b"tensorrt:24.05-py3", b"tensorrt:99.99-evil")
+    assert forged != signed
+    signer = gnupg.generate("builds <builds@example.com>", "ed25519", at=datetime(2024, 1, 1, tzinfo=UTC))
+    (tmp_path / "build.json.asc").write_bytes(gnupg.sign(signed, signer, at=datetime.now(UTC)))
+    (tmp_path / "signer.asc").write_bytes(gnupg.export(signer))
+    record = tmp_path / "build.json"
+    record.write_bytes(signed)
+    opened: list[Path] = []
+    real_open = Path.open
+
+    def open_then_replace(self: Path, *args: Any, **kwargs: Any) -> Any:
+        stream = real_open(self, *args, **kwargs)
+        if self == record:
+            opened.append(self)
+            (tmp_path / "forged.json").write_bytes(forged)
+            (tmp_path / "forged.json").replace(record)  # the open stream still reads the signed bytes
+        return stream
+
+    monkeypatch.setattr(Path, "open", open_then_replace)
+    output = tmp_path / "manifest.json"
+    command = ["manifest", "import", str(record), "--allow-incomplete", "--output", str(output)]
+    signature = [
+        "--signature",
+        str(tmp_path / "build.json.asc"),
+        "--openpgp-key",
+        str(tmp_path / "signer.asc"),
+    ]
+    status, _, err = run([*command, *signature], capsys)
+    assert status == 0, err
+    assert len(opened) == 1  # one read: verified and parsed
+    written = output.read_text()
+    assert "24.05-py3" in written and "evil" not in written  # the draft is made from the signed bytes
+
+
+def test_import_judges_the_record_signature_at_now(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], gnupg: GnuPG
+) -> None:
+    """Issue 25: ``manifest import --now`` (it had none): a record signed after that time does not verify."""
+    record = tmp_path / "build.json"
+    record.write_bytes((data_dir / "201-flat-record-missing-fields.json").read_bytes())
+    signer = gnupg.generate("builds <builds@example.com>", "ed25519", at=datetime(2024, 1, 1, tzinfo=UTC))
+    signed = datetime(2024, 6, 1, tzinfo=UTC)
+    (tmp_path / "build.json.asc").write_bytes(gnupg.sign(record.read_bytes(), signer, at=signed))
+    (tmp_path / "signer.asc").write_bytes(gnupg.export(signer))
+    command = ["manifest", "import", str(record), "--allow-incomplete", "--output", str(tmp_path / "m.json")]
+    command += [
+        "--signature",
+        str(tmp_path / "build.json.asc"),
+        "--openpgp-key",
+        str(tmp_path / "signer.asc"),
+    ]
+    assert run([*command, "--now", "2024-06-02T00:00:00Z"], capsys)[0] == 0
+    status, _, err = run([*command, "--now", "2024-05-01T00:00:00Z"], capsys)
+    assert status == 1 and "after the time judged at" in err, err

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -207,3 +208,34 @@ def test_a_revocation_in_one_keyring_is_not_lost_to_an_older_copy_in_another(
         ["verify-openpgp", "--keyring", str(both), str(tmp_path / "sig"), str(tmp_path / "data")], capsys
     )
     assert status == 1
+
+
+def test_now_is_the_time_signatures_are_judged_at(
+    signed: dict[str, Path | str], gnupg: GnuPG, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25: ``--now`` (it was missing, and the library used the real clock): a signature made after it,
+    or expired by it, is not verified; one whose lifetime excludes the real clock cannot be judged at another
+    time (Sequoia judges at the real clock) and is not verified either: never an accept."""
+    alice = str(signed["alice"])
+    lasting = tmp_path / "lasting.asc"
+    lasting.write_bytes(gnupg.sign(DATA, alice, at=T0 + timedelta(hours=1), expires="20y"))
+    short = tmp_path / "short.asc"
+    short.write_bytes(gnupg.sign(DATA, alice, at=T0 + timedelta(hours=1), expires="1d"))
+
+    def verify(signature: Path, *now: str) -> tuple[int, dict[str, Any]]:
+        argv = ["verify-openpgp", "--format", "json", "--keyring", str(signed["alice.pub.asc"])]
+        status, out, _ = _run([*argv, *now, str(signature), str(signed["data"])], capsys)
+        return status, json.loads(out)
+
+    assert verify(lasting)[0] == 0
+    assert verify(lasting, "--now", (T0 + timedelta(days=2)).isoformat())[0] == 0
+    status, document = verify(lasting, "--now", T0.isoformat())  # before it was made
+    assert status == 1 and "after the time judged at" in document["reason"]
+    status, document = verify(lasting, "--now", (T0 + timedelta(days=365 * 21)).isoformat())
+    assert status == 1 and "before the time judged at" in document["reason"]
+    status, document = verify(short, "--now", (T0 + timedelta(hours=2)).isoformat())
+    assert status == 1 and "Sequoia judges signatures at the real clock" in document["reason"]
+    assert verify(short)[0] == 1  # expired
+    with pytest.raises(SystemExit) as exited:
+        _run(["verify-openpgp", "--keyring", "k", "--now", "yesterday", "sig", "file"], capsys)
+    assert exited.value.code == 2

@@ -45,7 +45,7 @@ from verifier.registry.evidence import RegistryEvidence, evidence_source
 from verifier.registry.oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, image_manifest
 from verifier.signatures import TrustPolicy, verify_attestation, verify_image_signatures
 from verifier.signatures.notation import ARTIFACT_TYPE as NOTATION_SIGNATURE
-from verifier.signatures.notation import JWS_MEDIA_TYPE
+from verifier.signatures.notation import JWS_MEDIA_TYPE, MAX_ENVELOPE_BYTES, MAX_NOTATION_SIGNATURES
 
 BUILD = "https://trtguard.dev/attestations/engine-build/v1"
 
@@ -471,3 +471,34 @@ async def test_openpgp_referrers_of_one_statement_count_together_and_notation_on
         (b"an envelope of type application/jose+json", JWS_MEDIA_TYPE)
     ]
     assert signatures.count == 1
+
+
+async def test_notation_referrers_are_bounded_in_size_and_number(
+    client: RegistryClient, registry: LocalRegistry
+) -> None:
+    """D1 (issue 25): an envelope above MAX_ENVELOPE_BYTES is left out unread (it fails only itself); more
+    than MAX_NOTATION_SIGNATURES signature manifests are refused before any is read."""
+    ref = ImageReference.parse(f"{registry.host}/evidence/notation-bounds:v1")
+    image = tiny_image()
+    await push_image(client, ref, image)
+
+    async def attach(blob: bytes) -> None:
+        await push_referrer(
+            RegistryWriter(client),
+            ref,
+            image.descriptor,
+            artifact_type=NOTATION_SIGNATURE,
+            blob=blob,
+            blob_media_type=JWS_MEDIA_TYPE,
+            deadline=Deadline.after(10),
+        )
+
+    await attach(b"{" + b" " * MAX_ENVELOPE_BYTES + b"}")
+    await attach(b"a small envelope")
+    signatures = await RegistryEvidence(client).image_signatures(ref, Deadline.after(10))
+    assert [s.envelope for s in signatures.notation] == [b"a small envelope"]
+    for number in range(MAX_NOTATION_SIGNATURES - 1):
+        await attach(f"envelope {number}".encode())
+    with pytest.raises(EvidenceUnavailable, match=f"{MAX_NOTATION_SIGNATURES + 1} referrers") as refused:
+        await RegistryEvidence(client).image_signatures(ref, Deadline.after(10))
+    assert not refused.value.transient

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.gpg import ALGORITHMS, GnuPG
+from tests.support.openpgp_packets import ed25519_secret, issuer_subpackets, sign_detached
 from verifier.base._errors import InputError, VerificationError
-from verifier.signatures.openpgp import OpenPGPKey, read_signatures, verify_detached
+from verifier.signatures.openpgp import OpenPGPKey, check_signatures, read_signatures, verify_detached
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 HOUR, DAY = timedelta(hours=1), timedelta(days=1)
@@ -189,3 +190,19 @@ def test_a_packet_of_a_tag_sequoia_does_not_know_is_a_refusal_not_a_crash(gnupg:
         VerificationError, match=r"packet 2 of 2 is of kind unknown \(Unknown packet tag: 42\)"
     ):
         read_signatures(signature + bytes([0xC0 | 42, 2, 0, 0]))
+
+
+def test_key_ids_and_fingerprints_are_compared_as_upper_case_hex(gnupg: GnuPG) -> None:
+    """Issue 25 (7): Sequoia writes fingerprints in lower case, gpg and trtguard in upper case; the issuer a
+    signature names (a subkey's key ID here, in its unhashed area) is matched with the key that verified it
+    whatever the case, and reported as gpg prints the fingerprint."""
+    primary = gnupg.generate("case <case@example.com>", "ed25519", at=T0, usage="cert")
+    subkey = gnupg.add_subkey(primary, "ed25519", at=T0)
+    keys = _key(gnupg, primary)
+    assert next(iter(keys.values())).fingerprint == primary.upper()
+    key = ed25519_secret(gnupg, subkey)
+    signature = sign_detached(
+        key, DATA, created=T0 + timedelta(hours=1), unhashed=issuer_subpackets(key_id=subkey[-16:].lower())
+    )
+    [check] = check_signatures(DATA, signature, keys)
+    assert check.signers == tuple(keys) and check.issuer == subkey.upper()

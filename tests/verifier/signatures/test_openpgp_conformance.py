@@ -33,6 +33,14 @@ _REVOKED_OR_EXPIRED = {
     "subkey expired, signed after",
 }
 _TEXT_MODE = {"text-mode signature, LF bytes", "text-mode signature, CRLF bytes"}
+# Issue 25, D2: a signature whose hashed issuer is another certificate of the keyring claims another trusted
+# signer and does not count; gpgv refuses these too (it checks with the key the hashed issuer names), Sequoia
+# takes any issuer subpacket that names the signer (sqv, sq, and trtguard before).
+_RIVAL_HASHED_ISSUER = {
+    "hashed fingerprint another's, unhashed key ID the signer's, keyring of both",
+    "hashed key ID another's, unhashed fingerprint the signer's, keyring of both",
+    "hashed fingerprints of another key and of the signer, keyring of both",
+}
 
 #: Where each reference's verdict is not the expected one (docs/signatures.md, "OpenPGP conformance").
 REFERENCE_DIFFERENCES = {
@@ -40,9 +48,18 @@ REFERENCE_DIFFERENCES = {
     # future; it judges key usage by the newest binding, not the one in force when the signature was made.
     "gpgv": _REVOKED_OR_EXPIRED
     | _TEXT_MODE
-    | {"rsa3072 SHA-1", "signature made a year from now", "subkey signing-capable when it signed, not since"},
+    | {"rsa3072 SHA-1", "signature made a year from now", "subkey signing-capable when it signed, not since"}
+    | {
+        # gpgv looks the key up by the first hashed issuer fingerprint or key ID only, and ignores unhashed
+        # fingerprints: a signature whose hashed issuer is absent from the keyring fails there.
+        "hashed fingerprint another's, unhashed fingerprint the signer's",
+        "hashed fingerprints of another key and of the signer",
+        "hashed key ID another's, unhashed fingerprint the signer's",
+        "unhashed fingerprint the signer's, unhashed key ID another's",
+    },
     # sqv counts one good signature as enough and leaves the others out, and reads one armor block.
     "sqv": _TEXT_MODE
+    | _RIVAL_HASHED_ISSUER
     | {
         "two armor blocks, the second bad",
         "one good and one bad signature",
@@ -51,7 +68,9 @@ REFERENCE_DIFFERENCES = {
     },
     # sq verify wants one good signature; a bad one counts against it, one it cannot check does not; it
     # reads one armor block.
-    "sq": _TEXT_MODE | {"one good signature and one by an unknown key", "two armor blocks, the second bad"},
+    "sq": _TEXT_MODE
+    | _RIVAL_HASHED_ISSUER
+    | {"one good signature and one by an unknown key", "two armor blocks, the second bad"},
     # PGPy checks no revocation, binding or signature time, accepts SHA-1, reads the first signature; it
     # gets a key's expiry backwards (refuses the signatures made before it, accepts a subkey's after it).
     "PGPy": (_REVOKED_OR_EXPIRED - {"key expired, signed after"})
@@ -69,6 +88,13 @@ REFERENCE_DIFFERENCES = {
         "subkey not signing-capable when it signed",
         "subkey bound (for signing) only after it signed",
         "primary key made certify-only before it signed",
+        # PGPy checks with the key the first issuer subpacket names, hashed or not
+        "hashed fingerprint another's, unhashed fingerprint the signer's",
+        "hashed fingerprint another's, unhashed key ID the signer's, keyring of both",
+        "hashed fingerprint the signer's, unhashed key ID another's",
+        "hashed fingerprints of another key and of the signer",
+        "hashed key ID another's, unhashed fingerprint the signer's",
+        "unhashed fingerprint the signer's, unhashed key ID another's",
     },
 }
 
@@ -97,7 +123,7 @@ def _wrong(cases: list[conformance.Case], verdicts: dict[str, bool]) -> set[str]
 
 def test_the_cases_cover_what_the_issue_lists(cases: list[conformance.Case]) -> None:
     areas = {case.area for case in cases}
-    assert areas == {"key types", "encodings", "time", "revocations", "subkeys", "text mode"}
+    assert areas == {"key types", "encodings", "time", "revocations", "subkeys", "text mode", "issuers"}
     names = " ".join(case.name for case in cases)
     for needed in ("ed25519", "nistp256", "nistp384", "rsa3072", "binary keyring", "keyring of two"):
         assert needed in names

@@ -15,7 +15,10 @@ from verifier.manifest import EngineBuildManifest, load_manifest
 
 
 def _read_text(path: Path, what: str) -> str:
-    data = read_limited(path, f"the {what}")
+    return _text(read_limited(path, f"the {what}"), path, what)
+
+
+def _text(data: bytes, path: Path, what: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -38,7 +41,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def read_json(path: Path, what: str) -> Any:
     """Parse the JSON file at ``path``; duplicate keys and non-UTF-8 bytes are :class:`InputError`."""
-    text = _read_text(path, what)
+    return parse_json(read_limited(path, f"the {what}"), path, what)
+
+
+def parse_json(data: bytes, path: Path, what: str) -> Any:
+    """Parse ``data``, the bytes read from ``path``, as :func:`read_json` does (for a caller that must judge
+    and parse the very same bytes, as a signed record's)."""
+    text = _text(data, path, what)
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as error:

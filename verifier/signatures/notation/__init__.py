@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from verifier.signatures.notation._envelope import COSE_MEDIA_TYPE, JWS_MEDIA_TYPE, PAYLOAD_CONTENT_TYPE
+from verifier.signatures.notation._envelope import (
+    COSE_MEDIA_TYPE,
+    JWS_MEDIA_TYPE,
+    MAX_ENVELOPE_BYTES,
+    PAYLOAD_CONTENT_TYPE,
+)
 from verifier.signatures.notation.config import NotationPolicy, load_notation_config
 from verifier.signatures.notation.sign import sign_notation
 from verifier.signatures.notation.trust import (
@@ -33,6 +38,8 @@ __all__ = [
     "ARTIFACT_TYPE",
     "COSE_MEDIA_TYPE",
     "JWS_MEDIA_TYPE",
+    "MAX_ENVELOPE_BYTES",
+    "MAX_NOTATION_SIGNATURES",
     "PAYLOAD_CONTENT_TYPE",
     "THUMBPRINT_ANNOTATION",
     "ArtifactDescriptor",
@@ -55,3 +62,6 @@ __all__ = [
 ARTIFACT_TYPE: Final = "application/vnd.cncf.notary.signature"
 #: The signature manifest's annotation listing the chain's SHA-256 thumbprints (written by Notation).
 THUMBPRINT_ANNOTATION: Final = "io.cncf.notary.x509chain.thumbprint#S256"
+#: Notary Project signature manifests read for one artifact (Notation's own ``--max-signatures`` defaults to
+#: 100; real artifacts have one to a few). More is refused before any is read.
+MAX_NOTATION_SIGNATURES: Final = 32

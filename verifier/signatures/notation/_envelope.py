@@ -1,14 +1,21 @@
 """Notary Project signature envelopes (JWS and COSE) read into one :class:`SignerInfo`, integrity checked.
 
-JWS (``application/jose+json``, flattened JSON serialization) is verified with jwcrypto; COSE_Sign1
-(``application/cose``) is decoded with cbor2 and its ``Sig_structure`` (RFC 9052 §4.4) verified with
-``cryptography`` (pycose cannot read these envelopes: docs/signatures.md). Either way, what generic libraries
-leave to the caller is checked here, as notation-core-go does:
+JWS (``application/jose+json``, flattened JSON serialization) is parsed once and its signing input
+(RFC 7515 §5.2: ``BASE64URL(protected) || '.' || BASE64URL(payload)``) verified with ``cryptography``;
+COSE_Sign1 (``application/cose``) is decoded with cbor2 and its ``Sig_structure`` (RFC 9052 §4.4) verified
+with ``cryptography`` (pycose cannot read these envelopes: docs/signatures.md). An envelope is at most
+:data:`MAX_ENVELOPE_BYTES` (real ones are a few KiB: a chain of up to :data:`MAX_CHAIN` certificates and a
+timestamp token). Either way, what generic libraries leave to the caller is checked here, as
+notation-core-go does:
 
 * the algorithm must be the one the signing key calls for (RSA-2048/3072/4096 → PS256/384/512, P-256/384/521
   → ES256/384/512): an RSA-3072 certificate with a PS256 signature fails;
 * ``crit`` must list the signing scheme, and the expiry and authentic signing time when present; any other
-  critical header (a verification plugin, an extension) fails, since trtguard runs no plugins;
+  critical header (an extension) fails;
+* a signature that names a verification plugin (``io.cncf.notary.verificationPlugin`` or
+  ``…verificationPluginMinVersion`` in the protected header) fails whether ``crit`` lists it or not:
+  trtguard runs no plugins, notation-go refuses such a signature without its plugin and refuses the header
+  outright when it is not marked critical (``verifier/helpers.go``);
 * the signing scheme is ``notary.x509`` (with ``signingTime``) or ``notary.x509.signingAuthority`` (with
   ``authenticSigningTime``, not ``signingTime``); the expiry, when present, is after the signing time;
 * the content type is the Notary payload, and the payload's ``targetArtifact`` is a descriptor (media type,
@@ -36,8 +43,6 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, utils
-from jwcrypto import jwk, jws
-from jwcrypto.common import JWException, JWSEHeaderParameter
 
 from verifier.base import VerificationError
 from verifier.signatures.notation._stores import parsed
@@ -47,7 +52,9 @@ __all__ = [
     "COSE_MEDIA_TYPE",
     "EXPIRY",
     "JWS_MEDIA_TYPE",
+    "MAX_ENVELOPE_BYTES",
     "PAYLOAD_CONTENT_TYPE",
+    "PLUGIN_HEADERS",
     "SCHEME_SIGNING_AUTHORITY",
     "SCHEME_X509",
     "SIGNING_SCHEME",
@@ -72,17 +79,19 @@ SCHEME_SIGNING_AUTHORITY: Final = "notary.x509.signingAuthority"
 
 #: Certificates a chain may have (leaf, intermediates, root; real ones have two to four).
 MAX_CHAIN: Final = 10
+#: The largest envelope read (bytes): a few KiB is usual; a ten-certificate chain and a timestamp token with
+#: its TSA chain stay far below. A larger one fails as itself, before it is parsed.
+MAX_ENVELOPE_BYTES: Final = 1024 * 1024
 _NOTARY_HEADERS: Final = (SIGNING_SCHEME, SIGNING_TIME, EXPIRY, AUTHENTIC_SIGNING_TIME)
+#: The extended attributes that make a signature need a verification plugin (the Notary Project signature
+#: specification, "Extended attributes for Notation plugins").
+PLUGIN_HEADERS: Final = ("io.cncf.notary.verificationPlugin", "io.cncf.notary.verificationPluginMinVersion")
 _COSE_ALGORITHMS: Final = {-37: "PS256", -38: "PS384", -39: "PS512", -7: "ES256", -35: "ES384", -36: "ES512"}
 _HASHES: Final = {"256": hashes.SHA256(), "384": hashes.SHA384(), "512": hashes.SHA512()}
 _CURVES: Final = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
 _RSA_SIZES: Final = {2048: "PS256", 3072: "PS384", 4096: "PS512"}
 _BASE64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
 _COSE_ALG, _COSE_CRIT, _COSE_CONTENT_TYPE, _COSE_X5CHAIN = 1, 2, 3, 33
-# jwcrypto refuses critical headers it was not told about; these are the only ones trtguard understands.
-_JWS_REGISTRY: Final = {
-    name: JWSEHeaderParameter("Notary Project", True, True, None) for name in _NOTARY_HEADERS
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +183,14 @@ def _check_headers(
     required = {SIGNING_SCHEME} | ({EXPIRY} if expiry is not None else set())
     if scheme == SCHEME_SIGNING_AUTHORITY:
         required.add(AUTHENTIC_SIGNING_TIME)
+    plugin = [name for name in PLUGIN_HEADERS if name in protected]
+    if plugin:
+        named = ", ".join(f"{name}={protected[name]!r}" for name in plugin)
+        raise VerificationError(
+            f"the signature requires a verification plugin ({named}"
+            f"{', not marked critical' if set(plugin) - set(crit) else ''}); trtguard runs no plugins, so "
+            "such a signature never verifies (Notation refuses it too without the plugin)"
+        )
     listed = set(crit)
     if len(listed) != len(crit):
         raise VerificationError('"crit" lists a header twice')
@@ -248,8 +265,9 @@ def _read_jws(data: bytes) -> SignerInfo:
         raise VerificationError(
             "the JWS envelope is not a flattened JSON serialization with an unprotected header"
         )
-    for part in ("payload", "protected", "signature"):
-        _b64(document[part], f"the JWS {part}", url=True)
+    payload = _b64(document["payload"], "the JWS payload", url=True)
+    raw_protected = _b64(document["protected"], "the JWS protected header", url=True)
+    signature = _b64(document["signature"], "the JWS signature", url=True)
     header = document["header"]
     if not isinstance(header, dict):
         raise VerificationError("the JWS unprotected header is not an object")
@@ -258,8 +276,8 @@ def _read_jws(data: bytes) -> SignerInfo:
         raise VerificationError("the envelope carries no certificate chain (x5c)")
     certificates = _certificates([_b64(c, "x5c", url=False) for c in chain])
     try:
-        protected = json.loads(_b64(document["protected"], "the protected header", url=True))
-    except (ValueError, UnicodeDecodeError):
+        protected = json.loads(raw_protected)
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise VerificationError("the JWS protected header is not JSON") from None
     if not isinstance(protected, dict):
         raise VerificationError("the JWS protected header is not an object")
@@ -271,13 +289,10 @@ def _read_jws(data: bytes) -> SignerInfo:
         raise VerificationError(
             f"the signature algorithm is {protected.get('alg')!r}, but the signing key calls for {algorithm}"
         )
-    token = jws.JWS(header_registry=_JWS_REGISTRY)
-    try:
-        token.deserialize(data.decode())
-        token.verify(jwk.JWK.from_pyca(certificates[0].public_key()), alg=algorithm)
-    except (JWException, ValueError, TypeError, KeyError) as error:
-        raise VerificationError(f"the JWS signature does not verify ({error})") from error
-    payload = token.payload
+    # The signing input is the envelope's own base64url text, exactly as carried (RFC 7515 §5.2).
+    signing_input = f"{document['protected']}.{document['payload']}".encode("ascii")
+    if not _verify_raw(certificates[0], algorithm, signature, signing_input):
+        raise VerificationError("the JWS signature does not verify")
     stamp = header.get(TIMESTAMP_SIGNATURE)
     return SignerInfo(
         media_type=JWS_MEDIA_TYPE,
@@ -288,7 +303,7 @@ def _read_jws(data: bytes) -> SignerInfo:
         payload=payload,
         target=_target(payload),
         certificates=certificates,
-        signature=_b64(document["signature"], "the signature", url=True),
+        signature=signature,
         timestamp_token=_b64(stamp, TIMESTAMP_SIGNATURE, url=False) if stamp is not None else None,
     )
 
@@ -375,8 +390,13 @@ def _read_cose(data: bytes) -> SignerInfo:
 def read_envelope(data: bytes, media_type: str) -> SignerInfo:
     """The envelope's signer information, its signature verified with its own leaf certificate.
 
-    Raises :class:`VerificationError` for anything malformed, unsupported or not verifying (integrity).
+    Raises :class:`VerificationError` for anything malformed, unsupported or not verifying (integrity), and
+    for an envelope larger than :data:`MAX_ENVELOPE_BYTES` (refused unread).
     """
+    if len(data) > MAX_ENVELOPE_BYTES:
+        raise VerificationError(
+            f"the signature envelope is {len(data)} bytes; at most {MAX_ENVELOPE_BYTES // 1024} KiB are read"
+        )
     if media_type == JWS_MEDIA_TYPE:
         return _read_jws(data)
     if media_type == COSE_MEDIA_TYPE:

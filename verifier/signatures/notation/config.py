@@ -148,7 +148,13 @@ def _store_files(folder: Path, kind: str, name: str) -> list[Path]:
             "supported)",
             location=str(folder),
         )
-    files = sorted(folder.iterdir())
+    try:
+        files = sorted(folder.iterdir())
+    except OSError as error:
+        raise InputError(
+            f"the trust store {name!r} of type {kind!r} cannot be read: {error.strerror}",
+            location=str(folder),
+        ) from error
     for file in files:
         if file.is_symlink() or not file.is_file():
             raise InputError(
@@ -183,7 +189,7 @@ def _stores(
                 f"trust store value {value!r}",
                 location=where,
             )
-        if not _STORE_NAME.fullmatch(store):
+        if not _STORE_NAME.fullmatch(store) or store in (".", ".."):
             raise InputError(
                 f"trust policy statement {statement!r} uses an unsupported trust store name {store!r}; named "
                 "store names follow [a-zA-Z0-9_.-]+",
@@ -267,6 +273,12 @@ def load_notation_config(root: Path, *, read: Callable[[Path], bytes]) -> Notati
     Notation would refuse, naming the file.
     """
     path = next((root / name for name in POLICY_FILES if (root / name).exists()), None)
+    if path is not None and not path.is_file():
+        # A folder, or a FIFO (opening it would wait for a writer); a symlink to a file is read (ConfigMaps).
+        raise InputError(
+            "the trust policy is not a regular file",
+            location=str(path),
+        )
     if path is None:
         raise InputError(
             f"no Notation trust policy ({' or '.join(POLICY_FILES)}) in {root}",

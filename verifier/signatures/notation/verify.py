@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -51,11 +51,16 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class NotationSignature:
-    """One signature envelope as found (an OCI referrer's layer): its bytes as stored, and its media type."""
+    """One signature envelope as found (an OCI referrer's layer): its bytes as stored, and its media type.
+
+    The envelope is read and its integrity checked once, however many trusts it is verified against (the
+    outcome, either way, is kept with the object: :func:`_intact`).
+    """
 
     envelope: bytes
     media_type: str
     origin: str = ""
+    _outcome: list[SignerInfo | str] = field(default_factory=list, init=False, compare=False, repr=False)
 
 
 class ArtifactDescriptor(Protocol):
@@ -124,6 +129,23 @@ def read_signer(envelope: bytes, media_type: str) -> EnvelopeSigner:
     check_chain(info.certificates)
     thumbprints = tuple(hashlib.sha256(c.public_bytes(Encoding.DER)).hexdigest() for c in info.certificates)
     return EnvelopeSigner(info.target, thumbprints)
+
+
+def _intact(signature: NotationSignature) -> SignerInfo:
+    """The envelope read, its signature and chain shape checked (what no trust changes), once per object;
+    :class:`VerificationError` (the same message each time) when it is not intact."""
+    if not signature._outcome:
+        try:
+            info = read_envelope(signature.envelope, signature.media_type)
+            check_chain(info.certificates)
+        except VerificationError as error:
+            signature._outcome.append(error.message)
+        else:
+            signature._outcome.append(info)
+    found = signature._outcome[0]
+    if isinstance(found, str):
+        raise VerificationError(found)
+    return found
 
 
 def _authenticity(info: SignerInfo, trust: NotationTrust) -> str:
@@ -207,9 +229,8 @@ def verify_notation(
         raise VerificationError(
             f"{repository or 'this artifact'} is outside the signer's registry scopes {list(trust.scopes)}"
         )
-    info = read_envelope(signature.envelope, signature.media_type)
+    info = _intact(signature)
     _require_target(info.target, descriptor)
-    check_chain(info.certificates)
     signer_id = _authenticity(info, trust)
     logged = []
     failures: list[tuple[Check, str]] = []

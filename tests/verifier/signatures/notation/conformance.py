@@ -202,6 +202,10 @@ class _World:
         return verify(envelope, media_type, trust, options.pop("descriptor", self.descriptor), self.now)
 
 
+PLUGIN_HEADER = "io.cncf.notary.verificationPlugin"
+_MIB = 1024 * 1024  # the envelope bound (written here: the harness also judges checkouts without it)
+
+
 def _rfc3339(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
@@ -324,6 +328,17 @@ def _spec_cases(w: _World) -> list[Case]:
         ("untrusted root", False, untrusted_root),
         ("signature tampered", False, tampered),
         ("signature expired", False, envelope(JWS, **stamp)),
+        # Issue 25: a signature that needs a verification plugin (notation-go refuses the attribute when it
+        # is not critical, and the signature without the plugin when it is), and the envelope size bound.
+        ("JWS: verificationPlugin not marked critical", False, envelope(JWS, **{PLUGIN_HEADER: "acme"})),
+        ("COSE: verificationPlugin not marked critical", False, envelope(COSE, **{PLUGIN_HEADER: "acme"})),
+        (
+            "JWS: verificationPlugin marked critical",
+            False,
+            envelope(JWS, **{PLUGIN_HEADER: "acme", "crit": [envelopes.SCHEME, PLUGIN_HEADER]}),
+        ),
+        ("JWS: envelope above 1 MiB", False, envelope(JWS, **{"x-padding": "x" * _MIB})),
+        ("COSE: envelope above 1 MiB", False, envelope(COSE, **{"x-padding": "x" * _MIB})),
     ]
     return [Case("spec", name, accept, run) for name, accept, run in cases]
 

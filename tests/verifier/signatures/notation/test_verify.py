@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -15,11 +16,13 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from tests.support import notation_envelopes as envelopes
 from tests.support.notary_pki import NOW, Pki, issue, make_pki, new_key, subject
-from verifier.base._errors import InputError, VerificationError
+from verifier.base import Deadline
+from verifier.base._errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.signatures import TrustPolicy, verify_image_signatures
 from verifier.signatures.notation import (
     COSE_MEDIA_TYPE,
     JWS_MEDIA_TYPE,
+    MAX_ENVELOPE_BYTES,
     NotationSignature,
     NotationTrust,
     TargetArtifact,
@@ -27,6 +30,8 @@ from verifier.signatures.notation import (
     sign_notation,
     verify_notation,
 )
+from verifier.signatures.notation import verify as notation_verify
+from verifier.signatures.notation._envelope import read_envelope
 from verifier.signatures.notation.sign import _raw_signature
 
 DIGEST = "sha256:" + "ab" * 32
@@ -205,7 +210,7 @@ def test_the_algorithm_must_follow_the_key() -> None:
                 "crit": ["io.cncf.notary.signingScheme", "io.cncf.notary.verificationPlugin"],
                 "io.cncf.notary.verificationPlugin": "acme",
             },
-            "does not understand: io.cncf.notary.verificationPlugin",
+            "requires a verification plugin",
         ),
         ({"crit": ["io.cncf.notary.signingScheme", "x-acme"], "x-acme": 1}, "does not understand: x-acme"),
         ({"io.cncf.notary.signingScheme": "notary.x509.signingAuthority"}, "must not be present"),
@@ -216,6 +221,53 @@ def test_critical_headers_follow_the_spec(protected: dict[str, Any], reason: str
     pki = make_pki()
     with pytest.raises(VerificationError, match=reason):
         _verify(_jws(pki, pki.leaf.signing_key, _protected("ES256", **protected)), _trust(pki))
+
+
+PLUGIN = "io.cncf.notary.verificationPlugin"
+MIN_VERSION = "io.cncf.notary.verificationPluginMinVersion"
+
+
+@pytest.mark.parametrize("media_type", ENVELOPES)
+@pytest.mark.parametrize(
+    ("extra", "critical"),
+    [
+        ({PLUGIN: "acme"}, []),  # was accepted: the header was only refused when crit listed it
+        ({PLUGIN: "acme"}, [PLUGIN]),
+        ({PLUGIN: "acme", MIN_VERSION: "1.0.0"}, [PLUGIN]),
+        ({PLUGIN: "acme", MIN_VERSION: "1.0.0"}, [PLUGIN, MIN_VERSION]),
+        ({MIN_VERSION: "1.0.0"}, []),
+        ({PLUGIN: ""}, []),
+        ({PLUGIN: 7}, []),
+    ],
+)
+def test_a_signature_that_requires_a_verification_plugin_never_verifies(
+    media_type: str, extra: dict[str, Any], critical: list[str]
+) -> None:
+    """notation-go refuses a verificationPlugin attribute that is not critical, and one that is without the
+    plugin; trtguard runs none, so every such signature fails, in both envelopes, signed for real."""
+    pki = make_pki()
+    body = envelopes.payload(DESCRIPTOR)
+    if media_type == JWS_MEDIA_TYPE:
+        headers = envelopes.jws_headers("ES256", NOW, **extra)
+        headers["crit"] = [*headers["crit"], *critical]
+        data = envelopes.jws(pki.leaf.signing_key, pki.chain, headers, body)
+    else:
+        cose_headers = envelopes.cose_headers("ES256", NOW, **extra)
+        cose_headers[2] = [*cose_headers[2], *critical]
+        data = envelopes.cose(pki.leaf.signing_key, pki.chain, cose_headers, body, alg="ES256")
+    with pytest.raises(VerificationError, match="requires a verification plugin"):
+        _verify(NotationSignature(data, media_type), _trust(pki, level="audit"))
+    # The same envelope without the attribute verifies: the refusal is the plugin's, nothing else.
+    plain = {k: v for k, v in extra.items() if k not in (PLUGIN, MIN_VERSION)}
+    if media_type == JWS_MEDIA_TYPE:
+        data = envelopes.jws(
+            pki.leaf.signing_key, pki.chain, envelopes.jws_headers("ES256", NOW, **plain), body
+        )
+    else:
+        data = envelopes.cose(
+            pki.leaf.signing_key, pki.chain, envelopes.cose_headers("ES256", NOW, **plain), body, alg="ES256"
+        )
+    assert _verify(NotationSignature(data, media_type), _trust(pki)) == ()
 
 
 def test_the_signing_authority_scheme_needs_its_authentic_time_marked_critical() -> None:
@@ -420,3 +472,75 @@ def test_an_unexpected_error_in_one_signature_refuses_only_it(monkeypatch: pytes
     assert result.verified == 1
     with pytest.raises(VerificationError, match="could not be checked \\(TypeError\\)"):
         verify_image_signatures(DIGEST, policy, notation=[hostile], notation_target=TARGET, now=NOW)
+
+
+# D1 (issue 25): hostile envelopes are bounded, read once, and the request's deadline holds across them.
+
+
+@pytest.mark.parametrize("media_type", ENVELOPES)
+def test_an_envelope_above_the_bound_fails_as_itself_unread(
+    media_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pki = make_pki()
+    body = envelopes.payload(DESCRIPTOR)
+    padding = "x" * MAX_ENVELOPE_BYTES  # an unprotected header: the signature still verifies
+    if media_type == JWS_MEDIA_TYPE:
+        headers = envelopes.jws_headers("ES256", NOW)
+        big = envelopes.jws(
+            pki.leaf.signing_key,
+            pki.chain,
+            headers,
+            body,
+            unprotected={"io.cncf.notary.signingAgent": padding},
+        )
+    else:
+        big = envelopes.cose(
+            pki.leaf.signing_key,
+            pki.chain,
+            envelopes.cose_headers("ES256", NOW),
+            body,
+            alg="ES256",
+            unprotected={"io.cncf.notary.signingAgent": padding},
+        )
+    parsed: list[bytes] = []
+    monkeypatch.setattr(json, "loads", lambda data, *a, **k: parsed.append(data))  # nothing is parsed
+    monkeypatch.setattr(cbor2, "loads", lambda data, *a, **k: parsed.append(data))
+    with pytest.raises(VerificationError, match="at most 1024 KiB are read"):
+        _verify(NotationSignature(big, media_type), _trust(pki))
+    assert parsed == []
+
+
+def test_an_envelope_is_read_once_whatever_the_number_of_trusts(monkeypatch: pytest.MonkeyPatch) -> None:
+    pki = make_pki()
+    reads: list[bytes] = []
+    real = read_envelope
+
+    def counted(data: bytes, media_type: str) -> Any:
+        reads.append(data)
+        return real(data, media_type)
+
+    monkeypatch.setattr(notation_verify, "read_envelope", counted)
+    good, bad = _sign(pki), NotationSignature(b"{}", JWS_MEDIA_TYPE, "hostile")
+    policy = TrustPolicy(notation={f"n{number}": _trust(pki) for number in range(5)})
+    result = verify_image_signatures(DIGEST, policy, notation=[good, bad], notation_target=TARGET, now=NOW)
+    assert result.verified == 1
+    assert len(reads) == 2  # one per envelope, not one per envelope and trust (10)
+    with pytest.raises(VerificationError, match="not a flattened JSON serialization"):
+        _verify(bad, _trust(pki))  # the same refusal again, without reading again
+    assert len(reads) == 2
+
+
+def test_a_passed_deadline_stops_before_the_next_envelope_and_is_never_an_allow() -> None:
+    pki = make_pki()
+    policy = TrustPolicy(notation={"n": _trust(pki)})
+    signatures = [_sign(pki) for _ in range(3)]
+    passed = Deadline(time.monotonic() - 1)  # already over: no timing is involved
+    with pytest.raises(EvidenceUnavailable, match="ran out of time after verifying 0 of 3") as stopped:
+        verify_image_signatures(
+            DIGEST, policy, notation=signatures, notation_target=TARGET, now=NOW, deadline=passed
+        )
+    assert stopped.value.transient  # not a verdict the cache keeps
+    result = verify_image_signatures(
+        DIGEST, policy, notation=signatures, notation_target=TARGET, now=NOW, deadline=Deadline.never()
+    )
+    assert result.verified >= 1
