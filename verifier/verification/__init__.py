@@ -1,0 +1,218 @@
+"""Verification in one place: evidence goes in unverified, verified facts come out.
+
+Everything that decides whether a signature counts lives here or in the format it names; callers (the
+policy evaluator in :mod:`policies`, the evidence-package checker in ``trtguard.audit.package.verify``,
+``verify-engine``) hand over what they found and get back facts, or one typed refusal:
+
+* :func:`verify_statement` (copies of one in-toto statement, a :class:`StatementTrust`) →
+  :class:`VerifiedStatement`, or :class:`StatementRefused`. Each registered format checks only its own
+  signed content; the threshold is counted once, over distinct *keys* (never signer names) across formats
+  and copies; ``subject=`` binds the statement to an artifact digest.
+* Typed loaders built on it: :func:`verify_manifest` (one rule for a valid build manifest: its
+  ``output_engine.sha256`` is the statement's subject), :func:`verify_predicate` (SBOMs, scans),
+  :func:`verify_approval`, :func:`verify_verification`, :func:`verify_attestation`, returning
+  :class:`VerifiedManifest` and its siblings, each with ``valid_until`` (when a counted signature stops
+  verifying), which bounds how long a cache may keep the answer.
+* Image signatures: :func:`image_trust` (a rule's signers → :class:`TrustPolicy`) and :func:`verify_image`
+  (cosign classic and bundles, DSSE ``cosign/sign`` statements, Notation) → :class:`VerificationResult`.
+* The trust material a policy's signers carry (:class:`PublicKey`, :class:`OpenPGPKey`,
+  :class:`KeylessIdentity`, :class:`TrustRoot`, Notation's trust), re-exported so that :mod:`policies`
+  loads signers without importing a cryptographic module.
+
+Adding a statement signature format
+-----------------------------------
+A format is an object with the four members of :class:`StatementFormat` (``_contract.py``):
+
+* ``label`` — its name in messages and in :attr:`StatementTrust.material` (``"DSSE"``, ``"OpenPGP"``);
+* ``material(signer)`` — the trust material of this format that a policy's signer carries (an attribute of
+  :class:`policies.signers.Signer`), or None;
+* ``identity(material)`` — what a threshold counts for that material: the key itself (a digest of its
+  canonical encoding, hex in one case), so one key under two names or in two encodings counts once;
+* ``carries(copy)`` and ``check(copy, trusted) -> Checked`` — whether a found copy (a
+  :class:`verifier.evidence.Attestation`) holds a signature of this format, and which of ``trusted``
+  (name → material) signed its exact bytes: :class:`SignedBy` entries (name, identity, ``valid_until``: the
+  signature's own expiry) and the problems of those that did not verify, as text. ``check`` never raises
+  for a bad signature; it imports heavy libraries inside the function (start-up time, issue 15).
+
+Write it in its own folder (``verifier/signatures/<format>/``, with a module here only if it needs one) and
+register it with ONE line, appending it to ``FORMATS`` in ``verifier/verification/_table.py``::
+
+    from verifier.signatures.model_signing import MODEL_SIGNING  # the format object
+    FORMATS = (DSSE, OPENPGP, MODEL_SIGNING)
+
+Nothing else changes: thresholds, copies, subject binding, the refusal, the cache's ``valid_until`` and
+every caller come with it. Trust material a new kind of signer carries needs its TrustedKeys field and
+:class:`policies.signers.Signer` attribute too (the policy language's side, not verification's).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verifier.keys import PublicKey
+    from verifier.signatures import (
+        CountedSignature,
+        KeylessIdentity,
+        LoggedCheck,
+        NoSignatures,
+        OpenPGPKey,
+        SignerMatch,
+        TrustPolicy,
+        TrustRoot,
+        VerificationResult,
+    )
+    from verifier.signatures.notation import (
+        NotationPolicy,
+        NotationTrust,
+        StoreType,
+        load_certificates,
+        load_notation_config,
+        parse_identities,
+    )
+    from verifier.verification._contract import Checked, SignedBy, StatementFormat
+    from verifier.verification._facts import (
+        VerifiedApproval,
+        VerifiedAttestation,
+        VerifiedManifest,
+        VerifiedPredicate,
+        VerifiedVerification,
+        by_statement,
+        dsse_trust,
+        manifest_of,
+        verify_approval,
+        verify_attestation,
+        verify_manifest,
+        verify_predicate,
+        verify_verification,
+    )
+    from verifier.verification._images import image_trust, verify_image
+    from verifier.verification._statement import (
+        StatementRefused,
+        StatementTrust,
+        VerifiedStatement,
+        signers_of,
+        statement_digest,
+        verify_statement,
+    )
+    from verifier.verification._table import FORMATS
+
+#: Where each public name lives.
+_HOMES: dict[str, str] = {
+    "PublicKey": "verifier.keys",
+    **dict.fromkeys(
+        (
+            "CountedSignature",
+            "KeylessIdentity",
+            "LoggedCheck",
+            "NoSignatures",
+            "OpenPGPKey",
+            "SignerMatch",
+            "TrustPolicy",
+            "TrustRoot",
+            "VerificationResult",
+        ),
+        "verifier.signatures",
+    ),
+    **dict.fromkeys(
+        (
+            "NotationPolicy",
+            "NotationTrust",
+            "StoreType",
+            "load_certificates",
+            "load_notation_config",
+            "parse_identities",
+        ),
+        "verifier.signatures.notation",
+    ),
+    **dict.fromkeys(("Checked", "SignedBy", "StatementFormat"), "verifier.verification._contract"),
+    **dict.fromkeys(
+        (
+            "VerifiedApproval",
+            "VerifiedAttestation",
+            "VerifiedManifest",
+            "VerifiedPredicate",
+            "VerifiedVerification",
+            "by_statement",
+            "dsse_trust",
+            "manifest_of",
+            "verify_approval",
+            "verify_attestation",
+            "verify_manifest",
+            "verify_predicate",
+            "verify_verification",
+        ),
+        "verifier.verification._facts",
+    ),
+    **dict.fromkeys(("image_trust", "verify_image"), "verifier.verification._images"),
+    **dict.fromkeys(
+        (
+            "StatementRefused",
+            "StatementTrust",
+            "VerifiedStatement",
+            "signers_of",
+            "statement_digest",
+            "verify_statement",
+        ),
+        "verifier.verification._statement",
+    ),
+    "FORMATS": "verifier.verification._table",
+}
+
+__all__ = [
+    "FORMATS",
+    "Checked",
+    "CountedSignature",
+    "KeylessIdentity",
+    "LoggedCheck",
+    "NoSignatures",
+    "NotationPolicy",
+    "NotationTrust",
+    "OpenPGPKey",
+    "PublicKey",
+    "SignedBy",
+    "SignerMatch",
+    "StatementFormat",
+    "StatementRefused",
+    "StatementTrust",
+    "StoreType",
+    "TrustPolicy",
+    "TrustRoot",
+    "VerificationResult",
+    "VerifiedApproval",
+    "VerifiedAttestation",
+    "VerifiedManifest",
+    "VerifiedPredicate",
+    "VerifiedStatement",
+    "VerifiedVerification",
+    "by_statement",
+    "dsse_trust",
+    "image_trust",
+    "load_certificates",
+    "load_notation_config",
+    "manifest_of",
+    "parse_identities",
+    "signers_of",
+    "statement_digest",
+    "verify_approval",
+    "verify_attestation",
+    "verify_image",
+    "verify_manifest",
+    "verify_predicate",
+    "verify_statement",
+    "verify_verification",
+]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,0 +1,37 @@
+"""DSSE statements signed with public keys (cosign key pairs, ``trtguard attest``): their signature check."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from verifier.base import VerificationError
+from verifier.dsse import verify_envelope
+from verifier.verification._contract import Checked, SignedBy
+
+if TYPE_CHECKING:
+    from verifier.evidence import Attestation
+    from verifier.keys import PublicKey
+
+
+class _Dsse:
+    label = "DSSE"
+
+    def material(self, signer: Any) -> object | None:
+        return getattr(signer, "public_key", None)
+
+    def identity(self, material: PublicKey) -> str:
+        return f"key:{material.key_id}"
+
+    def carries(self, copy: Attestation) -> bool:
+        return bool(copy.envelope.signatures)
+
+    def check(self, copy: Attestation, trusted: Mapping[str, PublicKey]) -> Checked:
+        try:
+            names = verify_envelope(copy.envelope, trusted, threshold=1)
+        except VerificationError as error:
+            return Checked(problems=(error.message,))
+        return Checked(signers=tuple(SignedBy(name, self.identity(trusted[name])) for name in names))
+
+
+DSSE = _Dsse()
