@@ -58,7 +58,7 @@ def check_attestation(
             "engines", f"{name}: {path} cannot be checked: the included policies give no public key"
         )
         return audit_id
-    found = Attestation(
+    copy = Attestation(
         envelope,
         statement.predicate_type,
         statement.subject_digests(),
@@ -66,15 +66,15 @@ def check_attestation(
         tuple(members[p] for p in attestation.openpgp_signatures if p in members),
     )
     try:
-        verified = verify_statement([found], trust)
+        verified = verify_statement([copy], trust)
     except StatementRefused:
         findings.fail("engines", f"{name}: {kind} {path} is not signed by a key of the included TrustedKeys")
         return audit_id
     if kind == "build-manifest":
         try:
-            found = manifest_of(verified)
+            manifest = manifest_of(verified)
             # Admission's rule: the engine it describes is this artifact's engine (its engine layer).
-            _artifact(entry).require_build_manifest(found.manifest, found.subjects)
+            _artifact(entry).require_build_manifest(manifest.manifest, manifest.subjects)
         except VerificationError as error:
             findings.fail("engines", f"{name}: build manifest {path} would not be admitted: {error.message}")
             return audit_id
