@@ -21,28 +21,33 @@ policy evaluator in :mod:`policies`, the evidence-package checker in ``trtguard.
 
 Adding a statement signature format
 -----------------------------------
-A format is an object with the four members of :class:`StatementFormat` (``_contract.py``):
+A format is one object with the five members of ``StatementFormat`` (``_contract.py``), typed
+structurally: it imports nothing from this room (so a format in its own folder makes no import cycle).
 
-* ``label`` — its name in messages and in :attr:`StatementTrust.material` (``"DSSE"``, ``"OpenPGP"``);
-* ``material(signer)`` — the trust material of this format that a policy's signer carries (an attribute of
-  :class:`policies.signers.Signer`), or None;
-* ``identity(material)`` — what a threshold counts for that material: the key itself (a digest of its
-  canonical encoding, hex in one case), so one key under two names or in two encodings counts once;
-* ``carries(copy)`` and ``check(copy, trusted) -> Checked`` — whether a found copy (a
-  :class:`verifier.evidence.Attestation`) holds a signature of this format, and which of ``trusted``
-  (name → material) signed its exact bytes: :class:`SignedBy` entries (name, identity, ``valid_until``: the
-  signature's own expiry) and the problems of those that did not verify, as text. ``check`` never raises
-  for a bad signature; it imports heavy libraries inside the function (start-up time, issue 15).
+* ``label: str`` — its name in messages and in ``StatementTrust.material`` (``"DSSE"``, ``"OpenPGP"``);
+* ``material(signer) -> object | None`` — the trust material of this format that a policy's signer
+  carries (an attribute of :class:`policies.signers.Signer`, read with ``getattr``), or None;
+* ``identity(material) -> str`` — what a threshold counts for that material: the key itself (a digest of
+  its canonical encoding, or a fingerprint in one case, prefixed with the format), so one key under two
+  names or in two encodings counts once; the room counts by it, never by signer names;
+* ``carries(copy) -> bool`` — whether a found copy (a :class:`verifier.evidence.Attestation`) holds a
+  signature of this format at all;
+* ``check(copy, trusted) -> (signed, problems)`` — which of ``trusted`` (signer name → material) signed
+  the copy's exact bytes: ``signed`` lists ``(name, valid_until)`` (``valid_until``: when that signature
+  stops verifying on its own, e.g. its expiry, else None), ``problems`` says why others did not, as text.
+  It never raises for a bad signature, and imports heavy libraries inside the function (start-up time,
+  issue 15).
 
-Write it in its own folder (``verifier/signatures/<format>/``, with a module here only if it needs one) and
-register it with ONE line, appending it to ``FORMATS`` in ``verifier/verification/_table.py``::
+Write it in its own folder (``verifier/signatures/<format>/``, exported by that package's front door)
+and register it with ONE line, in the ``FORMATS`` tuple of ``verifier/verification/_table.py``::
 
-    from verifier.signatures.model_signing import MODEL_SIGNING  # the format object
-    FORMATS = (DSSE, OPENPGP, MODEL_SIGNING)
+    from verifier.signatures.model_signing import MODEL_SIGNING  # the import that line needs
+    FORMATS: tuple[StatementFormat, ...] = (DSSE, OPENPGP, MODEL_SIGNING)
 
-Nothing else changes: thresholds, copies, subject binding, the refusal, the cache's ``valid_until`` and
-every caller come with it. Trust material a new kind of signer carries needs its TrustedKeys field and
-:class:`policies.signers.Signer` attribute too (the policy language's side, not verification's).
+mypy then checks the object against the protocol. Nothing else changes: thresholds, copies, subject
+binding, the refusal, the cache's ``valid_until`` and every caller (evaluator, evidence-package checker,
+``verify-engine``) come with it. Trust material of a new kind of signer needs its TrustedKeys field and
+:class:`policies.signers.Signer` attribute too: the policy language's side, not verification's.
 """
 
 from __future__ import annotations

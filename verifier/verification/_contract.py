@@ -1,15 +1,16 @@
 """What a statement signature format is: its trust material and its signed-content check.
 
 A format checks only its own signed content — whether the trusted material it is given signed the
-statement's exact bytes — and says which signer that is (:class:`SignedBy`, counted by its key's identity,
-never by the name a policy gives it). Everything else (copies of one statement, the threshold counted once
-across formats and copies, subject binding, the typed refusal) is
-:func:`~verifier.verification.verify_statement`'s.
+statement's exact bytes — and says which signers did; the room counts them by their material's identity
+(:class:`SignedBy`), never by the name a policy gives them. Everything else (copies of one statement, the
+threshold counted once across formats and copies, subject binding, the typed refusal) is
+:func:`~verifier.verification.verify_statement`'s. A format imports nothing from this room: it is typed
+structurally (:class:`StatementFormat`), so a format in its own folder plugs in without an import cycle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,9 +23,9 @@ if TYPE_CHECKING:
 class SignedBy:
     """One trusted signer whose signature over a statement verified.
 
-    ``identity`` is what a threshold counts: the key itself (``key:<DER SHA-256>``, ``openpgp:<FINGERPRINT>``,
-    upper-case), so one key under two names, or in two encodings, counts once. ``valid_until`` is when this
-    signature stops verifying on its own (a signature's expiry; None: it does not).
+    ``identity`` is what a threshold counts, the format's :meth:`StatementFormat.identity` of the signer's
+    material: the key itself, so one key under two names, or in two encodings, counts once. ``valid_until``
+    is when this signature stops verifying on its own (a signature's expiry; None: it does not).
     """
 
     name: str
@@ -32,12 +33,10 @@ class SignedBy:
     valid_until: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Checked:
-    """What one format found on one copy of a statement: the signers that verified, and why others did not."""
-
-    signers: tuple[SignedBy, ...] = ()
-    problems: tuple[str, ...] = ()
+#: What a format's check found on one copy: (name of a trusted signer that signed it, when that signature
+#: stops verifying or None) for each, and why the others did not verify, as text. Plain tuples: a format
+#: imports nothing from this room.
+Checked = tuple[Sequence[tuple[str, datetime | None]], Sequence[str]]
 
 
 class StatementFormat(Protocol):
@@ -61,5 +60,6 @@ class StatementFormat(Protocol):
         ...
 
     def check(self, copy: Attestation, trusted: Mapping[str, Any]) -> Checked:
-        """Which of ``trusted`` (name → this format's material) signed the exact bytes of ``copy``."""
+        """Which of ``trusted`` (name → this format's material) signed the exact bytes of ``copy``; never
+        raises for a bad signature (it is a problem of the result)."""
         ...

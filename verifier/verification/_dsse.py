@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from verifier.base import VerificationError
 from verifier.dsse import verify_envelope
-from verifier.verification._contract import Checked, SignedBy
 
 if TYPE_CHECKING:
     from verifier.evidence import Attestation
@@ -26,12 +26,14 @@ class _Dsse:
     def carries(self, copy: Attestation) -> bool:
         return bool(copy.envelope.signatures)
 
-    def check(self, copy: Attestation, trusted: Mapping[str, PublicKey]) -> Checked:
+    def check(
+        self, copy: Attestation, trusted: Mapping[str, PublicKey]
+    ) -> tuple[list[tuple[str, datetime | None]], list[str]]:
         try:
             names = verify_envelope(copy.envelope, trusted, threshold=1)
         except VerificationError as error:
-            return Checked(problems=(error.message,))
-        return Checked(signers=tuple(SignedBy(name, self.identity(trusted[name])) for name in names))
+            return [], [error.message]
+        return [(name, None) for name in names], []
 
 
 DSSE = _Dsse()

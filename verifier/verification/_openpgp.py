@@ -11,7 +11,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from verifier.base import VerificationError
-from verifier.verification._contract import Checked, SignedBy
 
 if TYPE_CHECKING:  # pysequoia loads with the first OpenPGP signature checked (start-up time, issue 15)
     from verifier.evidence import Attestation
@@ -30,10 +29,12 @@ class _OpenPgp:
     def carries(self, copy: Attestation) -> bool:
         return bool(copy.openpgp_signatures)
 
-    def check(self, copy: Attestation, trusted: Mapping[str, OpenPGPKey]) -> Checked:
+    def check(
+        self, copy: Attestation, trusted: Mapping[str, OpenPGPKey]
+    ) -> tuple[list[tuple[str, datetime | None]], list[str]]:
         from verifier.signatures.openpgp import verify_detached  # noqa: PLC0415 - see TYPE_CHECKING
 
-        signers: list[SignedBy] = []
+        signers: list[tuple[str, datetime | None]] = []
         problems: list[str] = []
         for signature in copy.openpgp_signatures:
             try:
@@ -42,8 +43,8 @@ class _OpenPgp:
                 problems.append(error.message)
                 continue
             until = _expiry(signature)
-            signers += [SignedBy(n, self.identity(trusted[n]), until) for n in names]
-        return Checked(tuple(signers), tuple(problems))
+            signers += [(name, until) for name in names]
+        return signers, problems
 
 
 def _expiry(signature: bytes) -> datetime | None:

@@ -120,9 +120,10 @@ def signers_of(copies: Sequence[Attestation], trust: StatementTrust) -> tuple[Si
             trusted = trust.material.get(fmt.label)
             if not trusted or not fmt.carries(copy):
                 continue
-            checked = fmt.check(copy, trusted)
-            reasons += checked.problems
-            signed += checked.signers
+            verified, problems = fmt.check(copy, trusted)
+            reasons += problems
+            # Counted by the key, as the format identifies its material: never by the signer's name.
+            signed += [SignedBy(name, fmt.identity(trusted[name]), until) for name, until in verified]
     if not signed:
         formats = [f.label for f in FORMATS if trust.material.get(f.label)]
         raise StatementRefused(
