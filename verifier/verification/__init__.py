@@ -76,7 +76,6 @@ if TYPE_CHECKING:
         load_notation_config,
         parse_identities,
     )
-    from verifier.verification._contract import Checked, SignedBy, StatementFormat
     from verifier.verification._facts import (
         VerifiedApproval,
         VerifiedAttestation,
@@ -96,12 +95,10 @@ if TYPE_CHECKING:
     from verifier.verification._statement import (
         StatementRefused,
         StatementTrust,
-        VerifiedStatement,
         signers_of,
         statement_digest,
         verify_statement,
     )
-    from verifier.verification._table import FORMATS
 
 #: Where each public name lives.
 _HOMES: dict[str, str] = {
@@ -131,7 +128,6 @@ _HOMES: dict[str, str] = {
         ),
         "verifier.signatures.notation",
     ),
-    **dict.fromkeys(("Checked", "SignedBy", "StatementFormat"), "verifier.verification._contract"),
     **dict.fromkeys(
         (
             "VerifiedApproval",
@@ -152,22 +148,12 @@ _HOMES: dict[str, str] = {
     ),
     **dict.fromkeys(("image_trust", "verify_image"), "verifier.verification._images"),
     **dict.fromkeys(
-        (
-            "StatementRefused",
-            "StatementTrust",
-            "VerifiedStatement",
-            "signers_of",
-            "statement_digest",
-            "verify_statement",
-        ),
+        ("StatementRefused", "StatementTrust", "signers_of", "statement_digest", "verify_statement"),
         "verifier.verification._statement",
     ),
-    "FORMATS": "verifier.verification._table",
 }
 
 __all__ = [
-    "FORMATS",
-    "Checked",
     "CountedSignature",
     "KeylessIdentity",
     "LoggedCheck",
@@ -176,9 +162,7 @@ __all__ = [
     "NotationTrust",
     "OpenPGPKey",
     "PublicKey",
-    "SignedBy",
     "SignerMatch",
-    "StatementFormat",
     "StatementRefused",
     "StatementTrust",
     "StoreType",
@@ -189,7 +173,6 @@ __all__ = [
     "VerifiedAttestation",
     "VerifiedManifest",
     "VerifiedPredicate",
-    "VerifiedStatement",
     "VerifiedVerification",
     "by_statement",
     "dsse_trust",
