@@ -24,7 +24,6 @@ from verifier.engine.inspector import InvalidInspectorOutput, LayerPrecisions, p
 from verifier.engine.onnx_model import InvalidOnnxModel, OnnxModelInfo, read_onnx_model
 from verifier.engine.report import Check, CheckStatus, EngineReport, ManifestSummary, failed, passed, skipped
 from verifier.engine.runtime import LEAN_MODULES, GpuOptions, GpuOutcome, GpuRun, inspect_on_gpu
-from verifier.evidence import Attestation
 from verifier.keys import PublicKey
 from verifier.manifest import EngineBuildManifest, manifest_digest
 from verifier.verification import StatementRefused, StatementTrust, manifest_of, signers_of, verify_statement
@@ -68,6 +67,10 @@ def load_signed_manifest(path: Path, keys: Mapping[str, PublicKey], *, threshold
         "the manifest envelope",
         hint="give the DSSE envelope of the engine build manifest",
     )
+    # Loaded here: verifier.evidence brings the signature result types, which the command module does not need
+    # to load (a slim GPU environment runs verify-engine).
+    from verifier.evidence import Attestation  # noqa: PLC0415
+
     envelope = Envelope.from_json(data, location=str(path))
     digest = manifest_digest(envelope)
     trust = StatementTrust.with_keys(keys, threshold)  # InputError: a threshold the keys cannot meet
