@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 if TYPE_CHECKING:
-    from verifier.signatures.results import LoggedCheck
+    from verifier.verification import LoggedCheck
 
 
 class Action(StrEnum):

@@ -16,14 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 from policies.schema import NotationSigner, TrustedKey, TrustedKeysDocument
 from verifier.base import Document, TrtguardError, read_limited
-from verifier.keys import PublicKey
+from verifier.verification import PublicKey
 
 if TYPE_CHECKING:
     # Each signer format's verifier loads with the first signer of that format (start-up time, issue 15).
-    from verifier.signatures.notation import NotationPolicy, NotationTrust, StoreType
-    from verifier.signatures.openpgp import OpenPGPKey
-    from verifier.signatures.policy import KeylessIdentity
-    from verifier.signatures.trust import TrustRoot
+    from verifier.verification import (
+        KeylessIdentity,
+        NotationPolicy,
+        NotationTrust,
+        OpenPGPKey,
+        StoreType,
+        TrustRoot,
+    )
 
 __all__ = ["Signer", "load_signers", "signer_list_problems"]
 
@@ -107,14 +111,14 @@ def _load_signer(
             data = armored if armored is not None else read(key.openpgp.file or "")
             if data is None:
                 return None
-            from verifier.signatures.openpgp import OpenPGPKey  # noqa: PLC0415 - see TYPE_CHECKING above
+            from verifier.verification import OpenPGPKey  # noqa: PLC0415 - see TYPE_CHECKING above
 
             return Signer(ref, None, None, None, None, openpgp=OpenPGPKey.from_armored(data, location=where))
         if key.notation is not None:
             trust = _notation_trust(key.notation, read, where)
             return None if trust is None else Signer(ref, None, None, None, None, notation=trust)
         if key.notation_config is not None:
-            from verifier.signatures.notation import load_notation_config  # noqa: PLC0415 - see TYPE_CHECKING
+            from verifier.verification import load_notation_config  # noqa: PLC0415 - see TYPE_CHECKING
 
             config = load_notation_config(base / key.notation_config.directory, read=_recorded(base, digest))
             return Signer(ref, None, None, None, None, notation=config)
@@ -130,8 +134,7 @@ def _load_signer(
             root = read(keyless.trusted_root.file)
             if root is None:
                 return None
-            from verifier.signatures.policy import KeylessIdentity  # noqa: PLC0415 - see TYPE_CHECKING above
-            from verifier.signatures.trust import TrustRoot  # noqa: PLC0415
+            from verifier.verification import KeylessIdentity, TrustRoot  # noqa: PLC0415 - see TYPE_CHECKING
 
             trust_root = TrustRoot.from_bytes(root, location=str(base / keyless.trusted_root.file))
             identity = KeylessIdentity(
@@ -167,7 +170,7 @@ def _recorded(base: Path, digest: Any) -> Callable[[Path], bytes]:
 
 
 def _notation_trust(signer: NotationSigner, read: Any, where: str) -> NotationTrust | None:
-    from verifier.signatures.notation import (  # noqa: PLC0415 - see TYPE_CHECKING above
+    from verifier.verification import (  # noqa: PLC0415 - see TYPE_CHECKING above
         NotationTrust,
         load_certificates,
         parse_identities,

@@ -13,7 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from policies.strict import API_VERSION, Metadata, Name
 from policies.strict import StrictModel as _Model
-from verifier.keys import PublicKey
+from verifier.verification import PublicKey
 
 __all__ = [
     "FileRef",

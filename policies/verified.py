@@ -15,7 +15,8 @@ predicate type, expected engine).
 
 A build manifest or change approval may be signed in DSSE (keys) and with detached OpenPGP signatures over
 the same statement bytes; a threshold counts distinct keys across both formats and across every place the
-statement was found (:func:`signed_by`). Results are kept with
+statement was found (:func:`verifier.verification.verify_statement`, which does all the verifying: this
+module keeps the cache and asks). Results are kept with
 :class:`~verifier.base.ResultCache`: a verified result for ``ttl`` seconds, a definitive failure (no
 signature, a wrong key) for ``negative_ttl``, a transient failure (a registry that is down) never. A cache
 hit skips the registry and the cryptography; the evaluator still runs every other check on each admission.
@@ -33,37 +34,38 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from policies.cel.activation import CelActivation, prepare_activation
-from policies.evidence_checks import (
+from policies.loader import PolicySet
+from policies.results import SignerRecord
+from policies.signature_records import VerifiedSignatures, signature_record
+from verifier.attestations import (
+    CHANGE_APPROVAL_PREDICATE_TYPE,
+    ENGINE_VERIFICATION_PREDICATE_TYPE,
+)
+from verifier.base import Deadline, ImageReference, ResultCache, TrtguardError, VerificationError
+from verifier.evidence import ArtifactAttestations, EvidenceSource
+from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
+from verifier.verification import (
+    NoSignatures,
+    StatementTrust,
     UnreadableEvidence,
     VerifiedApproval,
     VerifiedAttestation,
     VerifiedManifest,
     VerifiedPredicate,
-    VerifiedSignatures,
     VerifiedVerification,
     by_statement,
-    public_keys,
-    signature_record,
-    statement_digest,
+    dsse_trust,
+    image_trust,
     verify_approval,
+    verify_attestation,
+    verify_image,
     verify_manifest,
     verify_predicate,
     verify_verification,
 )
-from policies.loader import PolicySet
-from policies.results import SignerRecord
-from verifier.attestations import (
-    CHANGE_APPROVAL_PREDICATE_TYPE,
-    ENGINE_VERIFICATION_PREDICATE_TYPE,
-)
-from verifier.base import Deadline, ImageReference, InputError, ResultCache, TrtguardError, VerificationError
-from verifier.dsse import verify_envelope
-from verifier.evidence import ArtifactAttestations, EvidenceSource
-from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
-from verifier.signatures.results import NoSignatures
 
-if TYPE_CHECKING:  # the verifiers load with the first signature checked (start-up time, issue 15)
-    from verifier.signatures.policy import TrustPolicy
+if TYPE_CHECKING:
+    from verifier.verification import TrustPolicy
 
 __all__ = [
     "CacheSettings",
@@ -111,6 +113,13 @@ class CacheSettings:
     max_entries: int = 10_000
 
 
+def _valid_until(value: object) -> datetime | None:
+    """When a cached answer stops being true: the earliest ``valid_until`` of the facts it holds."""
+    facts = value if isinstance(value, tuple) else (value,)
+    ends = [end for fact in facts if (end := getattr(fact, "valid_until", None)) is not None]
+    return min(ends, default=None)
+
+
 #: How many manifests' CEL data :class:`VerifiedEvidence` keeps (emptied when full).
 _MANIFEST_ACTIVATIONS = 256
 
@@ -135,7 +144,10 @@ class VerifiedEvidence:
 
         def cache() -> ResultCache[tuple[object, ...], Any]:
             return ResultCache(
-                ttl=settings.ttl, negative_ttl=settings.negative_ttl, max_entries=settings.max_entries
+                ttl=settings.ttl,
+                negative_ttl=settings.negative_ttl,
+                max_entries=settings.max_entries,
+                valid_until=_valid_until,
             )
 
         self.signatures_cache: ResultCache[tuple[object, ...], VerifiedSignatures] = cache()
@@ -200,30 +212,15 @@ class VerifiedEvidence:
             )
         return found
 
+    def _statement_trust(self, keys: Sequence[str], threshold: int) -> StatementTrust:
+        """Who may sign a statement for a rule: its signers in every statement format, and its threshold."""
+        return StatementTrust.of(self._policy_set.signers_for(keys), threshold, now=self._clock())
+
     def trust_policy(self, keys: Sequence[str], threshold: int) -> TrustPolicy:
         """The signature policy for a rule's keys and threshold (built once per rule)."""
         found = self._trust_policies.get((tuple(keys), threshold))
         if found is None:
-            signers = self._policy_set.signers_for(keys)
-            roots = {
-                s.trust_root.fingerprint: s.trust_root for s in signers.values() if s.trust_root is not None
-            }
-            if len(roots) > 1:
-                raise InputError(
-                    f"keyless signers [{', '.join(keys)}] use different trusted roots",
-                    hint="list keyless signers of one Sigstore instance per rule",
-                )
-            from verifier.signatures.policy import TrustPolicy  # noqa: PLC0415 - see TYPE_CHECKING above
-
-            found = TrustPolicy(
-                keys={ref: s.public_key for ref, s in signers.items() if s.public_key is not None},
-                identities=tuple(s.identity for s in signers.values() if s.identity is not None),
-                notation={ref: s.notation for ref, s in signers.items() if s.notation is not None},
-                threshold=threshold,
-                trust_root=next(iter(roots.values()), None),
-                rekor_keys=tuple(s.rekor_key for s in signers.values() if s.rekor_key is not None),
-                require_tlog=any(s.rekor_key is not None for s in signers.values()),
-            )
+            found = image_trust(self._policy_set.signers_for(keys), threshold)
             self._trust_policies[(tuple(keys), threshold)] = found
         return found
 
@@ -247,17 +244,10 @@ class VerifiedEvidence:
             if not material.count:
                 raise NoSignatures(f"no signature found (looked in {where})", hint=self.signing_fix(keys))
             policy = self.trust_policy(keys, threshold)
-            from verifier.signatures.verify import verify_image_signatures  # noqa: PLC0415 - see TYPE_CHECKING
-
             result = await asyncio.to_thread(
-                verify_image_signatures,
-                material.digest,
+                verify_image,
+                material,
                 policy,
-                classic=material.classic,
-                bundles=material.bundles,
-                envelopes=tuple(s.envelope for s in material.statements),
-                notation=material.notation,
-                notation_target=material.descriptor,
                 # A classic signature names the repository it was made for; one copied to another
                 # repository (or registry) is not a signature of this image there.
                 repository=reference.name,
@@ -268,7 +258,7 @@ class VerifiedEvidence:
             return VerifiedSignatures(result, tuple(signature_record(c, material) for c in result.counted))
 
         key = self._key("signatures", reference, tuple(keys), threshold, self._signers(keys))
-        return await self.signatures_cache.get_or_compute(key, compute)
+        return await self.signatures_cache.get_or_compute(key, compute, now=self._clock())
 
     def signing_fix(self, keys: Sequence[str]) -> str:
         """How to make a signature ``keys`` would verify: the tools of their formats (Notation's for Notation
@@ -300,23 +290,19 @@ class VerifiedEvidence:
             candidates = [a for a in (await fetch()).attestations if a.predicate_type == predicate_type]
             if not candidates:
                 raise VerificationError(f"no attestation of type {predicate_type}")
-            signers = public_keys(self._policy_set.signers_for(keys))
+            trust = dsse_trust(self._policy_set.signers_for(keys), threshold)
             reasons = []
             for attestation in candidates:
                 try:
-                    names = await asyncio.to_thread(
-                        verify_envelope, attestation.envelope, signers, threshold=threshold
-                    )
+                    return await asyncio.to_thread(verify_attestation, attestation, trust)
                 except VerificationError as error:
                     reasons.append(error.message)
-                    continue
-                return VerifiedAttestation(names, statement_digest(attestation.envelope.payload))
             raise VerificationError(
                 f"no attestation of type {predicate_type} signed by [{', '.join(keys)}]: {reasons[0]}"
             )
 
         key = self._key("attestation", reference, predicate_type, tuple(keys), threshold)
-        return await self.attestations_cache.get_or_compute(key, compute)
+        return await self.attestations_cache.get_or_compute(key, compute, now=self._clock())
 
     async def predicates(
         self,
@@ -333,17 +319,13 @@ class VerifiedEvidence:
 
         async def compute() -> Documents[VerifiedPredicate]:
             candidates = [a for a in (await fetch()).attestations if a.predicate_type == predicate_type]
-            signers = self._policy_set.signers_for(keys)
+            trust = self._statement_trust(keys, threshold)
             verified: list[VerifiedPredicate] = []
             unreadable: list[str] = []
             refused: list[str] = []
             for copies in by_statement(candidates):
                 try:
-                    verified.append(
-                        await asyncio.to_thread(
-                            verify_predicate, copies, signers, threshold, scans, now=self._clock()
-                        )
-                    )
+                    verified.append(await asyncio.to_thread(verify_predicate, copies, trust, scans=scans))
                 except UnreadableEvidence as error:
                     unreadable.append(f"{copies[0].origin}: {error.message}")
                 except TrtguardError as error:
@@ -354,7 +336,7 @@ class VerifiedEvidence:
             raise VerificationError(f"no attestation of type {predicate_type}{why}")
 
         key = self._key("predicates", reference, predicate_type, tuple(keys), threshold, scans)
-        return await self.predicates_cache.get_or_compute(key, compute)
+        return await self.predicates_cache.get_or_compute(key, compute, now=self._clock())
 
     async def build_manifests(
         self, reference: ImageReference, keys: Sequence[str], threshold: int, fetch: Fetch
@@ -367,7 +349,7 @@ class VerifiedEvidence:
             candidates = [a for a in fetched.attestations if a.predicate_type == ENGINE_BUILD_PREDICATE_TYPE]
             if not candidates:
                 raise fetched.subjects.not_found("build manifest attestation", self._source.description)
-            signers = self._policy_set.signers_for(keys)
+            trust = self._statement_trust(keys, threshold)
             verified: list[VerifiedManifest] = []
             unreadable: list[str] = []
             reasons: list[str] = []
@@ -375,9 +357,7 @@ class VerifiedEvidence:
             for copies in by_statement(candidates):
                 origin = copies[0].origin
                 try:
-                    found = await asyncio.to_thread(
-                        verify_manifest, copies, signers, threshold, now=self._clock()
-                    )
+                    found = await asyncio.to_thread(verify_manifest, copies, trust)
                 except UnreadableEvidence as error:
                     unreadable.append(f"{origin}: {error.message}")
                     continue
@@ -402,7 +382,7 @@ class VerifiedEvidence:
             raise VerificationError(f"build manifest not signed by [{', '.join(keys)}]: {'; '.join(reasons)}")
 
         key = self._key("manifest", reference, tuple(keys), threshold, self._signers(keys))
-        return await self.manifests_cache.get_or_compute(key, compute)
+        return await self.manifests_cache.get_or_compute(key, compute, now=self._clock())
 
     async def approvals(
         self, reference: ImageReference, keys: Sequence[str], fetch: Fetch, *, fresh: bool = False
@@ -418,11 +398,11 @@ class VerifiedEvidence:
             candidates = [
                 a for a in fetched.attestations if a.predicate_type == CHANGE_APPROVAL_PREDICATE_TYPE
             ]
-            signers = self._policy_set.signers_for(keys)
+            trust = self._statement_trust(keys, 1)
             found = []
             for copies in by_statement(candidates):
                 try:
-                    approval = await asyncio.to_thread(verify_approval, copies, signers, now=self._clock())
+                    approval = await asyncio.to_thread(verify_approval, copies, trust)
                     fetched.subjects.require_describes(
                         approval.approval.engine_digest, copies[0].subjects, "the change approval"
                     )
@@ -435,7 +415,7 @@ class VerifiedEvidence:
         key = self._key("approvals", reference, tuple(keys), self._signers(keys))
         if fresh:
             self.approvals_cache.invalidate(key)
-        return await self.approvals_cache.get_or_compute(key, compute)
+        return await self.approvals_cache.get_or_compute(key, compute, now=self._clock())
 
     async def gpu_verification(
         self,
@@ -459,11 +439,11 @@ class VerifiedEvidence:
             ]
             if not candidates:
                 raise fetched.subjects.not_found("GPU verification attestation")
-            signers = public_keys(self._policy_set.signers_for(keys))
+            trust = dsse_trust(self._policy_set.signers_for(keys), threshold)
             reasons = []
             for attestation in candidates:
                 try:
-                    found = await asyncio.to_thread(verify_verification, attestation, signers, threshold)
+                    found = await asyncio.to_thread(verify_verification, attestation, trust)
                     observed = found.verification
                     fetched.subjects.require_describes(
                         observed.engine.sha256, attestation.subjects, "the GPU verification"
@@ -483,4 +463,4 @@ class VerifiedEvidence:
             )
 
         key = self._key("verification", reference, tuple(keys), threshold, engine_sha256)
-        return await self.verifications_cache.get_or_compute(key, compute)
+        return await self.verifications_cache.get_or_compute(key, compute, now=self._clock())

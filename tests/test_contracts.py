@@ -66,26 +66,11 @@ CRYPTO = (
     "verifier.intoto",
     "verifier.keys",
 )
-#: The policy-language modules (``policies._language``), which load TrustedKeys material.
-LANGUAGE = (
-    "policies.kind_schema",
-    "policies.loader",
-    "policies.matching",
-    "policies.patterns",
-    "policies.requesters",
-    "policies.schema",
-    "policies.signers",
-    "policies.strict",
-    "policies.trusted_keys",
-    "policies.workload_kinds",
-)
 
 #: The contracts by key (a ratchet contract's key is also its key in ``KNOWN``).
 CONTRACTS: dict[str, Contract] = {
     "package-order": PackageOrder(order=PACKAGES),
-    "wall-policies-no-crypto": Wall(
-        ratchet=True, sources=("policies",), unless_sources=LANGUAGE, targets=(*CRYPTO, "verifier.signatures")
-    ),
+    "wall-policies-no-crypto": Wall(sources=("policies",), targets=(*CRYPTO, "verifier.signatures")),
     "wall-webhook-no-verification": Wall(
         sources=("webhook", "decisionlog"),
         targets=("verifier.verification", "verifier.signatures", "verifier.engine"),

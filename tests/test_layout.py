@@ -61,6 +61,21 @@ def test_imports_point_one_way(module: str) -> None:
     assert not wrong, f"{module} ({package}) may import only {sorted(ALLOWED[package])}, not {wrong}"
 
 
+#: The cryptography: what verifies a signature. Only verifier.verification (and the formats below it) may use
+#: it on behalf of policies, which keeps the caches and asks (issue 26).
+CRYPTO = ("verifier.dsse", "verifier.intoto", "verifier.keys", "verifier._der", "verifier._keyfile")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[0] == "policies"))
+def test_policies_import_no_cryptography(module: str) -> None:
+    crypto = sorted(
+        name
+        for name in _imports(MODULES[module])
+        if name in CRYPTO or name == "verifier.signatures" or name.startswith("verifier.signatures.")
+    )
+    assert not crypto, f"{module} imports {crypto}: ask verifier.verification for verified facts"
+
+
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_private_modules_stay_in_their_package(module: str) -> None:
     for name in _imports(MODULES[module]):

@@ -4,7 +4,10 @@ The admission path verifies the same digest over and over (one Deployment update
 AdmissionReviews), so results are cached under a key the caller chooses (the evaluator uses digest, policy
 revision and key set). The rules:
 
-* a returned value is kept for ``ttl`` seconds;
+* a returned value is kept for ``ttl`` seconds, and never past the moment it stops being true: a caller that
+  judges at an evaluation clock (``now``, e.g. ``--now``) passes it with each call, and a value's
+  ``valid_until`` (a certificate's notAfter, a signature's expiry) ends its entry on that clock; an entry
+  answers only for evaluation times from the one it was computed at up to ``ttl`` (``negative_ttl``) after;
 * a *definitive* failure (a :class:`~verifier.base.VerificationError`, an
   :class:`~verifier.base.EvidenceUnavailable` with ``transient=False``, or a value the caller's
   ``is_failure`` predicate marks) is kept for the much shorter ``negative_ttl``;
@@ -26,6 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, cast
 
 from verifier.base._errors import EvidenceUnavailable, VerificationError
@@ -121,6 +125,14 @@ class _Entry(Generic[V]):
     expires_at: float
     value: V | None
     error: Exception | None
+    #: The evaluation times the entry answers for, [since, until) (None: no evaluation clock was given).
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def answers_at(self, now: datetime | None) -> bool:
+        if now is None or self.since is None:
+            return True
+        return self.since <= now and (self.until is None or now < self.until)
 
 
 class ResultCache(Generic[K, V]):
@@ -128,8 +140,9 @@ class ResultCache(Generic[K, V]):
 
     ``ttl`` and ``negative_ttl`` are seconds (``negative_ttl=0`` turns negative caching off); ``max_entries``
     bounds memory (least recently used entries go first); ``is_failure`` marks returned values that are
-    definitive failures (for callers that return a verdict instead of raising); ``clock`` is injectable
-    for tests.
+    definitive failures (for callers that return a verdict instead of raising); ``valid_until`` says when a
+    returned value stops being true (None: only the TTL ends it), on the evaluation clock that callers
+    pass as ``now``; ``clock`` (monotonic seconds) is injectable for tests.
     """
 
     def __init__(
@@ -139,6 +152,7 @@ class ResultCache(Generic[K, V]):
         negative_ttl: float,
         max_entries: int = 10_000,
         is_failure: Callable[[V], bool] | None = None,
+        valid_until: Callable[[V], datetime | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if ttl < 0 or negative_ttl < 0 or max_entries < 1:
@@ -147,6 +161,7 @@ class ResultCache(Generic[K, V]):
         self._negative_ttl = negative_ttl
         self._max_entries = max_entries
         self._is_failure = is_failure
+        self._valid_until = valid_until
         self._clock = clock
         self._entries: OrderedDict[K, _Entry[V]] = OrderedDict()
         self._flight: SingleFlight[K, V] = SingleFlight()
@@ -165,12 +180,16 @@ class ResultCache(Generic[K, V]):
             entries=len(self._entries),
         )
 
-    async def get_or_compute(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
+    async def get_or_compute(
+        self, key: K, compute: Callable[[], Awaitable[V]], *, now: datetime | None = None
+    ) -> V:
         """Return the cached outcome for ``key`` or compute it (once, however many callers ask at once).
 
-        A cached definitive failure is raised again (a copy of it); a cached value is returned as is.
+        ``now`` is the evaluation time the answer is for: an entry computed for another time answers only
+        while it holds (see the class docstring). A cached definitive failure is raised again (a copy of
+        it); a cached value is returned as is.
         """
-        entry = self._lookup(key)
+        entry = self._lookup(key, now)
         if entry is not None:
             if entry.error is not None:
                 self._negative_hits += 1
@@ -178,7 +197,8 @@ class ResultCache(Generic[K, V]):
             self._hits += 1
             return cast(V, entry.value)  # a positive entry always holds a value
         self._misses += 1
-        return await self._flight.run(key, lambda: self._compute_and_store(key, compute))
+        # Concurrent callers share one computation, made for the first one's time (they ask at once).
+        return await self._flight.run(key, lambda: self._compute_and_store(key, compute, now))
 
     def invalidate(self, key: K) -> None:
         """Forget ``key``."""
@@ -188,19 +208,21 @@ class ResultCache(Generic[K, V]):
         """Forget everything (for example when the trust material changes)."""
         self._entries.clear()
 
-    def _lookup(self, key: K) -> _Entry[V] | None:
+    def _lookup(self, key: K, now: datetime | None) -> _Entry[V] | None:
         entry = self._entries.get(key)
         if entry is None:
             return None
-        if self._clock() >= entry.expires_at:
+        if self._clock() >= entry.expires_at or not entry.answers_at(now):
             del self._entries[key]
             return None
         self._entries.move_to_end(key)
         return entry
 
-    async def _compute_and_store(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
+    async def _compute_and_store(
+        self, key: K, compute: Callable[[], Awaitable[V]], now: datetime | None
+    ) -> V:
         # A caller that waited for the flight of an identical key may find the result already stored.
-        entry = self._lookup(key)
+        entry = self._lookup(key, now)
         if entry is not None:
             if entry.error is not None:
                 raise _fresh(entry.error) from entry.error.__cause__
@@ -209,13 +231,28 @@ class ResultCache(Generic[K, V]):
             value = await compute()
         except Exception as error:
             if is_definitive(error) and self._negative_ttl > 0:
-                self._store(key, _Entry(self._clock() + self._negative_ttl, None, error))
+                self._store(key, self._entry(self._negative_ttl, None, error, now, None))
             raise
         failed = self._is_failure is not None and self._is_failure(value)
         ttl = self._negative_ttl if failed else self._ttl
         if ttl > 0:
-            self._store(key, _Entry(self._clock() + ttl, value, None))
+            until = self._valid_until(value) if self._valid_until is not None and not failed else None
+            self._store(key, self._entry(ttl, value, None, now, until))
         return value
+
+    def _entry(
+        self,
+        ttl: float,
+        value: V | None,
+        error: Exception | None,
+        now: datetime | None,
+        until: datetime | None,
+    ) -> _Entry[V]:
+        """An entry kept ``ttl`` seconds that answers for ``[now, min(now + ttl, until))`` on the clock."""
+        if now is not None:
+            end = now + timedelta(seconds=ttl)
+            until = end if until is None else min(until, end)
+        return _Entry(self._clock() + ttl, value, error, now, until)
 
     def _store(self, key: K, entry: _Entry[V]) -> None:
         self._entries[key] = entry

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verifier.base import InputError, ProgressCallback, VerificationError, hash_file, read_limited
-from verifier.dsse import Envelope, verify_envelope
+from verifier.dsse import Envelope
 from verifier.engine.calibration import CalibrationCacheFile, InvalidCalibrationCache, read_calibration_cache
 from verifier.engine.checks.calibration import calibration_checks
 from verifier.engine.checks.gpu import gpu_checks
@@ -24,9 +24,9 @@ from verifier.engine.inspector import InvalidInspectorOutput, LayerPrecisions, p
 from verifier.engine.onnx_model import InvalidOnnxModel, OnnxModelInfo, read_onnx_model
 from verifier.engine.report import Check, CheckStatus, EngineReport, ManifestSummary, failed, passed, skipped
 from verifier.engine.runtime import LEAN_MODULES, GpuOptions, GpuOutcome, GpuRun, inspect_on_gpu
-from verifier.intoto import statement_from_envelope
 from verifier.keys import PublicKey
-from verifier.manifest import EngineBuildManifest, load_manifest, manifest_digest
+from verifier.manifest import EngineBuildManifest, manifest_digest
+from verifier.verification import StatementRefused, StatementTrust, manifest_of, signers_of, verify_statement
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,18 +67,29 @@ def load_signed_manifest(path: Path, keys: Mapping[str, PublicKey], *, threshold
         "the manifest envelope",
         hint="give the DSSE envelope of the engine build manifest",
     )
+    # Loaded here: verifier.evidence brings the signature result types, which the command module does not need
+    # to load (a slim GPU environment runs verify-engine).
+    from verifier.evidence import Attestation  # noqa: PLC0415
+
     envelope = Envelope.from_json(data, location=str(path))
     digest = manifest_digest(envelope)
+    trust = StatementTrust.with_keys(keys, threshold)  # InputError: a threshold the keys cannot meet
+    if not envelope.signatures:
+        return SignedManifest(path, digest, (), "the envelope carries no signature", None, None)
+    # Signatures first, the payload only once they verified (verify_statement reads it after them).
     try:
-        signers = verify_envelope(envelope, keys, threshold=threshold)
-    except VerificationError as error:
+        found = Attestation(envelope, "", frozenset(), str(path))
+        verified = verify_statement([found], trust)
+    except StatementRefused as error:
         return SignedManifest(path, digest, (), error.message, None, None)
-    try:
-        statement = statement_from_envelope(envelope, location=str(path))
-        manifest = load_manifest(statement, str(path))
-    except (InputError, VerificationError) as error:
+    except (InputError, VerificationError) as error:  # signed, but the payload is no in-toto statement
+        signers = tuple(dict.fromkeys(s.name for s in signers_of([found], trust)))
         return SignedManifest(path, digest, signers, None, None, error.diagnostics())
-    return SignedManifest(path, digest, signers, None, manifest, None)
+    try:
+        manifest = manifest_of(verified).manifest
+    except StatementRefused as error:
+        return SignedManifest(path, digest, verified.signers, None, None, error.diagnostics())
+    return SignedManifest(path, digest, verified.signers, None, manifest, None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from verifier.dsse import MAX_SIGNATURES
     from verifier.signatures.notation import NotationSignature
+    from verifier.signatures.openpgp import OpenPGPKey
     from verifier.signatures.policy import KeylessIdentity, SignerMatch, TrustPolicy
     from verifier.signatures.results import (
         BUNDLE_ANNOTATION,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         SIMPLE_SIGNING_MEDIA_TYPE,
         CosignSignature,
         CountedSignature,
+        LoggedCheck,
         NoSignatures,
         VerificationResult,
     )
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
 _HOMES: dict[str, str] = {
     "MAX_SIGNATURES": "verifier.dsse",
     "NotationSignature": "verifier.signatures.notation",
+    "OpenPGPKey": "verifier.signatures.openpgp",
     **dict.fromkeys(("KeylessIdentity", "SignerMatch", "TrustPolicy"), "verifier.signatures.policy"),
     **dict.fromkeys(
         (
@@ -72,6 +75,7 @@ _HOMES: dict[str, str] = {
             "SIMPLE_SIGNING_MEDIA_TYPE",
             "CosignSignature",
             "CountedSignature",
+            "LoggedCheck",
             "NoSignatures",
             "VerificationResult",
         ),
@@ -96,8 +100,10 @@ __all__ = [
     "CosignSignature",
     "CountedSignature",
     "KeylessIdentity",
+    "LoggedCheck",
     "NoSignatures",
     "NotationSignature",
+    "OpenPGPKey",
     "SignerMatch",
     "TrustPolicy",
     "TrustRoot",

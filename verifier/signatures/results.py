@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Final, Literal
 
 from verifier.base import VerificationError
@@ -107,6 +108,9 @@ class VerificationResult:
     tlog_verified: bool  # every counted signature's transparency log entry was verified offline
     statement: Statement | None = None  # the in-toto statement, for attestations and DSSE bundles
     counted: tuple[CountedSignature, ...] = ()  # every signature that counted (image signatures)
+    #: When a counted signature stops verifying at a later time (a Notation certificate's notAfter or
+    #: signature expiry); None when none does (key and keyless signatures are judged at their signing).
+    valid_until: datetime | None = None
 
     def summary(self) -> str:
         """One line for people: ``2 of 2 required signers: keys [a, b]``."""

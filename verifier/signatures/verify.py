@@ -44,6 +44,7 @@ class _Outcome:
     index: int = 0
     log_index: int | None = None
     logged: tuple[LoggedCheck, ...] = ()
+    valid_until: datetime | None = None
 
 
 def _collect(
@@ -72,6 +73,7 @@ def _collect(
             hint="sign with the signers the policy trusts, or check the configured keys and identities",
         )
     statement = next((o.statement for o in counted if o.statement is not None), None)
+    ends = [o.valid_until for o in counted if o.valid_until is not None]
     return VerificationResult(
         keys=tuple(keys),
         identities=tuple(identities),
@@ -85,6 +87,7 @@ def _collect(
             )
             for o in counted
         ),
+        valid_until=min(ends, default=None),
     )
 
 
@@ -263,7 +266,7 @@ def _notation_outcome(
             source="notation",
             index=index,
         )
-    matches, reasons, logged = [], [], []
+    matches, reasons, logged, ends = [], [], [], []
     for name, trust in policy.notation.items():
         try:
             verified = verify_notation(signature, trust, descriptor=target, repository=repository, now=now)
@@ -279,13 +282,21 @@ def _notation_outcome(
         matches.append(
             SignerMatch(kind="notation", label=f"{name} ({verified.subject})", signer_id=verified.signer_id)
         )
+        if verified.valid_until is not None:
+            ends.append(verified.valid_until)
         logged += [
             LoggedCheck(name, check, verified.level, message)
             for check, message in zip(verified.logged_checks, verified.logged, strict=True)
         ]
     problem = None if matches else "; ".join(reasons)
     return _Outcome(
-        label=label, matches=matches, problem=problem, source="notation", index=index, logged=tuple(logged)
+        label=label,
+        matches=matches,
+        problem=problem,
+        source="notation",
+        index=index,
+        logged=tuple(logged),
+        valid_until=min(ends, default=None),
     )
 
 

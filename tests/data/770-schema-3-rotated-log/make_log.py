@@ -16,11 +16,9 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from decisionlog import DecisionRecord, Ledger, SQLiteStore, archive_segments
 from verifier.base import Deadline
 from verifier.keys import PrivateKey, encrypt_private_key, generate_private_key
-from webhook.decisionlog import DecisionRecord, SQLiteStore
-from webhook.decisionlog.archive import archive_segments
-from webhook.decisionlog.segments import Ledger
 
 START = datetime(2026, 11, 1, 9, tzinfo=UTC)
 BATCH_ENGINE = "registry.example.com/models/train@sha256:" + "a1" * 32

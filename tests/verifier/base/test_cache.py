@@ -1,8 +1,11 @@
-"""verifier/base/_cache.py: TTLs, negative caching of definitive failures only, single-flight."""
+"""verifier/base/_cache.py: TTLs, negative caching of definitive failures only, single-flight, and answers
+kept only while they hold on the evaluation clock."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -232,3 +235,66 @@ async def test_single_flight_runs_again_after_a_flight_ends() -> None:
     assert flight.in_flight() == 0
     await flight.run("k", compute)
     assert compute.calls == 2
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A cached answer that stops being true at ``valid_until`` (a certificate's notAfter, say)."""
+
+    valid_until: datetime | None
+
+
+T = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+async def test_a_value_is_not_kept_beyond_its_valid_until_on_the_evaluation_clock() -> None:
+    # Issue 25's review (F1): a verdict cached for ten minutes outlived the certificate that made it true.
+    clock = Clock()
+    cache: ResultCache[str, Verdict] = ResultCache(
+        ttl=600, negative_ttl=30, clock=clock, valid_until=lambda v: v.valid_until
+    )
+    compute = Counter(Verdict(T + timedelta(seconds=90)))
+    await cache.get_or_compute("k", compute, now=T)
+    await cache.get_or_compute("k", compute, now=T + timedelta(seconds=89))
+    assert compute.calls == 1
+    clock.now += 1  # hardly any time passed on the monotonic clock: the TTL alone would answer
+    await cache.get_or_compute("k", compute, now=T + timedelta(seconds=90))
+    assert compute.calls == 2
+
+
+async def test_an_answer_is_for_the_evaluation_times_it_was_computed_for() -> None:
+    # `--now` is honoured on a hit: an answer computed for T does not answer for an earlier time, nor for one
+    # more than the TTL later, however little time passed on the monotonic clock.
+    clock = Clock()
+    cache: ResultCache[str, Verdict] = ResultCache(ttl=600, negative_ttl=30, clock=clock)
+    compute = Counter(Verdict(None))
+    await cache.get_or_compute("k", compute, now=T)
+    await cache.get_or_compute("k", compute, now=T - timedelta(seconds=1))
+    assert compute.calls == 2  # earlier: computed again, and kept for T - 1 s up to the TTL after it
+    await cache.get_or_compute("k", compute, now=T + timedelta(seconds=598))
+    assert compute.calls == 2
+    await cache.get_or_compute("k", compute, now=T + timedelta(seconds=599))
+    assert compute.calls == 3
+    assert cache.stats.hits == 1
+
+
+async def test_a_definitive_failure_answers_for_negative_ttl_on_the_evaluation_clock() -> None:
+    clock = Clock()
+    cache: ResultCache[str, Verdict] = ResultCache(ttl=600, negative_ttl=30, clock=clock)
+    compute = Counter(error=VerificationError("the certificate is not yet valid"))
+    for moment in (T, T + timedelta(seconds=29), T + timedelta(seconds=30)):
+        with pytest.raises(VerificationError):
+            await cache.get_or_compute("k", compute, now=moment)
+    assert compute.calls == 2
+    assert cache.stats.negative_hits == 1
+
+
+async def test_without_an_evaluation_clock_only_the_ttl_counts() -> None:
+    clock = Clock()
+    cache: ResultCache[str, Verdict] = ResultCache(
+        ttl=60, negative_ttl=5, clock=clock, valid_until=lambda v: v.valid_until
+    )
+    compute = Counter(Verdict(T))
+    await cache.get_or_compute("k", compute)
+    await cache.get_or_compute("k", compute)
+    assert compute.calls == 1

@@ -113,6 +113,8 @@ class NotationVerified:
     logged: tuple[str, ...]
     logged_checks: tuple[Check, ...] = ()  # the check of each entry of ``logged``, in its order
     level: str = "strict"  # the verification level of the trust that applied (a statement's, by scope)
+    #: When the verdict may change without the signature changing: its expiry or a certificate's notAfter.
+    valid_until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +246,8 @@ def verify_notation(
             raise VerificationError(f"{message} ({check}, enforced at level {trust.level})")
         logged.append(f"{message} ({check}, only logged at level {trust.level})")
         _log.warning("Notation signature %s: %s", signature.origin or "", logged[-1])
+    # Verified at ``now``: the verdict may differ once the signature or a certificate of its chain expires.
+    ends = [c.not_valid_after_utc for c in info.certificates] + ([info.expiry] if info.expiry else [])
     return NotationVerified(
         subject=subject_text(info.certificates[0]),
         signer_id=signer_id,
@@ -251,4 +255,5 @@ def verify_notation(
         logged=tuple(logged),
         logged_checks=tuple(check for check, _ in failures),
         level=trust.level,
+        valid_until=min(ends, default=None),
     )

@@ -1,5 +1,6 @@
 """One attestation in an evidence package: a DSSE in-toto statement of the kind it is filed as, about its
-engine, with a valid predicate, signed by a key of the included TrustedKeys."""
+engine, with a valid predicate, signed by a key of the included TrustedKeys (DSSE, or OpenPGP over its bytes),
+and, for a build manifest, valid by the rule admission applies (:func:`verifier.verification.manifest_of`)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,13 @@ from typing import Final
 
 from trtguard.audit.package.contents import ATTESTATION_KINDS, AttestationFile, AttestationKind, EngineInfo
 from trtguard.audit.package.verify.findings import Findings, error_text
-from trtguard.audit.package.verify.formats import statement_signers
 from verifier.attestations import load_approval, load_verification
 from verifier.base import InputError, VerificationError
 from verifier.dsse import Envelope
+from verifier.evidence import ArtifactSubjects, Attestation
 from verifier.intoto import Statement, statement_from_envelope
-from verifier.keys import PublicKey
 from verifier.manifest import load_manifest
-from verifier.signatures.openpgp import OpenPGPKey
+from verifier.verification import StatementRefused, StatementTrust, manifest_of, verify_statement
 
 _PREDICATE_TYPES: Final = {kind: predicate_type for predicate_type, kind in ATTESTATION_KINDS.items()}
 
@@ -26,12 +26,11 @@ def check_attestation(
     *,
     name: str,
     entry: EngineInfo,
-    keys: Mapping[str, PublicKey],
-    openpgp: Mapping[str, OpenPGPKey],
+    trust: StatementTrust,
     findings: Findings,
 ) -> str | None:
-    """Check one attestation file of the engine ``entry`` (``name`` in messages); returns a build manifest's
-    audit ID."""
+    """Check one attestation file of the engine ``entry`` (``name`` in messages) with the included ``trust``;
+    returns a build manifest's audit ID."""
     path, kind = attestation.path, attestation.kind
     data = members.get(path)
     if data is None:
@@ -54,17 +53,40 @@ def check_attestation(
     if detail is None:
         findings.fail("engines", f"{name}: {path} does not hold a valid {kind} predicate")
         return None
-    if not keys and not openpgp:
+    if trust.empty:
         findings.fail(
             "engines", f"{name}: {path} cannot be checked: the included policies give no public key"
         )
         return audit_id
-    signers = statement_signers(envelope, attestation, members, keys, openpgp)
-    if not signers:
+    copy = Attestation(
+        envelope,
+        statement.predicate_type,
+        statement.subject_digests(),
+        path,
+        tuple(members[p] for p in attestation.openpgp_signatures if p in members),
+    )
+    try:
+        verified = verify_statement([copy], trust)
+    except StatementRefused:
         findings.fail("engines", f"{name}: {kind} {path} is not signed by a key of the included TrustedKeys")
         return audit_id
-    findings.ok("engines", f"{name}: {kind} ({detail}) signed by {', '.join(signers)}")
+    if kind == "build-manifest":
+        try:
+            manifest = manifest_of(verified)
+            # Admission's rule: the engine it describes is this artifact's engine (its engine layer).
+            _artifact(entry).require_build_manifest(manifest.manifest, manifest.subjects)
+        except VerificationError as error:
+            findings.fail("engines", f"{name}: build manifest {path} would not be admitted: {error.message}")
+            return audit_id
+    findings.ok("engines", f"{name}: {kind} ({detail}) signed by {', '.join(verified.signers)}")
     return audit_id
+
+
+def _artifact(entry: EngineInfo) -> ArtifactSubjects:
+    """Which of the engine's subject digests is which: its artifact digest, and its engine layer's (the other
+    one, when the export knew it), as admission reads them (:class:`~verifier.evidence.ArtifactSubjects`)."""
+    engine_file = next((s for s in entry.subjects if s != entry.digest), None)
+    return ArtifactSubjects(entry.digest, engine_file)
 
 
 def _describe(kind: AttestationKind, statement: Statement, path: str) -> tuple[str | None, str | None]:

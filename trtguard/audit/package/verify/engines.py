@@ -12,9 +12,8 @@ from trtguard.audit.package.selection import engine_digests
 from trtguard.audit.package.verify.attestations import check_attestation
 from trtguard.audit.package.verify.decisions import RecordLine
 from trtguard.audit.package.verify.findings import Findings, listed
-from trtguard.audit.package.verify.formats import openpgp_keys
 from trtguard.audit.package.verify.signatures import check_signature, trust_policies
-from verifier.keys import PublicKey
+from verifier.verification import PublicKey, StatementTrust
 
 
 def check_engines(
@@ -71,10 +70,11 @@ def _engine(
         findings.note("engines", f"{name}: the package has no build manifest for it")
         findings.limits.append(f"How engine {entry.digest} was built: no build manifest was found at export.")
     carries = False
-    openpgp = openpgp_keys(policy_set)
+    # Who may sign a statement: every signer of the included policies, in every statement format.
+    trust = StatementTrust.of(policy_set.signers if policy_set is not None else {})
     for attestation in entry.attestations:
         found = check_attestation(
-            members, attestation, name=name, entry=entry, keys=keys, openpgp=openpgp, findings=findings
+            members, attestation, name=name, entry=entry, trust=trust, findings=findings
         )
         carries = found == audit_id or carries
     for signature in entry.signatures:

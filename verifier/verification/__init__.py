@@ -1,0 +1,215 @@
+"""Verification in one place: evidence goes in unverified, verified facts come out.
+
+Everything that decides whether a signature counts lives here or in the format it names; callers (the
+policy evaluator in :mod:`policies`, the evidence-package checker in ``trtguard.audit.package.verify``,
+``verify-engine``) hand over what they found and get back facts, or one typed refusal:
+
+* :func:`verify_statement` (copies of one in-toto statement, a :class:`StatementTrust`) →
+  :class:`VerifiedStatement`, or :class:`StatementRefused`. Each registered format checks only its own
+  signed content; the threshold is counted once, over distinct *keys* (never signer names) across formats
+  and copies; ``subject=`` binds the statement to an artifact digest.
+* Typed loaders built on it: :func:`verify_manifest` (one rule for a valid build manifest: its
+  ``output_engine.sha256`` is the statement's subject), :func:`verify_predicate` (SBOMs, scans),
+  :func:`verify_approval`, :func:`verify_verification`, :func:`verify_attestation`, returning
+  :class:`VerifiedManifest` and its siblings, each with ``valid_until`` (when a counted signature stops
+  verifying), which bounds how long a cache may keep the answer.
+* Image signatures: :func:`image_trust` (a rule's signers → :class:`TrustPolicy`) and :func:`verify_image`
+  (cosign classic and bundles, DSSE ``cosign/sign`` statements, Notation) → :class:`VerificationResult`.
+* The trust material a policy's signers carry (:class:`PublicKey`, :class:`OpenPGPKey`,
+  :class:`KeylessIdentity`, :class:`TrustRoot`, Notation's trust), re-exported so that :mod:`policies`
+  loads signers without importing a cryptographic module.
+
+Adding a statement signature format
+-----------------------------------
+A format is one object with the five members of ``StatementFormat`` (``_contract.py``), typed
+structurally: it imports nothing from this room (so a format in its own folder makes no import cycle).
+
+* ``label: str`` — its name in messages and in ``StatementTrust.material`` (``"DSSE"``, ``"OpenPGP"``);
+* ``material(signer) -> object | None`` — the trust material of this format that a policy's signer
+  carries (an attribute of :class:`policies.signers.Signer`, read with ``getattr``), or None;
+* ``identity(material) -> str`` — what a threshold counts for that material: the key itself (a digest of
+  its canonical encoding, or a fingerprint in one case, prefixed with the format), so one key under two
+  names or in two encodings counts once; the room counts by it, never by signer names;
+* ``carries(copy) -> bool`` — whether a found copy (a :class:`verifier.evidence.Attestation`) holds a
+  signature of this format at all;
+* ``check(copy, trusted) -> (signed, problems)`` — which of ``trusted`` (signer name → material) signed
+  the copy's exact bytes: ``signed`` lists ``(name, valid_until)`` (``valid_until``: when that signature
+  stops verifying on its own, e.g. its expiry, else None), ``problems`` says why others did not, as text.
+  It never raises for a bad signature, and imports heavy libraries inside the function (start-up time,
+  issue 15).
+
+Write it in its own folder (``verifier/signatures/<format>/``, exported by that package's front door)
+and register it with ONE line, in the ``FORMATS`` tuple of ``verifier/verification/_table.py``::
+
+    from verifier.signatures.model_signing import MODEL_SIGNING  # the import that line needs
+    FORMATS: tuple[StatementFormat, ...] = (DSSE, OPENPGP, MODEL_SIGNING)
+
+mypy then checks the object against the protocol. Nothing else changes: thresholds, copies, subject
+binding, the refusal, the cache's ``valid_until`` and every caller (evaluator, evidence-package checker,
+``verify-engine``) come with it. Trust material of a new kind of signer needs its TrustedKeys field and
+:class:`policies.signers.Signer` attribute too: the policy language's side, not verification's.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verifier.keys import PublicKey
+    from verifier.signatures import (
+        CountedSignature,
+        KeylessIdentity,
+        LoggedCheck,
+        NoSignatures,
+        OpenPGPKey,
+        SignerMatch,
+        TrustPolicy,
+        TrustRoot,
+        VerificationResult,
+    )
+    from verifier.signatures.notation import (
+        NotationPolicy,
+        NotationTrust,
+        StoreType,
+        load_certificates,
+        load_notation_config,
+        parse_identities,
+    )
+    from verifier.verification._facts import (
+        VerifiedApproval,
+        VerifiedAttestation,
+        VerifiedManifest,
+        VerifiedPredicate,
+        VerifiedVerification,
+        by_statement,
+        dsse_trust,
+        manifest_of,
+        verify_approval,
+        verify_attestation,
+        verify_manifest,
+        verify_predicate,
+        verify_verification,
+    )
+    from verifier.verification._images import image_trust, verify_image
+    from verifier.verification._statement import (
+        StatementRefused,
+        StatementTrust,
+        UnreadableEvidence,
+        signers_of,
+        statement_digest,
+        verify_statement,
+    )
+
+#: Where each public name lives.
+_HOMES: dict[str, str] = {
+    "PublicKey": "verifier.keys",
+    **dict.fromkeys(
+        (
+            "CountedSignature",
+            "KeylessIdentity",
+            "LoggedCheck",
+            "NoSignatures",
+            "OpenPGPKey",
+            "SignerMatch",
+            "TrustPolicy",
+            "TrustRoot",
+            "VerificationResult",
+        ),
+        "verifier.signatures",
+    ),
+    **dict.fromkeys(
+        (
+            "NotationPolicy",
+            "NotationTrust",
+            "StoreType",
+            "load_certificates",
+            "load_notation_config",
+            "parse_identities",
+        ),
+        "verifier.signatures.notation",
+    ),
+    **dict.fromkeys(
+        (
+            "VerifiedApproval",
+            "VerifiedAttestation",
+            "VerifiedManifest",
+            "VerifiedPredicate",
+            "VerifiedVerification",
+            "by_statement",
+            "dsse_trust",
+            "manifest_of",
+            "verify_approval",
+            "verify_attestation",
+            "verify_manifest",
+            "verify_predicate",
+            "verify_verification",
+        ),
+        "verifier.verification._facts",
+    ),
+    **dict.fromkeys(("image_trust", "verify_image"), "verifier.verification._images"),
+    **dict.fromkeys(
+        (
+            "StatementRefused",
+            "UnreadableEvidence",
+            "StatementTrust",
+            "signers_of",
+            "statement_digest",
+            "verify_statement",
+        ),
+        "verifier.verification._statement",
+    ),
+}
+
+__all__ = [
+    "CountedSignature",
+    "KeylessIdentity",
+    "LoggedCheck",
+    "NoSignatures",
+    "NotationPolicy",
+    "NotationTrust",
+    "OpenPGPKey",
+    "PublicKey",
+    "SignerMatch",
+    "StatementRefused",
+    "StatementTrust",
+    "StoreType",
+    "TrustPolicy",
+    "TrustRoot",
+    "UnreadableEvidence",
+    "VerificationResult",
+    "VerifiedApproval",
+    "VerifiedAttestation",
+    "VerifiedManifest",
+    "VerifiedPredicate",
+    "VerifiedVerification",
+    "by_statement",
+    "dsse_trust",
+    "image_trust",
+    "load_certificates",
+    "load_notation_config",
+    "manifest_of",
+    "parse_identities",
+    "signers_of",
+    "statement_digest",
+    "verify_approval",
+    "verify_attestation",
+    "verify_image",
+    "verify_manifest",
+    "verify_predicate",
+    "verify_statement",
+    "verify_verification",
+]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
