@@ -406,7 +406,7 @@ def check_signatures(
             rivals = [
                 other_name
                 for other_name, other in keys.items()
-                if other.fingerprint != key.fingerprint
+                if other.fingerprint.upper() != key.fingerprint.upper()
                 and any(_names(hashed, fingerprint) for fingerprint in other.key_fingerprints())
             ]
             if rivals:
