@@ -398,12 +398,18 @@ class SQLiteStore:
         raise DecisionLogError(problem, location=self.description, hint=head.ACCEPT_HINT)
 
     def _close_writer(self, conn: sqlite3.Connection) -> None:
-        """Record the head for the next start (head.py), then close the writer's connection."""
+        """Record the head for the next start (head.py), checkpoint the WAL into the file, then close the
+        writer's connection."""
         try:
             seq, hash_ = conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
             head.write_head_file(self.path, head.Head(int(seq), str(hash_)))
         except (sqlite3.Error, OSError) as error:  # the next start checks the tail all the same
             _log.warning("decision log head file not updated: %s", error, extra={"store": self.description})
+        try:
+            # Everything into the file, WAL emptied: after a clean stop the file alone is the whole log.
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as error:  # the WAL still holds the records; the next open replays it
+            _log.warning("decision log WAL not checkpointed: %s", error, extra={"store": self.description})
         finally:
             conn.close()
 
