@@ -42,6 +42,8 @@ BUSY_TIMEOUT_MS: Final = 5000
 #: Seconds between background checkpoints, and records after which the writer asks for one sooner.
 CHECKPOINT_INTERVAL: Final = 1.0
 CHECKPOINT_RECORDS: Final = 1000
+#: WAL bytes past which the writer checkpoints itself between two batches (see ``SQLiteStore._commit``).
+WAL_LIMIT_BYTES: Final = 4 * 2**20
 #: Seconds between health checks while the last write failed (see ``SQLiteStore.ready``).
 HEALTH_INTERVAL: Final = 5.0
 #: A commit running longer than this (a lock held elsewhere, a stalled disk) makes the store unready.
@@ -149,8 +151,11 @@ class SQLiteStore:
         synchronous: Synchronous = "full",
         health_interval: float = HEALTH_INTERVAL,
         accept_broken: bool = False,
+        wal_limit_bytes: int = WAL_LIMIT_BYTES,
     ) -> None:
         self.path = path
+        self._wal_path = path.with_name(path.name + "-wal")
+        self._wal_limit = wal_limit_bytes
         #: Open a log whose head does not verify, or that was reset (decisionlog._head), all the same.
         self.accept_broken = accept_broken
         self._read_only = read_only
@@ -165,9 +170,13 @@ class SQLiteStore:
         )
         # WAL checkpoints copy the log into the database and fsync it: done inline by the writer they stall
         # every decision waiting behind that commit, so a thread of their own does them (PASSIVE: it never
-        # blocks the writer).
+        # blocks the writer). A PASSIVE checkpoint never catches up with a writer that is never idle, though,
+        # and the WAL restarts only once it is wholly copied: past ``wal_limit_bytes`` the writer finishes the
+        # copy itself between two batches (the thread did most of it), and the next commit restarts the WAL
+        # and cuts the file back (journal_size_limit).
         self._checkpointer: threading.Thread | None = None
         self._checkpoint_due = threading.Event()
+        self._checkpointing = threading.Lock()
         self._stopping = threading.Event()
         self._since_checkpoint = 0
         self._size_bytes: int | None = None
@@ -366,6 +375,7 @@ class SQLiteStore:
         with contextlib.suppress(OSError):  # a full disk: the store reports not ready; the head file waits
             head.write_head_file(self.path, current)
         conn.execute("PRAGMA wal_autocheckpoint=0")  # see _checkpoints
+        conn.execute(f"PRAGMA journal_size_limit={int(self._wal_limit)}")
         return conn
 
     def _check_head(self, conn: sqlite3.Connection, recorded: head.Head | None) -> head.Head:
@@ -416,13 +426,36 @@ class SQLiteStore:
     async def _commit(
         self, thread: ThreadPoolExecutor, conn: sqlite3.Connection, records: list[DecisionRecord]
     ) -> list[StoredRecord]:
-        """One batch on the writer thread; asks for a checkpoint after every CHECKPOINT_RECORDS records."""
-        stored = await _on(thread, functools.partial(write_batch, conn, records, dedupe=False))
+        """One batch on the writer thread; asks for a checkpoint after every CHECKPOINT_RECORDS records, or
+        once the WAL is past half its bound."""
+        stored = await _on(thread, self._write, conn, records)
         self._since_checkpoint += len(stored)
         if self._since_checkpoint >= CHECKPOINT_RECORDS:
             self._since_checkpoint = 0
             self._checkpoint_due.set()
         return stored
+
+    def _write(self, conn: sqlite3.Connection, records: list[DecisionRecord]) -> list[StoredRecord]:
+        """``write_batch`` on the writer thread, after a checkpoint of its own when the WAL is past its bound.
+
+        The checkpoint comes before the batch, not after it: the decisions of the batch just committed are
+        answered without waiting for it. It copies what the checkpoint thread has not copied yet and does
+        not wait for readers (PASSIVE); the commit after it starts the WAL again from its beginning.
+        """
+        try:
+            wal = self._wal_path.stat().st_size
+        except OSError:
+            wal = 0
+        if wal > self._wal_limit // 2:
+            self._checkpoint_due.set()
+        if wal > self._wal_limit:
+            try:
+                # The checkpoint thread's own checkpoint would make this one busy (skipped): wait for it.
+                with self._checkpointing:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error as error:  # the records are safe in the WAL; the next batch tries again
+                _log.warning("decision log checkpoint failed: %s", error, extra={"store": self.description})
+        return write_batch(conn, records, dedupe=False)
 
     def _check_health(self, conn: sqlite3.Connection) -> str | None:
         """Take and release the write lock and read the chain head; None when the store is writable again."""
@@ -452,7 +485,8 @@ class SQLiteStore:
                 self._checkpoint_due.wait(CHECKPOINT_INTERVAL)
                 self._checkpoint_due.clear()
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    with self._checkpointing:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 except sqlite3.Error as error:  # the records are safe in the WAL; the next try catches up
                     _log.warning(
                         "decision log checkpoint failed: %s", error, extra={"store": self.description}
