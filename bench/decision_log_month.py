@@ -39,7 +39,7 @@ from decisionlog import SQLiteStore
 from decisionlog._archive import archive_segments, verify_segment
 from decisionlog._record import DecisionRecord, canonical_json
 from decisionlog._segments import Ledger
-from decisionlog._sqlite import CHECKPOINT_INTERVAL, WAL_LIMIT_BYTES
+from decisionlog._wal import CHECKPOINT_INTERVAL, WAL_LIMIT_BYTES
 from trtguard.demo.material import make_material
 from verifier.base import Deadline
 from verifier.keys import generate_private_key
