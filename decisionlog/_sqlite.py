@@ -112,19 +112,32 @@ def write_batch(
     try:
         seq, prev = conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
         stored: list[StoredRecord] = []
+        rows: list[tuple[object, ...]] = []
+        shared: dict[str, tuple[str, str]] = {}
+        # Rows are inserted together at the end (one statement run for the batch): a record of this batch
+        # counts as stored for the checks of the records after it.
+        batch: set[str] = set()
         for record in records:
             original = undelivered.target(record)
-            if (dedupe or original is not None) and stored_id(record.record_id):
+            if (dedupe or original is not None) and (
+                record.record_id in batch or stored_id(record.record_id)
+            ):
                 continue
-            if original is not None and not stored_id(original) and not carried_id(original):
+            if original is not None and not (
+                original in batch or stored_id(original) or carried_id(original)
+            ):
                 continue
             seq += 1
-            values, shared, linked = _sql.link(record, seq, prev)
-            if shared is not None:
-                conn.execute(_sql.INSERT_SHARED.format(p="?"), shared)
-            conn.execute(_sql.insert("?"), values)
+            values, part, linked = _sql.link(record, seq, prev)
+            if part is not None:
+                shared[part[0]] = part
+            rows.append(values)
+            batch.add(record.record_id)
             stored.append(linked)
             prev = linked.hash
+        if shared:
+            conn.executemany(_sql.INSERT_SHARED.format(p="?"), list(shared.values()))
+        conn.executemany(_sql.insert("?"), rows)
         conn.execute("UPDATE trtguard_chain_head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
         conn.execute("COMMIT")
     except BaseException:
