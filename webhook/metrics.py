@@ -103,6 +103,8 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self._bound_writes = {r: self.decision_log_writes.labels(r) for r in ("written", "spooled", "failed")}
+        self._bound_reviews: dict[tuple[str, str, str, bool], tuple[Counter, Histogram]] = {}
         self.decision_log_undelivered = Counter(
             "trtguard_decision_log_undelivered",
             "Undelivered records written: a record confirmed after its answer's deadline (the webhook "
@@ -176,6 +178,27 @@ class Metrics:
         if written > self._undelivered_seen:
             self.decision_log_undelivered.inc(written - self._undelivered_seen)
             self._undelivered_seen = written
+
+    def count_review(self, decision: str, operation: str, kind: str, dry_run: bool, seconds: float) -> None:
+        """Count one answered review and its duration.
+
+        The children of each label set are bound once and kept (``labels()`` validates and looks the set up
+        under a lock on every call, several times the cost of ``inc()``); the sets are few: two decisions,
+        the operations, the kinds of the policies, two dry-run values.
+        """
+        key = (decision, operation, kind, dry_run)
+        bound = self._bound_reviews.get(key)
+        if bound is None:
+            bound = self._bound_reviews[key] = (
+                self.reviews.labels(decision, operation, kind, "true" if dry_run else "false"),
+                self.review_seconds.labels(decision),
+            )
+        bound[0].inc()
+        bound[1].observe(seconds)
+
+    def count_write(self, result: str) -> None:
+        """Count one decision record by outcome (``written``, ``spooled``, ``failed``), bound once."""
+        self._bound_writes[result].inc()
 
     def refresh_decision_log(self, store: DecisionStore) -> None:
         """Start :meth:`observe_decision_log` beside the caller, unless the last one still runs.
