@@ -2,24 +2,27 @@
 
 Records are those the webhook's Reviewer writes for the demo material (an admitted FP16 Pod, an admitted
 calibrated INT8 Pod, a denied uncalibrated INT8 Pod: evidence, signatures, change control), varied per
-decision (uid, name, namespace, time). They are written with the store's own group-commit function
-(``write_batch``, batches of --batch) at decision times --rate per second apart, about 997 workloads,
-each with its own image and engine digests that change every --version-records; every --segment-records
-records the log is rotated as `trtguard audit rotate` does: sealed (signed checkpoints), archived to a folder,
-and pruned down to the newest --keep-records.
+decision (uid, name, namespace, time). They are appended through a running ``SQLiteStore`` (its
+group-commit writer and its checkpoints, --batch appends at a time) at decision times --rate per second
+apart, about 997 workloads, each with its own image and engine digests that change every
+--version-records; every --segment-records records the log is rotated as `trtguard audit rotate` does:
+sealed (signed checkpoints), archived to a folder, and pruned down to the newest --keep-records.
 
 A month at 10 decisions/s is 25.9 million records: by default a fraction (--records) is written and the
 figures, all per record, are extrapolated to the month (printed as such). Printed: bytes per record (live
-store, archive), the live store's size, the time to verify the live log and one archived segment.
+store, archive), the live store's size as the running store leaves it (file + WAL, largest seen and at the
+end, before anything checkpoints it by hand) beside the pages in use, the time to verify the live log and one
+archived segment.
 
 Usage:  .venv/bin/python bench/decision_log_month.py [--records 200000] [--rate 10] [--segment-records 20000]
-        [--keep-records 40000] [--batch 64]
+        [--keep-records 40000] [--batch 64] [--wal-limit-mib 4]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import sqlite3
@@ -36,8 +39,9 @@ from decisionlog import SQLiteStore
 from decisionlog._archive import archive_segments, verify_segment
 from decisionlog._record import DecisionRecord, canonical_json
 from decisionlog._segments import Ledger
-from decisionlog._sqlite import connect, migrate, write_batch
+from decisionlog._wal import CHECKPOINT_INTERVAL, WAL_LIMIT_BYTES
 from trtguard.demo.material import make_material
+from verifier.base import Deadline
 from verifier.keys import generate_private_key
 
 MONTH_S = 30 * 86400
@@ -54,16 +58,20 @@ def _own(entries: tuple[Mapping[str, Any], ...], workload: int, version: int) ->
     )
 
 
-def _used_bytes(path: Path) -> tuple[int, int]:
-    """(file bytes with its WAL, bytes of the pages in use) after a truncating checkpoint."""
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+def _on_disk(path: Path) -> int:
+    """File bytes with its WAL, as they are now."""
+    wal = Path(f"{path}-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def _used_bytes(path: Path) -> int:
+    """Bytes of the pages in use (read without checkpointing: what a reader sees through the WAL)."""
+    with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
         pages, free, size = (
             conn.execute(f"PRAGMA {name}").fetchone()[0]
             for name in ("page_count", "freelist_count", "page_size")
         )
-    wal = Path(f"{path}-wal")
-    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0), (pages - free) * size
+    return int((pages - free) * size)
 
 
 def _rotate(url: str, key: object, folder: Path, segment_records: int, keep_records: int) -> float:
@@ -76,17 +84,22 @@ def _rotate(url: str, key: object, folder: Path, segment_records: int, keep_reco
 
 
 def run(args: argparse.Namespace) -> None:
+    asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="trtguard-bench-month-") as scratch:
         root = Path(scratch)
         material = make_material(root / "material")
-        templates: list[DecisionRecord] = asyncio.run(_templates(material, root))
+        templates: list[DecisionRecord] = await _templates(material, root)
         sizes = [len(canonical_json(t.to_json())) for t in templates]
         print(f"record templates (canonical JSON bytes): {sizes}")
         log, folder = root / "decisions.db", root / "archive"
         url = f"sqlite:///{log}"
         key = generate_private_key()
-        conn = connect(log, synchronous="normal")
-        migrate(conn, where=url)
+        store = SQLiteStore(log, synchronous="normal", wal_limit_bytes=int(args.wal_limit_mib * 2**20))
+        await store.open()
+        largest = 0
         start = datetime(2026, 11, 1, tzinfo=UTC)
         step = timedelta(seconds=1 / args.rate)
         written = 0
@@ -110,15 +123,22 @@ def run(args: argparse.Namespace) -> None:
                     )
                 )
             t0 = time.perf_counter()
-            write_batch(conn, batch, dedupe=False)
+            await asyncio.gather(*(store.append(r, deadline=Deadline.after(60)) for r in batch))
             write_s += time.perf_counter() - t0
             written += len(batch)
+            largest = max(largest, _on_disk(log))
             if written - rotated_at >= args.segment_records:
-                rotate_s += _rotate(url, key, folder, args.segment_records, args.keep_records)
+                # `audit rotate` beside the running webhook: another connection, the store goes on.
+                rotate_s += await asyncio.to_thread(
+                    _rotate, url, key, folder, args.segment_records, args.keep_records
+                )
                 rotations, rotated_at = rotations + 1, written
-        conn.close()
-        file_bytes, used_bytes = _used_bytes(log)
-        live = asyncio.run(_verify(log))
+        await asyncio.sleep(2 * CHECKPOINT_INTERVAL)  # what the running store leaves once it is idle
+        file_bytes, used_bytes = _on_disk(log), _used_bytes(log)
+        size_metric = store.size_bytes
+        live = await _verify(log)
+        await store.close()
+        closed_bytes = _on_disk(log)
         archives = sorted(folder.glob("*.jsonl.gz"))
         archive_bytes = sum(p.stat().st_size for p in archives)
         archived_records = int(archives[-1].name.split("-")[2].split(".")[0])  # the last one's last seq
@@ -130,10 +150,14 @@ def run(args: argparse.Namespace) -> None:
             f"{write_s:.1f} s ({written / write_s:,.0f} records/s), {rotations} rotations in {rotate_s:.1f} s"
         )
         per_live, per_archive = used_bytes / live_records, archive_bytes / archived_records
+        print(f"live store: {live_records:,} records, pages in use {used_bytes / 2**20:.1f} MiB", end=" ")
+        print(f"-> {per_live:,.0f} bytes/record (baseline)")
         print(
-            f"live store: {live_records:,} records, file {file_bytes / 2**20:.1f} MiB, pages in use", end=" "
+            f"  file + WAL as the running store leaves it: {file_bytes / 2**20:.1f} MiB "
+            f"({file_bytes / used_bytes:.2f}x the pages), largest seen under load {largest / 2**20:.1f} MiB "
+            f"({largest / used_bytes:.2f}x); trtguard_decision_log_size_bytes "
+            f"{(size_metric or 0) / 2**20:.1f} MiB; after a clean stop {closed_bytes / 2**20:.1f} MiB"
         )
-        print(f"{used_bytes / 2**20:.1f} MiB -> {per_live:,.0f} bytes/record")
         print(f"archive: {len(archives)} segments, {archived_records:,} records,", end=" ")
         print(f"{archive_bytes / 2**20:.1f} MiB -> {per_archive:,.0f} bytes/record")
         print(f"verify live log: {live_s:.2f} s ({live_s / live_records * 1e6:.1f} us/record);", end=" ")
@@ -166,6 +190,12 @@ def main() -> None:
     parser.add_argument("--segment-records", type=int, default=20_000)
     parser.add_argument("--keep-records", type=int, default=40_000)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument(
+        "--wal-limit-mib",
+        type=float,
+        default=WAL_LIMIT_BYTES / 2**20,
+        help="the store's WAL bound (a huge one plays the unbounded WAL of before issue 31)",
+    )
     parser.add_argument(
         "--version-records",
         type=int,

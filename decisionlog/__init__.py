@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from decisionlog._archive import archive_segments, verify_segment
+    from decisionlog._archive import archive_segments, verify_archive, verify_segment
     from decisionlog._backup import backup_sqlite
     from decisionlog._carried import Carried, CarriedAdmission, carried_engines
     from decisionlog._chain import Break, ChainReport
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 #: Where each public name lives.
 _HOMES: dict[str, str] = {
-    **dict.fromkeys(("archive_segments", "verify_segment"), "decisionlog._archive"),
+    **dict.fromkeys(("archive_segments", "verify_archive", "verify_segment"), "decisionlog._archive"),
     "backup_sqlite": "decisionlog._backup",
     **dict.fromkeys(("Carried", "CarriedAdmission", "carried_engines"), "decisionlog._carried"),
     **dict.fromkeys(("Break", "ChainReport"), "decisionlog._chain"),
@@ -99,6 +99,7 @@ __all__ = [
     "original_id",
     "read_checkpoint_file",
     "redact",
+    "verify_archive",
     "verify_segment",
     "write_checkpoint_file",
 ]

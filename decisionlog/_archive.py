@@ -29,7 +29,7 @@ from decisionlog._carried import CarriedState, state_from_json
 from decisionlog._chain import ChainReport, ChainVerifier, Row
 from decisionlog._checkpoints import Checkpoint
 from decisionlog._errors import DecisionLogError
-from decisionlog._record import INDEXED_NAMES, DecisionRecord, canonical_json, load_body
+from decisionlog._record import GENESIS_HASH, INDEXED_NAMES, DecisionRecord, canonical_json, load_body
 from decisionlog._segments import Ledger, SealedSegment, file_sha256
 from verifier.keys import PublicKey
 
@@ -242,3 +242,104 @@ def _row(line: bytes, path: Path, number: int) -> tuple[Row, DecisionRecord]:
         return row, decision
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, DecisionLogError) as e:
         raise DecisionLogError(f"line {number} is not an archived record: {e}", location=str(path)) from None
+
+
+def checkpoint_chain_problems(
+    checkpoints: list[Checkpoint], *, key: PublicKey, through_seq: int | None = None
+) -> list[str]:
+    """What breaks the chain of ``checkpoints`` (any order): from seq 1 on, each signed by ``key`` and
+    linked to the one before (``first_seq`` and ``prev_hash``), none missing, reaching ``through_seq`` (the
+    seq a pruned live log starts after) when given."""
+    problems: list[str] = []
+    previous: Checkpoint | None = None
+    for checkpoint in sorted(checkpoints, key=lambda c: c.first_seq):
+        where = f"the checkpoint of seq {checkpoint.first_seq}…{checkpoint.last_seq}"
+        expected_seq = 1 if previous is None else previous.last_seq + 1
+        expected_hash = GENESIS_HASH if previous is None else previous.head_hash
+        if checkpoint.first_seq > expected_seq:
+            after = "" if previous is None else f" (after the checkpoint of seq …{previous.last_seq})"
+            problems.append(
+                f"the checkpoints of seq {expected_seq}…{checkpoint.first_seq - 1} are missing{after}: "
+                "segments and their checkpoints were removed"
+            )
+        elif checkpoint.first_seq < expected_seq:
+            problems.append(f"{where} overlaps the one before it (which ends at seq {expected_seq - 1})")
+        elif checkpoint.prev_hash != expected_hash:
+            problems.append(f"{where} does not link to the one before it (prev_hash)")
+        if not checkpoint.verify(key):
+            problems.append(f"{where} is not signed by --key")
+        previous = checkpoint
+    last = 0 if previous is None else previous.last_seq
+    if through_seq is not None and last < through_seq:
+        problems.append(
+            f"the checkpoints of seq {last + 1}…{through_seq} are missing: the live log starts after seq "
+            f"{through_seq}, the archive ends at seq {last}"
+        )
+    return problems
+
+
+def verify_archive(
+    folder: Path,
+    *,
+    key: PublicKey,
+    stored: list[SealedSegment] | None = None,
+    through_seq: int | None = None,
+) -> tuple[int, list[str]]:
+    """Check an archive folder as a whole: (records checked, problems).
+
+    Every checkpoint from seq 1 on must be there, signed by ``key`` and linked (see
+    :func:`checkpoint_chain_problems`), through ``through_seq`` (the seq the live log was pruned up to); for
+    each, its segment file must be there and verify against it (chain, carried state). ``stored`` are the
+    live log's own checkpoints: each archived one must be in the folder, with the digest recorded for it.
+    A segment deleted with its checkpoint file thus leaves a gap in the chain, or a stored checkpoint whose
+    file is missing.
+    """
+    problems: list[str] = []
+    found: dict[int, Checkpoint] = {}
+    for path in sorted(folder.glob("decisions-*.checkpoint.json")):
+        try:
+            checkpoint = checkpoints.read_checkpoint_file(path)
+        except DecisionLogError as error:
+            problems.append(f"{path.name}: {error.message}")
+            continue
+        found[checkpoint.last_seq] = checkpoint
+    for segment in stored or []:
+        if segment.archive is None and not segment.pruned:
+            continue
+        checkpoint = segment.checkpoint
+        kept = found.setdefault(checkpoint.last_seq, checkpoint)
+        if kept.statement() != checkpoint.statement():
+            problems.append(
+                f"the checkpoint file of seq …{checkpoint.last_seq} is not the checkpoint the log stores"
+            )
+    for path in sorted(folder.glob("decisions-*.jsonl.gz")):
+        try:
+            header = _header(next(_lines(path), None), path)
+        except DecisionLogError as error:
+            problems.append(f"{path.name}: {error.message}")
+            continue
+        found.setdefault(header.last_seq, header)
+    problems += checkpoint_chain_problems(list(found.values()), key=key, through_seq=through_seq)
+    digests = {s.checkpoint.last_seq: s.archive_sha256 for s in stored or [] if s.archive_sha256}
+    records = 0
+    for last_seq in sorted(found):
+        checkpoint = found[last_seq]
+        path = folder / segment_name(checkpoint)
+        if not path.is_file():
+            problems.append(f"the segment of seq {checkpoint.first_seq}…{last_seq} is missing ({path.name})")
+            continue
+        if (digest := digests.get(last_seq)) is not None and file_sha256(path) != digest:
+            problems.append(f"{path.name} is not the file archived (its SHA-256 differs from the one stored)")
+        try:
+            report, check = verify_segment(path, key=None)
+        except DecisionLogError as error:
+            problems.append(f"{path.name}: {error.message}")
+            continue
+        records += report.records
+        if check.checkpoint.statement() != checkpoint.statement():
+            problems.append(f"{path.name} holds another checkpoint than the one of seq …{last_seq}")
+        if not report.ok:
+            problems.append(f"{path.name}: {report.summary()}")
+        if check.carried_ok is False:
+            problems.append(f"{path.name}: change control's carried state: {check.carried_problem}")
+    return records, problems

@@ -71,6 +71,9 @@ class ChainVerifier:
         self._base_seq = 0
         self._count = 0
         self._break: Break | None = None
+        # A row that is sound by itself but links to another hash than the record before it: decided once
+        # the rest of the log was seen (see ``_resolve``).
+        self._suspect: _Suspect | None = None
 
     def start_after(self, seq: int, hash_: str) -> None:
         """Begin after record ``seq`` with hash ``hash_`` (a log pruned up to a checkpoint), not genesis."""
@@ -80,21 +83,18 @@ class ChainVerifier:
 
     def feed(self, row: Row) -> bool:
         """Check the next row; returns False once the chain is broken (later rows need not be read)."""
+        if self._suspect is not None:
+            return self._suspect.look(row)
         if self._break is not None:
             return False
         self._count += 1
         problem, uid, record = _check(row, self._expected_seq, self._prev)
         if problem == _EDITED_BEFORE and self._previous is not None:
-            # The row links, by a hash that covers it, to something other than the record before it: that
-            # record was changed and its own hash recomputed after this one was written. Name the changed one.
+            # The row links, by a hash that covers it, to something other than the record before it. Which
+            # record is out of place shows only further on: read the rest (of a broken log) before naming it.
             seq, previous_uid = self._previous
-            self._break = Break(
-                seq,
-                previous_uid,
-                f"the record was changed after seq {row.seq} was written: its stored hash recomputes, but "
-                f"seq {row.seq} links to a different hash (the original one)",
-            )
-            return False
+            self._suspect = _Suspect(row.seq, uid, row.prev_hash, seq, previous_uid, self._prev)
+            return True
         if problem is not None:
             self._break = Break(row.seq, uid, problem)
             return False
@@ -110,6 +110,8 @@ class ChainVerifier:
         Writers update the head in the same transaction as their inserts, so records removed from the end
         are noticed too.
         """
+        if self._suspect is not None:
+            self._break = self._suspect.resolve()
         last_seq = self._expected_seq - 1
         if head_seq is None or head_hash is None:
             missing = Break(
@@ -121,6 +123,15 @@ class ChainVerifier:
             return ChainReport(self._count, last_seq, self._prev, self._break or missing, self._base_seq)
         if self._break is not None:
             return ChainReport(self._count, head_seq, head_hash, self._break, self._base_seq)
+        if head_seq == last_seq and head_hash != self._prev and last_seq > self._base_seq:
+            uid = self._previous[1] if self._previous is not None else None
+            brk = Break(
+                last_seq,
+                uid,
+                f"the last record's hash {self._prev[:16]}… is not the head's {head_hash[:16]}…: the record "
+                "was changed and its hash recomputed (or records before it, with every hash after them)",
+            )
+            return ChainReport(self._count, head_seq, head_hash, brk, self._base_seq)
         if (head_seq, head_hash) != (last_seq, self._prev):
             brk = Break(
                 last_seq + 1,
@@ -150,6 +161,58 @@ def verify_rows(
         if not verifier.feed(row):
             break
     return verifier.finish(head_seq=head_seq, head_hash=head_hash)
+
+
+@dataclass(slots=True)
+class _Suspect:
+    """Row ``seq`` is sound by itself, but its ``prev_hash`` (``links_to``) is not the hash of the record
+    before it, seq ``before_seq`` (``before_hash``). Reading on tells which record is out of place:
+
+    - a later row links to ``before_hash``: the record before is intact (its successor is still in the log,
+      elsewhere), so records were reordered and row ``seq`` is the first out of place;
+    - else the record before is not vouched for: it may have been changed after row ``seq`` was written and
+      its own hash recomputed, or records after it were deleted and the later ones renumbered (nothing in
+      the log tells the two apart); a later row with the hash ``links_to`` says records were moved as well.
+    """
+
+    seq: int
+    uid: str | None
+    links_to: str
+    before_seq: int
+    before_uid: str | None
+    before_hash: str
+    moved_from: int | None = None
+    intact_before: int | None = None
+
+    def look(self, row: Row) -> bool:
+        """Look at a later row; False once it is decided."""
+        if row.hash == self.links_to and self.moved_from is None:
+            self.moved_from = row.seq
+        if row.prev_hash == self.before_hash:
+            self.intact_before = row.seq
+        return self.intact_before is None
+
+    def resolve(self) -> Break:
+        """The break, once the later rows were looked at: the first record the chain does not vouch for."""
+        if self.intact_before is not None:
+            return Break(
+                self.seq,
+                self.uid,
+                f"the record is out of place: the record that follows seq {self.before_seq} is now at seq "
+                f"{self.intact_before}: records were reordered",
+            )
+        moved = (
+            f"; seq {self.seq} belongs after the record now at seq {self.moved_from}: records were moved too"
+            if self.moved_from is not None
+            else ""
+        )
+        return Break(
+            self.before_seq,
+            self.before_uid,
+            f"seq {self.seq} links to a hash {self.links_to[:16]}… other than this record's, though both "
+            f"hashes recompute: the record was changed after seq {self.seq} was written and its hash "
+            f"recomputed, or records after it were deleted and the later ones renumbered{moved}",
+        )
 
 
 #: What :func:`_check` says when a row is sound by itself but links to another hash than the record before.

@@ -17,7 +17,6 @@ import contextlib
 import functools
 import logging
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,6 +31,7 @@ from decisionlog._chain import ChainReport, Row, verify_rows
 from decisionlog._errors import DecisionLogError, DecisionLogUnavailable
 from decisionlog._record import DecisionRecord, StoredRecord
 from decisionlog._store import AppendReceipt, RecordQuery, writable_room
+from decisionlog._wal import WAL_LIMIT_BYTES, WalKeeper
 from verifier.base import Deadline
 
 _log = logging.getLogger(__name__)
@@ -39,9 +39,6 @@ _T = TypeVar("_T")
 
 #: How long a writer waits for another process's lock on the same file before failing the batch.
 BUSY_TIMEOUT_MS: Final = 5000
-#: Seconds between background checkpoints, and records after which the writer asks for one sooner.
-CHECKPOINT_INTERVAL: Final = 1.0
-CHECKPOINT_RECORDS: Final = 1000
 #: Seconds between health checks while the last write failed (see ``SQLiteStore.ready``).
 HEALTH_INTERVAL: Final = 5.0
 #: A commit running longer than this (a lock held elsewhere, a stalled disk) makes the store unready.
@@ -115,19 +112,32 @@ def write_batch(
     try:
         seq, prev = conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
         stored: list[StoredRecord] = []
+        rows: list[tuple[object, ...]] = []
+        shared: dict[str, tuple[str, str]] = {}
+        # Rows are inserted together at the end (one statement run for the batch): a record of this batch
+        # counts as stored for the checks of the records after it.
+        batch: set[str] = set()
         for record in records:
             original = undelivered.target(record)
-            if (dedupe or original is not None) and stored_id(record.record_id):
+            if (dedupe or original is not None) and (
+                record.record_id in batch or stored_id(record.record_id)
+            ):
                 continue
-            if original is not None and not stored_id(original) and not carried_id(original):
+            if original is not None and not (
+                original in batch or stored_id(original) or carried_id(original)
+            ):
                 continue
             seq += 1
-            values, shared, linked = _sql.link(record, seq, prev)
-            if shared is not None:
-                conn.execute(_sql.INSERT_SHARED.format(p="?"), shared)
-            conn.execute(_sql.insert("?"), values)
+            values, part, linked = _sql.link(record, seq, prev)
+            if part is not None:
+                shared[part[0]] = part
+            rows.append(values)
+            batch.add(record.record_id)
             stored.append(linked)
             prev = linked.hash
+        if shared:
+            conn.executemany(_sql.INSERT_SHARED.format(p="?"), list(shared.values()))
+        conn.executemany(_sql.insert("?"), rows)
         conn.execute("UPDATE trtguard_chain_head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
         conn.execute("COMMIT")
     except BaseException:
@@ -149,6 +159,7 @@ class SQLiteStore:
         synchronous: Synchronous = "full",
         health_interval: float = HEALTH_INTERVAL,
         accept_broken: bool = False,
+        wal_limit_bytes: int = WAL_LIMIT_BYTES,
     ) -> None:
         self.path = path
         #: Open a log whose head does not verify, or that was reset (decisionlog._head), all the same.
@@ -163,14 +174,13 @@ class SQLiteStore:
         self._writer = BatchWriter(
             where=self.description, log=_log, recover_interval=health_interval, stall_after=STALL_AFTER
         )
-        # WAL checkpoints copy the log into the database and fsync it: done inline by the writer they stall
-        # every decision waiting behind that commit, so a thread of their own does them (PASSIVE: it never
-        # blocks the writer).
-        self._checkpointer: threading.Thread | None = None
-        self._checkpoint_due = threading.Event()
-        self._stopping = threading.Event()
-        self._since_checkpoint = 0
-        self._size_bytes: int | None = None
+        # Checkpoints in a thread of their own, and the WAL's bound (decisionlog._wal).
+        self._wal = WalKeeper(
+            path,
+            lambda: connect(path, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous),
+            limit=wal_limit_bytes,
+            where=self.description,
+        )
 
     @property
     def synchronous(self) -> Synchronous:
@@ -210,7 +220,7 @@ class SQLiteStore:
     @property
     def size_bytes(self) -> int | None:
         """The database file and its WAL, measured by the checkpoint thread after each checkpoint."""
-        return self._size_bytes
+        return self._wal.size_bytes
 
     async def open(self) -> None:
         """Create the file and schema, then start the writer thread (a ``read_only`` store only reads, and
@@ -231,11 +241,7 @@ class SQLiteStore:
             functools.partial(_on, thread, self._check_health, conn),
             name="trtguard-decision-log-writer",
         )
-        self._stopping.clear()
-        self._checkpointer = threading.Thread(
-            target=self._checkpoints, name="trtguard-decision-log-checkpoint", daemon=True
-        )
-        self._checkpointer.start()
+        self._wal.start()
 
     async def close(self) -> None:
         """Write what is queued, then stop the writer thread."""
@@ -246,11 +252,7 @@ class SQLiteStore:
         await _on(thread, self._close_writer, conn)
         thread.shutdown(wait=False)
         self._writer_thread = self._conn = None
-        if self._checkpointer is not None:
-            self._stopping.set()
-            self._checkpoint_due.set()
-            await asyncio.to_thread(self._checkpointer.join)
-            self._checkpointer = None
+        await self._wal.stop()
 
     async def append(
         self, record: DecisionRecord, *, deadline: Deadline, arrived: float | None = None
@@ -365,7 +367,7 @@ class SQLiteStore:
             ) from None
         with contextlib.suppress(OSError):  # a full disk: the store reports not ready; the head file waits
             head.write_head_file(self.path, current)
-        conn.execute("PRAGMA wal_autocheckpoint=0")  # see _checkpoints
+        self._wal.prepare(conn)
         return conn
 
     def _check_head(self, conn: sqlite3.Connection, recorded: head.Head | None) -> head.Head:
@@ -398,25 +400,32 @@ class SQLiteStore:
         raise DecisionLogError(problem, location=self.description, hint=head.ACCEPT_HINT)
 
     def _close_writer(self, conn: sqlite3.Connection) -> None:
-        """Record the head for the next start (head.py), then close the writer's connection."""
+        """Record the head for the next start (head.py), checkpoint the WAL into the file, then close the
+        writer's connection."""
         try:
             seq, hash_ = conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
             head.write_head_file(self.path, head.Head(int(seq), str(hash_)))
         except (sqlite3.Error, OSError) as error:  # the next start checks the tail all the same
             _log.warning("decision log head file not updated: %s", error, extra={"store": self.description})
+        try:
+            # Everything into the file, WAL emptied: after a clean stop the file alone is the whole log.
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as error:  # the WAL still holds the records; the next open replays it
+            _log.warning("decision log WAL not checkpointed: %s", error, extra={"store": self.description})
         finally:
             conn.close()
 
     async def _commit(
         self, thread: ThreadPoolExecutor, conn: sqlite3.Connection, records: list[DecisionRecord]
     ) -> list[StoredRecord]:
-        """One batch on the writer thread; asks for a checkpoint after every CHECKPOINT_RECORDS records."""
-        stored = await _on(thread, functools.partial(write_batch, conn, records, dedupe=False))
-        self._since_checkpoint += len(stored)
-        if self._since_checkpoint >= CHECKPOINT_RECORDS:
-            self._since_checkpoint = 0
-            self._checkpoint_due.set()
+        """One batch on the writer thread, after a checkpoint of its own if the WAL is past its bound."""
+        stored = await _on(thread, self._write, conn, records)
+        self._wal.committed(len(stored))
         return stored
+
+    def _write(self, conn: sqlite3.Connection, records: list[DecisionRecord]) -> list[StoredRecord]:
+        self._wal.before_batch(conn)
+        return write_batch(conn, records, dedupe=False)
 
     def _check_health(self, conn: sqlite3.Connection) -> str | None:
         """Take and release the write lock and read the chain head; None when the store is writable again."""
@@ -433,30 +442,6 @@ class SQLiteStore:
         _log.info("decision log writable again", extra={"store": self.description})
         return None
 
-    def _checkpoints(self) -> None:
-        """Checkpoint the WAL every CHECKPOINT_INTERVAL s or when the writer asks; once more at close."""
-        try:
-            conn = connect(self.path, busy_timeout_ms=self._busy_timeout_ms, synchronous=self._synchronous)
-        except sqlite3.Error as error:
-            _log.error("decision log checkpointer cannot start: %s", error, extra={"store": self.description})
-            return
-        self._size_bytes = _file_bytes(self.path)
-        try:
-            while True:
-                self._checkpoint_due.wait(CHECKPOINT_INTERVAL)
-                self._checkpoint_due.clear()
-                try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                except sqlite3.Error as error:  # the records are safe in the WAL; the next try catches up
-                    _log.warning(
-                        "decision log checkpoint failed: %s", error, extra={"store": self.description}
-                    )
-                self._size_bytes = _file_bytes(self.path)
-                if self._stopping.is_set():
-                    return
-        finally:
-            conn.close()
-
 
 def _carried_problem(conn: sqlite3.Connection, where: str) -> str | None:
     """The carried state through the newest pruned checkpoint against its digest (head.carried_problem)."""
@@ -470,18 +455,6 @@ def _carried_problem(conn: sqlite3.Connection, where: str) -> str | None:
 
 def _has_table(conn: sqlite3.Connection, table: str) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
-
-
-def _file_bytes(path: Path) -> int:
-    """Bytes of the SQLite database and its write-ahead log (a file not there counts 0).
-
-    Never raises: it runs in the checkpoint thread, which must go on whatever a stat says.
-    """
-    total = 0
-    for part in (path, path.with_name(path.name + "-wal")):
-        with contextlib.suppress(OSError):
-            total += part.stat().st_size
-    return total
 
 
 async def _on(thread: ThreadPoolExecutor, call: Callable[..., _T], *args: object) -> _T:

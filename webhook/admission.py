@@ -310,7 +310,7 @@ class Reviewer:
             try:
                 receipt = await self.store.append(record, deadline=deadline, arrived=arrived)
             except DecisionLogUnavailable as error:
-                self.metrics.decision_log_writes.labels("failed").inc()
+                self.metrics.count_write("failed")
                 _log.error(
                     "decision not recorded; denying",
                     extra={"fields": {"uid": record.uid, "error": error.message, "verdict": verdict.reason}},
@@ -323,7 +323,7 @@ class Reviewer:
                     "decision_log",
                 )
             span.set_attribute("trtguard.recorded", True)
-        self.metrics.decision_log_writes.labels("spooled" if receipt.spooled else "written").inc()
+        self.metrics.count_write("spooled" if receipt.spooled else "written")
         return verdict
 
     def _observe(
@@ -337,8 +337,7 @@ class Reviewer:
         kind = request.kind.kind if known else "other"
         # A malformed request may carry any operation: labels stay a fixed set.
         operation = request.operation if request.operation in OPERATIONS else "other"
-        self.metrics.reviews.labels(decision, operation, kind, str(request.dry_run).lower()).inc()
-        self.metrics.review_seconds.labels(decision).observe(seconds)
+        self.metrics.count_review(decision, operation, kind, request.dry_run, seconds)
         if verdict.failure is not None:
             self.metrics.review_failures.labels(verdict.failure).inc()
         if not verdict.allowed and (cause := _error_cause(verdict)) is not None:

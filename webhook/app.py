@@ -214,7 +214,7 @@ def _add_probes(app: FastAPI, services: WebhookServices) -> None:
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        await services.metrics.observe_decision_log(services.store)
+        services.metrics.refresh_decision_log(services.store)  # read beside the scrape, never awaited
         _update_gauges(services)
         body, content_type = services.metrics.render()
         return Response(body, media_type=content_type)

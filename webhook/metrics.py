@@ -40,7 +40,7 @@ ERROR_DENIAL_REASONS = (
 #: Seconds; dense below 10 ms, where the latency goal is, and up to the API server's 30 s maximum.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
-#: Seconds ``/metrics`` waits for the decision log's record count and oldest record.
+#: Seconds the background read of the decision log's record count and oldest record may take.
 OBSERVE_TIMEOUT_S = 2.0
 
 
@@ -48,6 +48,7 @@ class Metrics:
     """Every metric the webhook exports; pass one instance to the parts that count things."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self._observing: asyncio.Task[None] | None = None
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
         self.reviews = Counter(
@@ -102,6 +103,8 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self._bound_writes = {r: self.decision_log_writes.labels(r) for r in ("written", "spooled", "failed")}
+        self._bound_reviews: dict[tuple[str, str, str, bool], tuple[Counter, Histogram]] = {}
         self.decision_log_undelivered = Counter(
             "trtguard_decision_log_undelivered",
             "Undelivered records written: a record confirmed after its answer's deadline (the webhook "
@@ -175,6 +178,39 @@ class Metrics:
         if written > self._undelivered_seen:
             self.decision_log_undelivered.inc(written - self._undelivered_seen)
             self._undelivered_seen = written
+
+    def count_review(self, decision: str, operation: str, kind: str, dry_run: bool, seconds: float) -> None:
+        """Count one answered review and its duration.
+
+        The children of each label set are bound once and kept (``labels()`` validates and looks the set up
+        under a lock on every call, several times the cost of ``inc()``); the sets are few: two decisions,
+        the operations, the kinds of the policies, two dry-run values.
+        """
+        key = (decision, operation, kind, dry_run)
+        bound = self._bound_reviews.get(key)
+        if bound is None:
+            bound = self._bound_reviews[key] = (
+                self.reviews.labels(decision, operation, kind, "true" if dry_run else "false"),
+                self.review_seconds.labels(decision),
+            )
+        bound[0].inc()
+        bound[1].observe(seconds)
+
+    def count_write(self, result: str) -> None:
+        """Count one decision record by outcome (``written``, ``spooled``, ``failed``), bound once."""
+        self._bound_writes[result].inc()
+
+    def refresh_decision_log(self, store: DecisionStore) -> None:
+        """Start :meth:`observe_decision_log` beside the caller, unless the last one still runs.
+
+        ``/metrics`` calls this and answers with the values read so far: a scrape never waits on the log (a
+        query cancelled on a hung PostgreSQL still waits for the server, 2-5 s), and a hung read is not
+        started again on every scrape.
+        """
+        if self._observing is None or self._observing.done():
+            self._observing = asyncio.get_running_loop().create_task(
+                self.observe_decision_log(store), name="trtguard-observe-decision-log"
+            )
 
     async def observe_decision_log(self, store: DecisionStore) -> None:
         """Count the live log's records and date its oldest one: two indexed reads, bounded by

@@ -123,7 +123,7 @@ def build(
 
 
 def run(settings: ServeSettings, *, out: TextIO | None = None) -> int:
-    """Serve until SIGINT or SIGTERM; returns the exit status."""
+    """Serve until SIGINT or SIGTERM, then close all it opened; returns the exit status (0: a clean stop)."""
     out = out or sys.stdout
     built = build(settings, out=out, after_reload=_refreeze)
     # Everything loaded so far lives as long as the process: keep it out of the cyclic collector, whose
@@ -251,7 +251,23 @@ def connection_limits(settings: ServeSettings) -> ConnectionLimits:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server without its "running on http://…" line: it does not do the TLS (see _announce)."""
+    """uvicorn's server without its "running on http://…" line (it does not do the TLS, see _announce), and
+    without its re-raising of SIGTERM/SIGINT when ``serve`` returns.
+
+    uvicorn raises the signal again as its signal handlers are restored: SIGTERM's default action then ends
+    the process before the ``finally`` of :func:`_serve` closes the decision log (head file, WAL checkpoint,
+    PostgreSQL pool, spool). Here the signal only stops the server, and :func:`run` returns after the log was
+    closed.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """uvicorn's handlers while serving; the signals caught are forgotten, not raised again."""
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                self._captured_signals.clear()
 
     def _log_started_message(self, listeners: Sequence[socket.SocketType]) -> None:
         """Say nothing: :func:`_announce` prints the address with the right scheme."""

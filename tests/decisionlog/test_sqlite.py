@@ -371,3 +371,35 @@ async def test_size_is_the_database_and_its_wal_and_grows_with_the_log(
     await wait_until(lambda: (store.size_bytes or 0) > empty + 200 * 2000, within=10)
     # Measured after a checkpoint: nothing is written between two appends here, so the file sizes hold still.
     await wait_until(lambda: store.size_bytes == on_disk(), within=10)
+
+
+async def test_the_wal_stays_bounded_under_sustained_appends(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    """Issue 31: only PASSIVE checkpoints ran, which never restart a WAL that is written all the time: it
+    grew to its largest size under load and stayed there. The writer now checkpoints once the WAL is over its
+    bound (the WAL then restarts and is cut back), so file + WAL stay near the pages in use."""
+    limit = 512 * 1024
+    store = SQLiteStore(tmp_path / "decisions.db", wal_limit_bytes=limit)
+    await store.open()
+    wal = store.path.with_name(store.path.name + "-wal")
+    largest = 0
+    body = "x" * 500
+    try:
+
+        async def appender(count: int) -> None:
+            nonlocal largest
+            for _ in range(count):
+                await store.append(make_record(message=body), deadline=Deadline.after(30))
+                largest = max(largest, wal.stat().st_size)
+
+        # 32 appenders keep the writer busy: a batch is always waiting when one commits.
+        await asyncio.gather(*(appender(100) for _ in range(32)))
+        report = await store.verify()
+    finally:
+        await store.close()
+    assert report.ok and report.records == 3200
+    pages = store.path.stat().st_size
+    assert pages > 3200 * 500
+    # One batch (at most 32 records here) may be written past the bound before the writer checkpoints.
+    assert largest <= 2 * limit, f"the WAL grew to {largest:,} bytes, bound {limit:,}"

@@ -137,3 +137,64 @@ async def test_postgres_damage(pg_url: str, make_record: RecordFactory) -> None:
             await store.verify()
     finally:
         await store.close()
+
+
+async def test_swapped_records_are_named_where_the_order_breaks_not_at_the_intact_one_before(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    """Issue 31: a reorder blamed seq 2, intact, for what the swap of seq 3 and 4 did."""
+    store, uids = await _sqlite_log(tmp_path, make_record)
+    _sqlite_edit(
+        store.path,
+        "UPDATE trtguard_decisions SET seq = -3 WHERE seq = 3",
+        "UPDATE trtguard_decisions SET seq = 3 WHERE seq = 4",
+        "UPDATE trtguard_decisions SET seq = 4 WHERE seq = -3",
+    )
+    report = await store.verify()
+    assert report.first_break is not None
+    assert (report.first_break.seq, report.first_break.uid) == (3, uids[3])
+    assert "records were reordered" in report.first_break.problem
+
+
+async def test_a_record_deleted_and_the_later_ones_renumbered_is_named_with_both_readings(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    """Issue 31: a delete-and-renumber said only that the intact seq 2 was changed. The hashes cannot tell
+    a deletion after seq 2 from an edit of seq 2 (both recompute): the break names seq 2, the first record the
+    chain does not vouch for (so readers mark it and every later one unverified), and says both."""
+    store, uids = await _sqlite_log(tmp_path, make_record)
+    _sqlite_edit(
+        store.path,
+        "DELETE FROM trtguard_decisions WHERE seq = 3",
+        "UPDATE trtguard_decisions SET seq = seq - 1 WHERE seq > 3",
+        "UPDATE trtguard_chain_head SET seq = 4",
+    )
+    report = await store.verify()
+    assert report.first_break is not None
+    assert (report.first_break.seq, report.first_break.uid) == (2, uids[1])
+    assert "records after it were deleted and the later ones renumbered" in report.first_break.problem
+    assert "seq 3 links to" in report.first_break.problem
+
+
+async def test_the_last_record_edited_and_rehashed_is_named_not_called_removed(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    """Issue 31: with no record after it to link to it, an edited last record was reported as "records at
+    the end were removed"; the head row (or an archived segment's checkpoint) names its original hash."""
+    store, uids = await _sqlite_log(tmp_path, make_record)
+    with sqlite3.connect(store.path) as conn:
+        body, prev = conn.execute("SELECT body, prev_hash FROM trtguard_decisions WHERE seq = 5").fetchone()
+    data = json.loads(body)
+    [stored] = await store.query(RecordQuery(after_seq=4, limit=1))
+    whole = stored.record.to_json()
+    whole["allowed"], data["allowed"] = (not whole["allowed"],) * 2
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("DROP TRIGGER trtguard_decisions_no_update")
+        conn.execute(
+            "UPDATE trtguard_decisions SET body = ?, hash = ?, allowed = ? WHERE seq = 5",
+            (json.dumps(data), chain_hash(prev, whole), whole["allowed"]),
+        )
+    report = await store.verify()
+    assert report.first_break is not None
+    assert (report.first_break.seq, report.first_break.uid) == (5, uids[4])
+    assert "the record was changed and its hash recomputed" in report.first_break.problem

@@ -1,16 +1,29 @@
-"""webhook/metrics.py: the live decision log's record count and oldest record, before and after pruning."""
+"""webhook/metrics.py: the live decision log's record count and oldest record, before and after pruning, and
+read beside the scrape (a hung database never holds /metrics)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from decisionlog import DecisionRecord, SQLiteStore
+import httpx
+import pytest
+
+from decisionlog import DecisionRecord, PostgresStore, SQLiteStore
 from decisionlog._archive import archive_segments
 from decisionlog._segments import Ledger
+from tests.support.harness import TcpProxy, WaitUntil
+from trtguard.demo.material import Material
 from verifier.base._deadline import Deadline
+from verifier.evidence_folder import LocalEvidence
 from verifier.keys import generate_private_key
-from webhook.metrics import Metrics
+from webhook.admission import Reviewer
+from webhook.app import WebhookServices, create_app
+from webhook.metrics import OBSERVE_TIMEOUT_S, Metrics
+from webhook.policy_store import PolicyStore
+from webhook.settings import ServeSettings
+from webhook.tracing import Tracing
 
 
 def _record(at: datetime) -> DecisionRecord:
@@ -54,3 +67,40 @@ async def test_a_log_that_cannot_answer_keeps_the_last_values(tmp_path: Path) ->
     metrics.decision_log_records.set(7)
     await metrics.observe_decision_log(SQLiteStore(tmp_path / "absent.db", read_only=True))
     assert _value(metrics, "trtguard_decision_log_records") == 7
+
+
+@pytest.mark.postgres
+async def test_a_scrape_never_waits_on_a_hung_database(
+    demo_material: Material, pg_url: str, pg_proxy: TcpProxy, wait_until: WaitUntil
+) -> None:
+    """Issue 31: /metrics read the record count and the oldest record itself, and waited 2-5 s while
+    PostgreSQL hung (a cancelled query waits on the hung server). The reads run beside the scrape now: a
+    scrape answers with the last values at once, and a hung read is not started again while it runs."""
+    policies = PolicyStore(demo_material.policies, LocalEvidence(demo_material.attestations))
+    policies.load()
+    store = PostgresStore(pg_proxy.url(pg_url.rsplit("/", 1)[1]))
+    await store.open()
+    metrics = Metrics()
+    services = WebhookServices(policies, store, metrics, Reviewer(policies, store, metrics), Tracing(None))
+    app = create_app(
+        ServeSettings(policies=demo_material.policies, insecure_http=True), services, owns_store=False
+    )
+    await store.append(_record(datetime(2026, 1, 1, tzinfo=UTC)), deadline=Deadline.after(5))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://w") as client:
+
+            async def counted() -> bool:
+                await client.get("/metrics")
+                return _value(metrics, "trtguard_decision_log_records") == 1
+
+            await wait_until(counted, within=10)  # the first scrape starts the read, a later one shows it
+            pg_proxy.hang()
+            for _ in range(5):
+                # Well under the reads' own bound: the scrape does not wait for them at all.
+                response = await asyncio.wait_for(client.get("/metrics"), OBSERVE_TIMEOUT_S / 2)
+                assert response.status_code == 200
+                assert "\ntrtguard_decision_log_records 1.0\n" in response.text
+            pg_proxy.resume()
+    finally:
+        pg_proxy.resume()
+        await store.close()

@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import signal
+import sqlite3
 import ssl
 import sys
 import time
@@ -244,6 +245,116 @@ async def test_sigkill_mid_burst_loses_no_answered_decision(
     after = await store.verify()
     assert after.ok, after.summary()
     assert after.records == report.records + 1
+
+
+async def test_sigterm_under_load_closes_the_log_so_a_copy_of_the_file_alone_verifies(
+    demo_material: Material,
+    tmp_path: Path,
+    webhook_process: StartWebhook,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+) -> None:
+    """Issue 31: uvicorn re-raised SIGTERM before the store was closed, so the head file was not written and
+    the WAL not checkpointed: ``decisions.db`` alone could be a file without tables. A clean stop closes the
+    store: the file alone holds every answered decision and verifies, and the head file names its head.
+    """
+    server = webhook_process(*_serve_args(demo_material))
+    head_file = tmp_path / "decisions.db.head"
+    started_head = json.loads(head_file.read_text())
+    answered: set[str] = set()
+    enough = asyncio.Event()
+    stopping = False
+
+    async with server.client() as client:
+
+        async def worker(w: int) -> None:
+            n = 0
+            while not stopping:
+                n += 1
+                body = make_review(obj=make_pod(f"term-{w}-{n}", TENSORRT_IMAGE))
+                try:
+                    response = await client.post(body)
+                except httpx.HTTPError:
+                    return
+                if response.status_code != 200:
+                    return
+                uid = body["request"]["uid"]
+                verify_admission_response(uid, response)
+                answered.add(uid)
+                if len(answered) >= 200:
+                    enough.set()
+
+        workers = [asyncio.create_task(worker(w)) for w in range(8)]
+        await asyncio.wait_for(enough.wait(), 120)
+        status = await asyncio.to_thread(server.stop)  # SIGTERM, then wait
+        stopping = True
+        await asyncio.gather(*workers)
+    assert status == 0, server.log_text()
+
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copyfile(tmp_path / "decisions.db", copy / "decisions.db")
+    store = SQLiteStore(copy / "decisions.db", read_only=True)
+    report = await store.verify()
+    assert report.ok, report.summary()
+    logged = {r.record.uid for r in await store.query(RecordQuery())}
+    assert answered <= logged, f"{len(answered - logged)} answered decisions are not in the copy"
+    stopped_head = json.loads(head_file.read_text())
+    assert stopped_head["seq"] == report.records > started_head["seq"]
+    verify = await asyncio.create_subprocess_exec(
+        str(TRTGUARD),
+        "audit",
+        "verify",
+        "--decision-log",
+        "sqlite:///decisions.db",
+        cwd=copy,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output = (await asyncio.wait_for(verify.communicate(), 60))[0].decode()
+    assert verify.returncode == 0, output
+    assert f"{report.records} records" in output
+
+
+@pytest.mark.postgres
+async def test_sigterm_closes_the_spool_so_a_copy_of_the_spool_file_alone_holds_every_spooled_record(
+    demo_material: Material,
+    tmp_path: Path,
+    webhook_process: StartWebhook,
+    pg_url: str,
+    pg_proxy: TcpProxy,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+) -> None:
+    """Issue 31: with PostgreSQL down the answered records wait in the spool; SIGTERM closes it (and the
+    pool), so the spool file copied alone, without its WAL, holds them all."""
+    await pg_proxy.stop()
+    server = webhook_process(
+        *_serve_args(demo_material)[:-1],
+        pg_proxy.url(pg_url.rsplit("/", 1)[1]),
+        "--decision-log-unavailable",
+        "spool",
+        "--decision-log-spool",
+        "spool.db",
+    )
+    spooled: set[str] = set()
+    async with server.client() as client:
+        for n in range(5):
+            body = make_review(obj=make_pod(f"spooled-{n}", TENSORRT_IMAGE))
+            verify_admission_response(body["request"]["uid"], await client.post(body, api_timeout=5))
+            spooled.add(body["request"]["uid"])
+    assert await asyncio.to_thread(server.stop) == 0, server.log_text()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copyfile(tmp_path / "spool.db", copy / "spool.db")
+    conn = sqlite3.connect(copy / "spool.db")
+    try:
+        bodies = [json.loads(row[0]) for row in conn.execute("SELECT body FROM trtguard_spool")]
+    finally:
+        conn.close()
+    assert {body["uid"] for body in bodies} == spooled
 
 
 @pytest.fixture

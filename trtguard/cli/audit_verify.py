@@ -4,7 +4,10 @@ Without options the live log's chain is recomputed (from genesis, or from the ne
 were pruned up to). ``--key`` checks that checkpoint's signature; ``--anchor CHECKPOINT`` (with ``--key``)
 checks the log against a checkpoint kept outside it: the log must still hold the anchor's head, or have been
 pruned past it along signed checkpoints that link to it. ``--archive SEGMENT`` checks an archived segment
-instead of the live log.
+instead of the live log; ``--archive FOLDER`` checks the archive as a whole: every checkpoint from seq 1 on
+present, signed and linked, every segment present and matching its checkpoint, and, with ``--decision-log``,
+the checkpoints the log stores all archived there (same file digest) through the seq the live log starts
+after.
 
 Change control's carried state (each workload's last admissions, which pruning keeps: docs/decision-log-
 storage.md) is checked too: the state stored at the checkpoint the log starts from must have the digest
@@ -51,7 +54,8 @@ def register(commands: Subparsers, log_flag: Any, format_flag: Any) -> None:
         "--archive",
         type=Path,
         metavar="SEGMENT",
-        help="check this archived segment (decisions-…jsonl.gz) instead of the live log",
+        help="check this archived segment (decisions-…jsonl.gz) instead of the live log, or this archive "
+        "folder as a whole (with --decision-log: against the checkpoints the log stores)",
     )
     format_flag(verify)
     verify.set_defaults(handler=_verify)
@@ -79,6 +83,8 @@ def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
             raise InputError(
                 "--archive needs --key: an archived segment counts only with its checkpoint signed"
             )
+        if args.archive.is_dir():
+            return _verify_archive_folder(args, key, out)
         return _verify_archive(args, key, anchor, out)
 
     async def work(store: DecisionStore) -> int:
@@ -143,6 +149,12 @@ def _against_checkpoints(
             checkpoint = sealed[seq]
             if key is None or not checkpoint.verify(key):
                 problems.append(f"the checkpoint at seq {seq} is not signed by --key")
+                return problems
+            if checkpoint.first_seq > previous.last_seq + 1:
+                problems.append(
+                    f"the checkpoints of seq {previous.last_seq + 1}…{checkpoint.first_seq - 1} are missing "
+                    f"between seq {previous.last_seq} and the checkpoint of seq {checkpoint.first_seq}…{seq}"
+                )
                 return problems
             unlinked = (
                 checkpoint.prev_hash != previous.head_hash or checkpoint.first_seq != previous.last_seq + 1
@@ -213,6 +225,40 @@ def _print(
         print(f"agrees with the signed checkpoint {anchor.summary()}", file=out)
     for problem in problems:
         print(f"NOT VERIFIED: {problem}", file=out)
+
+
+def _verify_archive_folder(args: argparse.Namespace, key: PublicKey, out: TextIO) -> int:
+    """``--archive FOLDER``: the archive as a whole, against the live log's checkpoints when it is named."""
+    import os  # noqa: PLC0415
+
+    from decisionlog import Ledger, verify_archive  # noqa: PLC0415
+    from trtguard.cli.audit import _run, _url  # noqa: PLC0415
+
+    if args.decision_log is None and not os.environ.get("TRTGUARD_DECISION_LOG"):
+        records, problems = verify_archive(args.archive, key=key)
+        base = None
+    else:
+
+        async def live(store: DecisionStore) -> ChainReport:
+            return await store.verify()
+
+        report = _run(args, live)
+        base = report.base_seq
+        with Ledger.open(_url(args), read_only=True) as ledger:
+            stored = ledger.segments()
+        records, problems = verify_archive(args.archive, key=key, stored=stored, through_seq=base)
+        if not report.ok:  # the seq it starts after is then in doubt too
+            problems.append(f"the live log does not verify: {report.summary()}")
+    if args.format == "json":
+        data = {"ok": not problems, "records": records, "through_seq": base, "problems": problems}
+        print(json.dumps(data), file=out)
+    else:
+        through = f" through seq {base}, where the live log starts" if base else ""
+        status = "NOT VERIFIED" if problems else "archive verified"
+        print(f"{args.archive}: {status}: {records} records in its segments{through}", file=out)
+        for problem in problems:
+            print(f"NOT VERIFIED: {problem}", file=out)
+    return 1 if problems else 0
 
 
 def _verify_archive(args: argparse.Namespace, key: PublicKey, anchor: Checkpoint | None, out: TextIO) -> int:

@@ -264,3 +264,77 @@ def test_rotate_and_verify_on_postgresql(
     assert status == 0, out
     assert "chain verified: 3 records after the checkpoint at seq 8" in out
     assert "agrees with the signed checkpoint seq 5…8" in out
+
+
+def _rotated(tmp_path: Path, private: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, Path, Path]:
+    """A log of 35 records rotated in segments of 10 (three archived and pruned), with an anchor of seq 10."""
+    log, folder, anchor = tmp_path / "decisions.db", tmp_path / "archive", tmp_path / "anchor.json"
+    url = f"sqlite:///{log}"
+    _write(log, range(1, 11))
+    seal = ("seal", "--decision-log", url, "--key", str(private), "--anchor-out", str(anchor))
+    assert _cli(capsys, *seal)[0] == 0
+    _write(log, range(11, 36))
+    rotate = ("rotate", "--decision-log", url, "--key", str(private), "--segment-records", "10",
+              "--archive", str(folder), "--keep-records", "5")  # fmt: skip
+    status, out, _ = _cli(capsys, *rotate)
+    assert status == 0 and "pruned seq 21…30" in out, out
+    return url, folder, anchor
+
+
+def test_the_archive_folder_is_checked_as_a_whole(
+    tmp_path: Path, keys: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 31: `--archive` checked one segment at a time, so a segment deleted with its checkpoint file
+    went unnoticed. The folder is checked as a whole: every checkpoint from seq 1 on, signed and linked,
+    every segment there and matching, through the seq the live log starts after."""
+    private, public = keys
+    url, folder, _ = _rotated(tmp_path, private, capsys)
+    status, out, _ = _cli(capsys, "verify", "--archive", str(folder), "--key", str(public))
+    assert status == 0 and "archive verified: 30 records" in out, out
+    whole = ("verify", "--archive", str(folder), "--key", str(public), "--decision-log", url)
+    status, out, _ = _cli(capsys, *whole)
+    assert status == 0 and "through seq 30, where the live log starts" in out, out
+
+    # The middle segment and its checkpoint file deleted together: a gap in the chain of checkpoints.
+    middle = "decisions-000000000011-000000000020"
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for suffix in (".jsonl.gz", ".checkpoint.json"):
+        shutil.move(folder / f"{middle}{suffix}", kept / f"{middle}{suffix}")
+    status, out, _ = _cli(capsys, "verify", "--archive", str(folder), "--key", str(public))
+    assert status == 1 and "the checkpoints of seq 11…20 are missing" in out, out
+    # With the live log, its own checkpoint names the missing file too.
+    status, out, _ = _cli(capsys, *whole)
+    assert status == 1 and f"the segment of seq 11…20 is missing ({middle}.jsonl.gz)" in out, out
+    for suffix in (".jsonl.gz", ".checkpoint.json"):
+        shutil.move(kept / f"{middle}{suffix}", folder / f"{middle}{suffix}")
+
+    # The newest segment and its checkpoint deleted: nothing in the folder shows a gap, the live log does.
+    newest = "decisions-000000000021-000000000030"
+    for suffix in (".jsonl.gz", ".checkpoint.json"):
+        (folder / f"{newest}{suffix}").unlink()
+    status, out, _ = _cli(capsys, *whole)
+    assert status == 1 and f"the segment of seq 21…30 is missing ({newest}.jsonl.gz)" in out, out
+    # Its stored checkpoint deleted as well (by someone who can drop the triggers): the archive does not
+    # reach the seq the live log starts after (the live log, verified alone, breaks at its first record).
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+        connection.execute("DROP TRIGGER trtguard_checkpoints_no_delete")
+        connection.execute("DELETE FROM trtguard_checkpoints WHERE last_seq = 30")
+    status, out, _ = _cli(capsys, *whole)
+    assert status == 1, out
+    assert "the live log starts after seq 20" not in out
+
+
+def test_a_deleted_middle_pruned_checkpoint_is_named_where_it_is_missing(
+    tmp_path: Path, keys: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 31: deleting the stored checkpoint of seq 11…20 was reported at the checkpoint after it."""
+    private, public = keys
+    url, _, anchor = _rotated(tmp_path, private, capsys)
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+        connection.execute("DROP TRIGGER trtguard_checkpoints_no_delete")
+        connection.execute("DELETE FROM trtguard_checkpoints WHERE last_seq = 20")
+    verify = ("verify", "--decision-log", url, "--key", str(public), "--anchor", str(anchor))
+    status, out, _ = _cli(capsys, *verify)
+    assert status == 1, out
+    assert "the checkpoints of seq 11…20 are missing between seq 10 and the checkpoint of seq 21…30" in out
