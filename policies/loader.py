@@ -15,9 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
+from policies.allow_lists import ALLOW_LIST_SUFFIXES, AllowEntry, allow_entries
 from policies.cel import CelCompileError, CelProgram, compile_expression
 from policies.kind_schema import WorkloadKindDocument
 from policies.kinds import KindRegistry
@@ -38,8 +40,9 @@ from verifier.scans import is_scan_predicate_type
 
 #: Names that CEL expressions may refer to.
 CEL_VARIABLES = ("manifest", "workload", "engine")
-#: Names that attestation conditions may refer to (``scan`` only for the SBOM and scan predicate types).
-CONDITION_VARIABLES = ("predicate", "scan")
+#: Names that attestation conditions may refer to (``scan`` only for the SBOM and scan predicate types;
+#: ``now``, the evaluation clock as an RFC 3339 UTC time: ``timestamp(now)``).
+CONDITION_VARIABLES = ("predicate", "scan", "now")
 
 _POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 # `workload`, or `engine` beyond its name, reference and digest (its containers, templates: the workload's)
@@ -83,15 +86,37 @@ _SELECTED_MAX = 4096
 
 
 @dataclass(frozen=True, slots=True)
+class CompiledAttestation:
+    """One attestation rule (an entry, or an alternative of an ``anyOf``) ready to judge."""
+
+    rule: AttestationRule
+    conditions: tuple[CompiledExpression, ...] = ()
+    max_age: timedelta | None = None
+    #: ``vulnerabilities.allow`` and the entries of its ``allowFrom`` file.
+    allowed: tuple[AllowEntry, ...] = ()
+
+    @property
+    def reads_documents(self) -> bool:
+        """Whether the rule reads what the attested documents say (not only that one is signed)."""
+        rule = self.rule
+        return bool(
+            self.conditions
+            or self.max_age is not None
+            or rule.vulnerabilities is not None
+            or rule.components is not None
+            or rule.document is not None
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class CompiledImageRule:
     """An image rule with its patterns compiled."""
 
     rule: ImageRule
     patterns: tuple[ImagePattern, ...]
     excluded: tuple[ImagePattern, ...]
-    #: per entry of ``rule.attestations``: its conditions compiled, and its maxAge
-    conditions: tuple[tuple[CompiledExpression, ...], ...] = ()
-    max_ages: tuple[timedelta | None, ...] = ()
+    #: per entry of ``rule.attestations``: its alternatives (one for a plain entry), compiled
+    attestations: tuple[tuple[CompiledAttestation, ...], ...] = ()
     #: ``selects``' answers: admissions ask about the same few images again and again, and the answer
     #: depends on nothing else (bounded: emptied when full)
     _selected: dict[ImageReference, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -154,8 +179,8 @@ class PolicySet:
 
 
 def policy_files(paths: Sequence[Path]) -> list[Path]:
-    """The policy files under ``paths``: files as given, directories walked (skipping ``tests/`` and
-    Notation's ``trustpolicy*.json``), sorted."""
+    """The policy files under ``paths``: files as given, directories walked (skipping ``tests/``,
+    Notation's ``trustpolicy*.json`` and vulnerability allow-lists, ``*.allow.yaml``), sorted."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
@@ -167,6 +192,7 @@ def policy_files(paths: Sequence[Path]) -> list[Path]:
                     candidate.is_file()
                     and candidate.suffix in _POLICY_SUFFIXES
                     and candidate.name not in _NOTATION_DOCUMENTS
+                    and not candidate.name.endswith(ALLOW_LIST_SUFFIXES)
                 ):
                     found.append(candidate)
         elif path.is_file():
@@ -220,7 +246,7 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
     for doc, document, path in policy_docs:
         problems += kind_name_problems(doc, document, path, kinds)
         problems += _engine_pattern_problems(doc, document, path)
-    policies = _compile_policies(policy_docs, signers, problems)
+    policies = _compile_policies(policy_docs, signers, problems, digest)
     if problems:
         raise PolicyLoadError(problems)
     if not policies:
@@ -326,9 +352,11 @@ def _key_refs(doc: InferencePolicyDocument) -> list[tuple[tuple[str | int, ...],
                 (("spec", "images", i, "signatures", "keys", k), r)
                 for k, r in enumerate(rule.signatures.keys)
             ]
-        for j, attestation in enumerate(rule.attestations):
-            base = ("spec", "images", i, "attestations", j, "keys")
-            refs += [((*base, k), r) for k, r in enumerate(attestation.keys)]
+        for j, alternatives in enumerate(rule.attestation_alternatives()):
+            for n, attestation in enumerate(alternatives):
+                at: tuple[str | int, ...] = ("spec", "images", i, "attestations", j)
+                base = (*at, "anyOf", n, "keys") if len(alternatives) > 1 else (*at, "keys")
+                refs += [((*base, k), r) for k, r in enumerate(attestation.keys)]
     if spec.models is not None:
         for name in ("build_manifest", "verification"):
             rule = getattr(spec.models, name)
@@ -345,6 +373,7 @@ def _compile_policies(
     docs: list[tuple[InferencePolicyDocument, Document, Path]],
     signers: Mapping[str, Signer],
     problems: list[str],
+    digest: Any,
 ) -> list[CompiledPolicy]:
     compiled: list[CompiledPolicy] = []
     seen: dict[str, str] = {}
@@ -389,22 +418,26 @@ def _compile_policies(
                     except PatternError as error:
                         line = document.line_of(("spec", "images", i, key, j))
                         problems.append(f"{path}:{line}: spec.images[{i}].{key}[{j}]: {error}")
-            conditions = [
-                _compile_conditions(
-                    attestation, ("spec", "images", i, "attestations", j), document, path, problems
+            attestations = [
+                tuple(
+                    _compile_attestation(
+                        attestation,
+                        ("spec", "images", i, "attestations", j, *(("anyOf", n) if len(each) > 1 else ())),
+                        document,
+                        path,
+                        problems,
+                        digest,
+                    )
+                    for n, attestation in enumerate(each)
                 )
-                for j, attestation in enumerate(rule.attestations)
+                for j, each in enumerate(rule.attestation_alternatives())
             ]
             image_rules.append(
                 CompiledImageRule(
                     rule=rule,
                     patterns=tuple(compiled_lists["match"]),
                     excluded=tuple(compiled_lists["exclude"]),
-                    conditions=tuple(conditions),
-                    max_ages=tuple(
-                        parse_duration(a.max_age) if a.max_age is not None else None
-                        for a in rule.attestations
-                    ),
+                    attestations=tuple(attestations),
                 )
             )
         expressions = []
@@ -463,6 +496,29 @@ def _compile_policies(
     return compiled
 
 
+def _compile_attestation(
+    rule: AttestationRule,
+    loc: tuple[str | int, ...],
+    document: Document,
+    path: Path,
+    problems: list[str],
+    digest: Any,
+) -> CompiledAttestation:
+    """One attestation rule compiled: its conditions, its maxAge and its allow-list."""
+    allowed: tuple[AllowEntry, ...] = ()
+    if rule.vulnerabilities is not None:
+        where = (
+            f"{path}:{document.line_of((*loc, 'vulnerabilities'))}: {_field_path((*loc, 'vulnerabilities'))}"
+        )
+        allowed = allow_entries(rule.vulnerabilities, where, path.parent, problems, digest)
+    return CompiledAttestation(
+        rule=rule,
+        conditions=_compile_conditions(rule, loc, document, path, problems),
+        max_age=parse_duration(rule.max_age) if rule.max_age is not None else None,
+        allowed=allowed,
+    )
+
+
 def _compile_conditions(
     rule: AttestationRule,
     loc: tuple[str | int, ...],
@@ -471,7 +527,7 @@ def _compile_conditions(
     problems: list[str],
 ) -> tuple[CompiledExpression, ...]:
     """The CEL conditions of one image attestation rule; ``scan`` only where the predicate is read as one."""
-    variables = CONDITION_VARIABLES if is_scan_predicate_type(rule.predicate_type) else ("predicate",)
+    variables = CONDITION_VARIABLES if is_scan_predicate_type(rule.predicate_type) else ("predicate", "now")
     compiled = []
     for k, condition in enumerate(rule.conditions):
         where = (*loc, "conditions", k, "cel")

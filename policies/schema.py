@@ -10,9 +10,10 @@ JSON Schema.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, TypeAdapter, field_validator, model_validator
 
 from policies.podspec import ImageField
 from policies.requesters import RequesterRule, RequesterSet
@@ -24,11 +25,15 @@ from verifier.scans import is_scan_predicate_type
 
 __all__ = [
     "API_VERSION",
+    "AllowedVulnerability",
     "ApprovalRule",
+    "AttestationAnyOf",
     "AttestationCondition",
+    "AttestationEntry",
     "AttestationRule",
     "BuildManifestRule",
     "ChangeControl",
+    "ComponentRule",
     "Expression",
     "GpuCompatibilityRule",
     "ImageRule",
@@ -45,13 +50,16 @@ __all__ = [
     "NotationSigner",
     "Precision",
     "ResourceFilter",
+    "Severity",
     "SignatureRule",
     "SignersRule",
     "ToolchainRule",
     "TrustedKey",
     "TrustedKeysDocument",
     "VerificationRule",
+    "VulnerabilityRule",
     "_Model",
+    "expiry_time",
     "parse_duration",
     "policy_json_schema",
     "trusted_keys_yaml",
@@ -142,25 +150,171 @@ class AttestationCondition(_Model):
     message: str = Field(min_length=1, description="what is wrong when the expression is false")
 
 
+Severity = Literal["critical", "high", "medium", "low", "info", "none"]
+#: How an allow-list names a vulnerability: CVE, GHSA, PYSEC, OSV or any other ``PREFIX-ID``, in any case.
+VULNERABILITY_ID = r"^\s*[A-Za-z][A-Za-z0-9]*-[A-Za-z0-9][A-Za-z0-9._:-]*\s*$"
+#: The scan predicate types that can hold either an SBOM or a scan (a CycloneDX document).
+_EITHER_DOCUMENT = re.compile(r"^https://cyclonedx\.org/bom(/v1\.[0-9]+)?$")
+_SPDX_DOCUMENT = re.compile(r"^https://spdx\.dev/Document(/v2\.[23])?$")
+
+
+class AllowedVulnerability(_Model):
+    """A finding the policy admits: by id (any alias, any case), with why, until when."""
+
+    id: str = Field(pattern=VULNERABILITY_ID, description="CVE-…, GHSA-…, PYSEC-…, OSV-…: any id or alias")
+    reason: str = Field(min_length=1, description="why it is admitted (kept with the decision)")
+    expires: str | None = Field(
+        default=None,
+        description="RFC 3339 time or date (YYYY-MM-DD: the start of that day, UTC); from then on the entry "
+        "no longer matches",
+    )
+
+    @field_validator("expires")
+    @classmethod
+    def _a_time(cls, value: str | None) -> str | None:
+        if value is not None:
+            expiry_time(value)
+        return value
+
+
+def expiry_time(text: str) -> datetime:
+    """An allow-list entry's ``expires``: an RFC 3339 time with a zone, or a date (its start, UTC)."""
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        return datetime.fromisoformat(text).replace(tzinfo=UTC)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"expires {text!r} is not an RFC 3339 time or a date (2026-12-31)") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"expires {text!r} has no time zone (end it in Z or +HH:MM)")
+    return moment
+
+
+class VulnerabilityRule(_Model):
+    """No affected finding above ``maxSeverity`` in the scan but those allow-listed; a finding whose
+    severity cannot be told, and a scan that cannot tell (skipped packages, audited nothing), is
+    ``unknown``."""
+
+    max_severity: Severity = Field(description="the highest severity an affected finding may have")
+    allow: list[AllowedVulnerability] = Field(default_factory=list)
+    allow_from: str | None = Field(
+        default=None,
+        min_length=1,
+        description="a YAML or JSON file (relative to this policy) holding more entries like `allow`'s",
+    )
+    unknown: Action | None = Field(
+        default=None, description='what "cannot tell" does; absent: the policy\'s onIndeterminate'
+    )
+
+
+class ComponentRule(_Model):
+    """Components the SBOM must list and must not list, by name in their ecosystem (docs/scans.md)."""
+
+    required: list[str] = Field(
+        default_factory=list, description="names (PEP 503 for PyPI, group:artifact for Maven) or purls"
+    )
+    banned: list[str] = Field(default_factory=list, description="names or purls, as `required`")
+    unknown: Action | None = Field(
+        default=None, description="what an SBOM that lists nothing does; absent: the policy's onIndeterminate"
+    )
+
+    @model_validator(mode="after")
+    def _something(self) -> ComponentRule:
+        if not self.required and not self.banned:
+            raise ValueError("components needs `required` or `banned` names")
+        for name in (*self.required, *self.banned):
+            if not name.strip() or name != name.strip():
+                raise ValueError(f"component name {name!r} is empty or has surrounding white space")
+        return self
+
+
 class AttestationRule(SignatureRule):
     """An attestation of ``predicateType`` signed by ``threshold`` of ``keys`` whose subject is the image."""
 
     predicate_type: str = Field(min_length=1)
-    max_age: str | None = Field(default=None, description="e.g. 7d; measured from the scan time it records")
+    document: Literal["sbom", "scan"] | None = Field(
+        default=None,
+        description="which document the rule judges (an SBOM or a vulnerability scan): what maxAge measures "
+        "and which attached documents count; needed with maxAge on a CycloneDX type",
+    )
+    max_age: str | None = Field(
+        default=None,
+        description="e.g. 7d; from the document's time (a scan's: the older of the scan and its "
+        "vulnerability database)",
+    )
+    vulnerabilities: VulnerabilityRule | None = None
+    components: ComponentRule | None = None
     conditions: list[AttestationCondition] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _readable(self) -> AttestationRule:
+        scans = is_scan_predicate_type(self.predicate_type)
+        for key, value in (
+            ("maxAge", self.max_age),
+            ("document", self.document),
+            ("vulnerabilities", self.vulnerabilities),
+            ("components", self.components),
+        ):
+            if value is not None and not scans:
+                what = "a time trtguard can read" if key == "maxAge" else "a document trtguard reads"
+                raise ValueError(f"{key} needs {what}: {self.predicate_type} is no SBOM or scan")
         if self.max_age is not None:
             parse_duration(self.max_age)
-            if not is_scan_predicate_type(self.predicate_type):
-                raise ValueError(
-                    f"maxAge needs a time trtguard can read: {self.predicate_type} is no SBOM or scan"
-                )
+        if self.document == "sbom" and self.vulnerabilities is not None:
+            raise ValueError("vulnerabilities are read from a scan: set `document: scan` (or leave it out)")
+        if _SPDX_DOCUMENT.fullmatch(self.predicate_type) and (
+            self.document == "scan" or self.vulnerabilities is not None
+        ):
+            raise ValueError(f"{self.predicate_type} is an SBOM (SPDX 2 has no vulnerabilities): no scan")
+        if (
+            not _EITHER_DOCUMENT.fullmatch(self.predicate_type)
+            and self.document == "sbom"
+            and not (_SPDX_DOCUMENT.fullmatch(self.predicate_type))
+        ):
+            raise ValueError(f"{self.predicate_type} is a vulnerability scan: `document: sbom` cannot hold")
+        if self.max_age is not None and self.judges() is None:
+            raise ValueError(
+                f"maxAge on {self.predicate_type} could measure an SBOM (when it was made) or a "
+                "vulnerability scan (when it ran, and its database): say which with `document: scan` "
+                "(then an SBOM does not count as a scan) or `document: sbom`"
+            )
         names = [c.name for c in self.conditions if c.name is not None]
         if len(names) != len(set(names)):
             raise ValueError(f"condition names must be unique (rule ids are built from them): {names}")
         return self
+
+    def judges(self) -> Literal["sbom", "scan"] | None:
+        """The document the rule judges: ``document``, else what the predicate type or the rule's checks
+        say (cosign's vulnerability predicate and ``vulnerabilities``: a scan; SPDX and ``components``: an
+        SBOM); None for a CycloneDX rule that says neither (any CycloneDX document counts)."""
+        if self.document is not None:
+            return self.document
+        if not is_scan_predicate_type(self.predicate_type):
+            return None
+        if _SPDX_DOCUMENT.fullmatch(self.predicate_type):
+            return "sbom"
+        if not _EITHER_DOCUMENT.fullmatch(self.predicate_type) or self.vulnerabilities is not None:
+            return "scan"
+        return "sbom" if self.components is not None else None
+
+
+class AttestationAnyOf(_Model):
+    """Attestation entries of which one must hold (``anyOf``): for images that carry one of several
+    formats. Each alternative has its own keys, threshold and checks; see policies/README.md."""
+
+    any_of: list[AttestationRule] = Field(min_length=2)
+
+
+def _attestation_entry(value: Any) -> str:
+    if isinstance(value, AttestationAnyOf) or (isinstance(value, dict) and "anyOf" in value):
+        return "anyOf"
+    return "rule"
+
+
+AttestationEntry = Annotated[
+    Annotated[AttestationRule, Tag("rule")] | Annotated[AttestationAnyOf, Tag("anyOf")],
+    Discriminator(_attestation_entry),
+]
 
 
 class ImageRule(_Model):
@@ -178,12 +332,21 @@ class ImageRule(_Model):
     require_digest: bool = Field(default=False, description="the workload must pin the image by digest")
     digests: list[str] | None = Field(default=None, description="allow-list of sha256 digests")
     signatures: SignatureRule | None = None
-    attestations: list[AttestationRule] = Field(default_factory=list)
+    attestations: list[AttestationEntry] = Field(default_factory=list)
     tensorrt_version: str | None = Field(
         default=None,
         pattern=r"^[0-9]+(\.[0-9]+){2,3}$",
         description="the TensorRT runtime version in the images this rule selects (gpuCompatibility)",
     )
+
+    def attestation_alternatives(self) -> list[tuple[AttestationRule, ...]]:
+        """Each entry of ``attestations`` as the alternatives of which one must hold (one for a plain
+        entry)."""
+        return [tuple(e.any_of) if isinstance(e, AttestationAnyOf) else (e,) for e in self.attestations]
+
+    def attestation_rules(self) -> list[AttestationRule]:
+        """Every attestation rule, those inside ``anyOf`` included, in order."""
+        return [rule for alternatives in self.attestation_alternatives() for rule in alternatives]
 
     @field_validator("digests")
     @classmethod
@@ -348,7 +511,13 @@ class InferencePolicySpec(_Model):
     exclude: ResourceFilter | None = None
     action: Action = Action.DENY
     on_error: Action = Field(
-        default=Action.DENY, description="what an unchecked rule does (never a silent allow)"
+        default=Action.DENY,
+        description="what a rule does whose evidence could not be fetched (never a silent allow)",
+    )
+    on_indeterminate: Action = Field(
+        default=Action.DENY,
+        description="what a rule does whose evidence was fetched but cannot tell (an unrated finding, a "
+        "scan that skipped packages, an empty SBOM, a signed document that does not read)",
     )
     images: list[ImageRule] = Field(default_factory=list)
     models: ModelsRule | None = None

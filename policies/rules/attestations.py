@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from policies.cel import MISSING_KEY_HINT, CelEvaluationError, prepare_activation
-from policies.loader import CompiledExpression
+from policies.loader import CompiledAttestation, CompiledExpression
+from policies.rules import scan_rules
 from policies.rules.evaluation import CLOCK_SKEW, Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import AttestationRule
@@ -38,18 +39,14 @@ _READS_PREDICATE: Final = re.compile(r"\bpredicate\b")
 
 
 async def check(
-    run: Evaluation,
-    found: Findings,
-    rule_id: str,
-    rule: AttestationRule,
-    conditions: Sequence[CompiledExpression],
-    max_age: timedelta | None,
-    pinned: ImageReference,
+    run: Evaluation, found: Findings, rule_id: str, compiled: CompiledAttestation, pinned: ImageReference
 ) -> list[VerifiedPredicate]:
-    """The attestation ``rule`` asks of the pinned image: signed, fresh enough, meeting its conditions.
+    """The attestation ``compiled`` asks of the pinned image: signed, of the document it judges, fresh
+    enough, meeting its built-in checks and conditions.
 
     Returns the signed documents that were judged (none when none verified), for the decision record.
     """
+    rule = compiled.rule
     scans = is_scan_predicate_type(rule.predicate_type)
     documents = await found.check(
         rule_id,
@@ -67,19 +64,67 @@ async def check(
             f"cannot tell what the {rule.predicate_type} attestations say{newest}: one signed by "
             f"[{', '.join(rule.keys)}] cannot be read ({'; '.join(documents.unreadable)})",
             "remove the unreadable attestation from the image (or attest the document again)",
-            error=True,
+            indeterminate=True,
         )
-    if not documents.readable:
+    kind = rule.judges()
+    readable = list(documents.readable)
+    if kind == "scan":
+        # An SBOM is no scan: a fresh SBOM must not pass for a fresh scan (docs/scans.md).
+        readable = [d for d in readable if d.scan is not None and d.scan.is_scan]
+        if documents.readable and not readable:
+            found.add(
+                f"{rule_id}.document",
+                f"cannot tell whether the image was scanned: none of the {len(documents.readable)} signed "
+                f"{rule.predicate_type} document(s) is a vulnerability scan (a CycloneDX document without a "
+                "'vulnerabilities' list is an SBOM)",
+                "attest the scan in cosign's vulnerability predicate (`--type "
+                "https://cosign.sigstore.dev/attestation/vuln/v1`), or have the scanner write the list",
+                indeterminate=True,
+            )
+    if not readable:
         return []
-    judged = _judged(run, pinned, rule, documents.readable) if scans else list(documents.readable)
+    judged = _judged(run, pinned, rule, readable) if scans else readable
     if scans and any(_from_the_future(run.clock(), found, rule_id, rule, d) for d in judged):
         return judged
-    if max_age is not None:
-        _max_age(run.clock(), found, f"{rule_id}.maxAge", rule, max_age, judged[0])
+    if compiled.max_age is not None:
+        _max_age(run.clock(), found, f"{rule_id}.maxAge", rule, compiled.max_age, judged[0])
+    if kind is not None and not _tells(found, rule_id, rule, kind, judged[0]):
+        return judged
     for document in judged:
-        if not await _conditions(run, found, rule_id, conditions, document):
+        if document.scan is not None and rule.vulnerabilities is not None:
+            scan_rules.vulnerabilities(run, found, f"{rule_id}.vulnerabilities", compiled, document, pinned)
+        if document.scan is not None and rule.components is not None:
+            scan_rules.components(found, f"{rule_id}.components", rule.components, document)
+        if not await _conditions(run, found, rule_id, compiled.conditions, document):
             break  # one failing document is enough to say what is wrong
     return judged
+
+
+def _tells(
+    found: Findings, rule_id: str, rule: AttestationRule, kind: str, document: VerifiedPredicate
+) -> bool:
+    """Whether ``document`` can tell what a rule over its ``kind`` reads: an SBOM that lists components, a
+    scan that audited what it lists. Otherwise the rule cannot tell (``onIndeterminate``)."""
+    scan = document.scan
+    if scan is None:
+        return True
+    if kind == "sbom" and not scan.components:
+        what = "the SBOM lists no component (an empty BOM says nothing about the image)"
+    elif kind == "scan" and scan.vulnerabilities is None:
+        what = "; ".join(scan.unknowns) or "the scan records no findings list"
+    else:
+        return True
+    unknown = (rule.vulnerabilities.unknown if rule.vulnerabilities else None) or (
+        rule.components.unknown if rule.components else None
+    )
+    found.add(
+        f"{rule_id}.document",
+        f"cannot tell: {what} ({document.origin})",
+        "scan again so that every package is audited, and attest the result (docs/scans.md)",
+        indeterminate=True,
+        unknown=unknown,
+    )
+    return False
 
 
 def _judged(
@@ -134,28 +179,37 @@ def _max_age(
     max_age: timedelta,
     document: VerifiedPredicate,
 ) -> None:
+    """``maxAge``: a scan is as old as the older of its run and its database; an SBOM as its making."""
     scan = document.scan
-    if scan is None or scan.freshness is None:
+    sbom = rule.judges() == "sbom"
+    since = (scan.scanned_at if sbom else scan.freshness) if scan is not None else None
+    if scan is None or since is None:
         why = "; ".join(u for u in (scan.unknowns if scan else ()) if "time" in u) or "it records no time"
         found.add(
             rule_id,
             f"the age of the {rule.predicate_type} attestation cannot be told: {why}",
-            "have the scanner record when it ran (an RFC 3339 time with a zone)",
-            error=True,
+            "have the tool record when it ran (an RFC 3339 time with a zone)",
+            indeterminate=True,
         )
         return
-    age = now - scan.freshness
-    if age > max_age:
-        database = (
-            f", with a vulnerability database from {_time(scan.database_at)}" if scan.database_at else ""
-        )
-        scanned = _time(scan.scanned_at) if scan.scanned_at else "?"
+    age = now - since
+    if age <= max_age:
+        return
+    if sbom:
         found.add(
             rule_id,
-            f"the scan is {age.days} days {age.seconds // 3600} h old (scanned {scanned}{database}), "
+            f"the SBOM is {age.days} days {age.seconds // 3600} h old (made {_time(scan.scanned_at)}), "
             f"more than the {rule.max_age} allowed",
-            "scan the image again (with an up-to-date vulnerability database) and attest the result",
+            "generate the SBOM again and attest it",
         )
+        return
+    database = f", with a vulnerability database from {_time(scan.database_at)}" if scan.database_at else ""
+    found.add(
+        rule_id,
+        f"the scan is {age.days} days {age.seconds // 3600} h old (scanned {_time(scan.scanned_at)}"
+        f"{database}), more than the {rule.max_age} allowed",
+        "scan the image again (with an up-to-date vulnerability database) and attest the result",
+    )
 
 
 async def _conditions(
@@ -169,7 +223,10 @@ async def _conditions(
     if not conditions:
         return True
     sources = " ".join(c.program.source for c in conditions)
-    values: dict[str, Any] = {"predicate": document.predicate if _READS_PREDICATE.search(sources) else {}}
+    values: dict[str, Any] = {
+        "predicate": document.predicate if _READS_PREDICATE.search(sources) else {},
+        "now": _time(run.clock().astimezone(UTC)),
+    }
     if document.scan is not None:
         values["scan"] = document.scan.to_json() if _READS_SCAN.search(sources) else {}
     unknowns = "; ".join(document.scan.unknowns) if document.scan is not None else ""
@@ -201,7 +258,7 @@ async def _conditions(
                 condition_id,
                 f"{condition.message} (cannot tell: {unknowns})",
                 "attest a document that says what the condition reads (see docs/scans.md)",
-                error=True,
+                indeterminate=True,
             )
         else:
             found.add(
