@@ -167,6 +167,17 @@ def verify_envelope(
             verified_ids.add(key.key_id)
     if len(verified_ids) < threshold:
         count = len(envelope.signatures)
+        # A signature that names a trusted key but does not verify: the payload (or the signature) was
+        # changed after signing, which is not the same as a signature by someone else.
+        named = {s.keyid for s in envelope.signatures if s.keyid}
+        altered = [n for n, k in keys.items() if k.key_id in named and k.key_id not in verified_ids]
+        if altered:
+            raise VerificationError(
+                f"payload altered: the envelope carries a signature under the key id of {_describe(altered)}, "
+                "a trusted key, but it does not verify over this payload (the statement or the signature was "
+                "changed after signing)",
+                hint="attest the document again with the trusted key; do not edit a signed statement",
+            )
         raise VerificationError(
             f"{len(verified_ids)} of {threshold} required signatures from keys {_describe(list(keys))}"
             f" (the envelope carries {count} signature{'s' if count != 1 else ''}"
