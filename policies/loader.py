@@ -19,15 +19,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from policies.allow_lists import ALLOW_LIST_SUFFIXES, AllowEntry, allow_entries
-from policies.cel import CelCompileError, CelProgram, compile_expression
+from policies._allow_lists import ALLOW_LIST_SUFFIXES
+from policies._compiled_rules import (
+    CompiledAttestation,
+    CompiledExpression,
+    compile_attestation,
+    field_path,
+)
+from policies.cel import CelCompileError, compile_expression
 from policies.kind_schema import WorkloadKindDocument
 from policies.kinds import KindRegistry
 from policies.operator_kinds import DEFAULT_KINDS
 from policies.patterns import ImagePattern, PatternError, matches_any
 from policies.schema import (
     API_VERSION,
-    AttestationRule,
     ImageRule,
     InferencePolicyDocument,
     TrustedKeysDocument,
@@ -36,13 +41,21 @@ from policies.schema import (
 from policies.signers import Signer, load_signers, signer_list_problems
 from policies.workload_kinds import kind_name_problems, registry
 from verifier.base import Document, ImageReference, InputError, decode, load_documents, short_repr, visible
-from verifier.scans import is_scan_predicate_type
+
+__all__ = [
+    "CEL_VARIABLES",
+    "CompiledAttestation",
+    "CompiledExpression",
+    "CompiledImageRule",
+    "CompiledPolicy",
+    "PolicyLoadError",
+    "PolicySet",
+    "load_policy_set",
+    "policy_files",
+]
 
 #: Names that CEL expressions may refer to.
 CEL_VARIABLES = ("manifest", "workload", "engine")
-#: Names that attestation conditions may refer to (``scan`` only for the SBOM and scan predicate types;
-#: ``now``, the evaluation clock as an RFC 3339 UTC time: ``timestamp(now)``).
-CONDITION_VARIABLES = ("predicate", "scan", "now")
 
 _POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 # `workload`, or `engine` beyond its name, reference and digest (its containers, templates: the workload's)
@@ -72,40 +85,8 @@ class PolicyLoadError(InputError):
         return "\n".join(lines)
 
 
-@dataclass(frozen=True, slots=True)
-class CompiledExpression:
-    """A CEL expression of a policy, compiled, with its message."""
-
-    name: str
-    program: CelProgram
-    message: str
-
-
 #: How many references an image rule remembers whether it selects.
 _SELECTED_MAX = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledAttestation:
-    """One attestation rule (an entry, or an alternative of an ``anyOf``) ready to judge."""
-
-    rule: AttestationRule
-    conditions: tuple[CompiledExpression, ...] = ()
-    max_age: timedelta | None = None
-    #: ``vulnerabilities.allow`` and the entries of its ``allowFrom`` file.
-    allowed: tuple[AllowEntry, ...] = ()
-
-    @property
-    def reads_documents(self) -> bool:
-        """Whether the rule reads what the attested documents say (not only that one is signed)."""
-        rule = self.rule
-        return bool(
-            self.conditions
-            or self.max_age is not None
-            or rule.vulnerabilities is not None
-            or rule.components is not None
-            or rule.document is not None
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,16 +296,11 @@ def _parse_document(
         return None
 
 
-def _field_path(loc: Sequence[str | int]) -> str:
-    """``("spec", "images", 0, "match")`` → ``spec.images[0].match``."""
-    return ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in loc).replace(".[", "[")
-
-
 def _describe(error: ValidationError, document: Document, path: Path) -> list[str]:
     found = []
     for item in error.errors(include_url=False):
         loc = tuple(item["loc"])
-        field_path = _field_path(loc)
+        shown_path = field_path(loc)
         line = document.line_of(loc)
         message = item["msg"]
         value = item.get("input")
@@ -338,7 +314,7 @@ def _describe(error: ValidationError, document: Document, path: Path) -> list[st
             # null everywhere (policies.schema._Model) with a message of its own.
             message = message.removeprefix("Value error, ")
             shown = "" if item["type"] == "value_error" else " (got null)"
-        found.append(f"{path}:{line}: {field_path or '<document>'}: {message}{shown}")
+        found.append(f"{path}:{line}: {shown_path or '<document>'}: {message}{shown}")
     return found
 
 
@@ -389,7 +365,7 @@ def _compile_policies(
         for loc, ref in _key_refs(doc):
             if ref not in signers:
                 problems.append(
-                    f"{path}:{document.line_of(loc)}: {_field_path(loc)}: key {ref!r} is not defined "
+                    f"{path}:{document.line_of(loc)}: {field_path(loc)}: key {ref!r} is not defined "
                     f"(known: {', '.join(sorted(signers)) or 'none'}); add it to a TrustedKeys document"
                 )
             else:
@@ -403,7 +379,7 @@ def _compile_policies(
                 ("spec", "changeControl", "approvals"),
             )
             problems += [
-                f"{path}:{document.line_of(entries[index][0])}: {_field_path(list_loc)}: {text}"
+                f"{path}:{document.line_of(entries[index][0])}: {field_path(list_loc)}: {text}"
                 for index, text in signer_list_problems(
                     refs, signers, keyless_allowed=keyless_allowed, openpgp_allowed=openpgp_allowed
                 )
@@ -420,7 +396,7 @@ def _compile_policies(
                         problems.append(f"{path}:{line}: spec.images[{i}].{key}[{j}]: {error}")
             attestations = [
                 tuple(
-                    _compile_attestation(
+                    compile_attestation(
                         attestation,
                         ("spec", "images", i, "attestations", j, *(("anyOf", n) if len(each) > 1 else ())),
                         document,
@@ -451,7 +427,7 @@ def _compile_policies(
                     program = compile_expression(
                         expression.cel,
                         variables=CEL_VARIABLES,
-                        location=f"{path}:{document.text_line_of(loc)} {_field_path(loc)}",
+                        location=f"{path}:{document.text_line_of(loc)} {field_path(loc)}",
                         expect_bool=True,
                     )
                 except CelCompileError as error:
@@ -494,59 +470,3 @@ def _compile_policies(
             )
         )
     return compiled
-
-
-def _compile_attestation(
-    rule: AttestationRule,
-    loc: tuple[str | int, ...],
-    document: Document,
-    path: Path,
-    problems: list[str],
-    digest: Any,
-) -> CompiledAttestation:
-    """One attestation rule compiled: its conditions, its maxAge and its allow-list."""
-    allowed: tuple[AllowEntry, ...] = ()
-    if rule.vulnerabilities is not None:
-        where = (
-            f"{path}:{document.line_of((*loc, 'vulnerabilities'))}: {_field_path((*loc, 'vulnerabilities'))}"
-        )
-        allowed = allow_entries(rule.vulnerabilities, where, path.parent, problems, digest)
-    return CompiledAttestation(
-        rule=rule,
-        conditions=_compile_conditions(rule, loc, document, path, problems),
-        max_age=parse_duration(rule.max_age) if rule.max_age is not None else None,
-        allowed=allowed,
-    )
-
-
-def _compile_conditions(
-    rule: AttestationRule,
-    loc: tuple[str | int, ...],
-    document: Document,
-    path: Path,
-    problems: list[str],
-) -> tuple[CompiledExpression, ...]:
-    """The CEL conditions of one image attestation rule; ``scan`` only where the predicate is read as one."""
-    variables = CONDITION_VARIABLES if is_scan_predicate_type(rule.predicate_type) else ("predicate", "now")
-    compiled = []
-    for k, condition in enumerate(rule.conditions):
-        where = (*loc, "conditions", k, "cel")
-        try:
-            program = compile_expression(
-                condition.cel,
-                variables=variables,
-                location=f"{path}:{document.text_line_of(where)} {_field_path(where)}",
-                expect_bool=True,
-            )
-        except CelCompileError as error:
-            hint = error.hint
-            if "scan" not in variables and re.search(r"\bscan\b", condition.cel):
-                hint = f"`scan` is set only for SBOMs and scans; read `predicate` for {rule.predicate_type}"
-            problems.append(str(error) + (f" ({hint})" if hint else ""))
-            continue
-        compiled.append(
-            CompiledExpression(
-                name=condition.name or f"conditions[{k}]", program=program, message=condition.message
-            )
-        )
-    return tuple(compiled)

@@ -10,18 +10,26 @@ JSON Schema.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, TypeAdapter, field_validator, model_validator
 
+from policies._scan_schema import (
+    AllowedVulnerability,
+    ComponentRule,
+    DocumentKind,
+    Severity,
+    VulnerabilityRule,
+    expiry_time,
+    judged_document,
+    scan_rule_problem,
+)
 from policies.podspec import ImageField
 from policies.requesters import RequesterRule, RequesterSet
 from policies.results import Action
 from policies.strict import API_VERSION, KeyRef, Metadata, Name, StrictModel, parse_duration
 from policies.trusted_keys import NotationSigner, TrustedKey, TrustedKeysDocument, trusted_keys_yaml
 from verifier.attestations import ChangeKind
-from verifier.scans import is_scan_predicate_type
 
 __all__ = [
     "API_VERSION",
@@ -150,89 +158,11 @@ class AttestationCondition(_Model):
     message: str = Field(min_length=1, description="what is wrong when the expression is false")
 
 
-Severity = Literal["critical", "high", "medium", "low", "info", "none"]
-#: How an allow-list names a vulnerability: CVE, GHSA, PYSEC, OSV or any other ``PREFIX-ID``, in any case.
-VULNERABILITY_ID = r"^\s*[A-Za-z][A-Za-z0-9]*-[A-Za-z0-9][A-Za-z0-9._:-]*\s*$"
-#: The scan predicate types that can hold either an SBOM or a scan (a CycloneDX document).
-_EITHER_DOCUMENT = re.compile(r"^https://cyclonedx\.org/bom(/v1\.[0-9]+)?$")
-_SPDX_DOCUMENT = re.compile(r"^https://spdx\.dev/Document(/v2\.[23])?$")
-
-
-class AllowedVulnerability(_Model):
-    """A finding the policy admits: by id (any alias, any case), with why, until when."""
-
-    id: str = Field(pattern=VULNERABILITY_ID, description="CVE-…, GHSA-…, PYSEC-…, OSV-…: any id or alias")
-    reason: str = Field(min_length=1, description="why it is admitted (kept with the decision)")
-    expires: str | None = Field(
-        default=None,
-        description="RFC 3339 time or date (YYYY-MM-DD: the start of that day, UTC); from then on the entry "
-        "no longer matches",
-    )
-
-    @field_validator("expires")
-    @classmethod
-    def _a_time(cls, value: str | None) -> str | None:
-        if value is not None:
-            expiry_time(value)
-        return value
-
-
-def expiry_time(text: str) -> datetime:
-    """An allow-list entry's ``expires``: an RFC 3339 time with a zone, or a date (its start, UTC)."""
-    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-        return datetime.fromisoformat(text).replace(tzinfo=UTC)
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"expires {text!r} is not an RFC 3339 time or a date (2026-12-31)") from None
-    if moment.tzinfo is None:
-        raise ValueError(f"expires {text!r} has no time zone (end it in Z or +HH:MM)")
-    return moment
-
-
-class VulnerabilityRule(_Model):
-    """No affected finding above ``maxSeverity`` in the scan but those allow-listed; a finding whose
-    severity cannot be told, and a scan that cannot tell (skipped packages, audited nothing), is
-    ``unknown``."""
-
-    max_severity: Severity = Field(description="the highest severity an affected finding may have")
-    allow: list[AllowedVulnerability] = Field(default_factory=list)
-    allow_from: str | None = Field(
-        default=None,
-        min_length=1,
-        description="a YAML or JSON file (relative to this policy) holding more entries like `allow`'s",
-    )
-    unknown: Action | None = Field(
-        default=None, description='what "cannot tell" does; absent: the policy\'s onIndeterminate'
-    )
-
-
-class ComponentRule(_Model):
-    """Components the SBOM must list and must not list, by name in their ecosystem (docs/scans.md)."""
-
-    required: list[str] = Field(
-        default_factory=list, description="names (PEP 503 for PyPI, group:artifact for Maven) or purls"
-    )
-    banned: list[str] = Field(default_factory=list, description="names or purls, as `required`")
-    unknown: Action | None = Field(
-        default=None, description="what an SBOM that lists nothing does; absent: the policy's onIndeterminate"
-    )
-
-    @model_validator(mode="after")
-    def _something(self) -> ComponentRule:
-        if not self.required and not self.banned:
-            raise ValueError("components needs `required` or `banned` names")
-        for name in (*self.required, *self.banned):
-            if not name.strip() or name != name.strip():
-                raise ValueError(f"component name {name!r} is empty or has surrounding white space")
-        return self
-
-
 class AttestationRule(SignatureRule):
     """An attestation of ``predicateType`` signed by ``threshold`` of ``keys`` whose subject is the image."""
 
     predicate_type: str = Field(min_length=1)
-    document: Literal["sbom", "scan"] | None = Field(
+    document: DocumentKind | None = Field(
         default=None,
         description="which document the rule judges (an SBOM or a vulnerability scan): what maxAge measures "
         "and which attached documents count; needed with maxAge on a CycloneDX type",
@@ -248,54 +178,21 @@ class AttestationRule(SignatureRule):
 
     @model_validator(mode="after")
     def _readable(self) -> AttestationRule:
-        scans = is_scan_predicate_type(self.predicate_type)
-        for key, value in (
-            ("maxAge", self.max_age),
-            ("document", self.document),
-            ("vulnerabilities", self.vulnerabilities),
-            ("components", self.components),
-        ):
-            if value is not None and not scans:
-                what = "a time trtguard can read" if key == "maxAge" else "a document trtguard reads"
-                raise ValueError(f"{key} needs {what}: {self.predicate_type} is no SBOM or scan")
         if self.max_age is not None:
             parse_duration(self.max_age)
-        if self.document == "sbom" and self.vulnerabilities is not None:
-            raise ValueError("vulnerabilities are read from a scan: set `document: scan` (or leave it out)")
-        if _SPDX_DOCUMENT.fullmatch(self.predicate_type) and (
-            self.document == "scan" or self.vulnerabilities is not None
-        ):
-            raise ValueError(f"{self.predicate_type} is an SBOM (SPDX 2 has no vulnerabilities): no scan")
-        if (
-            not _EITHER_DOCUMENT.fullmatch(self.predicate_type)
-            and self.document == "sbom"
-            and not (_SPDX_DOCUMENT.fullmatch(self.predicate_type))
-        ):
-            raise ValueError(f"{self.predicate_type} is a vulnerability scan: `document: sbom` cannot hold")
-        if self.max_age is not None and self.judges() is None:
-            raise ValueError(
-                f"maxAge on {self.predicate_type} could measure an SBOM (when it was made) or a "
-                "vulnerability scan (when it ran, and its database): say which with `document: scan` "
-                "(then an SBOM does not count as a scan) or `document: sbom`"
-            )
+        scan_rule_problem(
+            self.predicate_type, self.document, self.judges(), max_age=self.max_age is not None,
+            vulnerabilities=self.vulnerabilities is not None, components=self.components is not None,
+        )  # fmt: skip
         names = [c.name for c in self.conditions if c.name is not None]
         if len(names) != len(set(names)):
             raise ValueError(f"condition names must be unique (rule ids are built from them): {names}")
         return self
 
-    def judges(self) -> Literal["sbom", "scan"] | None:
+    def judges(self) -> DocumentKind | None:
         """The document the rule judges: ``document``, else what the predicate type or the rule's checks
-        say (cosign's vulnerability predicate and ``vulnerabilities``: a scan; SPDX and ``components``: an
-        SBOM); None for a CycloneDX rule that says neither (any CycloneDX document counts)."""
-        if self.document is not None:
-            return self.document
-        if not is_scan_predicate_type(self.predicate_type):
-            return None
-        if _SPDX_DOCUMENT.fullmatch(self.predicate_type):
-            return "sbom"
-        if not _EITHER_DOCUMENT.fullmatch(self.predicate_type) or self.vulnerabilities is not None:
-            return "scan"
-        return "sbom" if self.components is not None else None
+        say (:func:`~policies._scan_schema.judged_document`)."""
+        return judged_document(self.predicate_type, self.document, self.vulnerabilities, self.components)
 
 
 class AttestationAnyOf(_Model):

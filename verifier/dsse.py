@@ -173,9 +173,9 @@ def verify_envelope(
         altered = [n for n, k in keys.items() if k.key_id in named and k.key_id not in verified_ids]
         if altered:
             raise VerificationError(
-                f"payload altered: the envelope carries a signature under the key id of {_describe(altered)}, "
-                "a trusted key, but it does not verify over this payload (the statement or the signature was "
-                "changed after signing)",
+                "payload altered: the envelope carries a signature under the key id of "
+                f"{_describe(altered)}, a trusted key, but it does not verify over this payload (the "
+                "statement or the signature was changed after signing)",
                 hint="attest the document again with the trusted key; do not edit a signed statement",
             )
         raise VerificationError(

@@ -1,36 +1,44 @@
-"""Image attestations with conditions (``images[].attestations[].maxAge`` and ``.conditions``).
+"""Image attestations that read what the document says (``images[].attestations[]``, docs/scans.md).
 
 The attestation must be signed by the rule's signers and, for SBOMs and scans (:mod:`verifier.scans`), the
-newest one by the time it records is judged. A document dated in the future (beyond
+newest one by the time it records is judged, among the documents of the kind the rule judges
+(``document``: an SBOM is no scan). A document dated in the future (beyond
 :data:`~policies.rules.evaluation.CLOCK_SKEW`) is refused whatever the rule says: it would be the newest
-until that time came and hide every document attested before it. ``maxAge`` measures from the older of the
-scan time and the vulnerability database's time where the document gives it. For other predicate types
-every signed attestation must meet the conditions. Conditions are CEL over ``predicate``
-(the signed predicate as it is) and ``scan`` (the document read into one shape, docs/scans.md).
+until that time came and hide every document attested before it. ``maxAge`` measures a scan from the older
+of its run and its vulnerability database, an SBOM from its making. For other predicate types every
+signed attestation must meet the conditions.
 
-What a document cannot tell is left out of ``scan`` (a severity no rating gives, the vulnerabilities of a
-scan that skipped packages or audited nothing, the components of an empty BOM): a condition that reads it
-fails on the missing key, and that is a violation under ``onError``, naming what the document could not
-tell, never a pass. Other failures (a type error) are violations under ``action``; a condition stopped by
-a time or memory bound is one under ``onError``.
+The built-in checks: ``vulnerabilities`` (no affected finding, VEX deciding, above ``maxSeverity`` but
+those an active allow-list entry names by any id or alias in any case; an expired entry stops matching and
+the notes say so) and ``components`` (``required`` listed, ``banned`` not, by the name the package has in
+its ecosystem: PEP 503 for PyPI, ``group:artifact`` for Maven, a purl naming the ecosystem too; a component
+without a purl by its written name under PEP 503, so that a ban is not escaped by spelling). Conditions
+are CEL over ``predicate`` (the signed predicate as it is), ``scan`` (the document read into one shape)
+and ``now`` (the evaluation clock, RFC 3339 UTC).
+
+What a document cannot tell (a severity no rating gives, a scan that skipped packages or audited nothing,
+an empty SBOM, a signed document that does not read) is "cannot tell": a violation under the rule's
+``unknown`` or the policy's ``onIndeterminate``, naming what could not be told, never a pass, and apart
+from ``onError`` (evidence that could not be fetched). A condition that reads such an absent field fails
+on the missing key, which is the same. Other condition failures (a type error) are violations under
+``action``; a condition stopped by a time or memory bound is one under ``onError``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from policies.cel import MISSING_KEY_HINT, CelEvaluationError, prepare_activation
 from policies.loader import CompiledAttestation, CompiledExpression
-from policies.rules import scan_rules
 from policies.rules.evaluation import CLOCK_SKEW, Evaluation
 from policies.rules.findings import Findings, Refusal
-from policies.schema import AttestationRule
+from policies.schema import AttestationRule, ComponentRule
 from policies.verified import VerifiedPredicate
 from verifier.base import ImageReference
-from verifier.scans import is_scan_predicate_type
+from verifier.scans import SEVERITY_ORDER, Component, canonical_id, component_from, is_scan_predicate_type
 
 __all__ = ["check"]
 
@@ -92,9 +100,9 @@ async def check(
         return judged
     for document in judged:
         if document.scan is not None and rule.vulnerabilities is not None:
-            scan_rules.vulnerabilities(run, found, f"{rule_id}.vulnerabilities", compiled, document, pinned)
+            _vulnerabilities(run, found, f"{rule_id}.vulnerabilities", compiled, document, pinned)
         if document.scan is not None and rule.components is not None:
-            scan_rules.components(found, f"{rule_id}.components", rule.components, document)
+            _components(found, f"{rule_id}.components", rule.components, document)
         if not await _conditions(run, found, rule_id, compiled.conditions, document):
             break  # one failing document is enough to say what is wrong
     return judged
@@ -272,3 +280,123 @@ async def _conditions(
 
 def _time(moment: datetime | None) -> str:
     return moment.isoformat().replace("+00:00", "Z") if moment is not None else "?"
+
+
+_PEP503: Final = re.compile(r"[-_.]+")
+#: Findings named in one message at most (the rest are counted).
+_SHOWN: Final = 8
+
+
+def _vulnerabilities(
+    run: Evaluation,
+    found: Findings,
+    rule_id: str,
+    compiled: CompiledAttestation,
+    document: VerifiedPredicate,
+    pinned: ImageReference,
+) -> None:
+    """``vulnerabilities``: the scan's affected findings are within ``maxSeverity`` or allow-listed."""
+    rule = compiled.rule.vulnerabilities
+    scan = document.scan
+    if rule is None or scan is None or scan.vulnerabilities is None:
+        return  # a scan that cannot tell is said once, by the rule's document check
+    now = run.clock()
+    active = {entry.id for entry in compiled.allowed if entry.active(now)}
+    limit = SEVERITY_ORDER.index(rule.max_severity)
+    above: list[str] = []
+    unrated: list[str] = []
+    for finding in scan.vulnerabilities:
+        if not finding.affected:
+            continue
+        ids = finding.ids
+        if any(i in active for i in ids):
+            continue
+        expired = [e for e in compiled.allowed if e.id in ids and not e.active(now)]
+        for entry in expired:
+            run.note(
+                f"image {pinned}: the allow-list entry {entry.id} ({entry.source}) expired at "
+                f"{entry.expires.isoformat() if entry.expires else '?'} and no longer admits it"
+            )
+        where = f" in {', '.join(finding.components)}" if finding.components else ""
+        name = canonical_id(finding.id)
+        aliases = [i for i in ids if i != name]
+        shown = f"{name} ({', '.join(aliases)})" if aliases else name
+        if not finding.severities:
+            unrated.append(f"{shown}{where}")
+        elif SEVERITY_ORDER.index(finding.severities[0]) > limit:
+            above.append(f"{shown}: {finding.severities[0]}{where}")
+    if above:
+        found.add(
+            rule_id,
+            f"{len(above)} affected finding(s) above {rule.max_severity} that no allow-list entry admits: "
+            f"{_listed(above)}",
+            "upgrade the affected components and scan again, or allow-list the finding by id with a reason "
+            "and an expiry (`vulnerabilities.allow`, or the `allowFrom` file)",
+        )
+    if unrated:
+        found.add(
+            rule_id,
+            f"cannot tell whether {len(unrated)} affected finding(s) are above {rule.max_severity}: no "
+            f"rating gives a severity for {_listed(unrated)}",
+            "attest a scan that rates its findings (or a pip-audit JSON report enriched with severities), "
+            "or allow-list the finding by id with a reason",
+            indeterminate=True,
+            unknown=rule.unknown,
+        )
+
+
+def _components(found: Findings, rule_id: str, rule: ComponentRule, document: VerifiedPredicate) -> None:
+    """``components``: every ``required`` name is listed, and no ``banned`` one."""
+    scan = document.scan
+    if scan is None or not scan.components:
+        return  # an empty SBOM is said once, by the rule's document check
+    listed = scan.components
+    missing = [name for name in rule.required if not any(_matches(name, c) for c in listed)]
+    if missing:
+        found.add(
+            f"{rule_id}.required",
+            f"the SBOM ({document.origin}) does not list {', '.join(missing)}",
+            "build the image with the required components, then generate and attest its SBOM again",
+        )
+    banned = [
+        f"{name} (listed as {c.raw_name}{f' {c.version}' if c.version else ''})"
+        for name in rule.banned
+        for c in listed
+        if _matches(name, c)
+    ]
+    if banned:
+        found.add(
+            f"{rule_id}.banned",
+            f"the SBOM ({document.origin}) lists banned component(s): {_listed(list(dict.fromkeys(banned)))}",
+            "remove the banned components from the image, then generate and attest its SBOM again",
+        )
+
+
+def _matches(name: str, component: Component) -> bool:
+    """Whether the policy's ``name`` (a name in its ecosystem's spelling, or a purl) is ``component``."""
+    if name.startswith("pkg:"):
+        wanted = component_from(name, None, name)
+        if wanted.ecosystem is None:  # not a purl after all: compare as a name
+            return _same_name(name, component)
+        if component.ecosystem is not None:
+            return component.ecosystem == wanted.ecosystem and component.package == wanted.package
+        # Without a purl the component's ecosystem is unknown: its written name must be the package's.
+        return _loose(component.package) == _loose(wanted.package)
+    return _same_name(name, component)
+
+
+def _same_name(name: str, component: Component) -> bool:
+    if component.ecosystem is None or component.ecosystem == "pypi":
+        return _loose(component.package) == _loose(name)
+    return component.package == name.lower()
+
+
+def _loose(name: str) -> str:
+    """PEP 503: ``Typing_Extensions`` and ``typing.extensions`` are ``typing-extensions``."""
+    return _PEP503.sub("-", name).lower()
+
+
+def _listed(items: Iterable[str]) -> str:
+    shown = list(items)
+    more = len(shown) - _SHOWN
+    return "; ".join(shown[:_SHOWN]) + (f"; and {more} more" if more > 0 else "")

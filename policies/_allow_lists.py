@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from policies.schema import AllowedVulnerability, VulnerabilityRule, expiry_time
 from verifier.base import InputError, decode, load_documents
-from verifier.scans.model import canonical_id
+from verifier.scans import canonical_id
 
 __all__ = ["ALLOW_LIST_SUFFIXES", "AllowEntry", "allow_entries"]
 
