@@ -472,10 +472,13 @@ def _without_null(schema: Any) -> Any:
     result = {
         key: _without_null(value) for key, value in schema.items() if not (key == "default" and value is None)
     }
-    choices = [c for c in result.get("anyOf", ()) if c != {"type": "null"}]
-    if "anyOf" in result and len(choices) == 1:
+    alternatives = result.get("anyOf")
+    if not isinstance(alternatives, list):  # absent, or a property named anyOf (attestation entries)
+        return result
+    choices = [c for c in alternatives if c != {"type": "null"}]
+    if len(choices) == 1:
         del result["anyOf"]
         result.update(choices[0])
-    elif "anyOf" in result:
+    else:
         result["anyOf"] = choices
     return result
