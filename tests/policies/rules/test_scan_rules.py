@@ -309,3 +309,23 @@ def test_cel_conditions_read_the_evaluation_clock(material: Material) -> None:
 def test_rules_that_cannot_hold_are_refused_at_load(material: Material, entry: str, message: str) -> None:
     with pytest.raises(PolicyLoadError, match=message):
         judge(material, policy(f"- {entry}"))
+
+
+def test_an_sbom4python_spdx_sbom_is_judged_by_package_names(material: Material) -> None:
+    # real sbom4python output (tests/data/611): requests and its dependencies, with PyPI purls
+    attest(material, SPDX, data("611-sbom4python-requests.spdx.json"))
+    entry = f"""
+    - predicateType: {SPDX}
+      keys: [platform/scanner]
+      maxAge: 30d
+      components: {{required: [Charset_Normalizer, "pkg:pypi/urllib3"], banned: [PyYAML]}}
+    """
+    made = datetime(2026, 12, 2, 7, 2, tzinfo=UTC)  # its creationInfo.created
+    assert judge(material, policy(entry), now=made).allowed  # SPDX is an SBOM: maxAge needs no `document`
+    banned = entry.replace("banned: [PyYAML]", "banned: [IDNA]")
+    denied = judge(material, policy(banned), now=made)
+    assert found(denied) == {(f"{BASE}[{SPDX}].components.banned", Action.DENY, False)}
+    old = judge(material, policy(entry), now=datetime(2027, 2, 1, tzinfo=UTC))
+    assert "the SBOM is 60 days" in old.violations[0].message
+    # seven hours after the suite's clock: dated in the future, so refused
+    assert "in the future" in judge(material, policy(entry)).violations[0].message
