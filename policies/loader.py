@@ -54,12 +54,13 @@ __all__ = [
     "policy_files",
 ]
 
-#: Names that CEL expressions may refer to.
-CEL_VARIABLES = ("manifest", "workload", "engine")
+#: Names that CEL expressions may refer to (``now``: the evaluation clock, an RFC 3339 UTC time).
+CEL_VARIABLES = ("manifest", "workload", "engine", "now")
 
 _POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 # `workload`, or `engine` beyond its name, reference and digest (its containers, templates: the workload's)
 _WORKLOAD_NAME = re.compile(r"\bworkload\b|\bengine\b(?!\s*\.\s*(?:name|reference|digest)\b)")
+_NOW_NAME = re.compile(r"\bnow\b")
 # A policy directory may carry test suites beside the policies; they are not policies.
 _SKIPPED_DIRECTORIES = frozenset({"tests", "testdata"})
 #: Notation's trust policy documents: read through a ``notationConfig`` signer, never as policy documents, so
@@ -136,6 +137,8 @@ class CompiledPolicy:
     toolchain_patterns: tuple[ImagePattern, ...]
     #: the policy judges GPU fit, which reads the Pod's node selection
     judges_scheduling: bool = False
+    #: a models expression reads ``now``, the evaluation clock
+    expressions_read_now: bool = False
 
     @property
     def name(self) -> str:
@@ -464,6 +467,8 @@ def _compile_policies(
                 expressions=tuple(expressions),
                 # Handing the object to CEL costs a scan and a conversion; skip it when nothing reads it.
                 expressions_read_workload=any(_WORKLOAD_NAME.search(e.program.source) for e in expressions),
+                # The clock changes on every admission: such expressions cannot share a prepared activation.
+                expressions_read_now=any(_NOW_NAME.search(e.program.source) for e in expressions),
                 manifest_max_age=max_age,
                 toolchain_patterns=tuple(toolchain_patterns),
                 judges_scheduling=models is not None and models.rules.gpu_compatibility is not None,
