@@ -96,8 +96,10 @@ async def check(
         return judged
     if compiled.max_age is not None:
         _max_age(run.clock(), found, f"{rule_id}.maxAge", rule, compiled.max_age, judged[0])
-    if kind is not None and not _tells(found, rule_id, rule, kind, judged[0]):
-        return judged
+    if kind is not None:
+        told = [_tells(found, rule_id, rule, kind, d) for d in judged]  # every one says what it cannot tell
+        if not all(told):
+            return judged
     for document in judged:
         if document.scan is not None and rule.vulnerabilities is not None:
             _vulnerabilities(run, found, f"{rule_id}.vulnerabilities", compiled, document, pinned)
@@ -118,17 +120,18 @@ def _tells(
         return True
     if kind == "sbom" and not scan.components:
         what = "the SBOM lists no component (an empty BOM says nothing about the image)"
+        fix = "generate the SBOM from the image itself (not offline, not from an empty environment)"
+        unknown = rule.components.unknown if rule.components else None
     elif kind == "scan" and scan.vulnerabilities is None:
         what = "; ".join(scan.unknowns) or "the scan records no findings list"
+        fix = "scan again so that every package is audited, and attest the result (docs/scans.md)"
+        unknown = rule.vulnerabilities.unknown if rule.vulnerabilities else None
     else:
         return True
-    unknown = (rule.vulnerabilities.unknown if rule.vulnerabilities else None) or (
-        rule.components.unknown if rule.components else None
-    )
     found.add(
         f"{rule_id}.document",
         f"cannot tell: {what} ({document.origin})",
-        "scan again so that every package is audited, and attest the result (docs/scans.md)",
+        fix,
         indeterminate=True,
         unknown=unknown,
     )
