@@ -170,6 +170,7 @@ class Violation(_Model):
     fix: str
     action: Literal["Deny", "Warn", "Audit"]
     error: bool
+    indeterminate: bool = False
     image: str | None = None
     engine: str | None = None
     path: str | None = None

@@ -20,17 +20,24 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
-from policies.cel import CelCompileError, CelProgram, compile_expression
+from policies._allow_lists import ALLOW_LIST_SUFFIXES
+from policies._compiled_rules import (
+    CompiledAttestation,
+    CompiledExpression,
+    compile_attestation,
+    field_path,
+)
+from policies.cel import CelCompileError, compile_expression
 from policies.kind_schema import WorkloadKindDocument
 from policies.kinds import KindRegistry
 from policies.operator_kinds import DEFAULT_KINDS
 from policies.patterns import ImagePattern, PatternError, matches_any
 from policies.schema import (
     API_VERSION,
-    AttestationRule,
     ImageRule,
     InferencePolicyDocument,
     TrustedKeysDocument,
@@ -39,16 +46,26 @@ from policies.schema import (
 from policies.signers import Signer, load_signers, signer_list_problems
 from policies.workload_kinds import kind_name_problems, registry
 from verifier.base import Document, ImageReference, InputError, decode, load_documents, short_repr, visible
-from verifier.scans import is_scan_predicate_type
 
-#: Names that CEL expressions may refer to.
-CEL_VARIABLES = ("manifest", "workload", "engine")
-#: Names that attestation conditions may refer to (``scan`` only for the SBOM and scan predicate types).
-CONDITION_VARIABLES = ("predicate", "scan")
+__all__ = [
+    "CEL_VARIABLES",
+    "CompiledAttestation",
+    "CompiledExpression",
+    "CompiledImageRule",
+    "CompiledPolicy",
+    "PolicyLoadError",
+    "PolicySet",
+    "load_policy_set",
+    "policy_files",
+]
+
+#: Names that CEL expressions may refer to (``now``: the evaluation clock, an RFC 3339 UTC time).
+CEL_VARIABLES = ("manifest", "workload", "engine", "now")
 
 _POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 # `workload`, or `engine` beyond its name, reference and digest (its containers, templates: the workload's)
 _WORKLOAD_NAME = re.compile(r"\bworkload\b|\bengine\b(?!\s*\.\s*(?:name|reference|digest)\b)")
+_NOW_NAME = re.compile(r"\bnow\b")
 # A policy directory may carry test suites beside the policies; they are not policies.
 _SKIPPED_DIRECTORIES = frozenset({"tests", "testdata"})
 #: Notation's trust policy documents, and its other files and folders in a configuration directory: inside a
@@ -77,15 +94,6 @@ class PolicyLoadError(InputError):
         return "\n".join(lines)
 
 
-@dataclass(frozen=True, slots=True)
-class CompiledExpression:
-    """A CEL expression of a policy, compiled, with its message."""
-
-    name: str
-    program: CelProgram
-    message: str
-
-
 #: How many references an image rule remembers whether it selects.
 _SELECTED_MAX = 4096
 
@@ -97,9 +105,8 @@ class CompiledImageRule:
     rule: ImageRule
     patterns: tuple[ImagePattern, ...]
     excluded: tuple[ImagePattern, ...]
-    #: per entry of ``rule.attestations``: its conditions compiled, and its maxAge
-    conditions: tuple[tuple[CompiledExpression, ...], ...] = ()
-    max_ages: tuple[timedelta | None, ...] = ()
+    #: per entry of ``rule.attestations``: its alternatives (one for a plain entry), compiled
+    attestations: tuple[tuple[CompiledAttestation, ...], ...] = ()
     #: ``selects``' answers: admissions ask about the same few images again and again, and the answer
     #: depends on nothing else (bounded: emptied when full)
     _selected: dict[ImageReference, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -138,6 +145,8 @@ class CompiledPolicy:
     toolchain_patterns: tuple[ImagePattern, ...]
     #: the policy judges GPU fit, which reads the Pod's node selection
     judges_scheduling: bool = False
+    #: a models expression reads ``now``, the evaluation clock
+    expressions_read_now: bool = False
 
     @property
     def name(self) -> str:
@@ -163,8 +172,8 @@ class PolicySet:
 
 def policy_files(paths: Sequence[Path]) -> list[Path]:
     """The candidate policy files under ``paths``: files as given, directories walked (skipping ``tests/``,
-    ``testdata/`` and dot-folders), sorted. :func:`load_policy_set` leaves out those of a Notation
-    configuration directory."""
+    ``testdata/``, dot-folders and vulnerability allow-lists, ``*.allow.yaml``), sorted.
+    :func:`load_policy_set` leaves out those of a Notation configuration directory."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
@@ -172,7 +181,11 @@ def policy_files(paths: Sequence[Path]) -> list[Path]:
                 relative = candidate.relative_to(path).parts
                 if any(part in _SKIPPED_DIRECTORIES or part.startswith(".") for part in relative[:-1]):
                     continue
-                if candidate.is_file() and candidate.suffix in _POLICY_SUFFIXES:
+                if (
+                    candidate.is_file()
+                    and candidate.suffix in _POLICY_SUFFIXES
+                    and not candidate.name.endswith(ALLOW_LIST_SUFFIXES)
+                ):
                     found.append(candidate)
         elif path.is_file():
             found.append(path)
@@ -237,7 +250,7 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
     for doc, document, path in policy_docs:
         problems += kind_name_problems(doc, document, path, kinds)
         problems += _engine_pattern_problems(doc, document, path)
-    policies = _compile_policies(policy_docs, signers, problems)
+    policies = _compile_policies(policy_docs, signers, problems, digest)
     if problems:
         raise PolicyLoadError(problems)
     if not policies:
@@ -366,16 +379,11 @@ def _parse_document(
         return None
 
 
-def _field_path(loc: Sequence[str | int]) -> str:
-    """``("spec", "images", 0, "match")`` → ``spec.images[0].match``."""
-    return ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in loc).replace(".[", "[")
-
-
 def _describe(error: ValidationError, document: Document, path: Path) -> list[str]:
     found = []
     for item in error.errors(include_url=False):
         loc = tuple(item["loc"])
-        field_path = _field_path(loc)
+        shown_path = field_path(loc)
         line = document.line_of(loc)
         message = item["msg"]
         value = item.get("input")
@@ -389,7 +397,7 @@ def _describe(error: ValidationError, document: Document, path: Path) -> list[st
             # null everywhere (policies.schema._Model) with a message of its own.
             message = message.removeprefix("Value error, ")
             shown = "" if item["type"] == "value_error" else " (got null)"
-        found.append(f"{path}:{line}: {field_path or '<document>'}: {message}{shown}")
+        found.append(f"{path}:{line}: {shown_path or '<document>'}: {message}{shown}")
     return found
 
 
@@ -403,9 +411,11 @@ def _key_refs(doc: InferencePolicyDocument) -> list[tuple[tuple[str | int, ...],
                 (("spec", "images", i, "signatures", "keys", k), r)
                 for k, r in enumerate(rule.signatures.keys)
             ]
-        for j, attestation in enumerate(rule.attestations):
-            base = ("spec", "images", i, "attestations", j, "keys")
-            refs += [((*base, k), r) for k, r in enumerate(attestation.keys)]
+        for j, alternatives in enumerate(rule.attestation_alternatives()):
+            for n, attestation in enumerate(alternatives):
+                at: tuple[str | int, ...] = ("spec", "images", i, "attestations", j)
+                base = (*at, "anyOf", n, "keys") if len(alternatives) > 1 else (*at, "keys")
+                refs += [((*base, k), r) for k, r in enumerate(attestation.keys)]
     if spec.models is not None:
         for name in ("build_manifest", "verification"):
             rule = getattr(spec.models, name)
@@ -422,6 +432,7 @@ def _compile_policies(
     docs: list[tuple[InferencePolicyDocument, Document, Path]],
     signers: Mapping[str, Signer],
     problems: list[str],
+    digest: Any,
 ) -> list[CompiledPolicy]:
     compiled: list[CompiledPolicy] = []
     seen: dict[str, str] = {}
@@ -437,7 +448,7 @@ def _compile_policies(
         for loc, ref in _key_refs(doc):
             if ref not in signers:
                 problems.append(
-                    f"{path}:{document.line_of(loc)}: {_field_path(loc)}: key {ref!r} is not defined "
+                    f"{path}:{document.line_of(loc)}: {field_path(loc)}: key {ref!r} is not defined "
                     f"(known: {', '.join(sorted(signers)) or 'none'}); add it to a TrustedKeys document"
                 )
             else:
@@ -451,7 +462,7 @@ def _compile_policies(
                 ("spec", "changeControl", "approvals"),
             )
             problems += [
-                f"{path}:{document.line_of(entries[index][0])}: {_field_path(list_loc)}: {text}"
+                f"{path}:{document.line_of(entries[index][0])}: {field_path(list_loc)}: {text}"
                 for index, text in signer_list_problems(
                     refs, signers, keyless_allowed=keyless_allowed, openpgp_allowed=openpgp_allowed
                 )
@@ -466,22 +477,26 @@ def _compile_policies(
                     except PatternError as error:
                         line = document.line_of(("spec", "images", i, key, j))
                         problems.append(f"{path}:{line}: spec.images[{i}].{key}[{j}]: {error}")
-            conditions = [
-                _compile_conditions(
-                    attestation, ("spec", "images", i, "attestations", j), document, path, problems
+            attestations = [
+                tuple(
+                    compile_attestation(
+                        attestation,
+                        ("spec", "images", i, "attestations", j, *(("anyOf", n) if len(each) > 1 else ())),
+                        document,
+                        path,
+                        problems,
+                        digest,
+                    )
+                    for n, attestation in enumerate(each)
                 )
-                for j, attestation in enumerate(rule.attestations)
+                for j, each in enumerate(rule.attestation_alternatives())
             ]
             image_rules.append(
                 CompiledImageRule(
                     rule=rule,
                     patterns=tuple(compiled_lists["match"]),
                     excluded=tuple(compiled_lists["exclude"]),
-                    conditions=tuple(conditions),
-                    max_ages=tuple(
-                        parse_duration(a.max_age) if a.max_age is not None else None
-                        for a in rule.attestations
-                    ),
+                    attestations=tuple(attestations),
                 )
             )
         expressions = []
@@ -495,7 +510,7 @@ def _compile_policies(
                     program = compile_expression(
                         expression.cel,
                         variables=CEL_VARIABLES,
-                        location=f"{path}:{document.text_line_of(loc)} {_field_path(loc)}",
+                        location=f"{path}:{document.text_line_of(loc)} {field_path(loc)}",
                         expect_bool=True,
                     )
                 except CelCompileError as error:
@@ -532,42 +547,11 @@ def _compile_policies(
                 expressions=tuple(expressions),
                 # Handing the object to CEL costs a scan and a conversion; skip it when nothing reads it.
                 expressions_read_workload=any(_WORKLOAD_NAME.search(e.program.source) for e in expressions),
+                # The clock changes on every admission: such expressions cannot share a prepared activation.
+                expressions_read_now=any(_NOW_NAME.search(e.program.source) for e in expressions),
                 manifest_max_age=max_age,
                 toolchain_patterns=tuple(toolchain_patterns),
                 judges_scheduling=models is not None and models.rules.gpu_compatibility is not None,
             )
         )
     return compiled
-
-
-def _compile_conditions(
-    rule: AttestationRule,
-    loc: tuple[str | int, ...],
-    document: Document,
-    path: Path,
-    problems: list[str],
-) -> tuple[CompiledExpression, ...]:
-    """The CEL conditions of one image attestation rule; ``scan`` only where the predicate is read as one."""
-    variables = CONDITION_VARIABLES if is_scan_predicate_type(rule.predicate_type) else ("predicate",)
-    compiled = []
-    for k, condition in enumerate(rule.conditions):
-        where = (*loc, "conditions", k, "cel")
-        try:
-            program = compile_expression(
-                condition.cel,
-                variables=variables,
-                location=f"{path}:{document.text_line_of(where)} {_field_path(where)}",
-                expect_bool=True,
-            )
-        except CelCompileError as error:
-            hint = error.hint
-            if "scan" not in variables and re.search(r"\bscan\b", condition.cel):
-                hint = f"`scan` is set only for SBOMs and scans; read `predicate` for {rule.predicate_type}"
-            problems.append(str(error) + (f" ({hint})" if hint else ""))
-            continue
-        compiled.append(
-            CompiledExpression(
-                name=condition.name or f"conditions[{k}]", program=program, message=condition.message
-            )
-        )
-    return tuple(compiled)

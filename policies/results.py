@@ -24,7 +24,9 @@ class Violation:
     """One rule of one policy not met by one image or engine (or by the workload as a whole).
 
     ``error`` is true when the rule could not be checked at all (offline, registry down, out of time); its
-    ``action`` then comes from the policy's ``onError`` rather than its ``action``.
+    ``action`` then comes from the policy's ``onError`` rather than its ``action``. ``indeterminate`` is
+    true when the evidence was fetched but cannot tell (an unrated finding, a scan that skipped packages,
+    an empty SBOM): its ``action`` is the policy's ``onIndeterminate`` (or the rule's ``unknown``).
     """
 
     policy: str
@@ -36,6 +38,7 @@ class Violation:
     engine: str | None = None
     path: str | None = None
     error: bool = False
+    indeterminate: bool = False
 
     def one_line(self) -> str:
         """``policy/rule: [image|engine] message; fix`` on one line, for logs and admission messages."""
@@ -53,6 +56,8 @@ class Violation:
             "action": self.action.value,
             "error": self.error,
         }
+        if self.indeterminate:
+            data["indeterminate"] = True
         for key in ("image", "engine", "path"):
             value = getattr(self, key)
             if value is not None:

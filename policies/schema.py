@@ -12,23 +12,36 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, TypeAdapter, field_validator, model_validator
 
+from policies._scan_schema import (
+    AllowedVulnerability,
+    ComponentRule,
+    DocumentKind,
+    Severity,
+    VulnerabilityRule,
+    expiry_time,
+    judged_document,
+    scan_rule_problem,
+)
 from policies.podspec import ImageField
 from policies.requesters import RequesterRule, RequesterSet
 from policies.results import Action
 from policies.strict import API_VERSION, KeyRef, Metadata, Name, StrictModel, parse_duration
 from policies.trusted_keys import NotationSigner, TrustedKey, TrustedKeysDocument, trusted_keys_yaml
 from verifier.attestations import ChangeKind
-from verifier.scans import is_scan_predicate_type
 
 __all__ = [
     "API_VERSION",
+    "AllowedVulnerability",
     "ApprovalRule",
+    "AttestationAnyOf",
     "AttestationCondition",
+    "AttestationEntry",
     "AttestationRule",
     "BuildManifestRule",
     "ChangeControl",
+    "ComponentRule",
     "Expression",
     "GpuCompatibilityRule",
     "ImageRule",
@@ -45,13 +58,16 @@ __all__ = [
     "NotationSigner",
     "Precision",
     "ResourceFilter",
+    "Severity",
     "SignatureRule",
     "SignersRule",
     "ToolchainRule",
     "TrustedKey",
     "TrustedKeysDocument",
     "VerificationRule",
+    "VulnerabilityRule",
     "_Model",
+    "expiry_time",
     "parse_duration",
     "policy_json_schema",
     "trusted_keys_yaml",
@@ -146,21 +162,56 @@ class AttestationRule(SignatureRule):
     """An attestation of ``predicateType`` signed by ``threshold`` of ``keys`` whose subject is the image."""
 
     predicate_type: str = Field(min_length=1)
-    max_age: str | None = Field(default=None, description="e.g. 7d; measured from the scan time it records")
+    document: DocumentKind | None = Field(
+        default=None,
+        description="which document the rule judges (an SBOM or a vulnerability scan): what maxAge measures "
+        "and which attached documents count; needed with maxAge on a CycloneDX type",
+    )
+    max_age: str | None = Field(
+        default=None,
+        description="e.g. 7d; from the document's time (a scan's: the older of the scan and its "
+        "vulnerability database)",
+    )
+    vulnerabilities: VulnerabilityRule | None = None
+    components: ComponentRule | None = None
     conditions: list[AttestationCondition] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _readable(self) -> AttestationRule:
         if self.max_age is not None:
             parse_duration(self.max_age)
-            if not is_scan_predicate_type(self.predicate_type):
-                raise ValueError(
-                    f"maxAge needs a time trtguard can read: {self.predicate_type} is no SBOM or scan"
-                )
+        scan_rule_problem(
+            self.predicate_type, self.document, self.judges(), max_age=self.max_age is not None,
+            vulnerabilities=self.vulnerabilities is not None, components=self.components is not None,
+        )  # fmt: skip
         names = [c.name for c in self.conditions if c.name is not None]
         if len(names) != len(set(names)):
             raise ValueError(f"condition names must be unique (rule ids are built from them): {names}")
         return self
+
+    def judges(self) -> DocumentKind | None:
+        """The document the rule judges: ``document``, else what the predicate type or the rule's checks
+        say (:func:`~policies._scan_schema.judged_document`)."""
+        return judged_document(self.predicate_type, self.document, self.vulnerabilities, self.components)
+
+
+class AttestationAnyOf(_Model):
+    """Attestation entries of which one must hold (``anyOf``): for images that carry one of several
+    formats. Each alternative has its own keys, threshold and checks; see policies/README.md."""
+
+    any_of: list[AttestationRule] = Field(min_length=2)
+
+
+def _attestation_entry(value: Any) -> str:
+    if isinstance(value, AttestationAnyOf) or (isinstance(value, dict) and "anyOf" in value):
+        return "anyOf"
+    return "rule"
+
+
+AttestationEntry = Annotated[
+    Annotated[AttestationRule, Tag("rule")] | Annotated[AttestationAnyOf, Tag("anyOf")],
+    Discriminator(_attestation_entry),
+]
 
 
 class ImageRule(_Model):
@@ -178,12 +229,21 @@ class ImageRule(_Model):
     require_digest: bool = Field(default=False, description="the workload must pin the image by digest")
     digests: list[str] | None = Field(default=None, description="allow-list of sha256 digests")
     signatures: SignatureRule | None = None
-    attestations: list[AttestationRule] = Field(default_factory=list)
+    attestations: list[AttestationEntry] = Field(default_factory=list)
     tensorrt_version: str | None = Field(
         default=None,
         pattern=r"^[0-9]+(\.[0-9]+){2,3}$",
         description="the TensorRT runtime version in the images this rule selects (gpuCompatibility)",
     )
+
+    def attestation_alternatives(self) -> list[tuple[AttestationRule, ...]]:
+        """Each entry of ``attestations`` as the alternatives of which one must hold (one for a plain
+        entry)."""
+        return [tuple(e.any_of) if isinstance(e, AttestationAnyOf) else (e,) for e in self.attestations]
+
+    def attestation_rules(self) -> list[AttestationRule]:
+        """Every attestation rule, those inside ``anyOf`` included, in order."""
+        return [rule for alternatives in self.attestation_alternatives() for rule in alternatives]
 
     @field_validator("digests")
     @classmethod
@@ -348,7 +408,13 @@ class InferencePolicySpec(_Model):
     exclude: ResourceFilter | None = None
     action: Action = Action.DENY
     on_error: Action = Field(
-        default=Action.DENY, description="what an unchecked rule does (never a silent allow)"
+        default=Action.DENY,
+        description="what a rule does whose evidence could not be fetched (never a silent allow)",
+    )
+    on_indeterminate: Action = Field(
+        default=Action.DENY,
+        description="what a rule does whose evidence was fetched but cannot tell (an unrated finding, a "
+        "scan that skipped packages, an empty SBOM, a signed document that does not read)",
     )
     images: list[ImageRule] = Field(default_factory=list)
     models: ModelsRule | None = None
@@ -406,10 +472,13 @@ def _without_null(schema: Any) -> Any:
     result = {
         key: _without_null(value) for key, value in schema.items() if not (key == "default" and value is None)
     }
-    choices = [c for c in result.get("anyOf", ()) if c != {"type": "null"}]
-    if "anyOf" in result and len(choices) == 1:
+    alternatives = result.get("anyOf")
+    if not isinstance(alternatives, list):  # absent, or a property named anyOf (attestation entries)
+        return result
+    choices = [c for c in alternatives if c != {"type": "null"}]
+    if len(choices) == 1:
         del result["anyOf"]
         result.update(choices[0])
-    elif "anyOf" in result:
+    else:
         result["anyOf"] = choices
     return result

@@ -287,9 +287,11 @@ class VerifiedEvidence:
         """The attestation of ``predicate_type`` about the artifact that ``threshold`` of ``keys`` signed."""
 
         async def compute() -> VerifiedAttestation:
-            candidates = [a for a in (await fetch()).attestations if a.predicate_type == predicate_type]
+            fetched = await fetch()
+            candidates = [a for a in fetched.attestations if a.predicate_type == predicate_type]
             if not candidates:
-                raise VerificationError(f"no attestation of type {predicate_type}")
+                elsewhere = fetched.about_other_digests(predicate_type)
+                raise VerificationError(f"no attestation of type {predicate_type}{elsewhere}")
             trust = dsse_trust(self._policy_set.signers_for(keys), threshold)
             reasons = []
             for attestation in candidates:
@@ -318,7 +320,8 @@ class VerifiedEvidence:
         read as an SBOM or scan when ``scans``; raises :class:`VerificationError` when none is signed so."""
 
         async def compute() -> Documents[VerifiedPredicate]:
-            candidates = [a for a in (await fetch()).attestations if a.predicate_type == predicate_type]
+            fetched = await fetch()
+            candidates = [a for a in fetched.attestations if a.predicate_type == predicate_type]
             trust = self._statement_trust(keys, threshold)
             verified: list[VerifiedPredicate] = []
             unreadable: list[str] = []
@@ -333,7 +336,8 @@ class VerifiedEvidence:
             if verified or unreadable:
                 return Documents(tuple(verified), tuple(unreadable), tuple(refused))
             why = f" signed by [{', '.join(keys)}]: {'; '.join(refused)}" if refused else ""
-            raise VerificationError(f"no attestation of type {predicate_type}{why}")
+            elsewhere = fetched.about_other_digests(predicate_type)
+            raise VerificationError(f"no attestation of type {predicate_type}{why}{elsewhere}")
 
         key = self._key("predicates", reference, predicate_type, tuple(keys), threshold, scans)
         return await self.predicates_cache.get_or_compute(key, compute, now=self._clock())

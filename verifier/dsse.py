@@ -167,10 +167,24 @@ def verify_envelope(
             verified_ids.add(key.key_id)
     if len(verified_ids) < threshold:
         count = len(envelope.signatures)
-        raise VerificationError(
+        # A signature that names a trusted key but does not verify: the payload (or the signature) was
+        # changed after signing, which is not the same as a signature by someone else.
+        named = {s.keyid for s in envelope.signatures if s.keyid}
+        altered = [n for n, k in keys.items() if k.key_id in named and k.key_id not in verified_ids]
+        counted = (
             f"{len(verified_ids)} of {threshold} required signatures from keys {_describe(list(keys))}"
             f" (the envelope carries {count} signature{'s' if count != 1 else ''}"
-            + (f"; verified: {_describe(verified)})" if verified else ", none by a trusted key)"),
+            + (f"; verified: {_describe(verified)})" if verified else ", none by a trusted key)")
+        )
+        if altered:
+            raise VerificationError(
+                f"payload altered: a signature under the key id of {_describe(altered)}, a trusted key, does "
+                f"not verify over this payload (the statement or the signature was changed after signing); "
+                f"{counted}",
+                hint="attest the document again with the trusted key; do not edit a signed statement",
+            )
+        raise VerificationError(
+            counted,
             hint="sign with the keys the policy trusts, or check that the right public keys are configured",
         )
     return tuple(verified)

@@ -189,6 +189,20 @@ class ArtifactAttestations:
 
     subjects: ArtifactSubjects
     attestations: tuple[Attestation, ...] = ()
+    #: Statements found beside the artifact (attached to it in a registry, in its scope of a folder) that are
+    #: about other digests: they never count, but a message that finds none about the artifact names them.
+    elsewhere: tuple[Attestation, ...] = ()
+
+    def about_other_digests(self, predicate_type: str, shown: int = 3) -> str:
+        """``; found N about other digests: ORIGIN (about sha256:…), …`` for ``predicate_type``, or ``""``."""
+        other = [a for a in self.elsewhere if a.predicate_type == predicate_type]
+        if not other:
+            return ""
+        named = ", ".join(
+            f"{a.origin} (about {', '.join(sorted(a.subjects)) or 'no sha256 digest'})" for a in other[:shown]
+        )
+        more = f" and {len(other) - shown} more" if len(other) > shown else ""
+        return f"; found {len(other)} signed about other digests, which never count: {named}{more}"
 
 
 @dataclass(frozen=True, slots=True)

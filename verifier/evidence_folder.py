@@ -331,7 +331,13 @@ class LocalEvidence:
         for digest in sorted(subjects.digests):
             for attestation in self._scoped(self._by_subject.get(digest, []), reference):
                 found[id(attestation)] = attestation
-        return ArtifactAttestations(subjects, tuple(found.values()))
+        elsewhere: dict[int, Attestation] = {}
+        for digest, entries in self._by_subject.items():
+            if digest not in subjects.digests:
+                for attestation in self._scoped(entries, reference):
+                    if id(attestation) not in found:
+                        elsewhere[id(attestation)] = attestation
+        return ArtifactAttestations(subjects, tuple(found.values()), tuple(elsewhere.values()))
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
         """Signatures of the image digest: classic ones, Sigstore bundles and bare signing statements."""

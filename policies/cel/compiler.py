@@ -65,7 +65,9 @@ def compile_expression(
             location=location,
             line=1,
             column=1,
-            hint="split it into several rules, each with its own message",
+            hint="split it into several rules, each with its own message; a long list of ids or names "
+            "(an allow-list) belongs in the built-in rules instead: `vulnerabilities.allow` or an "
+            "`allowFrom` file, `components.banned` (docs/scans.md)",
         )
     env = _environment(names)
     try:

@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 from policies.budget import UNLIMITED, Budget
 from policies.cel.sandbox import CelSandbox
 from policies.identity import WorkloadIdentity
-from policies.loader import CompiledPolicy
+from policies.loader import CompiledAttestation, CompiledPolicy
 from policies.matching import selects, selects_by_requester
 from policies.requesters import Requester
 from policies.results import (
@@ -374,7 +374,9 @@ class Evaluation:
                     if rule.signatures is not None:
                         questions.append(functools.partial(self._pinned_signatures, ref, rule.signatures))
                     questions += [
-                        functools.partial(self._pinned_attestation, ref, a) for a in rule.attestations
+                        functools.partial(self._pinned_attestation, ref, a)
+                        for alternatives in compiled.attestations
+                        for a in alternatives
                     ]
                     if rule.digests is not None:
                         questions.append(functools.partial(self.digest, ref))
@@ -392,9 +394,10 @@ class Evaluation:
     async def _pinned_signatures(self, reference: ImageReference, rule: SignatureRule) -> VerifiedSignatures:
         return await self.signatures(reference.with_digest(await self.digest(reference)), rule)
 
-    async def _pinned_attestation(self, reference: ImageReference, rule: AttestationRule) -> object:
+    async def _pinned_attestation(self, reference: ImageReference, compiled: CompiledAttestation) -> object:
         pinned = reference.with_digest(await self.digest(reference))
-        if rule.max_age is not None or rule.conditions:
+        rule = compiled.rule
+        if compiled.reads_documents:
             return await self.image_predicates(
                 pinned, rule, scans=is_scan_predicate_type(rule.predicate_type)
             )

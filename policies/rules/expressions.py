@@ -15,6 +15,7 @@ not pick one template of the object.
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 from policies.budget import within
@@ -36,11 +37,12 @@ async def check(
     if not policy.expressions:
         return
     try:
-        if policy.expressions_read_workload:
+        if policy.expressions_read_workload or policy.expressions_read_now:
             values = {
                 "manifest": verified.as_json,
-                "workload": run.cel_workload(),
+                "workload": run.cel_workload() if policy.expressions_read_workload else {},
                 "engine": _engine(run, use, ref),
+                "now": run.clock().astimezone(UTC).isoformat().replace("+00:00", "Z"),
             }
             activation = await within(run.budget, lambda: prepare_activation(values), values["workload"])
         else:  # the same for every admission of this engine: prepared once

@@ -32,19 +32,26 @@ def violation(
     engine: str | None = None,
     path: str | None = None,
     error: bool = False,
+    indeterminate: bool = False,
+    unknown: Action | None = None,
 ) -> Violation:
-    """A violation of ``rule``; ``error`` when it could not be checked (the policy's ``onError`` applies)."""
+    """A violation of ``rule``; ``error`` when it could not be checked (the policy's ``onError`` applies),
+    ``indeterminate`` when its evidence cannot tell (``unknown``, else the policy's ``onIndeterminate``)."""
     spec = policy.document.spec
+    action = spec.on_error if error else spec.action
+    if indeterminate:
+        action = unknown or spec.on_indeterminate
     return Violation(
         policy=policy.name,
         rule=rule,
         message=message,
         fix=fix,
-        action=spec.on_error if error else spec.action,
+        action=action,
         image=image,
         engine=engine,
         path=path,
         error=error,
+        indeterminate=indeterminate and not error,
     )
 
 
@@ -110,8 +117,18 @@ class Findings:
             self.policy, path=self.path, image=image, engine=self.engine, violations=self.violations
         )
 
-    def add(self, rule: str, message: str, fix: str, *, error: bool = False) -> None:
-        """Record a violation of ``rule``; ``error`` when it could not be checked."""
+    def add(
+        self,
+        rule: str,
+        message: str,
+        fix: str,
+        *,
+        error: bool = False,
+        indeterminate: bool = False,
+        unknown: Action | None = None,
+    ) -> None:
+        """Record a violation of ``rule``; ``error`` when it could not be checked, ``indeterminate`` when
+        its evidence cannot tell (then ``unknown``, else the policy's ``onIndeterminate``, decides)."""
         self.violations.append(
             violation(
                 self.policy,
@@ -122,6 +139,8 @@ class Findings:
                 engine=self.engine,
                 path=self.path,
                 error=error,
+                indeterminate=indeterminate,
+                unknown=unknown,
             )
         )
 

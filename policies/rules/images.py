@@ -8,7 +8,7 @@ resolved first.
 
 from __future__ import annotations
 
-from policies.loader import CompiledImageRule, CompiledPolicy
+from policies.loader import CompiledAttestation, CompiledImageRule, CompiledPolicy
 from policies.podspec import ImageUse
 from policies.results import AttestationRecord, Violation
 from policies.rules import attestations
@@ -94,24 +94,61 @@ async def _rule(
                     "sign the image again (a current signature), or set the signer's verificationLevel to "
                     "strict to refuse such signatures",
                 )
-    for index, attestation_rule in enumerate(rule.attestations):
-        attestation_id = f"{rule_id}.attestations[{attestation_rule.predicate_type}]"
-        conditions, max_age = compiled.conditions[index], compiled.max_ages[index]
-        if conditions or max_age is not None:
-            judged = await attestations.check(
-                run, at_digest, attestation_id, attestation_rule, conditions, max_age, pinned
-            )
-            for document in judged:
-                signers = run.verified.signer_records(document.signers)
-                counted.attestation(
-                    AttestationRecord(attestation_rule.predicate_type, document.digest, signers)
-                )
-            continue
-        attested = await at_digest.check(
-            attestation_id,
-            run.image_attestation(pinned, attestation_rule),
-            refused=Refusal("attach the attestation to the image digest (`trtguard attest --push`)"),
-        )
-        if attested is not None:
-            signers = run.verified.signer_records(attested.signers)
-            counted.attestation(AttestationRecord(attestation_rule.predicate_type, attested.digest, signers))
+    for alternatives in compiled.attestations:
+        if len(alternatives) == 1:
+            await _attestation(run, at_digest, rule_id, alternatives[0], pinned, counted)
+        else:
+            await _any_of(run, at_digest, rule_id, alternatives, pinned, counted)
+
+
+async def _any_of(
+    run: Evaluation,
+    found: Findings,
+    rule_id: str,
+    alternatives: tuple[CompiledAttestation, ...],
+    pinned: ImageReference,
+    counted: Counted,
+) -> None:
+    """``anyOf``: the entry holds when one alternative yields no violation at all (of any action, an
+    ``onError`` or "cannot tell" one included); then the others' findings are dropped. When none holds,
+    every alternative's findings are kept, each under its own rule id and action."""
+    tried: list[tuple[Findings, Counted]] = []
+    for alternative in alternatives:
+        own = Findings(found.policy, path=found.path, image=found.image, engine=found.engine)
+        own_counted = Counted()
+        await _attestation(run, own, rule_id, alternative, pinned, own_counted)
+        if not own.violations:
+            for record in own_counted.attestations.values():
+                counted.attestation(record)
+            return
+        tried.append((own, own_counted))
+    for own, own_counted in tried:
+        found.violations.extend(own.violations)
+        for record in own_counted.attestations.values():
+            counted.attestation(record)
+
+
+async def _attestation(
+    run: Evaluation,
+    found: Findings,
+    rule_id: str,
+    compiled: CompiledAttestation,
+    pinned: ImageReference,
+    counted: Counted,
+) -> None:
+    rule = compiled.rule
+    attestation_id = f"{rule_id}.attestations[{rule.predicate_type}]"
+    if compiled.reads_documents:
+        judged = await attestations.check(run, found, attestation_id, compiled, pinned)
+        for document in judged:
+            signers = run.verified.signer_records(document.signers)
+            counted.attestation(AttestationRecord(rule.predicate_type, document.digest, signers))
+        return
+    attested = await found.check(
+        attestation_id,
+        run.image_attestation(pinned, rule),
+        refused=Refusal("attach the attestation to the image digest (`trtguard attest --push`)"),
+    )
+    if attested is not None:
+        signers = run.verified.signer_records(attested.signers)
+        counted.attestation(AttestationRecord(rule.predicate_type, attested.digest, signers))

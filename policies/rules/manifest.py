@@ -50,7 +50,7 @@ async def verify(
             "cannot tell which build manifest describes the engine: one signed by "
             f"[{', '.join(rule.keys)}] cannot be read ({'; '.join(documents.unreadable)})",
             "remove the unreadable manifest from the engine (or attach it again readable)",
-            error=True,
+            indeterminate=True,
         )
         return None
     # Several signed manifests for one engine: the newest build is the one that describes it.

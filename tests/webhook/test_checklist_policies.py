@@ -36,7 +36,7 @@ pytestmark = pytest.mark.registry
 PASSWORD = "checklist test"
 VULN = "https://cosign.sigstore.dev/attestation/vuln/v1"
 CDX = "https://cyclonedx.org/bom"
-NO_CRITICAL = f"images.containers.attestations[{VULN}].conditions.no-critical"
+NO_CRITICAL = f"images.containers.attestations[{VULN}].vulnerabilities"
 ARGOCD = "system:serviceaccount:argocd:argocd-application-controller"
 H200 = {"nvidia.com/gpu.compute.major": "9", "nvidia.com/gpu.compute.minor": "0"}
 #: Lt 10 and Lt 1 to the scheduler (strconv.ParseInt reads any number of leading zeros): 7.0, 8.0 and 9.0 GPUs

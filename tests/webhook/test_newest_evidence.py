@@ -2,11 +2,12 @@
 check --attestations`` and a real ``trtguard serve`` over TLS.
 
 Real scanner output (tests/data 603-609) is signed as in-toto statements about image digests with real
-keys: a signed document that cannot be read is "cannot tell" (``onError``) and never hides an older readable
-one; an undated document is never the newest; one that does not verify fails only itself and is named in the
-decision's notes; a build manifest dated in the future is refused as a future scan is. Names in the
-admission response's message and warnings are written with their invisible code points spelled out. Times
-are written at test time relative to the real clock, which ``serve`` always uses.
+keys: a signed document that cannot be read is "cannot tell" (``onIndeterminate``, apart from
+``onError``) and never hides an older readable one; an undated document is never the newest; one that
+does not verify fails only itself and is named in the decision's notes; a build manifest dated in the
+future is refused as a future scan is. Names in the admission response's message and warnings are written
+with their invisible code points spelled out. Times are written at test time relative to the real clock,
+which ``serve`` always uses.
 """
 
 from __future__ import annotations
@@ -133,14 +134,15 @@ def check(world: dict[str, Any], obj: dict[str, Any]) -> tuple[int, dict[str, An
 
 
 def rules(result: dict[str, Any]) -> set[tuple[str, bool]]:
-    return {(v["rule"], v["error"]) for v in result["violations"]}
+    """Each violation's rule, and whether it says "cannot tell"."""
+    return {(v["rule"], v.get("indeterminate", False)) for v in result["violations"]}
 
 
 def test_check_an_unreadable_newest_scan_cannot_tell_and_hides_nothing(world: dict[str, Any]) -> None:
     status, result = check(world, _pod("aa"))
     assert status == 1
     assert rules(result) == {(RULE, True), (NO_CRITICAL, False)}
-    [cannot] = [v for v in result["violations"] if v["error"]]
+    [cannot] = [v for v in result["violations"] if v.get("indeterminate")]
     assert "cannot be read" in cannot["message"] and "aa-1.json" in cannot["message"]
 
 

@@ -95,7 +95,9 @@ def register(subparsers: Subparsers) -> None:
         "--unverifiable",
         choices=("deny", "warn"),
         default=None,
-        help="action for rules that cannot be checked here (default: each policy's onError)",
+        help="action for rules whose evidence cannot be fetched here (offline, a registry down, no --as; "
+        "default: each policy's onError); evidence that was fetched but cannot tell (an unrated finding, an "
+        "empty SBOM) keeps its policy's onIndeterminate",
     )
     add_clock_argument(
         parser, judged="certificate validity, signature expiry, maxAge, scan ages and approvals' expiry"

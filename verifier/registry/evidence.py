@@ -167,14 +167,16 @@ class RegistryEvidence:
             for layer in classic_task.result()
         ]
         found: dict[Envelope, Attestation] = {}
+        elsewhere: list[Attestation] = []
         signed_statements = [
             *await asyncio.to_thread(_statements, classic),
             *referrers_task.result(),
             *openpgp_task.result(),
         ]
         for signed in signed_statements:
-            _add(found, signed, subjects.digests)
-        return ArtifactAttestations(subjects, tuple(found.values()))
+            if not _add(found, signed, subjects.digests):
+                elsewhere.append(_about_another_digest(signed))
+        return ArtifactAttestations(subjects, tuple(found.values()), tuple(elsewhere))
 
     async def _openpgp_statements(
         self, pinned: ImageReference, digest: str, deadline: Deadline
@@ -385,10 +387,16 @@ def _bundle(data: bytes, origin: str) -> _Bundle | None:
     return _Bundle(data, signed) if signed is not None else None
 
 
-def _add(found: dict[Envelope, Attestation], signed: _Statement, subjects: frozenset[str]) -> None:
+def _about_another_digest(signed: _Statement) -> Attestation:
+    statement = signed.statement
+    return Attestation(signed.envelope, statement.predicate_type, statement.subject_digests(), signed.origin)
+
+
+def _add(found: dict[Envelope, Attestation], signed: _Statement, subjects: frozenset[str]) -> bool:
+    """Keep ``signed`` in ``found`` when it is about one of ``subjects`` (False when it is not)."""
     named = signed.statement.subject_digests()
     if not named & subjects:
-        return
+        return False
     known = found.get(signed.envelope)
     if known is not None:
         # The same envelope under .att and as a referrer (attach-attestation writes both), or one statement
@@ -396,7 +404,8 @@ def _add(found: dict[Envelope, Attestation], signed: _Statement, subjects: froze
         extra = tuple(s for s in signed.openpgp_signatures if s not in known.openpgp_signatures)
         if extra:
             found[signed.envelope] = replace(known, openpgp_signatures=known.openpgp_signatures + extra)
-        return
+        return True
     found[signed.envelope] = Attestation(
         signed.envelope, signed.statement.predicate_type, named, signed.origin, signed.openpgp_signatures
     )
+    return True

@@ -26,15 +26,25 @@ from typing import TYPE_CHECKING, Any, Final
 from verifier.base import InputError
 
 if TYPE_CHECKING:
-    from verifier.scans.model import Component, ScanDocument, Vulnerability
+    from verifier.scans.model import (
+        SEVERITY_ORDER,
+        Component,
+        ScanDocument,
+        Vulnerability,
+        canonical_id,
+        component_from,
+    )
 
 __all__ = [
     "COSIGN_VULN_PREDICATE_TYPE",
     "CYCLONEDX_PREDICATE_TYPE",
+    "SEVERITY_ORDER",
     "SPDX_PREDICATE_TYPE",
     "Component",
     "ScanDocument",
     "Vulnerability",
+    "canonical_id",
+    "component_from",
     "is_scan_predicate_type",
     "read_scan",
 ]
@@ -84,8 +94,13 @@ def read_scan(predicate_type: str, predicate: Mapping[str, Any], source: str) ->
     )
 
 
+_MODEL_NAMES: Final = frozenset(
+    {"SEVERITY_ORDER", "Component", "ScanDocument", "Vulnerability", "canonical_id", "component_from"}
+)
+
+
 def __getattr__(name: str) -> Any:
-    if name in ("Component", "ScanDocument", "Vulnerability"):  # re-exported, loaded on first use
+    if name in _MODEL_NAMES:  # re-exported, loaded on first use
         from verifier.scans import model  # noqa: PLC0415
 
         return getattr(model, name)

@@ -166,6 +166,7 @@ def read_cosign_vuln(data: Mapping[str, Any], source: str) -> ScanDocument:
         skipped=document.skipped,
         scanner=predicate.scanner.uri or None,
         unknowns=tuple(time_unknowns + unknowns),
+        is_scan=True,  # the predicate says it is one
     )
 
 

@@ -145,6 +145,7 @@ def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = Fals
         components=tuple(components),
         vulnerabilities=vulnerabilities,
         unknowns=tuple(unknowns),
+        is_scan=found is not None or as_scan,
     )
 
 

@@ -249,6 +249,9 @@ class ScanDocument:
     scanner: str | None = None
     unknowns: tuple[str, ...] = field(default=())
     """What the document cannot tell, in words: why a field CEL might read is absent."""
+    is_scan: bool = False
+    """The document says it is a vulnerability scan (cosign's vulnerability predicate, or a CycloneDX
+    document with a ``vulnerabilities`` list), whether or not it can tell what it found."""
 
     @property
     def freshness(self) -> datetime | None:

@@ -151,8 +151,8 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(
         (
             "StatementRefused",
-            "UnreadableEvidence",
             "StatementTrust",
+            "UnreadableEvidence",
             "signers_of",
             "statement_digest",
             "verify_statement",

@@ -91,6 +91,8 @@ def test_variable_names_must_be_identifiers() -> None:
 def test_source_length_limit() -> None:
     error = compile_error("manifest.audit_id == 'x'", limits=CelLimits(max_length=10), location="p.yaml:2")
     assert "24 characters long; the limit is 10" in error.message and error.location == "p.yaml:2:1"
+    # a long allow-list in CEL is the usual cause: the hint names the built-in rules that hold any number
+    assert error.hint is not None and "`allowFrom` file" in error.hint
 
 
 def test_node_limit() -> None:

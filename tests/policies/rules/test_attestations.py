@@ -35,6 +35,7 @@ metadata: {name: scanned}
 spec:
   match: {namespaces: [prod]}
   onError: ONERROR
+  onIndeterminate: INDETERMINATE
   images:
     - name: runtime
       match: ["nvcr.io/nvidia/tensorrt:*"]
@@ -50,15 +51,19 @@ def policy(
     max_age: str | None = None,
     conditions: tuple[tuple[str, str], ...] = (("no-critical", NO_CRITICAL),),
     on_error: str = "Deny",
+    on_indeterminate: str = "Deny",
+    document: str | None = None,
 ) -> str:
     extra = f"          maxAge: {max_age}\n" if max_age else ""
+    extra += f"          document: {document}\n" if document else ""
     if conditions:
         extra += "          conditions:\n"
         for name, cel in conditions:
             extra += (
                 f"            - {{name: {name}, cel: {json.dumps(cel)}, message: '{name} does not hold'}}\n"
             )
-    return POLICY.replace("TYPE", predicate_type).replace("ONERROR", on_error).replace("EXTRA", extra)
+    text = POLICY.replace("TYPE", predicate_type).replace("ONERROR", on_error).replace("EXTRA", extra)
+    return text.replace("INDETERMINATE", on_indeterminate)
 
 
 def data(name: str) -> dict[str, Any]:
@@ -121,19 +126,23 @@ def test_severity_names_are_one_vocabulary(material: Material) -> None:
     }
 
 
-@pytest.mark.parametrize("on_error", ["Deny", "Warn"])
-def test_a_scan_without_severities_cannot_tell_so_on_error_decides(material: Material, on_error: str) -> None:
-    # real pip-audit output: two PyYAML findings, no severity at all
+@pytest.mark.parametrize("on_indeterminate", ["Deny", "Warn"])
+def test_a_scan_without_severities_cannot_tell_so_on_indeterminate_decides(
+    material: Material, on_indeterminate: str
+) -> None:
+    # real pip-audit output: two PyYAML findings, no severity at all; onError (registry failures) is apart
     attest(material, CDX, data("603-pip-audit-pyyaml-5.3.cdx.json"))
-    decision = judge(material, policy(on_error=on_error))
+    decision = judge(material, policy(on_error="Warn", on_indeterminate=on_indeterminate))
     [violation] = decision.violations
-    assert (violation.rule, violation.action, violation.error) == (
+    assert (violation.rule, violation.action, violation.error, violation.indeterminate) == (
         f"{RULE}.conditions.no-critical",
-        Action(on_error),
+        Action(on_indeterminate),
+        False,
         True,
     )
     assert "cannot tell: no rating gives a severity for PYSEC-2020-96, PYSEC-2021-142" in violation.message
-    assert decision.allowed == (on_error == "Warn") and (on_error != "Warn" or decision.warnings)
+    assert decision.allowed == (on_indeterminate == "Warn")
+    assert on_indeterminate != "Warn" or decision.warnings
 
 
 def test_skipped_packages_cannot_tell(material: Material) -> None:
@@ -141,21 +150,21 @@ def test_skipped_packages_cannot_tell(material: Material) -> None:
     attest(material, VULN, wrapped(data("604-pip-audit-offline-skipped.json")))
     decision = judge(material, policy(VULN))
     [violation] = decision.violations
-    assert violation.error and violation.action is Action.DENY
+    assert violation.indeterminate and violation.action is Action.DENY
     assert "pip-audit skipped 2 package(s)" in violation.message
 
 
 def test_an_empty_bom_cannot_tell(material: Material) -> None:
     attest(material, CDX, data("602-pip-audit-offline-skipped.cdx.json"))
     [violation] = judge(material, policy()).violations
-    assert violation.error and "empty BOM" in violation.message
+    assert violation.indeterminate and "empty BOM" in violation.message
 
 
 def test_a_clean_scan_counts_only_where_it_says_it_is_one(material: Material) -> None:
     # real pip-audit output for clean packages has no `vulnerabilities` key: alone it looks like an SBOM
     attest(material, CDX, data("606-pip-audit-clean.cdx.json"))
     [violation] = judge(material, policy()).violations
-    assert violation.error and "no 'vulnerabilities' list" in violation.message
+    assert violation.indeterminate and "no 'vulnerabilities' list" in violation.message
     attest(material, VULN, wrapped(data("606-pip-audit-clean.cdx.json")), "wrapped.json")
     assert judge(material, policy(VULN)).allowed
 
@@ -168,10 +177,10 @@ def test_max_age_reads_the_time_each_format_records(material: Material) -> None:
     assert "scanned 2026-11-20T00:00:00Z" in stale.violations[0].message
     # the CycloneDX document's own time (metadata.timestamp) is 2026-11-28T09:00:00Z
     attest(material, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"), "vex.json")
-    assert found(judge(material, policy(max_age="1d", conditions=()))) == {
+    assert found(judge(material, policy(max_age="1d", document="scan", conditions=()))) == {
         (f"{RULE}.maxAge", Action.DENY, False)
     }
-    assert judge(material, policy(max_age="7d", conditions=())).allowed
+    assert judge(material, policy(max_age="7d", document="scan", conditions=())).allowed
 
 
 def test_a_scan_is_as_old_as_its_vulnerability_database(material: Material) -> None:
@@ -228,8 +237,8 @@ def test_max_age_without_a_time_cannot_tell(material: Material) -> None:
     bom = data("606-pip-audit-clean.cdx.json")
     del bom["metadata"]
     attest(material, CDX, bom)
-    [violation] = judge(material, policy(max_age="7d", conditions=())).violations
-    assert violation.error and "metadata.timestamp" in violation.message
+    [violation] = judge(material, policy(max_age="7d", document="sbom", conditions=())).violations
+    assert violation.indeterminate and "metadata.timestamp" in violation.message
 
 
 def test_the_newest_scan_is_judged(material: Material) -> None:
@@ -299,12 +308,16 @@ def _unparsable() -> dict[str, Any]:
     return bom
 
 
-@pytest.mark.parametrize("on_error", ["Deny", "Warn"])
-def test_a_signed_document_that_does_not_parse_cannot_tell(material: Material, on_error: str) -> None:
+@pytest.mark.parametrize("on_indeterminate", ["Deny", "Warn"])
+def test_a_signed_document_that_does_not_parse_cannot_tell(material: Material, on_indeterminate: str) -> None:
     attest(material, CDX, _unparsable())
-    decision = judge(material, policy(on_error=on_error))
+    decision = judge(material, policy(on_indeterminate=on_indeterminate))
     [violation] = decision.violations
-    assert (violation.rule, violation.error, violation.action) == (RULE, True, Action(on_error))
+    assert (violation.rule, violation.indeterminate, violation.action) == (
+        RULE,
+        True,
+        Action(on_indeterminate),
+    )
     assert "cannot be read" in violation.message and "the signed document is invalid" in violation.message
     assert "which one is the newest" in violation.message
 
@@ -315,9 +328,9 @@ def test_an_unreadable_newest_scan_does_not_hide_an_older_readable_one(material:
     attest(material, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"), "readable.json")
     unreadable = _unparsable() | {"metadata": {"timestamp": "2026-12-01T00:00:00Z"}}
     attest(material, CDX, unreadable, "unreadable.json")
-    decision = judge(material, policy(on_error="Warn"))
+    decision = judge(material, policy(on_indeterminate="Warn"))
     assert found(decision) == {
-        (RULE, Action.WARN, True),
+        (RULE, Action.WARN, False),
         (f"{RULE}.conditions.no-critical", Action.DENY, False),
     }
 
@@ -376,6 +389,12 @@ def test_scan_and_max_age_need_a_predicate_trtguard_reads(material: Material) ->
         judge(material, policy(provenance, max_age="7d", conditions=()))
 
 
+def test_the_naive_max_age_on_a_cyclonedx_document_is_refused_with_a_hint(material: Material) -> None:
+    # a fresh SBOM passed as a fresh scan, and an empty BOM as a fresh SBOM: say which document is meant
+    with pytest.raises(PolicyLoadError, match="say which with `document: scan`"):
+        judge(material, policy(max_age="7d", conditions=()))
+
+
 def test_cannot_tell_holds_for_conditions_evaluated_in_the_sandbox(material: Material) -> None:
     # a nested comprehension is too costly to run inline: it runs in a worker process, and a missing
     # severity must still read as "cannot tell" there
@@ -384,4 +403,4 @@ def test_cannot_tell_holds_for_conditions_evaluated_in_the_sandbox(material: Mat
     )
     attest(material, CDX, data("603-pip-audit-pyyaml-5.3.cdx.json"))
     [violation] = judge(material, policy(conditions=(("nested", nested),))).violations
-    assert violation.error and "cannot tell: no rating gives a severity" in violation.message
+    assert violation.indeterminate and "cannot tell: no rating gives a severity" in violation.message

@@ -207,3 +207,19 @@ def test_what_reads_the_workload(material: Material, source: str, reads: bool) -
     text = POLICY.replace("ONERROR", "Deny").replace("EXPRESSION", source)
     [policy] = load_policy_set([material.policy(text), material.keys_file("build-signer")]).policies
     assert policy.expressions_read_workload is reads
+
+
+def test_expressions_read_the_evaluation_clock(material: Material) -> None:
+    # `now` is the engine's clock (`check --now`, `policy test --now`): a build at most 60 days old, in CEL
+    rule = (
+        "      expressions:\n"
+        "        - name: recent\n"
+        "          cel: \"timestamp(now) - timestamp(manifest.build_timestamp) < duration('1440h')\"\n"
+        "          message: the engine was built more than 60 days ago\n"
+    )
+    ref = material.engine("good", build_timestamp="2026-10-01T12:00:00Z")  # NOW is 2026-11-01
+    engine = engine_for(material, models_policy(rule), keys=("build-signer",))
+    assert evaluate(engine, pod(engine=ref)).allowed
+    old = material.engine("old", build_timestamp="2026-08-20T12:00:00Z")  # 72 days: within maxAge 90d
+    decision = evaluate(engine_for(material, models_policy(rule), keys=("build-signer",)), pod(engine=old))
+    assert [v.rule for v in decision.violations] == ["models.rules.expressions.recent"]

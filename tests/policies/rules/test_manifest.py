@@ -76,11 +76,15 @@ def test_an_unreadable_manifest_cannot_tell_which_is_the_newest(material: Materi
     envelope = sign_envelope(PAYLOAD_TYPE, json.dumps(statement).encode(), material.key("build-signer"))
     (material.attestations / "e.unreadable.json").write_bytes(envelope.to_json())
     policy = models_policy().replace(
-        "match: {namespaces: [prod]}", "match: {namespaces: [prod]}\n  onError: Warn"
+        "match: {namespaces: [prod]}", "match: {namespaces: [prod]}\n  onIndeterminate: Warn"
     )
     decision = evaluate(engine_for(material, policy, keys=("build-signer",)), pod(engine=ref))
     [violation] = decision.violations
-    assert (violation.rule, violation.error, violation.action) == ("models.buildManifest", True, Action.WARN)
+    assert (violation.rule, violation.indeterminate, violation.action) == (
+        "models.buildManifest",
+        True,
+        Action.WARN,
+    )
     assert "cannot be read" in violation.message and "e.unreadable.json" in violation.message
 
 

@@ -1,0 +1,126 @@
+"""Attestation rules and CEL expressions of a policy, compiled: what :mod:`policies.loader` builds for each
+``images[].attestations[]`` entry (its conditions, maxAge and allow-list) and each expression.
+
+Split from the loader, which reads and checks the documents; problems are appended, with file, line and
+field, to the loader's list.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from policies._allow_lists import AllowEntry, allow_entries
+from policies.cel import CelCompileError, CelProgram, compile_expression
+from policies.schema import AttestationRule, parse_duration
+from verifier.base import Document
+from verifier.scans import is_scan_predicate_type
+
+__all__ = [
+    "CONDITION_VARIABLES",
+    "CompiledAttestation",
+    "CompiledExpression",
+    "compile_attestation",
+    "field_path",
+]
+
+#: Names that attestation conditions may refer to (``scan`` only for the SBOM and scan predicate types;
+#: ``now``, the evaluation clock as an RFC 3339 UTC time: ``timestamp(now)``).
+CONDITION_VARIABLES = ("predicate", "scan", "now")
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledExpression:
+    """A CEL expression of a policy, compiled, with its message."""
+
+    name: str
+    program: CelProgram
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledAttestation:
+    """One attestation rule (an entry, or an alternative of an ``anyOf``) ready to judge."""
+
+    rule: AttestationRule
+    conditions: tuple[CompiledExpression, ...] = ()
+    max_age: timedelta | None = None
+    #: ``vulnerabilities.allow`` and the entries of its ``allowFrom`` file.
+    allowed: tuple[AllowEntry, ...] = ()
+
+    @property
+    def reads_documents(self) -> bool:
+        """Whether the rule reads what the attested documents say (not only that one is signed)."""
+        rule = self.rule
+        return bool(
+            self.conditions
+            or self.max_age is not None
+            or rule.vulnerabilities is not None
+            or rule.components is not None
+            or rule.document is not None
+        )
+
+
+def field_path(loc: Sequence[str | int]) -> str:
+    """``("spec", "images", 0, "match")`` → ``spec.images[0].match``."""
+    return ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in loc).replace(".[", "[")
+
+
+def compile_attestation(
+    rule: AttestationRule,
+    loc: tuple[str | int, ...],
+    document: Document,
+    path: Path,
+    problems: list[str],
+    digest: Any,
+) -> CompiledAttestation:
+    """One attestation rule compiled: its conditions, its maxAge and its allow-list."""
+    allowed: tuple[AllowEntry, ...] = ()
+    if rule.vulnerabilities is not None:
+        where = (
+            f"{path}:{document.line_of((*loc, 'vulnerabilities'))}: {field_path((*loc, 'vulnerabilities'))}"
+        )
+        allowed = allow_entries(rule.vulnerabilities, where, path.parent, problems, digest)
+    return CompiledAttestation(
+        rule=rule,
+        conditions=_compile_conditions(rule, loc, document, path, problems),
+        max_age=parse_duration(rule.max_age) if rule.max_age is not None else None,
+        allowed=allowed,
+    )
+
+
+def _compile_conditions(
+    rule: AttestationRule,
+    loc: tuple[str | int, ...],
+    document: Document,
+    path: Path,
+    problems: list[str],
+) -> tuple[CompiledExpression, ...]:
+    """The CEL conditions of one image attestation rule; ``scan`` only where the predicate is read as one."""
+    variables = CONDITION_VARIABLES if is_scan_predicate_type(rule.predicate_type) else ("predicate", "now")
+    compiled = []
+    for k, condition in enumerate(rule.conditions):
+        where = (*loc, "conditions", k, "cel")
+        try:
+            program = compile_expression(
+                condition.cel,
+                variables=variables,
+                location=f"{path}:{document.text_line_of(where)} {field_path(where)}",
+                expect_bool=True,
+            )
+        except CelCompileError as error:
+            hint = error.hint
+            if "scan" not in variables and re.search(r"\bscan\b", condition.cel):
+                hint = f"`scan` is set only for SBOMs and scans; read `predicate` for {rule.predicate_type}"
+            problems.append(str(error) + (f" ({hint})" if hint else ""))
+            continue
+        compiled.append(
+            CompiledExpression(
+                name=condition.name or f"conditions[{k}]", program=program, message=condition.message
+            )
+        )
+    return tuple(compiled)

@@ -1,0 +1,166 @@
+"""The policy models of the built-in scan and SBOM checks (``vulnerabilities``, ``components``), which
+:class:`policies.schema.AttestationRule` holds; split from :mod:`policies.schema` for its size.
+
+``policies/README.md`` and docs/scans.md document every field.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from policies.results import Action
+from policies.strict import StrictModel
+from verifier.scans import is_scan_predicate_type
+
+__all__ = [
+    "VULNERABILITY_ID",
+    "AllowedVulnerability",
+    "ComponentRule",
+    "DocumentKind",
+    "Severity",
+    "VulnerabilityRule",
+    "expiry_time",
+    "judged_document",
+    "scan_rule_problem",
+]
+
+DocumentKind = Literal["sbom", "scan"]
+#: The scan predicate types that can hold either an SBOM or a scan (a CycloneDX document).
+_EITHER_DOCUMENT = re.compile(r"^https://cyclonedx\.org/bom(/v1\.[0-9]+)?$")
+_SPDX_DOCUMENT = re.compile(r"^https://spdx\.dev/Document(/v2\.[23])?$")
+
+
+Severity = Literal["critical", "high", "medium", "low", "info", "none"]
+#: How an allow-list names a vulnerability: CVE, GHSA, PYSEC, OSV or any other ``PREFIX-ID``, in any case.
+VULNERABILITY_ID = r"^\s*[A-Za-z][A-Za-z0-9]*-[A-Za-z0-9][A-Za-z0-9._:-]*\s*$"
+
+
+class AllowedVulnerability(StrictModel):
+    """A finding the policy admits: by id (any alias, any case), with why, until when."""
+
+    id: str = Field(pattern=VULNERABILITY_ID, description="CVE-…, GHSA-…, PYSEC-…, OSV-…: any id or alias")
+    reason: str = Field(min_length=1, description="why it is admitted (kept with the decision)")
+    expires: str | None = Field(
+        default=None,
+        description="RFC 3339 time or date (YYYY-MM-DD: the start of that day, UTC); from then on the entry "
+        "no longer matches",
+    )
+
+    @field_validator("expires")
+    @classmethod
+    def _a_time(cls, value: str | None) -> str | None:
+        if value is not None:
+            expiry_time(value)
+        return value
+
+
+def expiry_time(text: str) -> datetime:
+    """An allow-list entry's ``expires``: an RFC 3339 time with a zone, or a date (its start, UTC)."""
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        return datetime.fromisoformat(text).replace(tzinfo=UTC)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"expires {text!r} is not an RFC 3339 time or a date (2026-12-31)") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"expires {text!r} has no time zone (end it in Z or +HH:MM)")
+    return moment
+
+
+class VulnerabilityRule(StrictModel):
+    """No affected finding above ``maxSeverity`` in the scan but those allow-listed; a finding whose
+    severity cannot be told, and a scan that cannot tell (skipped packages, audited nothing), is
+    ``unknown``."""
+
+    max_severity: Severity = Field(description="the highest severity an affected finding may have")
+    allow: list[AllowedVulnerability] = Field(default_factory=list)
+    allow_from: str | None = Field(
+        default=None,
+        min_length=1,
+        description="a YAML or JSON file (relative to this policy) holding more entries like `allow`'s",
+    )
+    unknown: Action | None = Field(
+        default=None, description='what "cannot tell" does; absent: the policy\'s onIndeterminate'
+    )
+
+
+class ComponentRule(StrictModel):
+    """Components the SBOM must list and must not list, by name in their ecosystem (docs/scans.md)."""
+
+    required: list[str] = Field(
+        default_factory=list, description="names (PEP 503 for PyPI, group:artifact for Maven) or purls"
+    )
+    banned: list[str] = Field(default_factory=list, description="names or purls, as `required`")
+    unknown: Action | None = Field(
+        default=None, description="what an SBOM that lists nothing does; absent: the policy's onIndeterminate"
+    )
+
+    @model_validator(mode="after")
+    def _something(self) -> ComponentRule:
+        if not self.required and not self.banned:
+            raise ValueError("components needs `required` or `banned` names")
+        for name in (*self.required, *self.banned):
+            if not name.strip() or name != name.strip():
+                raise ValueError(f"component name {name!r} is empty or has surrounding white space")
+        return self
+
+
+def judged_document(
+    predicate_type: str,
+    document: DocumentKind | None,
+    vulnerabilities: VulnerabilityRule | None,
+    components: ComponentRule | None,
+) -> DocumentKind | None:
+    """The document an attestation rule judges: ``document``, else what the predicate type or its checks
+    say (cosign's vulnerability predicate and ``vulnerabilities``: a scan; SPDX and ``components``: an
+    SBOM); None for a CycloneDX rule that says neither, or a type that is no SBOM or scan."""
+    if document is not None:
+        return document
+    if not is_scan_predicate_type(predicate_type):
+        return None
+    if _SPDX_DOCUMENT.fullmatch(predicate_type):
+        return "sbom"
+    if not _EITHER_DOCUMENT.fullmatch(predicate_type) or vulnerabilities is not None:
+        return "scan"
+    return "sbom" if components is not None else None
+
+
+def scan_rule_problem(
+    predicate_type: str,
+    document: DocumentKind | None,
+    judged: DocumentKind | None,
+    *,
+    max_age: bool,
+    vulnerabilities: bool,
+    components: bool,
+) -> None:
+    """Raise ``ValueError`` for an attestation rule whose scan and SBOM checks cannot hold as written: a
+    check on a type that is no SBOM or scan, vulnerabilities of an SBOM, and the naive ``maxAge`` on a
+    CycloneDX type that could be either (a fresh SBOM would pass for a fresh scan)."""
+    scans = is_scan_predicate_type(predicate_type)
+    for key, given in (
+        ("maxAge", max_age),
+        ("document", document is not None),
+        ("vulnerabilities", vulnerabilities),
+        ("components", components),
+    ):
+        if given and not scans:
+            what = "a time trtguard can read" if key == "maxAge" else "a document trtguard reads"
+            raise ValueError(f"{key} needs {what}: {predicate_type} is no SBOM or scan")
+    if document == "sbom" and vulnerabilities:
+        raise ValueError("vulnerabilities are read from a scan: set `document: scan` (or leave it out)")
+    spdx = _SPDX_DOCUMENT.fullmatch(predicate_type) is not None
+    if spdx and (document == "scan" or vulnerabilities):
+        raise ValueError(f"{predicate_type} is an SBOM (SPDX 2 has no vulnerabilities): no scan")
+    if document == "sbom" and not spdx and not _EITHER_DOCUMENT.fullmatch(predicate_type):
+        raise ValueError(f"{predicate_type} is a vulnerability scan: `document: sbom` cannot hold")
+    if max_age and judged is None:
+        raise ValueError(
+            f"maxAge on {predicate_type} could measure an SBOM (when it was made) or a vulnerability scan "
+            "(when it ran, and its database): say which with `document: scan` (then an SBOM does not count "
+            "as a scan) or `document: sbom`"
+        )

@@ -1,0 +1,331 @@
+"""policies.rules.scan_rules: the built-in ``vulnerabilities`` and ``components`` checks, ``document``,
+``anyOf`` and ``onIndeterminate``, on real scanner output (tests/data 602-609) signed about the image
+digest."""
+
+from __future__ import annotations
+
+import textwrap
+from datetime import UTC, datetime
+
+import pytest
+
+from policies.loader import PolicyLoadError
+from policies.results import Action, Decision
+from tests.policies.conftest import Material
+from tests.policies.rules.test_attestations import CDX, VULN, attest, data, judge, wrapped
+
+SPDX = "https://spdx.dev/Document"
+BASE = "images.runtime.attestations"
+
+POLICY = """
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: scanned}
+spec:
+  match: {namespaces: [prod]}
+  onIndeterminate: INDETERMINATE
+  images:
+    - name: runtime
+      match: ["nvcr.io/nvidia/tensorrt:*"]
+      attestations:
+"""
+
+
+def policy(entries: str, on_indeterminate: str = "Deny") -> str:
+    body = textwrap.indent(textwrap.dedent(entries).strip(), " " * 8)
+    return POLICY.replace("INDETERMINATE", on_indeterminate) + body + "\n"
+
+
+def vulns(max_severity: str = "high", extra: str = "", predicate_type: str = VULN) -> str:
+    return f"""
+    - predicateType: {predicate_type}
+      keys: [platform/scanner]
+      vulnerabilities:
+        maxSeverity: {max_severity}
+    {textwrap.indent(textwrap.dedent(extra).strip(), " " * 4) if extra else ""}
+    """
+
+
+def found(decision: Decision) -> set[tuple[str, Action, bool]]:
+    return {(v.rule, v.action, v.indeterminate) for v in decision.violations}
+
+
+def test_a_finding_above_max_severity_is_denied_whichever_rating_says_so(material: Material) -> None:
+    # PYSEC-2021-142: the owner's medium first, the advisory's CRITICAL second
+    attest(material, VULN, wrapped(data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")))
+    decision = judge(material, policy(vulns("high")))
+    assert found(decision) == {(f"{BASE}[{VULN}].vulnerabilities", Action.DENY, False)}
+    message = decision.violations[0].message
+    assert "PYSEC-2021-142 (GHSA-8q59-q68h-6hv4, CVE-2020-14343): critical in pyyaml" in message
+    # the not-affected PYSEC-2020-96 (critical) is not named; MODERATE is within `medium`
+    assert "PYSEC-2020-96" not in message
+    assert judge(material, policy(vulns("critical"))).allowed
+    assert not judge(material, policy(vulns("low"))).allowed
+
+
+@pytest.mark.parametrize(
+    "spelling", ["CVE-2020-14343", "cve-2020-14343", "GHSA-8Q59-Q68H-6HV4", "pysec-2021-142"]
+)
+def test_an_allow_list_entry_matches_any_alias_in_any_case(material: Material, spelling: str) -> None:
+    attest(material, VULN, wrapped(data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")))
+    allow = f"allow: [{{id: {spelling}, reason: 'not reachable: we never load untrusted YAML'}}]"
+    entry = vulns("high").replace("maxSeverity: high", f"maxSeverity: high\n        {allow}")
+    assert judge(material, policy(entry)).allowed
+
+
+def test_an_expired_entry_stops_matching(material: Material) -> None:
+    attest(material, VULN, wrapped(data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")))
+    entry = vulns("high").replace(
+        "maxSeverity: high",
+        "maxSeverity: high\n        allow: [{id: CVE-2020-14343, reason: r, expires: DATE}]",
+    )
+    assert judge(material, policy(entry.replace("DATE", "2026-12-03"))).allowed  # NOW is 2026-12-02
+    decision = judge(material, policy(entry.replace("DATE", "2026-12-01T23:59:59Z")))
+    assert not decision.allowed
+    assert any("CVE-2020-14343" in n and "expired" in n for n in decision.notes)
+
+
+def test_allow_from_a_file_holds_any_number_of_entries(material: Material) -> None:
+    attest(material, VULN, wrapped(data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")))
+    entries = "".join(f"- {{id: CVE-2099-{n:05d}, reason: filler}}\n" for n in range(1000))
+    (material.root / "exceptions.allow.yaml").write_text(
+        entries + "- {id: GHSA-8q59-q68h-6hv4, reason: not reachable, expires: 2027-01-01}\n"
+    )
+    entry = vulns("high").replace(
+        "maxSeverity: high", "maxSeverity: high\n        allowFrom: exceptions.allow.yaml"
+    )
+    assert judge(material, policy(entry)).allowed
+
+
+def test_allow_from_refuses_a_malformed_file_at_load(material: Material) -> None:
+    (material.root / "bad.allow.yaml").write_text("- {id: CVE-2020-14343}\n- {id: 'not an id', reason: x}\n")
+    entry = vulns("high").replace("maxSeverity: high", "maxSeverity: high\n        allowFrom: bad.allow.yaml")
+    with pytest.raises(PolicyLoadError) as raised:
+        judge(material, policy(entry))
+    problems = "\n".join(raised.value.problems)
+    assert "bad.allow.yaml:1: [0].reason" in problems and "bad.allow.yaml:2: [1].id" in problems
+    plain = entry.replace("bad.allow.yaml", "exceptions.yaml")
+    with pytest.raises(PolicyLoadError, match=r"name the allow-list file \*\.allow\.yaml"):
+        judge(material, policy(plain))
+
+
+def test_an_unrated_finding_cannot_tell_apart_from_on_error(material: Material) -> None:
+    # real pip-audit CycloneDX output: two PyYAML findings, no severities
+    attest(material, CDX, data("603-pip-audit-pyyaml-5.3.cdx.json"))
+    entry = vulns("high", predicate_type=CDX)
+    decision = judge(material, policy(entry, on_indeterminate="Warn"))
+    assert found(decision) == {(f"{BASE}[{CDX}].vulnerabilities", Action.WARN, True)}
+    assert (
+        decision.allowed and "no rating gives a severity for PYSEC-2020-96" in decision.violations[0].message
+    )
+    # the rule's own `unknown` wins over the policy's onIndeterminate
+    strict = entry.replace("maxSeverity: high", "maxSeverity: high\n        unknown: Deny")
+    assert not judge(material, policy(strict, on_indeterminate="Warn")).allowed
+    # allow-listed by id, an unrated finding is decided
+    listed = entry.replace(
+        "maxSeverity: high",
+        "maxSeverity: high\n        allow: [{id: PYSEC-2020-96, reason: a}, {id: PYSEC-2021-142, reason: b}]",
+    )
+    assert judge(material, policy(listed)).allowed
+
+
+def test_a_scan_that_skipped_packages_cannot_tell(material: Material) -> None:
+    attest(material, VULN, wrapped(data("604-pip-audit-offline-skipped.json")))
+    decision = judge(material, policy(vulns("critical")))
+    assert found(decision) == {(f"{BASE}[{VULN}].document", Action.DENY, True)}
+    assert "pip-audit skipped 2 package(s)" in decision.violations[0].message
+
+
+def test_an_sbom_does_not_pass_for_a_scan(material: Material) -> None:
+    # a fresh CycloneDX SBOM (cyclonedx-py) beside no scan: `document: scan` does not count it
+    attest(material, CDX, data("607-cyclonedx-py-requirements.cdx.json"))
+    entry = f"""
+    - predicateType: {CDX}
+      keys: [platform/scanner]
+      document: scan
+      maxAge: 7d
+    """
+    decision = judge(material, policy(entry))
+    assert found(decision) == {(f"{BASE}[{CDX}].document", Action.DENY, True)}
+    assert "none of the 1 signed" in decision.violations[0].message
+    # and an SBOM rule on the same document passes, its age measured from when it was made
+    assert judge(material, policy(entry.replace("document: scan", "document: sbom"))).allowed
+    old = judge(
+        material,
+        policy(entry.replace("document: scan", "document: sbom")),
+        now=datetime(2027, 1, 1, tzinfo=UTC),
+    )
+    assert "the SBOM is 30 days" in old.violations[0].message
+
+
+def test_an_empty_sbom_cannot_tell(material: Material) -> None:
+    attest(material, CDX, data("602-pip-audit-offline-skipped.cdx.json"))
+    entry = f"""
+    - predicateType: {CDX}
+      keys: [platform/scanner]
+      document: sbom
+    """
+    assert found(judge(material, policy(entry))) == {(f"{BASE}[{CDX}].document", Action.DENY, True)}
+
+
+@pytest.mark.parametrize("written", ["pyyaml", "PyYAML", "PYYAML", "pkg:pypi/PyYAML", "pkg:pypi/pyyaml@5.3"])
+def test_components_are_matched_by_their_name_in_the_ecosystem(material: Material, written: str) -> None:
+    attest(material, CDX, data("607-cyclonedx-py-requirements.cdx.json"))  # PyYAML, with a purl
+    entry = f"""
+    - predicateType: {CDX}
+      keys: [platform/scanner]
+      components: {{banned: ["{written}"]}}
+    """
+    decision = judge(material, policy(entry))
+    assert found(decision) == {(f"{BASE}[{CDX}].components.banned", Action.DENY, False)}
+    assert "listed as PyYAML 5.3" in decision.violations[0].message
+    required = entry.replace("banned", "required")
+    assert judge(material, policy(required)).allowed
+
+
+def test_a_ban_is_not_escaped_by_spelling_without_a_purl(material: Material) -> None:
+    # pip-audit's CycloneDX output has no purls: the written name counts, under PEP 503
+    bom = data("606-pip-audit-clean.cdx.json")
+    bom["components"][0]["name"] = "Typing_Extensions"
+    attest(material, CDX, bom)
+    entry = f"""
+    - predicateType: {CDX}
+      keys: [platform/scanner]
+      components: {{banned: [typing-extensions]}}
+    """
+    assert not judge(material, policy(entry)).allowed
+
+
+def test_maven_components_are_group_colon_artifact(material: Material) -> None:
+    example = data("608-spdx-2.3-spec-example.spdx.json")  # lists pkg:maven/org.apache.jena/apache-jena
+    attest(material, SPDX, example)
+    entry = f"""
+    - predicateType: {SPDX}
+      keys: [platform/scanner]
+      components: {{required: ["org.apache.jena:apache-jena"], banned: [apache-jena, "pkg:npm/apache-jena"]}}
+    """
+    assert judge(material, policy(entry)).allowed  # a bare artifact name is no Maven package
+    missing = entry.replace("org.apache.jena:apache-jena", "org.apache.logging.log4j:log4j-core")
+    assert found(judge(material, policy(missing))) == {
+        (f"{BASE}[{SPDX}].components.required", Action.DENY, False)
+    }
+
+
+def test_any_of_admits_either_format(material: Material) -> None:
+    entry = f"""
+    - anyOf:
+        - predicateType: {VULN}
+          keys: [platform/scanner]
+          vulnerabilities: {{maxSeverity: high}}
+        - predicateType: {CDX}
+          keys: [platform/scanner]
+          document: scan
+          vulnerabilities: {{maxSeverity: high}}
+    """
+    clean = data("606-pip-audit-clean.cdx.json") | {"vulnerabilities": []}
+    attest(material, CDX, clean, "cdx.json")  # only the CycloneDX scan
+    decision = judge(material, policy(entry))
+    assert decision.allowed, decision.violations
+    assert [a.predicate_type for a in decision.images[0].attestations] == [CDX]
+    (material.attestations / "cdx.json").unlink()
+    attest(material, VULN, wrapped(data("606-pip-audit-clean.cdx.json")), "vuln.json")  # only cosign's
+    assert judge(material, policy(entry)).allowed
+
+
+def test_any_of_with_none_holding_says_why_each_failed(material: Material) -> None:
+    entry = f"""
+    - anyOf:
+        - predicateType: {VULN}
+          keys: [platform/scanner]
+          vulnerabilities: {{maxSeverity: high}}
+        - predicateType: {CDX}
+          keys: [platform/scanner]
+          document: scan
+          vulnerabilities: {{maxSeverity: high}}
+    """
+    attest(material, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"))  # a CRITICAL finding
+    decision = judge(material, policy(entry))
+    assert found(decision) == {
+        (f"{BASE}[{VULN}]", Action.DENY, False),  # none attached
+        (f"{BASE}[{CDX}].vulnerabilities", Action.DENY, False),
+    }
+
+
+def test_any_of_is_never_passed_by_an_alternative_that_cannot_tell(material: Material) -> None:
+    entry = f"""
+    - anyOf:
+        - predicateType: {VULN}
+          keys: [platform/scanner]
+          vulnerabilities: {{maxSeverity: high}}
+        - predicateType: {CDX}
+          keys: [platform/scanner]
+          document: scan
+          vulnerabilities: {{maxSeverity: high}}
+    """
+    attest(material, VULN, wrapped(data("604-pip-audit-offline-skipped.json")))
+    decision = judge(material, policy(entry))
+    assert not decision.allowed
+    assert (f"{BASE}[{VULN}].document", Action.DENY, True) in found(decision)
+
+
+def test_cel_conditions_read_the_evaluation_clock(material: Material) -> None:
+    attest(material, VULN, wrapped(data("606-pip-audit-clean.cdx.json")))
+    entry = f"""
+    - predicateType: {VULN}
+      keys: [platform/scanner]
+      conditions:
+        - name: before-2027
+          cel: "timestamp(now) < timestamp('2027-01-01T00:00:00Z')"
+          message: the exception period is over
+    """
+    assert judge(material, policy(entry)).allowed
+    assert not judge(material, policy(entry), now=datetime(2027, 1, 2, tzinfo=UTC)).allowed
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            f"{{predicateType: {SPDX}, keys: [platform/scanner], vulnerabilities: {{maxSeverity: high}}}}",
+            "SPDX 2",
+        ),
+        (
+            f"{{predicateType: {VULN}, keys: [platform/scanner], document: sbom}}",
+            "`document: sbom` cannot hold",
+        ),
+        (
+            f"{{predicateType: {CDX}, keys: [platform/scanner], document: sbom, "
+            "vulnerabilities: {maxSeverity: high}}",
+            "set `document: scan`",
+        ),
+        (
+            "{predicateType: https://slsa.dev/provenance/v1, keys: [platform/scanner], "
+            "components: {banned: [x]}}",
+            "no SBOM or scan",
+        ),
+        (f"{{predicateType: {CDX}, keys: [platform/scanner], components: {{}}}}", "`required` or `banned`"),
+    ],
+)
+def test_rules_that_cannot_hold_are_refused_at_load(material: Material, entry: str, message: str) -> None:
+    with pytest.raises(PolicyLoadError, match=message):
+        judge(material, policy(f"- {entry}"))
+
+
+def test_an_sbom4python_spdx_sbom_is_judged_by_package_names(material: Material) -> None:
+    # real sbom4python output (tests/data/611): requests and its dependencies, with PyPI purls
+    attest(material, SPDX, data("611-sbom4python-requests.spdx.json"))
+    entry = f"""
+    - predicateType: {SPDX}
+      keys: [platform/scanner]
+      maxAge: 30d
+      components: {{required: [Charset_Normalizer, "pkg:pypi/urllib3"], banned: [PyYAML]}}
+    """
+    made = datetime(2026, 12, 2, 7, 2, tzinfo=UTC)  # its creationInfo.created
+    assert judge(material, policy(entry), now=made).allowed  # SPDX is an SBOM: maxAge needs no `document`
+    banned = entry.replace("banned: [PyYAML]", "banned: [IDNA]")
+    denied = judge(material, policy(banned), now=made)
+    assert found(denied) == {(f"{BASE}[{SPDX}].components.banned", Action.DENY, False)}
+    old = judge(material, policy(entry), now=datetime(2027, 2, 1, tzinfo=UTC))
+    assert "the SBOM is 60 days" in old.violations[0].message
+    # seven hours after the suite's clock: dated in the future, so refused
+    assert "in the future" in judge(material, policy(entry)).violations[0].message
