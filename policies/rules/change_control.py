@@ -198,7 +198,10 @@ async def _baselines(
         nonlocal declared_found
         if chosen.digest == declared:
             declared_found = True
-            source, kind = f"declared previous manifest {declared}", "declared-previous-manifest"
+            if kind == "last-admitted-engine":  # what it is: the engine that ran here, which it also names
+                source += " (the declared previous manifest)"
+            else:
+                source, kind = f"declared previous manifest {declared}", "declared-previous-manifest"
         baselines.append(Baseline(chosen.manifest, source, chosen.digest, kind, str(engine), admitted_by))
 
     previous: ImageReference | InvalidReference | None = None
