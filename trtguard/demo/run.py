@@ -162,7 +162,7 @@ class _Server:
 
 
 @contextlib.contextmanager
-def _serve(material: Material, workdir: Path, out: TextIO) -> Iterator[_Server]:
+def _serve(material: Material, workdir: Path, out: TextIO, port: int = 0) -> Iterator[_Server]:
     log = workdir / "serve.log"
     command = [
         sys.executable, "-m", "trtguard", "serve",
@@ -170,7 +170,7 @@ def _serve(material: Material, workdir: Path, out: TextIO) -> Iterator[_Server]:
         "--attestations", str(material.attestations),
         "--self-signed", str(workdir / "tls"), "--san", SERVICE,
         "--decision-log", f"sqlite:///{workdir / 'decisions.db'}",
-        "--port", "0",
+        "--port", str(port),
     ]  # fmt: skip
     with log.open("w") as stderr:
         process = subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, stderr=stderr, text=True)
@@ -267,15 +267,21 @@ async def _send(server: _Server, cases: Sequence[Scenario], out: TextIO) -> int:
     return unexpected
 
 
-def run(workdir: Path, *, keep_running: bool = False, out: TextIO | None = None) -> int:
-    """Play the demo in ``workdir``; returns 0 when every verdict was the expected one."""
+def run(workdir: Path, *, keep_running: bool = False, port: int = 0, out: TextIO | None = None) -> int:
+    """Play the demo in ``workdir`` with the webhook on 127.0.0.1:``port`` (0: a free one); returns 0 when
+    every verdict was the expected one."""
     out = out or sys.stdout
     workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"trtguard demo: generating keys, signed engines and attestations in {workdir}", file=out)
+    bin_dir = Path(sys.executable).parent
+    print(
+        f"  the trtguard command is {bin_dir / 'trtguard'} (`. {bin_dir / 'activate'}` puts it on PATH)",
+        file=out,
+    )
     material = make_material(workdir)
     print(f"  bundled policies with the demo keys: {material.policies}", file=out, flush=True)
-    with _serve(material, workdir, out) as server:
+    with _serve(material, workdir, out, port) as server:
         unexpected = asyncio.run(_send(server, scenarios(material), out))
         report = asyncio.run(SQLiteStore(workdir / "decisions.db", read_only=True).verify())
         print(f"\nDecision log sqlite:///{workdir / 'decisions.db'}: {report.summary()}", file=out)
@@ -343,9 +349,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="where the demo writes (./.trtguard-demo)",
     )
     parser.add_argument("--keep-running", action="store_true", help="leave the webhook running afterwards")
+    parser.add_argument(
+        "--port", type=int, default=0, help="the webhook's port on 127.0.0.1 (default 0: a free one)"
+    )
     args = parser.parse_args(argv)
     try:
-        return run(args.workdir, keep_running=args.keep_running)
+        return run(args.workdir, keep_running=args.keep_running, port=args.port)
     except TrtguardError as error:
         print(f"trtguard demo: error: {error.diagnostics()}", file=sys.stderr)
         return error.exit_code
