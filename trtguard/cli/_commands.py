@@ -40,6 +40,11 @@ COMMANDS: Final[Mapping[str, Command]] = {
         "check",
         check="check Kubernetes manifests against the policies (exit 0 allowed, 1 denied, 2 error)",
     ),
+    **_commands(
+        "review",
+        review="send manifests to a running webhook as AdmissionReviews, as the API server does, and print "
+        "its answers",
+    ),
     **_commands("policy", policy="work with policies (test)"),
     **_commands("schema", schema="print a JSON Schema (build manifest, policy document or decision record)"),
     # the auditor's side
