@@ -189,6 +189,7 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
     key_docs: list[tuple[TrustedKeysDocument, Document, Path]] = []
     policy_docs: list[tuple[InferencePolicyDocument, Document, Path]] = []
     kind_docs: list[tuple[WorkloadKindDocument, Document, Path]] = []
+    written: list[tuple[Document, Path]] = []  # every InferencePolicy document, valid or not
     for path in files:
         raw = _read(path, problems)
         if raw is None:
@@ -207,6 +208,8 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
                 "not meant to hold policies"
             )
         for document in documents:
+            if isinstance(document.data, dict) and document.data.get("kind") == "InferencePolicy":
+                written.append((document, path))
             parsed = _parse_document(document, path, problems)
             if isinstance(parsed, TrustedKeysDocument):
                 key_docs.append((parsed, document, path))
@@ -217,8 +220,9 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
 
     signers = load_signers(key_docs, problems, digest)
     kinds = registry(kind_docs, problems)
+    for document, path in written:
+        problems += kind_name_problems(document, path, kinds)
     for doc, document, path in policy_docs:
-        problems += kind_name_problems(doc, document, path, kinds)
         problems += _engine_pattern_problems(doc, document, path)
     policies = _compile_policies(policy_docs, signers, problems)
     if problems:

@@ -167,14 +167,15 @@ def test_declared_previous_manifest_shows_a_major_upgrade(material: Material) ->
 def test_the_last_admitted_engine_is_named_as_such_when_it_is_also_the_declared_one(
     material: Material,
 ) -> None:
-    """Issue 28 item 6: the baseline that ran here is the last admitted engine, whatever the build declared."""
+    """Issue 28 item 6: the baseline that ran here is the last admitted engine, whatever the build says."""
     old = material.engine("v1", toolchain=TRT8)
     new = material.engine("v2", previous_engine=old, previous_manifest_digest=material.manifest_digests["v1"])
     history = RecordedHistory({("prod", "Pod", "p"): admitted(old)})
     decision = evaluate(engine_for(material, history), pod(engine=new))
     message = change_violation(decision)
     assert f"last admitted engine {old} (the declared previous manifest)" in message
-    [control] = [e.to_json() for e in decision.engines][0]["change_control"]
+    [engine] = [e.to_json() for e in decision.engines]
+    [control] = engine["change_control"]
     assert [b["kind"] for b in control["baselines"]] == ["declared-previous-manifest", "last-admitted-engine"]
 
 
