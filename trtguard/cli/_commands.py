@@ -73,6 +73,7 @@ COMMANDS: Final[Mapping[str, Command]] = {
     **_commands(
         "approve", approve="sign a change approval for one engine, audit ID and list of change kinds"
     ),
+    **_commands("demo", demo="material for trying trtguard without a GPU (a stand-in engine)"),
     # verifying artifacts
     **_commands(
         "verify_engine",
