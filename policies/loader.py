@@ -107,8 +107,13 @@ class CompiledImageRule:
         return known
 
     def judges(self, field: str) -> bool:
-        """True when the rule judges images named in ``field`` (``ImageUse.field``)."""
-        return self.rule.fields is None or field in self.rule.fields
+        """True when the rule judges images named in ``field`` (``ImageUse.field``).
+
+        A ``modelcar`` image runs as a container, so a rule for ``container`` judges it as well: scoping a
+        rule to containers never lets a model storage URI run an image that rule would refuse.
+        """
+        fields = self.rule.fields
+        return fields is None or field in fields or (field == "modelcar" and "container" in fields)
 
     def applies_to(self, reference: ImageReference, field: str) -> bool:
         """True when the rule judges ``reference`` named in ``field``."""
