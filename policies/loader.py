@@ -107,11 +107,7 @@ class CompiledImageRule:
         return known
 
     def judges(self, field: str) -> bool:
-        """True when the rule judges images named in ``field`` (``ImageUse.field``).
-
-        A ``modelcar`` image runs as a container, so a rule for ``container`` judges it as well: scoping a
-        rule to containers never lets a model storage URI run an image that rule would refuse.
-        """
+        """True when the rule judges images named in ``field``; a ``modelcar`` runs, so container rules do."""
         fields = self.rule.fields
         return fields is None or field in fields or (field == "modelcar" and "container" in fields)
 
@@ -225,8 +221,7 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
 
     signers = load_signers(key_docs, problems, digest)
     kinds = registry(kind_docs, problems)
-    for document, path in written:
-        problems += kind_name_problems(document, path, kinds)
+    problems += kind_name_problems(written, kinds)
     for doc, document, path in policy_docs:
         problems += _engine_pattern_problems(doc, document, path)
     policies = _compile_policies(policy_docs, signers, problems)

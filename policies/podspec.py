@@ -212,9 +212,9 @@ class PodSpecReader:
 
         KServe mounts ``oci+native://REF`` as an image volume of its model container and runs any other
         ``oci://REF`` (``oci+modelcar://``, ``oci+fetch://``) as a container beside it (the modelcar), so
-        those are ``modelcar`` images, which rules for containers judge too. Either way the URI names the model, so it is an engine candidate read by the
-        template's regular containers, like a mounted image volume. Other schemes (``s3://``, ``hf://``, …)
-        are no image.
+        those are ``modelcar`` images, which rules for containers judge too. Either way the URI names the
+        model, so it is an engine candidate read by the template's regular containers, like a mounted image
+        volume. Other schemes (``s3://``, ``hf://``, …) are no image.
         """
         if not isinstance(uri, str):
             self._problem(path, f"a storage URI must be a string, found {type_name(uri)}")

@@ -60,12 +60,20 @@ def registry(
     return DEFAULT_KINDS.with_definitions(definitions.values())
 
 
-def kind_name_problems(document: Document, path: Path, kinds: KindRegistry) -> list[str]:
-    """Every ``match.kinds`` and ``exclude.kinds`` entry of a policy document that names no kind of ``kinds``.
+def kind_name_problems(documents: Sequence[tuple[Document, Path]], kinds: KindRegistry) -> list[str]:
+    """Every ``match.kinds`` and ``exclude.kinds`` entry of the policy documents that names no kind of
+    ``kinds``.
 
-    Read from the document as written, so that a policy with other errors reports these too (at once,
+    Read from the documents as written, so that a policy with other errors reports these too (at once,
     rather than after the others are fixed); entries that are not strings are the schema's to report.
     """
+    found = []
+    for document, path in documents:
+        found += _kind_name_problems(document, path, kinds)
+    return found
+
+
+def _kind_name_problems(document: Document, path: Path, kinds: KindRegistry) -> list[str]:
     found = []
     spec = document.data.get("spec") if isinstance(document.data, dict) else None
     for key in ("match", "exclude"):

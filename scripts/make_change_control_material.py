@@ -123,8 +123,8 @@ def main() -> None:
             key = committee[approver]
             _approval(out, f"approval-{name}-{approver}.dsse.json", engines[name][1], audit_id, approver, key)
     # The mistake item 7 of issue 28 is about: bob approved the artifact digest push-engine printed.
-    artifact = engines["v2-artifact"][0]
-    _approval(out, "approval-v2-artifact-bob.dsse.json", artifact, "CHG-44", "bob", committee["bob"])
+    artifact_digest = engines["v2-artifact"][0]
+    _approval(out, "approval-v2-artifact-bob.dsse.json", artifact_digest, "CHG-44", "bob", committee["bob"])
     for name, reference in references.items():
         print(f"{name:12} {reference}")
 
