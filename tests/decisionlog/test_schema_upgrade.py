@@ -80,7 +80,7 @@ async def test_a_version_1_log_is_migrated_and_continues(tmp_path: Path, make_re
 
 # --- schema 3 (carried state keyed without the API group) to schema 4 ---------------------------------
 
-SCHEMA_3 = Path(__file__).resolve().parents[2] / "data" / "770-schema-3-rotated-log"
+SCHEMA_3 = Path(__file__).resolve().parents[1] / "data" / "770-schema-3-rotated-log"
 BATCH = WorkloadIdentity("batch", "Job", "prod", "train")
 VOLCANO = WorkloadIdentity("batch.volcano.sh", "Job", "prod", "train")
 BATCH_ENGINE = "registry.example.com/models/train@sha256:" + "a1" * 32
