@@ -41,8 +41,11 @@ system-packages:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+# make demo DEMO_PORT=8443 DEMO_FLAGS=--keep-running: a port of your choice (0: a free one), webhook left running.
+DEMO_PORT ?= 0
+DEMO_FLAGS ?=
 demo: setup
-	$(BIN)/python -m trtguard.demo
+	$(BIN)/python -m trtguard.demo --port $(DEMO_PORT) $(DEMO_FLAGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

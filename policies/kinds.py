@@ -13,6 +13,7 @@ Policies name kinds as Kubernetes writes a GroupKind: ``Kind.group`` (``RayClust
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -288,10 +289,12 @@ class KindRegistry:
             if builtin:
                 return frozenset(d.group_kind for d in builtin)
             groups = sorted(d.name for d in self.definitions if d.kind == kind)
+            close = difflib.get_close_matches(kind, list(_BUILTIN_BY_KIND), n=3, cutoff=0.75)
+            meant = groups or close
             raise ValueError(
                 f"{kind!r} is not a built-in Kubernetes kind"
-                + (f"; did you mean {' or '.join(groups)}?" if groups else "")
-                + " Name other kinds with their API group: Kind.group"
+                + (f"; did you mean {' or '.join(meant)}?" if meant else "")
+                + " (a built-in kind is named as its manifests name it, singular; any other as Kind.group)"
             )
         if (group, kind) not in self._by_group_kind:
             known = ", ".join(sorted(d.name for d in self.definitions if d.origin != "builtin"))

@@ -122,8 +122,9 @@ class CompiledImageRule:
         return known
 
     def judges(self, field: str) -> bool:
-        """True when the rule judges images named in ``field`` (``ImageUse.field``)."""
-        return self.rule.fields is None or field in self.rule.fields
+        """True when the rule judges images named in ``field``; a ``modelcar`` runs, so container rules do."""
+        fields = self.rule.fields
+        return fields is None or field in fields or (field == "modelcar" and "container" in fields)
 
     def applies_to(self, reference: ImageReference, field: str) -> bool:
         """True when the rule judges ``reference`` named in ``field``."""
@@ -212,6 +213,7 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
     key_docs: list[tuple[TrustedKeysDocument, Document, Path]] = []
     policy_docs: list[tuple[InferencePolicyDocument, Document, Path]] = []
     kind_docs: list[tuple[WorkloadKindDocument, Document, Path]] = []
+    written: list[tuple[Document, Path]] = []  # every InferencePolicy document, valid or not
     sources: list[Path] = []
     for read in reads:
         path = read.path
@@ -236,6 +238,7 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
                 f"{path}: if this is Notation's trust policy, name its folder in a TrustedKeys key "
                 "(notationConfig: {directory: …}): only then is it read as Notation's (policies/README.md)"
             )
+        written += [(document, path) for document in read.written]
         for document, parsed in read.parsed:
             if isinstance(parsed, TrustedKeysDocument):
                 key_docs.append((parsed, document, path))
@@ -247,8 +250,8 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
 
     signers = load_signers(key_docs, problems, digest)
     kinds = registry(kind_docs, problems)
+    problems += kind_name_problems(written, kinds)
     for doc, document, path in policy_docs:
-        problems += kind_name_problems(doc, document, path, kinds)
         problems += _engine_pattern_problems(doc, document, path)
     policies = _compile_policies(policy_docs, signers, problems, digest)
     if problems:
@@ -272,6 +275,8 @@ class _FileRead:
     raw: bytes | None
     parsed: tuple[tuple[Document, TrustedKeysDocument | InferencePolicyDocument | WorkloadKindDocument], ...]
     problems: tuple[str, ...]
+    #: Its InferencePolicy documents as written, valid or not (their kind names are checked either way).
+    written: tuple[Document, ...] = ()
 
 
 def _read_file(path: Path) -> _FileRead:
@@ -294,7 +299,10 @@ def _read_file(path: Path) -> _FileRead:
         found = _parse_document(document, path, problems)
         if found is not None:
             parsed.append((document, found))
-    return _FileRead(path, raw, tuple(parsed), tuple(problems))
+    written = tuple(
+        d for d in documents if isinstance(d.data, dict) and d.data.get("kind") == "InferencePolicy"
+    )
+    return _FileRead(path, raw, tuple(parsed), tuple(problems), written)
 
 
 def _lexical(path: Path) -> Path:

@@ -57,7 +57,10 @@ MAX_IMAGES: Final = 2000
 #: Malformed fields per workload: each is a violation of every policy that selects the workload.
 MAX_PROBLEMS: Final = 1000
 
-ImageField = Literal["container", "initContainer", "ephemeralContainer", "volume"]
+ImageField = Literal["container", "initContainer", "ephemeralContainer", "volume", "modelcar"]
+"""Where an image is named. ``modelcar``: a KServe model storage URI whose image KServe runs as a container
+beside the model server (``oci://``, ``oci+modelcar://``); rules for ``container`` judge it too, since it
+runs."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -211,10 +211,10 @@ class PodSpecReader:
         """Read a model storage URI; one with an OCI scheme names an image the Pod pulls.
 
         KServe mounts ``oci+native://REF`` as an image volume of its model container and runs any other
-        ``oci://REF`` (``oci+modelcar://``, ``oci+fetch://``) as a container, so those are judged as
-        container images. Either way the URI names the model, so it is an engine candidate read by the
-        template's regular containers, like a mounted image volume. Other schemes (``s3://``, ``hf://``, …)
-        are no image.
+        ``oci://REF`` (``oci+modelcar://``, ``oci+fetch://``) as a container beside it (the modelcar), so
+        those are ``modelcar`` images, which rules for containers judge too. Either way the URI names the
+        model, so it is an engine candidate read by the template's regular containers, like a mounted image
+        volume. Other schemes (``s3://``, ``hf://``, …) are no image.
         """
         if not isinstance(uri, str):
             self._problem(path, f"a storage URI must be a string, found {type_name(uri)}")
@@ -225,7 +225,7 @@ class PodSpecReader:
         if not reference:
             self._problem(path, "the OCI storage URI names no image")
             return
-        self._image(ImageUse(reference, path, "volume" if scheme == "oci+native" else "container", None))
+        self._image(ImageUse(reference, path, "volume" if scheme == "oci+native" else "modelcar", None))
         self._uris.append((name, reference, path))
 
     def _read_mounts(self, mounts: Any, path: str, container: int) -> None:

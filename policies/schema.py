@@ -223,7 +223,8 @@ class ImageRule(_Model):
         default=None,
         min_length=1,
         description="the image fields this rule judges (container, initContainer, ephemeralContainer, "
-        "volume); absent = every field",
+        "volume, modelcar: a KServe oci:// storage URI, which runs as a container and so is judged by "
+        "container rules too); absent = every field",
     )
     exclude: list[str] = Field(default_factory=list, description="globs this rule does not apply to")
     require_digest: bool = Field(default=False, description="the workload must pin the image by digest")

@@ -22,6 +22,9 @@ signature, a wrong key) for ``negative_ttl``, a transient failure (a registry th
 hit skips the registry and the cryptography; the evaluator still runs every other check on each admission.
 Verification runs in a worker thread (keyless signatures cost ~10 ms of certificate checks), never on the
 event loop.
+
+One module on purpose: :class:`VerifiedEvidence` is one object, every cache of verified evidence with the
+cache keys and per-rule trust its methods share; splitting it by evidence kind would spread that state.
 """
 
 from __future__ import annotations
@@ -420,6 +423,45 @@ class VerifiedEvidence:
         if fresh:
             self.approvals_cache.invalidate(key)
         return await self.approvals_cache.get_or_compute(key, compute, now=self._clock())
+
+    async def ignored_approvals(
+        self, reference: ImageReference, keys: Sequence[str], fetch: Fetch
+    ) -> tuple[str, ...]:
+        """Why each change approval found about the artifact counts for nothing, worded for a denial: signed
+        by none of ``keys``, invalid, or about another file than the engine (the artifact digest, say).
+
+        Never cached and never part of a verdict (:meth:`approvals` decides): a denial lists them so that an
+        approver who named the wrong digest learns it. What an approval that did not verify claims is shown
+        as its claim only.
+        """
+        fetched = await fetch()
+        trust = self._statement_trust(keys, 1)
+        subjects = fetched.subjects
+        reasons = []
+        for copies in by_statement(
+            [a for a in fetched.attestations if a.predicate_type == CHANGE_APPROVAL_PREDICATE_TYPE]
+        ):
+            origin = copies[0].origin
+            try:
+                found = await asyncio.to_thread(verify_approval, copies, trust)
+            except TrtguardError as error:
+                reasons.append(
+                    f"the approval at {origin} is not signed by [{', '.join(keys)}]: {error.message}"
+                )
+                continue
+            named = found.approval.engine_digest
+            who = f"{found.approval.approver}'s approval ({', '.join(found.signers)})"
+            if named == subjects.artifact and subjects.engine_file is not None:
+                reasons.append(
+                    f"{who} names {named}, the digest of the artifact {reference} (its OCI manifest), not "
+                    f"the engine file {subjects.engine_file} that approvals must name"
+                )
+                continue
+            try:
+                subjects.require_describes(named, copies[0].subjects, "it")
+            except TrtguardError as error:
+                reasons.append(f"{who}: {error.message}")
+        return tuple(reasons)
 
     async def gpu_verification(
         self,

@@ -15,7 +15,6 @@ from pathlib import Path
 from policies.kind_schema import WorkloadKindDocument
 from policies.kinds import KindDefinition, KindRegistry, template
 from policies.operator_kinds import DEFAULT_KINDS
-from policies.schema import InferencePolicyDocument
 from verifier.base import Document
 
 __all__ = ["kind_name_problems", "registry"]
@@ -61,13 +60,28 @@ def registry(
     return DEFAULT_KINDS.with_definitions(definitions.values())
 
 
-def kind_name_problems(
-    doc: InferencePolicyDocument, document: Document, path: Path, kinds: KindRegistry
-) -> list[str]:
-    """Every ``match.kinds`` and ``exclude.kinds`` entry of a policy that names no kind of ``kinds``."""
+def kind_name_problems(documents: Sequence[tuple[Document, Path]], kinds: KindRegistry) -> list[str]:
+    """Every ``match.kinds`` and ``exclude.kinds`` entry of the policy documents that names no kind of
+    ``kinds``.
+
+    Read from the documents as written, so that a policy with other errors reports these too (at once,
+    rather than after the others are fixed); entries that are not strings are the schema's to report.
+    """
     found = []
-    for key, selection in (("match", doc.spec.match), ("exclude", doc.spec.exclude)):
-        for index, name in enumerate(selection.kinds or [] if selection is not None else []):
+    for document, path in documents:
+        found += _kind_name_problems(document, path, kinds)
+    return found
+
+
+def _kind_name_problems(document: Document, path: Path, kinds: KindRegistry) -> list[str]:
+    found = []
+    spec = document.data.get("spec") if isinstance(document.data, dict) else None
+    for key in ("match", "exclude"):
+        selection = spec.get(key) if isinstance(spec, dict) else None
+        names = selection.get("kinds") if isinstance(selection, dict) else None
+        for index, name in enumerate(names if isinstance(names, list) else []):
+            if not isinstance(name, str):
+                continue
             try:
                 kinds.resolve(name)
             except ValueError as error:

@@ -39,7 +39,7 @@ from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import BuildManifestRule, ChangeControl
 from policies.verified import Documents, VerifiedApproval, VerifiedManifest
-from verifier.attestations import ChangeKind
+from verifier.attestations import ChangeApproval, ChangeKind
 from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference, VerificationError
 from verifier.manifest import EngineBuildManifest
 from verifier.manifest_diff import diff_manifests
@@ -86,6 +86,8 @@ class ChangeVerdict:
     against: dict[ChangeKind, tuple[int, ...]] = field(default_factory=dict)
     #: Why the engine was judged as a first engine though it has baselines: the unconfirmed ones, worded.
     unconfirmed: tuple[str, ...] = ()
+    #: Approvals that verified but count for no missing kind, each with why (another audit ID, expired, …).
+    not_counted: tuple[str, ...] = ()
 
     @property
     def satisfied(self) -> bool:
@@ -126,7 +128,19 @@ async def check(
     run.counted(use.reference).changes(_record(run, found.policy.name, baselines, verdict))
     if looked_up and not verdict.satisfied:
         message, fix = describe(rule, verified, verdict, ref)
+        ignored = await _ignored(run, rule, ref)
+        if ignored or verdict.not_counted:
+            message += "; approvals found that do not count: " + "; ".join((*ignored, *verdict.not_counted))
         found.add(_RULE, message, fix)
+
+
+async def _ignored(run: Evaluation, rule: ChangeControl, ref: ImageReference) -> tuple[str, ...]:
+    """The approvals about the engine that verification set aside, worded; none when they cannot be read
+    (the denial stands either way: this only explains it)."""
+    try:
+        return await run.ignored_approvals(ref, rule.approvals.keys)
+    except (EvidenceUnavailable, VerificationError):
+        return ()
 
 
 def _record(
@@ -187,7 +201,10 @@ async def _baselines(
         nonlocal declared_found
         if chosen.digest == declared:
             declared_found = True
-            source, kind = f"declared previous manifest {declared}", "declared-previous-manifest"
+            if kind == "last-admitted-engine":  # what it is: the engine that ran here, which it also names
+                source += " (the declared previous manifest)"
+            else:
+                source, kind = f"declared previous manifest {declared}", "declared-previous-manifest"
         baselines.append(Baseline(chosen.manifest, source, chosen.digest, kind, str(engine), admitted_by))
 
     previous: ImageReference | InvalidReference | None = None
@@ -371,11 +388,12 @@ def judge(
     engine_digest = f"sha256:{manifest.output_engine.sha256}"
     approved_by: dict[ChangeKind, set[str]] = {kind: set() for kind in gated}
     counted: dict[str, VerifiedApproval] = {}
+    not_counted: list[str] = []
     for found in approvals:
         approval = found.approval
-        if approval.engine_digest != engine_digest or approval.audit_id != manifest.audit_id:
-            continue
-        if approval.expires_at is not None and approval.expires_at <= now:
+        why = _why_not(approval, engine_digest, manifest.audit_id, gated, now)
+        if why is not None:
+            not_counted.append(f"{approval.approver}'s approval ({', '.join(found.signers)}) {why}")
             continue
         for kind in gated:
             if kind in approval.changes:
@@ -391,7 +409,23 @@ def judge(
         missing=missing,
         counted=tuple(counted.values()),
         unconfirmed=tuple(b.source for b in baselines if not b.confirmed) if first and baselines else (),
+        not_counted=tuple(not_counted),
     )
+
+
+def _why_not(
+    approval: ChangeApproval, engine_digest: str, audit_id: str, gated: Sequence[ChangeKind], now: datetime
+) -> str | None:
+    """Why a verified approval counts for none of the ``gated`` kinds of this engine, or None if it counts."""
+    if approval.engine_digest != engine_digest:
+        return f"names engine {approval.engine_digest}, not the engine file {engine_digest}"
+    if approval.audit_id != audit_id:
+        return f"names audit ID {approval.audit_id}, not {audit_id}"
+    if approval.expires_at is not None and approval.expires_at <= now:
+        return f"expired at {approval.expires_at.isoformat()}"
+    if not any(kind in approval.changes for kind in gated):
+        return f"covers [{', '.join(approval.changes)}], none of [{', '.join(gated)}]"
+    return None
 
 
 def describe(

@@ -340,6 +340,10 @@ class Evaluation:
             lambda: verified.approvals(reference, keys, self.attestations(reference), fresh=fresh),
         )
 
+    async def ignored_approvals(self, reference: ImageReference, keys: Sequence[str]) -> tuple[str, ...]:
+        """Why each change approval found about the engine counts for nothing (for a denial's message)."""
+        return await self.verified.ignored_approvals(reference, keys, self.attestations(reference))
+
     async def gpu_verification(
         self, reference: ImageReference, rule: VerificationRule, engine_sha256: str | None
     ) -> VerifiedVerification:

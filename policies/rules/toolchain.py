@@ -68,7 +68,7 @@ async def _same_as_runtime_image(
                 _RULE,
                 f"{where} can read the engine, but its image is not named here (the operator fills it in), "
                 f"so it cannot be compared with the builder image {builder}",
-                "name the container's image",
+                _name_the_image(container.path),
                 error=True,
             )
             continue
@@ -100,3 +100,13 @@ async def _same_as_runtime_image(
                 "run the engine only in the TensorRT image it was built with (every container that "
                 "mounts it, or shares a writable volume with one that can read it), or rebuild it there",
             )
+
+
+def _name_the_image(path: str) -> str:
+    """The fix for a container whose image the operator fills in: where to name it."""
+    if path.endswith(".model") or ".model." in path:
+        return (
+            f"name the runtime image in {path}.image (KServe runs the predictor's model container with it; "
+            "without it, the ServingRuntime's image, which this resource does not show)"
+        )
+    return "name the container's image"

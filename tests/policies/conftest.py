@@ -102,11 +102,14 @@ class Material:
         *,
         audit_id: str = "AUD-1",
         expires_at: str | None = None,
+        engine_digest: str | None = None,
+        subject: str | None = None,
     ) -> None:
-        """A signed change approval of the engine ``engine_name`` by ``signer``."""
+        """A signed change approval of the engine ``engine_name`` by ``signer`` (naming ``engine_digest``
+        and about ``subject``, ``sha256:…``, when given: an approval of the wrong digest)."""
         engine = sha256_bytes(f"engine {engine_name}".encode())
         predicate: dict[str, Any] = {
-            "engine_digest": f"sha256:{engine}",
+            "engine_digest": engine_digest or f"sha256:{engine}",
             "audit_id": audit_id,
             "changes": changes,
             "approver": f"{signer}@example.com",
@@ -115,7 +118,7 @@ class Material:
         if expires_at is not None:
             predicate["expires_at"] = expires_at
         self.statement(
-            engine,
+            subject.removeprefix("sha256:") if subject else engine,
             CHANGE_APPROVAL_PREDICATE_TYPE,
             predicate,
             signer,

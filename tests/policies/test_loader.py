@@ -247,7 +247,14 @@ def test_keys_alone_are_not_a_policy_set(material: Material) -> None:
 def test_library_loads_with_test_keys() -> None:
     root = Path(__file__).resolve().parents[2] / "policies" / "library"
     policy_set = load_policy_set([root, root / "tests" / "keys.yaml"])
-    assert len(policy_set.policies) == 8
+    assert len(policy_set.policies) == 5  # the starter policies: the templates to copy are elsewhere
+    templates = root.parent / "templates"
+    copied = [templates / name for name in ("scanned-images.yaml", "gitops-deployers.yaml", "gpu-fit.yaml")]
+    assert len(load_policy_set([*copied, root / "tests" / "keys.yaml"]).policies) == 3
+    committee = load_policy_set(
+        [templates / "change-control.yaml", root / "tests" / "change-control" / "keys.yaml"]
+    )
+    assert [policy.name for policy in committee.policies] == ["change-control"]
 
 
 LIBRARY = Path(__file__).resolve().parents[2] / "policies" / "library"

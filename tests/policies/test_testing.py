@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from policies.loader import load_policy_set
 from policies.testing import junit, run_tests
 from trtguard.cli import main
 
@@ -35,15 +36,18 @@ def test_library_suites_all_pass() -> None:
         "gitops-deployers-person",
         "gitops-deployers-cronjob-controller",
         "gitops-deployers-unknown",
+        "change-control",
     }
     assert run.exit_code == 0
 
 
 @pytest.fixture
 def suite_copy(tmp_path: Path) -> Path:
-    root = tmp_path / "library"
-    shutil.copytree(LIBRARY_TESTS.parent, root)
-    return root / "tests"
+    # The policies folder's layout: the suites name starter policies and templates by relative paths.
+    root = tmp_path / "policies"
+    shutil.copytree(LIBRARY_TESTS.parent, root / "library")
+    shutil.copytree(LIBRARY_TESTS.parents[1] / "templates", root / "templates")
+    return root / "library" / "tests"
 
 
 def test_wrong_expectation_fails_with_the_reason(
@@ -138,3 +142,15 @@ def test_now_is_the_clock_of_suites_that_set_none(
     capsys.readouterr()
     assert main(["policy", "test", str(suite_copy / "scanned-images"), "--now", "2036-11-01T00:00:00Z"]) == 1
     assert "FAIL" in capsys.readouterr().out
+
+
+def test_the_starter_library_loads_no_template() -> None:
+    """Issue 28 item 5: ``--policies policies/library`` is the five starter policies, ready to use."""
+    policy_set = load_policy_set([LIBRARY_TESTS.parent, LIBRARY_TESTS / "keys.yaml"])
+    assert sorted(policy.name for policy in policy_set.policies) == [
+        "engine-toolchain-matches-runtime",
+        "int8-calibration-and-accuracy",
+        "signed-build-manifest",
+        "signed-inference-images",
+        "trusted-tensorrt-images",
+    ]

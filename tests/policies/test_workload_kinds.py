@@ -118,6 +118,24 @@ def test_workload_kinds_are_checked_when_they_load(
     assert any(message in problem for problem in caught.value.problems), caught.value.problems
 
 
+def test_a_plural_or_misspelt_kind_is_named_with_the_kind_meant_beside_other_errors(
+    material: Material,
+) -> None:
+    """Issue 28 item 9: ``kinds: [Deployments]`` says ``Deployment``, in the same run as the other errors."""
+    broken = POLICY.replace("KINDS", "Deployments").replace(
+        "requireDigest: true", "requireDigest: true, x: 1"
+    )
+    with pytest.raises(PolicyLoadError) as caught:
+        load(material, broken)
+    problems = caught.value.problems
+    assert len(problems) == 2 and any("spec.images[0].x: unknown key" in p for p in problems)
+    [kinds] = [p for p in problems if "spec.match.kinds[0]" in p]
+    assert kinds.endswith(
+        "spec.match.kinds[0]: 'Deployments' is not a built-in Kubernetes kind; did you mean Deployment? (a "
+        "built-in kind is named as its manifests name it, singular; any other as Kind.group)"
+    )
+
+
 def test_policies_name_kinds_by_group(material: Material) -> None:
     with pytest.raises(PolicyLoadError) as caught:
         load(material, POLICY.replace("KINDS", "RayCluster"))

@@ -116,7 +116,7 @@ def world(registry: LocalRegistry, tmp_path_factory: pytest.TempPathFactory) -> 
         ("gitops-deployers.yaml", "prod-deploy"),
         ("gpu-fit.yaml", "prod-gpu"),
     ):
-        text = (LIBRARY / "checklist" / name).read_text()
+        text = (LIBRARY.parent / "templates" / name).read_text()
         assert 'namespaces: ["prod", "prod-*"]' in text
         (policies / name).write_text(
             text.replace('namespaces: ["prod", "prod-*"]', f"namespaces: [{namespace}]")

@@ -44,7 +44,8 @@ class ArtifactChange:
     """One engine or image of the workload whose reference changed; ``old`` is None when it is new.
 
     ``slot`` is what identifies it in the workload (engine name or container); ``recorded`` is the image or
-    engine object of the decision record, with the evidence the policies counted.
+    engine object of the decision record, with the evidence the policies counted; ``previous`` the object of
+    the record that admitted ``old``, when the log holds it (what the old values are read from).
     """
 
     artifact: Artifact
@@ -52,6 +53,7 @@ class ArtifactChange:
     old: str | None
     new: str
     recorded: Mapping[str, Any]
+    previous: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> tuple[Artifact, str]:
@@ -93,6 +95,19 @@ class ArtifactChange:
         """Who approved (the approvals counted)."""
         return _unique(approval.get("approver") for approval in self.approvals)
 
+    @property
+    def values(self) -> list[tuple[str, str | None, str]]:
+        """What changed of an engine, from the records alone: (field, old value, new value) for the audit
+        ID, TensorRT version and precisions of the build manifests counted (old None: not in the log)."""
+        if self.artifact != "engine":
+            return []
+        found = []
+        for label, new in _manifest_values(self.recorded).items():
+            old = _manifest_values(self.previous).get(label) if self.previous is not None else None
+            if old != new:
+                found.append((label, old, new))
+        return found
+
     def to_json(self) -> dict[str, Any]:
         """The change with its summary and the recorded object."""
         return {
@@ -104,8 +119,20 @@ class ArtifactChange:
             "change_kinds": self.change_kinds,
             "gated": self.gated,
             "approvers": self.approvers,
+            "changed": [{"field": label, "old": old, "new": new} for label, old, new in self.values],
             "recorded": dict(self.recorded),
         }
+
+
+def _manifest_values(recorded: Mapping[str, Any]) -> dict[str, str]:
+    """The audit ID, TensorRT version and precisions of an engine's recorded build manifests, as text."""
+    manifests = _objects(recorded, "build_manifests")
+    values = {
+        "audit ID": _unique(m.get("audit_id") for m in manifests),
+        "TensorRT": _unique(m.get("tensorrt_version") for m in manifests),
+        "precisions": _unique(", ".join(map(str, _list(m, "precisions"))) for m in manifests),
+    }
+    return {label: " | ".join(found) for label, found in values.items() if found}
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,8 +202,11 @@ def replay(records: Iterable[StoredRecord], *, carried: CarriedAdmission | None 
     dropped = {stored.seq for stored in not_delivered(records)}
     entries: list[HistoryEntry] = []
     in_force: dict[Artifact, dict[str, str]] = {"engine": {}, "image": {}}
+    # Slot → the recorded object of what is in force: where a change's old values come from.
+    objects: dict[Artifact, dict[str, Mapping[str, Any]]] = {"engine": {}, "image": {}}
     if carried is not None:
         in_force["engine"] = {slot: ref for slot, (ref, _) in _slots("engine", carried.engines).items()}
+        objects["engine"] = {slot: entry for slot, (_, entry) in _slots("engine", carried.engines).items()}
     for stored in sorted(records, key=lambda s: (s.record.time, s.seq)):
         record = stored.record
         if not record.allowed or record.dry_run or stored.seq in dropped:
@@ -193,15 +223,26 @@ def replay(records: Iterable[StoredRecord], *, carried: CarriedAdmission | None 
         )
         for artifact, entries_of in kinds:
             admitted = _slots(artifact, entries_of)
-            previous = in_force[artifact]
+            previous, before = in_force[artifact], objects[artifact]
             changes += [
-                ArtifactChange(artifact, slot, previous.get(slot), reference, entry)
+                ArtifactChange(
+                    artifact,
+                    slot,
+                    previous.get(slot),
+                    reference,
+                    entry,
+                    before.get(slot) if slot in previous else None,
+                )
                 for slot, (reference, entry) in admitted.items()
                 if previous.get(slot) != reference
             ]
             current = {slot: reference for slot, (reference, _) in admitted.items()}
+            recorded = {slot: entry for slot, (_, entry) in admitted.items()}
             # A re-created workload starts afresh; what it replaces is still its predecessor.
-            in_force[artifact] = current if record.operation == "CREATE" else {**previous, **current}
+            if record.operation == "CREATE":
+                in_force[artifact], objects[artifact] = current, recorded
+            else:
+                in_force[artifact], objects[artifact] = {**previous, **current}, {**before, **recorded}
         if changes:
             entries.append(
                 HistoryEntry(

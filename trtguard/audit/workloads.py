@@ -9,11 +9,16 @@ what rotation carried forward); when it knows several, the command says which an
 
 from __future__ import annotations
 
+import difflib
+
 from decisionlog import DecisionStore, RecordQuery
 from policies.identity import WorkloadIdentity
 from verifier.base import InputError
 
-__all__ = ["named_workloads", "resolve_workload"]
+__all__ = ["closest_workloads", "named_workloads", "resolve_workload"]
+
+#: How many of the newest records :func:`closest_workloads` reads for the workloads the log knows.
+SCANNED_FOR_NAMES = 10_000
 
 
 async def named_workloads(store: DecisionStore, namespace: str, name: str) -> list[WorkloadIdentity]:
@@ -48,3 +53,20 @@ async def resolve_workload(store: DecisionStore, text: str, *, where: str) -> Wo
             hint=f"name one with its kind: {found[0]}",
         )
     return found[0] if found else None
+
+
+async def closest_workloads(store: DecisionStore, text: str, *, limit: int = 5) -> list[str]:
+    """The workloads of the log's newest records whose names are closest to ``text`` (a mistyped name), as
+    ``NAMESPACE/KIND/NAME``; empty when none is close."""
+    known = {
+        str(stored.record.workload)
+        for stored in await store.query(RecordQuery(newest_first=True, limit=SCANNED_FOR_NAMES))
+        if stored.record.workload is not None
+    }
+    # NAMESPACE/NAME is compared with each workload's namespace and name, the long form with the long form.
+    forms: dict[str, set[str]] = {}
+    for name in known:
+        parts = name.split("/")
+        forms.setdefault(f"{parts[0]}/{parts[-1]}" if text.count("/") == 1 else name, set()).add(name)
+    close = difflib.get_close_matches(text, list(forms), n=limit, cutoff=0.6)
+    return sorted({name for match in close for name in forms[match]})[:limit]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Sequence
 
@@ -25,6 +26,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Auditable, enforceable TensorRT inference on Kubernetes.",
         allow_abbrev=False,
     )
+    parser.add_argument("--version", action="version", version=f"trtguard {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     modules = {COMMANDS[command].module} if command is not None else set()
     registered: set[str] = set()
@@ -38,6 +40,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         else:
             subparsers.add_parser(name, help=entry.help, add_help=False)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (the checkout's, for an editable install)."""
+    try:
+        return importlib.metadata.version("trtguard")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed: pip install -e .)"
 
 
 def _command(argv: Sequence[str]) -> str | None:

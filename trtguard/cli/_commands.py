@@ -40,6 +40,11 @@ COMMANDS: Final[Mapping[str, Command]] = {
         "check",
         check="check Kubernetes manifests against the policies (exit 0 allowed, 1 denied, 2 error)",
     ),
+    **_commands(
+        "review",
+        review="send manifests to a running webhook as AdmissionReviews, as the API server does, and print "
+        "its answers",
+    ),
     **_commands("policy", policy="work with policies (test)"),
     **_commands("schema", schema="print a JSON Schema (build manifest, policy document or decision record)"),
     # the auditor's side
@@ -68,6 +73,7 @@ COMMANDS: Final[Mapping[str, Command]] = {
     **_commands(
         "approve", approve="sign a change approval for one engine, audit ID and list of change kinds"
     ),
+    **_commands("demo", demo="material for trying trtguard without a GPU (a stand-in engine)"),
     # verifying artifacts
     **_commands(
         "verify_engine",

@@ -13,7 +13,14 @@ from trtguard.cli._commands import Subparsers, add_command
 from trtguard.cli.keys import add_output_arguments, add_password_arguments
 from trtguard.cli.keys_commands import load_signing_key, write_envelope
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ChangeApproval, ChangeKind
-from verifier.base import InputError, hash_file, input_error_from_validation, parse_sha256, read_limited
+from verifier.base import (
+    ImageReference,
+    InputError,
+    hash_file,
+    input_error_from_validation,
+    parse_sha256,
+    read_limited,
+)
 from verifier.dsse import Envelope
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
 from verifier.manifest import load_manifest, manifest_digest
@@ -29,12 +36,20 @@ def register(subparsers: Subparsers) -> None:
         "approve",
         description="Sign a change-approval attestation\n"
         "(https://trtguard.dev/attestations/change-approval/v1) that policies with\n"
-        "changeControl count towards their approval threshold.",
+        "changeControl count towards their approval threshold.\n\n"
+        "An approval names the engine file's digest (what `sha256sum model.plan` prints,\n"
+        "the output_engine.sha256 of its build manifest), never the digest of the OCI\n"
+        "artifact that carries it: `approve` refuses the artifact digest of --push REF,\n"
+        "and an engine other than the one that artifact carries. A denial lists the\n"
+        "approvals found that do not count, and why.",
         epilog="change kinds:\n" + "\n".join(f"  {kind:<28} {kind.meaning}" for kind in ChangeKind),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "engine", metavar="ENGINE_DIGEST", help="sha256:… of the engine file, or the engine file itself"
+        "engine",
+        metavar="ENGINE_DIGEST",
+        help="sha256:… of the engine FILE (the build manifest's output_engine.sha256, the engine layer of "
+        "its artifact), not the artifact digest `push-engine` prints; or the engine file itself",
     )
     parser.add_argument("--audit-id", required=True, help="the audit ID the change is recorded under")
     parser.add_argument(
@@ -77,7 +92,36 @@ def _engine_digest(text: str) -> str:
     path = Path(text)
     if not text.startswith("sha256:") and path.is_file():
         return hash_file(path).digest
+    if "@sha256:" in text:
+        raise InputError(
+            f"{text!r} is an artifact reference; an approval names the engine file's digest",
+            hint="give the engine file (or its sha256:…) as ENGINE_DIGEST and the reference to --push",
+        )
     return f"sha256:{parse_sha256(text, what='engine digest')}"
+
+
+def _check_artifact(engine_digest: str, args: argparse.Namespace) -> None:
+    """Refuse an approval of the artifact digest of ``--push REF``, or of an engine other than the one the
+    artifact carries: change control would never count it (it names the engine file)."""
+    if args.push is None:
+        return
+    # Imported here: only an approval pushed to a registry loads the registry client (start-up time).
+    from trtguard.cli.registry import engine_file_of  # noqa: PLC0415
+
+    target = ImageReference.parse(args.push)
+    carried = engine_file_of(args.push, args)
+    file_hint = "the engine file's digest: `sha256sum model.plan`, or give the file itself as ENGINE_DIGEST"
+    if target.digest == engine_digest:
+        raise InputError(
+            f"{engine_digest} is the digest of the artifact {args.push} (its OCI manifest), not of the "
+            "engine file it carries; change control counts only approvals of the engine file",
+            hint=f"approve {carried}" if carried is not None else f"approve {file_hint}",
+        )
+    if carried is not None and carried != engine_digest:
+        raise InputError(
+            f"the artifact {args.push} carries the engine file {carried}, not {engine_digest}",
+            hint=f"approve {carried}, or attach the approval to the artifact of {engine_digest}",
+        )
 
 
 def _expiry(text: str | None, now: datetime) -> datetime | None:
@@ -119,6 +163,7 @@ def _reviewed_manifest(path: Path, engine_digest: str, audit_id: str) -> str:
 
 def _approve(args: argparse.Namespace) -> int:
     engine_digest = _engine_digest(args.engine)
+    _check_artifact(engine_digest, args)
     now = datetime.now(UTC).replace(microsecond=0)
     reviewed = _reviewed_manifest(args.manifest, engine_digest, args.audit_id) if args.manifest else None
     try:

@@ -18,6 +18,7 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
@@ -135,8 +136,18 @@ def _url(args: argparse.Namespace) -> str:
 def _run(args: argparse.Namespace, work: Callable[[DecisionStore], Awaitable[_T]]) -> _T:
     from decisionlog import open_store  # noqa: PLC0415 - keep `trtguard --help` light
 
+    url = _url(args)
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///").partition("?")[0]).is_file():
+        # A wrong path is a usage error (exit 2), as for `check --decision-log`; reading never creates a log.
+        raise InputError(
+            "the decision log file does not exist",
+            location=url.removeprefix("sqlite:///").partition("?")[0],
+            hint="pass the --decision-log URL that `trtguard serve` writes to "
+            "(sqlite:///relative/file.db, sqlite:////absolute/file.db)",
+        )
+
     async def main() -> _T:
-        store = open_store(_url(args), read_only=True)
+        store = open_store(url, read_only=True)
         await store.open()
         try:
             return await work(store)

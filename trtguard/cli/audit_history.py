@@ -2,6 +2,10 @@
 
 The workload is its API group, kind, namespace and name (:mod:`trtguard.audit.workloads`):
 ``NAMESPACE/NAME`` names it while the log knows one workload of that name, and says which when it knows more.
+A workload the log never saw is exit 1, with the names closest to it. ``--last N`` and ``--since TIME`` show
+the newest changes only (replayed from the whole history, so each still names what it replaced); each change
+says when, who deployed it, what changed (references and the recorded audit ID, TensorRT version and
+precisions, old → new), its change kinds, approvers and audit ID: the 3 a.m. answer from the log alone.
 
 Replayed from the decision log alone (:mod:`trtguard.audit.history`) and checked against the recomputed
 chain; after rotation it starts from what rotation carried forward (the workload's last admissions through
@@ -50,6 +54,12 @@ def register(commands: Subparsers, log_flag: Flag, format_flag: Flag, verify_fla
         "knows one workload of that name",
     )
     log_flag(history)
+    history.add_argument(
+        "--last", type=int, metavar="N", help="only the N newest changes (--last 1: what was deployed last)"
+    )
+    history.add_argument(
+        "--since", metavar="TIME", help="only changes since this RFC 3339 time, or an age such as 12h or 7d"
+    )
     add_evidence_arguments(history, "build manifests")
     history.add_argument(
         "--timeout", type=float, default=30.0, metavar="SECONDS", help="limit for fetching manifests (30)"
@@ -63,8 +73,8 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from decisionlog import Carried  # noqa: PLC0415
     from trtguard.audit import history  # noqa: PLC0415
     from trtguard.audit.chain import check_chain  # noqa: PLC0415
-    from trtguard.audit.workloads import resolve_workload  # noqa: PLC0415
-    from trtguard.cli.audit import _run, _warn  # noqa: PLC0415 - audit imports this module
+    from trtguard.audit.workloads import closest_workloads, resolve_workload  # noqa: PLC0415
+    from trtguard.cli.audit import _run, _time, _warn  # noqa: PLC0415 - audit imports this module
 
     out = out or sys.stdout
     text = str(args.workload)
@@ -73,13 +83,26 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
             f"expected NAMESPACE/KIND/NAME or NAMESPACE/NAME, got {text!r}",
             hint="for example: trtguard audit history prod/Deployment/resnet50",
         )
+    if args.last is not None and args.last < 1:
+        raise InputError("--last must be 1 or more", location="--last")
+    since = _time(args.since, "--since")
 
     async def work(store: DecisionStore) -> int:
         workload = await resolve_workload(store, text, where="NAMESPACE/KIND/NAME")
         records = [] if workload is None else await history.workload_records(store, workload)
         carried = Carried(0, True) if workload is None else await history.workload_carried(store, workload)
-        entries = history.replay(records, carried=history.last_carried(carried))
         shown = text if workload is None else str(workload)
+        if not records and not carried.workloads:
+            close = await closest_workloads(store, shown)
+            print(
+                f"trtguard: the decision log never saw {shown}"
+                + (f"; closest: {', '.join(close)}" if close else "; it knows no workload of a similar name"),
+                file=sys.stderr,
+            )
+            return 1
+        replayed = history.replay(records, carried=history.last_carried(carried))
+        entries = [entry for entry in replayed if since is None or entry.time >= since]
+        entries = entries[-args.last :] if args.last is not None else entries
         # Admissions the API server never received (answered deny): not changes, but an auditor sees them.
         undelivered = history.not_delivered_json(records)
         chain = await check_chain(store, verify=not args.no_verify)
@@ -88,6 +111,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if args.format == "json":
             document = {
                 "workload": shown,
+                "changes_in_log": len(replayed),
                 "log": store.description,
                 "chain": _chain_json(chain),
                 "entries": history.history_json(entries, comparisons, verified),
@@ -99,7 +123,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
             print(json.dumps(document, ensure_ascii=False), file=out)
         else:
             _print_carried(carried, out)
-            _print_history(shown, store.description, entries, comparisons, verified, out)
+            _print_history(shown, store.description, entries, len(replayed), comparisons, verified, out)
             _print_undelivered(undelivered, out)
         unverified = sum(1 for intact in verified.values() if intact is False)
         warning = chain.warning(unverified)
@@ -187,30 +211,36 @@ def _print_history(
     workload: str,
     source: str,
     entries: Sequence[HistoryEntry],
+    total: int,
     comparisons: dict[tuple[int, str], ManifestComparison],
     verified: dict[int, bool | None],
     out: TextIO,
 ) -> None:
     from trtguard.audit.history import signer_names  # noqa: PLC0415
 
-    say(out, f"{workload}: {len(entries)} admitted change(s), from {source}")
+    shown = f"the last {len(entries)} of {total}" if len(entries) < total else str(total)
+    say(out, f"{workload}: {shown} admitted change(s), from {source}")
     if not comparisons and any(c.artifact == "engine" and c.old for e in entries for c in e.changes):
         say(out, "  (give --attestations DIR or --registry-config FILE to compare build manifests)")
     for entry in entries:
-        who = f" by {entry.user}" if entry.user else ""
+        who = f" by {entry.user}" if entry.user else " by an unknown requester"
         groups = f" (groups: {', '.join(entry.groups)})" if entry.groups else ""
         revision = (entry.policy_revision or "-")[:19]
         mark = "  UNVERIFIED" if verified.get(entry.seq) is False else ""
         say(
             out,
             f"\n#{entry.seq}  {stamp(entry.time)}  {entry.operation} {entry.kind}{who}{groups}  "
-            f"policies {revision}…{mark}",
+            f"policies {revision}…  record {entry.record_id}{mark}",
         )
         if entry.format < 2:
             say(out, "    (a record written before evidence was recorded: references only)")
         for change in entry.changes:
-            was = f"  (was {change.old.rsplit('@', 1)[-1][:19]}…)" if change.old else "  (new)"
-            say(out, f"    {change.artifact} {change.slot!r}: {change.new}{was}")
+            say(out, f"    {change.artifact} {change.slot!r}: {change.new}{'' if change.old else '  (new)'}")
+            if change.old:
+                say(out, f"      was {change.old}")
+            values = [f"{label} {old or '(not recorded)'} → {new}" for label, old, new in change.values]
+            if values and change.old:
+                say(out, f"      changed: {'; '.join(values)}")
             recorded = change.recorded
             if change.artifact == "image":
                 for signature in _items(recorded, "signatures"):

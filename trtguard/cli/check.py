@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from policies.check import CheckReport, Outcome, check, read_resources
+from policies.check import CheckReport, Outcome, check, input_files, read_resources
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.report import FORMATS, render
@@ -114,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     policy_set = load_policy_set(args.policies)
     report = CheckReport(policy_revision=policy_set.revision, fail_unknown_kinds=args.unknown_kinds == "fail")
-    resources = list(read_resources(args.inputs, sys.stdin.buffer.read, report.problems))
+    resources = list(read_resources(_inputs(args, report.problems), sys.stdin.buffer.read, report.problems))
     unverifiable = {None: None, "deny": Action.DENY, "warn": Action.WARN}[args.unverifiable]
 
     log = _decision_log_url(args.decision_log)
@@ -147,7 +147,21 @@ def _run(args: argparse.Namespace) -> int:
         args.output.write_text(text)
     else:
         sys.stdout.write(text)
+    if args.output is not None or args.format != "table":
+        # The report holds them too, but a person at the terminal should not need it to see why exit 2.
+        for problem in report.problems:
+            print(f"trtguard: input error: {problem.diagnostics()}", file=sys.stderr)
     return report.exit_code
+
+
+def _inputs(args: argparse.Namespace, problems: list[InputError]) -> list[str]:
+    """The input files, without the report ``-o`` writes: a report written into a folder it scans is not
+    read back as a manifest on the next run."""
+    files = input_files(args.inputs, problems)
+    if args.output is None:
+        return files
+    output = args.output.resolve()
+    return [item for item in files if item == "-" or Path(item).resolve() != output]
 
 
 def _decision_log_url(value: str | None) -> str | None:

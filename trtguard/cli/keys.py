@@ -79,7 +79,9 @@ def _check_uri(value: str) -> str:
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--output``, ``--push`` and the registry options for commands that write an envelope."""
-    parser.add_argument("--output", type=Path, metavar="FILE", help="write here instead of standard output")
+    parser.add_argument(
+        "-o", "--output", type=Path, metavar="FILE", help="write here instead of standard output"
+    )
     parser.add_argument(
         "--push", metavar="REF", help="also attach it to this image or engine artifact in its registry"
     )

@@ -6,7 +6,11 @@ AdmissionReviews over TLS (one admitted Pod and four that the policies deny) and
 message. It ends by checking the decision log's hash chain, exporting the evidence package of the admitted
 engine (signed with a key of its own) and writing that package's HTML report, whose path it prints.
 
-Usage: ``python -m trtguard.demo [--workdir DIR] [--keep-running]``
+It also writes the five Pods to ``pods.yaml`` and the first one's AdmissionReview to ``review.json`` in its
+folder, for trying the running webhook with ``trtguard review`` and ``curl`` (``--keep-running`` prints both
+commands).
+
+Usage: ``python -m trtguard.demo [--workdir DIR] [--port N] [--keep-running]``
 """
 
 from __future__ import annotations
@@ -24,15 +28,17 @@ import sys
 import textwrap
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final, TextIO, cast
 
 import httpx
+import yaml
 
 from decisionlog import SQLiteStore
+from policies.requesters import Requester
+from trtguard.admission_review import admission_review as wrap
 from trtguard.audit.package import Selection, export_evidence_package
 from trtguard.audit.report import write_report
 from trtguard.demo.material import (
@@ -111,9 +117,9 @@ def scenarios(material: Material) -> list[Scenario]:
     ]
 
 
-def admission_review(scenario: Scenario) -> dict[str, Any]:
-    """The AdmissionReview v1 that kube-apiserver would send for the scenario's Pod (three containers)."""
-    pod = {
+def pod(scenario: Scenario) -> dict[str, Any]:
+    """The scenario's Pod (three containers, the engine mounted as an image volume)."""
+    return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": scenario.name, "namespace": NAMESPACE, "labels": {"app": "resnet50"}},
@@ -132,25 +138,20 @@ def admission_review(scenario: Scenario) -> dict[str, Any]:
             ],
         },
     }
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": scenario.name,
-            "namespace": NAMESPACE,
-            "operation": "CREATE",
-            "userInfo": {"username": "demo@example.com", "groups": ["system:authenticated"]},
-            "object": pod,
-            "oldObject": None,
-            "dryRun": False,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-        },
-    }
+
+
+def admission_review(scenario: Scenario) -> dict[str, Any]:
+    """The AdmissionReview v1 that kube-apiserver would send for the scenario's Pod."""
+    return wrap(pod(scenario), requester=DEMO_USER)
+
+
+def write_manifests(cases: Sequence[Scenario], workdir: Path) -> tuple[Path, Path]:
+    """The demo's Pods as one manifest file (for ``trtguard review`` and ``check``), and the first one's
+    AdmissionReview as a file (for ``curl``); returns both paths."""
+    manifests, review = workdir / "pods.yaml", workdir / "review.json"
+    manifests.write_text(yaml.safe_dump_all([pod(case) for case in cases], sort_keys=False))
+    review.write_text(json.dumps(admission_review(cases[0]), indent=2) + "\n")
+    return manifests, review
 
 
 @dataclass
@@ -162,7 +163,7 @@ class _Server:
 
 
 @contextlib.contextmanager
-def _serve(material: Material, workdir: Path, out: TextIO) -> Iterator[_Server]:
+def _serve(material: Material, workdir: Path, out: TextIO, port: int = 0) -> Iterator[_Server]:
     log = workdir / "serve.log"
     command = [
         sys.executable, "-m", "trtguard", "serve",
@@ -170,7 +171,7 @@ def _serve(material: Material, workdir: Path, out: TextIO) -> Iterator[_Server]:
         "--attestations", str(material.attestations),
         "--self-signed", str(workdir / "tls"), "--san", SERVICE,
         "--decision-log", f"sqlite:///{workdir / 'decisions.db'}",
-        "--port", "0",
+        "--port", str(port),
     ]  # fmt: skip
     with log.open("w") as stderr:
         process = subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, stderr=stderr, text=True)
@@ -224,6 +225,10 @@ def _pump(stream: IO[str], lines: queue.SimpleQueue[str]) -> None:
     lines.put("")
 
 
+#: Who the demo's requests come from.
+DEMO_USER = Requester.impersonated("demo@example.com")
+
+
 async def _send(server: _Server, cases: Sequence[Scenario], out: TextIO) -> int:
     context = ssl.create_default_context(cafile=str(server.ca))
     context.set_alpn_protocols(["http/1.1"])
@@ -267,16 +272,24 @@ async def _send(server: _Server, cases: Sequence[Scenario], out: TextIO) -> int:
     return unexpected
 
 
-def run(workdir: Path, *, keep_running: bool = False, out: TextIO | None = None) -> int:
-    """Play the demo in ``workdir``; returns 0 when every verdict was the expected one."""
+def run(workdir: Path, *, keep_running: bool = False, port: int = 0, out: TextIO | None = None) -> int:
+    """Play the demo in ``workdir`` with the webhook on 127.0.0.1:``port`` (0: a free one); returns 0 when
+    every verdict was the expected one."""
     out = out or sys.stdout
     workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"trtguard demo: generating keys, signed engines and attestations in {workdir}", file=out)
+    bin_dir = Path(sys.executable).parent
+    print(
+        f"  the trtguard command is {bin_dir / 'trtguard'} (`. {bin_dir / 'activate'}` puts it on PATH)",
+        file=out,
+    )
     material = make_material(workdir)
     print(f"  bundled policies with the demo keys: {material.policies}", file=out, flush=True)
-    with _serve(material, workdir, out) as server:
-        unexpected = asyncio.run(_send(server, scenarios(material), out))
+    cases = scenarios(material)
+    manifests, review = write_manifests(cases, workdir)
+    with _serve(material, workdir, out, port) as server:
+        unexpected = asyncio.run(_send(server, cases, out))
         report = asyncio.run(SQLiteStore(workdir / "decisions.db", read_only=True).verify())
         print(f"\nDecision log sqlite:///{workdir / 'decisions.db'}: {report.summary()}", file=out)
         print(
@@ -285,7 +298,14 @@ def run(workdir: Path, *, keep_running: bool = False, out: TextIO | None = None)
         )
         verified = _write_evidence_report(material, workdir, out)
         if keep_running:
-            print(f"\nThe webhook keeps running at {server.url}; Ctrl-C stops it.", file=out, flush=True)
+            print(f"\nThe webhook keeps running at {server.url}; Ctrl-C stops it. Try it:", file=out)
+            print(f"  trtguard review {manifests} --server {server.url} --ca {server.ca}", file=out)
+            print(
+                f"  curl --cacert {server.ca} -H 'content-type: application/json' --data @{review} "
+                f"{server.url}/validate",
+                file=out,
+                flush=True,
+            )
             with contextlib.suppress(KeyboardInterrupt):
                 server.process.wait()
     if unexpected or not report.ok or not verified:
@@ -343,9 +363,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="where the demo writes (./.trtguard-demo)",
     )
     parser.add_argument("--keep-running", action="store_true", help="leave the webhook running afterwards")
+    parser.add_argument(
+        "--port", type=int, default=0, help="the webhook's port on 127.0.0.1 (default 0: a free one)"
+    )
     args = parser.parse_args(argv)
     try:
-        return run(args.workdir, keep_running=args.keep_running)
+        return run(args.workdir, keep_running=args.keep_running, port=args.port)
     except TrtguardError as error:
         print(f"trtguard demo: error: {error.diagnostics()}", file=sys.stderr)
         return error.exit_code

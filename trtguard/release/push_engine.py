@@ -20,12 +20,14 @@ from verifier.registry.engine_artifact import (
     ENGINE_LAYER,
     ONNX_LAYER,
     TITLE_ANNOTATION,
+    InvalidEngineArtifact,
     engine_artifact_manifest,
+    engine_layers,
     plain_file_name,
 )
 from verifier.registry.oci import EMPTY_DESCRIPTOR, EMPTY_JSON, OCI_MANIFEST, Descriptor
 
-__all__ = ["EngineArtifact", "push_engine"]
+__all__ = ["EngineArtifact", "engine_file", "push_engine"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,3 +98,13 @@ def _check_files(files: Sequence[tuple[str, Path]]) -> None:
                 hint="rename one of the files",
             )
         names[path.name] = path
+
+
+async def engine_file(writer: RegistryWriter, reference: ImageReference, deadline: Deadline) -> str | None:
+    """``sha256:…`` of the engine file the artifact at ``reference`` carries (its engine layer's digest), or
+    None when it is no engine artifact: what change approvals and verifications of it must name."""
+    try:
+        engine, _, _ = engine_layers(await writer.client.get_manifest(reference, deadline))
+    except InvalidEngineArtifact:
+        return None
+    return engine.digest

@@ -149,6 +149,12 @@ def load_documents(
         mark = error.problem_mark or error.context_mark
         where = f"{source}:{mark.line + 1 + offset}:{mark.column + 1}" if mark else source
         problem = error.problem or error.context or "malformed YAML"
+        if mark is not None and _tab_at(text, mark.index):
+            raise InputError(
+                f"{_MALFORMED}{problem}: a tab character, which YAML never allows in indentation",
+                location=where,
+                hint="indent with spaces (editors: expand tabs to spaces for YAML files)",
+            ) from None
         raise InputError(f"{_MALFORMED}{problem}", location=where) from None
     except yaml.YAMLError as error:
         raise InputError(f"{_MALFORMED}{error}", location=source) from None
@@ -156,6 +162,15 @@ def load_documents(
         raise InputError(
             "document is nested too deeply to parse", location=source, hint="flatten the document"
         ) from None
+
+
+def _tab_at(text: str, index: int) -> bool:
+    """Whether the parser stopped at a tab, or on a line whose indentation holds one."""
+    if 0 <= index < len(text) and text[index] == "\t":
+        return True
+    start = text.rfind("\n", 0, max(index, 0)) + 1
+    line = text[start : text.find("\n", start) if "\n" in text[start:] else len(text)]
+    return "\t" in line[: len(line) - len(line.lstrip(" \t"))]
 
 
 def load_document(text: str, source: str, *, what: str, limits: Limits | None = None) -> Document | None:

@@ -18,6 +18,7 @@ from policies.loader import load_policy_set
 from policies.results import AdmittedEngine, Decision
 from tests.policies.conftest import Material, pod
 from trtguard.cli import main
+from verifier.base import sha256_bytes
 from verifier.base._deadline import Deadline
 from verifier.base._references import ImageReference
 from verifier.evidence import ArtifactAttestations, ArtifactSubjects, ImageSignatures
@@ -127,7 +128,28 @@ def test_approvals_that_do_not_count(material: Material) -> None:
     material.approval("e", ["FirstInt8"], "bob", expires_at="2026-10-20T00:00:00Z")  # expired
     material.approval("e", ["FirstInt8"], "mallory")  # not on the committee
     material.approval("e", ["DynamicShapeChange"], "chen")  # another change kind
-    assert "FirstInt8 needs 2 more" in change_violation(evaluate(engine_for(material), pod(engine=ref)))
+    message = change_violation(evaluate(engine_for(material), pod(engine=ref)))
+    assert "FirstInt8 needs 2 more" in message
+    # Each approval that was found says why it does not count (issue 28: none is silently ignored).
+    _, found = message.split("; approvals found that do not count: ")
+    assert "alice@example.com's approval (committee/alice) names audit ID AUD-other, not AUD-1" in found
+    assert "bob@example.com's approval (committee/bob) expired at 2026-10-20T00:00:00+00:00" in found
+    chen = "chen@example.com's approval (committee/chen)"
+    assert f"{chen} covers [DynamicShapeChange], none of [FirstInt8]" in found
+    assert "is not signed by [committee/alice, committee/bob, committee/chen]" in found
+
+
+def test_an_approval_of_the_artifact_digest_is_named_as_such(material: Material) -> None:
+    ref = material.engine("e", builder_config=INT8, calibration=CALIBRATION)
+    artifact = ref.split("@")[1]
+    material.approval("e", ["FirstInt8"], "alice", engine_digest=artifact, subject=artifact)
+    message = change_violation(evaluate(engine_for(material), pod(engine=ref)))
+    assert "FirstInt8 needs 2 more" in message
+    engine_file = "sha256:" + sha256_bytes(b"engine e")
+    assert (
+        f"alice@example.com's approval (committee/alice) names {artifact}, the digest of the artifact {ref} "
+        f"(its OCI manifest), not the engine file {engine_file} that approvals must name"
+    ) in message
 
 
 def test_declared_previous_manifest_shows_a_major_upgrade(material: Material) -> None:
@@ -140,6 +162,21 @@ def test_declared_previous_manifest_shows_a_major_upgrade(material: Material) ->
     for member in ("alice", "chen"):
         material.approval("v2", ["TensorRTMajorUpgrade"], member)
     assert evaluate(engine_for(material), pod(engine=new)).allowed
+
+
+def test_the_last_admitted_engine_is_named_as_such_when_it_is_also_the_declared_one(
+    material: Material,
+) -> None:
+    """Issue 28 item 6: the baseline that ran here is the last admitted engine, whatever the build says."""
+    old = material.engine("v1", toolchain=TRT8)
+    new = material.engine("v2", previous_engine=old, previous_manifest_digest=material.manifest_digests["v1"])
+    history = RecordedHistory({("prod", "Pod", "p"): admitted(old)})
+    decision = evaluate(engine_for(material, history), pod(engine=new))
+    message = change_violation(decision)
+    assert f"last admitted engine {old} (the declared previous manifest)" in message
+    [engine] = [e.to_json() for e in decision.engines]
+    [control] = engine["change_control"]
+    assert [b["kind"] for b in control["baselines"]] == ["declared-previous-manifest", "last-admitted-engine"]
 
 
 def test_omitted_previous_cannot_hide_a_gated_change(material: Material) -> None:

@@ -202,9 +202,10 @@ def test_verify_ok_and_broken(log: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_a_missing_log_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    status, _, err = _cli(capsys, "verify", "--decision-log", f"sqlite:///{tmp_path}/absent.db")
-    assert status == 1
-    assert "decision log file does not exist" in err
+    for command in ("verify", "tail", "history prod/resnet50"):
+        status, _, err = _cli(capsys, *command.split(), "--decision-log", f"sqlite:///{tmp_path}/absent.db")
+        assert status == 2, command  # a usage error, as for `check --decision-log` (issue 28 item 9)
+        assert "decision log file does not exist" in err
     assert not (tmp_path / "absent.db").exists(), "reading never creates a log"
 
 
@@ -373,14 +374,100 @@ def test_history_of_a_workload_named_with_its_kind(
     status, out, _ = _cli(capsys, "history", workload, "--decision-log", f"sqlite:///{history_log}")
     assert status == 0 and out.startswith("prod/Deployment.apps/resnet50: 2 admitted change(s)")
     # Another group's kind of that name is another workload: nothing of resnet50's history.
-    status, out, _ = _cli(
+    status, out, err = _cli(
         capsys,
         "history",
         "prod/Deployment.example.com/resnet50",
         "--decision-log",
         f"sqlite:///{history_log}",
     )
-    assert status == 0 and out.startswith("prod/Deployment.example.com/resnet50: 0 admitted change(s)")
+    assert status == 1 and not out
+    assert "the decision log never saw prod/Deployment.example.com/resnet50; closest: " in err
+    assert "prod/Deployment.apps/resnet50" in err
+
+
+@pytest.mark.parametrize(
+    ("workload", "closest"),
+    [
+        ("prod/resnet5", "prod/Deployment.apps/resnet50"),
+        ("prod/Deployment/resnt50", "prod/Deployment.apps/resnet50"),
+        ("prod/other-modl", "prod/Deployment.apps/other-model"),
+    ],
+)
+def test_history_of_a_workload_the_log_never_saw_names_the_closest(
+    history_log: Path, capsys: pytest.CaptureFixture[str], workload: str, closest: str
+) -> None:
+    """Issue 28 item 6: a mistyped workload is exit 1 with the names closest to it, not 0 changes."""
+    status, out, err = _cli(capsys, "history", workload, "--decision-log", f"sqlite:///{history_log}")
+    assert status == 1 and not out
+    assert "the decision log never saw" in err and closest in err
+    status, _, err = _cli(capsys, "history", "dev/zzz", "--decision-log", f"sqlite:///{history_log}")
+    assert status == 1 and "it knows no workload of a similar name" in err
+
+
+def _built(
+    material: Material, name: str, audit_id: str, tensorrt: str, precisions: list[str]
+) -> dict[str, Any]:
+    """The demo engine ``name`` as a record holds it: with the build manifest counted."""
+    manifest = {"digest": "sha256:" + "4" * 64, "signers": [{"key": "platform/build-signer"}]}
+    built = {**manifest, "audit_id": audit_id, "tensorrt_version": tensorrt, "precisions": precisions}
+    return {**_engine(material, name), "name": "resnet", "build_manifests": [built]}
+
+
+def test_history_last_and_since_give_the_newest_change_whole(
+    tmp_path: Path, demo_material: Material, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--last 1``: when, who, old → new (references and recorded values), approvers and audit ID, from
+    the log alone (issue 28 item 6)."""
+    path = tmp_path / "rollout.db"
+    fp16 = _built(demo_material, "fp16", "CHG-1", "10.3.0.26", ["fp16", "fp32"])
+    int8 = _built(demo_material, "int8-calibrated", "CHG-42", "10.3.0.26", ["fp16", "fp32", "int8"])
+    int8["change_control"] = [
+        {
+            "policy": "change-control",
+            "baselines": [{"kind": "last-admitted-engine", "manifest_digest": "sha256:" + "4" * 64,
+                           "engine": fp16["reference"], "admitted_by": {"record_id": "r", "seq": 1}}],
+            "changes": [{"kind": "FirstInt8", "against": []}],
+            "gated": ["FirstInt8"],
+            "approvals": [{"approver": "carol@corp", "signers": [{"key": "committee/carol"}],
+                           "digest": "sha256:" + "5" * 64, "changes": ["FirstInt8"]}],
+        }
+    ]  # fmt: skip
+    start = datetime(2026, 11, 1, 9, tzinfo=UTC)
+    _write(
+        path,
+        [
+            _record(uid="c1", time=start, engines=(fp16,)),
+            _record(
+                uid="u2", time=start + timedelta(hours=1), operation="UPDATE", engines=(int8,), user="bot"
+            ),
+        ],
+    )
+    log = f"sqlite:///{path}"
+    status, out, _ = _cli(capsys, "history", "prod/resnet50", "--decision-log", log, "--last", "1")
+    assert status == 0, out
+    assert out.startswith("prod/Deployment.apps/resnet50: the last 1 of 2 admitted change(s)")
+    assert "#2  2026-11-01T10:00:00Z  UPDATE Deployment by bot" in out and "#1 " not in out
+    assert f"engine 'resnet': {int8['reference']}\n      was {fp16['reference']}\n" in out
+    assert "      changed: audit ID CHG-1 → CHG-42; precisions fp16, fp32 → fp16, fp32, int8\n" in out
+    assert "approved by: carol@corp (committee/carol) for FirstInt8" in out
+    assert "audit ID CHG-42; TensorRT 10.3.0.26" in out
+    status, out, _ = _cli(
+        capsys, "history", "prod/resnet50", "--decision-log", log, "--last", "1", "--format", "json"
+    )
+    data = json.loads(out)
+    assert [entry["seq"] for entry in data["entries"]] == [2] and data["changes_in_log"] == 2
+    [change] = data["entries"][0]["changes"]
+    assert change["changed"] == [
+        {"field": "audit ID", "old": "CHG-1", "new": "CHG-42"},
+        {"field": "precisions", "old": "fp16, fp32", "new": "fp16, fp32, int8"},
+    ]
+    status, out, _ = _cli(
+        capsys, "history", "prod/resnet50", "--decision-log", log, "--since", "2026-11-01T09:30:00Z"
+    )
+    assert status == 0 and out.startswith("prod/Deployment.apps/resnet50: the last 1 of 2 admitted change(s)")
+    status, _, err = _cli(capsys, "history", "prod/resnet50", "--decision-log", log, "--last", "0")
+    assert status == 2 and "--last must be 1 or more" in err
 
 
 def test_query_by_kind_tells_api_groups_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from decisionlog import DecisionRecord, SQLiteStore
+from tests.conftest import REPO
 from tests.policies.conftest import Material, pod
 from trtguard.cli import main
 from verifier.base._deadline import Deadline
@@ -145,3 +146,28 @@ def test_a_log_that_cannot_be_read_is_an_input_error(
     assert status == 2 and out == ""
     assert expected in err and "Traceback" not in err
     assert not (material.root / "missing.db").exists()  # check never creates a log
+
+
+def test_a_report_written_into_the_scanned_folder_is_not_read_back(tmp_path: Path) -> None:
+    """Issue 28 item 9: ``check -o manifests/report.json manifests/`` twice gives the same answer."""
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    (folder / "pod.yaml").write_text(yaml.safe_dump(pod(namespace="dev")))
+    policy = REPO / "policies" / "library" / "trusted-base-images.yaml"
+    report = folder / "report.json"
+    argv = ["check", "--policies", str(policy), "--format", "json", "-o", str(report), str(folder)]
+    for _ in range(2):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert main(argv) == 0, err.getvalue()
+        assert [outcome["name"] for outcome in json.loads(report.read_text())] == ["p"]
+
+
+def test_an_input_error_is_said_on_stderr_when_the_report_goes_elsewhere(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("kind: Pod\napiVersion: v1\nmetadata:\n\tname: x\n")
+    policy = REPO / "policies" / "library" / "trusted-base-images.yaml"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        status = main(["check", "--policies", str(policy), "--format", "json", str(tmp_path / "bad.yaml")])
+    assert status == 2
+    assert f"trtguard: input error: {tmp_path / 'bad.yaml'}:" in err.getvalue()

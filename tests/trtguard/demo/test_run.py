@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -17,10 +18,21 @@ from trtguard.demo.material import Material
 from verifier.base._errors import TrtguardError
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 def test_the_demo_admits_one_and_denies_four_with_reasons(tmp_path: Path) -> None:
     out = io.StringIO()
-    assert demo.run(tmp_path / "demo", out=out) == 0
+    port = _free_port()  # the port asked for (`make demo DEMO_PORT=…`, issue 28 item 9)
+    assert demo.run(tmp_path / "demo", port=port, out=out) == 0
     text = out.getvalue()
+    assert f"trtguard serve is listening on https://127.0.0.1:{port} " in text
+    # Where the command is, since `make demo` puts nothing on PATH (issue 28 item 2).
+    assert f"the trtguard command is {Path(sys.executable).with_name('trtguard')}" in text
     assert text.count("-> ALLOWED") == 1
     assert text.count("-> DENIED (403 PolicyViolation)") == 4
     flat = " ".join(text.split())

@@ -149,3 +149,21 @@ def test_each_document_is_read_on_its_own_when_one_is_malformed() -> None:
     # A stream that reads whole is read whole (one pass, the same documents as load_documents).
     whole = list(load_each_document("a: 1\n---\nb: 2\n", "two.yaml"))
     assert [d.data for d in whole if isinstance(d, Document)] == [{"a": 1}, {"b": 2}]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["kind: Pod\nmetadata:\n\tname: x\n", "spec:\n  containers:\n  \t- name: x\n", "a: 1\n\tb: 2\n"],
+)
+def test_a_tab_in_indentation_is_named_as_a_tab(text: str) -> None:
+    """Issue 28 item 9: the parser's "cannot start any token" says what the character is."""
+    with pytest.raises(InputError) as caught:
+        list(load_documents(text, "f.yaml"))
+    assert "a tab character, which YAML never allows in indentation" in caught.value.message
+    assert caught.value.hint is not None and "indent with spaces" in caught.value.hint
+
+
+def test_other_malformed_yaml_says_nothing_of_tabs() -> None:
+    with pytest.raises(InputError) as caught:
+        list(load_documents("a: [1, 2\nb: 3\n", "f.yaml"))
+    assert "tab" not in caught.value.message

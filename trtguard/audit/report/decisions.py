@@ -88,6 +88,18 @@ class ChainLink:
 
 
 @dataclass(frozen=True, slots=True)
+class InForce:
+    """An engine a workload runs after the last selected admission of it, and the admission that put it
+    there (when, who asked, its audit IDs and approvers)."""
+
+    workload: str
+    slot: str
+    reference: str
+    admission: Admission
+    change: Change
+
+
+@dataclass(frozen=True, slots=True)
 class Decisions:
     """Everything the report shows of the package's decision records."""
 
@@ -96,6 +108,8 @@ class Decisions:
     chain: tuple[ChainLink, ...]
     #: (first, last) time of the selected decisions.
     period: tuple[datetime, datetime] | None
+    #: The engines each workload runs now (as of its last selected admission), by workload then slot.
+    in_force: tuple[InForce, ...] = ()
 
 
 def read_records(data: bytes) -> list[StoredRecord]:
@@ -167,7 +181,18 @@ def read_decisions(records: Sequence[StoredRecord], selected: Iterable[int]) -> 
     )
     times = [stored.record.time for stored in records if stored.seq in chosen]
     period = (min(times), max(times)) if times else None
-    return Decisions(tuple(admissions), denials, chain, period)
+    return Decisions(tuple(admissions), denials, chain, period, _in_force(admissions))
+
+
+def _in_force(admissions: Sequence[Admission]) -> tuple[InForce, ...]:
+    """Per workload, each engine slot's last admitted change: what runs now, and who admitted it."""
+    latest: dict[tuple[str, str], InForce] = {}
+    for admission in admissions:  # in seq order: a later change of a slot replaces the earlier
+        for change in admission.changes:
+            if change.artifact == "engine":
+                key = (admission.workload, change.slot)
+                latest[key] = InForce(admission.workload, change.slot, change.new, admission, change)
+    return tuple(latest[key] for key in sorted(latest))
 
 
 def _workload(record: DecisionRecord) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from trtguard.audit.package.contents import EngineInfo
-from trtguard.audit.report.decisions import Admission
+from trtguard.audit.report.decisions import Admission, InForce
 from verifier.attestations import ChangeApproval, EngineVerification
 from verifier.base import TrtguardError
 from verifier.dsse import Envelope
@@ -119,3 +119,32 @@ def _engine(info: EngineInfo, members: Mapping[str, bytes], first_admitted: int 
 
 def _built(view: EngineView) -> tuple[bool, str]:
     return (not view.builds, view.builds[0].manifest.build_timestamp.isoformat() if view.builds else "")
+
+
+@dataclass(frozen=True, slots=True)
+class RunningEngine:
+    """The first screen's card: an engine a workload runs now, with the facts an auditor asks for first.
+
+    ``engine`` is None when the package holds nothing of the engine; ``build`` the build record whose
+    engine file the artifact carries (its first, when the package holds several).
+    """
+
+    now: InForce
+    engine: EngineView | None
+    build: BuildRecord | None
+
+    @property
+    def engine_file(self) -> str | None:
+        """``sha256:…`` of the engine file, the digest approvals name."""
+        return f"sha256:{self.build.manifest.output_engine.sha256}" if self.build is not None else None
+
+
+def running_now(in_force: Sequence[InForce], engines: Sequence[EngineView]) -> list[RunningEngine]:
+    """A card for each engine in force, joined with the package's engine of that artifact digest."""
+    by_digest = {engine.digest: engine for engine in engines}
+    cards = []
+    for now in in_force:
+        engine = by_digest.get(now.reference.rsplit("@", 1)[-1])
+        build = engine.builds[0] if engine is not None and engine.builds else None
+        cards.append(RunningEngine(now, engine, build))
+    return cards

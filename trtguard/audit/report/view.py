@@ -23,7 +23,7 @@ from trtguard.audit.package.contents import (
 from trtguard.audit.package.verify import Anchor, EvidencePackageReport, PackageVerifier
 from trtguard.audit.report.chart import Point, accuracy_chart
 from trtguard.audit.report.decisions import Decisions, read_decisions, read_records
-from trtguard.audit.report.engines import EngineView, read_engines
+from trtguard.audit.report.engines import EngineView, RunningEngine, read_engines, running_now
 from verifier.base import hash_file
 from verifier.dsse import Envelope
 from verifier.intoto import statement_from_envelope
@@ -53,6 +53,8 @@ class Contents:
     policy_files: tuple[PolicyFile, ...]
     chart_svg: str | None
     chart_problem: str | None
+    #: The first screen: one card per engine each workload runs now.
+    running: tuple[RunningEngine, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +106,7 @@ def _contents(members: Mapping[str, bytes]) -> Contents:
         policy_files=tuple(_policy_files(members)),
         chart_svg=chart_svg,
         chart_problem=chart_problem,
+        running=tuple(running_now(decisions.in_force, engines)),
     )
 
 

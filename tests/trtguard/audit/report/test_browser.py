@@ -182,3 +182,37 @@ def test_the_harness_sees_script_and_requests(tmp_path: Path, open_report: OpenR
 
     assert opened.requests == [page.as_uri(), "http://198.51.100.1/x.png"]
     assert opened.page.evaluate("window.__pwned") == 1 and "log: ran" in opened.console
+
+
+def test_the_first_screen_is_one_card_per_workload_with_whole_digests(
+    world: World, resnet_package: Path, tmp_path: Path, open_report: OpenReport
+) -> None:
+    """Issue 28 item 10: without scrolling, the engine running now, its artifact and engine-file digests in
+    full (a screenshot proves only what it shows), precision, toolchain digest, audit ID and approvers."""
+    report = tmp_path / "report.html"
+    write_report(resnet_package, world.exporter.public_key(), report)
+    opened = open_report(report, tmp_path / "report-full.png")
+    page = opened.page
+    page.screenshot(path=str(tmp_path / "first-screen.png"))  # the viewport only: 1280×900
+    assert (tmp_path / "first-screen.png").stat().st_size > 10_000
+    headings = page.locator("h2").all_inner_texts()
+    assert headings[:2] == ["Verification", "Running now"]
+    cards = page.locator("#running article.card")
+    assert cards.count() == 1  # one workload, one engine slot
+    card = cards.first
+    box = card.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 900, box  # all of it on the first screen
+    text = card.inner_text()
+    assert text.startswith("prod/Pod/resnet engine engine"), text
+    running = [name for name, digest in world.engine_digests.items() if digest in text]
+    assert len(running) == 1, text
+    name = running[0]
+    assert world.engine_digests[name] in text and world.engine_files[name] in text
+    for label in ("Precision", "Toolchain", "Audit ID", "Approvers", "nvcr.io/nvidia/tensorrt@sha256:"):
+        assert label in text, label
+    # Every value is drawn whole: nothing in the card is cut off (no ellipsis, no overflow).
+    for value in card.locator("code.whole").all():
+        assert value.evaluate("e => e.scrollWidth <= e.clientWidth + 1 && getComputedStyle(e).textOverflow")
+        assert value.evaluate("e => getComputedStyle(e).userSelect") in ("all", "auto")
+        value_box = value.bounding_box()
+        assert value_box is not None and value_box["x"] + value_box["width"] <= 1280

@@ -1,0 +1,57 @@
+"""``trtguard demo engine OUT``: a stand-in engine (and ONNX model) for trying the release flow without a GPU.
+
+What the files hold is :mod:`trtguard.demo.engine`'s; the scripted webhook demo is ``make demo``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from trtguard.cli._commands import Subparsers, add_command, add_subcommand
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add ``demo`` and ``demo engine``."""
+    parser = add_command(
+        subparsers, "demo", description="Material for trying trtguard without a GPU or a cluster."
+    )
+    commands = parser.add_subparsers(dest="demo_command", metavar="COMMAND", required=True)
+    engine = add_subcommand(
+        commands,
+        "engine",
+        help="write a stand-in TensorRT plan with a real header layout (and an ONNX model)",
+        description="Write OUT: a stand-in TensorRT plan whose header has the layout trtguard reads "
+        "(docs/engine-artifact.md, 'The plan header'), for `manifest create`, `push-engine`, `approve` and "
+        "the webhook without a GPU. No TensorRT runtime loads it.",
+    )
+    engine.add_argument("output", type=Path, metavar="OUT", help="the plan file to write")
+    engine.add_argument(
+        "--tensorrt-version",
+        default="10.8.0.43",
+        metavar="VERSION",
+        help="the TensorRT version its header names (default 10.8.0.43)",
+    )
+    engine.add_argument(
+        "--seed", default="", metavar="TEXT", help="text written into it: another seed, another digest"
+    )
+    engine.add_argument("--onnx", type=Path, metavar="FILE", help="also write a small real ONNX model here")
+    engine.add_argument("--force", action="store_true", help="overwrite existing files")
+    engine.set_defaults(handler=_engine)
+
+
+def _engine(args: argparse.Namespace) -> int:
+    from trtguard.demo.engine import stand_in_onnx, stand_in_plan  # noqa: PLC0415
+    from verifier.base import InputError, sha256_bytes  # noqa: PLC0415
+
+    for path in (args.output, args.onnx):
+        if path is not None and path.exists() and not args.force:
+            raise InputError(f"{path} exists", hint="use --force to overwrite it")
+    data = stand_in_plan(args.tensorrt_version, args.seed)
+    args.output.write_bytes(data)
+    print(f"{args.output}: stand-in TensorRT {args.tensorrt_version} plan, sha256:{sha256_bytes(data)}")
+    if args.onnx is not None:
+        stand_in_onnx(args.onnx)
+        print(f"{args.onnx}: ONNX model (Relu, input [batch, 3, 224, 224])", file=sys.stdout)
+    return 0
