@@ -140,6 +140,7 @@ async def test_an_expensive_expression_is_a_timely_denial_and_blocks_nobody(
 
         answer, _ = await judge(normal)
         assert answer["allowed"], answer  # the evidence is now cached
+        alone = [(await judge(normal))[1] for _ in range(3)]  # this machine's pace, measured now
         # Both CEL workers started (they start when first needed): starting one is a second or more on a
         # loaded machine, and would be counted against the Pod that happens to need it.
         for _ in range(20):
@@ -164,6 +165,8 @@ async def test_an_expensive_expression_is_a_timely_denial_and_blocks_nobody(
     assert not denied["allowed"]
     assert "the note is read twice (the expression could not be evaluated" in denied["status"]["message"]
     assert denied_after < 10
-    assert allowed["allowed"] and allowed_after < 1.0, allowed_after
+    # Not blocked: the normal Pod is answered at about its own pace (a loaded machine slows both alike:
+    # 2.4 s seen against a fixed 1.0 s), far sooner than the costly one's evaluation budget.
+    assert allowed["allowed"] and allowed_after < max(1.0, 4 * max(alone)), (allowed_after, alone)
     assert slowest_probe < PROBE_LATENCY, f"a probe took {slowest_probe:.2f} s"
     assert peak_rss(server) - before < 100 * 1024 * 1024
