@@ -15,7 +15,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from policies.check import CheckReport, Outcome, check, read_resources
+import yaml
+
+from policies.check import CheckReport, Outcome, check, fixed, read_resources
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.report import FORMATS, render
@@ -97,6 +99,13 @@ def register(subparsers: Subparsers) -> None:
         default=None,
         help="action for rules that cannot be checked here (default: each policy's onError)",
     )
+    parser.add_argument(
+        "--fix",
+        action="store_true",
+        help="judge as the mutating webhook does and print the manifests (YAML, one document per resource) "
+        "with every tag a pinDigest rule verified pinned to that digest (name:tag@sha256:…), the same patch "
+        "/mutate answers; the report goes to stderr (or --output)",
+    )
     add_clock_argument(
         parser, judged="certificate validity, signature expiry, maxAge, scan ages and approvals' expiry"
     )
@@ -130,6 +139,7 @@ def _run(args: argparse.Namespace) -> int:
             unverifiable=unverifiable,
             unknown_kinds="judge" if args.unknown_kinds == "judge" else "report",
             requester=requester,
+            pin=args.fix,
         )
 
     async def run() -> list[Outcome]:
@@ -144,8 +154,18 @@ def _run(args: argparse.Namespace) -> int:
     if args.output is not None:
         args.output.write_text(text)
     else:
-        sys.stdout.write(text)
+        (sys.stderr if args.fix else sys.stdout).write(text)
+    if args.fix:
+        sys.stdout.write(_fixed_manifests(report))
     return report.exit_code
+
+
+def _fixed_manifests(report: CheckReport) -> str:
+    """Every resource read, pinned where its decision allows it (comments and List wrappers are not kept)."""
+    documents = [fixed(outcome) for outcome in report.outcomes]
+    return "".join(
+        "---\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True) for document in documents
+    )
 
 
 def _decision_log_url(value: str | None) -> str | None:
