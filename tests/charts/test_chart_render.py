@@ -46,7 +46,7 @@ def test_every_object_is_valid_for_kubernetes(name: str, kube_version: str) -> N
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_namespaced_objects_live_in_the_release_namespace(name: str) -> None:
     for doc in scenario(name):
-        if doc["kind"] == "ValidatingWebhookConfiguration":
+        if doc["kind"] in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
             assert "namespace" not in doc["metadata"]
         else:
             assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]
