@@ -454,6 +454,7 @@ KNOWN: dict[str, tuple[str, ...]] = {
         "policies.pinning",
         "policies.pods",
         "policies.podspec",
+        "policies.policy_report",
         "policies.report",
         "policies.requesters",
         "policies.results",

@@ -150,7 +150,7 @@ def _run(args: argparse.Namespace) -> int:
                 await client.aclose()
 
     report.outcomes = asyncio.run(run())
-    text = render(report, args.format)
+    text = render(report, args.format, now=clock(args)())
     if args.output is not None:
         args.output.write_text(text)
     else:
