@@ -87,6 +87,13 @@ class Image(_Model):
     container: Annotated[str | None, Field(description="the container (or volume) that uses it")]
     signatures: list[Signature | Omitted]
     attestations: list[Attestation | Omitted]
+    pinned: Annotated[
+        str | None,
+        Field(
+            description="the reference /mutate pinned it to (name:tag@sha256:…, the digest a pinDigest rule "
+            "verified), the patch's replacement at `path`; written only by /mutate records that pinned it"
+        ),
+    ] = None
 
 
 class BuildManifest(_Model):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from policies.evaluator import PolicyEngine
+from policies.pinning import apply_patch, patch_for
 from policies.requesters import Requester
 from policies.results import Action, Decision
 from policies.workload import iter_resources
@@ -276,8 +277,12 @@ async def check(
     unknown_kinds: Literal["report", "judge"] = "report",
     concurrency: int = 32,
     requester: Requester | None = None,
+    pin: bool = False,
 ) -> list[Outcome]:
     """Evaluate every resource; ``unverifiable`` overrides the action of rules that could not be checked.
+
+    ``pin`` judges as the mutating webhook does (``check --fix``): each decision's ``pins`` say what
+    ``pinDigest`` rules verified (:func:`fixed` applies them).
 
     ``requester`` is who would apply the resources (``--as``); without one, rules about the requester
     cannot be checked (``unverifiable`` decides what that does).
@@ -310,6 +315,7 @@ async def check(
             deadline=Deadline.never(),
             unknown_kinds=unknown_kinds,
             requester=requester,
+            pin=pin,
         )
         if unverifiable is not None:
             decision = replace(
@@ -330,3 +336,12 @@ async def check(
     workers = min(concurrency if engine.evidence.concurrent_lookups else 1, len(resources))
     await asyncio.gather(*(worker() for _ in range(workers)))
     return [o for o in outcomes if o is not None]
+
+
+def fixed(outcome: Outcome) -> dict[str, Any]:
+    """The resource with the digests its decision verified pinned (the webhook's ``/mutate`` patch), or as
+    it was when the decision denies it or pins nothing."""
+    decision = outcome.decision
+    if decision is None or not decision.allowed or not decision.pins:
+        return outcome.resource.obj
+    return apply_patch(outcome.resource.obj, patch_for(outcome.resource.obj, decision))

@@ -105,6 +105,7 @@ class PolicyEngine:
         deadline: Deadline | None = None,
         unknown_kinds: Literal["report", "judge"] = "report",
         requester: Requester | None = None,
+        pin: bool = False,
     ) -> Decision:
         """The decision for ``obj``.
 
@@ -114,7 +115,9 @@ class PolicyEngine:
         denied). So does one of a kind the policy set does not know, listing the images found in it, unless
         ``unknown_kinds`` is ``judge``: then those images (and the pod specs found) are judged like any
         workload's, and a note says so. ``requester`` made the request; None when it is unknown (``check``
-        without ``--as``), which leaves the rules that depend on it unverifiable.
+        without ``--as``), which leaves the rules that depend on it unverifiable. ``pin`` judges for the
+        mutating webhook and ``check --fix``: a ``pinDigest`` rule then pins each tag it verifies
+        (:attr:`Decision.pins`) rather than deny it as unpinned.
         """
         deadline = deadline or Deadline.never()
         budget = Budget(self.cpu_seconds, deadline)
@@ -159,6 +162,7 @@ class PolicyEngine:
             requester=requester,
             changes=changes,
             budget=budget,
+            pinning=pin,
         )
         # Which image volumes are engines may need a registry too: asked beside the rules' questions.
         # Sorts that need no look-up are made here: a task for each would cost more than the sort itself.

@@ -1,4 +1,5 @@
-"""Output formats of ``trtguard check``: a table for people, JSON, JUnit XML and SARIF 2.1.0 for machines.
+"""Output formats of ``trtguard check``: a table for people, JSON, JUnit XML, SARIF 2.1.0 and
+``wgpolicyk8s.io`` PolicyReports (:mod:`policies.policy_report`) for machines.
 
 The table shows every invisible or line-breaking character of what it prints as ``<U+XXXX>``
 (:mod:`verifier.base._visible`); the machine formats keep the text as it is, escaped by their encoders.
@@ -8,20 +9,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
+
+import yaml
 
 from policies.check import CheckReport, Outcome
 from policies.evaluator import HISTORY_NOT_CONSULTED
+from policies.policy_report import Subject, policy_reports
 from policies.results import Action
 from verifier.base import InputError, visible
 
-FORMATS = ("table", "json", "junit", "sarif")
+FORMATS = ("table", "json", "junit", "sarif", "policy-report")
 
 _SARIF_LEVEL = {Action.DENY: "error", Action.WARN: "warning", Action.AUDIT: "note"}
 
 
-def render(report: CheckReport, fmt: str) -> str:
-    """The report in format ``fmt`` (one of :data:`FORMATS`)."""
+def render(report: CheckReport, fmt: str, *, now: datetime | None = None) -> str:
+    """The report in format ``fmt`` (one of :data:`FORMATS`); ``now`` stamps policy-report results (the
+    current time when None)."""
+    if fmt == "policy-report":
+        return _policy_reports(report, now or datetime.now(UTC))
     renderers: dict[str, Callable[[CheckReport], str]] = {
         "table": _table,
         "json": _json,
@@ -29,6 +37,19 @@ def render(report: CheckReport, fmt: str) -> str:
         "sarif": _sarif,
     }
     return renderers[fmt](report)
+
+
+def _policy_reports(report: CheckReport, now: datetime) -> str:
+    """A YAML stream of the reports (``kubectl apply -f -`` takes it); resources that name no namespace are
+    reported in the one they are judged in (``--namespace``, else ``default``, as check judges them)."""
+    verdicts = []
+    for outcome in report.outcomes:
+        resource, decision = outcome.resource, outcome.decision
+        namespace = (decision.namespace if decision is not None else None) or resource.namespace or "default"
+        subject = Subject(str(resource.obj.get("apiVersion", "")), resource.kind, namespace, resource.name)
+        verdicts.append((subject, outcome.result))
+    documents = policy_reports(verdicts, now=now, problems=report.problems)
+    return "".join("---\n" + yaml.safe_dump(d, sort_keys=False, allow_unicode=True) for d in documents)
 
 
 def _title(outcome: Outcome) -> str:

@@ -271,6 +271,9 @@ class ArtifactRecord:
     build_manifests: tuple[BuildManifestRecord, ...] = ()
     change_control: tuple[ChangeControlRecord, ...] = ()
     verifications: tuple[VerificationRecord, ...] = ()
+    pinned: str | None = None
+    """For an image a ``pinDigest`` rule verified by tag: the reference it is pinned to
+    (``name:tag@sha256:…``, the digest verified), as the mutating webhook's patch writes it at ``path``."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form for the decision log and check output."""
@@ -285,6 +288,8 @@ class ArtifactRecord:
             data["container"] = self.container
             data["signatures"] = _bounded(self.signatures)
             data["attestations"] = _bounded(self.attestations)
+            if self.pinned is not None:
+                data["pinned"] = self.pinned
         return data
 
 
@@ -333,6 +338,11 @@ class Decision:
     def allowed(self) -> bool:
         """False as soon as one violation's action is Deny; Warn and Audit never deny."""
         return not any(v.action is Action.DENY for v in self.violations)
+
+    @property
+    def pins(self) -> tuple[ArtifactRecord, ...]:
+        """The images to pin (:attr:`ArtifactRecord.pinned`), each at its path."""
+        return tuple(i for i in self.images if i.pinned is not None)
 
     @property
     def denials(self) -> tuple[Violation, ...]:

@@ -228,6 +228,11 @@ class ImageRule(_Model):
     )
     exclude: list[str] = Field(default_factory=list, description="globs this rule does not apply to")
     require_digest: bool = Field(default=False, description="the workload must pin the image by digest")
+    pin_digest: bool = Field(
+        default=False,
+        description="the mutating webhook (and `check --fix`) pins a tag to the digest this rule verified; "
+        "a reference by tag that reaches the validating webhook unpinned is then denied",
+    )
     digests: list[str] | None = Field(default=None, description="allow-list of sha256 digests")
     signatures: SignatureRule | None = None
     attestations: list[AttestationEntry] = Field(default_factory=list)
@@ -259,6 +264,16 @@ class ImageRule(_Model):
         if fields is not None and len(set(fields)) != len(fields):
             raise ValueError(f"each field may be listed once: {fields}")
         return fields
+
+    @model_validator(mode="after")
+    def _pins_what_it_verifies(self) -> ImageRule:
+        # A rule that checks nothing at the digest would pin whatever the tag named then, as if verified.
+        if self.pin_digest and self.signatures is None and not self.attestations and self.digests is None:
+            raise ValueError(
+                "pinDigest pins the digest this rule verified: give the rule signatures, attestations or "
+                "digests to verify it by"
+            )
+        return self
 
 
 def _check_digest(digest: str) -> None:

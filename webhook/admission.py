@@ -24,6 +24,7 @@ from policies.results import Action, Decision, Violation
 from verifier.base import Deadline, TrtguardError
 from webhook.logging import log_fields
 from webhook.metrics import ERROR_DENIAL_REASONS, Metrics
+from webhook.mutation import settle, with_patch
 from webhook.policy_store import PolicyStore
 from webhook.tracing import Tracing
 from webhook.wire import (
@@ -57,6 +58,7 @@ class Verdict:
     """Metric label when the request could not be judged normally (timeout, evaluation_error, …)."""
     code: int = 403
     """HTTP status code of a denial (400 for a malformed request, 500 for a failure inside the webhook)."""
+    patch: tuple[Any, ...] = ()  # an allow of /mutate: the JSONPatch pinning what was verified
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,7 @@ class Reviewer:
     metrics: Metrics
     tracing: Tracing = field(default_factory=lambda: Tracing(None))
     settings: ReviewSettings = field(default_factory=ReviewSettings)
+    pinning: bool = False  # answers /mutate (webhook.mutation)
 
     async def review(
         self, request: AdmissionRequest, *, api_timeout: float | None, started: float
@@ -124,6 +127,8 @@ class Reviewer:
             },
         ) as span:
             verdict = refusal or await self._judge(request, deadline, budget)
+            if self.pinning and refusal is None:
+                verdict = replace(verdict, **settle(request.object, verdict))
             latency = time.perf_counter() - started
             record = self._record(request, verdict, latency)
             # Half the margin is left for the record, so that a slow evaluation still gets logged in time.
@@ -204,6 +209,7 @@ class Reviewer:
                         deadline=deadline,
                         unknown_kinds="judge",
                         requester=_requester(request),
+                        pin=self.pinning,
                     )
         except TimeoutError:
             message = f"ran out of time after {budget:.1f} s"
@@ -278,7 +284,7 @@ class Reviewer:
         if decision is not None:
             violations = tuple(v.to_json() for v in decision.violations)
             images = tuple(i.to_json() for i in decision.images)
-            engines = tuple(e.to_json() for e in decision.engines)
+            engines = () if self.pinning else tuple(e.to_json() for e in decision.engines)
             revision = decision.policy_revision
         return DecisionRecord(
             uid=request.uid,
@@ -373,7 +379,8 @@ class Reviewer:
         if request.dry_run:
             annotations["dry-run"] = "true"
         if verdict.allowed:
-            return allow_response(request.uid, warnings=verdict.warnings, audit_annotations=annotations)
+            answer = allow_response(request.uid, warnings=verdict.warnings, audit_annotations=annotations)
+            return with_patch(answer, verdict.patch)
         return deny_response(
             request.uid,
             message=verdict.message or verdict.reason,

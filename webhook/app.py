@@ -1,4 +1,8 @@
-"""The FastAPI application: ``POST /validate``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``.
+"""The FastAPI application: ``POST /validate``, ``POST /mutate``, ``GET /healthz``, ``GET /readyz``,
+``GET /metrics``.
+
+``/mutate`` is the same review (same policies, same decision log) answered with the JSONPatch that pins what
+``pinDigest`` rules verified (``webhook.admission``); everything below holds for both.
 
 ``create_app`` takes the settings and the already-built services (policy store, decision store, reviewer,
 metrics, tracing, certificate reloader) and wires them to HTTP; it reads nothing from the environment. Its
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -101,7 +106,15 @@ def create_app(settings: ServeSettings, services: WebhookServices, *, owns_store
         openapi_url=None,
     )
 
+    pinning = dataclasses.replace(services.reviewer, pinning=True)
+
     async def validate(request: Request) -> Response:
+        return await admit(request, services.reviewer)
+
+    async def mutate(request: Request) -> Response:
+        return await admit(request, pinning)
+
+    async def admit(request: Request, reviewer: Reviewer) -> Response:
         started = time.perf_counter()
         api_timeout = parse_timeout(request.query_params.get("timeout"))
         try:
@@ -152,7 +165,7 @@ def create_app(settings: ServeSettings, services: WebhookServices, *, owns_store
                 error.status, "BadRequest" if error.status == 400 else "Invalid", error.diagnostics()
             )
         try:
-            review = await services.reviewer.review(admission, api_timeout=api_timeout, started=started)
+            review = await reviewer.review(admission, api_timeout=api_timeout, started=started)
         except Exception:  # a bug in the webhook: deny, rather than an HTTP 500 that failurePolicy decides
             _log.exception("review failed; denying", extra={"fields": {"uid": admission.uid}})
             review = await _internal_error(services, admission, api_timeout, started)
@@ -161,6 +174,7 @@ def create_app(settings: ServeSettings, services: WebhookServices, *, owns_store
     # A plain Starlette route: the handler reads the raw body itself, so FastAPI's per-request parameter
     # resolution would be pure overhead on the hot path.
     app.add_route("/validate", validate, methods=["POST"])
+    app.add_route("/mutate", mutate, methods=["POST"])
     _add_probes(app, services)
     return app
 

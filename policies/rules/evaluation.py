@@ -171,6 +171,9 @@ class Evaluation:
     requester: Requester | None = None
     changes: Changes | None = None
     budget: Budget = UNLIMITED
+    #: Judging for the mutating webhook (or ``check --fix``): a ``pinDigest`` rule pins what it verified
+    #: (:meth:`pin`) instead of denying a reference by tag.
+    pinning: bool = False
     #: What the rules want said about the decision that is neither a violation nor evidence (``note``).
     notes: list[str] = field(default_factory=list)
     _refs: dict[str, ImageReference | InvalidReference] = field(default_factory=dict)
@@ -178,6 +181,7 @@ class Evaluation:
     _digests: dict[ImageReference, str] = field(default_factory=dict)
     _cel_workload: dict[str, Any] | None = None
     _counted: dict[str, Counted] = field(default_factory=dict)
+    _pins: dict[str, str] = field(default_factory=dict)
 
     def counted(self, reference: str) -> Counted:
         """Where the rules note the evidence they counted for the image or engine written as ``reference``."""
@@ -185,6 +189,10 @@ class Evaluation:
         if found is None:
             found = self._counted[reference] = Counted()
         return found
+
+    def pin(self, path: str, digest: str) -> None:
+        """Pin the image at ``path`` to ``digest``, which a ``pinDigest`` rule verified there."""
+        self._pins[path] = digest
 
     def note(self, text: str) -> None:
         """Say ``text`` with the decision (once, however many policies or engines say it)."""
@@ -430,11 +438,13 @@ class Evaluation:
             if isinstance(ref, ImageReference):
                 digest = ref.digest or self._digests.get(ref)
             counted = self._counted.get(use.reference) or Counted()
+            pinned = self._pins.get(use.path)
             yield ArtifactRecord(
                 reference=use.reference,
                 digest=digest,
                 path=use.path,
                 container=use.container,
+                pinned=f"{use.reference}@{pinned}" if pinned is not None else None,
                 signatures=tuple(counted.signatures.values()),
                 attestations=tuple(counted.attestations.values()),
             )

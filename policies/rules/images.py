@@ -39,16 +39,31 @@ async def check(run: Evaluation, policy: CompiledPolicy, use: ImageUse) -> list[
         )
         return found.violations
     for compiled in rules:
-        await _rule(run, found, compiled, ref, run.counted(use.reference))
+        before = len(found.violations)
+        digest = await _rule(run, found, compiled, ref, run.counted(use.reference))
+        # Pinned only when the rule verified the digest and found nothing at all (a warning included).
+        clean = len(found.violations) == before
+        if run.pinning and compiled.rule.pin_digest and digest is not None and clean:
+            run.pin(use.path, digest)
     return found.violations
 
 
 async def _rule(
     run: Evaluation, found: Findings, compiled: CompiledImageRule, ref: ImageReference, counted: Counted
-) -> None:
+) -> str | None:
+    """Judge ``ref`` by one rule; the digest it resolved a tag to, None when it resolved none."""
     rule = compiled.rule
     rule_id = f"images.{rule.name}"
-    if rule.require_digest and ref.digest is None:
+    if rule.pin_digest and ref.digest is None and not run.pinning:
+        # The mutating webhook pins every tag this rule verifies: one that arrives unpinned skipped it.
+        found.add(
+            f"{rule_id}.pinDigest",
+            "image is not pinned by digest, though the policy pins it at admission: the mutating webhook did "
+            "not pin it (is trtguard's MutatingWebhookConfiguration installed, and did it verify the image?)",
+            f"install the chart's mutating webhook, or pin it yourself: {ref.name}@sha256:<digest> "
+            "(`trtguard check --fix` prints the manifest pinned)",
+        )
+    elif rule.require_digest and ref.digest is None and not (run.pinning and rule.pin_digest):
         found.add(
             f"{rule_id}.requireDigest",
             "image is not pinned by digest",
@@ -65,10 +80,10 @@ async def _rule(
         if needed
     ]
     if not needs_digest:
-        return
+        return None
     digest = await found.check(needs_digest, run.digest(ref))
     if digest is None:
-        return
+        return None
     pinned = ref.with_digest(digest)
     at_digest = found.about(image=str(pinned))
     if rule.digests is not None and pinned.digest not in rule.digests:
@@ -99,6 +114,7 @@ async def _rule(
             await _attestation(run, at_digest, rule_id, alternatives[0], pinned, counted)
         else:
             await _any_of(run, at_digest, rule_id, alternatives, pinned, counted)
+    return digest if ref.digest is None else None
 
 
 async def _any_of(

@@ -109,6 +109,15 @@ SCENARIOS: dict[str, tuple[tuple[Path, ...], dict[str, Any]]] = {
         },
     ),
     "without-networkpolicy": ((), {"networkPolicy.enabled": False}),
+    "pinning": ((), {"mutatingWebhook.enabled": True, "webhook.operators": ["kuberay", "kserve"]}),
+    "cluster-audit": (
+        (),
+        {
+            "auditCluster.enabled": True,
+            "auditCluster.apply": True,
+            "webhook.operators": ["kuberay", "kserve"],
+        },
+    ),
     "allow-tag": ((), {"image.digest": "", "image.allowTag": True}),
     "everything": (
         (

@@ -43,10 +43,18 @@ def test_every_object_is_valid_for_kubernetes(name: str, kube_version: str) -> N
     assert custom <= CUSTOM_KINDS
 
 
+CLUSTER_SCOPED = (
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "ClusterRole",
+    "ClusterRoleBinding",
+)
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_namespaced_objects_live_in_the_release_namespace(name: str) -> None:
     for doc in scenario(name):
-        if doc["kind"] == "ValidatingWebhookConfiguration":
+        if doc["kind"] in CLUSTER_SCOPED:
             assert "namespace" not in doc["metadata"]
         else:
             assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]
@@ -54,7 +62,12 @@ def test_namespaced_objects_live_in_the_release_namespace(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_no_rbac_and_no_api_token(name: str) -> None:
-    docs = scenario(name)
+    # The cluster audit's own service account and read-only role are tested in test_chart_audit_cluster.py.
+    docs = [
+        d
+        for d in scenario(name)
+        if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") != "cluster-audit"
+    ]
     assert not [d for d in docs if d["kind"] in {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}]
     for account in of_kind(docs, "ServiceAccount"):
         assert account["automountServiceAccountToken"] is False

@@ -7,11 +7,13 @@ import json
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from tests.policies.conftest import RUNTIME, Material, pod
+from tests.support.policy_reports import validate_report
 from trtguard.cli import main
 
 POLICY = """\
@@ -231,3 +233,52 @@ def test_output_file(setup: tuple[list[str], Material], capsys: pytest.CaptureFi
     assert status == 0
     assert out == ""
     assert json.loads(target.read_text())[0]["allowed"] is True
+
+
+def test_policy_reports_say_what_the_table_says(
+    setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args, material = setup
+    inputs = write(
+        material.root / "mixed.yaml",
+        pod("good"),
+        pod("bad", images=("nvcr.io/nvidia/tensorrt:24.05-py3", "nvcr.io/nvidia/tensorrt:24.06-py3")),
+        pod("elsewhere", "staging"),
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "prod"}},
+    )
+    broken = material.root / "broken.yaml"
+    broken.write_text("a: [\n")
+    now = "2026-11-02T03:04:05Z"
+    status, out, _ = run(
+        ["check", *args, "--format", "policy-report", "--now", now, str(inputs), str(broken)], capsys
+    )
+    assert status == 2
+    reports = list(yaml.safe_load_all(out))
+    for report in reports:
+        validate_report(report)
+    prod, staging, cluster = reports
+    assert (prod["kind"], prod["metadata"]["name"]) == ("PolicyReport", "trtguard")
+    assert prod["metadata"]["namespace"] == "prod"
+    [unselected] = staging["results"]
+    assert unselected["result"] == "skip" and unselected["message"] == "no policy selects Pod elsewhere"
+    assert cluster["kind"] == "ClusterPolicyReport"
+    assert [r["rule"] for r in cluster["results"]] == ["input"]
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for result in prod["results"]:
+        [resource] = result["resources"]
+        by_name.setdefault(resource["name"], []).append(result)
+        assert result["timestamp"] == {"seconds": 1793588645, "nanos": 0}
+    assert [(r["policy"], r["rule"], r["result"]) for r in by_name["good"]] == [("images", "all", "pass")]
+    bad = {(r["policy"], r["rule"]): r for r in by_name["bad"]}
+    # one result per rule and resource, two images in it; the messages are check's own lines
+    digest = bad[("images", "images.runtime.requireDigest")]
+    assert digest["result"] == "fail" and digest["message"].startswith(
+        "(1) images/images.runtime.requireDigest: "
+    )
+    assert "24.05-py3" in digest["message"] and "24.06-py3" in digest["message"]
+    assert digest["properties"]["paths"] == "spec.containers[0].image, spec.containers[1].image"
+    signed = bad[("images", "images.signed.signatures")]
+    assert signed["result"] == "error" and signed["properties"]["action"] == "Warn"
+    [skipped] = by_name["s"]
+    assert skipped["result"] == "skip" and skipped["policy"] == "trtguard"
+    assert prod["summary"] == {"pass": 1, "skip": 1, "warn": 0, "fail": 1, "error": 1}

@@ -13,6 +13,7 @@ The fixtures that hand these out are in ``conftest.py`` beside this file.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
@@ -51,8 +52,13 @@ WaitUntil = Callable[..., Awaitable[Any]]
 RecordFactory = Callable[..., DecisionRecord]
 
 
-def verify_admission_response(uid: str, response: httpx.Response) -> dict[str, Any]:
+def verify_admission_response(
+    uid: str, response: httpx.Response, *, mutating: bool = False
+) -> dict[str, Any]:
     """Assert what kube-apiserver asserts about a validating webhook's answer; return ``response``.
+
+    ``mutating``: the answer of a mutating webhook, which may carry a ``patch`` (base64 of a JSON array of
+    operations) with ``patchType: JSONPatch``, and only in an allow.
 
     The rules, from k8s.io/apiserver ``VerifyAdmissionResponse`` (v1) and the dispatcher: HTTP 200 with a
     JSON AdmissionReview of exactly ``admission.k8s.io/v1``/``AdmissionReview``; a ``response`` whose uid
@@ -72,8 +78,13 @@ def verify_admission_response(uid: str, response: httpx.Response) -> dict[str, A
     assert isinstance(answer, dict), "webhook response was absent"
     assert answer.get("uid") == uid, f"expected response.uid={uid!r}, got {answer.get('uid')!r}"
     assert isinstance(answer.get("allowed"), bool)
-    assert "patch" not in answer, "validating webhook may not return response.patch"
-    assert "patchType" not in answer, "validating webhook may not return response.patchType"
+    if mutating and "patch" in answer:
+        assert answer["allowed"], "a denial carries no patch"
+        assert answer.get("patchType") == "JSONPatch", "the only patchType the API server accepts"
+        assert isinstance(json.loads(base64.b64decode(answer["patch"], validate=True)), list)
+    else:
+        assert "patch" not in answer, "validating webhook may not return response.patch"
+        assert "patchType" not in answer, "validating webhook may not return response.patchType"
     if not answer["allowed"]:
         status = answer.get("status")
         assert isinstance(status, dict), "a denial needs a status"

@@ -49,6 +49,10 @@ COMMANDS: Final[Mapping[str, Command]] = {
     **_commands("schema", schema="print a JSON Schema (build manifest, policy document or decision record)"),
     # the auditor's side
     **_commands("audit", audit="read, verify, rotate and back up the decision log"),
+    **_commands(
+        "audit_cluster",
+        audit_cluster="judge what already runs in a cluster against the policies; write PolicyReports",
+    ),
     **_commands("evidence", evidence="export, verify and report on signed evidence packages"),
     # building, signing and publishing
     **_commands(

@@ -15,7 +15,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from policies.check import CheckReport, Outcome, check, input_files, read_resources
+import yaml
+
+from policies.check import CheckReport, Outcome, check, fixed, input_files, read_resources
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.report import FORMATS, render
@@ -99,6 +101,13 @@ def register(subparsers: Subparsers) -> None:
         "default: each policy's onError); evidence that was fetched but cannot tell (an unrated finding, an "
         "empty SBOM) keeps its policy's onIndeterminate",
     )
+    parser.add_argument(
+        "--fix",
+        action="store_true",
+        help="judge as the mutating webhook does and print the manifests (YAML, one document per resource) "
+        "with every tag a pinDigest rule verified pinned to that digest (name:tag@sha256:…), the same patch "
+        "/mutate answers; the report goes to stderr (or --output)",
+    )
     add_clock_argument(
         parser, judged="certificate validity, signature expiry, maxAge, scan ages and approvals' expiry"
     )
@@ -132,6 +141,7 @@ def _run(args: argparse.Namespace) -> int:
             unverifiable=unverifiable,
             unknown_kinds="judge" if args.unknown_kinds == "judge" else "report",
             requester=requester,
+            pin=args.fix,
         )
 
     async def run() -> list[Outcome]:
@@ -142,15 +152,17 @@ def _run(args: argparse.Namespace) -> int:
                 await client.aclose()
 
     report.outcomes = asyncio.run(run())
-    text = render(report, args.format)
+    text = render(report, args.format, now=clock(args)())
     if args.output is not None:
         args.output.write_text(text)
     else:
-        sys.stdout.write(text)
+        (sys.stderr if args.fix else sys.stdout).write(text)
     if args.output is not None or args.format != "table":
         # The report holds them too, but a person at the terminal should not need it to see why exit 2.
         for problem in report.problems:
             print(f"trtguard: input error: {problem.diagnostics()}", file=sys.stderr)
+    if args.fix:
+        sys.stdout.write(_fixed_manifests(report))
     return report.exit_code
 
 
@@ -162,6 +174,14 @@ def _inputs(args: argparse.Namespace, problems: list[InputError]) -> list[str]:
         return files
     output = args.output.resolve()
     return [item for item in files if item == "-" or Path(item).resolve() != output]
+
+
+def _fixed_manifests(report: CheckReport) -> str:
+    """Every resource read, pinned where its decision allows it (comments and List wrappers are not kept)."""
+    documents = [fixed(outcome) for outcome in report.outcomes]
+    return "".join(
+        "---\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True) for document in documents
+    )
 
 
 def _decision_log_url(value: str | None) -> str | None:

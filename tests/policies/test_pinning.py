@@ -1,0 +1,226 @@
+"""Digest pinning (issue 29): ``pinDigest`` rules, the JSONPatch of :mod:`policies.pinning`, ``check --fix``.
+
+The registry cases push and sign real images in Debian's docker-registry on 127.0.0.1 and run ``trtguard
+check --fix`` over a Deployment (init and two containers with one image), a KubeRay RayCluster (an operator
+kind: head and worker templates) and a Pod with an ephemeral container; what it prints is checked again
+without ``--fix`` (admitted, pinned) and against the Kubernetes schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from policies.loader import load_policy_set
+from policies.pinning import apply_patch, patch_for, pointer
+from policies.results import ArtifactRecord, Decision
+from policies.schema import trusted_keys_yaml
+from tests.policies.registry_world import run_cli, sign_image
+from tests.support.images import push_image, tiny_image
+from tests.support.localregistry import LocalRegistry, plain_config, start_registry
+from verifier.base import InputError
+from verifier.base._references import ImageReference
+from verifier.keys import generate_private_key
+from verifier.registry.client import RegistryClient
+
+DIGEST = "sha256:" + "ab" * 32
+POLICY = """\
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: pinning}
+spec:
+  match: {namespaces: [prod]}
+  images:
+    - name: runtime
+      match: ["HOST/inference/*"]
+      pinDigest: true
+      requireDigest: true
+      signatures: {keys: [platform/image-signer]}
+"""
+
+
+def _pod(*images: str) -> dict[str, Any]:
+    containers = [{"name": f"c{n}", "image": image} for n, image in enumerate(images)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": containers}}
+
+
+def _decision(*pins: tuple[str, str]) -> Decision:
+    images = tuple(ArtifactRecord(ref, DIGEST, path, pinned=f"{ref}@{DIGEST}") for path, ref in pins)
+    return Decision("Pod", "prod", "p", "rev", images=images)
+
+
+def test_the_patch_tests_each_field_before_it_replaces_it() -> None:
+    obj = _pod("r/a:1", "r/a:1")
+    decision = _decision(("spec.containers[0].image", "r/a:1"), ("spec.containers[1].image", "r/a:1"))
+    operations = patch_for(obj, decision)
+    assert operations == [
+        {"op": "test", "path": "/spec/containers/0/image", "value": "r/a:1"},
+        {"op": "replace", "path": "/spec/containers/0/image", "value": f"r/a:1@{DIGEST}"},
+        {"op": "test", "path": "/spec/containers/1/image", "value": "r/a:1"},
+        {"op": "replace", "path": "/spec/containers/1/image", "value": f"r/a:1@{DIGEST}"},
+    ]
+    pinned = apply_patch(obj, operations)
+    assert [c["image"] for c in pinned["spec"]["containers"]] == [f"r/a:1@{DIGEST}"] * 2
+    assert obj["spec"]["containers"][0]["image"] == "r/a:1", "the object itself is left alone"
+
+
+def test_a_reordered_object_fails_the_test_rather_than_pin_the_wrong_container() -> None:
+    obj = _pod("r/verified:1", "r/other:1")
+    operations = patch_for(obj, _decision(("spec.containers[0].image", "r/verified:1")))
+    # another mutating webhook put a container in front: the replace would hit the wrong one
+    reordered = _pod("r/other:1", "r/verified:1")
+    with pytest.raises(InputError, match="test of /spec/containers/0/image failed"):
+        apply_patch(reordered, operations)
+    # and a patch is never built against an object other than the one judged
+    with pytest.raises(InputError, match="does not hold 'r/verified:1'"):
+        patch_for(reordered, _decision(("spec.containers[0].image", "r/verified:1")))
+
+
+def test_pointers_read_brackets_by_what_the_object_holds() -> None:
+    obj = {"spec": {"models": {"a/b": {"3": {"image": "x"}}}, "list": [{"image": "y"}]}}
+    assert pointer(obj, "spec.models[a/b][3].image") == "/spec/models/a~1b/3/image"
+    assert pointer(obj, "spec.list[0].image") == "/spec/list/0/image"
+    for missing in ("spec.list[1].image", "spec.models[a/b]", "spec.nothing.image", "spec..list"):
+        with pytest.raises(InputError):
+            pointer(obj, missing)
+
+
+def test_pin_digest_needs_something_verified_at_the_digest(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text(
+        POLICY.replace("      signatures: {keys: [platform/image-signer]}\n", "").replace("HOST", "r")
+    )
+    with pytest.raises(InputError, match="pinDigest pins the digest this rule verified"):
+        load_policy_set([tmp_path])
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
+    running = start_registry(tmp_path_factory.mktemp("pinning-registry"), http={}, auth=None)
+    yield running
+    running.stop()
+
+
+def _manifests(host: str) -> list[dict[str, Any]]:
+    image, other = f"{host}/inference/server:v1", f"{host}/inference/sidecar:v1"
+    template = {
+        "metadata": {"labels": {"app": "a"}},
+        "spec": {
+            "initContainers": [{"name": "warmup", "image": image}],
+            "containers": [{"name": "a", "image": image}, {"name": "b", "image": image}],
+        },
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "prod"},
+        "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": template},
+    }
+    ray = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "ray", "namespace": "prod"},
+        "spec": {
+            "headGroupSpec": {"template": {"spec": {"containers": [{"name": "head", "image": image}]}}},
+            "workerGroupSpecs": [
+                {"groupName": "gpu", "template": {"spec": {"containers": [{"name": "w", "image": other}]}}}
+            ],
+        },
+    }
+    debugged = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "prod"},
+        "spec": {
+            "containers": [{"name": "a", "image": f"{image}@sha256:{'0' * 64}"}],
+            "ephemeralContainers": [{"name": "debug", "image": other}],
+        },
+    }
+    return [deployment, ray, debugged]
+
+
+@pytest.mark.registry
+def test_check_fix_prints_what_the_webhook_would_run(registry: LocalRegistry, tmp_path: Path) -> None:
+    key = generate_private_key()
+    host = registry.host
+    digests: dict[str, str] = {}
+
+    async def publish() -> None:
+        async with RegistryClient(plain_config(host)) as client:
+            for repository in ("server", "sidecar"):
+                ref = ImageReference.parse(f"{host}/inference/{repository}:v1")
+                digests[repository] = await push_image(client, ref, tiny_image())
+                await sign_image(client, ref.with_digest(digests[repository]), key)
+
+    asyncio.run(publish())
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "keys.yaml").write_text(trusted_keys_yaml("platform", {"image-signer": key.public_key()}))
+    (policies / "policy.yaml").write_text(POLICY.replace("HOST", host))
+    config = tmp_path / "registries.yaml"
+    config.write_text(f'registries:\n  "{host}":\n    plain_http: true\n')
+    manifests = _manifests(host)[:2]
+    source = tmp_path / "app.yaml"
+    source.write_text(yaml.safe_dump_all(manifests))
+    common = ("--policies", policies, "--registry-config", config)
+
+    status, _, _ = run_cli("check", *common, source)
+    assert status == 1, "tags are refused unpinned"
+    status, out, err = run_cli("check", *common, "--fix", source)
+    assert status == 0, err
+    assert "d" in err and "ray" in err, "the report goes to stderr"
+    deployment, ray = yaml.safe_load_all(out)
+    server, sidecar = (f"{host}/inference/{r}:v1@{digests[r]}" for r in ("server", "sidecar"))
+    spec = deployment["spec"]["template"]["spec"]
+    assert [c["image"] for c in spec["initContainers"] + spec["containers"]] == [server] * 3
+    assert ray["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == server
+    assert ray["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["image"] == sidecar
+    kubernetes_validate.validate(deployment, kubernetes_validate.latest_version(), strict=True)
+    fixed = tmp_path / "fixed.yaml"
+    fixed.write_text(out)
+    status, out, err = run_cli("check", *common, "--fix", fixed)
+    assert status == 0, err
+    assert list(yaml.safe_load_all(out)) == [deployment, ray], "pinning twice changes nothing"
+    status, _, err = run_cli("check", *common, fixed)
+    assert status == 0, err
+
+
+@pytest.mark.registry
+def test_an_ephemeral_container_is_pinned_and_a_pinned_image_is_left_alone(
+    registry: LocalRegistry, tmp_path: Path
+) -> None:
+    key = generate_private_key()
+    host = registry.host
+
+    async def publish() -> tuple[str, str]:
+        async with RegistryClient(plain_config(host)) as client:
+            found = []
+            for repository in ("server", "sidecar"):
+                ref = ImageReference.parse(f"{host}/inference/{repository}:v1")
+                digest = await push_image(client, ref, tiny_image())
+                await sign_image(client, ref.with_digest(digest), key)
+                found.append(digest)
+            return found[0], found[1]
+
+    server, sidecar = asyncio.run(publish())
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "keys.yaml").write_text(trusted_keys_yaml("platform", {"image-signer": key.public_key()}))
+    (policies / "policy.yaml").write_text(POLICY.replace("HOST", host))
+    config = tmp_path / "registries.yaml"
+    config.write_text(f'registries:\n  "{host}":\n    plain_http: true\n')
+    pod = _manifests(host)[2]
+    pod["spec"]["containers"][0]["image"] = f"{host}/inference/server:v1@{server}"
+    source = tmp_path / "pod.yaml"
+    source.write_text(yaml.safe_dump(pod))
+    status, out, err = run_cli("check", "--policies", policies, "--registry-config", config, "--fix", source)
+    assert status == 0, err
+    [fixed] = yaml.safe_load_all(out)
+    assert fixed["spec"]["containers"] == pod["spec"]["containers"]
+    assert fixed["spec"]["ephemeralContainers"][0]["image"] == f"{host}/inference/sidecar:v1@{sidecar}"
+    kubernetes_validate.validate(fixed, kubernetes_validate.latest_version(), strict=True)

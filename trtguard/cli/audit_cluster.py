@@ -1,0 +1,178 @@
+"""``trtguard audit-cluster``: every running workload the policies cover, judged as ``check`` judges files.
+
+Exit status: 0 when everything is allowed, 1 when a workload would be denied, 2 when the audit is incomplete
+(a kind that could not be listed, a report that could not be written) or cannot start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from trtguard.cli._args import add_evidence_arguments
+from trtguard.cli._commands import Subparsers, add_command, deferred
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add ``audit-cluster``."""
+    parser = add_command(
+        subparsers,
+        "audit-cluster",
+        description=(
+            "List every workload of every kind the policies cover (built-in kinds, the shipped operator "
+            "kinds and the policies' WorkloadKinds) from the cluster's API server, judge each as `trtguard "
+            "check` does, print the verdicts and, with --apply, write them as wgpolicyk8s.io PolicyReports."
+        ),
+    )
+    parser.add_argument("--policies", type=Path, action="append", required=True, metavar="PATH")
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        metavar="FILE",
+        help="default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account inside a Pod",
+    )
+    parser.add_argument("--context", metavar="NAME", help="the kubeconfig context (default: its current one)")
+    parser.add_argument("--namespace", metavar="NS", help="audit one namespace (default: every namespace)")
+    parser.add_argument("--format", choices=("table", "json", "policy-report"), default="table")
+    parser.add_argument(
+        "--apply", action="store_true", help="create or update the PolicyReports in the cluster"
+    )
+    parser.add_argument(
+        "--decision-log",
+        metavar="URL",
+        help="the webhook's decision log, read-only: change control compares each engine with the one its "
+        "workload last admitted, as the webhook does",
+    )
+    parser.add_argument("--request-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="read timeout of each API request (default: 30)")  # fmt: skip
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=4,
+        metavar="N",
+        help="retries of a request answered 429 or 5xx, or not answered (default: 4)",
+    )
+    parser.add_argument("--page-size", type=int, default=500, metavar="N", help="objects per list page")
+    add_evidence_arguments(parser, "digests, signatures and attestations")
+    parser.set_defaults(handler=deferred(__name__, "run"))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the audit (the command's handler)."""
+    from policies.evaluator import PolicyEngine  # noqa: PLC0415 - the command's own weight
+    from policies.loader import load_policy_set  # noqa: PLC0415
+    from policies.policy_report import policy_reports  # noqa: PLC0415
+    from trtguard.cli.check import _decision_log_url, _history  # noqa: PLC0415
+    from trtguard.cluster import (  # noqa: PLC0415
+        Audit,
+        ClusterSettings,
+        apply_reports,
+        connect,
+        judge,
+        list_workloads,
+        served_kinds,
+    )
+    from verifier.base import InputError  # noqa: PLC0415
+    from verifier.evidence_choice import evidence_source  # noqa: PLC0415
+
+    if args.page_size < 1 or args.retries < 0 or args.request_timeout <= 0:
+        raise InputError("--page-size must be at least 1, --retries at least 0, --request-timeout above 0")
+    policy_set = load_policy_set(args.policies)
+    settings = ClusterSettings(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        read_timeout=args.request_timeout,
+        retries=args.retries,
+        page_size=args.page_size,
+    )
+    api = connect(settings)
+    audit = Audit()
+    served_kinds(api, policy_set.kinds, audit)
+    objects = [obj for kind in audit.kinds for obj in list_workloads(api, kind, args.namespace, audit)]
+    evidence, client = evidence_source(
+        attestations=args.attestations, registry_config=args.registry_config, registry=args.registry
+    )
+    log = _decision_log_url(args.decision_log)
+
+    async def evaluate() -> None:
+        try:
+            async with _history(log) as history:
+                engine = PolicyEngine(policy_set, evidence, history=history)
+                audit.verdicts = await judge(engine, objects)
+        finally:
+            if client is not None:
+                await client.aclose()
+
+    asyncio.run(evaluate())
+    reports = policy_reports(audit.verdicts, now=datetime.now(UTC))
+    applied: list[str] = []
+    if args.apply:
+        namespaces = [args.namespace] if args.namespace else None
+        try:
+            applied = apply_reports(api, reports, namespaces=namespaces)
+        except Exception as error:  # an ApiError, or a bug: the verdicts still print, the run says it failed
+            audit.gaps.append(f"writing the PolicyReports: {error}")
+    sys.stdout.write(_render(args.format, audit, reports, applied))
+    for gap in audit.gaps:
+        print(f"trtguard: incomplete: {gap}", file=sys.stderr)
+    if audit.gaps:
+        return 2
+    denied = any(isinstance(v, InputError) or not v.allowed for _, v in audit.verdicts)
+    return 1 if denied else 0
+
+
+def _render(fmt: str, audit: Any, reports: list[dict[str, Any]], applied: list[str]) -> str:
+    import yaml  # noqa: PLC0415
+
+    from verifier.base import InputError, visible  # noqa: PLC0415
+
+    if fmt == "policy-report":
+        return "".join("---\n" + yaml.safe_dump(r, sort_keys=False, allow_unicode=True) for r in reports)
+    if fmt == "json":
+        items = []
+        for subject, verdict in audit.verdicts:
+            head = {"apiVersion": subject.api_version, "kind": subject.kind, "namespace": subject.namespace,
+                    "name": subject.name, "uid": subject.uid}  # fmt: skip
+            if isinstance(verdict, InputError):
+                items.append({**head, "error": verdict.message, "location": verdict.location})
+            else:
+                items.append({**head, **verdict.to_json()})
+        document = {
+            "workloads": items,
+            "kinds": [k.definition.name for k in audit.kinds],
+            "not_served": audit.not_served,
+            "gaps": audit.gaps,
+            "pages": audit.pages,
+            "applied": applied,
+        }
+        return json.dumps(document, indent=1) + "\n"
+    lines = []
+    counts = {"allowed": 0, "denied": 0, "skipped": 0, "errors": 0}
+    for subject, verdict in audit.verdicts:
+        title = f"{subject.kind} {subject.namespace + '/' if subject.namespace else ''}{subject.name}"
+        if isinstance(verdict, InputError):
+            counts["errors"] += 1
+            lines.append(f"ERROR  {title}: {verdict.message}")
+        elif verdict.unjudged is not None:
+            counts["skipped"] += 1
+        elif verdict.allowed:
+            counts["allowed"] += 1
+            lines += [f"ALLOW  {title}"] + [f"  ! {w.one_line()}" for w in verdict.warnings]
+        else:
+            counts["denied"] += 1
+            lines += [f"DENY   {title}"] + [f"  x {v.one_line()}" for v in verdict.denials]
+            lines += [f"  ! {w.one_line()}" for w in verdict.warnings]
+    kinds = ", ".join(k.definition.name for k in audit.kinds)
+    lines.append(
+        f"{len(audit.verdicts)} workloads ({kinds}; {audit.pages} list pages): {counts['allowed']} allowed, "
+        f"{counts['denied']} would be denied, {counts['skipped']} skipped, {counts['errors']} unreadable"
+    )
+    if audit.not_served:
+        lines.append(f"not served by this cluster: {', '.join(audit.not_served)}")
+    lines += applied
+    return "\n".join(map(visible, lines)) + "\n"

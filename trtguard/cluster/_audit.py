@@ -1,0 +1,224 @@
+"""What already runs, judged: every workload of every kind the policies cover, listed from the API server.
+
+:func:`served_kinds` asks discovery which of the policy set's kinds (built-in, shipped operator kinds and
+``WorkloadKind`` documents) the cluster serves, at which version and under which resource name (a
+``WorkloadKind`` names none: discovery does). :func:`list_workloads` reads each kind page by page;
+:func:`judge` evaluates every object as ``trtguard check`` does (with the decision log's history when the
+engine has one), and :func:`apply_reports` writes the PolicyReports (create, or update at the
+resourceVersion read: a report changed in between is read again, never overwritten blind).
+
+A kind the cluster does not serve (an operator that is not installed) is skipped and said so; a kind that
+cannot be listed (RBAC, a failing API server) is a gap, which makes the audit incomplete (exit status 2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from policies.evaluator import PolicyEngine
+from policies.kinds import KindDefinition, KindRegistry
+from policies.policy_report import API_VERSION, SOURCE, Subject
+from policies.results import Decision
+from trtguard.cluster._api import ApiError, KubeApi, resource_path
+from verifier.base import Deadline, InputError
+
+__all__ = ["Audit", "ListedKind", "apply_reports", "judge", "list_workloads", "served_kinds"]
+
+_REPORT_GROUP, _, _REPORT_VERSION = API_VERSION.partition("/")
+_MANAGED: Final = f"app.kubernetes.io/managed-by={SOURCE}"
+
+
+@dataclass(frozen=True, slots=True)
+class ListedKind:
+    """A workload kind as the cluster serves it."""
+
+    definition: KindDefinition
+    version: str
+    resource: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        """``v1``, ``apps/v1``, ``ray.io/v1``."""
+        group = self.definition.group
+        return f"{group}/{self.version}" if group else self.version
+
+
+@dataclass
+class Audit:
+    """What one audit listed and found."""
+
+    kinds: list[ListedKind] = field(default_factory=list)
+    not_served: list[str] = field(default_factory=list)
+    """Kinds the policies cover that the cluster does not serve (``Kind.group``)."""
+    gaps: list[str] = field(default_factory=list)
+    """What could not be listed, and why: the audit is incomplete."""
+    pages: int = 0
+    verdicts: list[tuple[Subject, Decision | InputError]] = field(default_factory=list)
+
+
+def served_kinds(api: KubeApi, kinds: KindRegistry, audit: Audit) -> None:
+    """Fill ``audit.kinds`` (and ``not_served``, ``gaps``) from the API server's discovery."""
+    core_versions = api.get("/api").get("versions") or []
+    groups = {g.get("name"): g for g in api.get("/apis").get("groups") or [] if isinstance(g, dict)}
+    resources: dict[str, list[dict[str, Any]] | None] = {}
+    for definition in kinds:
+        if definition.group:
+            group = groups.get(definition.group)
+            served = [v.get("version") for v in (group or {}).get("versions") or []]
+            preferred = ((group or {}).get("preferredVersion") or {}).get("version")
+        else:
+            served, preferred = list(core_versions), "v1"
+        wanted = [
+            v for v in served if isinstance(v, str) and (not definition.versions or v in definition.versions)
+        ]
+        wanted.sort(key=lambda v: v != preferred)
+        found = None
+        for version in wanted:
+            group_version = f"{definition.group}/{version}" if definition.group else version
+            if group_version not in resources:
+                resources[group_version] = _resource_list(api, definition.group, version, audit)
+            found = next(
+                (
+                    r
+                    for r in resources[group_version] or []
+                    if r.get("kind") == definition.kind
+                    and "/" not in str(r.get("name", ""))
+                    and "list" in (r.get("verbs") or [])
+                ),
+                None,
+            )
+            if found is not None:
+                audit.kinds.append(
+                    ListedKind(definition, version, str(found["name"]), bool(found.get("namespaced")))
+                )
+                break
+        # extensions/v1beta1 Deployments and their kin are served by no supported cluster: not worth a line
+        if found is None and definition.group != "extensions":
+            audit.not_served.append(definition.name)
+
+
+def _resource_list(api: KubeApi, group: str, version: str, audit: Audit) -> list[dict[str, Any]] | None:
+    path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    try:
+        listed = api.get(path).get("resources")
+    except ApiError as error:
+        audit.gaps.append(f"discovery of {path}: {error.message}")
+        return None
+    return [r for r in listed or [] if isinstance(r, dict)]
+
+
+def list_workloads(
+    api: KubeApi, kind: ListedKind, namespace: str | None, audit: Audit
+) -> Iterator[dict[str, Any]]:
+    """Every object of ``kind`` (in ``namespace`` when given), with its ``apiVersion`` and ``kind`` set (a
+    list's items carry neither); a kind that cannot be listed is added to ``audit.gaps``."""
+    if namespace is not None and not kind.namespaced:
+        return
+    path = resource_path(kind.definition.group, kind.version, kind.resource, namespace)
+    try:
+        for page in api.pages(path):
+            audit.pages += 1
+            for item in page.get("items") or []:
+                if isinstance(item, dict):
+                    yield {"apiVersion": kind.api_version, "kind": kind.definition.kind, **item}
+    except ApiError as error:
+        audit.gaps.append(f"{kind.definition.name}: {error.message}")
+
+
+async def judge(
+    engine: PolicyEngine, objects: Sequence[dict[str, Any]], *, concurrency: int = 32
+) -> list[tuple[Subject, Decision | InputError]]:
+    """Each object's decision, as ``trtguard check`` reaches it (``concurrency`` at once)."""
+    limit = asyncio.Semaphore(concurrency if engine.evidence.concurrent_lookups else 1)
+
+    async def one(obj: dict[str, Any]) -> tuple[Subject, Decision | InputError]:
+        found = obj.get("metadata")
+        metadata: dict[str, Any] = found if isinstance(found, dict) else {}
+        subject = Subject(
+            obj["apiVersion"],
+            obj["kind"],
+            _text(metadata, "namespace"),
+            _text(metadata, "name"),
+            _text(metadata, "uid"),
+        )
+        async with limit:
+            try:
+                decision = await engine.evaluate(obj, deadline=Deadline.never())
+            except InputError as error:
+                return subject, error
+        return subject, decision
+
+    return list(await asyncio.gather(*(one(obj) for obj in objects)))
+
+
+def apply_reports(
+    api: KubeApi, reports: Iterable[dict[str, Any]], *, namespaces: Iterable[str] | None = None
+) -> list[str]:
+    """Create or update each report; a report trtguard wrote before in a namespace now without workloads
+    (of ``namespaces``, every namespace when None) is emptied. Returns what was done, one line each."""
+    done: list[str] = []
+    written: set[tuple[str | None, str]] = set()
+    for report in reports:
+        done.append(_put(api, report))
+        written.add((report["metadata"].get("namespace"), report["metadata"]["name"]))
+    scope = None if namespaces is None else set(namespaces)
+    for kind, resource in (
+        ("PolicyReport", "policyreports"),
+        ("ClusterPolicyReport", "clusterpolicyreports"),
+    ):
+        path = resource_path(_REPORT_GROUP, _REPORT_VERSION, resource)
+        for page in api.pages(path, {"labelSelector": _MANAGED}):
+            for old in page.get("items") or []:
+                metadata = old.get("metadata") or {}
+                key = (metadata.get("namespace"), metadata.get("name"))
+                if key in written or (scope is not None and key[0] not in scope):
+                    continue
+                emptied = {
+                    "apiVersion": API_VERSION,
+                    "kind": kind,
+                    "metadata": {k: v for k, v in metadata.items() if k in ("name", "namespace", "labels")},
+                    "summary": {"pass": 0, "skip": 0, "warn": 0, "fail": 0, "error": 0},
+                    "results": [],
+                }
+                done.append(_put(api, emptied))
+    return done
+
+
+def _put(api: KubeApi, report: dict[str, Any], attempts: int = 3) -> str:
+    metadata = report["metadata"]
+    namespace, name = metadata.get("namespace"), metadata["name"]
+    resource = "policyreports" if report["kind"] == "PolicyReport" else "clusterpolicyreports"
+    collection = resource_path(_REPORT_GROUP, _REPORT_VERSION, resource, namespace)
+    where = f"{report['kind']} {namespace + '/' if namespace else ''}{name}"
+    for _ in range(attempts):
+        try:
+            current = api.get(f"{collection}/{name}")
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            try:
+                api.request("POST", collection, body=report)
+            except ApiError as created:
+                if created.status == 409:  # made in between: read it and update
+                    continue
+                raise
+            return f"created {where}"
+        version = (current.get("metadata") or {}).get("resourceVersion")
+        updated = {**report, "metadata": {**metadata, "resourceVersion": version}}
+        try:
+            api.request("PUT", f"{collection}/{name}", body=updated)
+        except ApiError as error:
+            if error.status == 409:  # changed since it was read: read it again
+                continue
+            raise
+        return f"updated {where}"
+    raise ApiError(f"{where} kept changing while it was written", status=409)
+
+
+def _text(metadata: dict[str, Any], key: str) -> str | None:
+    value = metadata.get(key)
+    return value if isinstance(value, str) else None
