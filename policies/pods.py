@@ -95,8 +95,8 @@ class EngineUse:
     readers: tuple[str, ...] = ()
     """The paths of every container that can read the engine: those the annotation names (without
     ``container``: the regular containers), those mounting the image volume, those running the model of a
-    URI, and every container those can hand it to through a shared writable volume
-    (:mod:`policies.sharing`)."""
+    URI, and every container those can hand it to: through a writable volume, storage that outlives the Pod
+    (any template's), a shared process namespace or the node (:mod:`policies.sharing`)."""
     templates: tuple[str, ...] = ()
     """The paths of the pod templates the engine reaches (its own, and the workers that run its model)."""
 

@@ -17,8 +17,10 @@
   - OCI model storage URIs of an operator's model (KServe's ``storageUri: oci://…``), read by the regular
     containers.
 
-  ``EngineUse.readers`` adds every container those can hand the engine to through a writable volume they
-  share (:mod:`policies.sharing`), by path: containers are told apart by where they are, not by name.
+  ``EngineUse.readers`` adds every container those can hand the engine to (:mod:`policies.sharing`:
+  through a volume, storage that outlives the Pod, a process namespace or the node), by path: containers
+  are told apart by where they are, not by name. An ephemeral container's ``targetContainerName`` must
+  name a container of the Pod.
 
   An image volume is therefore always an image *and*, when mounted or named, an engine. The reader makes no
   policy decision: the evaluator decides which rules apply to which list.
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from policies.pods import Container, EngineUse, ImageField, ImageUse, Problem, Tally
-from policies.sharing import backing, read_only_volume
+from policies.sharing import PodGraph, PodSharing
 from verifier.base import ImageReference, InvalidReference
 
 __all__ = [
@@ -103,19 +105,20 @@ class PodSpecReader:
     joins this Pod: KubeRay's autoscaler)."""
 
     __slots__ = (
+        "_claim_uri",
         "_entries",
-        "_keys",
+        "_graph",
+        "_modelcar",
         "_mounts",
         "_names",
         "_problems",
-        "_read_only",
         "_spec",
         "_spec_path",
         "_tally",
+        "_targets",
         "_template",
         "_uris",
         "_volumes",
-        "_writable",
         "containers",
         "defaulted",
         "images",
@@ -142,11 +145,12 @@ class PodSpecReader:
         self._names: dict[str, list[int]] = {}
         self._mounts: list[tuple[int, str, bool]] = []
         self._volumes: dict[str, _ImageVolume] = {}
-        self._read_only: set[str] = set()
-        self._writable: set[str] = set()
-        self._keys: dict[str, str] = {}
+        self._graph = PodGraph(self._template, spec)
+        self._targets: list[tuple[int, str, str]] = []
         self._entries: list[_Entry] = []
         self._uris: list[tuple[str, str, str]] = []
+        self._modelcar = False
+        self._claim_uri = False
 
     def _problem(self, path: str, message: str) -> None:
         self._problems.append(Problem(path, message))
@@ -202,10 +206,22 @@ class PodSpecReader:
         else:
             self._problem(f"{path}.image", f"image must be a string, found {type_name(image)}")
         self.containers.append(Container(path, name, field, self._template, use))
+        self._graph.container(number, container, self._spec)
+        if field == "ephemeralContainer":
+            self._read_target(container.get("targetContainerName"), f"{path}.targetContainerName", number)
         for key in ("volumeMounts", "volumeDevices"):  # a raw block device can carry a copy as well
             mounts = container.get(key)
             if mounts is not None:
                 self._read_mounts(mounts, f"{path}.{key}", number)
+
+    def _read_target(self, target: Any, path: str, number: int) -> None:
+        """An ephemeral container's ``targetContainerName``: it shares that container's process namespace."""
+        if target is None or target == "":
+            return
+        if not isinstance(target, str):
+            self._problem(path, f"targetContainerName must be a string, found {type_name(target)}")
+        else:
+            self._targets.append((number, target, path))  # checked once every container is read
 
     def read_image_uri(self, uri: Any, path: str, name: str) -> None:
         """Read a model storage URI; one with an OCI scheme names an image the Pod pulls.
@@ -214,19 +230,35 @@ class PodSpecReader:
         ``oci://REF`` (``oci+modelcar://``, ``oci+fetch://``) as a container beside it (the modelcar), so
         those are ``modelcar`` images, which rules for containers judge too. Either way the URI names the
         model, so it is an engine candidate read by the template's regular containers, like a mounted image
-        volume. Other schemes (``s3://``, ``hf://``, …) are no image.
+        volume. Other schemes (``s3://``, ``hf://``, …) are no image; ``pvc://CLAIM/PATH`` has KServe mount
+        that claim into the model container: storage that outlives the Pod (:meth:`graph`).
         """
         if not isinstance(uri, str):
             self._problem(path, f"a storage URI must be a string, found {type_name(uri)}")
             return
         scheme, separator, reference = uri.partition("://")
+        # KServe mounts the claim of a pvc:// URI into the model container: storage that outlives the Pod.
+        self._claim_uri = self._claim_uri or (separator != "" and scheme == "pvc")
         if not separator or not (scheme == "oci" or scheme.startswith("oci+")):
             return
         if not reference:
             self._problem(path, "the OCI storage URI names no image")
             return
-        self._image(ImageUse(reference, path, "volume" if scheme == "oci+native" else "modelcar", None))
+        field: ImageField = "volume" if scheme == "oci+native" else "modelcar"
+        self._image(ImageUse(reference, path, field, None))
         self._uris.append((name, reference, path))
+        if field == "modelcar":  # KServe's modelcar serves the model through a shared process namespace
+            self._modelcar = True
+            self._graph.share_processes()
+
+    @property
+    def runs_modelcar(self) -> bool:
+        """Whether a model storage URI of this Pod runs as a KServe modelcar."""
+        return self._modelcar
+
+    def share_processes(self) -> None:
+        """Count this Pod as sharing one process namespace (the workers of a modelcar's predictor)."""
+        self._graph.share_processes()
 
     def _read_mounts(self, mounts: Any, path: str, container: int) -> None:
         if not isinstance(mounts, list):
@@ -242,7 +274,8 @@ class PodSpecReader:
                 self._mounts.append((container, volume, mount.get("readOnly") is True))
 
     def read_volumes(self) -> None:
-        """Read ``volumes``: image volumes (engine candidates), and which volumes no container can write."""
+        """Read ``volumes``: image volumes (engine candidates), and each declaration by name (what it
+        shares: :meth:`graph`)."""
         volumes = self._spec.get("volumes")
         list_path = f"{self._spec_path}.volumes"
         if volumes is None:
@@ -260,13 +293,7 @@ class PodSpecReader:
             if not isinstance(name, str):
                 name = None
             else:
-                if read_only_volume(volume):
-                    self._read_only.add(name)
-                else:
-                    self._writable.add(name)  # a name declared twice is writable if either declaration is
-                backed = backing(volume)
-                if backed is not None:
-                    self._keys[name] = backed
+                self._graph.volume(name, volume)
             source = volume.get("image")
             if source is not None:
                 self._read_image_volume(source, path, name)
@@ -407,21 +434,25 @@ class PodSpecReader:
         """The numbers of the regular containers (an operator's model containers included)."""
         return [number for number, c in enumerate(self.containers) if c.field == "container"]
 
-    def graph(self) -> tuple[list[tuple[int, str, bool]], set[str], set[str]]:
-        """This Pod's part of the workload's sharing graph: ``(container number, volume key, read-only
-        mount)`` for each mount, and the keys of the volumes declared read-only and writable. A volume's key
-        is its name within this template, or what backs it (:func:`~policies.sharing.backing`: a PVC, a
-        host path) when other templates' Pods can reach the same storage."""
-        self._tally.budget.step(len(self._mounts))
-        mounts = [(c, self._keys.get(name) or self._key(name), ro) for c, name, ro in self._mounts]
-        return (
-            mounts,
-            {self._keys.get(n) or self._key(n) for n in self._read_only},
-            {self._keys.get(n) or self._key(n) for n in self._writable},
-        )
-
-    def _key(self, name: str) -> str:
-        return f"{self._template}\0{name}"
+    def graph(self) -> PodSharing:
+        """This Pod's part of the workload's sharing graph (:class:`~policies.sharing.PodGraph`): its
+        mounts, the claims KServe mounts for a ``pvc://`` URI (read-only unless an annotation says
+        otherwise: counted as writable) and each ephemeral container's target's process namespace, which
+        it shares with every ephemeral container that targets the same container."""
+        self._tally.budget.step(len(self._mounts) + len(self.containers) + len(self._targets))
+        targeted: set[str] = set()
+        for number, target, path in self._targets:
+            named = self._names.get(target)
+            if named is None:
+                self._problem(
+                    path, f"the ephemeral container targets container {target!r}, which the pod spec lacks"
+                )
+                continue
+            self._graph.namespace(target, [number] if target in targeted else [number, *named])
+            targeted.add(target)
+        if self._claim_uri:
+            self._graph.storage(self.regular())
+        return self._graph.sharing(len(self.containers), self._mounts)
 
 
 def type_name(value: Any) -> str:

@@ -1,30 +1,98 @@
 """Which containers of a workload can read an engine: those that read it themselves, and every container
-they can hand it to through a volume they share.
+they can hand it to, through storage they share or through each other's processes.
 
-trtguard cannot see what a container does with the bytes it reads, so a container that reads an engine and
-mounts a *writable* volume may copy the engine there, and every container that mounts that volume (even
-read-only) can read it, and may copy it on in turn. A volume is writable to a container unless the mount
-says ``readOnly: true`` or the volume is read-only by its kind (:func:`read_only_volume`). Init, sidecar,
-regular and ephemeral containers all count, in any order: an ``emptyDir`` outlives the restarts of the
-containers that share it. Storage that outlives a Pod reaches the Pods of the workload's other templates
-too: volumes of two templates backed by the same claim, host path or NFS export (:func:`backing`) are one.
+trtguard cannot see what a container does with the bytes it reads, so it counts every way those bytes can
+travel between the workload's containers through files. Not the network (a container can always download
+what it is not given), nor the network and IPC namespaces every container of a Pod shares (``localhost``,
+``/dev/shm``): two cooperating processes pass any bytes through them as over the network, and counting
+them would make every container of a Pod a reader of every engine in it. A *channel* is one way through
+files; a container can **put** into a channel, **take** from it, or both, and whatever a container can
+read, every container that takes from a channel it puts into can read too, transitively, in any order:
 
-The graph has one node per container and per writable volume: a container points to each writable volume
-it mounts writable, a volume to each container that mounts it. The readers of an engine are the containers
-reachable from the containers that read it directly. :func:`readers` answers for every engine of the
-workload at once, in time linear in containers and mounts (strongly connected components, each with the set
-of containers it reaches as a bitset), where walking the graph once per engine would multiply them.
+- **A volume** of the Pod: a container takes from every volume it mounts (read-only or not) and puts into
+  those it mounts writable. A volume is writable unless the mount says ``readOnly: true`` or the volume is
+  read-only by its kind or source (:func:`read_only_volume`). An ``emptyDir`` (or a generic ``ephemeral``
+  volume) is storage of one Pod: a channel of its template's containers alone. Init, sidecar, regular and
+  ephemeral containers all count: an ``emptyDir`` outlives the restarts of the containers that share it.
+- **Storage that can outlive the Pod** (:func:`outlives`: a claim, a host path, NFS, CSI, iSCSI, any kind
+  trtguard does not know, the claim KServe mounts for a ``pvc://`` URI, …) is storage of the whole
+  workload: all of it, in every template, is *one* channel. A pod spec does not say which of these name
+  the same storage (two claims bound to one volume, a host path and its parent directory or a link to it,
+  an NFS server by name and by address, one share behind two CSI handles), and comparing their names
+  would let a second spelling cut the link, so trtguard takes them all for one: a container that reads an
+  engine and can write any of it makes every container that mounts any of it a reader. This over-reaches,
+  on purpose.
+- **A process namespace**: a container reads the files of every container whose processes it sees
+  (``/proc/PID/root``), and can write there. With ``shareProcessNamespace`` (which KServe turns on for a
+  modelcar, so that the model server reads the modelcar's files) every container of the Pod sees every
+  other; an ephemeral container with ``targetContainerName`` and its target see each other, either way
+  round (so a debug container that reads the engine hands it to its target as well). Each is a channel
+  its containers put into and take from. Plain init containers are counted although they may not run
+  beside the others: trtguard does not model when containers run.
+- **The node** (:func:`host_access`, :func:`host_path_access`): a container with ``hostPID``, a
+  privileged one, one with a capability that reaches past its own files, a Windows host process, or one
+  that mounts a host path that may be a directory, a socket or a device reads every container's files on
+  its node (their root filesystems and volumes are all there), and may write into them: every container
+  of the workload puts into the node's channel (Pods of any template may share a node) and those
+  containers take from it and put into it, so any engine of the workload is then read by every container.
+  A host directory mounted read-only (``type: Directory`` or ``DirectoryOrCreate``) only takes from it;
+  one host file (``File``, ``FileOrCreate``) is storage that outlives the Pod and no more. Containers of
+  other workloads on the node are beyond what one admission sees.
+
+The graph has one node per container and per channel: a container points to each channel it puts into, a
+channel to each container that takes from it. Each Pod's part is gathered by a :class:`PodGraph` while its
+pod spec is read; the workload adds the node and joins them. The readers of an engine are the containers
+reachable from those that read it directly. :func:`readers` answers for every engine of the workload at
+once, in time linear in containers and attachments (strongly connected components, each with the set of
+containers it reaches as a bitset), where walking the graph once per engine would multiply them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, NamedTuple
 
-__all__ = ["READ_ONLY_KINDS", "backing", "read_only_volume", "readers"]
+__all__ = [
+    "HOST",
+    "READ_ONLY_KINDS",
+    "STORAGE",
+    "Attachment",
+    "HostAccess",
+    "PodGraph",
+    "PodSharing",
+    "host_access",
+    "host_path_access",
+    "outlives",
+    "read_only_volume",
+    "readers",
+    "turned_on",
+]
 
 #: Volume kinds the kubelet always mounts read-only: nothing can be written into them.
 READ_ONLY_KINDS: Final = frozenset({"image", "configMap", "secret", "downwardAPI", "projected"})
+#: Volume kinds whose storage is made for one Pod and ends with it.
+_POD_KINDS: Final = frozenset({"emptyDir", "ephemeral"})
+#: The channel of all storage that can outlive a Pod, in every template of the workload.
+STORAGE: Final = "\0storage"
+#: The channel of the node: every container's files, seen by the containers with host access.
+HOST: Final = "\0host"
+#: Linux capabilities that reach other containers' files (mounts, raw devices, file handles, kernel code
+#: or memory); a container granted one has host access. The others (NET_ADMIN, IPC_LOCK, …) do not.
+_HOST_CAPABILITIES: Final = frozenset(
+    {"ALL", "SYS_ADMIN", "SYS_MODULE", "SYS_RAWIO", "DAC_READ_SEARCH", "BPF", "PERFMON"}
+)
+#: Host path types that name one regular file: it holds no other container's files.
+_HOST_FILE_TYPES: Final = frozenset({"File", "FileOrCreate"})
+_HOST_DIRECTORY_TYPES: Final = frozenset({"Directory", "DirectoryOrCreate"})
+
+Attachment = tuple[int, str, bool, bool]
+"""``(container, channel, takes, puts)``: the container reads what is in the channel (``takes``), writes
+what it can read into it (``puts``), or both."""
+
+HostAccess = Literal["none", "reads", "full"]
+"""What a container reaches of its node: nothing, every container's files to read (``reads``), or to read
+and write (``full``)."""
 
 
 def read_only_volume(volume: Mapping[str, Any]) -> bool:
@@ -40,45 +108,203 @@ def read_only_volume(volume: Mapping[str, Any]) -> bool:
     )
 
 
-def backing(volume: Mapping[str, Any]) -> str | None:
-    """What stores ``volume`` when the Pods of other templates can reach the same storage: a
-    ``persistentVolumeClaim`` by claim name, a ``hostPath`` by path, an ``nfs`` export by server and path
-    (None: storage of this Pod alone, such as an ``emptyDir``). Volumes of two templates with the same
-    backing are one volume of the workload's graph."""
-    claim, host, nfs = volume.get("persistentVolumeClaim"), volume.get("hostPath"), volume.get("nfs")
-    if isinstance(claim, Mapping) and isinstance(claim.get("claimName"), str):
-        return f"persistentVolumeClaim:{claim['claimName']}"
-    if isinstance(host, Mapping) and isinstance(host.get("path"), str):
-        return f"hostPath:{host['path'].rstrip('/') or '/'}"
-    if isinstance(nfs, Mapping) and isinstance(nfs.get("server"), str) and isinstance(nfs.get("path"), str):
-        return f"nfs:{nfs['server']}:{nfs['path'].rstrip('/') or '/'}"
-    return None
+def outlives(volume: Mapping[str, Any]) -> bool:
+    """Whether ``volume``'s storage can outlive the Pod, and so be reached by other Pods of the workload:
+    any source but an ``emptyDir``, a read-only kind (:data:`READ_ONLY_KINDS`) or a generic ``ephemeral``
+    volume, and an ``ephemeral`` volume cloned from a data source (a claim or a snapshot, which may hold
+    what another template wrote). A kind trtguard does not know outlives the Pod."""
+    return any(
+        (key not in _POD_KINDS and key not in READ_ONLY_KINDS) or (key == "ephemeral" and _cloned(source))
+        for key, source in volume.items()
+        if key != "name"
+    )
+
+
+def _cloned(source: Any) -> bool:
+    """Whether a generic ephemeral volume's claim starts as a copy of other storage."""
+    template = source.get("volumeClaimTemplate") if isinstance(source, Mapping) else None
+    spec = template.get("spec") if isinstance(template, Mapping) else None
+    return isinstance(spec, Mapping) and any(spec.get(k) is not None for k in ("dataSource", "dataSourceRef"))
+
+
+def host_path_access(volume: Mapping[str, Any], mounted_read_only: bool) -> HostAccess:
+    """What a container that mounts ``volume`` reaches of its node through it: a host path that may be a
+    directory, a socket or a device (its ``type`` unsaid included) is ``full`` access; a directory mounted
+    read-only, ``reads``; one file, or no host path, ``none``."""
+    source = volume.get("hostPath")
+    if source is None:
+        return "none"
+    kind = source.get("type") if isinstance(source, Mapping) else None
+    if kind in _HOST_FILE_TYPES:
+        return "none"
+    # A socket needs no writable mount to be used (a read-only container runtime socket is the runtime).
+    return "reads" if mounted_read_only and kind in _HOST_DIRECTORY_TYPES else "full"
+
+
+def host_access(container: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """Whether ``container`` of the pod spec ``pod`` can read and write every container's files on its
+    node, whatever it mounts: the Pod's ``hostPID`` or Windows host process, or the container's own
+    ``privileged``, Windows host process or a capability of :data:`_HOST_CAPABILITIES` (``SYS_ADMIN``,
+    ``cap_sys_admin``: the container runtime reads names in any case, ``CAP_`` or not). A value other
+    than ``false`` counts, as a ``readOnly`` other than ``true`` does not."""
+    if turned_on(pod.get("hostPID")) or _host_process(pod.get("securityContext")):
+        return True
+    context = container.get("securityContext")
+    if not isinstance(context, Mapping):
+        return False
+    if turned_on(context.get("privileged")) or _host_process(context):
+        return True
+    capabilities = context.get("capabilities")
+    added = capabilities.get("add") if isinstance(capabilities, Mapping) else None
+    return isinstance(added, list) and any(
+        isinstance(name, str) and name.upper().removeprefix("CAP_") in _HOST_CAPABILITIES for name in added
+    )
+
+
+def turned_on(value: Any) -> bool:
+    """Whether a boolean field of a pod spec is on: any value but absent or ``false`` (as a ``readOnly``
+    other than ``true`` is writable, a value the API server would refuse counts the way that shares
+    more)."""
+    return value is not None and value is not False
+
+
+def _host_process(context: Any) -> bool:
+    options = context.get("windowsOptions") if isinstance(context, Mapping) else None
+    return isinstance(options, Mapping) and turned_on(options.get("hostProcess"))
+
+
+class PodSharing(NamedTuple):
+    """One Pod's part of the workload's sharing graph, its containers numbered in the Pod."""
+
+    attachments: list[Attachment]
+    """Its volumes, storage that outlives it and process namespaces; the node is the workload's to add."""
+    host: list[int]
+    """The containers with full access to the node (they read and write every container's files)."""
+    host_readers: list[int]
+    """The containers that read every container's files on the node (a host directory mounted
+    read-only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Volume:
+    """What the declarations of one volume name make of it: its channel (None: nobody can write it, so it
+    carries nothing), whether it is writable, and what a read-only or writable mount of it reaches of the
+    node."""
+
+    channel: str | None
+    writable: bool
+    host_read_only: HostAccess
+    host_writable: HostAccess
+
+
+_ACCESS: Final[dict[HostAccess, int]] = {"none": 0, "reads": 1, "full": 2}
+
+
+class PodGraph:
+    """One Pod's part of the workload's sharing graph, gathered while its pod spec is read (by
+    :class:`~policies.podspec.PodSpecReader`, which numbers its containers and resolves names);
+    :meth:`sharing` makes the attachments once every container and volume is read."""
+
+    __slots__ = ("_declared", "_host", "_namespaces", "_shares_processes", "_storage", "_template")
+
+    def __init__(self, template: str, spec: Mapping[str, Any]) -> None:
+        self._template = template
+        self._declared: dict[str, list[Mapping[str, Any]]] = {}
+        self._host: list[int] = []
+        self._namespaces: list[Attachment] = []
+        self._storage: list[int] = []
+        self._shares_processes = turned_on(spec.get("shareProcessNamespace"))
+
+    def volume(self, name: str, volume: Mapping[str, Any]) -> None:
+        """One declaration of the volume ``name`` (the API server refuses a second; each then counts)."""
+        self._declared.setdefault(name, []).append(volume)
+
+    def container(self, number: int, container: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
+        """Container ``number``: whether it has host access by how it runs (:func:`host_access`)."""
+        if host_access(container, pod):
+            self._host.append(number)
+
+    def share_processes(self) -> None:
+        """The Pod shares one process namespace, whatever its spec says (a KServe modelcar's Pod)."""
+        self._shares_processes = True
+
+    def namespace(self, key: str, numbers: Sequence[int]) -> None:
+        """The containers ``numbers`` share the process namespace ``key`` (an ephemeral container's
+        target's), with any added under the same key before."""
+        channel = f"{self._template}\0processes\0{key}"
+        self._namespaces += [(number, channel, True, True) for number in numbers]
+
+    def storage(self, numbers: Sequence[int]) -> None:
+        """The containers ``numbers`` mount writable storage that outlives the Pod, beyond the spec's
+        mounts (the claim of a KServe ``pvc://`` URI)."""
+        self._storage += numbers
+
+    def sharing(self, count: int, mounts: Sequence[tuple[int, str, bool]]) -> PodSharing:
+        """The attachments of the Pod's ``count`` containers, given its ``mounts`` (``(container, volume
+        name, mounted read-only)``): each mount attaches its container to the volume's channel
+        (:data:`STORAGE` for storage that can outlive the Pod, else one of this template's own), taking
+        from it, and putting into it when the volume and the mount are writable; a shared process
+        namespace is a channel its containers put into and take from; and the containers with host
+        access, by how they run and what they mount, for the workload to attach to the node."""
+        volumes = {name: self._volume(name, declared) for name, declared in self._declared.items()}
+        attachments = [(number, STORAGE, True, True) for number in self._storage]
+        host, host_readers = set(self._host), set()
+        for container, name, read_only in mounts:
+            volume = volumes.get(name)
+            if volume is None:  # the API server refuses a mount of no volume: counted as an emptyDir
+                volume = volumes[name] = _Volume(f"{self._template}\0{name}", True, "none", "none")
+            if volume.channel is not None:
+                attachments.append((container, volume.channel, True, volume.writable and not read_only))
+            access = volume.host_read_only if read_only else volume.host_writable
+            if access == "full":
+                host.add(container)
+            elif access == "reads":
+                host_readers.add(container)
+        if self._shares_processes:
+            channel = f"{self._template}\0processes"
+            attachments += [(number, channel, True, True) for number in range(count)]
+        attachments += self._namespaces
+        return PodSharing(attachments, sorted(host), sorted(host_readers - host))
+
+    def _volume(self, name: str, declarations: list[Mapping[str, Any]]) -> _Volume:
+        """A volume name's channel and access, from every declaration of it, each counted as the one that
+        shares more."""
+        writable = not all(read_only_volume(v) for v in declarations)
+        channel = (
+            STORAGE
+            if any(outlives(v) for v in declarations)
+            else f"{self._template}\0{name}"
+            if writable
+            else None
+        )
+        return _Volume(
+            channel,
+            writable,
+            max((host_path_access(v, True) for v in declarations), key=_ACCESS.__getitem__),
+            max((host_path_access(v, False) for v in declarations), key=_ACCESS.__getitem__),
+        )
 
 
 def readers(
-    count: int,
-    mounts: Sequence[tuple[int, str, bool]],
-    read_only: Collection[str],
-    seeds: Sequence[Collection[int]],
+    count: int, attachments: Sequence[Attachment], seeds: Sequence[Sequence[int]]
 ) -> list[tuple[int, ...]]:
     """For each seed set (the containers that read one engine directly), every container that can read it.
 
-    Containers are ``0 … count-1``; ``mounts`` are ``(container, volume name, mounted read-only)``;
-    ``read_only`` names the volumes no container can write into (a volume mounted but not declared counts
-    as writable). The answer lists container numbers in order.
+    Containers are ``0 … count-1``; ``attachments`` say which channels each puts into and takes from
+    (:data:`Attachment`). The answer lists container numbers in order.
     """
-    channels = [mount for mount in mounts if mount[1] not in read_only]
-    if not any(not mounted_read_only for _, _, mounted_read_only in channels):
-        return [tuple(sorted(set(seed))) for seed in seeds]  # nothing can be written: each reads alone
-    volume_nodes: dict[str, int] = {}
+    if not any(puts for _, _, _, puts in attachments):
+        return [tuple(sorted(set(seed))) for seed in seeds]  # nothing can be handed on: each reads alone
+    channels: dict[str, int] = {}
     successors: list[list[int]] = [[] for _ in range(count)]
-    for container, volume, mounted_read_only in channels:
-        node = volume_nodes.get(volume)
+    for container, channel, takes, puts in attachments:
+        node = channels.get(channel)
         if node is None:
-            node = volume_nodes[volume] = len(successors)
+            node = channels[channel] = len(successors)
             successors.append([])
-        successors[node].append(container)
-        if not mounted_read_only:
+        if takes:
+            successors[node].append(container)
+        if puts:
             successors[container].append(node)
     reach = _reach(successors, count)
     answers = []

@@ -7,7 +7,8 @@ engines and problems of all of them into one list each, with real JSON paths
 :class:`~policies.podspec.PodSpecReader`, so engines resolve against the volumes and containers of the Pod
 they belong to; a container an operator adds to another template's Pods (KubeRay's autoscaler) is read
 into that template, and the workers that run a template's model (a KServe predictor's ``workerSpec``) read
-its models too.
+its models too. Who else can read an engine is one graph over every template (:mod:`policies.sharing`):
+storage that can outlive a Pod and the node reach across templates.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from policies.podspec import (
     Problem,
     type_name,
 )
-from policies.sharing import readers
+from policies.sharing import HOST, Attachment, readers
 from verifier.base import InputError
 
 __all__ = ["PodTemplates", "mapping_field", "string_map"]
@@ -181,27 +182,35 @@ class PodTemplates:
 
     def _finish(self) -> None:
         """Resolve the engines of every template at once, over the workload's sharing graph (a copy can
-        reach another template's Pods through storage they share, and a template's workers run its models),
-        and build the templates."""
+        reach another template's Pods through storage that outlives a Pod and through the node, and a
+        template's workers run its models), and build the templates."""
         reads = [(r, r.reader) for r in self._reads if r.reader is not None]
+        parents = {id(workers): self._parent(workers) for workers, _ in reads if _runs_parent_models(workers)}
+        for workers, reader in reads:
+            parent = parents.get(id(workers))
+            if parent is not None and parent.reader is not None and parent.reader.runs_modelcar:
+                reader.share_processes()  # KServe puts the modelcar into the workers' Pods too
         containers: list[Container] = []
-        mounts: list[tuple[int, str, bool]] = []
-        read_only: set[str] = set()
-        writable: set[str] = set()
+        attachments: list[Attachment] = []
+        host: list[int] = []
+        host_readers: list[int] = []
         found: list[tuple[_Read, Candidate, list[int], list[str]]] = []
         bases: dict[int, int] = {}
         for read, reader in reads:
             base = bases[id(read)] = len(containers)
             containers += reader.containers
-            own_mounts, own_read_only, own_writable = reader.graph()
-            mounts += [(base + number, key, flag) for number, key, flag in own_mounts]
-            read_only |= own_read_only
-            writable |= own_writable
-            # resolving candidates can add problems: in template order, before the images are collected
+            # reading the graph and resolving candidates can add problems: in template order, before the
+            # images are collected
+            sharing = reader.graph()
+            attachments += [
+                (base + n, channel, takes, puts) for n, channel, takes, puts in sharing.attachments
+            ]
+            host += [base + number for number in sharing.host]
+            host_readers += [base + number for number in sharing.host_readers]
             found += [(read, c, [base + s for s in c.seeds], [read.path]) for c in reader.candidates()]
+        attachments += _node(len(containers), host, host_readers)
         for workers, reader in reads:
-            runs_models = workers.template is not None and workers.template.runs_parent_models
-            parent = self._parent(workers) if runs_models else None
+            parent = parents.get(id(workers))
             if parent is None:
                 continue
             seeds = [bases[id(workers)] + number for number in reader.regular()]
@@ -209,8 +218,8 @@ class PodTemplates:
                 if owner is parent and candidate.model:
                     own_seeds.extend(seeds)
                     templates.append(workers.path)
-        self.tally.budget.step(len(mounts) + len(containers))
-        answers = readers(len(containers), mounts, read_only - writable, [f[2] for f in found])
+        self.tally.budget.step(len(attachments) + len(containers))
+        answers = readers(len(containers), attachments, [f[2] for f in found])
         engines: dict[int, list[EngineUse]] = {}
         for (owner, candidate, _, templates), answer in zip(found, answers, strict=True):
             reading = [containers[number] for number in answer]
@@ -286,6 +295,23 @@ class PodTemplates:
         )
         listed = ", ".join(f"{use.reference} at {use.path}" for use in strays)
         return (f"{len(strays)} image{'s' if len(strays) != 1 else ''} found {where}: {listed}",)
+
+
+def _runs_parent_models(read: _Read) -> bool:
+    return read.template is not None and read.template.runs_parent_models
+
+
+def _node(count: int, host: list[int], host_readers: list[int]) -> list[Attachment]:
+    """The node's channel (:data:`~policies.sharing.HOST`): with a container that has full host access,
+    every container of the workload (Pods of any template may share a node) puts into it and takes from
+    it; with only containers that read the node, every container puts into it and those take from it."""
+    if host:
+        return [(number, HOST, True, True) for number in range(count)]
+    if host_readers:
+        return [(number, HOST, False, True) for number in range(count)] + [
+            (number, HOST, True, False) for number in host_readers
+        ]
+    return []
 
 
 def _prefix_ends(path: str) -> list[int]:

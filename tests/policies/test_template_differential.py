@@ -4,10 +4,11 @@ The oracle is the Pod: each pod spec judged alone as a Pod. For every built-in a
 the findings of a workload that holds several pod specs (in any of its templates, at any position) must be
 exactly the union of the findings of those pod specs as Pods, rule by rule: no template, role, position or
 container name can hide what a Pod would show, nor add what none shows. The pod specs are drawn from
-shapes that break one rule each (GPU fit, the runtime, the toolchain through a mount or a copy, an image
-rule, an unsigned engine) or none, all with a container named ``server`` so that names collide across
-templates. The shapes share no storage across templates (a claim or host path two templates mount is one
-volume of the workload, so there the union is rightly exceeded: ``tests/policies/test_pods.py``). Real keys
+shapes that break one rule each (GPU fit, the runtime, the toolchain through a mount, a copy or a shared
+process namespace, an image rule, an unsigned engine) or none, all with a container named ``server`` so
+that names collide across templates. The shapes share nothing across templates (all storage that can
+outlive a Pod is one volume of the workload, and a container with host access reads every template's, so
+there the union is rightly exceeded: ``tests/policies/test_sharing.py``). Real keys
 and signed build manifests (:mod:`tests.policies.conftest`). The order of requests is
 ``tests/policies/test_differential.py``'s property.
 """
@@ -105,6 +106,9 @@ def shapes(engine: str, unsigned: str) -> dict[str, dict[str, Any]]:
                 {"name": "exporter", "image": OTHER_RUNTIME, **_m("scratch")},
             ]
         ),
+        "shared-processes": spec(
+            [server, {"name": "shadow", "image": OTHER_RUNTIME}], shareProcessNamespace=True
+        ),
         "off-list-image": spec([server, {"name": "proxy", "image": NGINX}]),
         "unsigned-engine": {
             **spec([server]),
@@ -167,6 +171,10 @@ def test_the_shapes_break_what_they_say(world: tuple[PolicyEngine, dict[str, dic
         },
         "regular-copy": {"gpu-fit/models.rules.gpuCompatibility.runtime", "toolchain/models.rules.toolchain"},
         "init-copy": {"gpu-fit/models.rules.gpuCompatibility.runtime", "toolchain/models.rules.toolchain"},
+        "shared-processes": {
+            "gpu-fit/models.rules.gpuCompatibility.runtime",
+            "toolchain/models.rules.toolchain",
+        },
         "off-list-image": {"images/images"},
         "unsigned-engine": {"gpu-fit/models.buildManifest", "toolchain/models.buildManifest"},
     }

@@ -4,7 +4,8 @@ Every case gets its expected verdict from ``trtguard check`` (all cases in one f
 file alone) and from ``trtguard serve`` over TLS (one AdmissionReview per case, in two shuffled orders), and
 the two paths agree violation for violation: the same resource gives the same verdict whatever the path
 and whatever came before it. The corpus's own ``policies`` are loaded beside the bundled ones by both
-paths; a case with ``old`` is an UPDATE, which only ``serve`` can be sent.
+paths; a case with ``old`` is an UPDATE, which only ``serve`` can be sent (``sub_resource``: of that
+subresource, ``ephemeralcontainers`` as ``kubectl debug`` sends it).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Case:
     resource: Mapping[str, Any] | None
     unknown_kind: bool = False
     old: Mapping[str, Any] | None = None
+    sub_resource: str | None = None
 
     @property
     def name(self) -> str:
@@ -89,6 +91,7 @@ def load_cases(material: Material) -> list[Case]:
                 resource=yaml.safe_load(text) if raw is None else None,
                 unknown_kind=entry.get("unknown_kind", False),
                 old=yaml.safe_load(_fill(yaml.safe_dump(entry["old"]), material)) if "old" in entry else None,
+                sub_resource=entry.get("sub_resource"),
             )
         )
     return cases
@@ -275,7 +278,9 @@ async def test_serve_gives_the_verdict_of_check_in_any_order(
                 if case.old is None:
                     body = review(obj=case.resource)
                 else:
-                    body = review(obj=case.resource, old=case.old, operation="UPDATE")
+                    body = review(
+                        obj=case.resource, old=case.old, operation="UPDATE", sub_resource=case.sub_resource
+                    )
                 response = (await client.post(body)).json()["response"]
                 annotation = response.get("auditAnnotations", {}).get("violations", "[]")
                 found = findings([v for v in json.loads(annotation) if "more" not in v])

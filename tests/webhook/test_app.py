@@ -212,8 +212,11 @@ async def test_ephemeral_container_subresource_judges_the_added_container(
     message = answer["status"]["message"]
     assert "docker.io/library/busybox:1.36" in message
     fields = {c["field"] for c in answer["status"]["details"]["causes"]}
-    assert fields == {"spec.ephemeralContainers[0].image"}
-    assert TENSORRT_IMAGE not in message  # the running container did not change and is not judged again
+    # kubectl debug --target=server: the debugger joins the server's process namespace, so it reads the
+    # engine, which is judged again with it among its readers (issue 24 review, F2)
+    assert fields == {"spec.ephemeralContainers[0].image", "spec.volumes[0].image.reference"}
+    assert "with ephemeralContainer 'debugger-x7k2p' (spec.ephemeralContainers[0].image)" in message
+    assert "container 'server'" not in message  # the running container did not change: no finding of its own
 
 
 async def test_dry_run_gets_the_same_verdict_and_is_logged_as_one(

@@ -162,3 +162,53 @@ def test_same_toolchain_counts_a_kserve_model_container_without_a_name(material:
     del isvc["spec"]["predictor"]["model"]["image"]
     [unknown] = evaluate(engine, isvc).violations
     assert unknown.error and "its image is not named here" in unknown.message
+
+
+def test_same_toolchain_counts_storage_of_the_workload_however_it_is_named(material: Material) -> None:
+    # Issue 24 review F1: the leader copies the engine into claim `a`, the workers load it from claim `b`,
+    # bound to the same volume; the link was the claim's name, so the workers' image was never compared.
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
+    leader = pod(images=(RUNTIME,), engine=ref)["spec"]
+    leader["volumes"].append({"name": "out", "persistentVolumeClaim": {"claimName": "a"}})
+    leader["containers"][0]["volumeMounts"].append({"name": "out", "mountPath": "/out"})
+    worker = {
+        "containers": [
+            {"name": "w", "image": OTHER_RUNTIME, "volumeMounts": [{"name": "in", "mountPath": "/in"}]}
+        ],
+        "volumes": [{"name": "in", "persistentVolumeClaim": {"claimName": "b", "readOnly": True}}],
+    }
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "l", "namespace": "prod"},
+        "spec": {
+            "leaderWorkerTemplate": {"leaderTemplate": {"spec": leader}, "workerTemplate": {"spec": worker}}
+        },
+    }
+    [violation] = evaluate(engine, lws).violations
+    assert (
+        "container 'w' (spec.leaderWorkerTemplate.workerTemplate.spec.containers[0].image) runs "
+        "nvcr.io/nvidia/tensorrt@sha256:b2" in violation.message
+    )
+
+
+def test_same_toolchain_counts_containers_that_share_a_process_namespace(material: Material) -> None:
+    # Issue 24 review F2: with shareProcessNamespace the shadow reads the server's engine through
+    # /proc/PID/root without mounting anything; an ephemeral container targeting the server does too.
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
+    obj = pod(images=(RUNTIME, OTHER_RUNTIME), engine=ref)
+    obj["spec"]["containers"][1].pop("volumeMounts")
+    assert evaluate(engine, obj).allowed
+    obj["spec"]["shareProcessNamespace"] = True
+    [violation] = evaluate(engine, obj).violations
+    assert "container 'c1' (spec.containers[1].image) runs nvcr.io/nvidia/tensorrt@sha256:b2" in (
+        violation.message
+    )
+    del obj["spec"]["shareProcessNamespace"]
+    obj["spec"]["ephemeralContainers"] = [
+        {"name": "debug", "image": OTHER_RUNTIME, "targetContainerName": "c0"}
+    ]
+    [violation] = evaluate(engine, obj).violations
+    assert "ephemeralContainer 'debug' (spec.ephemeralContainers[0].image) runs" in violation.message
