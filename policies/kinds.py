@@ -54,7 +54,8 @@ class Template:
     - ``podSpec``: a pod spec; ``annotations`` (relative to the root) says where the Pods' annotations are, if
       the kind has such a field; ``containers`` (relative) are single container objects the operator adds to
       these Pods (KServe's ``model``), ``image_uris`` (relative) are model storage URIs that name an OCI
-      image (``oci://…``, KServe's ``storageUri``);
+      image (``oci://…``, KServe's ``storageUri``), and ``uri_env`` names an environment variable whose
+      ``value`` on a regular container of these Pods is such a URI too (KServe's ``STORAGE_URI``);
     - ``container``: one container object (the operator runs it in a Pod of its own making).
 
     ``object_annotations``: the object's own ``metadata.annotations`` reach these Pods too (the built-in
@@ -74,6 +75,7 @@ class Template:
     annotations: str | None = None
     containers: tuple[PathPattern, ...] = ()
     image_uris: tuple[PathPattern, ...] = ()
+    uri_env: str | None = None
     object_annotations: bool = False
     containers_required: bool = True
     role: str = "pod template"
@@ -103,6 +105,7 @@ def template(
     annotations: str | None = None,
     containers: Iterable[str] = (),
     image_uris: Iterable[str] = (),
+    uri_env: str | None = None,
     object_annotations: bool = False,
     containers_required: bool = True,
     role: str | None = None,
@@ -118,6 +121,7 @@ def template(
         annotations,
         tuple(PathPattern.parse(text) for text in containers),
         tuple(PathPattern.parse(text) for text in image_uris),
+        uri_env,
         object_annotations,
         containers_required,
         role or _SHAPE_ROLES[shape],

@@ -37,6 +37,14 @@ _KSERVE_MODELS: Final = (
 )
 #: Model storage URIs; ``oci://`` ones are images the Pod pulls (a modelcar container or an image volume).
 _KSERVE_URIS: Final = (*(f"{m}.storageUri" for m in _KSERVE_MODELS), "storageUris[*].uri")
+#: KServe takes a custom container's model from this environment variable exactly as from ``storageUri``
+#: (storage initializer, modelcar, ``oci+native`` image volume or claim: ``GetStorageUri`` in
+#: pkg/apis/serving/v1beta1/{predictor,transformer,explainer}_custom.go of the commit in ``_KSERVE``). It
+#: reads the variable of one container, picked by names it defaults (the predictor's ``kserve-container``,
+#: a transformer's or explainer's first); every regular container of every KServe pod spec is read here,
+#: a ServingRuntime's (merged into the model container) and the workers' included, so that no value the
+#: model server is given goes unjudged. The name is matched exactly, as KServe and Kubernetes match it.
+_KSERVE_URI_ENV: Final = "STORAGE_URI"
 
 
 def _predictor(path: str, *, role: str, object_annotations: bool) -> tuple[Template, ...]:
@@ -47,6 +55,7 @@ def _predictor(path: str, *, role: str, object_annotations: bool) -> tuple[Templ
             annotations="annotations",
             containers=_KSERVE_MODELS,
             image_uris=_KSERVE_URIS,
+            uri_env=_KSERVE_URI_ENV,
             object_annotations=object_annotations,
             containers_required=False,
             role=role,
@@ -56,6 +65,7 @@ def _predictor(path: str, *, role: str, object_annotations: bool) -> tuple[Templ
         template(
             f"{path}.workerSpec",
             "podSpec",
+            uri_env=_KSERVE_URI_ENV,
             containers_required=False,
             role=f"{role} workers",
             runs_parent_models=True,
@@ -86,10 +96,11 @@ def _serving_runtime(kind: str, resource: str, *, namespaced: bool) -> KindDefin
         kind,
         resource,
         (
-            template("spec", "podSpec", annotations="annotations", role="runtime"),
+            template("spec", "podSpec", annotations="annotations", uri_env=_KSERVE_URI_ENV, role="runtime"),
             template(
                 "spec.workerSpec",
                 "podSpec",
+                uri_env=_KSERVE_URI_ENV,
                 containers_required=False,
                 role="runtime workers",
                 runs_parent_models=True,
@@ -115,6 +126,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
                 "podSpec",
                 annotations="annotations",
                 image_uris=("storageUris[*].uri",),
+                uri_env=_KSERVE_URI_ENV,
                 role="transformer",
             ),
             template(
@@ -123,6 +135,7 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
                 annotations="annotations",
                 containers=("art",),
                 image_uris=("art.storageUri", "storageUris[*].uri"),
+                uri_env=_KSERVE_URI_ENV,
                 containers_required=False,
                 role="explainer",
             ),

@@ -85,7 +85,7 @@ class EngineUse:
     """The raw reference, ``registry/repo@sha256:…`` for annotation entries."""
     path: str
     """``metadata.annotations[trtguard.dev/engines][0]``, ``spec.volumes[2].image.reference`` or a model
-    storage URI (``spec.predictor.model.storageUri``)."""
+    storage URI (``spec.predictor.model.storageUri``, ``spec.transformer.containers[0].env[1].value``)."""
     source: Literal["annotation", "volume", "uri"]
     containers: tuple[str, ...]
     """The names of the containers in :attr:`readers` (those that have one), as the decision log records

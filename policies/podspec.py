@@ -14,8 +14,8 @@
   - image volumes: an image volume is an engine when a container (of any kind) mounts it, or when an
     annotation entry's ``name`` is the volume's name (``ref`` may then be left out; if given it must equal
     the volume's reference), and read by the containers that mount it;
-  - OCI model storage URIs of an operator's model (KServe's ``storageUri: oci://…``), read by the regular
-    containers.
+  - OCI model storage URIs of an operator's model (KServe's ``storageUri: oci://…``, and the ``STORAGE_URI``
+    environment variable of a container: the reader's ``uri_env``), read by the regular containers.
 
   ``EngineUse.readers`` adds every container those can hand the engine to (:mod:`policies.sharing`:
   through a volume, storage that outlives the Pod, a process namespace or the node), by path: containers
@@ -102,7 +102,8 @@ class _ImageVolume:
 class PodSpecReader:
     """Walks one PodSpec; collects its containers, images, mounts and engine declarations, and the problems
     found. Containers may be added until :meth:`engines` resolves the engines (an operator's sidecar that
-    joins this Pod: KubeRay's autoscaler)."""
+    joins this Pod: KubeRay's autoscaler). ``uri_env``: a variable whose ``value`` on a regular container
+    is a model storage URI (KServe's ``STORAGE_URI``), read as :meth:`read_image_uri` reads one."""
 
     __slots__ = (
         "_claim_uri",
@@ -117,6 +118,7 @@ class PodSpecReader:
         "_tally",
         "_targets",
         "_template",
+        "_uri_env",
         "_uris",
         "_volumes",
         "containers",
@@ -132,6 +134,7 @@ class PodSpecReader:
         *,
         template: str | None = None,
         tally: Tally | None = None,
+        uri_env: str | None = None,
     ) -> None:
         self._spec = spec
         self._spec_path = spec_path
@@ -151,6 +154,7 @@ class PodSpecReader:
         self._uris: list[tuple[str, str, str]] = []
         self._modelcar = False
         self._claim_uri = False
+        self._uri_env = uri_env
 
     def _problem(self, path: str, message: str) -> None:
         self._problems.append(Problem(path, message))
@@ -213,6 +217,30 @@ class PodSpecReader:
             mounts = container.get(key)
             if mounts is not None:
                 self._read_mounts(mounts, f"{path}.{key}", number)
+        if self._uri_env is not None and field == "container":
+            self._read_uri_env(container.get("env"), f"{path}.env")
+
+    def _read_uri_env(self, env: Any, path: str) -> None:
+        """Each ``value`` of the container's variables named ``uri_env`` is a model storage URI; one from
+        ``valueFrom`` cannot be judged, and a malformed ``env`` may hide one: both are problems."""
+        if not isinstance(env, list):
+            if env is not None:
+                self._problem(path, f"env must be a list, found {type_name(env)}")
+            return
+        self._tally.budget.step(len(env))
+        for index, variable in enumerate(env):
+            item = f"{path}[{index}]"
+            if not isinstance(variable, MAPPINGS):
+                self._problem(item, f"an environment variable must be an object, found {type_name(variable)}")
+            elif variable.get("name") == self._uri_env and variable.get("valueFrom") is not None:
+                self._problem(
+                    f"{item}.valueFrom",
+                    f"{self._uri_env} names the model the operator fetches, but valueFrom takes it from a "
+                    "ConfigMap, Secret or field this object does not show; write the storage URI as value",
+                )
+            elif variable.get("name") == self._uri_env and variable.get("value") not in (None, ""):
+                name = f"{item}.value".removeprefix(f"{self._spec_path}.")  # an empty value fetches nothing
+                self.read_image_uri(variable["value"], f"{item}.value", name)
 
     def _read_target(self, target: Any, path: str, number: int) -> None:
         """An ephemeral container's ``targetContainerName``: it shares that container's process namespace."""

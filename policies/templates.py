@@ -118,7 +118,7 @@ class PodTemplates:
     ) -> None:
         role = _role(template, match)
         if template.shape == "container":
-            reader = self._reader({}, root_path, root_path)
+            reader = self._reader({}, root_path, root_path, template.uri_env)
             reader.read_container(root, root_path, image_required=False)
             self._add(root_path, root_path, role, {}, reader, template)
             return
@@ -149,7 +149,7 @@ class PodTemplates:
         elif template.annotations is not None:
             annotations_path = child(root_path, template.annotations)
             template_annotations = string_map(root.get(template.annotations), annotations_path, self.problems)
-        reader = self._reader(spec, spec_path, root_path)
+        reader = self._reader(spec, spec_path, root_path, template.uri_env)
         reader.read_containers(required=template.containers_required)
         for pattern in template.containers:
             for path, container in pattern.expand(spec, spec_path):
@@ -165,9 +165,13 @@ class PodTemplates:
             self.object_annotations_read = True
         self._add(root_path, spec_path, role, spec, reader, template)
 
-    def _reader(self, spec: Mapping[str, Any], spec_path: str, root_path: str) -> PodSpecReader:
+    def _reader(
+        self, spec: Mapping[str, Any], spec_path: str, root_path: str, uri_env: str | None = None
+    ) -> PodSpecReader:
         self.tally.template(root_path)
-        return PodSpecReader(spec, spec_path, self.problems, template=root_path, tally=self.tally)
+        return PodSpecReader(
+            spec, spec_path, self.problems, template=root_path, tally=self.tally, uri_env=uri_env
+        )
 
     def _add(
         self,

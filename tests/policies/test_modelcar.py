@@ -1,4 +1,5 @@
-"""KServe model storage as an engine source (issue 28 item 8): ``storageUri: oci://REF`` is a *modelcar*.
+"""KServe model storage as an engine source (issue 28 item 8): ``storageUri: oci://REF`` is a *modelcar*, and
+so is a custom container's ``STORAGE_URI`` variable (issue 28 review, F1).
 
 KServe runs the modelcar image as a container beside the predictor's model container, which serves the
 engine. So the modelcar is judged as an engine (build manifest, change control, toolchain against the model
@@ -12,10 +13,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from tests.conftest import REPO
-from tests.policies.conftest import RUNTIME, Material
+from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material
 from verifier.evidence_folder import LocalEvidence
 
 LIBRARY = REPO / "policies" / "library"
@@ -87,3 +90,80 @@ def test_container_rules_judge_modelcars_too(material: Material) -> None:
     [denied] = judge(material, [policy], isvc("oci://docker.io/attacker/miner@sha256:" + "66" * 32))
     assert denied.startswith("images/images: ") and "not allowed by any image rule" in denied
     assert "rules for it judge" not in denied  # the container rule judged it: no rule exempts its field
+
+
+def custom(storage_uri: str, image: str = RUNTIME, component: str = "predictor") -> dict[str, Any]:
+    """An InferenceService whose ``component`` is a custom container given its model as ``STORAGE_URI``
+    (another component beside a predictor whose model, on s3://, is no engine)."""
+    container = {
+        "name": "kserve-container",
+        "image": image,
+        "env": [{"name": "STORAGE_URI", "value": storage_uri}],
+    }
+    obj = isvc("s3://bucket/tokenizer")
+    obj["spec"][component] = {"containers": [container]}
+    return obj
+
+
+INT8 = {"typing": "weak", "precision_flags": ["fp16", "int8"], "max_workspace_size": 1 << 30}
+CALIBRATION = {"dataset": {"sha256": "f6" * 32}, "cache": {"sha256": "07" * 32}}
+
+
+def test_a_storage_uri_variable_is_an_engine_as_a_storage_uri_is(material: Material) -> None:
+    # The starter library denied it for want of an engine ("declares no TensorRT engine") and refused the
+    # engine repository as a container image: the variable's image was only an image found elsewhere.
+    ref = material.engine("resnet", repository="models/resnet")
+    keys = material.keys_file("image-signer", "build-signer")
+    for image in (RUNTIME, OTHER_RUNTIME, ref):
+        material.sign_image(image)
+    assert judge(material, [LIBRARY, keys], custom(f"oci://{ref}")) == []
+    assert judge(material, [LIBRARY, keys], custom(f"oci://{ref}", component="transformer")) == []
+    # In another TensorRT image than its builder's, it is refused as the same engine in storageUri is.
+    [toolchain] = judge(material, [LIBRARY, keys], custom(f"oci://{ref}", image=OTHER_RUNTIME))
+    assert toolchain.startswith(
+        "engine-toolchain-matches-runtime/models.rules.toolchain: engine was built with"
+    )
+    assert "container 'kserve-container' (spec.predictor.containers[0].image)" in toolchain
+
+
+ENGINE_RULES = ("same-toolchain.yaml", "signed-build-manifest.yaml", "int8-calibration.yaml")
+
+
+@pytest.mark.parametrize("component", ["predictor", "transformer", "explainer"])
+def test_an_uncalibrated_int8_engine_given_as_a_storage_uri_variable_is_refused(
+    material: Material, component: str
+) -> None:
+    """The attack: the library's engine policies admitted an uncalibrated INT8 engine as STORAGE_URI."""
+    ref = material.engine("int8", builder_config=INT8)
+    keys = material.keys_file("build-signer")
+    [denied] = judge(
+        material,
+        [*(LIBRARY / name for name in ENGINE_RULES), keys],
+        custom(f"oci://{ref}", component=component),
+    )
+    assert denied.startswith(
+        "int8-calibration-and-accuracy/models.rules.int8RequiresCalibration: engine uses INT8"
+    )
+
+
+def test_change_control_judges_a_storage_uri_variable_as_a_storage_uri(material: Material) -> None:
+    """The reported attack: an unapproved first INT8 engine, denied as storageUri, admitted as STORAGE_URI."""
+    ref = material.engine("int8", builder_config=INT8, calibration=CALIBRATION)
+    paths = [
+        REPO / "policies" / "templates" / "change-control.yaml",
+        material.keys_file("build-signer"),
+        material.keys_file("alice", "bob", "chen", set_name="release-committee"),
+    ]
+    as_field, as_variable = isvc(f"oci://{ref}"), custom(f"oci://{ref}")
+    [field_denial] = judge(material, paths, as_field)
+    [variable_denial] = judge(material, paths, as_variable)
+    assert variable_denial.startswith("change-control/changeControl: gated changes [FirstInt8]")
+    assert variable_denial == field_denial
+    for member in ("alice", "bob"):
+        material.approval("int8", ["FirstInt8"], member)
+    assert judge(material, paths, as_field) == judge(material, paths, as_variable) == []
+    # A value taken from elsewhere cannot be judged: never an allow.
+    env = as_variable["spec"]["predictor"]["containers"][0]["env"]
+    env[0] = {"name": "STORAGE_URI", "valueFrom": {"configMapKeyRef": {"name": "models", "key": "resnet"}}}
+    [unknown] = judge(material, paths, as_variable)
+    assert unknown.startswith("change-control/workload: STORAGE_URI names the model the operator fetches")

@@ -558,6 +558,59 @@ def test_a_kserve_claim_uri_mounts_storage_that_outlives_the_pod() -> None:
     assert _readers(isvc) == ("spec.transformer.containers[0]",)
 
 
+def _storage_uri(value: str) -> list[dict[str, str]]:
+    return [{"name": "STORAGE_URI", "value": value}]
+
+
+def test_a_containers_storage_uri_variable_is_shared_as_a_storage_uri_is() -> None:
+    # KServe fetches a custom container's STORAGE_URI exactly as a storageUri (issue 28 review, F1): an
+    # oci:// one runs as a modelcar, so the transformer's Pods share their process namespace, and its
+    # init sidecar reads the engine too; oci+native:// is an image volume of the regular containers only.
+    transformer: dict[str, Any] = {
+        "containers": [
+            {"name": "kserve-container", "image": RUNTIME, "env": _storage_uri(f"oci://{ENGINE}")},
+            {"name": "proxy", "image": OTHER},
+        ],
+        "initContainers": [SIDECAR],
+    }
+    predictor: dict[str, Any] = {
+        "model": {"modelFormat": {"name": "onnx"}, "image": OTHER, "storageUri": "s3://b/m"}
+    }
+    isvc = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "i"},
+        "spec": {"predictor": predictor, "transformer": transformer},
+    }
+    every = (
+        "spec.transformer.containers[0]",
+        "spec.transformer.containers[1]",
+        "spec.transformer.initContainers[0]",
+    )
+    assert _readers(isvc) == every
+    transformer["containers"][0]["env"] = _storage_uri(f"oci+native://{ENGINE}")
+    assert _readers(isvc) == ("spec.transformer.containers[0]", "spec.transformer.containers[1]")
+    # pvc://: KServe mounts the claim into the container; a container of the predictor copies the engine
+    # into a claim of its own, so the transformer reads it from storage that outlives the Pod.
+    transformer["containers"][0]["env"] = _storage_uri("pvc://models/e")
+    predictor["containers"] = [
+        {
+            "name": "copier",
+            "image": RUNTIME,
+            "volumeMounts": [{"name": "engine", "mountPath": "/e"}, {"name": "out", "mountPath": "/o"}],
+        }
+    ]
+    predictor["volumes"] = [
+        {"name": "engine", "image": {"reference": ENGINE}},
+        {"name": "out", "persistentVolumeClaim": {"claimName": "scratch"}},
+    ]
+    assert _readers(isvc) == (
+        "spec.predictor.containers[0]",
+        "spec.transformer.containers[0]",
+        "spec.transformer.containers[1]",
+    )
+
+
 VOLUME_KINDS: Final[dict[str, dict[str, Any]]] = {
     "emptyDir": {"emptyDir": {}},
     "claim-a": {"persistentVolumeClaim": {"claimName": "a"}},

@@ -221,6 +221,155 @@ def test_kserve_models_whose_image_the_runtime_supplies_are_said_so() -> None:
     )
 
 
+def storage_uri(value: Any, name: str = "STORAGE_URI") -> dict[str, Any]:
+    return {"name": name, "value": value}
+
+
+def test_a_kserve_containers_storage_uri_variable_is_a_model_storage_uri() -> None:
+    """Issue 28 review, F1: KServe fetches a custom container's STORAGE_URI as a storageUri, so each one, on
+    every KServe pod spec, is an engine source (not an image found outside the templates)."""
+    env = [{"name": "A", "value": "1"}, storage_uri(f"oci://{ENGINE}")]
+    custom = {"name": "kserve-container", "image": RUNTIME, "env": env}
+    obj = isvc(
+        {
+            "containers": [custom],
+            # storageUri and STORAGE_URI both set: KServe takes one, trtguard judges both
+            "model": {
+                "image": RUNTIME,
+                "storageUri": f"oci://{ENGINE}",
+                "env": [storage_uri(f"oci+native://{ENGINE}")],
+            },
+            "workerSpec": {"containers": [{"name": "w", "image": RUNTIME, "env": [storage_uri("s3://b/m")]}]},
+        }
+    )
+    obj["spec"]["transformer"] = {"containers": [{"image": RUNTIME, "env": [storage_uri(f"oci://{ENGINE}")]}]}
+    obj["spec"]["explainer"] = {"containers": [{"image": RUNTIME, "env": [storage_uri(f"oci://{ENGINE}")]}]}
+    found = workload(obj)
+    assert found.notes == () and found.problems == ()
+    uris = [(u.path, u.field) for u in found.images if u.reference == ENGINE]
+    assert uris == [
+        ("spec.predictor.containers[0].env[1].value", "modelcar"),
+        ("spec.predictor.model.env[0].value", "volume"),
+        ("spec.predictor.model.storageUri", "modelcar"),
+        ("spec.transformer.containers[0].env[0].value", "modelcar"),
+        ("spec.explainer.containers[0].env[0].value", "modelcar"),
+    ]
+    # Read as a storageUri is: by the component's regular containers (and a predictor's workers).
+    predictor = (
+        "spec.predictor.containers[0]",
+        "spec.predictor.model",
+        "spec.predictor.workerSpec.containers[0]",
+    )
+    assert [(e.name, e.path, e.source, e.readers) for e in found.engines] == [
+        ("containers[0].env[1].value", "spec.predictor.containers[0].env[1].value", "uri", predictor),
+        ("model.env[0].value", "spec.predictor.model.env[0].value", "uri", predictor),
+        ("model.storageUri", "spec.predictor.model.storageUri", "uri", predictor),
+        (
+            "containers[0].env[0].value",
+            "spec.transformer.containers[0].env[0].value",
+            "uri",
+            ("spec.transformer.containers[0]",),
+        ),
+        (
+            "containers[0].env[0].value",
+            "spec.explainer.containers[0].env[0].value",
+            "uri",
+            ("spec.explainer.containers[0]",),
+        ),
+    ]
+
+
+def test_a_kserve_runtimes_storage_uri_variable_is_read_too() -> None:
+    # KServe merges a ServingRuntime's variables into the model container of every InferenceService on it.
+    runtime = {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "ServingRuntime",
+        "metadata": {"name": "triton"},
+        "spec": {
+            "containers": [
+                {"name": "kserve-container", "image": RUNTIME, "env": [storage_uri(f"oci://{ENGINE}")]}
+            ]
+        },
+    }
+    [engine] = workload(runtime).engines
+    assert (engine.path, engine.readers) == ("spec.containers[0].env[0].value", ("spec.containers[0]",))
+
+
+def test_other_variables_and_other_spellings_are_no_storage_uri() -> None:
+    # Kubernetes and KServe match the name exactly: `storage_uri` is another variable, its value an image
+    # found outside the templates (judged as a container image, with a note); an init container's is not
+    # read by KServe either.
+    found = workload(
+        isvc(
+            {
+                "containers": [
+                    {"name": "c", "image": RUNTIME, "env": [storage_uri(f"oci://{ENGINE}", "storage_uri")]}
+                ],
+                "initContainers": [{"name": "i", "image": RUNTIME, "env": [storage_uri(f"oci://{ENGINE}")]}],
+            }
+        )
+    )
+    assert found.engines == ()
+    assert [(u.path, u.field) for u in found.images if u.reference == ENGINE] == [
+        ("spec.predictor.containers[0].env[0].value", "container"),
+        ("spec.predictor.initContainers[0].env[0].value", "container"),
+    ]
+    # Outside KServe's pod specs the variable means nothing.
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": RUNTIME, "env": [storage_uri(f"oci://{ENGINE}")]}]},
+    }
+    assert workload(pod).engines == ()
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        (
+            [{"name": "STORAGE_URI", "valueFrom": {"secretKeyRef": {"name": "s", "key": "uri"}}}],
+            Problem(
+                "spec.predictor.containers[0].env[0].valueFrom",
+                "STORAGE_URI names the model the operator fetches, but valueFrom takes it from a ConfigMap, "
+                "Secret or field this object does not show; write the storage URI as value",
+            ),
+        ),
+        (
+            [storage_uri(["oci://x"])],
+            Problem(
+                "spec.predictor.containers[0].env[0].value", "a storage URI must be a string, found a list"
+            ),
+        ),
+        (
+            [storage_uri("oci://")],
+            Problem("spec.predictor.containers[0].env[0].value", "the OCI storage URI names no image"),
+        ),
+        (
+            {"STORAGE_URI": f"oci://{ENGINE}"},
+            Problem("spec.predictor.containers[0].env", "env must be a list, found an object"),
+        ),
+        (
+            ["STORAGE_URI=oci://x"],
+            Problem(
+                "spec.predictor.containers[0].env[0]",
+                "an environment variable must be an object, found a string",
+            ),
+        ),
+    ],
+)
+def test_a_storage_uri_variable_that_cannot_be_judged_is_a_problem(env: Any, problem: Problem) -> None:
+    found = workload(isvc({"containers": [{"name": "kserve-container", "image": RUNTIME, "env": env}]}))
+    assert found.engines == () and problem in found.problems
+
+
+def test_an_empty_storage_uri_variable_names_no_model() -> None:
+    found = workload(
+        isvc({"containers": [{"name": "kserve-container", "image": RUNTIME, "env": [storage_uri("")]}]})
+    )
+    assert (found.engines, found.problems) == ((), ())
+
+
 def test_a_rollout_that_takes_its_template_from_a_deployment() -> None:
     rollout: dict[str, Any] = {
         "apiVersion": "argoproj.io/v1alpha1",
