@@ -20,6 +20,8 @@ from policies.cel.sandbox import CelSandbox
 from policies.identity import WorkloadIdentity
 from policies.loader import CompiledAttestation, CompiledPolicy
 from policies.matching import selects, selects_by_requester
+from policies.pinning import written
+from policies.podspec import ImageUse
 from policies.requesters import Requester
 from policies.results import (
     AdmittedEngine,
@@ -177,7 +179,9 @@ class Evaluation:
     #: What the rules want said about the decision that is neither a violation nor evidence (``note``).
     notes: list[str] = field(default_factory=list)
     _refs: dict[str, ImageReference | InvalidReference] = field(default_factory=dict)
-    _lookups: dict[tuple[object, ...], asyncio.Future[Any]] = field(default_factory=dict)
+    #: Each question's answer (:meth:`once`); the two passes of a pinning evaluation share them, so that
+    #: the pinned object is judged on the answers the pins came from (a tag is not resolved twice).
+    lookups: dict[tuple[object, ...], asyncio.Future[Any]] = field(default_factory=dict)
     _digests: dict[ImageReference, str] = field(default_factory=dict)
     _cel_workload: dict[str, Any] | None = None
     _counted: dict[str, Counted] = field(default_factory=dict)
@@ -190,9 +194,14 @@ class Evaluation:
             found = self._counted[reference] = Counted()
         return found
 
-    def pin(self, path: str, digest: str) -> None:
-        """Pin the image at ``path`` to ``digest``, which a ``pinDigest`` rule verified there."""
-        self._pins[path] = digest
+    def pinnable(self, use: ImageUse) -> bool:
+        """True when the field of ``use`` holds its reference as written (an image field, an OCI storage
+        URI), so that a patch can pin it; an image object or a composed name cannot be."""
+        return written(self.context.obj, use.path, use.reference) is not None
+
+    def pin(self, use: ImageUse, digest: str) -> None:
+        """Pin the image of ``use`` (:meth:`pinnable`) to ``digest``, which a ``pinDigest`` rule verified."""
+        self._pins[use.path] = digest
 
     def note(self, text: str) -> None:
         """Say ``text`` with the decision (once, however many policies or engines say it)."""
@@ -242,22 +251,22 @@ class Evaluation:
 
     async def once(self, key: tuple[object, ...], call: Callable[[], Awaitable[T]]) -> T:
         """One evidence question per key per evaluation, shared by concurrent askers (failures included)."""
-        future = self._lookups.get(key)
+        future = self.lookups.get(key)
         if future is None:
             if not self.evidence.concurrent_lookups:
                 # Answers come from memory: awaiting directly spares a task and several loop turns.
                 future = asyncio.get_running_loop().create_future()
-                self._lookups[key] = future
+                self.lookups[key] = future
                 try:
                     future.set_result(await call())
                 except (EvidenceUnavailable, VerificationError) as error:
                     future.set_exception(error)
                 except BaseException:
-                    del self._lookups[key]  # a bug or a cancellation is not an answer to keep
+                    del self.lookups[key]  # a bug or a cancellation is not an answer to keep
                     raise
             else:
                 future = asyncio.ensure_future(call())
-                self._lookups[key] = future
+                self.lookups[key] = future
         if future.done():  # the common case once prefetched: no scheduling at all
             done: T = future.result()
             return done
