@@ -225,7 +225,8 @@ class PodSpecReader:
         if not reference:
             self._problem(path, "the OCI storage URI names no image")
             return
-        self._image(ImageUse(reference, path, "volume" if scheme == "oci+native" else "modelcar", None))
+        field: ImageField = "volume" if scheme == "oci+native" else "modelcar"
+        self._image(ImageUse(reference, path, field, None, f"{scheme}://"))
         self._uris.append((name, reference, path))
 
     def _read_mounts(self, mounts: Any, path: str, container: int) -> None:

@@ -20,8 +20,6 @@ from policies.cel.sandbox import CelSandbox
 from policies.identity import WorkloadIdentity
 from policies.loader import CompiledAttestation, CompiledPolicy
 from policies.matching import selects, selects_by_requester
-from policies.pinning import written
-from policies.podspec import ImageUse
 from policies.requesters import Requester
 from policies.results import (
     AdmittedEngine,
@@ -194,14 +192,9 @@ class Evaluation:
             found = self._counted[reference] = Counted()
         return found
 
-    def pinnable(self, use: ImageUse) -> bool:
-        """True when the field of ``use`` holds its reference as written (an image field, an OCI storage
-        URI), so that a patch can pin it; an image object or a composed name cannot be."""
-        return written(self.context.obj, use.path, use.reference) is not None
-
-    def pin(self, use: ImageUse, digest: str) -> None:
-        """Pin the image of ``use`` (:meth:`pinnable`) to ``digest``, which a ``pinDigest`` rule verified."""
-        self._pins[use.path] = digest
+    def pin(self, path: str, digest: str) -> None:
+        """Pin the image at ``path`` to ``digest``, which a ``pinDigest`` rule verified there."""
+        self._pins[path] = digest
 
     def note(self, text: str) -> None:
         """Say ``text`` with the decision (once, however many policies or engines say it)."""

@@ -38,15 +38,15 @@ async def check(run: Evaluation, policy: CompiledPolicy, use: ImageUse) -> list[
             "use an allowed image, or add a rule for it to the policy",
         )
         return found.violations
-    # A tag can be pinned only where the field holds the reference as written (policies.pinning.written).
-    pinnable = ref.digest is not None or not any(r.rule.pin_digest for r in rules) or run.pinnable(use)
+    # A tag can be pinned only where a field holds the reference as written (ImageUse.prefix).
+    pinnable = use.prefix is not None
     for compiled in rules:
         before = len(found.violations)
         digest = await _rule(run, found, compiled, ref, run.counted(use.reference), pinnable)
         # Pinned only when the rule verified the digest and found nothing at all (a warning included).
         clean = len(found.violations) == before
         if run.pinning and compiled.rule.pin_digest and digest is not None and clean:
-            run.pin(use, digest)
+            run.pin(use.path, digest)
     return found.violations
 
 

@@ -10,11 +10,10 @@ is what the audit judges (no object is counted twice).
 
 Nothing the API server does can hold the audit forever: every request has its own deadline
 (:attr:`ClusterSettings.request_timeout`, from connecting to the last byte read, kept by a watchdog of
-:mod:`trtguard.cluster._call`, so an answer trickling in byte by byte is cut off too) inside the deadline of
-the whole audit (:attr:`ClusterSettings.timeout`, retries and their waits included); an answer is read up to
-:attr:`ClusterSettings.max_response_bytes`; a list
-ends with a clear error when its server hands back a continue token it gave before, or pages past
-:attr:`ClusterSettings.max_pages`.
+:mod:`trtguard.cluster._request`, so an answer trickling in byte by byte is cut off too) inside the deadline
+of the whole audit (:attr:`ClusterSettings.timeout`, retries and their waits included); an answer is read up
+to :attr:`ClusterSettings.max_response_bytes`; a list ends with a clear error when its server hands back a
+continue token it gave before, or pages past :attr:`ClusterSettings.max_pages`.
 """
 
 from __future__ import annotations
@@ -28,8 +27,8 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
-from trtguard.cluster._call import Call, watch_connections
 from trtguard.cluster._errors import ApiError, AuditTimeout, Unanswered
+from trtguard.cluster._request import ApiRequest, watch_connections
 from verifier.base import Deadline, InputError
 
 __all__ = ["ClusterSettings", "KubeApi", "Listed", "connect", "resource_path"]
@@ -207,7 +206,7 @@ class KubeApi:
         )
         settings = self.settings
         limits = (settings.request_timeout, self.deadline, settings.timeout, settings.max_response_bytes)
-        with Call(method, path, *limits) as call:
+        with ApiRequest(method, path, *limits) as call:
             timeout = (min(settings.connect_timeout, call.remaining()), call.remaining())
             try:
                 response = self.client.call_api(*serialized, _request_timeout=timeout)

@@ -2,10 +2,10 @@
 
 A socket's read timeout counts from the last byte that came, so a server that trickles its answer (the
 handshake, the status line, the headers or the body) a byte at a time never trips one. Each request therefore
-has a watchdog (:class:`Call`): a timer that shuts the request's sockets at its deadline, the request timeout
-within the audit's own, which ends whatever read is blocked on them. The connections of the client's pools
-hand their sockets to the request under way (:func:`watch_connections`). The body is read a chunk at a time,
-up to a number of bytes, and only a body read to its end, in time, is an answer.
+has a watchdog (:class:`ApiRequest`): a timer that shuts the request's sockets at its deadline, the request
+timeout within the audit's own, which ends whatever read is blocked on them. The connections of the
+client's pools hand their sockets to the request under way (:func:`watch_connections`). The body is read a
+chunk at a time, up to a number of bytes, and only a body read to its end, in time, is an answer.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Final
 from trtguard.cluster._errors import ApiError, AuditTimeout, Unanswered
 from verifier.base import Deadline
 
-__all__ = ["Call", "watch_connections"]
+__all__ = ["ApiRequest", "watch_connections"]
 
 #: Bytes asked of the socket at a time.
 _CHUNK: Final = 64 * 1024
@@ -30,7 +30,7 @@ _CURRENT = threading.local()
 
 
 @dataclass
-class Call:
+class ApiRequest:
     """The deadline and watchdog of one request; use as a context around sending it and reading the answer."""
 
     method: str
@@ -47,15 +47,15 @@ class Call:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _timer: threading.Timer | None = field(default=None, init=False)
 
-    def __enter__(self) -> Call:
+    def __enter__(self) -> ApiRequest:
         self._timer = threading.Timer(self.remaining(), self._expire)
         self._timer.daemon = True
         self._timer.start()
-        _CURRENT.call = self
+        _CURRENT.request = self
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _CURRENT.call = None
+        _CURRENT.request = None
         if self._timer is not None:
             self._timer.cancel()
 
@@ -138,9 +138,9 @@ class Call:
 
 def watch_connections(pool_manager: Any) -> None:
     """Make the connections of ``pool_manager`` (the client's ``urllib3.PoolManager``, before its first
-    request) hand their sockets to the :class:`Call` under way: a new one as soon as its socket exists,
-    before the TLS handshake, and every one again when it waits for an answer (a kept-alive connection
-    serves several requests)."""
+    request) hand their sockets to the :class:`ApiRequest` under way: a new one as soon as its socket
+    exists, before the TLS handshake, and every one again when it waits for an answer (a kept-alive
+    connection serves several requests)."""
     pool_manager.pool_classes_by_scheme = {
         scheme: _watched(pool) for scheme, pool in pool_manager.pool_classes_by_scheme.items()
     }
@@ -164,9 +164,9 @@ def _watched(pool: type[Any]) -> type[Any]:
 
 
 def _watch(sock: socket.socket) -> None:
-    call: Call | None = getattr(_CURRENT, "call", None)
-    if call is not None:
-        call.watch(sock)
+    request: ApiRequest | None = getattr(_CURRENT, "request", None)
+    if request is not None:
+        request.watch(sock)
 
 
 def _shut(sock: socket.socket) -> None:
