@@ -17,6 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.pinning import apply_patch, patch_for, pointer, written
 from policies.results import ArtifactRecord, Decision
@@ -24,10 +25,11 @@ from policies.schema import trusted_keys_yaml
 from tests.policies.registry_world import run_cli, sign_image
 from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config, start_registry
-from verifier.base import InputError
+from verifier.base import Deadline, InputError
 from verifier.base._references import ImageReference
 from verifier.keys import generate_private_key
 from verifier.registry.client import RegistryClient
+from verifier.registry.evidence import RegistryEvidence
 
 DIGEST = "sha256:" + "ab" * 32
 POLICY = """\
@@ -419,3 +421,45 @@ def test_check_judges_as_admission_does_pinned_first_then_validated(
     source.write_text(yaml.safe_dump(unsigned))
     status, out, _ = run_cli("check", *common, source)
     assert status == 1 and "digests-only/images.everything.requireDigest" in out
+
+
+class _MovingTag(RegistryEvidence):
+    """The real registry's evidence, which moves ``tag`` to other bytes right after resolving it the first
+    time: any later resolution would name bytes nobody signed."""
+
+    def __init__(self, client: RegistryClient, tag: ImageReference) -> None:
+        super().__init__(client)
+        self.registry, self.tag, self.resolved = client, tag, list[str]()
+
+    async def resolve_digest(self, reference: ImageReference, deadline: Deadline) -> str:
+        digest = await super().resolve_digest(reference, deadline)
+        if str(reference) == str(self.tag):
+            self.resolved.append(digest)
+            if len(self.resolved) == 1:
+                await push_image(self.registry, self.tag, tiny_image())
+        return digest
+
+
+@pytest.mark.registry
+async def test_the_pins_and_the_verdict_rest_on_one_resolution_of_the_tag(
+    registry: LocalRegistry, tmp_path: Path
+) -> None:
+    """Three policies ask about one tag (two of them pin it), and the pinned object is judged again: the tag
+    is resolved once, though it moves right after, so the patch names the bytes every rule judged."""
+    host = registry.host
+    key, digests = await asyncio.to_thread(_publish, host, "server")
+    args = _check_args(host, key, tmp_path, POLICY, POLICY_REQUIRING_DIGESTS, POLICY_PINNING_ENGINES)
+    tag = ImageReference.parse(f"{host}/inference/server:v1")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "prod"},
+        "spec": {"containers": [{"name": "a", "image": str(tag)}, {"name": "b", "image": str(tag)}]},
+    }
+    async with RegistryClient(plain_config(host)) as client:
+        evidence = _MovingTag(client, tag)
+        engine = PolicyEngine(load_policy_set([Path(str(args[1]))]), evidence)
+        decision = await engine.evaluate(pod, pin=True)
+    assert decision.allowed, decision.violations
+    assert [pin.pinned for pin in decision.pins] == [f"{tag}@{digests['server']}"] * 2
+    assert evidence.resolved == [digests["server"]], "resolved once; moved after, and never asked again"
