@@ -187,7 +187,8 @@ def _inputs(args: argparse.Namespace, problems: list[InputError]) -> list[str]:
 
 def _fixed_manifests(report: CheckReport) -> tuple[str, list[str]]:
     """Every resource read, pinned where its decision allows it (comments and List wrappers are not kept),
-    and a line for each one that names a tag and was printed as it was, saying why."""
+    and a line for each one printed as it was for another reason than having nothing to pin (denied, not
+    judged, not checked) and for each document that could not be read (it is left out)."""
     documents, untouched = [], []
     for outcome in report.outcomes:
         document, why = fixed(outcome)
