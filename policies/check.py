@@ -338,10 +338,17 @@ async def check(
     return [o for o in outcomes if o is not None]
 
 
-def fixed(outcome: Outcome) -> dict[str, Any]:
+def fixed(outcome: Outcome) -> tuple[dict[str, Any], str | None]:
     """The resource with the digests its decision verified pinned (the webhook's ``/mutate`` patch), or as
-    it was when the decision denies it or pins nothing."""
-    decision = outcome.decision
-    if decision is None or not decision.allowed or not decision.pins:
-        return outcome.resource.obj
-    return apply_patch(outcome.resource.obj, patch_for(outcome.resource.obj, decision))
+    it was; with why it was left as it was when that is not simply for having nothing to pin (it could not
+    be checked, its kind was not judged, it is denied)."""
+    obj, decision = outcome.resource.obj, outcome.decision
+    if outcome.error is not None:
+        return obj, f"could not be checked ({outcome.error.message})"
+    if decision is None or outcome.unchecked:
+        return obj, "was not judged (a kind trtguard does not know; --unknown-kinds judge judges its images)"
+    if not decision.allowed:
+        return obj, "is denied, so nothing was pinned"
+    if not decision.pins:
+        return obj, None
+    return apply_patch(obj, patch_for(obj, decision)), None

@@ -101,7 +101,7 @@ def find_images(obj: Mapping[str, Any], budget: Budget = UNLIMITED) -> tuple[lis
     problems: list[Problem] = []
     for path, key, value, parent in _walk(obj, budget, prune=_names_images):
         if isinstance(value, str) and (found := _OCI_URI.fullmatch(value)) is not None:
-            images.append(ImageUse(found.group(1), path, "container", None))
+            images.append(ImageUse(found.group(1), path, "container", None, value[: found.start(1)]))
         elif key == "images" and isinstance(value, (list, *MAPPINGS)):
             entries = value.items() if isinstance(value, MAPPINGS) else enumerate(value)
             for inner, entry in entries:
@@ -110,7 +110,7 @@ def find_images(obj: Mapping[str, Any], budget: Budget = UNLIMITED) -> tuple[lis
         elif isinstance(key, str) and _image_key(key):
             _image_field(value, path, parent, images, problems, strict=key in ("image", "images"))
         elif isinstance(value, MAPPINGS) and "image" not in value and _helm_image(value):
-            images.append(ImageUse(_compose(value, "repository") or "", path, "container", None))
+            images.append(ImageUse(_compose(value, "repository") or "", path, "container", None, None))
     return images, problems
 
 
@@ -146,7 +146,7 @@ def _image_field(
         composed = None
         if isinstance(beside.get("repository"), str) or isinstance(beside.get("registry"), str):
             composed = _compose({**beside, "image": value}, "image", version=True)
-        images.append(ImageUse(composed or value, path, "container", name))
+        images.append(ImageUse(composed or value, path, "container", name, "" if composed is None else None))
         return
     if isinstance(value, MAPPINGS):
         reference = value.get("reference")
@@ -156,7 +156,7 @@ def _image_field(
         for field in _IMAGE_OBJECT_NAMES:
             composed = _compose(value, field)
             if composed is not None:
-                images.append(ImageUse(composed, path, "container", name))
+                images.append(ImageUse(composed, path, "container", name, None))
                 return
     elif not strict:
         return

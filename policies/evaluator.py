@@ -14,6 +14,7 @@ small), within a CPU budget (:mod:`policies.budget`); past it, every matching po
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from policies.cel.sandbox import CelSandbox, shared_sandbox
 from policies.engines import EngineSort, engine_sort, sort_engines
 from policies.loader import CompiledPolicy, PolicySet
 from policies.matching import selection
+from policies.pinning import apply_patch, patch_for
 from policies.pods import EngineUse
 from policies.requesters import Requester
 from policies.results import Action, ArtifactRecord, Decision, Violation
@@ -115,12 +117,53 @@ class PolicyEngine:
         denied). So does one of a kind the policy set does not know, listing the images found in it, unless
         ``unknown_kinds`` is ``judge``: then those images (and the pod specs found) are judged like any
         workload's, and a note says so. ``requester`` made the request; None when it is unknown (``check``
-        without ``--as``), which leaves the rules that depend on it unverifiable. ``pin`` judges for the
-        mutating webhook and ``check --fix``: a ``pinDigest`` rule then pins each tag it verifies
-        (:attr:`Decision.pins`) rather than deny it as unpinned.
+        without ``--as``), which leaves the rules that depend on it unverifiable.
+
+        ``pin`` judges as the admission chain does, the mutating webhook first (``/mutate``, ``check``): a
+        ``pinDigest`` rule pins each tag it verifies (:attr:`Decision.pins`), and the verdict is the one the
+        object gets with those pins in place, which is what the validating webhook sees after the patch. So
+        another policy's ``requireDigest`` (or an engine rule wanting a digest) is met by the pin, and every
+        rule judges the pinned digest, on the same answers the pins came from (nothing is resolved again).
         """
         deadline = deadline or Deadline.never()
         budget = Budget(self.cpu_seconds, deadline)
+        lookups: dict[tuple[object, ...], Any] = {}
+        judge = functools.partial(
+            self._evaluate,
+            namespace=namespace,
+            kind=kind,
+            old=old,
+            deadline=deadline,
+            unknown_kinds=unknown_kinds,
+            requester=requester,
+            pin=pin,
+            budget=budget,
+            lookups=lookups,
+        )
+        decision = await judge(obj)
+        if not decision.pins:
+            return decision
+        after = await judge(apply_patch(obj, patch_for(obj, decision)))
+        # The pins are those of the object as sent (the patch is built against it); the verdict is the
+        # pinned object's.
+        pins = {record.path: record for record in decision.pins}
+        return replace(after, images=tuple(pins.get(i.path, i) for i in after.images))
+
+    async def _evaluate(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        namespace: str | None,
+        kind: str | None,
+        old: Mapping[str, Any] | None,
+        deadline: Deadline,
+        unknown_kinds: Literal["report", "judge"],
+        requester: Requester | None,
+        pin: bool,
+        budget: Budget,
+        lookups: dict[tuple[object, ...], Any],
+    ) -> Decision:
+        """One pass of :meth:`evaluate` over ``obj``, asking its questions through ``lookups``."""
         try:
             read = await within(budget, lambda: self._read(obj, namespace, kind, old, budget), obj, old)
         except InputError as error:
@@ -163,6 +206,7 @@ class PolicyEngine:
             changes=changes,
             budget=budget,
             pinning=pin,
+            lookups=lookups,
         )
         # Which image volumes are engines may need a registry too: asked beside the rules' questions.
         # Sorts that need no look-up are made here: a task for each would cost more than the sort itself.

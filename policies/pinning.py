@@ -9,6 +9,11 @@ the API server refuses the whole patch, and the request fails rather than pinnin
 Paths are the workload model's (``spec.template.spec.initContainers[1].image``,
 ``metadata.annotations[trtguard.dev/engines]``-style bracketed keys); they are turned into JSON Pointers
 against the object itself, so that a bracket is read as a list index or a map key by what is there.
+
+Only a field that holds the reference as written can be pinned (:func:`written`): an image field, or a model
+storage URI that names it behind its OCI scheme (KServe's ``storageUri: oci://…``, pinned as
+``oci://name:tag@sha256:…``). An image found as an object (``{repository, tag}``) or composed from fields
+beside it is never rewritten: the evaluation refuses to pin it (``policies.rules.images``).
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ from typing import Any, Final
 from policies.results import Decision
 from verifier.base import InputError
 
-__all__ = ["PatchOperation", "apply_patch", "patch_for", "pointer"]
+__all__ = ["PatchOperation", "apply_patch", "patch_for", "pointer", "written"]
 
 PatchOperation = dict[str, Any]
 
 _SEGMENT: Final = re.compile(r"\.?(?P<key>[A-Za-z_][A-Za-z0-9_-]*)|\[(?P<bracket>[^\]]*)\]")
+#: The schemes of a model storage URI that names an image (``policies.podspec``, ``policies.discovery``).
+_OCI_SCHEME: Final = re.compile(r"oci(?:\+[a-z]+)?")
 
 
 def pointer(obj: Mapping[str, Any], path: str) -> str:
@@ -59,9 +66,27 @@ def pointer(obj: Mapping[str, Any], path: str) -> str:
     return "/" + "/".join(parts)
 
 
+def written(obj: Mapping[str, Any], path: str, reference: str) -> str | None:
+    """What the field at ``path`` writes before ``reference``: ``""`` for a field holding the reference as it
+    is, the scheme of a storage URI naming it (``oci://``, ``oci+native://``); None when the field holds
+    anything else (an image object, a name composed with the repository beside it, another reference), which
+    replacing the field's text cannot pin."""
+    try:
+        value = _value(obj, pointer(obj, path))
+    except InputError:
+        return None
+    if value == reference:
+        return ""
+    scheme, separator, rest = value.partition("://")
+    if separator and rest == reference and _OCI_SCHEME.fullmatch(scheme):
+        return f"{scheme}://"
+    return None
+
+
 def patch_for(obj: Mapping[str, Any], decision: Decision) -> list[PatchOperation]:
-    """The JSONPatch pinning every image of ``decision.pins`` in ``obj``: a ``test`` of the reference the
-    evaluation judged, then its ``replace``, per image field (two containers with one image are two pins).
+    """The JSONPatch pinning every image of ``decision.pins`` in ``obj``: a ``test`` of the field as the
+    evaluation judged it, then its ``replace``, per image field (two containers with one image are two pins;
+    a storage URI keeps its scheme).
 
     Raises :class:`InputError` when a pinned path does not hold the reference judged there (the object is
     not the one that was judged: nothing may be pinned).
@@ -69,14 +94,15 @@ def patch_for(obj: Mapping[str, Any], decision: Decision) -> list[PatchOperation
     operations: list[PatchOperation] = []
     for pin in decision.pins:
         at = pointer(obj, pin.path)
-        if _value(obj, at) != pin.reference:
+        prefix = written(obj, pin.path, pin.reference)
+        if prefix is None or pin.pinned is None:
             raise InputError(
                 f"{pin.path} does not hold {pin.reference!r}, the image that was verified",
                 location=pin.path,
                 hint="send the object that was judged",
             )
-        operations.append({"op": "test", "path": at, "value": pin.reference})
-        operations.append({"op": "replace", "path": at, "value": pin.pinned})
+        operations.append({"op": "test", "path": at, "value": prefix + pin.reference})
+        operations.append({"op": "replace", "path": at, "value": prefix + pin.pinned})
     return operations
 
 

@@ -74,6 +74,10 @@ class ImageUse:
     field: ImageField
     container: str | None
     """The container's (or, for ``field == "volume"``, the volume's) name; None when the object has none."""
+    prefix: str | None = ""
+    """What the field at ``path`` holds before the reference: nothing (an image field), the scheme of a
+    storage URI (``oci://``); None when no field holds the reference as written (composed from an image
+    object, or from the repository beside it), so that no patch can pin it (:mod:`policies.pinning`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -273,7 +273,7 @@ class PodSpecReader:
             self._problem(path, "the OCI storage URI names no image")
             return
         field: ImageField = "volume" if scheme == "oci+native" else "modelcar"
-        self._image(ImageUse(reference, path, field, None))
+        self._image(ImageUse(reference, path, field, None, f"{scheme}://"))
         self._uris.append((name, reference, path))
         if field == "modelcar":  # KServe's modelcar serves the model through a shared process namespace
             self._modelcar = True

@@ -94,6 +94,8 @@ def _table(report: CheckReport) -> str:
                 lines.append(f"      at {violation.path}")
             lines.append(f"      {violation.message}")
             lines.append(f"      fix: {violation.fix}")
+        if decision.allowed:  # what the mutating webhook pins before the object is admitted (check --fix)
+            lines += [f"  pinned: {image.path} -> {image.pinned}" for image in decision.pins]
         lines += [f"  note: {note}" for note in decision.notes]
     for problem in report.problems:
         first, *rest = problem.diagnostics().split("\n")

@@ -273,7 +273,8 @@ class ArtifactRecord:
     verifications: tuple[VerificationRecord, ...] = ()
     pinned: str | None = None
     """For an image a ``pinDigest`` rule verified by tag: the reference it is pinned to
-    (``name:tag@sha256:…``, the digest verified), as the mutating webhook's patch writes it at ``path``."""
+    (``name:tag@sha256:…``, the digest verified), as the mutating webhook's patch writes it at ``path`` (a
+    storage URI keeps its scheme there: ``oci://name:tag@sha256:…``)."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form for the decision log and check output."""

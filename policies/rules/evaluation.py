@@ -177,7 +177,9 @@ class Evaluation:
     #: What the rules want said about the decision that is neither a violation nor evidence (``note``).
     notes: list[str] = field(default_factory=list)
     _refs: dict[str, ImageReference | InvalidReference] = field(default_factory=dict)
-    _lookups: dict[tuple[object, ...], asyncio.Future[Any]] = field(default_factory=dict)
+    #: Each question's answer (:meth:`once`); the two passes of a pinning evaluation share them, so that
+    #: the pinned object is judged on the answers the pins came from (a tag is not resolved twice).
+    lookups: dict[tuple[object, ...], asyncio.Future[Any]] = field(default_factory=dict)
     _digests: dict[ImageReference, str] = field(default_factory=dict)
     _cel_workload: dict[str, Any] | None = None
     _counted: dict[str, Counted] = field(default_factory=dict)
@@ -242,22 +244,22 @@ class Evaluation:
 
     async def once(self, key: tuple[object, ...], call: Callable[[], Awaitable[T]]) -> T:
         """One evidence question per key per evaluation, shared by concurrent askers (failures included)."""
-        future = self._lookups.get(key)
+        future = self.lookups.get(key)
         if future is None:
             if not self.evidence.concurrent_lookups:
                 # Answers come from memory: awaiting directly spares a task and several loop turns.
                 future = asyncio.get_running_loop().create_future()
-                self._lookups[key] = future
+                self.lookups[key] = future
                 try:
                     future.set_result(await call())
                 except (EvidenceUnavailable, VerificationError) as error:
                     future.set_exception(error)
                 except BaseException:
-                    del self._lookups[key]  # a bug or a cancellation is not an answer to keep
+                    del self.lookups[key]  # a bug or a cancellation is not an answer to keep
                     raise
             else:
                 future = asyncio.ensure_future(call())
-                self._lookups[key] = future
+                self.lookups[key] = future
         if future.done():  # the common case once prefetched: no scheduling at all
             done: T = future.result()
             return done

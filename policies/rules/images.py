@@ -38,9 +38,11 @@ async def check(run: Evaluation, policy: CompiledPolicy, use: ImageUse) -> list[
             "use an allowed image, or add a rule for it to the policy",
         )
         return found.violations
+    # A tag can be pinned only where a field holds the reference as written (ImageUse.prefix).
+    pinnable = use.prefix is not None
     for compiled in rules:
         before = len(found.violations)
-        digest = await _rule(run, found, compiled, ref, run.counted(use.reference))
+        digest = await _rule(run, found, compiled, ref, run.counted(use.reference), pinnable)
         # Pinned only when the rule verified the digest and found nothing at all (a warning included).
         clean = len(found.violations) == before
         if run.pinning and compiled.rule.pin_digest and digest is not None and clean:
@@ -49,12 +51,27 @@ async def check(run: Evaluation, policy: CompiledPolicy, use: ImageUse) -> list[
 
 
 async def _rule(
-    run: Evaluation, found: Findings, compiled: CompiledImageRule, ref: ImageReference, counted: Counted
+    run: Evaluation,
+    found: Findings,
+    compiled: CompiledImageRule,
+    ref: ImageReference,
+    counted: Counted,
+    pinnable: bool,
 ) -> str | None:
-    """Judge ``ref`` by one rule; the digest it resolved a tag to, None when it resolved none."""
+    """Judge ``ref`` by one rule; the digest it resolved a tag to, None when it resolved none.
+    ``pinnable``: the field names the reference as written, so a patch can pin it."""
     rule = compiled.rule
     rule_id = f"images.{rule.name}"
-    if rule.pin_digest and ref.digest is None and not run.pinning:
+    if rule.pin_digest and ref.digest is None and not pinnable:
+        # Rewriting an image object or a composed name would be guessing at what the operator reads.
+        found.add(
+            f"{rule_id}.pinDigest",
+            f"image is named by tag where it cannot be pinned: {found.path} names it as an image object (or "
+            "with its repository in the fields beside it), which the mutating webhook does not rewrite",
+            f"write the digest into the manifest yourself ({ref.name}@sha256:<digest>, printed by "
+            f"`trtguard digest {ref}`), or name the image as one reference string",
+        )
+    elif rule.pin_digest and ref.digest is None and not run.pinning:
         # The mutating webhook pins every tag this rule verifies: one that arrives unpinned skipped it.
         found.add(
             f"{rule_id}.pinDigest",

@@ -79,6 +79,9 @@ def test_the_command_line_is_one_trtguard_reads(apply: bool) -> None:
     assert args.command == "audit-cluster"
     assert args.apply is apply and args.namespace == "prod"
     assert [str(p) for p in args.policies] == ["/etc/trtguard/policies"]
+    # the audit stops itself, saying so, a minute before the Job's deadline would kill it
+    job = one(docs, "CronJob")["spec"]["jobTemplate"]["spec"]
+    assert args.timeout == job["activeDeadlineSeconds"] - 60 == 1740
     assert one(docs, "CronJob")["spec"]["concurrencyPolicy"] == "Forbid"
 
 

@@ -14,7 +14,13 @@ It is a stand-in, not a fake of trtguard's code: an HTTPS server on 127.0.0.1 th
   ``wgpolicyk8s.io/v1alpha2`` PolicyReports and ClusterPolicyReports, and ``labelSelector`` equality;
 - ``metav1.Status`` bodies for every failure, and :attr:`faults`: answers to give before the real one
   (``(429, "1")`` is a 429 with ``Retry-After: 1``; a 503 is answered as an aggregated API that is down
-  answers it, in plain text).
+  answers it, in plain text);
+- :attr:`changes`: an object to add to the collection right after the first page of a list at a path was
+  served (the list then changes under the reader's continue token, as a busy cluster's does);
+- :attr:`misbehaving`: what a broken or hostile server (or a proxy in front of one) does instead, per path
+  (:data:`MISBEHAVIOURS`), each bounded so that a client that never gives up still ends; what the client
+  got of it is in :attr:`sent` (bytes of the body written), and :attr:`hung_up` names the paths whose
+  client closed the connection before the body was whole.
 
 Every request is recorded in :attr:`requests` (method, path, query).
 """
@@ -25,6 +31,7 @@ import base64
 import json
 import ssl
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -45,6 +52,14 @@ _EXPIRED = (
     "list without the continue parameter."
 )
 _MODIFIED = "the object has been modified; please apply your changes to the latest version and try again"
+#: What :attr:`KubeApiStandIn.misbehaving` may name: the same continue token on every page; a new token on
+#: every page, for ever; a body dripped a byte at a time; headers dripped so; an enormous body, of the length
+#: it declares or (``huge-unsized``) with no length, ended by closing the connection.
+MISBEHAVIOURS = ("repeat-continue", "endless-continue", "drip", "drip-headers", "huge", "huge-unsized")
+#: Bounds that end a misbehaviour for a client that never gives up: pages, seconds of dripping, bytes.
+_MAX_PAGES = 500
+_DRIP_SECONDS = 60.0
+_HUGE = 64 * 1024 * 1024
 
 
 @dataclass
@@ -65,6 +80,10 @@ class KubeApiStandIn:
     folder: Path
     port: int = 0
     faults: dict[str, list[tuple[int, str | None]]] = field(default_factory=dict)
+    changes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    misbehaving: dict[str, str] = field(default_factory=dict)
+    sent: dict[str, int] = field(default_factory=dict)
+    hung_up: set[str] = field(default_factory=set)
     requests: list[tuple[str, str, dict[str, list[str]]]] = field(default_factory=list)
     _resources: dict[tuple[str, str, str], _Resource] = field(default_factory=dict)
     _server: ThreadingHTTPServer | None = None
@@ -94,21 +113,29 @@ class KubeApiStandIn:
 
     def add(self, obj: dict[str, Any]) -> None:
         """Store ``obj`` (with ``apiVersion`` and ``kind``) as if it had been created; gives it a uid."""
-        group, _, version = obj["apiVersion"].rpartition("/")
         with self._lock:
-            entry = next(
-                r
-                for r in self._resources.values()
-                if (r.group, r.version, r.kind) == (group, version, obj["kind"])
-            )
-            stored = json.loads(json.dumps(obj))
-            self._stamp(stored)
-            entry.objects.append(stored)
-            entry.generation += 1
+            self._add(obj)
+
+    def _add(self, obj: dict[str, Any]) -> None:
+        group, _, version = obj["apiVersion"].rpartition("/")
+        key = (group, version, obj["kind"])
+        entry = next(r for r in self._resources.values() if (r.group, r.version, r.kind) == key)
+        stored = json.loads(json.dumps(obj))
+        self._stamp(stored)
+        entry.objects.append(stored)
+        entry.generation += 1
 
     def objects(self, resource: str) -> list[dict[str, Any]]:
         """What is stored of ``resource`` (``policyreports``, …), as the API server would return it."""
         return [o for r in self._resources.values() if r.resource == resource for o in r.objects]
+
+    def saw_hang_up(self, path: str, within: float = 30.0) -> bool:
+        """Whether the client of a misbehaving ``path`` closed the connection before the body was whole;
+        waits up to ``within`` seconds for the server to notice (at its next write)."""
+        stop = time.monotonic() + within
+        while path not in self.hung_up and time.monotonic() < stop:
+            time.sleep(0.01)
+        return path in self.hung_up
 
     def kubeconfig(self, path: Path) -> Path:
         """A kubeconfig for the stand-in: its CA and a bearer token."""
@@ -160,7 +187,14 @@ class KubeApiStandIn:
             if queued:
                 status, retry_after = queued.pop(0)
                 return status, ("fault", retry_after)
-            return self._answer(method, path, query, body)
+            if path in self.misbehaving:
+                return 200, ("misbehave", self.misbehaving[path])
+            answered = self._answer(method, path, query, body)
+            change = self.changes.get(path) if "continue" not in query else None
+            if change is not None and answered[0] == 200:
+                del self.changes[path]
+                self._add(change)
+            return answered
 
     def _answer(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
         parts = [p for p in path.split("/") if p]
@@ -354,11 +388,74 @@ def _handler(standin: KubeApiStandIn) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
-            status, answer = standin.answer(self.command, url.path, parse_qs(url.query), body)
-            if isinstance(answer, tuple):
+            query = parse_qs(url.query)
+            status, answer = standin.answer(self.command, url.path, query, body)
+            if isinstance(answer, tuple) and answer[0] == "misbehave":
+                self._misbehave(url.path, answer[1], query)
+            elif isinstance(answer, tuple):
                 self._fault(status, answer[1])
             else:
                 self._send(status, answer)
+
+        def _misbehave(self, path: str, how: str, query: dict[str, list[str]]) -> None:
+            if how in ("repeat-continue", "endless-continue"):
+                pages = sum(1 for _, p, _ in standin.requests if p == path)
+                token = "c3RhbmQtaW4" if how == "repeat-continue" else f"page-{pages}"
+                metadata = {"resourceVersion": "1", "continue": token} if pages < _MAX_PAGES else {}
+                self._send(200, {"apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": metadata,
+                                 "items": []})  # fmt: skip
+                return
+            if how == "drip-headers":
+                self._drip_headers(path)
+                return
+            head = b'{"apiVersion":"apps/v1","kind":"DeploymentList","metadata":{},"items":[]'
+            size = 100_000 if how == "drip" else _HUGE
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if how == "huge-unsized":
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            else:
+                self.send_header("Content-Length", str(len(head) + size + 1))
+            self.end_headers()
+            written = 0
+            stop = time.monotonic() + _DRIP_SECONDS
+            try:
+                self.wfile.write(head)
+                while written < size and time.monotonic() < stop:
+                    step = 1 if how == "drip" else min(1024 * 1024, size - written)
+                    self.wfile.write(b" " * step)
+                    self.wfile.flush()
+                    written += step
+                    with standin._lock:
+                        standin.sent[path] = written
+                    if how == "drip":
+                        time.sleep(0.02)
+                if written == size:
+                    self.wfile.write(b"}")
+                    self.wfile.flush()
+                else:
+                    self.close_connection = True  # gave up dripping: the client got a body cut short
+            except OSError:  # the client hung up before the body was whole
+                with standin._lock:
+                    standin.hung_up.add(path)
+                self.close_connection = True
+
+        def _drip_headers(self, path: str) -> None:
+            """A status line, then one header a byte at a time (http.client reads lines of up to 64 KiB)."""
+            self.close_connection = True
+            stop = time.monotonic() + _DRIP_SECONDS
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+                while time.monotonic() < stop:
+                    self.wfile.write(b"a")
+                    self.wfile.flush()
+                    with standin._lock:
+                        standin.sent[path] = standin.sent.get(path, 0) + 1
+                    time.sleep(0.02)
+            except OSError:
+                with standin._lock:
+                    standin.hung_up.add(path)
 
         def _fault(self, status: int, retry_after: str | None) -> None:
             if status == 503:

@@ -24,7 +24,7 @@ from decisionlog import RecordQuery, SQLiteStore
 from policies.schema import trusted_keys_yaml
 from tests.policies.registry_world import sign_image
 from tests.support.harness import SERVICE, StartWebhook, review, verify_admission_response
-from tests.support.images import push_image, tiny_image
+from tests.support.images import push_image, push_index, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config, start_registry
 from verifier.base._references import ImageReference
 from verifier.keys import generate_private_key
@@ -58,12 +58,15 @@ async def _in_registry(registry: LocalRegistry, work: Any) -> Any:
         return await work(client)
 
 
-def _serve(host: str, tmp_path: Path, webhook_process: StartWebhook, policy: str = POLICY) -> Any:
+def _serve(
+    host: str, tmp_path: Path, webhook_process: StartWebhook, policy: str = POLICY, *others: str
+) -> Any:
     key = generate_private_key()
     policies = tmp_path / "policies"
     policies.mkdir()
     (policies / "keys.yaml").write_text(trusted_keys_yaml("platform", {"image-signer": key.public_key()}))
-    (policies / "policy.yaml").write_text(policy.replace("HOST", host))
+    for number, text in enumerate((policy, *others)):
+        (policies / f"policy-{number}.yaml").write_text(text.replace("HOST", host))
     config = tmp_path / "registries.yaml"
     config.write_text(f'registries:\n  "{host}":\n    plain_http: true\n')
     server = webhook_process(
@@ -228,3 +231,139 @@ async def test_a_mutate_timeout_is_a_denial_whatever_on_error_says(
     assert elapsed < 2.0, f"answered after {elapsed:.2f} s, past the API server's 2 s"
     assert answer["allowed"] is False and "patch" not in answer
     assert answer["status"]["reason"] in ("EvaluationTimeout", "EvidenceUnavailable"), answer["status"]
+
+
+REQUIRE_DIGESTS = """\
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: digests-only}
+spec:
+  match: {namespaces: [prod]}
+  images:
+    - name: everything
+      match: ["HOST/*"]
+      requireDigest: true
+"""
+
+
+async def _mutate(client: Any, obj: dict[str, Any], **request: Any) -> tuple[dict[str, Any], list[Any]]:
+    """/mutate's answer for ``obj`` and its JSONPatch (empty when it carries none)."""
+    body = review(obj=obj, **request)
+    answer = verify_admission_response(
+        body["request"]["uid"], await client.post(body, path="/mutate"), mutating=True
+    )
+    return answer, json.loads(base64.b64decode(answer["patch"])) if "patch" in answer else []
+
+
+async def _validate(client: Any, obj: dict[str, Any], **request: Any) -> dict[str, Any]:
+    body = review(obj=obj, **request)
+    answer: dict[str, Any] = verify_admission_response(body["request"]["uid"], await client.post(body))
+    return answer
+
+
+async def test_what_mutate_pins_the_other_policies_admit_in_every_field(
+    registry: LocalRegistry, tmp_path: Path, webhook_process: StartWebhook
+) -> None:
+    """A second policy requires digests: /mutate does not deny what it pins (the API server runs /validate
+    after it, on the pinned object). A KServe modelcar is pinned inside its oci:// URI, a tag naming an
+    image index is pinned to the index, and an UPDATE, a subresource and a dry run pin only what is new."""
+    host = registry.host
+    refs = {name: ImageReference.parse(f"{host}/inference/{name}:v1") for name in ("server", "model")}
+    digests = {
+        name: await _in_registry(registry, lambda client, r=ref: push_image(client, r, tiny_image()))
+        for name, ref in refs.items()
+    }
+    indexed = ImageReference.parse(f"{host}/inference/multiarch:v1")
+    digests["multiarch"] = await _in_registry(
+        registry, lambda client: push_index(client, indexed, [tiny_image(), tiny_image(architecture="arm64")])
+    )
+    refs["multiarch"] = indexed
+    server, key = _serve(host, tmp_path, webhook_process, POLICY, REQUIRE_DIGESTS)
+    for name, ref in refs.items():
+        await _in_registry(
+            registry, lambda client, r=ref, n=name: sign_image(client, r.with_digest(digests[n]), key)
+        )
+    image = f"{host}/inference/server:v1"
+    pinned = f"{image}@{digests['server']}"
+    async with server.client() as client:
+        # a Pod: pinned, then admitted by both policies
+        answer, patch = await _mutate(client, _workload(image, f"{host}/inference/multiarch:v1"))
+        assert answer["allowed"] is True, answer
+        patched = _apply(_workload(image, f"{host}/inference/multiarch:v1"), patch)
+        assert patched["spec"]["volumes"][0]["image"]["reference"].endswith(f"@{digests['multiarch']}"), (
+            "a tag naming an index is pinned to the index, the digest that was signed"
+        )
+        assert (await _validate(client, patched))["allowed"] is True
+
+        # KServe's modelcar: the image is the oci:// storage URI's
+        isvc = {
+            "apiVersion": "serving.kserve.io/v1beta1",
+            "kind": "InferenceService",
+            "metadata": {"name": "llm", "namespace": "prod"},
+            "spec": {"predictor": {"model": {"modelFormat": {"name": "pytorch"},
+                                             "storageUri": f"oci://{host}/inference/model:v1"}}},
+        }  # fmt: skip
+        answer, patch = await _mutate(client, isvc)
+        assert answer["allowed"] is True, answer
+        assert [o for o in patch if o["op"] == "replace"] == [
+            {
+                "op": "replace",
+                "path": "/spec/predictor/model/storageUri",
+                "value": f"oci://{host}/inference/model:v1@{digests['model']}",
+            }
+        ]
+        assert (await _validate(client, _apply(isvc, patch)))["allowed"] is True
+
+        # UPDATE: only what is new is pinned (a container of a template, an ephemeral container)
+        template = {
+            "metadata": {"labels": {"app": "d"}},
+            "spec": {"containers": [{"name": "a", "image": pinned}]},
+        }
+        old: dict[str, Any] = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": "prod"},
+            "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": template},
+        }
+        new = copy.deepcopy(old)
+        new["spec"]["template"]["spec"]["initContainers"] = [{"name": "warmup", "image": image}]
+        for dry_run in (False, True):
+            answer, patch = await _mutate(client, new, operation="UPDATE", old=old, dry_run=dry_run)
+            assert answer["allowed"] is True, answer
+            assert [(o["op"], o["path"]) for o in patch] == [
+                ("test", "/spec/template/spec/initContainers/0/image"),
+                ("replace", "/spec/template/spec/initContainers/0/image"),
+            ]
+        running = _workload(pinned, f"{host}/inference/multiarch:v1@{digests['multiarch']}")
+        debugged = copy.deepcopy(running)
+        debugged["spec"]["ephemeralContainers"] = [{"name": "debug", "image": image}]
+        answer, patch = await _mutate(
+            client, debugged, operation="UPDATE", old=running, sub_resource="ephemeralcontainers"
+        )
+        assert answer["allowed"] is True, answer
+        assert _apply(debugged, patch)["spec"]["ephemeralContainers"][0]["image"] == pinned
+        assert len(patch) == 2, "nothing else is touched"
+
+        # a kind trtguard does not know: its images are found by searching, under keys that need escaping
+        widget: dict[str, Any] = {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w", "namespace": "prod"},
+            "spec": {"models": {"a/b~c": {"image": image}, "a": {"b~c": {"image": "untouched"}}}},
+        }
+        answer, patch = await _mutate(client, widget)
+        assert answer["allowed"] is False, "'untouched' is allowed by no image rule"
+        widget["spec"]["models"]["a"] = {}
+        answer, patch = await _mutate(client, widget)
+        assert answer["allowed"] is True, answer
+        assert [o["path"] for o in patch] == ["/spec/models/a~1b~0c/image"] * 2
+        assert _apply(widget, patch)["spec"]["models"] == {"a/b~c": {"image": pinned}, "a": {}}
+
+        # an image object (found by searching) cannot hold a pin: denied, saying where and why
+        composed = copy.deepcopy(widget)
+        composed["spec"] = {"server": {"image": {"repository": f"{host}/inference/server", "tag": "v1"}}}
+        answer, patch = await _mutate(client, composed)
+        assert answer["allowed"] is False and patch == []
+        message = answer["status"]["message"]
+        assert "pinDigest" in message and "cannot be pinned" in message and "spec.server.image" in message
+    server.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,7 +50,11 @@ def register(subparsers: Subparsers) -> None:
         "workload last admitted, as the webhook does",
     )
     parser.add_argument("--request-timeout", type=float, default=30.0, metavar="SECONDS",
-                        help="read timeout of each API request (default: 30)")  # fmt: skip
+                        help="the most one API request may take, from connecting to the last byte of its "
+                        "answer (default: 30)")  # fmt: skip
+    parser.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
+                        help="the most the whole audit may take, listing, retries and judging included; past "
+                        "it the audit stops with exit status 2 (default: 900)")  # fmt: skip
     parser.add_argument(
         "--retries",
         type=int,
@@ -58,6 +63,10 @@ def register(subparsers: Subparsers) -> None:
         help="retries of a request answered 429 or 5xx, or not answered (default: 4)",
     )
     parser.add_argument("--page-size", type=int, default=500, metavar="N", help="objects per list page")
+    parser.add_argument("--max-pages", type=int, default=10_000, metavar="N",
+                        help="pages of one list before it is given up (default: 10000)")  # fmt: skip
+    parser.add_argument("--max-response-mib", type=int, default=128, metavar="MIB",
+                        help="the largest answer read from the API server (default: 128)")  # fmt: skip
     add_evidence_arguments(parser, "digests, signatures and attestations")
     parser.set_defaults(handler=deferred(__name__, "run"))
 
@@ -80,15 +89,22 @@ def run(args: argparse.Namespace) -> int:
     from verifier.base import InputError  # noqa: PLC0415
     from verifier.evidence_choice import evidence_source  # noqa: PLC0415
 
-    if args.page_size < 1 or args.retries < 0 or args.request_timeout <= 0:
-        raise InputError("--page-size must be at least 1, --retries at least 0, --request-timeout above 0")
+    if min(args.page_size, args.max_pages, args.max_response_mib) < 1 or args.retries < 0:
+        raise InputError(
+            "--page-size, --max-pages and --max-response-mib must be 1 or more, and --retries 0 or more"
+        )
+    if not (0 < args.request_timeout < math.inf and 0 < args.timeout < math.inf):
+        raise InputError("--request-timeout and --timeout must be numbers of seconds above 0")
     policy_set = load_policy_set(args.policies)
     settings = ClusterSettings(
         kubeconfig=args.kubeconfig,
         context=args.context,
-        read_timeout=args.request_timeout,
+        request_timeout=args.request_timeout,
+        timeout=args.timeout,
         retries=args.retries,
         page_size=args.page_size,
+        max_pages=args.max_pages,
+        max_response_bytes=args.max_response_mib * 1024 * 1024,
     )
     api = connect(settings)
     audit = Audit()
@@ -101,9 +117,11 @@ def run(args: argparse.Namespace) -> int:
 
     async def evaluate() -> None:
         try:
-            async with _history(log) as history:
+            async with asyncio.timeout(api.deadline.remaining()), _history(log) as history:
                 engine = PolicyEngine(policy_set, evidence, history=history)
                 audit.verdicts = await judge(engine, objects)
+        except TimeoutError:
+            raise api.out_of_time(f"judging {len(objects)} workloads") from None
         finally:
             if client is not None:
                 await client.aclose()

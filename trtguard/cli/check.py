@@ -3,6 +3,11 @@
 With ``--decision-log URL`` change control reads the webhook's decision log (read-only) for what each workload
 last admitted, as the webhook does; without it every workload a policy with ``changeControl`` selects gets a
 note that history was not consulted (``policies.evaluator.HISTORY_NOT_CONSULTED``).
+
+Resources are judged as the admission chain judges them: the mutating webhook's pins first (each tag a
+``pinDigest`` rule verified, listed as ``pinned:``), then every policy over the pinned object, as the
+validating webhook sees it (policies/README.md, "Pinning by digest"). ``--fix`` prints the manifests with
+those pins; a resource it does not pin (denied, not judged, unreadable) is printed as it was, and said so.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from policies.requesters import Requester
 from policies.results import Action
 from trtguard.cli._args import add_clock_argument, add_evidence_arguments, clock
 from trtguard.cli._commands import Subparsers, add_command
-from verifier.base import InputError
+from verifier.base import InputError, visible
 from verifier.evidence import EvidenceSource
 from verifier.evidence_choice import evidence_source
 
@@ -104,9 +109,10 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--fix",
         action="store_true",
-        help="judge as the mutating webhook does and print the manifests (YAML, one document per resource) "
-        "with every tag a pinDigest rule verified pinned to that digest (name:tag@sha256:…), the same patch "
-        "/mutate answers; the report goes to stderr (or --output)",
+        help="print the manifests (YAML, one document per resource, in their own key order; comments and "
+        "List wrappers are not kept) with every tag a pinDigest rule verified pinned to that digest "
+        "(name:tag@sha256:…), the same patch /mutate answers; a resource not pinned is printed as it was, "
+        "and stderr says why; the report goes to stderr (or --output)",
     )
     add_clock_argument(
         parser, judged="certificate validity, signature expiry, maxAge, scan ages and approvals' expiry"
@@ -141,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
             unverifiable=unverifiable,
             unknown_kinds="judge" if args.unknown_kinds == "judge" else "report",
             requester=requester,
-            pin=args.fix,
+            pin=True,  # as admitted: the mutating webhook first
         )
 
     async def run() -> list[Outcome]:
@@ -162,7 +168,10 @@ def _run(args: argparse.Namespace) -> int:
         for problem in report.problems:
             print(f"trtguard: input error: {problem.diagnostics()}", file=sys.stderr)
     if args.fix:
-        sys.stdout.write(_fixed_manifests(report))
+        text, untouched = _fixed_manifests(report)
+        sys.stdout.write(text)
+        for line in untouched:
+            print(f"trtguard: --fix: {visible(line)}", file=sys.stderr)
     return report.exit_code
 
 
@@ -176,12 +185,23 @@ def _inputs(args: argparse.Namespace, problems: list[InputError]) -> list[str]:
     return [item for item in files if item == "-" or Path(item).resolve() != output]
 
 
-def _fixed_manifests(report: CheckReport) -> str:
-    """Every resource read, pinned where its decision allows it (comments and List wrappers are not kept)."""
-    documents = [fixed(outcome) for outcome in report.outcomes]
-    return "".join(
+def _fixed_manifests(report: CheckReport) -> tuple[str, list[str]]:
+    """Every resource read, pinned where its decision allows it (comments and List wrappers are not kept),
+    and a line for each one printed as it was for another reason than having nothing to pin (denied, not
+    judged, not checked) and for each document that could not be read (it is left out)."""
+    documents, untouched = [], []
+    for outcome in report.outcomes:
+        document, why = fixed(outcome)
+        documents.append(document)
+        if why is not None:
+            untouched.append(f"{outcome.resource.title} ({outcome.resource.source}:{outcome.resource.line}) "
+                             f"{why}: printed as it was")  # fmt: skip
+    for problem in report.problems:  # nothing was read of it that could be printed again
+        untouched.append(f"{problem.location or 'an input'} could not be read, so it is not in the output")
+    text = "".join(
         "---\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True) for document in documents
     )
+    return text, untouched
 
 
 def _decision_log_url(value: str | None) -> str | None:

@@ -11,25 +11,29 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trtguard.cluster._api import ApiError, ClusterSettings, KubeApi, connect, resource_path
+    from trtguard.cluster._api import ClusterSettings, KubeApi, Listed, connect, resource_path
     from trtguard.cluster._audit import Audit, ListedKind, apply_reports, judge, list_workloads, served_kinds
+    from trtguard.cluster._errors import ApiError, AuditTimeout
 
 #: Where each public name lives.
 _HOMES: dict[str, str] = {
     **dict.fromkeys(
-        ("ApiError", "ClusterSettings", "KubeApi", "connect", "resource_path"), "trtguard.cluster._api"
+        ("ClusterSettings", "KubeApi", "Listed", "connect", "resource_path"), "trtguard.cluster._api"
     ),
     **dict.fromkeys(
         ("Audit", "ListedKind", "apply_reports", "judge", "list_workloads", "served_kinds"),
         "trtguard.cluster._audit",
     ),
+    **dict.fromkeys(("ApiError", "AuditTimeout"), "trtguard.cluster._errors"),
 }
 
 __all__ = [
     "ApiError",
     "Audit",
+    "AuditTimeout",
     "ClusterSettings",
     "KubeApi",
+    "Listed",
     "ListedKind",
     "apply_reports",
     "connect",

@@ -3,18 +3,20 @@
 :func:`served_kinds` asks discovery which of the policy set's kinds (built-in, shipped operator kinds and
 ``WorkloadKind`` documents) the cluster serves, at which version and under which resource name (a
 ``WorkloadKind`` names none: discovery does). :func:`list_workloads` reads each kind page by page;
-:func:`judge` evaluates every object as ``trtguard check`` does (with the decision log's history when the
-engine has one), and :func:`apply_reports` writes the PolicyReports (create, or update at the
-resourceVersion read: a report changed in between is read again, never overwritten blind).
+:func:`judge` evaluates every object as the validating webhook does (with the decision log's history when
+the engine has one; what runs is judged as it is stored, not pinned first as ``check`` pins), and
+:func:`apply_reports` writes the PolicyReports (create, or update at the resourceVersion read: a report
+changed in between is read again, never overwritten blind).
 
 A kind the cluster does not serve (an operator that is not installed) is skipped and said so; a kind that
-cannot be listed (RBAC, a failing API server) is a gap, which makes the audit incomplete (exit status 2).
+cannot be listed whole (RBAC, a failing API server, an answer too large, a list that never ends) is a gap,
+which makes the audit incomplete (exit status 2); past the audit's deadline it stops (:class:`AuditTimeout`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -22,7 +24,8 @@ from policies.evaluator import PolicyEngine
 from policies.kinds import KindDefinition, KindRegistry
 from policies.policy_report import API_VERSION, SOURCE, Subject
 from policies.results import Decision
-from trtguard.cluster._api import ApiError, KubeApi, resource_path
+from trtguard.cluster._api import KubeApi, resource_path
+from trtguard.cluster._errors import ApiError, AuditTimeout
 from verifier.base import Deadline, InputError
 
 __all__ = ["Audit", "ListedKind", "apply_reports", "judge", "list_workloads", "served_kinds"]
@@ -113,20 +116,22 @@ def _resource_list(api: KubeApi, group: str, version: str, audit: Audit) -> list
 
 def list_workloads(
     api: KubeApi, kind: ListedKind, namespace: str | None, audit: Audit
-) -> Iterator[dict[str, Any]]:
-    """Every object of ``kind`` (in ``namespace`` when given), with its ``apiVersion`` and ``kind`` set (a
-    list's items carry neither); a kind that cannot be listed is added to ``audit.gaps``."""
+) -> list[dict[str, Any]]:
+    """Every object of ``kind`` (in ``namespace`` when given), each once, with its ``apiVersion`` and
+    ``kind`` set (a list's items carry neither); a kind that cannot be listed whole is added to
+    ``audit.gaps`` and none of it is judged. :class:`AuditTimeout` is raised: the audit stops there."""
     if namespace is not None and not kind.namespaced:
-        return
+        return []
     path = resource_path(kind.definition.group, kind.version, kind.resource, namespace)
     try:
-        for page in api.pages(path):
-            audit.pages += 1
-            for item in page.get("items") or []:
-                if isinstance(item, dict):
-                    yield {"apiVersion": kind.api_version, "kind": kind.definition.kind, **item}
+        listed = api.list(path)
+    except AuditTimeout:
+        raise
     except ApiError as error:
         audit.gaps.append(f"{kind.definition.name}: {error.message}")
+        return []
+    audit.pages += listed.pages
+    return [{"apiVersion": kind.api_version, "kind": kind.definition.kind, **item} for item in listed.items]
 
 
 async def judge(
@@ -171,20 +176,19 @@ def apply_reports(
         ("ClusterPolicyReport", "clusterpolicyreports"),
     ):
         path = resource_path(_REPORT_GROUP, _REPORT_VERSION, resource)
-        for page in api.pages(path, {"labelSelector": _MANAGED}):
-            for old in page.get("items") or []:
-                metadata = old.get("metadata") or {}
-                key = (metadata.get("namespace"), metadata.get("name"))
-                if key in written or (scope is not None and key[0] not in scope):
-                    continue
-                emptied = {
-                    "apiVersion": API_VERSION,
-                    "kind": kind,
-                    "metadata": {k: v for k, v in metadata.items() if k in ("name", "namespace", "labels")},
-                    "summary": {"pass": 0, "skip": 0, "warn": 0, "fail": 0, "error": 0},
-                    "results": [],
-                }
-                done.append(_put(api, emptied))
+        for old in api.list(path, {"labelSelector": _MANAGED}).items:
+            metadata = old.get("metadata") or {}
+            key = (metadata.get("namespace"), metadata.get("name"))
+            if key in written or (scope is not None and key[0] not in scope):
+                continue
+            emptied = {
+                "apiVersion": API_VERSION,
+                "kind": kind,
+                "metadata": {k: v for k, v in metadata.items() if k in ("name", "namespace", "labels")},
+                "summary": {"pass": 0, "skip": 0, "warn": 0, "fail": 0, "error": 0},
+                "results": [],
+            }
+            done.append(_put(api, emptied))
     return done
 
 

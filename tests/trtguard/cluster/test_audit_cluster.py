@@ -3,6 +3,12 @@
 No kube-apiserver can run here: the official ``kubernetes`` client talks to a stand-in over real TLS with a
 real kubeconfig. 1,000 Deployments are listed in 3 pages and judged; a policy change then names the running
 workloads it would deny; ``--apply`` writes PolicyReports that are valid by the working group's CRD.
+
+The stand-in also misbehaves as a broken or hostile server would: a continue token that expires mid-list
+(each object still counted once), one handed back again or pages without end, an answer trickling in a byte
+at a time (body or headers), an enormous body; each ends in a clear error within the bounds given. What it
+does not prove: that a real kube-apiserver pages, expires tokens and answers exactly so (its answers here are
+built in the recorded shapes), nor anything about proxies between the client and it.
 """
 
 from __future__ import annotations
@@ -135,18 +141,88 @@ def test_429_and_5xx_are_retried_and_what_fails_for_good_is_a_gap(
     assert "trtguard: incomplete: Job.batch:" in err and "HTTP 503: service unavailable" in err
 
 
-def test_an_expired_continue_token_restarts_the_list(standin: KubeApiStandIn, tmp_path: Path) -> None:
+def test_an_expired_continue_token_restarts_the_list_and_counts_nothing_twice(
+    standin: KubeApiStandIn, tmp_path: Path
+) -> None:
+    # The collection changes after the first page (of 300) was read: the next page's token has expired.
+    standin.changes[DEPLOYMENTS] = next(workloads(1, ("team-z",), SERVER))
     api = connect(ClusterSettings(kubeconfig=standin.kubeconfig(tmp_path / "kubeconfig"), page_size=300))
-    pages = api.pages(DEPLOYMENTS)
-    first = next(pages)
-    assert len(first["items"]) == 300 and first["metadata"]["remainingItemCount"] == 700
-    standin.add(next(workloads(1, ("team-z",), SERVER)))  # the collection changes while it is paged
-    rest = list(pages)
-    statuses = [(p, q.get("continue") is not None) for _, p, q in standin.requests if p == DEPLOYMENTS]
-    assert statuses[1] == (DEPLOYMENTS, True) and statuses[2] == (DEPLOYMENTS, False), (
-        "410, then from the start"
+    listed = api.list(DEPLOYMENTS)
+    statuses = [q.get("continue") is not None for _, p, q in standin.requests if p == DEPLOYMENTS]
+    assert statuses[:3] == [False, True, False], "the first page, the 410, then from the start"
+    assert listed.pages == 1 + 4 and len(listed.items) == 1001, "what was read before the 410 is dropped"
+    assert len({item["metadata"]["uid"] for item in listed.items}) == 1001
+
+    # the same through the whole audit: every workload once
+    standin.requests.clear()
+    standin.changes[DEPLOYMENTS] = next(workloads(1, ("team-y",), SERVER))
+    status, out, err = _audit(standin, tmp_path, _policies(tmp_path, legacy_allowed=True), "--format", "json")
+    assert status == 0, err
+    uids = [w["uid"] for w in json.loads(out)["workloads"]]
+    assert len(uids) == len(set(uids)) == 1002
+    assert len([p for _, p, q in standin.requests if p == DEPLOYMENTS and "continue" not in q]) == 2
+
+
+def test_a_list_that_never_ends_is_a_gap_not_a_loop(standin: KubeApiStandIn, tmp_path: Path) -> None:
+    policies = _policies(tmp_path, legacy_allowed=True)
+    standin.misbehaving[DEPLOYMENTS] = "repeat-continue"
+    status, _, err = _audit(standin, tmp_path, policies)
+    assert status == 2
+    assert (
+        "trtguard: incomplete: Deployment.apps: GET /apis/apps/v1/deployments: page 2 handed back a " in err
     )
-    assert sum(len(p["items"]) for p in rest) == 1001
+    assert len([p for _, p, _ in standin.requests if p == DEPLOYMENTS]) == 2, "given up at the repeat"
+
+    standin.requests.clear()
+    standin.misbehaving[DEPLOYMENTS] = "endless-continue"
+    status, _, err = _audit(standin, tmp_path, policies, "--max-pages", "5")
+    assert status == 2 and "more than 5 pages of 400 (--max-pages, --page-size)" in err
+    assert len([p for _, p, _ in standin.requests if p == DEPLOYMENTS]) == 5
+
+
+@pytest.mark.parametrize("how", ["huge", "huge-unsized"])
+def test_an_enormous_answer_is_not_read_past_its_bound(
+    standin: KubeApiStandIn, tmp_path: Path, how: str
+) -> None:
+    standin.misbehaving[DEPLOYMENTS] = how
+    status, _, err = _audit(
+        standin, tmp_path, _policies(tmp_path, legacy_allowed=True), "--max-response-mib", "1"
+    )
+    assert status == 2
+    assert "GET /apis/apps/v1/deployments: the answer is larger than 1048576 bytes" in err
+    assert standin.saw_hang_up(DEPLOYMENTS) and standin.sent.get(DEPLOYMENTS, 0) < 64 * 1024 * 1024
+
+
+@pytest.mark.parametrize("how", ["drip", "drip-headers"])
+def test_a_trickling_answer_meets_the_request_timeout_and_the_audit_deadline(
+    standin: KubeApiStandIn, tmp_path: Path, how: str
+) -> None:
+    """A byte every 20 ms (of the body, or of a header) never trips a socket's read timeout; the request's
+    own deadline cuts it off, and the whole audit's deadline ends every retry."""
+    policies = _policies(tmp_path, legacy_allowed=True)
+    standin.misbehaving[DEPLOYMENTS] = how
+    status, _, err = _audit(standin, tmp_path, policies, "--request-timeout", "1", "--retries", "1")
+    assert status == 2
+    assert (
+        "Deployment.apps: GET /apis/apps/v1/deployments: no whole answer within 1 s (--request-timeout)"
+        in err
+    )
+    assert len([p for _, p, _ in standin.requests if p == DEPLOYMENTS]) == 2, "asked again once, then a gap"
+    assert standin.saw_hang_up(DEPLOYMENTS), "the client hung up before the answer was whole"
+
+    standin.hung_up.clear()
+    standin.requests.clear()
+    status, _, err = _audit(
+        standin, tmp_path, policies, "--request-timeout", "600", "--timeout", "3", "--retries", "5"
+    )
+    assert status == 2
+    assert (
+        "trtguard: error: the audit ran out of its 3 s (--timeout) during GET /apis/apps/v1/deployments"
+        in err
+    )
+    assert len([p for _, p, _ in standin.requests if p == DEPLOYMENTS]) == 1, "no retry past the deadline"
+    assert standin.saw_hang_up(DEPLOYMENTS)
+    assert not any(p == "/apis/batch/v1/jobs" for _, p, _ in standin.requests), "the audit stopped there"
 
 
 def test_an_unauthenticated_or_refused_request_says_so(standin: KubeApiStandIn, tmp_path: Path) -> None:
