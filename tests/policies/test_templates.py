@@ -194,8 +194,8 @@ def test_kserve_model_containers_and_oci_storage_uris() -> None:
     assert found.images == (
         ImageUse(RUNTIME, "spec.predictor.model.image", "container", None),
         # A modelcar runs the image as a container; oci+native mounts it as an image volume.
-        ImageUse(ENGINE, "spec.predictor.model.storageUri", "modelcar", None),
-        ImageUse(ENGINE, "spec.predictor.storageUris[0].uri", "volume", None),
+        ImageUse(ENGINE, "spec.predictor.model.storageUri", "modelcar", None, "oci://"),
+        ImageUse(ENGINE, "spec.predictor.storageUris[0].uri", "volume", None, "oci+native://"),
     )
     assert [(e.name, e.path, e.source) for e in found.engines] == [
         ("model.storageUri", "spec.predictor.model.storageUri", "uri"),
