@@ -84,16 +84,21 @@ def _allow() -> DecisionRecord:
     )
 
 
-def _admit(seq: int, operation: str, digit: str, **changes: object) -> StoredRecord:
+def _admit(
+    seq: int, operation: str, digit: str, *, allowed: bool = True, dry_run: bool = False
+) -> StoredRecord:
     record = dataclasses.replace(
         _allow(),
+        allowed=allowed,
+        reason="Allowed" if allowed else "PolicyViolation",
+        dry_run=dry_run,
         uid=f"u{seq}",
         operation=operation,
         record_id=new_record_id(),
         time=datetime(2026, 12, 1, 12, seq, tzinfo=UTC),
         engines=({"reference": f"registry.example.com/models/resnet@sha256:{digit * 64}", "name": "engine"},),
     )
-    return StoredRecord(seq, dataclasses.replace(record, **changes), "0" * 64, "1" * 64)
+    return StoredRecord(seq, record, "0" * 64, "1" * 64)
 
 
 def test_what_runs_now_is_the_newest_admission_in_the_package_not_the_last_selected() -> None:
@@ -102,7 +107,7 @@ def test_what_runs_now_is_the_newest_admission_in_the_package_not_the_last_selec
     records = [
         _admit(1, "CREATE", "1"),
         _admit(2, "UPDATE", "2"),
-        _admit(3, "UPDATE", "4", allowed=False, reason="PolicyViolation"),  # a denial changes nothing
+        _admit(3, "UPDATE", "4", allowed=False),  # a denial changes nothing
         _admit(4, "UPDATE", "5", dry_run=True),  # nor does a dry run
         _admit(5, "UPDATE", "3"),
     ]
