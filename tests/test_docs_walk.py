@@ -22,8 +22,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
+from policies.loader import load_policy_set
 from tests.conftest import REPO
+from verifier.keys import generate_private_key
 
 PAGE = REPO / "docs" / "change-control.md"
 _BLOCK = re.compile(r"^```(sh|text)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -111,3 +114,36 @@ def test_the_registry_config_is_the_three_lines_the_page_describes() -> None:
         "http: {addr: 127.0.0.1:5000}",
     ]
     assert "/etc/docker/registry/config.yml" not in script
+
+
+_LIBRARY_COPY = re.compile(r'`(cp "\$REPO"/policies/library/\*\.yaml policies/)`')
+
+
+def test_the_template_loads_beside_the_starter_library_as_the_page_says(tmp_path: Path) -> None:
+    """Attack 28 finding 10j: the page's webhook loads the change-control template alone; the page's warning
+    says how to load the starter library beside it (its command, and image-signer among the platform keys)."""
+    page = PAGE.read_text()
+    found = _LIBRARY_COPY.search(page)
+    assert found is not None and "enforces change control and nothing else" in page
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    shutil.copy(REPO / "policies" / "templates" / "change-control.yaml", policies)
+    pem = {name: generate_private_key().public_key().to_pem().decode() for name in ("b", "i", "a", "o", "c")}
+    documents = [
+        ("platform", {"build-signer": pem["b"], "image-signer": pem["i"]}),
+        ("release-committee", {"alice": pem["a"], "bob": pem["o"], "chen": pem["c"]}),
+    ]
+    (policies / "keys.yaml").write_text(
+        yaml.safe_dump_all(
+            {
+                "apiVersion": "trtguard.dev/v1alpha1",
+                "kind": "TrustedKeys",
+                "metadata": {"name": name},
+                "spec": {"keys": [{"name": key, "publicKey": text} for key, text in keys.items()]},
+            }
+            for name, keys in documents
+        )
+    )
+    subprocess.run(["bash", "-ec", found[1]], cwd=tmp_path, env={**os.environ, "REPO": str(REPO)}, check=True)
+    names = {policy.name for policy in load_policy_set(policies).policies}
+    assert {"change-control", "signed-inference-images", "trusted-tensorrt-images"} <= names, names
