@@ -374,9 +374,7 @@ class Reviewer:
         annotations = {"decision": "allow" if verdict.allowed else "deny", "reason": verdict.reason}
         if verdict.decision is not None:
             annotations["policy-revision"] = verdict.decision.policy_revision
-            # Which policies judged it (a JSON list; [] when none applied): an allow by no policy is not one
-            # that policies passed, and `trtguard review` says so as `check` does.
-            annotations["policies"] = json.dumps(list(verdict.decision.matched_policies))
+            annotations["policies"] = json.dumps(list(verdict.decision.matched_policies))  # [] for none
             if verdict.decision.violations:
                 annotations["violations"] = _violations_annotation(verdict.decision.violations)
         if request.dry_run:
