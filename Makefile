@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 LOCK := requirements/dev.lock
 STAMP := $(VENV)/.installed-$(shell sha256sum $(LOCK) pyproject.toml | sha256sum | cut -c1-16)
 # chromium (with a font to draw text) runs the evidence report's browser tests, driven by Playwright (dev extra).
-APT_PACKAGES := docker-registry skopeo gpg gpgv sq sqv chromium fonts-dejavu-core
+APT_PACKAGES := docker-registry curl skopeo gpg gpgv sq sqv chromium fonts-dejavu-core
 # checkov (the chart tests' Kubernetes scanner) pins packaging<24, which the project's hatchling cannot use:
 # it gets a virtual environment of its own, from its own hashed lock.
 CHECKOV := .tools/checkov/bin/checkov

@@ -19,26 +19,50 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from tests.conftest import DATA, REPO
+from verifier.keys import generate_private_key
 
 TRTGUARD = Path(sys.executable).with_name("trtguard")
 CHART_OUTPUT = DATA / "501-operator-manifests" / "helm" / "ray-cluster.yaml"
 _TOUR = re.compile(
-    r"```sh\n(?P<helm>helm template [^\n]*)\\\n\s*\| (?P<check>trtguard check [^\n]*)\n```\n\n"
-    r"```text\n(?P<out>.*?)```",
+    r"```sh\n(?P<repo>helm repo add [^\n]*)\n(?P<helm>helm template [^\n]*)\\\n\s*\| "
+    r"(?P<check>trtguard check [^\n]*)\n```\n\n```text\n(?P<out>.*?)```",
     re.DOTALL,
 )
+#: The README's my-keys.yaml: the TrustedKeys document the tour's check commands load beside the library.
+_MY_KEYS = re.compile(
+    r"```yaml\n(?P<keys>apiVersion: trtguard\.dev/v1alpha1\nkind: TrustedKeys\n.*?)```", re.DOTALL
+)
+KUBERAY_CHARTS = "https://ray-project.github.io/kuberay-helm/"
 _REVISION = re.compile(r"policy revision sha256:[0-9a-f]{64}")
 
 
-def test_the_readme_tour_checks_an_operator_charts_helm_output() -> None:
+def _my_keys(folder: Path) -> Path:
+    """The README's my-keys.yaml, written into ``folder`` with a fresh key pair for each key it names."""
+    found = _MY_KEYS.search((REPO / "README.md").read_text())
+    assert found is not None, "the README no longer shows what my-keys.yaml holds"
+    document = yaml.safe_load(found["keys"])
+    assert document["metadata"]["name"] == "platform"
+    assert [key["name"] for key in document["spec"]["keys"]] == ["image-signer", "build-signer"]
+    for key in document["spec"]["keys"]:
+        (folder / key["file"]).write_bytes(generate_private_key().public_key().to_pem())
+    (folder / "my-keys.yaml").write_text(found["keys"])
+    return folder / "my-keys.yaml"
+
+
+def test_the_readme_tour_checks_an_operator_charts_helm_output(tmp_path: Path) -> None:
     found = _TOUR.search((REPO / "README.md").read_text())
     assert found is not None, "the README's helm template | trtguard check example is gone"
+    # Attack 28 finding 6h: `kuberay/ray-cluster` needs KubeRay's chart repository added first.
+    assert shlex.split(found["repo"]) == ["helm", "repo", "add", "kuberay", KUBERAY_CHARTS]
     helm = shlex.split(found["helm"])
     assert helm[:4] == ["helm", "template", "ray-cluster", "kuberay/ray-cluster"] and "--namespace" in helm
     assert f"--namespace {helm[helm.index('--namespace') + 1]}" in found["helm"]
+    # Attack 28 finding 6g: my-keys.yaml is the one the README shows, with keys of the reader's own.
     replacements = {
-        "my-keys.yaml": "policies/library/tests/keys.yaml",
+        "my-keys.yaml": str(_my_keys(tmp_path)),
         "att/": "policies/library/tests/attestations",
     }
     argv = [replacements.get(arg, arg) for arg in shlex.split(found["check"])]

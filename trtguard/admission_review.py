@@ -32,6 +32,7 @@ from verifier.base import InputError
 __all__ = [
     "ADMIN",
     "Answer",
+    "NoAnswer",
     "admission_review",
     "guess_resource",
     "send",
@@ -142,6 +143,10 @@ def admission_review(
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
+class NoAnswer(InputError):
+    """The webhook was not reached or did not answer in time: nothing answered (unlike an answer refused)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """The webhook's answer to one AdmissionReview: its ``response`` object, checked."""
@@ -165,6 +170,18 @@ class Answer:
         warnings = self.response.get("warnings")
         return [str(w) for w in warnings] if isinstance(warnings, list) else []
 
+    @property
+    def policies(self) -> list[str] | None:
+        """The policies that applied, from the ``policies`` audit annotation trtguard's webhook writes (a
+        JSON list of names); None when the answer does not say (another webhook, or a cut annotation)."""
+        annotations = self.response.get("auditAnnotations")
+        text = annotations.get("policies") if isinstance(annotations, Mapping) else None
+        try:
+            names = json.loads(text) if isinstance(text, str) else None
+        except ValueError:
+            return None
+        return [str(name) for name in names] if isinstance(names, list) else None
+
 
 def tls_context(ca: str | None) -> ssl.SSLContext:
     """A client TLS context trusting ``ca`` (a PEM file), else the system's roots; HTTP/1.1, as the API
@@ -186,9 +203,10 @@ async def send(
 
     ``within`` is the limit in seconds, also sent as ``?timeout=`` (whole seconds, at least 1).
     ``server_name`` is the TLS server name and ``Host`` to present (the Service's DNS name, which the API
-    server uses) when ``url`` names an address. Raises :class:`InputError` for no answer in time, a status
-    other than 200, and an answer that is not the AdmissionReview for this request: the API server would
-    take any of them as a failed call (``failurePolicy``), never as an allow.
+    server uses) when ``url`` names an address. Raises :class:`NoAnswer` when the webhook cannot be reached
+    or does not answer in time, and :class:`InputError` for a status other than 200 or an answer that is not
+    the AdmissionReview for this request: the API server would take any of them as a failed call
+    (``failurePolicy``), never as an allow.
     """
     uid = review["request"]["uid"]
     headers = {"content-type": "application/json", "accept": "application/json"}
@@ -207,11 +225,9 @@ async def send(
             timeout=within,
         )
     except httpx.TimeoutException:
-        raise InputError(
-            f"no answer from {url} within {within:g} s", hint="is the webhook running?"
-        ) from None
+        raise NoAnswer(f"no answer from {url} within {within:g} s", hint="is the webhook running?") from None
     except httpx.HTTPError as error:
-        raise InputError(
+        raise NoAnswer(
             f"cannot reach {url}: {error}",
             hint="check --server, and --ca (the webhook's CA certificate) or --tls-server-name",
         ) from None

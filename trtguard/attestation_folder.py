@@ -70,7 +70,10 @@ def prepare(folder: Path, *, replace: bool) -> None:
                 hint="give an empty or new folder, or --force to empty it first",
             )
         shutil.rmtree(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"cannot make the folder: {error.strerror}", location=str(folder)) from None
 
 
 async def fetch_folder(
@@ -105,6 +108,9 @@ async def fetch_folder(
         except TrtguardError as error:
             summary.problems.append(f"{reference}: {error.message}")
             continue
+        except OSError as error:  # the folder, not the registry: a full disk stops the copy, named
+            location = error.filename or str(folder)
+            raise InputError(f"cannot write the evidence: {error.strerror}", location=location) from None
         if follow:
             queue += [(engine, False) for engine in previous]
     return summary

@@ -374,6 +374,7 @@ class Reviewer:
         annotations = {"decision": "allow" if verdict.allowed else "deny", "reason": verdict.reason}
         if verdict.decision is not None:
             annotations["policy-revision"] = verdict.decision.policy_revision
+            annotations["policies"] = json.dumps(list(verdict.decision.matched_policies))  # [] for none
             if verdict.decision.violations:
                 annotations["violations"] = _violations_annotation(verdict.decision.violations)
         if request.dry_run:

@@ -66,11 +66,19 @@ def make_self_signed(
     """Create a CA and a serving certificate in ``directory`` (or reuse valid ones covering ``sans``).
 
     Files: ``ca.crt``, ``ca.key``, ``tls.crt``, ``tls.key`` (keys mode 0600). Raises :class:`InputError` for
-    a SAN that is neither a DNS name nor an IP address.
+    a SAN that is neither a DNS name nor an IP address, and for a ``directory`` that is a file or where the
+    files cannot be written.
     """
     names = _normalise_names([*LOCAL_NAMES, *sans])
     now = now or datetime.now(UTC)
-    directory.mkdir(parents=True, exist_ok=True)
+    if directory.exists() and not directory.is_dir():
+        raise InputError("--self-signed names a file, not a folder", location=str(directory))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(
+            f"cannot make the certificate folder: {error.strerror}", location=str(directory)
+        ) from None
     files = SelfSignedFiles(directory / "ca.crt", directory / "tls.crt", directory / "tls.key")
     ca_key_path = directory / "ca.key"
 
@@ -418,12 +426,21 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 def _write(path: Path, data: bytes, *, private: bool = False) -> None:
     # Write beside the target and rename over it: a reader never sees half a file.
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as error:
+        raise InputError(
+            f"cannot write the certificate files: {error.strerror}", location=str(path)
+        ) from None
     try:
         os.fchmod(fd, 0o600 if private else 0o644)
         with os.fdopen(fd, "wb") as stream:
             stream.write(data)
         Path(temporary).replace(path)
-    except BaseException:
+    except BaseException as error:
         Path(temporary).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise InputError(
+                f"cannot write the certificate files: {error.strerror}", location=str(path)
+            ) from None
         raise

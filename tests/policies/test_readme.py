@@ -8,6 +8,7 @@ import typing
 from pathlib import Path
 
 import pytest
+import yaml
 
 from policies.testing import ExpectedResult, run_tests
 from trtguard.cli import main
@@ -72,3 +73,15 @@ def test_skip_is_what_a_resource_that_runs_no_pods_gets(tmp_path: Path) -> None:
     (tmp_path / "trtguard-test.yaml").write_text(suite.replace("RESULT", "allow"))
     [case] = run_tests(tmp_path).cases
     assert not case.passed and case.detail == "expected allow, got skip"
+
+
+def test_the_library_table_says_where_engine_artifacts_may_appear() -> None:
+    """Attack 28 finding 6e: the README said engine artifacts were allowed "only as image volumes" while
+    trusted-base-images.yaml allows them as image volumes and KServe modelcars."""
+    library = README.parent / "library" / "trusted-base-images.yaml"
+    (rule,) = [rule for rule in yaml.safe_load(library.read_text())["spec"]["images"] if "fields" in rule]
+    fields = f"`fields: [{', '.join(rule['fields'])}]`"
+    text = README.read_text()
+    (row,) = [line for line in text.splitlines() if line.startswith("| `library/trusted-base-images.yaml`")]
+    assert fields in row, row
+    assert "only as image volumes" not in text

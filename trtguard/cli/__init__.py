@@ -14,7 +14,13 @@ import sys
 from collections.abc import Sequence
 
 from trtguard.cli._commands import COMMANDS
-from verifier.base import TrtguardError
+from verifier.base import EvidenceUnavailable, TrtguardError
+
+#: What to do when a registry a command needs did not answer (no policy is involved at that point).
+COMMAND_UNAVAILABLE_HINT = (
+    "the registry is down, slow, rate-limiting or not reachable from here: run the command again later, "
+    "or check the address, the network and --registry-config"
+)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -69,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.handler(args)
     except TrtguardError as error:
+        if isinstance(error, EvidenceUnavailable) and error.transient:
+            # The registry client's hint is for a policy rule that could not be checked ("the policy's
+            # onError decides"); a command that stops here judges nothing.
+            error.hint = COMMAND_UNAVAILABLE_HINT
         print(f"trtguard: error: {error.diagnostics()}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:

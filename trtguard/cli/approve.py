@@ -11,10 +11,9 @@ from pydantic import ValidationError
 
 from trtguard.cli._commands import Subparsers, add_command
 from trtguard.cli.keys import add_output_arguments, add_password_arguments
-from trtguard.cli.keys_commands import load_signing_key, write_envelope
+from trtguard.cli.keys_commands import check_envelope_output, load_signing_key, write_envelope
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ChangeApproval, ChangeKind
 from verifier.base import (
-    ImageReference,
     InputError,
     hash_file,
     input_error_from_validation,
@@ -106,21 +105,26 @@ def _check_artifact(engine_digest: str, args: argparse.Namespace) -> None:
     if args.push is None:
         return
     # Imported here: only an approval pushed to a registry loads the registry client (start-up time).
-    from trtguard.cli.registry import engine_file_of  # noqa: PLC0415
+    from trtguard.cli.registry import carried_engine_of  # noqa: PLC0415
 
-    target = ImageReference.parse(args.push)
-    carried = engine_file_of(args.push, args)
-    file_hint = "the engine file's digest: `sha256sum model.plan`, or give the file itself as ENGINE_DIGEST"
-    if target.digest == engine_digest:
+    carried = carried_engine_of(args.push, args)
+    # By tag or by digest alike: the digest the tag points at is no engine file either.
+    if carried.artifact == engine_digest:
+        if carried.engine_file is None:
+            raise InputError(
+                f"{engine_digest} is the digest of the artifact {args.push} (its OCI manifest), which is no "
+                "engine artifact; approvals name an engine file",
+                hint="approve the engine file's digest: `sha256sum model.plan`, or give the file itself",
+            )
         raise InputError(
             f"{engine_digest} is the digest of the artifact {args.push} (its OCI manifest), not of the "
-            "engine file it carries; change control counts only approvals of the engine file",
-            hint=f"approve {carried}" if carried is not None else f"approve {file_hint}",
+            f"engine file it carries; approvals name the engine file {carried.engine_file}",
+            hint=f"approve {carried.engine_file}",
         )
-    if carried is not None and carried != engine_digest:
+    if carried.engine_file is not None and carried.engine_file != engine_digest:
         raise InputError(
-            f"the artifact {args.push} carries the engine file {carried}, not {engine_digest}",
-            hint=f"approve {carried}, or attach the approval to the artifact of {engine_digest}",
+            f"the artifact {args.push} carries the engine file {carried.engine_file}, not {engine_digest}",
+            hint=f"approve {carried.engine_file}, or attach the approval to the artifact of {engine_digest}",
         )
 
 
@@ -162,6 +166,7 @@ def _reviewed_manifest(path: Path, engine_digest: str, audit_id: str) -> str:
 
 
 def _approve(args: argparse.Namespace) -> int:
+    check_envelope_output(args)
     engine_digest = _engine_digest(args.engine)
     _check_artifact(engine_digest, args)
     now = datetime.now(UTC).replace(microsecond=0)

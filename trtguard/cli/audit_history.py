@@ -2,10 +2,12 @@
 
 The workload is its API group, kind, namespace and name (:mod:`trtguard.audit.workloads`):
 ``NAMESPACE/NAME`` names it while the log knows one workload of that name, and says which when it knows more.
-A workload the log never saw is exit 1, with the names closest to it. ``--last N`` and ``--since TIME`` show
-the newest changes only (replayed from the whole history, so each still names what it replaced); each change
-says when, who deployed it, what changed (references and the recorded audit ID, TensorRT version and
-precisions, old → new), its change kinds, approvers and audit ID: the 3 a.m. answer from the log alone.
+A workload the log never saw is exit 1, with the names closest to it; so is one it only ever denied, with the
+count of denials and the newest one's reason (an empty history with exit 0 would read as "nothing happened").
+``--last N`` and ``--since TIME`` show the newest changes only (replayed from the whole history, so each
+still names what it replaced); each change says when, who deployed it, what changed (references and the
+recorded audit ID, TensorRT version and precisions, old → new), its change kinds, approvers and audit ID:
+the 3 a.m. answer from the log alone.
 
 Replayed from the decision log alone (:mod:`trtguard.audit.history`) and checked against the recomputed
 chain; after rotation it starts from what rotation carried forward (the workload's last admissions through
@@ -23,10 +25,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 from trtguard.cli._args import add_evidence_arguments, wants_evidence
 from trtguard.cli._commands import Subparsers, add_subcommand
 from trtguard.cli.audit_lines import say, stamp
-from verifier.base import InputError
+from verifier.base import InputError, visible
 
 if TYPE_CHECKING:
-    from decisionlog import Carried, DecisionStore
+    from decisionlog import Carried, DecisionStore, StoredRecord
     from trtguard.audit.chain import ChainCheck
     from trtguard.audit.history import HistoryEntry, ManifestComparison
 
@@ -101,6 +103,10 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
             )
             return 1
         replayed = history.replay(records, carried=history.last_carried(carried))
+        if not replayed and not carried.workloads and _only_denied(records):
+            # Not an empty history: the workload was asked for and refused, which the 3 a.m. reader must see.
+            print(_denied_line(shown, records), file=sys.stderr)
+            return 1
         entries = [entry for entry in replayed if since is None or entry.time >= since]
         entries = entries[-args.last :] if args.last is not None else entries
         # Admissions the API server never received (answered deny): not changes, but an auditor sees them.
@@ -133,6 +139,33 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 1 if unverified or broken else 0
 
     return _run(args, work)
+
+
+def _only_denied(records: Sequence[StoredRecord]) -> bool:
+    """Whether ``records`` hold denials and no admission (an allow not delivered admitted nothing)."""
+    from trtguard.audit.history import not_delivered  # noqa: PLC0415
+
+    dropped = {stored.seq for stored in not_delivered(records)}
+    admitted = [stored for stored in records if stored.record.allowed and stored.seq not in dropped]
+    return not admitted and any(not stored.record.allowed for stored in records)
+
+
+def _denied_line(workload: str, records: Sequence[StoredRecord]) -> str:
+    """The workload was only ever denied: how often, and the newest denial with its reason."""
+    from decisionlog import original_id  # noqa: PLC0415
+
+    denials = [s for s in records if not s.record.allowed and original_id(s.record) is None]
+    newest = max(
+        denials or [s for s in records if not s.record.allowed], key=lambda s: (s.record.time, s.seq)
+    )
+    record = newest.record
+    who = f" by {record.user}" if record.user else ""
+    reason = f"{record.reason}: {record.message}" if record.message else record.reason
+    return visible(
+        f"trtguard: {workload} was never admitted: the decision log holds {len(denials)} denial(s) of it "
+        f"and no admitted change; the newest, #{newest.seq} at {stamp(record.time)} "
+        f"({record.operation}{who}): {reason}"
+    )
 
 
 def _print_carried(carried: Carried, out: TextIO) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from trtguard.cli._commands import Subparsers, add_subcommand
+from trtguard.cli._output import check_output
 
 if TYPE_CHECKING:
     from decisionlog import Checkpoint, Ledger, SealedSegment
@@ -260,6 +261,7 @@ def _backup(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from trtguard.cli.audit import _url  # noqa: PLC0415
 
     out = out or sys.stdout
+    check_output(args.to, "the backup")  # a missing folder is a usage error, named as such
     backup_sqlite(_url(args), args.to)
     # The copy is checked as a log of its own: what a restore would start from.
     report = asyncio.run(SQLiteStore(args.to, read_only=True).verify())

@@ -30,6 +30,7 @@ from policies.requesters import Requester
 from policies.results import Action
 from trtguard.cli._args import add_clock_argument, add_evidence_arguments, clock
 from trtguard.cli._commands import Subparsers, add_command
+from trtguard.cli._output import check_output, write_output
 from verifier.base import InputError, visible
 from verifier.evidence import EvidenceSource
 from verifier.evidence_choice import evidence_source
@@ -123,6 +124,8 @@ def register(subparsers: Subparsers) -> None:
 def _run(args: argparse.Namespace) -> int:
     if args.as_group and not args.as_user:
         raise InputError("--as-group needs --as", hint="name the user: --as USER --as-group GROUP")
+    if args.output is not None:
+        check_output(args.output, "the report")  # before any evidence is fetched
     requester = Requester.impersonated(args.as_user, tuple(args.as_group)) if args.as_user else None
     evidence, client = evidence_source(
         attestations=args.attestations, registry_config=args.registry_config, registry=args.registry
@@ -160,7 +163,7 @@ def _run(args: argparse.Namespace) -> int:
     report.outcomes = asyncio.run(run())
     text = render(report, args.format, now=clock(args)())
     if args.output is not None:
-        args.output.write_text(text)
+        write_output(args.output, text.encode(), "the report")
     else:
         (sys.stderr if args.fix else sys.stdout).write(text)
     if args.output is not None or args.format != "table":

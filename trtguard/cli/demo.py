@@ -6,7 +6,6 @@ What the files hold is :mod:`trtguard.demo.engine`'s; the scripted webhook demo 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
@@ -42,16 +41,24 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _engine(args: argparse.Namespace) -> int:
+    from trtguard.cli._output import Output, check_output, write_outputs  # noqa: PLC0415
     from trtguard.demo.engine import stand_in_onnx, stand_in_plan  # noqa: PLC0415
     from verifier.base import InputError, sha256_bytes  # noqa: PLC0415
 
-    for path in (args.output, args.onnx):
-        if path is not None and path.exists() and not args.force:
+    # Every path and the onnx package are checked before anything is written: a bad --onnx leaves no plan.
+    files = [(args.output, "the plan")] + ([(args.onnx, "the ONNX model")] if args.onnx is not None else [])
+    if args.onnx is not None and args.onnx.resolve() == args.output.resolve():
+        raise InputError("OUT and --onnx name the same file", location=str(args.onnx))
+    for path, what in files:
+        check_output(path, what)
+        if path.exists() and not args.force:
             raise InputError(f"{path} exists", hint="use --force to overwrite it")
-    data = stand_in_plan(args.tensorrt_version, args.seed)
-    args.output.write_bytes(data)
-    print(f"{args.output}: stand-in TensorRT {args.tensorrt_version} plan, sha256:{sha256_bytes(data)}")
+    plan = stand_in_plan(args.tensorrt_version, args.seed)
+    outputs = [Output(args.output, plan, "the plan")]
     if args.onnx is not None:
-        stand_in_onnx(args.onnx)
-        print(f"{args.onnx}: ONNX model (Relu, input [batch, 3, 224, 224])", file=sys.stdout)
+        outputs.append(Output(args.onnx, stand_in_onnx(), "the ONNX model"))
+    write_outputs(outputs)
+    print(f"{args.output}: stand-in TensorRT {args.tensorrt_version} plan, sha256:{sha256_bytes(plan)}")
+    if args.onnx is not None:
+        print(f"{args.onnx}: ONNX model (Relu, input [batch, 3, 224, 224])")
     return 0

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from trtguard.cli._args import add_evidence_arguments, wants_evidence
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
+from trtguard.cli._output import check_output
 from trtguard.cli.keys import add_password_arguments
 from trtguard.cli.keys_commands import load_public_key, load_signing_key
 from verifier.base import InputError
@@ -162,6 +163,7 @@ def _export(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if args.timeout <= 0:
         raise InputError("--timeout must be positive", location="--timeout")
     selection = _selection(args)
+    check_output(args.output, "the package")  # before the key's password is asked for
     key = load_signing_key(args.key, args)
     url: str = args.decision_log or os.environ.get("TRTGUARD_DECISION_LOG") or DEFAULT_DECISION_LOG
 
@@ -271,6 +273,7 @@ def _report(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from trtguard.audit.package import Anchor  # noqa: PLC0415
 
     out = out or sys.stdout
+    check_output(args.output, "the report")  # before the package is read and verified
     key = load_public_key(args.key)
     anchors = [Anchor.parse(text) for text in args.anchor]
     try:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trtguard.cli._output import Output, check_output, write_output, write_outputs
 from trtguard.cli.keys import read_password
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
@@ -50,19 +50,13 @@ def load_public_key(path: Path) -> PublicKey:
         raise
 
 
-def _write_new(path: Path, data: bytes, mode: int, *, force: bool) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
-    descriptor = os.open(path, flags, mode)
-    with os.fdopen(descriptor, "wb") as stream:
-        # os.open applies the mode only when it creates the file; an overwritten key file gets it too.
-        os.fchmod(stream.fileno(), mode)
-        stream.write(data)
-
-
 def keygen(args: argparse.Namespace) -> int:
     """``trtguard keygen``: write a new encrypted key pair."""
     prefix: str = args.output
     key_path, pub_path = Path(f"{prefix}.key"), Path(f"{prefix}.pub")
+    # Both paths are checked before the password is asked for, and both files are written or neither.
+    for path, what in ((key_path, "the private key"), (pub_path, "the public key")):
+        check_output(path, what)
     if not args.force:
         existing = [str(p) for p in (key_path, pub_path) if p.exists()]
         if existing:
@@ -71,13 +65,13 @@ def keygen(args: argparse.Namespace) -> int:
             )
     password = read_password(args, confirm=True)
     key = generate_private_key()
-    try:
-        _write_new(key_path, encrypt_private_key(key, password), 0o600, force=args.force)
-        _write_new(pub_path, key.public_key().to_pem(), 0o644, force=args.force)
-    except FileExistsError as error:
-        raise InputError("refusing to overwrite an existing file", location=error.filename) from error
-    except OSError as error:
-        raise InputError(f"cannot write the key pair: {error.strerror}", location=error.filename) from error
+    write_outputs(
+        [
+            Output(key_path, encrypt_private_key(key, password), "the private key", 0o600),
+            Output(pub_path, key.public_key().to_pem(), "the public key", 0o644),
+        ],
+        exclusive=not args.force,
+    )
     print(f"Private key written to {key_path}")
     print(f"Public key written to {pub_path}")
     print(f"Key id {key.public_key().key_id}")
@@ -86,6 +80,7 @@ def keygen(args: argparse.Namespace) -> int:
 
 def attest(args: argparse.Namespace) -> int:
     """``trtguard attest``: sign an in-toto statement about a file."""
+    check_envelope_output(args)
     try:
         predicate: Any = json.loads(_read(args.predicate, "the predicate"))
     except (ValueError, UnicodeDecodeError) as error:
@@ -113,16 +108,17 @@ def _validate_known_predicate(statement: Statement, source: str) -> None:
         loader(statement, source)
 
 
+def check_envelope_output(args: argparse.Namespace) -> None:
+    """Refuse an ``--output`` that cannot be written, before a password is asked for or anything signed."""
+    if args.output is not None:
+        check_output(args.output, "the envelope")
+
+
 def write_envelope(envelope: Envelope, args: argparse.Namespace) -> None:
     """Write a signed envelope to ``--output`` (or standard output) and attach it to ``--push REF``."""
     output = envelope.to_json() + b"\n"
     if args.output is not None:
-        try:
-            args.output.write_bytes(output)
-        except OSError as error:
-            raise InputError(
-                f"cannot write the envelope: {error.strerror}", location=str(args.output)
-            ) from error
+        write_output(args.output, output, "the envelope")
         print(f"Attestation written to {args.output}", file=sys.stderr)
     elif args.push is None:
         sys.stdout.buffer.write(output)

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from trtguard.cli._args import add_registry_arguments
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
+from trtguard.cli._output import check_output, write_output
 from trtguard.cli.keys import add_password_arguments
 from trtguard.cli.keys_commands import load_signing_key, write_envelope
 from trtguard.cli.manifest_import import (
@@ -206,6 +207,7 @@ def _import(args: argparse.Namespace) -> int:
             "--signature and --openpgp-key go together",
             hint="give the record's .asc signature and the public key(s) that may have made it",
         )
+    _check_outputs(args, report=args.report)
     signature = None
     # Read once: the signature is checked over, and the manifest made from, these very bytes.
     data = read_limited(args.record, "the flat record")
@@ -243,7 +245,8 @@ def _import(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     if args.report is not None:
-        _write_file(json.dumps(import_report(args, signature, draft, status), indent=2) + "\n", args.report)
+        report = json.dumps(import_report(args, signature, draft, status), indent=2) + "\n"
+        write_output(args.report, report.encode("utf-8"), "the report")
     return status
 
 
@@ -252,6 +255,7 @@ def _create(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else min(8, os.cpu_count() or 1)
     if jobs < 1:
         raise InputError("--jobs must be at least 1", location="--jobs")
+    _check_outputs(args)  # before the engine and the model are hashed
     settings = _settings(args)
     inputs = CreateInputs(
         onnx=args.onnx,
@@ -432,18 +436,19 @@ def _print_notes(draft: Draft, command: str, stream: TextIO) -> None:
             print(f"  {note.field}: {note.message}", file=stream)
 
 
+def _check_outputs(args: argparse.Namespace, *, report: Path | None = None) -> None:
+    """Refuse an output path that cannot be written before anything is read or hashed."""
+    if args.output is not None:
+        check_output(args.output, "the output")
+    if report is not None:
+        check_output(report, "the report")
+
+
 def _write(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
-    _write_file(text, output)
-
-
-def _write_file(text: str, output: Path) -> None:
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise InputError(f"cannot write the output: {error.strerror}", location=str(output)) from error
+    write_output(output, text.encode("utf-8"), "the output")
 
 
 def _diff(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 from policies.testing import junit, run_tests
 from trtguard.cli._args import add_clock_argument
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
+from trtguard.cli._output import check_output, write_output
 
 
 def register(subparsers: Subparsers) -> None:
@@ -30,6 +31,8 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _test(args: argparse.Namespace) -> int:
+    if args.junit is not None:
+        check_output(args.junit, "the JUnit report")  # before the suites run
     run = run_tests(args.path, now=args.now)
     for case in run.cases:
         mark = "PASS" if case.passed else "FAIL"
@@ -42,5 +45,5 @@ def _test(args: argparse.Namespace) -> int:
         + (f", {len(run.errors)} suites failed to run" if run.errors else "")
     )
     if args.junit is not None:
-        args.junit.write_text(junit(run))
+        write_output(args.junit, junit(run).encode(), "the JUnit report")
     return run.exit_code

@@ -27,7 +27,7 @@ from trtguard.release.attach import (
 )
 from trtguard.release.cosign_layout import append_layer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
-from trtguard.release.push_engine import engine_file, push_engine
+from trtguard.release.push_engine import CarriedEngine, carried_engine, push_engine
 from verifier.base import Deadline, ImageReference, InputError, TrtguardError, read_limited
 from verifier.dsse import Envelope
 from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
@@ -361,14 +361,14 @@ def push_attestation(data: bytes, to: str, args: argparse.Namespace, *, location
     )
 
 
-def engine_file_of(reference: str, args: argparse.Namespace) -> str | None:
-    """``sha256:…`` of the engine file the engine artifact ``reference`` carries (its engine layer), or None
-    when the artifact is not an engine artifact (``args``: the options of :func:`add_registry_arguments`)."""
+def carried_engine_of(reference: str, args: argparse.Namespace) -> CarriedEngine:
+    """The artifact digest of ``reference`` and the engine file it carries, as :func:`carried_engine` reads
+    them (``args``: the options of :func:`add_registry_arguments`)."""
     target = ImageReference.parse(reference)
     config, deadline = _registry_config(args), _deadline(args)
 
-    async def run() -> str | None:
+    async def run() -> CarriedEngine:
         async with RegistryClient(config) as client:
-            return await engine_file(RegistryWriter(client), target, deadline)
+            return await carried_engine(RegistryWriter(client), target, deadline)
 
     return asyncio.run(run())

@@ -13,6 +13,7 @@ import asyncio
 import json
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,14 +124,32 @@ def _review(args: argparse.Namespace) -> int:
             old[_key(found.obj, args.namespace or "default")] = found.obj
     results = asyncio.run(_send_all(args, url, requester, resources, old))
     if args.format == "json":
-        print(json.dumps([_json(resource, result) for resource, result in results], ensure_ascii=False))
+        print(json.dumps([_json(item) for item in results], ensure_ascii=False))
         for problem in problems:
             print(f"trtguard: error: {problem.diagnostics()}", file=sys.stderr)
     else:
         sys.stdout.write(_table(results, problems, url, requester))
-    denied = any(not isinstance(result, InputError) and not result.allowed for _, result in results)
-    errors = problems or any(isinstance(result, InputError) for _, result in results)
+    denied = any(not isinstance(item.result, InputError) and not item.result.allowed for item in results)
+    errors = problems or any(isinstance(item.result, InputError) for item in results)
     return 2 if errors else 1 if denied else 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """One resource and what became of it: ``namespace`` the one it is applied to, as the API server fills
+    it in (the object's own, ``--namespace``, else ``default``; None for a cluster-scoped kind); ``sent``
+    whether its AdmissionReview was posted."""
+
+    resource: Resource
+    namespace: str | None
+    result: Answer | InputError
+    sent: bool
+
+    @property
+    def title(self) -> str:
+        """``Kind namespace/name`` for the table."""
+        namespace = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.resource.kind} {namespace}{self.resource.name or '<unnamed>'}"
 
 
 async def _send_all(
@@ -139,15 +158,16 @@ async def _send_all(
     requester: Any,
     resources: list[Resource],
     old: dict[tuple[str, str, str | None, str | None], dict[str, Any]],
-) -> list[tuple[Resource, Answer | InputError]]:
+) -> list[_Sent]:
     import httpx  # noqa: PLC0415
 
     from trtguard.admission_review import admission_review, send, tls_context  # noqa: PLC0415
 
     context = tls_context(str(args.ca) if args.ca is not None else None)
-    results: list[tuple[Resource, Answer | InputError]] = []
+    results: list[_Sent] = []
     async with httpx.AsyncClient(verify=context, http2=False, trust_env=False) as client:
         for resource in resources:
+            namespace, sent = resource.namespace, False
             try:
                 before = None
                 if args.operation == "UPDATE":
@@ -165,22 +185,23 @@ async def _send_all(
                     requester=requester,
                     dry_run=args.dry_run,
                 )
+                namespace, sent = review["request"].get("namespace"), True
                 answer = await send(
                     client, url, review, within=args.timeout, server_name=args.tls_server_name
                 )
-                results.append((resource, answer))
+                results.append(_Sent(resource, namespace, answer, sent))
             except InputError as error:
-                results.append((resource, error))
+                results.append(_Sent(resource, namespace, error, sent))
     return results
 
 
-def _table(
-    results: list[tuple[Resource, Answer | InputError]], problems: list[InputError], url: str, requester: Any
-) -> str:
+def _table(results: list[_Sent], problems: list[InputError], url: str, requester: Any) -> str:
+    from trtguard.admission_review import NoAnswer  # noqa: PLC0415
+
     lines: list[str] = []
     allowed = denied = 0
-    for resource, result in results:
-        where = f"{resource.title} ({resource.source}:{resource.line})"
+    for item in results:
+        where, result = f"{item.title} ({item.resource.source}:{item.resource.line})", item.result
         if isinstance(result, InputError):
             lines.append(f"ERROR  {where}: {result.message}")
             if result.hint:
@@ -188,7 +209,9 @@ def _table(
             continue
         if result.allowed:
             allowed += 1
-            lines.append(f"ALLOW  {where}")
+            # As `check` says it: an allow that no policy judged is not an allow that policies passed.
+            verdict = "ALLOW (no policy applies)" if result.policies == [] else "ALLOW "
+            lines.append(f"{verdict} {where}")
         else:
             denied += 1
             status = result.status
@@ -201,19 +224,30 @@ def _table(
         first, *rest = problem.diagnostics().split("\n")
         lines += [f"ERROR  {first}", *rest]
     total = len(results)
-    errors = len(problems) + sum(isinstance(result, InputError) for _, result in results)
+    errors = len(problems) + sum(isinstance(item.result, InputError) for item in results)
+    sent = sum(item.sent for item in results)
+    unanswered = sum(isinstance(item.result, NoAnswer) for item in results)
+    if sent == 0:
+        answered = f"nothing sent to {url}"
+    elif unanswered == sent:
+        answered = f"{url} did not answer; asked as {requester}"
+    elif unanswered:
+        answered = f"answered by {url} for {requester}, except {unanswered} of {sent} it did not answer"
+    else:
+        answered = f"answered by {url} for {requester}"
     lines.append(
         f"{total} resource{'s' if total != 1 else ''}: {allowed} allowed, {denied} denied, {errors} "
-        f"error{'s' if errors != 1 else ''}; answered by {url} for {requester}"
+        f"error{'s' if errors != 1 else ''}; {answered}"
     )
     # The answers repeat names and references from the files: each line stays one line (as in `check`).
     return "\n".join(map(visible, lines)) + "\n"
 
 
-def _json(resource: Resource, result: Answer | InputError) -> dict[str, Any]:
+def _json(item: _Sent) -> dict[str, Any]:
+    resource, result = item.resource, item.result
     data: dict[str, Any] = {
         "kind": resource.kind,
-        "namespace": resource.namespace,
+        "namespace": item.namespace,
         "name": resource.name,
         "source": resource.source,
         "line": resource.line,

@@ -12,7 +12,6 @@ command registers every command and so imports them all.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TextIO
 
 from trtguard.cli._args import add_clock_argument
 from trtguard.cli._commands import Subparsers, add_command
+from trtguard.cli._output import check_output, write_output
 from verifier.base import InputError, TrtguardError
 from verifier.engine import (
     GpuOptions,
@@ -106,6 +106,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
                 "--attest needs --attest-key KEY and -o FILE",
                 hint="--attest-key is the verifier's private key; -o is where the signed attestation goes",
             )
+        check_output(args.attest_output, "the attestation")  # before the GPU run, not after it
     elif args.attest_key is not None or args.attest_output is not None:
         raise InputError("--attest-key and -o only apply with --attest")
 
@@ -137,16 +138,6 @@ def _signing_key(args: argparse.Namespace) -> PrivateKey:
     return load_signing_key(args.attest_key, args)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        temporary.write_bytes(data)
-        temporary.replace(path)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise InputError(f"cannot write the attestation: {error.strerror}", location=str(path)) from error
-
-
 def _run(args: argparse.Namespace) -> int:
     _check_arguments(args)
     engine: Path = args.engine
@@ -175,7 +166,7 @@ def _run(args: argparse.Namespace) -> int:
     print(report.to_json_text() if args.format == "json" else report.render_text())
     if signing_key is not None:
         envelope = sign_verification(report, signing_key)
-        _write_atomically(args.attest_output, envelope.to_json())
+        write_output(args.attest_output, envelope.to_json(), "the attestation")
         print(
             f"engine-verification attestation (result: {'pass' if report.ok else 'fail'}) "
             f"written to {args.attest_output}",

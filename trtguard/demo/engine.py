@@ -13,7 +13,6 @@ package (the ``onnx`` extra).
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 from verifier.base import InputError
 
@@ -47,8 +46,8 @@ def stand_in_plan(tensorrt_version: str = "10.8.0.43", seed: str = "") -> bytes:
     return bytes(header) + body
 
 
-def stand_in_onnx(path: Path, *, name: str = "stand-in") -> None:
-    """Write a minimal real ONNX model to ``path`` (needs the ``onnx`` package)."""
+def stand_in_onnx(*, name: str = "stand-in") -> bytes:
+    """A minimal real ONNX model, serialized (needs the ``onnx`` package)."""
     try:
         import onnx  # noqa: PLC0415 - an optional extra, loaded only for --onnx
         from onnx import TensorProto, helper  # noqa: PLC0415
@@ -64,4 +63,5 @@ def stand_in_onnx(path: Path, *, name: str = "stand-in") -> None:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="trtguard")
     onnx.checker.check_model(model)
-    onnx.save(model, str(path))
+    data: bytes = model.SerializeToString()
+    return data

@@ -49,7 +49,7 @@ from trtguard.demo.material import (
     Material,
     make_material,
 )
-from verifier.base import TrtguardError
+from verifier.base import InputError, TrtguardError
 from verifier.evidence_folder import LocalEvidence
 from verifier.keys import generate_private_key
 
@@ -277,7 +277,12 @@ def run(workdir: Path, *, keep_running: bool = False, port: int = 0, out: TextIO
     every verdict was the expected one."""
     out = out or sys.stdout
     workdir = workdir.resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
+    if workdir.exists() and not workdir.is_dir():
+        raise InputError("--workdir names a file, not a folder", location=str(workdir))
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file of that name, or a folder nothing can be created in
+        raise InputError(f"cannot make the demo folder: {error.strerror}", location=str(workdir)) from None
     print(f"trtguard demo: generating keys, signed engines and attestations in {workdir}", file=out)
     bin_dir = Path(sys.executable).parent
     print(

@@ -27,7 +27,7 @@ from verifier.registry.engine_artifact import (
 )
 from verifier.registry.oci import EMPTY_DESCRIPTOR, EMPTY_JSON, OCI_MANIFEST, Descriptor
 
-__all__ = ["EngineArtifact", "engine_file", "push_engine"]
+__all__ = ["CarriedEngine", "EngineArtifact", "carried_engine", "push_engine"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +100,22 @@ def _check_files(files: Sequence[tuple[str, Path]]) -> None:
         names[path.name] = path
 
 
-async def engine_file(writer: RegistryWriter, reference: ImageReference, deadline: Deadline) -> str | None:
-    """``sha256:…`` of the engine file the artifact at ``reference`` carries (its engine layer's digest), or
-    None when it is no engine artifact: what change approvals and verifications of it must name."""
+@dataclass(frozen=True, slots=True)
+class CarriedEngine:
+    """What an artifact in a registry is: the digest of its manifest, and the engine file it carries (its
+    engine layer's digest, what change approvals and verifications of it name; None: no engine artifact)."""
+
+    artifact: str
+    engine_file: str | None
+
+
+async def carried_engine(
+    writer: RegistryWriter, reference: ImageReference, deadline: Deadline
+) -> CarriedEngine:
+    """The artifact at ``reference`` (a tag or a digest) and the engine file it carries."""
+    manifest = await writer.client.get_manifest(reference, deadline)
     try:
-        engine, _, _ = engine_layers(await writer.client.get_manifest(reference, deadline))
+        engine, _, _ = engine_layers(manifest)
     except InvalidEngineArtifact:
-        return None
-    return engine.digest
+        return CarriedEngine(manifest.digest, None)
+    return CarriedEngine(manifest.digest, engine.digest)

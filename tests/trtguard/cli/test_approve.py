@@ -55,7 +55,25 @@ def test_the_artifact_digest_is_refused_naming_the_engine_file(pushed: tuple[Pat
     status, _, err = approve(artifact, reference, engine.parent)
     assert status == 2
     assert f"{artifact} is the digest of the artifact {reference} (its OCI manifest)" in err
-    assert f"approve {engine_file}" in err
+    assert f"approvals name the engine file {engine_file}" in err and f"approve {engine_file}" in err
+
+
+def test_the_artifact_digest_is_recognised_when_push_names_a_tag(
+    registry: LocalRegistry, pushed: tuple[Path, str]
+) -> None:
+    """Attack 28 finding 6a: with --push REPO:TAG the artifact digest was taken for another engine file
+    ("carries the engine file …, not sha256:<artifact>"); it is named as the artifact's digest."""
+    engine, reference = pushed
+    artifact = reference.split("@")[1]
+    engine_file = "sha256:" + hashlib.sha256(engine.read_bytes()).hexdigest()
+    tagged = f"{registry.host}/approve/engine:v1"
+    status, _, err = approve(artifact, tagged, engine.parent)
+    assert status == 2, err
+    assert (
+        f"{artifact} is the digest of the artifact {tagged} (its OCI manifest), not of the engine file it "
+        f"carries; approvals name the engine file {engine_file}"
+    ) in err
+    assert "carries the engine file" not in err.replace("not of the engine file it carries", "")
 
 
 def test_another_engine_than_the_artifact_carries_is_refused(pushed: tuple[Path, str]) -> None:
@@ -84,3 +102,15 @@ def test_help_says_which_digest_an_approval_names(capsys: pytest.CaptureFixture[
         main(["approve", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "names the engine file's digest" in text and "never the digest of the OCI artifact" in text
+
+
+def test_an_unwritable_output_is_refused_before_the_key_is_opened(pushed: tuple[Path, str]) -> None:
+    """Attack 28 finding 4 (the same family): -o into a missing folder fails first, as one line."""
+    engine, reference = pushed
+    output = engine.parent / "missing" / "approval.json"
+    status, _, err = approve(
+        engine, reference, engine.parent, "-o", output, "--password-file", "/nonexistent"
+    )
+    assert status == 2
+    message = f"the envelope cannot be written: the folder {output.parent} does not exist"
+    assert err == f"trtguard: error: {output}: {message}\n"

@@ -19,6 +19,7 @@ import pytest
 from decisionlog import DecisionRecord, SQLiteStore
 from decisionlog._undelivered import undelivered
 from trtguard.cli import main
+from trtguard.cli.audit_lines import stamp
 from trtguard.demo.material import Material
 from verifier.base._deadline import Deadline
 
@@ -403,6 +404,33 @@ def test_history_of_a_workload_the_log_never_saw_names_the_closest(
     assert "the decision log never saw" in err and closest in err
     status, _, err = _cli(capsys, "history", "dev/zzz", "--decision-log", f"sqlite:///{history_log}")
     assert status == 1 and "it knows no workload of a similar name" in err
+
+
+def test_history_of_a_workload_only_ever_denied_says_so_and_exits_1(
+    tmp_path: Path, demo_material: Material, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack 28 finding 6i: a workload that was only ever denied printed "0 admitted change(s)", exit 0."""
+    path = tmp_path / "denied.db"
+    engine = _engine(demo_material, "int8-uncalibrated")
+    now = datetime.now(UTC)
+    denials = [
+        _record(uid=f"d{n}", allowed=False, reason="PolicyViolation", message=f"int8 needs calibration ({n})",
+                engines=(engine,), name="canary", time=now - timedelta(minutes=10 - n))
+        for n in (1, 2)
+    ]  # fmt: skip
+    # A dry-run admission is no admission either; another workload's admission is not this one's.
+    dry = _record(uid="dry", dry_run=True, engines=(engine,), name="canary")
+    _write(path, [*denials, dry, _record(uid="other", engines=(engine,))])
+    for args in ((), ("--last", "1"), ("--format", "json")):
+        status, out, err = _cli(
+            capsys, "history", "prod/canary", "--decision-log", f"sqlite:///{path}", *args
+        )
+        assert status == 1 and out == "", args
+        assert err == (
+            "trtguard: prod/Deployment.apps/canary was never admitted: the decision log holds 2 denial(s) "
+            f"of it and no admitted change; the newest, #2 at {stamp(denials[1].time)} (CREATE by alice): "
+            "PolicyViolation: int8 needs calibration (2)\n"
+        ), err
 
 
 def _built(

@@ -47,3 +47,27 @@ def test_seeds_give_other_digests_and_files_are_not_overwritten(tmp_path: Path) 
 def test_a_version_the_header_cannot_hold_is_refused(tmp_path: Path, version: str) -> None:
     status, _, err = cli("demo", "engine", tmp_path / "x.plan", "--tensorrt-version", version)
     assert status == 2 and "is not major.minor.patch.build of TensorRT 8.6 or later" in err
+
+
+def test_an_unwritable_path_is_one_error_line_and_nothing_is_written(tmp_path: Path) -> None:
+    """Attack 28 finding 4: a missing folder, a folder as OUT, a bad --onnx path after a good plan path and
+    a file under /proc crashed with a traceback (the plan already written for the bad --onnx)."""
+    plan = tmp_path / "ok.plan"
+    cases = [
+        (
+            (tmp_path / "no" / "z.plan",),
+            f"{tmp_path / 'no' / 'z.plan'}: the plan cannot be written: the folder",
+        ),
+        ((tmp_path, "--force"), f"{tmp_path}: the plan cannot be written: it is a folder"),
+        (
+            (plan, "--onnx", tmp_path / "no" / "m.onnx"),
+            f"{tmp_path / 'no' / 'm.onnx'}: the ONNX model cannot",
+        ),
+    ]
+    if Path("/proc/version").is_file():
+        cases.append((("/proc/version", "--force"), "/proc/version: the plan cannot be written: no file can"))
+    for args, message in cases:
+        status, out, err = cli("demo", "engine", *args)
+        assert status == 2 and out == "", (args, out, err)
+        assert err.startswith(f"trtguard: error: {message}") and err.count("\n") == 1, (args, err)
+    assert list(tmp_path.iterdir()) == []  # no plan, no temporary file left behind

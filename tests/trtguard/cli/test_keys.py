@@ -124,7 +124,8 @@ def test_keygen_into_a_missing_folder(
 ) -> None:
     monkeypatch.setenv("TRTGUARD_PASSWORD", "pw")
     assert run("keygen", "--output", tmp_path / "absent" / "k") == 2
-    assert "cannot write the key pair" in capsys.readouterr().err
+    assert "the private key cannot be written: the folder" in capsys.readouterr().err
+    assert not (tmp_path / "absent").exists()
 
 
 # --- read_password --------------------------------------------------------------------------------------

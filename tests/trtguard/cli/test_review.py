@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import io
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -140,3 +141,37 @@ def test_an_answer_for_another_uid_is_refused(wrong_uid_server: int, pods: Path)
     status, out, _ = cli("review", pods, "--server", f"http://127.0.0.1:{wrong_uid_server}")
     assert status == 2 and "ALLOW" not in out
     assert "the API server would reject" in out and "not the request's" in out
+
+
+def test_the_namespace_applied_to_is_in_the_title_and_no_policy_is_said(
+    demo_webhook: WebhookProcess, pods: Path, tmp_path: Path
+) -> None:
+    """Attack 28 finding 6c: an object without a namespace, sent with --namespace, was titled without it,
+    and an allow that no policy judged read as a plain ALLOW (``check`` says "(no policy applies)")."""
+    first = next(yaml.safe_load_all(pods.read_text()))
+    del first["metadata"]["namespace"]
+    (tmp_path / "bare.yaml").write_text(yaml.safe_dump(first))
+    status, out, err = cli("review", tmp_path / "bare.yaml", *_server(demo_webhook), "--namespace", "prod")
+    assert status == 0, err
+    assert out.startswith(f"ALLOW  Pod prod/resnet50-fp16 ({tmp_path / 'bare.yaml'}:1)\n"), out
+    status, out, _ = cli("review", tmp_path / "bare.yaml", *_server(demo_webhook), "--namespace", "dev")
+    assert status == 0
+    assert out.startswith(
+        f"ALLOW (no policy applies) Pod dev/resnet50-fp16 ({tmp_path / 'bare.yaml'}:1)\n"
+    ), out
+    status, out, _ = cli("review", tmp_path / "bare.yaml", *_server(demo_webhook), "--format", "json")
+    assert status == 0 and json.loads(out)[0]["namespace"] == "default"
+
+
+def test_a_server_that_did_not_answer_is_not_said_to_have_answered(pods: Path) -> None:
+    """Attack 28 finding 6b: "answered by https://127.0.0.1:1/validate" though nothing answered."""
+    with socket.socket() as probe:  # a port nothing listens on: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        status, out, _ = cli("review", pods, "--server", f"https://127.0.0.1:{port}")
+    assert status == 2
+    last = out.splitlines()[-1]
+    assert last.startswith(
+        f"5 resources: 0 allowed, 0 denied, 5 errors; https://127.0.0.1:{port}/validate did"
+    )
+    assert "did not answer; asked as kubernetes-admin" in last and "answered by" not in last

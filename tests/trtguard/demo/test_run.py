@@ -83,3 +83,15 @@ def test_a_server_that_prints_nothing_does_not_hold_the_demo(tmp_path: Path) -> 
     finally:
         silent.kill()
         silent.wait()
+
+
+def test_a_workdir_that_is_a_file_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack 28 finding 4 (the same family): `--workdir FILE` crashed with FileExistsError."""
+    workdir = tmp_path / "a-file"
+    workdir.write_text("")
+    assert demo.main(["--workdir", str(workdir)]) == 2
+    assert (
+        capsys.readouterr().err == f"trtguard demo: error: {workdir}: --workdir names a file, not a folder\n"
+    )

@@ -101,9 +101,11 @@ def write_archive(path: Path, members: Iterable[tuple[str, bytes]], *, mtime: in
             os.fsync(raw.fileno())
         os.chmod(temporary, 0o644)  # noqa: PTH101 - mkstemp made it 0600; a package is meant to be shared
         Path(temporary).replace(path)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(OSError):
             os.unlink(temporary)  # noqa: PTH108
+        if isinstance(error, OSError):  # a full disk, or -o naming a folder: no traceback, no partial file
+            raise InputError(f"cannot write the archive: {error.strerror}", location=str(path)) from None
         raise
     return path.stat().st_size
 

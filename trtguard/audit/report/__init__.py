@@ -40,7 +40,8 @@ def write_report(
     """Verify ``archive`` with ``key`` and write its report page to ``output``; returns what was rendered.
 
     The page is written whether or not the package verified (a failed one says so); callers check
-    ``view.verified``. Raises :class:`InputError` when ``output`` exists and ``overwrite`` is False, and
+    ``view.verified``. Raises :class:`InputError` when ``output`` exists and ``overwrite`` is False or
+    cannot be written, and
     what :func:`trtguard.audit.package.verify_evidence_package` raises for a file that is no package.
     """
     if output.exists() and not overwrite:
@@ -50,6 +51,10 @@ def write_report(
     view = build_view(archive, key, anchors=anchors, limits=limits, now=now)
     page = render_html(view)
     partial = output.with_name(output.name + ".partial")
-    partial.write_text(page, encoding="utf-8")
-    partial.replace(output)
+    try:
+        partial.write_text(page, encoding="utf-8")
+        partial.replace(output)
+    except OSError as error:  # a missing folder, OUT naming a folder, a full disk: one line, no partial page
+        partial.unlink(missing_ok=True)
+        raise InputError(f"cannot write the report: {error.strerror}", location=str(output)) from None
     return view

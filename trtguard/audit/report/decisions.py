@@ -31,6 +31,10 @@ class Change:
     audit_ids: tuple[str, ...]
     approvers: tuple[str, ...]
     signers: tuple[str, ...]
+    #: Precisions and TensorRT versions of the build manifests the record counted (an engine): what the
+    #: report can say of an engine whose build manifest the package does not hold.
+    precisions: tuple[str, ...] = ()
+    tensorrt_versions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,15 +92,30 @@ class ChainLink:
 
 
 @dataclass(frozen=True, slots=True)
+class Superseded:
+    """A selected admission of an engine that a later admission among the package's records replaced."""
+
+    admission: Admission
+    change: Change
+    #: The first later admission that changed the engine (what replaced the selected one).
+    by: Admission
+    by_change: Change
+
+
+@dataclass(frozen=True, slots=True)
 class InForce:
-    """An engine a workload runs after the last selected admission of it, and the admission that put it
-    there (when, who asked, its audit IDs and approvers)."""
+    """An engine a workload runs now, and the admission that put it there (when, who asked, its audit IDs
+    and approvers): the workload's newest admission of that engine among all the package's records, the
+    selected ones or not, since a selection (an audit ID, an engine) leaves out what replaced it later."""
 
     workload: str
     slot: str
     reference: str
     admission: Admission
     change: Change
+    #: The last selected admission of the engine when a later one replaced it (``admission`` is then known
+    #: from the chain the package carries, not from the selection), else None.
+    superseded: Superseded | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +127,7 @@ class Decisions:
     chain: tuple[ChainLink, ...]
     #: (first, last) time of the selected decisions.
     period: tuple[datetime, datetime] | None
-    #: The engines each workload runs now (as of its last selected admission), by workload then slot.
+    #: The engines each workload runs now (as of its newest admission in the package), by workload then slot.
     in_force: tuple[InForce, ...] = ()
 
 
@@ -127,30 +146,31 @@ def read_records(data: bytes) -> list[StoredRecord]:
 
 
 def read_decisions(records: Sequence[StoredRecord], selected: Iterable[int]) -> Decisions:
-    """Admitted changes (selected records, replayed per workload), denials and the chain of ``records``."""
+    """Admitted changes (selected records, replayed per workload), denials and the chain of ``records``;
+    what each workload runs now is replayed from all of its records in the package."""
     chosen = set(selected)
     by_workload: dict[str, list[StoredRecord]] = {}
+    every: dict[str, list[StoredRecord]] = {}
     for stored in records:
+        workload = _workload(stored.record)
+        every.setdefault(workload, []).append(stored)
         # An undelivered record in the package, selected or not, takes the allow it names out of the replay.
         if stored.seq in chosen or original_id(stored.record) is not None:
-            by_workload.setdefault(_workload(stored.record), []).append(stored)
+            by_workload.setdefault(workload, []).append(stored)
     admissions = sorted(
         (
-            Admission(
-                seq=entry.seq,
-                time=entry.time,
-                workload=workload,
-                operation=entry.operation,
-                requester=entry.user,
-                groups=entry.groups,
-                policy_revision=entry.policy_revision,
-                changes=tuple(_change(change) for change in entry.changes),
-            )
+            admission
             for workload, stored in by_workload.items()
-            for entry in replay(stored)
+            for admission in _admissions(workload, stored)
         ),
         key=lambda admission: admission.seq,
     )
+    # Of each workload a selected admission changed, every admission the package holds, in replay order.
+    replayed = [
+        admission
+        for workload in dict.fromkeys(admission.workload for admission in admissions)
+        for admission in _admissions(workload, every[workload])
+    ]
     denials = tuple(
         Denial(
             seq=stored.seq,
@@ -181,18 +201,56 @@ def read_decisions(records: Sequence[StoredRecord], selected: Iterable[int]) -> 
     )
     times = [stored.record.time for stored in records if stored.seq in chosen]
     period = (min(times), max(times)) if times else None
-    return Decisions(tuple(admissions), denials, chain, period, _in_force(admissions))
+    return Decisions(tuple(admissions), denials, chain, period, _in_force(admissions, replayed))
 
 
-def _in_force(admissions: Sequence[Admission]) -> tuple[InForce, ...]:
-    """Per workload, each engine slot's last admitted change: what runs now, and who admitted it."""
-    latest: dict[tuple[str, str], InForce] = {}
-    for admission in admissions:  # in seq order: a later change of a slot replaces the earlier
+def _admissions(workload: str, records: Sequence[StoredRecord]) -> list[Admission]:
+    """The admissions among one workload's ``records`` that changed its engines or images, in replay order."""
+    return [
+        Admission(
+            seq=entry.seq,
+            time=entry.time,
+            workload=workload,
+            operation=entry.operation,
+            requester=entry.user,
+            groups=entry.groups,
+            policy_revision=entry.policy_revision,
+            changes=tuple(_change(change) for change in entry.changes),
+        )
+        for entry in replay(records)
+    ]
+
+
+def _engine_changes(admissions: Iterable[Admission]) -> dict[tuple[str, str], list[tuple[Admission, Change]]]:
+    """(workload, engine slot) → each admission that changed that engine, with the change, in order."""
+    found: dict[tuple[str, str], list[tuple[Admission, Change]]] = {}
+    for admission in admissions:
         for change in admission.changes:
             if change.artifact == "engine":
-                key = (admission.workload, change.slot)
-                latest[key] = InForce(admission.workload, change.slot, change.new, admission, change)
-    return tuple(latest[key] for key in sorted(latest))
+                found.setdefault((admission.workload, change.slot), []).append((admission, change))
+    return found
+
+
+def _in_force(selected: Sequence[Admission], every: Sequence[Admission]) -> tuple[InForce, ...]:
+    """Per workload, each engine slot a selected admission changed: its newest admitted change in ``every``
+    (what runs now, and who admitted it), and the last selected change when a later one replaced it."""
+    history = _engine_changes(every)
+    found = []
+    for key, changes in sorted(_engine_changes(selected).items()):
+        # Replay order is decision time, then seq (records shipped from a spool come late in seq order).
+        admission, change = max(changes, key=lambda pair: _order(pair[0]))
+        after = [(a, c) for a, c in history.get(key, []) if _order(a) > _order(admission)]
+        if not after:
+            found.append(InForce(key[0], key[1], change.new, admission, change))
+            continue
+        (by, by_change), (now, now_change) = after[0], after[-1]
+        superseded = Superseded(admission, change, by, by_change)
+        found.append(InForce(key[0], key[1], now_change.new, now, now_change, superseded))
+    return tuple(found)
+
+
+def _order(admission: Admission) -> tuple[datetime, int]:
+    return admission.time, admission.seq
 
 
 def _workload(record: DecisionRecord) -> str:
@@ -207,9 +265,9 @@ def _workload(record: DecisionRecord) -> str:
 def _change(change: ArtifactChange) -> Change:
     recorded = change.recorded
     evidence = "build_manifests" if change.artifact == "engine" else "signatures"
-    signers = [
-        name for item in _objects(recorded.get(evidence)) for name in signer_names(item.get("signers"))
-    ]
+    counted = _objects(recorded.get(evidence))
+    signers = [name for item in counted for name in signer_names(item.get("signers"))]
+    manifests = counted if change.artifact == "engine" else []
     return Change(
         artifact=change.artifact,
         slot=change.slot,
@@ -220,6 +278,8 @@ def _change(change: ArtifactChange) -> Change:
         audit_ids=tuple(change.audit_ids),
         approvers=tuple(change.approvers),
         signers=tuple(dict.fromkeys(signers)),
+        precisions=_texts(p for m in manifests for p in _listed(m.get("precisions"))),
+        tensorrt_versions=_texts(m.get("tensorrt_version") for m in manifests),
     )
 
 
@@ -235,3 +295,12 @@ def _violation(data: Mapping[str, Any]) -> Violation:
 
 def _objects(value: object) -> list[Mapping[str, Any]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _listed(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _texts(values: Iterable[object]) -> tuple[str, ...]:
+    """The strings among ``values``, each once, in order."""
+    return tuple(dict.fromkeys(value for value in values if isinstance(value, str)))

@@ -79,6 +79,15 @@ def resnet_package(world: World, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 @pytest.fixture(scope="package")
+def fp16_package(world: World, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package of the fp16 engine's admissions (seq 2 and 3): its segment holds the INT8 engine that
+    replaced it in both workloads (seq 7 and 9)."""
+    output = tmp_path_factory.mktemp("packages") / "fp16.tar.gz"
+    asyncio.run(export_package(world, Selection.engine(world.engine_digests["fp16"]), output))
+    return output
+
+
+@pytest.fixture(scope="package")
 def tampered_package(resnet_package: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The resnet package with one decision turned from a denial into an admission, no key at hand."""
     output = tmp_path_factory.mktemp("tampered") / "tampered.tar.gz"

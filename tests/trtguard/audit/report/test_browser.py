@@ -41,7 +41,9 @@ class Opened:
 
 
 @pytest.fixture(scope="module")
-def browser(resnet_package: Path, hostile_package: Path, tampered_package: Path) -> Iterator[Browser]:
+def browser(
+    resnet_package: Path, hostile_package: Path, tampered_package: Path, fp16_package: Path
+) -> Iterator[Browser]:
     # The packages are made first: they run asyncio, which cannot start inside Playwright's event loop.
     if not CHROMIUM.exists():
         reason = f"Debian's chromium is not installed at {CHROMIUM} (`make setup` installs APT_PACKAGES)"
@@ -216,3 +218,40 @@ def test_the_first_screen_is_one_card_per_workload_with_whole_digests(
         assert value.evaluate("e => getComputedStyle(e).userSelect") in ("all", "auto")
         value_box = value.bounding_box()
         assert value_box is not None and value_box["x"] + value_box["width"] <= 1280
+
+
+def test_the_first_screen_shows_what_runs_now_when_the_selection_was_superseded(
+    world: World, fp16_package: Path, tmp_path: Path, open_report: OpenReport
+) -> None:
+    """Attack 28 finding 3: a package selected by engine (fp16, seq 2 and 3) carries in its chain segment the
+    INT8 admissions that replaced it; each card names the INT8 engine as running now and flags the selected
+    fp16 admission as superseded, on the first screen."""
+    report = tmp_path / "fp16.html"
+    write_report(fp16_package, world.exporter.public_key(), report)
+    opened = open_report(report, tmp_path / "fp16-full.png")
+    page = opened.page
+    page.screenshot(path=str(tmp_path / "fp16-first-screen.png"))
+    _assert_inert(opened, report)
+    cards = page.locator("#running article.card")
+    assert cards.count() == 2  # prod/Pod/other and prod/Pod/resnet
+    fp16, int8 = world.engine_digests["fp16"], world.engine_digests["int8-calibrated"]
+    for index, (workload, seq) in enumerate((("prod/Pod/other", 9), ("prod/Pod/resnet", 7))):
+        card = cards.nth(index)
+        text = card.inner_text()
+        assert text.startswith(f"{workload} engine engine"), text
+        rows = {
+            str(row.locator("th").inner_text()): str(row.locator("td").inner_text())
+            for row in card.locator("tr").all()
+        }
+        assert int8 in rows["Engine artifact"] and fp16 not in rows["Engine artifact"], rows
+        assert rows["Audit ID"] == "DEMO-int8-calibrated", rows
+        assert rows["Admitted"].startswith(f"decision seq {seq},"), rows
+        assert "not a selected decision" in rows["Admitted"], rows
+        selected = rows["Selected admission (not what runs now)"]
+        assert fp16 in selected and f"superseded at seq {seq} by " in selected and int8 in selected, selected
+        # The selected engine's row is marked, and both it and the running engine are on the first screen.
+        flagged = card.locator("tr.superseded")
+        assert flagged.evaluate("e => getComputedStyle(e.cells[1]).backgroundColor") == "rgb(255, 244, 214)"
+        for row in (flagged, card.locator("tr", has_text="Engine artifact")):
+            box = row.bounding_box()
+            assert box is not None and box["y"] + box["height"] <= 900, box

@@ -82,3 +82,43 @@ def _allow() -> DecisionRecord:
         name="resnet",
         engines=({"reference": f"registry.example.com/models/resnet@sha256:{'1' * 64}", "name": "engine"},),
     )
+
+
+def _admit(
+    seq: int, operation: str, digit: str, *, allowed: bool = True, dry_run: bool = False
+) -> StoredRecord:
+    record = dataclasses.replace(
+        _allow(),
+        allowed=allowed,
+        reason="Allowed" if allowed else "PolicyViolation",
+        dry_run=dry_run,
+        uid=f"u{seq}",
+        operation=operation,
+        record_id=new_record_id(),
+        time=datetime(2026, 12, 1, 12, seq, tzinfo=UTC),
+        engines=({"reference": f"registry.example.com/models/resnet@sha256:{digit * 64}", "name": "engine"},),
+    )
+    return StoredRecord(seq, record, "0" * 64, "1" * 64)
+
+
+def test_what_runs_now_is_the_newest_admission_in_the_package_not_the_last_selected() -> None:
+    """Attack 28 finding 3: a package selected by audit ID (seq 1) carries later admissions of the workload
+    in its chain segment; the engine running now is the newest of them, and the selected one is superseded."""
+    records = [
+        _admit(1, "CREATE", "1"),
+        _admit(2, "UPDATE", "2"),
+        _admit(3, "UPDATE", "4", allowed=False),  # a denial changes nothing
+        _admit(4, "UPDATE", "5", dry_run=True),  # nor does a dry run
+        _admit(5, "UPDATE", "3"),
+    ]
+    decisions = read_decisions(records, [1])
+    assert [admission.seq for admission in decisions.admissions] == [1]  # the timeline stays the selection
+    (now,) = decisions.in_force
+    assert now.reference.endswith("3" * 64) and now.admission.seq == 5
+    assert now.superseded is not None
+    assert now.superseded.admission.seq == 1 and now.superseded.change.new.endswith("1" * 64)
+    assert now.superseded.by.seq == 2 and now.superseded.by_change.new.endswith("2" * 64)
+
+    # The newest admission selected: nothing superseded it.
+    (latest,) = read_decisions(records, [1, 5]).in_force
+    assert latest.admission.seq == 5 and latest.superseded is None
