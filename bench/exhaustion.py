@@ -1,10 +1,17 @@
-"""Objects built to stall admission (issue 24, items 9 and 10): how long a real ``trtguard serve`` takes to
-answer each, and how long an unrelated review sent at the same time waits.
+"""Objects built to stall admission (issue 24, items 9 and 10, and the GPU-fit attacks F4): how long a
+real ``trtguard serve`` takes to answer each, and how long an unrelated review sent at the same time waits.
 
 The heavy objects: a Pod with 1,500 init containers sharing an emptyDir (one of them copies the engine
 there), a kind trtguard does not know holding 5,000 pod specs, and the same shapes at the workload limits
 (499 init containers, 100 pod specs), which are judged in full. The unrelated review is the Pod of
 ``bench/webhook_latency.py`` (three containers, one engine; admitted).
+
+Against a second server whose policies add the GPU-fit template (``policies/templates/gpu-fit.yaml``),
+node selections built to make GPU fit slow: a Pod (10 KB) whose required node affinity has 20 terms, each
+admitting every compute capability up to 998.998 past a product label's ``NotIn``; a Volcano Job of 20
+tasks, each of 5 containers mounting an engine volume of their own, under one term of 50 ``Gt``/``Lt``
+expressions (judged in full); and one of 100 tasks x 100 containers x 50 expressions (past the container
+limit). There the unrelated Pod is confined to the engine's GPU (``nodeSelector``), so it is admitted too.
 
 Measured for each heavy object, against one server over TLS (the bundled policies, demo keys and
 attestations, an SQLite decision log), in the same run:
@@ -25,6 +32,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import ssl
 import statistics
 import subprocess
@@ -40,6 +48,7 @@ from trtguard.demo.material import TENSORRT_IMAGE, Material, make_material
 from webhook.tls import make_self_signed
 
 ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = ROOT / "policies" / "templates"
 #: How long the client waits for any one answer (the code before issue 24 took minutes on some).
 ANSWER_TIMEOUT = 300.0
 
@@ -83,6 +92,88 @@ def _unknown(count: int) -> dict[str, Any]:
         "metadata": {"name": f"shards-{count}", "namespace": "prod"},
         "spec": {"shards": [{"name": f"shard-{i}", **shard} for i in range(count)]},
     }
+
+
+def _wide_terms(count: int) -> list[dict[str, Any]]:
+    """Node selector terms each admitting every compute capability up to 998.998 (the 26.7 s Pod of F4)."""
+    return [
+        {
+            "matchExpressions": [
+                {
+                    "key": "nvidia.com/gpu.product",
+                    "operator": "NotIn",
+                    "values": [f"GPU-{t}-{i}" for i in range(5)],
+                },
+                {"key": "nvidia.com/gpu.compute.major", "operator": "Gt", "values": ["0"]},
+                {"key": "nvidia.com/gpu.compute.major", "operator": "Lt", "values": ["999"]},
+                {"key": "nvidia.com/gpu.compute.minor", "operator": "Gt", "values": ["0"]},
+                {"key": "nvidia.com/gpu.compute.minor", "operator": "Lt", "values": ["999"]},
+            ]
+        }
+        for t in range(count)
+    ]
+
+
+def _affinity(terms: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+def _gpu_pod(material: Material, terms: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"terms-{terms}", "namespace": "prod"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "server",
+                    "image": TENSORRT_IMAGE,
+                    "volumeMounts": [{"name": "engine", "mountPath": "/m"}],
+                }
+            ],
+            "volumes": [{"name": "engine", "image": {"reference": material.engines["fp16"]}}],
+            "affinity": _affinity(_wide_terms(terms)),
+        },
+    }
+
+
+def _gpu_volcano(material: Material, tasks: int, containers: int, expressions: int) -> dict[str, Any]:
+    """A Volcano Job whose every container mounts an engine volume of its own, under one term of
+    ``expressions`` bounds on the compute capability."""
+    bounds = [
+        {
+            "key": "nvidia.com/gpu.compute.major" if i % 2 else "nvidia.com/gpu.compute.minor",
+            "operator": "Gt" if i % 4 < 2 else "Lt",
+            "values": [str(i if i % 4 < 2 else 900 + i)],
+        }
+        for i in range(expressions)
+    ]
+    engine = material.engines["fp16"]
+    spec = {
+        "containers": [
+            {
+                "name": f"c{i}",
+                "image": TENSORRT_IMAGE,
+                "volumeMounts": [{"name": f"e{i}", "mountPath": f"/e{i}"}],
+            }
+            for i in range(containers)
+        ],
+        "volumes": [{"name": f"e{i}", "image": {"reference": engine}} for i in range(containers)],
+        "affinity": _affinity([{"matchExpressions": bounds}]),
+    }
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": f"volcano-{tasks}x{containers}x{expressions}", "namespace": "prod"},
+        "spec": {"tasks": [{"name": f"t{i}", "template": {"spec": spec}} for i in range(tasks)]},
+    }
+
+
+def _confined(review: bytes) -> bytes:
+    """The unrelated review with its Pod placed on the engine's GPU (H200: compute capability 9.0)."""
+    body = json.loads(review)
+    body["request"]["object"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H200"}
+    return json.dumps(body).encode()
 
 
 def _review(obj: dict[str, Any]) -> bytes:
@@ -176,23 +267,23 @@ async def _scenario(
 
 
 def _serve(
-    material: Material, folder: Path, tls: Any, code: Path | None
+    material: Material, policies: Path, folder: Path, tls: Any, code: Path | None
 ) -> tuple[subprocess.Popen[str], int]:
     trtguard = Path(sys.executable).with_name("trtguard")
     command = [
         str(trtguard),
         "serve",
         "--policies",
-        str(material.policies),
+        str(policies),
         "--attestations",
         str(material.attestations),
     ]
     command += ["--port", "0", "--tls-cert", str(tls.cert), "--tls-key", str(tls.key)]
-    command += ["--decision-log", f"sqlite:///{folder / 'decisions.db'}"]
+    command += ["--decision-log", f"sqlite:///{folder / f'decisions-{policies.name}.db'}"]
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = str(code)
-    return webhook_bench._start(command, folder / "serve.log", folder, env)
+    return webhook_bench._start(command, folder / f"serve-{policies.name}.log", folder, env)
 
 
 def _checkout(revision: str, folder: Path) -> Path:
@@ -209,25 +300,46 @@ def run(label: str, code: Path | None, args: argparse.Namespace) -> None:
     material = make_material(folder / "material")
     tls = make_self_signed(folder / "tls", sans=[webhook_bench.SERVICE])
     unrelated = webhook_bench._review_body(material, folder).read_bytes()
-    heavies = {
-        "Pod, 1,500 init containers": _review(_inits(material, 1500)),
-        "Pod, 499 init containers": _review(_inits(material, 499)),
-        "unknown kind, 5,000 pod specs": _review(_unknown(5000)),
-        "unknown kind, 100 pod specs": _review(_unknown(100)),
+    gpu_policies = folder / "policies-gpu"
+    shutil.copytree(material.policies, gpu_policies)
+    shutil.copy(TEMPLATES / "gpu-fit.yaml", gpu_policies / "gpu-fit.yaml")
+    servers = {
+        material.policies: (
+            unrelated,
+            {
+                "Pod, 1,500 init containers": _review(_inits(material, 1500)),
+                "Pod, 499 init containers": _review(_inits(material, 499)),
+                "unknown kind, 5,000 pod specs": _review(_unknown(5000)),
+                "unknown kind, 100 pod specs": _review(_unknown(100)),
+            },
+        ),
+        gpu_policies: (
+            _confined(unrelated),
+            {
+                "GPU fit: Pod, 20 node affinity terms": _review(_gpu_pod(material, 20)),
+                "GPU fit: Volcano Job, 20 tasks x 5 engine containers x 50 expressions": _review(
+                    _gpu_volcano(material, 20, 5, 50)
+                ),
+                "GPU fit: Volcano Job, 100 tasks x 100 containers x 50 expressions": _review(
+                    _gpu_volcano(material, 100, 100, 50)
+                ),
+            },
+        ),
     }
     context = ssl.create_default_context(cafile=str(tls.ca_cert))
     context.set_alpn_protocols(["http/1.1"])
-    process, port = _serve(material, folder, tls, code)
-    try:
-        print(f"\n{label}   (?timeout={args.timeout:g}s; {os.cpu_count()} CPUs; work files in {folder})")
-        for name, body in heavies.items():
-            result = asyncio.run(_scenario(port, context, body, unrelated, args.alone, args.timeout))
-            seconds, verdict = result["heavy"]
-            print(f"  {name} ({len(body) // 1024} KB): answered in {seconds:.2f} s: {verdict}")
-            print(f"    unrelated review alone:        {_figures(result['alone'])}")
-            print(f"    unrelated review meanwhile:    {_figures(result['during'])}")
-    finally:
-        webhook_bench._stop(process)
+    print(f"\n{label}   (?timeout={args.timeout:g}s; {os.cpu_count()} CPUs; work files in {folder})")
+    for policies, (baseline, heavies) in servers.items():
+        process, port = _serve(material, policies, folder, tls, code)
+        try:
+            for name, body in heavies.items():
+                result = asyncio.run(_scenario(port, context, body, baseline, args.alone, args.timeout))
+                seconds, verdict = result["heavy"]
+                print(f"  {name} ({len(body) // 1024} KB): answered in {seconds:.2f} s: {verdict}")
+                print(f"    unrelated review alone:        {_figures(result['alone'])}")
+                print(f"    unrelated review meanwhile:    {_figures(result['during'])}")
+        finally:
+            webhook_bench._stop(process)
 
 
 def main() -> int:

@@ -31,6 +31,7 @@ __all__ = [
     "BudgetExceeded",
     "offload",
     "small",
+    "within",
 ]
 
 T = TypeVar("T")

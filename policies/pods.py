@@ -5,7 +5,7 @@ look at less than the whole workload (``tests/test_layout.py`` holds the rule mo
 
 - a :class:`PodTemplate` is one place the object describes Pods: its path
   (``spec.workerGroupSpecs[1].template``), its role (``worker group gpu``, ``leader``, ``task infer``,
-  ``predictor``), its pod spec and its node selection (:meth:`PodTemplate.node_selection`);
+  ``predictor``), its pod spec and its node selection (:attr:`PodTemplate.selection`, read once);
 - a :class:`Container` is one container of a template, identified by its path, not its name (two templates
   may each have a container named ``server``, and a KServe ``model`` may have no name at all);
 - an :class:`EngineUse` says which containers can read the engine (:attr:`EngineUse.readers`, container
@@ -19,12 +19,12 @@ be judged, which is a denial.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from policies.budget import UNLIMITED, Budget
-from policies.scheduling import NodeSelection, read_node_selection
+from policies.scheduling import NodeSelection
 from verifier.base import InputError
 
 __all__ = [
@@ -40,7 +40,9 @@ __all__ = [
     "ImageUse",
     "PodTemplate",
     "Problem",
+    "SameImage",
     "Tally",
+    "by_image",
 ]
 
 #: Pod templates per workload (every Ray worker group, Volcano task, … counts).
@@ -136,6 +138,41 @@ class Container:
 
 
 @dataclass(frozen=True, slots=True)
+class SameImage:
+    """Containers that run one image (as written, in one kind of field), or that name none (``image`` None):
+    what a rule about a container's image judges once, and says once, however many containers share it."""
+
+    image: ImageUse | None
+    containers: tuple[Container, ...]
+
+    @property
+    def unnamed(self) -> str:
+        """What messages say of containers that name no image."""
+        return (
+            "its image is not named here" if len(self.containers) == 1 else "their images are not named here"
+        )
+
+    def describe(self) -> str:
+        """How messages name them: the first (:meth:`Container.describe`), and how many more there are in
+        parentheses (what is said of them is said of the first)."""
+        first, more = self.containers[0].describe(), len(self.containers) - 1
+        if not more:
+            return first
+        which = "of that image" if self.image is not None else "naming none"
+        return f"{first} (and {more} more container{'s' if more > 1 else ''} {which})"
+
+
+def by_image(containers: Iterable[Container]) -> list[SameImage]:
+    """``containers`` grouped by the image they run (reference and field), in the order each image first
+    appears."""
+    groups: dict[tuple[str, str] | None, list[Container]] = {}
+    for container in containers:
+        key = (container.image.reference, container.image.field) if container.image is not None else None
+        groups.setdefault(key, []).append(container)
+    return [SameImage(found[0].image, tuple(found)) for found in groups.values()]
+
+
+@dataclass(frozen=True, slots=True)
 class PodTemplate:
     """One place the object describes Pods, with every container in it."""
 
@@ -148,6 +185,9 @@ class PodTemplate:
     spec: Mapping[str, Any]
     """The pod spec; empty for a template that is one container (the operator makes its Pod)."""
     containers: tuple[Container, ...]
+    selection: NodeSelection
+    """The nodes its Pods may be placed on (:mod:`policies.scheduling`), read with the template, under the
+    evaluation's budget, so that every rule and every engine that reaches it shares one reading."""
 
     def describe(self) -> str:
         """How messages name it: ``worker group gpu (spec.workerGroupSpecs[0].template)``."""
@@ -157,10 +197,6 @@ class PodTemplate:
     def placement(self) -> tuple[object, object]:
         """The raw ``nodeSelector`` and ``affinity`` of the pod spec (to tell whether they changed)."""
         return self.spec.get("nodeSelector"), self.spec.get("affinity")
-
-    def node_selection(self) -> NodeSelection:
-        """The nodes its Pods may be placed on (:mod:`policies.scheduling`)."""
-        return read_node_selection(self.spec, self.spec_path)
 
 
 class Tally:

@@ -31,6 +31,7 @@ from policies.podspec import (
     Problem,
     type_name,
 )
+from policies.scheduling import read_node_selection
 from policies.sharing import HOST, Attachment, readers
 from verifier.base import InputError
 
@@ -245,7 +246,9 @@ class PodTemplates:
                 self.defaulted += read.defaulted
                 continue
             own = tuple(read.reader.containers) if read.reader is not None else ()
-            self.templates.append(PodTemplate(read.path, read.spec_path, read.role, read.spec, own))
+            selection = read_node_selection(read.spec, read.spec_path, self.tally.budget)
+            template = PodTemplate(read.path, read.spec_path, read.role, read.spec, own, selection)
+            self.templates.append(template)
             if read.reader is not None:
                 self.engines += engines.get(id(read), [])
                 self.images += read.reader.images

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from policies.budget import UNLIMITED, Budget
+from policies.budget import UNLIMITED, Budget, within
 from policies.cel.sandbox import CelSandbox
 from policies.identity import WorkloadIdentity
 from policies.loader import CompiledAttestation, CompiledPolicy
@@ -184,6 +184,7 @@ class Evaluation:
     _cel_workload: dict[str, Any] | None = None
     _counted: dict[str, Counted] = field(default_factory=dict)
     _pins: dict[str, str] = field(default_factory=dict)
+    _computed: dict[tuple[object, ...], Any] = field(default_factory=dict)
 
     def counted(self, reference: str) -> Counted:
         """Where the rules note the evidence they counted for the image or engine written as ``reference``."""
@@ -265,6 +266,15 @@ class Evaluation:
             return done
         result: T = await asyncio.shield(future)
         return result
+
+    async def computed(self, key: tuple[object, ...], call: Callable[[], T], *data: object) -> T:
+        """``call()``, pure work that several engines or policies ask for, once per ``key`` per evaluation,
+        charged to the budget: in an evaluation thread unless ``data``, what it walks, is small
+        (:func:`~policies.budget.within`); :class:`~policies.budget.BudgetExceeded` past it."""
+        if key not in self._computed:
+            self._computed[key] = await within(self.budget, call, *data)
+        found: T = self._computed[key]
+        return found
 
     async def digest(self, reference: ImageReference) -> str:
         """The digest ``reference`` names, resolving a tag."""

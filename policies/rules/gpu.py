@@ -21,7 +21,12 @@ version is unknown and the rule cannot be checked (``onError``).
 
 from __future__ import annotations
 
-from policies.pods import Container, EngineUse, ImageUse
+import functools
+import itertools
+from dataclasses import dataclass
+
+from policies.budget import UNLIMITED, Budget
+from policies.pods import EngineUse, ImageUse, PodTemplate, by_image
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
 from policies.scheduling import NodeTerm
@@ -30,7 +35,17 @@ from policies.verified import VerifiedManifest
 from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
 
-__all__ = ["MAJOR_LABEL", "MINOR_LABEL", "PRODUCT_LABEL", "check", "loads", "product_label"]
+__all__ = [
+    "MAJOR_LABEL",
+    "MINOR_LABEL",
+    "PRODUCT_LABEL",
+    "GpuFit",
+    "check",
+    "loads",
+    "misfit",
+    "misfits",
+    "product_label",
+]
 
 MAJOR_LABEL = "nvidia.com/gpu.compute.major"
 MINOR_LABEL = "nvidia.com/gpu.compute.minor"
@@ -39,6 +54,12 @@ _NODES = "models.rules.gpuCompatibility.nodes"
 _RUNTIME = "models.rules.gpuCompatibility.runtime"
 #: Version-compatible engines load in a newer major release only across these (TensorRT support matrix).
 _MAJOR_STEPS = frozenset({(8, 10), (10, 11)})
+#: Compute capabilities a message lists one by one; more are written as ranges of majors and minors.
+_CAPABILITIES = 16
+#: Other terms a message names by path when several admit GPUs the engine does not fit.
+_OTHER_TERMS = 3
+#: Malformed parts of a node selection a message names; it counts the rest.
+_LISTED_PROBLEMS = 3
 
 
 async def check(
@@ -46,7 +67,7 @@ async def check(
 ) -> None:
     """The engine fits the GPUs its Pods may be placed on (``nodes``) and its runtimes (``runtime``)."""
     if rule.nodes:
-        _nodes(run, found, use, verified.manifest)
+        await _nodes(run, found, use, verified.manifest)
     if rule.runtime:
         await _runtime(run, found, use, verified.manifest)
 
@@ -56,7 +77,78 @@ def product_label(gpu_name: str) -> str:
     return "-".join(gpu_name.split())
 
 
-def _nodes(run: Evaluation, found: Findings, use: EngineUse, manifest: EngineBuildManifest) -> None:
+@dataclass(frozen=True, slots=True)
+class GpuFit:
+    """What an engine asks of the GPUs of the nodes it runs on, from its build manifest."""
+
+    major: int
+    minor: int
+    product: str
+    """The build GPU's ``nvidia.com/gpu.product`` label value (:func:`product_label`)."""
+    ampere_plus: bool
+    """Built with hardware compatibility ``ampere_plus``: any GPU of compute capability 8.0 or newer."""
+    built: str
+    """What the engine was built on, for messages."""
+
+    @classmethod
+    def of(cls, manifest: EngineBuildManifest) -> GpuFit:
+        """The fit the signed build manifest ``manifest`` records."""
+        build = manifest.build_node
+        major, minor = (int(part) for part in build.compute_capability.split("."))
+        ampere_plus = manifest.builder_config.hardware_compatibility_level == "ampere_plus"
+        built = f"the engine was built on {build.gpu_name} (compute capability {build.compute_capability}"
+        built += ", hardware compatibility ampere_plus)" if ampere_plus else ")"
+        return cls(major, minor, product_label(build.gpu_name), ampere_plus, built)
+
+
+def misfit(term: NodeTerm, fit: GpuFit) -> str | None:
+    """Why a node the term admits may have a GPU the engine does not fit, or None when none may (a term
+    that matches no node places nothing)."""
+    if term.matches_no_node:
+        return None
+    return _ampere_plus(term) if fit.ampere_plus else _same_capability(term, fit)
+
+
+def misfits(template: PodTemplate, fit: GpuFit, budget: Budget = UNLIMITED) -> tuple[tuple[str, str], ...]:
+    """The violation of ``template``'s placement for an engine of ``fit``, as a (message, fix) pair, or none:
+    its node selection cannot be read, or terms admit GPUs the engine does not fit (one violation naming
+    the first few and counting the others, however many there are). Each term is a step of ``budget``."""
+    where = template.describe()
+    selection = template.selection
+    if selection.problems:
+        problems = selection.problems
+        listed = "; ".join(problems[:_LISTED_PROBLEMS])
+        more = f"; and {len(problems) - _LISTED_PROBLEMS} more" if len(problems) > _LISTED_PROBLEMS else ""
+        return (
+            (f"the node selection of {where} cannot be read: {listed}{more}", "fix the Pods' node selection"),
+        )
+    bad: list[tuple[NodeTerm, str]] = []
+    for term in selection.terms:
+        budget.step()
+        message = misfit(term, fit)
+        if message is not None:
+            bad.append((term, message))
+    if not bad:
+        return ()
+    (term, message), others = bad[0], [t.path for t, _ in bad[1:]]
+    if others:
+        listed = ", ".join(others[:_OTHER_TERMS]) + (", …" if len(others) > _OTHER_TERMS else "")
+        message += f"; so do {len(others)} more of its terms ({listed})"
+    if fit.ampere_plus:
+        fix = (
+            f"confine the Pods of {where} to Ampere or newer GPUs: node affinity {{key: {MAJOR_LABEL}, "
+            'operator: Gt, values: ["7"]}} (a GPU Feature Discovery label)'
+        )
+    else:
+        fix = (
+            f'add to {where} nodeSelector {MAJOR_LABEL}: "{fit.major}" and {MINOR_LABEL}: "{fit.minor}" '
+            f'(labels NVIDIA GPU Feature Discovery sets), or {PRODUCT_LABEL}: "{fit.product}"; or rebuild '
+            "the engine hardware-compatible"
+        )
+    return ((f"{where}: {message} ({term.path}); {fit.built}", fix),)
+
+
+async def _nodes(run: Evaluation, found: Findings, use: EngineUse, manifest: EngineBuildManifest) -> None:
     templates = run.context.templates_of(use)
     if not templates:
         found.add(
@@ -64,55 +156,34 @@ def _nodes(run: Evaluation, found: Findings, use: EngineUse, manifest: EngineBui
             "the engine is in no pod template, so where it runs cannot be told",
             "mount the engine in the pod template that runs it",
         )
+    fit = GpuFit.of(manifest)
     for template in templates:
-        where = template.describe()
-        selection = template.node_selection()
-        for problem in selection.problems:
-            found.add(
-                _NODES,
-                f"the node selection of {where} cannot be read: {problem}",
-                "fix the Pods' node selection",
-            )
-        if not selection.problems:
-            _terms(found, selection.terms, manifest, where)
+        # Judged once per template and fit, however many engines, containers and policies reach it.
+        judged = await run.computed(
+            ("gpuCompatibility.nodes", template.path, fit),
+            functools.partial(misfits, template, fit, run.budget),
+            template.spec,
+        )
+        for message, fix in judged:
+            found.add(_NODES, message, fix)
 
 
-def _terms(found: Findings, terms: tuple[NodeTerm, ...], manifest: EngineBuildManifest, where: str) -> None:
-    build = manifest.build_node
-    major, minor = (int(part) for part in build.compute_capability.split("."))
-    level = manifest.builder_config.hardware_compatibility_level
-    product = product_label(build.gpu_name)
-    for term in terms:
-        if level == "ampere_plus":
-            message = _ampere_plus(term)
-            fix = (
-                f"confine the Pods of {where} to Ampere or newer GPUs: node affinity {{key: {MAJOR_LABEL}, "
-                'operator: Gt, values: ["7"]}} (a GPU Feature Discovery label)'
-            )
-        else:
-            message = _same_capability(term, major, minor, product)
-            fix = (
-                f'add to {where} nodeSelector {MAJOR_LABEL}: "{major}" and {MINOR_LABEL}: "{minor}" (labels '
-                f'NVIDIA GPU Feature Discovery sets), or {PRODUCT_LABEL}: "{product}"; or rebuild the engine '
-                "hardware-compatible"
-            )
-        if message is not None:
-            built = f"the engine was built on {build.gpu_name} (compute capability {build.compute_capability}"
-            built += ", hardware compatibility ampere_plus)" if level == "ampere_plus" else ")"
-            found.add(_NODES, f"{where}: {message} ({term.path}); {built}", fix)
-
-
-def _same_capability(term: NodeTerm, major: int, minor: int, product: str) -> str | None:
+def _same_capability(term: NodeTerm, fit: GpuFit) -> str | None:
     """Why the term admits GPUs of another compute capability, or None when it does not."""
     products = term.texts(PRODUCT_LABEL)
-    if products is not None and products <= {product}:
+    if products is not None and products <= {fit.product}:
         return None
-    majors, minors = term.numbers(MAJOR_LABEL).values, term.numbers(MINOR_LABEL).values
-    if majors is not None and minors is not None and majors <= {major} and minors <= {minor}:
+    majors, minors = term.numbers(MAJOR_LABEL), term.numbers(MINOR_LABEL)
+    if majors.within((fit.major,)) and minors.within((fit.minor,)):
         return None
-    if majors is None or minors is None:
-        return f"the Pod may be scheduled on nodes whose GPU is not of compute capability {major}.{minor}"
-    admitted = ", ".join(f"{a}.{b}" for a in sorted(majors) for b in sorted(minors))
+    capability = f"{fit.major}.{fit.minor}"
+    if majors.others or minors.others:
+        return f"the Pod may be scheduled on nodes whose GPU is not of compute capability {capability}"
+    if majors.count * minors.count <= _CAPABILITIES:
+        pairs = itertools.product(majors.smallest(_CAPABILITIES), minors.smallest(_CAPABILITIES))
+        admitted = ", ".join(f"{a}.{b}" for a, b in pairs)
+    else:
+        admitted = f"major {majors.describe()}, minor {minors.describe()}"
     return (
         f"the Pod may be scheduled on GPUs of compute capability {admitted}, where the engine does not load"
     )
@@ -120,9 +191,8 @@ def _same_capability(term: NodeTerm, major: int, minor: int, product: str) -> st
 
 def _ampere_plus(term: NodeTerm) -> str | None:
     admitted = term.numbers(MAJOR_LABEL)
-    if admitted.values is not None and all(value >= 8 for value in admitted.values):
-        return None
-    if admitted.values is None and admitted.low is not None and admitted.low >= 8:
+    least = admitted.least()
+    if not admitted.others and (least is None or least >= 8):
         return None
     return "the Pod may be scheduled on GPUs older than Ampere (compute capability below 8.0)"
 
@@ -158,12 +228,19 @@ async def _runtime(run: Evaluation, found: Findings, use: EngineUse, manifest: E
         )
     built = manifest.toolchain.tensorrt_version
     config = manifest.builder_config
-    for container in readers:
-        where = container.describe()
-        image = _image_of(found, container)
-        if image is None:
+    # Judged once per image, however many containers run it (a shared volume can make hundreds readers).
+    for group in by_image(readers):
+        where = group.describe()
+        if group.image is None:
+            found.add(
+                _RUNTIME,
+                f"{where} can read the engine, but {group.unnamed} (the operator fills it in), so the "
+                "TensorRT that loads the engine is unknown",
+                "name the container's image",
+                error=True,
+            )
             continue
-        version = await _runtime_version(run, found, image, manifest, where)
+        version = await _runtime_version(run, found, group.image, manifest, where)
         if version is None:
             continue
         reason = loads(
@@ -180,19 +257,6 @@ async def _runtime(run: Evaluation, found: Findings, use: EngineUse, manifest: E
                 "run the engine in a TensorRT image that can load it, or rebuild it (version-compatible) "
                 "for that runtime",
             )
-
-
-def _image_of(found: Findings, container: Container) -> ImageUse | None:
-    """The container's image, or None with a violation saying its TensorRT is unknown (``onError``)."""
-    if container.image is None:
-        found.add(
-            _RUNTIME,
-            f"{container.describe()} can read the engine, but its image is not named here (the operator "
-            "fills it in), so the TensorRT that loads the engine is unknown",
-            "name the container's image",
-            error=True,
-        )
-    return container.image
 
 
 async def _runtime_version(

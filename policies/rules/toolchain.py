@@ -8,7 +8,7 @@ image (by digest) that built it, since an engine only works with the TensorRT ve
 from __future__ import annotations
 
 from policies.patterns import matches_any
-from policies.pods import EngineUse
+from policies.pods import EngineUse, by_image
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
 from policies.schema import ToolchainRule
@@ -60,15 +60,16 @@ async def _same_as_runtime_image(
             "mount the engine's image volume in the container that serves it, or name that container "
             "in the trtguard.dev/engines annotation",
         )
-    for container in readers:
-        where = container.describe()
-        image = container.image
+    # Judged once per image, however many containers run it (a shared volume can make hundreds readers).
+    for group in by_image(readers):
+        where = group.describe()
+        image = group.image
         if image is None:
             found.add(
                 _RULE,
-                f"{where} can read the engine, but its image is not named here (the operator fills it in), "
-                f"so it cannot be compared with the builder image {builder}",
-                _name_the_image(container.path),
+                f"{where} can read the engine, but {group.unnamed} (the operator fills it in), so it cannot "
+                f"be compared with the builder image {builder}",
+                _name_the_image(group.containers[0].path),
                 error=True,
             )
             continue

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
-from policies.budget import UNLIMITED, offload
+from policies.budget import UNLIMITED, BudgetExceeded, offload
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.pods import MAX_CONTAINERS
@@ -281,6 +281,35 @@ def test_an_evaluation_past_its_cpu_budget_ends_in_on_error(material: Material, 
     assert decision.allowed == (on_error == "Warn")
     generous = PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations))
     assert evaluate(generous, _many_containers(300)).allowed
+
+
+@pytest.mark.parametrize(
+    ("rules_yaml", "pure_work"),
+    [
+        # a CEL expression that reads the workload: the workload's CEL data is prepared under the budget
+        (
+            '      expressions:\n        - {cel: "size(workload.spec) > 0", message: reads the workload}\n',
+            "policies.rules.expressions.prepare_activation",
+        ),
+        # GPU fit: each template's node selection is judged under the budget
+        ("      gpuCompatibility: {nodes: true, runtime: false}\n", "policies.rules.gpu.misfits"),
+    ],
+)
+def test_a_rule_past_the_cpu_budget_ends_in_on_error(
+    material: Material, monkeypatch: pytest.MonkeyPatch, rules_yaml: str, pure_work: str
+) -> None:
+    # Attack F4: a rule's pure work is charged to the budget that reading the object is; past it, what the
+    # rule judged could not be checked (the policy's onError for that engine), never an allow under Deny.
+    def exhausted(*_: object) -> NoReturn:
+        raise BudgetExceeded("judging this object took more than its CPU budget of 2 s")
+
+    monkeypatch.setattr(pure_work, exhausted)
+    policy = models_policy(rules_yaml).replace("  match:", "  onError: Warn\n  match:")
+    ref = material.engine("e")
+    decision = evaluate(engine_for(material, policy, keys=("build-signer",)), pod(engine=ref))
+    [violation] = decision.violations
+    assert (violation.policy, violation.error, violation.action) == ("models", True, Action.WARN)
+    assert "could not be checked: judging this object took more than its CPU budget" in violation.message
 
 
 def test_an_evaluation_past_its_deadline_ends_in_on_error(material: Material) -> None:

@@ -53,7 +53,7 @@ def test_a_volcano_job_has_one_template_per_task_each_with_its_node_selection() 
         ("spec.tasks[0].template", "task infer"),
         ("spec.tasks[1].template", "task [1]"),  # a task without a name is named by its place
     ]
-    first, second = (t.node_selection() for t in found.templates)
+    first, second = (t.selection for t in found.templates)
     assert [term.path for term in first.terms] == ["spec.tasks[0].template.spec.nodeSelector"]
     assert first.terms[0].texts("a") == frozenset({"1"}) and second.terms[0].texts("a") is None
     # Each task's engine belongs to that task, read by that task's `server` alone.

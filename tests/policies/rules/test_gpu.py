@@ -12,10 +12,18 @@ import pytest
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.results import Action, Decision
-from policies.rules.gpu import loads, product_label
-from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, pod
+from policies.rules.gpu import (
+    GpuFit,
+    loads,
+    misfits,
+    product_label,
+)
+from policies.workload import Workload, extract
+from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, manifest_data, pod
 from tests.policies.evaluation import NOW
+from tests.policies.test_discovery import CountingBudget
 from verifier.evidence_folder import LocalEvidence
+from verifier.manifest import EngineBuildManifest
 
 POLICY = """
 apiVersion: trtguard.dev/v1alpha1
@@ -271,3 +279,219 @@ def test_an_update_that_moves_any_templates_placement_is_judged_again(material: 
     new = _lws(ref, H200, {"nvidia.com/gpu.present": "true"})  # only the second template moves
     assert [r for r, _, _ in rules(judge(fit, new, old=old))] == [NODES]
     assert judge(fit, copy.deepcopy(old), old=old).allowed
+
+
+MAJOR, MINOR, PRODUCT = (
+    "nvidia.com/gpu.compute.major",
+    "nvidia.com/gpu.compute.minor",
+    "nvidia.com/gpu.product",
+)
+
+
+def expression(key: str, operator: str, *values: str) -> dict[str, Any]:
+    return {"key": key, "operator": operator, "values": list(values)}
+
+
+def test_a_term_whose_bounds_contradict_places_nothing(material: Material) -> None:
+    # Attack F6: Gt 10 and Lt 5 on one label match no node, so that term never schedules the Pod; it was
+    # denied as "may be scheduled on nodes whose GPU is not of compute capability 9.0".
+    ref = material.engine("e")
+    fit = engine(material, checks="{nodes: true, runtime: false}")
+    never = [expression(MAJOR, "Gt", "10"), expression(MAJOR, "Lt", "5")]
+    h200 = [expression(PRODUCT, "In", "NVIDIA-H200")]
+    assert judge(fit, placed(ref, terms=[never, h200])).allowed
+    # Gt 5 and Lt 10 together: 6 to 9, each a GPU the engine does not load on but 9
+    between = [expression(MAJOR, "Gt", "5"), expression(MAJOR, "Lt", "10"), expression(MINOR, "In", "0")]
+    [violation] = judge(fit, placed(ref, terms=[between])).violations
+    assert "compute capability 6.0, 7.0, 8.0, 9.0, where" in violation.message
+    # In and DoesNotExist on one label: no node has the label and lacks it
+    absent = [expression(MAJOR, "In", "8"), expression(MAJOR, "DoesNotExist")]
+    assert judge(fit, placed(ref, terms=[absent, h200])).allowed
+
+
+@pytest.mark.parametrize(
+    ("bounds", "allowed", "says"),
+    [
+        # no label value is above int64's largest: the term matches no node
+        ([expression(MAJOR, "Gt", "9223372036854775807")], True, None),
+        # only the largest is
+        ([expression(MAJOR, "Gt", "9223372036854775806"), expression(MINOR, "In", "0")], False,
+         "compute capability 9223372036854775807.0,"),
+        # ParseInt refuses one past it, and a label value has no sign: the scheduler refuses the term
+        ([expression(MAJOR, "Lt", "9223372036854775808")], True, None),
+        ([expression(MAJOR, "Gt", "-9223372036854775808")], True, None),
+        ([expression(MAJOR, "Gt", "+8")], True, None),
+        ([expression(MAJOR, "Gt", " 8")], True, None),
+        ([expression(MAJOR, "Lt", "0")], True, None),  # no label value is below 0
+        # leading zeros are read: 9 alone
+        ([expression(MAJOR, "Gt", "0008"), expression(MAJOR, "Lt", "0" * 40 + "10"),
+          expression(MINOR, "In", "0")], True, None),
+        # unbounded above: every major from 8 on
+        ([expression(MAJOR, "Gt", "7"), expression(MINOR, "In", "0")], False, "major 8 or more, minor 0"),
+        ([expression(MAJOR, "Lt", "9223372036854775807"), expression(MAJOR, "Gt", "9223372036854775805"),
+          expression(MINOR, "In", "0")], False, "compute capability 9223372036854775806.0, where"),
+    ],
+)  # fmt: skip
+def test_bounds_at_the_int64_edges_are_read_as_the_scheduler_reads_them(
+    material: Material, bounds: list[dict[str, Any]], allowed: bool, says: str | None
+) -> None:
+    ref = material.engine("e")
+    fit = engine(material, checks="{nodes: true, runtime: false}")
+    decision = judge(fit, placed(ref, terms=[bounds]))
+    assert decision.allowed is allowed
+    if says is not None:
+        assert says in decision.violations[0].message
+
+
+def test_an_in_value_that_is_no_integer_is_a_gpu_of_unknown_capability(material: Material) -> None:
+    # A node labelled major "x" matches In ["9", "x"]: nothing says its GPU is a 9.0 one (it was admitted).
+    ref = material.engine("e")
+    fit = engine(material, checks="{nodes: true, runtime: false}")
+    terms = [[expression(MAJOR, "In", "9", "x"), expression(MINOR, "In", "0")]]
+    [violation] = judge(fit, placed(ref, terms=terms)).violations
+    assert "nodes whose GPU is not of compute capability 9.0" in violation.message
+
+
+def test_a_node_selector_value_that_is_no_label_value_is_a_violation(material: Material) -> None:
+    # It was read as "no node matches" and admitted; the API server refuses such a Pod, but not an
+    # operator's template, and apimachinery's SelectorFromSet once read an invalid set as "every node".
+    ref = material.engine("e")
+    fit = engine(material, checks="{nodes: true, runtime: false}")
+    [violation] = judge(fit, placed(ref, selector={PRODUCT: "NVIDIA H200"})).violations
+    assert (violation.rule, violation.action) == (NODES, Action.DENY)
+    assert (
+        "spec.nodeSelector[nvidia.com/gpu.product] is not a label value: 'NVIDIA H200'" in violation.message
+    )
+
+
+@pytest.mark.parametrize("operator", [["In"], {"In": 1}, 7, None])
+def test_a_requirement_of_the_wrong_type_is_a_violation_naming_it(material: Material, operator: Any) -> None:
+    # Attack F5: an operator holding a list crashed the rule (TypeError: unhashable type: 'list').
+    ref = material.engine("e")
+    fit = engine(material, checks="{nodes: true, runtime: false}")
+    obj = placed(ref, terms=[[{"key": PRODUCT, "operator": operator, "values": ["NVIDIA-H200"]}]])
+    [violation] = judge(fit, obj).violations
+    assert violation.rule == NODES
+    assert "nodeSelectorTerms[0].matchExpressions[0] is not a node selector requirement" in violation.message
+
+
+def _wide(count: int) -> list[list[dict[str, Any]]]:
+    """Terms admitting every compute capability up to 998.998, past the product label's NotIn."""
+    return [
+        [
+            expression(PRODUCT, "NotIn", *(f"GPU-{t}-{i}" for i in range(5))),
+            expression(MAJOR, "Gt", "0"),
+            expression(MAJOR, "Lt", "999"),
+            expression(MINOR, "Gt", "0"),
+            expression(MINOR, "Lt", "999"),
+        ]
+        for t in range(count)
+    ]
+
+
+def test_many_terms_over_wide_ranges_make_one_short_violation(material: Material) -> None:
+    # Attack F4: 20 such terms (6 KB) took 26.7 s and wrote 175 MB of messages: each term listed all
+    # 998 x 998 capabilities it admits, one by one. Now one violation names the first term, counts the rest.
+    ref = material.engine("e")
+    fit = engine(material, checks="{nodes: true, runtime: false}")
+    [violation] = judge(fit, placed(ref, terms=_wide(20))).violations
+    assert "compute capability major 1 to 998, minor 1 to 998, where" in violation.message
+    assert "nodeSelectorTerms[0]" in violation.message
+    assert (
+        "so do 19 more of its terms (" in violation.message and "nodeSelectorTerms[3], …" in violation.message
+    )
+    assert len(violation.message) < 1000
+
+
+def test_each_template_is_judged_once_however_many_engines_and_policies_reach_it(
+    material: Material, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Attack F4: a Volcano Job of 100 tasks x 100 containers x 50 expressions took 57.7 s and 2.7 GB: the
+    # placement was judged again for every engine (each container may mount its own) and every policy.
+    ref = material.engine("e")
+    text = POLICY.replace("CHECKS", "{nodes: true, runtime: false}").replace("VERSION\n", "")
+    paths = [material.policy(text), material.policy(text.replace("gpu-fit", "again"), "again.yaml")]
+    fit = PolicyEngine(
+        load_policy_set([*paths, material.keys_file("build-signer")]),
+        LocalEvidence(material.attestations),
+        clock=lambda: NOW,
+    )
+    calls: list[str] = []
+
+    def counted(template: Any, *args: Any) -> Any:
+        calls.append(template.path)
+        return misfits(template, *args)
+
+    monkeypatch.setattr("policies.rules.gpu.misfits", counted)
+
+    def task(index: int) -> dict[str, Any]:
+        spec = placed(ref, terms=_wide(3))["spec"]
+        spec["containers"] = [
+            {"name": f"c{i}", "image": RUNTIME, "volumeMounts": [{"name": f"e{i}", "mountPath": f"/e{i}"}]}
+            for i in range(4)
+        ]
+        spec["volumes"] = [{"name": f"e{i}", "image": {"reference": ref}} for i in range(4)]
+        return {"name": f"t{index}", "template": {"spec": spec}}
+
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "prod"},
+        "spec": {"tasks": [task(i) for i in range(3)]},
+    }
+    decision = judge(fit, job)
+    assert sorted(calls) == [f"spec.tasks[{i}].template" for i in range(3)]  # not 3 x 4 engines x 2 policies
+    assert len(decision.violations) == 3 * 4 * 2  # each engine of each task, for each policy
+    assert all(len(v.message) < 1000 for v in decision.violations)
+
+
+def test_judging_a_templates_terms_is_charged_to_the_budget(material: Material) -> None:
+    ref = material.engine("e")
+    plain, reading = CountingBudget(), CountingBudget()
+    extract(placed(ref), budget=plain)
+    found = extract(placed(ref, terms=_wide(300)), budget=reading)
+    assert isinstance(found, Workload)
+    [template] = found.templates
+    # each term, and each requirement with its values, was a step of reading the object: 1 + 6 + 4 x 2
+    assert reading.steps - plain.steps == 300 * 15
+    judging = CountingBudget()
+    manifest = EngineBuildManifest.model_validate(manifest_data())
+    assert len(misfits(template, GpuFit.of(manifest), judging)) == 1
+    assert judging.steps == 300
+
+
+def test_a_node_selection_with_many_malformed_parts_is_one_violation(material: Material) -> None:
+    # each malformed requirement was a violation of its own, for every engine that reaches the template
+    ref = material.engine("e")
+    fit = engine(material, checks="{nodes: true, runtime: false}")
+    broken = [{"key": PRODUCT, "operator": "In", "values": [i]} for i in range(50)]
+    [violation] = judge(fit, placed(ref, terms=[broken])).violations
+    assert "nodeSelectorTerms[0].matchExpressions[2] is not a node selector requirement; and 47 more" in (
+        violation.message
+    )
+
+
+def _shared(reference: str, readers: int) -> dict[str, Any]:
+    """A Pod whose server mounts the engine and a scratch emptyDir that ``readers`` containers of another
+    runtime mount too (so each can read the engine)."""
+    obj = placed(reference, selector=H200)
+    obj["spec"]["containers"][0]["volumeMounts"].append({"name": "scratch", "mountPath": "/s"})
+    obj["spec"]["containers"] += [
+        {"name": f"r{i}", "image": OTHER_RUNTIME, "volumeMounts": [{"name": "scratch", "mountPath": "/s"}]}
+        for i in range(readers)
+    ]
+    obj["spec"]["volumes"].append({"name": "scratch", "emptyDir": {}})
+    return obj
+
+
+def test_containers_of_one_image_are_judged_and_named_once(material: Material) -> None:
+    # Each reader of an engine was its own violation: 400 containers sharing a volume with 100 engines'
+    # reader made 39,900 (1.1 s, 14 MB of messages); one image is judged, and said, once per engine.
+    ref = material.engine("e")
+    decision = judge(engine(material, checks="{nodes: false}"), _shared(ref, 40))
+    [violation] = decision.violations
+    assert (violation.rule, violation.error) == (RUNTIME_RULE, True)
+    assert violation.message.startswith(
+        "the TensorRT version of container 'r0' (spec.containers[1].image) (and 39 more containers of that "
+        f"image) {OTHER_RUNTIME} is unknown"
+    )

@@ -212,3 +212,21 @@ def test_same_toolchain_counts_containers_that_share_a_process_namespace(materia
     ]
     [violation] = evaluate(engine, obj).violations
     assert "ephemeralContainer 'debug' (spec.ephemeralContainers[0].image) runs" in violation.message
+
+
+def test_containers_of_one_image_are_compared_and_named_once(material: Material) -> None:
+    # Each container that could read the engine was its own violation (hundreds, through one shared volume).
+    rules_yaml = "      toolchain: {sameAsRuntimeImage: true}\n"
+    obj = pod(engine=material.engine("e"))
+    engine = engine_for(material, models_policy(rules_yaml), keys=("build-signer",))
+    obj["spec"]["containers"][0]["volumeMounts"].append({"name": "scratch", "mountPath": "/s"})
+    obj["spec"]["containers"] += [
+        {"name": f"r{i}", "image": OTHER_RUNTIME, "volumeMounts": [{"name": "scratch", "mountPath": "/s"}]}
+        for i in range(30)
+    ]
+    obj["spec"]["volumes"].append({"name": "scratch", "emptyDir": {}})
+    [violation] = evaluate(engine, obj).violations
+    assert violation.rule == "models.rules.toolchain"
+    assert "but container 'r0' (spec.containers[1].image) (and 29 more containers of that image) runs" in (
+        violation.message
+    )
