@@ -177,8 +177,7 @@ class Evaluation:
     #: What the rules want said about the decision that is neither a violation nor evidence (``note``).
     notes: list[str] = field(default_factory=list)
     _refs: dict[str, ImageReference | InvalidReference] = field(default_factory=dict)
-    #: Each question's answer (:meth:`once`); the two passes of a pinning evaluation share them, so that
-    #: the pinned object is judged on the answers the pins came from (a tag is not resolved twice).
+    #: Each question's answer (:meth:`once`), shared by both passes of a pinning evaluation (one resolve).
     lookups: dict[tuple[object, ...], asyncio.Future[Any]] = field(default_factory=dict)
     _digests: dict[ImageReference, str] = field(default_factory=dict)
     _cel_workload: dict[str, Any] | None = None
@@ -268,9 +267,8 @@ class Evaluation:
         return result
 
     async def computed(self, key: tuple[object, ...], call: Callable[[], T], *data: object) -> T:
-        """``call()``, pure work that several engines or policies ask for, once per ``key`` per evaluation,
-        charged to the budget: in an evaluation thread unless ``data``, what it walks, is small
-        (:func:`~policies.budget.within`); :class:`~policies.budget.BudgetExceeded` past it."""
+        """``call()``, pure work several engines or policies ask for, once per ``key``, charged to the budget:
+        in a thread unless ``data`` is small (:func:`~policies.budget.within`); BudgetExceeded past it."""
         if key not in self._computed:
             self._computed[key] = await within(self.budget, call, *data)
         found: T = self._computed[key]
