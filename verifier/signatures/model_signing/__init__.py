@@ -13,20 +13,34 @@ Keyless (Sigstore identity) signatures are not verified yet: they are refused as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from verifier.base import VerificationError, read_limited
-from verifier.signatures.model_signing._files import GIT_PATHS, model_mismatch
 from verifier.signatures.model_signing._format import MODEL_SIGNING
-from verifier.signatures.model_signing._signature import PREDICATE_TYPE, ModelSignature, read_signature
-from verifier.signatures.model_signing._trust import (
-    ModelSigningCertificates,
-    ModelSigningKey,
-    ModelSigningTrust,
-    signing_key,
-)
+
+if TYPE_CHECKING:  # cryptography's x509 loads with the first model signature checked (start-up time)
+    from verifier.signatures.model_signing._files import GIT_PATHS
+    from verifier.signatures.model_signing._model import VerifiedModel, verify_model
+    from verifier.signatures.model_signing._signature import PREDICATE_TYPE, ModelSignature, read_signature
+    from verifier.signatures.model_signing._trust import (
+        ModelSigningCertificates,
+        ModelSigningKey,
+        ModelSigningTrust,
+        signing_key,
+    )
+
+_HOMES: dict[str, str] = {
+    "GIT_PATHS": "_files",
+    "VerifiedModel": "_model",
+    "verify_model": "_model",
+    "PREDICATE_TYPE": "_signature",
+    "ModelSignature": "_signature",
+    "read_signature": "_signature",
+    "ModelSigningCertificates": "_trust",
+    "ModelSigningKey": "_trust",
+    "ModelSigningTrust": "_trust",
+    "signing_key": "_trust",
+}
 
 __all__ = [
     "GIT_PATHS",
@@ -43,54 +57,14 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class VerifiedModel:
-    """A model on disk whose signature verified: who signed it, and the files it lists."""
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
-    signers: tuple[str, ...]
-    distinct_keys: int
-    signature: ModelSignature
 
-
-def verify_model(
-    model: Path,
-    signature_file: Path,
-    trusted: Mapping[str, ModelSigningTrust],
-    *,
-    threshold: int = 1,
-    ignore_paths: Iterable[str | Path] = (),
-    ignore_git_paths: bool = True,
-) -> VerifiedModel:
-    """Verify that ``model`` (a file or folder) is what ``signature_file`` signs, by ``threshold`` distinct
-    keys among ``trusted`` (name → trust), as ``model_signing verify`` decides.
-
-    The signature file is ignored when it lies in the model. Raises :class:`VerificationError` naming the
-    files added, missing or changed, or why no trusted signer signed; :class:`InputError` for a file that is
-    not a model signature.
-    """
-    signature = read_signature(read_limited(signature_file, "the model signature"), str(signature_file))
-    signed: dict[str, str] = {}
-    problems = []
-    for name, trust in trusted.items():
-        try:
-            signed[name] = signing_key(signature, trust)
-        except VerificationError as error:
-            problems.append(f"{name}: {error.message}")
-    keys = set(signed.values())
-    if len(keys) < threshold:
-        why = f" ({'; '.join(problems)})" if problems else ""
-        raise VerificationError(
-            f"signed by {len(keys)} of the {threshold} required distinct keys{why}",
-            location=str(signature_file),
-            hint="verify with the publisher's key or certificate chain",
-        )
-    mismatch = model_mismatch(
-        model, signature, ignore_paths=[*ignore_paths, signature_file], ignore_git_paths=ignore_git_paths
-    )
-    if mismatch:
-        raise VerificationError(
-            f"{model} is not the model signed: {'; '.join(mismatch)}",
-            location=str(signature_file),
-            hint="fetch the model again from its publisher, or sign the model you mean to use",
-        )
-    return VerifiedModel(tuple(signed), len(keys), signature)
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
