@@ -15,8 +15,11 @@ policy evaluator in :mod:`policies`, the evidence-package checker in ``trtguard.
   verifying), which bounds how long a cache may keep the answer.
 * Image signatures: :func:`image_trust` (a rule's signers → :class:`TrustPolicy`) and :func:`verify_image`
   (cosign classic and bundles, DSSE ``cosign/sign`` statements, Notation) → :class:`VerificationResult`.
+* Model signatures (OpenSSF Model Signing, ``verifier/signatures/model_signing``): a registered format, and
+  :func:`verify_model_statement` → :class:`VerifiedModelStatement` (who signed which files).
 * The trust material a policy's signers carry (:class:`PublicKey`, :class:`OpenPGPKey`,
-  :class:`KeylessIdentity`, :class:`TrustRoot`, Notation's trust), re-exported so that :mod:`policies`
+  :class:`KeylessIdentity`, :class:`TrustRoot`, Notation's trust, :class:`ModelSigningKey` and
+  :class:`ModelSigningCertificates`), re-exported so that :mod:`policies`
   loads signers without importing a cryptographic module.
 
 Adding a statement signature format
@@ -68,6 +71,12 @@ if TYPE_CHECKING:
         TrustRoot,
         VerificationResult,
     )
+    from verifier.signatures.model_signing import (
+        MODEL_SIGNING_PREDICATE,
+        ModelSigningCertificates,
+        ModelSigningKey,
+        ModelSigningTrust,
+    )
     from verifier.signatures.notation import (
         NotationPolicy,
         NotationTrust,
@@ -80,6 +89,7 @@ if TYPE_CHECKING:
         VerifiedApproval,
         VerifiedAttestation,
         VerifiedManifest,
+        VerifiedModelStatement,
         VerifiedPredicate,
         VerifiedVerification,
         by_statement,
@@ -88,6 +98,7 @@ if TYPE_CHECKING:
         verify_approval,
         verify_attestation,
         verify_manifest,
+        verify_model_statement,
         verify_predicate,
         verify_verification,
     )
@@ -134,6 +145,7 @@ _HOMES: dict[str, str] = {
             "VerifiedApproval",
             "VerifiedAttestation",
             "VerifiedManifest",
+            "VerifiedModelStatement",
             "VerifiedPredicate",
             "VerifiedVerification",
             "by_statement",
@@ -142,12 +154,22 @@ _HOMES: dict[str, str] = {
             "verify_approval",
             "verify_attestation",
             "verify_manifest",
+            "verify_model_statement",
             "verify_predicate",
             "verify_verification",
         ),
         "verifier.verification._facts",
     ),
     **dict.fromkeys(("image_trust", "verify_image"), "verifier.verification._images"),
+    **dict.fromkeys(
+        (
+            "MODEL_SIGNING_PREDICATE",
+            "ModelSigningCertificates",
+            "ModelSigningKey",
+            "ModelSigningTrust",
+        ),
+        "verifier.signatures.model_signing",
+    ),
     **dict.fromkeys(
         (
             "StatementRefused",
@@ -162,9 +184,13 @@ _HOMES: dict[str, str] = {
 }
 
 __all__ = [
+    "MODEL_SIGNING_PREDICATE",
     "CountedSignature",
     "KeylessIdentity",
     "LoggedCheck",
+    "ModelSigningCertificates",
+    "ModelSigningKey",
+    "ModelSigningTrust",
     "NoSignatures",
     "NotationPolicy",
     "NotationTrust",
@@ -181,6 +207,7 @@ __all__ = [
     "VerifiedApproval",
     "VerifiedAttestation",
     "VerifiedManifest",
+    "VerifiedModelStatement",
     "VerifiedPredicate",
     "VerifiedVerification",
     "by_statement",
@@ -196,6 +223,7 @@ __all__ = [
     "verify_attestation",
     "verify_image",
     "verify_manifest",
+    "verify_model_statement",
     "verify_predicate",
     "verify_statement",
     "verify_verification",

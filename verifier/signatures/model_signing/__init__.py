@@ -16,12 +16,19 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from verifier.signatures.model_signing._format import MODEL_SIGNING
-
 if TYPE_CHECKING:  # cryptography's x509 loads with the first model signature checked (start-up time)
     from verifier.signatures.model_signing._files import GIT_PATHS
-    from verifier.signatures.model_signing._model import VerifiedModel, verify_model
-    from verifier.signatures.model_signing._signature import PREDICATE_TYPE, ModelSignature, read_signature
+    from verifier.signatures.model_signing._format import MODEL_SIGNING
+    from verifier.signatures.model_signing._model import (
+        VerifiedModel,
+        verify_model,
+    )
+    from verifier.signatures.model_signing._signature import (
+        MODEL_SIGNING_PREDICATE,
+        PREDICATE_TYPE,
+        ModelSignature,
+        read_signature,
+    )
     from verifier.signatures.model_signing._trust import (
         ModelSigningCertificates,
         ModelSigningKey,
@@ -33,7 +40,9 @@ _HOMES: dict[str, str] = {
     "GIT_PATHS": "_files",
     "VerifiedModel": "_model",
     "verify_model": "_model",
+    "MODEL_SIGNING": "_format",
     "PREDICATE_TYPE": "_signature",
+    "MODEL_SIGNING_PREDICATE": "_signature",
     "ModelSignature": "_signature",
     "read_signature": "_signature",
     "ModelSigningCertificates": "_trust",
@@ -45,6 +54,7 @@ _HOMES: dict[str, str] = {
 __all__ = [
     "GIT_PATHS",
     "MODEL_SIGNING",
+    "MODEL_SIGNING_PREDICATE",
     "PREDICATE_TYPE",
     "ModelSignature",
     "ModelSigningCertificates",

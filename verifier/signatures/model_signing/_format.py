@@ -10,13 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from verifier.base import InputError, VerificationError
 
 if TYPE_CHECKING:
-    from verifier.evidence import Attestation
     from verifier.signatures.model_signing._trust import ModelSigningTrust
+
+
+class _Copy(Protocol):
+    """What this format reads of a found copy (:class:`verifier.evidence.Attestation`), typed structurally
+    so that the format imports nothing of the evidence room."""
+
+    @property
+    def bundle(self) -> bytes | None: ...
+    @property
+    def predicate_type(self) -> str: ...
+    @property
+    def origin(self) -> str: ...
 
 
 class _ModelSigning:
@@ -28,13 +39,13 @@ class _ModelSigning:
     def identity(self, material: ModelSigningTrust) -> str:
         return material.identity
 
-    def carries(self, copy: Attestation) -> bool:
+    def carries(self, copy: _Copy) -> bool:
         from verifier.signatures.model_signing._signature import PREDICATE_TYPE  # noqa: PLC0415
 
         return copy.bundle is not None and copy.predicate_type == PREDICATE_TYPE
 
     def check(
-        self, copy: Attestation, trusted: Mapping[str, ModelSigningTrust], now: datetime | None
+        self, copy: _Copy, trusted: Mapping[str, ModelSigningTrust], now: datetime | None
     ) -> tuple[list[tuple[str, datetime | None, str]], list[str]]:
         del now  # the certificate is judged at its own notBefore, as upstream judges it
         from verifier.signatures.model_signing._signature import read_signature  # noqa: PLC0415

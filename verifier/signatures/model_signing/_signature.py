@@ -22,10 +22,11 @@ from typing import Any
 
 from verifier.base import InputError
 
-__all__ = ["PREDICATE_TYPE", "ModelSignature", "read_signature"]
+__all__ = ["MODEL_SIGNING_PREDICATE", "PREDICATE_TYPE", "ModelSignature", "read_signature"]
 
 #: The predicate type of a model-signing v1.0 signature.
 PREDICATE_TYPE = "https://model_signing/signature/v1.0"
+MODEL_SIGNING_PREDICATE = PREDICATE_TYPE  # the name the verification room's front door gives it
 _STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 _PAYLOAD_TYPE = "application/vnd.in-toto+json"
 _HINT = "sign the model again with model_signing 1.x (`model_signing sign key|certificate|sigstore`)"

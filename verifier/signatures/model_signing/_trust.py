@@ -30,8 +30,6 @@ from cryptography.x509.verification import (
 )
 
 from verifier.base import InputError, VerificationError
-from verifier.dsse import pae
-from verifier.keys import PublicKey
 from verifier.signatures.model_signing._signature import ModelSignature
 
 __all__ = ["ModelSigningCertificates", "ModelSigningKey", "ModelSigningTrust", "signing_key"]
@@ -44,19 +42,39 @@ _CURVE_HASHES: dict[str, type[hashes.HashAlgorithm]] = {
 }
 
 
+def _key_identity(key: ec.EllipticCurvePublicKey) -> str:
+    """``key:`` and the SHA-256 of the key's SubjectPublicKeyInfo: how every format names a key (the DSSE
+    format's ``PublicKey.key_id``), so one key counts once across formats."""
+    der = key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return f"key:{hashlib.sha256(der).hexdigest()}"
+
+
+def _pae(payload: bytes) -> bytes:
+    """DSSE's pre-authentication encoding of an in-toto payload: what the signature is over."""
+    return b"DSSEv1 %d %b %d %b" % (len(_PAYLOAD_TYPE), _PAYLOAD_TYPE.encode(), len(payload), payload)
+
+
 @dataclass(frozen=True, slots=True)
 class ModelSigningKey:
     """The key method: the publisher's elliptic-curve public key (P-256, P-384 or P-521)."""
 
-    key: PublicKey
+    key: ec.EllipticCurvePublicKey
 
-    def __post_init__(self) -> None:
-        _curve_hash(self.key.crypto, "the model-signing key")
+    @classmethod
+    def from_pem(cls, data: bytes, location: str | None = None) -> ModelSigningKey:
+        """A PEM public key; :class:`InputError` unless it is an ECDSA key of a curve model_signing uses."""
+        try:
+            key = serialization.load_pem_public_key(data)
+        except (ValueError, TypeError) as error:
+            raise InputError(f"not a PEM public key ({error})", location=location) from None
+        _curve_hash(key, "the model-signing key")
+        assert isinstance(key, ec.EllipticCurvePublicKey)  # noqa: S101 - _curve_hash refused others
+        return cls(key)
 
     @property
     def identity(self) -> str:
         """What a threshold counts: the key."""
-        return f"key:{self.key.key_id}"
+        return _key_identity(self.key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +114,7 @@ def _verify_ecdsa(key: ec.EllipticCurvePublicKey, signature: ModelSignature) -> 
     try:
         key.verify(
             signature.signature,
-            pae(_PAYLOAD_TYPE, signature.payload),
+            _pae(signature.payload),
             ec.ECDSA(_curve_hash(key, "the signing key")),
         )
     except InvalidSignature:
@@ -107,9 +125,7 @@ def signing_key(signature: ModelSignature, trust: ModelSigningTrust) -> str:
     """Verify ``signature`` with ``trust``; the identity (``key:<id>``) of the key that signed, or
     :class:`VerificationError` saying why not (:class:`InputError` for a key that is not ECDSA)."""
     if isinstance(trust, ModelSigningKey):
-        key = trust.key.crypto
-        if not isinstance(key, ec.EllipticCurvePublicKey):  # refused at load: kept for the type checker
-            raise InputError("the model-signing key is not an ECDSA key")
+        key = trust.key
         pem = key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
         if signature.key_hint is not None and signature.key_hint != hashlib.sha256(pem).hexdigest():
             raise VerificationError("signed with another key (the bundle's key hint is not this key's)")
@@ -120,7 +136,7 @@ def signing_key(signature: ModelSignature, trust: ModelSigningTrust) -> str:
     if not isinstance(leaf_key, ec.EllipticCurvePublicKey):
         raise VerificationError("the signing certificate's key is not an ECDSA key")
     _verify_ecdsa(leaf_key, signature)
-    return f"key:{PublicKey.from_crypto(leaf_key).key_id}"
+    return _key_identity(leaf_key)
 
 
 def _verified_leaf(chain: Sequence[bytes], anchors: Sequence[x509.Certificate]) -> x509.Certificate:

@@ -18,14 +18,13 @@ from verifier.base import InputError, VerificationError
 from verifier.dsse import Envelope
 from verifier.evidence import Attestation
 from verifier.intoto import statement_from_envelope
-from verifier.keys import PublicKey
 from verifier.signatures import model_signing as ms
 from verifier.signatures.model_signing import _signature as signature_module
 from verifier.verification import StatementRefused, StatementTrust, verify_statement
 
 
 def _key(public: Path) -> dict[str, ms.ModelSigningTrust]:
-    return {"publisher": ms.ModelSigningKey(PublicKey.from_pem(public.read_bytes()))}
+    return {"publisher": ms.ModelSigningKey.from_pem(public.read_bytes())}
 
 
 def test_a_shard_manifest_is_refused(model: Path, tmp_path: Path) -> None:
@@ -134,7 +133,7 @@ def test_a_threshold_counts_signing_keys_across_copies(model: Path, tmp_path: Pa
     write_key(tmp_path / "other.pem")
     third = tmp_path / "three.sig"
     sign_key(model, third, tmp_path / "other.pem")
-    signers["other"] = _signer(ms.ModelSigningKey(PublicKey.from_pem((tmp_path / "other.pub").read_bytes())))
+    signers["other"] = _signer(ms.ModelSigningKey.from_pem((tmp_path / "other.pub").read_bytes()))
     two = verify_statement([*copies, _copy(third)], StatementTrust.of(signers, 2, formats=["model-signing"]))
     assert two.distinct_keys == 2
 
@@ -146,9 +145,7 @@ def test_each_signature_is_parsed_once_whatever_the_number_of_signers(model: Pat
     signers = {}
     for index in range(5):
         write_key(tmp_path / f"k{index}.pem")
-        signers[f"k{index}"] = _signer(
-            ms.ModelSigningKey(PublicKey.from_pem((tmp_path / f"k{index}.pub").read_bytes()))
-        )
+        signers[f"k{index}"] = _signer(ms.ModelSigningKey.from_pem((tmp_path / f"k{index}.pub").read_bytes()))
     signers["publisher"] = _signer(_key(tmp_path / "publisher.pub")["publisher"])
     with mock.patch.object(signature_module, "read_signature", wraps=signature_module.read_signature) as read:
         verify_statement([_copy(signature)], StatementTrust.of(signers, formats=["model-signing"]))

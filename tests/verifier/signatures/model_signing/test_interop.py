@@ -14,7 +14,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from tests.verifier.signatures.model_signing.conftest import write_ca, write_key, write_leaf
 from verifier.base import VerificationError
-from verifier.keys import PublicKey
 from verifier.signatures.model_signing import (
     ModelSigningCertificates,
     ModelSigningKey,
@@ -55,7 +54,7 @@ def ours(model: Path, signature: Path, trusted: dict[str, ModelSigningTrust]) ->
 
 
 def _key(public: Path) -> dict[str, ModelSigningTrust]:
-    return {"publisher": ModelSigningKey(PublicKey.from_pem(public.read_bytes()))}
+    return {"publisher": ModelSigningKey.from_pem(public.read_bytes())}
 
 
 def _tamper(model: Path) -> None:
@@ -207,7 +206,7 @@ def test_one_leaf_key_through_two_cas_is_one_signer(model: Path, tmp_path: Path)
         model, signature, tmp_path / "publisher.pem", tmp_path / "leaf.pem", tmp_path / "ca1.pem"
     )
     trusted = _certificates(tmp_path, "ca1")
-    trusted["same key"] = ModelSigningKey(PublicKey.from_pem((tmp_path / "publisher.pub").read_bytes()))
+    trusted["same key"] = ModelSigningKey.from_pem((tmp_path / "publisher.pub").read_bytes())
     assert verify_model(model, signature, trusted).distinct_keys == 1
     with pytest.raises(VerificationError, match="signed by 1 of the 2 required distinct keys"):
         verify_model(model, signature, trusted, threshold=2)
