@@ -1,4 +1,5 @@
-"""The build manifest (``models.buildManifest``): signed by the rule's keys, about this engine, recent enough.
+"""The build manifest (``models.buildManifest``): signed by the rule's keys, about this engine, recent enough,
+and (``onnxSignedBy``) built from an ONNX model its publisher signed.
 
 Every other rule over an engine reads the manifest verified here; without one they are not judged (the
 missing manifest is the violation).
@@ -11,11 +12,11 @@ from datetime import timedelta
 from policies.results import BuildManifestRecord
 from policies.rules.evaluation import CLOCK_SKEW, Counted, Evaluation
 from policies.rules.findings import Findings, Refusal
-from policies.schema import BuildManifestRule
+from policies.schema import BuildManifestRule, SignersRule
 from policies.verified import VerifiedManifest
 from verifier.base import ImageReference
 
-__all__ = ["check_max_age", "verify"]
+__all__ = ["check_max_age", "check_onnx_signed_by", "verify"]
 
 
 async def verify(
@@ -94,6 +95,34 @@ def check_max_age(
             f"the engine was built {_duration(age)} ago, more than the {rule.max_age} allowed",
             "rebuild the engine and record a fresh build manifest",
         )
+
+
+async def check_onnx_signed_by(
+    run: Evaluation, found: Findings, rule: SignersRule, ref: ImageReference, verified: VerifiedManifest
+) -> None:
+    """``onnxSignedBy``: a model-signing signature found beside the engine, signed by the rule's threshold of
+    its signers, lists a file whose digest is the ONNX model's the manifest names (``onnx.sha256``), so the
+    chain runs from the model's publisher through the build to the running engine."""
+    onnx = verified.manifest.onnx
+    signatures = await run.model_signatures(ref, rule)
+    for signature in signatures.readable:
+        files = signature.covers(onnx.sha256)
+        if files:
+            run.note(
+                f"engine {ref}: its ONNX model is {signature.model_name}/{files[0]}, signed by "
+                f"[{', '.join(signature.signers)}] ({signature.origin})"
+            )
+            return
+    named = onnx.name or onnx.uri or "the ONNX model"
+    seen = [f"{s.origin} (signed by [{', '.join(s.signers)}])" for s in signatures.readable]
+    why = "; ".join([*(f"{s} lists no file of that digest" for s in seen), *signatures.refused])
+    found.add(
+        "models.buildManifest.onnxSignedBy",
+        f"the ONNX model {named} (sha256:{onnx.sha256}) that the build manifest ({verified.origin}) names is "
+        f"covered by no model signature of [{', '.join(rule.keys)}]" + (f": {why}" if why else ""),
+        "build from the ONNX model the publisher signed, or attach the publisher's model signature "
+        "(model_signing sign …) to the engine's attestations",
+    )
 
 
 def _duration(delta: timedelta) -> str:
