@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.policies.conftest import Material, pod
-from tests.verifier.signatures.model_signing.conftest import write_key
+from tests.verifier.model_signing.conftest import write_key
 from trtguard.cli import main
 from verifier.base._digests import sha256_bytes
 

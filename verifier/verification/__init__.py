@@ -15,7 +15,7 @@ policy evaluator in :mod:`policies`, the evidence-package checker in ``trtguard.
   verifying), which bounds how long a cache may keep the answer.
 * Image signatures: :func:`image_trust` (a rule's signers → :class:`TrustPolicy`) and :func:`verify_image`
   (cosign classic and bundles, DSSE ``cosign/sign`` statements, Notation) → :class:`VerificationResult`.
-* Model signatures (OpenSSF Model Signing, ``verifier/signatures/model_signing``): a registered format, and
+* Model signatures (OpenSSF Model Signing, ``verifier/model_signing``): a registered format, and
   :func:`verify_model_statement` → :class:`VerifiedModelStatement` (who signed which files).
 * The trust material a policy's signers carry (:class:`PublicKey`, :class:`OpenPGPKey`,
   :class:`KeylessIdentity`, :class:`TrustRoot`, Notation's trust, :class:`ModelSigningKey` and
@@ -41,10 +41,11 @@ structurally: it imports nothing from this room (so a format in its own folder m
   It never raises for a bad signature, and imports heavy libraries inside the function (start-up time,
   issue 15).
 
-Write it in its own folder (``verifier/signatures/<format>/``, exported by that package's front door)
+Write it in its own folder (``verifier/<format>/``, as ``verifier/model_signing/``: the table loads every
+format, and ``verify-engine`` must not load ``verifier.signatures``; exported by that folder's front door)
 and register it with ONE line, in the ``FORMATS`` tuple of ``verifier/verification/_table.py``::
 
-    from verifier.signatures.model_signing import MODEL_SIGNING  # the import that line needs
+    from verifier.model_signing import MODEL_SIGNING  # the import that line needs
     FORMATS: tuple[StatementFormat, ...] = (DSSE, OPENPGP, MODEL_SIGNING)
 
 mypy then checks the object against the protocol. Nothing else changes: thresholds, copies, subject
@@ -60,6 +61,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from verifier.keys import PublicKey
+    from verifier.model_signing import (
+        MODEL_SIGNING_PREDICATE,
+        ModelSigningCertificates,
+        ModelSigningKey,
+        ModelSigningTrust,
+    )
     from verifier.signatures import (
         CountedSignature,
         KeylessIdentity,
@@ -70,12 +77,6 @@ if TYPE_CHECKING:
         TrustPolicy,
         TrustRoot,
         VerificationResult,
-    )
-    from verifier.signatures.model_signing import (
-        MODEL_SIGNING_PREDICATE,
-        ModelSigningCertificates,
-        ModelSigningKey,
-        ModelSigningTrust,
     )
     from verifier.signatures.notation import (
         NotationPolicy,
@@ -168,7 +169,7 @@ _HOMES: dict[str, str] = {
             "ModelSigningKey",
             "ModelSigningTrust",
         ),
-        "verifier.signatures.model_signing",
+        "verifier.model_signing",
     ),
     **dict.fromkeys(
         (

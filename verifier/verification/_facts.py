@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from verifier.attestations import ChangeApproval, EngineVerification, load_approval, load_verification
 from verifier.base import InputError
 from verifier.manifest import EngineBuildManifest, load_manifest
+from verifier.model_signing import MODEL_SIGNING, read_signature
 from verifier.scans import read_scan
-from verifier.signatures.model_signing import MODEL_SIGNING, read_signature
 from verifier.verification._statement import (
     StatementRefused,
     StatementTrust,

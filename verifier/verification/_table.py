@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from verifier.signatures.model_signing import MODEL_SIGNING
+from verifier.model_signing import MODEL_SIGNING
 from verifier.verification._contract import StatementFormat
 from verifier.verification._dsse import DSSE
 from verifier.verification._openpgp import OPENPGP

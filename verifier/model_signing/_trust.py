@@ -30,7 +30,7 @@ from cryptography.x509.verification import (
 )
 
 from verifier.base import InputError, VerificationError
-from verifier.signatures.model_signing._signature import ModelSignature
+from verifier.model_signing._signature import ModelSignature
 
 __all__ = ["ModelSigningCertificates", "ModelSigningKey", "ModelSigningTrust", "signing_key"]
 

@@ -17,19 +17,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # cryptography's x509 loads with the first model signature checked (start-up time)
-    from verifier.signatures.model_signing._files import GIT_PATHS
-    from verifier.signatures.model_signing._format import MODEL_SIGNING
-    from verifier.signatures.model_signing._model import (
+    from verifier.model_signing._files import GIT_PATHS
+    from verifier.model_signing._format import MODEL_SIGNING
+    from verifier.model_signing._model import (
         VerifiedModel,
         verify_model,
     )
-    from verifier.signatures.model_signing._signature import (
+    from verifier.model_signing._signature import (
         MODEL_SIGNING_PREDICATE,
         PREDICATE_TYPE,
         ModelSignature,
         read_signature,
     )
-    from verifier.signatures.model_signing._trust import (
+    from verifier.model_signing._trust import (
         ModelSigningCertificates,
         ModelSigningKey,
         ModelSigningTrust,

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from verifier.base import InputError, VerificationError, hash_file
-from verifier.signatures.model_signing._signature import ModelSignature
+from verifier.model_signing._signature import ModelSignature
 
 __all__ = ["GIT_PATHS", "model_mismatch"]
 

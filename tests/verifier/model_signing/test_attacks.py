@@ -12,14 +12,14 @@ from unittest import mock
 import model_signing
 import pytest
 
-from tests.verifier.signatures.model_signing.conftest import resign, write_ca, write_key, write_leaf
-from tests.verifier.signatures.model_signing.test_interop import sign_certificate, sign_key, upstream_key
+from tests.verifier.model_signing.conftest import resign, write_ca, write_key, write_leaf
+from tests.verifier.model_signing.test_interop import sign_certificate, sign_key, upstream_key
+from verifier import model_signing as ms
 from verifier.base import InputError, VerificationError
 from verifier.dsse import Envelope
 from verifier.evidence import Attestation
 from verifier.intoto import statement_from_envelope
-from verifier.signatures import model_signing as ms
-from verifier.signatures.model_signing import _signature as signature_module
+from verifier.model_signing import _signature as signature_module
 from verifier.verification import StatementRefused, StatementTrust, verify_statement
 
 

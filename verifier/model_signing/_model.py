@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verifier.base import VerificationError, read_limited
-from verifier.signatures.model_signing._files import model_mismatch
-from verifier.signatures.model_signing._signature import ModelSignature, read_signature
-from verifier.signatures.model_signing._trust import ModelSigningTrust, signing_key
+from verifier.model_signing._files import model_mismatch
+from verifier.model_signing._signature import ModelSignature, read_signature
+from verifier.model_signing._trust import ModelSigningTrust, signing_key
 
 __all__ = ["VerifiedModel", "verify_model"]
 

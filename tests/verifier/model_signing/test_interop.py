@@ -12,9 +12,9 @@ import model_signing
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from tests.verifier.signatures.model_signing.conftest import write_ca, write_key, write_leaf
+from tests.verifier.model_signing.conftest import write_ca, write_key, write_leaf
 from verifier.base import VerificationError
-from verifier.signatures.model_signing import (
+from verifier.model_signing import (
     ModelSigningCertificates,
     ModelSigningKey,
     ModelSigningTrust,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from verifier.base import InputError, VerificationError
 
 if TYPE_CHECKING:
-    from verifier.signatures.model_signing._trust import ModelSigningTrust
+    from verifier.model_signing._trust import ModelSigningTrust
 
 
 class _Copy(Protocol):
@@ -40,7 +40,7 @@ class _ModelSigning:
         return material.identity
 
     def carries(self, copy: _Copy) -> bool:
-        from verifier.signatures.model_signing._signature import PREDICATE_TYPE  # noqa: PLC0415
+        from verifier.model_signing._signature import PREDICATE_TYPE  # noqa: PLC0415
 
         return copy.bundle is not None and copy.predicate_type == PREDICATE_TYPE
 
@@ -48,8 +48,8 @@ class _ModelSigning:
         self, copy: _Copy, trusted: Mapping[str, ModelSigningTrust], now: datetime | None
     ) -> tuple[list[tuple[str, datetime | None, str]], list[str]]:
         del now  # the certificate is judged at its own notBefore, as upstream judges it
-        from verifier.signatures.model_signing._signature import read_signature  # noqa: PLC0415
-        from verifier.signatures.model_signing._trust import signing_key  # noqa: PLC0415
+        from verifier.model_signing._signature import read_signature  # noqa: PLC0415
+        from verifier.model_signing._trust import signing_key  # noqa: PLC0415
 
         if copy.bundle is None:
             return [], []
