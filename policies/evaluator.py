@@ -408,8 +408,7 @@ async def _judge_engine(
         if verified is None:
             return found.violations
         manifest.check_max_age(run, found, manifest_rule, verified)
-        if manifest_rule.onnx_signed_by is not None:
-            await manifest.check_onnx_signed_by(run, found, manifest_rule.onnx_signed_by, ref, verified)
+        await manifest.check_inputs_signed(run, found, manifest_rule, ref, verified)
         model.check(found, models.rules, verified.manifest)
         await expressions.check(run, found, ref, use, verified)
         if models.rules.toolchain is not None:

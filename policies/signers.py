@@ -241,8 +241,9 @@ def signer_list_problems(
     Each problem is the index into ``refs`` it is about and what is wrong. ``keyless_allowed`` is true for
     image signatures only (keyless identities and Notary Project signers sign images); attestations (DSSE)
     are verified with public keys, and ``openpgp_allowed`` (build manifests and change approvals) admits
-    OpenPGP keys too. ``model_signing_only`` is for the signers of a model (``onnxSignedBy``): model-signing
-    signers there, and nowhere else. One key listed twice (by two names) is a problem in every format.
+    OpenPGP keys too. ``model_signing_only`` is for the signers of a build's inputs (``onnxSignedBy``,
+    ``calibrationSignedBy``): model-signing signers there, and nowhere else. One key listed twice (by two
+    names) is a problem in every format.
     """
     found: list[tuple[int, str]] = []
     by_key: dict[str, str] = {}
@@ -254,7 +255,8 @@ def signer_list_problems(
                     (index, f"{ref} is no model-signing signer; list a TrustedKeys modelSigning entry")
                 )
             elif not model_signing_only:
-                found.append((index, f"{ref} is a model-signing signer; it counts for onnxSignedBy only"))
+                where = "onnxSignedBy and calibrationSignedBy"
+                found.append((index, f"{ref} is a model-signing signer; it counts for {where} only"))
             elif signer.model_signing is not None:
                 identity = signer.model_signing.identity
                 if identity in by_key and by_key[identity] != ref:

@@ -1,5 +1,6 @@
 """The build manifest (``models.buildManifest``): signed by the rule's keys, about this engine, recent enough,
-and (``onnxSignedBy``) built from an ONNX model its publisher signed.
+and (``onnxSignedBy``, ``calibrationSignedBy``) built from an ONNX model and calibration dataset their
+publishers signed.
 
 Every other rule over an engine reads the manifest verified here; without one they are not judged (the
 missing manifest is the violation).
@@ -16,7 +17,7 @@ from policies.schema import BuildManifestRule, SignersRule
 from policies.verified import VerifiedManifest
 from verifier.base import ImageReference
 
-__all__ = ["check_max_age", "check_onnx_signed_by", "verify"]
+__all__ = ["check_inputs_signed", "check_max_age", "verify"]
 
 
 async def verify(
@@ -97,30 +98,78 @@ def check_max_age(
         )
 
 
-async def check_onnx_signed_by(
-    run: Evaluation, found: Findings, rule: SignersRule, ref: ImageReference, verified: VerifiedManifest
+async def check_inputs_signed(
+    run: Evaluation, found: Findings, rule: BuildManifestRule, ref: ImageReference, verified: VerifiedManifest
 ) -> None:
-    """``onnxSignedBy``: a model-signing signature found beside the engine, signed by the rule's threshold of
-    its signers, lists a file whose digest is the ONNX model's the manifest names (``onnx.sha256``), so the
-    chain runs from the model's publisher through the build to the running engine."""
-    onnx = verified.manifest.onnx
+    """``onnxSignedBy`` and ``calibrationSignedBy``: the ONNX model and the calibration dataset the manifest
+    names are each a file of a model-signing signature found beside the engine, signed by the rule's
+    threshold of its signers, so the chain runs from the publishers through the build to the running engine.
+
+    A manifest that records no calibration dataset has none to cover (``rules.int8RequiresCalibration``
+    requires one of INT8 engines).
+    """
+    manifest = verified.manifest
+    if rule.onnx_signed_by is not None:
+        onnx = manifest.onnx
+        await _check_covered(
+            run,
+            found,
+            rule.onnx_signed_by,
+            ref,
+            verified,
+            field="onnxSignedBy",
+            what=f"the ONNX model {onnx.name or onnx.uri or ''}".rstrip(),
+            sha256=onnx.sha256,
+        )
+    dataset = manifest.calibration.dataset if manifest.calibration is not None else None
+    if rule.calibration_signed_by is not None and dataset is not None:
+        tree = dataset.hash_method == "trtguard-tree-v1"
+        await _check_covered(
+            run,
+            found,
+            rule.calibration_signed_by,
+            ref,
+            verified,
+            field="calibrationSignedBy",
+            what=f"the calibration dataset {dataset.name or dataset.uri or ''}".rstrip(),
+            sha256=dataset.sha256,
+            # A folder's tree digest is no file's digest, and a model signature records no file sizes to
+            # compute it from: only a dataset recorded as one file can be covered.
+            why=" (its digest is a trtguard-tree-v1 folder digest, which no signed file has: record the "
+            "dataset as one file, an archive, and sign that)"
+            if tree
+            else "",
+        )
+
+
+async def _check_covered(
+    run: Evaluation,
+    found: Findings,
+    rule: SignersRule,
+    ref: ImageReference,
+    verified: VerifiedManifest,
+    *,
+    field: str,
+    what: str,
+    sha256: str,
+    why: str = "",
+) -> None:
     signatures = await run.model_signatures(ref, rule)
     for signature in signatures.readable:
-        files = signature.covers(onnx.sha256)
+        files = signature.covers(sha256)
         if files:
             run.note(
-                f"engine {ref}: its ONNX model is {signature.model_name}/{files[0]}, signed by "
+                f"engine {ref}: {what.removeprefix('the ')} is {signature.model_name}/{files[0]}, signed by "
                 f"[{', '.join(signature.signers)}] ({signature.origin})"
             )
             return
-    named = onnx.name or onnx.uri or "the ONNX model"
     seen = [f"{s.origin} (signed by [{', '.join(s.signers)}])" for s in signatures.readable]
-    why = "; ".join([*(f"{s} lists no file of that digest" for s in seen), *signatures.refused])
+    reasons = "; ".join([*(f"{s} lists no file of that digest" for s in seen), *signatures.refused])
     found.add(
-        "models.buildManifest.onnxSignedBy",
-        f"the ONNX model {named} (sha256:{onnx.sha256}) that the build manifest ({verified.origin}) names is "
-        f"covered by no model signature of [{', '.join(rule.keys)}]" + (f": {why}" if why else ""),
-        "build from the ONNX model the publisher signed, or attach the publisher's model signature "
+        f"models.buildManifest.{field}",
+        f"{what} (sha256:{sha256}) that the build manifest ({verified.origin}) names is covered by no model "
+        f"signature of [{', '.join(rule.keys)}]{why}" + (f": {reasons}" if reasons else ""),
+        "build from the files the publisher signed, or attach the publisher's model signature "
         "(model_signing sign …) to the engine's attestations",
     )
 

@@ -1,10 +1,12 @@
-"""Issue 30's governance story: the ONNX model signed by its publisher (OpenSSF Model Signing, signed here by
-the real ``model_signing`` library) → the engine built from it and its build manifest signed by the build
-key → admitted by ``trtguard check``; the same engine built from an ONNX model no publisher signed → denied,
-naming the ONNX file and the rule."""
+"""Issue 30's governance story: the ONNX model signed by its publisher and the calibration dataset by the data
+team (OpenSSF Model Signing, signed here by the real ``model_signing`` library) → the engine built from them
+and its build manifest signed by the build key → admitted by ``trtguard check`` and by a real ``trtguard
+serve`` over TLS; the same engine built from an ONNX model (or calibrated on a dataset) no publisher signed →
+denied, naming the file and the rule."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -16,6 +18,7 @@ import pytest
 import yaml
 
 from tests.policies.conftest import Material, pod
+from tests.support.harness import SERVICE, WebhookProcess, review, verify_admission_response
 from tests.verifier.model_signing.conftest import write_key
 from trtguard.cli import main
 from verifier.base._digests import sha256_bytes
@@ -30,35 +33,65 @@ spec:
     buildManifest:
       keys: [platform/build-signer]
       onnxSignedBy: {keys: [publishers/publisher]}
+      calibrationSignedBy: {keys: [publishers/data-team]}
 """
 ONNX = b"\x08\x07resnet50 weights, as the publisher released them"
+DATASET = b"calibration samples: 512 ImageNet validation images, seeded"
+INT8 = {"typing": "weak", "precision_flags": ["fp16", "int8"], "max_workspace_size": 1 << 30}
+
+
+def _calibration(data: bytes = DATASET, **dataset: Any) -> dict[str, Any]:
+    """A manifest's calibration: the dataset file it was calibrated on (and its cache)."""
+    recorded = {"sha256": sha256_bytes(data), "hash_method": "file", "name": "calib.npz", **dataset}
+    return {"dataset": recorded, "cache": {"sha256": "07" * 32}}
+
+
+def _int8(material: Material, engine: str, *, data: bytes = DATASET, **dataset: Any) -> str:
+    """An INT8 engine built from the signed ONNX model and calibrated on ``data`` (recorded with ``dataset``'s
+    fields), with its signed build manifest."""
+    return material.engine(
+        engine,
+        onnx={"sha256": sha256_bytes(ONNX), "name": "resnet50.onnx"},
+        builder_config=INT8,
+        calibration=_calibration(data, **dataset),
+    )
 
 
 def _publishers(material: Material) -> Path:
-    """A TrustedKeys document with the publisher's model-signing key (key method), by file."""
+    """A TrustedKeys document with the model-signing keys (key method) of the publisher and the data team."""
+    keys = [{"name": name, "modelSigning": {"file": f"{name}.pub"}} for name in ("publisher", "data-team")]
     document = {
         "apiVersion": "trtguard.dev/v1alpha1",
         "kind": "TrustedKeys",
         "metadata": {"name": "publishers"},
-        "spec": {"keys": [{"name": "publisher", "modelSigning": {"file": "publisher.pub"}}]},
+        "spec": {"keys": keys},
     }
     path = material.root / "keys-publishers.yaml"
     path.write_text(yaml.safe_dump(document))
     return path
 
 
+def _sign(material: Material, signer: str, model: Path, signature: str) -> None:
+    """``model`` signed by ``signer`` with ``model_signing``; the signature goes to the evidence."""
+    key = material.root / f"{signer}.pem"
+    model_signing.signing.Config().use_elliptic_key_signer(private_key=key).sign(
+        model, material.attestations / signature
+    )
+
+
 def _publish(material: Material) -> None:
-    """The publisher's model folder, signed with ``model_signing``; the signature goes to the evidence."""
-    write_key(material.root / "publisher.pem")
+    """The publisher's model folder and the data team's calibration dataset (one file), each signed."""
+    for signer in ("publisher", "data-team"):
+        if not (material.root / f"{signer}.pem").exists():
+            write_key(material.root / f"{signer}.pem")
     folder = material.root / "resnet50"
     folder.mkdir()
     (folder / "resnet50.onnx").write_bytes(ONNX)
     (folder / "config.json").write_text("{}")
-    signature = material.attestations / "resnet50.model-signature.json"
-    config = model_signing.signing.Config().use_elliptic_key_signer(
-        private_key=material.root / "publisher.pem"
-    )
-    config.sign(folder, signature)
+    _sign(material, "publisher", folder, "resnet50.model-signature.json")
+    dataset = material.root / "calib.npz"
+    dataset.write_bytes(DATASET)
+    _sign(material, "data-team", dataset, "calib.model-signature.json")
 
 
 def _check(material: Material, workloads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -80,8 +113,13 @@ def material(tmp_path: Path) -> Material:
 
 
 def test_an_engine_from_the_signed_onnx_is_admitted_and_one_from_another_denied(material: Material) -> None:
-    signed = material.engine("signed", onnx={"sha256": sha256_bytes(ONNX), "name": "resnet50.onnx"})
-    unsigned = material.engine("unsigned", onnx={"sha256": "0e" * 32, "name": "resnet50-finetuned.onnx"})
+    signed = _int8(material, "signed")
+    unsigned = material.engine(
+        "unsigned",
+        onnx={"sha256": "0e" * 32, "name": "resnet50-finetuned.onnx"},
+        builder_config=INT8,
+        calibration=_calibration(),
+    )
     _publish(material)
     results = _check(material, [pod("signed", engine=signed), pod("unsigned", engine=unsigned)])
     assert results["signed"]["allowed"] is True, results["signed"]["violations"]
@@ -93,8 +131,81 @@ def test_an_engine_from_the_signed_onnx_is_admitted_and_one_from_another_denied(
     assert "resnet50.model-signature.json" in violation["message"]  # the signature found, listing it not
 
 
+def test_an_engine_calibrated_on_a_dataset_no_one_signed_is_denied(material: Material) -> None:
+    other = _int8(material, "other-data", data=b"samples nobody signed", name="calib-v2.npz")
+    tree = _int8(material, "tree", data=b"a tree digest", hash_method="trtguard-tree-v1", name="calib/")
+    _publish(material)
+    results = _check(material, [pod("other", engine=other), pod("tree", engine=tree)])
+    for name in ("other", "tree"):
+        (violation,) = results[name]["violations"]
+        assert violation["rule"] == "models.buildManifest.calibrationSignedBy"
+        assert "covered by no model signature of [publishers/data-team]" in violation["message"]
+    (other_violation,) = results["other"]["violations"]
+    assert "calibration dataset calib-v2.npz" in other_violation["message"]
+    assert (
+        "calib.model-signature.json (signed by [publishers/data-team]) lists no file"
+        in (other_violation["message"])
+    )
+    # The publisher's signature of the ONNX folder is refused for the dataset: not the data team's key.
+    assert "resnet50.model-signature.json" in other_violation["message"]
+    (tree_violation,) = results["tree"]["violations"]
+    assert "trtguard-tree-v1 folder digest, which no signed file has" in tree_violation["message"]
+
+
+def test_an_engine_without_calibration_has_no_dataset_to_cover(material: Material) -> None:
+    fp16 = material.engine("fp16", onnx={"sha256": sha256_bytes(ONNX), "name": "resnet50.onnx"})
+    _publish(material)
+    results = _check(material, [pod("fp16", engine=fp16)])
+    assert results["fp16"]["allowed"] is True, results["fp16"]["violations"]
+
+
+def test_the_story_through_serve_over_tls(material: Material) -> None:
+    """The same verdicts from a real ``trtguard serve`` (TLS, AdmissionReviews as the API server sends
+    them), reading the same attestation folder: the policy set is a folder of its own."""
+    signed = _int8(material, "signed")
+    unsigned = material.engine(
+        "unsigned",
+        onnx={"sha256": "0e" * 32, "name": "resnet50-finetuned.onnx"},
+        builder_config=INT8,
+        calibration=_calibration(),
+    )
+    _publish(material)
+    policies = material.root / "policies"
+    policies.mkdir()
+    for path in (material.policy(POLICY), material.keys_file("build-signer"), _publishers(material)):
+        (policies / path.name).write_bytes(path.read_bytes())
+    for signer in ("publisher", "data-team"):
+        (policies / f"{signer}.pub").write_bytes((material.root / f"{signer}.pub").read_bytes())
+    workdir = material.root / "webhook"
+    workdir.mkdir()
+    server = WebhookProcess(
+        [
+            *("--policies", str(policies), "--attestations", str(material.attestations)),
+            *("--self-signed", "tls", "--san", SERVICE),
+        ],
+        workdir,
+    )
+    server.start()
+    try:
+
+        async def ask(obj: dict[str, Any]) -> dict[str, Any]:
+            body = review(obj=obj)
+            async with server.client() as client:
+                return verify_admission_response(body["request"]["uid"], await client.post(body))
+
+        admitted = asyncio.run(ask(pod("signed", engine=signed)))
+        denied = asyncio.run(ask(pod("unsigned", engine=unsigned)))
+    finally:
+        server.stop()
+    assert admitted["allowed"] is True, admitted
+    assert denied["allowed"] is False
+    message = denied["status"]["message"]
+    assert "model-provenance/models.buildManifest.onnxSignedBy" in message
+    assert "resnet50-finetuned.onnx" in message
+
+
 def test_a_model_signature_by_another_key_does_not_count(material: Material) -> None:
-    signed = material.engine("signed", onnx={"sha256": sha256_bytes(ONNX), "name": "resnet50.onnx"})
+    signed = _int8(material, "signed")
     _publish(material)
     write_key(material.root / "publisher.pem")  # the TrustedKeys document now names another key
     results = _check(material, [pod("signed", engine=signed)])
@@ -105,7 +216,8 @@ def test_a_model_signature_by_another_key_does_not_count(material: Material) -> 
 
 def test_signers_of_the_wrong_kind_are_load_errors(material: Material) -> None:
     """A build key cannot vouch for a model, nor a model publisher for a build manifest."""
-    write_key(material.root / "publisher.pem")
+    for signer in ("publisher", "data-team"):
+        write_key(material.root / f"{signer}.pem")
     swapped = POLICY.replace("keys: [platform/build-signer]", "keys: [publishers/publisher]").replace(
         "onnxSignedBy: {keys: [publishers/publisher]}", "onnxSignedBy: {keys: [platform/build-signer]}"
     )
@@ -117,5 +229,6 @@ def test_signers_of_the_wrong_kind_are_load_errors(material: Material) -> None:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         status = main([str(a) for a in [*args, source]])
     assert status == 2
-    assert "publishers/publisher is a model-signing signer; it counts for onnxSignedBy only" in err.getvalue()
+    only = "it counts for onnxSignedBy and calibrationSignedBy only"
+    assert f"publishers/publisher is a model-signing signer; {only}" in err.getvalue()
     assert "platform/build-signer is no model-signing signer" in err.getvalue()
