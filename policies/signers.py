@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from policies.schema import NotationSigner, TrustedKey, TrustedKeysDocument
-from policies.trusted_keys import ModelSigningSigner
+from policies.trusted_keys import KeylessSigner, ModelSigningSigner
 from verifier.base import Document, TrtguardError, read_limited
 from verifier.verification import PublicKey
 
@@ -123,7 +123,7 @@ def _load_signer(
 
             return Signer(ref, None, None, None, None, openpgp=OpenPGPKey.from_armored(data, location=where))
         if key.model_signing is not None:
-            publisher = _model_signing_trust(key.model_signing, read, where)
+            publisher = _model_signing_trust(key.model_signing, read, where, base)
             return None if publisher is None else Signer(ref, None, None, None, None, model_signing=publisher)
         if key.notation is not None:
             trust = _notation_trust(key.notation, read, where)
@@ -141,19 +141,9 @@ def _load_signer(
                 return None
             public_key = PublicKey.from_pem(data)
         if key.keyless is not None:
-            keyless = key.keyless
-            root = read(keyless.trusted_root.file)
-            if root is None:
+            identity, trust_root = _keyless(key.keyless, read, base)
+            if trust_root is None:
                 return None
-            from verifier.verification import KeylessIdentity, TrustRoot  # noqa: PLC0415 - see TYPE_CHECKING
-
-            trust_root = TrustRoot.from_bytes(root, location=str(base / keyless.trusted_root.file))
-            identity = KeylessIdentity(
-                issuer=keyless.issuer,
-                issuer_regex=keyless.issuer_regexp,
-                subject=keyless.subject,
-                subject_regex=keyless.subject_regexp,
-            )
         if key.rekor_public_key is not None:
             data = read(key.rekor_public_key.file)
             if data is None:
@@ -165,6 +155,22 @@ def _load_signer(
         problems.append(f"{where}: key {ref}: {error.message}{at}")
         return None
     return Signer(ref=ref, public_key=public_key, identity=identity, trust_root=trust_root, rekor_key=rekor)
+
+
+def _keyless(keyless: KeylessSigner, read: Any, base: Path) -> tuple[KeylessIdentity, TrustRoot | None]:
+    """A keyless identity and its trusted root (None when the root file cannot be read: a problem then)."""
+    from verifier.verification import KeylessIdentity, TrustRoot  # noqa: PLC0415 - see TYPE_CHECKING
+
+    identity = KeylessIdentity(
+        issuer=keyless.issuer,
+        issuer_regex=keyless.issuer_regexp,
+        subject=keyless.subject,
+        subject_regex=keyless.subject_regexp,
+    )
+    root = read(keyless.trusted_root.file)
+    if root is None:
+        return identity, None
+    return identity, TrustRoot.from_bytes(root, location=str(base / keyless.trusted_root.file))
 
 
 def _recorded(base: Path, digest: Any) -> Callable[[Path], bytes]:
@@ -180,12 +186,18 @@ def _recorded(base: Path, digest: Any) -> Callable[[Path], bytes]:
     return read
 
 
-def _model_signing_trust(signer: ModelSigningSigner, read: Any, where: str) -> ModelSigningTrust | None:
+def _model_signing_trust(
+    signer: ModelSigningSigner, read: Any, where: str, base: Path
+) -> ModelSigningTrust | None:
     from verifier.verification import (  # noqa: PLC0415 - see TYPE_CHECKING above
         ModelSigningCertificates,
         ModelSigningKey,
+        ModelSigningKeyless,
     )
 
+    if signer.keyless is not None:
+        identity, trust_root = _keyless(signer.keyless, read, base)
+        return None if trust_root is None else ModelSigningKeyless(identity, trust_root)
     if signer.certificate_chain is not None:
         anchors: list[Any] = []
         for name in signer.certificate_chain:

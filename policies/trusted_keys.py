@@ -103,8 +103,9 @@ class NotationConfig(_Model):
 
 
 class ModelSigningSigner(_Model):
-    """An OpenSSF Model Signing publisher (``model_signing sign key|certificate``): its public key, or the
-    certificates its signing certificate chains to. It signs models only (``buildManifest.onnxSignedBy``)."""
+    """An OpenSSF Model Signing publisher (``model_signing sign key|certificate|sigstore``): its public key,
+    the certificates its signing certificate chains to, or its keyless identity. It signs models only
+    (``buildManifest.onnxSignedBy``, ``calibrationSignedBy``)."""
 
     public_key: str | None = Field(default=None, description="PEM ECDSA public key (key method)")
     file: str | None = Field(default=None, description="PEM public key file, relative to this policy file")
@@ -113,11 +114,15 @@ class ModelSigningSigner(_Model):
         min_length=1,
         description="PEM certificate files the signing certificate must chain to (certificate method)",
     )
+    keyless: KeylessSigner | None = Field(
+        default=None, description="Sigstore keyless: certificate identity, OIDC issuer and trusted root"
+    )
 
     @model_validator(mode="after")
     def _one(self) -> ModelSigningSigner:
-        if len([x for x in (self.public_key, self.file, self.certificate_chain) if x is not None]) != 1:
-            raise ValueError("give exactly one of 'publicKey', 'file' and 'certificateChain'")
+        given = (self.public_key, self.file, self.certificate_chain, self.keyless)
+        if len([x for x in given if x is not None]) != 1:
+            raise ValueError("give exactly one of 'publicKey', 'file', 'certificateChain' and 'keyless'")
         return self
 
 

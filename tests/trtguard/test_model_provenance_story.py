@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import model_signing
 import pytest
 import yaml
 
+from tests.conftest import DATA
 from tests.policies.conftest import Material, pod
 from tests.support.harness import SERVICE, WebhookProcess, review, verify_admission_response
 from tests.verifier.model_signing.conftest import write_key
@@ -35,6 +37,8 @@ spec:
       onnxSignedBy: {keys: [publishers/publisher]}
       calibrationSignedBy: {keys: [publishers/data-team]}
 """
+ONNX_ONLY = POLICY.replace("      calibrationSignedBy: {keys: [publishers/data-team]}\n", "")
+API = "trtguard.dev/v1alpha1"
 ONNX = b"\x08\x07resnet50 weights, as the publisher released them"
 DATASET = b"calibration samples: 512 ImageNet validation images, seeded"
 INT8 = {"typing": "weak", "precision_flags": ["fp16", "int8"], "max_workspace_size": 1 << 30}
@@ -94,12 +98,20 @@ def _publish(material: Material) -> None:
     _sign(material, "data-team", dataset, "calib.model-signature.json")
 
 
-def _check(material: Material, workloads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _check(
+    material: Material,
+    workloads: list[dict[str, Any]],
+    publishers: Path | None = None,
+    policy: str = POLICY,
+) -> dict[str, dict[str, Any]]:
+    """``trtguard check`` of ``workloads`` against ``policy``, the build key and ``publishers`` (default:
+    the publisher's and the data team's keys)."""
     source = material.root / "in.yaml"
     source.write_text(yaml.safe_dump_all(workloads))
     args = ["check", "--attestations", material.attestations, "--format", "json"]
-    for policy in (material.policy(POLICY), material.keys_file("build-signer"), _publishers(material)):
-        args += ["--policies", policy]
+    keys = publishers or _publishers(material)
+    for document in (material.policy(policy), material.keys_file("build-signer"), keys):
+        args += ["--policies", document]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main([str(a) for a in [*args, source]])
@@ -202,6 +214,31 @@ def test_the_story_through_serve_over_tls(material: Material) -> None:
     message = denied["status"]["message"]
     assert "model-provenance/models.buildManifest.onnxSignedBy" in message
     assert "resnet50-finetuned.onnx" in message
+
+
+def test_a_keyless_publisher_vouches_for_the_onnx_by_its_identity(material: Material) -> None:
+    """sigstore/model-transparency's keyless signature (tests/data/model-transparency) of ``signme-1``:
+    the publisher trusted by its Sigstore identity and OIDC issuer, under the pinned production root."""
+    upstream = DATA / "model-transparency" / "v1.1.0-sigstore"
+    onnx = (upstream / "signme-1").read_bytes()
+    signed = material.engine("signed", onnx={"sha256": sha256_bytes(onnx), "name": "signme-1"})
+    shutil.copy(upstream / "model.sig", material.attestations / "signme.model-signature.json")
+    shutil.copy(DATA / "model-transparency" / "trusted_root.json", material.root / "trusted_root.json")
+    publishers = material.root / "keys-publishers.yaml"
+    for identity, expected in (("stefanb@us.ibm.com", True), ("someone@us.ibm.com", False)):
+        keyless = {
+            "issuer": "https://sigstore.verify.ibm.com/oauth2",
+            "subject": identity,
+            "trustedRoot": {"file": "trusted_root.json"},
+        }
+        keys = [{"name": "publisher", "modelSigning": {"keyless": keyless}}]
+        document = {"metadata": {"name": "publishers"}, "spec": {"keys": keys}}
+        publishers.write_text(yaml.safe_dump({"apiVersion": API, "kind": "TrustedKeys", **document}))
+        results = _check(material, [pod("signed", engine=signed)], publishers, ONNX_ONLY)
+        assert results["signed"]["allowed"] is expected, results["signed"]["violations"]
+    (violation,) = results["signed"]["violations"]
+    assert violation["rule"] == "models.buildManifest.onnxSignedBy"
+    assert "signme.model-signature.json" in violation["message"]
 
 
 def test_a_model_signature_by_another_key_does_not_count(material: Material) -> None:

@@ -2,13 +2,12 @@
 
 * :func:`read_signature` parses a signature (``model.sig``, a Sigstore bundle) into a
   :class:`ModelSignature`: the files it lists and their SHA-256 digests (``files`` serialization only);
-* :func:`signing_key` verifies it with a :class:`ModelSigningKey` (key method) or
-  :class:`ModelSigningCertificates` (certificate method);
+* :func:`signing_key` verifies it with a :class:`ModelSigningKey` (key method),
+  :class:`ModelSigningCertificates` (certificate method) or :class:`ModelSigningKeyless` (Sigstore keyless:
+  identity, OIDC issuer and trusted root);
 * :func:`verify_model` checks both, and that a file or folder on disk is the one signed;
 * :data:`MODEL_SIGNING` is the format registered in ``verifier/verification/_table.py``, through which
   policies verify model signatures found as evidence (``models.buildManifest.onnxSignedBy``).
-
-Keyless (Sigstore identity) signatures are not verified yet: they are refused as signed with no trusted key.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ if TYPE_CHECKING:  # cryptography's x509 loads with the first model signature ch
     from verifier.model_signing._trust import (
         ModelSigningCertificates,
         ModelSigningKey,
+        ModelSigningKeyless,
         ModelSigningTrust,
         signing_key,
     )
@@ -47,6 +47,7 @@ _HOMES: dict[str, str] = {
     "read_signature": "_signature",
     "ModelSigningCertificates": "_trust",
     "ModelSigningKey": "_trust",
+    "ModelSigningKeyless": "_trust",
     "ModelSigningTrust": "_trust",
     "signing_key": "_trust",
 }
@@ -59,6 +60,7 @@ __all__ = [
     "ModelSignature",
     "ModelSigningCertificates",
     "ModelSigningKey",
+    "ModelSigningKeyless",
     "ModelSigningTrust",
     "VerifiedModel",
     "read_signature",

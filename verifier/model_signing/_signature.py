@@ -36,11 +36,13 @@ _HINT = "sign the model again with model_signing 1.x (`model_signing sign key|ce
 class ModelSignature:
     """One model-signing signature, parsed (its signature not yet verified)."""
 
+    bundle: bytes  # the whole Sigstore bundle, as read (keyless: its certificate and log entry are verified)
     payload: bytes  # the DSSE payload: the in-toto statement's exact bytes
     signature: bytes  # the one DSSE signature upstream verifies (``signatures[0]``)
     key_hint: str | None  # ``verificationMaterial.publicKey.hint``: SHA-256 of the signing key's PEM
     chain: tuple[bytes, ...]  # DER certificates, leaf first (certificate and keyless methods)
     model_name: str
+    root_digest: str  # the subject's SHA-256 (hex): over the resources' digests, in their order
     #: Every signed file: its name (POSIX, relative to the model; ``.`` for a one-file model) → SHA-256 hex.
     resources: dict[str, str]
     ignore_paths: tuple[str, ...]
@@ -99,7 +101,7 @@ def read_signature(raw: bytes, location: str) -> ModelSignature:
     hint = _object(material.get("publicKey", {}), "publicKey", location).get("hint") or None
     if hint is not None and not isinstance(hint, str):
         raise InputError("verificationMaterial.publicKey.hint is not text", location=location)
-    return _with_statement(payload, signature, hint, _chain(material, location), location)
+    return _with_statement(raw, payload, signature, hint, _chain(material, location), location)
 
 
 def _chain(material: dict[str, Any], location: str) -> tuple[bytes, ...]:
@@ -121,7 +123,7 @@ def _chain(material: dict[str, Any], location: str) -> tuple[bytes, ...]:
 
 
 def _with_statement(
-    payload: bytes, signature: bytes, hint: str | None, chain: tuple[bytes, ...], location: str
+    raw: bytes, payload: bytes, signature: bytes, hint: str | None, chain: tuple[bytes, ...], location: str
 ) -> ModelSignature:
     try:
         statement = _object(json.loads(payload), "the statement", location)
@@ -191,11 +193,13 @@ def _with_statement(
         raise InputError("serialization.ignore_paths is not a list of paths", location=location)
     name = subject.get("name")
     return ModelSignature(
+        bundle=raw,
         payload=payload,
         signature=signature,
         key_hint=hint,
         chain=chain,
         model_name=name if isinstance(name, str) else "",
+        root_digest=root_hash.hexdigest(),
         resources=files,
         ignore_paths=tuple(ignore),
         allow_symlinks=serialization.get("allow_symlinks") is True,

@@ -1,4 +1,4 @@
-"""Who may sign a model, and whether they signed one signature: the key and certificate methods.
+"""Who may sign a model, and whether they signed one signature: the key, certificate and keyless methods.
 
 As upstream's verifiers (``model_signing._signing.sign_ec_key`` and ``sign_certificate``): the one DSSE
 signature is ECDSA, with the hash of the key's curve, over the envelope's PAE; with a key, the bundle's key
@@ -6,13 +6,20 @@ hint (SHA-256 of the key's PEM) must be that key's when present; with certificat
 the trusted certificates at the leaf's own ``notBefore`` (the signature is not timestamped) and may sign
 (key usage digitalSignature, or extended key usage codeSigning). What a threshold counts is the signing key
 itself (:func:`signing_key`), so one leaf key certified by two trusted CAs is one signer.
+
+Keyless (``model_signing sign sigstore``: a Fulcio certificate for an OIDC identity, and a Rekor entry) is
+verified by trtguard's Sigstore bundle verifier (``verifier.signatures``, the one that verifies keyless image
+signatures: certificate chain to a Fulcio CA of the pinned trusted root at the log's signed time, SCT, Fulcio
+profile, the log entry's promise and inclusion proof), offline; a threshold counts the identity.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -30,9 +37,18 @@ from cryptography.x509.verification import (
 )
 
 from verifier.base import InputError, VerificationError
-from verifier.model_signing._signature import ModelSignature
+from verifier.model_signing._signature import PREDICATE_TYPE, ModelSignature
 
-__all__ = ["ModelSigningCertificates", "ModelSigningKey", "ModelSigningTrust", "signing_key"]
+if TYPE_CHECKING:  # Sigstore's verifier loads with the first keyless signature (verify-engine, start-up time)
+    from verifier.signatures import KeylessIdentity, TrustRoot
+
+__all__ = [
+    "ModelSigningCertificates",
+    "ModelSigningKey",
+    "ModelSigningKeyless",
+    "ModelSigningTrust",
+    "signing_key",
+]
 
 _PAYLOAD_TYPE = "application/vnd.in-toto+json"
 _CURVE_HASHES: dict[str, type[hashes.HashAlgorithm]] = {
@@ -101,7 +117,21 @@ class ModelSigningCertificates:
         return f"x509:{digest.hexdigest()}"
 
 
-ModelSigningTrust = ModelSigningKey | ModelSigningCertificates
+@dataclass(frozen=True, slots=True)
+class ModelSigningKeyless:
+    """The keyless (Sigstore) method: the certificate identity (SAN) and OIDC issuer a Fulcio certificate
+    must carry, and the trusted root (Fulcio CAs, Rekor and CT logs) it is verified against, offline."""
+
+    signer: KeylessIdentity
+    trust_root: TrustRoot
+
+    @property
+    def identity(self) -> str:
+        """The identity under its trusted root (a threshold counts the identity that signed)."""
+        return f"identity:{self.signer} under {self.trust_root.fingerprint}"
+
+
+ModelSigningTrust = ModelSigningKey | ModelSigningCertificates | ModelSigningKeyless
 
 
 def _curve_hash(key: object, what: str) -> hashes.HashAlgorithm:
@@ -122,8 +152,11 @@ def _verify_ecdsa(key: ec.EllipticCurvePublicKey, signature: ModelSignature) -> 
 
 
 def signing_key(signature: ModelSignature, trust: ModelSigningTrust) -> str:
-    """Verify ``signature`` with ``trust``; the identity (``key:<id>``) of the key that signed, or
-    :class:`VerificationError` saying why not (:class:`InputError` for a key that is not ECDSA)."""
+    """Verify ``signature`` with ``trust``; the identity of the key that signed (``key:<id>``; keyless:
+    ``identity:<subject> (<issuer>)``), or :class:`VerificationError` saying why not (:class:`InputError`
+    for a key that is not ECDSA)."""
+    if isinstance(trust, ModelSigningKeyless):
+        return _keyless_signer(signature, trust)
     if isinstance(trust, ModelSigningKey):
         key = trust.key
         pem = key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
@@ -182,3 +215,23 @@ def _may_sign(leaf: x509.Certificate) -> bool:
         )
     except x509.ExtensionNotFound:
         return False
+
+
+def _keyless_signer(signature: ModelSignature, trust: ModelSigningKeyless) -> str:
+    from verifier.signatures import TrustPolicy, verify_bundle  # noqa: PLC0415 - see TYPE_CHECKING above
+
+    if not signature.chain:
+        raise VerificationError("the signature carries no certificate (it was signed with a key)")
+    policy = TrustPolicy(identities=(trust.signer,), trust_root=trust.trust_root)
+    result = verify_bundle(
+        signature.bundle,
+        policy,
+        digest=f"sha256:{signature.root_digest}",
+        predicate_type=PREDICATE_TYPE,
+        location=signature.origin,
+    )
+    # The statement verified is the one read (the bundle reader also takes proto field names, so a bundle
+    # holding two envelopes must not pass one off for the other).
+    if result.statement is None or result.statement.predicate != json.loads(signature.payload)["predicate"]:
+        raise VerificationError("the statement verified is not the one the signature lists files from")
+    return result.counted[0].signers[0].signer_id

@@ -18,8 +18,8 @@ policy evaluator in :mod:`policies`, the evidence-package checker in ``trtguard.
 * Model signatures (OpenSSF Model Signing, ``verifier/model_signing``): a registered format, and
   :func:`verify_model_statement` → :class:`VerifiedModelStatement` (who signed which files).
 * The trust material a policy's signers carry (:class:`PublicKey`, :class:`OpenPGPKey`,
-  :class:`KeylessIdentity`, :class:`TrustRoot`, Notation's trust, :class:`ModelSigningKey` and
-  :class:`ModelSigningCertificates`), re-exported so that :mod:`policies`
+  :class:`KeylessIdentity`, :class:`TrustRoot`, Notation's trust, :class:`ModelSigningKey`,
+  :class:`ModelSigningCertificates` and :class:`ModelSigningKeyless`), re-exported so that :mod:`policies`
   loads signers without importing a cryptographic module.
 
 Adding a statement signature format
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         MODEL_SIGNING_PREDICATE,
         ModelSigningCertificates,
         ModelSigningKey,
+        ModelSigningKeyless,
         ModelSigningTrust,
     )
     from verifier.signatures import (
@@ -167,6 +168,7 @@ _HOMES: dict[str, str] = {
             "MODEL_SIGNING_PREDICATE",
             "ModelSigningCertificates",
             "ModelSigningKey",
+            "ModelSigningKeyless",
             "ModelSigningTrust",
         ),
         "verifier.model_signing",
@@ -191,6 +193,7 @@ __all__ = [
     "LoggedCheck",
     "ModelSigningCertificates",
     "ModelSigningKey",
+    "ModelSigningKeyless",
     "ModelSigningTrust",
     "NoSignatures",
     "NotationPolicy",
