@@ -19,11 +19,18 @@ import pytest
 import yaml
 
 from tests.conftest import DATA
-from tests.policies.conftest import Material, pod
+from tests.policies.conftest import Material, manifest_data, pod
 from tests.support.harness import SERVICE, WebhookProcess, review, verify_admission_response
+from tests.support.images import push_image, tiny_image
+from tests.support.localregistry import LocalRegistry, plain_config
 from tests.verifier.model_signing.conftest import write_key
 from trtguard.cli import main
 from verifier.base._digests import sha256_bytes
+from verifier.base._references import ImageReference
+from verifier.dsse import sign_envelope
+from verifier.intoto import PAYLOAD_TYPE
+from verifier.manifest import EngineBuildManifest, manifest_statement
+from verifier.registry.client import RegistryClient
 
 POLICY = """
 apiVersion: trtguard.dev/v1alpha1
@@ -171,32 +178,25 @@ def test_an_engine_without_calibration_has_no_dataset_to_cover(material: Materia
     assert results["fp16"]["allowed"] is True, results["fp16"]["violations"]
 
 
-def test_the_story_through_serve_over_tls(material: Material) -> None:
-    """The same verdicts from a real ``trtguard serve`` (TLS, AdmissionReviews as the API server sends
-    them), reading the same attestation folder: the policy set is a folder of its own."""
-    signed = _int8(material, "signed")
-    unsigned = material.engine(
-        "unsigned",
-        onnx={"sha256": "0e" * 32, "name": "resnet50-finetuned.onnx"},
-        builder_config=INT8,
-        calibration=_calibration(),
-    )
-    _publish(material)
+def _policy_folder(material: Material) -> Path:
+    """The policy, the build key and the publishers' keys in a folder of their own (what serve reads)."""
     policies = material.root / "policies"
     policies.mkdir()
     for path in (material.policy(POLICY), material.keys_file("build-signer"), _publishers(material)):
         (policies / path.name).write_bytes(path.read_bytes())
     for signer in ("publisher", "data-team"):
         (policies / f"{signer}.pub").write_bytes((material.root / f"{signer}.pub").read_bytes())
+    return policies
+
+
+def _serve(
+    material: Material, args: list[str], engines: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A real ``trtguard serve ARGS`` over TLS asked about a Pod of each engine, ``signed`` then
+    ``unsigned``, as the API server asks (AdmissionReview v1): the two answers."""
     workdir = material.root / "webhook"
     workdir.mkdir()
-    server = WebhookProcess(
-        [
-            *("--policies", str(policies), "--attestations", str(material.attestations)),
-            *("--self-signed", "tls", "--san", SERVICE),
-        ],
-        workdir,
-    )
+    server = WebhookProcess([*args, "--self-signed", "tls", "--san", SERVICE], workdir)
     server.start()
     try:
 
@@ -205,15 +205,117 @@ def test_the_story_through_serve_over_tls(material: Material) -> None:
             async with server.client() as client:
                 return verify_admission_response(body["request"]["uid"], await client.post(body))
 
-        admitted = asyncio.run(ask(pod("signed", engine=signed)))
-        denied = asyncio.run(ask(pod("unsigned", engine=unsigned)))
+        return (
+            asyncio.run(ask(pod("signed", engine=engines["signed"]))),
+            asyncio.run(ask(pod("unsigned", engine=engines["unsigned"]))),
+        )
     finally:
         server.stop()
+
+
+def test_the_story_through_serve_over_tls(material: Material) -> None:
+    """The same verdicts from a real ``trtguard serve`` (TLS, AdmissionReviews as the API server sends
+    them), reading the same attestation folder."""
+    engines = {
+        "signed": _int8(material, "signed"),
+        "unsigned": material.engine(
+            "unsigned",
+            onnx={"sha256": "0e" * 32, "name": "resnet50-finetuned.onnx"},
+            builder_config=INT8,
+            calibration=_calibration(),
+        ),
+    }
+    _publish(material)
+    policies = _policy_folder(material)
+    admitted, denied = _serve(
+        material, ["--policies", str(policies), "--attestations", str(material.attestations)], engines
+    )
     assert admitted["allowed"] is True, admitted
     assert denied["allowed"] is False
     message = denied["status"]["message"]
     assert "model-provenance/models.buildManifest.onnxSignedBy" in message
     assert "resnet50-finetuned.onnx" in message
+
+
+def _cli(*argv: object) -> str:
+    """``trtguard ARGV`` in this process, which must succeed: its standard output."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main([str(a) for a in argv])
+    assert status == 0, err.getvalue()
+    return out.getvalue()
+
+
+async def _push_runtime(host: str) -> str:
+    """A runtime image in the test registry (what fetch-attestations fetches beside the engines)."""
+    async with RegistryClient(plain_config(host)) as client:
+        ref = ImageReference.parse(f"{host}/inference/tensorrt:25.01")
+        return f"{ref.name}@{await push_image(client, ref, tiny_image('the runtime'))}"
+
+
+def _checked(*argv: object) -> dict[str, dict[str, Any]]:
+    """``trtguard check ARGV --format json`` (some workload denied): the results by workload name."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(["check", "--format", "json", *map(str, argv)])
+    assert status == 1, err.getvalue()
+    return {r["name"]: r for r in json.loads(out.getvalue())}
+
+
+def test_the_story_through_a_registry(
+    material: Material, registry: LocalRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release side through the registry only: each engine pushed with ``push-engine``, its signed build
+    manifest and the publishers' model signatures attached to it with ``attach-attestation``; then
+    ``check --registry`` and a real ``serve --registry`` over TLS find the model signatures attached to the
+    engine artifact, with no attestation folder."""
+    config = material.root / "registries.yaml"
+    config.write_text(f'registries:\n  "{registry.host}":\n    plain_http: true\n')
+    monkeypatch.setenv("TRTGUARD_REGISTRY_CONFIG", str(config))
+    _publish(material)
+    signatures = material.root / "signatures"
+    material.attestations.rename(signatures)  # no folder: the registry is the only evidence
+    engines = {}
+    for name, onnx in (
+        ("signed", {"sha256": sha256_bytes(ONNX), "name": "resnet50.onnx"}),
+        ("unsigned", {"sha256": "0e" * 32, "name": "resnet50-finetuned.onnx"}),
+    ):
+        plan = material.root / f"{name}.plan"
+        plan.write_bytes(f"the {name} resnet engine".encode())
+        engines[name] = _cli("push-engine", plan, "--to", f"{registry.host}/models/resnet:{name}").strip()
+        data = manifest_data(plan.read_bytes(), onnx=onnx, builder_config=INT8, calibration=_calibration())
+        statement = manifest_statement(EngineBuildManifest.model_validate(data))
+        envelope = material.root / f"{name}.dsse.json"
+        envelope.write_bytes(
+            sign_envelope(PAYLOAD_TYPE, statement.to_json(), material.key("build-signer")).to_json()
+        )
+        _cli("attach-attestation", envelope, "--to", engines[name])
+        for signature in ("resnet50.model-signature.json", "calib.model-signature.json"):
+            attached = _cli("attach-attestation", signatures / signature, "--to", engines[name])
+            assert "attached a model signature (OpenSSF Model Signing)" in attached
+    policies = _policy_folder(material)
+    source = material.root / "in.yaml"
+    runtime = asyncio.run(_push_runtime(registry.host))
+    pods = [pod(name, images=(runtime,), engine=ref) for name, ref in engines.items()]
+    source.write_text(yaml.safe_dump_all(pods))
+    results = _checked("--registry", "--registry-config", config, "--policies", policies, source)
+    assert results["signed"]["allowed"] is True, results["signed"]["violations"]
+    (violation,) = results["unsigned"]["violations"]
+    assert violation["rule"] == "models.buildManifest.onnxSignedBy"
+    assert "resnet50-finetuned.onnx" in violation["message"]
+    assert f"{registry.host}/models/resnet@sha256:" in violation["message"]  # the referrer, by digest
+    # Offline, a folder filled from the registry gives the same verdicts.
+    folder = material.root / "fetched"
+    _cli("fetch-attestations", "--registry-config", config, "-o", folder, source)
+    assert len(list(folder.rglob("model-signature-*.sigstore.json"))) == 4  # two per engine
+    offline = _checked("--attestations", folder, "--policies", policies, source)
+    assert {n: r["allowed"] for n, r in offline.items()} == {"signed": True, "unsigned": False}
+    admitted, denied = _serve(
+        material, ["--policies", str(policies), "--registry", "--registry-config", str(config)], engines
+    )
+    assert admitted["allowed"] is True, admitted
+    assert denied["allowed"] is False
+    assert "model-provenance/models.buildManifest.onnxSignedBy" in denied["status"]["message"]
 
 
 def test_a_keyless_publisher_vouches_for_the_onnx_by_its_identity(material: Material) -> None:
