@@ -159,7 +159,7 @@ async def _check_covered(
         files = signature.covers(sha256)
         if files:
             run.note(
-                f"engine {ref}: {what.removeprefix('the ')} is {signature.model_name}/{files[0]}, signed by "
+                f"engine {ref}: {what.removeprefix('the ')} is {signature.described(files[0])}, signed by "
                 f"[{', '.join(signature.signers)}] ({signature.origin})"
             )
             return

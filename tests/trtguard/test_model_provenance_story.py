@@ -29,6 +29,7 @@ from verifier.base._digests import sha256_bytes
 from verifier.base._references import ImageReference
 from verifier.dsse import sign_envelope
 from verifier.intoto import PAYLOAD_TYPE
+from verifier.keys import encrypt_private_key, generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_statement
 from verifier.registry.client import RegistryClient
 
@@ -310,12 +311,50 @@ def test_the_story_through_a_registry(
     assert len(list(folder.rglob("model-signature-*.sigstore.json"))) == 4  # two per engine
     offline = _checked("--attestations", folder, "--policies", policies, source)
     assert {n: r["allowed"] for n, r in offline.items()} == {"signed": True, "unsigned": False}
-    admitted, denied = _serve(
-        material, ["--policies", str(policies), "--registry", "--registry-config", str(config)], engines
-    )
+    served = ["--policies", str(policies), "--registry", "--registry-config", str(config)]
+    admitted, denied = _serve(material, [*served, "--decision-log", "sqlite:///decisions.db"], engines)
     assert admitted["allowed"] is True, admitted
     assert denied["allowed"] is False
     assert "model-provenance/models.buildManifest.onnxSignedBy" in denied["status"]["message"]
+
+    # The evidence package of the admitted workload carries the model signatures and says what they cover.
+    exporter = generate_private_key()
+    key = material.root / "exporter.key"
+    key.write_bytes(encrypt_private_key(exporter, b"story"))
+    (material.root / "exporter.pub").write_bytes(exporter.public_key().to_pem())
+    monkeypatch.setenv("TRTGUARD_PASSWORD", "story")
+    package = material.root / "signed.tar.gz"
+    log = f"sqlite:///{material.root / 'webhook' / 'decisions.db'}"
+    exported = _cli(
+        *("evidence", "export", "--workload", "prod/signed", "--decision-log", log),
+        *("--policies", policies, "--registry-config", config, "--key", key, "-o", package),
+    )
+    assert "2 model-signature" in exported
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        status = main(
+            [
+                "evidence",
+                "verify",
+                str(package),
+                "--key",
+                str(material.root / "exporter.pub"),
+                "--format",
+                "json",
+            ]
+        )
+    assert status == 0, out.getvalue()
+    passed = [f["message"] for f in json.loads(out.getvalue())["findings"] if f["status"] == "pass"]
+    [onnx] = [m for m in passed if "model signature" in m and "publishers/publisher" in m]
+    assert "covering the ONNX model resnet50.onnx (signed as resnet50/resnet50.onnx)" in onnx
+    [dataset] = [m for m in passed if "model signature" in m and "publishers/data-team" in m]
+    assert "covering the calibration dataset calib.npz (signed as calib.npz)" in dataset
+    # The auditor's report says so too.
+    report = material.root / "signed.html"
+    _cli("evidence", "report", package, "--key", material.root / "exporter.pub", "-o", report)
+    html = report.read_text()
+    assert "2 model signature(s) of the files it was built from" in html
+    assert "covering the ONNX model resnet50.onnx (signed as resnet50/resnet50.onnx)" in html
 
 
 def test_a_keyless_publisher_vouches_for_the_onnx_by_its_identity(material: Material) -> None:

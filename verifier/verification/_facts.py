@@ -206,6 +206,13 @@ class VerifiedModelStatement:
         """The names of the signed files whose digest is ``sha256_hex`` (empty: none)."""
         return tuple(sorted(name for name, digest in self.files.items() if digest == sha256_hex))
 
+    def described(self, name: str) -> str:
+        """A signed file as people name it: ``model/file``, or the model's name for a one-file model (whose
+        one file upstream names ``.``)."""
+        if name == ".":
+            return self.model_name or name
+        return f"{self.model_name}/{name}" if self.model_name else name
+
 
 def verify_model_statement(copies: Sequence[Attestation], trust: StatementTrust) -> VerifiedModelStatement:
     """A model signature found as evidence (copies of one statement, from Sigstore bundles), verified by the
