@@ -452,6 +452,7 @@ async def _judge_engine(
         if verified is None:
             return found.violations
         manifest.check_max_age(run, found, manifest_rule, verified)
+        await manifest.check_inputs_signed(run, found, manifest_rule, ref, verified)
         model.check(found, models.rules, verified.manifest)
         await expressions.check(run, found, ref, use, verified)
         if models.rules.toolchain is not None:

@@ -430,6 +430,14 @@ def _key_refs(doc: InferencePolicyDocument) -> list[tuple[tuple[str | int, ...],
             if rule is not None:
                 camel = "buildManifest" if name == "build_manifest" else name
                 refs += [(("spec", "models", camel, "keys", k), r) for k, r in enumerate(rule.keys)]
+        built = spec.models.build_manifest
+        for field, inputs in (
+            ("onnxSignedBy", built.onnx_signed_by if built is not None else None),
+            ("calibrationSignedBy", built.calibration_signed_by if built is not None else None),
+        ):
+            if inputs is not None:
+                base = ("spec", "models", "buildManifest", field, "keys")
+                refs += [((*base, k), r) for k, r in enumerate(inputs.keys)]
     if spec.change_control is not None:
         keys = spec.change_control.approvals.keys
         refs += [(("spec", "changeControl", "approvals", "keys", k), r) for k, r in enumerate(keys)]
@@ -465,14 +473,19 @@ def _compile_policies(
             refs = [ref for _, ref in entries]
             keyless_allowed = "signatures" in list_loc  # only image signatures may be keyless (or Notation)
             # OpenPGP signatures over a statement's bytes: build manifests and change approvals.
-            openpgp_allowed = list_loc[:3] in (
+            model_signing_only = list_loc[3:4] in (("onnxSignedBy",), ("calibrationSignedBy",))
+            openpgp_allowed = not model_signing_only and list_loc[:3] in (
                 ("spec", "models", "buildManifest"),
                 ("spec", "changeControl", "approvals"),
             )
             problems += [
                 f"{path}:{document.line_of(entries[index][0])}: {field_path(list_loc)}: {text}"
                 for index, text in signer_list_problems(
-                    refs, signers, keyless_allowed=keyless_allowed, openpgp_allowed=openpgp_allowed
+                    refs,
+                    signers,
+                    keyless_allowed=keyless_allowed,
+                    openpgp_allowed=openpgp_allowed,
+                    model_signing_only=model_signing_only,
                 )
             ]
         image_rules = []

@@ -2,9 +2,8 @@
 :mod:`policies.kind_schema`).
 
 The documents are Kubernetes-style YAML (``apiVersion``, ``kind``, ``metadata``, ``spec``) with camelCase
-keys. Unknown keys are errors everywhere: a misspelt rule must never be silently ignored.
-``policies/README.md`` documents every field with an example; ``trtguard schema policy`` prints the
-JSON Schema.
+keys. Unknown keys are errors everywhere: a misspelt rule must never be silently ignored. Every field is
+documented with an example in ``policies/README.md``; ``trtguard schema policy`` prints the JSON Schema.
 """
 
 from __future__ import annotations
@@ -243,8 +242,7 @@ class ImageRule(_Model):
     )
 
     def attestation_alternatives(self) -> list[tuple[AttestationRule, ...]]:
-        """Each entry of ``attestations`` as the alternatives of which one must hold (one for a plain
-        entry)."""
+        """Each ``attestations`` entry as the alternatives of which one must hold (one for a plain entry)."""
         return [tuple(e.any_of) if isinstance(e, AttestationAnyOf) else (e,) for e in self.attestations]
 
     def attestation_rules(self) -> list[AttestationRule]:
@@ -285,6 +283,8 @@ class BuildManifestRule(SignersRule):
     """The engine's signed build manifest: who must have signed it and how old it may be."""
 
     max_age: str | None = Field(default=None, description="e.g. 180d; age is measured from build_timestamp")
+    onnx_signed_by: SignersRule | None = Field(default=None, description="model-signing signers of its ONNX")
+    calibration_signed_by: SignersRule | None = Field(default=None, description="signers of its dataset")
 
     @field_validator("max_age")
     @classmethod

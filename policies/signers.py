@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from policies.schema import NotationSigner, TrustedKey, TrustedKeysDocument
+from policies.trusted_keys import KeylessSigner, ModelSigningSigner
 from verifier.base import Document, TrtguardError, read_limited
 from verifier.verification import PublicKey
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     # Each signer format's verifier loads with the first signer of that format (start-up time, issue 15).
     from verifier.verification import (
         KeylessIdentity,
+        ModelSigningTrust,
         NotationPolicy,
         NotationTrust,
         OpenPGPKey,
@@ -46,10 +48,14 @@ class Signer:
     rekor_key: PublicKey | None
     openpgp: OpenPGPKey | None = None
     notation: NotationTrust | NotationPolicy | None = None
+    #: An OpenSSF Model Signing publisher's key or certificates: it signs models only.
+    model_signing: ModelSigningTrust | None = None
 
     @property
     def kind(self) -> str:
-        """``key``, ``keyless``, ``openpgp`` or ``notation``: the format this signer signs in."""
+        """``key``, ``keyless``, ``openpgp``, ``notation`` or ``model-signing``: the format it signs in."""
+        if self.model_signing is not None:
+            return "model-signing"
         if self.openpgp is not None:
             return "openpgp"
         if self.notation is not None:
@@ -59,6 +65,8 @@ class Signer:
     @property
     def fingerprint(self) -> str:
         """What identifies the signer's trust material: key id, OpenPGP fingerprint, Notation trust digest."""
+        if self.model_signing is not None:
+            return self.model_signing.identity
         if self.openpgp is not None:
             return self.openpgp.fingerprint
         if self.notation is not None:
@@ -114,6 +122,9 @@ def _load_signer(
             from verifier.verification import OpenPGPKey  # noqa: PLC0415 - see TYPE_CHECKING above
 
             return Signer(ref, None, None, None, None, openpgp=OpenPGPKey.from_armored(data, location=where))
+        if key.model_signing is not None:
+            publisher = _model_signing_trust(key.model_signing, read, where, base)
+            return None if publisher is None else Signer(ref, None, None, None, None, model_signing=publisher)
         if key.notation is not None:
             trust = _notation_trust(key.notation, read, where)
             return None if trust is None else Signer(ref, None, None, None, None, notation=trust)
@@ -130,19 +141,9 @@ def _load_signer(
                 return None
             public_key = PublicKey.from_pem(data)
         if key.keyless is not None:
-            keyless = key.keyless
-            root = read(keyless.trusted_root.file)
-            if root is None:
+            identity, trust_root = _keyless(key.keyless, read, base)
+            if trust_root is None:
                 return None
-            from verifier.verification import KeylessIdentity, TrustRoot  # noqa: PLC0415 - see TYPE_CHECKING
-
-            trust_root = TrustRoot.from_bytes(root, location=str(base / keyless.trusted_root.file))
-            identity = KeylessIdentity(
-                issuer=keyless.issuer,
-                issuer_regex=keyless.issuer_regexp,
-                subject=keyless.subject,
-                subject_regex=keyless.subject_regexp,
-            )
         if key.rekor_public_key is not None:
             data = read(key.rekor_public_key.file)
             if data is None:
@@ -156,6 +157,22 @@ def _load_signer(
     return Signer(ref=ref, public_key=public_key, identity=identity, trust_root=trust_root, rekor_key=rekor)
 
 
+def _keyless(keyless: KeylessSigner, read: Any, base: Path) -> tuple[KeylessIdentity, TrustRoot | None]:
+    """A keyless identity and its trusted root (None when the root file cannot be read: a problem then)."""
+    from verifier.verification import KeylessIdentity, TrustRoot  # noqa: PLC0415 - see TYPE_CHECKING
+
+    identity = KeylessIdentity(
+        issuer=keyless.issuer,
+        issuer_regex=keyless.issuer_regexp,
+        subject=keyless.subject,
+        subject_regex=keyless.subject_regexp,
+    )
+    root = read(keyless.trusted_root.file)
+    if root is None:
+        return identity, None
+    return identity, TrustRoot.from_bytes(root, location=str(base / keyless.trusted_root.file))
+
+
 def _recorded(base: Path, digest: Any) -> Callable[[Path], bytes]:
     """A reader of a Notation configuration's files that adds each to the revision ``digest``."""
 
@@ -167,6 +184,30 @@ def _recorded(base: Path, digest: Any) -> Callable[[Path], bytes]:
         return data
 
     return read
+
+
+def _model_signing_trust(
+    signer: ModelSigningSigner, read: Any, where: str, base: Path
+) -> ModelSigningTrust | None:
+    from verifier.verification import (  # noqa: PLC0415 - see TYPE_CHECKING above
+        ModelSigningCertificates,
+        ModelSigningKey,
+        ModelSigningKeyless,
+    )
+
+    if signer.keyless is not None:
+        identity, trust_root = _keyless(signer.keyless, read, base)
+        return None if trust_root is None else ModelSigningKeyless(identity, trust_root)
+    if signer.certificate_chain is not None:
+        anchors: list[Any] = []
+        for name in signer.certificate_chain:
+            data = read(name)
+            if data is None:
+                return None
+            anchors += ModelSigningCertificates.from_pem(data, f"{where} certificateChain {name}").anchors
+        return ModelSigningCertificates(tuple(anchors))
+    data = signer.public_key.encode() if signer.public_key is not None else read(signer.file or "")
+    return None if data is None else ModelSigningKey.from_pem(data, where)
 
 
 def _notation_trust(signer: NotationSigner, read: Any, where: str) -> NotationTrust | None:
@@ -205,18 +246,35 @@ def signer_list_problems(
     *,
     keyless_allowed: bool,
     openpgp_allowed: bool = False,
+    model_signing_only: bool = False,
 ) -> list[tuple[int, str]]:
     """What makes one rule's list of (defined) signers unusable, found at load time rather than at admission.
 
     Each problem is the index into ``refs`` it is about and what is wrong. ``keyless_allowed`` is true for
     image signatures only (keyless identities and Notary Project signers sign images); attestations (DSSE)
     are verified with public keys, and ``openpgp_allowed`` (build manifests and change approvals) admits
-    OpenPGP keys too. One key listed twice (by two names) is a problem in every format.
+    OpenPGP keys too. ``model_signing_only`` is for the signers of a build's inputs (``onnxSignedBy``,
+    ``calibrationSignedBy``): model-signing signers there, and nowhere else. One key listed twice (by two
+    names) is a problem in every format.
     """
     found: list[tuple[int, str]] = []
     by_key: dict[str, str] = {}
     for index, ref in enumerate(refs):
         signer = signers[ref]
+        if model_signing_only or signer.model_signing is not None:
+            if model_signing_only and signer.model_signing is None:
+                found.append(
+                    (index, f"{ref} is no model-signing signer; list a TrustedKeys modelSigning entry")
+                )
+            elif not model_signing_only:
+                where = "onnxSignedBy and calibrationSignedBy"
+                found.append((index, f"{ref} is a model-signing signer; it counts for {where} only"))
+            elif signer.model_signing is not None:
+                identity = signer.model_signing.identity
+                if identity in by_key and by_key[identity] != ref:
+                    found.append((index, f"{ref} and {by_key[identity]} are the same signer; list each once"))
+                by_key.setdefault(identity, ref)
+            continue
         if signer.openpgp is not None or signer.notation is not None:
             problem = _format_problem(
                 ref, signer, keyless_allowed=keyless_allowed, openpgp_allowed=openpgp_allowed

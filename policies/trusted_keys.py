@@ -18,6 +18,7 @@ from verifier.verification import PublicKey
 __all__ = [
     "FileRef",
     "KeylessSigner",
+    "ModelSigningSigner",
     "NotationConfig",
     "NotationSigner",
     "NotationTrustStores",
@@ -101,6 +102,30 @@ class NotationConfig(_Model):
     )
 
 
+class ModelSigningSigner(_Model):
+    """An OpenSSF Model Signing publisher (``model_signing sign key|certificate|sigstore``): its public key,
+    the certificates its signing certificate chains to, or its keyless identity. It signs models only
+    (``buildManifest.onnxSignedBy``, ``calibrationSignedBy``)."""
+
+    public_key: str | None = Field(default=None, description="PEM ECDSA public key (key method)")
+    file: str | None = Field(default=None, description="PEM public key file, relative to this policy file")
+    certificate_chain: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="PEM certificate files the signing certificate must chain to (certificate method)",
+    )
+    keyless: KeylessSigner | None = Field(
+        default=None, description="Sigstore keyless: certificate identity, OIDC issuer and trusted root"
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> ModelSigningSigner:
+        given = (self.public_key, self.file, self.certificate_chain, self.keyless)
+        if len([x for x in given if x is not None]) != 1:
+            raise ValueError("give exactly one of 'publicKey', 'file', 'certificateChain' and 'keyless'")
+        return self
+
+
 class TrustedKey(_Model):
     """One named signer: a public key (PEM or file), a keyless identity, an OpenPGP key, a Notation signer."""
 
@@ -112,6 +137,9 @@ class TrustedKey(_Model):
     notation: NotationSigner | None = Field(default=None, description="signs images (Notary Project)")
     notation_config: NotationConfig | None = Field(
         default=None, description="signs images (Notary Project), trusted as a Notation configuration says"
+    )
+    model_signing: ModelSigningSigner | None = Field(
+        default=None, description="signs models (OpenSSF Model Signing), for buildManifest.onnxSignedBy"
     )
     rekor_public_key: FileRef | None = Field(
         default=None, description="when set, signatures must carry a Rekor inclusion promise by this log key"
@@ -126,14 +154,16 @@ class TrustedKey(_Model):
             self.openpgp,
             self.notation,
             self.notation_config,
+            self.model_signing,
         )
         if len([x for x in sources if x is not None]) != 1:
             raise ValueError(
-                "give exactly one of 'publicKey', 'file', 'keyless', 'openpgp', 'notation' and "
-                "'notationConfig'"
+                "give exactly one of 'publicKey', 'file', 'keyless', 'openpgp', 'notation', "
+                "'notationConfig' and 'modelSigning'"
             )
         notation = self.notation is not None or self.notation_config is not None
-        if self.rekor_public_key is not None and (self.openpgp is not None or notation):
+        others = self.openpgp is not None or notation or self.model_signing is not None
+        if self.rekor_public_key is not None and others:
             raise ValueError("'rekorPublicKey' goes with cosign keys and keyless identities only")
         return self
 

@@ -48,12 +48,14 @@ from verifier.base import Deadline, ImageReference, ResultCache, TrtguardError, 
 from verifier.evidence import ArtifactAttestations, EvidenceSource
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
 from verifier.verification import (
+    MODEL_SIGNING_PREDICATE,
     NoSignatures,
     StatementTrust,
     UnreadableEvidence,
     VerifiedApproval,
     VerifiedAttestation,
     VerifiedManifest,
+    VerifiedModelStatement,
     VerifiedPredicate,
     VerifiedVerification,
     by_statement,
@@ -63,6 +65,7 @@ from verifier.verification import (
     verify_attestation,
     verify_image,
     verify_manifest,
+    verify_model_statement,
     verify_predicate,
     verify_verification,
 )
@@ -78,6 +81,7 @@ __all__ = [
     "VerifiedAttestation",
     "VerifiedEvidence",
     "VerifiedManifest",
+    "VerifiedModelStatement",
     "VerifiedPredicate",
     "VerifiedSignatures",
     "VerifiedVerification",
@@ -89,7 +93,7 @@ Fetch = Callable[[], Awaitable[ArtifactAttestations]]
 """Fetches the attestations of an artifact with its subjects (shared by the checks of one evaluation)."""
 
 
-_Document = TypeVar("_Document", VerifiedPredicate, VerifiedManifest)
+_Document = TypeVar("_Document", VerifiedPredicate, VerifiedManifest, VerifiedModelStatement)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +218,30 @@ class VerifiedEvidence:
                 (ref, s.kind, s.fingerprint) for ref, s in signers.items()
             )
         return found
+
+    async def model_signatures(
+        self, keys: Sequence[str], threshold: int, fetch: Fetch
+    ) -> Documents[VerifiedModelStatement]:
+        """Every model-signing signature found beside the artifact signed by ``threshold`` of ``keys`` (the
+        models a build read: a signature is about the model's files, never the engine, so it is found among
+        the statements about other digests); those that did not count are ``refused``."""
+        fetched = await fetch()
+        candidates = [
+            a
+            for a in (*fetched.attestations, *fetched.elsewhere)
+            if a.predicate_type == MODEL_SIGNING_PREDICATE and a.bundle is not None
+        ]
+        trust = StatementTrust.of(
+            self._policy_set.signers_for(keys), threshold, formats=["model-signing"], now=self._clock()
+        )
+        verified: list[VerifiedModelStatement] = []
+        refused: list[str] = []
+        for copies in by_statement(candidates):
+            try:
+                verified.append(await asyncio.to_thread(verify_model_statement, copies, trust))
+            except TrtguardError as error:
+                refused.append(f"{copies[0].origin}: {error.message}")
+        return Documents(tuple(verified), refused=tuple(refused))
 
     def _statement_trust(self, keys: Sequence[str], threshold: int) -> StatementTrust:
         """Who may sign a statement for a rule: its signers in every statement format, and its threshold."""

@@ -13,6 +13,9 @@ unverified, into one folder per artifact (docs/attestation-folder.md)::
         signature-<n>.notation.jws  a Notary Project signature envelope (JWS, or .notation.cose for COSE),
                                     its RFC 3161 countersignature inside
         attestation-<n>.dsse.json   a DSSE attestation (.att layers, DSSE and bundle referrers)
+        model-signature-<n>.sigstore.json
+                                    an OpenSSF Model Signing signature attached to an engine (a bundle
+                                    referrer about the model the engine was built from)
 
 Nothing is verified here: the folder is evidence, judged by ``check`` against the policies' keys exactly as
 the registry's would be. Statements of cosign's signing predicate found among the attestations are left out,
@@ -34,6 +37,7 @@ from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.evidence_documents import classic_signature_document
 from verifier.intoto import statement_from_envelope
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
+from verifier.model_signing import MODEL_SIGNING_PREDICATE
 from verifier.registry.client import RegistryClient
 from verifier.registry.engine_artifact import ENGINE_ARTIFACT_TYPE
 from verifier.registry.evidence import RegistryEvidence
@@ -160,6 +164,11 @@ async def _fetch_one(
         summary.attestations += 1
         if attestation.predicate_type == ENGINE_BUILD_PREDICATE_TYPE:
             previous += _previous_engine(attestation.envelope, attestation.origin)
+    # About the model's files, not the artifact: found among the statements about other digests, kept whole.
+    models = [a.bundle for a in attached.elsewhere if a.predicate_type == MODEL_SIGNING_PREDICATE]
+    for number, bundle in enumerate(filter(None, models), start=1):
+        (target / f"model-signature-{number}.sigstore.json").write_bytes(bundle)
+        summary.attestations += 1
     return previous
 
 

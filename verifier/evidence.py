@@ -181,6 +181,9 @@ class Attestation:
     subjects: frozenset[str]
     origin: str
     openpgp_signatures: tuple[bytes, ...] = ()
+    #: The Sigstore bundle the envelope came in, whole, where it came in one: its verification material
+    #: (certificate chain, key hint) is part of formats that sign so (model-signing).
+    bundle: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,6 +219,7 @@ class LocalEvidence:
             predicate_type=statement.predicate_type,
             subjects=statement.subject_digests(),
             origin=location,
+            bundle=bundle,
         )
         for digest in attestation.subjects:
             if bundle is not None and attestation.predicate_type == COSIGN_SIGN_PREDICATE:

@@ -49,6 +49,7 @@ __all__ = [
     "CalibrationDataset",
     "DatasetRef",
     "EngineBuildManifest",
+    "ModelSignatureRef",
     "OnnxModel",
     "OptimizationProfile",
     "OutputEngine",
@@ -128,6 +129,16 @@ class BuildNode(Gpu):
     """The GPU the engine was built on and its driver (``nvidia-smi`` names)."""
 
 
+class ModelSignatureRef(StrictModel):
+    """The OpenSSF Model Signing signature the build was given for the ONNX model (``manifest create
+    --onnx-signature``): which signature, and which of its files the model is. A record, not a verdict: who
+    signed it is decided where it is verified (``buildManifest.onnxSignedBy``)."""
+
+    sha256: Sha256Hex = Field(description="SHA-256 of the signature file (model.sig) as given")
+    model_name: str | None = Field(default=None, description="the signed model's name (its subject)")
+    file: NonEmptyStr = Field(description="the signed file that is the ONNX model ('.': a one-file model)")
+
+
 class OnnxModel(StrictModel):
     """The ONNX model the builder parsed (after any quantization: this is the file TensorRT read)."""
 
@@ -135,6 +146,8 @@ class OnnxModel(StrictModel):
     name: str | None = None
     uri: str | None = None
     opset: Annotated[int, Field(ge=1)] | None = None
+    # Left out when absent, so that a manifest without it is written as before (and read by older readers).
+    signature: ModelSignatureRef | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class TimeRange(StrictModel):

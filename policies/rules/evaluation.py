@@ -31,18 +31,14 @@ from policies.results import (
     SignerRecord,
     VerificationRecord,
 )
-from policies.schema import (
-    AttestationRule,
-    BuildManifestRule,
-    SignatureRule,
-    VerificationRule,
-)
+from policies.schema import AttestationRule, BuildManifestRule, SignatureRule, SignersRule, VerificationRule
 from policies.verified import (
     Documents,
     VerifiedApproval,
     VerifiedAttestation,
     VerifiedEvidence,
     VerifiedManifest,
+    VerifiedModelStatement,
     VerifiedPredicate,
     VerifiedSignatures,
     VerifiedVerification,
@@ -342,6 +338,16 @@ class Evaluation:
             lambda: verified.build_manifests(
                 reference, rule.keys, rule.threshold, self.attestations(reference)
             ),
+        )
+
+    async def model_signatures(
+        self, ref: ImageReference, rule: SignersRule
+    ) -> Documents[VerifiedModelStatement]:
+        """The model-signing signatures found beside the engine, signed by ``rule``'s signers."""
+        verified = self.verified
+        return await self.once(
+            ("model signatures", ref, tuple(rule.keys), rule.threshold),
+            lambda: verified.model_signatures(rule.keys, rule.threshold, self.attestations(ref)),
         )
 
     async def approvals(

@@ -1,4 +1,6 @@
-"""The build manifest (``models.buildManifest``): signed by the rule's keys, about this engine, recent enough.
+"""The build manifest (``models.buildManifest``): signed by the rule's keys, about this engine, recent enough,
+and (``onnxSignedBy``, ``calibrationSignedBy``) built from an ONNX model and calibration dataset their
+publishers signed.
 
 Every other rule over an engine reads the manifest verified here; without one they are not judged (the
 missing manifest is the violation).
@@ -11,11 +13,11 @@ from datetime import timedelta
 from policies.results import BuildManifestRecord
 from policies.rules.evaluation import CLOCK_SKEW, Counted, Evaluation
 from policies.rules.findings import Findings, Refusal
-from policies.schema import BuildManifestRule
+from policies.schema import BuildManifestRule, SignersRule
 from policies.verified import VerifiedManifest
 from verifier.base import ImageReference
 
-__all__ = ["check_max_age", "verify"]
+__all__ = ["check_inputs_signed", "check_max_age", "verify"]
 
 
 async def verify(
@@ -94,6 +96,82 @@ def check_max_age(
             f"the engine was built {_duration(age)} ago, more than the {rule.max_age} allowed",
             "rebuild the engine and record a fresh build manifest",
         )
+
+
+async def check_inputs_signed(
+    run: Evaluation, found: Findings, rule: BuildManifestRule, ref: ImageReference, verified: VerifiedManifest
+) -> None:
+    """``onnxSignedBy`` and ``calibrationSignedBy``: the ONNX model and the calibration dataset the manifest
+    names are each a file of a model-signing signature found beside the engine, signed by the rule's
+    threshold of its signers, so the chain runs from the publishers through the build to the running engine.
+
+    A manifest that records no calibration dataset has none to cover (``rules.int8RequiresCalibration``
+    requires one of INT8 engines).
+    """
+    manifest = verified.manifest
+    if rule.onnx_signed_by is not None:
+        onnx = manifest.onnx
+        await _check_covered(
+            run,
+            found,
+            rule.onnx_signed_by,
+            ref,
+            verified,
+            field="onnxSignedBy",
+            what=f"the ONNX model {onnx.name or onnx.uri or ''}".rstrip(),
+            sha256=onnx.sha256,
+        )
+    dataset = manifest.calibration.dataset if manifest.calibration is not None else None
+    if rule.calibration_signed_by is not None and dataset is not None:
+        tree = dataset.hash_method == "trtguard-tree-v1"
+        await _check_covered(
+            run,
+            found,
+            rule.calibration_signed_by,
+            ref,
+            verified,
+            field="calibrationSignedBy",
+            what=f"the calibration dataset {dataset.name or dataset.uri or ''}".rstrip(),
+            sha256=dataset.sha256,
+            # A folder's tree digest is no file's digest, and a model signature records no file sizes to
+            # compute it from: only a dataset recorded as one file can be covered.
+            why=" (its digest is a trtguard-tree-v1 folder digest, which no signed file has: record the "
+            "dataset as one file, an archive, and sign that)"
+            if tree
+            else "",
+        )
+
+
+async def _check_covered(
+    run: Evaluation,
+    found: Findings,
+    rule: SignersRule,
+    ref: ImageReference,
+    verified: VerifiedManifest,
+    *,
+    field: str,
+    what: str,
+    sha256: str,
+    why: str = "",
+) -> None:
+    signatures = await run.model_signatures(ref, rule)
+    for signature in signatures.readable:
+        files = signature.covers(sha256)
+        if files:
+            run.note(
+                f"engine {ref}: {what.removeprefix('the ')} is {signature.described(files[0])}, signed by "
+                f"[{', '.join(signature.signers)}] ({signature.origin})"
+            )
+            return
+    seen = [f"{s.origin} (signed by [{', '.join(s.signers)}])" for s in signatures.readable]
+    reasons = "; ".join([*(f"{s} lists no file of that digest" for s in seen), *signatures.refused])
+    found.add(
+        f"models.buildManifest.{field}",
+        f"{what} (sha256:{sha256}) that the build manifest ({verified.origin}) names is covered by no model "
+        f"signature of [{', '.join(rule.keys)}]{why}" + (f": {reasons}" if reasons else ""),
+        "build from the files the publisher signed, or attach the publisher's model signature "
+        "(model_signing sign …) to the engine's attestations",
+    )
 
 
 def _duration(delta: timedelta) -> str:

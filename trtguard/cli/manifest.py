@@ -155,6 +155,13 @@ def _register_create(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="calibration dataset: a file, or a directory (hashed as a trtguard-tree-v1 tree)",
     )
     files.add_argument("--calibration-cache", type=Path, metavar="FILE", help="INT8 calibration cache")
+    files.add_argument(
+        "--onnx-signature",
+        type=Path,
+        metavar="SIG",
+        help="the ONNX model's OpenSSF Model Signing signature (model.sig): recorded as onnx.signature, "
+        "it must list a file of the model's SHA-256",
+    )
     _settings_options(parser)
     parser.add_argument(
         "--jobs",
@@ -262,6 +269,7 @@ def _create(args: argparse.Namespace) -> int:
         engine=args.engine,
         calibration_data=args.calibration_data,
         calibration_cache=args.calibration_cache,
+        onnx_signature=args.onnx_signature,
     )
     environment = Environment(
         environ=dict(os.environ),

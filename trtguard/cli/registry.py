@@ -1,5 +1,6 @@
 """``trtguard sign`` (cosign or Notary Project), ``trtguard push-engine`` and ``trtguard attach-attestation``
-(DSSE envelopes, or statements signed with OpenPGP): writing to registries.
+(DSSE envelopes, statements signed with OpenPGP, Notation envelopes, model signatures): writing to
+registries.
 
 All three take ``--registry-config FILE`` (else ``$TRTGUARD_REGISTRY_CONFIG``) for CA bundles, credentials
 and loopback plain-HTTP registries (format: ``verifier/registry/README.md``), and ``--timeout SECONDS``.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import binascii
 import json
 import os
 from datetime import UTC, datetime, timedelta
@@ -22,6 +24,7 @@ from trtguard.cli.keys_commands import load_signing_key
 from trtguard.release.attach import (
     Attached,
     attach_attestation,
+    attach_model_signature,
     attach_notation_signature,
     attach_openpgp_statement,
 )
@@ -106,13 +109,15 @@ def register(subparsers: Subparsers) -> None:
         "where the registry has no referrers API). The statement's subject must name the artifact. A Notary "
         "Project signature envelope (JWS or COSE, as `notation sign` makes) is pushed as Notation stores it: "
         "a referrer of artifact type application/vnd.cncf.notary.signature; its payload must name REF's "
-        "manifest (media type, digest and size).",
+        "manifest (media type, digest and size). An OpenSSF Model Signing signature (`model_signing sign`, "
+        "a Sigstore bundle) of the model an engine was built from is pushed as cosign v3 pushes bundles: a "
+        "referrer of artifact type application/vnd.dev.sigstore.bundle.v0.3+json.",
     )
     attach.add_argument(
         "envelope",
         type=Path,
         metavar="ENVELOPE",
-        help="DSSE envelope (JSON), or a Notation envelope (JWS/COSE)",
+        help="DSSE envelope (JSON), a Notation envelope (JWS/COSE), or a model signature (model.sig)",
     )
     attach.add_argument("--to", required=True, metavar="REF", help="image or engine artifact reference")
     attach.add_argument(
@@ -279,8 +284,45 @@ def _attach_attestation(args: argparse.Namespace) -> int:
         ]
         print(push_openpgp_statement(data, signatures, args.to, args, location=str(path)))
         return 0
+    if _is_model_signature(data):
+        print(push_model_signature(data, args.to, args, location=str(path)))
+        return 0
     print(push_attestation(data, args.to, args, location=str(path)))
     return 0
+
+
+def _is_model_signature(data: bytes) -> bool:
+    """Whether ``data`` looks like an OpenSSF Model Signing signature (a Sigstore bundle of its predicate);
+    reading it for real is the attaching's."""
+    from verifier.model_signing import PREDICATE_TYPE  # noqa: PLC0415 - loaded for model signatures only
+
+    try:
+        document = json.loads(data)
+        envelope = document["dsseEnvelope"]
+        statement = json.loads(base64.b64decode(envelope["payload"], validate=True))
+        return bool(statement["predicateType"] == PREDICATE_TYPE)
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError, RecursionError, binascii.Error):
+        return False
+
+
+def push_model_signature(
+    data: bytes, to: str, args: argparse.Namespace, *, location: str | None = None
+) -> str:
+    """Attach the model signature ``data`` to the engine artifact ``to``; returns where it went."""
+    target = ImageReference.parse(to)
+    config, deadline = _registry_config(args), _deadline(args)
+
+    async def run() -> Attached:
+        async with RegistryClient(config) as client:
+            return await attach_model_signature(
+                RegistryWriter(client), target, data, deadline, location=location
+            )
+
+    attached = asyncio.run(run())
+    return (
+        f"attached a model signature (OpenSSF Model Signing) to {target.name}@{attached.digest}; "
+        f"referrer {target.name}@{attached.referrer}"
+    )
 
 
 def push_notation_signature(

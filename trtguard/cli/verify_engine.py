@@ -20,9 +20,10 @@ from typing import TextIO
 from trtguard.cli._args import add_clock_argument
 from trtguard.cli._commands import Subparsers, add_command
 from trtguard.cli._output import check_output, write_output
-from verifier.base import InputError, TrtguardError
+from verifier.base import InputError, TrtguardError, read_limited
 from verifier.engine import (
     GpuOptions,
+    ModelSignatureRequest,
     SignedManifest,
     VerifyRequest,
     load_signed_manifest,
@@ -109,6 +110,20 @@ def _check_arguments(args: argparse.Namespace) -> None:
         check_output(args.attest_output, "the attestation")  # before the GPU run, not after it
     elif args.attest_key is not None or args.attest_output is not None:
         raise InputError("--attest-key and -o only apply with --attest")
+    keyless = (args.model_identity, args.model_oidc_issuer, args.model_trusted_root)
+    trusting = bool(args.model_key or args.model_certificate_chain) or any(x is not None for x in keyless)
+    if args.model_signature is not None and not trusting:
+        raise InputError(
+            "--model-signature needs who may have signed it",
+            hint="give --model-key PUB, --model-certificate-chain PEM, or --model-identity with "
+            "--model-oidc-issuer and --model-trusted-root",
+        )
+    if trusting and args.model_signature is None:
+        raise InputError("the --model-* signers only apply with --model-signature SIG")
+    if any(x is not None for x in keyless) and None in keyless:
+        raise InputError(
+            "a keyless signer needs --model-identity, --model-oidc-issuer and --model-trusted-root"
+        )
 
 
 #: A PEM public key is a few hundred bytes.
@@ -128,6 +143,36 @@ def _trusted_keys(paths: list[Path]) -> dict[str, PublicKey]:
             error.location = error.location or str(path)
             raise
     return keys
+
+
+def _model_signers(args: argparse.Namespace) -> ModelSignatureRequest | None:
+    """The ``--model-signature`` to check and its trusted signers, by the file (or identity) naming each."""
+    if args.model_signature is None:
+        return None
+    # Loaded here: the model-signing verifier is needed only with a model signature (slim GPU environments).
+    from verifier.model_signing import (  # noqa: PLC0415
+        ModelSigningCertificates,
+        ModelSigningKey,
+        ModelSigningKeyless,
+        ModelSigningTrust,
+    )
+
+    def read(path: Path, what: str) -> bytes:
+        return read_limited(path, what, limit=_MAX_KEY_BYTES)
+
+    trusted: dict[str, ModelSigningTrust] = {}
+    for path in args.model_key:
+        trusted[str(path)] = ModelSigningKey.from_pem(read(path, "the model-signing key"), str(path))
+    for path in args.model_certificate_chain:
+        chain = read(path, "the certificate chain")
+        trusted[str(path)] = ModelSigningCertificates.from_pem(chain, str(path))
+    if args.model_identity is not None:
+        from verifier.signatures import KeylessIdentity, TrustRoot  # noqa: PLC0415 - keyless only
+
+        identity = KeylessIdentity(issuer=args.model_oidc_issuer, subject=args.model_identity)
+        root = TrustRoot.from_file(args.model_trusted_root)
+        trusted[str(identity)] = ModelSigningKeyless(identity, root)
+    return ModelSignatureRequest(args.model_signature, trusted)
 
 
 def _signing_key(args: argparse.Namespace) -> PrivateKey:
@@ -157,6 +202,7 @@ def _run(args: argparse.Namespace) -> int:
         calibration_cache=args.calibration_cache,
         onnx=args.onnx,
         gpu=gpu,
+        model_signature=_model_signers(args),
     )
     progress = _Progress(engine.name, sys.stderr)
     try:
@@ -181,8 +227,9 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "verify-engine",
         description="Static checks first (the manifest's signature, the engine's SHA-256 and size, the plan "
-        "header, the calibration cache, the ONNX model); with --gpu, the engine is then deserialized by "
-        "TensorRT in a separate process under a time limit and compared with the manifest. Exit status: "
+        "header, the calibration cache, the ONNX model, a model signature of the engine); with --gpu, the "
+        "engine is then deserialized by TensorRT in a separate process under a time limit and compared with "
+        "the manifest. Exit status: "
         "0 when no check failed, 1 when one did, 2 for usage and input errors. A skipped check is not a "
         "pass.",
     )
@@ -200,6 +247,28 @@ def register(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--calibration-cache", type=Path, metavar="FILE", help="INT8 calibration cache")
     parser.add_argument("--onnx", type=Path, metavar="FILE", help="the ONNX model the engine was built from")
+    model = parser.add_argument_group(
+        "model signature",
+        "an OpenSSF Model Signing signature of the engine file (`model_signing sign` over it, or over a "
+        "folder that holds it): it must be signed by one of the signers given and list the engine's SHA-256",
+    )
+    model.add_argument("--model-signature", type=Path, metavar="SIG", help="the signature (model.sig)")
+    model.add_argument(
+        "--model-key", type=Path, action="append", default=[], metavar="PUB", help="a signer's public key"
+    )
+    model.add_argument(
+        "--model-certificate-chain",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PEM",
+        help="CA certificates a signer's certificate must chain to",
+    )
+    model.add_argument("--model-identity", metavar="ID", help="keyless: the certificate identity (SAN)")
+    model.add_argument("--model-oidc-issuer", metavar="URL", help="keyless: the OIDC issuer")
+    model.add_argument(
+        "--model-trusted-root", type=Path, metavar="FILE", help="keyless: Sigstore trusted_root.json"
+    )
     parser.add_argument(
         "--gpu", action="store_true", help="deserialize the engine with TensorRT (needs --manifest and --key)"
     )

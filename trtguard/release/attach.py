@@ -32,11 +32,14 @@ from verifier.evidence import ArtifactSubjects
 from verifier.intoto import Statement
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
 from verifier.registry.cosign_layout import (
+    BUNDLE_CONTENT_ANNOTATION,
+    BUNDLE_PREDICATE_ANNOTATION,
     DSSE_ENVELOPE,
     IN_TOTO_JSON,
     OPENPGP_STATEMENT,
     PGP_SIGNATURE,
     PREDICATE_TYPE_ANNOTATION,
+    SIGSTORE_BUNDLE,
     attestation_tag,
 )
 from verifier.registry.evidence import RegistryEvidence
@@ -123,6 +126,42 @@ async def attach_openpgp_statement(
         blob_media_type=IN_TOTO_JSON,
         annotations={PREDICATE_TYPE_REFERRER_ANNOTATION: statement.predicate_type},
         extra_layers=[(signature, PGP_SIGNATURE) for signature in signatures],
+        deadline=deadline,
+    )
+    return Attached(digest=digest, referrer=pushed.digest)
+
+
+async def attach_model_signature(
+    writer: RegistryWriter,
+    target: ImageReference,
+    bundle: bytes,
+    deadline: Deadline,
+    *,
+    location: str | None = None,
+) -> Attached:
+    """Attach an OpenSSF Model Signing signature (``model_signing sign …``: a Sigstore bundle) to the engine
+    artifact ``target`` as cosign v3 attaches a bundle: a referrer of artifact type
+    ``application/vnd.dev.sigstore.bundle.v0.3+json`` with the ``dev.sigstore.bundle.*`` annotations.
+
+    The signature is about the model the engine was built from, not about the artifact, so its subject is
+    not compared with the artifact's: it counts only where a signed build manifest records the digest of one
+    of its files (``onnxSignedBy``, ``calibrationSignedBy``). It must be a model signature trtguard reads
+    (:class:`InputError` otherwise); who signed it is not decided here.
+    """
+    from verifier.model_signing import PREDICATE_TYPE, read_signature  # noqa: PLC0415 - its users only
+
+    read_signature(bundle, location or "the model signature")
+    digest = await writer.client.resolve(target, deadline)
+    pinned = target.with_digest(digest)
+    manifest = await writer.client.get_manifest(pinned, deadline)
+    pushed = await push_referrer(
+        writer,
+        pinned,
+        manifest.descriptor,
+        artifact_type=SIGSTORE_BUNDLE,
+        blob=bundle,
+        blob_media_type=SIGSTORE_BUNDLE,
+        annotations={BUNDLE_CONTENT_ANNOTATION: "dsse-envelope", BUNDLE_PREDICATE_ANNOTATION: PREDICATE_TYPE},
         deadline=deadline,
     )
     return Attached(digest=digest, referrer=pushed.digest)

@@ -4,12 +4,14 @@
 * :func:`read_calibration_cache` — an INT8 calibration cache, validated;
 * :func:`read_onnx_model` — the ONNX model an engine was built from;
 * :func:`inspect_on_gpu` — deserialization in a supervised child process;
-* :func:`load_signed_manifest` + :func:`verify_engine` — everything ``trtguard verify-engine`` does;
+* :func:`load_signed_manifest` + :func:`verify_engine` — everything ``trtguard verify-engine`` does (a
+  model-signing signature of the engine file: :class:`ModelSignatureRequest`);
 * :func:`sign_verification` — the signed engine-verification attestation of a report.
 """
 
 from __future__ import annotations
 
+from verifier.engine._model_signature import ModelSignatureRequest
 from verifier.engine.attest import sign_verification, verification_predicate
 from verifier.engine.calibration import (
     CalibrationCacheFile,
@@ -36,6 +38,7 @@ __all__ = [
     "InvalidOnnxModel",
     "LayerPrecisions",
     "ManifestSummary",
+    "ModelSignatureRequest",
     "OnnxModelInfo",
     "OnnxTensor",
     "PlanHeader",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from verifier.base import InputError, ProgressCallback, VerificationError, hash_file, read_limited
 from verifier.dsse import Envelope
+from verifier.engine._model_signature import ModelSignatureRequest, model_signature_checks
 from verifier.engine.calibration import CalibrationCacheFile, InvalidCalibrationCache, read_calibration_cache
 from verifier.engine.checks.calibration import calibration_checks
 from verifier.engine.checks.gpu import gpu_checks
@@ -101,6 +102,7 @@ class VerifyRequest:
     calibration_cache: Path | None = None
     onnx: Path | None = None
     gpu: GpuOptions | None = None
+    model_signature: ModelSignatureRequest | None = None
 
 
 def _manifest_checks(signed: SignedManifest | None) -> list[Check]:
@@ -207,6 +209,7 @@ def verify_engine(request: VerifyRequest, *, progress: ProgressCallback | None =
     checks += calibration_checks(cache, cache_problem, manifest, unavailable)
     model, model_problem = _onnx(request.onnx)
     checks += onnx_checks(model, model_problem, manifest, unavailable)
+    checks += model_signature_checks(digest.sha256, request.model_signature)
 
     run: GpuRun | None = None
     layers: LayerPrecisions | None = None

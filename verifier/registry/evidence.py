@@ -17,7 +17,10 @@ Where evidence is looked for, for the artifact digest ``D`` in repository ``R``:
   statements signed with OpenPGP (referrers of type ``application/vnd.trtguard.statement.openpgp.v1``: the
   statement's bytes and detached signatures over them, all of one statement counted together); a
   statement counts only when its subject is ``D`` or, for an engine artifact, the engine layer ``L``
-  (never the ONNX or calibration-cache layer: :class:`~verifier.evidence.ArtifactSubjects`).
+  (never the ONNX or calibration-cache layer: :class:`~verifier.evidence.ArtifactSubjects`); the
+  statements about other digests are returned apart (``elsewhere``), a bundle whole: a model signature
+  (OpenSSF Model Signing) attached to an engine is about the model it was built from, and counts only
+  through the digest its signed build manifest records.
 
 Referrers come from the OCI 1.1 referrers API, or from the ``sha256-D`` fallback index where the registry
 has none. A document that does not parse (another tool's attachment, garbage under a tag) is skipped and
@@ -95,6 +98,9 @@ class _Statement:
     statement: Statement
     origin: str
     openpgp_signatures: tuple[bytes, ...] = ()
+    #: The Sigstore bundle the envelope came in, whole (formats that sign so read its verification
+    #: material: a model signature found beside an engine).
+    bundle: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,12 +390,18 @@ def _bundle(data: bytes, origin: str) -> _Bundle | None:
         _log.warning("skipping a bundle referrer without a DSSE envelope: %s", error)
         return None
     signed = _statement(envelope, origin)
-    return _Bundle(data, signed) if signed is not None else None
+    return _Bundle(data, replace(signed, bundle=data)) if signed is not None else None
 
 
 def _about_another_digest(signed: _Statement) -> Attestation:
     statement = signed.statement
-    return Attestation(signed.envelope, statement.predicate_type, statement.subject_digests(), signed.origin)
+    return Attestation(
+        signed.envelope,
+        statement.predicate_type,
+        statement.subject_digests(),
+        signed.origin,
+        bundle=signed.bundle,
+    )
 
 
 def _add(found: dict[Envelope, Attestation], signed: _Statement, subjects: frozenset[str]) -> bool:
@@ -406,6 +418,11 @@ def _add(found: dict[Envelope, Attestation], signed: _Statement, subjects: froze
             found[signed.envelope] = replace(known, openpgp_signatures=known.openpgp_signatures + extra)
         return True
     found[signed.envelope] = Attestation(
-        signed.envelope, signed.statement.predicate_type, named, signed.origin, signed.openpgp_signatures
+        signed.envelope,
+        signed.statement.predicate_type,
+        named,
+        signed.origin,
+        signed.openpgp_signatures,
+        signed.bundle,
     )
     return True

@@ -15,8 +15,11 @@ policy evaluator in :mod:`policies`, the evidence-package checker in ``trtguard.
   verifying), which bounds how long a cache may keep the answer.
 * Image signatures: :func:`image_trust` (a rule's signers → :class:`TrustPolicy`) and :func:`verify_image`
   (cosign classic and bundles, DSSE ``cosign/sign`` statements, Notation) → :class:`VerificationResult`.
+* Model signatures (OpenSSF Model Signing, ``verifier/model_signing``): a registered format, and
+  :func:`verify_model_statement` → :class:`VerifiedModelStatement` (who signed which files).
 * The trust material a policy's signers carry (:class:`PublicKey`, :class:`OpenPGPKey`,
-  :class:`KeylessIdentity`, :class:`TrustRoot`, Notation's trust), re-exported so that :mod:`policies`
+  :class:`KeylessIdentity`, :class:`TrustRoot`, Notation's trust, :class:`ModelSigningKey`,
+  :class:`ModelSigningCertificates` and :class:`ModelSigningKeyless`), re-exported so that :mod:`policies`
   loads signers without importing a cryptographic module.
 
 Adding a statement signature format
@@ -38,10 +41,11 @@ structurally: it imports nothing from this room (so a format in its own folder m
   It never raises for a bad signature, and imports heavy libraries inside the function (start-up time,
   issue 15).
 
-Write it in its own folder (``verifier/signatures/<format>/``, exported by that package's front door)
+Write it in its own folder (``verifier/<format>/``, as ``verifier/model_signing/``: the table loads every
+format, and ``verify-engine`` must not load ``verifier.signatures``; exported by that folder's front door)
 and register it with ONE line, in the ``FORMATS`` tuple of ``verifier/verification/_table.py``::
 
-    from verifier.signatures.model_signing import MODEL_SIGNING  # the import that line needs
+    from verifier.model_signing import MODEL_SIGNING  # the import that line needs
     FORMATS: tuple[StatementFormat, ...] = (DSSE, OPENPGP, MODEL_SIGNING)
 
 mypy then checks the object against the protocol. Nothing else changes: thresholds, copies, subject
@@ -57,6 +61,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from verifier.keys import PublicKey
+    from verifier.model_signing import (
+        MODEL_SIGNING_PREDICATE,
+        ModelSigningCertificates,
+        ModelSigningKey,
+        ModelSigningKeyless,
+        ModelSigningTrust,
+    )
     from verifier.signatures import (
         CountedSignature,
         KeylessIdentity,
@@ -80,6 +91,7 @@ if TYPE_CHECKING:
         VerifiedApproval,
         VerifiedAttestation,
         VerifiedManifest,
+        VerifiedModelStatement,
         VerifiedPredicate,
         VerifiedVerification,
         by_statement,
@@ -88,6 +100,7 @@ if TYPE_CHECKING:
         verify_approval,
         verify_attestation,
         verify_manifest,
+        verify_model_statement,
         verify_predicate,
         verify_verification,
     )
@@ -134,6 +147,7 @@ _HOMES: dict[str, str] = {
             "VerifiedApproval",
             "VerifiedAttestation",
             "VerifiedManifest",
+            "VerifiedModelStatement",
             "VerifiedPredicate",
             "VerifiedVerification",
             "by_statement",
@@ -142,12 +156,23 @@ _HOMES: dict[str, str] = {
             "verify_approval",
             "verify_attestation",
             "verify_manifest",
+            "verify_model_statement",
             "verify_predicate",
             "verify_verification",
         ),
         "verifier.verification._facts",
     ),
     **dict.fromkeys(("image_trust", "verify_image"), "verifier.verification._images"),
+    **dict.fromkeys(
+        (
+            "MODEL_SIGNING_PREDICATE",
+            "ModelSigningCertificates",
+            "ModelSigningKey",
+            "ModelSigningKeyless",
+            "ModelSigningTrust",
+        ),
+        "verifier.model_signing",
+    ),
     **dict.fromkeys(
         (
             "StatementRefused",
@@ -162,9 +187,14 @@ _HOMES: dict[str, str] = {
 }
 
 __all__ = [
+    "MODEL_SIGNING_PREDICATE",
     "CountedSignature",
     "KeylessIdentity",
     "LoggedCheck",
+    "ModelSigningCertificates",
+    "ModelSigningKey",
+    "ModelSigningKeyless",
+    "ModelSigningTrust",
     "NoSignatures",
     "NotationPolicy",
     "NotationTrust",
@@ -181,6 +211,7 @@ __all__ = [
     "VerifiedApproval",
     "VerifiedAttestation",
     "VerifiedManifest",
+    "VerifiedModelStatement",
     "VerifiedPredicate",
     "VerifiedVerification",
     "by_statement",
@@ -196,6 +227,7 @@ __all__ = [
     "verify_attestation",
     "verify_image",
     "verify_manifest",
+    "verify_model_statement",
     "verify_predicate",
     "verify_statement",
     "verify_verification",

@@ -33,10 +33,14 @@ class SignedBy:
     valid_until: datetime | None = None
 
 
-#: What a format's check found on one copy: (name of a trusted signer that signed it, when that signature
-#: stops verifying or None) for each, and why the others did not verify, as text. Plain tuples: a format
-#: imports nothing from this room.
-Checked = tuple[Sequence[tuple[str, datetime | None]], Sequence[str]]
+#: One trusted signer that signed a copy: its name, when that signature stops verifying (or None), and,
+#: where the format knows it, the identity of the key that signed (a certificate's leaf key: one key
+#: certified by two trusted CAs is one signer); without it the signer's material's identity counts.
+Signed = tuple[str, datetime | None] | tuple[str, datetime | None, str]
+
+#: What a format's check found on one copy: each trusted signer that signed it, and why the others did not
+#: verify, as text. Plain tuples: a format imports nothing from this room.
+Checked = tuple[Sequence[Signed], Sequence[str]]
 
 
 class StatementFormat(Protocol):

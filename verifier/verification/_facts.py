@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from verifier.attestations import ChangeApproval, EngineVerification, load_approval, load_verification
 from verifier.base import InputError
 from verifier.manifest import EngineBuildManifest, load_manifest
+from verifier.model_signing import MODEL_SIGNING, read_signature
 from verifier.scans import read_scan
 from verifier.verification._statement import (
     StatementRefused,
@@ -188,3 +189,46 @@ def verify_attestation(attestation: Attestation, trust: StatementTrust) -> Verif
     """A signed attestation of any type as a fact: who signed it and its statement digest."""
     verified = verify_statement([attestation], trust)
     return VerifiedAttestation(verified.signers, verified.digest, verified.valid_until)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedModelStatement:
+    """A model-signing statement found as evidence whose signatures met its trust, and the files it signs."""
+
+    signers: tuple[str, ...]
+    distinct_keys: int
+    origin: str
+    model_name: str
+    #: Every signed file's name → SHA-256 hex.
+    files: Mapping[str, str]
+
+    def covers(self, sha256_hex: str) -> tuple[str, ...]:
+        """The names of the signed files whose digest is ``sha256_hex`` (empty: none)."""
+        return tuple(sorted(name for name, digest in self.files.items() if digest == sha256_hex))
+
+    def described(self, name: str) -> str:
+        """A signed file as people name it: ``model/file``, or the model's name for a one-file model (whose
+        one file upstream names ``.``)."""
+        if name == ".":
+            return self.model_name or name
+        return f"{self.model_name}/{name}" if self.model_name else name
+
+
+def verify_model_statement(copies: Sequence[Attestation], trust: StatementTrust) -> VerifiedModelStatement:
+    """A model signature found as evidence (copies of one statement, from Sigstore bundles), verified by the
+    verification room against ``trust`` in the model-signing format alone; :class:`StatementRefused` or
+    :class:`InputError` saying why it does not count."""
+    only = StatementTrust(
+        {MODEL_SIGNING.label: trust.material.get(MODEL_SIGNING.label, {})},
+        trust.names,
+        trust.threshold,
+        trust.now,
+    )
+    verified = verify_statement(copies, only)
+    bundle = copies[0].bundle
+    if bundle is None:  # verify_statement counted a model-signing signature: it came in a bundle
+        raise StatementRefused("the model signature came without its bundle", location=copies[0].origin)
+    signature = read_signature(bundle, copies[0].origin)
+    return VerifiedModelStatement(
+        verified.signers, verified.distinct_keys, verified.origin, signature.model_name, signature.resources
+    )

@@ -136,8 +136,10 @@ def signers_of(copies: Sequence[Attestation], trust: StatementTrust) -> tuple[Si
                 continue
             verified, problems = fmt.check(copy, trusted, trust.now)
             reasons += problems
-            # Counted by the key, as the format identifies its material: never by the signer's name.
-            signed += [SignedBy(name, fmt.identity(trusted[name]), until) for name, until in verified]
+            # Counted by the key, as the format identifies it: never by the signer's name.
+            for entry in verified:
+                identity = entry[2] if len(entry) == 3 else fmt.identity(trusted[entry[0]])
+                signed.append(SignedBy(entry[0], identity, entry[1]))
     if not signed:
         formats = [f.label for f in FORMATS if trust.material.get(f.label)]
         raise StatementRefused(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from verifier.model_signing import MODEL_SIGNING
 from verifier.verification._contract import StatementFormat
 from verifier.verification._dsse import DSSE
 from verifier.verification._openpgp import OPENPGP
@@ -10,4 +11,5 @@ from verifier.verification._openpgp import OPENPGP
 FORMATS: tuple[StatementFormat, ...] = (
     DSSE,
     OPENPGP,
+    MODEL_SIGNING,
 )

@@ -16,11 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import model_signing
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
 from tests.support.gpg import GnuPG
+from tests.verifier.model_signing.conftest import write_key
 from trtguard.cli import main
 from verifier.base._errors import InputError
 from verifier.dsse import Envelope, sign_envelope, verify_envelope
@@ -698,3 +700,29 @@ def test_import_judges_the_record_signature_at_now(
     assert run([*command, "--now", "2024-06-02T00:00:00Z"], capsys)[0] == 0
     status, _, err = run([*command, "--now", "2024-05-01T00:00:00Z"], capsys)
     assert status == 1 and "after the time judged at" in err, err
+
+
+@pytest.mark.usefixtures("fake_gpu")
+def test_create_records_the_onnx_models_signature(
+    build: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--onnx-signature``: the publisher's model signature (made by ``model_signing``) of the ONNX model,
+    recorded by its SHA-256 and the signed file; one that lists other files is refused."""
+    write_key(tmp_path / "publisher.pem")
+    signer = model_signing.signing.Config().use_elliptic_key_signer(private_key=tmp_path / "publisher.pem")
+    signature = tmp_path / "model.sig"
+    signer.sign(build["onnx"], signature)
+    output = tmp_path / "manifest.json"
+    argv = create_args(build, "--toolchain-image", IMAGE, "--audit-id", "CHG-8", "-o", str(output))
+    status, _, err = run([*argv, "--onnx-signature", str(signature)], capsys)
+    assert status == 0, err
+    recorded = load_manifest(json.loads(output.read_text()), str(output)).onnx.signature
+    assert recorded is not None
+    assert recorded.sha256 == hashlib.sha256(signature.read_bytes()).hexdigest()
+    assert (recorded.model_name, recorded.file) == ("model.onnx", ".")
+    signer.sign(build["data"], signature)  # a signature of the calibration data, not of the model
+    output.unlink()
+    status, _, err = run([*argv, "--onnx-signature", str(signature)], capsys)
+    assert status == 2
+    assert "the model signature lists no file with the ONNX model's SHA-256" in err
+    assert not output.exists()

@@ -17,12 +17,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
+import model_signing
 import pytest
 
 from tests.policies.conftest import manifest_data
 from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config
 from tests.support.notary_pki import make_pki
+from tests.verifier.model_signing.conftest import write_key
 from trtguard.cli import registry as registry_cli
 from verifier.base._deadline import Deadline
 from verifier.base._errors import TrtguardError
@@ -238,6 +240,37 @@ def test_attach_attestation_refuses_the_wrong_subject_and_bad_files(
     )
     assert run("attach-attestation", unsigned, "--to", ref, "--registry-config", config) == 2
     assert "carries no signature" in capsys.readouterr().err
+
+
+def test_attach_a_model_signature_refuses_what_it_cannot_read(
+    registry: LocalRegistry, setup: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model signature (model_signing's key method) is pushed as a bundle referrer; one whose manifest
+    trtguard never counts (a shard serialization) is refused before anything is written."""
+    ref = ImageReference.parse(f"{registry.host}/cli/model-signed:v1")
+    _in_registry(registry, lambda client: push_image(client, ref, tiny_image()))
+    config = setup / "registries.yaml"
+    model = setup / "model.onnx"
+    model.write_bytes(b"\x08\x07weights")
+    write_key(setup / "publisher.pem")
+    signature = setup / "model.sig"
+    model_signing.signing.Config().use_elliptic_key_signer(private_key=setup / "publisher.pem").sign(
+        model, signature
+    )
+    assert run("attach-attestation", signature, "--to", ref, "--registry-config", config) == 0
+    assert "attached a model signature (OpenSSF Model Signing)" in capsys.readouterr().out
+    bundle = json.loads(signature.read_bytes())
+    statement = json.loads(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
+    statement["predicate"]["serialization"]["method"] = "shards"
+    bundle["dsseEnvelope"]["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
+    shards = setup / "shards.sig"
+    shards.write_text(json.dumps(bundle))
+    assert run("attach-attestation", shards, "--to", ref, "--registry-config", config) == 2
+    assert "serialization method 'shards' is not supported" in capsys.readouterr().err
+    found = _in_registry(
+        registry, lambda client: RegistryEvidence(client).attestations(ref, Deadline.after(10))
+    )
+    assert [a.bundle for a in found.elsewhere] == [signature.read_bytes()]
 
 
 def test_sign_notation_pushes_a_referrer_that_verifies_with_the_ca(

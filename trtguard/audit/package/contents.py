@@ -7,7 +7,9 @@ index.dsse.json                 DSSE envelope of an in-toto Statement: subjects 
 decisions/records.jsonl         {"seq", "prev_hash", "hash", "record"} per line, in seq order; "record" is the
                                 canonical JSON the log hashed (decisionlog._record.chain_hash)
 policies/…                      policy and key files, laid out relative to their common folder
-engines/sha256-<hex>/…          attestations (<kind>-<n>.dsse.json) and signatures (signatures/…) per engine
+engines/sha256-<hex>/…          attestations (<kind>-<n>.dsse.json), signatures (signatures/…) and model
+                                signatures (model-signature-<n>.sigstore.json: of the files it was built
+                                from, OpenSSF Model Signing) per engine
 images/sha256-<hex>/signatures/…  the signatures of each image (runtime and sidecar images) the selected
                                 decisions name
 ```
@@ -150,6 +152,15 @@ class AttestationFile(_Model):
     openpgp_signatures: list[str] = Field(default_factory=list)
 
 
+class ModelSignatureFile(_Model):
+    """An OpenSSF Model Signing signature found beside an engine (a Sigstore bundle, whole): about the model
+    files the engine was built from, it counts where a build manifest records the digest of one of them."""
+
+    path: str
+    origin: str
+    kind: Literal["model-signature"] = "model-signature"
+
+
 class SignedManifest(_Model):
     """The media type and size of the artifact's manifest as the registry served it at export (a Notary
     Project signature names the manifest's whole descriptor, which verification compares)."""
@@ -176,6 +187,8 @@ class EngineInfo(_Model):
     attestations: list[AttestationFile]
     signatures: list[SignatureFile]
     problems: list[str]
+    #: Absent from packages exported before model signatures were carried.
+    model_signatures: list[ModelSignatureFile] = Field(default_factory=list)
 
 
 class ImageInfo(_Model):

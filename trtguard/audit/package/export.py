@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from decisionlog import ChainReport, DecisionStore, RecordQuery, StoredRecord, canonical_json, link_hash
+from trtguard.audit.package._model_signatures import model_signature_files, model_signatures_in
 from trtguard.audit.package.archive import refuse_overwrite, write_archive
 from trtguard.audit.package.contents import (
     ATTESTATION_KINDS,
@@ -91,6 +92,7 @@ class _Found:
 
     subjects: frozenset[str]
     attestations: tuple[Attestation, ...] = ()
+    model_signatures: tuple[Attestation, ...] = ()
     signatures: ImageSignatures | None = None
     problems: list[str] = field(default_factory=list)
 
@@ -134,6 +136,7 @@ class _EngineEvidence:
                 # The digests that may find statements about the engine: the artifact's and its engine file's.
                 found.subjects = attached.subjects.digests
                 found.attestations = attached.attestations
+                found.model_signatures = model_signatures_in(attached.elsewhere)
         except (EvidenceUnavailable, VerificationError) as error:  # unreachable, or a malformed artifact
             found.problems.append(f"attestations unavailable from {source.description}: {error.message}")
         try:
@@ -270,6 +273,7 @@ async def export_package(
     )
     written = await asyncio.to_thread(hash_file, output)
     kinds: Counter[str] = Counter(att.kind for info in engine_infos for att in info.attestations)
+    kinds.update(signature.kind for info in engine_infos for signature in info.model_signatures)
     return ExportSummary(
         output=output,
         size=size,
@@ -454,6 +458,7 @@ def _engine_files(digest: str, references: list[str], found: _Found, files: dict
         attestations=attestations,
         signatures=_signature_files(folder, found.signatures, files),
         problems=problems,
+        model_signatures=model_signature_files(folder, found.model_signatures, files),
     )
 
 

@@ -204,6 +204,11 @@ def _files(key: TrustedKey) -> list[str]:
         found += [*(stores.ca or ()), *(stores.signing_authority or ()), *(stores.tsa or ())]
     if key.keyless is not None:
         found.append(key.keyless.trusted_root.file)
+    publisher = key.model_signing
+    if publisher is not None:  # a model publisher's key, certificate chain or keyless trusted root
+        found += [publisher.file] if publisher.file is not None else []
+        found += publisher.certificate_chain or []
+        found += [publisher.keyless.trusted_root.file] if publisher.keyless is not None else []
     if key.rekor_public_key is not None:
         found.append(key.rekor_public_key.file)
     return found

@@ -49,6 +49,8 @@ class EngineView:
     signatures: int
     problems: tuple[str, ...] = field(default=())
     first_admitted: int | None = None
+    #: Model signatures of its inputs (the package verifier's findings say who signed them, what they cover).
+    model_signatures: int = 0
 
 
 def read_engines(
@@ -73,6 +75,7 @@ def read_engines(
             signatures=view.signatures,
             problems=view.problems,
             first_admitted=view.first_admitted,
+            model_signatures=view.model_signatures,
         )
         for number, view in enumerate(views, start=1)
     ]
@@ -114,6 +117,7 @@ def _engine(info: EngineInfo, members: Mapping[str, bytes], first_admitted: int 
         signatures=len(info.signatures),
         problems=tuple(problems),
         first_admitted=first_admitted,
+        model_signatures=len(info.model_signatures),
     )
 
 

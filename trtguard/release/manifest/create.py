@@ -26,7 +26,7 @@ from trtguard.release.manifest.probe import (
     tensorrt_version,
 )
 from trtguard.release.manifest.settings import ManifestSettings
-from verifier.base import VerificationError
+from verifier.base import InputError, VerificationError, read_limited, sha256_bytes
 from verifier.engine.calibration import read_calibration_cache
 from verifier.engine.header import PlanMagic, read_plan_header
 from verifier.engine.onnx_model import read_onnx_model
@@ -44,6 +44,8 @@ class CreateInputs:
     engine: Path
     calibration_data: Path | None
     calibration_cache: Path | None
+    #: The ONNX model's OpenSSF Model Signing signature, recorded as ``onnx.signature`` (it must list it).
+    onnx_signature: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,8 @@ def create_manifest(
         "opset": None,
     }
     onnx_precisions = _read_onnx(inputs.onnx, onnx, notes)
+    if inputs.onnx_signature is not None:
+        onnx["signature"] = _onnx_signature(inputs.onnx_signature, onnx["sha256"])
 
     engine = digests["engine"]
     header_version = _plan_version(inputs.engine, notes)
@@ -169,6 +173,25 @@ def create_manifest(
         "previous_engine": settings.previous_engine,
     }
     return finish(document, notes)
+
+
+def _onnx_signature(path: Path, onnx_sha256: str) -> dict[str, Any]:
+    """The record of the model signature at ``path``, which must list a file of the ONNX model's digest
+    (:class:`InputError` otherwise: a signature of other files recorded would mislead whoever reads it)."""
+    from verifier.model_signing import read_signature  # noqa: PLC0415 - only with --onnx-signature
+
+    raw = read_limited(
+        path, "the ONNX model's signature", hint="give the model_signing signature (model.sig)"
+    )
+    signature = read_signature(raw, str(path))
+    files = signature.covers(onnx_sha256)
+    if not files:
+        raise InputError(
+            f"the model signature lists no file with the ONNX model's SHA-256 ({onnx_sha256})",
+            location=str(path),
+            hint="give the signature the publisher made of this ONNX model (or of the folder holding it)",
+        )
+    return {"sha256": sha256_bytes(raw), "model_name": signature.model_name or None, "file": files[0]}
 
 
 def _read_onnx(path: Path, onnx: dict[str, Any], notes: list[Note]) -> frozenset[str] | None:

@@ -1,21 +1,40 @@
 """One attestation in an evidence package: a DSSE in-toto statement of the kind it is filed as, about its
 engine, with a valid predicate, signed by a key of the included TrustedKeys (DSSE, or OpenPGP over its bytes),
-and, for a build manifest, valid by the rule admission applies (:func:`verifier.verification.manifest_of`)."""
+and, for a build manifest, valid by the rule admission applies (:func:`verifier.verification.manifest_of`).
+
+And one model signature found beside an engine (OpenSSF Model Signing, about the files it was built from):
+verified with the model-signing signers of the included TrustedKeys, and which input of the engine's build
+manifests (ONNX model, calibration dataset) it covers, as ``onnxSignedBy`` and ``calibrationSignedBy`` count
+them at admission. One that no included signer made is a note, not a failure: anyone who can push to the
+repository can attach one, and admission counts it for nothing too."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Final
 
-from trtguard.audit.package.contents import ATTESTATION_KINDS, AttestationFile, AttestationKind, EngineInfo
-from trtguard.audit.package.verify.findings import Findings, error_text
+from trtguard.audit.package.contents import (
+    ATTESTATION_KINDS,
+    AttestationFile,
+    AttestationKind,
+    EngineInfo,
+    ModelSignatureFile,
+)
+from trtguard.audit.package.verify.findings import Findings, error_text, listed
 from verifier.attestations import load_approval, load_verification
-from verifier.base import InputError, VerificationError
+from verifier.base import InputError, TrtguardError, VerificationError
 from verifier.dsse import Envelope
 from verifier.evidence import ArtifactSubjects, Attestation
 from verifier.intoto import Statement, statement_from_envelope
 from verifier.manifest import load_manifest
-from verifier.verification import StatementRefused, StatementTrust, manifest_of, verify_statement
+from verifier.verification import (
+    StatementRefused,
+    StatementTrust,
+    manifest_of,
+    verify_model_statement,
+    verify_statement,
+)
 
 _PREDICATE_TYPES: Final = {kind: predicate_type for predicate_type, kind in ATTESTATION_KINDS.items()}
 
@@ -104,3 +123,79 @@ def _describe(kind: AttestationKind, statement: Statement, path: str) -> tuple[s
         return f"GPU check {verification.result} on {verification.gpu.gpu_name}", None
     except InputError:
         return None, None
+
+
+def build_inputs(members: Mapping[str, bytes], entry: EngineInfo) -> dict[str, str]:
+    """The inputs the engine's build manifests in the package record: SHA-256 hex → what it is ("the ONNX
+    model resnet50.onnx"). Their signatures are the attestation check's; unreadable ones add nothing."""
+    inputs: dict[str, str] = {}
+    for attestation in entry.attestations:
+        data = members.get(attestation.path)
+        if attestation.kind != "build-manifest" or data is None:
+            continue
+        try:
+            statement = statement_from_envelope(Envelope.from_json(data, location=attestation.path))
+            manifest = load_manifest(statement, attestation.path)
+        except (TrtguardError, RecursionError):
+            continue
+        inputs[manifest.onnx.sha256] = (
+            f"the ONNX model {manifest.onnx.name or manifest.onnx.uri or ''}".strip()
+        )
+        dataset = manifest.calibration.dataset if manifest.calibration is not None else None
+        if dataset is not None:
+            inputs[dataset.sha256] = f"the calibration dataset {dataset.name or dataset.uri or ''}".strip()
+    return inputs
+
+
+def check_model_signature(
+    members: Mapping[str, bytes],
+    signature: ModelSignatureFile,
+    *,
+    name: str,
+    inputs: Mapping[str, str],
+    trust: StatementTrust,
+    findings: Findings,
+) -> None:
+    """Check one model signature of the engine ``name`` with the included model-signing ``trust``."""
+    path = signature.path
+    data = members.get(path)
+    if data is None:
+        findings.fail("engines", f"{name}: {path} is not in the package")
+        return
+    if trust.empty:
+        findings.note(
+            "engines",
+            f"{name}: model signature {path} cannot be checked: the included policies give no "
+            "model-signing signer",
+        )
+        return
+    try:
+        envelope = Envelope.from_dict(_envelope(data, path), location=path)
+        statement = statement_from_envelope(envelope, location=path)
+        copy = Attestation(envelope, statement.predicate_type, statement.subject_digests(), path, bundle=data)
+        verified = verify_model_statement([copy], trust)
+    except (TrtguardError, RecursionError) as error:
+        findings.note("engines", f"{name}: model signature {path} counts for nothing: {error_text(error)}")
+        return
+    covered = [
+        f"{what} (signed as {', '.join(map(verified.described, files))})"
+        for digest, what in inputs.items()
+        if (files := verified.covers(digest))
+    ]
+    what = f"covering {listed(covered)}" if covered else "covering no input its build manifests record"
+    findings.ok(
+        "engines",
+        f"{name}: model signature {path} (model {verified.model_name or '(unnamed)'}, "
+        f"{len(verified.files)} files) signed by {', '.join(verified.signers)}, {what}",
+    )
+
+
+def _envelope(data: bytes, path: str) -> object:
+    """The DSSE envelope of a Sigstore bundle, as JSON (its verification material is read when verified)."""
+    try:
+        document = json.loads(data)
+    except ValueError:
+        raise InputError("not JSON", location=path) from None
+    if not isinstance(document, dict):
+        raise InputError("not a Sigstore bundle", location=path)
+    return document.get("dsseEnvelope")

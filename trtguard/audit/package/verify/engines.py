@@ -1,5 +1,5 @@
 """The engines of an evidence package: every engine the selected decisions name is there, with its evidence
-(attestations and signatures) checked against the included TrustedKeys."""
+(attestations, signatures and the model signatures of its inputs) checked against the included TrustedKeys."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from policies.loader import PolicySet
 from trtguard.audit.package.contents import EngineInfo, EvidencePackagePredicate
 from trtguard.audit.package.selection import engine_digests
-from trtguard.audit.package.verify.attestations import check_attestation
+from trtguard.audit.package.verify.attestations import build_inputs, check_attestation, check_model_signature
 from trtguard.audit.package.verify.decisions import RecordLine
 from trtguard.audit.package.verify.findings import Findings, listed
 from trtguard.audit.package.verify.signatures import check_signature, trust_policies
@@ -77,6 +77,14 @@ def _engine(
             members, attestation, name=name, entry=entry, trust=trust, findings=findings
         )
         carries = found == audit_id or carries
+    model_trust = StatementTrust.of(
+        policy_set.signers if policy_set is not None else {}, formats=["model-signing"]
+    )
+    inputs = build_inputs(members, entry) if entry.model_signatures else {}
+    for model_signature in entry.model_signatures:
+        check_model_signature(
+            members, model_signature, name=name, inputs=inputs, trust=model_trust, findings=findings
+        )
     for signature in entry.signatures:
         check_signature(
             members,
