@@ -39,6 +39,8 @@ from verifier.keys import generate_private_key
 from webhook.admission_history import DecisionLogHistory
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
+#: The change-control policy that confirmed each engine (``confirmed_by``), whose history is looked up.
+POLICY = "change-control"
 
 
 def _record(n: int, workloads: int) -> DecisionRecord:
@@ -50,6 +52,7 @@ def _record(n: int, workloads: int) -> DecisionRecord:
         "path": "spec.volumes[0]",
         "name": "engine",
         "containers": ["server"],
+        "confirmed_by": [POLICY],
     }
     return DecisionRecord(
         uid=f"bench-{n:09d}",
@@ -136,10 +139,10 @@ def run(args: argparse.Namespace) -> None:
                 return WorkloadIdentity("apps", "Deployment", "prod", name)
 
             def live_only(name: str) -> Callable[[], Awaitable[object]]:
-                return lambda: history._live(workload(name))
+                return lambda: history._live(workload(name), POLICY)
 
             def last(name: str) -> Callable[[], Awaitable[object]]:
-                return lambda: history.last_engines(workload(name), deadline)
+                return lambda: history.last_engines(workload(name), deadline, POLICY)
 
             baseline = await _timed([live_only(n) for n in live])
             now_live = await _timed([last(n) for n in live])

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from decisionlog._archive import archive_segments, verify_archive, verify_segment
     from decisionlog._backup import backup_sqlite
-    from decisionlog._carried import Carried, CarriedAdmission, carried_engines
+    from decisionlog._carried import Carried, CarriedAdmission, carried_engines, confirmed_engines
     from decisionlog._chain import Break, ChainReport
     from decisionlog._checkpoints import Checkpoint, read_checkpoint_file, write_checkpoint_file
     from decisionlog._errors import DecisionLogError, DecisionLogUnavailable
@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 _HOMES: dict[str, str] = {
     **dict.fromkeys(("archive_segments", "verify_archive", "verify_segment"), "decisionlog._archive"),
     "backup_sqlite": "decisionlog._backup",
-    **dict.fromkeys(("Carried", "CarriedAdmission", "carried_engines"), "decisionlog._carried"),
+    **dict.fromkeys(
+        ("Carried", "CarriedAdmission", "carried_engines", "confirmed_engines"), "decisionlog._carried"
+    ),
     **dict.fromkeys(("Break", "ChainReport"), "decisionlog._chain"),
     **dict.fromkeys(
         ("Checkpoint", "read_checkpoint_file", "write_checkpoint_file"), "decisionlog._checkpoints"
@@ -92,6 +94,7 @@ __all__ = [
     "carried_engines",
     "carried_problems",
     "chain_hash",
+    "confirmed_engines",
     "decision_json_schema",
     "format_time",
     "link_hash",

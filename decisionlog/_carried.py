@@ -1,11 +1,13 @@
 """What change control must remember of records that rotation prunes: each workload's last admissions.
 
-Change control compares an engine with the one it replaces in its workload's last admission
+Change control compares an engine with those a policy confirmed in its last admission of the workload
 (``webhook.admission_history``). Pruning deletes old records, so the last admission of a workload that was
 not changed for a while would go with them, and a gated change would then have no baseline. The *carried
 state* keeps it: for every workload (namespace, API group, kind, name: :mod:`policies.identity`) the newest
-:data:`KEPT` real, delivered admissions that named engines (their ``record_id``, ``seq``, ``time``, ``uid``
-and engines as recorded).
+:data:`KEPT` real, delivered admissions that named engines, and the newest :data:`KEPT` of them that each
+policy confirmed engines in (their ``record_id``, ``seq``, ``time``, ``uid`` and engines as recorded, with the
+policies that confirmed each: ``confirmed_by``, absent for records written before it was recorded, which
+count as confirmed by every policy).
 
 The state after record ``n`` is a function of the chain alone: :meth:`CarriedState.fold` applies one record
 after another, from the empty state at genesis. Each signed checkpoint of format 2 names the state before
@@ -37,6 +39,10 @@ KEPT: Final = 2
 #: A workload: (namespace, API group, kind, name).
 WorkloadKey = tuple[str, str, str, str]
 
+#: The key of :attr:`CarriedWorkload.older_for` that stands for admissions whichever policy confirmed their
+#: engines, or none (what ran last: change control compares with it too); no policy is named so.
+ANY: Final = "*"
+
 
 @dataclass(frozen=True, slots=True)
 class CarriedAdmission:
@@ -46,7 +52,8 @@ class CarriedAdmission:
     seq: int
     time: str
     uid: str
-    #: ``{"reference", "name", "containers"}`` of each engine, as the record holds them.
+    #: ``{"reference", "name", "containers"}`` of each engine, as the record holds them, and
+    #: ``confirmed_by`` where the record says which policies confirmed it (:func:`carried_engines`).
     engines: tuple[Mapping[str, Any], ...]
 
     def to_json(self) -> dict[str, Any]:
@@ -64,6 +71,21 @@ class CarriedAdmission:
         """Newest first sorts by decision time, then seq (records shipped from a spool land late)."""
         return self.time, self.seq
 
+    @property
+    def legacy(self) -> bool:
+        """Written before records said which policies confirmed an engine (:func:`confirmed_engines`)."""
+        return is_legacy(self.engines)
+
+    @property
+    def policies(self) -> frozenset[str]:
+        """The policies that confirmed any of its engines (none for a legacy admission)."""
+        return frozenset(p for engine in self.engines for p in _confirmers(engine) or ())
+
+    def confirms(self, policy: str | None) -> bool:
+        """Whether it is an admission in which ``policy`` confirmed engines (a legacy one: by any); every
+        admission for None."""
+        return policy is None or self.legacy or policy in self.policies
+
 
 @dataclass(frozen=True, slots=True)
 class CarriedWorkload:
@@ -74,7 +96,13 @@ class CarriedWorkload:
     kind: str
     name: str
     admissions: tuple[CarriedAdmission, ...]
+    #: A legacy admission (a baseline of every policy) was cut: what ran before those kept is not known.
+    #: Every admission kept is newer than every legacy one cut (each reason to keep one counts them all).
     older: bool = False
+    #: For each policy an admission that was cut had confirmed engines in, and for :data:`ANY` when one
+    #: that is not legacy was cut, the order (time, seq) of the newest such admission, by key (written only
+    #: when any): an admission kept for another policy may be older than it.
+    older_for: tuple[tuple[str, tuple[str, int]], ...] = ()
 
     @property
     def key(self) -> WorkloadKey:
@@ -86,9 +114,14 @@ class CarriedWorkload:
         """The workload."""
         return WorkloadIdentity(self.group, self.kind, self.namespace, self.name)
 
+    def cut_for(self, policy: str | None) -> tuple[str, int] | None:
+        """The order of the newest cut admission (not legacy) that ``policy`` confirmed engines in (None: of
+        any), if one was cut."""
+        return dict(self.older_for).get(ANY if policy is None else policy)
+
     def to_json(self) -> dict[str, Any]:
         """The workload's JSON form (what is hashed and stored)."""
-        return {
+        data: dict[str, Any] = {
             "namespace": self.namespace,
             "group": self.group,
             "kind": self.kind,
@@ -96,10 +129,14 @@ class CarriedWorkload:
             "admissions": [admission.to_json() for admission in self.admissions],
             "older": self.older,
         }
+        if self.older_for:
+            data["older_for"] = {p: {"time": time, "seq": seq} for p, (time, seq) in self.older_for}
+        return data
 
 
 def carried_engines(record: DecisionRecord) -> tuple[Mapping[str, Any], ...]:
-    """The engines of ``record`` change control reads (reference, name, containers), none if unnamed."""
+    """The engines of ``record`` change control reads (reference, name, containers, and ``confirmed_by``
+    when the record has it), none if unnamed."""
     found = []
     for engine in record.engines:
         reference = engine.get("reference")
@@ -112,8 +149,36 @@ def carried_engines(record: DecisionRecord) -> tuple[Mapping[str, Any], ...]:
         )
         if not isinstance(kept["name"], str):
             kept["name"] = None
+        confirmed = engine.get("confirmed_by")
+        if isinstance(confirmed, list):
+            # Sorted and each once: the state is the same whatever order the policies confirmed in.
+            kept["confirmed_by"] = sorted({p for p in confirmed if isinstance(p, str)})
         found.append(kept)
     return tuple(found)
+
+
+def is_legacy(engines: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether ``engines`` (:func:`carried_engines`) are of a record written before records said which
+    policies confirmed each engine: it then counts as confirmed by every policy, as trtguard read it when
+    it wrote it (policies/README.md, "Change control")."""
+    return not any(_confirmers(engine) is not None for engine in engines)
+
+
+def confirmed_engines(
+    engines: Iterable[Mapping[str, Any]], policy: str | None
+) -> tuple[Mapping[str, Any], ...]:
+    """Those of ``engines`` (:func:`carried_engines`) that ``policy`` confirmed: all of a legacy record's, and
+    all for None."""
+    engines = tuple(engines)
+    if policy is None or is_legacy(engines):
+        return engines
+    return tuple(engine for engine in engines if policy in (_confirmers(engine) or ()))
+
+
+def _confirmers(engine: Mapping[str, Any]) -> list[str] | None:
+    """The engine's ``confirmed_by`` (None when it has none: a legacy record's)."""
+    confirmed = engine.get("confirmed_by")
+    return [p for p in confirmed if isinstance(p, str)] if isinstance(confirmed, list) else None
 
 
 class CarriedState:
@@ -151,9 +216,10 @@ class CarriedState:
 
         The workload is the record's namespace, API group (``DecisionRecord.api_group``), kind and name. A
         real (not dry-run) allow of a namespaced, named workload that names engines is one of its
-        admissions: the :data:`KEPT` newest by (time, seq) are kept. An undelivered record takes the allow it
-        names back (identified by ``uid`` and the derived ``record_id``, docs/decision-log.md); a workload
-        left with none while older admissions were dropped keeps an empty entry (``older``): what ran there
+        admissions: the :data:`KEPT` newest by (time, seq) are kept, and the :data:`KEPT` newest each policy
+        confirmed engines in (:func:`_retained`). An undelivered record takes the allow it names back
+        (identified by ``uid`` and the derived ``record_id``, docs/decision-log.md); a workload left with none
+        while older admissions were dropped keeps an empty entry (``older``, ``older_for``): what ran there
         is then unknown, which change control reports rather than guess.
         """
         workload = record.workload
@@ -172,8 +238,8 @@ class CarriedState:
             )
             if kept == current.admissions:
                 return None
-            if kept or current.older:
-                self._workloads[key] = CarriedWorkload(*key, kept, current.older)
+            if kept or current.older or current.older_for:
+                self._workloads[key] = CarriedWorkload(*key, kept, current.older, current.older_for)
             else:
                 del self._workloads[key]
             return key
@@ -186,8 +252,13 @@ class CarriedState:
         admissions = sorted(
             (*(current.admissions if current else ()), admission), key=lambda a: a.order, reverse=True
         )
-        older = (current.older if current else False) or len(admissions) > KEPT
-        self._workloads[key] = CarriedWorkload(*key, tuple(admissions[:KEPT]), older)
+        kept, cut = _retained(admissions)
+        older = (current.older if current else False) or any(a.legacy for a in cut)
+        older_for = dict(current.older_for if current else ())
+        for dropped in (a for a in cut if not a.legacy):  # legacy ones: ``older``
+            for policy in (ANY, *dropped.policies):
+                older_for[policy] = max(older_for.get(policy, dropped.order), dropped.order)
+        self._workloads[key] = CarriedWorkload(*key, kept, older, tuple(sorted(older_for.items())))
         return key
 
     def to_json(self) -> list[dict[str, Any]]:
@@ -197,6 +268,21 @@ class CarriedState:
     def digest(self) -> str:
         """Hex SHA-256 of the canonical JSON (RFC 8785) of ``{"workloads": to_json()}``."""
         return digest_of(self.to_json())
+
+
+def _retained(
+    admissions: list[CarriedAdmission],
+) -> tuple[tuple[CarriedAdmission, ...], list[CarriedAdmission]]:
+    """Of a workload's admissions (newest first), those kept and those cut: the :data:`KEPT` newest, and the
+    :data:`KEPT` newest that each policy confirmed engines in (legacy ones count for every policy, also for
+    those no admission names), so that a policy's baseline stays however often it did not apply since."""
+    keep = set(range(min(KEPT, len(admissions))))
+    named = sorted({p for a in admissions for p in a.policies})
+    keep.update([i for i, a in enumerate(admissions) if a.legacy][:KEPT])
+    for policy in named:
+        keep.update([i for i, a in enumerate(admissions) if a.confirms(policy)][:KEPT])
+    kept = tuple(a for i, a in enumerate(admissions) if i in keep)
+    return kept, [a for i, a in enumerate(admissions) if i not in keep]
 
 
 def digest_of(workloads: list[dict[str, Any]]) -> str:
@@ -243,7 +329,7 @@ def carried_from_rows(base_seq: int, stored: bool, rows: Iterable[Any], *, where
 def workload_from_json(data: object, *, where: str) -> CarriedWorkload:
     """A workload entry from its JSON form; raises :class:`DecisionLogError` when it is not one."""
     try:
-        if not isinstance(data, dict) or set(data) != {
+        if not isinstance(data, dict) or set(data) - {"older_for"} != {
             "namespace",
             "group",
             "kind",
@@ -271,12 +357,29 @@ def workload_from_json(data: object, *, where: str) -> CarriedWorkload:
             data["older"], bool
         ):
             raise TypeError("malformed carried workload")
-        workload = CarriedWorkload(namespace, group, kind, name, tuple(admissions), data["older"])
+        workload = CarriedWorkload(
+            namespace, group, kind, name, tuple(admissions), data["older"], _older_for(data)
+        )
     except (TypeError, ValueError, KeyError) as error:
         raise DecisionLogError(f"malformed carried state: {error}", location=where) from None
     if workload.to_json() != data:
         raise DecisionLogError("malformed carried state: fields of the wrong type", location=where)
     return workload
+
+
+def _older_for(data: dict[str, Any]) -> tuple[tuple[str, tuple[str, int]], ...]:
+    """``older_for`` of a workload's JSON form (``{policy: {"time", "seq"}}``), by policy."""
+    found = data.get("older_for", {})
+    if not isinstance(found, dict):
+        raise TypeError("malformed carried workload")
+    orders = []
+    for policy, order in found.items():
+        if not isinstance(order, dict) or set(order) != {"time", "seq"} or not isinstance(order["time"], str):
+            raise TypeError("malformed carried workload")
+        if not isinstance(order["seq"], int) or isinstance(order["seq"], bool):
+            raise TypeError("malformed carried workload")
+        orders.append((policy, (order["time"], order["seq"])))
+    return tuple(sorted(orders))
 
 
 def workload_from_text(text: str, *, where: str) -> CarriedWorkload:

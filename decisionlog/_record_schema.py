@@ -166,6 +166,14 @@ class Engine(_Model):
     build_manifests: list[BuildManifest | Omitted]
     change_control: list[ChangeControl | Omitted]
     verifications: list[Verification | Omitted]
+    confirmed_by: Annotated[
+        list[str],
+        Field(
+            description="the policies with changeControl that confirmed the engine in this decision, by "
+            "name: change control's history for a policy is the last admission it confirmed engines in; "
+            "absent in records written before it was recorded, which count as confirmed by every policy"
+        ),
+    ] = []
 
 
 class Violation(_Model):

@@ -351,7 +351,17 @@ _VERSION_4: Final = Migration(
     ),
 )
 
-MIGRATIONS: Final = (*_MIGRATIONS_2, _VERSION_3, _VERSION_4)
+# No table changes: the version keeps an older trtguard from writing or rotating a log whose records name the
+# change-control policies that confirmed each engine (``confirmed_by``). Its fold would carry those records
+# without them, as legacy admissions that count for every policy (docs/decision-log-storage.md, Upgrading).
+_VERSION_5: Final = Migration(
+    version=5,
+    description="engines name the change-control policies that confirmed them; the carried state keeps them",
+    sqlite=(),
+    postgresql=(),
+)
+
+MIGRATIONS: Final = (*_MIGRATIONS_2, _VERSION_3, _VERSION_4, _VERSION_5)
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version
 

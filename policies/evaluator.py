@@ -416,6 +416,10 @@ async def _judge(run: Evaluation, policy: CompiledPolicy, sort: EngineSort) -> l
                 engine=engine_use.reference,
                 path=engine_use.path,
             )
+        if spec.change_control is not None:
+            judged_now = set(judged.engines)
+            unchanged = [use for use in sort.engines if use not in judged_now]
+            await change_control.confirm_unchanged(run, policy.name, unchanged)
     return found
 
 

@@ -256,7 +256,8 @@ class ArtifactRecord:
     ``attestations`` are those its image rules counted. For an engine, ``name`` (the image volume's or
     annotation entry's name) and ``containers`` (those that may run it) say which engine of the workload it
     is, so that its successor is found whatever repository it comes from; ``build_manifests``,
-    ``change_control`` and ``verifications`` are what its model rules counted.
+    ``change_control`` and ``verifications`` are what its model rules counted, and ``confirmed_by`` names the
+    change-control policies that confirmed it (:attr:`confirmed_by`).
     """
 
     reference: str
@@ -271,6 +272,13 @@ class ArtifactRecord:
     build_manifests: tuple[BuildManifestRecord, ...] = ()
     change_control: tuple[ChangeControlRecord, ...] = ()
     verifications: tuple[VerificationRecord, ...] = ()
+    confirmed_by: tuple[str, ...] = ()
+    """For an engine: the policies with ``changeControl`` that confirmed it in this decision, by name. A
+    policy confirms an engine it judged when its change control found nothing missing (every gated change
+    approved, nothing that could not be checked), whatever the policy's action; and an engine it did not
+    judge again (unchanged by an UPDATE) when it had confirmed that engine in its own last admission here.
+    Change control's history for a policy is the last admission that policy confirmed engines in
+    (policies/README.md, "Change control")."""
     pinned: str | None = None
     """For an image a ``pinDigest`` rule verified by tag: the reference it is pinned to
     (``name:tag@sha256:…``, the digest verified), as the mutating webhook's patch writes it at ``path`` (a
@@ -285,6 +293,7 @@ class ArtifactRecord:
             data["build_manifests"] = _bounded(self.build_manifests)
             data["change_control"] = _bounded(self.change_control)
             data["verifications"] = _bounded(self.verifications)
+            data["confirmed_by"] = list(self.confirmed_by)
         else:
             data["container"] = self.container
             data["signatures"] = _bounded(self.signatures)

@@ -1,11 +1,15 @@
 """What the webhook admitted before, for change control: the policy engine's ``AdmissionHistory``.
 
-Answered from the decision log alone: the engines of a workload's (API group, kind, namespace and name:
-:mod:`policies.identity`) newest (by decision time) real (not dry-run), delivered admission that named any,
-with the name and containers each was recorded with (``policies.rules.change_control`` compares a new engine
-with them). The live records are read first; what rotation pruned is answered by the carried state the log
-keeps through its newest pruned checkpoint (:mod:`decisionlog._carried`), so that pruning never
-forgets a workload's last admission.
+Answered from the decision log alone, per change-control policy: the engines a policy confirmed
+(``confirmed_by`` of each recorded engine) in the newest (by decision time) real (not dry-run), delivered
+admission of a workload (API group, kind, namespace and name: :mod:`policies.identity`) in which it confirmed
+any, with the name and containers each was recorded with (``policies.rules.change_control`` compares a new
+engine with them). An admission the policy confirmed nothing in (it did not apply, or its change control
+found something missing and its action let the engine in anyway) is skipped: it is no baseline for that
+policy. A record written before records named the confirming policies counts as confirmed by every policy.
+The live records are read first; what rotation pruned is answered by the carried state the log keeps through
+its newest pruned checkpoint (:mod:`decisionlog._carried`), so that pruning never forgets a policy's last
+admission of a workload.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from decisionlog import (
     RecordQuery,
     StoredRecord,
     carried_engines,
+    confirmed_engines,
     format_time,
     original_id,
 )
@@ -34,8 +39,8 @@ class DecisionLogHistory:
     """The policy engine's ``AdmissionHistory``, answered from the decision log.
 
     Looks back through real admissions of the workload, newest first, a page at a time, for the first one
-    that recorded any engine: every admission records all the engines of the object it admitted. Then the
-    carried state (the last admissions of records pruned away): the newer of the two is the last admission.
+    in which the policy confirmed any engine. Then the carried state (the last admissions of records pruned
+    away, those of each policy among them): the newer of the two is the policy's last admission.
     """
 
     #: Records read per round trip to the store.
@@ -45,9 +50,11 @@ class DecisionLogHistory:
         self.store = store
 
     async def last_engines(
-        self, workload: WorkloadIdentity, deadline: Deadline
+        self, workload: WorkloadIdentity, deadline: Deadline, policy: str | None
     ) -> tuple[AdmittedEngine, ...]:
-        """The engines of the newest real, delivered admission of ``workload`` that named any (none: empty).
+        """The engines ``policy`` confirmed in the newest real, delivered admission of ``workload`` in which
+        it confirmed any; for None, all the engines of its newest real, delivered admission that named any
+        (none: empty).
 
         Records and carried entries of another API group (a Volcano ``Job`` beside a ``batch/v1`` one of the
         same name) are another workload's: never read here.
@@ -62,11 +69,11 @@ class DecisionLogHistory:
         """
         try:
             async with asyncio.timeout(deadline.remaining()):
-                live = await self._live(workload)
+                live = await self._live(workload, policy)
                 carried = await self.store.carried(
                     workload.namespace, workload.name, group=workload.group, kind=workload.kind
                 )
-                return await self._newest(workload, live, carried)
+                return await self._newest(workload, policy, live, carried)
         except _Lost as error:
             raise EvidenceUnavailable(
                 error.message, transient=False, location=self.store.description, hint=error.hint
@@ -79,8 +86,8 @@ class DecisionLogHistory:
                 location=self.store.description,
             ) from None
 
-    async def _live(self, workload: WorkloadIdentity) -> StoredRecord | None:
-        """The newest live admission of the workload that named engines and was delivered."""
+    async def _live(self, workload: WorkloadIdentity, policy: str | None) -> StoredRecord | None:
+        """The newest live admission of the workload in which ``policy`` confirmed engines, delivered."""
         older_than: tuple[datetime, int] | None = None
         while True:
             # Newest by decision time, not by seq: a record shipped from a spool after an outage lands
@@ -100,7 +107,7 @@ class DecisionLogHistory:
                 )
             )
             for stored in page:
-                if carried_engines(stored.record) and not await self._undelivered(
+                if confirmed_engines(carried_engines(stored.record), policy) and not await self._undelivered(
                     stored.record.uid, stored.record.record_id
                 ):
                     return stored
@@ -109,26 +116,41 @@ class DecisionLogHistory:
             older_than = (page[-1].record.time, page[-1].seq)
 
     async def _newest(
-        self, workload: WorkloadIdentity, live: StoredRecord | None, carried: Carried
+        self, workload: WorkloadIdentity, policy: str | None, live: StoredRecord | None, carried: Carried
     ) -> tuple[AdmittedEngine, ...]:
-        """The newer of the live admission and the carried ones (an undelivered record in the live log may
-        name a carried admission too; only those newer than the live one are asked about)."""
+        """The newer of the live admission and the carried ones the policy confirmed engines in (an
+        undelivered record in the live log may name a carried admission too; only those newer than the live
+        one are asked about)."""
         if carried.base_seq and not carried.stored:
             raise _lost(workload, carried.base_seq)
         [entry] = carried.workloads or (None,)
         floor = _order(live) if live is not None else None
-        for admission in sorted(entry.admissions if entry else (), key=lambda a: a.order, reverse=True):
+        mine = sorted(
+            (a for a in (entry.admissions if entry else ()) if a.confirms(policy)),
+            key=lambda a: a.order,
+            reverse=True,
+        )
+        cut = entry.cut_for(policy) if entry else None
+        for admission in mine:
             if floor is not None and admission.order <= floor:
                 break
+            if cut is not None and admission.order < cut:
+                break  # kept for another policy: one of this policy's, newer, was cut
             if not await self._undelivered(admission.uid, admission.record_id):
-                return _admitted(admission.engines, AdmittingDecision(admission.record_id, admission.seq))
-        # Every carried admission (newer than the live one, if any) was taken back; those cut from the state
-        # may be newer than the live one too, unless a carried one older than it shows they are not.
-        unknown = floor is None or all(a.order > floor for a in entry.admissions) if entry else False
+                engines = confirmed_engines(admission.engines, policy)
+                return _admitted(engines, AdmittingDecision(admission.record_id, admission.seq))
+        # Every carried admission of the policy (newer than the live one, if any) was taken back; those cut
+        # from the state may be newer than the live one too: legacy ones unless a carried one older than it
+        # shows they are not (each is older than every one kept), the policy's own unless the newest of
+        # them is older than it.
+        unknown = floor is None or all(a.order > floor for a in mine)
         if entry is not None and entry.older and unknown:
             raise _lost(workload, carried.base_seq)
+        if cut is not None and (floor is None or floor < cut):
+            raise _lost(workload, carried.base_seq)
         if live is not None:
-            return _admitted(carried_engines(live.record), AdmittingDecision(live.record.record_id, live.seq))
+            engines = confirmed_engines(carried_engines(live.record), policy)
+            return _admitted(engines, AdmittingDecision(live.record.record_id, live.seq))
         return ()
 
     async def _undelivered(self, uid: str, record_id: str) -> bool:

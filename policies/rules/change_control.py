@@ -1,21 +1,36 @@
 """Change control (``spec.changeControl``): which kinds of change an engine brings, and whether the release
 committee approved them.
 
+One module on purpose: what an engine is compared with (its declared predecessor, the policy's own history,
+what ran last), which of those are *confirmed*, and what confirms an engine for the next admission are one
+notion, read the same way by the verdict, its wording and the decision record.
+
 An engine's changes are computed against every baseline that can be found — the previous manifest its own
-build manifest declares, and the manifests of the engines of the workload's last admission
-(:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is its API group, kind, namespace and
-name) — so that leaving ``previous_manifest_digest`` out cannot hide a gated change. Of the last admission,
-those built from the same ONNX model count, else all of them: never a choice by names, containers or
-templates, which the workload's author controls (:func:`_predecessors`). With no baseline at all the engine is
-a first build: only what is new by definition (``FirstInt8``) counts. A gated change needs, per change kind,
-approvals from ``threshold`` distinct approvers for this engine digest and this audit ID, not expired.
+build manifest declares, and the manifests of the engines this policy confirmed in its last admission of the
+workload (:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is its API group, kind,
+namespace and name) — so that leaving ``previous_manifest_digest`` out cannot hide a gated change. Of that
+admission, those built from the same ONNX model count, else all of them: never a choice by names, containers
+or templates, which the workload's author controls (:func:`_predecessors`). With no baseline at all the
+engine is a first build: only what is new by definition (``FirstInt8``) counts. A gated change needs, per
+change kind, approvals from ``threshold`` distinct approvers for this engine digest and this audit ID, not
+expired.
+
+The history is the policy's own (:func:`confirm_unchanged`): an engine it confirms is recorded as confirmed
+by it, and its baseline is the last admission in which it confirmed engines — not the workload's last
+admission of any kind, whose other engines are compared with too but confirm nothing. An engine
+admitted while the policy did not apply (its selector left the workload out for one UPDATE), or let in
+despite its change control (a Warn or Audit action), is no baseline for it, so that moving a workload out of
+a policy's scope and back cannot launder an unapproved engine.
 
 A declared predecessor is whatever the engine's builder wrote down, so it stands in for an earlier engine
-only when it is *confirmed*: it is an engine of the workload's last admission (the history says it ran
-here), or its own approvals (by this rule's committee, for its digest and audit ID, unexpired) cover every
-gated change it brings as a first engine. An engine with no confirmed baseline — and not itself admitted
-here last — is judged as a first engine as well: an unconfirmed predecessor still counts for the changes it
-shows, but its INT8 cannot hide this engine's ``FirstInt8`` (policies/README.md, "Change control").
+only when it is *confirmed*: it is an engine this policy confirmed in its last admission of the workload
+(the history says it ran here under this policy), or its own approvals (by this rule's committee, for its
+digest and audit ID, unexpired) cover every gated change it brings as a first engine. So does an engine of
+the workload's last admission that this policy did not confirm: it is compared with too, as what ran here,
+but stands in for an earlier engine only when so approved. An engine with no confirmed baseline (and not
+itself confirmed here last by this policy) is judged as a first engine as well: an unconfirmed baseline
+still counts for the changes it shows, but its INT8 cannot hide this engine's ``FirstInt8``
+(policies/README.md, "Change control").
 """
 
 from __future__ import annotations
@@ -44,7 +59,7 @@ from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference,
 from verifier.manifest import EngineBuildManifest
 from verifier.manifest_diff import diff_manifests
 
-__all__ = ["Baseline", "ChangeVerdict", "change_indexes", "check", "describe", "judge"]
+__all__ = ["Baseline", "ChangeVerdict", "change_indexes", "check", "confirm_unchanged", "describe", "judge"]
 
 _RULE = "changeControl"
 
@@ -125,13 +140,18 @@ async def check(
         verdict = judge(rule, verified, baselines, approvals, run.clock(), first=first)
         if verdict.satisfied:
             break
-    run.counted(use.reference).changes(_record(run, found.policy.name, baselines, verdict))
+    counted = run.counted(use.reference)
+    counted.changes(_record(run, found.policy.name, baselines, verdict))
     if looked_up and not verdict.satisfied:
         message, fix = describe(rule, verified, verdict, ref)
         ignored = await _ignored(run, rule, ref)
         if ignored or verdict.not_counted:
             message += "; approvals found that do not count: " + "; ".join((*ignored, *verdict.not_counted))
         found.add(_RULE, message, fix)
+    elif looked_up and not any(v.rule == _RULE for v in found.violations):
+        # Only a verdict with nothing missing and nothing unchecked confirms: an engine let in by a Warn or
+        # Audit action (or onError) despite its change control is no baseline for this policy.
+        counted.confirmed_by[found.policy.name] = None
 
 
 async def _ignored(run: Evaluation, rule: ChangeControl, ref: ImageReference) -> tuple[str, ...]:
@@ -172,10 +192,11 @@ async def _baselines(
     ref: ImageReference,
     verified: VerifiedManifest,
 ) -> tuple[list[Baseline], bool]:
-    """What the engine is compared with: its declared previous manifest and the last admitted engines.
+    """What the engine is compared with: its declared previous manifest, the engines this policy confirmed
+    in its last admission of the workload, and those of the workload's last admission it did not confirm.
 
-    Also whether the workload's history vouches for the engine's place: it has a last admission with
-    engines (the baselines from it, or this very engine: then no baseline need be confirmed).
+    Also whether the policy's history vouches for the engine's place: it confirmed engines here before (the
+    baselines from them, or this very engine: then no baseline need be confirmed).
     """
     manifest = verified.manifest
     declared = manifest.previous_manifest_digest
@@ -197,6 +218,8 @@ async def _baselines(
         kind: BaselineKind,
         engine: ImageReference,
         admitted_by: AdmittingDecision | None = None,
+        *,
+        confirmed: bool = True,
     ) -> None:
         nonlocal declared_found
         if chosen.digest == declared:
@@ -205,7 +228,9 @@ async def _baselines(
                 source += " (the declared previous manifest)"
             else:
                 source, kind = f"declared previous manifest {declared}", "declared-previous-manifest"
-        baselines.append(Baseline(chosen.manifest, source, chosen.digest, kind, str(engine), admitted_by))
+        baselines.append(
+            Baseline(chosen.manifest, source, chosen.digest, kind, str(engine), admitted_by, confirmed)
+        )
 
     previous: ImageReference | InvalidReference | None = None
     declared_baseline: tuple[int, VerifiedManifest] | None = None
@@ -225,31 +250,34 @@ async def _baselines(
                 chosen = choose(candidates)
                 add(chosen, f"previous engine {previous}", "previous-engine", previous)
                 declared_baseline = (len(baselines) - 1, chosen)
-    history, workload = run.history, run.context
     admitted_digests: set[str] = set()
-    if history is not None and workload.name and workload.namespace:
-        identity = WorkloadIdentity.of(workload.group, workload.kind, workload.namespace, workload.name)
+    workload = run.context
+    if run.history is not None and workload.name and workload.namespace:
 
         async def last_admitted() -> None:
             nonlocal vouched
-            admitted = await history.last_engines(identity, run.deadline)
-            engines = _admitted_engines(admitted, run.reference)
-            admitted_digests.update(last.digest for last in engines if last.digest is not None)
-            vouched = bool(engines)
-            if not engines or ref.digest in admitted_digests:
-                return  # an engine this workload ran last is no change (nor is a first engine one)
-            chosen = [
-                (last, engine, choose(await run.build_manifests(last, rule)))
-                for last, engine in engines.items()
-            ]
-            for last, engine, manifest_of in _predecessors(manifest, chosen):
-                add(
-                    manifest_of,
-                    f"last admitted engine {last}",
-                    "last-admitted-engine",
-                    last,
-                    engine.admitted_by,
-                )
+            mine, others = await _admitted_here(run, found.policy.name)
+            admitted_digests.update(last.digest for last in mine if last.digest is not None)
+            vouched = bool(mine)
+            if ref.digest in admitted_digests:
+                return  # an engine this policy let run here last is no change
+            # What ran here last, whatever let it in, is compared with too (it can only show more changes);
+            # an engine this policy did not confirm stands in for no earlier engine unless approved as one
+            # (as a declared predecessor).
+            for engines, own in ((mine, True), (others, False)):
+                chosen = [
+                    (last, engine, choose(await run.build_manifests(last, rule)))
+                    for last, engine in engines.items()
+                ]
+                for last, engine, manifest_of in _predecessors(manifest, chosen):
+                    add(
+                        manifest_of,
+                        f"last admitted engine {last}" + ("" if own else " (not confirmed by this policy)"),
+                        "last-admitted-engine",
+                        last,
+                        engine.admitted_by,
+                        confirmed=own or await _approved_as_first(run, control, last, manifest_of),
+                    )
 
         await found.check(
             _RULE,
@@ -300,8 +328,15 @@ async def _approved_as_first(
 
 def _unconfirmed(baseline: Baseline, *, history: bool) -> str:
     """Why ``baseline`` does not stand in for an earlier engine, for people."""
+    if baseline.kind == "last-admitted-engine":
+        return (
+            f"the last admitted engine {baseline.engine} ran here, but this policy did not confirm it (it "
+            "came in while the policy did not apply, or despite its change control), and it carries no "
+            "approvals for its own first-engine changes: it counts for the changes it shows, and the engine "
+            "was judged as a first engine as well"
+        )
     where = (
-        "is not an engine of this workload's last admission"
+        "is not an engine this policy confirmed in its last admission of this workload"
         if history
         else "cannot be confirmed as admitted here without the decision log's history"
     )
@@ -316,10 +351,49 @@ def _unconfirmed(baseline: Baseline, *, history: bool) -> str:
     )
 
 
+async def _admitted_here(
+    run: Evaluation, policy: str
+) -> tuple[dict[ImageReference, AdmittedEngine], dict[ImageReference, AdmittedEngine]]:
+    """The engines ``policy`` confirmed in its last admission of the workload, and those of the workload's
+    last admission (of any kind) that are none of them: what ran, not confirmed by this policy.
+
+    Raises what the history raises (:class:`EvidenceUnavailable`): the caller's ``onError`` decides.
+    """
+    mine = _admitted_engines(await _admitted(run, policy) or (), run.reference)
+    confirmed = {last.digest for last in mine}
+    ran = _admitted_engines(await _admitted(run, None) or (), run.reference)
+    return mine, {last: engine for last, engine in ran.items() if last.digest not in confirmed}
+
+
+async def confirm_unchanged(run: Evaluation, policy: str, uses: Iterable[EngineUse]) -> None:
+    """Confirm, for ``policy``, the engines an UPDATE left as they were (the policy did not judge them
+    again) that it confirmed in its own last admission of the workload: it still vouches for them.
+
+    One it never confirmed here (admitted while the policy did not apply, or despite its change control)
+    stays unconfirmed, and so never becomes its baseline. Nothing is confirmed when the history cannot be
+    read: this admission is then no baseline for the policy, which keeps the last one it has.
+    """
+    pinned: list[tuple[EngineUse, str]] = []
+    for use in uses:
+        ref = run.reference(use.reference)
+        if isinstance(ref, ImageReference) and ref.digest is not None:
+            pinned.append((use, ref.digest))
+    if not pinned:
+        return
+    try:
+        admitted = await _admitted(run, policy)
+    except (EvidenceUnavailable, VerificationError):
+        return
+    confirmed = {last.digest for last in _admitted_engines(admitted or (), run.reference)}
+    for use, digest in pinned:
+        if digest in confirmed:
+            run.counted(use.reference).confirmed_by[policy] = None
+
+
 def _admitted_engines(
     admitted: Sequence[AdmittedEngine], parse: Callable[[str], ImageReference | InvalidReference]
 ) -> dict[ImageReference, AdmittedEngine]:
-    """The engines of the workload's last admission, each reference once (unreadable ones left out)."""
+    """The engines of an admission, each reference once (unreadable ones left out)."""
     found: dict[ImageReference, AdmittedEngine] = {}
     for engine in admitted:
         parsed = parse(engine.reference)
@@ -332,8 +406,8 @@ def _predecessors(
     manifest: EngineBuildManifest,
     admitted: Sequence[tuple[ImageReference, AdmittedEngine, VerifiedManifest]],
 ) -> list[tuple[ImageReference, AdmittedEngine, VerifiedManifest]]:
-    """The engines of the workload's last admission that an engine built by ``manifest`` is compared with:
-    those built from the same ONNX model, else every one (changes against each count).
+    """The engines of an admission that an engine built by ``manifest`` is compared with: those built from
+    the same ONNX model, else every one (changes against each count).
 
     Nothing the workload's author writes narrows them — not the engine's, volume's or container's name, not
     the template or role it runs in (they can be renamed, moved or repeated to steer the comparison to the
@@ -342,6 +416,19 @@ def _predecessors(
     """
     same_model = [found for found in admitted if found[2].manifest.onnx.sha256 == manifest.onnx.sha256]
     return same_model or list(admitted)
+
+
+async def _admitted(run: Evaluation, policy: str | None) -> Sequence[AdmittedEngine] | None:
+    """The engines ``policy`` confirmed in its last admission of the workload (for None: those of its last
+    admission, whoever confirmed them), asked once per evaluation and policy; None without a history, or for
+    a workload without a namespace and name (it has none)."""
+    history, workload = run.history, run.context
+    if history is None or not workload.name or not workload.namespace:
+        return None
+    identity = WorkloadIdentity.of(workload.group, workload.kind, workload.namespace, workload.name)
+    return await run.once(
+        ("history", identity, policy), lambda: history.last_engines(identity, run.deadline, policy)
+    )
 
 
 def change_indexes(
@@ -450,9 +537,9 @@ def describe(
     )
     if verdict.unconfirmed and ChangeKind.FIRST_INT8 in verdict.gated:
         message += (
-            f" ({'; '.join(verdict.unconfirmed)} is not confirmed: neither an engine of this workload's "
-            "last admission nor approved for its own first-engine changes, so it stands in for no earlier "
-            "engine)"
+            f" ({'; '.join(verdict.unconfirmed)} is not confirmed: neither an engine this policy confirmed "
+            "in its last admission of this workload nor approved for its own first-engine changes, so it "
+            "stands in for no earlier engine)"
         )
     command = " ".join(
         [

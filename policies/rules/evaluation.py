@@ -63,9 +63,13 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 class AdmissionHistory(Protocol):
     """What was admitted before: the webhook answers from its decision log, for change control."""
 
-    async def last_engines(self, workload: WorkloadIdentity, deadline: Deadline) -> Sequence[AdmittedEngine]:
-        """The engines of the newest real (not dry-run) admission of ``workload`` (API group, kind, namespace
-        and name: another group's kind of the same name is another workload) that named any."""
+    async def last_engines(
+        self, workload: WorkloadIdentity, deadline: Deadline, policy: str | None
+    ) -> Sequence[AdmittedEngine]:
+        """The engines ``policy`` confirmed (``ArtifactRecord.confirmed_by``) in the newest real (not
+        dry-run), delivered admission of ``workload`` (API group, kind, namespace and name) in which it
+        confirmed any (records without confirmations: by every policy); for None, every engine of its newest
+        such admission that named any (policies/README.md, "Change control")."""
         ...
 
 
@@ -82,6 +86,8 @@ class Counted:
     build_manifests: dict[str, BuildManifestRecord] = field(default_factory=dict)
     change_control: list[ChangeControlRecord] = field(default_factory=list)
     verifications: dict[str, VerificationRecord] = field(default_factory=dict)
+    #: The change-control policies that confirmed the engine, in the order they did (a dict: each once).
+    confirmed_by: dict[str, None] = field(default_factory=dict)
 
     def signature(self, found: SignatureRecord) -> None:
         """An image signature that counted (what several rules' levels only logged of it, kept once)."""
@@ -482,6 +488,7 @@ class Evaluation:
                 build_manifests=tuple(counted.build_manifests.values()),
                 change_control=tuple(counted.change_control),
                 verifications=tuple(counted.verifications.values()),
+                confirmed_by=tuple(counted.confirmed_by),
             )
 
 

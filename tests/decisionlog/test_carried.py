@@ -39,7 +39,8 @@ ENGINE = "registry.corp/engines/llm@sha256:"
 START = datetime(2026, 3, 1, tzinfo=UTC)
 
 
-def engine(digit: str, name: str = "engine") -> dict[str, Any]:
+def engine(digit: str, name: str = "engine", confirmed_by: list[str] | None = None) -> dict[str, Any]:
+    """An engine as the webhook records it; ``confirmed_by`` None: as a record written before it was kept."""
     reference = ENGINE + digit * 64
     return {
         "reference": reference,
@@ -47,6 +48,7 @@ def engine(digit: str, name: str = "engine") -> dict[str, Any]:
         "path": "spec.x",
         "name": name,
         "containers": ["server"],
+        **({"confirmed_by": confirmed_by} if confirmed_by is not None else {}),
     }
 
 
@@ -70,10 +72,14 @@ def rotate(url: str, key: PrivateKey, folder: Path) -> None:
 
 
 async def last(
-    store: DecisionStore, name: str, kind: str = "Deployment", group: str = "apps"
+    store: DecisionStore,
+    name: str,
+    kind: str = "Deployment",
+    group: str = "apps",
+    policy: str | None = "change-control",
 ) -> tuple[AdmittedEngine, ...]:
     workload = WorkloadIdentity(group, kind, "prod", name)
-    return await DecisionLogHistory(store).last_engines(workload, Deadline.after(10))
+    return await DecisionLogHistory(store).last_engines(workload, Deadline.after(10), policy)
 
 
 async def test_the_last_admission_survives_seal_archive_prune_and_restart(
@@ -157,6 +163,60 @@ def test_the_state_keeps_the_newest_admissions_and_says_when_older_ones_were_dro
     assert [a.seq for a in workload.admissions] == [1, 2]
 
 
+async def test_a_policys_last_admission_is_carried_however_many_it_did_not_confirm_came_after(
+    log: tuple[DecisionStore, str], make_record: RecordFactory, key: PrivateKey, tmp_path: Path
+) -> None:
+    """Attack F3 after rotation: the workload left the policy's scope for several admissions (nothing the
+    policy confirmed); its baseline for the policy is still the admission it confirmed, not the newest."""
+    store, url = log
+
+    def scoped(digit: str, minute: int, *confirmed: str) -> DecisionRecord:
+        engines = (engine(digit, confirmed_by=list(confirmed)),)
+        return make_record(name="resnet", engines=engines, time=START + timedelta(minutes=minute))
+
+    approved = scoped("1", 0, "release", "base")
+    outside = [scoped(str(d), d, "base") for d in range(2, 6)]  # only the namespace-wide policy applied
+    await append(store, approved, *outside)
+    rotate(url, key, tmp_path / "archive")
+    release = await last(store, "resnet", policy="release")
+    assert [(e.reference, e.admitted_by) for e in release] == [
+        (ENGINE + "1" * 64, AdmittingDecision(approved.record_id, 1))
+    ]
+    assert [e.reference for e in await last(store, "resnet", policy="base")] == [ENGINE + "5" * 64]
+    assert await last(store, "resnet", policy="renamed") == ()  # a new name has no history
+    # Both kept admissions of `base` taken back: what it let run before is no longer known, and said so;
+    # `release` still knows its own.
+    await append(store, *(undelivered.undelivered(r) for r in outside[-KEPT:]))
+    for unknown in ("base", None):  # None: what ran last, whatever confirmed it, is not known either
+        with pytest.raises(EvidenceUnavailable, match="last ran is not known"):
+            await last(store, "resnet", policy=unknown)
+    assert [e.reference for e in await last(store, "resnet", policy="release")] == [ENGINE + "1" * 64]
+
+
+def test_a_state_of_records_without_confirmations_is_the_one_signed_before_they_existed(
+    make_record: RecordFactory,
+) -> None:
+    """Records written before engines named the policies that confirmed them fold as they always did (the
+    two newest, ``older``, no new keys), so the checkpoints signed over them still verify; with them, an
+    engine confirmed by a policy keeps its own admission."""
+    legacy = CarriedState()
+    records = [admission(make_record, "w", str(i), i) for i in range(1, 5)]
+    for seq, record in enumerate(records, start=1):
+        legacy.fold(seq, record)
+    [entry] = legacy.to_json()
+    assert set(entry) == {"namespace", "group", "kind", "name", "admissions", "older"} and entry["older"]
+    assert [a["seq"] for a in entry["admissions"]] == [4, 3]
+    assert all(
+        set(e) == {"reference", "name", "containers"} for a in entry["admissions"] for e in a["engines"]
+    )
+    # The same records, then admissions a policy confirmed nothing in: the legacy ones count for every
+    # policy (as they did when written), so the two newest of them stay beside the newer ones.
+    for seq, digit in enumerate("567", start=5):
+        legacy.fold(seq, make_record(name="w", engines=(engine(digit, confirmed_by=[]),)))
+    [entry] = legacy.to_json()
+    assert [a["seq"] for a in entry["admissions"]] == [7, 6, 4, 3]
+
+
 async def test_a_lost_state_is_unavailable_evidence_not_a_first_engine(
     sqlite_log: tuple[DecisionStore, str], make_record: RecordFactory, key: PrivateKey, tmp_path: Path
 ) -> None:
@@ -189,29 +249,79 @@ def _bucket(workload: str) -> tuple[str, str, str]:
     return name, kind, api_version.rpartition("/")[0]
 
 
+#: Which change-control policies confirmed an admission's engine: none (the workload left the policies'
+#: scope, or they let it in despite their change control), p, q, both, or not recorded (a record written
+#: before confirmations were: it counts for every policy).
+_CONFIRMED: list[list[str] | None] = [[], ["p"], ["q"], ["p", "q"], None]
+#: The policies asked about: r is named by no record (only records without confirmations count for it); None
+#: asks for the last admission whatever confirmed it (change control compares with it too).
+_POLICIES = ("p", "q", "r", None)
+
 _EVENTS = st.lists(
     st.tuples(
         st.sampled_from(["allow", "allow", "deny", "dry-run", "no-engine", "undelivered", "rotate"]),
         st.sampled_from(sorted(_WORKLOADS)),
         st.integers(min_value=-3, max_value=3),  # minutes off the arrival order: spool-shipped records
         st.sampled_from("123456"),
+        st.sampled_from(range(len(_CONFIRMED))),
     ),
     min_size=1,
     max_size=18,
 )
 
 
+def _confirms(record: DecisionRecord, policy: str | None) -> bool:
+    """Whether ``policy`` confirmed the record's engine (a record without confirmations: every policy)."""
+    confirmed = record.engines[0].get("confirmed_by")
+    return policy is None or confirmed is None or policy in confirmed
+
+
+#: One workload, admitted again and again under policies that apply to some admissions only, some answers
+#: taken back: what the carried state keeps of each policy, and what it says when it cannot tell.
+_ONE_WORKLOAD_EVENTS = st.lists(
+    st.tuples(
+        st.sampled_from(["allow", "allow", "allow", "undelivered", "rotate"]),
+        st.just("a"),
+        st.integers(min_value=-1, max_value=1),
+        st.sampled_from("123456"),
+        st.sampled_from(range(len(_CONFIRMED))),
+    ),
+    min_size=1,
+    max_size=16,
+)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=_EVENTS)
 async def test_rotation_between_any_two_records_changes_no_answer(
-    events: list[tuple[str, str, int, str]],
+    events: list[tuple[str, str, int, str, int]],
     make_record: RecordFactory,
     key: PrivateKey,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """Against the log unrotated, and against the events themselves: the newest delivered admission of
-    each workload (API group, kind, namespace and name), by decision time then seq."""
-    folder = tmp_path_factory.mktemp("differential")
+    """Against the log unrotated, and against the events themselves: for each change-control policy, the
+    newest delivered admission of each workload (API group, kind, namespace and name), by decision time then
+    seq, in which that policy confirmed the engine (however many admissions it did not confirm came after)."""
+    await _rotated_gives_the_same_answers(events, make_record, key, tmp_path_factory.mktemp("differential"))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=_ONE_WORKLOAD_EVENTS)
+async def test_each_policys_admissions_survive_rotation_and_answers_taken_back(
+    events: list[tuple[str, str, int, str, int]],
+    make_record: RecordFactory,
+    key: PrivateKey,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The same differential over one workload's admissions alone, where the carried state cuts some of them:
+    an admission kept for one policy is never taken for another's newest when newer ones of that policy were
+    cut."""
+    await _rotated_gives_the_same_answers(events, make_record, key, tmp_path_factory.mktemp("one"))
+
+
+async def _rotated_gives_the_same_answers(
+    events: list[tuple[str, str, int, str, int]], make_record: RecordFactory, key: PrivateKey, folder: Path
+) -> None:
     plain, rotated = SQLiteStore(folder / "plain.db"), SQLiteStore(folder / "rotated.db")
     await plain.open()
     await rotated.open()
@@ -222,7 +332,7 @@ async def test_rotation_between_any_two_records_changes_no_answer(
         }
         taken_back = dict.fromkeys(buckets, 0)
         seq = 0
-        for index, (event, workload, skew, digit) in enumerate(events):
+        for index, (event, workload, skew, digit, confirmed) in enumerate(events):
             name, kind, api_version = _WORKLOADS[workload]
             identity = {"name": name, "kind": kind, "api_version": api_version}
             minute = index + skew
@@ -241,7 +351,7 @@ async def test_rotation_between_any_two_records_changes_no_answer(
                 record = make_record(engines=(), time=START + timedelta(minutes=minute), **identity)
             else:
                 record = make_record(
-                    engines=(engine(digit),),
+                    engines=(engine(digit, confirmed_by=_CONFIRMED[confirmed]),),
                     time=START + timedelta(minutes=minute),
                     allowed=event != "deny",
                     reason="Allowed" if event != "deny" else "PolicyViolation",
@@ -255,16 +365,19 @@ async def test_rotation_between_any_two_records_changes_no_answer(
             await append(rotated, record)
         for bucket in sorted(buckets):
             name, kind, group = bucket
-            expected = await last(plain, name, kind=kind, group=group)
-            newest = max(allows[bucket], key=lambda a: (a[0], a[1]), default=None)
-            assert [e.reference for e in expected] == (
-                [newest[2].engines[0]["reference"]] if newest else []
-            ), (bucket, events)
-            try:
-                assert await last(rotated, name, kind=kind, group=group) == expected, (bucket, events)
-            except EvidenceUnavailable:
-                # Only when more admissions were taken back than are kept: then it says so, never guesses.
-                assert taken_back[bucket] >= KEPT, events
+            for policy in _POLICIES:
+                expected = await last(plain, name, kind=kind, group=group, policy=policy)
+                mine = [a for a in allows[bucket] if _confirms(a[2], policy)]
+                newest = max(mine, key=lambda a: (a[0], a[1]), default=None)
+                assert [e.reference for e in expected] == (
+                    [newest[2].engines[0]["reference"]] if newest else []
+                ), (bucket, policy, events)
+                try:
+                    found = await last(rotated, name, kind=kind, group=group, policy=policy)
+                    assert found == expected, (bucket, policy, events)
+                except EvidenceUnavailable:
+                    # Only when more admissions were taken back than are kept: then it says so, never guesses.
+                    assert taken_back[bucket] >= KEPT, events
     finally:
         await plain.close()
         await rotated.close()
@@ -476,7 +589,7 @@ async def test_a_prune_between_two_pages_of_live_records_loses_nothing(
     racing = RotatedBetweenPages(store, url, key, tmp_path / "archive")
     history = DecisionLogHistory(racing)  # type: ignore[arg-type]
     found = await history.last_engines(
-        WorkloadIdentity("apps", "Deployment", "prod", "resnet"), Deadline.after(10)
+        WorkloadIdentity("apps", "Deployment", "prod", "resnet"), Deadline.after(10), "change-control"
     )
     assert racing.pages >= 1 and (await store.verify()).base_seq == 61  # it did run between the reads
     assert [(e.reference, e.admitted_by) for e in found] == [

@@ -136,9 +136,9 @@ def schema_3_log(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, P
     return pg_url, folder
 
 
-async def _lookups(url: str) -> dict[WorkloadIdentity, list[str] | str]:
-    """What change control reads of each Job ``train`` (the engines, or why it cannot tell), opened as
-    `serve` opens the log (migrated), and its live record."""
+async def _lookups(url: str, policy: str = "change-control") -> dict[WorkloadIdentity, list[str] | str]:
+    """What change control reads of each Job ``train`` for ``policy`` (the engines, or why it cannot tell),
+    opened as `serve` opens the log (migrated), and its live record."""
     store = open_store(url)
     await store.open()
     try:
@@ -147,7 +147,7 @@ async def _lookups(url: str) -> dict[WorkloadIdentity, list[str] | str]:
         found: dict[WorkloadIdentity, list[str] | str] = {}
         for workload in (BATCH, VOLCANO):
             try:
-                engines = await DecisionLogHistory(store).last_engines(workload, Deadline.after(10))
+                engines = await DecisionLogHistory(store).last_engines(workload, Deadline.after(10), policy)
                 found[workload] = [e.reference for e in engines]
             except EvidenceUnavailable as error:
                 assert not error.transient
@@ -181,6 +181,9 @@ def test_a_rotated_schema_3_log_is_upgraded_and_its_carried_state_rebuilt_by_api
     )  # fmt: skip
     assert status == 0, err
     assert asyncio.run(_lookups(url)) == {BATCH: [BATCH_ENGINE], VOLCANO: [VOLCANO_ENGINE]}
+    # Its records name no confirming policies (written before they did): they count for every policy, as
+    # the trtguard that wrote them read them, so that no workload loses its baseline on the upgrade.
+    assert asyncio.run(_lookups(url, "any-other-policy")) == asyncio.run(_lookups(url))
     status, out, _ = _cli("audit", "verify", "--decision-log", url, "--key", folder / "checkpoint.pub")
     assert status == 0, out
     # The archives sealed under schema 3 (checkpoints v2, the earlier carried state in them) still verify.

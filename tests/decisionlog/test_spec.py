@@ -224,7 +224,7 @@ def fold(state: dict[Key, dict[str, Any]], seq: int, record: dict[str, Any]) -> 
         kept = [
             a for a in entry["admissions"] if not (a["uid"] == record["uid"] and a["record_id"] == original)
         ]
-        if kept or entry["older"]:
+        if kept or entry["older"] or entry.get("older_for"):
             state[key] = {**entry, "admissions": kept}
         else:
             del state[key]
@@ -238,6 +238,11 @@ def fold(state: dict[Key, dict[str, Any]], seq: int, record: dict[str, Any]) -> 
             "containers": [c for c in e["containers"] if isinstance(c, str)]
             if isinstance(e.get("containers"), list)
             else [],
+            **(
+                {"confirmed_by": sorted({p for p in e["confirmed_by"] if isinstance(p, str)})}
+                if isinstance(e.get("confirmed_by"), list)
+                else {}
+            ),
         }
         for e in record["engines"]
         if isinstance(e.get("reference"), str)
@@ -256,14 +261,40 @@ def fold(state: dict[Key, dict[str, Any]], seq: int, record: dict[str, Any]) -> 
         key=lambda a: (a["time"], a["seq"]),
         reverse=True,
     )
+    keep = set(range(len(admissions))[:KEPT_ADMISSIONS])
+    keep.update([i for i, a in enumerate(admissions) if legacy(a)][:KEPT_ADMISSIONS])
+    for policy in {p for a in admissions for p in confirmers(a)}:
+        keep.update([i for i, a in enumerate(admissions) if confirms(a, policy)][:KEPT_ADMISSIONS])
+    older_for = dict(entry.get("older_for", {}) if entry else {})
+    for dropped in (a for i, a in enumerate(admissions) if i not in keep and not legacy(a)):
+        for policy in ("*", *confirmers(dropped)):
+            order = {"time": dropped["time"], "seq": dropped["seq"]}
+            newest = older_for.get(policy, order)
+            older_for[policy] = max(newest, order, key=lambda o: (o["time"], o["seq"]))
     state[key] = {
         "namespace": key[0],
         "group": key[1],
         "kind": key[2],
         "name": key[3],
-        "admissions": admissions[:KEPT_ADMISSIONS],
-        "older": bool(entry and entry["older"]) or len(admissions) > KEPT_ADMISSIONS,
+        "admissions": [a for i, a in enumerate(admissions) if i in keep],
+        "older": bool(entry and entry["older"])
+        or any(legacy(a) for i, a in enumerate(admissions) if i not in keep),
+        **({"older_for": older_for} if older_for else {}),
     }
+
+
+def legacy(admission: dict[str, Any]) -> bool:
+    """The section's legacy admission: none of its engines has confirmed_by."""
+    return not any("confirmed_by" in e for e in admission["engines"])
+
+
+def confirmers(admission: dict[str, Any]) -> set[str]:
+    """The policies named in the confirmed_by of an admission's engines."""
+    return {p for e in admission["engines"] for p in e.get("confirmed_by", [])}
+
+
+def confirms(admission: dict[str, Any], policy: str) -> bool:
+    return legacy(admission) or policy in confirmers(admission)
 
 
 def entries(state: dict[Key, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -331,6 +362,30 @@ def test_the_specification_recomputes_what_rotation_carries(
                 engines=(engine,),
             )
             await store.append(record, deadline=Deadline.after(5))
+        # Engines that name the policies that confirmed them: a policy's last admission is kept however many
+        # admissions it confirmed nothing in came after (scoped), and its cut ones are said (scoped-twice).
+        for name, confirmed in (
+            *(("scoped", c) for c in (["release"], [], [])),
+            *(("scoped-twice", c) for c in (["release"], ["release", "base"], ["release"])),
+        ):
+            engine = {
+                "reference": demo_material.engines["fp16"],
+                "name": "engine",
+                "containers": ["server"],
+                "confirmed_by": confirmed,
+            }
+            record = DecisionRecord(
+                uid=f"{name} {len(confirmed)}",
+                operation="UPDATE",
+                kind="Deployment",
+                api_version="apps/v1",
+                allowed=True,
+                reason="Allowed",
+                namespace="prod",
+                name=name,
+                engines=(engine,),
+            )
+            await store.append(record, deadline=Deadline.after(5))
         await store.close()
 
     asyncio.run(more())
@@ -359,7 +414,7 @@ def test_the_specification_recomputes_what_rotation_carries(
     state: dict[Key, dict[str, Any]] = {}
     previous = hashlib.sha256(b'{"workloads":[]}').hexdigest()
     files = sorted(archive.glob("decisions-*.jsonl.gz"))
-    assert len(files) == 6
+    assert len(files) == 9
     for file in files:
         with gzip.open(file, "rb") as handle:
             lines = [json.loads(raw) for raw in handle.read().split(b"\n") if raw]
@@ -381,6 +436,18 @@ def test_the_specification_recomputes_what_rotation_carries(
     ]
     legacy = [(e["group"], len(e["admissions"])) for e in entries(state) if e["name"] == "legacy"]
     assert legacy == [("apps", 2)]
+    [scoped] = [e for e in entries(state) if e["name"] == "scoped"]
+    assert [a["engines"][0]["confirmed_by"] for a in scoped["admissions"]] == [[], [], ["release"]]
+    assert "older_for" not in scoped and not scoped["older"]
+    [twice] = [e for e in entries(state) if e["name"] == "scoped-twice"]
+    assert [a["engines"][0]["confirmed_by"] for a in twice["admissions"]] == [
+        ["release"],
+        ["base", "release"],
+    ]
+    # The first was cut: the newest cut admission `release` confirmed is named, by its time and seq.
+    assert sorted(twice["older_for"]) == ["*", "release"] and not twice["older"]
+    assert twice["older_for"]["release"]["seq"] == twice["admissions"][1]["seq"] - 1
+    assert twice["older_for"]["*"] == twice["older_for"]["release"]
     names = [e["name"] for e in entries(state)]
     assert names.index("\U0001f680 résumé") < names.index("\uffff")
     status, out = _cli("audit", "history", "prod/resnet", "--decision-log", url, "--format", "json")

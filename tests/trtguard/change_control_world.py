@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,8 +56,11 @@ class World:
         operation: str = "CREATE",
         old: dict[str, Any] | None = None,
         dry_run: bool = False,
+        user: str | None = None,
     ) -> dict[str, Any]:
         body = review(obj=obj, operation=operation, old=old, dry_run=dry_run)
+        if user is not None:
+            body["request"]["userInfo"] = {"username": user, "groups": ["system:authenticated"]}
         if self.server.process is None:  # started once the material is made: it reads the folder at start
             self.server.start()
 
@@ -85,6 +90,22 @@ class World:
     def restart(self) -> None:
         self.server.stop()
         self.server.process, self.server.port = None, 0
+
+    def replace_policy(self, text: str) -> None:
+        """The policy file changed (for ``check``, and for the webhook, restarted to read it)."""
+        policy = self.policies[0]
+        policy.write_text(textwrap.dedent(text))
+        (self.material.root / "policies" / policy.name).write_text(policy.read_text())
+        self.restart()
+
+    def last_record(self) -> dict[str, Any]:
+        """The newest record of the decision log (`audit query --last 1`)."""
+        status, out, err = cli(
+            "audit", "query", "--decision-log", self.log, "--format", "json", "--last", "1"
+        )
+        assert status == 0, err
+        record: dict[str, Any] = json.loads(out)["record"]
+        return record
 
     def check(self, obj: dict[str, Any], *extra: object, fmt: str = "json") -> tuple[int, str]:
         path = self.material.root / "check-input.yaml"

@@ -166,7 +166,8 @@ def test_rotation_between_admissions_does_not_forget_what_ran(world: World) -> N
     status, out, err = cli("audit", "history", "prod/resnet", "--decision-log", world.log, "--format", "json")
     assert status == 0, err
     history = json.loads(out)
-    assert history["carried"][0]["admissions"][0]["engines"][0]["reference"] == v2
+    [carried] = history["carried"][0]["admissions"][0]["engines"]
+    assert carried["reference"] == v2 and carried["confirmed_by"] == ["change-control"]
 
     # --- item 3: check agrees with the webhook only with its history, and says so without it.
     status, out = world.check(third, "--decision-log", world.log)

@@ -91,14 +91,14 @@ async def test_last_engines_are_those_of_the_newest_real_admission_with_engines(
     history = DecisionLogHistory(store)
     # Each engine names the decision that admitted it, which change control records as its baseline's.
     by = AdmittingDecision(admitting.record_id, 2)
-    assert await history.last_engines(RESNET50, Deadline.after(5)) == (
+    assert await history.last_engines(RESNET50, Deadline.after(5), "change-control") == (
         AdmittedEngine(v2, "engine", ("server",), by),
         AdmittedEngine(other, admitted_by=by),
     )
     unknown = WorkloadIdentity("apps", "Deployment", "prod", "other")
-    assert await history.last_engines(unknown, Deadline.after(5)) == ()
+    assert await history.last_engines(unknown, Deadline.after(5), "change-control") == ()
     stateful_set = WorkloadIdentity("apps", "StatefulSet", "prod", "resnet50")
-    assert await history.last_engines(stateful_set, Deadline.after(5)) == (
+    assert await history.last_engines(stateful_set, Deadline.after(5), "change-control") == (
         AdmittedEngine(v3, admitted_by=AdmittingDecision(stateful.record_id, 125)),
     )
 
@@ -111,7 +111,7 @@ async def test_an_admission_whose_answer_was_not_delivered_is_not_the_last_admit
     late = _record(uid="u2", engines=(_engine(v2),))
     await _append(store, delivered, late, undelivered.undelivered(late))
     history = DecisionLogHistory(store)
-    assert await history.last_engines(RESNET50, Deadline.after(5)) == (
+    assert await history.last_engines(RESNET50, Deadline.after(5), "change-control") == (
         AdmittedEngine(v1, admitted_by=AdmittingDecision(delivered.record_id, 1)),
     )
 
@@ -119,10 +119,10 @@ async def test_an_admission_whose_answer_was_not_delivered_is_not_the_last_admit
 async def test_a_log_that_cannot_answer_is_unavailable_evidence(tmp_path: Path) -> None:
     history = DecisionLogHistory(SQLiteStore(tmp_path / "absent.db", read_only=True))
     with pytest.raises(EvidenceUnavailable, match="could not say which engines") as raised:
-        await history.last_engines(RESNET50, Deadline.after(5))
+        await history.last_engines(RESNET50, Deadline.after(5), "change-control")
     assert raised.value.transient
     with pytest.raises(EvidenceUnavailable, match="ran out of time"):
-        await history.last_engines(RESNET50, Deadline(time.monotonic() - 1))
+        await history.last_engines(RESNET50, Deadline(time.monotonic() - 1), "change-control")
 
 
 async def test_a_log_that_is_not_a_database_is_unavailable_evidence(tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ async def test_a_log_that_is_not_a_database_is_unavailable_evidence(tmp_path: Pa
     path.write_bytes(b"this is not an SQLite file " * 200)
     history = DecisionLogHistory(SQLiteStore(path, read_only=True))
     with pytest.raises(EvidenceUnavailable, match="file is not a database") as raised:
-        await history.last_engines(RESNET50, Deadline.after(5))
+        await history.last_engines(RESNET50, Deadline.after(5), "change-control")
     assert raised.value.transient
 
 

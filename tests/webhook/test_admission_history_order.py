@@ -69,7 +69,7 @@ async def _spool_shipped_after_newer(store: DecisionStore) -> None:
     for record in records:
         await store.append(record, deadline=Deadline.after(5))
     history = DecisionLogHistory(store)
-    assert await history.last_engines(RESNET50, Deadline.after(5)) == (
+    assert await history.last_engines(RESNET50, Deadline.after(5), "change-control") == (
         AdmittedEngine(new, admitted_by=AdmittingDecision(direct.record_id, 2)),
     )
 
@@ -88,5 +88,5 @@ async def test_equal_times_fall_back_to_seq(sqlite_store: SQLiteStore) -> None:
     later = _record(second, NOON)
     for record in (_record(first, NOON), later):
         await sqlite_store.append(record, deadline=Deadline.after(5))
-    found = await DecisionLogHistory(sqlite_store).last_engines(RESNET50, Deadline.after(5))
+    found = await DecisionLogHistory(sqlite_store).last_engines(RESNET50, Deadline.after(5), "change-control")
     assert found == (AdmittedEngine(second, admitted_by=AdmittingDecision(later.record_id, 2)),)

@@ -48,22 +48,32 @@ TRT8 = {
 }
 
 
-class RecordedHistory:
-    """What a decision log would answer: the engines of each workload's last admission."""
+History = dict[tuple[str, str, str] | WorkloadIdentity, tuple[AdmittedEngine, ...]]
 
-    def __init__(
-        self, last: dict[tuple[str, str, str] | WorkloadIdentity, tuple[AdmittedEngine, ...]]
-    ) -> None:
+
+class RecordedHistory:
+    """What a decision log would answer: the engines of each workload's last admission, and those each
+    policy confirmed in its last admission there (``confirmed``, by policy; without it, every policy
+    confirmed the last admission's, as records written before confirmations were recorded read)."""
+
+    def __init__(self, last: History, confirmed: dict[str, History] | None = None) -> None:
+        self.last = self._keyed(last)
+        self.confirmed = None if confirmed is None else {p: self._keyed(h) for p, h in confirmed.items()}
+
+    @staticmethod
+    def _keyed(history: History) -> dict[WorkloadIdentity, tuple[AdmittedEngine, ...]]:
         # Keyed (namespace, kind, name) of core-group kinds, or by the whole identity.
-        self.last = {
+        return {
             key if isinstance(key, WorkloadIdentity) else WorkloadIdentity("", key[1], key[0], key[2]): value
-            for key, value in last.items()
+            for key, value in history.items()
         }
 
     async def last_engines(
-        self, workload: WorkloadIdentity, deadline: Deadline
+        self, workload: WorkloadIdentity, deadline: Deadline, policy: str | None
     ) -> tuple[AdmittedEngine, ...]:
-        return self.last.get(workload, ())
+        if policy is None or self.confirmed is None:
+            return self.last.get(workload, ())
+        return self.confirmed.get(policy, {}).get(workload, ())
 
 
 def admitted(
@@ -87,9 +97,11 @@ def int8_chain(material: Material) -> tuple[str, str]:
     return b, c
 
 
-def engine_for(material: Material, history: RecordedHistory | None = None) -> PolicyEngine:
+def engine_for(
+    material: Material, history: RecordedHistory | None = None, policy: str = POLICY
+) -> PolicyEngine:
     paths = [
-        material.policy(POLICY),
+        material.policy(policy),
         material.keys_file("build-signer"),
         material.keys_file(*COMMITTEE, set_name="committee"),
     ]
@@ -230,6 +242,85 @@ def test_an_unchanged_engine_beside_a_changed_one_is_not_compared_with_it(materi
         }
     )
     assert evaluate(engine_for(material, history), obj).allowed
+
+
+# --- the policy's own history (attack F3: out of the policy's scope and back) -----------------------------
+
+POD = ("prod", "Pod", "p")
+
+
+def test_an_engine_the_policy_did_not_confirm_is_no_baseline(material: Material) -> None:
+    """The last admission ran B, which this policy never confirmed (it did not apply then): B is compared
+    with, but the baseline is A, the engine it confirmed; B judged again is no change only against itself."""
+    a = material.engine("a", toolchain=TRT8)
+    b = material.engine("b")  # TensorRT 10, no predecessor declared
+    history = RecordedHistory({POD: admitted(b)}, {"change-control": {POD: admitted(a)}})
+    decision = evaluate(engine_for(material, history), pod(engine=b))
+    assert f"gated changes [TensorRTMajorUpgrade] (against last admitted engine {a})" in change_violation(
+        decision
+    )
+    [control] = decision.engines[0].change_control
+    assert [b.engine for b in control.baselines] == [a, b]
+    assert decision.engines[0].confirmed_by == ()
+    # Had the policy confirmed B, B would be no change against itself (and confirmed again).
+    confirmed = RecordedHistory({POD: admitted(b)}, {"change-control": {POD: admitted(b)}})
+    decision = evaluate(engine_for(material, confirmed), pod(engine=b))
+    assert decision.allowed and decision.engines[0].confirmed_by == ("change-control",)
+    # Another policy's confirmation is not this one's (nor is a policy's under its old name, once renamed).
+    fresh = RecordedHistory({POD: admitted(a)}, {"another-policy": {POD: admitted(a)}})
+    message = change_violation(evaluate(engine_for(material, fresh), pod(engine=b)))
+    assert f"(against last admitted engine {a} (not confirmed by this policy))" in message
+
+
+def test_what_ran_unconfirmed_hides_no_first_int8(material: Material) -> None:
+    """A policy with no history here (new, renamed, or its selector just widened) compares an engine with
+    what ran; an INT8 engine it never confirmed hides no FirstInt8, unless approved for it."""
+    b, c = int8_chain(material)
+    history = RecordedHistory({POD: admitted(b)}, {})
+    decision = evaluate(engine_for(material, history), pod(engine=c))
+    message = change_violation(decision)
+    assert "gated changes [FirstInt8] (against no earlier engine)" in message
+    assert any(
+        f"the last admitted engine {b} ran here, but this policy did not confirm it" in n
+        for n in decision.notes
+    )
+    for member in ("alice", "bob"):
+        material.approval("b", ["FirstInt8"], member, audit_id="AUD-B")
+    assert evaluate(engine_for(material, history), pod(engine=c)).allowed  # b stands in for an earlier engine
+
+
+def test_only_a_verdict_with_nothing_missing_confirms(material: Material) -> None:
+    """Enforcing or not: a policy in Audit mode that records an unapproved change lets it in, unconfirmed;
+    one that finds every gated change approved confirms."""
+    a = material.engine("a", toolchain=TRT8)
+    b = material.engine("b")
+    history = RecordedHistory({POD: admitted(a)})
+    audit = POLICY.replace("  models:", "  action: Audit\n  models:")
+    decision = evaluate(engine_for(material, history, audit), pod(engine=b))
+    assert decision.allowed and [v.action.value for v in decision.violations] == ["Audit"]
+    assert decision.engines[0].confirmed_by == ()
+    for member in ("alice", "bob"):
+        material.approval("b", ["TensorRTMajorUpgrade"], member)
+    for text in (audit, POLICY):
+        decision = evaluate(engine_for(material, history, text), pod(engine=b))
+        assert decision.violations == () and decision.engines[0].confirmed_by == ("change-control",)
+
+
+def test_an_update_confirms_an_unchanged_engine_only_if_the_policy_had(material: Material) -> None:
+    """An UPDATE the policy does not judge the engine again in (it is unchanged) carries the policy's own
+    confirmation forward, never gives one it did not."""
+    a = material.engine("a", toolchain=TRT8)
+    b = material.engine("b")
+    scaled = pod(engine=b, labels={"scaled": "yes"})
+    engine = engine_for(material, RecordedHistory({POD: admitted(b)}, {"change-control": {POD: admitted(a)}}))
+    decision = asyncio.run(engine.evaluate(scaled, old=pod(engine=b)))
+    assert decision.allowed and decision.engines[0].confirmed_by == ()
+    engine = engine_for(material, RecordedHistory({POD: admitted(b)}))
+    decision = asyncio.run(engine.evaluate(scaled, old=pod(engine=b)))
+    assert decision.allowed and decision.engines[0].confirmed_by == ("change-control",)
+    # Without a history to ask (`check`), nothing is carried: check writes no record.
+    decision = asyncio.run(engine_for(material).evaluate(scaled, old=pod(engine=b)))
+    assert decision.engines[0].confirmed_by == ()
 
 
 def test_declared_previous_that_cannot_be_found_is_an_error(material: Material) -> None:
