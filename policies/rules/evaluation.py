@@ -4,6 +4,9 @@ References are parsed once, and each evidence question (a digest, a verified sig
 attestation, approval or GPU verification) is asked at most once per evaluation, however many policies and
 rules need its answer; with a registry behind the evidence, :meth:`Evaluation.prefetch` asks them all at once
 before the rules run one after another.
+
+One module on purpose: the state and its once-per-evaluation questions are one concern (every rule family
+reads both through one object), and a split would spread the memo over modules that only each other use.
 """
 
 from __future__ import annotations
