@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from policies.budget import UNLIMITED, Budget
 from policies.pods import EngineUse, ImageUse, PodTemplate, by_image
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
@@ -109,10 +109,13 @@ def misfit(term: NodeTerm, fit: GpuFit) -> str | None:
     return _ampere_plus(term) if fit.ampere_plus else _same_capability(term, fit)
 
 
-def misfits(template: PodTemplate, fit: GpuFit, budget: Budget = UNLIMITED) -> tuple[tuple[str, str], ...]:
+def misfits(
+    template: PodTemplate, fit: GpuFit, step: Callable[[], object] = lambda: None
+) -> tuple[tuple[str, str], ...]:
     """The violation of ``template``'s placement for an engine of ``fit``, as a (message, fix) pair, or none:
     its node selection cannot be read, or terms admit GPUs the engine does not fit (one violation naming
-    the first few and counting the others, however many there are). Each term is a step of ``budget``."""
+    the first few and counting the others, however many there are). ``step`` (the evaluation budget's) is
+    called once per term."""
     where = template.describe()
     selection = template.selection
     if selection.problems:
@@ -124,7 +127,7 @@ def misfits(template: PodTemplate, fit: GpuFit, budget: Budget = UNLIMITED) -> t
         )
     bad: list[tuple[NodeTerm, str]] = []
     for term in selection.terms:
-        budget.step()
+        step()
         message = misfit(term, fit)
         if message is not None:
             bad.append((term, message))
@@ -161,7 +164,7 @@ async def _nodes(run: Evaluation, found: Findings, use: EngineUse, manifest: Eng
         # Judged once per template and fit, however many engines, containers and policies reach it.
         judged = await run.computed(
             ("gpuCompatibility.nodes", template.path, fit),
-            functools.partial(misfits, template, fit, run.budget),
+            functools.partial(misfits, template, fit, run.budget.step),
             template.spec,
         )
         for message, fix in judged:

@@ -456,7 +456,7 @@ def test_judging_a_templates_terms_is_charged_to_the_budget(material: Material) 
     assert reading.steps - plain.steps == 300 * 15
     judging = CountingBudget()
     manifest = EngineBuildManifest.model_validate(manifest_data())
-    assert len(misfits(template, GpuFit.of(manifest), judging)) == 1
+    assert len(misfits(template, GpuFit.of(manifest), judging.step)) == 1
     assert judging.steps == 300
 
 
