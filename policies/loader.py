@@ -166,6 +166,21 @@ class PolicySet:
     kinds: KindRegistry = DEFAULT_KINDS
     """The workload kinds: built-in, shipped, and the set's ``WorkloadKind`` documents."""
 
+    @property
+    def allow_list_files(self) -> tuple[tuple[Path, str], ...]:
+        """The ``allowFrom`` files the policies read, each with the SHA-256 of the bytes read (``serve``
+        watches them beside the policy files)."""
+        return tuple(
+            dict.fromkeys(
+                path
+                for policy in self.policies
+                for rule in policy.image_rules
+                for entry in rule.attestations
+                for alternative in entry
+                for path in alternative.allow_files
+            )
+        )
+
     def signers_for(self, refs: Iterable[str]) -> dict[str, Signer]:
         """The signers named by ``refs`` (all of them exist: the loader checked)."""
         return {ref: self.signers[ref] for ref in refs}
