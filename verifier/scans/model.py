@@ -29,6 +29,8 @@ from typing import Any, Final, Literal
 
 from packageurl import PackageURL
 
+from verifier.base import hidden
+
 __all__ = [
     "SEVERITY_ORDER",
     "Component",
@@ -193,8 +195,12 @@ def component_from(
 
 def normal_text(text: str | None) -> str:
     """``text`` compared as a name is: NFKC (compatibility forms such as full-width letters are their plain
-    letters), without surrounding white space, in lower case; ``""`` for None."""
-    return unicodedata.normalize("NFKC", text or "").strip().lower()
+    letters), without invisible code points (a soft hyphen, a zero-width space: :func:`verifier.base.hidden`)
+    or surrounding white space, in lower case; ``""`` for None."""
+    normal = unicodedata.normalize("NFKC", text or "").strip()
+    if not normal.isascii():
+        normal = "".join(character for character in normal if not hidden(character))
+    return normal.lower()
 
 
 def _normal(kind: str | None, name: str) -> str:

@@ -119,6 +119,7 @@ def test_the_readme_example_bans_what_it_says(material: Material) -> None:
         " PyYAML ",  # surrounding white space
         "PYYAML",  # case
         "\uff30\uff59\uff39\uff21\uff2d\uff2c",  # full-width PyYAML (NFKC)
+        "Py\u00adYA\u200bML",  # invisible: a soft hyphen, a zero-width space
         "Typing_Extensions".replace("Typing_Extensions", "pyYaml"),  # mixed case
     ],
 )
