@@ -370,3 +370,25 @@ async def test_an_edited_allow_list_is_reloaded(tmp_path: Path, layout: str) -> 
     allow_list.write_text("- {id: 'not an id', reason: r}\n")  # a broken edit keeps the set in force
     assert await store.reload_if_changed() is False
     assert store.last_failure is not None and "exceptions.allow.yaml" in store.last_failure.message
+
+
+async def test_an_edited_key_file_beside_a_single_policy_file_is_reloaded(tmp_path: Path) -> None:
+    # the family of F3: a TrustedKeys `file:` beside a single --policies file was read once
+    material = PolicyMaterial(tmp_path)
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    key = material.key("scanner").public_key()
+    (folder / "scanner.pem").write_bytes(key.to_pem())
+    keys = (
+        "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: platform}\n"
+        "spec:\n  keys:\n    - {name: scanner, file: scanner.pem}\n"
+    )
+    policy = _scan_policy(material, "x.allow.yaml").split("\n---\n", 1)[1]
+    (folder / "x.allow.yaml").write_text("[]\n")
+    (folder / "policy.yaml").write_text(f"{keys}---\n{policy}")
+    store = PolicyStore(folder / "policy.yaml", LocalEvidence(material.attestations), settle=0.05)
+    loaded = store.load()
+    assert await store.reload_if_changed() is None
+    (folder / "scanner.pem").write_bytes(material.key("rotated").public_key().to_pem())
+    assert await store.reload_if_changed() is True
+    assert store.current is not None and store.current.revision != loaded.revision

@@ -4,12 +4,15 @@ the components of real SBOMs (tests/data 607 cyclonedx-py, 613 Trivy) however ei
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import yaml
 
 from policies.loader import PolicyLoadError
 from policies.results import Action
 from tests.policies.conftest import Material
-from tests.policies.rules.test_attestations import CDX, attest, data, judge
+from tests.policies.rules.test_attestations import CDX, README, attest, data, judge
 from tests.policies.rules.test_scan_rules import BASE, found, policy
 
 BANNED = f"{BASE}[{CDX}].components.banned"
@@ -98,17 +101,24 @@ def test_a_maven_ban_matches_the_purl_and_the_group_and_name_fields(
     assert judge(material, policy(rule("banned", ["log4j-core", "org.example:log4j-core"]))).allowed
 
 
+def _readme_bans() -> list[str]:
+    """The ``banned`` list of policies/README.md's example of the built-in rules."""
+    found = re.search(r"^\s+banned: (\[.*\])$", README.read_text(), re.MULTILINE)
+    assert found is not None
+    bans: list[str] = yaml.safe_load(found.group(1))
+    return bans
+
+
 def test_the_readme_example_bans_what_it_says(material: Material) -> None:
     # the policies/README.md example's ban list, against Trivy's real Maven scan (613) with a log4j-core added
+    assert _readme_bans() == ["org.apache.logging.log4j:log4j-core", "pkg:pypi/urllib3"]
     document = data("613-trivy-pom-scan.cdx.json")
     document["components"].append(
         {"type": "library", "group": "org.apache.logging.log4j", "name": "log4j-core", "version": "2.14.1"}
     )
     document.pop("vulnerabilities")  # an SBOM
     attest(material, CDX, document)
-    decision = judge(
-        material, policy(rule("banned", ["org.apache.logging.log4j:log4j-core", "pkg:pypi/urllib3"]))
-    )
+    decision = judge(material, policy(rule("banned", _readme_bans())))
     assert found(decision) == {(BANNED, Action.DENY, False)}
     assert "listed as log4j-core 2.14.1" in decision.violations[0].message
 
