@@ -41,12 +41,21 @@ from verifier.scans.times import parse_time
 __all__ = ["is_cyclonedx", "read_cyclonedx"]
 
 _CVSS_VERSIONS = {"CVSSv2": 2, "CVSSv3": 3, "CVSSv31": 3, "CVSSv4": 4}
+# Trivy names each package's type in a property; these it lists in a scan without looking them up (its
+# detector: "supported for SBOM, not for vulnerability scanning"), so their absence of findings says nothing.
+_TRIVY_PACKAGE_TYPE = "aquasecurity:trivy:PkgType"
+_TRIVY_SBOM_ONLY_TYPES = frozenset({"conda-pkg", "conda-environment"})
 # A vector names its CVSS version ("CVSS:3.1/AV:N/..."); a v2 vector has no prefix.
 _VECTOR_VERSION = re.compile(r"CVSS:([34])\.[0-9]+/")
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
+
+
+class _Property(_Model):
+    name: str
+    value: str | None = None
 
 
 class _Component(_Model):
@@ -56,6 +65,7 @@ class _Component(_Model):
     purl: str | None = None
     bom_ref: str | None = Field(default=None, alias="bom-ref")
     components: list[_Component] | None = None
+    properties: list[_Property] | None = None
 
 
 class _Source(_Model):
@@ -131,11 +141,15 @@ def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = Fals
     scanned_at = parse_time(bom.metadata.timestamp if bom.metadata else None, "metadata.timestamp", unknowns)
     by_ref: dict[str, Component] = {}
     components: list[Component] = []
+    skipped: list[tuple[str, str]] = []
     for raw in _flatten(bom.components or []):
         component = component_from(raw.name, raw.version, raw.purl, group=raw.group)
         components.append(component)
         if raw.bom_ref is not None:
             by_ref[raw.bom_ref] = component
+        kind = next((p.value for p in raw.properties or [] if p.name == _TRIVY_PACKAGE_TYPE), None)
+        if kind in _TRIVY_SBOM_ONLY_TYPES:
+            skipped.append((component.name, f"Trivy has no vulnerability data for {kind} packages"))
     if not components:
         unknowns.append("the document lists no component (an empty BOM audits nothing)")
     vulnerabilities: tuple[Vulnerability, ...] | None = None
@@ -149,6 +163,14 @@ def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = Fals
         )
     elif role == "scan" and not components:
         unknowns.append("the scan lists no component, so it audited nothing")
+    elif role == "scan" and skipped:
+        names = ", ".join(name for name, _ in skipped[:3]) + (
+            f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        )
+        unknowns.append(
+            f"the scan lists {len(skipped)} package(s) of a type Trivy has no vulnerability data for, so "
+            f"their vulnerabilities are unknown: {names}"
+        )
     else:
         vulnerabilities = tuple(_vulnerability(v, by_ref, index) for index, v in enumerate(found))
         if role == "vex":
@@ -161,6 +183,7 @@ def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = Fals
         scanned_at=scanned_at,
         components=tuple(components),
         vulnerabilities=vulnerabilities,
+        skipped=tuple(skipped) if role == "scan" else (),
         unknowns=tuple(unknowns),
         role=role,
     )

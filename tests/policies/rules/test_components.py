@@ -5,15 +5,19 @@ the components of real SBOMs (tests/data 607 cyclonedx-py, 613 Trivy) however ei
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 import yaml
 
 from policies.loader import PolicyLoadError
 from policies.results import Action
+from policies.rules.findings import Findings
 from tests.policies.conftest import Material
 from tests.policies.rules.test_attestations import CDX, README, attest, data, judge
 from tests.policies.rules.test_scan_rules import BASE, found, policy
+from verifier.scans import component_from
 
 BANNED = f"{BASE}[{CDX}].components.banned"
 REQUIRED = f"{BASE}[{CDX}].components.required"
@@ -162,3 +166,29 @@ def test_a_purl_that_cannot_name_a_package_is_refused_at_load(
 ) -> None:
     with pytest.raises(PolicyLoadError, match=message):
         judge(material, policy(rule("banned", [written])))
+
+
+def test_checking_names_is_linear_in_names_and_components(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the family of S1: every policy name was compared with every component (and its purl parsed each time)
+    from policies.rules import _components  # noqa: PLC0415 - the module under test, patched
+
+    calls = 0
+    real = _components.matches
+
+    def counted(*args: object, **kwargs: bool) -> bool:
+        nonlocal calls
+        calls += 1
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_components, "matches", counted)
+    listed = [component_from(f"package-{n}", "1.0", f"pkg:pypi/package-{n}@1.0") for n in range(1000)] + [
+        component_from("PyYAML", "5.3", "pkg:pypi/pyyaml@5.3")
+    ]
+    added: list[str] = []
+    found = SimpleNamespace(add=lambda rule, *_args, **_kwargs: added.append(rule))
+    bans = [f"pkg:pypi/banned-{n}" for n in range(1000)] + ["pyyaml"]
+    _components.check_components(
+        cast(Findings, found), "r", required=["package-7"], banned=bans, listed=listed, origin="sbom"
+    )
+    assert added == ["r.banned"]
+    assert calls == 2  # the two names that are listed; never 1002 x 1001

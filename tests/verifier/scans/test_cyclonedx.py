@@ -210,3 +210,19 @@ def test_fields_of_the_wrong_type_are_errors(path: tuple[str | int, ...], value:
 def test_a_document_of_another_format_is_refused() -> None:
     with pytest.raises(InputError, match="not a CycloneDX document"):
         read_scan(CDX, load("608-spdx-2.3-spec-example.spdx.json"), "spdx")
+
+
+def test_a_trivy_cyclonedx_scan_of_packages_it_does_not_look_up_cannot_tell() -> None:
+    # the family of F6 in CycloneDX: Trivy's conda SBOM (612) made a scan by a finding (613's): its conda
+    # packages (aquasecurity:trivy:PkgType conda-pkg) were listed, never looked up
+    data = load("612-trivy-conda-sbom.cdx.json")
+    data["vulnerabilities"] = load("613-trivy-pom-scan.cdx.json")["vulnerabilities"][:1]
+    scan = read_scan(CDX, data, "612")
+    assert scan.role == "scan" and scan.vulnerabilities is None
+    assert [name for name, _ in scan.skipped] == ["openssl", "pip"]
+    assert any("of a type Trivy has no vulnerability data for" in u for u in scan.unknowns)
+    # and inside cosign's predicate alike
+    wrapped = {"scanner": {"uri": "pkg:github/aquasecurity/trivy@0.66.0", "result": data}, "metadata": {}}
+    assert (
+        read_scan("https://cosign.sigstore.dev/attestation/vuln/v1", wrapped, "612").vulnerabilities is None
+    )
