@@ -6,12 +6,20 @@ no longer matches, so that a forgotten exception ends by itself. An ``allowFrom`
 to the policy) holds a list of such entries, or a mapping with an ``allow`` list; its name ends in
 ``.allow.yaml``, ``.allow.yml`` or ``.allow.json``, so that a policy folder never loads it as a policy. Its
 bytes count in the policy revision, and a malformed entry is a load error naming the file and line.
+
+The file must lie in the policy's folder (or below it): an absolute name, one that climbs out with ``..``,
+or a symbolic link that leads out is a load error, so that what admits a finding is reviewed, versioned and
+watched (``serve`` reloads when it changes: :attr:`AllowEntries.files`) with the policy itself.
+
+:class:`AllowList` matches findings in time linear in the findings' ids and the entries: one dictionary
+lookup per id, never a scan of the list per finding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +30,7 @@ from policies.schema import AllowedVulnerability, VulnerabilityRule, expiry_time
 from verifier.base import InputError, decode, load_documents
 from verifier.scans import canonical_id
 
-__all__ = ["ALLOW_LIST_SUFFIXES", "AllowEntry", "allow_entries"]
+__all__ = ["ALLOW_LIST_SUFFIXES", "AllowEntries", "AllowEntry", "AllowList", "allow_entries"]
 
 #: How an ``allowFrom`` file's name ends (a policy folder skips no other YAML file).
 ALLOW_LIST_SUFFIXES = (".allow.yaml", ".allow.yml", ".allow.json")
@@ -45,15 +53,79 @@ class AllowEntry:
         return self.expires is None or now < self.expires
 
 
+@dataclass(frozen=True, slots=True)
+class AllowList:
+    """Allow-list entries indexed by id, so that a finding is matched by looking up each of its ids."""
+
+    entries: tuple[AllowEntry, ...] = ()
+    _by_id: Mapping[str, tuple[AllowEntry, ...]] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, entries: Iterable[AllowEntry]) -> AllowList:
+        """The list of ``entries``, indexed once."""
+        listed = tuple(entries)
+        by_id: dict[str, list[AllowEntry]] = {}
+        for entry in listed:
+            by_id.setdefault(entry.id, []).append(entry)
+        return cls(listed, {key: tuple(value) for key, value in by_id.items()})
+
+    def match(self, ids: Iterable[str], now: datetime) -> tuple[AllowEntry | None, list[AllowEntry]]:
+        """The first entry active at ``now`` that names any of ``ids`` (canonical ids), and the expired
+        entries that name them (None and those when no active one does)."""
+        expired: list[AllowEntry] = []
+        for finding_id in ids:
+            for entry in self._by_id.get(finding_id, ()):
+                if entry.active(now):
+                    return entry, []
+                expired.append(entry)
+        return None, expired
+
+
+@dataclass(frozen=True, slots=True)
+class AllowEntries:
+    """What :func:`allow_entries` read: the entries, and the allow-list files they came from."""
+
+    allow_list: AllowList
+    #: each file read, with the SHA-256 of the bytes read
+    files: tuple[tuple[Path, str], ...] = ()
+
+
 def allow_entries(
     rule: VulnerabilityRule, where: str, base: Path, problems: list[str], digest: Any
-) -> tuple[AllowEntry, ...]:
-    """The entries of ``rule.allow`` (written at ``where``) and of its ``allowFrom`` file (under ``base``,
-    the policy's folder); problems are appended, and the file's bytes go into ``digest``."""
+) -> AllowEntries:
+    """The entries of ``rule.allow`` (written at ``where``) and of its ``allowFrom`` file (in ``base``, the
+    policy's folder, or below it); problems are appended, and the file's bytes go into ``digest``."""
     entries = [_entry(e, where) for e in rule.allow]
+    files: list[tuple[Path, str]] = []
     if rule.allow_from is not None:
-        entries += _from_file(base / rule.allow_from, rule.allow_from, where, problems, digest)
-    return tuple(entries)
+        path = _inside(base, rule.allow_from, where, problems)
+        if path is not None:
+            entries += _from_file(path, rule.allow_from, where, problems, digest, files)
+    return AllowEntries(AllowList.of(entries), tuple(files))
+
+
+def _inside(base: Path, name: str, where: str, problems: list[str]) -> Path | None:
+    """``base / name`` when it lies in ``base`` (lexically and once symbolic links are followed)."""
+    written = Path(name)
+    if written.is_absolute() or ".." in written.parts:
+        problems.append(
+            f"{where}: allowFrom {name!r}: the allow-list file must lie in the policy's folder ({base}) or "
+            "below it: write a name relative to the policy, without '..'"
+        )
+        return None
+    path = base / written
+    try:
+        resolved, folder = path.resolve(), base.resolve()
+    except (OSError, RuntimeError) as error:  # a symbolic link loop
+        problems.append(f"{where}: allowFrom {name!r}: cannot resolve {path}: {error}")
+        return None
+    if not resolved.is_relative_to(folder):
+        problems.append(
+            f"{where}: allowFrom {name!r}: {path} is a symbolic link to {resolved}, outside the policy's "
+            f"folder ({folder}): keep the allow-list file itself beside the policy"
+        )
+        return None
+    return path
 
 
 def _entry(entry: AllowedVulnerability, source: str) -> AllowEntry:
@@ -61,7 +133,9 @@ def _entry(entry: AllowedVulnerability, source: str) -> AllowEntry:
     return AllowEntry(canonical_id(entry.id), entry.reason, expires, source)
 
 
-def _from_file(path: Path, name: str, where: str, problems: list[str], digest: Any) -> list[AllowEntry]:
+def _from_file(
+    path: Path, name: str, where: str, problems: list[str], digest: Any, files: list[tuple[Path, str]]
+) -> list[AllowEntry]:
     if not path.name.endswith(ALLOW_LIST_SUFFIXES):
         problems.append(
             f"{where}: allowFrom {name!r}: name the allow-list file *.allow.yaml (or .allow.yml, "
@@ -75,6 +149,7 @@ def _from_file(path: Path, name: str, where: str, problems: list[str], digest: A
         return []
     digest.update(f"{name}\0{len(raw)}\0".encode())
     digest.update(raw)
+    files.append((path, hashlib.sha256(raw).hexdigest()))
     try:
         documents = list(load_documents(decode(raw, str(path)), str(path)))
     except InputError as error:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from policies._allow_lists import AllowEntry, allow_entries
+from policies._allow_lists import AllowList, allow_entries
 from policies.cel import CelCompileError, CelProgram, compile_expression
 from policies.schema import AttestationRule, parse_duration
 from verifier.base import Document
@@ -50,7 +50,9 @@ class CompiledAttestation:
     conditions: tuple[CompiledExpression, ...] = ()
     max_age: timedelta | None = None
     #: ``vulnerabilities.allow`` and the entries of its ``allowFrom`` file.
-    allowed: tuple[AllowEntry, ...] = ()
+    allowed: AllowList = field(default_factory=AllowList)
+    #: The ``allowFrom`` file read, with the SHA-256 of its bytes (``serve`` watches it with the policies).
+    allow_files: tuple[tuple[Path, str], ...] = ()
 
     @property
     def reads_documents(self) -> bool:
@@ -79,17 +81,20 @@ def compile_attestation(
     digest: Any,
 ) -> CompiledAttestation:
     """One attestation rule compiled: its conditions, its maxAge and its allow-list."""
-    allowed: tuple[AllowEntry, ...] = ()
+    allowed: AllowList = AllowList()
+    files: tuple[tuple[Path, str], ...] = ()
     if rule.vulnerabilities is not None:
         where = (
             f"{path}:{document.line_of((*loc, 'vulnerabilities'))}: {field_path((*loc, 'vulnerabilities'))}"
         )
-        allowed = allow_entries(rule.vulnerabilities, where, path.parent, problems, digest)
+        read = allow_entries(rule.vulnerabilities, where, path.parent, problems, digest)
+        allowed, files = read.allow_list, read.files
     return CompiledAttestation(
         rule=rule,
         conditions=_compile_conditions(rule, loc, document, path, problems),
         max_age=parse_duration(rule.max_age) if rule.max_age is not None else None,
         allowed=allowed,
+        allow_files=files,
     )
 
 

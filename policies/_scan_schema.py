@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from policies.results import Action
 from policies.strict import StrictModel
-from verifier.scans import is_scan_predicate_type
+from verifier.scans import is_scan_predicate_type, scan_family
 
 __all__ = [
     "VULNERABILITY_ID",
@@ -29,9 +29,6 @@ __all__ = [
 ]
 
 DocumentKind = Literal["sbom", "scan"]
-#: The scan predicate types that can hold either an SBOM or a scan (a CycloneDX document).
-_EITHER_DOCUMENT = re.compile(r"^https://cyclonedx\.org/bom(/v1\.[0-9]+)?$")
-_SPDX_DOCUMENT = re.compile(r"^https://spdx\.dev/Document(/v2\.[23])?$")
 
 
 Severity = Literal["critical", "high", "medium", "low", "info", "none"]
@@ -106,7 +103,26 @@ class ComponentRule(StrictModel):
         for name in (*self.required, *self.banned):
             if not name.strip() or name != name.strip():
                 raise ValueError(f"component name {name!r} is empty or has surrounding white space")
+            if name.lower().startswith("pkg:"):
+                _package_purl(name)
         return self
+
+
+def _package_purl(text: str) -> None:
+    """Refuse a purl that names no one package: not a purl, or one with qualifiers or a subpath (which a
+    package's identity does not include: a ban on ``?arch=x86_64`` would read as a ban on every arch)."""
+    # imported here: a policy without purls does not load the library (start-up time, issue 15)
+    from packageurl import PackageURL  # noqa: PLC0415
+
+    try:
+        parsed = PackageURL.from_string(text)
+    except ValueError as error:
+        raise ValueError(f"component {text!r} is not a valid purl: {error}") from None
+    if parsed.qualifiers or parsed.subpath:
+        raise ValueError(
+            f"component {text!r}: name a package by its purl's type, namespace, name and version; qualifiers "
+            "and a subpath do not identify a package (leave them out)"
+        )
 
 
 def judged_document(
@@ -122,9 +138,10 @@ def judged_document(
         return document
     if not is_scan_predicate_type(predicate_type):
         return None
-    if _SPDX_DOCUMENT.fullmatch(predicate_type):
+    family = scan_family(predicate_type)
+    if family == "spdx":
         return "sbom"
-    if not _EITHER_DOCUMENT.fullmatch(predicate_type) or vulnerabilities is not None:
+    if family != "cyclonedx" or vulnerabilities is not None:  # a CycloneDX document can be either
         return "scan"
     return "sbom" if components is not None else None
 
@@ -153,10 +170,10 @@ def scan_rule_problem(
             raise ValueError(f"{key} needs {what}: {predicate_type} is no SBOM or scan")
     if document == "sbom" and vulnerabilities:
         raise ValueError("vulnerabilities are read from a scan: set `document: scan` (or leave it out)")
-    spdx = _SPDX_DOCUMENT.fullmatch(predicate_type) is not None
-    if spdx and (document == "scan" or vulnerabilities):
+    family = scan_family(predicate_type)
+    if family == "spdx" and (document == "scan" or vulnerabilities):
         raise ValueError(f"{predicate_type} is an SBOM (SPDX 2 has no vulnerabilities): no scan")
-    if document == "sbom" and not spdx and not _EITHER_DOCUMENT.fullmatch(predicate_type):
+    if document == "sbom" and family == "cosign-vuln":
         raise ValueError(f"{predicate_type} is a vulnerability scan: `document: sbom` cannot hold")
     if max_age and judged is None:
         raise ValueError(

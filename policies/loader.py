@@ -165,6 +165,29 @@ class PolicySet:
     sources: tuple[Path, ...] = field(default=())
     kinds: KindRegistry = DEFAULT_KINDS
     """The workload kinds: built-in, shipped, and the set's ``WorkloadKind`` documents."""
+    key_files: tuple[tuple[Path, str], ...] = ()
+    """The key, certificate and trust-root files the signers read, with the SHA-256 of the bytes read."""
+
+    @property
+    def allow_list_files(self) -> tuple[tuple[Path, str], ...]:
+        """The ``allowFrom`` files the policies read, each with the SHA-256 of the bytes read (``serve``
+        watches them beside the policy files)."""
+        return tuple(
+            dict.fromkeys(
+                path
+                for policy in self.policies
+                for rule in policy.image_rules
+                for entry in rule.attestations
+                for alternative in entry
+                for path in alternative.allow_files
+            )
+        )
+
+    @property
+    def read_files(self) -> tuple[tuple[Path, str], ...]:
+        """Every file besides the policy documents that the set was loaded from (allow-lists, keys), each
+        with the SHA-256 of the bytes read: ``serve`` watches them like the policy files."""
+        return tuple(dict.fromkeys((*self.allow_list_files, *self.key_files)))
 
     def signers_for(self, refs: Iterable[str]) -> dict[str, Signer]:
         """The signers named by ``refs`` (all of them exist: the loader checked)."""
@@ -248,7 +271,8 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
                 kind_docs.append((parsed, document, path))
     files = sources
 
-    signers = load_signers(key_docs, problems, digest)
+    key_files: list[tuple[Path, str]] = []
+    signers = load_signers(key_docs, problems, digest, key_files)
     kinds = registry(kind_docs, problems)
     problems += kind_name_problems(written, kinds)
     for doc, document, path in policy_docs:
@@ -264,6 +288,7 @@ def load_policy_set(paths: Path | Sequence[Path]) -> PolicySet:
         revision=f"sha256:{digest.hexdigest()}",
         sources=tuple(files),
         kinds=kinds,
+        key_files=tuple(dict.fromkeys(key_files)),
     )
 
 

@@ -9,6 +9,7 @@ digest, so that a changed key file is a new revision.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,10 +78,15 @@ class Signer:
 
 
 def load_signers(
-    docs: Sequence[tuple[TrustedKeysDocument, Document, Path]], problems: list[str], digest: Any
+    docs: Sequence[tuple[TrustedKeysDocument, Document, Path]],
+    problems: list[str],
+    digest: Any,
+    files: list[tuple[Path, str]] | None = None,
 ) -> dict[str, Signer]:
     """Every signer of ``docs`` by ``set/name``; problems (a duplicate set, a key that does not load) are
-    added to ``problems``, and key files read are added to the revision ``digest``."""
+    added to ``problems``, and key files read are added to the revision ``digest`` and, with the SHA-256
+    of the bytes read, to ``files`` (``serve`` watches them)."""
+    read_files: list[tuple[Path, str]] = [] if files is None else files
     signers: dict[str, Signer] = {}
     seen: dict[str, str] = {}
     for doc, document, path in docs:
@@ -92,14 +98,22 @@ def load_signers(
         seen[set_name] = where
         for index, key in enumerate(doc.spec.keys):
             key_where = f"{path}:{document.line_of(('spec', 'keys', index))}"
-            signer = _load_signer(f"{set_name}/{key.name}", key, path.parent, key_where, problems, digest)
+            signer = _load_signer(
+                f"{set_name}/{key.name}", key, path.parent, key_where, problems, digest, read_files
+            )
             if signer is not None:
                 signers[signer.ref] = signer
     return signers
 
 
 def _load_signer(
-    ref: str, key: TrustedKey, base: Path, where: str, problems: list[str], digest: Any
+    ref: str,
+    key: TrustedKey,
+    base: Path,
+    where: str,
+    problems: list[str],
+    digest: Any,
+    files: list[tuple[Path, str]],
 ) -> Signer | None:
     def read(name: str) -> bytes | None:
         file = base / name
@@ -110,6 +124,7 @@ def _load_signer(
             return None
         digest.update(f"{name}\0{len(data)}\0".encode())
         digest.update(data)
+        files.append((file, hashlib.sha256(data).hexdigest()))
         return data
 
     try:
@@ -131,7 +146,9 @@ def _load_signer(
         if key.notation_config is not None:
             from verifier.verification import load_notation_config  # noqa: PLC0415 - see TYPE_CHECKING
 
-            config = load_notation_config(base / key.notation_config.directory, read=_recorded(base, digest))
+            config = load_notation_config(
+                base / key.notation_config.directory, read=_recorded(base, digest, files)
+            )
             return Signer(ref, None, None, None, None, notation=config)
         if key.public_key is not None:
             public_key = PublicKey.from_pem(key.public_key.encode())
@@ -173,14 +190,16 @@ def _keyless(keyless: KeylessSigner, read: Any, base: Path) -> tuple[KeylessIden
     return identity, TrustRoot.from_bytes(root, location=str(base / keyless.trusted_root.file))
 
 
-def _recorded(base: Path, digest: Any) -> Callable[[Path], bytes]:
-    """A reader of a Notation configuration's files that adds each to the revision ``digest``."""
+def _recorded(base: Path, digest: Any, files: list[tuple[Path, str]]) -> Callable[[Path], bytes]:
+    """A reader of a Notation configuration's files that adds each to the revision ``digest`` and
+    ``files``."""
 
     def read(path: Path) -> bytes:
         data = read_limited(path, "the file")
         name = str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
         digest.update(f"{name}\0{len(data)}\0".encode())
         digest.update(data)
+        files.append((path, hashlib.sha256(data).hexdigest()))
         return data
 
     return read

@@ -34,6 +34,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from policies.cel.activation import CelActivation, prepare_activation
@@ -47,6 +48,7 @@ from verifier.attestations import (
 from verifier.base import Deadline, ImageReference, ResultCache, TrtguardError, VerificationError
 from verifier.evidence import ArtifactAttestations, EvidenceSource
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
+from verifier.scans import same_predicate_type
 from verifier.verification import (
     MODEL_SIGNING_PREDICATE,
     NoSignatures,
@@ -352,7 +354,10 @@ class VerifiedEvidence:
 
         async def compute() -> Documents[VerifiedPredicate]:
             fetched = await fetch()
-            candidates = [a for a in fetched.attestations if a.predicate_type == predicate_type]
+            # SBOM and scan types match their family (https://cyclonedx.org/bom and .../bom/v1.6): a rule
+            # naming one version must not miss a newer document attested under another (docs/scans.md).
+            counts = partial(same_predicate_type, predicate_type) if scans else predicate_type.__eq__
+            candidates = [a for a in fetched.attestations if counts(a.predicate_type)]
             trust = self._statement_trust(keys, threshold)
             verified: list[VerifiedPredicate] = []
             unreadable: list[str] = []
@@ -367,7 +372,7 @@ class VerifiedEvidence:
             if verified or unreadable:
                 return Documents(tuple(verified), tuple(unreadable), tuple(refused))
             why = f" signed by [{', '.join(keys)}]: {'; '.join(refused)}" if refused else ""
-            elsewhere = fetched.about_other_digests(predicate_type)
+            elsewhere = fetched.about_other_digests(predicate_type, counts=counts)
             raise VerificationError(f"no attestation of type {predicate_type}{why}{elsewhere}")
 
         key = self._key("predicates", reference, predicate_type, tuple(keys), threshold, scans)

@@ -12,6 +12,7 @@ verified statement is about this artifact's engine at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -196,9 +197,13 @@ class ArtifactAttestations:
     #: about other digests: they never count, but a message that finds none about the artifact names them.
     elsewhere: tuple[Attestation, ...] = ()
 
-    def about_other_digests(self, predicate_type: str, shown: int = 3) -> str:
-        """``; found N about other digests: ORIGIN (about sha256:…), …`` for ``predicate_type``, or ``""``."""
-        other = [a for a in self.elsewhere if a.predicate_type == predicate_type]
+    def about_other_digests(
+        self, predicate_type: str, shown: int = 3, *, counts: Callable[[str], bool] | None = None
+    ) -> str:
+        """``; found N about other digests: ORIGIN (about sha256:…), …`` for ``predicate_type`` (or the
+        types ``counts`` accepts: a family of SBOM or scan types), or ``""``."""
+        accepts = counts or predicate_type.__eq__
+        other = [a for a in self.elsewhere if accepts(a.predicate_type)]
         if not other:
             return ""
         named = ", ".join(

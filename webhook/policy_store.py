@@ -178,7 +178,9 @@ class PolicyStore:
         """Compiled files or the loader's error (blocking), ``None`` once they differ from ``fingerprint``.
 
         The loader reads the files once more after ``fingerprint`` was taken: only when they are unchanged
-        afterwards is the outcome known to come from those files and no mix of old and new ones.
+        afterwards is the outcome known to come from those files and no mix of old and new ones. The
+        other files a new set reads (allow-lists, keys) are checked against the bytes it read, and the
+        fingerprint that :meth:`_swap` keeps covers them from then on.
         """
         try:
             policy_set = load_policy_set(self.path)
@@ -187,12 +189,23 @@ class PolicyStore:
             )
         except TrtguardError as error:
             result = error
-        return result if self._read_fingerprint() == fingerprint else None
+        if self._read_fingerprint() != fingerprint:
+            return None
+        if isinstance(result, LoadedPolicies):
+            for path, digest in result.policy_set.read_files:
+                if _file_digest(path) != digest:
+                    return None  # an allow-list or key file changed after the loader read it
+        return result
 
     def _swap(self, loaded: LoadedPolicies, fingerprint: str) -> None:
         previous = self._revision()
+        before = self._current.policy_set.read_files if self._current is not None else ()
         self._current = loaded
-        self._fingerprint = fingerprint
+        # The fingerprint was read with the files the set before read; when the new set reads others, read
+        # it again with them (their bytes were checked against the loaded ones just now).
+        self._fingerprint = (
+            fingerprint if loaded.policy_set.read_files == before else self._read_fingerprint()
+        )
         self.last_failure = None
         _log.info(
             "policies loaded",
@@ -219,10 +232,11 @@ class PolicyStore:
 
         That covers the files ``policies.loader.policy_files`` picks (dot-files included) and key files kept
         under the policy folder. Directories whose name starts with a dot are not entered, like the loader
-        does: Kubernetes keeps ConfigMap versions in ``..2024_…`` folders and deletes old ones at any time. A
-        key file that a ``TrustedKeys`` ``file:`` entry names outside the folder (or beside a single policy
-        file) is not covered, because the loaded :class:`PolicySet` does not say which files those are: a
-        change to it takes effect with the next change of a policy file, or a restart.
+        does: Kubernetes keeps ConfigMap versions in ``..2024_…`` folders and deletes old ones at any time.
+        The other files the set in force read are covered as well (:attr:`PolicySet.read_files`: ``allowFrom``
+        lists and the key, certificate and Notation files of its signers, read beside the walk, which misses
+        one beside a single policy file, outside the folder or in a dot-folder), so that an edited allow-list
+        or key goes live, or is refused, like an edited policy.
         """
         if not self.path.exists():
             return "missing"
@@ -240,9 +254,11 @@ class PolicyStore:
         return digest.hexdigest()
 
     def _watched_files(self) -> list[tuple[str, Path]]:
+        read = self._current.policy_set.read_files if self._current is not None else ()
+        extra = [(f"\0read\0{path}", path) for path, _ in read]
         if self.path.is_file():
-            return [(self.path.name, self.path)]
-        found: list[tuple[str, Path]] = []
+            return [(self.path.name, self.path), *extra]
+        found: list[tuple[str, Path]] = extra
         # os.walk skips a folder that vanished while it walks (it reports it to onerror, which is unset).
         for folder, subfolders, files in os.walk(self.path):
             subfolders[:] = [name for name in subfolders if not name.startswith(".")]
@@ -251,3 +267,11 @@ class PolicyStore:
                 candidate = base / name
                 found.append((str(candidate.relative_to(self.path)), candidate))
         return sorted(found)
+
+
+def _file_digest(path: Path) -> str | None:
+    """SHA-256 of the file's bytes (None when it cannot be read)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None

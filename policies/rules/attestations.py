@@ -1,8 +1,10 @@
 """Image attestations that read what the document says (``images[].attestations[]``, docs/scans.md).
 
-The attestation must be signed by the rule's signers and, for SBOMs and scans (:mod:`verifier.scans`), the
-newest one by the time it records is judged, among the documents of the kind the rule judges
-(``document``: an SBOM is no scan). A document dated in the future (beyond
+The attestation must be signed by the rule's signers and, for SBOMs and scans (:mod:`verifier.scans`, any
+member of the predicate type's family), the newest one by the time it records is judged, among the
+documents of the role the rule judges (``document``: an SBOM is no scan, a VEX document neither); documents
+that tie for the newest are all judged (each must hold, so the stricter wins), and a rule that judges no
+one role judges the newest of each. A document dated in the future (beyond
 :data:`~policies.rules.evaluation.CLOCK_SKEW`) is refused whatever the rule says: it would be the newest
 until that time came and hide every document attested before it. ``maxAge`` measures a scan from the older
 of its run and its vulnerability database, an SBOM from its making. For other predicate types every
@@ -33,12 +35,13 @@ from typing import Any, Final
 
 from policies.cel import MISSING_KEY_HINT, CelEvaluationError, prepare_activation
 from policies.loader import CompiledAttestation, CompiledExpression
+from policies.rules._components import check_components
 from policies.rules.evaluation import CLOCK_SKEW, Evaluation
 from policies.rules.findings import Findings, Refusal
-from policies.schema import AttestationRule, ComponentRule
+from policies.schema import AttestationRule
 from policies.verified import VerifiedPredicate
 from verifier.base import ImageReference
-from verifier.scans import SEVERITY_ORDER, Component, canonical_id, component_from, is_scan_predicate_type
+from verifier.scans import SEVERITY_ORDER, canonical_id, is_scan_predicate_type
 
 __all__ = ["check"]
 
@@ -76,19 +79,12 @@ async def check(
         )
     kind = rule.judges()
     readable = list(documents.readable)
-    if kind == "scan":
-        # An SBOM is no scan: a fresh SBOM must not pass for a fresh scan (docs/scans.md).
-        readable = [d for d in readable if d.scan is not None and d.scan.is_scan]
+    if scans and kind is not None:
+        # Only documents of the role the rule needs count: a fresh SBOM must not pass for a fresh scan, nor
+        # a newer scan or VEX document hide the SBOM a components rule reads (docs/scans.md).
+        readable = [d for d in readable if d.scan is not None and d.scan.role == kind]
         if documents.readable and not readable:
-            found.add(
-                f"{rule_id}.document",
-                f"cannot tell whether the image was scanned: none of the {len(documents.readable)} signed "
-                f"{rule.predicate_type} document(s) is a vulnerability scan (a CycloneDX document without a "
-                "'vulnerabilities' list is an SBOM)",
-                "attest the scan in cosign's vulnerability predicate (`--type "
-                "https://cosign.sigstore.dev/attestation/vuln/v1`), or have the scanner write the list",
-                indeterminate=True,
-            )
+            _none_of_the_role(found, rule_id, rule, kind, len(documents.readable))
     if not readable:
         return []
     judged = _judged(run, pinned, rule, readable) if scans else readable
@@ -104,28 +100,68 @@ async def check(
         if document.scan is not None and rule.vulnerabilities is not None:
             _vulnerabilities(run, found, f"{rule_id}.vulnerabilities", compiled, document, pinned)
         if document.scan is not None and rule.components is not None:
-            _components(found, f"{rule_id}.components", rule.components, document)
+            check_components(
+                found,
+                f"{rule_id}.components",
+                required=rule.components.required,
+                banned=rule.components.banned,
+                listed=document.scan.components,
+                origin=document.origin,
+            )
         if not await _conditions(run, found, rule_id, compiled.conditions, document):
             break  # one failing document is enough to say what is wrong
     return judged
 
 
+def _none_of_the_role(found: Findings, rule_id: str, rule: AttestationRule, kind: str, count: int) -> None:
+    """Documents were signed, but none is of the role the rule judges: "cannot tell"."""
+    if kind == "scan":
+        what = (
+            "whether the image was scanned: none of the {count} signed {type} document(s) says it is a "
+            "vulnerability scan (a CycloneDX document that reports no finding is an SBOM, whether its "
+            "'vulnerabilities' list is empty or absent; one whose every finding carries a VEX analysis is a "
+            "VEX document)"
+        )
+        fix = (
+            "attest the scan in cosign's vulnerability predicate (`--type "
+            "https://cosign.sigstore.dev/attestation/vuln/v1`), which says it is a scan"
+        )
+    else:
+        what = (
+            "what the image contains: none of the {count} signed {type} document(s) is an SBOM (a document "
+            "that reports findings is a scan or a VEX document, never read as the image's inventory)"
+        )
+        fix = "attest the SBOM itself (or say `document: scan` to read the components a scan lists)"
+    found.add(
+        f"{rule_id}.document",
+        "cannot tell " + what.format(count=count, type=rule.predicate_type),
+        fix,
+        indeterminate=True,
+        unknown=rule.components.unknown if kind == "sbom" and rule.components else None,
+    )
+
+
 def _tells(
     found: Findings, rule_id: str, rule: AttestationRule, kind: str, document: VerifiedPredicate
 ) -> bool:
-    """Whether ``document`` can tell what a rule over its ``kind`` reads: an SBOM that lists components, a
-    scan that audited what it lists. Otherwise the rule cannot tell (``onIndeterminate``)."""
+    """Whether ``document`` can tell what a rule over its ``kind`` reads: components that a components rule
+    reads (of an SBOM, or of a scan), a scan that audited what it lists. Otherwise the rule cannot tell
+    (``onIndeterminate``)."""
     scan = document.scan
     if scan is None:
         return True
-    if kind == "sbom" and not scan.components:
-        what = "the SBOM lists no component (an empty BOM says nothing about the image)"
-        fix = "generate the SBOM from the image itself (not offline, not from an empty environment)"
-        unknown = rule.components.unknown if rule.components else None
-    elif kind == "scan" and scan.vulnerabilities is None:
+    if kind == "scan" and scan.vulnerabilities is None:
         what = "; ".join(scan.unknowns) or "the scan records no findings list"
         fix = "scan again so that every package is audited, and attest the result (docs/scans.md)"
         unknown = rule.vulnerabilities.unknown if rule.vulnerabilities else None
+    elif (kind == "sbom" or rule.components is not None) and not scan.components:
+        # a components rule never passes on a document that lists nothing (a Trivy report without
+        # --list-all-pkgs, an empty BOM): its bans would hold vacuously
+        what = f"the {'SBOM' if kind == 'sbom' else 'scan'} lists no component" + (
+            " (an empty BOM says nothing about the image)" if kind == "sbom" else " to check the rule against"
+        )
+        fix = "generate the document from the image itself, listing every package (docs/scans.md)"
+        unknown = rule.components.unknown if rule.components else None
     else:
         return True
     found.add(
@@ -138,24 +174,42 @@ def _tells(
     return False
 
 
+#: The order in which a rule that judges no one role judges the newest document of each.
+_ROLES: Final = ("sbom", "scan", "vex")
+
+
 def _judged(
     run: Evaluation, pinned: ImageReference, rule: AttestationRule, verified: Sequence[VerifiedPredicate]
 ) -> list[VerifiedPredicate]:
-    """The documents that describe the image now: the newest by the time it records.
+    """The documents that describe the image now: the newest of each role among ``verified`` (all of one
+    role when the rule judges one), every one that ties for the newest."""
+    by_role = {role: [d for d in verified if d.scan is not None and d.scan.role == role] for role in _ROLES}
+    return [d for role in _ROLES for d in _newest(run, pinned, rule, by_role[role])]
+
+
+def _newest(
+    run: Evaluation, pinned: ImageReference, rule: AttestationRule, verified: Sequence[VerifiedPredicate]
+) -> list[VerifiedPredicate]:
+    """The newest of ``verified`` by the time each records; all of those that tie, in a fixed order (their
+    statement digests), so that which of two documents of one time is judged never depends on the order
+    they were found in: both are, and each must hold.
 
     An undated document is never the newest: beside dated ones it is left out (and noted), and when none
     records a time every one is judged (which of them describes the image cannot be told).
     """
-    dated = [(d.scan.scanned_at, d) for d in verified if d.scan is not None and d.scan.scanned_at is not None]
+    dated = [d for d in verified if d.scan is not None and d.scan.scanned_at is not None]
     if not dated:
-        return list(verified)
+        return sorted(verified, key=lambda d: d.digest)
     for document in verified:
         if document.scan is None or document.scan.scanned_at is None:
             run.note(
                 f"image {pinned}: the {rule.predicate_type} attestation {document.origin} records no time, "
                 "so the newest dated one was judged instead"
             )
-    return [max(dated, key=lambda pair: pair[0])[1]]
+    newest = max(d.scan.scanned_at for d in dated if d.scan is not None and d.scan.scanned_at is not None)
+    return sorted(
+        (d for d in dated if d.scan is not None and d.scan.scanned_at == newest), key=lambda d: d.digest
+    )
 
 
 def _from_the_future(
@@ -285,7 +339,6 @@ def _time(moment: datetime | None) -> str:
     return moment.isoformat().replace("+00:00", "Z") if moment is not None else "?"
 
 
-_PEP503: Final = re.compile(r"[-_.]+")
 #: Findings named in one message at most (the rest are counted).
 _SHOWN: Final = 8
 
@@ -304,7 +357,6 @@ def _vulnerabilities(
     if rule is None or scan is None or scan.vulnerabilities is None:
         return  # a scan that cannot tell is said once, by the rule's document check
     now = run.clock()
-    active = {entry.id for entry in compiled.allowed if entry.active(now)}
     limit = SEVERITY_ORDER.index(rule.max_severity)
     above: list[str] = []
     unrated: list[str] = []
@@ -312,9 +364,9 @@ def _vulnerabilities(
         if not finding.affected:
             continue
         ids = finding.ids
-        if any(i in active for i in ids):
+        admitted, expired = compiled.allowed.match(ids, now)  # one lookup per id (linear: S1)
+        if admitted is not None:
             continue
-        expired = [e for e in compiled.allowed if e.id in ids and not e.active(now)]
         for entry in expired:
             run.note(
                 f"image {pinned}: the allow-list entry {entry.id} ({entry.source}) expired at "
@@ -346,57 +398,6 @@ def _vulnerabilities(
             indeterminate=True,
             unknown=rule.unknown,
         )
-
-
-def _components(found: Findings, rule_id: str, rule: ComponentRule, document: VerifiedPredicate) -> None:
-    """``components``: every ``required`` name is listed, and no ``banned`` one."""
-    scan = document.scan
-    if scan is None or not scan.components:
-        return  # an empty SBOM is said once, by the rule's document check
-    listed = scan.components
-    missing = [name for name in rule.required if not any(_matches(name, c) for c in listed)]
-    if missing:
-        found.add(
-            f"{rule_id}.required",
-            f"the SBOM ({document.origin}) does not list {', '.join(missing)}",
-            "build the image with the required components, then generate and attest its SBOM again",
-        )
-    banned = [
-        f"{name} (listed as {c.raw_name}{f' {c.version}' if c.version else ''})"
-        for name in rule.banned
-        for c in listed
-        if _matches(name, c)
-    ]
-    if banned:
-        found.add(
-            f"{rule_id}.banned",
-            f"the SBOM ({document.origin}) lists banned component(s): {_listed(list(dict.fromkeys(banned)))}",
-            "remove the banned components from the image, then generate and attest its SBOM again",
-        )
-
-
-def _matches(name: str, component: Component) -> bool:
-    """Whether the policy's ``name`` (a name in its ecosystem's spelling, or a purl) is ``component``."""
-    if name.startswith("pkg:"):
-        wanted = component_from(name, None, name)
-        if wanted.ecosystem is None:  # not a purl after all: compare as a name
-            return _same_name(name, component)
-        if component.ecosystem is not None:
-            return component.ecosystem == wanted.ecosystem and component.package == wanted.package
-        # Without a purl the component's ecosystem is unknown: its written name must be the package's.
-        return _loose(component.package) == _loose(wanted.package)
-    return _same_name(name, component)
-
-
-def _same_name(name: str, component: Component) -> bool:
-    if component.ecosystem is None or component.ecosystem == "pypi":
-        return _loose(component.package) == _loose(name)
-    return component.package == name.lower()
-
-
-def _loose(name: str) -> str:
-    """PEP 503: ``Typing_Extensions`` and ``typing.extensions`` are ``typing-extensions``."""
-    return _PEP503.sub("-", name).lower()
 
 
 def _listed(items: Iterable[str]) -> str:

@@ -55,8 +55,23 @@ async def verify(
             indeterminate=True,
         )
         return None
-    # Several signed manifests for one engine: the newest build is the one that describes it.
-    verified = max(documents.readable, key=lambda v: v.manifest.build_timestamp)
+    # Several signed manifests for one engine: the newest build is the one that describes it. Two different
+    # ones of the same newest time cannot be told apart: judging either would depend on the order they were
+    # found in, so it cannot tell (docs/scans.md, "Ties").
+    newest = max(v.manifest.build_timestamp for v in documents.readable)
+    tied = sorted(
+        (v for v in documents.readable if v.manifest.build_timestamp == newest), key=lambda v: v.digest
+    )
+    if len(tied) > 1:
+        found.add(
+            "models.buildManifest",
+            f"cannot tell which build manifest describes the engine: {', '.join(v.origin for v in tied)} "
+            f"record the same build time ({newest}) and say different things",
+            "remove the manifests that do not describe the engine, or sign one manifest per build",
+            indeterminate=True,
+        )
+        return None
+    [verified] = tied
     manifest = verified.manifest
     ahead = manifest.build_timestamp - run.clock()
     if ahead > CLOCK_SKEW:

@@ -65,9 +65,16 @@ def _time(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+#: A clean scan: 609 without the advisory's CRITICAL rating (nothing affected above medium). A CycloneDX
+#: document that reports no finding is an SBOM, never a clean scan (docs/scans.md).
+CLEAN = "clean"
+
+
 def _document(name: str, made: datetime | None) -> dict[str, Any]:
-    document: dict[str, Any] = json.loads((DATA / name).read_text())
-    document.setdefault("vulnerabilities", [])  # 606 is a clean scan (see docs/scans.md)
+    source = "609-cyclonedx-vex-pyyaml-ratings.cdx.json" if name == CLEAN else name
+    document: dict[str, Any] = json.loads((DATA / source).read_text())
+    if name == CLEAN:
+        document["vulnerabilities"][0]["ratings"] = document["vulnerabilities"][0]["ratings"][:1]
     if made is None:
         document.pop("metadata", None)
     else:
@@ -80,7 +87,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("newest-evidence")
     material = Material(root)
     now = datetime.now(UTC)
-    critical, clean = "609-cyclonedx-vex-pyyaml-ratings.cdx.json", "606-pip-audit-clean.cdx.json"
+    critical, clean = "609-cyclonedx-vex-pyyaml-ratings.cdx.json", CLEAN
     unreadable = _document(critical, now - timedelta(hours=1))
     unreadable["components"][0]["version"] = 5.3  # signed, but not a CycloneDX document
     documents: dict[str, list[tuple[str | dict[str, Any], datetime | None, str]]] = {

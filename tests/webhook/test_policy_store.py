@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from policies.loader import PolicyLoadError, PolicySet, load_policy_set, policy_files
+from tests.policies.conftest import Material as PolicyMaterial
 from tests.support.harness import WaitUntil
 from trtguard.demo.material import Material
 from verifier.evidence_folder import LocalEvidence
@@ -328,3 +329,66 @@ async def test_a_slow_load_does_not_stall_the_event_loop(
         worst = max(worst, time.perf_counter() - started)
     assert reload.result() is True
     assert worst < 0.25, f"the event loop stalled for {worst:.2f} s"
+
+
+def _scan_policy(material: PolicyMaterial, allow_from: str) -> str:
+    """A TrustedKeys document and a policy whose vulnerabilities rule reads ``allow_from``."""
+    keys = material.keys_file("scanner").read_text()
+    rule = (
+        "apiVersion: trtguard.dev/v1alpha1\nkind: InferencePolicy\nmetadata: {name: scanned}\n"
+        "spec:\n  match: {namespaces: [prod]}\n  images:\n    - name: runtime\n"
+        "      match: ['nvcr.io/nvidia/tensorrt:*']\n      attestations:\n"
+        "        - predicateType: https://cosign.sigstore.dev/attestation/vuln/v1\n"
+        "          keys: [platform/scanner]\n"
+        f"          vulnerabilities: {{maxSeverity: high, allowFrom: {allow_from}}}\n"
+    )
+    return f"{keys}\n---\n{rule}"
+
+
+@pytest.mark.parametrize("layout", ["single-file", "dot-folder"])
+async def test_an_edited_allow_list_is_reloaded(tmp_path: Path, layout: str) -> None:
+    # attack finding F3: the policies reloaded, the allowFrom file was read once (beside a single policy
+    # file, or in a folder the walk does not enter)
+    material = PolicyMaterial(tmp_path)
+    folder = tmp_path / "policies"
+    (folder / ".lists").mkdir(parents=True)
+    name = "exceptions.allow.yaml" if layout == "single-file" else ".lists/exceptions.allow.yaml"
+    (folder / "policy.yaml").write_text(_scan_policy(material, name))
+    allow_list = folder / name
+    allow_list.write_text("- {id: CVE-2020-14343, reason: not reachable}\n")
+    store = PolicyStore(
+        folder / "policy.yaml" if layout == "single-file" else folder,
+        LocalEvidence(material.attestations),
+        settle=0.05,
+    )
+    loaded = store.load()
+    assert await store.reload_if_changed() is None  # nothing changed: no reload of the same files
+    allow_list.write_text("- {id: CVE-2020-14343, reason: not reachable}\n- {id: CVE-2020-1747, reason: r}\n")
+    assert await store.reload_if_changed() is True
+    assert store.current is not None and store.current.revision != loaded.revision
+    assert await store.reload_if_changed() is None
+    allow_list.write_text("- {id: 'not an id', reason: r}\n")  # a broken edit keeps the set in force
+    assert await store.reload_if_changed() is False
+    assert store.last_failure is not None and "exceptions.allow.yaml" in store.last_failure.message
+
+
+async def test_an_edited_key_file_beside_a_single_policy_file_is_reloaded(tmp_path: Path) -> None:
+    # the family of F3: a TrustedKeys `file:` beside a single --policies file was read once
+    material = PolicyMaterial(tmp_path)
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    key = material.key("scanner").public_key()
+    (folder / "scanner.pem").write_bytes(key.to_pem())
+    keys = (
+        "apiVersion: trtguard.dev/v1alpha1\nkind: TrustedKeys\nmetadata: {name: platform}\n"
+        "spec:\n  keys:\n    - {name: scanner, file: scanner.pem}\n"
+    )
+    policy = _scan_policy(material, "x.allow.yaml").split("\n---\n", 1)[1]
+    (folder / "x.allow.yaml").write_text("[]\n")
+    (folder / "policy.yaml").write_text(f"{keys}---\n{policy}")
+    store = PolicyStore(folder / "policy.yaml", LocalEvidence(material.attestations), settle=0.05)
+    loaded = store.load()
+    assert await store.reload_if_changed() is None
+    (folder / "scanner.pem").write_bytes(material.key("rotated").public_key().to_pem())
+    assert await store.reload_if_changed() is True
+    assert store.current is not None and store.current.revision != loaded.revision

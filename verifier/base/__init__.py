@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         short_repr,
         shorten,
     )
-    from verifier.base._visible import visible
+    from verifier.base._visible import hidden, visible
     from verifier.base._yamldoc import Document, decode, load_document, load_documents, load_each_document
 
 #: Where each public name lives.
@@ -48,7 +48,7 @@ _HOMES: dict[str, str] = {
         ("field_problems", "format_path", "input_error_from_validation", "short_repr", "shorten"),
         "verifier.base._validation",
     ),
-    "visible": "verifier.base._visible",
+    **dict.fromkeys(("hidden", "visible"), "verifier.base._visible"),
     **dict.fromkeys(
         ("Document", "decode", "load_document", "load_documents", "load_each_document"),
         "verifier.base._yamldoc",
@@ -73,6 +73,7 @@ __all__ = [
     "field_problems",
     "format_path",
     "hash_file",
+    "hidden",
     "input_error_from_validation",
     "is_sha256_hex",
     "load_document",

@@ -1,13 +1,18 @@
 """SBOMs and vulnerability scans: the predicates trtguard reads, by predicate type, into one shape.
 
 =====================================================  ===============================================
-predicate type                                         what the predicate is
+predicate type family                                  what the predicate is
 =====================================================  ===============================================
-``https://cyclonedx.org/bom`` (and ``.../bom/v1.N``)   a CycloneDX JSON document (SBOM, scan, VEX)
-``https://spdx.dev/Document`` (and ``.../v2.2|v2.3``)  an SPDX 2.2/2.3 JSON document (SBOM)
-``https://cosign.sigstore.dev/attestation/vuln/v1``    cosign's vulnerability predicate around a Trivy,
-                                                       pip-audit or CycloneDX result
+``https://cyclonedx.org/bom`` (and ``.../bom/vN.N``)   a CycloneDX JSON document (SBOM, scan, VEX)
+``https://spdx.dev/Document`` (and ``.../vN.N``)       an SPDX 2.2/2.3 JSON document (SBOM)
+``https://cosign.sigstore.dev/attestation/vuln/vN``    cosign's vulnerability predicate around a Trivy,
+(and without its scheme, as cosign < 1.3 wrote it)     pip-audit or CycloneDX result
 =====================================================  ===============================================
+
+Each row is a *family*: a rule naming any member judges the documents of every member
+(:func:`same_predicate_type`), so that a rule on ``https://cyclonedx.org/bom`` sees a document attested as
+``.../bom/v1.5``, and a rule on ``.../bom/v1.4`` does not miss a newer ``v1.6`` document with findings. A
+member trtguard cannot read (SPDX 3) is "cannot tell", never left out.
 
 The statement around them may be in-toto v1 or v0.1 (cosign still writes v0.1); the caller verifies it.
 :func:`read_scan` reads the predicate into a :class:`~verifier.scans.model.ScanDocument`; docs/scans.md
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
         Vulnerability,
         canonical_id,
         component_from,
+        normal_text,
     )
 
 __all__ = [
@@ -46,26 +52,46 @@ __all__ = [
     "canonical_id",
     "component_from",
     "is_scan_predicate_type",
+    "normal_text",
     "read_scan",
+    "same_predicate_type",
+    "scan_family",
 ]
 
 CYCLONEDX_PREDICATE_TYPE: Final = "https://cyclonedx.org/bom"
 SPDX_PREDICATE_TYPE: Final = "https://spdx.dev/Document"
 COSIGN_VULN_PREDICATE_TYPE: Final = "https://cosign.sigstore.dev/attestation/vuln/v1"
 
-_CYCLONEDX: Final = re.compile(r"https://cyclonedx\.org/bom(/v1\.[0-9]+)?")
-_SPDX: Final = re.compile(r"https://spdx\.dev/Document(/v2\.[23])?")
-# cosign releases before 1.3 wrote the type without its scheme
-_COSIGN_VULN: Final = frozenset({COSIGN_VULN_PREDICATE_TYPE, "cosign.sigstore.dev/attestation/vuln/v1"})
+_VERSION: Final = r"(/v[0-9]+(\.[0-9]+)*)?"
+# The families, each an explicit base and an optional "/vN[.N...]" (cosign's always has one; cosign releases
+# before 1.3 wrote it without its scheme).
+_FAMILIES: Final = (
+    ("cyclonedx", re.compile(r"https://cyclonedx\.org/bom" + _VERSION)),
+    ("spdx", re.compile(r"https://spdx\.dev/Document" + _VERSION)),
+    ("cosign-vuln", re.compile(r"(https://)?cosign\.sigstore\.dev/attestation/vuln/v[0-9]+(\.[0-9]+)*")),
+)
+
+
+def scan_family(predicate_type: str) -> str | None:
+    """The SBOM or scan family of a predicate type (``cyclonedx``, ``spdx``, ``cosign-vuln``), or None."""
+    for name, pattern in _FAMILIES:
+        if pattern.fullmatch(predicate_type):
+            return name
+    return None
 
 
 def is_scan_predicate_type(predicate_type: str) -> bool:
-    """Whether :func:`read_scan` reads predicates of this type."""
-    return bool(
-        _CYCLONEDX.fullmatch(predicate_type)
-        or _SPDX.fullmatch(predicate_type)
-        or predicate_type in _COSIGN_VULN
-    )
+    """Whether :func:`read_scan` reads predicates of this type (a member of an SBOM or scan family)."""
+    return scan_family(predicate_type) is not None
+
+
+def same_predicate_type(wanted: str, found: str) -> bool:
+    """Whether a document attested as ``found`` counts for a rule on ``wanted``: the same type, or members
+    of one SBOM or scan family (``https://cyclonedx.org/bom`` and ``.../bom/v1.6``)."""
+    if wanted == found:
+        return True
+    family = scan_family(wanted)
+    return family is not None and scan_family(found) == family
 
 
 def read_scan(predicate_type: str, predicate: Mapping[str, Any], source: str) -> ScanDocument:
@@ -75,15 +101,16 @@ def read_scan(predicate_type: str, predicate: Mapping[str, Any], source: str) ->
     not a document of that type.
     """
     # The readers are imported here: see the module's docstring.
-    if _CYCLONEDX.fullmatch(predicate_type):
+    family = scan_family(predicate_type)
+    if family == "cyclonedx":
         from verifier.scans.cyclonedx import read_cyclonedx  # noqa: PLC0415
 
         return read_cyclonedx(predicate, source)
-    if _SPDX.fullmatch(predicate_type):
+    if family == "spdx":
         from verifier.scans.spdx import read_spdx  # noqa: PLC0415
 
         return read_spdx(predicate, source)
-    if predicate_type in _COSIGN_VULN:
+    if family == "cosign-vuln":
         from verifier.scans.cosign import read_cosign_vuln  # noqa: PLC0415
 
         return read_cosign_vuln(predicate, source)
@@ -95,7 +122,15 @@ def read_scan(predicate_type: str, predicate: Mapping[str, Any], source: str) ->
 
 
 _MODEL_NAMES: Final = frozenset(
-    {"SEVERITY_ORDER", "Component", "ScanDocument", "Vulnerability", "canonical_id", "component_from"}
+    {
+        "SEVERITY_ORDER",
+        "Component",
+        "ScanDocument",
+        "Vulnerability",
+        "canonical_id",
+        "component_from",
+        "normal_text",
+    }
 )
 
 

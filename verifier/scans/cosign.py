@@ -5,6 +5,12 @@ report, or a CycloneDX document.
 The wrapper says the document is a vulnerability scan, and when: ``metadata.scanFinishedOn`` (else
 ``scanStartedOn``; Go's zero time ``0001-01-01T00:00:00Z`` counts as absent). ``scanner.db.version`` is free
 text; where it is an RFC 3339 time it is taken as the time the vulnerability database was built.
+
+What the result inside cannot tell is never a clean scan (docs/scans.md): a pip-audit dependency that was
+skipped, or that has no ``vulns`` list; a Trivy report with no package results (it did not look for
+vulnerabilities: ``--scanners secret``), a result of a package type Trivy has no vulnerability data for
+(conda: Trivy writes the same result as for a clean one), an operating system Trivy found but did not scan
+(unsupported: no OS result) or whose distribution no longer publishes security data (``EOSL``).
 """
 
 from __future__ import annotations
@@ -33,6 +39,19 @@ __all__ = ["read_cosign_vuln"]
 
 #: Trivy's VendorSeverity numbers.
 _TRIVY_SEVERITIES: Final = {1: "low", 2: "medium", 3: "high", 4: "critical"}
+#: Trivy's result classes that carry vulnerabilities (others: config, secret, license, custom).
+_TRIVY_PACKAGE_CLASSES: Final = frozenset({"os-pkgs", "lang-pkgs"})
+#: The language package types Trivy looks up in its vulnerability database (its detector's list,
+#: pkg/detector/library/driver.go); for any other type (conda-pkg, conda-environment, a type added after
+#: this list) it writes a result with no findings that reads like a clean one.
+TRIVY_SCANNED_LANGUAGE_TYPES: Final = frozenset(
+    {
+        "bundler", "gemspec", "rustbinary", "cargo", "composer", "composer-vendor", "gobinary", "gomod",
+        "jar", "pom", "gradle", "sbt", "npm", "yarn", "pnpm", "bun", "node-pkg", "javascript", "nuget",
+        "dotnet-core", "packages-props", "pipenv", "poetry", "pip", "python-pkg", "uv", "pylock", "pub",
+        "hex", "conan", "swift", "cocoapods", "bitnami", "kubernetes", "julia",
+    }
+)  # fmt: skip
 
 
 class _Model(BaseModel):
@@ -73,6 +92,7 @@ class _PipAuditDependency(_Model):
     name: str
     version: str | None = None
     vulns: list[_PipAuditVuln] | None = None
+    """Absent (not an empty list): the dependency's findings are not recorded."""
     skip_reason: str | None = None
 
 
@@ -94,6 +114,7 @@ class _TrivyPackage(_Model):
 
 
 class _TrivyCvss(_Model):
+    v40_score: float | None = Field(default=None, alias="V40Score")
     v3_score: float | None = Field(default=None, alias="V3Score")
     v2_score: float | None = Field(default=None, alias="V2Score")
 
@@ -113,12 +134,25 @@ class _TrivyVulnerability(_Model):
 
 class _TrivyResult(_Model):
     target: str = Field(alias="Target")
+    result_class: str | None = Field(default=None, alias="Class")
+    type: str | None = Field(default=None, alias="Type")
     packages: list[_TrivyPackage] | None = Field(default=None, alias="Packages")
     vulnerabilities: list[_TrivyVulnerability] | None = Field(default=None, alias="Vulnerabilities")
 
 
+class _TrivyOs(_Model):
+    family: str | None = Field(default=None, alias="Family")
+    name: str | None = Field(default=None, alias="Name")
+    eosl: bool = Field(default=False, alias="EOSL")
+
+
+class _TrivyMetadata(_Model):
+    os: _TrivyOs | None = Field(default=None, alias="OS")
+
+
 class _Trivy(_Model):
     schema_version: int = Field(alias="SchemaVersion")
+    metadata: _TrivyMetadata | None = Field(default=None, alias="Metadata")
     results: list[_TrivyResult] | None = Field(default=None, alias="Results")
 
 
@@ -166,7 +200,7 @@ def read_cosign_vuln(data: Mapping[str, Any], source: str) -> ScanDocument:
         skipped=document.skipped,
         scanner=predicate.scanner.uri or None,
         unknowns=tuple(time_unknowns + unknowns),
-        is_scan=True,  # the predicate says it is one
+        role="scan",  # the predicate says it is one
     )
 
 
@@ -195,6 +229,9 @@ def _pip_audit(result: Mapping[str, Any], source: str) -> ScanDocument:
         if dependency.skip_reason is not None:
             skipped.append((component.name, dependency.skip_reason))
             continue
+        if dependency.vulns is None:  # pip-audit writes "vulns": [] for a dependency it audited clean
+            skipped.append((component.name, "the report records no findings list for it ('vulns')"))
+            continue
         components.append(component)
         vulnerabilities += [
             Vulnerability(id=v.id, aliases=tuple(v.aliases or ()), components=(component.name,))
@@ -220,25 +257,78 @@ def _trivy(result: Mapping[str, Any], source: str) -> ScanDocument:
         raise input_error_from_validation(error, source, what="the Trivy report") from None
     unknowns: list[str] = []
     results = report.results or []
+    scanned = [r for r in results if r.result_class in _TRIVY_PACKAGE_CLASSES]
     components = [
         component_from(p.name, p.version, p.identifier.purl if p.identifier else None)
-        for r in results
+        for r in scanned
         for p in r.packages or []
     ]
-    vulnerabilities = [_trivy_vulnerability(v) for r in results for v in r.vulnerabilities or []]
-    if not results:
-        unknowns.append("the Trivy report has no results: it found nothing to audit")
-    elif not components:
+    vulnerabilities = [_trivy_vulnerability(v) for r in scanned for v in r.vulnerabilities or []]
+    told = _trivy_told(report, scanned, unknowns)
+    if told and not components:
+        # a note only: the findings are judged, but components rules have nothing to read
         unknowns.append("the Trivy report lists no packages (run trivy with --list-all-pkgs to record them)")
-    if results:
+    if told:
         unknowns += severity_unknowns(vulnerabilities)
     return ScanDocument(
         format="cosign-vuln",
         scanned_at=None,
         components=tuple(components),
-        vulnerabilities=tuple(vulnerabilities) if results else None,
+        vulnerabilities=tuple(vulnerabilities) if told else None,
+        skipped=tuple(
+            (r.target, f"Trivy has no vulnerability data for {r.type or 'its'} packages")
+            for r in scanned
+            if r.result_class == "lang-pkgs" and r.type not in TRIVY_SCANNED_LANGUAGE_TYPES
+        ),
         unknowns=tuple(unknowns),
     )
+
+
+def _trivy_told(report: _Trivy, scanned: list[_TrivyResult], unknowns: list[str]) -> bool:
+    """Whether the Trivy report tells what is vulnerable in every package result; why not, in ``unknowns``.
+
+    Trivy leaves ``Vulnerabilities`` out of a result it found nothing in, and writes the very same result
+    for packages it did not look up (see the module's docstring): only what the report says it scanned
+    counts, and anything else is "cannot tell".
+    """
+    if not report.results:
+        unknowns.append("the Trivy report has no results: it found nothing to audit")
+        return False
+    if not scanned:
+        classes = sorted({r.result_class or "?" for r in report.results})
+        unknowns.append(
+            f"the Trivy report has no package results (only {', '.join(classes)}): it did not look for "
+            "vulnerabilities (run trivy with --scanners vuln)"
+        )
+        return False
+    told = True
+    unscanned = sorted(
+        {f"{r.target} ({r.type or 'no type'})" for r in scanned if r.result_class == "lang-pkgs"}
+        - {f"{r.target} ({r.type})" for r in scanned if r.type in TRIVY_SCANNED_LANGUAGE_TYPES}
+    )
+    if unscanned:
+        unknowns.append(
+            f"Trivy has no vulnerability data for the packages of {', '.join(unscanned[:3])}"
+            f"{f' and {len(unscanned) - 3} more' if len(unscanned) > 3 else ''}, so their vulnerabilities "
+            "are unknown (it writes such a result as it writes a clean one)"
+        )
+        told = False
+    system = report.metadata.os if report.metadata is not None else None
+    if system is not None and system.family not in (None, "", "none"):
+        named = f"{system.family} {system.name or ''}".strip()
+        if not any(r.result_class == "os-pkgs" for r in scanned):
+            unknowns.append(
+                f"Trivy found the operating system {named} but no OS package result: it did not scan the OS "
+                "packages (an OS it has no vulnerability data for)"
+            )
+            told = False
+        elif system.eosl:
+            unknowns.append(
+                f"the operating system {named} is end of service life (EOSL): its distribution publishes no "
+                "more security data, so the findings for its packages are incomplete"
+            )
+            told = False
+    return told
 
 
 def _trivy_vulnerability(found: _TrivyVulnerability) -> Vulnerability:
@@ -247,11 +337,17 @@ def _trivy_vulnerability(found: _TrivyVulnerability) -> Vulnerability:
         Rating(severity=_TRIVY_SEVERITIES.get(level), source=vendor)
         for vendor, level in sorted((found.vendor_severity or {}).items())
     ]
+    # every score counts, each in its version's bands: the highest any rating says is the severity
     for vendor, cvss in sorted((found.cvss or {}).items()):
-        if cvss.v3_score is not None:
-            ratings.append(
-                Rating(cvss_severity(cvss.v3_score, 3), score=cvss.v3_score, method="CVSSv3", source=vendor)
-            )
+        for score, version, method in (
+            (cvss.v40_score, 4, "CVSSv4"),
+            (cvss.v3_score, 3, "CVSSv3"),
+            (cvss.v2_score, 2, "CVSSv2"),
+        ):
+            if score is not None:
+                ratings.append(
+                    Rating(cvss_severity(score, version), score=score, method=method, source=vendor)
+                )
     component = component_from(
         found.package, found.installed, found.identifier.purl if found.identifier else None
     )

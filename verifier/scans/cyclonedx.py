@@ -5,14 +5,19 @@ schema gives them (a version that is a number, a rating that is a string, is an 
 field is ignored, as the specification's own extension points (``properties``, newer fields) require.
 docs/scans.md says why this is not ``cyclonedx-python-lib``.
 
-Whether a document is a vulnerability scan: one that has a ``vulnerabilities`` list (an empty one is a scan
-that found nothing). A document without the key is an SBOM, or a clean scan from a tool that leaves the key
-out (pip-audit does): nothing in it tells the two apart, so it counts as a scan only inside a wrapper that
-says it is one (the cosign vulnerability predicate, :mod:`verifier.scans.cosign`), and ``as_scan`` says so.
+What a document is (its role): a vulnerability scan only when it says so. A CycloneDX document that reports
+no finding, whether its ``vulnerabilities`` list is empty or absent, is an SBOM: Trivy writes
+``"vulnerabilities": []`` into every CycloneDX SBOM it makes without looking for vulnerabilities, and
+pip-audit leaves the key out of a clean scan, so nothing in the document tells a clean scan from an SBOM.
+Such a document counts as a scan only inside a wrapper that says it is one (the cosign vulnerability
+predicate, :mod:`verifier.scans.cosign`), and ``as_scan`` says so. A document that reports findings is a
+scan, unless every finding carries a VEX ``analysis``: then it is a VEX document, statements about known
+vulnerabilities and not a scan of every component.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -21,11 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from verifier.base import InputError, input_error_from_validation
 from verifier.scans.model import (
     Component,
+    DocumentRole,
     Rating,
     ScanDocument,
     Vulnerability,
     component_from,
     cvss_severity,
+    highest,
     severity_name,
     severity_unknowns,
 )
@@ -34,18 +41,31 @@ from verifier.scans.times import parse_time
 __all__ = ["is_cyclonedx", "read_cyclonedx"]
 
 _CVSS_VERSIONS = {"CVSSv2": 2, "CVSSv3": 3, "CVSSv31": 3, "CVSSv4": 4}
+# Trivy names each package's type in a property; these it lists in a scan without looking them up (its
+# detector: "supported for SBOM, not for vulnerability scanning"), so their absence of findings says nothing.
+_TRIVY_PACKAGE_TYPE = "aquasecurity:trivy:PkgType"
+_TRIVY_SBOM_ONLY_TYPES = frozenset({"conda-pkg", "conda-environment"})
+# A vector names its CVSS version ("CVSS:3.1/AV:N/..."); a v2 vector has no prefix.
+_VECTOR_VERSION = re.compile(r"CVSS:([34])\.[0-9]+/")
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
 
 
+class _Property(_Model):
+    name: str
+    value: str | None = None
+
+
 class _Component(_Model):
     name: str
+    group: str | None = None
     version: str | None = None
     purl: str | None = None
     bom_ref: str | None = Field(default=None, alias="bom-ref")
     components: list[_Component] | None = None
+    properties: list[_Property] | None = None
 
 
 class _Source(_Model):
@@ -58,6 +78,7 @@ class _Rating(_Model):
     score: float | None = None
     severity: str | None = None
     method: str | None = None
+    vector: str | None = None
 
 
 class _Reference(_Model):
@@ -120,33 +141,61 @@ def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = Fals
     scanned_at = parse_time(bom.metadata.timestamp if bom.metadata else None, "metadata.timestamp", unknowns)
     by_ref: dict[str, Component] = {}
     components: list[Component] = []
+    skipped: list[tuple[str, str]] = []
     for raw in _flatten(bom.components or []):
-        component = component_from(raw.name, raw.version, raw.purl)
+        component = component_from(raw.name, raw.version, raw.purl, group=raw.group)
         components.append(component)
         if raw.bom_ref is not None:
             by_ref[raw.bom_ref] = component
+        kind = next((p.value for p in raw.properties or [] if p.name == _TRIVY_PACKAGE_TYPE), None)
+        if kind in _TRIVY_SBOM_ONLY_TYPES:
+            skipped.append((component.name, f"Trivy has no vulnerability data for {kind} packages"))
     if not components:
         unknowns.append("the document lists no component (an empty BOM audits nothing)")
     vulnerabilities: tuple[Vulnerability, ...] | None = None
-    found = bom.vulnerabilities
-    if found is None and not as_scan:
+    found = bom.vulnerabilities or []
+    role = _role(found, as_scan=as_scan)
+    if role == "sbom":
         unknowns.append(
-            "the document has no 'vulnerabilities' list: it is an SBOM, or a clean scan by a tool that "
-            "leaves the list out (wrap such a scan in a cosign vulnerability predicate)"
+            "the document reports no finding, so it is an SBOM: a clean scan cannot be told from one (Trivy "
+            "writes an empty 'vulnerabilities' list into an SBOM, pip-audit none into a clean scan); attest "
+            "scans in a cosign vulnerability predicate"
         )
-    elif not components:
+    elif role == "scan" and not components:
         unknowns.append("the scan lists no component, so it audited nothing")
+    elif role == "scan" and skipped:
+        names = ", ".join(name for name, _ in skipped[:3]) + (
+            f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        )
+        unknowns.append(
+            f"the scan lists {len(skipped)} package(s) of a type Trivy has no vulnerability data for, so "
+            f"their vulnerabilities are unknown: {names}"
+        )
     else:
-        vulnerabilities = tuple(_vulnerability(v, by_ref, index) for index, v in enumerate(found or []))
+        vulnerabilities = tuple(_vulnerability(v, by_ref, index) for index, v in enumerate(found))
+        if role == "vex":
+            unknowns.append(
+                "every finding carries a VEX analysis: it is a VEX document, not a scan of every component"
+            )
         unknowns += severity_unknowns(vulnerabilities)
     return ScanDocument(
         format="cyclonedx",
         scanned_at=scanned_at,
         components=tuple(components),
         vulnerabilities=vulnerabilities,
+        skipped=tuple(skipped) if role == "scan" else (),
         unknowns=tuple(unknowns),
-        is_scan=found is not None or as_scan,
+        role=role,
     )
+
+
+def _role(found: list[_Vulnerability], *, as_scan: bool) -> DocumentRole:
+    """What the document is: see the module's docstring."""
+    if as_scan:
+        return "scan"
+    if not found:
+        return "sbom"
+    return "vex" if all(v.analysis is not None for v in found) else "scan"
 
 
 def _flatten(components: list[_Component]) -> Iterator[_Component]:
@@ -168,13 +217,19 @@ def _vulnerability(found: _Vulnerability, by_ref: Mapping[str, Component], index
 
 
 def _rating(found: _Rating) -> Rating:
-    severity = severity_name(found.severity)
-    version = _CVSS_VERSIONS.get(found.method or "")
-    if severity is None and found.score is not None and version is not None:
-        severity = cvss_severity(found.score, version)
+    # The rating says the highest of its word and its score's band: a "low" with a CVSS score of 9.8 (Red Hat
+    # writes its own severity beside NVD's score) is critical, as a "critical" with a score of 2.0 is.
+    version = _CVSS_VERSIONS.get(found.method or "") or _vector_version(found.vector)
+    band = cvss_severity(found.score, version) if found.score is not None and version is not None else None
+    severity = highest(severity_name(found.severity), band)
     return Rating(
         severity=severity,
         score=found.score,
         method=found.method,
         source=found.source.name if found.source is not None else None,
     )
+
+
+def _vector_version(vector: str | None) -> int | None:
+    found = _VECTOR_VERSION.match(vector or "")
+    return int(found.group(1)) if found else None

@@ -7,9 +7,12 @@ differences between formats and scanners are settled here once:
   the first: :attr:`Vulnerability.severity` is the highest of them;
 * a vulnerability's ids include its aliases (CVE, GHSA, PYSEC, OSV), in one canonical case;
 * VEX analysis decides :attr:`Vulnerability.affected`;
-* component names are normalised per ecosystem (``PyYAML`` and ``pyyaml`` are one name), and each
-  component also has the name its ecosystem gives it (:attr:`Component.package`: ``group:artifact`` for
-  Maven), which is what a list of banned or allowed packages matches;
+* component names are normalised per ecosystem (``PyYAML`` and ``pyyaml`` are one name; surrounding white
+  space, case and Unicode compatibility forms never make two names), and each component also has the name
+  its ecosystem gives it (:attr:`Component.package`: ``group:artifact`` for Maven), which is what a list of
+  banned or allowed packages matches;
+* each document has a :attr:`ScanDocument.role`: an SBOM, a vulnerability scan (only when it says it is
+  one) or a VEX document, so that a rule judges the newest document of the role it needs;
 * what a document cannot tell is left out (a severity no rating gives, the vulnerabilities of a scan that
   skipped packages or audited nothing, the components of an empty BOM) and said in :attr:`ScanDocument.
   unknowns`, so that a rule reading it cannot pass on it (the evaluator turns that into ``onError``).
@@ -18,6 +21,7 @@ differences between formats and scanners are settled here once:
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,9 +29,12 @@ from typing import Any, Final, Literal
 
 from packageurl import PackageURL
 
+from verifier.base import hidden
+
 __all__ = [
     "SEVERITY_ORDER",
     "Component",
+    "DocumentRole",
     "Rating",
     "ScanDocument",
     "ScanFormat",
@@ -35,11 +42,17 @@ __all__ = [
     "canonical_id",
     "component_from",
     "cvss_severity",
+    "highest",
+    "normal_text",
     "severity_name",
     "severity_unknowns",
 ]
 
 ScanFormat = Literal["cyclonedx", "spdx", "cosign-vuln"]
+#: What a document is for the rules (docs/scans.md, "What counts as scan evidence"): an ``sbom`` lists
+#: components; a ``scan`` says a scanner looked for vulnerabilities; a ``vex`` states the analysis of known
+#: vulnerabilities (neither an inventory nor a scan of everything).
+DocumentRole = Literal["sbom", "scan", "vex"]
 
 #: Normalised severities, lowest first.
 SEVERITY_ORDER: Final = ("none", "info", "low", "medium", "high", "critical")
@@ -87,6 +100,12 @@ def cvss_severity(score: float, version: int) -> str | None:
     return "low" if score < 4 else "medium" if score < 7 else "high" if score < 9 else "critical"
 
 
+def highest(*severities: str | None) -> str | None:
+    """The highest of normalised severities (None where none is given)."""
+    known = [s for s in severities if s is not None]
+    return max(known, key=SEVERITY_ORDER.index) if known else None
+
+
 def canonical_id(text: str) -> str:
     """A vulnerability id in one case: the prefix upper case, the rest lower case.
 
@@ -127,44 +146,66 @@ class Component:
 
 
 def component_from(
-    name: str, version: str | None, purl: str | None, *, ecosystem: str | None = None
+    name: str,
+    version: str | None,
+    purl: str | None,
+    *,
+    ecosystem: str | None = None,
+    group: str | None = None,
 ) -> Component:
-    """A :class:`Component` with its name normalised from the purl, or from ``name`` in ``ecosystem``.
+    """A :class:`Component` with its name normalised from the purl, or from ``name`` (and CycloneDX's
+    ``group``: a Maven groupId, an npm scope) in ``ecosystem``.
 
     A purl that does not parse is ignored (the written name is used): it is a label, not evidence.
     """
     parsed: PackageURL | None = None
     if purl:
         try:
-            parsed = PackageURL.from_string(purl)
+            parsed = PackageURL.from_string(purl.strip())
         except ValueError:
             parsed = None
     kind: str | None
+    namespace: str | None
     if parsed is not None:
-        kind = parsed.type
-        base = f"{parsed.namespace}/{parsed.name}" if parsed.namespace else parsed.name
+        kind, namespace, artifact = parsed.type, parsed.namespace, parsed.name
         canonical = parsed.to_string()
     else:
-        kind, base, canonical = ecosystem, name, None
-    normal = _normal(kind, base)
+        kind, namespace, artifact, canonical = ecosystem, group, name, None
+    namespace = normal_text(namespace) or None
+    normal = _normal(kind, f"{namespace}/{artifact}" if namespace else artifact)
     package = normal
-    if parsed is not None and parsed.namespace:
-        if kind == "maven":
-            package = f"{parsed.namespace}:{parsed.name}".lower()
-        elif kind in _VENDOR_NAMESPACES:
-            package = _normal(kind, parsed.name)
+    if namespace:
+        if kind in _VENDOR_NAMESPACES:
+            package = _normal(kind, artifact)
+        elif kind == "maven" or (kind is None and not namespace.startswith("@")):
+            # Maven's group:artifact; CycloneDX's `group` without a purl is a Maven groupId but for an npm
+            # scope (written with its "@"), which stays `@scope/name`.
+            package = f"{namespace}:{_normal(kind, artifact)}"
     return Component(
         name=normal,
         raw_name=name,
         package=package,
-        version=version or (parsed.version if parsed is not None else None),
+        version=unicodedata.normalize("NFKC", version).strip()
+        if version and version.strip()
+        else (parsed.version if parsed is not None else None),
         purl=canonical,
         ecosystem=kind,
     )
 
 
+def normal_text(text: str | None) -> str:
+    """``text`` compared as a name is: NFKC (compatibility forms such as full-width letters are their plain
+    letters), without invisible code points (a soft hyphen, a zero-width space: :func:`verifier.base.hidden`)
+    or surrounding white space, in lower case; ``""`` for None."""
+    normal = unicodedata.normalize("NFKC", text or "").strip()
+    if not normal.isascii():
+        normal = "".join(character for character in normal if not hidden(character))
+    return normal.lower()
+
+
 def _normal(kind: str | None, name: str) -> str:
-    return _PEP503.sub("-", name).lower() if kind == "pypi" else name.lower()
+    text = normal_text(name)
+    return _PEP503.sub("-", text) if kind == "pypi" else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,9 +290,15 @@ class ScanDocument:
     scanner: str | None = None
     unknowns: tuple[str, ...] = field(default=())
     """What the document cannot tell, in words: why a field CEL might read is absent."""
-    is_scan: bool = False
-    """The document says it is a vulnerability scan (cosign's vulnerability predicate, or a CycloneDX
-    document with a ``vulnerabilities`` list), whether or not it can tell what it found."""
+    role: DocumentRole = "sbom"
+    """What the document is (:data:`DocumentRole`): a ``scan`` only when it says it is one (cosign's
+    vulnerability predicate, or a CycloneDX document reporting a finding no VEX analysis covers), whether or
+    not it can tell what it found; a CycloneDX document whose every finding carries an analysis is ``vex``."""
+
+    @property
+    def is_scan(self) -> bool:
+        """Whether the document says it is a vulnerability scan."""
+        return self.role == "scan"
 
     @property
     def freshness(self) -> datetime | None:

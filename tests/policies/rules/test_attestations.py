@@ -78,6 +78,14 @@ def wrapped(result: dict[str, Any], finished: str = "2026-12-01T16:51:05Z") -> d
     }
 
 
+def clean_scan() -> dict[str, Any]:
+    """A CycloneDX scan with no affected finding above medium: 609 without the advisory's CRITICAL rating
+    (a CycloneDX document that reports no finding is an SBOM, never a clean scan: docs/scans.md)."""
+    scan = data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")
+    scan["vulnerabilities"][0]["ratings"] = scan["vulnerabilities"][0]["ratings"][:1]
+    return scan
+
+
 def judge(material: Material, text: str, *, now: datetime = NOW) -> Decision:
     paths = [material.policy(text), material.keys_file("scanner")]
     engine = PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: now)
@@ -164,7 +172,7 @@ def test_a_clean_scan_counts_only_where_it_says_it_is_one(material: Material) ->
     # real pip-audit output for clean packages has no `vulnerabilities` key: alone it looks like an SBOM
     attest(material, CDX, data("606-pip-audit-clean.cdx.json"))
     [violation] = judge(material, policy()).violations
-    assert violation.indeterminate and "no 'vulnerabilities' list" in violation.message
+    assert violation.indeterminate and "reports no finding, so it is an SBOM" in violation.message
     attest(material, VULN, wrapped(data("606-pip-audit-clean.cdx.json")), "wrapped.json")
     assert judge(material, policy(VULN)).allowed
 
@@ -338,7 +346,7 @@ def test_an_unreadable_newest_scan_does_not_hide_an_older_readable_one(material:
 def test_an_undated_document_is_never_the_newest(material: Material) -> None:
     # dated with a CRITICAL finding, and an undated clean one: the dated one is judged
     attest(material, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"), "b-dated.json")
-    undated = data("606-pip-audit-clean.cdx.json") | {"vulnerabilities": []}
+    undated = clean_scan()
     del undated["metadata"]
     attest(material, CDX, undated, "a-undated.json")
     decision = judge(material, policy())
@@ -352,7 +360,7 @@ def test_an_undated_document_is_never_the_newest(material: Material) -> None:
 
 
 def test_an_unverifiable_document_fails_only_itself_and_is_named(material: Material) -> None:
-    clean = data("606-pip-audit-clean.cdx.json") | {"vulnerabilities": []}
+    clean = clean_scan()
     attest(material, CDX, clean, "good.json")
     material.statement(DIGEST, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"), "rogue", "rogue.json")
     decision = judge(material, policy())

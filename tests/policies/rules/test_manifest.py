@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -105,3 +106,22 @@ def test_newest_of_several_signed_manifests_is_used(material: Material) -> None:
     (material.attestations / "e.manifest.json").rename(material.attestations / "e.old.json")
     assert material.engine("e") == ref
     assert evaluate(engine_for(material, models_policy(), keys=("build-signer",)), pod(engine=ref)).allowed
+
+
+@pytest.mark.parametrize("order", ["fp16-first", "int8-first"])
+def test_two_manifests_of_one_build_time_cannot_tell_which_describes_the_engine(
+    material: Material, order: str
+) -> None:
+    # attack finding F4's family: two signed manifests of one engine file with the same build time; which was
+    # judged depended on the order they were found in (an INT8 build without calibration hid by an FP16 one)
+    fp16: dict[str, Any] = {"typing": "weak", "precision_flags": ["fp16"], "max_workspace_size": 1}
+    int8: dict[str, Any] = {**fp16, "precision_flags": ["fp16", "int8"]}
+    first, second = (fp16, int8) if order == "fp16-first" else (int8, fp16)
+    ref = material.engine("e", builder_config=first)
+    (material.attestations / "e.manifest.json").rename(material.attestations / "e.first.json")
+    assert material.engine("e", builder_config=second) == ref
+    rules = "      precisions: [fp16]\n"
+    decision = evaluate(engine_for(material, models_policy(rules), keys=("build-signer",)), pod(engine=ref))
+    assert not decision.allowed
+    [violation] = [v for v in decision.violations if v.rule == "models.buildManifest"]
+    assert violation.indeterminate and "record the same build time" in violation.message

@@ -12,7 +12,7 @@ import pytest
 from policies.loader import PolicyLoadError
 from policies.results import Action, Decision
 from tests.policies.conftest import Material
-from tests.policies.rules.test_attestations import CDX, VULN, attest, data, judge, wrapped
+from tests.policies.rules.test_attestations import CDX, VULN, attest, clean_scan, data, judge, wrapped
 
 SPDX = "https://spdx.dev/Document"
 BASE = "images.runtime.attestations"
@@ -222,8 +222,7 @@ def test_any_of_admits_either_format(material: Material) -> None:
           document: scan
           vulnerabilities: {{maxSeverity: high}}
     """
-    clean = data("606-pip-audit-clean.cdx.json") | {"vulnerabilities": []}
-    attest(material, CDX, clean, "cdx.json")  # only the CycloneDX scan
+    attest(material, CDX, clean_scan(), "cdx.json")  # only the CycloneDX scan
     decision = judge(material, policy(entry))
     assert decision.allowed, decision.violations
     assert [a.predicate_type for a in decision.images[0].attestations] == [CDX]
@@ -329,3 +328,136 @@ def test_an_sbom4python_spdx_sbom_is_judged_by_package_names(material: Material)
     assert "the SBOM is 60 days" in old.violations[0].message
     # seven hours after the suite's clock: dated in the future, so refused
     assert "in the future" in judge(material, policy(entry)).violations[0].message
+
+
+def test_a_newer_scan_or_vex_document_never_hides_the_sbom(material: Material) -> None:
+    # attack finding F2: the SBOM (cyclonedx-py, 607) lists PyYAML; a newer scan and a newer VEX document of
+    # the same type list only part of the image: a components rule reads the newest SBOM all the same
+    attest(material, CDX, data("607-cyclonedx-py-requirements.cdx.json"), "a-sbom.json")  # 2026-12-01
+    scan = clean_scan()  # 2026-11-28 ...
+    scan["metadata"]["timestamp"] = "2026-12-01T20:00:00Z"  # ... made newer than the SBOM
+    scan["components"] = [c for c in scan["components"] if c["name"] != "PyYAML"]
+    attest(material, CDX, scan, "b-scan.json")
+    vex = {**scan, "vulnerabilities": [v for v in scan["vulnerabilities"] if "analysis" in v]}
+    vex["metadata"] = {**scan["metadata"], "timestamp": "2026-12-01T21:00:00Z"}
+    attest(material, CDX, vex, "c-vex.json")
+    entry = f"""
+    - predicateType: {CDX}
+      keys: [platform/scanner]
+      components: {{banned: [pyyaml]}}
+    """
+    decision = judge(material, policy(entry))
+    assert found(decision) == {(f"{BASE}[{CDX}].components.banned", Action.DENY, False)}
+    assert "a-sbom.json" in decision.violations[0].message
+    # and the newest scan is what a vulnerabilities rule reads, never the newer VEX document
+    scans = vulns("medium", predicate_type=CDX)
+    assert judge(material, policy(scans)).allowed  # b-scan: nothing above medium
+    (material.attestations / "b-scan.json").unlink()
+    only_vex = judge(material, policy(scans))
+    assert found(only_vex) == {(f"{BASE}[{CDX}].document", Action.DENY, True)}
+    assert "says it is a vulnerability scan" in only_vex.violations[0].message
+
+
+def test_an_sbom_rule_with_only_scans_attached_cannot_tell(material: Material) -> None:
+    attest(material, CDX, clean_scan())
+    entry = f"""
+    - predicateType: {CDX}
+      keys: [platform/scanner]
+      components: {{banned: [urllib3]}}
+    """
+    decision = judge(material, policy(entry))
+    assert found(decision) == {(f"{BASE}[{CDX}].document", Action.DENY, True)}
+    assert "is an SBOM" in decision.violations[0].message
+    # `document: scan` reads the components the scan lists (urllib3, nested in 609)
+    banned = judge(material, policy(entry.replace("components:", "document: scan\n      components:")))
+    assert found(banned) == {(f"{BASE}[{CDX}].components.banned", Action.DENY, False)}
+
+
+def test_a_trivy_sbom_is_no_scan(material: Material) -> None:
+    # attack finding F1: real `trivy rootfs --format cyclonedx` output (no vulnerability scanning) carries
+    # "vulnerabilities": []; it was counted as a clean scan
+    attest(material, CDX, data("612-trivy-conda-sbom.cdx.json"))
+    entry = vulns("critical", predicate_type=CDX)
+    decision = judge(material, policy(entry), now=datetime(2021, 8, 26, tzinfo=UTC))
+    assert found(decision) == {(f"{BASE}[{CDX}].document", Action.DENY, True)}
+    # nor inside an anyOf, nor under `document: scan` with maxAge
+    fresh = f"""
+    - predicateType: {CDX}
+      keys: [platform/scanner]
+      document: scan
+      maxAge: 7d
+    """
+    assert not judge(material, policy(fresh), now=datetime(2021, 8, 26, tzinfo=UTC)).allowed
+
+
+@pytest.mark.parametrize("order", ["clean-first", "critical-first"])
+def test_two_documents_of_one_time_are_both_judged(material: Material, order: str) -> None:
+    # attack finding F4: the same timestamp on a clean scan and one with a CRITICAL finding: which was judged
+    # depended on the order they were found in; both are, and the stricter wins
+    critical = data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")
+    clean = clean_scan()
+    clean["metadata"]["timestamp"] = critical["metadata"]["timestamp"]
+    first, second = (clean, critical) if order == "clean-first" else (critical, clean)
+    attest(material, CDX, first, "a.json")
+    attest(material, CDX, second, "b.json")
+    decision = judge(material, policy(vulns("high", predicate_type=CDX)))
+    assert found(decision) == {(f"{BASE}[{CDX}].vulnerabilities", Action.DENY, False)}
+    assert "PYSEC-2021-142" in decision.violations[0].message
+
+
+@pytest.mark.parametrize(
+    ("rule_type", "document_type"),
+    [
+        (CDX, "https://cyclonedx.org/bom/v1.5"),
+        ("https://cyclonedx.org/bom/v1.4", CDX),
+        ("https://cyclonedx.org/bom/v1.4", "https://cyclonedx.org/bom/v1.6"),
+        (VULN, "cosign.sigstore.dev/attestation/vuln/v1"),
+    ],
+)
+def test_a_rule_judges_every_member_of_its_predicate_type_family(
+    material: Material, rule_type: str, document_type: str
+) -> None:
+    # attack finding F5: a document attested under another version of the type was "no attestation"; worse,
+    # a newer one with findings was missed beside an older clean one of the rule's own version
+    clean = clean_scan() if rule_type != VULN else wrapped(data("605-pip-audit-pyyaml-5.3.json"))
+    critical = data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")
+    if rule_type == VULN:
+        critical = wrapped(critical, "2026-12-01T20:00:00Z")
+        clean = wrapped(clean_scan(), "2026-12-01T10:00:00Z")
+    else:
+        critical["metadata"]["timestamp"] = "2026-12-01T20:00:00Z"
+    attest(material, rule_type, clean, "old-clean.json")
+    attest(material, document_type, critical, "new-critical.json")
+    decision = judge(material, policy(vulns("high", predicate_type=rule_type)))
+    assert found(decision) == {(f"{BASE}[{rule_type}].vulnerabilities", Action.DENY, False)}
+    (material.attestations / "old-clean.json").unlink()
+    assert found(judge(material, policy(vulns("high", predicate_type=rule_type)))) == {
+        (f"{BASE}[{rule_type}].vulnerabilities", Action.DENY, False)
+    }
+
+
+def test_a_member_of_the_family_that_does_not_read_cannot_tell(material: Material) -> None:
+    # SPDX 3 under https://spdx.dev/Document/v3.0: in the family, so never silently left out
+    attest(material, SPDX, data("611-sbom4python-requests.spdx.json"), "old.json")
+    attest(material, "https://spdx.dev/Document/v3.0", {"spdxVersion": "SPDX-3.0"}, "new.json")
+    entry = f"""
+    - predicateType: {SPDX}
+      keys: [platform/scanner]
+      components: {{banned: [pyyaml]}}
+    """
+    decision = judge(material, policy(entry), now=datetime(2026, 12, 3, tzinfo=UTC))
+    assert found(decision) == {(f"{BASE}[{SPDX}]", Action.DENY, True)}
+    assert "new.json" in decision.violations[0].message
+
+
+def test_a_scan_without_components_cannot_pass_a_components_rule(material: Material) -> None:
+    # a Trivy report without --list-all-pkgs (610) lists no package: a ban would hold vacuously
+    attest(material, VULN, wrapped(data("610-cosign-vuln-trivy-spec-example.json")["scanner"]["result"]))
+    entry = f"""
+    - predicateType: {VULN}
+      keys: [platform/scanner]
+      components: {{banned: [busybox]}}
+    """
+    decision = judge(material, policy(entry))
+    assert found(decision) == {(f"{BASE}[{VULN}].document", Action.DENY, True)}
+    assert "lists no component" in decision.violations[0].message

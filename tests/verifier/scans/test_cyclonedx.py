@@ -107,14 +107,67 @@ def test_an_empty_bom_audits_nothing() -> None:
 def test_a_clean_scan_without_the_vulnerabilities_key_is_no_scan_evidence() -> None:
     scan = read("606-pip-audit-clean.cdx.json")
     assert len(scan.components) == 2
-    assert scan.vulnerabilities is None
-    assert any("no 'vulnerabilities' list" in u for u in scan.unknowns)
+    assert scan.vulnerabilities is None and scan.role == "sbom"
+    assert any("reports no finding, so it is an SBOM" in u for u in scan.unknowns)
 
 
-def test_an_empty_vulnerabilities_list_is_a_clean_scan() -> None:
-    data = load("606-pip-audit-clean.cdx.json")
-    data["vulnerabilities"] = []
-    assert read_scan(CDX, data, "clean").vulnerabilities == ()
+def test_a_trivy_sbom_with_an_empty_vulnerabilities_list_is_an_sbom() -> None:
+    # attack finding F1: real `trivy rootfs --format cyclonedx` output (no vulnerability scanning) carries
+    # "vulnerabilities": [], byte for byte what a clean Trivy scan writes: it says nothing was scanned
+    scan = read("612-trivy-conda-sbom.cdx.json")
+    assert scan.role == "sbom" and scan.vulnerabilities is None
+    assert [c.package for c in scan.components] == ["openssl", "pip"]
+    # and pip-audit's clean scan given an empty list is no scan either
+    assert (
+        read_scan(CDX, load("606-pip-audit-clean.cdx.json") | {"vulnerabilities": []}, "606").role == "sbom"
+    )
+
+
+def test_a_document_that_reports_findings_is_a_scan_and_one_all_analysed_is_vex() -> None:
+    # real `trivy fs --scanners vuln --format cyclonedx` output: findings, so a scan
+    assert read("613-trivy-pom-scan.cdx.json").role == "scan"
+    # 609 has one finding no VEX analysis covers: a scan with VEX embedded
+    assert read("609-cyclonedx-vex-pyyaml-ratings.cdx.json").role == "scan"
+    vex = load("609-cyclonedx-vex-pyyaml-ratings.cdx.json")
+    vex["vulnerabilities"] = [v for v in vex["vulnerabilities"] if "analysis" in v]
+    scan = read_scan(CDX, vex, "vex")
+    assert scan.role == "vex" and not scan.is_scan
+    assert any("VEX document" in u for u in scan.unknowns)
+
+
+def test_a_rating_says_the_highest_of_its_word_and_its_score() -> None:
+    # attack finding F10: Trivy writes Red Hat's own word beside the CVSS score (613: CVE-2020-9548 is
+    # "high" by Red Hat at 8.1); a "low" at 9.8 is critical, and a "critical" at 2.0 is critical too
+    data = load("613-trivy-pom-scan.cdx.json")
+    [finding] = [v for v in data["vulnerabilities"] if v["id"] == "CVE-2020-9548"]
+    redhat = [r for r in finding["ratings"] if r["source"]["name"] == "redhat"]
+    for word, score, vector, expected in (
+        ("low", 9.8, None, "critical"),
+        ("critical", 2.0, None, "critical"),
+        ("low", 9.8, "CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H", "critical"),
+    ):
+        rating = {**redhat[0], "severity": word, "score": score}
+        if vector is not None:  # the method left out: the vector names the version
+            rating = {k: v for k, v in rating.items() if k != "method"} | {"vector": vector}
+        finding["ratings"] = [rating]
+        [read_back] = [
+            v for v in read_scan(CDX, data, "613").vulnerabilities or () if v.id == "CVE-2020-9548"
+        ]
+        assert read_back.severities[0] == expected, (word, score)
+
+
+def test_a_cyclonedx_component_with_group_and_name_is_group_colon_artifact() -> None:
+    # attack finding F9: Trivy writes Maven components with `group` and `name` (and a purl); without the
+    # purl the group still counts
+    data = load("613-trivy-pom-scan.cdx.json")
+    jackson = next(c for c in data["components"] if c.get("name") == "jackson-databind")
+    assert read_scan(CDX, data, "613").components[-1].package == "com.fasterxml.jackson.core:jackson-databind"
+    del jackson["purl"]
+    [component] = [c for c in read_scan(CDX, data, "613").components if c.raw_name == "jackson-databind"]
+    assert (component.package, component.name) == (
+        "com.fasterxml.jackson.core:jackson-databind",
+        "com.fasterxml.jackson.core/jackson-databind",
+    )
 
 
 def test_component_names_are_normalised() -> None:
@@ -157,3 +210,19 @@ def test_fields_of_the_wrong_type_are_errors(path: tuple[str | int, ...], value:
 def test_a_document_of_another_format_is_refused() -> None:
     with pytest.raises(InputError, match="not a CycloneDX document"):
         read_scan(CDX, load("608-spdx-2.3-spec-example.spdx.json"), "spdx")
+
+
+def test_a_trivy_cyclonedx_scan_of_packages_it_does_not_look_up_cannot_tell() -> None:
+    # the family of F6 in CycloneDX: Trivy's conda SBOM (612) made a scan by a finding (613's): its conda
+    # packages (aquasecurity:trivy:PkgType conda-pkg) were listed, never looked up
+    data = load("612-trivy-conda-sbom.cdx.json")
+    data["vulnerabilities"] = load("613-trivy-pom-scan.cdx.json")["vulnerabilities"][:1]
+    scan = read_scan(CDX, data, "612")
+    assert scan.role == "scan" and scan.vulnerabilities is None
+    assert [name for name, _ in scan.skipped] == ["openssl", "pip"]
+    assert any("of a type Trivy has no vulnerability data for" in u for u in scan.unknowns)
+    # and inside cosign's predicate alike
+    wrapped = {"scanner": {"uri": "pkg:github/aquasecurity/trivy@0.66.0", "result": data}, "metadata": {}}
+    assert (
+        read_scan("https://cosign.sigstore.dev/attestation/vuln/v1", wrapped, "612").vulnerabilities is None
+    )

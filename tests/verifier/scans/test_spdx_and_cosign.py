@@ -11,7 +11,14 @@ import pytest
 
 from tests.conftest import DATA
 from verifier.base._errors import InputError
-from verifier.scans import COSIGN_VULN_PREDICATE_TYPE, SPDX_PREDICATE_TYPE, is_scan_predicate_type, read_scan
+from verifier.scans import (
+    COSIGN_VULN_PREDICATE_TYPE,
+    SPDX_PREDICATE_TYPE,
+    is_scan_predicate_type,
+    read_scan,
+    same_predicate_type,
+    scan_family,
+)
 
 SPDX_EXAMPLE = "608-spdx-2.3-spec-example.spdx.json"
 
@@ -63,9 +70,10 @@ def test_trivy_report_in_the_cosign_predicate() -> None:
     # the time the wrapper records, which is where cosign's predicate keeps it
     assert scan.scanned_at == datetime(2021, 8, 6, 17, 50, 50, 520000, tzinfo=UTC)
     assert scan.database_at is None  # "v1-2021080612" is a version, not a time
+    # every score counts: NVD's CVSS v2 5.0 is medium, its v3 7.5 high
     assert [(v.id, v.severities, v.components) for v in scan.vulnerabilities or ()] == [
-        ("CVE-2021-28831", ("high",), ("busybox",)),
-        ("CVE-2021-28831", ("high",), ("ssl_client",)),
+        ("CVE-2021-28831", ("high", "medium"), ("busybox",)),
+        ("CVE-2021-28831", ("high", "medium"), ("ssl_client",)),
     ]
     assert any("--list-all-pkgs" in u for u in scan.unknowns)
 
@@ -132,3 +140,92 @@ def test_an_unread_predicate_type_is_refused() -> None:
     assert not is_scan_predicate_type("https://slsa.dev/provenance/v1")
     with pytest.raises(InputError, match="reads no SBOM or scan of predicate type"):
         read_scan("https://slsa.dev/provenance/v1", {}, "slsa")
+
+
+def test_a_trivy_report_that_did_not_look_for_vulnerabilities_cannot_tell() -> None:
+    # attack finding F6: real `trivy fs --scanners misconfig` output (614): results, none of packages
+    scan = read_scan(
+        COSIGN_VULN_PREDICATE_TYPE, wrapped(load("614-trivy-dockerfile-config-only.json")), "614"
+    )
+    assert scan.vulnerabilities is None
+    assert any("no package results (only config)" in u for u in scan.unknowns)
+
+
+def test_a_clean_trivy_result_of_a_type_it_scans_is_clean() -> None:
+    # real `trivy fs --scanners vuln --list-all-pkgs` output of a Cargo.lock with no finding (615)
+    scan = read_scan(COSIGN_VULN_PREDICATE_TYPE, wrapped(load("615-trivy-cargo-list-all-pkgs.json")), "615")
+    assert scan.vulnerabilities == () and scan.skipped == ()
+    assert "regex" in [c.package for c in scan.components]
+
+
+@pytest.mark.parametrize("package_type", ["conda-pkg", "conda-environment", "a-type-trivy-adds-later"])
+def test_a_trivy_result_of_a_type_it_has_no_vulnerability_data_for_cannot_tell(package_type: str) -> None:
+    # attack finding F6: Trivy writes such a result (Class and Type, no Vulnerabilities) as it writes a clean
+    # one (615), so only the types its detector looks up count
+    report = load("615-trivy-cargo-list-all-pkgs.json")
+    report["Results"][0]["Type"] = package_type
+    scan = read_scan(COSIGN_VULN_PREDICATE_TYPE, wrapped(report), "conda")
+    assert scan.vulnerabilities is None
+    assert scan.skipped == (("Cargo.lock", f"Trivy has no vulnerability data for {package_type} packages"),)
+    assert any("no vulnerability data for the packages of Cargo.lock" in u for u in scan.unknowns)
+
+
+def test_a_trivy_report_of_an_os_it_did_not_scan_or_no_longer_supported_cannot_tell() -> None:
+    # 616: real output for alpine 3.10, end of service life (EOSL): Alpine publishes no more fixes
+    report = load("616-trivy-alpine-310-eosl.json")
+    scan = read_scan(COSIGN_VULN_PREDICATE_TYPE, wrapped(report), "616")
+    assert scan.vulnerabilities is None
+    assert any("end of service life (EOSL)" in u for u in scan.unknowns)
+    # an OS Trivy has no data for: it names the OS and writes no OS result; a lang result beside it is clean
+    report["Metadata"]["OS"].pop("EOSL")
+    report["Results"] = load("615-trivy-cargo-list-all-pkgs.json")["Results"]
+    scan = read_scan(COSIGN_VULN_PREDICATE_TYPE, wrapped(report), "unsupported os")
+    assert scan.vulnerabilities is None
+    assert any("did not scan the OS packages" in u for u in scan.unknowns)
+
+
+def test_trivy_findings_without_packages_are_judged_but_components_are_not_told() -> None:
+    # 610 (Trivy 0.19.2, no --list-all-pkgs): the findings count; there is no component list
+    scan = read_scan(COSIGN_VULN_PREDICATE_TYPE, load("610-cosign-vuln-trivy-spec-example.json"), "610")
+    assert scan.vulnerabilities and scan.components == ()
+
+
+def test_a_pip_audit_dependency_without_a_findings_list_cannot_tell() -> None:
+    # attack finding F7: a dependency with neither `vulns` nor `skip_reason` was not counted clean before
+    report = load("605-pip-audit-pyyaml-5.3.json")
+    del report["dependencies"][1]["vulns"]
+    scan = read_scan(COSIGN_VULN_PREDICATE_TYPE, wrapped(report), "no vulns")
+    assert scan.vulnerabilities is None
+    assert scan.skipped == (("requests", "the report records no findings list for it ('vulns')"),)
+
+
+def test_trivy_scores_count_in_their_own_bands() -> None:
+    # attack finding F10: a finding Trivy words LOW with a CVSS v3 score of 9.8 is critical
+    report = load("610-cosign-vuln-trivy-spec-example.json")
+    finding = report["scanner"]["result"]["Results"][0]["Vulnerabilities"][0]
+    finding["Severity"] = "LOW"
+    finding["CVSS"] = {"redhat": {"V3Score": 9.8}, "nvd": {"V2Score": 7.5}}
+    scan = read_scan(COSIGN_VULN_PREDICATE_TYPE, report, "610")
+    assert (scan.vulnerabilities or ())[0].severities == ("critical", "high", "low")
+
+
+@pytest.mark.parametrize(
+    ("predicate_type", "family"),
+    [
+        ("https://cyclonedx.org/bom", "cyclonedx"),
+        ("https://cyclonedx.org/bom/v1.5", "cyclonedx"),
+        ("https://cyclonedx.org/bom/v2.0", "cyclonedx"),
+        ("https://spdx.dev/Document/v2.3", "spdx"),
+        ("https://spdx.dev/Document/v3.0", "spdx"),
+        ("https://cosign.sigstore.dev/attestation/vuln/v1", "cosign-vuln"),
+        ("cosign.sigstore.dev/attestation/vuln/v1", "cosign-vuln"),
+        ("https://cosign.sigstore.dev/attestation/vuln/v0.1", "cosign-vuln"),
+        ("https://cyclonedx.org/bomb", None),
+        ("https://cyclonedx.org/bom/", None),
+        ("https://example.com/https://cyclonedx.org/bom", None),
+    ],
+)
+def test_predicate_type_families_are_explicit(predicate_type: str, family: str | None) -> None:
+    # attack finding F5
+    assert scan_family(predicate_type) == family
+    assert same_predicate_type("https://cyclonedx.org/bom/v1.4", predicate_type) == (family == "cyclonedx")

@@ -1,0 +1,194 @@
+"""policies.rules._components: the built-in ``components`` check, matching packages named in a policy against
+the components of real SBOMs (tests/data 607 cyclonedx-py, 613 Trivy) however either side spells them
+(attack findings F8, F9, F11), signed about the image digest and judged by the evaluator."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+from typing import cast
+
+import pytest
+import yaml
+
+from policies.loader import PolicyLoadError
+from policies.results import Action
+from policies.rules.findings import Findings
+from tests.policies.conftest import Material
+from tests.policies.rules.test_attestations import CDX, README, attest, data, judge
+from tests.policies.rules.test_scan_rules import BASE, found, policy
+from verifier.scans import component_from
+
+BANNED = f"{BASE}[{CDX}].components.banned"
+REQUIRED = f"{BASE}[{CDX}].components.required"
+
+
+def rule(key: str, names: list[str]) -> str:
+    quoted = ", ".join(f"{name!r}" for name in names)
+    return f"""
+    - predicateType: {CDX}
+      keys: [platform/scanner]
+      document: sbom
+      components: {{{key}: [{quoted}]}}
+    """
+
+
+def sbom_with(component: dict[str, object]) -> dict[str, object]:
+    """cyclonedx-py's SBOM (607) with its first component replaced."""
+    document = data("607-cyclonedx-py-requirements.cdx.json")
+    document["components"][0] = component
+    return document
+
+
+@pytest.mark.parametrize(
+    "purl",
+    [
+        "pkg:pypi/PyYAML@5.3?foo=bar",  # qualifiers do not make another package
+        "pkg:pypi/pyyaml@5.3#sub/path",  # nor a subpath
+        "pkg:pypi/Py.YAML@5.3".replace(".", ""),  # PyPI names in any case
+        "pkg:pypi/PyYAML@5.3.0",  # PEP 440: 5.3 is 5.3.0
+        "pkg:pypi/pyyam%6C@5.3",  # percent-encoded
+        "pkg:PYPI/pyyaml@5.3",  # the type in any case
+    ],
+)
+def test_a_banned_purl_with_a_version_matches_every_spelling_of_it(material: Material, purl: str) -> None:
+    # attack finding F8: the ban's purl and the SBOM's were compared as text
+    attest(material, CDX, sbom_with({"type": "library", "name": "PyYAML", "version": "5.3", "purl": purl}))
+    decision = judge(material, policy(rule("banned", ["pkg:pypi/pyyaml@5.3"])))
+    assert found(decision) == {(BANNED, Action.DENY, False)}
+
+
+def test_a_version_in_a_purl_counts(material: Material) -> None:
+    # the SBOM lists PyYAML 5.3: a ban on 6.0.2 does not match, a requirement of 6.0.2 is not met
+    attest(material, CDX, data("607-cyclonedx-py-requirements.cdx.json"))
+    assert judge(material, policy(rule("banned", ["pkg:pypi/pyyaml@6.0.2"]))).allowed
+    assert found(judge(material, policy(rule("required", ["pkg:pypi/pyyaml@6.0.2"])))) == {
+        (REQUIRED, Action.DENY, False)
+    }
+    assert judge(material, policy(rule("required", ["pkg:pypi/pyyaml@5.3"]))).allowed
+
+
+def test_a_banned_version_matches_a_component_that_records_none(material: Material) -> None:
+    attest(material, CDX, sbom_with({"type": "library", "name": "PyYAML"}))
+    decision = judge(material, policy(rule("banned", ["pkg:pypi/pyyaml@5.3"])))
+    assert found(decision) == {(BANNED, Action.DENY, False)}
+    assert "no version recorded" in decision.violations[0].message
+    assert not judge(material, policy(rule("required", ["pkg:pypi/pyyaml@5.3"]))).allowed
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "org.apache.logging.log4j:log4j-core",
+        "org.apache.logging.log4j/log4j-core",
+        "pkg:maven/org.apache.logging.log4j/log4j-core",
+        "pkg:maven/org.apache.logging.log4j/log4j-core@2.14",
+    ],
+)
+@pytest.mark.parametrize("with_purl", [True, False])
+def test_a_maven_ban_matches_the_purl_and_the_group_and_name_fields(
+    material: Material, written: str, with_purl: bool
+) -> None:
+    # attack finding F9: the README's ban, in either spelling, against Trivy's component shape (613):
+    # `group` and `name`, with or without the purl
+    component: dict[str, object] = {
+        "type": "library",
+        "group": "org.apache.logging.log4j",
+        "name": "log4j-core",
+        "version": "2.14",
+    }
+    if with_purl:
+        component["purl"] = "pkg:maven/org.apache.logging.log4j/log4j-core@2.14"
+    attest(material, CDX, sbom_with(component))
+    assert found(judge(material, policy(rule("banned", [written])))) == {(BANNED, Action.DENY, False)}
+    # a bare artifact name is no Maven package; another group is another package
+    assert judge(material, policy(rule("banned", ["log4j-core", "org.example:log4j-core"]))).allowed
+
+
+def _readme_bans() -> list[str]:
+    """The ``banned`` list of policies/README.md's example of the built-in rules."""
+    found = re.search(r"^\s+banned: (\[.*\])$", README.read_text(), re.MULTILINE)
+    assert found is not None
+    bans: list[str] = yaml.safe_load(found.group(1))
+    return bans
+
+
+def test_the_readme_example_bans_what_it_says(material: Material) -> None:
+    # the policies/README.md example's ban list, against Trivy's real Maven scan (613) with a log4j-core added
+    assert _readme_bans() == ["org.apache.logging.log4j:log4j-core", "pkg:pypi/urllib3"]
+    document = data("613-trivy-pom-scan.cdx.json")
+    document["components"].append(
+        {"type": "library", "group": "org.apache.logging.log4j", "name": "log4j-core", "version": "2.14.1"}
+    )
+    document.pop("vulnerabilities")  # an SBOM
+    attest(material, CDX, document)
+    decision = judge(material, policy(rule("banned", _readme_bans())))
+    assert found(decision) == {(BANNED, Action.DENY, False)}
+    assert "listed as log4j-core 2.14.1" in decision.violations[0].message
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        " PyYAML ",  # surrounding white space
+        "PYYAML",  # case
+        "\uff30\uff59\uff39\uff21\uff2d\uff2c",  # full-width PyYAML (NFKC)
+        "Py\u00adYA\u200bML",  # invisible: a soft hyphen, a zero-width space
+        "Typing_Extensions".replace("Typing_Extensions", "pyYaml"),  # mixed case
+    ],
+)
+@pytest.mark.parametrize("with_purl", [True, False])
+def test_a_name_in_another_form_does_not_escape_a_ban(
+    material: Material, listed: str, with_purl: bool
+) -> None:
+    # attack finding F11
+    component: dict[str, object] = {"type": "library", "name": listed, "version": "5.3"}
+    if with_purl:
+        component["purl"] = f"pkg:pypi/{listed.strip()}@5.3"
+    attest(material, CDX, sbom_with(component))
+    assert found(judge(material, policy(rule("banned", ["pyyaml"])))) == {(BANNED, Action.DENY, False)}
+    # and a policy that writes the name in a compatibility form means the same package
+    assert found(judge(material, policy(rule("banned", ["\uff50\uff59\uff59\uff41\uff4d\uff4c"])))) == {
+        (BANNED, Action.DENY, False)
+    }
+
+
+@pytest.mark.parametrize(
+    ("written", "message"),
+    [
+        ("pkg:pypi/pyyaml@5.3?arch=x86_64", "qualifiers"),
+        ("pkg:pypi/pyyaml#sub", "subpath"),
+        ("pkg:", "not a valid purl"),
+    ],
+)
+def test_a_purl_that_cannot_name_a_package_is_refused_at_load(
+    material: Material, written: str, message: str
+) -> None:
+    with pytest.raises(PolicyLoadError, match=message):
+        judge(material, policy(rule("banned", [written])))
+
+
+def test_checking_names_is_linear_in_names_and_components(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the family of S1: every policy name was compared with every component (and its purl parsed each time)
+    from policies.rules import _components  # noqa: PLC0415 - the module under test, patched
+
+    calls = 0
+    real = _components.matches
+
+    def counted(*args: object, **kwargs: bool) -> bool:
+        nonlocal calls
+        calls += 1
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_components, "matches", counted)
+    listed = [component_from(f"package-{n}", "1.0", f"pkg:pypi/package-{n}@1.0") for n in range(1000)] + [
+        component_from("PyYAML", "5.3", "pkg:pypi/pyyaml@5.3")
+    ]
+    added: list[str] = []
+    found = SimpleNamespace(add=lambda rule, *_args, **_kwargs: added.append(rule))
+    bans = [f"pkg:pypi/banned-{n}" for n in range(1000)] + ["pyyaml"]
+    _components.check_components(
+        cast(Findings, found), "r", required=["package-7"], banned=bans, listed=listed, origin="sbom"
+    )
+    assert added == ["r.banned"]
+    assert calls == 2  # the two names that are listed; never 1002 x 1001
