@@ -433,3 +433,68 @@ async def test_an_update_that_only_changes_a_storage_uris_scheme_is_judged_again
         )
     server.stop()
 
+
+COMPOSED = """\
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: composed}
+spec:
+  match: {namespaces: [prod]}
+  images:
+    - name: pinned
+      match: ["HOST/inference/*"]
+      pinDigest: true
+      signatures: {keys: [platform/image-signer]}
+    - name: signed
+      match: ["HOST/plain/*"]
+      signatures: {keys: [platform/image-signer]}
+"""
+
+
+async def test_an_image_with_its_tag_beside_it_is_judged_at_that_tag_and_never_pinned(
+    registry: LocalRegistry, tmp_path: Path, webhook_process: StartWebhook
+) -> None:
+    """``{image: REPO, tag: v1}`` in a kind trtguard does not know: an operator composing ``REPO:v1`` runs
+    v1, so v1 is judged (beside ``REPO`` as written, which another operator would run), and /mutate never
+    rewrites ``image``, which would make such an operator compose ``REPO@sha256:…:v1`` (attack 29, F2)."""
+    host = registry.host
+    refs = {
+        (repo, tag): ImageReference.parse(f"{host}/{repo}:{tag}")
+        for repo in ("plain/server", "plain/other", "inference/server")
+        for tag in ("latest", "v1")
+    }
+    digests = {
+        at: await _in_registry(registry, lambda client, r=ref: push_image(client, r, tiny_image()))
+        for at, ref in refs.items()
+    }
+    server, key = _serve(host, tmp_path, webhook_process, COMPOSED)
+    for at, ref in refs.items():
+        if at != ("plain/server", "v1"):  # latest is signed, v1 (what a composing operator runs) is not
+            await _in_registry(
+                registry, lambda client, r=ref, d=digests[at]: sign_image(client, r.with_digest(d), key)
+            )
+
+    def custom(repo: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "example.com/v1",
+            "kind": "ModelServer",
+            "metadata": {"name": "m", "namespace": "prod"},
+            "spec": {"server": {"image": f"{host}/{repo}", "tag": "v1"}},
+        }
+
+    async with server.client() as client:
+        answer, patch = await _mutate(client, custom("plain/server"))
+        assert answer["allowed"] is False and patch == []
+        message = answer["status"]["message"]
+        assert f"{host}/plain/server:v1@{digests['plain/server', 'v1']}: no signature found" in message
+        assert (await _validate(client, custom("plain/server")))["allowed"] is False
+        answer, patch = await _mutate(client, custom("plain/other"))
+        assert answer["allowed"] is True and patch == [], answer["status"]["message"]
+
+        # every reading signed, but neither field holds a reference a patch could pin
+        answer, patch = await _mutate(client, custom("inference/server"))
+        assert answer["allowed"] is False and patch == []
+        message = answer["status"]["message"]
+        assert message.count("pinned.pinDigest") == 2 and "cannot be pinned" in message, message
+        assert "spec.server.image names it" in message and "spec.server names it" in message
+    server.stop()
