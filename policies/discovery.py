@@ -11,7 +11,10 @@ An *image* here is anything that names one:
 - a string ``image`` of an object (a container, or a container-like object such as KubeRay's
   ``autoscalerOptions``), or of a field whose name ends in ``Image`` (``sidecarImage``), or an item of an
   ``images`` list or map; beside a ``repository`` (and ``version`` or ``tag``) it is a name in that
-  repository (``{repository: nvcr.io/nvidia, image: driver, version: "550"}``);
+  repository (``{repository: nvcr.io/nvidia, image: driver, version: "550"}``); beside a ``tag``,
+  ``version`` or ``digest`` alone (``sidecarTag`` … beside ``sidecarImage``) it is two images, as written
+  and composed (``{image: REPO, tag: v1}``: ``REPO`` and ``REPO:v1``), since operators read it either way;
+  an image composed of several fields is never pinned (its ``prefix`` is None);
 - an image *object* there: ``{reference}`` (an image volume), ``{repository, tag?, digest?, registry?}``
   (the NIM Operator's ``spec.image``, Helm-style values) or ``{name, tag?, digest?, registry?}``, read as
   ``registry/repository:tag@digest``; and a ``{repository, tag}`` or ``{repository, digest}`` object under
@@ -108,7 +111,7 @@ def find_images(obj: Mapping[str, Any], budget: Budget = UNLIMITED) -> tuple[lis
                 where = child(path, inner) if isinstance(inner, str) else item(path, inner)
                 _image_field(entry, where, {}, images, problems, strict=True)
         elif isinstance(key, str) and _image_key(key):
-            _image_field(value, path, parent, images, problems, strict=key in ("image", "images"))
+            _image_field(value, path, parent, images, problems, strict=key in ("image", "images"), key=key)
         elif isinstance(value, MAPPINGS) and "image" not in value and _helm_image(value):
             images.append(ImageUse(_compose(value, "repository") or "", path, "container", None, None))
     return images, problems
@@ -132,21 +135,30 @@ def _helm_image(value: Mapping[str, Any]) -> bool:
 
 
 def _image_field(
-    value: Any, path: str, parent: Any, images: list[ImageUse], problems: list[Problem], *, strict: bool
+    value: Any,
+    path: str,
+    parent: Any,
+    images: list[ImageUse],
+    problems: list[Problem],
+    *,
+    strict: bool,
+    key: str | None = None,
 ) -> None:
     """One image-like field's value: an image, an image object, nothing (null, empty), or a problem.
     Not ``strict`` (a field whose name only ends in ``Image``), a value that is neither a string nor an
-    object is no image (``pullImage: true``)."""
+    object is no image (``pullImage: true``). ``key``: the field's name in ``parent``, whose companions
+    (:func:`_companions`) may tag the image."""
     name = parent.get("name") if isinstance(parent, MAPPINGS) else None
     name = name if isinstance(name, str) else None
     if value is None or value == "":
         return
     if isinstance(value, str):
         beside = parent if isinstance(parent, MAPPINGS) else {}
-        composed = None
         if isinstance(beside.get("repository"), str) or isinstance(beside.get("registry"), str):
             composed = _compose({**beside, "image": value}, "image", version=True)
-        images.append(ImageUse(composed or value, path, "container", name, "" if composed is None else None))
+            images.append(ImageUse(composed or value, path, "container", name, None))
+        else:
+            _tagged_beside(value, path, beside, key, name, images)
         return
     if isinstance(value, MAPPINGS):
         reference = value.get("reference")
@@ -167,6 +179,44 @@ def _image_field(
             "an object with reference, or with repository (or name) and tag or digest",
         )
     )
+
+
+def _companions(key: str | None) -> tuple[str, str, str]:
+    """The fields beside an image field ``key`` that may tag it: ``tag``, ``version`` and ``digest`` beside
+    ``image``; ``sidecarTag``, ``sidecarVersion`` and ``sidecarDigest`` beside ``sidecarImage``."""
+    stem = "" if key in (None, "image") else (key or "").removesuffix("Image")
+    return (f"{stem}Tag", f"{stem}Version", f"{stem}Digest") if stem else ("tag", "version", "digest")
+
+
+def _tagged_beside(
+    value: str,
+    path: str,
+    beside: Mapping[str, Any],
+    key: str | None,
+    name: str | None,
+    images: list[ImageUse],
+) -> None:
+    """An image string with, maybe, a tag, version or digest beside it (``{image: REPO, tag: v1}``).
+
+    Operators read such fields two ways: some compose ``REPO:v1`` (Helm-style values), others run the image
+    as written and keep the tag for themselves (the Prometheus Operator: an ``image`` has precedence over
+    ``tag`` and ``version``). Both are judged, the image as written at ``path`` and the composed one at the
+    object holding both; neither can be pinned (prefix None), since rewriting ``image`` would change what
+    the first kind of operator composes."""
+    companions = dict(zip(("tag", "version", "digest"), _companions(key), strict=True))
+    fields = {field: beside[k] for field, k in companions.items() if beside.get(k) is not None}
+    images.append(ImageUse(value, path, "container", name, None if fields else ""))
+    composed = _compose({**fields, "image": value}, "image", version=True) if fields else None
+    if composed is not None and composed != value:
+        images.append(ImageUse(composed, _parent(path, key) or path, "container", name, None))
+
+
+def _parent(path: str, key: str | None) -> str:
+    """The path of the object holding the field ``key`` at ``path`` (``""`` at the top)."""
+    for suffix in (f".{key}", f"[{key}]"):
+        if key is not None and path.endswith(suffix):
+            return path.removesuffix(suffix)
+    return ""
 
 
 def _compose(fields: Mapping[str, Any], name_key: str, *, version: bool = False) -> str | None:

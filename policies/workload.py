@@ -346,36 +346,46 @@ def _no_template(definition: KindDefinition) -> InputError:
 
 
 def changed_since(new: Workload, old: Workload) -> Workload:
-    """``new`` with only the image and engine uses (and problems) that ``old`` does not have.
+    """``new`` with only the image and engine uses (and problems) that ``old`` does not have, as a rule
+    reads them.
 
-    An image use is unchanged when ``old`` has the same (path, reference) pair; an engine use when ``old``
-    has the same (path, reference, readers, templates) and none of those readers changed its image, so an
-    engine newly readable by another container, or now read in another image, is checked again. Paths
-    include the container's index, so moving an image to another container counts as changed. A problem is
-    unchanged when ``old`` has the same (path, message). Everything else (labels, ``obj``) is ``new``'s.
+    An image use is unchanged only when ``old`` has the very same use: reference, path, field, container
+    and prefix (a storage URI whose scheme changed from ``oci+native://``, an image volume, to ``oci://``,
+    a modelcar container, is judged again: other rules apply). An engine use is unchanged only when ``old``
+    has the very same use (reference, path, source, declared, readers, templates), each of its readers is
+    the same container there (name, field, template, image: the toolchain, GPU and expression rules read
+    them) and each template it reaches has the same role and placement (the GPU and expression rules read
+    them); an engine whose path names a changed image is judged again too. Paths include the container's
+    index, so moving an image to another container counts as changed. A problem is unchanged when ``old``
+    has the same (path, message). Everything else (labels, ``obj``) is ``new``'s.
 
-    An UPDATE that changes no image or engine gives a workload with empty ``images``: callers must read that
-    as "nothing new to judge", not as "nothing could be extracted".
+    What no rule reads (``imagePullPolicy``, resources) changes nothing here. An UPDATE that changes no
+    image or engine gives a workload with empty ``images``: callers must read that as "nothing new to
+    judge", not as "nothing could be extracted".
     """
-    old_images = {(use.path, use.reference) for use in old.images}
-    old_engines = {(use.path, use.reference, use.readers, use.templates) for use in old.engines}
-    old_problems = set(old.problems)
-    images = tuple(use for use in new.images if (use.path, use.reference) not in old_images)
-    changed = set(images)
-    rerun = {
-        c.path for t in new.templates for c in t.containers if c.image is not None and c.image in changed
-    }
+    old_images, old_problems = set(old.images), set(old.problems)
+    images = tuple(use for use in new.images if use not in old_images)
+    changed_paths = {use.path for use in images}
+    old_engines: dict[EngineUse, list[tuple[object, ...]]] = {}
+    for use in old.engines:
+        old_engines.setdefault(use, []).append(_engine_context(old, use))
     return replace(
         new,
         images=images,
         engines=tuple(
             use
             for use in new.engines
-            if (use.path, use.reference, use.readers, use.templates) not in old_engines
-            or rerun.intersection(use.readers)
+            if use.path in changed_paths or _engine_context(new, use) not in old_engines.get(use, ())
         ),
         problems=tuple(problem for problem in new.problems if problem not in old_problems),
     )
+
+
+def _engine_context(workload: Workload, use: EngineUse) -> tuple[object, ...]:
+    """What the engine rules read of where ``use`` runs: its readers (with their images) and the role and
+    node selection of each template it reaches."""
+    templates = tuple((t.path, t.role, t.placement) for t in workload.templates_of(use))
+    return workload.readers(use), templates
 
 
 def _namespace(metadata: Mapping[str, Any], given: str | None) -> str | None:

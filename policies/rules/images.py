@@ -66,8 +66,9 @@ async def _rule(
         # Rewriting an image object or a composed name would be guessing at what the operator reads.
         found.add(
             f"{rule_id}.pinDigest",
-            f"image is named by tag where it cannot be pinned: {found.path} names it as an image object (or "
-            "with its repository in the fields beside it), which the mutating webhook does not rewrite",
+            f"image is named by tag where it cannot be pinned: {found.path} names it as an image object, or "
+            "composed with the fields beside it (repository, registry, tag, version, digest), which the "
+            "mutating webhook does not rewrite",
             f"write the digest into the manifest yourself ({ref.name}@sha256:<digest>, printed by "
             f"`trtguard digest {ref}`), or name the image as one reference string",
         )

@@ -68,6 +68,47 @@ def test_image_objects_name_their_image(spec: dict[str, Any], reference: str, pa
 
 
 @pytest.mark.parametrize(
+    ("spec", "readings"),
+    [
+        # Helm-style operators run REPO:v1; the Prometheus Operator runs `image` as written (attack 29, F2)
+        (
+            {"server": {"image": "r/server", "tag": "v1"}},
+            [("r/server", "spec.server.image"), ("r/server:v1", "spec.server")],
+        ),
+        (
+            {"server": {"image": "r/server", "version": 2}},
+            [("r/server", "spec.server.image"), ("r/server:2", "spec.server")],
+        ),
+        (
+            {"server": {"image": "r/server:v1", "digest": DIGEST}},
+            [("r/server:v1", "spec.server.image"), (f"r/server:v1@sha256:{DIGEST}", "spec.server")],
+        ),
+        (
+            {"sidecarImage": "r/side", "sidecarTag": "3", "tag": "9"},
+            [("r/side", "spec.sidecarImage"), ("r/side:3", "spec")],
+        ),
+        (
+            {"m": {"a.b": {"image": "r/x", "tag": "1"}}},
+            [("r/x", "spec.m[a.b].image"), ("r/x:1", "spec.m[a.b]")],
+        ),
+        # a tag already in the image: no operator can add another; still not pinned, the tag beside it stays
+        ({"server": {"image": "r/server:v1", "tag": "v2"}}, [("r/server:v1", "spec.server.image")]),
+    ],
+)
+def test_an_image_with_a_tag_beside_it_is_judged_as_written_and_composed_and_never_pinned(
+    spec: dict[str, Any], readings: list[tuple[str, str]]
+) -> None:
+    images, problems = find_images({"spec": spec})
+    assert [(use.reference, use.path) for use in images] == readings
+    assert [use.prefix for use in images] == [None] * len(readings) and problems == []
+
+
+def test_an_image_with_nothing_beside_it_can_be_pinned() -> None:
+    images, _ = find_images({"spec": {"server": {"image": "r/server", "sidecarTag": "1"}, "imageTag": "x"}})
+    assert [(use.reference, use.prefix) for use in images] == [("r/server", "")]
+
+
+@pytest.mark.parametrize(
     ("spec", "path"),
     [
         ({"image": {"pullPolicy": "Always"}}, "spec.image"),

@@ -136,6 +136,31 @@ def test_update_of_what_cel_reads_judges_the_engine_again(material: Material) ->
     assert evaluate(engine, pod(engine=ref), old=finalized).violations == ()
 
 
+def test_update_that_leaves_the_runtime_image_to_the_operator_judges_its_engine_again(
+    material: Material,
+) -> None:
+    # the model container's image left out: KServe takes the ServingRuntime's, which the toolchain rule cannot
+    # compare with the builder image (attack 29, finding 1: what a rule reads of the readers changed)
+    ref = material.engine("e")
+    engine = engine_for(
+        material, models_policy("      toolchain: {sameAsRuntimeImage: true}\n"), keys=("build-signer",)
+    )
+
+    def isvc(image: str | None) -> dict[str, Any]:
+        model = {"modelFormat": {"name": "triton"}, "storageUri": f"oci+native://{ref}"}
+        return {
+            "apiVersion": "serving.kserve.io/v1beta1",
+            "kind": "InferenceService",
+            "metadata": {"name": "isvc", "namespace": "prod"},
+            "spec": {"predictor": {"model": model if image is None else {**model, "image": image}}},
+        }
+
+    old = isvc(RUNTIME)
+    assert evaluate(engine, old).allowed
+    decision = evaluate(engine, isvc(None), old=old)
+    assert ("models", "models.rules.toolchain", Action.DENY) in rules(decision), decision.violations
+
+
 class UnreachableRegistry:
     """A stand-in evidence source whose registry is down (the real registry client is tested elsewhere)."""
 

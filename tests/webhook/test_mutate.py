@@ -367,3 +367,134 @@ async def test_what_mutate_pins_the_other_policies_admit_in_every_field(
         message = answer["status"]["message"]
         assert "pinDigest" in message and "cannot be pinned" in message and "spec.server.image" in message
     server.stop()
+
+
+BY_FIELD = """\
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: fields}
+spec:
+  match: {namespaces: [prod]}
+  images:
+    - name: container-images
+      fields: [container, initContainer, ephemeralContainer]
+      match: ["HOST/*"]
+      pinDigest: true
+      signatures: {keys: [platform/image-signer]}
+    - name: model-volumes
+      fields: [volume]
+      match: ["HOST/models/*"]
+      signatures: {keys: [platform/image-signer]}
+"""
+
+
+async def test_an_update_that_only_changes_a_storage_uris_scheme_is_judged_again(
+    registry: LocalRegistry, tmp_path: Path, webhook_process: StartWebhook
+) -> None:
+    """``oci+native://REF`` is an image volume, ``oci://REF`` a modelcar container: an UPDATE from one to the
+    other keeps the path and the reference, yet the image now runs, under the rules for containers (attack
+    29, finding 1). /mutate pins it, and once the tag names unsigned bytes, denies it; /validate denies the
+    flip that skipped /mutate."""
+    host = registry.host
+    tag = ImageReference.parse(f"{host}/models/flip:v1")
+    signed = await _in_registry(registry, lambda client: push_image(client, tag, tiny_image()))
+    server, key = _serve(host, tmp_path, webhook_process, BY_FIELD)
+    await _in_registry(registry, lambda client: sign_image(client, tag.with_digest(signed), key))
+
+    def isvc(scheme: str) -> dict[str, Any]:
+        model = {"modelFormat": {"name": "triton"}, "storageUri": f"{scheme}://{tag}"}
+        return {
+            "apiVersion": "serving.kserve.io/v1beta1",
+            "kind": "InferenceService",
+            "metadata": {"name": "flip", "namespace": "prod"},
+            "spec": {"predictor": {"model": model}},
+        }
+
+    volume, modelcar = isvc("oci+native"), isvc("oci")
+    async with server.client() as client:
+        answer, patch = await _mutate(client, volume)
+        assert answer["allowed"] is True and patch == [], "the volume rule does not pin"
+        assert (await _validate(client, volume))["allowed"] is True
+
+        answer, patch = await _mutate(client, modelcar, operation="UPDATE", old=volume)
+        assert answer["allowed"] is True, answer
+        assert [o for o in patch if o["op"] == "replace"] == [
+            {"op": "replace", "path": "/spec/predictor/model/storageUri", "value": f"oci://{tag}@{signed}"}
+        ]
+        skipped = await _validate(client, modelcar, operation="UPDATE", old=volume)
+        assert skipped["allowed"] is False and "container-images.pinDigest" in skipped["status"]["message"]
+
+        moved = await _in_registry(registry, lambda client: push_image(client, tag, tiny_image()))
+        answer, patch = await _mutate(client, modelcar, operation="UPDATE", old=volume)
+        assert answer["allowed"] is False and patch == []
+        assert (
+            "container-images.signatures" in answer["status"]["message"]
+            and moved in answer["status"]["message"]
+        )
+    server.stop()
+
+
+COMPOSED = """\
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: composed}
+spec:
+  match: {namespaces: [prod]}
+  images:
+    - name: pinned
+      match: ["HOST/inference/*"]
+      pinDigest: true
+      signatures: {keys: [platform/image-signer]}
+    - name: signed
+      match: ["HOST/plain/*"]
+      signatures: {keys: [platform/image-signer]}
+"""
+
+
+async def test_an_image_with_its_tag_beside_it_is_judged_at_that_tag_and_never_pinned(
+    registry: LocalRegistry, tmp_path: Path, webhook_process: StartWebhook
+) -> None:
+    """``{image: REPO, tag: v1}`` in a kind trtguard does not know: an operator composing ``REPO:v1`` runs
+    v1, so v1 is judged (beside ``REPO`` as written, which another operator would run), and /mutate never
+    rewrites ``image``, which would make such an operator compose ``REPO@sha256:…:v1`` (attack 29, F2)."""
+    host = registry.host
+    refs = {
+        (repo, tag): ImageReference.parse(f"{host}/{repo}:{tag}")
+        for repo in ("plain/server", "plain/other", "inference/server")
+        for tag in ("latest", "v1")
+    }
+    digests = {
+        at: await _in_registry(registry, lambda client, r=ref: push_image(client, r, tiny_image()))
+        for at, ref in refs.items()
+    }
+    server, key = _serve(host, tmp_path, webhook_process, COMPOSED)
+    for at, ref in refs.items():
+        if at != ("plain/server", "v1"):  # latest is signed, v1 (what a composing operator runs) is not
+            await _in_registry(
+                registry, lambda client, r=ref, d=digests[at]: sign_image(client, r.with_digest(d), key)
+            )
+
+    def custom(repo: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "example.com/v1",
+            "kind": "ModelServer",
+            "metadata": {"name": "m", "namespace": "prod"},
+            "spec": {"server": {"image": f"{host}/{repo}", "tag": "v1"}},
+        }
+
+    async with server.client() as client:
+        answer, patch = await _mutate(client, custom("plain/server"))
+        assert answer["allowed"] is False and patch == []
+        message = answer["status"]["message"]
+        assert f"{host}/plain/server:v1@{digests['plain/server', 'v1']}: no signature found" in message
+        assert (await _validate(client, custom("plain/server")))["allowed"] is False
+        answer, patch = await _mutate(client, custom("plain/other"))
+        assert answer["allowed"] is True and patch == [], answer["status"]["message"]
+
+        # every reading signed, but neither field holds a reference a patch could pin
+        answer, patch = await _mutate(client, custom("inference/server"))
+        assert answer["allowed"] is False and patch == []
+        message = answer["status"]["message"]
+        assert message.count("pinned.pinDigest") == 2 and "cannot be pinned" in message, message
+        assert "spec.server.image names it" in message and "spec.server names it" in message
+    server.stop()

@@ -1,7 +1,8 @@
 """``trtguard audit-cluster``: every running workload the policies cover, judged as ``check`` judges files.
 
 Exit status: 0 when everything is allowed, 1 when a workload would be denied, 2 when the audit is incomplete
-(a kind that could not be listed, a report that could not be written) or cannot start.
+(a kind that could not be listed, a workload that could not be checked, a report that could not be written)
+or cannot start.
 """
 
 from __future__ import annotations
@@ -138,30 +139,66 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(_render(args.format, audit, reports, applied))
     for gap in audit.gaps:
         print(f"trtguard: incomplete: {gap}", file=sys.stderr)
-    if audit.gaps:
+    unchecked = audit.unchecked()
+    for line in _unchecked_lines(unchecked):
+        print(f"trtguard: incomplete: {line}", file=sys.stderr)
+    if audit.gaps or unchecked:
         return 2
-    denied = any(isinstance(v, InputError) or not v.allowed for _, v in audit.verdicts)
-    return 1 if denied else 0
+    counts = audit.counts()
+    return 1 if counts["denied"] or counts["unreadable"] else 0
+
+
+#: Workloads that could not be checked named on stderr, one a line; the rest are counted (the table and
+#: ``--format json`` show every one).
+_NAMED_UNCHECKED = 20
+
+
+def _unchecked_lines(unchecked: list[Any]) -> list[str]:
+    """stderr's account of the workloads that could not be checked: each (up to a bound) with its first
+    rule that could not be checked."""
+    from verifier.base import visible  # noqa: PLC0415
+
+    if not unchecked:
+        return []
+    lines = [
+        f"{len(unchecked)} workload(s) could not be checked; their verdict is the policies' onError, not "
+        "what the rules would find"
+    ]
+    for subject, decision in unchecked[:_NAMED_UNCHECKED]:
+        first = next(v for v in decision.violations if v.error)
+        lines.append(visible(f"could not check {_title(subject)}: {first.one_line()}"))
+    if len(unchecked) > _NAMED_UNCHECKED:
+        lines.append(f"and {len(unchecked) - _NAMED_UNCHECKED} more (--format json lists every one)")
+    return lines
+
+
+def _title(subject: Any) -> str:
+    """``Deployment team-a/app-0``."""
+    return f"{subject.kind} {subject.namespace + '/' if subject.namespace else ''}{subject.name}"
 
 
 def _render(fmt: str, audit: Any, reports: list[dict[str, Any]], applied: list[str]) -> str:
     import yaml  # noqa: PLC0415
 
+    from trtguard.cluster import outcome  # noqa: PLC0415
     from verifier.base import InputError, visible  # noqa: PLC0415
 
     if fmt == "policy-report":
         return "".join("---\n" + yaml.safe_dump(r, sort_keys=False, allow_unicode=True) for r in reports)
+    counts = audit.counts()
     if fmt == "json":
         items = []
         for subject, verdict in audit.verdicts:
             head = {"apiVersion": subject.api_version, "kind": subject.kind, "namespace": subject.namespace,
-                    "name": subject.name, "uid": subject.uid}  # fmt: skip
+                    "name": subject.name, "uid": subject.uid, "outcome": outcome(verdict)}  # fmt: skip
             if isinstance(verdict, InputError):
                 items.append({**head, "error": verdict.message, "location": verdict.location})
             else:
                 items.append({**head, **verdict.to_json()})
         document = {
             "workloads": items,
+            "summary": counts,
+            "incomplete": bool(audit.gaps or counts["unchecked"]),
             "kinds": [k.definition.name for k in audit.kinds],
             "not_served": audit.not_served,
             "gaps": audit.gaps,
@@ -170,25 +207,24 @@ def _render(fmt: str, audit: Any, reports: list[dict[str, Any]], applied: list[s
         }
         return json.dumps(document, indent=1) + "\n"
     lines = []
-    counts = {"allowed": 0, "denied": 0, "skipped": 0, "errors": 0}
     for subject, verdict in audit.verdicts:
-        title = f"{subject.kind} {subject.namespace + '/' if subject.namespace else ''}{subject.name}"
+        title, found = _title(subject), outcome(verdict)
         if isinstance(verdict, InputError):
-            counts["errors"] += 1
             lines.append(f"ERROR  {title}: {verdict.message}")
-        elif verdict.unjudged is not None:
-            counts["skipped"] += 1
-        elif verdict.allowed:
-            counts["allowed"] += 1
-            lines += [f"ALLOW  {title}"] + [f"  ! {w.one_line()}" for w in verdict.warnings]
-        else:
-            counts["denied"] += 1
-            lines += [f"DENY   {title}"] + [f"  x {v.one_line()}" for v in verdict.denials]
-            lines += [f"  ! {w.one_line()}" for w in verdict.warnings]
+            continue
+        if found == "skipped":
+            continue
+        label = {"allowed": "ALLOW ", "denied": "DENY  ", "unchecked": "UNCHECKED"}[found]
+        lines.append(f"{label} {title}")
+        # x: a rule refuses it; ?: a rule could not be checked; !: a warning
+        lines += [f"  x {v.one_line()}" for v in verdict.denials if not v.error]
+        lines += [f"  ? {v.one_line()}" for v in verdict.violations if v.error]
+        lines += [f"  ! {w.one_line()}" for w in verdict.warnings if not w.error]
     kinds = ", ".join(k.definition.name for k in audit.kinds)
     lines.append(
         f"{len(audit.verdicts)} workloads ({kinds}; {audit.pages} list pages): {counts['allowed']} allowed, "
-        f"{counts['denied']} would be denied, {counts['skipped']} skipped, {counts['errors']} unreadable"
+        f"{counts['denied']} would be denied, {counts['unchecked']} could not be checked, "
+        f"{counts['skipped']} skipped, {counts['unreadable']} unreadable"
     )
     if audit.not_served:
         lines.append(f"not served by this cluster: {', '.join(audit.not_served)}")

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trtguard.cluster._api import ClusterSettings, KubeApi, Listed, connect, resource_path
-    from trtguard.cluster._audit import Audit, ListedKind, apply_reports, judge, list_workloads, served_kinds
+    from trtguard.cluster._audit import (
+        Audit,
+        ListedKind,
+        apply_reports,
+        judge,
+        list_workloads,
+        outcome,
+        served_kinds,
+    )
     from trtguard.cluster._errors import ApiError, AuditTimeout
 
 #: Where each public name lives.
@@ -21,7 +29,15 @@ _HOMES: dict[str, str] = {
         ("ClusterSettings", "KubeApi", "Listed", "connect", "resource_path"), "trtguard.cluster._api"
     ),
     **dict.fromkeys(
-        ("Audit", "ListedKind", "apply_reports", "judge", "list_workloads", "served_kinds"),
+        (
+            "Audit",
+            "ListedKind",
+            "apply_reports",
+            "judge",
+            "list_workloads",
+            "outcome",
+            "served_kinds",
+        ),
         "trtguard.cluster._audit",
     ),
     **dict.fromkeys(("ApiError", "AuditTimeout"), "trtguard.cluster._errors"),
@@ -39,6 +55,7 @@ __all__ = [
     "connect",
     "judge",
     "list_workloads",
+    "outcome",
     "resource_path",
     "served_kinds",
 ]

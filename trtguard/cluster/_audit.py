@@ -11,6 +11,9 @@ changed in between is read again, never overwritten blind).
 A kind the cluster does not serve (an operator that is not installed) is skipped and said so; a kind that
 cannot be listed whole (RBAC, a failing API server, an answer too large, a list that never ends) is a gap,
 which makes the audit incomplete (exit status 2); past the audit's deadline it stops (:class:`AuditTimeout`).
+:func:`outcome` says what each verdict is: a workload that would be denied is one a rule refuses, never one
+that could not be checked (the registry down: ``onError`` decides what admission does, but the audit does
+not know what the rules would find), which makes the audit incomplete too.
 """
 
 from __future__ import annotations
@@ -18,20 +21,50 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from policies.evaluator import PolicyEngine
 from policies.kinds import KindDefinition, KindRegistry
 from policies.policy_report import API_VERSION, SOURCE, Subject
-from policies.results import Decision
+from policies.results import Action, Decision
 from trtguard.cluster._api import KubeApi, resource_path
 from trtguard.cluster._errors import ApiError, AuditTimeout
 from verifier.base import Deadline, InputError
 
-__all__ = ["Audit", "ListedKind", "apply_reports", "judge", "list_workloads", "served_kinds"]
+__all__ = [
+    "OUTCOMES",
+    "Audit",
+    "ListedKind",
+    "Outcome",
+    "apply_reports",
+    "judge",
+    "list_workloads",
+    "outcome",
+    "served_kinds",
+]
 
 _REPORT_GROUP, _, _REPORT_VERSION = API_VERSION.partition("/")
 _MANAGED: Final = f"app.kubernetes.io/managed-by={SOURCE}"
+
+Outcome = Literal["allowed", "denied", "unchecked", "skipped", "unreadable"]
+#: Every :data:`Outcome`, in the order the audit counts them.
+OUTCOMES: Final[tuple[Outcome, ...]] = ("allowed", "denied", "unchecked", "skipped", "unreadable")
+
+
+def outcome(verdict: Decision | InputError) -> Outcome:
+    """What the audit makes of one verdict: ``denied`` when a rule refuses the workload (whatever else could
+    not be checked); ``unchecked`` when, short of that, a rule could not be checked (its violation is an
+    ``error``: the registry down, out of time), whatever ``onError`` makes of it at admission; ``skipped``
+    when there was nothing to judge; ``unreadable`` when the object could not be read; else ``allowed``."""
+    if isinstance(verdict, InputError):
+        return "unreadable"
+    if verdict.unjudged is not None:
+        return "skipped"
+    if any(v.action is Action.DENY and not v.error for v in verdict.violations):
+        return "denied"
+    if any(v.error for v in verdict.violations):
+        return "unchecked"
+    return "allowed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +94,21 @@ class Audit:
     """What could not be listed, and why: the audit is incomplete."""
     pages: int = 0
     verdicts: list[tuple[Subject, Decision | InputError]] = field(default_factory=list)
+
+    def counts(self) -> dict[Outcome, int]:
+        """How many verdicts have each :func:`outcome`."""
+        found = dict.fromkeys(OUTCOMES, 0)
+        for _, verdict in self.verdicts:
+            found[outcome(verdict)] += 1
+        return found
+
+    def unchecked(self) -> list[tuple[Subject, Decision]]:
+        """The workloads that could not be checked (:func:`outcome`): the audit is incomplete."""
+        return [
+            (subject, verdict)
+            for subject, verdict in self.verdicts
+            if isinstance(verdict, Decision) and outcome(verdict) == "unchecked"
+        ]
 
 
 def served_kinds(api: KubeApi, kinds: KindRegistry, audit: Audit) -> None:

@@ -14,6 +14,7 @@ built in the recorded shapes), nor anything about proxies between the client and
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,12 @@ import pytest
 import yaml
 from kubernetes.config import incluster_config
 
+from policies.schema import trusted_keys_yaml
 from tests.policies.registry_world import run_cli
 from tests.support.kube_apiserver_standin import TOKEN, KubeApiStandIn, workloads
 from tests.support.policy_reports import validate_report
 from trtguard.cluster import ApiError, ClusterSettings, connect
+from verifier.keys import generate_private_key
 
 SERVER = "registry.example/inference/server@sha256:" + "a1" * 32
 LEGACY = "registry.example/legacy/server@sha256:" + "b2" * 32
@@ -125,6 +128,70 @@ def test_apply_writes_policy_reports_and_updates_them(standin: KubeApiStandIn, t
     assert all(r["rule"] == "images" and r["policy"] == "runtime" for r in failed)
     for report in reports.values():
         validate_report(report)
+
+
+@pytest.mark.parametrize("on_error", ["Deny", "Warn"])
+def test_what_could_not_be_checked_is_counted_apart_and_leaves_the_audit_incomplete(
+    tmp_path: Path, on_error: str
+) -> None:
+    """The registry is down: neither "would be denied" (onError Deny) nor "allowed" (Warn), but "could not
+    be checked", exit status 2 and stderr naming them; table, JSON and PolicyReport agree (attack 29, F3).
+    A workload a rule refuses without asking the registry is still one that would be denied."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        down = f"127.0.0.1:{probe.getsockname()[1]}"
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    public = generate_private_key().public_key()
+    (policies / "keys.yaml").write_text(trusted_keys_yaml("platform", {"image-signer": public}))
+    (policies / "policy.yaml").write_text(
+        POLICY.replace("spec:\n", f"spec:\n  onError: {on_error}\n", 1)
+        .replace("registry.example/inference/*", f"{down}/inference/*")
+        .replace("requireDigest: true", "signatures: {keys: [platform/image-signer]}")
+    )
+    config = tmp_path / "registries.yaml"
+    config.write_text(f'registries:\n  "{down}":\n    plain_http: true\n')
+    with KubeApiStandIn(tmp_path / "standin") as standin:
+        for obj in workloads(4, ("team-a",), f"{down}/inference/server:v1"):
+            standin.add(obj)
+        refused = next(workloads(1, ("team-b",), "registry.example/elsewhere/server:v1"))
+        refused["metadata"]["name"] = "refused"
+        standin.add(refused)
+        kubeconfig = standin.kubeconfig(tmp_path / "kubeconfig")
+
+        def audit(*extra: str) -> tuple[int, str, str]:
+            return run_cli(
+                "audit-cluster", "--kubeconfig", kubeconfig, "--policies", policies,
+                "--registry-config", config, *extra,
+            )  # fmt: skip
+
+        status, out, err = audit()
+        assert status == 2, err
+        assert "0 allowed, 1 would be denied, 4 could not be checked, 0 skipped" in out
+        heads = sorted(line for line in out.splitlines() if line.startswith(("ALLOW", "DENY", "UNCHECKED")))
+        assert heads == ["DENY   Deployment team-b/refused"] + [
+            f"UNCHECKED Deployment team-a/app-{n}" for n in range(4)
+        ]
+        assert "trtguard: incomplete: 4 workload(s) could not be checked" in err
+        for n in range(4):
+            assert f"trtguard: incomplete: could not check Deployment team-a/app-{n}: runtime/images" in err
+        assert "team-b/refused" not in err
+
+        status, out, _ = audit("--format", "json")
+        assert status == 2
+        result = json.loads(out)
+        assert result["incomplete"] is True
+        assert result["summary"] == {"allowed": 0, "denied": 1, "unchecked": 4, "skipped": 0, "unreadable": 0}
+        assert {w["name"]: w["outcome"] for w in result["workloads"]} == {
+            **{f"app-{n}": "unchecked" for n in range(4)},
+            "refused": "denied",
+        }
+
+        status, out, _ = audit("--format", "policy-report")
+        assert status == 2
+        reports = {r["metadata"]["namespace"]: r for r in yaml.safe_load_all(out)}
+        assert reports["team-a"]["summary"]["error"] == 4 and reports["team-a"]["summary"]["fail"] == 0
+        assert reports["team-b"]["summary"]["fail"] == 1 and reports["team-b"]["summary"]["error"] == 0
 
 
 def test_429_and_5xx_are_retried_and_what_fails_for_good_is_a_gap(
