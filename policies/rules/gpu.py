@@ -26,9 +26,10 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from policies.pods import EngineUse, ImageUse, PodTemplate, by_image
+from policies.pods import EngineUse, ImageUse, PodTemplate
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
+from policies.rules.readers import unjudged
 from policies.scheduling import NodeTerm
 from policies.schema import GpuCompatibilityRule
 from policies.verified import VerifiedManifest
@@ -167,8 +168,9 @@ async def _nodes(run: Evaluation, found: Findings, use: EngineUse, manifest: Eng
             functools.partial(misfits, template, fit, run.budget.step),
             template.spec,
         )
-        for message, fix in judged:
-            found.add(_NODES, message, fix)
+        if run.first((found.policy.name, _NODES, found.engine, template.path)):
+            for message, fix in judged:
+                found.add(_NODES, message, fix)
 
 
 def _same_capability(term: NodeTerm, fit: GpuFit) -> str | None:
@@ -221,8 +223,10 @@ def loads(built: str, runtime: str, *, version_compatible: bool, exclude_lean_ru
 
 
 async def _runtime(run: Evaluation, found: Findings, use: EngineUse, manifest: EngineBuildManifest) -> None:
-    readers = run.context.readers(use)
-    if not readers:
+    groups = await unjudged(run, found, _RUNTIME, use)
+    if groups is None:
+        return
+    if not run.context.readers(use):
         found.add(
             _RUNTIME,
             "no container runs the engine, so the TensorRT that loads it is unknown",
@@ -231,8 +235,8 @@ async def _runtime(run: Evaluation, found: Findings, use: EngineUse, manifest: E
         )
     built = manifest.toolchain.tensorrt_version
     config = manifest.builder_config
-    # Judged once per image, however many containers run it (a shared volume can make hundreds readers).
-    for group in by_image(readers):
+    # Judged once per image and engine digest, however many containers run it or volumes mount the engine.
+    for group in groups:
         where = group.describe()
         if group.image is None:
             found.add(

@@ -8,9 +8,10 @@ image (by digest) that built it, since an engine only works with the TensorRT ve
 from __future__ import annotations
 
 from policies.patterns import matches_any
-from policies.pods import EngineUse, by_image
+from policies.pods import EngineUse
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
+from policies.rules.readers import unjudged
 from policies.schema import ToolchainRule
 from policies.verified import VerifiedManifest
 from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference
@@ -52,16 +53,18 @@ async def _same_as_runtime_image(
     One matching container is not enough: the engine runs wherever it can be read (mounted, or handed on
     through a shared writable volume), so each of those containers is checked.
     """
-    readers = run.context.readers(use)
-    if not readers:
+    groups = await unjudged(run, found, _RULE, use)
+    if groups is None:
+        return
+    if not run.context.readers(use):
         found.add(
             _RULE,
             f"no container runs the engine, so its builder image {builder} cannot be compared",
             "mount the engine's image volume in the container that serves it, or name that container "
             "in the trtguard.dev/engines annotation",
         )
-    # Judged once per image, however many containers run it (a shared volume can make hundreds readers).
-    for group in by_image(readers):
+    # Judged once per image and engine digest, however many containers run it or volumes mount the engine.
+    for group in groups:
         where = group.describe()
         image = group.image
         if image is None:
