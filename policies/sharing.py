@@ -128,20 +128,26 @@ def read_only_volume(volume: Mapping[str, Any]) -> bool:
 def outlives(volume: Mapping[str, Any]) -> bool:
     """Whether ``volume``'s storage can outlive the Pod, and so be reached by other Pods of the workload:
     any source but an ``emptyDir``, a read-only kind (:data:`READ_ONLY_KINDS`) or a generic ``ephemeral``
-    volume, and an ``ephemeral`` volume cloned from a data source (a claim or a snapshot, which may hold
-    what another template wrote). A kind trtguard does not know outlives the Pod."""
+    volume, and an ``ephemeral`` volume whose claim is not new storage: cloned from a data source (a claim
+    or a snapshot, which may hold what another template wrote), bound to a named PersistentVolume
+    (``volumeName``) or to one a ``selector`` picks among existing ones. A kind trtguard does not know
+    outlives the Pod."""
     return any(
-        (key not in _POD_KINDS and key not in READ_ONLY_KINDS) or (key == "ephemeral" and _cloned(source))
+        (key not in _POD_KINDS and key not in READ_ONLY_KINDS) or (key == "ephemeral" and _existing(source))
         for key, source in volume.items()
         if key != "name"
     )
 
 
-def _cloned(source: Any) -> bool:
-    """Whether a generic ephemeral volume's claim starts as a copy of other storage."""
+def _existing(source: Any) -> bool:
+    """Whether a generic ephemeral volume's claim reaches storage that exists before the Pod: a copy of other
+    storage, or a PersistentVolume that is there already (named, or chosen by labels)."""
     template = source.get("volumeClaimTemplate") if isinstance(source, Mapping) else None
     spec = template.get("spec") if isinstance(template, Mapping) else None
-    return isinstance(spec, Mapping) and any(spec.get(k) is not None for k in ("dataSource", "dataSourceRef"))
+    if not isinstance(spec, Mapping):
+        return False
+    keys = ("dataSource", "dataSourceRef", "volumeName", "selector")
+    return any(spec.get(key) not in (None, "", {}) for key in keys)
 
 
 def host_path_access(volume: Mapping[str, Any], mode: MountMode) -> HostAccess:

@@ -127,6 +127,16 @@ def test_what_counts_as_writable(volume: dict[str, object], read_only: bool) -> 
             {"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {"dataSourceRef": {"name": "c"}}}}},
             True,
         ),
+        # Re-attack F4: a claim bound to an existing PersistentVolume (named, or picked by labels).
+        ({"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {"volumeName": "pv-1"}}}}, True),
+        (
+            {
+                "name": "v",
+                "ephemeral": {"volumeClaimTemplate": {"spec": {"selector": {"matchLabels": {"a": "b"}}}}},
+            },
+            True,
+        ),
+        ({"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {"volumeName": ""}}}}, False),
         ({"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {"resources": {}}}}}, False),
         ({"name": "v", "ephemeral": "nonsense"}, False),
         ({"name": "v", "emptyDir": {}}, False),
