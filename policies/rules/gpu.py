@@ -25,11 +25,12 @@ import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from policies.pods import EngineUse, ImageUse, PodTemplate
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
-from policies.rules.readers import unjudged
+from policies.rules.toolchain import runtime_groups
 from policies.scheduling import NodeTerm
 from policies.schema import GpuCompatibilityRule
 from policies.verified import VerifiedManifest
@@ -37,6 +38,7 @@ from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
 
 __all__ = [
+    "AMPERE_OR_NEWER",
     "MAJOR_LABEL",
     "MINOR_LABEL",
     "PRODUCT_LABEL",
@@ -51,6 +53,29 @@ __all__ = [
 MAJOR_LABEL = "nvidia.com/gpu.compute.major"
 MINOR_LABEL = "nvidia.com/gpu.compute.minor"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
+#: ``nvidia.com/gpu.product`` values (as GPU Feature Discovery writes them) of data-center GPUs of compute
+#: capability 8.0 or newer: a node selection confined to them runs an ``ampere_plus`` engine. A product not
+#: listed is judged by its compute capability labels.
+AMPERE_OR_NEWER: Final = frozenset(
+    {
+        "NVIDIA-A100-SXM4-40GB",
+        "NVIDIA-A100-SXM4-80GB",
+        "NVIDIA-A100-PCIE-40GB",
+        "NVIDIA-A100-80GB-PCIe",
+        "NVIDIA-A10",
+        "NVIDIA-A10G",
+        "NVIDIA-A30",
+        "NVIDIA-A40",
+        "NVIDIA-L4",
+        "NVIDIA-L40",
+        "NVIDIA-L40S",
+        "NVIDIA-H100-80GB-HBM3",
+        "NVIDIA-H100-PCIe",
+        "NVIDIA-H100-NVL",
+        "NVIDIA-H200",
+        "NVIDIA-GH200-480GB",
+    }
+)
 _NODES = "models.rules.gpuCompatibility.nodes"
 _RUNTIME = "models.rules.gpuCompatibility.runtime"
 #: Version-compatible engines load in a newer major release only across these (TensorRT support matrix).
@@ -107,7 +132,7 @@ def misfit(term: NodeTerm, fit: GpuFit) -> str | None:
     that matches no node places nothing)."""
     if term.matches_no_node:
         return None
-    return _ampere_plus(term) if fit.ampere_plus else _same_capability(term, fit)
+    return _ampere_plus(term, fit) if fit.ampere_plus else _same_capability(term, fit)
 
 
 def misfits(
@@ -194,7 +219,14 @@ def _same_capability(term: NodeTerm, fit: GpuFit) -> str | None:
     )
 
 
-def _ampere_plus(term: NodeTerm) -> str | None:
+def _ampere_plus(term: NodeTerm, fit: GpuFit) -> str | None:
+    """Why the term admits GPUs older than Ampere, or None when it does not: it confines the compute
+    capability major to 8 or more, or the product to GPUs known to be Ampere or newer (the build GPU's
+    own, which built an ``ampere_plus`` engine, among them)."""
+    products = term.texts(PRODUCT_LABEL)
+    known = AMPERE_OR_NEWER | ({fit.product} if fit.major >= 8 else set())
+    if products is not None and products <= known:
+        return None
     admitted = term.numbers(MAJOR_LABEL)
     least = admitted.least()
     if not admitted.others and (least is None or least >= 8):
@@ -223,7 +255,7 @@ def loads(built: str, runtime: str, *, version_compatible: bool, exclude_lean_ru
 
 
 async def _runtime(run: Evaluation, found: Findings, use: EngineUse, manifest: EngineBuildManifest) -> None:
-    groups = await unjudged(run, found, _RUNTIME, use)
+    groups = await runtime_groups(run, found, _RUNTIME, use)
     if groups is None:
         return
     if not run.context.readers(use):

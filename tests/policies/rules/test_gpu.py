@@ -142,6 +142,20 @@ def test_an_ampere_plus_engine_needs_ampere_or_newer(material: Material) -> None
     zeros = [{"key": "nvidia.com/gpu.compute.major", "operator": "Lt", "values": ["0000000000000000010"]}]
     [violation] = judge(fit, placed(ref, terms=[zeros])).violations  # Lt 10 to the scheduler
     assert "older than Ampere" in violation.message
+    # Re-attack F6: a product label of an Ampere-or-newer GPU confines too, the build GPU's own among them.
+    product = "nvidia.com/gpu.product"
+    assert judge(fit, placed(ref, selector={product: "NVIDIA-H200"})).allowed
+    assert judge(
+        fit,
+        placed(
+            ref,
+            terms=[[{"key": product, "operator": "In", "values": ["NVIDIA-A100-SXM4-80GB", "NVIDIA-L4"]}]],
+        ),
+    ).allowed
+    [violation] = judge(fit, placed(ref, selector={product: "Tesla-T4"})).violations
+    assert "older than Ampere" in violation.message
+    mixed = [{"key": product, "operator": "In", "values": ["NVIDIA-H200", "Tesla-V100-SXM2-16GB"]}]
+    assert not judge(fit, placed(ref, terms=[mixed])).allowed
 
 
 def test_bounds_with_leading_zeros_confine_as_the_scheduler_reads_them(material: Material) -> None:
