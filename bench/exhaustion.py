@@ -11,25 +11,31 @@ node selections built to make GPU fit slow: a Pod (10 KB) whose required node af
 admitting every compute capability up to 998.998 past a product label's ``NotIn``; a Volcano Job of 20
 tasks, each of 5 containers mounting an engine volume of their own, under one term of 50 ``Gt``/``Lt``
 expressions (judged in full); and one of 100 tasks x 100 containers x 50 expressions (past the container
-limit). There the unrelated Pod is confined to the engine's GPU (``nodeSelector``), so it is admitted too.
+limit); and a Pod (112 KB) whose server mounts 100 image volumes of one engine, beside 499 containers
+each running an image of its own and sharing an emptyDir with it (every one a reader of the engine, so each
+runtime rule once made a violation per volume and image: 99,800, a 70 MB answer). There the unrelated Pod
+is confined to the engine's GPU (``nodeSelector``), so it is admitted too.
 
 Measured for each heavy object, against one server over TLS (the bundled policies, demo keys and
 attestations, an SQLite decision log), in the same run:
   1. baseline: the unrelated review alone, one after another (``--alone`` times);
   2. the heavy review on one connection and, while it is unanswered, unrelated reviews one after another
-     on another: the heavy review's answer time and verdict, and the unrelated reviews' latencies.
+     on another: the heavy review's answer time, size and verdict, and the unrelated reviews' latencies.
 
 ``--before REF`` runs the same against the code of a git revision (``git archive`` into a temporary
 folder, served with ``PYTHONPATH`` pointing there, with this checkout's virtual environment), e.g.
 ``--before main``; the figures of both are printed one after the other.
 
-Usage: ``.venv/bin/python bench/exhaustion.py [--before main] [--alone 50] [--timeout 10]``
+``--only TEXT`` measures only the heavy objects whose name contains ``TEXT``.
+
+Usage: ``.venv/bin/python bench/exhaustion.py [--before main] [--alone 50] [--timeout 10] [--only TEXT]``
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -169,6 +175,37 @@ def _gpu_volcano(material: Material, tasks: int, containers: int, expressions: i
     }
 
 
+def _many_volumes(material: Material, volumes: int, containers: int) -> dict[str, Any]:
+    """A Pod whose server mounts ``volumes`` image volumes of one engine and an emptyDir it shares with
+    ``containers`` others, each running an image of its own (pinned, unknown to every policy)."""
+    shared = {"name": "share", "mountPath": "/s"}
+    server = {
+        "name": "server",
+        "image": TENSORRT_IMAGE,
+        "volumeMounts": [{"name": f"e{i}", "mountPath": f"/m/{i}"} for i in range(volumes)] + [shared],
+    }
+    others = [
+        {
+            "name": f"c{i}",
+            "image": f"registry.example.com/inference/x@sha256:{hashlib.sha256(str(i).encode()).hexdigest()}",
+            "volumeMounts": [shared],
+        }
+        for i in range(containers)
+    ]
+    engine = material.engines["fp16"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"volumes-{volumes}x{containers}", "namespace": "prod"},
+        "spec": {
+            "nodeSelector": {"nvidia.com/gpu.compute.major": "9", "nvidia.com/gpu.compute.minor": "0"},
+            "containers": [server, *others],
+            "volumes": [{"name": f"e{i}", "image": {"reference": engine}} for i in range(volumes)]
+            + [{"name": "share", "emptyDir": {}}],
+        },
+    }
+
+
 def _confined(review: bytes) -> bytes:
     """The unrelated review with its Pod placed on the engine's GPU (H200: compute capability 9.0)."""
     body = json.loads(review)
@@ -203,6 +240,8 @@ class Client:
     def __init__(self, port: int, context: ssl.SSLContext, timeout: float) -> None:
         self.port, self.context, self.timeout = port, context, timeout
         self.link: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        #: The size of the last answer, in bytes.
+        self.size = 0
 
     async def post(self, template: bytes) -> tuple[float, dict[str, Any]]:
         """Seconds to the answer, and the AdmissionReview response."""
@@ -219,6 +258,7 @@ class Client:
             webhook_bench._exchange(*self.link, head, body), ANSWER_TIMEOUT
         )
         elapsed = time.perf_counter() - started
+        self.size = len(answer)
         response = json.loads(answer)["response"] if status == 200 else {"http": status}
         return elapsed, response
 
@@ -263,7 +303,12 @@ async def _scenario(
     heavy_seconds, heavy_response = await heavy_task
     for client in (quiet, busy, other):
         client.close()
-    return {"heavy": (heavy_seconds, _verdict(heavy_response)), "alone": baseline, "during": during}
+    return {
+        "heavy": (heavy_seconds, _verdict(heavy_response)),
+        "size": busy.size,
+        "alone": baseline,
+        "during": during,
+    }
 
 
 def _serve(
@@ -323,6 +368,9 @@ def run(label: str, code: Path | None, args: argparse.Namespace) -> None:
                 "GPU fit: Volcano Job, 100 tasks x 100 containers x 50 expressions": _review(
                     _gpu_volcano(material, 100, 100, 50)
                 ),
+                "runtime rules: Pod, 100 volumes of one engine x 500 images sharing an emptyDir": _review(
+                    _many_volumes(material, 100, 499)
+                ),
             },
         ),
     }
@@ -333,9 +381,12 @@ def run(label: str, code: Path | None, args: argparse.Namespace) -> None:
         process, port = _serve(material, policies, folder, tls, code)
         try:
             for name, body in heavies.items():
+                if args.only is not None and args.only not in name:
+                    continue
                 result = asyncio.run(_scenario(port, context, body, baseline, args.alone, args.timeout))
                 seconds, verdict = result["heavy"]
-                print(f"  {name} ({len(body) // 1024} KB): answered in {seconds:.2f} s: {verdict}")
+                answer = f"{result['size'] / 1024:,.0f} KB"
+                print(f"  {name} ({len(body) // 1024} KB): answered in {seconds:.2f} s ({answer}): {verdict}")
                 print(f"    unrelated review alone:        {_figures(result['alone'])}")
                 print(f"    unrelated review meanwhile:    {_figures(result['during'])}")
         finally:
@@ -353,6 +404,7 @@ def main() -> int:
     parser.add_argument(
         "--timeout", type=float, default=10.0, help="the API server's ?timeout= in seconds (10)"
     )
+    parser.add_argument("--only", metavar="TEXT", help="measure only the heavy objects whose name holds TEXT")
     args = parser.parse_args()
     run("this checkout", None, args)
     if args.before is not None:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from policies.pods import Container, EngineUse, ImageField, ImageUse, Problem, Tally
-from policies.sharing import PodGraph, PodSharing
+from policies.sharing import MountMode, PodGraph, PodSharing, mount_mode
 from verifier.base import ImageReference, InvalidReference
 
 __all__ = [
@@ -146,7 +146,7 @@ class PodSpecReader:
         #: Containers whose image the operator fills in (``image_required=False`` and none given).
         self.defaulted: list[str] = []
         self._names: dict[str, list[int]] = {}
-        self._mounts: list[tuple[int, str, bool]] = []
+        self._mounts: list[tuple[int, str, MountMode]] = []
         self._volumes: dict[str, _ImageVolume] = {}
         self._graph = PodGraph(self._template, spec)
         self._targets: list[tuple[int, str, str]] = []
@@ -298,8 +298,7 @@ class PodSpecReader:
             if not isinstance(volume, str):
                 self._problem(f"{path}[{index}]", "a volume mount must be an object with a volume name")
             else:
-                # Only `readOnly: true` keeps a container from writing (recursiveReadOnly needs it too).
-                self._mounts.append((container, volume, mount.get("readOnly") is True))
+                self._mounts.append((container, volume, mount_mode(mount)))
 
     def read_volumes(self) -> None:
         """Read ``volumes``: image volumes (engine candidates), and each declaration by name (what it

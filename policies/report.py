@@ -17,7 +17,7 @@ import yaml
 from policies.check import CheckReport, Outcome
 from policies.evaluator import HISTORY_NOT_CONSULTED
 from policies.policy_report import Subject, policy_reports
-from policies.results import Action
+from policies.results import MAX_LISTED, Action
 from verifier.base import InputError, visible
 
 FORMATS = ("table", "json", "junit", "sarif", "policy-report")
@@ -84,7 +84,7 @@ def _table(report: CheckReport) -> str:
             verdict = "ALLOW (no policy applies)"
         allowed += decision.allowed
         lines.append(f"{verdict} {_title(outcome)} ({_where(outcome)})")
-        for violation in decision.violations:
+        for violation in decision.violations[:MAX_LISTED]:
             marker = {Action.DENY: "x", Action.WARN: "!", Action.AUDIT: "i"}[violation.action]
             subject = violation.image or violation.engine
             lines.append(
@@ -94,6 +94,8 @@ def _table(report: CheckReport) -> str:
                 lines.append(f"      at {violation.path}")
             lines.append(f"      {violation.message}")
             lines.append(f"      fix: {violation.fix}")
+        if len(decision.violations) > MAX_LISTED:
+            lines.append(f"  … and {len(decision.violations) - MAX_LISTED} more violations, not listed")
         if decision.allowed:  # what the mutating webhook pins before the object is admitted (check --fix)
             lines += [f"  pinned: {image.path} -> {image.pinned}" for image in decision.pins]
         lines += [f"  note: {note}" for note in decision.notes]

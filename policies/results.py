@@ -67,6 +67,10 @@ class Violation:
 
 #: Most entries kept in each list of evidence an artifact record holds; more end in ``{"omitted": N}``.
 MAX_COUNTED: Final = 16
+#: Most violations of one kind (denials, warnings, audits) ``check`` lists for one resource; the others are
+#: counted (``violations_not_listed`` in JSON): a workload built to make thousands must not make a report
+#: of megabytes.
+MAX_LISTED: Final = 1000
 
 SignatureFormat = Literal["cosign-classic", "sigstore-bundle", "dsse", "notation"]
 
@@ -371,14 +375,21 @@ class Decision:
 
     def to_json(self) -> dict[str, Any]:
         """One object per resource, as ``trtguard check --format json`` prints it."""
+        denials, warnings, audits = self.denials, self.warnings, self.audits
+        unlisted = {
+            f"{key}_not_listed": len(found) - MAX_LISTED
+            for key, found in (("violations", denials), ("warnings", warnings), ("audit", audits))
+            if len(found) > MAX_LISTED
+        }
         return {
             "kind": self.kind,
             "namespace": self.namespace,
             "name": self.name,
             "allowed": self.allowed,
-            "violations": [v.to_json() for v in self.denials],
-            "warnings": [v.one_line() for v in self.warnings],
-            "audit": [v.to_json() for v in self.audits],
+            "violations": [v.to_json() for v in denials[:MAX_LISTED]],
+            "warnings": [v.one_line() for v in warnings[:MAX_LISTED]],
+            "audit": [v.to_json() for v in audits[:MAX_LISTED]],
+            **unlisted,
             "policies": list(self.matched_policies),
             "policy_revision": self.policy_revision,
             "images": [i.to_json() for i in self.images],

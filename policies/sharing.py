@@ -59,10 +59,12 @@ __all__ = [
     "STORAGE",
     "Attachment",
     "HostAccess",
+    "MountMode",
     "PodGraph",
     "PodSharing",
     "host_access",
     "host_path_access",
+    "mount_mode",
     "outlives",
     "read_only_volume",
     "readers",
@@ -90,9 +92,24 @@ Attachment = tuple[int, str, bool, bool]
 """``(container, channel, takes, puts)``: the container reads what is in the channel (``takes``), writes
 what it can read into it (``puts``), or both."""
 
+MountMode = Literal["writable", "read-only", "recursive"]
+"""How a container mounts a volume: writable, read-only (``readOnly: true``: the mount itself; the mounts
+beneath it stay as they are), or recursively read-only (and every mount beneath it)."""
+
 HostAccess = Literal["none", "reads", "full"]
 """What a container reaches of its node: nothing, every container's files to read (``reads``), or to read
 and write (``full``)."""
+
+
+def mount_mode(mount: Mapping[str, Any]) -> MountMode:
+    """How the ``volumeMounts`` entry ``mount`` mounts its volume: only ``readOnly: true`` keeps a container
+    from writing, and only with ``recursiveReadOnly: Enabled`` the mounts beneath it too (the kubelet then
+    refuses to start a container it cannot mount so). ``IfPossible`` does not count: on a container
+    runtime or kernel without recursive read-only mounts the kubelet mounts it read-only alone, silently.
+    """
+    if mount.get("readOnly") is not True:
+        return "writable"
+    return "recursive" if mount.get("recursiveReadOnly") == "Enabled" else "read-only"
 
 
 def read_only_volume(volume: Mapping[str, Any]) -> bool:
@@ -111,26 +128,34 @@ def read_only_volume(volume: Mapping[str, Any]) -> bool:
 def outlives(volume: Mapping[str, Any]) -> bool:
     """Whether ``volume``'s storage can outlive the Pod, and so be reached by other Pods of the workload:
     any source but an ``emptyDir``, a read-only kind (:data:`READ_ONLY_KINDS`) or a generic ``ephemeral``
-    volume, and an ``ephemeral`` volume cloned from a data source (a claim or a snapshot, which may hold
-    what another template wrote). A kind trtguard does not know outlives the Pod."""
+    volume, and an ``ephemeral`` volume whose claim is not new storage: cloned from a data source (a claim
+    or a snapshot, which may hold what another template wrote), bound to a named PersistentVolume
+    (``volumeName``) or to one a ``selector`` picks among existing ones. A kind trtguard does not know
+    outlives the Pod."""
     return any(
-        (key not in _POD_KINDS and key not in READ_ONLY_KINDS) or (key == "ephemeral" and _cloned(source))
+        (key not in _POD_KINDS and key not in READ_ONLY_KINDS) or (key == "ephemeral" and _existing(source))
         for key, source in volume.items()
         if key != "name"
     )
 
 
-def _cloned(source: Any) -> bool:
-    """Whether a generic ephemeral volume's claim starts as a copy of other storage."""
+def _existing(source: Any) -> bool:
+    """Whether a generic ephemeral volume's claim reaches storage that exists before the Pod: a copy of other
+    storage, or a PersistentVolume that is there already (named, or chosen by labels)."""
     template = source.get("volumeClaimTemplate") if isinstance(source, Mapping) else None
     spec = template.get("spec") if isinstance(template, Mapping) else None
-    return isinstance(spec, Mapping) and any(spec.get(k) is not None for k in ("dataSource", "dataSourceRef"))
+    if not isinstance(spec, Mapping):
+        return False
+    keys = ("dataSource", "dataSourceRef", "volumeName", "selector")
+    return any(spec.get(key) not in (None, "", {}) for key in keys)
 
 
-def host_path_access(volume: Mapping[str, Any], mounted_read_only: bool) -> HostAccess:
-    """What a container that mounts ``volume`` reaches of its node through it: a host path that may be a
-    directory, a socket or a device (its ``type`` unsaid included) is ``full`` access; a directory mounted
-    read-only, ``reads``; one file, or no host path, ``none``."""
+def host_path_access(volume: Mapping[str, Any], mode: MountMode) -> HostAccess:
+    """What a container that mounts ``volume`` (``mode``, :func:`mount_mode`) reaches of its node through
+    it: a host path that may be a directory, a socket or a device (its ``type`` unsaid included) is
+    ``full`` access; a directory mounted recursively read-only, ``reads`` (mounted read-only alone, the
+    node's mounts beneath it, other containers' root file systems and volumes, stay writable); one file,
+    or no host path, ``none``."""
     source = volume.get("hostPath")
     if source is None:
         return "none"
@@ -138,7 +163,7 @@ def host_path_access(volume: Mapping[str, Any], mounted_read_only: bool) -> Host
     if kind in _HOST_FILE_TYPES:
         return "none"
     # A socket needs no writable mount to be used (a read-only container runtime socket is the runtime).
-    return "reads" if mounted_read_only and kind in _HOST_DIRECTORY_TYPES else "full"
+    return "reads" if mode == "recursive" and kind in _HOST_DIRECTORY_TYPES else "full"
 
 
 def host_access(container: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
@@ -188,8 +213,8 @@ class PodSharing(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class _Volume:
     """What the declarations of one volume name make of it: its channel (None: nobody can write it, so it
-    carries nothing), whether it is writable, and what a read-only or writable mount of it reaches of the
-    node."""
+    carries nothing), whether it is writable, and what a recursively read-only or any other mount of it
+    reaches of the node."""
 
     channel: str | None
     writable: bool
@@ -239,9 +264,9 @@ class PodGraph:
         mounts (the claim of a KServe ``pvc://`` URI)."""
         self._storage += numbers
 
-    def sharing(self, count: int, mounts: Sequence[tuple[int, str, bool]]) -> PodSharing:
+    def sharing(self, count: int, mounts: Sequence[tuple[int, str, MountMode]]) -> PodSharing:
         """The attachments of the Pod's ``count`` containers, given its ``mounts`` (``(container, volume
-        name, mounted read-only)``): each mount attaches its container to the volume's channel
+        name, how it is mounted)``): each mount attaches its container to the volume's channel
         (:data:`STORAGE` for storage that can outlive the Pod, else one of this template's own), taking
         from it, and putting into it when the volume and the mount are writable; a shared process
         namespace is a channel its containers put into and take from; and the containers with host
@@ -249,13 +274,13 @@ class PodGraph:
         volumes = {name: self._volume(name, declared) for name, declared in self._declared.items()}
         attachments = [(number, STORAGE, True, True) for number in self._storage]
         host, host_readers = set(self._host), set()
-        for container, name, read_only in mounts:
+        for container, name, mode in mounts:
             volume = volumes.get(name)
             if volume is None:  # the API server refuses a mount of no volume: counted as an emptyDir
                 volume = volumes[name] = _Volume(f"{self._template}\0{name}", True, "none", "none")
             if volume.channel is not None:
-                attachments.append((container, volume.channel, True, volume.writable and not read_only))
-            access = volume.host_read_only if read_only else volume.host_writable
+                attachments.append((container, volume.channel, True, volume.writable and mode == "writable"))
+            access = volume.host_read_only if mode == "recursive" else volume.host_writable
             if access == "full":
                 host.add(container)
             elif access == "reads":
@@ -280,8 +305,8 @@ class PodGraph:
         return _Volume(
             channel,
             writable,
-            max((host_path_access(v, True) for v in declarations), key=_ACCESS.__getitem__),
-            max((host_path_access(v, False) for v in declarations), key=_ACCESS.__getitem__),
+            max((host_path_access(v, "recursive") for v in declarations), key=_ACCESS.__getitem__),
+            max((host_path_access(v, "writable") for v in declarations), key=_ACCESS.__getitem__),
         )
 
 

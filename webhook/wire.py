@@ -31,6 +31,9 @@ MAX_WARNING_CHARS: Final = 120
 MAX_WARNINGS: Final = 20
 #: A readable ``kubectl`` error; the full list is in ``auditAnnotations`` and the decision log.
 MAX_MESSAGE_CHARS: Final = 1000
+#: ``status.details.causes`` listed in a denial; the rest are counted in one last cause (the decision log
+#: has them): a Pod built to make thousands of violations must not make a response of megabytes.
+MAX_CAUSES: Final = 50
 MAX_ANNOTATION_CHARS: Final = 8192
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
@@ -279,8 +282,9 @@ def deny_response(
     """An AdmissionReview v1 that denies the request.
 
     ``message`` is folded to one line; ``causes`` are ``(field path, message)`` pairs for
-    ``status.details.causes``. ``code`` below 400 is a programming error (the API server would raise it to 400
-    anyway, losing the intent).
+    ``status.details.causes``, the first :data:`MAX_CAUSES` - 1 of them listed when there are more, and a
+    last one counting the others. ``code`` below 400 is a programming error (the API server would raise it
+    to 400 anyway, losing the intent).
     """
     if code < 400:
         raise ValueError(f"a denial needs an HTTP status code >= 400, not {code}")
@@ -292,16 +296,21 @@ def deny_response(
         "message": _one_line(message, MAX_MESSAGE_CHARS) or reason,
     }
     if causes:
-        status["details"] = {
-            "causes": [
+        listed = causes if len(causes) <= MAX_CAUSES else causes[: MAX_CAUSES - 1]
+        details = [
+            {"reason": "FieldValueForbidden", "field": field, "message": _one_line(text, MAX_MESSAGE_CHARS)}
+            for field, text in listed
+        ]
+        if len(listed) < len(causes):
+            hidden = len(causes) - len(listed)
+            details.append(
                 {
                     "reason": "FieldValueForbidden",
-                    "field": field,
-                    "message": _one_line(text, MAX_MESSAGE_CHARS),
+                    "field": "",
+                    "message": f"and {hidden} more violations: see the decision log",
                 }
-                for field, text in causes
-            ]
-        }
+            )
+        status["details"] = {"causes": details}
     response: dict[str, Any] = {"uid": uid, "allowed": False, "status": status}
     _add_extras(response, warnings, audit_annotations)
     return _review(response)

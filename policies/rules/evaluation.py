@@ -189,6 +189,7 @@ class Evaluation:
     _counted: dict[str, Counted] = field(default_factory=dict)
     _pins: dict[str, str] = field(default_factory=dict)
     _computed: dict[tuple[object, ...], Any] = field(default_factory=dict)
+    _judged: set[tuple[object, ...]] = field(default_factory=set)
 
     def counted(self, reference: str) -> Counted:
         """Where the rules note the evidence they counted for the image or engine written as ``reference``."""
@@ -278,6 +279,15 @@ class Evaluation:
             self._computed[key] = await within(self.budget, call, *data)
         found: T = self._computed[key]
         return found
+
+    def first(self, key: tuple[object, ...]) -> bool:
+        """Whether ``key`` (what a policy judges: rule, engine digest, image) is judged for the first time in
+        this evaluation; each later use of the same engine finds it said already, so a hundred volumes of
+        one engine read by hundreds of images give each finding once, not once per volume."""
+        if key in self._judged:
+            return False
+        self._judged.add(key)
+        return True
 
     async def digest(self, reference: ImageReference) -> str:
         """The digest ``reference`` names, resolving a tag."""

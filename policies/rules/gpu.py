@@ -25,10 +25,12 @@ import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
-from policies.pods import EngineUse, ImageUse, PodTemplate, by_image
+from policies.pods import EngineUse, ImageUse, PodTemplate
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
+from policies.rules.toolchain import runtime_groups
 from policies.scheduling import NodeTerm
 from policies.schema import GpuCompatibilityRule
 from policies.verified import VerifiedManifest
@@ -36,6 +38,7 @@ from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
 
 __all__ = [
+    "AMPERE_OR_NEWER",
     "MAJOR_LABEL",
     "MINOR_LABEL",
     "PRODUCT_LABEL",
@@ -50,6 +53,29 @@ __all__ = [
 MAJOR_LABEL = "nvidia.com/gpu.compute.major"
 MINOR_LABEL = "nvidia.com/gpu.compute.minor"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
+#: ``nvidia.com/gpu.product`` values (as GPU Feature Discovery writes them) of data-center GPUs of compute
+#: capability 8.0 or newer: a node selection confined to them runs an ``ampere_plus`` engine. A product not
+#: listed is judged by its compute capability labels.
+AMPERE_OR_NEWER: Final = frozenset(
+    {
+        "NVIDIA-A100-SXM4-40GB",
+        "NVIDIA-A100-SXM4-80GB",
+        "NVIDIA-A100-PCIE-40GB",
+        "NVIDIA-A100-80GB-PCIe",
+        "NVIDIA-A10",
+        "NVIDIA-A10G",
+        "NVIDIA-A30",
+        "NVIDIA-A40",
+        "NVIDIA-L4",
+        "NVIDIA-L40",
+        "NVIDIA-L40S",
+        "NVIDIA-H100-80GB-HBM3",
+        "NVIDIA-H100-PCIe",
+        "NVIDIA-H100-NVL",
+        "NVIDIA-H200",
+        "NVIDIA-GH200-480GB",
+    }
+)
 _NODES = "models.rules.gpuCompatibility.nodes"
 _RUNTIME = "models.rules.gpuCompatibility.runtime"
 #: Version-compatible engines load in a newer major release only across these (TensorRT support matrix).
@@ -106,7 +132,7 @@ def misfit(term: NodeTerm, fit: GpuFit) -> str | None:
     that matches no node places nothing)."""
     if term.matches_no_node:
         return None
-    return _ampere_plus(term) if fit.ampere_plus else _same_capability(term, fit)
+    return _ampere_plus(term, fit) if fit.ampere_plus else _same_capability(term, fit)
 
 
 def misfits(
@@ -167,8 +193,9 @@ async def _nodes(run: Evaluation, found: Findings, use: EngineUse, manifest: Eng
             functools.partial(misfits, template, fit, run.budget.step),
             template.spec,
         )
-        for message, fix in judged:
-            found.add(_NODES, message, fix)
+        if run.first((found.policy.name, _NODES, found.engine, template.path)):
+            for message, fix in judged:
+                found.add(_NODES, message, fix)
 
 
 def _same_capability(term: NodeTerm, fit: GpuFit) -> str | None:
@@ -192,7 +219,14 @@ def _same_capability(term: NodeTerm, fit: GpuFit) -> str | None:
     )
 
 
-def _ampere_plus(term: NodeTerm) -> str | None:
+def _ampere_plus(term: NodeTerm, fit: GpuFit) -> str | None:
+    """Why the term admits GPUs older than Ampere, or None when it does not: it confines the compute
+    capability major to 8 or more, or the product to GPUs known to be Ampere or newer (the build GPU's
+    own, which built an ``ampere_plus`` engine, among them)."""
+    products = term.texts(PRODUCT_LABEL)
+    known = AMPERE_OR_NEWER | ({fit.product} if fit.major >= 8 else set())
+    if products is not None and products <= known:
+        return None
     admitted = term.numbers(MAJOR_LABEL)
     least = admitted.least()
     if not admitted.others and (least is None or least >= 8):
@@ -221,8 +255,10 @@ def loads(built: str, runtime: str, *, version_compatible: bool, exclude_lean_ru
 
 
 async def _runtime(run: Evaluation, found: Findings, use: EngineUse, manifest: EngineBuildManifest) -> None:
-    readers = run.context.readers(use)
-    if not readers:
+    groups = await runtime_groups(run, found, _RUNTIME, use)
+    if groups is None:
+        return
+    if not run.context.readers(use):
         found.add(
             _RUNTIME,
             "no container runs the engine, so the TensorRT that loads it is unknown",
@@ -231,8 +267,8 @@ async def _runtime(run: Evaluation, found: Findings, use: EngineUse, manifest: E
         )
     built = manifest.toolchain.tensorrt_version
     config = manifest.builder_config
-    # Judged once per image, however many containers run it (a shared volume can make hundreds readers).
-    for group in by_image(readers):
+    # Judged once per image and engine digest, however many containers run it or volumes mount the engine.
+    for group in groups:
         where = group.describe()
         if group.image is None:
             found.add(

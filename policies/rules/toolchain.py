@@ -3,19 +3,28 @@
 ``allowed`` lists the builder images the manifest may name; ``sameAsRuntimeImage`` requires every container
 that can read the engine, in any pod template (:attr:`~policies.pods.EngineUse.readers`), to run the very
 image (by digest) that built it, since an engine only works with the TensorRT version it was built with.
+
+What such a rule finds depends on the engine's digest and the image only, so an engine mounted a hundred
+times (a hundred image volumes of one digest) beside hundreds of images is judged, and reported, once per
+(policy, rule, engine digest, image) (:func:`runtime_groups`, which ``gpuCompatibility``'s ``runtime``
+shares): not once per volume, which made a 112 KB Pod a hundred thousand violations. The grouping is pure
+work charged to the evaluation's budget (:meth:`~policies.rules.evaluation.Evaluation.computed`), so past
+it the policy's ``onError`` answers.
 """
 
 from __future__ import annotations
 
+import functools
+
 from policies.patterns import matches_any
-from policies.pods import EngineUse, by_image
+from policies.pods import EngineUse, SameImage, by_image
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
 from policies.schema import ToolchainRule
 from policies.verified import VerifiedManifest
 from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference
 
-__all__ = ["check"]
+__all__ = ["check", "runtime_groups"]
 
 _RULE = "models.rules.toolchain"
 
@@ -52,16 +61,18 @@ async def _same_as_runtime_image(
     One matching container is not enough: the engine runs wherever it can be read (mounted, or handed on
     through a shared writable volume), so each of those containers is checked.
     """
-    readers = run.context.readers(use)
-    if not readers:
+    groups = await runtime_groups(run, found, _RULE, use)
+    if groups is None:
+        return
+    if not run.context.readers(use):
         found.add(
             _RULE,
             f"no container runs the engine, so its builder image {builder} cannot be compared",
             "mount the engine's image volume in the container that serves it, or name that container "
             "in the trtguard.dev/engines annotation",
         )
-    # Judged once per image, however many containers run it (a shared volume can make hundreds readers).
-    for group in by_image(readers):
+    # Judged once per image and engine digest, however many containers run it or volumes mount the engine.
+    for group in groups:
         where = group.describe()
         image = group.image
         if image is None:
@@ -101,6 +112,30 @@ async def _same_as_runtime_image(
                 "run the engine only in the TensorRT image it was built with (every container that "
                 "mounts it, or shares a writable volume with one that can read it), or rebuild it there",
             )
+
+
+async def runtime_groups(
+    run: Evaluation, found: Findings, rule: str, use: EngineUse
+) -> list[SameImage] | None:
+    """The image groups of ``use``'s readers that ``found``'s policy has not yet judged under ``rule`` for
+    this engine; None when this very set of readers was judged already (nothing to say, not even that no
+    container runs the engine)."""
+    policy, engine = found.policy.name, found.engine
+    if not run.first((policy, rule, engine, use.readers)):
+        return None
+    readers = run.context.readers(use)
+    groups = await run.computed(
+        ("readers by image", use.readers), functools.partial(by_image, readers), list(readers)
+    )
+    run.budget.step(len(groups))
+    return [group for group in groups if run.first((policy, rule, engine, _image_of(group)))]
+
+
+def _image_of(group: SameImage) -> object:
+    """What identifies a group: its image (reference and field), or the containers that name none."""
+    if group.image is None:
+        return tuple(container.path for container in group.containers)
+    return (group.image.reference, group.image.field)
 
 
 def _name_the_image(path: str) -> str:

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from policies import report as check_report
+from policies import results
 from tests.policies.conftest import RUNTIME, Material, pod
 from tests.support.policy_reports import validate_report
 from trtguard.cli import main
@@ -132,6 +134,24 @@ def test_json_violation_fields(setup: tuple[list[str], Material], capsys: pytest
     assert violation["image"] == "docker.io/library/nginx:1"
     assert violation["path"] == "spec.containers[0].image"
     assert violation["fix"]
+
+
+def test_a_resource_lists_at_most_max_listed_violations_and_counts_the_rest(
+    setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Re-attack F1: 99,800 violations of one Pod made `check` write 34 MB; past the cap they are counted.
+    monkeypatch.setattr(results, "MAX_LISTED", 2)
+    monkeypatch.setattr(check_report, "MAX_LISTED", 2)
+    args, material = setup
+    bad = write(material.root / "bad.yaml", pod(images=("docker.io/library/nginx:1",) * 3))
+    status, out, _ = run(["check", *args, "--format", "json", str(bad)], capsys)
+    assert status == 1
+    [result] = json.loads(out)
+    assert [v["path"] for v in result["violations"]] == [f"spec.containers[{i}].image" for i in range(2)]
+    assert result["violations_not_listed"] == 1
+    _, table, _ = run(["check", *args, str(bad)], capsys)
+    assert table.count("  x images/images") == 2
+    assert "… and 1 more violations, not listed" in table
 
 
 def test_malformed_input_exits_two_after_checking_the_rest(

@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 from policies.sharing import (
     Attachment,
     HostAccess,
+    MountMode,
     host_access,
     host_path_access,
+    mount_mode,
     outlives,
     read_only_volume,
     readers,
@@ -125,6 +127,16 @@ def test_what_counts_as_writable(volume: dict[str, object], read_only: bool) -> 
             {"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {"dataSourceRef": {"name": "c"}}}}},
             True,
         ),
+        # Re-attack F4: a claim bound to an existing PersistentVolume (named, or picked by labels).
+        ({"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {"volumeName": "pv-1"}}}}, True),
+        (
+            {
+                "name": "v",
+                "ephemeral": {"volumeClaimTemplate": {"spec": {"selector": {"matchLabels": {"a": "b"}}}}},
+            },
+            True,
+        ),
+        ({"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {"volumeName": ""}}}}, False),
         ({"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {"resources": {}}}}}, False),
         ({"name": "v", "ephemeral": "nonsense"}, False),
         ({"name": "v", "emptyDir": {}}, False),
@@ -139,24 +151,43 @@ def test_storage_that_outlives_a_pod(volume: dict[str, object], outliving: bool)
 
 
 @pytest.mark.parametrize(
-    ("source", "read_only", "access"),
+    ("source", "mode", "access"),
     [
-        ({"path": "/etc/localtime", "type": "File"}, False, "none"),
-        ({"path": "/var/run/x.lock", "type": "FileOrCreate"}, True, "none"),
-        ({"path": "/usr/local/nvidia", "type": "Directory"}, True, "reads"),
-        ({"path": "/cache", "type": "DirectoryOrCreate"}, True, "reads"),
-        ({"path": "/cache", "type": "DirectoryOrCreate"}, False, "full"),
-        ({"path": "/run/containerd/containerd.sock", "type": "Socket"}, True, "full"),
-        ({"path": "/dev/nvme0n1", "type": "BlockDevice"}, True, "full"),
-        ({"path": "/dev/mem", "type": "CharDevice"}, True, "full"),
-        ({"path": "/var/lib/kubelet"}, True, "full"),  # no type: it may be a socket
-        ({"path": "/", "type": ""}, True, "full"),
-        ("/", True, "full"),  # malformed: counted as the most it could be
+        ({"path": "/etc/localtime", "type": "File"}, "writable", "none"),
+        ({"path": "/var/run/x.lock", "type": "FileOrCreate"}, "recursive", "none"),
+        ({"path": "/usr/local/nvidia", "type": "Directory"}, "recursive", "reads"),
+        ({"path": "/cache", "type": "DirectoryOrCreate"}, "recursive", "reads"),
+        ({"path": "/cache", "type": "DirectoryOrCreate"}, "writable", "full"),
+        # Re-attack F3: read-only alone, the node's mounts beneath the directory stay writable.
+        ({"path": "/", "type": "Directory"}, "read-only", "full"),
+        ({"path": "/run/containerd/containerd.sock", "type": "Socket"}, "recursive", "full"),
+        ({"path": "/dev/nvme0n1", "type": "BlockDevice"}, "recursive", "full"),
+        ({"path": "/dev/mem", "type": "CharDevice"}, "recursive", "full"),
+        ({"path": "/var/lib/kubelet"}, "recursive", "full"),  # no type: it may be a socket
+        ({"path": "/", "type": ""}, "recursive", "full"),
+        ("/", "recursive", "full"),  # malformed: counted as the most it could be
     ],
 )
-def test_what_a_host_path_reaches_of_the_node(source: object, read_only: bool, access: HostAccess) -> None:
-    assert host_path_access({"name": "v", "hostPath": source}, read_only) == access
-    assert host_path_access({"name": "v", "emptyDir": {}}, read_only) == "none"
+def test_what_a_host_path_reaches_of_the_node(source: object, mode: MountMode, access: HostAccess) -> None:
+    assert host_path_access({"name": "v", "hostPath": source}, mode) == access
+    assert host_path_access({"name": "v", "emptyDir": {}}, mode) == "none"
+
+
+@pytest.mark.parametrize(
+    ("mount", "mode"),
+    [
+        ({"name": "v"}, "writable"),
+        ({"name": "v", "readOnly": "true"}, "writable"),
+        ({"name": "v", "readOnly": True}, "read-only"),
+        ({"name": "v", "readOnly": True, "recursiveReadOnly": "Disabled"}, "read-only"),
+        # IfPossible falls back to read-only alone where the runtime cannot: it promises nothing more.
+        ({"name": "v", "readOnly": True, "recursiveReadOnly": "IfPossible"}, "read-only"),
+        ({"name": "v", "readOnly": True, "recursiveReadOnly": "Enabled"}, "recursive"),
+        ({"name": "v", "recursiveReadOnly": "Enabled"}, "writable"),  # the API server refuses it
+    ],
+)
+def test_how_a_mount_mounts_its_volume(mount: dict[str, object], mode: MountMode) -> None:
+    assert mount_mode(mount) == mode
 
 
 @pytest.mark.parametrize(
@@ -467,13 +498,24 @@ def test_host_pid_reads_every_container_of_the_workload_in_any_template() -> Non
     assert _readers(obj) == (LEADER, WORKER)
 
 
-def test_a_read_only_host_directory_reads_every_container_and_writes_none() -> None:
+def test_a_recursively_read_only_host_directory_reads_every_container_and_writes_none() -> None:
     directory = {"name": "drivers", "hostPath": {"path": "/usr/local/nvidia", "type": "Directory"}}
-    mount = {"name": "drivers", "mountPath": "/usr/local/nvidia", "readOnly": True}
+    mount = {
+        "name": "drivers",
+        "mountPath": "/usr/local/nvidia",
+        "readOnly": True,
+        "recursiveReadOnly": "Enabled",
+    }
     volumes = [{"name": "engine", "image": {"reference": ENGINE}}, directory]
     # The shadow that mounts the node's directory may find the server's files there.
     obj = _pod({**SHADOW, "volumeMounts": [mount]}, DEBUG, volumes=volumes)
     assert _readers(obj) == ("spec.containers[0]", "spec.containers[1]")
+    # Re-attack F3: read-only alone (or IfPossible), the node's mounts beneath it (other containers' root
+    # file systems and volumes) stay writable: the shadow can hand the engine to every container.
+    for weaker in ("IfPossible", "Disabled", None):
+        obj["spec"]["containers"][1]["volumeMounts"] = [{**mount, "recursiveReadOnly": weaker}]
+        assert _readers(obj) == ("spec.containers[0]", "spec.containers[1]", "spec.containers[2]")
+    obj["spec"]["containers"][1]["volumeMounts"] = [mount]
     # The server that mounts it writes nothing there: the others read nothing through it.
     obj["spec"]["containers"][1]["volumeMounts"] = []
     obj["spec"]["containers"][0]["volumeMounts"].append(mount)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from webhook.wire import (
+    MAX_CAUSES,
     MAX_WARNING_CHARS,
     ReviewError,
     allow_response,
@@ -237,6 +238,18 @@ def test_deny_response_carries_a_one_line_status_and_causes() -> None:
             ]
         },
     }
+
+
+def test_deny_causes_are_capped_and_the_rest_counted() -> None:
+    # Re-attack F1: 99,800 violations made 99,800 causes, a 70 MB response.
+    causes = [(f"spec.containers[{i}].image", f"violation {i}") for i in range(120)]
+    listed = deny_response("u", message="m", reason="PolicyViolation", causes=causes)["response"]["status"]
+    details = listed["details"]["causes"]
+    assert len(details) == MAX_CAUSES == 50
+    assert [c["field"] for c in details[:-1]] == [field for field, _ in causes[:49]]
+    assert details[-1]["message"] == "and 71 more violations: see the decision log"
+    exact = deny_response("u", message="m", reason="PolicyViolation", causes=causes[:50])["response"]
+    assert [c["message"] for c in exact["status"]["details"]["causes"]] == [t for _, t in causes[:50]]
 
 
 def test_deny_message_is_capped_and_empty_message_falls_back_to_reason() -> None:

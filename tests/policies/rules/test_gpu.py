@@ -142,6 +142,20 @@ def test_an_ampere_plus_engine_needs_ampere_or_newer(material: Material) -> None
     zeros = [{"key": "nvidia.com/gpu.compute.major", "operator": "Lt", "values": ["0000000000000000010"]}]
     [violation] = judge(fit, placed(ref, terms=[zeros])).violations  # Lt 10 to the scheduler
     assert "older than Ampere" in violation.message
+    # Re-attack F6: a product label of an Ampere-or-newer GPU confines too, the build GPU's own among them.
+    product = "nvidia.com/gpu.product"
+    assert judge(fit, placed(ref, selector={product: "NVIDIA-H200"})).allowed
+    assert judge(
+        fit,
+        placed(
+            ref,
+            terms=[[{"key": product, "operator": "In", "values": ["NVIDIA-A100-SXM4-80GB", "NVIDIA-L4"]}]],
+        ),
+    ).allowed
+    [violation] = judge(fit, placed(ref, selector={product: "Tesla-T4"})).violations
+    assert "older than Ampere" in violation.message
+    mixed = [{"key": product, "operator": "In", "values": ["NVIDIA-H200", "Tesla-V100-SXM2-16GB"]}]
+    assert not judge(fit, placed(ref, terms=[mixed])).allowed
 
 
 def test_bounds_with_leading_zeros_confine_as_the_scheduler_reads_them(material: Material) -> None:
@@ -441,7 +455,8 @@ def test_each_template_is_judged_once_however_many_engines_and_policies_reach_it
     }
     decision = judge(fit, job)
     assert sorted(calls) == [f"spec.tasks[{i}].template" for i in range(3)]  # not 3 x 4 engines x 2 policies
-    assert len(decision.violations) == 3 * 4 * 2  # each engine of each task, for each policy
+    # Each task, for each policy: its four volumes are one engine (by digest), so the finding is said once.
+    assert len(decision.violations) == 3 * 2
     assert all(len(v.message) < 1000 for v in decision.violations)
 
 
@@ -495,3 +510,29 @@ def test_containers_of_one_image_are_judged_and_named_once(material: Material) -
         "the TensorRT version of container 'r0' (spec.containers[1].image) (and 39 more containers of that "
         f"image) {OTHER_RUNTIME} is unknown"
     )
+
+
+def many_volumes(reference: str, volumes: int, images: int) -> dict[str, Any]:
+    """A Pod whose server mounts ``volumes`` image volumes of one engine and an emptyDir it shares with
+    ``images`` containers, each of an image of its own (every one of them can read the engine)."""
+    obj = pod(images=(RUNTIME, *(f"registry.example.com/x@sha256:{i:064x}" for i in range(images))))
+    obj["spec"]["volumes"] = [{"name": f"e{i}", "image": {"reference": reference}} for i in range(volumes)]
+    obj["spec"]["volumes"].append({"name": "share", "emptyDir": {}})
+    server, *others = obj["spec"]["containers"]
+    server["volumeMounts"] = [{"name": f"e{i}", "mountPath": f"/m/{i}"} for i in range(volumes)]
+    for container in (server, *others):
+        container.setdefault("volumeMounts", []).append({"name": "share", "mountPath": "/s"})
+    return obj
+
+
+def test_findings_about_one_engine_are_said_once_however_many_volumes_mount_it(material: Material) -> None:
+    # Re-attack F1: each of 100 volumes of one engine repeated every finding about every image that can read
+    # it (99,800 violations from a 112 KB Pod). They are one engine: each (rule, image) is said once.
+    ref = material.engine("e")
+    decision = judge(engine(material, checks="{nodes: true, runtime: true}"), many_volumes(ref, 10, 5))
+    runtime = [v for v in decision.violations if v.rule == RUNTIME_RULE]
+    assert len(runtime) == 5
+    assert {v.message.split(" (")[0] for v in runtime} == {
+        f"the TensorRT version of container 'c{i}'" for i in range(1, 6)
+    }
+    assert [v.rule for v in decision.violations if v.rule == NODES] == [NODES]  # unconfined: said once

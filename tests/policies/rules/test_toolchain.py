@@ -230,3 +230,21 @@ def test_containers_of_one_image_are_compared_and_named_once(material: Material)
     assert "but container 'r0' (spec.containers[1].image) (and 29 more containers of that image) runs" in (
         violation.message
     )
+
+
+def test_same_toolchain_says_each_image_once_however_many_volumes_mount_the_engine(
+    material: Material,
+) -> None:
+    # Re-attack F1: each volume of one engine repeated the finding about every image that can read it.
+    ref = material.engine("e")
+    engine = engine_for(material, models_policy(SAME_TOOLCHAIN), keys=("build-signer",))
+    obj = pod(images=(RUNTIME, OTHER_RUNTIME, OTHER_RUNTIME, "registry.example.com/x@sha256:" + "c3" * 32))
+    obj["spec"]["volumes"] = [{"name": f"e{i}", "image": {"reference": ref}} for i in range(10)]
+    for container in obj["spec"]["containers"]:
+        container["volumeMounts"] = [{"name": f"e{i}", "mountPath": f"/m/{i}"} for i in range(10)]
+    found = evaluate(engine, obj).violations
+    assert [v.message.split(" runs ")[0].split(" but ")[1] for v in found] == [
+        "container 'c1' (spec.containers[1].image) (and 1 more container of that image)",
+        "container 'c3' (spec.containers[3].image)",
+    ]
+    assert {v.path for v in found} == {"spec.volumes[0].image.reference"}  # said at the first volume
