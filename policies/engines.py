@@ -15,6 +15,15 @@ policy:
   violation under ``onError``, never a plain image.
 
 Only engines count for ``models.required``.
+
+Two more things only a policy's ``models`` can say (:func:`outside_violations`):
+
+- a container (not KServe's modelcar) that runs an image of a repository ``models.engines`` names runs an
+  engine's files as a program: an engine is mounted (an image volume) or held by a modelcar, never run by
+  another container, where no model rule would see it; a violation;
+- an image volume found outside every pod spec (a kind searched as a whole, :attr:`Workload.unplaced`) may
+  be an engine whose readers cannot be told: the model rules cannot judge it, which is a violation under
+  ``onError`` naming its path, unless ``models.engines`` leaves it out and an image rule vouches for it.
 """
 
 from __future__ import annotations
@@ -30,9 +39,10 @@ from policies.podspec import EngineUse, ImageField
 from policies.results import Violation
 from policies.rules.evaluation import Evaluation
 from policies.rules.findings import unavailable, violation
+from policies.workload import Workload
 from verifier.base import EvidenceUnavailable, ImageReference, VerificationError
 
-__all__ = ["EngineSort", "engine_sort", "sort_engines"]
+__all__ = ["EngineSort", "engine_sort", "outside_violations", "sort_engines"]
 
 _RULE = "models.engines"
 
@@ -148,3 +158,54 @@ def _vouched(policy: CompiledPolicy, run: Evaluation, use: EngineUse) -> bool:
         and (rule.rule.signatures is not None or rule.rule.attestations or rule.rule.digests is not None)
         for rule in policy.image_rules
     )
+
+
+def outside_violations(policy: CompiledPolicy, judged: Workload, run: Evaluation) -> list[Violation]:
+    """What ``policy``'s ``models`` finds about engines outside the places engines are read from: a
+    container that runs an image of an engine repository, and image volumes outside every pod spec (see
+    the module's docstring)."""
+    patterns = _engine_patterns(policy)
+    found: list[Violation] = []
+    if patterns:
+        new = set(judged.images)
+        for container in (c for t in judged.templates for c in t.containers):
+            image = container.image
+            if image is None or image.field == "modelcar" or image not in new:
+                continue
+            ref = run.reference(image.reference)
+            if isinstance(ref, ImageReference) and matches_any(patterns, ref):
+                found.append(
+                    violation(
+                        policy,
+                        _RULE,
+                        f"{container.describe()} runs an image of an engine repository (models.engines) as "
+                        "a program, where no model rule judges it; an engine is mounted as an image volume "
+                        "or held by KServe's modelcar container (named modelcar)",
+                        "mount the engine as an image volume of the container that serves it, or give it "
+                        "to KServe as storageUri: oci://…",
+                        image=image.reference,
+                        path=image.path,
+                    )
+                )
+    for use in judged.unplaced:
+        ref = run.reference(use.reference)
+        left_out = patterns is not None and isinstance(ref, ImageReference) and not matches_any(patterns, ref)
+        if left_out and _vouched(policy, run, use):
+            continue
+        found.append(
+            unavailable(
+                policy,
+                "models",
+                VerificationError(
+                    f"the image volume at {use.path} is outside every pod spec trtguard can read, so it "
+                    "may be a TensorRT engine whose readers cannot be told, and the model rules could not "
+                    "judge it",
+                    hint="describe the kind with a WorkloadKind document naming its pod templates; an "
+                    "image volume that holds no engine: leave its repository out of models.engines and "
+                    "vouch for it with an image rule (signatures, attestations or digests)",
+                ),
+                engine=use.reference,
+                path=use.path,
+            )
+        )
+    return found

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from policies.budget import DEFAULT_CPU_SECONDS, Budget, BudgetExceeded, within
 from policies.cel.sandbox import CelSandbox, shared_sandbox
-from policies.engines import EngineSort, engine_sort, sort_engines
+from policies.engines import EngineSort, engine_sort, outside_violations, sort_engines
 from policies.loader import CompiledPolicy, PolicySet
 from policies.matching import selection
 from policies.pinning import apply_patch, patch_for
@@ -406,6 +406,7 @@ async def _judge(run: Evaluation, policy: CompiledPolicy, sort: EngineSort) -> l
                 )
             )
         found += sort.violations(policy, judged.engines, run)
+        found += outside_violations(policy, judged, run)
         for engine_use in judged.engines:
             if engine_use not in sort.engines:
                 continue

@@ -90,9 +90,10 @@ class EngineUse:
     reference: str
     """The raw reference, ``registry/repo@sha256:…`` for annotation entries."""
     path: str
-    """``metadata.annotations[trtguard.dev/engines][0]``, ``spec.volumes[2].image.reference`` or a model
-    storage URI (``spec.predictor.model.storageUri``, ``spec.transformer.containers[0].env[1].value``)."""
-    source: Literal["annotation", "volume", "uri"]
+    """``metadata.annotations[trtguard.dev/engines][0]``, ``spec.volumes[2].image.reference``, a model
+    storage URI (``spec.predictor.model.storageUri``, ``spec.transformer.containers[0].env[1].value``) or
+    the image of a KServe modelcar container (``spec.containers[1].image``, source ``modelcar``)."""
+    source: Literal["annotation", "volume", "uri", "modelcar"]
     containers: tuple[str, ...]
     """The names of the containers in :attr:`readers` (those that have one), as the decision log records
     them; identify containers by :attr:`readers`, since names repeat across templates."""

@@ -15,7 +15,12 @@
     annotation entry's ``name`` is the volume's name (``ref`` may then be left out; if given it must equal
     the volume's reference), and read by the containers that mount it;
   - OCI model storage URIs of an operator's model (KServe's ``storageUri: oci://…``, and the ``STORAGE_URI``
-    environment variable of a container: the reader's ``uri_env``), read by the regular containers.
+    environment variable of a container: the reader's ``uri_env``), read by the regular containers;
+  - the image of a container KServe's modelcar injection names (``modelcar``, ``modelcar-N``, and the init
+    containers ``modelcar-init``, ``modelcar-init-N``): what an ``oci://`` storage URI becomes in the Pod,
+    an engine whose bytes are that container's files. Those containers read it directly (so it reaches
+    whoever they share a process namespace or a writable volume with), but are no readers themselves:
+    their image is the engine, judged as one, and as a ``modelcar`` image by the image rules.
 
   ``EngineUse.readers`` adds every container those can hand the engine to (:mod:`policies.sharing`:
   through a volume, storage that outlives the Pod, a process namespace or the node), by path: containers
@@ -32,13 +37,14 @@ into a violation, so nothing malformed is ever a silent pass (an empty ``contain
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from policies._engine_entries import Entry, parse_entry
 from policies.pods import Container, EngineUse, ImageField, ImageUse, Problem, Tally
 from policies.sharing import MountMode, PodGraph, PodSharing, mount_mode
-from verifier.base import ImageReference, InvalidReference
 
 __all__ = [
     "ENGINES_ANNOTATION",
@@ -62,18 +68,12 @@ _CONTAINER_LISTS: Final[tuple[tuple[str, ImageField], ...]] = (
     ("initContainers", "initContainer"),
     ("ephemeralContainers", "ephemeralContainer"),
 )
-_ENTRY_KEYS: Final = frozenset({"name", "ref", "container"})
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """One valid ``trtguard.dev/engines`` entry (``ref`` is the volume's reference for a volume entry)."""
-
-    name: str
-    ref: str
-    container: str | None
-    path: str
-    volume: bool
+#: The names KServe gives the containers that run a modelcar's image (``ModelcarNames(index)``: the first
+#: storage URI's unsuffixed, the others ``-1``, ``-2``, …), by the list they are in.
+_MODELCAR_NAMES: Final = {
+    "container": re.compile(r"modelcar(?:-[0-9]+)?"),
+    "initContainer": re.compile(r"modelcar-init(?:-[0-9]+)?"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +86,12 @@ class Candidate:
     name: str
     reference: str
     path: str
-    source: Literal["annotation", "volume", "uri"]
+    source: Literal["annotation", "volume", "uri", "modelcar"]
     seeds: list[int]
     declared: bool
     model: bool = False
+    holders: tuple[int, ...] = ()
+    """The containers whose image is the engine (a modelcar's): they hand it on, but run none of it."""
 
 
 @dataclass(slots=True)
@@ -106,6 +108,7 @@ class PodSpecReader:
     is a model storage URI (KServe's ``STORAGE_URI``), read as :meth:`read_image_uri` reads one."""
 
     __slots__ = (
+        "_cars",
         "_claim_uri",
         "_entries",
         "_graph",
@@ -150,9 +153,10 @@ class PodSpecReader:
         self._volumes: dict[str, _ImageVolume] = {}
         self._graph = PodGraph(self._template, spec)
         self._targets: list[tuple[int, str, str]] = []
-        self._entries: list[_Entry] = []
+        self._entries: list[Entry] = []
         self._uris: list[tuple[str, str, str]] = []
         self._modelcar = False
+        self._cars: dict[str, list[tuple[int, str]]] = {}
         self._claim_uri = False
         self._uri_env = uri_env
 
@@ -200,8 +204,11 @@ class PodSpecReader:
         image = container.get("image")
         use = None
         if isinstance(image, str) and image:
-            use = ImageUse(image, f"{path}.image", field, name)
+            car = name is not None and field in _MODELCAR_NAMES and _MODELCAR_NAMES[field].fullmatch(name)
+            use = ImageUse(image, f"{path}.image", "modelcar" if car else field, name)
             self._image(use)
+            if car:
+                self._cars.setdefault(image, []).append((number, use.path))
         elif image is None or image == "":
             if image_required:
                 self._problem(f"{path}.image", "the container has no image")
@@ -367,45 +374,9 @@ class PodSpecReader:
             if not isinstance(entry, dict):
                 self._problem(entry_path, f"an engine entry must be an object, found {type_name(entry)}")
                 continue
-            parsed = self._parse_entry(entry, entry_path)
+            parsed = parse_entry(entry, entry_path, self._names, self._volumes, self._problem)
             if parsed is not None:
                 self._entries.append(parsed)
-
-    def _parse_entry(self, entry: dict[str, Any], path: str) -> _Entry | None:
-        unknown = sorted(set(entry) - _ENTRY_KEYS)
-        if unknown:
-            self._problem(path, f"unknown keys {unknown}; an engine entry has name, ref and container")
-            return None
-        name, ref, container = entry.get("name"), entry.get("ref"), entry.get("container")
-        if not isinstance(name, str) or not name:
-            self._problem(path, "an engine entry needs a non-empty string name")
-            return None
-        if container is not None and (not isinstance(container, str) or container not in self._names):
-            self._problem(path, f"engine {name!r} names container {container!r}, which the pod spec lacks")
-            return None
-        volume = self._volumes.get(name)
-        if volume is not None:
-            # The entry marks an image volume as an engine; the volume's reference is judged by image rules.
-            if ref is not None and ref != volume.reference:
-                self._problem(
-                    path,
-                    f"engine {name!r} names image volume {name!r} but its ref {ref!r} differs from the "
-                    f"volume's reference {volume.reference!r}",
-                )
-                return None
-            return _Entry(name, volume.reference, container, path, volume=True)
-        if not isinstance(ref, str):
-            self._problem(path, f"engine {name!r} needs ref, a string 'registry/repo@sha256:…'")
-            return None
-        try:
-            parsed = ImageReference.parse(ref)
-        except InvalidReference as error:
-            self._problem(path, f"engine {name!r}: {error.message}")
-            return None
-        if parsed.digest is None:
-            self._problem(path, f"engine {name!r} ref {ref!r} has no digest; name engines by sha256 digest")
-            return None
-        return _Entry(name, ref, container, path, volume=False)
 
     def candidates(self) -> list[Candidate]:
         """Resolve annotation entries against image volumes and mounts into engine candidates, each with
@@ -417,7 +388,7 @@ class PodSpecReader:
                 mounters.setdefault(volume, []).append(container)
         regular = self.regular()
         annotation: list[Candidate] = []
-        seen: dict[str, _Entry] = {}
+        seen: dict[str, Entry] = {}
         for entry in self._entries:
             earlier = seen.get(entry.name)
             if earlier is not None:
@@ -451,6 +422,18 @@ class PodSpecReader:
                 if volume.named or name in mounters
             ),
             *(Candidate(name, ref, path, "uri", regular, False, True) for name, ref, path in self._uris),
+            *(
+                Candidate(
+                    self.containers[cars[0][0]].name or "modelcar",
+                    reference,
+                    cars[0][1],
+                    "modelcar",
+                    [number for number, _ in cars],
+                    False,
+                    holders=tuple(number for number, _ in cars),
+                )
+                for reference, cars in self._cars.items()
+            ),
             *annotation,
         ]
         for candidate in found:

@@ -72,6 +72,8 @@ class PodTemplates:
         self.engines: list[EngineUse] = []
         self.templates: list[PodTemplate] = []
         self.defaulted: list[str] = []
+        #: Image volumes found outside every pod spec read: engine candidates no container is known to read.
+        self.unplaced: list[EngineUse] = []
         self.object_annotations_read = False
         self._reads: list[_Read] = []
 
@@ -199,7 +201,7 @@ class PodTemplates:
         attachments: list[Attachment] = []
         host: list[int] = []
         host_readers: list[int] = []
-        found: list[tuple[_Read, Candidate, list[int], list[str]]] = []
+        found: list[tuple[_Read, Candidate, list[int], list[str], frozenset[int]]] = []
         bases: dict[int, int] = {}
         for read, reader in reads:
             base = bases[id(read)] = len(containers)
@@ -212,22 +214,26 @@ class PodTemplates:
             ]
             host += [base + number for number in sharing.host]
             host_readers += [base + number for number in sharing.host_readers]
-            found += [(read, c, [base + s for s in c.seeds], [read.path]) for c in reader.candidates()]
+            found += [
+                (read, c, [base + s for s in c.seeds], [read.path], frozenset(base + h for h in c.holders))
+                for c in reader.candidates()
+            ]
         attachments += _node(len(containers), host, host_readers)
         for workers, reader in reads:
             parent = parents.get(id(workers))
             if parent is None:
                 continue
             seeds = [bases[id(workers)] + number for number in reader.regular()]
-            for owner, candidate, own_seeds, templates in found:
+            for owner, candidate, own_seeds, templates, _ in found:
                 if owner is parent and candidate.model:
                     own_seeds.extend(seeds)
                     templates.append(workers.path)
         self.tally.budget.step(len(attachments) + len(containers))
         answers = readers(len(containers), attachments, [f[2] for f in found])
         engines: dict[int, list[EngineUse]] = {}
-        for (owner, candidate, _, templates), answer in zip(found, answers, strict=True):
-            reading = [containers[number] for number in answer]
+        for (owner, candidate, _, templates, holders), answer in zip(found, answers, strict=True):
+            # a modelcar container holds the engine as its image: it hands it on, but runs none of it
+            reading = [containers[number] for number in answer if number not in holders]
             engines.setdefault(id(owner), []).append(
                 EngineUse(
                     candidate.name,
@@ -295,6 +301,13 @@ class PodTemplates:
         if not strays:
             return ()
         self.images += strays
+        # an image volume outside the pod specs may hold an engine, but which containers mount it cannot be
+        # told: the model rules must not pass it as "no engine" (the evaluator reports it unchecked)
+        self.unplaced += [
+            EngineUse(use.container or "", use.reference, use.path, "volume", ())
+            for use in strays
+            if use.field == "volume"
+        ]
         where = (
             f"outside the pod templates trtguard knows for {definition.name}"
             if definition is not None

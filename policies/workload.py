@@ -71,6 +71,9 @@ class Workload:
     """False for a kind trtguard does not know: what it names was found by searching the whole object."""
     notes: tuple[str, ...] = ()
     """What a reader of the verdict should know: images found outside the known pod templates."""
+    unplaced: tuple[EngineUse, ...] = ()
+    """Image volumes found outside every pod template (a kind searched as a whole): engine candidates whose
+    readers cannot be told, which no model rule can judge (the evaluator reports each one unchecked)."""
     _containers: Mapping[str, Container] = field(init=False, repr=False, compare=False)
     _templates: Mapping[str, PodTemplate] = field(init=False, repr=False, compare=False)
 
@@ -226,6 +229,7 @@ def extract(
         group=group_of(api_version) if api_version else (definition.group if definition else ""),
         known_kind=definition is not None,
         notes=tuple(notes),
+        unplaced=tuple(pods.unplaced),
     )
 
 

@@ -62,8 +62,8 @@ def pod(*volumes: str, annotation: list[dict[str, str]] | None = None) -> dict[s
     }
 
 
-def judge(material: Material, engines: str | None, obj: dict[str, Any]) -> Decision:
-    return evaluate(engine_for(material, policy(engines), keys=["build-signer"]), obj)
+def judge(material: Material, engines: str | None, obj: dict[str, Any], **kwargs: Any) -> Decision:
+    return evaluate(engine_for(material, policy(engines), keys=["build-signer"]), obj, **kwargs)
 
 
 def test_without_engine_patterns_every_mounted_image_volume_is_an_engine(material: Material) -> None:
@@ -141,3 +141,46 @@ def test_engine_patterns_are_checked_when_the_policy_loads(material: Material) -
         assert "spec.models.engines[0]" in problem and "does not start with a registry host" in problem
     else:
         raise AssertionError("a short-name engine pattern loaded")
+
+
+def workflow(reference: str) -> dict[str, Any]:
+    """An Argo Workflow (a kind trtguard does not know): its volumes are beside its templates, in no pod
+    spec, and a template's container mounts one."""
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {"name": "w", "namespace": "prod"},
+        "spec": {
+            "volumes": [{"name": "engine", "image": {"reference": reference}}],
+            "templates": [
+                {
+                    "name": "main",
+                    "container": {
+                        "image": RUNTIME,
+                        "volumeMounts": [{"name": "engine", "mountPath": "/models"}],
+                    },
+                }
+            ],
+        },
+    }
+
+
+def test_an_image_volume_outside_every_pod_spec_is_an_engine_no_rule_could_judge(
+    material: Material,
+) -> None:
+    """Issue 24 re-attack F5: judged only as an image, the engine passed every model rule unseen."""
+    signed = material.engine("fp16")
+    decision = judge(material, None, workflow(signed), unknown_kinds="judge")
+    [unchecked] = [v for v in decision.violations if v.rule == "models"]
+    assert (unchecked.action, unchecked.error, unchecked.path) == (
+        Action.DENY,
+        True,
+        "spec.volumes[0].image.reference",
+    )
+    assert "outside every pod spec trtguard can read" in unchecked.message
+    # Left out of models.engines and vouched for by an image rule (a digest), it is a plain image volume.
+    plain = judge(material, '["registry.example.com/*"]', workflow(ALPINE), unknown_kinds="judge")
+    assert not [v for v in plain.violations if v.rule == "models"]
+    # In an engine repository, it may be an engine whatever vouches for it.
+    listed = judge(material, '["docker.io/*"]', workflow(ALPINE), unknown_kinds="judge")
+    assert [v.rule for v in listed.violations if v.rule == "models"] == ["models"]

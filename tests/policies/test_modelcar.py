@@ -19,6 +19,7 @@ from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from tests.conftest import REPO
 from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material
+from tests.support.kserve import predictor_pod
 from verifier.evidence_folder import LocalEvidence
 
 LIBRARY = REPO / "policies" / "library"
@@ -167,3 +168,88 @@ def test_change_control_judges_a_storage_uri_variable_as_a_storage_uri(material:
     env[0] = {"name": "STORAGE_URI", "valueFrom": {"configMapKeyRef": {"name": "models", "key": "resnet"}}}
     [unknown] = judge(material, paths, as_variable)
     assert unknown.startswith("change-control/workload: STORAGE_URI names the model the operator fetches")
+
+
+# --- the Pods KServe makes (issue 24 re-attack, F2) ------------------------------------------------------
+
+
+def test_the_pod_kserve_makes_gets_the_verdict_of_its_inference_service(material: Material) -> None:
+    """The starter library denied every modelcar Pod: it saw no engine (``models.required``) and refused the
+    engine repository as the image of the ``modelcar`` container."""
+    ref = material.engine("resnet", repository="models/resnet")
+    keys = material.keys_file("image-signer", "build-signer")
+    material.sign_image(ref)
+    material.sign_image(RUNTIME)
+    pod = predictor_pod(isvc(f"oci://{ref}"))
+    assert pod is not None
+    assert judge(material, [LIBRARY, keys], isvc(f"oci://{ref}")) == []
+    assert judge(material, [LIBRARY, keys], pod) == []
+    # The modelcar image is a modelcar image, judged by the rules for containers too: unsigned, refused.
+    unsigned = material.engine("other", repository="models/other")
+    denials = judge(material, [LIBRARY, keys], predictor_pod(isvc(f"oci://{unsigned}")) or {})
+    assert {d.split(":")[0] for d in denials} == {
+        "signed-inference-images/images.container-images.signatures"
+    }
+
+
+def _pod(*containers: dict[str, Any], share: bool = True, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "prod"},
+        "spec": {"shareProcessNamespace": share, "containers": list(containers), **spec},
+    }
+
+
+def test_a_modelcar_is_an_engine_its_own_containers_do_not_run(material: Material) -> None:
+    """Every container of the shared process namespace runs the engine, the modelcar and modelcar-init
+    (whose image is the engine) excepted; the engine is judged by the model rules."""
+    ref = material.engine("int8", builder_config=INT8)
+    keys = material.keys_file("build-signer")
+    rules = [*(LIBRARY / name for name in ENGINE_RULES), keys]
+    car = {"name": "modelcar", "image": ref}
+    pod = _pod({"name": "kserve-container", "image": RUNTIME}, car)
+    pod["spec"]["initContainers"] = [{"name": "modelcar-init", "image": ref}]
+    [denied] = judge(material, rules, pod)
+    assert denied.startswith("int8-calibration-and-accuracy/models.rules.int8RequiresCalibration:")
+    sidecar = _pod(
+        {"name": "kserve-container", "image": RUNTIME}, {"name": "helper", "image": OTHER_RUNTIME}, car
+    )
+    denials = judge(material, rules, sidecar)
+    assert any("container 'helper' (spec.containers[1].image)" in d for d in denials), denials
+    assert not any("'modelcar'" in d for d in denials), denials
+    # Without a shared namespace the modelcar hands the engine on through a volume it can write.
+    alone = _pod(
+        {"name": "server", "image": OTHER_RUNTIME, "volumeMounts": [{"name": "m", "mountPath": "/mnt"}]},
+        {**car, "volumeMounts": [{"name": "m", "mountPath": "/mnt"}]},
+        share=False,
+        volumes=[{"name": "m", "emptyDir": {}}],
+    )
+    assert any("container 'server'" in d for d in judge(material, rules, alone))
+    apart = _pod({"name": "server", "image": OTHER_RUNTIME}, car, share=False)
+    assert not any("container 'server'" in d for d in judge(material, rules, apart))
+
+
+MODELS_ONLY = """
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: models}
+spec:
+  match: {namespaces: [prod]}
+  models:
+    engines: ["registry.example.com/models/*"]
+    buildManifest: {keys: [platform/build-signer]}
+"""
+
+
+def test_an_engine_repository_run_as_another_container_is_refused(material: Material) -> None:
+    """A modelcar renamed is no modelcar: with models.engines naming its repository, a container that runs
+    it is refused, since no model rule would judge it."""
+    ref = material.engine("resnet", repository="models/resnet")
+    paths = [material.policy(MODELS_ONLY), material.keys_file("build-signer")]
+    assert (
+        judge(material, paths, _pod({"name": "s", "image": RUNTIME}, {"name": "modelcar", "image": ref}))
+        == []
+    )
+    [denied] = judge(material, paths, _pod({"name": "s", "image": RUNTIME}, {"name": "loader", "image": ref}))
+    assert denied.startswith("models/models.engines: container 'loader' (spec.containers[1].image) runs an")

@@ -26,6 +26,7 @@ import yaml
 
 from tests.conftest import DATA
 from tests.support.harness import SERVICE, WebhookProcess, review
+from tests.support.kserve import predictor_pod
 from trtguard.cli import main
 from trtguard.demo.material import OFF_LIST_IMAGE, SIDECAR_IMAGES, TENSORRT_IMAGE, Material
 
@@ -289,3 +290,31 @@ async def test_serve_gives_the_verdict_of_check_in_any_order(
                     assert (response["allowed"], found) == check_verdicts[case.id], (
                         f"{case.id}: serve ≠ check"
                     )
+
+
+def test_the_pods_kserve_makes_from_modelcar_services_get_their_verdicts(
+    cases: list[Case],
+    check_verdicts: dict[str, tuple[bool, set[Finding]]],
+    demo_material: Material,
+    corpus_policies: Path,
+    tmp_path: Path,
+) -> None:
+    """A differential test: the Pod KServe makes from each modelcar InferenceService of the corpus
+    (tests/support/kserve.py) gets the verdict of the InferenceService, violation for violation."""
+    pods = {
+        case.id: pod
+        for case in cases
+        if case.resource is not None
+        and case.resource.get("kind") == "InferenceService"
+        and case.id in check_verdicts
+        and (pod := predictor_pod(case.resource)) is not None
+    }
+    assert len(pods) >= 3, sorted(pods)
+    for case_id, pod in pods.items():
+        pod["metadata"]["name"] = case_id
+    rendered = tmp_path / "pods.yaml"
+    rendered.write_text(yaml.safe_dump_all(list(pods.values()), sort_keys=False))
+    _, results = run_check(demo_material, corpus_policies, rendered)
+    for result in results:
+        verdict = (result["allowed"], findings(result["violations"]))
+        assert verdict == check_verdicts[result["name"]], f"{result['name']}: Pod ≠ InferenceService"
