@@ -121,7 +121,7 @@ async def runtime_groups(
     this engine; None when this very set of readers was judged already (nothing to say, not even that no
     container runs the engine)."""
     policy, engine = found.policy.name, found.engine
-    if not run.first((policy, rule, engine, use.readers)):
+    if not run.first((policy, rule, engine, "readers", use.readers)):
         return None
     readers = run.context.readers(use)
     groups = await run.computed(
@@ -133,9 +133,10 @@ async def runtime_groups(
 
 def _image_of(group: SameImage) -> object:
     """What identifies a group: its image (reference and field), or the containers that name none."""
+    # Tagged, so that a group naming no image never equals the reader set of the same paths.
     if group.image is None:
-        return tuple(container.path for container in group.containers)
-    return (group.image.reference, group.image.field)
+        return ("unnamed", tuple(container.path for container in group.containers))
+    return ("image", group.image.reference, group.image.field)
 
 
 def _name_the_image(path: str) -> str:

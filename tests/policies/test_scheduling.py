@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.labels import INT64_MAX
-from policies.rules.gpu import MAJOR_LABEL, MINOR_LABEL, PRODUCT_LABEL, GpuFit, misfit
+from policies.rules.gpu import AMPERE_OR_NEWER, MAJOR_LABEL, MINOR_LABEL, PRODUCT_LABEL, GpuFit, misfit
 from policies.scheduling import Admitted, LabelRequirement, NodeTerm, read_node_selection
 from tests.policies.test_labels import CASES, go_parse_int
 
@@ -250,8 +250,9 @@ def _holds(found: dict[str, Any], labels: dict[str, str]) -> bool:
 def _fits(fit: GpuFit, labels: dict[str, str]) -> bool:
     """Whether the engine loads on the node's GPU, by the labels GPU Feature Discovery writes."""
     major, minor = (go_parse_int(labels[k]) if k in labels else None for k in (MAJOR, MINOR))
-    if fit.ampere_plus:
-        return major is not None and major >= 8
+    if fit.ampere_plus:  # a product label GPU Feature Discovery writes only for Ampere or newer says so too
+        ampere = AMPERE_OR_NEWER | ({fit.product} if fit.major >= 8 else set())
+        return labels.get(PRODUCT) in ampere or (major is not None and major >= 8)
     return labels.get(PRODUCT) == fit.product or (major, minor) == (fit.major, fit.minor)
 
 
