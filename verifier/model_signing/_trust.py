@@ -249,10 +249,11 @@ def signing_key(signature: ModelSignature, trust: ModelSigningTrust) -> str:
 def _verified_leaf(chain: Sequence[bytes], trust: ModelSigningCertificates) -> x509.Certificate:
     try:
         certificates = [x509.load_der_x509_certificate(der) for der in chain]
+        extensions = certificates[0].extensions  # parsed on first use: a malformed one raises here
     except ValueError as error:
         raise VerificationError(f"a certificate of the signature does not parse ({error})") from None
     leaf, intermediates = certificates[0], [*certificates[1:], *trust.others]
-    if any(e.oid.dotted_string.startswith(_FULCIO_ARC) for e in leaf.extensions):
+    if any(e.oid.dotted_string.startswith(_FULCIO_ARC) for e in extensions):
         raise VerificationError(f"the signing certificate is a Fulcio one: {_KEYLESS_HINT}")
     roots = trust.roots
     if not roots:
