@@ -1,16 +1,26 @@
 """Who may sign a model, and whether they signed one signature: the key, certificate and keyless methods.
 
-As upstream's verifiers (``model_signing._signing.sign_ec_key`` and ``sign_certificate``): the one DSSE
-signature is ECDSA, with the hash of the key's curve, over the envelope's PAE; with a key, the bundle's key
-hint (SHA-256 of the key's PEM) must be that key's when present; with certificates, the leaf chains to one of
-the trusted certificates at the leaf's own ``notBefore`` (the signature is not timestamped) and may sign
-(key usage digitalSignature, or extended key usage codeSigning). What a threshold counts is the signing key
-itself (:func:`signing_key`), so one leaf key certified by two trusted CAs is one signer.
+As upstream's verifiers (``model_signing._signing.sign_ec_key`` and ``sign_certificate``): both read only a
+bundle of media type ``application/vnd.dev.sigstore.bundle.v0.3+json``; the one DSSE signature is ECDSA,
+with the hash of the key's curve, over the envelope's PAE. With a key, the bundle carries
+``verificationMaterial.publicKey``, whose hint (SHA-256 of the key's PEM) must be that key's when present.
+With certificates, the bundle carries ``x509CertificateChain`` (leaf first); the leaf chains to a trusted
+self-signed root at the leaf's own ``notBefore`` (the signature is not timestamped), through the bundle's
+certificates and the trusted non-root ones, as OpenSSL's store builds a chain (an intermediate or a leaf is
+no trust anchor: no partial chains); and may sign (key usage digitalSignature, or extended key usage
+codeSigning).
+
+A Sigstore keyless signature is never a certificate-method one: a bundle carrying one Fulcio ``certificate``,
+transparency-log entries, or a leaf with Fulcio's OIDC extensions is refused there (upstream would accept a
+Fulcio leaf moved into ``x509CertificateChain``, with no identity, issuer, log or SCT checked), and a
+certificate chain whose root is a Sigstore public-good Fulcio root is refused when loaded. What a threshold
+counts is the signing key itself (:func:`signing_key`): every certificate-based signature, keyless too, by its
+leaf's key, so one leaf key certified by two trusted CAs, or matched by two keyless signers, is one signer.
 
 Keyless (``model_signing sign sigstore``: a Fulcio certificate for an OIDC identity, and a Rekor entry) is
 verified by trtguard's Sigstore bundle verifier (``verifier.signatures``, the one that verifies keyless image
 signatures: certificate chain to a Fulcio CA of the pinned trusted root at the log's signed time, SCT, Fulcio
-profile, the log entry's promise and inclusion proof), offline; a threshold counts the identity.
+profile, the log entry's promise and inclusion proof), offline; a threshold counts the leaf's key.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import (
     Criticality,
@@ -37,7 +48,7 @@ from cryptography.x509.verification import (
 )
 
 from verifier.base import InputError, VerificationError
-from verifier.model_signing._signature import PREDICATE_TYPE, ModelSignature
+from verifier.model_signing._signature import BUNDLE_MEDIA_TYPES, PREDICATE_TYPE, ModelSignature
 
 if TYPE_CHECKING:  # Sigstore's verifier loads with the first keyless signature (verify-engine, start-up time)
     from verifier.signatures import KeylessIdentity, TrustRoot
@@ -51,6 +62,24 @@ __all__ = [
 ]
 
 _PAYLOAD_TYPE = "application/vnd.in-toto+json"
+#: The one media type upstream's key and certificate verifiers read (``sign_sigstore_pb._BUNDLE_MEDIA_TYPE``).
+_V03 = BUNDLE_MEDIA_TYPES[3]
+#: Fulcio's certificate extensions (OIDC issuer, workflow claims): a leaf carrying one is a keyless one.
+_FULCIO_ARC = "1.3.6.1.4.1.57264.1."
+#: SHA-256 of the Sigstore public-good Fulcio CA certificates (production and staging; their trusted roots
+#: are tests/data/model-transparency): as certificate-method anchors they would trust anyone's signature.
+_SIGSTORE_FULCIO = frozenset(
+    {
+        "03a38ffb1f450100c2596d1d10b900ac4d504058006dda58199576bbeb9c73d0",  # sigstore.dev root, 2021
+        "3ba7b6cc4e95469d4d334b49cb257ad8537076fa84b0ca87ff4ecfe6a54680c1",  # sigstore.dev root, 2022
+        "15d795348226b4649f750f5802592c393bee7cc53c3b86982175b7ad087efe47",  # sigstore.dev intermediate
+        "bca21d3cc62c9d6a52be9989e6a705f99e91a39d9114890990789ef75d382b39",  # sigstage.dev root
+        "66e08b3881fc311194779aeaad11b70677c316985bf847b6ca2c83d8c5700565",  # sigstage.dev intermediate
+    }
+)
+_KEYLESS_HINT = (
+    "a Sigstore keyless signature: trust its signer as modelSigning.keyless (subject, issuer, trustedRoot)"
+)
 _CURVE_HASHES: dict[str, type[hashes.HashAlgorithm]] = {
     "secp256r1": hashes.SHA256,
     "secp384r1": hashes.SHA384,
@@ -58,7 +87,7 @@ _CURVE_HASHES: dict[str, type[hashes.HashAlgorithm]] = {
 }
 
 
-def _key_identity(key: ec.EllipticCurvePublicKey) -> str:
+def _key_identity(key: CertificatePublicKeyTypes) -> str:
     """``key:`` and the SHA-256 of the key's SubjectPublicKeyInfo: how every format names a key (the DSSE
     format's ``PublicKey.key_id``), so one key counts once across formats."""
     der = key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
@@ -95,18 +124,38 @@ class ModelSigningKey:
 
 @dataclass(frozen=True, slots=True)
 class ModelSigningCertificates:
-    """The certificate method: the certificates a signing certificate must chain to (each a trust anchor)."""
+    """The certificate method: the trusted certificates, as upstream's ``--certificate_chain`` gives them to
+    OpenSSL's store: the self-signed ones are the trust anchors; the others may complete a chain to one."""
 
     anchors: tuple[x509.Certificate, ...]
 
     @classmethod
     def from_pem(cls, data: bytes, location: str) -> ModelSigningCertificates:
-        """Every certificate of a PEM file; :class:`InputError` when it holds none or does not parse."""
+        """Every certificate of a PEM file; :class:`InputError` when it holds none, does not parse, or holds
+        a Sigstore public-good Fulcio CA (which certifies anyone: trust a keyless identity instead)."""
         try:
             anchors = tuple(x509.load_pem_x509_certificates(data))
         except ValueError as error:
             raise InputError(f"not PEM certificates ({error})", location=location) from None
+        for certificate in anchors:
+            if certificate.fingerprint(hashes.SHA256()).hex() in _SIGSTORE_FULCIO:
+                raise InputError(
+                    f"{certificate.subject.rfc4514_string()} is a Sigstore Fulcio CA, which certifies "
+                    "anyone's OIDC identity: as a certificateChain it would trust every Sigstore signature",
+                    location=location,
+                    hint=_KEYLESS_HINT,
+                )
         return cls(anchors)
+
+    @property
+    def roots(self) -> list[x509.Certificate]:
+        """The self-signed certificates: the only trust anchors (OpenSSL's store without partial chains)."""
+        return [c for c in self.anchors if _self_signed(c)]
+
+    @property
+    def others(self) -> list[x509.Certificate]:
+        """The trusted certificates that are not self-signed: intermediates a chain may be built through."""
+        return [c for c in self.anchors if not _self_signed(c)]
 
     @property
     def identity(self) -> str:
@@ -134,6 +183,14 @@ class ModelSigningKeyless:
 ModelSigningTrust = ModelSigningKey | ModelSigningCertificates | ModelSigningKeyless
 
 
+def _self_signed(certificate: x509.Certificate) -> bool:
+    try:
+        certificate.verify_directly_issued_by(certificate)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
 def _curve_hash(key: object, what: str) -> hashes.HashAlgorithm:
     if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in _CURVE_HASHES:
         raise InputError(f"{what} is not an ECDSA P-256, P-384 or P-521 key (what model_signing signs with)")
@@ -152,19 +209,36 @@ def _verify_ecdsa(key: ec.EllipticCurvePublicKey, signature: ModelSignature) -> 
 
 
 def signing_key(signature: ModelSignature, trust: ModelSigningTrust) -> str:
-    """Verify ``signature`` with ``trust``; the identity of the key that signed (``key:<id>``; keyless:
-    ``identity:<subject> (<issuer>)``), or :class:`VerificationError` saying why not (:class:`InputError`
-    for a key that is not ECDSA)."""
+    """Verify ``signature`` with ``trust``; the identity of the key that signed (``key:<id>``: the trusted
+    key, or the leaf certificate's key, keyless too), or :class:`VerificationError` saying why not
+    (:class:`InputError` for a key that is not ECDSA)."""
     if isinstance(trust, ModelSigningKeyless):
         return _keyless_signer(signature, trust)
+    if signature.media_type != _V03:
+        raise VerificationError(
+            f"a bundle of media type {signature.media_type!r}: the key and certificate methods read "
+            f"{_V03} only (as model_signing does)"
+            + ("; a keyless one is verified with modelSigning.keyless" if signature.logged else ""),
+        )
     if isinstance(trust, ModelSigningKey):
+        if signature.material != "publicKey":
+            raise VerificationError(
+                f"the signature carries {signature.material}, not publicKey: it was not signed with a key"
+            )
         key = trust.key
         pem = key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
         if signature.key_hint is not None and signature.key_hint != hashlib.sha256(pem).hexdigest():
             raise VerificationError("signed with another key (the bundle's key hint is not this key's)")
         _verify_ecdsa(key, signature)
         return trust.identity
-    leaf = _verified_leaf(signature.chain, trust.anchors)
+    if signature.material != "x509CertificateChain":
+        kind = {"publicKey": "it was signed with a key", "certificate": _KEYLESS_HINT}[signature.material]
+        raise VerificationError(
+            f"the signature carries {signature.material}, not x509CertificateChain: {kind}"
+        )
+    if signature.logged:
+        raise VerificationError(f"the signature carries transparency-log entries: {_KEYLESS_HINT}")
+    leaf = _verified_leaf(signature.chain, trust)
     leaf_key = leaf.public_key()
     if not isinstance(leaf_key, ec.EllipticCurvePublicKey):
         raise VerificationError("the signing certificate's key is not an ECDSA key")
@@ -172,21 +246,28 @@ def signing_key(signature: ModelSignature, trust: ModelSigningTrust) -> str:
     return _key_identity(leaf_key)
 
 
-def _verified_leaf(chain: Sequence[bytes], anchors: Sequence[x509.Certificate]) -> x509.Certificate:
-    if not chain:
-        raise VerificationError("the signature carries no certificate (it was signed with a key)")
+def _verified_leaf(chain: Sequence[bytes], trust: ModelSigningCertificates) -> x509.Certificate:
     try:
         certificates = [x509.load_der_x509_certificate(der) for der in chain]
+        extensions = certificates[0].extensions  # parsed on first use: a malformed one raises here
     except ValueError as error:
         raise VerificationError(f"a certificate of the signature does not parse ({error})") from None
-    leaf, intermediates = certificates[0], certificates[1:]
+    leaf, intermediates = certificates[0], [*certificates[1:], *trust.others]
+    if any(e.oid.dotted_string.startswith(_FULCIO_ARC) for e in extensions):
+        raise VerificationError(f"the signing certificate is a Fulcio one: {_KEYLESS_HINT}")
+    roots = trust.roots
+    if not roots:
+        raise VerificationError(
+            "no trusted certificate is a self-signed root: an intermediate or a leaf is no trust anchor "
+            "(as in model_signing, whose OpenSSL store builds no partial chain)"
+        )
     # Upstream's OpenSSL store checks CAs and leaves the leaf's extensions to the usage check below.
     ca_policy = ExtensionPolicy.webpki_defaults_ca().may_be_present(
         x509.ExtendedKeyUsage, Criticality.NON_CRITICAL, None
     )
     verifier = (
         PolicyBuilder()
-        .store(Store(list(anchors)))
+        .store(Store(roots))
         .time(leaf.not_valid_before_utc)
         .extension_policies(ca_policy=ca_policy, ee_policy=ExtensionPolicy.permit_all())
         .build_client_verifier()
@@ -234,4 +315,7 @@ def _keyless_signer(signature: ModelSignature, trust: ModelSigningKeyless) -> st
     # holding two envelopes must not pass one off for the other).
     if result.statement is None or result.statement.predicate != json.loads(signature.payload)["predicate"]:
         raise VerificationError("the statement verified is not the one the signature lists files from")
-    return result.counted[0].signers[0].signer_id
+    # Counted by the leaf's key, as a certificate-method signature is: one signature is one signer, however
+    # many keyless or certificateChain signers it verifies for. verify_bundle read this very leaf (its reader
+    # takes exactly one of the bundle's certificate fields, each spelling once), or it would not verify.
+    return _key_identity(x509.load_der_x509_certificate(signature.chain[0]).public_key())

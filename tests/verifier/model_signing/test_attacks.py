@@ -15,12 +15,12 @@ import pytest
 from tests.verifier.model_signing.conftest import resign, write_ca, write_key, write_leaf
 from tests.verifier.model_signing.test_interop import sign_certificate, sign_key, upstream_key
 from verifier import model_signing as ms
-from verifier.base import InputError, VerificationError
+from verifier.base import MAX_DOCUMENT_BYTES, InputError, VerificationError
 from verifier.dsse import Envelope
 from verifier.evidence import Attestation
 from verifier.intoto import statement_from_envelope
 from verifier.model_signing import _signature as signature_module
-from verifier.verification import StatementRefused, StatementTrust, verify_statement
+from verifier.verification import StatementRefused, StatementTrust, verify_model_statement, verify_statement
 
 
 def _key(public: Path) -> dict[str, ms.ModelSigningTrust]:
@@ -162,3 +162,23 @@ def test_a_key_signature_counts_for_no_other_kind_of_signer(model: Path, tmp_pat
         verify_statement([_copy(signature)], StatementTrust.of(signers, formats=["model-signing"]))
     with pytest.raises(VerificationError):
         ms.verify_model(model, signature, _key(tmp_path / "other.pub"))
+
+
+def test_a_signature_is_parsed_once_per_evaluation(model: Path, tmp_path: Path) -> None:
+    """The room's check and the model statement's file list read one parse: the bundle and its statement
+    are decoded once, however many readers ask."""
+    write_key(tmp_path / "publisher.pem")
+    signature = tmp_path / "model.sig"
+    sign_key(model, signature, tmp_path / "publisher.pem")
+    signers = {"publisher": _signer(_key(tmp_path / "publisher.pub")["publisher"])}
+    trust = StatementTrust.of(signers, formats=["model-signing"])
+    with mock.patch.object(signature_module, "json", wraps=json) as decoder:
+        first = verify_model_statement([_copy(signature)], trust)
+        second = verify_model_statement([_copy(signature)], trust)
+    assert first.files == second.files
+    assert decoder.loads.call_count == 2  # the bundle, and the statement in it
+
+
+def test_a_signature_larger_than_a_document_is_refused_unread() -> None:
+    with pytest.raises(InputError, match="larger than 16 MiB"):
+        ms.read_signature(b" " * (MAX_DOCUMENT_BYTES + 1), "model.sig")

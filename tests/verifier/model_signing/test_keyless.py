@@ -7,6 +7,7 @@ Sigstore instance's root, and the ignore-paths rules."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shutil
 from collections.abc import Callable, Iterable
@@ -14,11 +15,20 @@ from pathlib import Path
 
 import model_signing
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from tests.conftest import DATA
 from tests.verifier.model_signing.conftest import write_key
-from verifier.base import VerificationError
-from verifier.model_signing import ModelSigningKeyless, ModelSigningTrust, verify_model
+from verifier.base import InputError, VerificationError
+from verifier.model_signing import (
+    ModelSigningCertificates,
+    ModelSigningKeyless,
+    ModelSigningTrust,
+    read_signature,
+    signing_key,
+    verify_model,
+)
 from verifier.signatures import KeylessIdentity, TrustRoot
 
 UPSTREAM = DATA / "model-transparency"
@@ -216,3 +226,98 @@ def test_a_key_signature_is_no_keyless_one(model: Path, tmp_path: Path) -> None:
     )
     with pytest.raises(VerificationError, match="carries no certificate"):
         verify_model(model, signature, keyless())
+
+
+def test_one_keyless_signature_is_one_signer_whichever_signers_it_matches(signed: Path) -> None:
+    """Two keyless signers (the identity, and a pattern it matches) verify one signature: one signing key,
+    the Fulcio leaf's, counted as a certificate-method signature counts its leaf (so one signature is never
+    a keyless signer and a certificateChain signer at once), and a threshold of 2 is not met."""
+    trust_root = TrustRoot.from_file(UPSTREAM / "trusted_root.json")
+    trusted: dict[str, ModelSigningTrust] = {
+        "ibm": ModelSigningKeyless(KeylessIdentity(issuer=ISSUER, subject=IDENTITY), trust_root),
+        "ibm-any": ModelSigningKeyless(
+            KeylessIdentity(issuer=ISSUER, subject_regex=r".*@us\.ibm\.com"), trust_root
+        ),
+    }
+    ignore = [signed / "ignore-me"]
+    verified = verify_model(signed, signed / "model.sig", trusted, ignore_paths=ignore)
+    assert verified.signers == ("ibm", "ibm-any")
+    assert verified.distinct_keys == 1
+    with pytest.raises(VerificationError, match="signed by 1 of the 2 required distinct keys"):
+        verify_model(signed, signed / "model.sig", trusted, threshold=2, ignore_paths=ignore)
+    signature = read_signature((signed / "model.sig").read_bytes(), "model.sig")
+    leaf = x509.load_der_x509_certificate(signature.chain[0]).public_key()
+    spki = leaf.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    assert signing_key(signature, trusted["ibm"]) == f"key:{hashlib.sha256(spki).hexdigest()}"
+
+
+def _fulcio_pems(tmp_path: Path) -> Path:
+    """Every Fulcio CA certificate of the production trusted root, as one PEM file."""
+    root = json.loads((UPSTREAM / "trusted_root.json").read_text())
+    path = tmp_path / "fulcio.pem"
+    path.write_bytes(
+        b"".join(
+            x509.load_der_x509_certificate(base64.b64decode(c["rawBytes"])).public_bytes(
+                serialization.Encoding.PEM
+            )
+            for authority in root["certificateAuthorities"]
+            for c in authority["certChain"]["certificates"]
+        )
+    )
+    return path
+
+
+def test_a_sigstore_fulcio_ca_is_no_certificate_chain(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="is a Sigstore Fulcio CA") as caught:
+        ModelSigningCertificates.from_pem(_fulcio_pems(tmp_path).read_bytes(), "fulcio.pem")
+    assert "keyless" in (caught.value.hint or "")
+
+
+def _leaf_in_chain(bundle: dict[str, object]) -> None:
+    material = bundle["verificationMaterial"]
+    assert isinstance(material, dict)
+    material["x509CertificateChain"] = {"certificates": [material.pop("certificate")]}
+
+
+def _leaf_in_chain_unlogged(bundle: dict[str, object]) -> None:
+    _leaf_in_chain(bundle)
+    material = bundle["verificationMaterial"]
+    assert isinstance(material, dict)
+    del material["tlogEntries"], material["timestampVerificationData"]
+
+
+@pytest.mark.parametrize(
+    ("change", "upstream_verdict", "why"),
+    [
+        (None, False, "carries certificate, not x509CertificateChain"),
+        (_leaf_in_chain, True, "carries transparency-log entries"),
+        (_leaf_in_chain_unlogged, True, "is a Fulcio one"),
+    ],
+    ids=["as signed", "leaf moved into x509CertificateChain", "and its log entry dropped"],
+)
+def test_a_keyless_signature_is_no_certificate_method_one(
+    signed: Path,
+    tmp_path: Path,
+    change: Callable[[dict[str, object]], None] | None,
+    upstream_verdict: bool,
+    why: str,
+) -> None:
+    """Fulcio's CAs trusted as a certificate chain (past the load-time refusal) would admit any Sigstore
+    identity's signature with no identity, issuer, log or SCT checked. As signed, upstream's certificate
+    verifier refuses it too; moved into x509CertificateChain, upstream accepts it, trtguard does not."""
+    fulcio = _fulcio_pems(tmp_path)
+    if change is not None:
+        _edit_bundle(signed / "model.sig", change)
+    config = model_signing.verifying.Config().use_certificate_verifier(certificate_chain=[fulcio])
+    hashing = model_signing.hashing.Config().set_ignored_paths(
+        paths=[signed / "ignore-me", signed / "model.sig"], ignore_git_paths=True
+    )
+    try:
+        config.set_hashing_config(hashing).verify(signed, signed / "model.sig")
+        verdict = True
+    except Exception:  # upstream raises AttributeError on a bundle without a chain
+        verdict = False
+    assert verdict is upstream_verdict
+    anchors = ModelSigningCertificates(tuple(x509.load_pem_x509_certificates(fulcio.read_bytes())))
+    with pytest.raises(VerificationError, match=why):
+        verify_model(signed, signed / "model.sig", {"fulcio": anchors}, ignore_paths=[signed / "ignore-me"])
