@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -39,23 +40,53 @@ from policies.rules._components import check_components
 from policies.rules.evaluation import CLOCK_SKEW, Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import AttestationRule
-from policies.verified import VerifiedPredicate
+from policies.verified import Documents, VerifiedPredicate
 from verifier.base import ImageReference
 from verifier.scans import SEVERITY_ORDER, canonical_id, is_scan_predicate_type
 
-__all__ = ["check"]
+__all__ = ["Judged", "check"]
 
 _READS_SCAN: Final = re.compile(r"\bscan\b")
 _READS_PREDICATE: Final = re.compile(r"\bpredicate\b")
 
 
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """What one attestation rule judged: the signed documents, and whether some signed by its keys could
+    not be read (their time and findings unknown)."""
+
+    documents: tuple[VerifiedPredicate, ...] = ()
+    unreadable: bool = False
+    scans: bool = False
+    """Whether the rule reads SBOMs or scans (whose documents record the time they were made)."""
+
+    @property
+    def newest(self) -> datetime | None:
+        """The newest time among the documents judged; None when any could be newer than that (an undated
+        or unreadable one), or none was judged."""
+        times = [d.scan.scanned_at if d.scan is not None else None for d in self.documents]
+        if self.unreadable or not times or None in times:
+            return None
+        return max(t for t in times if t is not None)
+
+    def outweighs(self, other: Judged) -> bool:
+        """Whether this rule's evidence (it found violations in it) is not shown to be older than what
+        ``other`` judged (and passed): then ``other`` passing does not overrule it in an ``anyOf``
+        (docs/scans.md, "anyOf")."""
+        if not (self.scans and other.scans and (self.documents or self.unreadable)):
+            return False
+        mine, theirs = self.newest, other.newest
+        return mine is None or theirs is None or theirs <= mine
+
+
 async def check(
     run: Evaluation, found: Findings, rule_id: str, compiled: CompiledAttestation, pinned: ImageReference
-) -> list[VerifiedPredicate]:
+) -> Judged:
     """The attestation ``compiled`` asks of the pinned image: signed, of the document it judges, fresh
     enough, meeting its built-in checks and conditions.
 
-    Returns the signed documents that were judged (none when none verified), for the decision record.
+    Returns the signed documents that were judged (none when none verified), for the decision record and
+    for ``anyOf`` to weigh alternatives by the age of their evidence.
     """
     rule = compiled.rule
     scans = is_scan_predicate_type(rule.predicate_type)
@@ -65,7 +96,22 @@ async def check(
         refused=Refusal("attach the attestation to the image digest (`trtguard attest --push`)"),
     )
     if documents is None:
-        return []
+        return Judged(scans=scans)
+    judged = await _judge(run, found, rule_id, compiled, pinned, documents)
+    return Judged(tuple(judged), unreadable=bool(documents.unreadable), scans=scans)
+
+
+async def _judge(
+    run: Evaluation,
+    found: Findings,
+    rule_id: str,
+    compiled: CompiledAttestation,
+    pinned: ImageReference,
+    documents: Documents[VerifiedPredicate],
+) -> list[VerifiedPredicate]:
+    """The checks of :func:`check` over the documents that verified; returns those judged."""
+    rule = compiled.rule
+    scans = is_scan_predicate_type(rule.predicate_type)
     for why in documents.refused:
         run.note(f"image {pinned}: a {rule.predicate_type} attestation did not count: {why}")
     if documents.unreadable:

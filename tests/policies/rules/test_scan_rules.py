@@ -267,6 +267,36 @@ def test_any_of_is_never_passed_by_an_alternative_that_cannot_tell(material: Mat
     assert (f"{BASE}[{VULN}].document", Action.DENY, True) in found(decision)
 
 
+def test_any_of_is_never_passed_on_evidence_older_than_a_finding_of_another_alternative(
+    material: Material,
+) -> None:
+    # attack 27 case A: a newer cosign scan with a CRITICAL finding beside an older CycloneDX scan with only
+    # HIGH ones: the CycloneDX alternative held, and overruled the newer finding
+    entry = f"""
+    - anyOf:
+        - predicateType: {VULN}
+          keys: [platform/scanner]
+          vulnerabilities: {{maxSeverity: high}}
+        - predicateType: {CDX}
+          keys: [platform/scanner]
+          document: scan
+          vulnerabilities: {{maxSeverity: high}}
+    """
+    scan = data("613-trivy-pom-scan.cdx.json")  # CVE-2020-9548 CRITICAL
+    old = {**scan, "metadata": {**scan["metadata"], "timestamp": "2026-10-01T12:00:00Z"}}
+    old["vulnerabilities"] = [v for v in scan["vulnerabilities"] if v["id"] != "CVE-2020-9548"]
+    attest(material, CDX, old, "old-cdx.json")
+    attest(material, VULN, wrapped(scan, "2026-12-01T12:00:00Z"), "new-vuln.json")
+    decision = judge(material, policy(entry))
+    assert found(decision) == {(f"{BASE}[{VULN}].vulnerabilities", Action.DENY, False)}
+    assert "CVE-2020-9548" in decision.violations[0].message
+    assert any("does not overrule" in note for note in decision.notes)
+    # the other way round, the newer clean-enough scan decides
+    newer = {**old, "metadata": {**old["metadata"], "timestamp": "2026-12-01T13:00:00Z"}}
+    attest(material, CDX, newer, "old-cdx.json")
+    assert judge(material, policy(entry)).allowed
+
+
 def test_cel_conditions_read_the_evaluation_clock(material: Material) -> None:
     attest(material, VULN, wrapped(data("606-pip-audit-clean.cdx.json")))
     entry = f"""
