@@ -165,7 +165,7 @@ def _none_of_the_role(found: Findings, rule_id: str, rule: AttestationRule, kind
         what = (
             "whether the image was scanned: none of the {count} signed {type} document(s) says it is a "
             "vulnerability scan (a CycloneDX document that reports no finding is an SBOM, whether its "
-            "'vulnerabilities' list is empty or absent; one whose every finding carries a VEX analysis is a "
+            "'vulnerabilities' list is empty or absent; one whose every finding a VEX analysis clears is a "
             "VEX document)"
         )
         fix = (

@@ -11,8 +11,10 @@ no finding, whether its ``vulnerabilities`` list is empty or absent, is an SBOM:
 pip-audit leaves the key out of a clean scan, so nothing in the document tells a clean scan from an SBOM.
 Such a document counts as a scan only inside a wrapper that says it is one (the cosign vulnerability
 predicate, :mod:`verifier.scans.cosign`), and ``as_scan`` says so. A document that reports findings is a
-scan, unless every finding carries a VEX ``analysis``: then it is a VEX document, statements about known
-vulnerabilities and not a scan of every component.
+scan, unless every finding carries a VEX ``analysis`` that clears it (``not_affected``, ``false_positive``,
+``resolved``): then it is a VEX document, statements about known vulnerabilities and not a scan of every
+component. A finding analysed as ``exploitable`` or ``in_triage`` (or with no state) is reported as a scan
+reports it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verifier.base import InputError, input_error_from_validation
 from verifier.scans.model import (
+    NOT_AFFECTED_STATES,
     Component,
     DocumentRole,
     Rating,
@@ -175,7 +178,8 @@ def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = Fals
         vulnerabilities = tuple(_vulnerability(v, by_ref, index) for index, v in enumerate(found))
         if role == "vex":
             unknowns.append(
-                "every finding carries a VEX analysis: it is a VEX document, not a scan of every component"
+                "every finding carries a VEX analysis that clears it: it is a VEX document, not a scan of "
+                "every component"
             )
         unknowns += severity_unknowns(vulnerabilities)
     return ScanDocument(
@@ -195,7 +199,10 @@ def _role(found: list[_Vulnerability], *, as_scan: bool) -> DocumentRole:
         return "scan"
     if not found:
         return "sbom"
-    return "vex" if all(v.analysis is not None for v in found) else "scan"
+    # Only analyses that clear a finding make a VEX document: one saying a finding is exploitable, in
+    # triage, or giving no state reports it as a scan does, and must not let an older scan be judged instead.
+    cleared = all(v.analysis is not None and v.analysis.state in NOT_AFFECTED_STATES for v in found)
+    return "vex" if cleared else "scan"
 
 
 def _flatten(components: list[_Component]) -> Iterator[_Component]:

@@ -292,8 +292,9 @@ class ScanDocument:
     """What the document cannot tell, in words: why a field CEL might read is absent."""
     role: DocumentRole = "sbom"
     """What the document is (:data:`DocumentRole`): a ``scan`` only when it says it is one (cosign's
-    vulnerability predicate, or a CycloneDX document reporting a finding no VEX analysis covers), whether or
-    not it can tell what it found; a CycloneDX document whose every finding carries an analysis is ``vex``."""
+    vulnerability predicate, or a CycloneDX document reporting a finding no VEX analysis clears), whether or
+    not it can tell what it found; a CycloneDX document whose every finding an analysis clears (not
+    affected, a false positive, resolved) is ``vex``."""
 
     @property
     def is_scan(self) -> bool:

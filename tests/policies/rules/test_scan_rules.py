@@ -368,7 +368,12 @@ def test_a_newer_scan_or_vex_document_never_hides_the_sbom(material: Material) -
     scan["metadata"]["timestamp"] = "2026-12-01T20:00:00Z"  # ... made newer than the SBOM
     scan["components"] = [c for c in scan["components"] if c["name"] != "PyYAML"]
     attest(material, CDX, scan, "b-scan.json")
-    vex = {**scan, "vulnerabilities": [v for v in scan["vulnerabilities"] if "analysis" in v]}
+    cleared = [
+        v
+        for v in scan["vulnerabilities"]
+        if v.get("analysis", {}).get("state") in ("not_affected", "resolved")
+    ]
+    vex = {**scan, "vulnerabilities": cleared}
     vex["metadata"] = {**scan["metadata"], "timestamp": "2026-12-01T21:00:00Z"}
     attest(material, CDX, vex, "c-vex.json")
     entry = f"""
@@ -386,6 +391,21 @@ def test_a_newer_scan_or_vex_document_never_hides_the_sbom(material: Material) -
     only_vex = judge(material, policy(scans))
     assert found(only_vex) == {(f"{BASE}[{CDX}].document", Action.DENY, True)}
     assert "says it is a vulnerability scan" in only_vex.violations[0].message
+
+
+def test_a_newer_scan_whose_findings_are_all_analysed_as_affected_is_judged(material: Material) -> None:
+    # attack 27 case B: the newer scan's every finding analysed `exploitable` made it a VEX document, and
+    # the older scan (HIGH only) was judged instead
+    scan = data("613-trivy-pom-scan.cdx.json")
+    old = {**scan, "metadata": {**scan["metadata"], "timestamp": "2026-10-01T12:00:00Z"}}
+    old["vulnerabilities"] = [v for v in scan["vulnerabilities"] if v["id"] != "CVE-2020-9548"]
+    attest(material, CDX, old, "old.json")
+    new = {**scan, "metadata": {**scan["metadata"], "timestamp": "2026-12-01T12:00:00Z"}}
+    new["vulnerabilities"] = [{**v, "analysis": {"state": "exploitable"}} for v in scan["vulnerabilities"]]
+    attest(material, CDX, new, "new.json")
+    decision = judge(material, policy(vulns("high", predicate_type=CDX)))
+    assert found(decision) == {(f"{BASE}[{CDX}].vulnerabilities", Action.DENY, False)}
+    assert "CVE-2020-9548" in decision.violations[0].message
 
 
 def test_an_sbom_rule_with_only_scans_attached_cannot_tell(material: Material) -> None:
