@@ -4,7 +4,8 @@ The attestation must be signed by the rule's signers and, for SBOMs and scans (:
 member of the predicate type's family), the newest one by the time it records is judged, among the
 documents of the role the rule judges (``document``: an SBOM is no scan, a VEX document neither); documents
 that tie for the newest are all judged (each must hold, so the stricter wins), and a rule that judges no
-one role judges the newest of each. A document dated in the future (beyond
+one role judges the newest of each; an undated document is judged beside them (it may be newer). A
+document dated in the future (beyond
 :data:`~policies.rules.evaluation.CLOCK_SKEW`) is refused whatever the rule says: it would be the newest
 until that time came and hide every document attested before it. ``maxAge`` measures a scan from the older
 of its run and its vulnerability database, an SBOM from its making. For other predicate types every
@@ -240,22 +241,26 @@ def _newest(
     statement digests), so that which of two documents of one time is judged never depends on the order
     they were found in: both are, and each must hold.
 
-    An undated document is never the newest: beside dated ones it is left out (and noted), and when none
-    records a time every one is judged (which of them describes the image cannot be told).
+    An undated document may be newer than any dated one, so it is judged too (after the newest dated ones,
+    noted), never left out: a scan whose time was not recorded (Go's zero time) must not be hidden by an
+    older dated one.
     """
+    undated = sorted(
+        (d for d in verified if d.scan is None or d.scan.scanned_at is None), key=lambda d: d.digest
+    )
     dated = [d for d in verified if d.scan is not None and d.scan.scanned_at is not None]
     if not dated:
-        return sorted(verified, key=lambda d: d.digest)
-    for document in verified:
-        if document.scan is None or document.scan.scanned_at is None:
-            run.note(
-                f"image {pinned}: the {rule.predicate_type} attestation {document.origin} records no time, "
-                "so the newest dated one was judged instead"
-            )
+        return undated
+    for document in undated:
+        run.note(
+            f"image {pinned}: the {rule.predicate_type} attestation {document.origin} records no time, so it "
+            "is judged beside the newest dated one (it may be newer)"
+        )
     newest = max(d.scan.scanned_at for d in dated if d.scan is not None and d.scan.scanned_at is not None)
-    return sorted(
+    ties = sorted(
         (d for d in dated if d.scan is not None and d.scan.scanned_at == newest), key=lambda d: d.digest
     )
+    return ties + undated
 
 
 def _from_the_future(
