@@ -45,14 +45,14 @@ from policies.verified import Documents, VerifiedPredicate
 from verifier.base import ImageReference
 from verifier.scans import SEVERITY_ORDER, canonical_id, is_scan_predicate_type
 
-__all__ = ["Judged", "check"]
+__all__ = ["AttestationsJudged", "check"]
 
 _READS_SCAN: Final = re.compile(r"\bscan\b")
 _READS_PREDICATE: Final = re.compile(r"\bpredicate\b")
 
 
 @dataclass(frozen=True, slots=True)
-class Judged:
+class AttestationsJudged:
     """What one attestation rule judged: the signed documents, and whether some signed by its keys could
     not be read (their time and findings unknown)."""
 
@@ -70,7 +70,7 @@ class Judged:
             return None
         return max(t for t in times if t is not None)
 
-    def outweighs(self, other: Judged) -> bool:
+    def outweighs(self, other: AttestationsJudged) -> bool:
         """Whether this rule's evidence (it found violations in it) is not shown to be older than what
         ``other`` judged (and passed): then ``other`` passing does not overrule it in an ``anyOf``
         (docs/scans.md, "anyOf")."""
@@ -82,7 +82,7 @@ class Judged:
 
 async def check(
     run: Evaluation, found: Findings, rule_id: str, compiled: CompiledAttestation, pinned: ImageReference
-) -> Judged:
+) -> AttestationsJudged:
     """The attestation ``compiled`` asks of the pinned image: signed, of the document it judges, fresh
     enough, meeting its built-in checks and conditions.
 
@@ -97,9 +97,9 @@ async def check(
         refused=Refusal("attach the attestation to the image digest (`trtguard attest --push`)"),
     )
     if documents is None:
-        return Judged(scans=scans)
+        return AttestationsJudged(scans=scans)
     judged = await _judge(run, found, rule_id, compiled, pinned, documents)
-    return Judged(tuple(judged), unreadable=bool(documents.unreadable), scans=scans)
+    return AttestationsJudged(tuple(judged), unreadable=bool(documents.unreadable), scans=scans)
 
 
 async def _judge(
@@ -120,8 +120,10 @@ async def _judge(
         found.add(
             rule_id,
             f"cannot tell what the {rule.predicate_type} attestations say{newest}: one signed by "
-            f"[{', '.join(rule.keys)}] cannot be read ({'; '.join(documents.unreadable)})",
-            "remove the unreadable attestation from the image (or attest the document again)",
+            f"[{', '.join(rule.keys)}], or one too large or too deep to check, cannot be read "
+            f"({'; '.join(documents.unreadable)})",
+            "remove the unreadable attestation from the image (or attest the document again, smaller: "
+            "at most 16 MiB)",
             indeterminate=True,
         )
     kind = rule.judges()

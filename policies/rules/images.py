@@ -147,7 +147,7 @@ async def _any_of(
     violations in (an older clean scan in one format never overrules a newer finding in another:
     docs/scans.md); then the others' findings are dropped. When none holds, every alternative's findings
     are kept, each under its own rule id and action (and the notes name the alternative overruled)."""
-    tried: list[tuple[CompiledAttestation, Findings, Counted, attestations.Judged]] = []
+    tried: list[tuple[CompiledAttestation, Findings, Counted, attestations.AttestationsJudged]] = []
     for alternative in alternatives:  # every one: a later one may hold newer evidence
         own = Findings(found.policy, path=found.path, image=found.image, engine=found.engine)
         own_counted = Counted()
@@ -180,7 +180,7 @@ async def _attestation(
     compiled: CompiledAttestation,
     pinned: ImageReference,
     counted: Counted,
-) -> attestations.Judged:
+) -> attestations.AttestationsJudged:
     """One attestation rule; returns what it judged (for ``anyOf``)."""
     rule = compiled.rule
     attestation_id = f"{rule_id}.attestations[{rule.predicate_type}]"
@@ -198,4 +198,4 @@ async def _attestation(
     if attested is not None:
         signers = run.verified.signer_records(attested.signers)
         counted.attestation(AttestationRecord(rule.predicate_type, attested.digest, signers))
-    return attestations.Judged()
+    return attestations.AttestationsJudged()

@@ -4,6 +4,7 @@ digest."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from datetime import UTC, datetime
 
@@ -12,7 +13,9 @@ import pytest
 from policies.loader import PolicyLoadError
 from policies.results import Action, Decision
 from tests.policies.conftest import Material
-from tests.policies.rules.test_attestations import CDX, VULN, attest, clean_scan, data, judge, wrapped
+from tests.policies.rules.test_attestations import CDX, DIGEST, VULN, attest, clean_scan, data, judge, wrapped
+from verifier.dsse import sign_envelope
+from verifier.intoto import PAYLOAD_TYPE
 
 SPDX = "https://spdx.dev/Document"
 BASE = "images.runtime.attestations"
@@ -406,6 +409,38 @@ def test_a_newer_scan_whose_findings_are_all_analysed_as_affected_is_judged(mate
     decision = judge(material, policy(vulns("high", predicate_type=CDX)))
     assert found(decision) == {(f"{BASE}[{CDX}].vulnerabilities", Action.DENY, False)}
     assert "CVE-2020-9548" in decision.violations[0].message
+
+
+def test_a_newest_document_too_large_or_too_deep_to_check_cannot_tell(material: Material) -> None:
+    # attack 27 cases J and K: the newest SBOM nested 2000 deep, and the newest scan over the 16 MiB limit,
+    # were skipped with a log line before their signatures were checked, and the older document judged
+    attest(material, CDX, data("607-cyclonedx-py-requirements.cdx.json"), "old-sbom.json")
+    head = {"_type": "https://in-toto.io/Statement/v1", "subject": [{"digest": {"sha256": DIGEST}}]}
+    statement = json.dumps({**head, "predicateType": CDX})[:-1].encode() + b', "predicate": '
+    statement += b'{"components": [' * 2000 + b"{}" + b"]}" * 2000 + b"}"
+    key = material.key("scanner")
+    (material.attestations / "deep.json").write_bytes(sign_envelope(PAYLOAD_TYPE, statement, key).to_json())
+    bans = f"""
+    - predicateType: {CDX}
+      keys: [platform/scanner]
+      components: {{banned: [urllib3]}}
+    """
+    decision = judge(material, policy(bans))
+    assert found(decision) == {(f"{BASE}[{CDX}]", Action.DENY, True)}
+    assert "deep.json: the in-toto statement is nested too deeply" in decision.violations[0].message
+    (material.attestations / "deep.json").unlink()
+    assert judge(material, policy(bans)).allowed  # the old SBOM alone lists no urllib3
+    attest(material, VULN, wrapped(clean_scan(), "2026-11-01T00:00:00Z"), "old-scan.json")
+    big = wrapped(data("613-trivy-pom-scan.cdx.json"), "2026-12-01T12:00:00Z")
+    big["padding"] = "x" * (16 * 1024 * 1024)
+    attest(material, VULN, big, "big-scan.json")
+    decision = judge(material, policy(vulns("critical")))
+    assert found(decision) == {(f"{BASE}[{VULN}]", Action.DENY, True)}
+    message = decision.violations[0].message
+    assert (
+        "big-scan.json: the evidence file is larger than 16 MiB" in message
+        and f"claims type {VULN}" in message
+    )
 
 
 def test_an_sbom_rule_with_only_scans_attached_cannot_tell(material: Material) -> None:
