@@ -347,7 +347,9 @@ async def _conditions(
     }
     if document.scan is not None:
         values["scan"] = document.scan.to_json() if _READS_SCAN.search(sources) else {}
-    unknowns = "; ".join(document.scan.unknowns) if document.scan is not None else ""
+    scan = document.scan
+    reads_scan = scan is not None and _READS_SCAN.search(sources) is not None
+    unknowns = "; ".join((*scan.unknowns, *(why for _, why in scan.absent))) if scan is not None else ""
     try:
         activation = prepare_activation(values)
     except CelEvaluationError as error:
@@ -371,10 +373,14 @@ async def _conditions(
             found.add(
                 condition_id, condition.message, "fix what the attestation reports, then attest it again"
             )
-        elif outcome.hint == MISSING_KEY_HINT and unknowns:
+        elif outcome.hint == MISSING_KEY_HINT and (unknowns or reads_scan):
+            # a field the scan shape leaves out is one the document cannot tell (docs/scans.md): never an
+            # onError, which `--unverifiable warn` relaxes
+            named = [why for key, why in scan.absent if f'"{key}"' in outcome.message] if scan else []
+            why = "; ".join(named) or unknowns or "the document does not record what it reads"
             found.add(
                 condition_id,
-                f"{condition.message} (cannot tell: {unknowns})",
+                f"{condition.message} (cannot tell: {why}; {outcome.message})",
                 "attest a document that says what the condition reads (see docs/scans.md)",
                 indeterminate=True,
             )

@@ -290,6 +290,9 @@ class ScanDocument:
     scanner: str | None = None
     unknowns: tuple[str, ...] = field(default=())
     """What the document cannot tell, in words: why a field CEL might read is absent."""
+    absent: tuple[tuple[str, str], ...] = ()
+    """(field, why) of optional fields of the ``scan`` variable left out though the document has something
+    in their place (a database version that is no time): the reason a condition reading one cannot tell."""
     role: DocumentRole = "sbom"
     """What the document is (:data:`DocumentRole`): a ``scan`` only when it says it is one (cosign's
     vulnerability predicate, or a CycloneDX document reporting a finding no VEX analysis clears), whether or

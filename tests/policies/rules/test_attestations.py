@@ -369,6 +369,27 @@ def test_an_undated_document_is_judged_beside_the_newest_dated_one(material: Mat
     assert found(judge(material, policy())) == {(f"{RULE}.conditions.no-critical", Action.DENY, False)}
 
 
+@pytest.mark.parametrize("version", [None, "v1-2021080612"])
+def test_a_condition_reading_an_absent_scan_field_cannot_tell_whatever_on_error_says(
+    material: Material, version: str | None
+) -> None:
+    # attack 27 case F: a database version that is no time (Trivy's "v1-2021080612") leaves
+    # scan.database_at out; the condition failed on the missing key as onError, which Warn admitted
+    scan = wrapped(clean_scan())
+    if version is not None:
+        scan["scanner"]["db"] = {"version": version}
+    attest(material, VULN, scan)
+    fresh = (("fresh-db", "timestamp(scan.database_at) > timestamp(now) - duration('168h')"),)
+    decision = judge(material, policy(VULN, conditions=fresh, on_error="Warn"))
+    assert found(decision) == {
+        (f"images.runtime.attestations[{VULN}].conditions.fresh-db", Action.DENY, False)
+    }
+    [violation] = decision.violations
+    assert violation.indeterminate
+    why = "is no RFC 3339 date" if version else "does not say when its vulnerability database was built"
+    assert why in violation.message
+
+
 def test_an_unverifiable_document_fails_only_itself_and_is_named(material: Material) -> None:
     clean = clean_scan()
     attest(material, CDX, clean, "good.json")
