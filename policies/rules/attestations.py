@@ -40,7 +40,7 @@ from policies.loader import CompiledAttestation, CompiledExpression
 from policies.rules._components import check_components
 from policies.rules.evaluation import CLOCK_SKEW, Evaluation
 from policies.rules.findings import Findings, Refusal
-from policies.schema import AttestationRule
+from policies.schema import AttestationRule, VulnerabilityRule
 from policies.verified import Documents, VerifiedPredicate
 from verifier.base import ImageReference
 from verifier.scans import SEVERITY_ORDER, canonical_id, is_scan_predicate_type
@@ -419,6 +419,7 @@ def _vulnerabilities(
     limit = SEVERITY_ORDER.index(rule.max_severity)
     above: list[str] = []
     unrated: list[str] = []
+    undecided: list[str] = []
     for finding in scan.vulnerabilities:
         if not finding.affected:
             continue
@@ -435,7 +436,9 @@ def _vulnerabilities(
         name = canonical_id(finding.id)
         aliases = [i for i in ids if i != name]
         shown = f"{name} ({', '.join(aliases)})" if aliases else name
-        if not finding.severities:
+        if finding.undecided:
+            undecided.append(f"{shown}{where}")
+        elif not finding.severities:
             unrated.append(f"{shown}{where}")
         elif SEVERITY_ORDER.index(finding.severities[0]) > limit:
             above.append(f"{shown}: {finding.severities[0]}{where}")
@@ -454,6 +457,22 @@ def _vulnerabilities(
             f"rating gives a severity for {_listed(unrated)}",
             "attest a scan that rates its findings (or a pip-audit JSON report enriched with severities), "
             "or allow-list the finding by id with a reason",
+            indeterminate=True,
+            unknown=rule.unknown,
+        )
+    _undecided(found, rule_id, rule, undecided)
+
+
+def _undecided(found: Findings, rule_id: str, rule: VulnerabilityRule, undecided: Sequence[str]) -> None:
+    """Findings a rating gives only a CVSS vector for that trtguard cannot score: "cannot tell"."""
+    if undecided:
+        found.add(
+            rule_id,
+            f"cannot tell whether {len(undecided)} affected finding(s) are above {rule.max_severity}: a "
+            "rating gives a CVSS vector without a score, which trtguard computes only for CVSS v3 base "
+            f"vectors: {_listed(undecided)}",
+            "attest a scan whose ratings give their scores (or severities), or allow-list the finding by id "
+            "with a reason",
             indeterminate=True,
             unknown=rule.unknown,
         )

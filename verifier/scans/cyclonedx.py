@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verifier.base import InputError, input_error_from_validation
+from verifier.scans.cvss import base_score_v3
 from verifier.scans.model import (
     NOT_AFFECTED_STATES,
     Component,
@@ -227,13 +228,21 @@ def _rating(found: _Rating) -> Rating:
     # The rating says the highest of its word and its score's band: a "low" with a CVSS score of 9.8 (Red Hat
     # writes its own severity beside NVD's score) is critical, as a "critical" with a score of 2.0 is.
     version = _CVSS_VERSIONS.get(found.method or "") or _vector_version(found.vector)
-    band = cvss_severity(found.score, version) if found.score is not None and version is not None else None
+    score = found.score
+    undecided = False
+    if score is None and found.vector:
+        # a vector without a score: v3's base score is computed from it; any other cannot tell (a finding
+        # rated "low" by one source and by a 9.8 vector alone by another must not read as low)
+        score = base_score_v3(found.vector) if version == 3 else None
+        undecided = score is None
+    band = cvss_severity(score, version) if score is not None and version is not None else None
     severity = highest(severity_name(found.severity), band)
     return Rating(
         severity=severity,
         score=found.score,
         method=found.method,
         source=found.source.name if found.source is not None else None,
+        undecided=undecided,
     )
 
 

@@ -443,6 +443,31 @@ def test_a_newest_document_too_large_or_too_deep_to_check_cannot_tell(material: 
     )
 
 
+@pytest.mark.parametrize(
+    ("vector", "expected"),
+    [
+        ("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H", (Action.DENY, False)),  # 9.8: critical
+        ("CVSS:4.0/AV:N/AC:L/AT:N/PR:N/UI:N/VC:H/VI:H/VA:H/SC:N/SI:N/SA:N", (Action.DENY, True)),
+        ("AV:N/AC:L/Au:N/C:C/I:C/A:C", (Action.DENY, True)),  # v2
+        ("CVSS:3.1/AV:N/AC:L", (Action.DENY, True)),  # incomplete
+    ],
+)
+def test_a_rating_with_a_vector_and_no_score_counts(
+    material: Material, vector: str, expected: tuple[Action, bool]
+) -> None:
+    # attack 27 case G: NVD's rating given as a vector only (9.8) beside Red Hat's "low" read as low
+    scan = data("613-trivy-pom-scan.cdx.json")
+    [finding] = [v for v in scan["vulnerabilities"] if v["id"] == "CVE-2020-9548"]
+    finding["ratings"] = [
+        {"source": {"name": "redhat"}, "severity": "low"},
+        {"source": {"name": "nvd"}, "vector": vector},
+    ]
+    attest(material, CDX, {**scan, "vulnerabilities": [finding]})
+    decision = judge(material, policy(vulns("medium", predicate_type=CDX)))
+    assert found(decision) == {(f"{BASE}[{CDX}].vulnerabilities", *expected)}
+    assert "CVE-2020-9548" in decision.violations[0].message
+
+
 def test_an_sbom_rule_with_only_scans_attached_cannot_tell(material: Material) -> None:
     attest(material, CDX, clean_scan())
     entry = f"""
