@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verifier.base import InputError, input_error_from_validation
-from verifier.scans.cvss import base_score_v3
+from verifier.scans._cvss import base_score_v3
 from verifier.scans.model import (
     NOT_AFFECTED_STATES,
     Component,

@@ -1,10 +1,10 @@
-"""verifier.scans.cvss: CVSS v3.x base scores of vectors, against scores NVD publishes for them."""
+"""verifier.scans._cvss: CVSS v3.x base scores of vectors, against scores NVD publishes for them."""
 
 from __future__ import annotations
 
 import pytest
 
-from verifier.scans.cvss import base_score_v3
+from verifier.scans._cvss import base_score_v3
 
 
 @pytest.mark.parametrize(
