@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -85,6 +85,15 @@ class VulnerabilityRule(StrictModel):
     )
 
 
+#: What marks a version specifier or range (PEP 440 ``<5.4``, ``==5.3``, ``~=``, npm ``^1.2``, a wildcard,
+#: a list, ``name@version``): no package name holds one, and one written there would match nothing.
+_RANGE: Final = re.compile(r"[<>=!~^*|,@\s]")
+#: The same in a purl's version, but ``~`` and ``^``, which Debian and RPM versions hold (``1.0~rc1``).
+_VERSION_RANGE: Final = re.compile(r"[<>=!*|,\s]")
+#: purl types whose versions never hold ``~`` or ``^`` (those mark npm and Cargo ranges there).
+_NO_TILDE_TYPES: Final = frozenset({"pypi", "npm", "maven", "cargo", "gem", "golang", "nuget", "composer"})
+
+
 class ComponentRule(StrictModel):
     """Components the SBOM must list and must not list, by name in their ecosystem (docs/scans.md)."""
 
@@ -105,6 +114,12 @@ class ComponentRule(StrictModel):
                 raise ValueError(f"component name {name!r} is empty or has surrounding white space")
             if name.lower().startswith("pkg:"):
                 _package_purl(name)
+            elif _RANGE.search(name.lstrip("@")):  # an npm scope starts with "@"
+                raise ValueError(
+                    f"component {name!r}: a name cannot carry a version or a range; name the package (it "
+                    "bans every version), or one exact version by purl (`pkg:pypi/pyyaml@5.3`); version "
+                    "ranges are not supported"
+                )
         return self
 
 
@@ -122,6 +137,16 @@ def _package_purl(text: str) -> None:
         raise ValueError(
             f"component {text!r}: name a package by its purl's type, namespace, name and version; qualifiers "
             "and a subpath do not identify a package (leave them out)"
+        )
+    version = parsed.version or ""
+    ranged = _VERSION_RANGE.search(version) or (
+        parsed.type in _NO_TILDE_TYPES and re.search(r"[~^]", version)
+    )
+    if version.lower().startswith("vers:") or ranged:
+        raise ValueError(
+            f"component {text!r}: a purl's version is one exact version ({version!r} is a range, which "
+            "would match no component); version ranges are not supported: name the package without a "
+            "version to ban every version, or list each exact version"
         )
 
 

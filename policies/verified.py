@@ -369,6 +369,12 @@ class VerifiedEvidence:
                     unreadable.append(f"{copies[0].origin}: {error.message}")
                 except TrtguardError as error:
                     refused.append(f"{copies[0].origin}: {error.message}")
+            # too large or deep to check, perhaps the newest: cannot tell, never judged as if absent
+            unreadable += [
+                u.describe()
+                for u in fetched.unchecked
+                if u.predicate_type is None or counts(u.predicate_type)
+            ]
             if verified or unreadable:
                 return Documents(tuple(verified), tuple(unreadable), tuple(refused))
             why = f" signed by [{', '.join(keys)}]: {'; '.join(refused)}" if refused else ""

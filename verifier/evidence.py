@@ -39,6 +39,7 @@ __all__ = [
     "EvidenceSource",
     "ImageSignatures",
     "SkippedFile",
+    "UncheckedStatement",
 ]
 
 _UNKNOWN_ENGINE = (
@@ -188,6 +189,29 @@ class Attestation:
 
 
 @dataclass(frozen=True, slots=True)
+class UncheckedStatement:
+    """A statement left unread before its signature could be checked: larger than the evidence limit, or
+    nested deeper than the parser goes. It may be signed evidence, perhaps the newest, so a rule of the type
+    it claims cannot tell what the image's documents say (docs/scans.md), rather than judge the others as
+    if it were not there. ``predicate_type`` and ``subjects`` are what it claims (unverified), None where
+    they could not be read: then it may be of any type, about any digest."""
+
+    origin: str
+    reason: str
+    predicate_type: str | None = None
+    subjects: frozenset[str] | None = None
+
+    def about(self, digests: frozenset[str]) -> bool:
+        """Whether it may be about one of ``digests``."""
+        return self.subjects is None or bool(self.subjects & digests)
+
+    def describe(self) -> str:
+        """``origin: why`` with the type it claims, for a rule's "cannot tell"."""
+        claimed = f"; it claims type {self.predicate_type}" if self.predicate_type else ""
+        return f"{self.origin}: {self.reason}, so its signature could not be checked{claimed}"
+
+
+@dataclass(frozen=True, slots=True)
 class ArtifactAttestations:
     """The attestations found for an artifact, with the subjects that found them (read together)."""
 
@@ -196,6 +220,8 @@ class ArtifactAttestations:
     #: Statements found beside the artifact (attached to it in a registry, in its scope of a folder) that are
     #: about other digests: they never count, but a message that finds none about the artifact names them.
     elsewhere: tuple[Attestation, ...] = ()
+    #: Statements that may be about the artifact but could not be read to check (:class:`UncheckedStatement`).
+    unchecked: tuple[UncheckedStatement, ...] = ()
 
     def about_other_digests(
         self, predicate_type: str, shown: int = 3, *, counts: Callable[[str], bool] | None = None

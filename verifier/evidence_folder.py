@@ -14,6 +14,10 @@ statement, a Notation envelope outside a ``sha256-<hex>`` folder) are left out a
 :attr:`LocalEvidence.skipped`, and so are files that are broken or hostile (not JSON, a malformed envelope,
 statement or signature document, a file over the size limit), as a registry's unreadable attachments are:
 such a file fails only itself (issue 24 item 11), so that it cannot take the verdicts of the others with it.
+But a statement too large (over the size limit) or nested too deeply to read before its signature could be
+checked may be signed evidence, perhaps the newest: it is also kept as an
+:class:`~verifier.evidence.UncheckedStatement` of the type and subjects it claims, and the rules of that
+type cannot tell (docs/scans.md) rather than judge the older documents as if it were not there.
 A file in a folder ``<registry>/<repository>/sha256-<hex>/`` of the
 attestation folder (the layout ``fetch-attestations`` writes) counts only for that repository, as a
 registry keeps evidence per repository; any other file counts for whatever its subjects name.
@@ -31,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from verifier.base import (
+    MAX_DOCUMENT_BYTES,
     Deadline,
     EvidenceUnavailable,
     ImageReference,
@@ -45,9 +50,17 @@ from verifier.evidence import (
     Attestation,
     ImageSignatures,
     SkippedFile,
+    UncheckedStatement,
 )
 from verifier.evidence_documents import classic_signature_from_document, message_digest, signed_image_digest
-from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
+from verifier.intoto import (
+    PAYLOAD_TYPE,
+    Statement,
+    StatementTooDeep,
+    claimed_by_envelope,
+    claimed_by_statement,
+    statement_from_envelope,
+)
 from verifier.registry.engine_artifact import (
     ENGINE_ARTIFACT_TYPE,
     InvalidEngineArtifact,
@@ -65,6 +78,8 @@ T = TypeVar("T")
 #: The folder of one artifact's evidence in the layout ``fetch-attestations`` writes.
 _ARTIFACT_FOLDER = re.compile(r"sha256-[0-9a-f]{64}")
 _OCI_MANIFEST_TYPES = MANIFEST_TYPES
+#: How much of a file over the size limit is read for the type and subjects its statement claims.
+_CLAIM_PREFIX_BYTES = 1024 * 1024
 #: Notary Project envelopes by file suffix (what ``fetch-attestations`` writes): JWS and COSE.
 _NOTATION_SUFFIXES = {".jws": "application/jose+json", ".cose": "application/cose"}
 
@@ -99,6 +114,7 @@ class LocalEvidence:
         self._artifacts: dict[str, ArtifactSubjects] = {}
         self._malformed_artifacts: dict[str, str] = {}
         self._skipped: list[SkippedFile] = []
+        self._unchecked: list[tuple[str | None, UncheckedStatement]] = []
         if folder is None:
             return
         if not folder.is_dir():
@@ -127,10 +143,26 @@ class LocalEvidence:
         _log.warning("skipping %s: %s", location, reason)
         self._skipped.append(SkippedFile(location, reason))
 
+    def _unreadable(
+        self, location: str, reason: str, claimed: tuple[str | None, frozenset[str] | None]
+    ) -> None:
+        """A statement too large or too deep to check: left out, and kept as :class:`UncheckedStatement`
+        for the rules of the type it claims to say they cannot tell (it may be the newest evidence)."""
+        self._skip(location, f"{reason}; rules of the type it claims cannot tell")
+        predicate_type, subjects = claimed
+        self._unchecked.append((self._scope, UncheckedStatement(location, reason, predicate_type, subjects)))
+
     def _load(self, path: Path) -> None:
         if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl", *_NOTATION_SUFFIXES):
             return
         self._scope = self._repository_scope(path)
+        with contextlib.suppress(OSError):  # an unreadable file is refused by read_limited below
+            if path.suffix not in _NOTATION_SUFFIXES and path.stat().st_size > MAX_DOCUMENT_BYTES:
+                with path.open("rb") as stream:
+                    prefix = stream.read(_CLAIM_PREFIX_BYTES)
+                limit = f"larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB (the evidence limit)"
+                self._unreadable(str(path), f"the evidence file is {limit}", claimed_by_envelope(prefix))
+                return
         if path.suffix == ".jsonl":
             lines: list[bytes] = []
             with self._refusing(str(path)):
@@ -213,7 +245,9 @@ class LocalEvidence:
                 f"a DSSE envelope of payload type {envelope.payload_type!r}, not an in-toto statement",
             )
             return
-        statement = statement_from_envelope(envelope, location=location)
+        statement = self._statement(envelope, location)
+        if statement is None:
+            return
         attestation = Attestation(
             envelope=envelope,
             predicate_type=statement.predicate_type,
@@ -227,6 +261,14 @@ class LocalEvidence:
                 self._signature_bundles[digest].append((self._scope, bundle))
             else:
                 self._by_subject[digest].append((self._scope, attestation))
+
+    def _statement(self, envelope: Envelope, location: str) -> Statement | None:
+        """The envelope's statement; None (kept as unchecked) when it is nested too deeply to read."""
+        try:
+            return statement_from_envelope(envelope, location=location)
+        except StatementTooDeep as error:
+            self._unreadable(location, error.message, claimed_by_statement(envelope.payload))
+            return None
 
     def _add_notation(self, raw: bytes, path: Path) -> None:
         """A Notary Project envelope, kept (unread) for the digest of the ``sha256-<hex>`` folder it is in;
@@ -256,7 +298,9 @@ class LocalEvidence:
     def _add_openpgp(self, raw: bytes, signature: bytes, path: Path) -> None:
         """An in-toto statement ``X.json`` with its detached OpenPGP signature ``X.json.asc`` beside it."""
         envelope = Envelope(PAYLOAD_TYPE, raw, ())
-        statement = statement_from_envelope(envelope, location=str(path))
+        statement = self._statement(envelope, str(path))
+        if statement is None:
+            return
         attestation = Attestation(
             envelope=envelope,
             predicate_type=statement.predicate_type,
@@ -338,7 +382,8 @@ class LocalEvidence:
                 for attestation in self._scoped(entries, reference):
                     if id(attestation) not in found:
                         elsewhere[id(attestation)] = attestation
-        return ArtifactAttestations(subjects, tuple(found.values()), tuple(elsewhere.values()))
+        unchecked = tuple(u for u in self._scoped(self._unchecked, reference) if u.about(subjects.digests))
+        return ArtifactAttestations(subjects, tuple(found.values()), tuple(elsewhere.values()), unchecked)
 
     async def image_signatures(self, reference: ImageReference, deadline: Deadline) -> ImageSignatures:
         """Signatures of the image digest: classic ones, Sigstore bundles and bare signing statements."""

@@ -7,6 +7,8 @@ payload type ``application/vnd.in-toto+json``.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from pathlib import Path
@@ -23,6 +25,9 @@ __all__ = [
     "STATEMENT_TYPE",
     "ResourceDescriptor",
     "Statement",
+    "StatementTooDeep",
+    "claimed_by_envelope",
+    "claimed_by_statement",
     "sign_statement",
     "statement_for_file",
     "statement_from_envelope",
@@ -126,6 +131,42 @@ class Statement(BaseModel):
         )
 
 
+class StatementTooDeep(InputError):
+    """The statement is nested deeper than the JSON parser goes: it cannot be read, nor its signature
+    checked, but it may be signed evidence (see :func:`claimed_by_statement`)."""
+
+
+_CLAIMED_TYPE: Final = re.compile(rb'"predicateType"\s*:\s*"([^"\\]{1,1000})"')
+_CLAIMED_SHA256: Final = re.compile(rb'"sha256"\s*:\s*"([0-9a-f]{64})"')
+_ENVELOPE_PAYLOAD: Final = re.compile(rb'"payload"\s*:\s*"([A-Za-z0-9+/=_-]*)')
+
+
+def claimed_by_statement(text: bytes) -> tuple[str | None, frozenset[str] | None]:
+    """What the (start of the) text of a statement that cannot be parsed claims to be: its predicate type
+    and the sha256 digests it names, each None when not found. Unverified: only for saying which rules a
+    document that could not be checked might have counted for (a digest named anywhere counts, so that
+    more rules cannot tell, never fewer)."""
+    found = _CLAIMED_TYPE.search(text)
+    predicate_type = found.group(1).decode("utf-8", "replace") if found else None
+    digests = frozenset(f"sha256:{m.group(1).decode()}" for m in _CLAIMED_SHA256.finditer(text))
+    return predicate_type, digests or None
+
+
+def claimed_by_envelope(prefix: bytes) -> tuple[str | None, frozenset[str] | None]:
+    """:func:`claimed_by_statement` of the statement in a DSSE envelope of which only ``prefix`` was read
+    (a file over the size limit): the part of its base64 payload that the prefix holds."""
+    found = _ENVELOPE_PAYLOAD.search(prefix)
+    if found is None:
+        return None, None
+    encoded = found.group(1)
+    encoded = encoded[: len(encoded) - len(encoded) % 4]
+    try:
+        text = base64.b64decode(encoded.replace(b"-", b"+").replace(b"_", b"/"))
+    except (binascii.Error, ValueError):
+        return None, None
+    return claimed_by_statement(text)
+
+
 def statement_from_envelope(envelope: Envelope, *, location: str | None = None) -> Statement:
     """The in-toto Statement carried by ``envelope``.
 
@@ -149,7 +190,7 @@ def statement_from_envelope(envelope: Envelope, *, location: str | None = None) 
     except (ValueError, UnicodeDecodeError) as error:
         raise InputError("the in-toto statement is not JSON", location=location) from error
     except RecursionError as error:
-        raise InputError("the in-toto statement is nested too deeply", location=location) from error
+        raise StatementTooDeep("the in-toto statement is nested too deeply", location=location) from error
 
 
 def statement_for_file(

@@ -4,7 +4,8 @@ The attestation must be signed by the rule's signers and, for SBOMs and scans (:
 member of the predicate type's family), the newest one by the time it records is judged, among the
 documents of the role the rule judges (``document``: an SBOM is no scan, a VEX document neither); documents
 that tie for the newest are all judged (each must hold, so the stricter wins), and a rule that judges no
-one role judges the newest of each. A document dated in the future (beyond
+one role judges the newest of each; an undated document is judged beside them (it may be newer). A
+document dated in the future (beyond
 :data:`~policies.rules.evaluation.CLOCK_SKEW`) is refused whatever the rule says: it would be the newest
 until that time came and hide every document attested before it. ``maxAge`` measures a scan from the older
 of its run and its vulnerability database, an SBOM from its making. For other predicate types every
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -38,24 +40,54 @@ from policies.loader import CompiledAttestation, CompiledExpression
 from policies.rules._components import check_components
 from policies.rules.evaluation import CLOCK_SKEW, Evaluation
 from policies.rules.findings import Findings, Refusal
-from policies.schema import AttestationRule
-from policies.verified import VerifiedPredicate
+from policies.schema import AttestationRule, VulnerabilityRule
+from policies.verified import Documents, VerifiedPredicate
 from verifier.base import ImageReference
 from verifier.scans import SEVERITY_ORDER, canonical_id, is_scan_predicate_type
 
-__all__ = ["check"]
+__all__ = ["AttestationsJudged", "check"]
 
 _READS_SCAN: Final = re.compile(r"\bscan\b")
 _READS_PREDICATE: Final = re.compile(r"\bpredicate\b")
 
 
+@dataclass(frozen=True, slots=True)
+class AttestationsJudged:
+    """What one attestation rule judged: the signed documents, and whether some signed by its keys could
+    not be read (their time and findings unknown)."""
+
+    documents: tuple[VerifiedPredicate, ...] = ()
+    unreadable: bool = False
+    scans: bool = False
+    """Whether the rule reads SBOMs or scans (whose documents record the time they were made)."""
+
+    @property
+    def newest(self) -> datetime | None:
+        """The newest time among the documents judged; None when any could be newer than that (an undated
+        or unreadable one), or none was judged."""
+        times = [d.scan.scanned_at if d.scan is not None else None for d in self.documents]
+        if self.unreadable or not times or None in times:
+            return None
+        return max(t for t in times if t is not None)
+
+    def outweighs(self, other: AttestationsJudged) -> bool:
+        """Whether this rule's evidence (it found violations in it) is not shown to be older than what
+        ``other`` judged (and passed): then ``other`` passing does not overrule it in an ``anyOf``
+        (docs/scans.md, "anyOf")."""
+        if not (self.scans and other.scans and (self.documents or self.unreadable)):
+            return False
+        mine, theirs = self.newest, other.newest
+        return mine is None or theirs is None or theirs <= mine
+
+
 async def check(
     run: Evaluation, found: Findings, rule_id: str, compiled: CompiledAttestation, pinned: ImageReference
-) -> list[VerifiedPredicate]:
+) -> AttestationsJudged:
     """The attestation ``compiled`` asks of the pinned image: signed, of the document it judges, fresh
     enough, meeting its built-in checks and conditions.
 
-    Returns the signed documents that were judged (none when none verified), for the decision record.
+    Returns the signed documents that were judged (none when none verified), for the decision record and
+    for ``anyOf`` to weigh alternatives by the age of their evidence.
     """
     rule = compiled.rule
     scans = is_scan_predicate_type(rule.predicate_type)
@@ -65,7 +97,22 @@ async def check(
         refused=Refusal("attach the attestation to the image digest (`trtguard attest --push`)"),
     )
     if documents is None:
-        return []
+        return AttestationsJudged(scans=scans)
+    judged = await _judge(run, found, rule_id, compiled, pinned, documents)
+    return AttestationsJudged(tuple(judged), unreadable=bool(documents.unreadable), scans=scans)
+
+
+async def _judge(
+    run: Evaluation,
+    found: Findings,
+    rule_id: str,
+    compiled: CompiledAttestation,
+    pinned: ImageReference,
+    documents: Documents[VerifiedPredicate],
+) -> list[VerifiedPredicate]:
+    """The checks of :func:`check` over the documents that verified; returns those judged."""
+    rule = compiled.rule
+    scans = is_scan_predicate_type(rule.predicate_type)
     for why in documents.refused:
         run.note(f"image {pinned}: a {rule.predicate_type} attestation did not count: {why}")
     if documents.unreadable:
@@ -73,8 +120,10 @@ async def check(
         found.add(
             rule_id,
             f"cannot tell what the {rule.predicate_type} attestations say{newest}: one signed by "
-            f"[{', '.join(rule.keys)}] cannot be read ({'; '.join(documents.unreadable)})",
-            "remove the unreadable attestation from the image (or attest the document again)",
+            f"[{', '.join(rule.keys)}], or one too large or too deep to check, cannot be read "
+            f"({'; '.join(documents.unreadable)})",
+            "remove the unreadable attestation from the image (or attest the document again, smaller: "
+            "at most 16 MiB)",
             indeterminate=True,
         )
     kind = rule.judges()
@@ -119,7 +168,7 @@ def _none_of_the_role(found: Findings, rule_id: str, rule: AttestationRule, kind
         what = (
             "whether the image was scanned: none of the {count} signed {type} document(s) says it is a "
             "vulnerability scan (a CycloneDX document that reports no finding is an SBOM, whether its "
-            "'vulnerabilities' list is empty or absent; one whose every finding carries a VEX analysis is a "
+            "'vulnerabilities' list is empty or absent; one whose every finding a VEX analysis clears is a "
             "VEX document)"
         )
         fix = (
@@ -194,22 +243,26 @@ def _newest(
     statement digests), so that which of two documents of one time is judged never depends on the order
     they were found in: both are, and each must hold.
 
-    An undated document is never the newest: beside dated ones it is left out (and noted), and when none
-    records a time every one is judged (which of them describes the image cannot be told).
+    An undated document may be newer than any dated one, so it is judged too (after the newest dated ones,
+    noted), never left out: a scan whose time was not recorded (Go's zero time) must not be hidden by an
+    older dated one.
     """
+    undated = sorted(
+        (d for d in verified if d.scan is None or d.scan.scanned_at is None), key=lambda d: d.digest
+    )
     dated = [d for d in verified if d.scan is not None and d.scan.scanned_at is not None]
     if not dated:
-        return sorted(verified, key=lambda d: d.digest)
-    for document in verified:
-        if document.scan is None or document.scan.scanned_at is None:
-            run.note(
-                f"image {pinned}: the {rule.predicate_type} attestation {document.origin} records no time, "
-                "so the newest dated one was judged instead"
-            )
+        return undated
+    for document in undated:
+        run.note(
+            f"image {pinned}: the {rule.predicate_type} attestation {document.origin} records no time, so it "
+            "is judged beside the newest dated one (it may be newer)"
+        )
     newest = max(d.scan.scanned_at for d in dated if d.scan is not None and d.scan.scanned_at is not None)
-    return sorted(
+    ties = sorted(
         (d for d in dated if d.scan is not None and d.scan.scanned_at == newest), key=lambda d: d.digest
     )
+    return ties + undated
 
 
 def _from_the_future(
@@ -294,7 +347,9 @@ async def _conditions(
     }
     if document.scan is not None:
         values["scan"] = document.scan.to_json() if _READS_SCAN.search(sources) else {}
-    unknowns = "; ".join(document.scan.unknowns) if document.scan is not None else ""
+    scan = document.scan
+    reads_scan = scan is not None and _READS_SCAN.search(sources) is not None
+    unknowns = "; ".join((*scan.unknowns, *(why for _, why in scan.absent))) if scan is not None else ""
     try:
         activation = prepare_activation(values)
     except CelEvaluationError as error:
@@ -318,10 +373,14 @@ async def _conditions(
             found.add(
                 condition_id, condition.message, "fix what the attestation reports, then attest it again"
             )
-        elif outcome.hint == MISSING_KEY_HINT and unknowns:
+        elif outcome.hint == MISSING_KEY_HINT and (unknowns or reads_scan):
+            # a field the scan shape leaves out is one the document cannot tell (docs/scans.md): never an
+            # onError, which `--unverifiable warn` relaxes
+            named = [why for key, why in scan.absent if f'"{key}"' in outcome.message] if scan else []
+            why = "; ".join(named) or unknowns or "the document does not record what it reads"
             found.add(
                 condition_id,
-                f"{condition.message} (cannot tell: {unknowns})",
+                f"{condition.message} (cannot tell: {why}; {outcome.message})",
                 "attest a document that says what the condition reads (see docs/scans.md)",
                 indeterminate=True,
             )
@@ -360,6 +419,7 @@ def _vulnerabilities(
     limit = SEVERITY_ORDER.index(rule.max_severity)
     above: list[str] = []
     unrated: list[str] = []
+    undecided: list[str] = []
     for finding in scan.vulnerabilities:
         if not finding.affected:
             continue
@@ -376,7 +436,9 @@ def _vulnerabilities(
         name = canonical_id(finding.id)
         aliases = [i for i in ids if i != name]
         shown = f"{name} ({', '.join(aliases)})" if aliases else name
-        if not finding.severities:
+        if finding.undecided:
+            undecided.append(f"{shown}{where}")
+        elif not finding.severities:
             unrated.append(f"{shown}{where}")
         elif SEVERITY_ORDER.index(finding.severities[0]) > limit:
             above.append(f"{shown}: {finding.severities[0]}{where}")
@@ -395,6 +457,22 @@ def _vulnerabilities(
             f"rating gives a severity for {_listed(unrated)}",
             "attest a scan that rates its findings (or a pip-audit JSON report enriched with severities), "
             "or allow-list the finding by id with a reason",
+            indeterminate=True,
+            unknown=rule.unknown,
+        )
+    _undecided(found, rule_id, rule, undecided)
+
+
+def _undecided(found: Findings, rule_id: str, rule: VulnerabilityRule, undecided: Sequence[str]) -> None:
+    """Findings a rating gives only a CVSS vector for that trtguard cannot score: "cannot tell"."""
+    if undecided:
+        found.add(
+            rule_id,
+            f"cannot tell whether {len(undecided)} affected finding(s) are above {rule.max_severity}: a "
+            "rating gives a CVSS vector without a score, which trtguard computes only for CVSS v3 base "
+            f"vectors: {_listed(undecided)}",
+            "attest a scan whose ratings give their scores (or severities), or allow-list the finding by id "
+            "with a reason",
             indeterminate=True,
             unknown=rule.unknown,
         )

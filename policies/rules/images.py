@@ -144,19 +144,31 @@ async def _any_of(
     counted: Counted,
 ) -> None:
     """``anyOf``: the entry holds when one alternative yields no violation at all (of any action, an
-    ``onError`` or "cannot tell" one included); then the others' findings are dropped. When none holds,
-    every alternative's findings are kept, each under its own rule id and action."""
-    tried: list[tuple[Findings, Counted]] = []
-    for alternative in alternatives:
+    ``onError`` or "cannot tell" one included), on documents no newer than those another alternative found
+    violations in (an older clean scan in one format never overrules a newer finding in another:
+    docs/scans.md); then the others' findings are dropped. When none holds, every alternative's findings
+    are kept, each under its own rule id and action (and the notes name the alternative overruled)."""
+    tried: list[tuple[CompiledAttestation, Findings, Counted, attestations.AttestationsJudged]] = []
+    for alternative in alternatives:  # every one: a later one may hold newer evidence
         own = Findings(found.policy, path=found.path, image=found.image, engine=found.engine)
         own_counted = Counted()
-        await _attestation(run, own, rule_id, alternative, pinned, own_counted)
-        if not own.violations:
+        judged = await _attestation(run, own, rule_id, alternative, pinned, own_counted)
+        tried.append((alternative, own, own_counted, judged))
+    failed = [(a, j) for a, own, _, j in tried if own.violations]
+    for alternative, own, own_counted, judged in tried:
+        if own.violations:
+            continue
+        newer = [a for a, j in failed if j.outweighs(judged)]
+        if not newer:
             for record in own_counted.attestations.values():
                 counted.attestation(record)
             return
-        tried.append((own, own_counted))
-    for own, own_counted in tried:
+        run.note(
+            f"image {pinned}: the {alternative.rule.predicate_type} alternative of an anyOf held, but on "
+            f"documents no newer than the {', '.join(a.rule.predicate_type for a in newer)} one(s) it "
+            "found violations in, so it does not overrule them"
+        )
+    for _, own, own_counted, _ in tried:
         found.violations.extend(own.violations)
         for record in own_counted.attestations.values():
             counted.attestation(record)
@@ -169,15 +181,16 @@ async def _attestation(
     compiled: CompiledAttestation,
     pinned: ImageReference,
     counted: Counted,
-) -> None:
+) -> attestations.AttestationsJudged:
+    """One attestation rule; returns what it judged (for ``anyOf``)."""
     rule = compiled.rule
     attestation_id = f"{rule_id}.attestations[{rule.predicate_type}]"
     if compiled.reads_documents:
         judged = await attestations.check(run, found, attestation_id, compiled, pinned)
-        for document in judged:
+        for document in judged.documents:
             signers = run.verified.signer_records(document.signers)
             counted.attestation(AttestationRecord(rule.predicate_type, document.digest, signers))
-        return
+        return judged
     attested = await found.check(
         attestation_id,
         run.image_attestation(pinned, rule),
@@ -186,3 +199,4 @@ async def _attestation(
     if attested is not None:
         signers = run.verified.signer_records(attested.signers)
         counted.attestation(AttestationRecord(rule.predicate_type, attested.digest, signers))
+    return attestations.AttestationsJudged()

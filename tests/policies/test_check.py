@@ -14,6 +14,7 @@ import yaml
 
 from policies import report as check_report
 from policies import results
+from tests.conftest import DATA
 from tests.policies.conftest import RUNTIME, Material, pod
 from tests.support.policy_reports import validate_report
 from trtguard.cli import main
@@ -302,3 +303,55 @@ def test_policy_reports_say_what_the_table_says(
     [skipped] = by_name["s"]
     assert skipped["result"] == "skip" and skipped["policy"] == "trtguard"
     assert prod["summary"] == {"pass": 1, "skip": 1, "warn": 0, "fail": 1, "error": 1}
+
+
+def test_cannot_tell_is_never_relaxed_by_unverifiable_warn(
+    setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # attack 27 cases F and K through `trtguard check`: a condition reading a field the scan leaves out
+    # (a database version that is no time), and a newest scan over the 16 MiB evidence limit beside an older
+    # one, each "cannot tell", which `--unverifiable warn` (for evidence that could not be fetched) must not
+    # turn into an allow
+    args, material = setup
+    scans = POLICY.replace(
+        "      signatures: {keys: [platform/image-signer]}\n",
+        "      signatures: {keys: [platform/image-signer]}\n"
+        "      attestations:\n"
+        "        - predicateType: https://cosign.sigstore.dev/attestation/vuln/v1\n"
+        "          keys: [platform/image-signer]\n"
+        "          conditions:\n"
+        "            - name: fresh-db\n"
+        "              cel: \"timestamp(scan.database_at) > timestamp(now) - duration('168h')\"\n"
+        "              message: the vulnerability database must be at most 7 days old\n",
+    )
+    args[1] = str(material.policy(scans, "scans.yaml"))
+    result = json.loads((DATA / "606-pip-audit-clean.cdx.json").read_text())
+    predicate = {
+        "scanner": {
+            "uri": "pkg:github/aquasecurity/trivy",
+            "db": {"version": "v1-2021080612"},
+            "result": result,
+        },
+        "metadata": {"scanFinishedOn": "2026-11-01T00:00:00Z"},
+    }
+    digest = RUNTIME.split("@sha256:")[1]
+    vuln = "https://cosign.sigstore.dev/attestation/vuln/v1"
+    material.statement(digest, vuln, predicate, "image-signer", "scan.json")
+    pinned = write(material.root / "p.yaml", pod(images=(RUNTIME,)))
+    status, out, _ = run(["check", *args, "--unverifiable", "warn", "--format", "json", str(pinned)], capsys)
+    assert status == 1, out
+    assert "is no RFC 3339 date" in out
+    fresh = {**predicate, "scanner": {**predicate["scanner"], "db": {"version": "2026-11-01T00:00:00Z"}}}
+    material.statement(digest, vuln, fresh, "image-signer", "scan.json")
+    now = ["--now", "2026-11-02T00:00:00Z"]
+    assert run(["check", *args, "--unverifiable", "warn", *now, str(pinned)], capsys)[0] == 0
+    big = {
+        **fresh,
+        "metadata": {"scanFinishedOn": "2026-11-01T12:00:00Z"},
+        "padding": "x" * (16 * 1024 * 1024),
+    }
+    material.statement(digest, vuln, big, "image-signer", "big.json")
+    status, out, _ = run(
+        ["check", *args, "--unverifiable", "warn", *now, "--format", "json", str(pinned)], capsys
+    )
+    assert status == 1 and "larger than 16 MiB" in out

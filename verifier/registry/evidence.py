@@ -24,7 +24,10 @@ Where evidence is looked for, for the artifact digest ``D`` in repository ``R``:
 
 Referrers come from the OCI 1.1 referrers API, or from the ``sha256-D`` fallback index where the registry
 has none. A document that does not parse (another tool's attachment, garbage under a tag) is skipped and
-logged: missing evidence can only lead to a violation, never to an allow.
+logged: missing evidence can only lead to a violation, never to an allow. A DSSE envelope whose statement is
+nested too deeply to read (so its signature cannot be checked) is returned apart, as an
+:class:`~verifier.evidence.UncheckedStatement`: it may be the newest SBOM or scan, so the rules of the type
+it claims cannot tell rather than judge an older one.
 
 Signature and attestation blobs are read up to :data:`~verifier.base.MAX_DOCUMENT_BYTES` (16 MiB, the
 limit of an attestation folder's files too; real ones are a few KiB) and parsed in a worker thread, so that
@@ -55,9 +58,16 @@ from verifier.evidence import (
     ArtifactSubjects,
     Attestation,
     ImageSignatures,
+    UncheckedStatement,
 )
 from verifier.evidence_choice import evidence_source  # re-exported: the server and other callers
-from verifier.intoto import PAYLOAD_TYPE, Statement, statement_from_envelope
+from verifier.intoto import (
+    PAYLOAD_TYPE,
+    Statement,
+    StatementTooDeep,
+    claimed_by_statement,
+    statement_from_envelope,
+)
 from verifier.registry._tasks import task_group
 from verifier.registry.cosign_layout import (
     DSSE_ENVELOPE,
@@ -174,15 +184,14 @@ class RegistryEvidence:
         ]
         found: dict[Envelope, Attestation] = {}
         elsewhere: list[Attestation] = []
-        signed_statements = [
-            *await asyncio.to_thread(_statements, classic),
-            *referrers_task.result(),
-            *openpgp_task.result(),
-        ]
+        attached, unchecked = await asyncio.to_thread(_statements, classic)
+        referred, unchecked_referrers = referrers_task.result()
+        signed_statements = [*attached, *referred, *openpgp_task.result()]
         for signed in signed_statements:
             if not _add(found, signed, subjects.digests):
                 elsewhere.append(_about_another_digest(signed))
-        return ArtifactAttestations(subjects, tuple(found.values()), tuple(elsewhere))
+        about = tuple(u for u in (*unchecked, *unchecked_referrers) if u.about(subjects.digests))
+        return ArtifactAttestations(subjects, tuple(found.values()), tuple(elsewhere), about)
 
     async def _openpgp_statements(
         self, pinned: ImageReference, digest: str, deadline: Deadline
@@ -267,16 +276,19 @@ class RegistryEvidence:
 
     async def _referrer_envelopes(
         self, pinned: ImageReference, digest: str, deadline: Deadline
-    ) -> list[_Statement]:
-        """Statements of DSSE referrers, and of bundle referrers with a statement other than a signature."""
+    ) -> tuple[list[_Statement], list[UncheckedStatement]]:
+        """Statements of DSSE referrers, and of bundle referrers with a statement other than a signature;
+        with those too deep to read (:func:`_statements`)."""
         async with task_group() as group:
             plain_task = group.create_task(self._referrer_blobs(pinned, digest, DSSE_ENVELOPE, deadline))
             bundles_task = group.create_task(self._bundles(pinned, digest, deadline))
-        found = await asyncio.to_thread(_statements, [(data, origin) for origin, data in plain_task.result()])
+        found, unchecked = await asyncio.to_thread(
+            _statements, [(data, origin) for origin, data in plain_task.result()]
+        )
         for _, bundle in bundles_task.result():
             if bundle.signed is not None and bundle.predicate_type != COSIGN_SIGN_PREDICATE:
                 found.append(bundle.signed)
-        return found
+        return found, unchecked
 
     async def _referrer_blobs(
         self, pinned: ImageReference, digest: str, artifact_type: str, deadline: Deadline
@@ -338,19 +350,30 @@ def _tag(digest: str, suffix: str) -> str:
     return f"sha256-{digest.removeprefix('sha256:')}.{suffix}"
 
 
-def _statements(blobs: Sequence[tuple[bytes, str]]) -> list[_Statement]:
-    """The envelopes among ``(blob, origin)`` that carry a readable in-toto statement (runs in a thread)."""
+def _statements(blobs: Sequence[tuple[bytes, str]]) -> tuple[list[_Statement], list[UncheckedStatement]]:
+    """The envelopes among ``(blob, origin)`` that carry a readable in-toto statement, and those whose
+    statement is nested too deeply to read, so that its signature cannot be checked: it may be signed
+    evidence, which the rules of the type it claims cannot tell without (runs in a thread)."""
     found = []
+    unchecked = []
     for data, origin in blobs:
         try:
             envelope = Envelope.from_json(data, location=origin)
         except InputError as error:
             _log.warning("skipping an attachment that is not a DSSE envelope: %s", error)
             continue
-        signed = _statement(envelope, origin)
-        if signed is not None:
-            found.append(signed)
-    return found
+        try:
+            statement = statement_from_envelope(envelope, location=origin)
+        except StatementTooDeep as error:
+            _log.warning("an attestation cannot be read to check: %s", error)
+            predicate_type, subjects = claimed_by_statement(envelope.payload)
+            unchecked.append(UncheckedStatement(origin, error.message, predicate_type, subjects))
+            continue
+        except (InputError, VerificationError) as error:
+            _log.warning("skipping an attestation without a readable in-toto statement: %s", error)
+            continue
+        found.append(_Statement(envelope, statement, origin))
+    return found, unchecked
 
 
 def _statement(envelope: Envelope, origin: str) -> _Statement | None:

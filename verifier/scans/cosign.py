@@ -191,10 +191,12 @@ def read_cosign_vuln(data: Mapping[str, Any], source: str) -> ScanDocument:
             location=where,
             hint="attest the scanner's JSON output in one of those formats",
         )
+    database_at, absent = _database_time(predicate.scanner.db)
     return ScanDocument(
         format="cosign-vuln",
         scanned_at=scanned_at,
-        database_at=_database_time(predicate.scanner.db),
+        database_at=database_at,
+        absent=absent,
         components=document.components,
         vulnerabilities=document.vulnerabilities,
         skipped=document.skipped,
@@ -209,10 +211,16 @@ def _set(text: str | None) -> str | None:
     return None if text is None or text.startswith("0001-01-01") else text
 
 
-def _database_time(db: _Db | None) -> datetime | None:
+def _database_time(db: _Db | None) -> tuple[datetime | None, tuple[tuple[str, str], ...]]:
+    """When the vulnerability database was built, or why that cannot be told (``scan.database_at``
+    absent: a condition reading it cannot tell, docs/scans.md)."""
     if db is None or not db.version:
-        return None
-    return parse_time(db.version, "scanner.db.version", [])
+        return None, (("database_at", "the scan does not say when its vulnerability database was built"),)
+    built = parse_time(db.version, "scanner.db.version", [])
+    if built is None:
+        why = f"scanner.db.version {db.version!r} is no RFC 3339 date, so the database's age is unknown"
+        return None, (("database_at", why),)
+    return built, ()
 
 
 def _pip_audit(result: Mapping[str, Any], source: str) -> ScanDocument:

@@ -11,8 +11,10 @@ no finding, whether its ``vulnerabilities`` list is empty or absent, is an SBOM:
 pip-audit leaves the key out of a clean scan, so nothing in the document tells a clean scan from an SBOM.
 Such a document counts as a scan only inside a wrapper that says it is one (the cosign vulnerability
 predicate, :mod:`verifier.scans.cosign`), and ``as_scan`` says so. A document that reports findings is a
-scan, unless every finding carries a VEX ``analysis``: then it is a VEX document, statements about known
-vulnerabilities and not a scan of every component.
+scan, unless every finding carries a VEX ``analysis`` that clears it (``not_affected``, ``false_positive``,
+``resolved``): then it is a VEX document, statements about known vulnerabilities and not a scan of every
+component. A finding analysed as ``exploitable`` or ``in_triage`` (or with no state) is reported as a scan
+reports it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verifier.base import InputError, input_error_from_validation
+from verifier.scans._cvss import base_score_v3
 from verifier.scans.model import (
+    NOT_AFFECTED_STATES,
     Component,
     DocumentRole,
     Rating,
@@ -175,7 +179,8 @@ def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = Fals
         vulnerabilities = tuple(_vulnerability(v, by_ref, index) for index, v in enumerate(found))
         if role == "vex":
             unknowns.append(
-                "every finding carries a VEX analysis: it is a VEX document, not a scan of every component"
+                "every finding carries a VEX analysis that clears it: it is a VEX document, not a scan of "
+                "every component"
             )
         unknowns += severity_unknowns(vulnerabilities)
     return ScanDocument(
@@ -195,7 +200,10 @@ def _role(found: list[_Vulnerability], *, as_scan: bool) -> DocumentRole:
         return "scan"
     if not found:
         return "sbom"
-    return "vex" if all(v.analysis is not None for v in found) else "scan"
+    # Only analyses that clear a finding make a VEX document: one saying a finding is exploitable, in
+    # triage, or giving no state reports it as a scan does, and must not let an older scan be judged instead.
+    cleared = all(v.analysis is not None and v.analysis.state in NOT_AFFECTED_STATES for v in found)
+    return "vex" if cleared else "scan"
 
 
 def _flatten(components: list[_Component]) -> Iterator[_Component]:
@@ -220,13 +228,21 @@ def _rating(found: _Rating) -> Rating:
     # The rating says the highest of its word and its score's band: a "low" with a CVSS score of 9.8 (Red Hat
     # writes its own severity beside NVD's score) is critical, as a "critical" with a score of 2.0 is.
     version = _CVSS_VERSIONS.get(found.method or "") or _vector_version(found.vector)
-    band = cvss_severity(found.score, version) if found.score is not None and version is not None else None
+    score = found.score
+    undecided = False
+    if score is None and found.vector:
+        # a vector without a score: v3's base score is computed from it; any other cannot tell (a finding
+        # rated "low" by one source and by a 9.8 vector alone by another must not read as low)
+        score = base_score_v3(found.vector) if version == 3 else None
+        undecided = score is None
+    band = cvss_severity(score, version) if score is not None and version is not None else None
     severity = highest(severity_name(found.severity), band)
     return Rating(
         severity=severity,
         score=found.score,
         method=found.method,
         source=found.source.name if found.source is not None else None,
+        undecided=undecided,
     )
 
 

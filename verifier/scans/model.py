@@ -216,6 +216,9 @@ class Rating:
     score: float | None = None
     method: str | None = None
     source: str | None = None
+    undecided: bool = False
+    """It gives a CVSS vector trtguard cannot score (not v3, or not a valid one) and no score: its severity
+    cannot be told, so the finding's cannot either (but where another rating says critical)."""
 
     def to_json(self) -> dict[str, Any]:
         """The rating as CEL sees it."""
@@ -246,9 +249,17 @@ class Vulnerability:
 
     @property
     def severities(self) -> tuple[str, ...]:
-        """Every severity a rating gives, highest first, each once."""
+        """Every severity a rating gives, highest first, each once; none when a rating cannot be scored
+        (:attr:`Rating.undecided`) and no rating says ``critical``: the highest cannot be told."""
         known = {r.severity for r in self.ratings if r.severity is not None}
+        if "critical" not in known and any(r.undecided for r in self.ratings):
+            return ()
         return tuple(s for s in reversed(SEVERITY_ORDER) if s in known)
+
+    @property
+    def undecided(self) -> bool:
+        """Whether its severity cannot be told because a rating gives a vector trtguard cannot score."""
+        return not self.severities and any(r.undecided for r in self.ratings)
 
     @property
     def affected(self) -> bool:
@@ -290,10 +301,14 @@ class ScanDocument:
     scanner: str | None = None
     unknowns: tuple[str, ...] = field(default=())
     """What the document cannot tell, in words: why a field CEL might read is absent."""
+    absent: tuple[tuple[str, str], ...] = ()
+    """(field, why) of optional fields of the ``scan`` variable left out though the document has something
+    in their place (a database version that is no time): the reason a condition reading one cannot tell."""
     role: DocumentRole = "sbom"
     """What the document is (:data:`DocumentRole`): a ``scan`` only when it says it is one (cosign's
-    vulnerability predicate, or a CycloneDX document reporting a finding no VEX analysis covers), whether or
-    not it can tell what it found; a CycloneDX document whose every finding carries an analysis is ``vex``."""
+    vulnerability predicate, or a CycloneDX document reporting a finding no VEX analysis clears), whether or
+    not it can tell what it found; a CycloneDX document whose every finding an analysis clears (not
+    affected, a false positive, resolved) is ``vex``."""
 
     @property
     def is_scan(self) -> bool:
@@ -327,11 +342,21 @@ class ScanDocument:
 
 def severity_unknowns(vulnerabilities: Iterable[Vulnerability]) -> list[str]:
     """What a list of findings cannot tell about severities: one line naming those without any."""
-    missing = [canonical_id(v.id) for v in vulnerabilities if not v.severities]
+    found = list(vulnerabilities)
+    undecided = [canonical_id(v.id) for v in found if v.undecided]
+    lines = (
+        [
+            f"the highest severity of {', '.join(undecided[:5])}{' and more' if len(undecided) > 5 else ''} "
+            "cannot be told: a rating gives a CVSS vector without a score, not one of v3 to compute it from"
+        ]
+        if undecided
+        else []
+    )
+    missing = [canonical_id(v.id) for v in found if not v.severities and not v.undecided]
     if not missing:
-        return []
+        return lines
     shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-    return [f"no rating gives a severity for {shown}"]
+    return [f"no rating gives a severity for {shown}", *lines]
 
 
 def _rfc3339(moment: datetime) -> str:

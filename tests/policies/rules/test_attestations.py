@@ -343,20 +343,51 @@ def test_an_unreadable_newest_scan_does_not_hide_an_older_readable_one(material:
     }
 
 
-def test_an_undated_document_is_never_the_newest(material: Material) -> None:
-    # dated with a CRITICAL finding, and an undated clean one: the dated one is judged
+def test_an_undated_document_is_judged_beside_the_newest_dated_one(material: Material) -> None:
+    # dated with a CRITICAL finding, and an undated clean one: both are judged
     attest(material, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"), "b-dated.json")
     undated = clean_scan()
     del undated["metadata"]
     attest(material, CDX, undated, "a-undated.json")
     decision = judge(material, policy())
     assert found(decision) == {(f"{RULE}.conditions.no-critical", Action.DENY, False)}
-    assert any("a-undated.json records no time" in note for note in decision.notes)
+    assert any("a-undated.json records no time, so it is judged" in note for note in decision.notes)
+    # attack 27 case C: an undated CRITICAL scan (cosign's Go zero time) beside an older dated clean one was
+    # left out; it may be the newer, so it is judged
+    critical = data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")
+    del critical["metadata"]["timestamp"]
+    attest(material, VULN, wrapped(critical, "0001-01-01T00:00:00Z"), "c-zero.json")
+    attest(material, VULN, wrapped(clean_scan(), "2026-11-01T00:00:00Z"), "d-dated.json")
+    zero = judge(material, policy(VULN))
+    assert found(zero) == {
+        (f"images.runtime.attestations[{VULN}].conditions.no-critical", Action.DENY, False)
+    }
     # two undated ones: which describes the image cannot be told, so every one is judged
     critical = data("609-cyclonedx-vex-pyyaml-ratings.cdx.json")
     del critical["metadata"]
     attest(material, CDX, critical, "b-dated.json")
     assert found(judge(material, policy())) == {(f"{RULE}.conditions.no-critical", Action.DENY, False)}
+
+
+@pytest.mark.parametrize("version", [None, "v1-2021080612"])
+def test_a_condition_reading_an_absent_scan_field_cannot_tell_whatever_on_error_says(
+    material: Material, version: str | None
+) -> None:
+    # attack 27 case F: a database version that is no time (Trivy's "v1-2021080612") leaves
+    # scan.database_at out; the condition failed on the missing key as onError, which Warn admitted
+    scan = wrapped(clean_scan())
+    if version is not None:
+        scan["scanner"]["db"] = {"version": version}
+    attest(material, VULN, scan)
+    fresh = (("fresh-db", "timestamp(scan.database_at) > timestamp(now) - duration('168h')"),)
+    decision = judge(material, policy(VULN, conditions=fresh, on_error="Warn"))
+    assert found(decision) == {
+        (f"images.runtime.attestations[{VULN}].conditions.fresh-db", Action.DENY, False)
+    }
+    [violation] = decision.violations
+    assert violation.indeterminate
+    why = "is no RFC 3339 date" if version else "does not say when its vulnerability database was built"
+    assert why in violation.message
 
 
 def test_an_unverifiable_document_fails_only_itself_and_is_named(material: Material) -> None:

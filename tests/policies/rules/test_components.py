@@ -168,6 +168,34 @@ def test_a_purl_that_cannot_name_a_package_is_refused_at_load(
         judge(material, policy(rule("banned", [written])))
 
 
+@pytest.mark.parametrize(
+    "written",
+    [
+        "pkg:pypi/pyyaml@<5.4",
+        "pkg:pypi/pyyaml@%3C5.4",
+        "pkg:pypi/pyyaml@vers:pypi/<5.4",
+        "pkg:pypi/pyyaml@>=5.3,<5.4",
+        "pkg:npm/lodash@^4.17.0",
+        "pyyaml<5.4",
+        "pyyaml==5.3",
+        "pyyaml~=5.3",
+        "PyYAML@5.3",
+        "@angular/core@1.0",
+    ],
+)
+def test_a_version_range_is_refused_at_load(material: Material, written: str) -> None:
+    # attack 27 case E: bans with a version range or specifier loaded and matched nothing (PyYAML 5.3 passed)
+    with pytest.raises(PolicyLoadError, match="not supported"):
+        judge(material, policy(rule("banned", [written])))
+
+
+@pytest.mark.parametrize(
+    "written", ["pkg:deb/debian/openssl@3.0.11~rc1-1", "@angular/core", "pkg:pypi/pyyaml@5.3"]
+)
+def test_exact_versions_and_scoped_names_still_load(material: Material, written: str) -> None:
+    judge(material, policy(rule("banned", [written])))
+
+
 def test_checking_names_is_linear_in_names_and_components(monkeypatch: pytest.MonkeyPatch) -> None:
     # the family of S1: every policy name was compared with every component (and its purl parsed each time)
     from policies.rules import _components  # noqa: PLC0415 - the module under test, patched

@@ -4,6 +4,7 @@ digest."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from datetime import UTC, datetime
 
@@ -12,7 +13,9 @@ import pytest
 from policies.loader import PolicyLoadError
 from policies.results import Action, Decision
 from tests.policies.conftest import Material
-from tests.policies.rules.test_attestations import CDX, VULN, attest, clean_scan, data, judge, wrapped
+from tests.policies.rules.test_attestations import CDX, DIGEST, VULN, attest, clean_scan, data, judge, wrapped
+from verifier.dsse import sign_envelope
+from verifier.intoto import PAYLOAD_TYPE
 
 SPDX = "https://spdx.dev/Document"
 BASE = "images.runtime.attestations"
@@ -267,6 +270,36 @@ def test_any_of_is_never_passed_by_an_alternative_that_cannot_tell(material: Mat
     assert (f"{BASE}[{VULN}].document", Action.DENY, True) in found(decision)
 
 
+def test_any_of_is_never_passed_on_evidence_older_than_a_finding_of_another_alternative(
+    material: Material,
+) -> None:
+    # attack 27 case A: a newer cosign scan with a CRITICAL finding beside an older CycloneDX scan with only
+    # HIGH ones: the CycloneDX alternative held, and overruled the newer finding
+    entry = f"""
+    - anyOf:
+        - predicateType: {VULN}
+          keys: [platform/scanner]
+          vulnerabilities: {{maxSeverity: high}}
+        - predicateType: {CDX}
+          keys: [platform/scanner]
+          document: scan
+          vulnerabilities: {{maxSeverity: high}}
+    """
+    scan = data("613-trivy-pom-scan.cdx.json")  # CVE-2020-9548 CRITICAL
+    old = {**scan, "metadata": {**scan["metadata"], "timestamp": "2026-10-01T12:00:00Z"}}
+    old["vulnerabilities"] = [v for v in scan["vulnerabilities"] if v["id"] != "CVE-2020-9548"]
+    attest(material, CDX, old, "old-cdx.json")
+    attest(material, VULN, wrapped(scan, "2026-12-01T12:00:00Z"), "new-vuln.json")
+    decision = judge(material, policy(entry))
+    assert found(decision) == {(f"{BASE}[{VULN}].vulnerabilities", Action.DENY, False)}
+    assert "CVE-2020-9548" in decision.violations[0].message
+    assert any("does not overrule" in note for note in decision.notes)
+    # the other way round, the newer clean-enough scan decides
+    newer = {**old, "metadata": {**old["metadata"], "timestamp": "2026-12-01T13:00:00Z"}}
+    attest(material, CDX, newer, "old-cdx.json")
+    assert judge(material, policy(entry)).allowed
+
+
 def test_cel_conditions_read_the_evaluation_clock(material: Material) -> None:
     attest(material, VULN, wrapped(data("606-pip-audit-clean.cdx.json")))
     entry = f"""
@@ -338,7 +371,12 @@ def test_a_newer_scan_or_vex_document_never_hides_the_sbom(material: Material) -
     scan["metadata"]["timestamp"] = "2026-12-01T20:00:00Z"  # ... made newer than the SBOM
     scan["components"] = [c for c in scan["components"] if c["name"] != "PyYAML"]
     attest(material, CDX, scan, "b-scan.json")
-    vex = {**scan, "vulnerabilities": [v for v in scan["vulnerabilities"] if "analysis" in v]}
+    cleared = [
+        v
+        for v in scan["vulnerabilities"]
+        if v.get("analysis", {}).get("state") in ("not_affected", "resolved")
+    ]
+    vex = {**scan, "vulnerabilities": cleared}
     vex["metadata"] = {**scan["metadata"], "timestamp": "2026-12-01T21:00:00Z"}
     attest(material, CDX, vex, "c-vex.json")
     entry = f"""
@@ -356,6 +394,78 @@ def test_a_newer_scan_or_vex_document_never_hides_the_sbom(material: Material) -
     only_vex = judge(material, policy(scans))
     assert found(only_vex) == {(f"{BASE}[{CDX}].document", Action.DENY, True)}
     assert "says it is a vulnerability scan" in only_vex.violations[0].message
+
+
+def test_a_newer_scan_whose_findings_are_all_analysed_as_affected_is_judged(material: Material) -> None:
+    # attack 27 case B: the newer scan's every finding analysed `exploitable` made it a VEX document, and
+    # the older scan (HIGH only) was judged instead
+    scan = data("613-trivy-pom-scan.cdx.json")
+    old = {**scan, "metadata": {**scan["metadata"], "timestamp": "2026-10-01T12:00:00Z"}}
+    old["vulnerabilities"] = [v for v in scan["vulnerabilities"] if v["id"] != "CVE-2020-9548"]
+    attest(material, CDX, old, "old.json")
+    new = {**scan, "metadata": {**scan["metadata"], "timestamp": "2026-12-01T12:00:00Z"}}
+    new["vulnerabilities"] = [{**v, "analysis": {"state": "exploitable"}} for v in scan["vulnerabilities"]]
+    attest(material, CDX, new, "new.json")
+    decision = judge(material, policy(vulns("high", predicate_type=CDX)))
+    assert found(decision) == {(f"{BASE}[{CDX}].vulnerabilities", Action.DENY, False)}
+    assert "CVE-2020-9548" in decision.violations[0].message
+
+
+def test_a_newest_document_too_large_or_too_deep_to_check_cannot_tell(material: Material) -> None:
+    # attack 27 cases J and K: the newest SBOM nested 2000 deep, and the newest scan over the 16 MiB limit,
+    # were skipped with a log line before their signatures were checked, and the older document judged
+    attest(material, CDX, data("607-cyclonedx-py-requirements.cdx.json"), "old-sbom.json")
+    head = {"_type": "https://in-toto.io/Statement/v1", "subject": [{"digest": {"sha256": DIGEST}}]}
+    statement = json.dumps({**head, "predicateType": CDX})[:-1].encode() + b', "predicate": '
+    statement += b'{"components": [' * 2000 + b"{}" + b"]}" * 2000 + b"}"
+    key = material.key("scanner")
+    (material.attestations / "deep.json").write_bytes(sign_envelope(PAYLOAD_TYPE, statement, key).to_json())
+    bans = f"""
+    - predicateType: {CDX}
+      keys: [platform/scanner]
+      components: {{banned: [urllib3]}}
+    """
+    decision = judge(material, policy(bans))
+    assert found(decision) == {(f"{BASE}[{CDX}]", Action.DENY, True)}
+    assert "deep.json: the in-toto statement is nested too deeply" in decision.violations[0].message
+    (material.attestations / "deep.json").unlink()
+    assert judge(material, policy(bans)).allowed  # the old SBOM alone lists no urllib3
+    attest(material, VULN, wrapped(clean_scan(), "2026-11-01T00:00:00Z"), "old-scan.json")
+    big = wrapped(data("613-trivy-pom-scan.cdx.json"), "2026-12-01T12:00:00Z")
+    big["padding"] = "x" * (16 * 1024 * 1024)
+    attest(material, VULN, big, "big-scan.json")
+    decision = judge(material, policy(vulns("critical")))
+    assert found(decision) == {(f"{BASE}[{VULN}]", Action.DENY, True)}
+    message = decision.violations[0].message
+    assert (
+        "big-scan.json: the evidence file is larger than 16 MiB" in message
+        and f"claims type {VULN}" in message
+    )
+
+
+@pytest.mark.parametrize(
+    ("vector", "expected"),
+    [
+        ("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H", (Action.DENY, False)),  # 9.8: critical
+        ("CVSS:4.0/AV:N/AC:L/AT:N/PR:N/UI:N/VC:H/VI:H/VA:H/SC:N/SI:N/SA:N", (Action.DENY, True)),
+        ("AV:N/AC:L/Au:N/C:C/I:C/A:C", (Action.DENY, True)),  # v2
+        ("CVSS:3.1/AV:N/AC:L", (Action.DENY, True)),  # incomplete
+    ],
+)
+def test_a_rating_with_a_vector_and_no_score_counts(
+    material: Material, vector: str, expected: tuple[Action, bool]
+) -> None:
+    # attack 27 case G: NVD's rating given as a vector only (9.8) beside Red Hat's "low" read as low
+    scan = data("613-trivy-pom-scan.cdx.json")
+    [finding] = [v for v in scan["vulnerabilities"] if v["id"] == "CVE-2020-9548"]
+    finding["ratings"] = [
+        {"source": {"name": "redhat"}, "severity": "low"},
+        {"source": {"name": "nvd"}, "vector": vector},
+    ]
+    attest(material, CDX, {**scan, "vulnerabilities": [finding]})
+    decision = judge(material, policy(vulns("medium", predicate_type=CDX)))
+    assert found(decision) == {(f"{BASE}[{CDX}].vulnerabilities", *expected)}
+    assert "CVE-2020-9548" in decision.violations[0].message
 
 
 def test_an_sbom_rule_with_only_scans_attached_cannot_tell(material: Material) -> None:

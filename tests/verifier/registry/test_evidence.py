@@ -20,10 +20,10 @@ from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.base._files import MAX_DOCUMENT_BYTES
 from verifier.base._references import ImageReference
-from verifier.dsse import Envelope
+from verifier.dsse import Envelope, sign_envelope
 from verifier.evidence import COSIGN_SIGN_PREDICATE, EvidenceSource
 from verifier.evidence_folder import LocalEvidence
-from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_for_file
+from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement, sign_statement, statement_for_file
 from verifier.keys import PrivateKey, generate_private_key
 from verifier.registry.client import RegistryClient
 from verifier.registry.cosign_layout import (
@@ -101,10 +101,14 @@ async def _sign_v3(client: RegistryClient, ref: ImageReference, image: TinyImage
 
 
 async def _attach(
-    client: RegistryClient, ref: ImageReference, subject: Descriptor, envelope: Envelope
+    client: RegistryClient,
+    ref: ImageReference,
+    subject: Descriptor,
+    envelope: Envelope,
+    statement_type: str | None = None,
 ) -> None:
     """Attach the way attach-attestation does: a .att layer and a DSSE referrer."""
-    statement_type = json.loads(envelope.payload)["predicateType"]
+    statement_type = statement_type or json.loads(envelope.payload)["predicateType"]
     data = envelope.to_json()
     await append_layer(
         RegistryWriter(client),
@@ -233,6 +237,26 @@ async def test_attestations_from_att_and_referrers_are_deduplicated_and_filtered
         sbom_found.envelope, TrustPolicy(keys={"ci": key.public_key()}), subject_digest=digest
     )
     assert result.keys == ("ci",)
+
+
+async def test_a_statement_too_deep_to_check_is_kept_as_unchecked(
+    client: RegistryClient, registry: LocalRegistry
+) -> None:
+    # attack 27 case J: a signed SBOM nested deeper than the parser goes was skipped with a log line, so an
+    # older SBOM was judged as if it were the newest; it is returned as unchecked, of the type it claims
+    ref = ImageReference.parse(f"{registry.host}/evidence/deep:v1")
+    image = tiny_image()
+    digest = await push_image(client, ref, image)
+    key = generate_private_key()
+    head = {"_type": "https://in-toto.io/Statement/v1", "subject": [{"digest": {"sha256": digest[7:]}}]}
+    payload = json.dumps({**head, "predicateType": "https://cyclonedx.org/bom"})[:-1].encode()
+    payload += b', "predicate": ' + b'{"components": [' * 3000 + b"{}" + b"]}" * 3000 + b"}"
+    deep = sign_envelope(PAYLOAD_TYPE, payload, key)
+    await _attach(client, ref, image.descriptor, deep, "https://cyclonedx.org/bom")
+    found = await RegistryEvidence(client).attestations(ref, Deadline.after(10))
+    assert found.attestations == ()
+    assert [u.predicate_type for u in found.unchecked] == ["https://cyclonedx.org/bom"] * 2  # .att, referrer
+    assert all(u.subjects == frozenset({digest}) and "nested too deeply" in u.reason for u in found.unchecked)
 
 
 async def test_engine_artifact_subjects_and_build_manifest(

@@ -129,10 +129,23 @@ def test_a_document_that_reports_findings_is_a_scan_and_one_all_analysed_is_vex(
     # 609 has one finding no VEX analysis covers: a scan with VEX embedded
     assert read("609-cyclonedx-vex-pyyaml-ratings.cdx.json").role == "scan"
     vex = load("609-cyclonedx-vex-pyyaml-ratings.cdx.json")
-    vex["vulnerabilities"] = [v for v in vex["vulnerabilities"] if "analysis" in v]
+    analysed = [v for v in vex["vulnerabilities"] if "analysis" in v]  # not_affected, in_triage, resolved
+    vex["vulnerabilities"] = [v for v in analysed if v["analysis"]["state"] != "in_triage"]
     scan = read_scan(CDX, vex, "vex")
     assert scan.role == "vex" and not scan.is_scan
     assert any("VEX document" in u for u in scan.unknowns)
+
+
+@pytest.mark.parametrize("state", ["exploitable", "in_triage", None])
+def test_a_finding_analysed_as_affected_makes_a_scan(state: str | None) -> None:
+    # attack 27 case B: every finding of a newer Trivy scan analysed as `exploitable` made it a VEX document,
+    # left out for an older scan; only analyses that clear a finding make one
+    scan = load("613-trivy-pom-scan.cdx.json")
+    for finding in scan["vulnerabilities"]:
+        finding["analysis"] = {"state": state} if state else {"detail": "triaged"}
+    read = read_scan(CDX, scan, "613")
+    assert read.role == "scan" and read.vulnerabilities
+    assert all(v.affected for v in read.vulnerabilities)
 
 
 def test_a_rating_says_the_highest_of_its_word_and_its_score() -> None:
