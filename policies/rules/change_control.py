@@ -6,18 +6,17 @@ what ran last), which of those are *confirmed*, and what confirms an engine for 
 notion, read the same way by the verdict, its wording and the decision record.
 
 An engine's changes are computed against every baseline that can be found — the previous manifest its own
-build manifest declares, and the manifests of the engines this policy confirmed in its last admission of the
-workload (:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is its API group, kind,
-namespace and name) — so that leaving ``previous_manifest_digest`` out cannot hide a gated change. Of that
-admission, those built from the same ONNX model count, else all of them: never a choice by names, containers
+build manifest declares, and the manifests of the engines this policy confirmed in the workload, of each
+ONNX model its last confirmed build (:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is
+its API group, kind, namespace and name), so that a model left out of some admissions keeps its baseline — so that leaving ``previous_manifest_digest`` out cannot hide a gated change. Of those, the one built from the same ONNX model counts, else all of them: never a choice by names, containers
 or templates, which the workload's author controls (:func:`_predecessors`). With no baseline at all the
 engine is a first build: only what is new by definition (``FirstInt8``) counts. A gated change needs, per
 change kind, approvals from ``threshold`` distinct approvers for this engine digest and this audit ID, not
 expired.
 
 The history is the policy's own (:func:`confirm_unchanged`): an engine it confirms is recorded as confirmed
-by it, and its baseline is the last admission in which it confirmed engines — not the workload's last
-admission of any kind, whose other engines are compared with too but confirm nothing. An engine
+by it, and its baseline is, of each model, the last admission in which it confirmed a build of it — not
+the workload's last admission of any kind, whose other engines are compared with too but confirm nothing. An engine
 admitted while the policy did not apply (its selector left the workload out for one UPDATE), or let in
 despite its change control (a Warn or Audit action), is no baseline for it, so that moving a workload out of
 a policy's scope and back cannot launder an unapproved engine.
@@ -142,6 +141,8 @@ async def check(
             break
     counted = run.counted(use.reference)
     counted.changes(_record(run, found.policy.name, baselines, verdict))
+    if counted.model is None:  # what the next admission keeps this engine's model by, and its baseline
+        counted.model, counted.manifest = verified.manifest.onnx.sha256, verified.digest
     if looked_up and not verdict.satisfied:
         message, fix = describe(rule, verified, verdict, ref)
         ignored = await _ignored(run, rule, ref)
@@ -269,7 +270,7 @@ async def _baselines(
                     (last, engine, choose(await run.build_manifests(last, rule)))
                     for last, engine in engines.items()
                 ]
-                for last, engine, manifest_of in _predecessors(manifest, chosen):
+                for last, engine, manifest_of in _predecessors(manifest, _newest_per_model(chosen)):
                     add(
                         manifest_of,
                         f"last admitted engine {last}" + ("" if own else " (not confirmed by this policy)"),
@@ -384,10 +385,15 @@ async def confirm_unchanged(run: Evaluation, policy: str, uses: Iterable[EngineU
         admitted = await _admitted(run, policy)
     except (EvidenceUnavailable, VerificationError):
         return
-    confirmed = {last.digest for last in _admitted_engines(admitted or (), run.reference)}
+    confirmed = {
+        last.digest: engine for last, engine in _admitted_engines(admitted or (), run.reference).items()
+    }
     for use, digest in pinned:
         if digest in confirmed:
-            run.counted(use.reference).confirmed_by[policy] = None
+            counted = run.counted(use.reference)
+            counted.confirmed_by[policy] = None
+            if counted.model is None:  # still a build of the model it was, judged by the manifest it was
+                counted.model, counted.manifest = confirmed[digest].model, confirmed[digest].manifest
 
 
 def _admitted_engines(
@@ -400,6 +406,21 @@ def _admitted_engines(
         if isinstance(parsed, ImageReference):
             found.setdefault(parsed, engine)
     return found
+
+
+def _newest_per_model(
+    admitted: Sequence[tuple[ImageReference, AdmittedEngine, VerifiedManifest]],
+) -> list[tuple[ImageReference, AdmittedEngine, VerifiedManifest]]:
+    """Of each ONNX model (as the signed manifests say), the first of ``admitted`` (the history gives them
+    newest first): an engine recorded before models were is a model of its own there, so two builds of one
+    model may come back, and only the newer is that model's last build."""
+    seen: set[str] = set()
+    kept = []
+    for found in admitted:
+        if found[2].manifest.onnx.sha256 not in seen:
+            seen.add(found[2].manifest.onnx.sha256)
+            kept.append(found)
+    return kept
 
 
 def _predecessors(

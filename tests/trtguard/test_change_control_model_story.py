@@ -1,0 +1,150 @@
+"""Change control remembers the last build of each model a policy confirmed in a workload (attacks F1, F1b,
+F1c): a real ``trtguard serve`` over TLS with its decision log, and ``trtguard check --decision-log``
+beside it.
+
+The attack: a workload runs a language model's engine and an embedder's; one UPDATE drops the language
+model (only the embedder is left, confirmed unchanged); the next brings it back as INT8 or built by another
+TensorRT major. Had the policy's baseline been only the engines of its last admission, the language model
+would be compared with the embedder alone, and its gated changes never found. Its baseline is the last
+build of its own model (its ONNX model) that the policy confirmed in the workload, however many admissions
+left it out since, through rotation and restarts (policies/README.md, "Change control").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.trtguard.change_control_world import CALIBRATION, INT8, TRT8, World, denial, make_world
+
+RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32
+LANGUAGE_MODEL, EMBEDDER = {"sha256": "1a" * 32}, {"sha256": "2b" * 32}
+POLICY = """
+apiVersion: trtguard.dev/v1alpha1
+kind: InferencePolicy
+metadata: {name: release-control}
+spec:
+  match: {namespaces: [prod]}
+  action: ACTION
+  models:
+    buildManifest: {keys: [platform/build-signer]}
+  changeControl:
+    gated: [FirstInt8, TensorRTMajorUpgrade, OnnxModelChange, DynamicShapeChange]
+    approvals: {keys: [committee/alice, committee/bob, committee/chen], threshold: 2}
+"""
+
+
+def policy(action: str = "Deny") -> str:
+    return POLICY.replace("ACTION", action)
+
+
+def deployment(*engines: str) -> dict[str, Any]:
+    """One container per engine, each reading its own image volume."""
+    containers = [
+        {"name": f"c{i}", "image": RUNTIME, "volumeMounts": [{"name": f"e{i}", "mountPath": f"/m{i}"}]}
+        for i in range(len(engines))
+    ]
+    volumes = [{"name": f"e{i}", "image": {"reference": e}} for i, e in enumerate(engines)]
+    template = {
+        "metadata": {"labels": {"app": "svc"}},
+        "spec": {"containers": containers, "volumes": volumes},
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "svc", "namespace": "prod"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "svc"}}, "template": template},
+    }
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def world(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    yield from make_world(request, tmp_path, monkeypatch, policy())
+
+
+@pytest.fixture(params=["sqlite"])
+def audited(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[World]:
+    yield from make_world(request, tmp_path, monkeypatch, policy("Audit"))
+
+
+def _approve(world: World, engine: str, changes: list[str], audit_id: str) -> None:
+    for member in ("alice", "bob"):
+        world.material.approval(engine, changes, member, audit_id=audit_id)
+
+
+def test_an_engine_left_out_for_an_update_is_judged_against_its_own_last_build(world: World) -> None:
+    m = world.material
+    fp16 = m.engine("lm1", onnx=LANGUAGE_MODEL, audit_id="L1")
+    embedder = m.engine("emb1", onnx=EMBEDDER, builder_config=INT8, calibration=CALIBRATION, audit_id="E1")
+    int8 = m.engine("lm2", onnx=LANGUAGE_MODEL, builder_config=INT8, calibration=CALIBRATION, audit_id="L2")
+    _approve(world, "emb1", ["FirstInt8"], "E1")
+    v1, v2, v3 = deployment(fp16, embedder), deployment(embedder), deployment(int8, embedder)
+    assert world.ask(v1)["allowed"]
+    assert world.ask(v2, operation="UPDATE", old=v1)["allowed"]
+    # The engine record names its model: what the next admissions keep its last build by.
+    [kept] = world.last_record()["engines"]
+    assert kept["model"] == EMBEDDER["sha256"] and kept["confirmed_by"] == ["release-control"]
+    world.rotate()  # the admission that ran the FP16 build is pruned: the carried state keeps it
+    world.restart()
+    message = denial(world.ask(v3, operation="UPDATE", old=v2))
+    assert "FirstInt8" in message and fp16 in message
+    status, out = world.check(v3, "--decision-log", world.log)
+    assert status == 1 and "FirstInt8" in out
+    # Approved, it comes in; and it is the model's last build from then on.
+    _approve(world, "lm2", ["FirstInt8"], "L2")
+    world.restart()  # it reads the attestation folder when it starts
+    assert world.ask(v3, operation="UPDATE", old=v2)["allowed"]
+
+
+def test_a_major_upgrade_of_an_engine_left_out_is_found_after_rotation(world: World) -> None:
+    m = world.material
+    trt8 = m.engine("lm1", onnx=LANGUAGE_MODEL, toolchain=TRT8, audit_id="L1")
+    embedder = m.engine("emb1", onnx=EMBEDDER, audit_id="E1")
+    trt10 = m.engine("lm2", onnx=LANGUAGE_MODEL, audit_id="L2")
+    v1, v2, v3 = deployment(trt8, embedder), deployment(embedder), deployment(trt10, embedder)
+    assert world.ask(v1)["allowed"]
+    assert world.ask(v2, operation="UPDATE", old=v1)["allowed"]
+    world.rotate()
+    assert world.ask(v2, operation="UPDATE", old=v2)["allowed"]  # more admissions without it
+    world.rotate()
+    world.restart()
+    assert "TensorRTMajorUpgrade" in denial(world.ask(v3, operation="UPDATE", old=v2))
+    status, out = world.check(v3, "--decision-log", world.log)
+    assert status == 1 and "TensorRTMajorUpgrade" in out
+
+
+def test_bringing_back_the_engine_that_ran_is_no_change(world: World) -> None:
+    """F1c: the engine that ran and was confirmed comes back as it was: not an OnnxModelChange against the
+    other model's engine."""
+    m = world.material
+    lm = m.engine("lm1", onnx=LANGUAGE_MODEL, audit_id="L1")
+    embedder = m.engine("emb1", onnx=EMBEDDER, audit_id="E1")
+    v1, v2, v3 = deployment(lm, embedder), deployment(embedder), deployment(lm, embedder)
+    assert world.ask(v1)["allowed"]
+    assert world.ask(v2, operation="UPDATE", old=v1)["allowed"]
+    world.rotate()
+    assert world.ask(v3, operation="UPDATE", old=v2)["allowed"]
+    status, _ = world.check(v3, "--decision-log", world.log)
+    assert status == 0
+
+
+def test_an_engine_let_in_by_audit_beside_an_untouched_one_is_no_baseline(audited: World) -> None:
+    """F1b: in Audit mode B (TRT 10) is let in unconfirmed while the embedder is confirmed unchanged; once
+    enforcing, C (TRT 10) is judged against A (TRT 8), the last build of its model the policy confirmed."""
+    m = audited.material
+    a = m.engine("a", onnx=LANGUAGE_MODEL, toolchain=TRT8, audit_id="A")
+    b = m.engine("b", onnx=LANGUAGE_MODEL, audit_id="B")
+    c = m.engine("c", onnx=LANGUAGE_MODEL, audit_id="C")
+    embedder = m.engine("emb", onnx=EMBEDDER, audit_id="E")
+    v1, v2, v3 = deployment(a, embedder), deployment(b, embedder), deployment(c, embedder)
+    assert audited.ask(v1)["allowed"]
+    assert audited.ask(v2, operation="UPDATE", old=v1)["allowed"]
+    audited.rotate()
+    audited.replace_policy(policy())
+    message = denial(audited.ask(v3, operation="UPDATE", old=v2))
+    assert "TensorRTMajorUpgrade" in message and a in message
