@@ -6,30 +6,31 @@ what ran last), which of those are *confirmed*, and what confirms an engine for 
 notion, read the same way by the verdict, its wording and the decision record.
 
 An engine's changes are computed against every baseline that can be found — the previous manifest its own
-build manifest declares, and the manifests of the engines this policy confirmed in the workload, of each
-ONNX model its last confirmed build (:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is
-its API group, kind, namespace and name), so that a model left out of some admissions keeps its baseline — so that leaving ``previous_manifest_digest`` out cannot hide a gated change. Of those, the one built from the same ONNX model counts, else all of them: never a choice by names, containers
-or templates, which the workload's author controls (:func:`_predecessors`). With no baseline at all the
-engine is a first build: only what is new by definition (``FirstInt8``) counts. A gated change needs, per
-change kind, approvals from ``threshold`` distinct approvers for this engine digest and this audit ID, not
-expired.
+build manifest declares, and the manifests of the engines this policy confirmed in the workload, of each ONNX
+model its last confirmed build (:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is its API
+group, kind, namespace and name), so that a model left out of some admissions keeps its baseline — so that
+leaving ``previous_manifest_digest`` out cannot hide a gated change. Of those, the one built from the same
+ONNX model counts, else all of them: never a choice by names, containers or templates, which the workload's
+author controls (:func:`_predecessors`). With no baseline at all the engine is a first build: only what is new
+by definition (``FirstInt8``) counts. A gated change needs, per change kind, approvals from ``threshold``
+distinct approvers for this engine digest and this audit ID, not expired.
 
-The history is the policy's own (:func:`confirm_unchanged`): an engine it confirms is recorded as confirmed
-by it, and its baseline is, of each model, the last admission in which it confirmed a build of it — not
-the workload's last admission of any kind, whose other engines are compared with too but confirm nothing. An engine
-admitted while the policy did not apply (its selector left the workload out for one UPDATE), or let in
-despite its change control (a Warn or Audit action), is no baseline for it, so that moving a workload out of
-a policy's scope and back cannot launder an unapproved engine.
+The history is the policy's own (:func:`confirm_unchanged`): an engine it confirms is recorded as confirmed by
+it, and its baseline is, of each model, the last admission in which it confirmed a build of it — not the
+workload's last admission of any kind, whose other engines are compared with too but confirm nothing. An
+engine admitted while the policy did not apply (its selector left the workload out for one UPDATE), or let in
+despite its change control (a Warn or Audit action), is no baseline for it, so that moving a workload out of a
+policy's scope and back cannot launder an unapproved engine.
 
-A declared predecessor is whatever the engine's builder wrote down, so it stands in for an earlier engine
-only when it is *confirmed*: it is an engine this policy confirmed in its last admission of the workload
-(the history says it ran here under this policy), or its own approvals (by this rule's committee, for its
-digest and audit ID, unexpired) cover every gated change it brings as a first engine. So does an engine of
-the workload's last admission that this policy did not confirm: it is compared with too, as what ran here,
-but stands in for an earlier engine only when so approved. An engine with no confirmed baseline (and not
-itself confirmed here last by this policy) is judged as a first engine as well: an unconfirmed baseline
-still counts for the changes it shows, but its INT8 cannot hide this engine's ``FirstInt8``
-(policies/README.md, "Change control").
+A declared predecessor is whatever the engine's builder wrote down, so it stands in for an earlier engine only
+when it is *confirmed*: it is an engine this policy confirmed in its last admission of the workload (the
+history says it ran here under this policy), or its own approvals (by this rule's committee, for its digest
+and audit ID, unexpired) cover every gated change it brings as a first engine. So does an engine of the
+workload's last admission that this policy did not confirm: it is compared with too, as what ran here, but
+stands in for an earlier engine only when so approved. An engine with no confirmed baseline (and not itself
+confirmed here last by this policy) is judged as a first engine as well: an unconfirmed baseline still counts
+for the changes it shows, but its INT8 cannot hide this engine's ``FirstInt8`` (policies/README.md, "Change
+control").
 """
 
 from __future__ import annotations

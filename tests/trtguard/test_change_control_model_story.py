@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.trtguard.change_control_world import CALIBRATION, INT8, TRT8, World, denial, make_world
+from tests.trtguard.change_control_world import CALIBRATION, INT8, TRT8, World, cli, denial, make_world
 
 RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32
 LANGUAGE_MODEL, EMBEDDER = {"sha256": "1a" * 32}, {"sha256": "2b" * 32}
@@ -148,3 +149,23 @@ def test_an_engine_let_in_by_audit_beside_an_untouched_one_is_no_baseline(audite
     audited.replace_policy(policy())
     message = denial(audited.ask(v3, operation="UPDATE", old=v2))
     assert "TensorRTMajorUpgrade" in message and a in message
+
+
+def test_check_refuses_a_manifest_without_a_namespace_when_reading_the_history(world: World) -> None:
+    """F3: `check --decision-log` of a manifest that names no namespace (applied with `kubectl apply -n`)
+    could read no history and allowed what the webhook denies, silently: it is an input error naming
+    --namespace, and with --namespace it is judged as the webhook judges it."""
+    m = world.material
+    trt8 = m.engine("lm1", onnx=LANGUAGE_MODEL, toolchain=TRT8, audit_id="L1")
+    trt10 = m.engine("lm2", onnx=LANGUAGE_MODEL, audit_id="L2")
+    assert world.ask(deployment(trt8))["allowed"]
+    unplaced = deployment(trt10)
+    del unplaced["metadata"]["namespace"]
+    path = m.root / "unplaced.yaml"
+    path.write_text(yaml.safe_dump(unplaced))
+    policies = [arg for policy in world.policies for arg in ("--policies", policy)]
+    argv = ["check", *policies, "--attestations", m.attestations, "--decision-log", world.log]
+    status, out, err = cli(*argv, "--format", "json", path)
+    assert status == 2 and "names no namespace" in out and "--namespace" in err
+    status, out, _ = cli(*argv, "--namespace", "prod", "--format", "json", path)
+    assert status == 1 and "TensorRTMajorUpgrade" in out
