@@ -206,13 +206,24 @@ async def _baselines(
     declared_found = False
     vouched = False
 
-    def choose(documents: Documents[VerifiedManifest]) -> VerifiedManifest:
-        """The declared previous manifest among an engine's manifests, else the newest."""
+    def choose(
+        documents: Documents[VerifiedManifest], admitted: AdmittedEngine | None = None
+    ) -> list[VerifiedManifest]:
+        """The manifests of an engine it is compared by. For an engine that ran here: the one it was
+        admitted with (as recorded), else (recorded before manifests were, or not among those this rule
+        reads) every one of the newest by build time, and the declared previous manifest too if it is one
+        of its: a manifest signed later for the same file never replaces what was judged. For a declared
+        previous engine: the declared previous manifest, else every one of the newest. Ties are never
+        decided by the order the manifests were found in: each is a baseline, and a change against any
+        counts."""
         candidates = documents.readable
         if not candidates:  # only unreadable ones: which build it was cannot be told
             raise VerificationError(f"its build manifest cannot be read ({'; '.join(documents.unreadable)})")
         matching = [c for c in candidates if c.digest == declared]
-        return matching[0] if matching else max(candidates, key=lambda c: c.manifest.build_timestamp)
+        if admitted is None:
+            return matching[:1] or _newest(candidates)
+        kept = [c for c in candidates if c.digest == admitted.manifest][:1] or _newest(candidates)
+        return kept + [c for c in matching[:1] if c not in kept]
 
     def add(
         chosen: VerifiedManifest,
@@ -235,7 +246,7 @@ async def _baselines(
         )
 
     previous: ImageReference | InvalidReference | None = None
-    declared_baseline: tuple[int, VerifiedManifest] | None = None
+    declared_baselines: list[tuple[int, ImageReference, VerifiedManifest]] = []
     if manifest.previous_engine is not None:
         previous = run.reference(manifest.previous_engine)
         if isinstance(previous, ImageReference):
@@ -249,9 +260,9 @@ async def _baselines(
                 ),
             )
             if candidates is not None:
-                chosen = choose(candidates)
-                add(chosen, f"previous engine {previous}", "previous-engine", previous)
-                declared_baseline = (len(baselines) - 1, chosen)
+                for chosen in choose(candidates):
+                    add(chosen, f"previous engine {previous}", "previous-engine", previous)
+                    declared_baselines.append((len(baselines) - 1, previous, chosen))
     admitted_digests: set[str] = set()
     workload = run.context
     if run.history is not None and workload.name and workload.namespace:
@@ -268,8 +279,9 @@ async def _baselines(
             # (as a declared predecessor).
             for engines, own in ((mine, True), (others, False)):
                 chosen = [
-                    (last, engine, choose(await run.build_manifests(last, rule)))
+                    (last, engine, manifest_of)
                     for last, engine in engines.items()
+                    for manifest_of in choose(await run.build_manifests(last, rule), engine)
                 ]
                 for last, engine, manifest_of in _predecessors(manifest, _newest_per_model(chosen)):
                     add(
@@ -298,10 +310,9 @@ async def _baselines(
             "record where it is attached (`trtguard manifest create --previous-engine REF`)",
             error=True,
         )
-    if declared_baseline is not None and isinstance(previous, ImageReference):
-        index, chosen = declared_baseline
-        confirmed = previous.digest in admitted_digests or await _approved_as_first(
-            run, control, previous, chosen
+    for index, engine, chosen in declared_baselines:
+        confirmed = engine.digest in admitted_digests or await _approved_as_first(
+            run, control, engine, chosen
         )
         baselines[index] = replace(baselines[index], confirmed=confirmed)
     return baselines, vouched
@@ -415,13 +426,19 @@ def _newest_per_model(
     """Of each ONNX model (as the signed manifests say), the first of ``admitted`` (the history gives them
     newest first): an engine recorded before models were is a model of its own there, so two builds of one
     model may come back, and only the newer is that model's last build."""
-    seen: set[str] = set()
+    seen: dict[str, ImageReference] = {}
     kept = []
-    for found in admitted:
-        if found[2].manifest.onnx.sha256 not in seen:
-            seen.add(found[2].manifest.onnx.sha256)
+    for found in admitted:  # every manifest an engine is compared by stays with it
+        if seen.setdefault(found[2].manifest.onnx.sha256, found[0]) == found[0]:
             kept.append(found)
     return kept
+
+
+def _newest(candidates: Sequence[VerifiedManifest]) -> list[VerifiedManifest]:
+    """Every one of the manifests built last (by ``build_timestamp``), by digest: a tie is judged against
+    each rather than decided by the order they were found in."""
+    newest = max(c.manifest.build_timestamp for c in candidates)
+    return sorted((c for c in candidates if c.manifest.build_timestamp == newest), key=lambda c: c.digest)
 
 
 def _predecessors(

@@ -19,7 +19,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.policies.conftest import manifest_data
 from tests.trtguard.change_control_world import CALIBRATION, INT8, TRT8, World, cli, denial, make_world
+from verifier.dsse import sign_envelope
+from verifier.intoto import PAYLOAD_TYPE
+from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 
 RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32
 LANGUAGE_MODEL, EMBEDDER = {"sha256": "1a" * 32}, {"sha256": "2b" * 32}
@@ -169,3 +173,46 @@ def test_check_refuses_a_manifest_without_a_namespace_when_reading_the_history(w
     assert status == 2 and "names no namespace" in out and "--namespace" in err
     status, out, _ = cli(*argv, "--namespace", "prod", "--format", "json", path)
     assert status == 1 and "TensorRTMajorUpgrade" in out
+
+
+def _accuracy(value: float) -> list[dict[str, Any]]:
+    return [{"metric": "top1_acc", "value": value, "dataset": {"name": "val", "sha256": "e5" * 32}}]
+
+
+@pytest.fixture(params=["sqlite"])
+def accuracy_gated(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[World]:
+    gated = "DynamicShapeChange, AccuracyDrop]"
+    text = POLICY.replace("ACTION", "Deny").replace("DynamicShapeChange]", gated)
+    yield from make_world(request, tmp_path, monkeypatch, text)
+
+
+@pytest.mark.parametrize("declared", [False, True], ids=["newer", "declared"])
+def test_a_later_manifest_of_the_running_engine_does_not_replace_the_one_it_was_admitted_with(
+    accuracy_gated: World, declared: bool
+) -> None:
+    """F4: a second build manifest signed later for the running engine's file (accuracy 0.55), newest by
+    build time or declared by the successor as its previous manifest, is not its baseline in place of the
+    one it was admitted with (0.80): the successor's AccuracyDrop is found against what was judged."""
+    world = accuracy_gated
+    m = world.material
+    running = m.engine("a", onnx=LANGUAGE_MODEL, accuracy=_accuracy(0.80), audit_id="A")
+    assert world.ask(deployment(running))["allowed"]
+    [admitted] = world.last_record()["engines"]
+    assert admitted["manifest"] == m.manifest_digests["a"]
+    later = EngineBuildManifest.model_validate(
+        manifest_data(
+            b"engine a", onnx=LANGUAGE_MODEL, accuracy=_accuracy(0.55), build_timestamp="2026-10-02T12:00:00Z"
+        )
+    )
+    envelope = sign_envelope(PAYLOAD_TYPE, manifest_statement(later).to_json(), m.key("build-signer"))
+    (m.attestations / "a.manifest-2.json").write_bytes(envelope.to_json())
+    extra = {"previous_manifest_digest": manifest_digest(envelope), "previous_engine": running}
+    extra = extra if declared else {}
+    successor = m.engine("b", onnx=LANGUAGE_MODEL, accuracy=_accuracy(0.55), audit_id="B", **extra)
+    world.restart()  # it reads the attestation folder when it starts
+    message = denial(world.ask(deployment(successor), operation="UPDATE", old=deployment(running)))
+    assert "AccuracyDrop" in message
+    status, out = world.check(deployment(successor), "--decision-log", world.log)
+    assert status == 1 and "AccuracyDrop" in out
