@@ -125,19 +125,22 @@ async def check(
     Approvals that do not suffice are looked up again rather than taken from the cache, so that an approval
     pushed since the last admission counts at once.
     """
-    baselines, vouched = await _baselines(run, found, rule, manifest_rule, ref, verified)
+    baselines, vouched, known = await _baselines(run, found, rule, manifest_rule, ref, verified)
     first = not vouched and not any(baseline.confirmed for baseline in baselines)
+    onnx = verified.manifest.onnx.sha256
+    # A build of a model this policy has no confirmed build of here is a first engine of it (``FirstEngine``).
+    new_model = not known and not any(b.confirmed and b.manifest.onnx.sha256 == onnx for b in baselines)
     if first and baselines:
         for baseline in baselines:
             run.note(f"engine {ref}: {_unconfirmed(baseline, history=run.history is not None)}")
-    verdict = judge(rule, verified, baselines, (), run.clock(), first=first)
+    verdict = judge(rule, verified, baselines, (), run.clock(), first=first, new_model=new_model)
     looked_up = True
     for fresh in (False, True) if verdict.gated else ():
         approvals = await found.check(_RULE, run.approvals(ref, rule.approvals.keys, fresh=fresh))
         if approvals is None:  # could not be looked up: a violation under onError was recorded
             looked_up = False
             break
-        verdict = judge(rule, verified, baselines, approvals, run.clock(), first=first)
+        verdict = judge(rule, verified, baselines, approvals, run.clock(), first=first, new_model=new_model)
         if verdict.satisfied:
             break
     counted = run.counted(use.reference)
@@ -193,18 +196,20 @@ async def _baselines(
     rule: BuildManifestRule,
     ref: ImageReference,
     verified: VerifiedManifest,
-) -> tuple[list[Baseline], bool]:
+) -> tuple[list[Baseline], bool, bool]:
     """What the engine is compared with: its declared previous manifest, the engines this policy confirmed
     in its last admission of the workload, and those of the workload's last admission it did not confirm.
 
     Also whether the policy's history vouches for the engine's place: it confirmed engines here before (the
-    baselines from them, or this very engine: then no baseline need be confirmed).
+    baselines from them, or this very engine: then no baseline need be confirmed); and whether it is this
+    very engine (the last build of its model the policy confirmed here: no change).
     """
     manifest = verified.manifest
     declared = manifest.previous_manifest_digest
     baselines: list[Baseline] = []
     declared_found = False
     vouched = False
+    known = False  # the engine itself is one this policy confirmed here: no change
 
     def choose(
         documents: Documents[VerifiedManifest], admitted: AdmittedEngine | None = None
@@ -273,6 +278,8 @@ async def _baselines(
             admitted_digests.update(last.digest for last in mine if last.digest is not None)
             vouched = bool(mine)
             if ref.digest in admitted_digests:
+                nonlocal known
+                known = True
                 return  # an engine this policy let run here last is no change
             # What ran here last, whatever let it in, is compared with too (it can only show more changes);
             # an engine this policy did not confirm stands in for no earlier engine unless approved as one
@@ -315,7 +322,7 @@ async def _baselines(
             run, control, engine, chosen
         )
         baselines[index] = replace(baselines[index], confirmed=confirmed)
-    return baselines, vouched
+    return baselines, vouched, known
 
 
 async def _approved_as_first(
@@ -471,14 +478,22 @@ async def _admitted(run: Evaluation, policy: str | None) -> Sequence[AdmittedEng
 
 
 def change_indexes(
-    manifest: EngineBuildManifest, baselines: Sequence[Baseline], *, first: bool | None = None
+    manifest: EngineBuildManifest,
+    baselines: Sequence[Baseline],
+    *,
+    first: bool | None = None,
+    new_model: bool | None = None,
 ) -> dict[ChangeKind, tuple[int, ...]]:
     """Every change kind from each baseline to ``manifest``, with the indexes of the baselines that show it
-    (none for ``FirstInt8`` found against no earlier engine).
+    (none for ``FirstInt8`` and ``FirstEngine`` found against no earlier engine).
 
     ``first``: the engine is judged as a first engine as well (by default, when there is no baseline).
+    ``new_model``: no confirmed build of its ONNX model is among them (by default, when there is no
+    baseline): a ``FirstEngine``.
     """
     found: dict[ChangeKind, list[int]] = {}
+    if not baselines if new_model is None else new_model:
+        found[ChangeKind.FIRST_ENGINE] = []
     if (not baselines if first is None else first) and manifest.uses_int8():
         found[ChangeKind.FIRST_INT8] = []
     for index, baseline in enumerate(baselines):
@@ -504,11 +519,12 @@ def judge(
     now: datetime,
     *,
     first: bool | None = None,
+    new_model: bool | None = None,
 ) -> ChangeVerdict:
     """The gated changes of ``verified`` and the approvals still missing for them (``first``: judged as a
     first engine as well, see :func:`change_indexes`)."""
     manifest = verified.manifest
-    against = change_indexes(manifest, baselines, first=first)
+    against = change_indexes(manifest, baselines, first=first, new_model=new_model)
     changes = _sources(against, baselines)
     gated = tuple(kind for kind in rule.gated if kind in changes)
     engine_digest = f"sha256:{manifest.output_engine.sha256}"

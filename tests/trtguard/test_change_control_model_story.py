@@ -216,3 +216,35 @@ def test_a_later_manifest_of_the_running_engine_does_not_replace_the_one_it_was_
     assert "AccuracyDrop" in message
     status, out = world.check(deployment(successor), "--decision-log", world.log)
     assert status == 1 and "AccuracyDrop" in out
+
+
+@pytest.fixture(params=["sqlite"])
+def first_engine_gated(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[World]:
+    text = POLICY.replace("ACTION", "Deny").replace("gated: [FirstInt8,", "gated: [FirstEngine, FirstInt8,")
+    yield from make_world(request, tmp_path, monkeypatch, text)
+
+
+def test_a_new_identity_needs_first_engine_approvals_when_gated(first_engine_gated: World) -> None:
+    """F2: a renamed workload (or a kind of the same name, another namespace) has no history, so a build
+    there is judged as a first engine: only FirstInt8 could be found, and a major upgrade of what runs under
+    the old name came in. With ``FirstEngine`` gated, an engine of a model the policy confirmed no build of
+    in the workload needs approvals; a new build of a model it confirmed does not need them for that."""
+    world = first_engine_gated
+    m = world.material
+    old = m.engine("v1", onnx=LANGUAGE_MODEL, toolchain=TRT8, audit_id="V1")
+    rebuilt = m.engine("v1b", onnx=LANGUAGE_MODEL, toolchain=TRT8, audit_id="V1b")
+    upgraded = m.engine("v2", onnx=LANGUAGE_MODEL, audit_id="V2")
+    assert "FirstEngine" in denial(world.ask(deployment(old)))
+    _approve(world, "v1", ["FirstEngine"], "V1")
+    world.restart()  # it reads the attestation folder when it starts
+    assert world.ask(deployment(old))["allowed"]
+    answer = world.ask(deployment(rebuilt), operation="UPDATE", old=deployment(old))
+    assert answer["allowed"], denial(answer)
+    renamed = deployment(upgraded)
+    renamed["metadata"]["name"] = "svc-v2"
+    message = denial(world.ask(renamed))
+    assert "FirstEngine" in message and "no earlier engine" in message
+    status, out = world.check(renamed, "--decision-log", world.log)
+    assert status == 1 and "FirstEngine" in out
