@@ -6,8 +6,9 @@ last admission of most workloads is then carried forward (``trtguard_carried``),
 
 Measured in the same run, per look-up (``DecisionLogHistory.last_engines``, the webhook's path):
   1. baseline: the live records alone, as before the carried state existed (``_live``: newest first, pages,
-     the undelivered check), for workloads whose last admission is live;
-  2. the same workloads through ``last_engines`` (live records, then one read of the carried state);
+     the undelivered check, up to the newest admission), for workloads whose last admission is live;
+  2. the same workloads through ``last_engines`` for a policy (every live admission of the workload, for
+     each model's last build, then one read of the carried state);
   3. workloads whose last admission was pruned: answered from the carried state.
 And the rotation: sealing with the carried state folded in, beside reading and chain-checking the same rows
 (what sealing did before).
@@ -139,7 +140,7 @@ def run(args: argparse.Namespace) -> None:
                 return WorkloadIdentity("apps", "Deployment", "prod", name)
 
             def live_only(name: str) -> Callable[[], Awaitable[object]]:
-                return lambda: history._live(workload(name), POLICY)
+                return lambda: history._live(workload(name))
 
             def last(name: str) -> Callable[[], Awaitable[object]]:
                 return lambda: history.last_engines(workload(name), deadline, POLICY)

@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from decisionlog._archive import archive_segments, verify_archive, verify_segment
     from decisionlog._backup import backup_sqlite
-    from decisionlog._carried import Carried, CarriedAdmission, carried_engines, confirmed_engines
+    from decisionlog._carried import (
+        KEPT,
+        Carried,
+        CarriedAdmission,
+        carried_engines,
+        confirmed_engines,
+        model_key,
+    )
     from decisionlog._chain import Break, ChainReport
     from decisionlog._checkpoints import Checkpoint, read_checkpoint_file, write_checkpoint_file
     from decisionlog._errors import DecisionLogError, DecisionLogUnavailable
@@ -39,7 +46,8 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("archive_segments", "verify_archive", "verify_segment"), "decisionlog._archive"),
     "backup_sqlite": "decisionlog._backup",
     **dict.fromkeys(
-        ("Carried", "CarriedAdmission", "carried_engines", "confirmed_engines"), "decisionlog._carried"
+        ("KEPT", "Carried", "CarriedAdmission", "carried_engines", "confirmed_engines", "model_key"),
+        "decisionlog._carried",
     ),
     **dict.fromkeys(("Break", "ChainReport"), "decisionlog._chain"),
     **dict.fromkeys(
@@ -70,6 +78,7 @@ _HOMES: dict[str, str] = {
 
 __all__ = [
     "GENESIS_HASH",
+    "KEPT",
     "AppendReceipt",
     "Break",
     "Carried",
@@ -98,6 +107,7 @@ __all__ = [
     "decision_json_schema",
     "format_time",
     "link_hash",
+    "model_key",
     "open_store",
     "original_id",
     "read_checkpoint_file",

@@ -36,6 +36,11 @@ from policies.identity import WorkloadIdentity
 #: segment take the newest back (docs/decision-log-storage.md).
 KEPT: Final = 2
 
+#: ONNX models kept per policy and workload: the newest :data:`MAX_MODELS` models (by the newest admission
+#: confirming one) keep their last confirmed builds; an older one is forgotten, as a workload that stopped
+#: running it long ago (policies/README.md, "Change control").
+MAX_MODELS: Final = 16
+
 #: A workload: (namespace, API group, kind, name).
 WorkloadKey = tuple[str, str, str, str]
 
@@ -80,6 +85,15 @@ class CarriedAdmission:
     def policies(self) -> frozenset[str]:
         """The policies that confirmed any of its engines (none for a legacy admission)."""
         return frozenset(p for engine in self.engines for p in _confirmers(engine) or ())
+
+    def models(self, policy: str) -> frozenset[str]:
+        """The models (``model``) of the engines ``policy`` confirmed in it that were recorded with one (a
+        record written before models were keeps its admissions as it always did)."""
+        return frozenset(
+            model_key(engine)
+            for engine in self.engines
+            if isinstance(engine.get("model"), str) and policy in (_confirmers(engine) or ())
+        )
 
     def confirms(self, policy: str | None) -> bool:
         """Whether it is an admission in which ``policy`` confirmed engines (a legacy one: by any); every
@@ -149,12 +163,22 @@ def carried_engines(record: DecisionRecord) -> tuple[Mapping[str, Any], ...]:
         )
         if not isinstance(kept["name"], str):
             kept["name"] = None
+        for key in ("model", "manifest"):  # the model a policy keeps the last build of, and its manifest
+            if isinstance(engine.get(key), str):
+                kept[key] = engine[key]
         confirmed = engine.get("confirmed_by")
         if isinstance(confirmed, list):
             # Sorted and each once: the state is the same whatever order the policies confirmed in.
             kept["confirmed_by"] = sorted({p for p in confirmed if isinstance(p, str)})
         found.append(kept)
     return tuple(found)
+
+
+def model_key(engine: Mapping[str, Any]) -> str:
+    """What an engine (:func:`carried_engines`) is a build of, for keeping each model's last build: its
+    ``model``, else (recorded before models were) its reference, a model of its own."""
+    model = engine.get("model")
+    return f"model:{model}" if isinstance(model, str) else f"reference:{engine.get('reference')}"
 
 
 def is_legacy(engines: Iterable[Mapping[str, Any]]) -> bool:
@@ -275,12 +299,21 @@ def _retained(
 ) -> tuple[tuple[CarriedAdmission, ...], list[CarriedAdmission]]:
     """Of a workload's admissions (newest first), those kept and those cut: the :data:`KEPT` newest, and the
     :data:`KEPT` newest that each policy confirmed engines in (legacy ones count for every policy, also for
-    those no admission names), so that a policy's baseline stays however often it did not apply since."""
+    those no admission names), so that a policy's baseline stays however often it did not apply since; and
+    for each policy and each of its :data:`MAX_MODELS` newest models, the :data:`KEPT` newest in which it
+    confirmed an engine of that model, so that a model left out of later admissions keeps its last build."""
     keep = set(range(min(KEPT, len(admissions))))
     named = sorted({p for a in admissions for p in a.policies})
     keep.update([i for i, a in enumerate(admissions) if a.legacy][:KEPT])
     for policy in named:
-        keep.update([i for i, a in enumerate(admissions) if a.confirms(policy)][:KEPT])
+        mine = [i for i, a in enumerate(admissions) if a.confirms(policy)]
+        keep.update(mine[:KEPT])
+        by_model: dict[str, list[int]] = {}  # in order of each model's newest admission
+        for i in mine:
+            for model in sorted(admissions[i].models(policy)):
+                by_model.setdefault(model, []).append(i)
+        for found in list(by_model.values())[:MAX_MODELS]:
+            keep.update(found[:KEPT])
     kept = tuple(a for i, a in enumerate(admissions) if i in keep)
     return kept, [a for i, a in enumerate(admissions) if i not in keep]
 

@@ -174,6 +174,20 @@ class Engine(_Model):
             "absent in records written before it was recorded, which count as confirmed by every policy"
         ),
     ] = []
+    model: Annotated[
+        str | None,
+        Field(
+            description="hex SHA-256 of the ONNX model the engine's judged build manifest names: change "
+            "control keeps, per policy and workload, the last confirmed engine of each model",
+            pattern=r"^[0-9a-f]{64}$",
+        ),
+    ] = None
+    manifest: Annotated[
+        Digest | None,
+        Field(
+            description="the build manifest change control judged the engine by: its baseline once admitted"
+        ),
+    ] = None
 
 
 class Violation(_Model):

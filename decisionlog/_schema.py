@@ -361,7 +361,17 @@ _VERSION_5: Final = Migration(
     postgresql=(),
 )
 
-MIGRATIONS: Final = (*_MIGRATIONS_2, _VERSION_3, _VERSION_4, _VERSION_5)
+# No table changes: the version keeps an older trtguard from writing or rotating a log whose engines name
+# their ONNX model (``model``). Its fold would keep only each policy's newest admissions, not the last of
+# each model, and sign another state than this version's (docs/decision-log-storage.md, Upgrading).
+_VERSION_6: Final = Migration(
+    version=6,
+    description="engines name their ONNX model; the carried state keeps each policy's last build of each",
+    sqlite=(),
+    postgresql=(),
+)
+
+MIGRATIONS: Final = (*_MIGRATIONS_2, _VERSION_3, _VERSION_4, _VERSION_5, _VERSION_6)
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version
 

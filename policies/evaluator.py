@@ -51,6 +51,14 @@ HISTORY_NOT_CONSULTED = (
     "as admitted (pass --decision-log URL to read the webhook's decision log)"
 )
 
+#: The note on such a workload judged with a history it cannot be looked up in: the object names no namespace
+#: or no name (``trtguard check`` of a manifest applied with ``kubectl apply -n``).
+HISTORY_NOT_READ = (
+    "history was not consulted: the object names no namespace or no name, so the engines last admitted for "
+    "it cannot be looked up; change control compared each engine with its declared previous manifest only "
+    "(pass --namespace NS, the namespace it is applied to)"
+)
+
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
@@ -225,8 +233,12 @@ class PolicyEngine:
             judged_findings += [_requester_unknown(policy, v) for v in findings] if unverified else findings
         violations = tuple(judged_findings)
         notes += run.notes
-        if self.history is None and any(p.document.spec.change_control is not None for p in policies):
-            notes.append(HISTORY_NOT_CONSULTED)
+        if any(p.document.spec.change_control is not None for p in policies):
+            if self.history is None:
+                notes.append(HISTORY_NOT_CONSULTED)
+            elif not workload.namespace or not workload.name:
+                # The history is by namespace and name: one the object does not name has none to read.
+                notes.append(HISTORY_NOT_READ)
         if previous is not None:
             notes.append("only new or changed images and engines were judged")
         engines = {use.path for sort in sorted_engines for use in sort.engines} if policies else None

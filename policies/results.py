@@ -283,6 +283,12 @@ class ArtifactRecord:
     judge again (unchanged by an UPDATE) when it had confirmed that engine in its own last admission here.
     Change control's history for a policy is the last admission that policy confirmed engines in
     (policies/README.md, "Change control")."""
+    model: str | None = None
+    """For an engine change control judged: the hex SHA-256 of the ONNX model its build manifest names (the
+    model identity change control keeps each policy's last confirmed build of, per workload)."""
+    manifest: str | None = None
+    """For an engine change control judged: the digest of the signed build manifest it was judged by, its
+    baseline manifest once admitted (another manifest signed later for the same file replaces it never)."""
     pinned: str | None = None
     """For an image a ``pinDigest`` rule verified by tag: the reference it is pinned to
     (``name:tag@sha256:…``, the digest verified), as the mutating webhook's patch writes it at ``path`` (a
@@ -298,6 +304,10 @@ class ArtifactRecord:
             data["change_control"] = _bounded(self.change_control)
             data["verifications"] = _bounded(self.verifications)
             data["confirmed_by"] = list(self.confirmed_by)
+            if self.model is not None:
+                data["model"] = self.model
+            if self.manifest is not None:
+                data["manifest"] = self.manifest
         else:
             data["container"] = self.container
             data["signatures"] = _bounded(self.signatures)
@@ -321,7 +331,8 @@ def _bounded(items: Sequence[_Recorded]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True, slots=True)
 class AdmittedEngine:
-    """An engine of a workload's last real admission, as the decision log recorded it."""
+    """An engine a workload ran (of its last real admission, or the last build of its model a policy
+    confirmed there), as the decision log recorded it."""
 
     reference: str
     #: The image volume's or annotation entry's name; None in records written before names were kept.
@@ -329,6 +340,10 @@ class AdmittedEngine:
     containers: tuple[str, ...] = ()
     #: The record that admitted it.
     admitted_by: AdmittingDecision | None = None
+    #: The ONNX model's hex SHA-256 and the build manifest it was admitted with (``ArtifactRecord.model``,
+    #: ``ArtifactRecord.manifest``); None in records written before they were kept.
+    model: str | None = None
+    manifest: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -183,6 +183,7 @@ class ChangeKind(StrEnum):
     ACCURACY_DROP = "AccuracyDrop"
     ACCURACY_METRIC_REMOVED = "AccuracyMetricRemoved"
     ACCURACY_DATASET_CHANGE = "AccuracyDatasetChange"
+    FIRST_ENGINE = "FirstEngine"
 
     @property
     def meaning(self) -> str:
@@ -212,4 +213,6 @@ _CHANGE_MEANINGS: Final[Mapping[ChangeKind, str]] = {
     ChangeKind.ACCURACY_DROP: "a recorded accuracy metric got worse by more than the tolerance",
     ChangeKind.ACCURACY_METRIC_REMOVED: "an accuracy metric the baseline recorded is missing",
     ChangeKind.ACCURACY_DATASET_CHANGE: "an accuracy metric measured on another dataset",
+    ChangeKind.FIRST_ENGINE: "the policy confirmed no build of the engine's ONNX model in this workload "
+    "(a new or renamed workload, a new model)",
 }

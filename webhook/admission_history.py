@@ -1,25 +1,29 @@
 """What the webhook admitted before, for change control: the policy engine's ``AdmissionHistory``.
 
-Answered from the decision log alone, per change-control policy: the engines a policy confirmed
-(``confirmed_by`` of each recorded engine) in the newest (by decision time) real (not dry-run), delivered
-admission of a workload (API group, kind, namespace and name: :mod:`policies.identity`) in which it confirmed
-any, with the name and containers each was recorded with (``policies.rules.change_control`` compares a new
-engine with them). An admission the policy confirmed nothing in (it did not apply, or its change control
-found something missing and its action let the engine in anyway) is skipped: it is no baseline for that
-policy. A record written before records named the confirming policies counts as confirmed by every policy.
+Answered from the decision log alone, per change-control policy and workload (API group, kind, namespace
+and name: :mod:`policies.identity`): of each ONNX model (``model`` of each recorded engine), the engine the
+policy last confirmed (``confirmed_by``) in a real (not dry-run), delivered admission, with the name,
+containers and build manifest it was recorded with (``policies.rules.change_control`` compares a new engine
+with the last build of its own model). A model left out of later admissions keeps its last build: removing
+an engine for one UPDATE and bringing it back changed never forgets what it was. An admission the policy
+confirmed nothing in (it did not apply, or its change control found something missing and its action let
+the engine in anyway) counts for no model. A record written before records named the confirming policies
+counts as confirmed by every policy; an engine recorded without its model counts only in the policy's newest
+admission, as it did before models were recorded.
 The live records are read first; what rotation pruned is answered by the carried state the log keeps through
-its newest pruned checkpoint (:mod:`decisionlog._carried`), so that pruning never forgets a policy's last
-admission of a workload.
+its newest pruned checkpoint (:mod:`decisionlog._carried`: for each policy the last admissions of each of its
+newest models), so that pruning never forgets a policy's last build of a model.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from decisionlog import (
+    KEPT,
     Carried,
     DecisionLogError,
     DecisionStore,
@@ -28,6 +32,7 @@ from decisionlog import (
     carried_engines,
     confirmed_engines,
     format_time,
+    model_key,
     original_id,
 )
 from policies.identity import WorkloadIdentity
@@ -38,9 +43,9 @@ from verifier.base import Deadline, EvidenceUnavailable
 class DecisionLogHistory:
     """The policy engine's ``AdmissionHistory``, answered from the decision log.
 
-    Looks back through real admissions of the workload, newest first, a page at a time, for the first one
-    in which the policy confirmed any engine. Then the carried state (the last admissions of records pruned
-    away, those of each policy among them): the newer of the two is the policy's last admission.
+    Looks back through the real admissions of the workload, newest first, a page at a time, and the carried
+    state (the last admissions of records pruned away, those of each policy's models among them): of each
+    model, the newest delivered one in which the policy confirmed an engine of it.
     """
 
     #: Records read per round trip to the store.
@@ -52,14 +57,15 @@ class DecisionLogHistory:
     async def last_engines(
         self, workload: WorkloadIdentity, deadline: Deadline, policy: str | None
     ) -> tuple[AdmittedEngine, ...]:
-        """The engines ``policy`` confirmed in the newest real, delivered admission of ``workload`` in which
-        it confirmed any; for None, all the engines of its newest real, delivered admission that named any
-        (none: empty).
+        """Of each model, the engine ``policy`` last confirmed in a real, delivered admission of
+        ``workload``, newest first; for None, all the engines of its newest real, delivered admission that
+        named any (none: empty).
 
         Records and carried entries of another API group (a Volcano ``Job`` beside a ``batch/v1`` one of the
         same name) are another workload's: never read here.
 
-        The live records are read first, a page at a time by key, then the carried state: a prune between
+        The live records are read first, a page at a time by key (for a policy: all of them, as a model may
+        have last run long ago), then the carried state: a prune between
         the reads deletes records only together with moving the carried state past them (one transaction),
         so what the live pages missed, the state read after them holds.
 
@@ -69,11 +75,13 @@ class DecisionLogHistory:
         """
         try:
             async with asyncio.timeout(deadline.remaining()):
-                live = await self._live(workload, policy)
+                if policy is not None:
+                    return await self._models(workload, policy)
+                live = await self._live(workload)
                 carried = await self.store.carried(
                     workload.namespace, workload.name, group=workload.group, kind=workload.kind
                 )
-                return await self._newest(workload, policy, live, carried)
+                return await self._newest(workload, live, carried)
         except _Lost as error:
             raise EvidenceUnavailable(
                 error.message, transient=False, location=self.store.description, hint=error.hint
@@ -86,8 +94,8 @@ class DecisionLogHistory:
                 location=self.store.description,
             ) from None
 
-    async def _live(self, workload: WorkloadIdentity, policy: str | None) -> StoredRecord | None:
-        """The newest live admission of the workload in which ``policy`` confirmed engines, delivered."""
+    async def _records(self, workload: WorkloadIdentity) -> AsyncIterator[StoredRecord]:
+        """The workload's live real allows, newest first, a page at a time."""
         older_than: tuple[datetime, int] | None = None
         while True:
             # Newest by decision time, not by seq: a record shipped from a spool after an outage lands
@@ -107,50 +115,99 @@ class DecisionLogHistory:
                 )
             )
             for stored in page:
-                if confirmed_engines(carried_engines(stored.record), policy) and not await self._undelivered(
-                    stored.record.uid, stored.record.record_id
-                ):
-                    return stored
+                yield stored
             if len(page) < self.PAGE:
-                return None
+                return
             older_than = (page[-1].record.time, page[-1].seq)
 
+    async def _live(self, workload: WorkloadIdentity) -> StoredRecord | None:
+        """The newest live admission of the workload that named engines, delivered."""
+        async for stored in self._records(workload):
+            if carried_engines(stored.record) and not await self._undelivered(
+                stored.record.uid, stored.record.record_id
+            ):
+                return stored
+        return None
+
+    async def _models(self, workload: WorkloadIdentity, policy: str) -> tuple[AdmittedEngine, ...]:
+        """Of each model, the engine ``policy`` last confirmed in a delivered admission: the live records
+        and the carried admissions, newest first (a record both hold is read once)."""
+        found: list[tuple[tuple[str, int], str, str, int, tuple[Mapping[str, Any], ...]]] = []
+        async for stored in self._records(workload):
+            engines = confirmed_engines(carried_engines(stored.record), policy)
+            if engines:
+                record = stored.record
+                found.append((_order(stored), record.record_id, record.uid, stored.seq, engines))
+        carried = await self.store.carried(
+            workload.namespace, workload.name, group=workload.group, kind=workload.kind
+        )
+        if carried.base_seq and not carried.stored:
+            raise _lost(workload, carried.base_seq)
+        [entry] = carried.workloads or (None,)
+        live = {record_id for _, record_id, *_ in found}
+        for admission in entry.admissions if entry else ():
+            if admission.confirms(policy) and admission.record_id not in live:
+                engines = confirmed_engines(admission.engines, policy)
+                found.append((admission.order, admission.record_id, admission.uid, admission.seq, engines))
+        kept: dict[str, AdmittedEngine] = {}
+        taken_back: dict[str, int] = {}
+        cut = entry.cut_for(policy) if entry else None
+        newest = True
+        for _, record_id, uid, seq, engines in sorted(found, key=lambda f: f[0], reverse=True):
+            # An engine recorded without its model counts in the newest admission only, as before models
+            # were recorded (the carried state keeps no older one of it either).
+            new = [
+                engine
+                for engine in engines
+                if model_key(engine) not in kept and (newest or isinstance(engine.get("model"), str))
+            ]
+            if not new:
+                continue
+            if await self._undelivered(uid, record_id):
+                for engine in new:
+                    # The newest kept of a model all taken back: one cut from the state may be its last.
+                    taken_back[model_key(engine)] = taken_back.get(model_key(engine), 0) + 1
+                    if taken_back[model_key(engine)] >= KEPT and cut is not None:
+                        raise _lost(workload, carried.base_seq)
+                continue
+            newest = False
+            decision = AdmittingDecision(record_id, seq)
+            for engine in new:
+                kept.setdefault(model_key(engine), _engine(engine, decision))
+        if not kept and entry is not None and (entry.older or cut is not None):
+            # Every admission of the policy kept was taken back, and one cut may have been its last.
+            raise _lost(workload, carried.base_seq)
+        return tuple(kept.values())
+
     async def _newest(
-        self, workload: WorkloadIdentity, policy: str | None, live: StoredRecord | None, carried: Carried
+        self, workload: WorkloadIdentity, live: StoredRecord | None, carried: Carried
     ) -> tuple[AdmittedEngine, ...]:
-        """The newer of the live admission and the carried ones the policy confirmed engines in (an
-        undelivered record in the live log may name a carried admission too; only those newer than the live
-        one are asked about)."""
+        """The engines of the newer of the live admission and the carried ones (an undelivered record in
+        the live log may name a carried admission too; only those newer than the live one are asked
+        about)."""
         if carried.base_seq and not carried.stored:
             raise _lost(workload, carried.base_seq)
         [entry] = carried.workloads or (None,)
         floor = _order(live) if live is not None else None
-        mine = sorted(
-            (a for a in (entry.admissions if entry else ()) if a.confirms(policy)),
-            key=lambda a: a.order,
-            reverse=True,
-        )
-        cut = entry.cut_for(policy) if entry else None
-        for admission in mine:
+        newest = sorted(entry.admissions if entry else (), key=lambda a: a.order, reverse=True)
+        cut = entry.cut_for(None) if entry else None
+        for admission in newest:
             if floor is not None and admission.order <= floor:
                 break
             if cut is not None and admission.order < cut:
-                break  # kept for another policy: one of this policy's, newer, was cut
+                break  # kept for a policy: a newer one was cut
             if not await self._undelivered(admission.uid, admission.record_id):
-                engines = confirmed_engines(admission.engines, policy)
-                return _admitted(engines, AdmittingDecision(admission.record_id, admission.seq))
-        # Every carried admission of the policy (newer than the live one, if any) was taken back; those cut
-        # from the state may be newer than the live one too: legacy ones unless a carried one older than it
-        # shows they are not (each is older than every one kept), the policy's own unless the newest of
-        # them is older than it.
-        unknown = floor is None or all(a.order > floor for a in mine)
+                return _admitted(admission.engines, AdmittingDecision(admission.record_id, admission.seq))
+        # Every carried admission newer than the live one (if any) was taken back; one cut from the state
+        # may be newer than the live one too: a legacy one unless a carried one older than it shows it is
+        # not (each is older than every one kept), any other unless the newest of them is older than it.
+        unknown = floor is None or all(a.order > floor for a in newest)
         if entry is not None and entry.older and unknown:
             raise _lost(workload, carried.base_seq)
         if cut is not None and (floor is None or floor < cut):
             raise _lost(workload, carried.base_seq)
         if live is not None:
-            engines = confirmed_engines(carried_engines(live.record), policy)
-            return _admitted(engines, AdmittingDecision(live.record.record_id, live.seq))
+            return _admitted(carried_engines(live.record), AdmittingDecision(live.record.record_id, live.seq))
         return ()
 
     async def _undelivered(self, uid: str, record_id: str) -> bool:
@@ -168,26 +225,21 @@ def _order(stored: StoredRecord) -> tuple[str, int]:
 def _admitted(
     engines: Iterable[Mapping[str, Any]], decision: AdmittingDecision
 ) -> tuple[AdmittedEngine, ...]:
-    found = []
-    for engine in engines:
-        reference, engine_name, containers = (
-            engine.get("reference"),
-            engine.get("name"),
-            engine.get("containers"),
-        )
-        if not isinstance(reference, str):
-            continue
-        found.append(
-            AdmittedEngine(
-                reference=reference,
-                name=engine_name if isinstance(engine_name, str) else None,
-                containers=tuple(c for c in containers if isinstance(c, str))
-                if isinstance(containers, list)
-                else (),
-                admitted_by=decision,
-            )
-        )
-    return tuple(found)
+    return tuple(_engine(engine, decision) for engine in engines if isinstance(engine.get("reference"), str))
+
+
+def _engine(engine: Mapping[str, Any], decision: AdmittingDecision) -> AdmittedEngine:
+    """An engine as :func:`decisionlog.carried_engines` keeps it (its reference is text)."""
+    name, containers = engine.get("name"), engine.get("containers")
+    model, manifest = engine.get("model"), engine.get("manifest")
+    return AdmittedEngine(
+        reference=str(engine["reference"]),
+        name=name if isinstance(name, str) else None,
+        containers=tuple(c for c in containers if isinstance(c, str)) if isinstance(containers, list) else (),
+        admitted_by=decision,
+        model=model if isinstance(model, str) else None,
+        manifest=manifest if isinstance(manifest, str) else None,
+    )
 
 
 class _Lost(DecisionLogError):

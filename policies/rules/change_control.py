@@ -6,31 +6,31 @@ what ran last), which of those are *confirmed*, and what confirms an engine for 
 notion, read the same way by the verdict, its wording and the decision record.
 
 An engine's changes are computed against every baseline that can be found — the previous manifest its own
-build manifest declares, and the manifests of the engines this policy confirmed in its last admission of the
-workload (:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is its API group, kind,
-namespace and name) — so that leaving ``previous_manifest_digest`` out cannot hide a gated change. Of that
-admission, those built from the same ONNX model count, else all of them: never a choice by names, containers
-or templates, which the workload's author controls (:func:`_predecessors`). With no baseline at all the
-engine is a first build: only what is new by definition (``FirstInt8``) counts. A gated change needs, per
-change kind, approvals from ``threshold`` distinct approvers for this engine digest and this audit ID, not
-expired.
+build manifest declares, and the manifests of the engines this policy confirmed in the workload, of each ONNX
+model its last confirmed build (:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is its API
+group, kind, namespace and name), so that a model left out of some admissions keeps its baseline — so that
+leaving ``previous_manifest_digest`` out cannot hide a gated change. Of those, the one built from the same
+ONNX model counts, else all of them: never a choice by names, containers or templates, which the workload's
+author controls (:func:`_predecessors`). With no baseline at all the engine is a first build: only what is new
+by definition (``FirstInt8``) counts. A gated change needs, per change kind, approvals from ``threshold``
+distinct approvers for this engine digest and this audit ID, not expired.
 
-The history is the policy's own (:func:`confirm_unchanged`): an engine it confirms is recorded as confirmed
-by it, and its baseline is the last admission in which it confirmed engines — not the workload's last
-admission of any kind, whose other engines are compared with too but confirm nothing. An engine
-admitted while the policy did not apply (its selector left the workload out for one UPDATE), or let in
-despite its change control (a Warn or Audit action), is no baseline for it, so that moving a workload out of
-a policy's scope and back cannot launder an unapproved engine.
+The history is the policy's own (:func:`confirm_unchanged`): an engine it confirms is recorded as confirmed by
+it, and its baseline is, of each model, the last admission in which it confirmed a build of it — not the
+workload's last admission of any kind, whose other engines are compared with too but confirm nothing. An
+engine admitted while the policy did not apply (its selector left the workload out for one UPDATE), or let in
+despite its change control (a Warn or Audit action), is no baseline for it, so that moving a workload out of a
+policy's scope and back cannot launder an unapproved engine.
 
-A declared predecessor is whatever the engine's builder wrote down, so it stands in for an earlier engine
-only when it is *confirmed*: it is an engine this policy confirmed in its last admission of the workload
-(the history says it ran here under this policy), or its own approvals (by this rule's committee, for its
-digest and audit ID, unexpired) cover every gated change it brings as a first engine. So does an engine of
-the workload's last admission that this policy did not confirm: it is compared with too, as what ran here,
-but stands in for an earlier engine only when so approved. An engine with no confirmed baseline (and not
-itself confirmed here last by this policy) is judged as a first engine as well: an unconfirmed baseline
-still counts for the changes it shows, but its INT8 cannot hide this engine's ``FirstInt8``
-(policies/README.md, "Change control").
+A declared predecessor is whatever the engine's builder wrote down, so it stands in for an earlier engine only
+when it is *confirmed*: it is an engine this policy confirmed in its last admission of the workload (the
+history says it ran here under this policy), or its own approvals (by this rule's committee, for its digest
+and audit ID, unexpired) cover every gated change it brings as a first engine. So does an engine of the
+workload's last admission that this policy did not confirm: it is compared with too, as what ran here, but
+stands in for an earlier engine only when so approved. An engine with no confirmed baseline (and not itself
+confirmed here last by this policy) is judged as a first engine as well: an unconfirmed baseline still counts
+for the changes it shows, but its INT8 cannot hide this engine's ``FirstInt8`` (policies/README.md, "Change
+control").
 """
 
 from __future__ import annotations
@@ -125,23 +125,28 @@ async def check(
     Approvals that do not suffice are looked up again rather than taken from the cache, so that an approval
     pushed since the last admission counts at once.
     """
-    baselines, vouched = await _baselines(run, found, rule, manifest_rule, ref, verified)
+    baselines, vouched, known = await _baselines(run, found, rule, manifest_rule, ref, verified)
     first = not vouched and not any(baseline.confirmed for baseline in baselines)
+    onnx = verified.manifest.onnx.sha256
+    # A build of a model this policy has no confirmed build of here is a first engine of it (``FirstEngine``).
+    new_model = not known and not any(b.confirmed and b.manifest.onnx.sha256 == onnx for b in baselines)
     if first and baselines:
         for baseline in baselines:
             run.note(f"engine {ref}: {_unconfirmed(baseline, history=run.history is not None)}")
-    verdict = judge(rule, verified, baselines, (), run.clock(), first=first)
+    verdict = judge(rule, verified, baselines, (), run.clock(), first=first, new_model=new_model)
     looked_up = True
     for fresh in (False, True) if verdict.gated else ():
         approvals = await found.check(_RULE, run.approvals(ref, rule.approvals.keys, fresh=fresh))
         if approvals is None:  # could not be looked up: a violation under onError was recorded
             looked_up = False
             break
-        verdict = judge(rule, verified, baselines, approvals, run.clock(), first=first)
+        verdict = judge(rule, verified, baselines, approvals, run.clock(), first=first, new_model=new_model)
         if verdict.satisfied:
             break
     counted = run.counted(use.reference)
     counted.changes(_record(run, found.policy.name, baselines, verdict))
+    if counted.model is None:  # what the next admission keeps this engine's model by, and its baseline
+        counted.model, counted.manifest = verified.manifest.onnx.sha256, verified.digest
     if looked_up and not verdict.satisfied:
         message, fix = describe(rule, verified, verdict, ref)
         ignored = await _ignored(run, rule, ref)
@@ -191,26 +196,39 @@ async def _baselines(
     rule: BuildManifestRule,
     ref: ImageReference,
     verified: VerifiedManifest,
-) -> tuple[list[Baseline], bool]:
+) -> tuple[list[Baseline], bool, bool]:
     """What the engine is compared with: its declared previous manifest, the engines this policy confirmed
     in its last admission of the workload, and those of the workload's last admission it did not confirm.
 
     Also whether the policy's history vouches for the engine's place: it confirmed engines here before (the
-    baselines from them, or this very engine: then no baseline need be confirmed).
+    baselines from them, or this very engine: then no baseline need be confirmed); and whether it is this
+    very engine (the last build of its model the policy confirmed here: no change).
     """
     manifest = verified.manifest
     declared = manifest.previous_manifest_digest
     baselines: list[Baseline] = []
     declared_found = False
     vouched = False
+    known = False  # the engine itself is one this policy confirmed here: no change
 
-    def choose(documents: Documents[VerifiedManifest]) -> VerifiedManifest:
-        """The declared previous manifest among an engine's manifests, else the newest."""
+    def choose(
+        documents: Documents[VerifiedManifest], admitted: AdmittedEngine | None = None
+    ) -> list[VerifiedManifest]:
+        """The manifests of an engine it is compared by. For an engine that ran here: the one it was
+        admitted with (as recorded), else (recorded before manifests were, or not among those this rule
+        reads) every one of the newest by build time, and the declared previous manifest too if it is one
+        of its: a manifest signed later for the same file never replaces what was judged. For a declared
+        previous engine: the declared previous manifest, else every one of the newest. Ties are never
+        decided by the order the manifests were found in: each is a baseline, and a change against any
+        counts."""
         candidates = documents.readable
         if not candidates:  # only unreadable ones: which build it was cannot be told
             raise VerificationError(f"its build manifest cannot be read ({'; '.join(documents.unreadable)})")
         matching = [c for c in candidates if c.digest == declared]
-        return matching[0] if matching else max(candidates, key=lambda c: c.manifest.build_timestamp)
+        if admitted is None:
+            return matching[:1] or _newest(candidates)
+        kept = [c for c in candidates if c.digest == admitted.manifest][:1] or _newest(candidates)
+        return kept + [c for c in matching[:1] if c not in kept]
 
     def add(
         chosen: VerifiedManifest,
@@ -233,7 +251,7 @@ async def _baselines(
         )
 
     previous: ImageReference | InvalidReference | None = None
-    declared_baseline: tuple[int, VerifiedManifest] | None = None
+    declared_baselines: list[tuple[int, ImageReference, VerifiedManifest]] = []
     if manifest.previous_engine is not None:
         previous = run.reference(manifest.previous_engine)
         if isinstance(previous, ImageReference):
@@ -247,9 +265,9 @@ async def _baselines(
                 ),
             )
             if candidates is not None:
-                chosen = choose(candidates)
-                add(chosen, f"previous engine {previous}", "previous-engine", previous)
-                declared_baseline = (len(baselines) - 1, chosen)
+                for chosen in choose(candidates):
+                    add(chosen, f"previous engine {previous}", "previous-engine", previous)
+                    declared_baselines.append((len(baselines) - 1, previous, chosen))
     admitted_digests: set[str] = set()
     workload = run.context
     if run.history is not None and workload.name and workload.namespace:
@@ -260,16 +278,19 @@ async def _baselines(
             admitted_digests.update(last.digest for last in mine if last.digest is not None)
             vouched = bool(mine)
             if ref.digest in admitted_digests:
+                nonlocal known
+                known = True
                 return  # an engine this policy let run here last is no change
             # What ran here last, whatever let it in, is compared with too (it can only show more changes);
             # an engine this policy did not confirm stands in for no earlier engine unless approved as one
             # (as a declared predecessor).
             for engines, own in ((mine, True), (others, False)):
                 chosen = [
-                    (last, engine, choose(await run.build_manifests(last, rule)))
+                    (last, engine, manifest_of)
                     for last, engine in engines.items()
+                    for manifest_of in choose(await run.build_manifests(last, rule), engine)
                 ]
-                for last, engine, manifest_of in _predecessors(manifest, chosen):
+                for last, engine, manifest_of in _predecessors(manifest, _newest_per_model(chosen)):
                     add(
                         manifest_of,
                         f"last admitted engine {last}" + ("" if own else " (not confirmed by this policy)"),
@@ -296,13 +317,12 @@ async def _baselines(
             "record where it is attached (`trtguard manifest create --previous-engine REF`)",
             error=True,
         )
-    if declared_baseline is not None and isinstance(previous, ImageReference):
-        index, chosen = declared_baseline
-        confirmed = previous.digest in admitted_digests or await _approved_as_first(
-            run, control, previous, chosen
+    for index, engine, chosen in declared_baselines:
+        confirmed = engine.digest in admitted_digests or await _approved_as_first(
+            run, control, engine, chosen
         )
         baselines[index] = replace(baselines[index], confirmed=confirmed)
-    return baselines, vouched
+    return baselines, vouched, known
 
 
 async def _approved_as_first(
@@ -384,10 +404,15 @@ async def confirm_unchanged(run: Evaluation, policy: str, uses: Iterable[EngineU
         admitted = await _admitted(run, policy)
     except (EvidenceUnavailable, VerificationError):
         return
-    confirmed = {last.digest for last in _admitted_engines(admitted or (), run.reference)}
+    confirmed = {
+        last.digest: engine for last, engine in _admitted_engines(admitted or (), run.reference).items()
+    }
     for use, digest in pinned:
         if digest in confirmed:
-            run.counted(use.reference).confirmed_by[policy] = None
+            counted = run.counted(use.reference)
+            counted.confirmed_by[policy] = None
+            if counted.model is None:  # still a build of the model it was, judged by the manifest it was
+                counted.model, counted.manifest = confirmed[digest].model, confirmed[digest].manifest
 
 
 def _admitted_engines(
@@ -400,6 +425,27 @@ def _admitted_engines(
         if isinstance(parsed, ImageReference):
             found.setdefault(parsed, engine)
     return found
+
+
+def _newest_per_model(
+    admitted: Sequence[tuple[ImageReference, AdmittedEngine, VerifiedManifest]],
+) -> list[tuple[ImageReference, AdmittedEngine, VerifiedManifest]]:
+    """Of each ONNX model (as the signed manifests say), the first of ``admitted`` (the history gives them
+    newest first): an engine recorded before models were is a model of its own there, so two builds of one
+    model may come back, and only the newer is that model's last build."""
+    seen: dict[str, ImageReference] = {}
+    kept = []
+    for found in admitted:  # every manifest an engine is compared by stays with it
+        if seen.setdefault(found[2].manifest.onnx.sha256, found[0]) == found[0]:
+            kept.append(found)
+    return kept
+
+
+def _newest(candidates: Sequence[VerifiedManifest]) -> list[VerifiedManifest]:
+    """Every one of the manifests built last (by ``build_timestamp``), by digest: a tie is judged against
+    each rather than decided by the order they were found in."""
+    newest = max(c.manifest.build_timestamp for c in candidates)
+    return sorted((c for c in candidates if c.manifest.build_timestamp == newest), key=lambda c: c.digest)
 
 
 def _predecessors(
@@ -432,14 +478,22 @@ async def _admitted(run: Evaluation, policy: str | None) -> Sequence[AdmittedEng
 
 
 def change_indexes(
-    manifest: EngineBuildManifest, baselines: Sequence[Baseline], *, first: bool | None = None
+    manifest: EngineBuildManifest,
+    baselines: Sequence[Baseline],
+    *,
+    first: bool | None = None,
+    new_model: bool | None = None,
 ) -> dict[ChangeKind, tuple[int, ...]]:
     """Every change kind from each baseline to ``manifest``, with the indexes of the baselines that show it
-    (none for ``FirstInt8`` found against no earlier engine).
+    (none for ``FirstInt8`` and ``FirstEngine`` found against no earlier engine).
 
     ``first``: the engine is judged as a first engine as well (by default, when there is no baseline).
+    ``new_model``: no confirmed build of its ONNX model is among them (by default, when there is no
+    baseline): a ``FirstEngine``.
     """
     found: dict[ChangeKind, list[int]] = {}
+    if not baselines if new_model is None else new_model:
+        found[ChangeKind.FIRST_ENGINE] = []
     if (not baselines if first is None else first) and manifest.uses_int8():
         found[ChangeKind.FIRST_INT8] = []
     for index, baseline in enumerate(baselines):
@@ -465,11 +519,12 @@ def judge(
     now: datetime,
     *,
     first: bool | None = None,
+    new_model: bool | None = None,
 ) -> ChangeVerdict:
     """The gated changes of ``verified`` and the approvals still missing for them (``first``: judged as a
     first engine as well, see :func:`change_indexes`)."""
     manifest = verified.manifest
-    against = change_indexes(manifest, baselines, first=first)
+    against = change_indexes(manifest, baselines, first=first, new_model=new_model)
     changes = _sources(against, baselines)
     gated = tuple(kind for kind in rule.gated if kind in changes)
     engine_digest = f"sha256:{manifest.output_engine.sha256}"

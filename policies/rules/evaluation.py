@@ -69,10 +69,12 @@ class AdmissionHistory(Protocol):
     async def last_engines(
         self, workload: WorkloadIdentity, deadline: Deadline, policy: str | None
     ) -> Sequence[AdmittedEngine]:
-        """The engines ``policy`` confirmed (``ArtifactRecord.confirmed_by``) in the newest real (not
-        dry-run), delivered admission of ``workload`` (API group, kind, namespace and name) in which it
-        confirmed any (records without confirmations: by every policy); for None, every engine of its newest
-        such admission that named any (policies/README.md, "Change control")."""
+        """For a policy: of each ONNX model (``ArtifactRecord.model``; an engine recorded without one is its
+        own), the engine ``policy`` last confirmed (``ArtifactRecord.confirmed_by``) in a real (not dry-run),
+        delivered admission of ``workload`` (API group, kind, namespace and name), newest first (records
+        without confirmations: confirmed by every policy), so that a model left out of some admissions keeps
+        its baseline; for None, every engine of the workload's newest such admission that named any
+        (policies/README.md, "Change control")."""
         ...
 
 
@@ -91,6 +93,9 @@ class Counted:
     verifications: dict[str, VerificationRecord] = field(default_factory=dict)
     #: The change-control policies that confirmed the engine, in the order they did (a dict: each once).
     confirmed_by: dict[str, None] = field(default_factory=dict)
+    #: The engine's ONNX model and the build manifest change control judged it by (``ArtifactRecord``).
+    model: str | None = None
+    manifest: str | None = None
 
     def signature(self, found: SignatureRecord) -> None:
         """An image signature that counted (what several rules' levels only logged of it, kept once)."""
@@ -502,6 +507,8 @@ class Evaluation:
                 change_control=tuple(counted.change_control),
                 verifications=tuple(counted.verifications.values()),
                 confirmed_by=tuple(counted.confirmed_by),
+                model=counted.model,
+                manifest=counted.manifest,
             )
 
 

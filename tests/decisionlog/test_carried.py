@@ -39,8 +39,16 @@ ENGINE = "registry.corp/engines/llm@sha256:"
 START = datetime(2026, 3, 1, tzinfo=UTC)
 
 
-def engine(digit: str, name: str = "engine", confirmed_by: list[str] | None = None) -> dict[str, Any]:
-    """An engine as the webhook records it; ``confirmed_by`` None: as a record written before it was kept."""
+#: The ONNX model the engines here are builds of (digits 1-3; 4-6 are builds of :data:`OTHER_MODEL` where
+#: a test gives models at all).
+MODEL, OTHER_MODEL = "a" * 64, "b" * 64
+
+
+def engine(
+    digit: str, name: str = "engine", confirmed_by: list[str] | None = None, model: str | None = None
+) -> dict[str, Any]:
+    """An engine as the webhook records it; ``confirmed_by`` None: as a record written before it was kept
+    (and ``model`` None: before models were)."""
     reference = ENGINE + digit * 64
     return {
         "reference": reference,
@@ -49,7 +57,12 @@ def engine(digit: str, name: str = "engine", confirmed_by: list[str] | None = No
         "name": name,
         "containers": ["server"],
         **({"confirmed_by": confirmed_by} if confirmed_by is not None else {}),
+        **({"model": model} if model is not None else {}),
     }
+
+
+def model_of(digit: str) -> str:
+    return MODEL if digit in "123" else OTHER_MODEL
 
 
 def admission(
@@ -171,7 +184,7 @@ async def test_a_policys_last_admission_is_carried_however_many_it_did_not_confi
     store, url = log
 
     def scoped(digit: str, minute: int, *confirmed: str) -> DecisionRecord:
-        engines = (engine(digit, confirmed_by=list(confirmed)),)
+        engines = (engine(digit, confirmed_by=list(confirmed), model=MODEL),)
         return make_record(name="resnet", engines=engines, time=START + timedelta(minutes=minute))
 
     approved = scoped("1", 0, "release", "base")
@@ -319,6 +332,22 @@ async def test_each_policys_admissions_survive_rotation_and_answers_taken_back(
     await _rotated_gives_the_same_answers(events, make_record, key, tmp_path_factory.mktemp("one"))
 
 
+def _expected(allows: list[tuple[datetime, int, DecisionRecord]], policy: str | None) -> list[str]:
+    """What the history answers, from the delivered allows alone: for None the newest one's engine; for a
+    policy, newest first, the engine of the newest allow it confirmed, then of each model, the newest allow
+    it confirmed an engine of that model in (an engine recorded without a model: in the newest only)."""
+    mine = sorted((a for a in allows if _confirms(a[2], policy)), key=lambda a: (a[0], a[1]), reverse=True)
+    if policy is None or not mine:
+        return [mine[0][2].engines[0]["reference"]] if mine else []
+    found: dict[str, str] = {}
+    for index, (_, _, record) in enumerate(mine):
+        recorded = record.engines[0]
+        key = recorded.get("model") or recorded["reference"]
+        if key not in found and (index == 0 or "model" in recorded):
+            found[key] = recorded["reference"]
+    return list(found.values())
+
+
 async def _rotated_gives_the_same_answers(
     events: list[tuple[str, str, int, str, int]], make_record: RecordFactory, key: PrivateKey, folder: Path
 ) -> None:
@@ -350,8 +379,11 @@ async def _rotated_gives_the_same_answers(
             elif event == "no-engine":
                 record = make_record(engines=(), time=START + timedelta(minutes=minute), **identity)
             else:
+                confirmers = _CONFIRMED[confirmed]
+                # A record that names its confirmers names the model too (both came after legacy ones).
+                model = model_of(digit) if confirmers is not None else None
                 record = make_record(
-                    engines=(engine(digit, confirmed_by=_CONFIRMED[confirmed]),),
+                    engines=(engine(digit, confirmed_by=confirmers, model=model),),
                     time=START + timedelta(minutes=minute),
                     allowed=event != "deny",
                     reason="Allowed" if event != "deny" else "PolicyViolation",
@@ -367,11 +399,11 @@ async def _rotated_gives_the_same_answers(
             name, kind, group = bucket
             for policy in _POLICIES:
                 expected = await last(plain, name, kind=kind, group=group, policy=policy)
-                mine = [a for a in allows[bucket] if _confirms(a[2], policy)]
-                newest = max(mine, key=lambda a: (a[0], a[1]), default=None)
-                assert [e.reference for e in expected] == (
-                    [newest[2].engines[0]["reference"]] if newest else []
-                ), (bucket, policy, events)
+                assert [e.reference for e in expected] == _expected(allows[bucket], policy), (
+                    bucket,
+                    policy,
+                    events,
+                )
                 try:
                     found = await last(rotated, name, kind=kind, group=group, policy=policy)
                     assert found == expected, (bucket, policy, events)

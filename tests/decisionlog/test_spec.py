@@ -200,6 +200,7 @@ def test_an_evidence_package_holds_the_canonical_bytes(
 # --- docs/decision-log-storage.md, "What rotation carries forward", from that section alone ------------
 
 KEPT_ADMISSIONS = 2
+KEPT_MODELS = 16
 Key = tuple[str, str, str, str]
 
 
@@ -238,6 +239,7 @@ def fold(state: dict[Key, dict[str, Any]], seq: int, record: dict[str, Any]) -> 
             "containers": [c for c in e["containers"] if isinstance(c, str)]
             if isinstance(e.get("containers"), list)
             else [],
+            **{k: e[k] for k in ("model", "manifest") if isinstance(e.get(k), str)},
             **(
                 {"confirmed_by": sorted({p for p in e["confirmed_by"] if isinstance(p, str)})}
                 if isinstance(e.get("confirmed_by"), list)
@@ -264,7 +266,20 @@ def fold(state: dict[Key, dict[str, Any]], seq: int, record: dict[str, Any]) -> 
     keep = set(range(len(admissions))[:KEPT_ADMISSIONS])
     keep.update([i for i, a in enumerate(admissions) if legacy(a)][:KEPT_ADMISSIONS])
     for policy in {p for a in admissions for p in confirmers(a)}:
-        keep.update([i for i, a in enumerate(admissions) if confirms(a, policy)][:KEPT_ADMISSIONS])
+        mine = [i for i, a in enumerate(admissions) if confirms(a, policy)]
+        keep.update(mine[:KEPT_ADMISSIONS])
+        models: dict[str, list[int]] = {}
+        for i in mine:
+            for model in sorted(
+                {
+                    e["model"]
+                    for e in admissions[i]["engines"]
+                    if "model" in e and policy in e.get("confirmed_by", [])
+                }
+            ):
+                models.setdefault(model, []).append(i)
+        for found in list(models.values())[:KEPT_MODELS]:
+            keep.update(found[:KEPT_ADMISSIONS])
     older_for = dict(entry.get("older_for", {}) if entry else {})
     for dropped in (a for i, a in enumerate(admissions) if i not in keep and not legacy(a)):
         for policy in ("*", *confirmers(dropped)):

@@ -246,4 +246,5 @@ def test_change_kind_names_are_stable() -> None:
         "AccuracyDrop",
         "AccuracyMetricRemoved",
         "AccuracyDatasetChange",
+        "FirstEngine",
     ]

@@ -33,11 +33,16 @@ RESNET50 = WorkloadIdentity("apps", "Deployment", "prod", "resnet50")
 RESNET = "registry.example.com/models/resnet50"
 
 
-def _engine(reference: str) -> dict[str, Any]:
+#: The ONNX model every engine here is a build of, unless a test says otherwise.
+MODEL = "a" * 64
+
+
+def _engine(reference: str, model: str = MODEL) -> dict[str, Any]:
     return {
         "reference": reference,
         "digest": reference.split("@")[1],
         "path": "spec.template.spec.volumes[0]",
+        "model": model,
     }
 
 
@@ -73,7 +78,7 @@ async def test_last_engines_are_those_of_the_newest_real_admission_with_engines(
     v1, v2, v3 = (f"{RESNET}@sha256:{c * 64}" for c in "123")
     other = f"registry.example.com/models/bert@sha256:{'4' * 64}"
     named = {**_engine(v2), "name": "engine", "containers": ["server"]}
-    admitting = _record(engines=(named, _engine(other)))
+    admitting = _record(engines=(named, _engine(other, "b" * 64)))
     stateful = _record(engines=(_engine(v3),), kind="StatefulSet")
     await _append(
         store,
@@ -92,14 +97,14 @@ async def test_last_engines_are_those_of_the_newest_real_admission_with_engines(
     # Each engine names the decision that admitted it, which change control records as its baseline's.
     by = AdmittingDecision(admitting.record_id, 2)
     assert await history.last_engines(RESNET50, Deadline.after(5), "change-control") == (
-        AdmittedEngine(v2, "engine", ("server",), by),
-        AdmittedEngine(other, admitted_by=by),
+        AdmittedEngine(v2, "engine", ("server",), by, MODEL),
+        AdmittedEngine(other, admitted_by=by, model="b" * 64),
     )
     unknown = WorkloadIdentity("apps", "Deployment", "prod", "other")
     assert await history.last_engines(unknown, Deadline.after(5), "change-control") == ()
     stateful_set = WorkloadIdentity("apps", "StatefulSet", "prod", "resnet50")
     assert await history.last_engines(stateful_set, Deadline.after(5), "change-control") == (
-        AdmittedEngine(v3, admitted_by=AdmittingDecision(stateful.record_id, 125)),
+        AdmittedEngine(v3, admitted_by=AdmittingDecision(stateful.record_id, 125), model=MODEL),
     )
 
 
@@ -112,7 +117,7 @@ async def test_an_admission_whose_answer_was_not_delivered_is_not_the_last_admit
     await _append(store, delivered, late, undelivered.undelivered(late))
     history = DecisionLogHistory(store)
     assert await history.last_engines(RESNET50, Deadline.after(5), "change-control") == (
-        AdmittedEngine(v1, admitted_by=AdmittingDecision(delivered.record_id, 1)),
+        AdmittedEngine(v1, admitted_by=AdmittingDecision(delivered.record_id, 1), model=MODEL),
     )
 
 
@@ -222,3 +227,21 @@ async def test_change_control_in_the_webhook_compares_with_the_last_admitted_eng
     assert f"gated changes [FirstInt8] (against last admitted engine {fp16})" in message
     violations = json.loads(second["auditAnnotations"]["violations"])
     assert any(v["rule"] == "changeControl" for v in violations)
+
+
+async def test_a_model_left_out_of_later_admissions_keeps_its_last_build(store: SQLiteStore) -> None:
+    """Each model's last confirmed build, newest first; one recorded without a model counts in the newest
+    admission only (records written before models were)."""
+    lm1, lm2, embedder, legacy = (f"{RESNET}@sha256:{c * 64}" for c in "1234")
+    lm, emb = "a" * 64, "b" * 64
+    unnamed = {k: v for k, v in _engine(legacy).items() if k != "model"}
+    oldest = _record(engines=(unnamed,))  # decided first: records are newest by decision time
+    first = _record(engines=(_engine(lm1, lm), _engine(embedder, emb)))
+    second = _record(engines=(_engine(lm2, lm), _engine(embedder, emb)))
+    without = _record(engines=(_engine(embedder, emb),))  # the language model left out
+    await _append(store, oldest, first, second, without)
+    found = await DecisionLogHistory(store).last_engines(RESNET50, Deadline.after(5), "change-control")
+    assert [(e.reference, e.model, e.admitted_by) for e in found] == [
+        (embedder, emb, AdmittingDecision(without.record_id, 4)),
+        (lm2, lm, AdmittingDecision(second.record_id, 3)),
+    ]

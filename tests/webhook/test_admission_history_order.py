@@ -21,8 +21,16 @@ RESNET = "registry.example.com/models/resnet50"
 NOON = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
+#: The ONNX model the engines here are builds of: each admission replaces the one before.
+MODEL = "a" * 64
+
+
 def _record(engine: str | None, at: datetime, **fields: Any) -> DecisionRecord:
-    engines = ({"reference": engine, "digest": engine.split("@")[1], "path": "spec.x"},) if engine else ()
+    engines = (
+        ({"reference": engine, "digest": engine.split("@")[1], "path": "spec.x", "model": MODEL},)
+        if engine
+        else ()
+    )
     base: dict[str, Any] = {
         "uid": "u",
         "operation": "UPDATE",
@@ -70,7 +78,7 @@ async def _spool_shipped_after_newer(store: DecisionStore) -> None:
         await store.append(record, deadline=Deadline.after(5))
     history = DecisionLogHistory(store)
     assert await history.last_engines(RESNET50, Deadline.after(5), "change-control") == (
-        AdmittedEngine(new, admitted_by=AdmittingDecision(direct.record_id, 2)),
+        AdmittedEngine(new, admitted_by=AdmittingDecision(direct.record_id, 2), model=MODEL),
     )
 
 
@@ -89,4 +97,4 @@ async def test_equal_times_fall_back_to_seq(sqlite_store: SQLiteStore) -> None:
     for record in (_record(first, NOON), later):
         await sqlite_store.append(record, deadline=Deadline.after(5))
     found = await DecisionLogHistory(sqlite_store).last_engines(RESNET50, Deadline.after(5), "change-control")
-    assert found == (AdmittedEngine(second, admitted_by=AdmittingDecision(later.record_id, 2)),)
+    assert found == (AdmittedEngine(second, admitted_by=AdmittingDecision(later.record_id, 2), model=MODEL),)

@@ -2,7 +2,9 @@
 
 With ``--decision-log URL`` change control reads the webhook's decision log (read-only) for what each workload
 last admitted, as the webhook does; without it every workload a policy with ``changeControl`` selects gets a
-note that history was not consulted (``policies.evaluator.HISTORY_NOT_CONSULTED``).
+note that history was not consulted (``policies.evaluator.HISTORY_NOT_CONSULTED``). With it, a resource that
+names no namespace is an input error (exit 2) unless ``--namespace`` says where it is applied: its history is
+by namespace, and a guess would read another workload's.
 
 Resources are judged as the admission chain judges them: the mutating webhook's pins first (each tag a
 ``pinDigest`` rule verified, listed as ``pinned:``), then every policy over the pinned object, as the
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from policies.check import CheckReport, Outcome, check, fixed, input_files, read_resources
+from policies.check import CheckReport, Outcome, Resource, check, fixed, input_files, read_resources
 from policies.evaluator import PolicyEngine
 from policies.loader import load_policy_set
 from policies.report import FORMATS, render
@@ -97,7 +99,8 @@ def register(subparsers: Subparsers) -> None:
         metavar="URL",
         help="the webhook's decision log (a SQLite file, sqlite:///path or postgresql://…), read-only: "
         "change control compares each engine with the one its workload last admitted, as the webhook does "
-        "(without it, a note says that history was not consulted)",
+        "(without it, a note says that history was not consulted); a resource that names no namespace then "
+        "needs --namespace (exit 2 otherwise)",
     )
     parser.add_argument(
         "--unverifiable",
@@ -136,6 +139,8 @@ def _run(args: argparse.Namespace) -> int:
     unverifiable = {None: None, "deny": Action.DENY, "warn": Action.WARN}[args.unverifiable]
 
     log = _decision_log_url(args.decision_log)
+    if log is not None and args.namespace is None:
+        report.problems.extend(_unplaced(resources))
 
     async def evaluate(evidence: EvidenceSource) -> list[Outcome]:
         async with _history(log) as history:
@@ -205,6 +210,23 @@ def _fixed_manifests(report: CheckReport) -> tuple[str, list[str]]:
         "---\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True) for document in documents
     )
     return text, untouched
+
+
+def _unplaced(resources: list[Resource]) -> list[InputError]:
+    """An input error for each resource that names no namespace, when the history is asked for: its history
+    is by namespace, which only ``--namespace`` can tell (a guess, such as ``default``, would read another
+    workload's and judge change control against it, or none, and allow what the webhook denies)."""
+    return [
+        InputError(
+            f"{resource.title} names no namespace, so --decision-log cannot read the engines last admitted "
+            "for it",
+            location=f"{resource.source}:{resource.line}",
+            hint="pass --namespace NS (the namespace it is applied to, as kubectl apply -n NS), or name it "
+            "in metadata.namespace",
+        )
+        for resource in resources
+        if resource.namespace is None
+    ]
 
 
 def _decision_log_url(value: str | None) -> str | None:

@@ -733,3 +733,13 @@ def test_an_engine_of_a_model_that_never_ran_here_is_compared_with_every_engine(
     # A rebuild of the embedder's model is compared with the embedder alone: nothing gated.
     rebuilt = material.engine("emb2", onnx=EMBEDDER_MODEL, builder_config=INT8, calibration=CALIBRATION)
     assert evaluate(engine_for(material, history), volcano_job({"w": [("server", "llm", rebuilt)]})).allowed
+
+
+def test_a_workload_without_a_namespace_notes_that_its_history_was_not_read(material: Material) -> None:
+    """F3: the history is by namespace and name; an object naming no namespace has none to read, which the
+    decision says rather than judging as if nothing ran there (the policy selects every namespace)."""
+    ref = material.engine("v1")
+    everywhere = POLICY.replace("match: {namespaces: [prod]}", "match: {}")
+    unplaced = pod(engine=ref, namespace=None)
+    decision = evaluate(engine_for(material, RecordedHistory({}), everywhere), unplaced)
+    assert any("history was not consulted: the object names no namespace" in note for note in decision.notes)
