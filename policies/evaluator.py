@@ -6,9 +6,9 @@ of the policy's image rules (an unmatched image is a violation) and satisfy each
 engine must satisfy the policy's ``models`` rules (a build manifest signed by its keys, when
 ``buildManifest`` is set, and the rules over that manifest) and its change control. Each rule family has a
 module in :mod:`policies.rules`. A rule that cannot be checked (offline, a registry that fails, time running
-out) is a violation with ``error=True`` whose action is the policy's ``onError``: a failure to check is
-never a silent pass. Reading the object (and the old one of an UPDATE) runs off the event loop (unless it is
-small), within a CPU budget (:mod:`policies.budget`); past it, every matching policy's ``onError`` answers.
+out) is a violation with ``error=True`` whose action is the policy's ``onError``: never a silent pass.
+Reading the object (and an UPDATE's old one) runs off the event loop unless small, within a CPU budget
+(:mod:`policies.budget`); past it, every matching policy's ``onError`` answers.
 """
 
 from __future__ import annotations
@@ -51,8 +51,7 @@ HISTORY_NOT_CONSULTED = (
     "as admitted (pass --decision-log URL to read the webhook's decision log)"
 )
 
-#: The note on such a workload judged with a history it cannot be looked up in: the object names no namespace
-#: or no name (``trtguard check`` of a manifest applied with ``kubectl apply -n``).
+#: The note on such a workload whose history cannot be looked up: it names no namespace or no name.
 HISTORY_NOT_READ = (
     "history was not consulted: the object names no namespace or no name, so the engines last admitted for "
     "it cannot be looked up; change control compared each engine with its declared previous manifest only "
