@@ -35,9 +35,10 @@ read, every container that takes from a channel it puts into can read too, trans
   its node (their root filesystems and volumes are all there), and may write into them: every container
   of the workload puts into the node's channel (Pods of any template may share a node) and those
   containers take from it and put into it, so any engine of the workload is then read by every container.
-  A host directory mounted read-only (``type: Directory`` or ``DirectoryOrCreate``) only takes from it;
-  one host file (``File``, ``FileOrCreate``) is storage that outlives the Pod and no more. Containers of
-  other workloads on the node are beyond what one admission sees.
+  A host directory mounted recursively read-only (``readOnly`` with ``recursiveReadOnly: Enabled``;
+  ``type: Directory`` or ``DirectoryOrCreate``) only takes from it; one host file (``File``,
+  ``FileOrCreate``) is storage that outlives the Pod and no more. Containers of other workloads on the
+  node are beyond what one admission sees.
 
 The graph has one node per container and per channel: a container points to each channel it puts into, a
 channel to each container that takes from it. Each Pod's part is gathered by a :class:`PodGraph` while its
