@@ -5,15 +5,15 @@ One module on purpose: what an engine is compared with (its declared predecessor
 what ran last), which of those are *confirmed*, and what confirms an engine for the next admission are one
 notion, read the same way by the verdict, its wording and the decision record.
 
-An engine's changes are computed against every baseline that can be found — the previous manifest its own
-build manifest declares, and the manifests of the engines this policy confirmed in the workload, of each ONNX
-model its last confirmed build (:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is its API
-group, kind, namespace and name), so that a model left out of some admissions keeps its baseline — so that
-leaving ``previous_manifest_digest`` out cannot hide a gated change. Of those, the one built from the same
+An engine's changes are computed against every baseline that can be found, so that leaving
+``previous_manifest_digest`` out cannot hide a gated change: the previous manifest its own build manifest
+declares, and, of each ONNX model, the last build this policy confirmed in the workload
+(:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is its API group, kind, namespace and
+name), so that a model left out of some admissions keeps its baseline. Of those, the one built from the same
 ONNX model counts, else all of them: never a choice by names, containers or templates, which the workload's
 author controls (:func:`_predecessors`). With no baseline at all the engine is a first build: only what is new
-by definition (``FirstInt8``) counts. A gated change needs, per change kind, approvals from ``threshold``
-distinct approvers for this engine digest and this audit ID, not expired.
+by definition (``FirstInt8``, and ``FirstEngine`` where gated) counts. A gated change needs, per change kind,
+approvals from ``threshold`` distinct approvers for this engine digest and this audit ID, not expired.
 
 The history is the policy's own (:func:`confirm_unchanged`): an engine it confirms is recorded as confirmed by
 it, and its baseline is, of each model, the last admission in which it confirmed a build of it — not the
