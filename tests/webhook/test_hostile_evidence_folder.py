@@ -123,8 +123,9 @@ def test_check_gives_every_corpus_case_its_verdict_with_hostile_files_beside_the
         verdicts, err = _check(polluted, resources, tmp_path)
     assert verdicts == clean
     assert any(allowed for allowed, _ in clean.values()) and not all(allowed for allowed, _ in clean.values())
+    # Refused, or (the oversized file, which may be signed evidence too large to check) kept as unchecked.
     refused = {
-        r.getMessage().split(": refused")[0] for r in caplog.records if "refused, it counts" in r.message
+        r.getMessage().split(": ", 1)[0] for r in caplog.records if r.getMessage().startswith("skipping ")
     }
     # Each file that cannot be read is left out with its reason. Those that can are kept and fail when
     # verified: a flipped signature (also in a bundle), the untrusted signer's (a key the policies do not
@@ -135,6 +136,8 @@ def test_check_gives_every_corpus_case_its_verdict_with_hostile_files_beside_the
         for path in hostile.iterdir():
             assert (f"skipping {path}" in refused) is (path.name not in kept), path.name
         assert f"skipping {hostile / 'lines.jsonl'}:2" in refused
+    oversized = [r.getMessage() for r in caplog.records if "oversized.json: " in r.getMessage()]
+    assert oversized and all("rules of the type it claims cannot tell" in m for m in oversized)
     assert "Traceback" not in err
 
 
