@@ -130,8 +130,9 @@ class DecisionLogHistory:
         return None
 
     async def _models(self, workload: WorkloadIdentity, policy: str) -> tuple[AdmittedEngine, ...]:
-        """Of each model, the engine ``policy`` last confirmed in a delivered admission: the live records
-        and the carried admissions, newest first (a record both hold is read once)."""
+        """Of each model, the engines ``policy`` last confirmed in a delivered admission (every build of it
+        that admission ran, not one picked by the order the record lists them in): the live records and the
+        carried admissions, newest first (a record both hold is read once)."""
         found: list[tuple[tuple[str, int], str, str, int, tuple[Mapping[str, Any], ...]]] = []
         async for stored in self._records(workload):
             engines = confirmed_engines(carried_engines(stored.record), policy)
@@ -149,7 +150,7 @@ class DecisionLogHistory:
             if admission.confirms(policy) and admission.record_id not in live:
                 engines = confirmed_engines(admission.engines, policy)
                 found.append((admission.order, admission.record_id, admission.uid, admission.seq, engines))
-        kept: dict[str, AdmittedEngine] = {}
+        kept: dict[str, list[AdmittedEngine]] = {}
         taken_back: dict[str, int] = {}
         cut = entry.cut_for(policy) if entry else None
         newest = True
@@ -173,11 +174,11 @@ class DecisionLogHistory:
             newest = False
             decision = AdmittingDecision(record_id, seq)
             for engine in new:
-                kept.setdefault(model_key(engine), _engine(engine, decision))
+                kept.setdefault(model_key(engine), []).append(_engine(engine, decision))
         if not kept and entry is not None and (entry.older or cut is not None):
             # Every admission of the policy kept was taken back, and one cut may have been its last.
             raise _lost(workload, carried.base_seq)
-        return tuple(kept.values())
+        return tuple(engine for builds in kept.values() for engine in builds)
 
     async def _newest(
         self, workload: WorkloadIdentity, live: StoredRecord | None, carried: Carried

@@ -430,13 +430,15 @@ def _admitted_engines(
 def _newest_per_model(
     admitted: Sequence[tuple[ImageReference, AdmittedEngine, VerifiedManifest]],
 ) -> list[tuple[ImageReference, AdmittedEngine, VerifiedManifest]]:
-    """Of each ONNX model (as the signed manifests say), the first of ``admitted`` (the history gives them
-    newest first): an engine recorded before models were is a model of its own there, so two builds of one
-    model may come back, and only the newer is that model's last build."""
-    seen: dict[str, ImageReference] = {}
+    """Of each ONNX model (as the signed manifests say), the builds of the newest admission of ``admitted``
+    that ran it (the history gives them newest first): an engine recorded before models were is a model of
+    its own there, so builds of one model from older admissions may come back, and only the newest
+    admission's are that model's last builds; every one of those is compared with."""
+    seen: dict[str, object] = {}
     kept = []
     for found in admitted:  # every manifest an engine is compared by stays with it
-        if seen.setdefault(found[2].manifest.onnx.sha256, found[0]) == found[0]:
+        admission = found[1].admitted_by or found[0]
+        if seen.setdefault(found[2].manifest.onnx.sha256, admission) == admission:
             kept.append(found)
     return kept
 

@@ -6,7 +6,8 @@ import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 from policies.evaluator import PolicyEngine
 from policies.identity import WorkloadIdentity
 from policies.loader import load_policy_set
-from policies.results import AdmittedEngine, Decision
+from policies.results import AdmittedEngine, AdmittingDecision, Decision
+from policies.rules.change_control import _newest_per_model
 from tests.policies.conftest import Material, pod
 from trtguard.cli import main
 from verifier.base import sha256_bytes
@@ -743,3 +745,22 @@ def test_a_workload_without_a_namespace_notes_that_its_history_was_not_read(mate
     unplaced = pod(engine=ref, namespace=None)
     decision = evaluate(engine_for(material, RecordedHistory({}), everywhere), unplaced)
     assert any("history was not consulted: the object names no namespace" in note for note in decision.notes)
+
+
+def test_every_build_of_a_model_its_newest_admission_ran_is_a_baseline() -> None:
+    # Review lead: two builds of one model confirmed in one admission (say TensorRT 8 and 10); only the
+    # first the record listed was compared with, and the workload's author orders the record.
+    newest, older = AdmittingDecision("r2", 2), AdmittingDecision("r1", 1)
+
+    def build(ref: str, by: AdmittingDecision, onnx: str) -> Any:
+        manifest = SimpleNamespace(manifest=SimpleNamespace(onnx=SimpleNamespace(sha256=onnx)))
+        return (ImageReference.parse(ref), AdmittedEngine(ref, admitted_by=by), manifest)
+
+    found = [
+        build("r.io/m/a@sha256:" + "a" * 64, newest, "1" * 64),
+        build("r.io/m/b@sha256:" + "b" * 64, newest, "1" * 64),
+        build("r.io/m/c@sha256:" + "c" * 64, older, "1" * 64),
+        build("r.io/m/d@sha256:" + "d" * 64, older, "2" * 64),
+    ]
+    kept = _newest_per_model(cast(Any, found))
+    assert [str(f[0]).split("/")[2][0] for f in kept] == ["a", "b", "d"]
