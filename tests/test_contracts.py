@@ -6,8 +6,9 @@ in ``tests/contracts_known.py`` and fail both on a new one and on a listed one t
 
 Module names are written as dotted strings, so ``scripts/relocate.py`` rewrites them with every move.
 Contracts not here yet: 2 (tiers inside a package: a :class:`~tests.support.contracts.Tiers` entry, added
-by the stage that makes a package's rooms, S1 for the decision log), 10 (the CLI table, S8), 11 (signature
-format folders, S10); ``tests/test_layout.py`` keeps the start-up probes (12) until the two files are folded.
+by the stage that makes a package's rooms, S1 for the decision log), 11 (signature format folders, S10);
+``tests/test_layout.py`` keeps the start-up probes (12) until the two files are folded. Contract 10 (the CLI
+table) reads the table itself: each command's module is the front door of that command (contract 5).
 
 Maintenance, from the repository root:
 
@@ -28,6 +29,7 @@ import pytest
 from scripts.layout_facts import PACKAGES, Project
 from tests.contracts_known import KNOWN
 from tests.support.contracts import (
+    CommandTable,
     Contract,
     FrontDoors,
     LazyFrontDoors,
@@ -41,6 +43,7 @@ from tests.support.contracts import (
     prune,
     ratchet,
 )
+from trtguard.cli._commands import COMMANDS
 
 REPO = Path(__file__).resolve().parent.parent
 KNOWN_FILE = REPO / "tests" / "contracts_known.py"
@@ -84,11 +87,12 @@ CONTRACTS: dict[str, Contract] = {
         targets=("verifier.engine",),
     ),
     "front-doors": FrontDoors(ratchet=True),
-    "one-public-module": OnePublicModule(ratchet=True),
+    "one-public-module": OnePublicModule(ratchet=True, commands=tuple(c.module for c in COMMANDS.values())),
     "no-cycles": NoCycles(ratchet=True),
     "lazy-front-doors": LazyFrontDoors(ratchet=True),
     "sizes": Sizes(),
     "names": Names(ratchet=True),
+    "cli-table": CommandTable(room="trtguard.cli", commands={n: c.module for n, c in COMMANDS.items()}),
 }
 
 

@@ -136,16 +136,24 @@ class FrontDoors(Contract):
 
 @dataclass(frozen=True)
 class OnePublicModule(Contract):
-    """5. Every module but an ``__init__.py`` or ``__main__.py`` has a ``_`` part in its dotted name."""
+    """5. Every module but an ``__init__.py`` or ``__main__.py`` has a ``_`` part in its dotted name.
+
+    ``commands`` are the command line's modules, one per command and named after it (contract 10): each is
+    the front door of its command.
+    """
 
     number = 5
     title = "only front doors are public"
+    commands: tuple[str, ...] = ()
 
     def violations(self, project: Project) -> set[str]:
         return {
             name
             for name, module in project.modules.items()
-            if not module.is_package and not name.endswith(".__main__") and not is_private(name)
+            if not module.is_package
+            and not name.endswith(".__main__")
+            and not is_private(name)
+            and name not in self.commands
         }
 
 
@@ -270,6 +278,32 @@ class Names(Contract):
             if found and head.startswith("class ")
             else entry
         )
+
+
+@dataclass(frozen=True)
+class CommandTable(Contract):
+    """10. Each command of the table lives in the module of ``room`` named after it, and every public module
+    of ``room`` is a command's (what commands share is ``_``-prefixed)."""
+
+    number = 10
+    title = "the CLI table"
+    room: str = ""
+    #: Each command and the module the table says defines it.
+    commands: Mapping[str, str] = field(default_factory=dict)
+
+    def violations(self, project: Project) -> set[str]:
+        found = set()
+        for command, module in self.commands.items():
+            home = f"{self.room}.{command.replace('-', '_')}"
+            if module != home:
+                found.add(f"{command}: in {module}, not {home}")
+            elif home not in project.modules:
+                found.add(f"{command}: no module {home}")
+        for name in project.modules:
+            parent, _, last = name.rpartition(".")
+            if parent == self.room and not last.startswith("_") and name not in self.commands.values():
+                found.add(f"{name}: public, and no command's module")
+        return found
 
 
 @dataclass(frozen=True)

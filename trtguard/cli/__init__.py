@@ -25,7 +25,7 @@ COMMAND_UNAVAILABLE_HINT = (
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser, complete for ``command``; the other commands are listed only (all of them when
-    ``command`` is None, as for ``trtguard --help``). A command module registers every command it defines.
+    ``command`` is None, as for ``trtguard --help``). A command's module registers that command alone.
     """
     parser = argparse.ArgumentParser(
         prog="trtguard",
@@ -34,15 +34,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"trtguard {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    modules = {COMMANDS[command].module} if command is not None else set()
-    registered: set[str] = set()
     for name, entry in COMMANDS.items():
-        if name in registered:
-            continue
-        if entry.module in modules:
-            before = set(subparsers.choices)
+        if name == command:
             importlib.import_module(entry.module).register(subparsers)
-            registered |= set(subparsers.choices) - before
         else:
             subparsers.add_parser(name, help=entry.help, add_help=False)
     return parser

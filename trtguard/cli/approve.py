@@ -10,8 +10,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from trtguard.cli._commands import Subparsers, add_command
-from trtguard.cli.keys import add_output_arguments, add_password_arguments
-from trtguard.cli.keys_commands import check_envelope_output, load_signing_key, write_envelope
+from trtguard.cli._key_commands import check_envelope_output, load_signing_key, write_envelope
+from trtguard.cli._keys import add_output_arguments, add_password_arguments
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ChangeApproval, ChangeKind
 from verifier.base import (
     InputError,
@@ -105,7 +105,7 @@ def _check_artifact(engine_digest: str, args: argparse.Namespace) -> None:
     if args.push is None:
         return
     # Imported here: only an approval pushed to a registry loads the registry client (start-up time).
-    from trtguard.cli.registry import carried_engine_of  # noqa: PLC0415
+    from trtguard.cli._registry import carried_engine_of  # noqa: PLC0415
 
     carried = carried_engine_of(args.push, args)
     # By tag or by digest alike: the digest the tag points at is no engine file either.

@@ -5,8 +5,8 @@ when it does not hold), ``history NAMESPACE/WORKLOAD`` lists every admitted chan
 and images with the evidence its records hold. ``tail``, ``query`` and ``history`` recompute the chain too
 and mark what it does not vouch for (:mod:`trtguard.audit.chain`): exit 1, a warning, and UNVERIFIED on
 each such record. These open the log read-only. ``seal``, ``archive``, ``prune`` and ``rotate`` manage
-sealed segments (:mod:`trtguard.cli.audit_segments`), ``backup`` copies the log; ``verify`` is in
-:mod:`trtguard.cli.audit_verify`, ``history`` in :mod:`trtguard.cli.audit_history`.
+sealed segments (:mod:`trtguard.cli._audit_segments`), ``backup`` copies the log; ``verify`` is in
+:mod:`trtguard.cli._audit_verify`, ``history`` in :mod:`trtguard.cli._audit_history`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, TypeVar
 
+from trtguard.cli._audit_lines import print_record
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
-from trtguard.cli.audit_lines import print_record
 from verifier.base import InputError
 from webhook.settings import DEFAULT_DECISION_LOG
 
@@ -97,7 +97,9 @@ def register(subparsers: Subparsers) -> None:
     _verify_flag(query)
     query.set_defaults(handler=_query)
 
-    from trtguard.cli import audit_history, audit_segments, audit_verify  # noqa: PLC0415 - only with `audit`
+    from trtguard.cli import _audit_history as audit_history  # noqa: PLC0415 - only with `audit`
+    from trtguard.cli import _audit_segments as audit_segments  # noqa: PLC0415
+    from trtguard.cli import _audit_verify as audit_verify  # noqa: PLC0415
 
     audit_verify.register(commands, _log_flag, _format_flag)
     audit_segments.register(commands, _log_flag)

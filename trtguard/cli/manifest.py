@@ -24,10 +24,9 @@ from pydantic import ValidationError
 
 from trtguard.cli._args import add_registry_arguments
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
-from trtguard.cli._output import check_output, write_output
-from trtguard.cli.keys import add_password_arguments
-from trtguard.cli.keys_commands import load_signing_key, write_envelope
-from trtguard.cli.manifest_import import (
+from trtguard.cli._key_commands import load_signing_key, write_envelope
+from trtguard.cli._keys import add_password_arguments
+from trtguard.cli._manifest_import import (
     IMPORT_EXIT,
     IMPORT_HELP,
     add_import_arguments,
@@ -35,6 +34,7 @@ from trtguard.cli.manifest_import import (
     signature_state,
     verify_record_signature,
 )
+from trtguard.cli._output import check_output, write_output
 from trtguard.release.manifest.create import CreateInputs, Environment, create_manifest
 from trtguard.release.manifest.draft import Draft
 from trtguard.release.manifest.files import parse_json, read_manifest_file, read_yaml

@@ -19,7 +19,7 @@ import pytest
 from decisionlog import DecisionRecord, SQLiteStore
 from decisionlog._undelivered import undelivered
 from trtguard.cli import main
-from trtguard.cli.audit_lines import stamp
+from trtguard.cli._audit_lines import stamp
 from trtguard.demo.material import Material
 from verifier.base._deadline import Deadline
 

@@ -1,6 +1,6 @@
-"""trtguard/cli/keys.py: keygen, attest, verify-attestation and the shared password helper.
+"""trtguard/cli/_keys.py: keygen, attest, verify-attestation and the shared password helper.
 
-The commands run through a parser holding only this module's sub-commands, with the same error contract as
+The commands run through a parser holding only these commands, with the same error contract as
 ``trtguard`` (``trtguard.cli.main``): a TrtguardError prints its diagnostics and exits with its exit code.
 """
 
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from trtguard.cli import keys as keys_cli
+from trtguard.cli import _keys as keys_cli
+from trtguard.cli import attest, keygen, verify_attestation
 from verifier import keys
 from verifier.base._errors import InputError, TrtguardError
 from verifier.dsse import Envelope
@@ -26,7 +27,9 @@ PREDICATE_TYPE = "https://example.com/attestations/custom/v1"
 
 def run(*argv: object) -> int:
     parser = argparse.ArgumentParser(prog="trtguard")
-    keys_cli.register(parser.add_subparsers(dest="command", required=True))
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for command in (keygen, attest, verify_attestation):
+        command.register(subparsers)
     args = parser.parse_args([str(a) for a in argv])
     try:
         status: int = args.handler(args)

@@ -1,6 +1,7 @@
-"""trtguard/cli/registry.py: sign, push-engine and attach-attestation against a real registry.
+"""trtguard/cli/_registry.py (what sign.py, push_engine.py and attach_attestation.py run): sign, push-engine
+and attach-attestation against a real registry.
 
-The commands run through a parser holding only this module's sub-commands, with the error contract of
+The commands run through a parser holding only these commands, with the error contract of
 ``trtguard`` (a TrtguardError prints its diagnostics and exits with its exit code). Results are read back
 with the client and checked with verifier.signatures.
 """
@@ -25,7 +26,7 @@ from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config
 from tests.support.notary_pki import make_pki
 from tests.verifier.model_signing.conftest import write_key
-from trtguard.cli import registry as registry_cli
+from trtguard.cli import attach_attestation, push_engine, sign
 from verifier.base._deadline import Deadline
 from verifier.base._errors import TrtguardError
 from verifier.base._references import ImageReference
@@ -45,7 +46,9 @@ PASSWORD = "registry cli test"
 
 def run(*argv: object) -> int:
     parser = argparse.ArgumentParser(prog="trtguard")
-    registry_cli.register(parser.add_subparsers(dest="command", required=True))
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for command in (sign, push_engine, attach_attestation):
+        command.register(subparsers)
     args = parser.parse_args([str(a) for a in argv])
     try:
         status: int = args.handler(args)

@@ -1,5 +1,9 @@
-"""Reading registries for the user: ``trtguard digest`` (what a reference points at now) and ``trtguard
-fetch-attestations`` (an attestation folder filled from registries, for offline checks)."""
+"""What ``trtguard digest`` (what a reference points at now) and ``trtguard fetch-attestations`` (an
+attestation folder filled from registries, for offline checks) do: reading registries for the user.
+
+Their options are in :mod:`trtguard.cli.digest` and :mod:`trtguard.cli.fetch_attestations`; this module
+imports the registry client and the policies' readers only inside the handlers, so it loads light.
+"""
 
 from __future__ import annotations
 
@@ -9,42 +13,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trtguard.cli._commands import Subparsers, add_command
 from verifier.base import InputError
 
 if TYPE_CHECKING:
     from trtguard.attestation_folder import FetchSummary
 
 
-def register(subparsers: Subparsers) -> None:
-    """Add ``digest`` and ``fetch-attestations``."""
-    digest = add_command(
-        subparsers,
-        "digest",
-        description="Print IMAGE pinned by the digest it points at now (registry/repository@sha256:…), read "
-        "from its registry: the form policies with requireDigest want.",
-    )
-    digest.add_argument("image", metavar="IMAGE", help="an image or artifact reference, e.g. nginx:1.27")
-    _registry_arguments(digest, timeout=30.0)
-    digest.set_defaults(handler=_digest)
-
-    parser = add_command(
-        subparsers,
-        "fetch-attestations",
-        description="Copy the signatures, attestations and engine artifact manifests of every image and "
-        "engine of the workloads in FILE|DIR|- from their registries into DIR, a folder that `trtguard check "
-        "--attestations DIR` reads where no registry can be reached (docs/attestation-folder.md). Nothing is "
-        "verified here; check does that, as it would against the registries. Name images by digest: a folder "
-        "cannot resolve tags.",
-    )
-    parser.add_argument("inputs", nargs="+", metavar="FILE|DIR|-", help="YAML/JSON manifests; - reads stdin")
-    parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the folder to fill")
-    parser.add_argument("--force", action="store_true", help="empty DIR first when it holds files")
-    _registry_arguments(parser, timeout=120.0)
-    parser.set_defaults(handler=_run)
-
-
-def _registry_arguments(parser: argparse.ArgumentParser, *, timeout: float) -> None:
+def registry_arguments(parser: argparse.ArgumentParser, *, timeout: float) -> None:
+    """``--registry-config`` and ``--timeout`` (default ``timeout`` seconds)."""
     parser.add_argument(
         "--registry-config",
         type=Path,
@@ -60,7 +36,8 @@ def _registry_arguments(parser: argparse.ArgumentParser, *, timeout: float) -> N
     )
 
 
-def _digest(args: argparse.Namespace) -> int:
+def print_digest(args: argparse.Namespace) -> int:
+    """``trtguard digest``: print the image reference pinned by the digest it points at now."""
     from verifier.base import (  # noqa: PLC0415
         Deadline,
         ImageReference,
@@ -81,7 +58,8 @@ def _digest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace) -> int:
+def fetch(args: argparse.Namespace) -> int:
+    """``trtguard fetch-attestations``: fill an attestation folder from the registries."""
     # Imported here: the registry client and the policy engine's readers are not needed for `--help`.
     from policies.check import read_resources  # noqa: PLC0415
     from policies.discovery import find_images  # noqa: PLC0415

@@ -1,4 +1,4 @@
-"""trtguard/cli/verify.py: ``trtguard verify-bundle`` and ``trtguard verify-blob``.
+"""trtguard/cli/verify_bundle.py: ``trtguard verify-bundle`` and ``trtguard verify-blob``.
 
 The commands run through ``trtguard.cli.main`` (the ``trtguard`` entry point: full parser, diagnostics on
 standard error, exit codes); one test runs the entry point in a child process. The whole sigstore-conformance

@@ -63,8 +63,8 @@ def register(commands: Subparsers, log_flag: Any, format_flag: Any) -> None:
 
 def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from decisionlog import read_checkpoint_file  # noqa: PLC0415
+    from trtguard.cli._key_commands import load_public_key  # noqa: PLC0415
     from trtguard.cli.audit import _run  # noqa: PLC0415 - audit imports this module
-    from trtguard.cli.keys_commands import load_public_key  # noqa: PLC0415
     from verifier.base import InputError  # noqa: PLC0415
 
     out = out or sys.stdout

@@ -1,5 +1,6 @@
 """What ``trtguard keygen``, ``attest`` and ``verify-attestation`` do, and the key and envelope file helpers
-that other commands share (their options are in :mod:`trtguard.cli.keys`)."""
+that other commands share (their options are in :mod:`trtguard.cli.keygen`, :mod:`trtguard.cli.attest` and
+:mod:`trtguard.cli.verify_attestation`, the shared ones in :mod:`trtguard.cli._keys`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trtguard.cli._keys import read_password
 from trtguard.cli._output import Output, check_output, write_output, write_outputs
-from trtguard.cli.keys import read_password
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
     ENGINE_BUILD_PREDICATE_TYPE,
@@ -123,8 +124,8 @@ def write_envelope(envelope: Envelope, args: argparse.Namespace) -> None:
     elif args.push is None:
         sys.stdout.buffer.write(output)
     if args.push is not None:
-        # Imported here: registry.py imports this module, so a module-level import would be circular.
-        from trtguard.cli.registry import push_attestation  # noqa: PLC0415
+        # Imported here: _registry.py imports this module, so a module-level import would be circular.
+        from trtguard.cli._registry import push_attestation  # noqa: PLC0415
 
         print(push_attestation(output, args.push, args), file=sys.stderr)
 

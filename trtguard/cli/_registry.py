@@ -1,9 +1,11 @@
-"""``trtguard sign`` (cosign or Notary Project), ``trtguard push-engine`` and ``trtguard attach-attestation``
-(DSSE envelopes, statements signed with OpenPGP, Notation envelopes, model signatures): writing to
-registries.
+"""What ``trtguard sign`` (cosign or Notary Project), ``trtguard push-engine`` and ``trtguard
+attach-attestation`` (DSSE envelopes, statements signed with OpenPGP, Notation envelopes, model signatures)
+do: writing to registries, and the pushes ``attest --push`` and ``approve --push`` share.
 
-All three take ``--registry-config FILE`` (else ``$TRTGUARD_REGISTRY_CONFIG``) for CA bundles, credentials
-and loopback plain-HTTP registries (format: ``verifier/registry/README.md``), and ``--timeout SECONDS``.
+Each command's options are in its own module (:mod:`trtguard.cli.sign`, :mod:`trtguard.cli.push_engine`,
+:mod:`trtguard.cli.attach_attestation`), which loads this one only when the command runs. All three take
+``--registry-config FILE`` (else ``$TRTGUARD_REGISTRY_CONFIG``) for CA bundles, credentials and loopback
+plain-HTTP registries (format: ``verifier/registry/README.md``), and ``--timeout SECONDS``.
 """
 
 from __future__ import annotations
@@ -17,10 +19,7 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from trtguard.cli._args import add_registry_arguments
-from trtguard.cli._commands import Subparsers, add_command
-from trtguard.cli.keys import add_password_arguments
-from trtguard.cli.keys_commands import load_signing_key
+from trtguard.cli._key_commands import load_signing_key
 from trtguard.release.attach import (
     Attached,
     attach_attestation,
@@ -47,92 +46,6 @@ from verifier.signatures.notation import (
 from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES, read_signatures
 
 
-def register(subparsers: Subparsers) -> None:
-    """Add ``sign``, ``push-engine`` and ``attach-attestation``."""
-    sign = add_command(
-        subparsers,
-        "sign",
-        description="Resolve IMAGE to its digest and sign that digest with KEY. --format cosign (default): "
-        "a cosign simple-signing payload, added to the image's sha256-<digest>.sig manifest (existing "
-        "signatures stay). --format notation: a Notary Project signature (notary.x509 scheme) with "
-        "--certificate (and its --certificate-chain up to the root), pushed as an OCI referrer of artifact "
-        "type application/vnd.cncf.notary.signature, as `notation sign` does.",
-    )
-    sign.add_argument("image", metavar="IMAGE", help="image reference; a tag is resolved to its digest")
-    sign.add_argument("--key", type=Path, required=True, metavar="KEY", help="cosign or PKCS#8 private key")
-    sign.add_argument("--format", choices=("cosign", "notation"), default="cosign", help="signature format")
-    notation = sign.add_argument_group("Notary Project signatures (--format notation)")
-    notation.add_argument("--certificate", type=Path, metavar="PEM", help="the signing certificate of KEY")
-    notation.add_argument(
-        "--certificate-chain",
-        type=Path,
-        metavar="PEM",
-        help="the CA certificates above it, up to and including the root (none for a self-signed one)",
-    )
-    notation.add_argument(
-        "--envelope", choices=("jws", "cose"), default="jws", help="envelope format (default: jws)"
-    )
-    notation.add_argument(
-        "--expiry", type=float, metavar="DAYS", help="the signature expires this many days after signing"
-    )
-    sign.add_argument(
-        "-a",
-        "--annotation",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="add to the payload's 'optional' section (repeatable)",
-    )
-    add_password_arguments(sign)
-    add_registry_arguments(sign)
-    sign.set_defaults(handler=_sign)
-
-    push = add_command(
-        subparsers,
-        "push-engine",
-        description="Upload ENGINE (and optionally its calibration cache and ONNX model) as an OCI artifact "
-        "(artifactType application/vnd.trtguard.engine.v1, one uncompressed layer per file, so the engine "
-        "layer's digest is the engine file's sha256). Prints the artifact's digest reference.",
-    )
-    push.add_argument("engine", type=Path, metavar="ENGINE", help="serialized TensorRT engine (plan) file")
-    push.add_argument("--to", required=True, metavar="REF", help="registry/repository[:tag] to push to")
-    push.add_argument("--calibration-cache", type=Path, metavar="FILE", help="INT8 calibration cache")
-    push.add_argument("--onnx", type=Path, metavar="FILE", help="the ONNX model the engine was built from")
-    add_registry_arguments(push)
-    push.set_defaults(handler=_push_engine)
-
-    attach = add_command(
-        subparsers,
-        "attach-attestation",
-        description="Push the DSSE envelope in ENVELOPE to REF's digest twice: as a layer of the cosign "
-        "sha256-<digest>.att manifest and as an OCI 1.1 referrer (with the sha256-<digest> fallback index "
-        "where the registry has no referrers API). The statement's subject must name the artifact. A Notary "
-        "Project signature envelope (JWS or COSE, as `notation sign` makes) is pushed as Notation stores it: "
-        "a referrer of artifact type application/vnd.cncf.notary.signature; its payload must name REF's "
-        "manifest (media type, digest and size). An OpenSSF Model Signing signature (`model_signing sign`, "
-        "a Sigstore bundle) of the model an engine was built from is pushed as cosign v3 pushes bundles: a "
-        "referrer of artifact type application/vnd.dev.sigstore.bundle.v0.3+json.",
-    )
-    attach.add_argument(
-        "envelope",
-        type=Path,
-        metavar="ENVELOPE",
-        help="DSSE envelope (JSON), a Notation envelope (JWS/COSE), or a model signature (model.sig)",
-    )
-    attach.add_argument("--to", required=True, metavar="REF", help="image or engine artifact reference")
-    attach.add_argument(
-        "--signature",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="ASC",
-        help="ENVELOPE is a bare in-toto statement signed with OpenPGP and this its detached signature "
-        "(repeatable): pushed as one referrer of type application/vnd.trtguard.statement.openpgp.v1",
-    )
-    add_registry_arguments(attach)
-    attach.set_defaults(handler=_attach_attestation)
-
-
 def _registry_config(args: argparse.Namespace) -> RegistryConfig:
     path: Path | None = args.registry_config
     if path is None and os.environ.get("TRTGUARD_REGISTRY_CONFIG"):
@@ -147,7 +60,8 @@ def _deadline(args: argparse.Namespace) -> Deadline:
     return Deadline.after(seconds)
 
 
-def _sign(args: argparse.Namespace) -> int:
+def sign(args: argparse.Namespace) -> int:
+    """``trtguard sign``: a cosign or Notary Project signature of an image, pushed to its registry."""
     if args.format == "notation":
         return _sign_notation(args)
     if args.certificate is not None or args.certificate_chain is not None or args.expiry is not None:
@@ -236,7 +150,8 @@ def _sign_notation(args: argparse.Namespace) -> int:
     return 0
 
 
-def _push_engine(args: argparse.Namespace) -> int:
+def push_engine_file(args: argparse.Namespace) -> int:
+    """``trtguard push-engine``: an engine file (and its companions) pushed as an OCI artifact."""
     target = ImageReference.parse(args.to)
     config, deadline = _registry_config(args), _deadline(args)
 
@@ -269,7 +184,8 @@ def _notation_envelope(data: bytes) -> str | None:
     return None
 
 
-def _attach_attestation(args: argparse.Namespace) -> int:
+def attach(args: argparse.Namespace) -> int:
+    """``trtguard attach-attestation``: a signed statement or signature attached to an artifact."""
     path: Path = args.envelope
     data = read_limited(path, "the envelope")
     notation = _notation_envelope(data)

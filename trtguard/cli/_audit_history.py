@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from trtguard.cli._args import add_evidence_arguments, wants_evidence
+from trtguard.cli._audit_lines import say, stamp
 from trtguard.cli._commands import Subparsers, add_subcommand
-from trtguard.cli.audit_lines import say, stamp
 from verifier.base import InputError, visible
 
 if TYPE_CHECKING:

@@ -32,7 +32,7 @@ SEGMENT_RECORDS = 100_000
 
 def register(commands: Subparsers, log_flag: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add the sub-commands that seal, archive, prune and back up the log."""
-    from trtguard.cli.keys import add_password_arguments  # noqa: PLC0415
+    from trtguard.cli._keys import add_password_arguments  # noqa: PLC0415
 
     seal = add_subcommand(
         commands, "seal", help="sign checkpoints over the records since the last one (sealed segments)"
@@ -159,7 +159,7 @@ def _ledger(args: argparse.Namespace, work: Callable[[Ledger], int]) -> int:
 
 
 def _signing_key(args: argparse.Namespace) -> PrivateKey:
-    from trtguard.cli.keys_commands import load_signing_key  # noqa: PLC0415
+    from trtguard.cli._key_commands import load_signing_key  # noqa: PLC0415
 
     key: PrivateKey = load_signing_key(args.key, args)
     return key
