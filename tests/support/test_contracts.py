@@ -10,6 +10,7 @@ import pytest
 from scripts.layout_facts import Project
 from tests.scripts.test_layout_facts import write_tree
 from tests.support.contracts import (
+    CommandTable,
     FrontDoors,
     LazyFrontDoors,
     Names,
@@ -92,6 +93,23 @@ def test_one_public_module(project: Project) -> None:
         "trtguard.long_ok",
         "verifier.crypto.keys",
         "verifier.verify",
+    }
+
+
+def test_a_command_module_is_the_front_door_of_its_command(project: Project) -> None:
+    found = OnePublicModule(commands=("trtguard.long",)).violations(project)
+    assert "trtguard.long" not in found and "trtguard.long_ok" in found
+
+
+def test_the_command_table(project: Project) -> None:
+    assert CommandTable(room="trtguard", commands={"long": "trtguard.long"}).violations(project) == {
+        "trtguard.long_ok: public, and no command's module",
+    }
+    table = {"long-ok": "trtguard.long", "gone": "trtguard.gone"}
+    assert CommandTable(room="trtguard", commands=table).violations(project) == {
+        "long-ok: in trtguard.long, not trtguard.long_ok",
+        "gone: no module trtguard.gone",
+        "trtguard.long_ok: public, and no command's module",
     }
 
 
