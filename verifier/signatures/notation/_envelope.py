@@ -207,32 +207,6 @@ def _check_headers(
     return scheme, signing_time, expiry
 
 
-def _signer_info(
-    media_type: str,
-    algorithm: str,
-    headers: tuple[str, datetime, datetime | None],
-    certificates: tuple[x509.Certificate, ...],
-    *,
-    payload: bytes,
-    signature: bytes,
-    timestamp_token: bytes | None,
-) -> SignerInfo:
-    """The signer information of a verified envelope (``headers``: what :func:`_check_headers` read)."""
-    scheme, signing_time, expiry = headers
-    return SignerInfo(
-        media_type=media_type,
-        algorithm=algorithm,
-        scheme=scheme,
-        signing_time=signing_time,
-        expiry=expiry,
-        payload=payload,
-        target=_target(payload),
-        certificates=certificates,
-        signature=signature,
-        timestamp_token=timestamp_token,
-    )
-
-
 def _target(payload: bytes) -> TargetArtifact:
     try:
         document = json.loads(payload)
@@ -304,7 +278,7 @@ def _read_jws(data: bytes) -> SignerInfo:
         raise VerificationError("the JWS protected header is not an object")
     if set(protected) & set(header):
         raise VerificationError("a header is both protected and unprotected")
-    headers = _check_headers(protected, protected.get("crit"), protected.get("cty"))
+    scheme, signing_time, expiry = _check_headers(protected, protected.get("crit"), protected.get("cty"))
     algorithm = algorithm_for(certificates[0])
     if protected.get("alg") != algorithm:
         raise VerificationError(
@@ -315,15 +289,17 @@ def _read_jws(data: bytes) -> SignerInfo:
     if not _verify_raw(certificates[0], algorithm, signature, signing_input):
         raise VerificationError("the JWS signature does not verify")
     stamp = header.get(TIMESTAMP_SIGNATURE)
-    token = _b64(stamp, TIMESTAMP_SIGNATURE, url=False) if stamp is not None else None
-    return _signer_info(
-        JWS_MEDIA_TYPE,
-        algorithm,
-        headers,
-        certificates,
+    return SignerInfo(
+        media_type=JWS_MEDIA_TYPE,
+        algorithm=algorithm,
+        scheme=scheme,
+        signing_time=signing_time,
+        expiry=expiry,
         payload=payload,
+        target=_target(payload),
+        certificates=certificates,
         signature=signature,
-        timestamp_token=token,
+        timestamp_token=_b64(stamp, TIMESTAMP_SIGNATURE, url=False) if stamp is not None else None,
     )
 
 
@@ -372,7 +348,9 @@ def _read_cose(data: bytes) -> SignerInfo:
         raise VerificationError("the COSE protected header is not a map")
     if set(protected) & set(unprotected):
         raise VerificationError("a header is both protected and unprotected")
-    headers = _check_headers(protected, protected.get(_COSE_CRIT), protected.get(_COSE_CONTENT_TYPE))
+    scheme, signing_time, expiry = _check_headers(
+        protected, protected.get(_COSE_CRIT), protected.get(_COSE_CONTENT_TYPE)
+    )
     # The COSE envelope specification lets the chain be protected too; in both places is refused above.
     certificates = _certificates(
         protected[_COSE_X5CHAIN] if _COSE_X5CHAIN in protected else unprotected.get(_COSE_X5CHAIN)
@@ -390,12 +368,15 @@ def _read_cose(data: bytes) -> SignerInfo:
     stamp = unprotected.get(TIMESTAMP_SIGNATURE)
     if stamp is not None and not isinstance(stamp, bytes):
         raise VerificationError(f"{TIMESTAMP_SIGNATURE} is not a byte string")
-    return _signer_info(
-        COSE_MEDIA_TYPE,
-        algorithm,
-        headers,
-        certificates,
+    return SignerInfo(
+        media_type=COSE_MEDIA_TYPE,
+        algorithm=algorithm,
+        scheme=scheme,
+        signing_time=signing_time,
+        expiry=expiry,
         payload=payload,
+        target=_target(payload),
+        certificates=certificates,
         signature=signature,
         timestamp_token=stamp,
     )
