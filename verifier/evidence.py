@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from verifier.base import Deadline, ImageReference, VerificationError
 from verifier.dsse import Envelope
+from verifier.intoto import Statement
 from verifier.manifest import EngineBuildManifest
 from verifier.registry.engine_artifact import (
     ENGINE_ARTIFACT_TYPE,
@@ -186,6 +187,27 @@ class Attestation:
     #: The Sigstore bundle the envelope came in, whole, where it came in one: its verification material
     #: (certificate chain, key hint) is part of formats that sign so (model-signing).
     bundle: bytes | None = None
+
+    @classmethod
+    def of(
+        cls,
+        envelope: Envelope,
+        statement: Statement,
+        origin: str,
+        *,
+        openpgp_signatures: tuple[bytes, ...] = (),
+        bundle: bytes | None = None,
+    ) -> Attestation:
+        """The attestation of ``envelope``, whose payload is ``statement``: its subjects and type are the
+        statement's."""
+        return cls(
+            envelope,
+            statement.predicate_type,
+            statement.subject_digests(),
+            origin,
+            openpgp_signatures,
+            bundle,
+        )
 
 
 @dataclass(frozen=True, slots=True)

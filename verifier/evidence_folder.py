@@ -248,13 +248,7 @@ class LocalEvidence:
         statement = self._statement(envelope, location)
         if statement is None:
             return
-        attestation = Attestation(
-            envelope=envelope,
-            predicate_type=statement.predicate_type,
-            subjects=statement.subject_digests(),
-            origin=location,
-            bundle=bundle,
-        )
+        attestation = Attestation.of(envelope, statement, location, bundle=bundle)
         for digest in attestation.subjects:
             if bundle is not None and attestation.predicate_type == COSIGN_SIGN_PREDICATE:
                 # Kept whole: a keyless bundle's certificate and log entry are part of the signature.
@@ -301,13 +295,8 @@ class LocalEvidence:
         statement = self._statement(envelope, str(path))
         if statement is None:
             return
-        attestation = Attestation(
-            envelope=envelope,
-            predicate_type=statement.predicate_type,
-            subjects=statement.subject_digests(),
-            origin=f"{path} (OpenPGP signature {path.name}.asc)",
-            openpgp_signatures=(signature,),
-        )
+        origin = f"{path} (OpenPGP signature {path.name}.asc)"
+        attestation = Attestation.of(envelope, statement, origin, openpgp_signatures=(signature,))
         for digest in attestation.subjects:
             self._by_subject[digest].append((self._scope, attestation))
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from verifier.base import ImageReference, format_path, shorten
@@ -211,14 +212,7 @@ def _precision(old: EngineBuildManifest, new: EngineBuildManifest) -> Iterator[C
             sorted(before),
             sorted(after),
         )
-    if old.builder_config.typing != new.builder_config.typing:
-        yield _simple(
-            ChangeKind.TYPING_CHANGE,
-            "typing",
-            "builder_config.typing",
-            old.builder_config.typing,
-            new.builder_config.typing,
-        )
+    yield from _field(ChangeKind.TYPING_CHANGE, "typing", "builder_config.typing", old, new)
 
 
 def _toolchain(old: EngineBuildManifest, new: EngineBuildManifest) -> Iterator[Change]:
@@ -235,22 +229,8 @@ def _toolchain(old: EngineBuildManifest, new: EngineBuildManifest) -> Iterator[C
         yield _simple(
             kind, "TensorRT", "toolchain.tensorrt_version", before.tensorrt_version, after.tensorrt_version
         )
-    if before.cuda_version != after.cuda_version:
-        yield _simple(
-            ChangeKind.CUDA_VERSION_CHANGE,
-            "CUDA",
-            "toolchain.cuda_version",
-            before.cuda_version,
-            after.cuda_version,
-        )
-    if before.cudnn_version != after.cudnn_version:
-        yield _simple(
-            ChangeKind.CUDNN_VERSION_CHANGE,
-            "cuDNN",
-            "toolchain.cudnn_version",
-            before.cudnn_version,
-            after.cudnn_version,
-        )
+    yield from _field(ChangeKind.CUDA_VERSION_CHANGE, "CUDA", "toolchain.cuda_version", old, new)
+    yield from _field(ChangeKind.CUDNN_VERSION_CHANGE, "cuDNN", "toolchain.cudnn_version", old, new)
     old_image, new_image = ImageReference.parse(before.image), ImageReference.parse(after.image)
     if (old_image.name, old_image.digest) != (new_image.name, new_image.digest):
         yield _simple(
@@ -272,10 +252,7 @@ def _build_node(old: EngineBuildManifest, new: EngineBuildManifest) -> Iterator[
 
 
 def _inputs(old: EngineBuildManifest, new: EngineBuildManifest) -> Iterator[Change]:
-    if old.onnx.sha256 != new.onnx.sha256:
-        yield _simple(
-            ChangeKind.ONNX_MODEL_CHANGE, "ONNX model", "onnx.sha256", old.onnx.sha256, new.onnx.sha256
-        )
+    yield from _field(ChangeKind.ONNX_MODEL_CHANGE, "ONNX model", "onnx.sha256", old, new)
     before = old.calibration.model_dump(mode="json") if old.calibration else {}
     after = new.calibration.model_dump(mode="json") if new.calibration else {}
     if before != after:
@@ -354,14 +331,13 @@ def _builder(old: EngineBuildManifest, new: EngineBuildManifest) -> Iterator[Cha
             old_compat,
             new_compat,
         )
-    if before.builder_optimization_level != after.builder_optimization_level:
-        yield _simple(
-            ChangeKind.OPTIMIZATION_LEVEL_CHANGE,
-            "builder optimization level",
-            "builder_config.builder_optimization_level",
-            before.builder_optimization_level,
-            after.builder_optimization_level,
-        )
+    yield from _field(
+        ChangeKind.OPTIMIZATION_LEVEL_CHANGE,
+        "builder optimization level",
+        "builder_config.builder_optimization_level",
+        old,
+        new,
+    )
     if _plugin_set(before) != _plugin_set(after):
         # Names are unique within a manifest (the model checks), so they key the summary.
         old_plugins = {plugin.name: plugin for plugin in before.plugins}
@@ -434,6 +410,15 @@ def _plugin_set(config: BuilderConfig) -> list[tuple[str, str | None, str]]:
 
 def _padded(release: tuple[int, ...]) -> tuple[int, ...]:
     return release + (0,) * (4 - len(release))
+
+
+def _field(
+    kind: ChangeKind, label: str, path: str, old: EngineBuildManifest, new: EngineBuildManifest
+) -> Iterator[Change]:
+    """The change of the field at ``path`` (dotted, as changes name it), when the manifests differ there."""
+    read = attrgetter(path)
+    if read(old) != read(new):
+        yield _simple(kind, label, path, read(old), read(new))
 
 
 def _simple(kind: ChangeKind, label: str, path: str, old: Any, new: Any) -> Change:

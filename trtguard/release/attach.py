@@ -71,10 +71,7 @@ async def attach_attestation(
     sha256); trtguard's predicates must describe that engine file. Raises :class:`InputError` when the
     statement is about something else, or is a trtguard predicate that does not validate.
     """
-    digest = await writer.client.resolve(target, deadline)
-    pinned = target.with_digest(digest)
-    subjects = await RegistryEvidence(writer.client).subjects(pinned, deadline)
-    _require_about(subjects, statement, f"{pinned.name}@{digest}", location)
+    digest, pinned = await _pinned_about(writer, target, statement, deadline, location)
     await append_layer(
         writer,
         pinned,
@@ -112,10 +109,7 @@ async def attach_openpgp_statement(
     """Attach a statement signed with OpenPGP (its exact bytes and detached signatures) to ``target`` as a
     referrer of type ``application/vnd.trtguard.statement.openpgp.v1``; the same rules as
     :func:`attach_attestation` about what the statement must describe. Signatures are not verified here."""
-    digest = await writer.client.resolve(target, deadline)
-    pinned = target.with_digest(digest)
-    subjects = await RegistryEvidence(writer.client).subjects(pinned, deadline)
-    _require_about(subjects, statement, f"{pinned.name}@{digest}", location)
+    digest, pinned = await _pinned_about(writer, target, statement, deadline, location)
     manifest = await writer.client.get_manifest(pinned, deadline)
     pushed = await push_referrer(
         writer,
@@ -165,6 +159,21 @@ async def attach_model_signature(
         deadline=deadline,
     )
     return Attached(digest=digest, referrer=pushed.digest)
+
+
+async def _pinned_about(
+    writer: RegistryWriter,
+    target: ImageReference,
+    statement: Statement,
+    deadline: Deadline,
+    location: str | None,
+) -> tuple[str, ImageReference]:
+    """``target``'s digest and ``target`` pinned to it, once ``statement`` is found to be about it."""
+    digest = await writer.client.resolve(target, deadline)
+    pinned = target.with_digest(digest)
+    subjects = await RegistryEvidence(writer.client).subjects(pinned, deadline)
+    _require_about(subjects, statement, f"{pinned.name}@{digest}", location)
+    return digest, pinned
 
 
 def _require_about(

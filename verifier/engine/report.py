@@ -65,6 +65,11 @@ def failed(name: str, message: str, expected: Any = None, observed: Any = None) 
     return Check(name, CheckStatus.FAIL, message, expected, observed)
 
 
+def verdict(name: str, ok: bool, good: str, bad: str, expected: Any, observed: Any) -> Check:
+    """A check that passed with message ``good`` when ``ok``, else failed with message ``bad``."""
+    return passed(name, good, expected, observed) if ok else failed(name, bad, expected, observed)
+
+
 def skipped(name: str, why: str, expected: Any = None) -> Check:
     """A check that was not made; ``why`` says why (never empty)."""
     return Check(name, CheckStatus.SKIPPED, why, expected, None)

@@ -16,8 +16,7 @@ Timeouts, retries, authentication, redirects and limits are the transport's
 from __future__ import annotations
 
 import re
-from types import TracebackType
-from typing import Literal, Self, overload
+from typing import Literal, overload
 
 from verifier.base import Deadline, EvidenceUnavailable, ImageReference, InputError, is_sha256_hex
 from verifier.registry.config import RegistryConfig, RegistrySettings, normalise_host
@@ -29,7 +28,7 @@ from verifier.registry.transport import (
     repository_at,
     repository_scope,
 )
-from verifier.registry.wire import Call
+from verifier.registry.wire import Call, ClosedOnExit
 
 __all__ = ["RegistryClient"]
 
@@ -37,7 +36,7 @@ _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _ACCEPT_MANIFESTS = ", ".join(sorted(MANIFEST_TYPES))
 
 
-class RegistryClient:
+class RegistryClient(ClosedOnExit):
     """OCI distribution API reads from the registries named in ``config`` (defaults for all others).
 
     Use it as an async context manager (or call :meth:`aclose`) so that connections are closed.
@@ -45,14 +44,6 @@ class RegistryClient:
 
     def __init__(self, config: RegistryConfig | None = None) -> None:
         self._transport = RegistryTransport(config)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Close every connection."""

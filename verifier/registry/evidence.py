@@ -417,14 +417,7 @@ def _bundle(data: bytes, origin: str) -> _Bundle | None:
 
 
 def _about_another_digest(signed: _Statement) -> Attestation:
-    statement = signed.statement
-    return Attestation(
-        signed.envelope,
-        statement.predicate_type,
-        statement.subject_digests(),
-        signed.origin,
-        bundle=signed.bundle,
-    )
+    return Attestation.of(signed.envelope, signed.statement, signed.origin, bundle=signed.bundle)
 
 
 def _add(found: dict[Envelope, Attestation], signed: _Statement, subjects: frozenset[str]) -> bool:
@@ -440,12 +433,11 @@ def _add(found: dict[Envelope, Attestation], signed: _Statement, subjects: froze
         if extra:
             found[signed.envelope] = replace(known, openpgp_signatures=known.openpgp_signatures + extra)
         return True
-    found[signed.envelope] = Attestation(
+    found[signed.envelope] = Attestation.of(
         signed.envelope,
-        signed.statement.predicate_type,
-        named,
+        signed.statement,
         signed.origin,
-        signed.openpgp_signatures,
-        signed.bundle,
+        openpgp_signatures=signed.openpgp_signatures,
+        bundle=signed.bundle,
     )
     return True

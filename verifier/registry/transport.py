@@ -23,8 +23,7 @@ import math
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Literal, Self, overload
+from typing import Any, Literal, overload
 
 import httpx
 
@@ -44,7 +43,7 @@ from verifier.registry.failures import (
     tls_failure,
 )
 from verifier.registry.sharing import ContentStore, SharedFlights
-from verifier.registry.wire import Call, Connections, Reply
+from verifier.registry.wire import Call, ClosedOnExit, Connections, Reply
 
 __all__ = ["Expected", "RegistryStats", "RegistryTransport", "repository_at", "repository_scope"]
 
@@ -85,7 +84,7 @@ class _Retryable(Exception):
         self.reason = reason
 
 
-class RegistryTransport:
+class RegistryTransport(ClosedOnExit):
     """HTTP to the registries named in ``config`` (defaults for all others): connections, auth, retries.
 
     Use it as an async context manager (or call :meth:`aclose`) so that connections are closed.
@@ -103,14 +102,6 @@ class RegistryTransport:
             max_keepalive_connections=self._config.max_connections,
         )
         self._wire = Connections(limits, self.settings)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Close every connection."""

@@ -17,10 +17,13 @@ from __future__ import annotations
 import hashlib
 import math
 import ssl
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 import httpx
 
@@ -28,13 +31,29 @@ from verifier.base import Deadline, EvidenceUnavailable, InputError
 from verifier.registry.config import RegistrySettings, is_loopback
 from verifier.registry.failures import too_large
 
-__all__ = ["Call", "Connections", "Reply"]
+__all__ = ["Call", "ClosedOnExit", "Connections", "Reply"]
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _MAX_REDIRECTS = 5
 #: Bytes of an error answer read for the message; the rest is dropped.
 _ERROR_BODY_LIMIT = 16 * 1024
 _USER_AGENT = "trtguard"
+
+
+class ClosedOnExit(ABC):
+    """An owner of registry connections, usable as an async context manager that calls :meth:`aclose`."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Close every connection."""
 
 
 @dataclass(slots=True)

@@ -265,13 +265,7 @@ def _verify_keyless(
     except InvalidKey as error:
         raise VerificationError(f"the signing certificate's key is unusable: {error.message}") from error
     logged = _keyless_signature(bundle, leaf, key, bytes.fromhex(parse_sha256(digest)))
-    match = policy.identity_match(leaf)
-    if match is None:
-        issuer, subjects = sigstore_cert.certificate_identity(leaf)
-        raise VerificationError(
-            f"the certificate identity {', '.join(subjects) or '(none)'} ({issuer}) is not trusted"
-            f" (trusted: {policy.describe()})"
-        )
+    match = policy.trusted_identity(leaf)
     signed_times = _signed_times(bundle, policy)
     entries = _logged_entries(bundle, policy.rekor_logs, [logged], signed_times.times)
     times = [*signed_times.times, *(moment for moment in entries if moment is not None)]

@@ -76,13 +76,7 @@ def _keyless(
         raise VerificationError(f"the signing certificate's key is unusable: {error.message}") from error
     if not _verifies(cert_key, signature, data, sha256):
         raise VerificationError("the signature does not verify with its certificate's key")
-    match = policy.identity_match(leaf)
-    if match is None:
-        issuer, subjects = sigstore_cert.certificate_identity(leaf)
-        raise VerificationError(
-            f"the certificate identity {', '.join(subjects) or '(none)'} ({issuer}) is not trusted"
-            f" (trusted: {policy.describe()})"
-        )
+    match = policy.trusted_identity(leaf)
     signed_at = _logged(
         rekor_bundle,
         LoggedSignature(signature=signature, key=cert_key, certificate=leaf, artifact_sha256=sha256),

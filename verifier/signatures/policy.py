@@ -9,7 +9,7 @@ from typing import Literal
 
 from cryptography import x509
 
-from verifier.base import InputError
+from verifier.base import InputError, VerificationError
 from verifier.keys import PublicKey
 from verifier.signatures._certificate import certificate_identity
 from verifier.signatures._rekor import RekorLog
@@ -168,10 +168,17 @@ class TrustPolicy:
             if ok
         ]
 
-    def identity_match(self, certificate: x509.Certificate) -> SignerMatch | None:
-        """The first identity rule that admits ``certificate``."""
+    def trusted_identity(self, certificate: x509.Certificate) -> SignerMatch:
+        """The first identity rule that admits the keyless signing ``certificate``.
+
+        Raises :class:`VerificationError` naming the certificate's identity when no rule admits it.
+        """
         for identity in self.identities:
             label = identity.match(certificate)
             if label is not None:
                 return SignerMatch(kind="identity", label=label, signer_id=f"identity:{label}")
-        return None
+        issuer, subjects = certificate_identity(certificate)
+        raise VerificationError(
+            f"the certificate identity {', '.join(subjects) or '(none)'} ({issuer}) is not trusted"
+            f" (trusted: {self.describe()})"
+        )

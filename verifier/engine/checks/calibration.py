@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from verifier.engine.calibration import CalibrationCacheFile
-from verifier.engine.report import Check, failed, passed, skipped
+from verifier.engine.report import Check, failed, passed, skipped, verdict
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
 
 
@@ -59,29 +59,24 @@ def calibration_checks(
             )
         )
         return checks
-    if declared.sha256 == cache.sha256:
-        checks.append(
-            passed("calibration.cache.sha256", "the cache's SHA-256 matches", declared.sha256, cache.sha256)
+    checks.append(
+        verdict(
+            "calibration.cache.sha256",
+            declared.sha256 == cache.sha256,
+            "the cache's SHA-256 matches",
+            "the cache's SHA-256 differs from the manifest's: this is not the cache the build used",
+            declared.sha256,
+            cache.sha256,
         )
-    else:
-        checks.append(
-            failed(
-                "calibration.cache.sha256",
-                "the cache's SHA-256 differs from the manifest's: this is not the cache the build used",
-                declared.sha256,
-                cache.sha256,
-            )
-        )
+    )
     if declared.algorithm is None:
         checks.append(skipped("calibration.cache.algorithm", "the manifest does not name the algorithm"))
-    elif declared.algorithm == cache.algorithm:
-        checks.append(
-            passed("calibration.cache.algorithm", cache.algorithm, declared.algorithm, cache.algorithm)
-        )
     else:
         checks.append(
-            failed(
+            verdict(
                 "calibration.cache.algorithm",
+                declared.algorithm == cache.algorithm,
+                cache.algorithm,
                 f"the cache was written by {cache.algorithm}, the manifest says {declared.algorithm}",
                 declared.algorithm,
                 cache.algorithm,

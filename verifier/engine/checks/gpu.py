@@ -10,7 +10,7 @@ from verifier.engine.checks import declared_profiles
 from verifier.engine.dtypes import precision_of
 from verifier.engine.inspector import LayerPrecisions
 from verifier.engine.onnx_model import OnnxModelInfo
-from verifier.engine.report import Check, failed, passed, skipped
+from verifier.engine.report import Check, failed, passed, skipped, verdict
 from verifier.engine.runtime import LEAN_MODULES, EngineFacts, EngineProfile, GpuOutcome, GpuRun
 from verifier.manifest import EngineBuildManifest
 
@@ -38,7 +38,7 @@ def gpu_checks(
     )
     problems = _profile_problems(engine, manifest)
     checks.append(
-        _verdict(
+        verdict(
             "builder_config.optimization_profiles",
             not problems,
             "every declared min/opt/max matches the engine",
@@ -55,7 +55,7 @@ def gpu_checks(
     else:
         io_problems = _io_tensor_problems(engine, model)
         checks.append(
-            _verdict(
+            verdict(
                 "onnx.io_tensors",
                 not io_problems,
                 "the engine's I/O tensors have the model's names, dtypes and shapes",
@@ -164,10 +164,6 @@ def _gpu_failure_check(run: GpuRun) -> Check:
     return failed("gpu.deserialize", run.message, "an engine", run.outcome.value)
 
 
-def _verdict(name: str, ok: bool, good: str, bad: str, expected: Any, observed: Any) -> Check:
-    return passed(name, good, expected, observed) if ok else failed(name, bad, expected, observed)
-
-
 def _environment_checks(run: GpuRun) -> list[Check]:
     """Did the child find a GPU and a TensorRT runtime?"""
     checks: list[Check] = []
@@ -175,7 +171,7 @@ def _environment_checks(run: GpuRun) -> list[Check]:
     probe = report.gpu if report else None
     if probe is not None:
         checks.append(
-            _verdict(
+            verdict(
                 "gpu.device",
                 probe.available,
                 f"{probe.name}, compute capability {probe.compute_capability}, driver {probe.driver_version}",
@@ -206,7 +202,7 @@ def _compatibility_checks(run: GpuRun, engine: EngineFacts, manifest: EngineBuil
             )
         ]
     checks = [
-        _verdict(
+        verdict(
             "builder_config.hardware_compatibility_level",
             level == declared_level,
             level,
@@ -219,7 +215,7 @@ def _compatibility_checks(run: GpuRun, engine: EngineFacts, manifest: EngineBuil
     if probe is not None and probe.compute_capability and level == "none":
         declared_cc = manifest.build_node.compute_capability
         checks.append(
-            _verdict(
+            verdict(
                 "build_node.compute_capability",
                 declared_cc == probe.compute_capability,
                 "the engine (no hardware compatibility) loaded on a GPU of the declared compute capability",
@@ -232,7 +228,7 @@ def _compatibility_checks(run: GpuRun, engine: EngineFacts, manifest: EngineBuil
     runtime = run.report.runtime if run.report else None
     if runtime is not None and runtime.module in LEAN_MODULES:
         checks.append(
-            _verdict(
+            verdict(
                 "builder_config.version_compatible",
                 config.version_compatible,
                 "the lean runtime loads only version-compatible engines, and it loaded this one",
@@ -256,7 +252,7 @@ def _precision_checks(
     io_precisions = sorted({p for p in (precision_of(t.canonical_dtype) for t in engine.io_tensors) if p})
     extra = sorted(set(io_precisions) - set(allowed))
     checks = [
-        _verdict(
+        verdict(
             "builder_config.io_precisions",
             not extra,
             "the I/O tensors use declared precisions only",
@@ -279,7 +275,7 @@ def _precision_checks(
     else:
         extra = sorted(layers.precisions - set(allowed))
         checks.append(
-            _verdict(
+            verdict(
                 name,
                 not extra,
                 f"{layers.layers} layers, all in declared precisions",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from verifier.engine.checks import declared_profiles
 from verifier.engine.onnx_model import OnnxModelInfo
-from verifier.engine.report import Check, failed, passed, skipped
+from verifier.engine.report import Check, failed, passed, skipped, verdict
 from verifier.manifest import EngineBuildManifest
 
 
@@ -39,26 +39,25 @@ def onnx_checks(
         checks.append(skipped("onnx.sha256", unavailable))
         return checks
     declared = manifest.onnx
-    if declared.sha256 == model.sha256:
-        checks.append(passed("onnx.sha256", "the model's SHA-256 matches", declared.sha256, model.sha256))
-    else:
-        checks.append(
-            failed(
-                "onnx.sha256",
-                "the model's SHA-256 differs from the manifest's: this is not the model the engine was "
-                "built from",
-                declared.sha256,
-                model.sha256,
-            )
+    checks.append(
+        verdict(
+            "onnx.sha256",
+            declared.sha256 == model.sha256,
+            "the model's SHA-256 matches",
+            "the model's SHA-256 differs from the manifest's: this is not the model the engine was "
+            "built from",
+            declared.sha256,
+            model.sha256,
         )
+    )
     if declared.opset is None:
         checks.append(skipped("onnx.opset", "the manifest does not record the opset"))
-    elif declared.opset == model.opset:
-        checks.append(passed("onnx.opset", f"opset {model.opset}", declared.opset, model.opset))
     else:
         checks.append(
-            failed(
+            verdict(
                 "onnx.opset",
+                declared.opset == model.opset,
+                f"opset {model.opset}",
                 f"the model has opset {model.opset}, the manifest says {declared.opset}",
                 declared.opset,
                 model.opset,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from verifier.engine.header import PlanHeader, PlanMagic
-from verifier.engine.report import Check, failed, passed, skipped
+from verifier.engine.report import Check, failed, passed, skipped, verdict
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
 
 #: The oldest TensorRT whose plans carry the "ftrt" container with version bytes.
@@ -17,30 +17,24 @@ def engine_file_checks(
     if manifest is None:
         return [skipped("output_engine.sha256", unavailable), skipped("output_engine.size", unavailable)]
     declared = manifest.output_engine
-    checks = []
-    if declared.sha256 == sha256:
-        checks.append(passed("output_engine.sha256", "the file's SHA-256 matches", declared.sha256, sha256))
-    else:
-        checks.append(
-            failed(
-                "output_engine.sha256",
-                "the file's SHA-256 differs from the manifest's: this is not the engine that was built",
-                declared.sha256,
-                sha256,
-            )
-        )
-    if declared.size == size:
-        checks.append(passed("output_engine.size", f"{size} bytes, as declared", declared.size, size))
-    else:
-        checks.append(
-            failed(
-                "output_engine.size",
-                f"the file has {size} bytes, the manifest declares {declared.size}",
-                declared.size,
-                size,
-            )
-        )
-    return checks
+    return [
+        verdict(
+            "output_engine.sha256",
+            declared.sha256 == sha256,
+            "the file's SHA-256 matches",
+            "the file's SHA-256 differs from the manifest's: this is not the engine that was built",
+            declared.sha256,
+            sha256,
+        ),
+        verdict(
+            "output_engine.size",
+            declared.size == size,
+            f"{size} bytes, as declared",
+            f"the file has {size} bytes, the manifest declares {declared.size}",
+            declared.size,
+            size,
+        ),
+    ]
 
 
 def plan_checks(header: PlanHeader, size: int) -> list[Check]:

@@ -45,7 +45,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, utils
 
 from verifier.base import VerificationError
-from verifier.signatures.notation._stores import parsed
+from verifier.signatures.notation._stores import CERTIFICATE_ERRORS, parsed
 
 __all__ = [
     "AUTHENTIC_SIGNING_TIME",
@@ -232,12 +232,7 @@ def _certificates(chain: Any) -> tuple[x509.Certificate, ...]:
         raise VerificationError(f"the certificate chain has {len(chain)} certificates; at most {MAX_CHAIN}")
     try:
         return tuple(parsed(x509.load_der_x509_certificate(der)) for der in chain)
-    except (
-        ValueError,
-        x509.InvalidVersion,
-        x509.DuplicateExtension,
-        x509.UnsupportedGeneralNameType,
-    ) as error:
+    except CERTIFICATE_ERRORS as error:
         raise VerificationError(f"a certificate of the envelope does not parse ({error})") from None
 
 

@@ -27,7 +27,14 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from verifier._der import der_header
 from verifier.base import InputError
 
-__all__ = ["MAX_CERTIFICATES", "StoreType", "check_store", "load_certificates", "parsed"]
+__all__ = [
+    "CERTIFICATE_ERRORS",
+    "MAX_CERTIFICATES",
+    "StoreType",
+    "check_store",
+    "load_certificates",
+    "parsed",
+]
 
 StoreType = Literal["ca", "signingAuthority", "tsa"]
 #: Certificates one trust-store file may hold (real ones hold one to a few).
@@ -46,6 +53,15 @@ def _split_der(data: bytes) -> list[bytes]:
         if len(found) > MAX_CERTIFICATES:
             raise ValueError(f"more than {MAX_CERTIFICATES} certificates")
     return found
+
+
+#: What loading a malformed certificate, or :func:`parsed` on one, raises.
+CERTIFICATE_ERRORS: Final = (
+    ValueError,
+    x509.InvalidVersion,
+    x509.DuplicateExtension,
+    x509.UnsupportedGeneralNameType,
+)
 
 
 def parsed(certificate: x509.Certificate) -> x509.Certificate:
@@ -72,12 +88,7 @@ def load_certificates(
             found = tuple(x509.load_der_x509_certificate(der) for der in _split_der(data))
         for certificate in found:
             parsed(certificate)
-    except (
-        ValueError,
-        x509.InvalidVersion,
-        x509.DuplicateExtension,
-        x509.UnsupportedGeneralNameType,
-    ) as error:
+    except CERTIFICATE_ERRORS as error:
         raise InputError(
             f"not a certificate file (PEM or DER): {error}",
             location=location,
