@@ -22,6 +22,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verifier.base import InputError, input_error_from_validation
+from verifier.scans._cvss import base_score_v3
 from verifier.scans.cyclonedx import is_cyclonedx, read_cyclonedx
 from verifier.scans.model import (
     Component,
@@ -30,6 +31,7 @@ from verifier.scans.model import (
     Vulnerability,
     component_from,
     cvss_severity,
+    image_digest,
     severity_name,
     severity_unknowns,
 )
@@ -37,6 +39,16 @@ from verifier.scans.times import parse_time
 
 __all__ = ["read_cosign_vuln"]
 
+#: Scanner flags that leave findings out of a report, so that a report without them cannot tell what is
+#: vulnerable: Trivy's (``--ignore-unfixed``, ``--ignorefile``, ...) and a ``--severity`` filter.
+_FILTERING_FLAGS: Final = frozenset(
+    {
+        "--ignore-unfixed", "--ignore-status", "--ignorefile", "--ignore-policy", "--skip-dirs",
+        "--skip-files", "--vex", "--pkg-types", "--vuln-type",
+    }
+)  # fmt: skip
+_SEVERITY_FLAGS: Final = frozenset({"--severity", "-s"})
+_EVERY_SEVERITY: Final = frozenset({"LOW", "MEDIUM", "HIGH", "CRITICAL"})
 #: Trivy's VendorSeverity numbers.
 _TRIVY_SEVERITIES: Final = {1: "low", 2: "medium", 3: "high", 4: "critical"}
 #: Trivy's result classes that carry vulnerabilities (others: config, secret, license, custom).
@@ -75,7 +87,13 @@ class _Metadata(_Model):
     scan_finished_on: str | None = Field(default=None, alias="scanFinishedOn")
 
 
+class _Invocation(_Model):
+    parameters: Any = None
+    """Free-form in cosign's predicate (``interface{}``); a list of the scanner's flags is what is read."""
+
+
 class _Predicate(_Model):
+    invocation: _Invocation | None = None
     scanner: _Scanner
     metadata: _Metadata | None = None
 
@@ -117,6 +135,9 @@ class _TrivyCvss(_Model):
     v40_score: float | None = Field(default=None, alias="V40Score")
     v3_score: float | None = Field(default=None, alias="V3Score")
     v2_score: float | None = Field(default=None, alias="V2Score")
+    v40_vector: str | None = Field(default=None, alias="V40Vector")
+    v3_vector: str | None = Field(default=None, alias="V3Vector")
+    v2_vector: str | None = Field(default=None, alias="V2Vector")
 
 
 class _TrivyVulnerability(_Model):
@@ -148,10 +169,12 @@ class _TrivyOs(_Model):
 
 class _TrivyMetadata(_Model):
     os: _TrivyOs | None = Field(default=None, alias="OS")
+    repo_digests: list[str] | None = Field(default=None, alias="RepoDigests")
 
 
 class _Trivy(_Model):
     schema_version: int = Field(alias="SchemaVersion")
+    artifact_name: str | None = Field(default=None, alias="ArtifactName")
     metadata: _TrivyMetadata | None = Field(default=None, alias="Metadata")
     results: list[_TrivyResult] | None = Field(default=None, alias="Results")
 
@@ -192,18 +215,45 @@ def read_cosign_vuln(data: Mapping[str, Any], source: str) -> ScanDocument:
             hint="attest the scanner's JSON output in one of those formats",
         )
     database_at, absent = _database_time(predicate.scanner.db)
+    filters = _filtering_flags(predicate.invocation.parameters if predicate.invocation else None)
+    if filters:
+        unknowns.append(
+            f"the scanner ran with {', '.join(filters)}, which leave findings out of the report, so it "
+            "cannot tell what is vulnerable (scan without filters, and allow findings in the policy instead)"
+        )
     return ScanDocument(
         format="cosign-vuln",
         scanned_at=scanned_at,
         database_at=database_at,
         absent=absent,
         components=document.components,
-        vulnerabilities=document.vulnerabilities,
+        vulnerabilities=None if filters else document.vulnerabilities,
         skipped=document.skipped,
         scanner=predicate.scanner.uri or None,
         unknowns=tuple(time_unknowns + unknowns),
         role="scan",  # the predicate says it is one
+        about=document.about,
     )
+
+
+def _filtering_flags(parameters: object) -> list[str]:
+    """The flags among the scanner's ``parameters`` that leave findings out (:data:`_FILTERING_FLAGS`, a
+    ``--severity`` that names fewer than every severity), each once in the order given."""
+    if not isinstance(parameters, list):
+        return []
+    words = [p.strip() for p in parameters if isinstance(p, str)]
+    found: list[str] = []
+    for index, word in enumerate(words):
+        flag, has_value, value = word.partition("=")
+        if flag in _FILTERING_FLAGS:
+            found.append(flag)
+        elif flag in _SEVERITY_FLAGS:
+            if not has_value:
+                value = words[index + 1] if index + 1 < len(words) else ""
+            named = {v.strip().upper() for v in value.split(",")}
+            if not named >= _EVERY_SEVERITY:
+                found.append(f"{flag} {value}".strip())
+    return list(dict.fromkeys(found))
 
 
 def _set(text: str | None) -> str | None:
@@ -278,6 +328,7 @@ def _trivy(result: Mapping[str, Any], source: str) -> ScanDocument:
         unknowns.append("the Trivy report lists no packages (run trivy with --list-all-pkgs to record them)")
     if told:
         unknowns += severity_unknowns(vulnerabilities)
+    named = [report.artifact_name, *(report.metadata.repo_digests or [] if report.metadata else [])]
     return ScanDocument(
         format="cosign-vuln",
         scanned_at=None,
@@ -289,6 +340,8 @@ def _trivy(result: Mapping[str, Any], source: str) -> ScanDocument:
             if r.result_class == "lang-pkgs" and r.type not in TRIVY_SCANNED_LANGUAGE_TYPES
         ),
         unknowns=tuple(unknowns),
+        # Metadata.ImageID is the image's config digest, never a manifest's: it names nothing a subject can be
+        about=tuple(dict.fromkeys(d for d in map(image_digest, named) if d is not None)),
     )
 
 
@@ -345,13 +398,20 @@ def _trivy_vulnerability(found: _TrivyVulnerability) -> Vulnerability:
         Rating(severity=_TRIVY_SEVERITIES.get(level), source=vendor)
         for vendor, level in sorted((found.vendor_severity or {}).items())
     ]
-    # every score counts, each in its version's bands: the highest any rating says is the severity
+    # every score counts, each in its version's bands: the highest any rating says is the severity; a vector
+    # without a score is scored where it is v3, and cannot tell otherwise (as in CycloneDX ratings)
     for vendor, cvss in sorted((found.cvss or {}).items()):
-        for score, version, method in (
-            (cvss.v40_score, 4, "CVSSv4"),
-            (cvss.v3_score, 3, "CVSSv3"),
-            (cvss.v2_score, 2, "CVSSv2"),
+        for given, vector, version, method in (
+            (cvss.v40_score, cvss.v40_vector, 4, "CVSSv4"),
+            (cvss.v3_score, cvss.v3_vector, 3, "CVSSv3"),
+            (cvss.v2_score, cvss.v2_vector, 2, "CVSSv2"),
         ):
+            score = given
+            if score is None and vector:
+                score = base_score_v3(vector) if version == 3 else None
+                if score is None:
+                    ratings.append(Rating(None, method=method, source=vendor, undecided=True))
+                    continue
             if score is not None:
                 ratings.append(
                     Rating(cvss_severity(score, version), score=score, method=method, source=vendor)
@@ -361,10 +421,10 @@ def _trivy_vulnerability(found: _TrivyVulnerability) -> Vulnerability:
     )
     return Vulnerability(
         id=found.id,
-        aliases=tuple(found.vendor_ids or ()),
         ratings=tuple(ratings),
         state=found.status,
         components=(component.name,),
+        advisories=tuple(found.vendor_ids or ()),
     )
 
 

@@ -37,6 +37,7 @@ from verifier.scans.model import (
     component_from,
     cvss_severity,
     highest,
+    image_digest,
     severity_name,
     severity_unknowns,
 )
@@ -51,6 +52,8 @@ _TRIVY_PACKAGE_TYPE = "aquasecurity:trivy:PkgType"
 _TRIVY_SBOM_ONLY_TYPES = frozenset({"conda-pkg", "conda-environment"})
 # A vector names its CVSS version ("CVSS:3.1/AV:N/..."); a v2 vector has no prefix.
 _VECTOR_VERSION = re.compile(r"CVSS:([34])\.[0-9]+/")
+# Trivy names the image a document describes in metadata.component's properties too (repo@sha256:...).
+_TRIVY_REPO_DIGEST = "aquasecurity:trivy:RepoDigest"
 
 
 class _Model(BaseModel):
@@ -110,6 +113,9 @@ class _Vulnerability(_Model):
 
 class _Metadata(_Model):
     timestamp: str | None = None
+    component: _Component | None = None
+    """What the document describes (an image, an application); the components nested in it are the
+    document's too (CycloneDX allows an inventory there as well as in ``components``)."""
 
 
 class _Bom(_Model):
@@ -146,7 +152,13 @@ def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = Fals
     by_ref: dict[str, Component] = {}
     components: list[Component] = []
     skipped: list[tuple[str, str]] = []
-    for raw in _flatten(bom.components or []):
+    described = bom.metadata.component if bom.metadata else None
+    if described is not None and described.bom_ref is not None:  # findings may name it: not a component
+        by_ref[described.bom_ref] = component_from(
+            described.name, described.version, described.purl, group=described.group
+        )
+    listed = [*(bom.components or []), *(described.components or [] if described else [])]
+    for raw in _flatten(listed):
         component = component_from(raw.name, raw.version, raw.purl, group=raw.group)
         components.append(component)
         if raw.bom_ref is not None:
@@ -191,7 +203,18 @@ def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = Fals
         skipped=tuple(skipped) if role == "scan" else (),
         unknowns=tuple(unknowns),
         role=role,
+        about=_about(described),
     )
+
+
+def _about(described: _Component | None) -> tuple[str, ...]:
+    """The image digests ``metadata.component`` names: an OCI purl's version, Trivy's RepoDigest."""
+    if described is None:
+        return ()
+    named = [p.value for p in described.properties or [] if p.name == _TRIVY_REPO_DIGEST]
+    if described.purl is not None and described.purl.startswith("pkg:oci/"):
+        named.append(component_from(described.name, None, described.purl).version)
+    return tuple(dict.fromkeys(d for d in map(image_digest, named) if d is not None))
 
 
 def _role(found: list[_Vulnerability], *, as_scan: bool) -> DocumentRole:

@@ -43,6 +43,7 @@ __all__ = [
     "component_from",
     "cvss_severity",
     "highest",
+    "image_digest",
     "normal_text",
     "severity_name",
     "severity_unknowns",
@@ -80,6 +81,7 @@ _PEP503: Final = re.compile(r"[-_.]+")
 # "vendor": debian, ubuntu, fedora, alpine, arch), not a part of the package's name.
 _VENDOR_NAMESPACES: Final = frozenset({"deb", "rpm", "apk", "alpm"})
 _ID_PREFIX: Final = re.compile(r"^([A-Za-z][A-Za-z0-9]*)-(.+)$")
+_IMAGE_DIGEST: Final = re.compile(r"(?:^|@)(sha256:[0-9a-f]{64})$")
 
 
 def severity_name(text: object) -> str | None:
@@ -115,6 +117,14 @@ def canonical_id(text: str) -> str:
     text = text.strip()
     found = _ID_PREFIX.match(text)
     return f"{found.group(1).upper()}-{found.group(2).lower()}" if found else text
+
+
+def image_digest(text: object) -> str | None:
+    """The ``sha256:<hex>`` digest a reference (``repo@sha256:<hex>``) or a bare digest names, else None."""
+    if not isinstance(text, str):
+        return None
+    found = _IMAGE_DIGEST.search(text.strip())
+    return found.group(1) if found else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +251,9 @@ class Vulnerability:
     """VEX analysis state (``not_affected``, ``in_triage``, ...) where the document gives one."""
     components: tuple[str, ...] = ()
     """Normalised names of the components it is reported in."""
+    advisories: tuple[str, ...] = ()
+    """Vendor advisories that cover it (Trivy's ``VendorIDs``: DSA, RHSA, USN, ALAS): one advisory covers
+    many vulnerabilities, so these are no aliases and an allow-list entry never matches them."""
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -281,6 +294,8 @@ class Vulnerability:
             data["severities"] = list(self.severities)
         if self.state is not None:
             data["state"] = self.state
+        if self.advisories:
+            data["advisories"] = list(self.advisories)
         return data
 
 
@@ -304,6 +319,11 @@ class ScanDocument:
     absent: tuple[tuple[str, str], ...] = ()
     """(field, why) of optional fields of the ``scan`` variable left out though the document has something
     in their place (a database version that is no time): the reason a condition reading one cannot tell."""
+    about: tuple[str, ...] = ()
+    """The image digests (``sha256:<hex>``) the document's own content says it describes (Trivy's
+    ``RepoDigests``, a CycloneDX ``metadata.component`` that is an OCI image); empty when it names none. A
+    document about another image than its statement's subject is refused
+    (:func:`verifier.verification.verify_predicate`)."""
     role: DocumentRole = "sbom"
     """What the document is (:data:`DocumentRole`): a ``scan`` only when it says it is one (cosign's
     vulnerability predicate, or a CycloneDX document reporting a finding no VEX analysis clears), whether or

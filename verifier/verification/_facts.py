@@ -161,6 +161,13 @@ def verify_predicate(
         scan = read_scan(statement.predicate_type, statement.predicate, verified.origin) if scans else None
     except InputError as error:
         raise UnreadableEvidence(f"the signed document is invalid: {error.message}") from error
+    if scan is not None and scan.about and not set(scan.about) & statement.subject_digests():
+        # signed for this image, but its content is a scan or SBOM of another one (docs/scans.md)
+        raise StatementRefused(
+            f"the signed document's content is about {', '.join(scan.about)}, not its statement's subject "
+            f"{', '.join(sorted(statement.subject_digests()))}",
+            hint="attest the scan of this image (or add the digest the scanner reports as a subject)",
+        )
     return VerifiedPredicate(
         statement.predicate, scan, verified.signers, verified.origin, verified.digest, verified.valid_until
     )

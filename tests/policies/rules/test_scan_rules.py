@@ -13,7 +13,17 @@ import pytest
 from policies.loader import PolicyLoadError
 from policies.results import Action, Decision
 from tests.policies.conftest import Material
-from tests.policies.rules.test_attestations import CDX, DIGEST, VULN, attest, clean_scan, data, judge, wrapped
+from tests.policies.rules.test_attestations import (
+    CDX,
+    DIGEST,
+    VULN,
+    about_runtime,
+    attest,
+    clean_scan,
+    data,
+    judge,
+    wrapped,
+)
 from verifier.dsse import sign_envelope
 from verifier.intoto import PAYLOAD_TYPE
 
@@ -562,7 +572,8 @@ def test_a_member_of_the_family_that_does_not_read_cannot_tell(material: Materia
 
 def test_a_scan_without_components_cannot_pass_a_components_rule(material: Material) -> None:
     # a Trivy report without --list-all-pkgs (610) lists no package: a ban would hold vacuously
-    attest(material, VULN, wrapped(data("610-cosign-vuln-trivy-spec-example.json")["scanner"]["result"]))
+    trivy = about_runtime(data("610-cosign-vuln-trivy-spec-example.json"))["scanner"]["result"]
+    attest(material, VULN, wrapped(trivy))
     entry = f"""
     - predicateType: {VULN}
       keys: [platform/scanner]

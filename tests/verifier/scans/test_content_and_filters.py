@@ -1,0 +1,148 @@
+"""What a scan's own content says beyond its findings (issue 27, third attack): the image it is about
+(Trivy's ``RepoDigests``, CycloneDX ``metadata.component``), the components nested in ``metadata.component``,
+vendor advisories that are no aliases, CVSS vectors without a score in Trivy reports, and scanner flags
+that leave findings out."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from tests.conftest import DATA
+from verifier.scans import COSIGN_VULN_PREDICATE_TYPE, read_scan
+
+TRIVY = "610-cosign-vuln-trivy-spec-example.json"
+ALPINE = "sha256:d9459083f962de6bd980ae6a05be2a4cf670df6a1d898157bceb420342bec280"
+OTHER = "sha256:" + "ab" * 32
+CDX = "https://cyclonedx.org/bom"
+NINE_EIGHT = "CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H"
+
+
+def trivy_predicate() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((DATA / TRIVY).read_text())
+    return loaded
+
+
+def read_trivy(predicate: dict[str, Any]) -> Any:
+    return read_scan(COSIGN_VULN_PREDICATE_TYPE, predicate, "scan.json")
+
+
+def test_a_trivy_report_says_which_image_it_is_about() -> None:
+    # RepoDigests (repo@sha256:...) and a pinned ArtifactName name manifests; ImageID is the config digest
+    predicate = trivy_predicate()
+    assert read_trivy(predicate).about == (ALPINE,)
+    result = predicate["scanner"]["result"]
+    result["ArtifactName"] = f"registry.example.com/app@{OTHER}"
+    del result["Metadata"]["RepoDigests"]
+    assert read_trivy(predicate).about == (OTHER,)
+    result["ArtifactName"] = "alpine:3.12"
+    assert read_trivy(predicate).about == ()
+
+
+def cyclonedx(component: dict[str, Any] | None, components: list[dict[str, Any]]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"timestamp": "2026-12-01T00:00:00Z"}
+    if component is not None:
+        metadata["component"] = component
+    return {"bomFormat": "CycloneDX", "specVersion": "1.5", "metadata": metadata, "components": components}
+
+
+def test_a_cyclonedx_document_says_which_image_it_is_about() -> None:
+    image = {
+        "bom-ref": "img",
+        "type": "container",
+        "name": "app",
+        "purl": f"pkg:oci/app@{OTHER.replace(':', '%3A')}?arch=amd64",
+        "properties": [{"name": "aquasecurity:trivy:RepoDigest", "value": f"app@{ALPINE}"}],
+    }
+    document = read_scan(CDX, cyclonedx(image, [{"name": "pyyaml", "version": "6.0"}]), "sbom.json")
+    assert set(document.about) == {ALPINE, OTHER}
+    assert read_scan(CDX, cyclonedx(None, [{"name": "pyyaml"}]), "sbom.json").about == ()
+
+
+def test_components_nested_in_metadata_component_are_the_documents() -> None:
+    # the described application's own inventory counts as the document's: a ban must see log4j there
+    nested = {
+        "bom-ref": "app",
+        "type": "application",
+        "name": "app",
+        "components": [{"name": "log4j-core", "group": "org.apache.logging.log4j", "version": "2.14.1"}],
+    }
+    document = read_scan(CDX, cyclonedx(nested, []), "sbom.json")
+    assert [c.package for c in document.components] == ["org.apache.logging.log4j:log4j-core"]
+    # the described component itself is not an entry of the inventory: an empty BOM stays empty
+    empty = read_scan(CDX, cyclonedx({"bom-ref": "app", "type": "application", "name": "app"}, []), "x")
+    assert empty.components == ()
+    assert any("lists no component" in u for u in empty.unknowns)
+
+
+def test_vendor_advisories_are_no_aliases() -> None:
+    # one DSA or ALPINE advisory covers many CVEs: an allow-list entry naming it must not admit them all
+    predicate = trivy_predicate()
+    finding = predicate["scanner"]["result"]["Results"][0]["Vulnerabilities"][0]
+    finding["VendorIDs"] = ["ALPINE-13661"]
+    vulnerability = read_trivy(predicate).vulnerabilities[0]
+    assert "ALPINE-13661" not in vulnerability.ids
+    assert vulnerability.advisories == ("ALPINE-13661",)
+    assert vulnerability.to_json()["advisories"] == ["ALPINE-13661"]
+
+
+@pytest.mark.parametrize(
+    ("cvss", "severities"),
+    [
+        # NVD's 9.8 vector and no V3Score, beside a vendor's "LOW": critical (the CycloneDX rule)
+        ({"nvd": {"V3Vector": NINE_EIGHT}}, ("critical", "low")),
+        # a v2 or v4 vector without a score cannot be scored here: the highest severity cannot be told
+        ({"nvd": {"V2Vector": "AV:N/AC:L/Au:N/C:C/I:C/A:C"}}, ()),
+        ({"nvd": {"V40Vector": "CVSS:4.0/AV:N/AC:L/AT:N/PR:N/UI:N/VC:H/VI:H/VA:H/SC:N/SI:N/SA:N"}}, ()),
+        # a score and a vector: the score counts
+        ({"nvd": {"V3Vector": NINE_EIGHT, "V3Score": 5.0}}, ("medium", "low")),
+    ],
+)
+def test_trivy_cvss_vectors_without_a_score(cvss: dict[str, Any], severities: tuple[str, ...]) -> None:
+    predicate = trivy_predicate()
+    finding = predicate["scanner"]["result"]["Results"][0]["Vulnerabilities"][0]
+    finding.update(Severity="LOW", SeveritySource="alpine", VendorSeverity={"alpine": 1}, CVSS=cvss)
+    document = read_trivy(predicate)
+    assert document.vulnerabilities[0].severities == severities
+    if not severities:
+        assert any("cannot be told" in u for u in document.unknowns)
+
+
+@pytest.mark.parametrize(
+    ("parameters", "named"),
+    [
+        (["--ignore-unfixed"], "--ignore-unfixed"),
+        (["--severity=HIGH,CRITICAL"], "--severity HIGH,CRITICAL"),
+        (["--severity", "CRITICAL"], "--severity CRITICAL"),
+        (["-s", "LOW"], "-s LOW"),
+        (["--skip-dirs=/opt", "--format=json"], "--skip-dirs"),
+        (["--ignorefile", ".trivyignore"], "--ignorefile"),
+        (["--vex", "vex.json"], "--vex"),
+    ],
+)
+def test_flags_that_leave_findings_out_cannot_tell(parameters: list[str], named: str) -> None:
+    predicate = trivy_predicate()
+    predicate["invocation"]["parameters"] = parameters
+    document = read_trivy(predicate)
+    assert document.vulnerabilities is None
+    assert any(named in u and "leave findings out" in u for u in document.unknowns)
+
+
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        ["--format=json"],
+        ["--severity=UNKNOWN,LOW,MEDIUM,HIGH,CRITICAL"],
+        None,
+        {"flags": "--ignore-unfixed"},  # free-form parameters other than a list of flags are not read
+        [],
+    ],
+)
+def test_flags_that_filter_nothing_keep_the_findings(parameters: object) -> None:
+    predicate = trivy_predicate()
+    predicate["invocation"]["parameters"] = parameters
+    unfiltered = copy.deepcopy(trivy_predicate())
+    assert read_trivy(predicate).vulnerabilities == read_trivy(unfiltered).vulnerabilities is not None
