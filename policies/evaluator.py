@@ -23,6 +23,7 @@ from typing import Any, Literal
 from policies.budget import DEFAULT_CPU_SECONDS, Budget, BudgetExceeded, within
 from policies.cel.sandbox import CelSandbox, shared_sandbox
 from policies.engines import EngineSort, engine_sort, outside_violations, sort_engines
+from policies.evaluation import AdmissionHistory, Changes, Evaluation
 from policies.loader import CompiledPolicy, PolicySet
 from policies.matching import selection
 from policies.pinning import apply_patch, patch_for
@@ -31,7 +32,6 @@ from policies.requesters import Requester
 from policies.results import Action, ArtifactRecord, Decision, Violation
 from policies.rules import change_control, expressions, gpu, images, manifest, model, toolchain, verification
 from policies.rules import requester as requester_rule
-from policies.rules.evaluation import AdmissionHistory, Changes, Evaluation
 from policies.rules.findings import Findings, unavailable, violation
 from policies.schema import ModelsRule
 from policies.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
@@ -39,10 +39,10 @@ from policies.workload import Unjudged, Workload, changed_since, extract, identi
 from verifier.base import Deadline, InputError, InvalidReference, TrtguardError
 from verifier.evidence import EvidenceSource
 
-__all__ = ["AdmissionHistory", "CacheSettings", "PolicyEngine", "VerifiedManifest"]
+__all__ = ["AdmissionHistory", "CacheSettings", "PolicyEvaluator", "VerifiedManifest"]
 
 #: Name used for violations that belong to no single policy (a resource that cannot be read at all).
-ENGINE_NAME = "trtguard"
+EVALUATOR_NAME = "trtguard"
 #: The note on a workload that a policy with ``changeControl`` selects, judged without an admission history
 #: (``trtguard check`` without ``--decision-log``): the webhook's verdict may differ.
 HISTORY_NOT_CONSULTED = (
@@ -63,10 +63,10 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class PolicyEngine:
+class PolicyEvaluator:
     """Evaluates workloads against one policy set with one evidence source.
 
-    An engine is immutable with respect to its policy set; a reload makes a new engine. Verified evidence
+    An evaluator is immutable with respect to its policy set; a reload makes a new one. Verified evidence
     (signatures, build manifests, attestations) is cached for ``cache.ttl`` seconds by everything its
     verdict depends on (registry, repository and digest, key set, question), so repeated admissions of the
     same image or engine touch neither the registry nor the cryptography, and no verdict depends on what
@@ -301,7 +301,7 @@ class PolicyEngine:
             for p in policies
         ) or (
             Violation(
-                policy=ENGINE_NAME,
+                policy=EVALUATOR_NAME,
                 rule="evaluation",
                 message=message,
                 fix="retry; if it persists, check the webhook's logs",
@@ -328,7 +328,7 @@ class PolicyEngine:
             policy_revision=self.revision,
             violations=(
                 Violation(
-                    policy=ENGINE_NAME,
+                    policy=EVALUATOR_NAME,
                     rule="workload",
                     message=f"the resource cannot be read: {error}",
                     fix="send a well-formed object with a pod spec",

@@ -10,6 +10,6 @@
 - :mod:`~policies.rules.change_control`: ``spec.changeControl`` (baselines, gated changes, approvals);
 - :mod:`~policies.rules.verification`: ``models.verification`` (GPU verification attestations).
 
-Beside them, :mod:`~policies.rules.evaluation` holds the state of one evaluation (parsed references,
+Beside them, :mod:`~policies.evaluation._state` holds the state of one evaluation (parsed references,
 evidence questions asked once) and :mod:`~policies.rules.findings` how violations are worded.
 """

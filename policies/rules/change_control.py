@@ -8,7 +8,7 @@ notion, read the same way by the verdict, its wording and the decision record.
 An engine's changes are computed against every baseline that can be found, so that leaving
 ``previous_manifest_digest`` out cannot hide a gated change: the previous manifest its own build manifest
 declares, and, of each ONNX model, the last build this policy confirmed in the workload
-(:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is its API group, kind, namespace and
+(:class:`~policies.evaluation._state.AdmissionHistory`; the workload is its API group, kind, namespace and
 name), so that a model left out of some admissions keeps its baseline. Of those, the one built from the same
 ONNX model counts, else all of them: never a choice by names, containers or templates, which the workload's
 author controls (:func:`_predecessors`). With no baseline at all the engine is a first build: only what is new
@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from policies.evaluation import Evaluation
 from policies.identity import WorkloadIdentity
 from policies.podspec import EngineUse
 from policies.results import (
@@ -50,7 +51,6 @@ from policies.results import (
     BaselineRecord,
     ChangeControlRecord,
 )
-from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import BuildManifestRule, ChangeControl
 from policies.verified import Documents, VerifiedApproval, VerifiedManifest

@@ -20,8 +20,8 @@ from typing import Any
 
 from policies.budget import within
 from policies.cel import CelEvaluationError, prepare_activation
+from policies.evaluation import Evaluation
 from policies.pods import EngineUse
-from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
 from policies.verified import VerifiedManifest
 from verifier.base import ImageReference

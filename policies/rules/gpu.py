@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from policies.evaluation import Evaluation
 from policies.pods import EngineUse, ImageUse, PodTemplate
-from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
 from policies.rules.toolchain import runtime_groups
 from policies.scheduling import NodeTerm

@@ -8,11 +8,11 @@ resolved first.
 
 from __future__ import annotations
 
+from policies.evaluation import Counted, Evaluation
 from policies.loader import CompiledAttestation, CompiledImageRule, CompiledPolicy
 from policies.podspec import ImageUse
 from policies.results import AttestationRecord, Violation
 from policies.rules import attestations
-from policies.rules.evaluation import Counted, Evaluation
 from policies.rules.findings import Findings, Refusal
 from verifier.base import ImageReference, InvalidReference
 

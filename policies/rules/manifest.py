@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from policies.evaluation import CLOCK_SKEW, Counted, Evaluation
 from policies.results import BuildManifestRecord
-from policies.rules.evaluation import CLOCK_SKEW, Counted, Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import BuildManifestRule, SignersRule
 from policies.verified import VerifiedManifest

@@ -8,10 +8,10 @@ decides, never a pass.
 
 from __future__ import annotations
 
+from policies.evaluation import Evaluation
 from policies.loader import CompiledPolicy
 from policies.requesters import RequesterRule, describe_set, in_set
 from policies.results import Violation
-from policies.rules.evaluation import Evaluation
 from policies.rules.findings import violation
 
 __all__ = ["check"]

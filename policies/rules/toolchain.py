@@ -8,7 +8,7 @@ What such a rule finds depends on the engine's digest and the image only, so an 
 times (a hundred image volumes of one digest) beside hundreds of images is judged, and reported, once per
 (policy, rule, engine digest, image) (:func:`runtime_groups`, which ``gpuCompatibility``'s ``runtime``
 shares): not once per volume, which made a 112 KB Pod a hundred thousand violations. The grouping is pure
-work charged to the evaluation's budget (:meth:`~policies.rules.evaluation.Evaluation.computed`), so past
+work charged to the evaluation's budget (:meth:`~policies.evaluation._state.Evaluation.computed`), so past
 it the policy's ``onError`` answers.
 """
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import functools
 
+from policies.evaluation import Evaluation
 from policies.patterns import matches_any
 from policies.pods import EngineUse, SameImage, by_image
-from policies.rules.evaluation import Evaluation
 from policies.rules.findings import Findings
 from policies.schema import ToolchainRule
 from policies.verified import VerifiedManifest

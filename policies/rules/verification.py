@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from policies.evaluation import Counted, Evaluation
 from policies.results import VerificationRecord
-from policies.rules.evaluation import Counted, Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import VerificationRule
 from policies.verified import VerifiedManifest

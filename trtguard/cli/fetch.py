@@ -82,7 +82,7 @@ def _digest(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # Imported here: the registry client and the policy engine's readers are not needed for `--help`.
+    # Imported here: the registry client and the policy evaluator's readers are not needed for `--help`.
     from policies.check import read_resources  # noqa: PLC0415
     from policies.discovery import find_images  # noqa: PLC0415
     from policies.workload import Unjudged, extract  # noqa: PLC0415

@@ -164,7 +164,7 @@ class Evaluation:
     the whole object, which rules about the running containers read (the runtime image of an engine);
     ``previous`` is the old object of an UPDATE, ``changes`` what it changed (computed when first asked
     unless given). :meth:`view` says what one policy judges. The rest comes from the
-    :class:`~policies.evaluator.PolicyEngine`: where evidence comes from, the verified-evidence cache, the
+    :class:`~policies.evaluator.PolicyEvaluator`: where evidence comes from, the verified-evidence cache, the
     admission history, the clock and the CEL sandbox; ``budget`` is the CPU the evaluation's pure work
     may spend (:mod:`policies.budget`).
     """
