@@ -1,5 +1,5 @@
 """The state of one evaluation, shared by the evaluator and every rule family: what is judged, what an UPDATE
-changed, what each rule counted, and each evidence question asked once.
+changed, what each rule counted, and each evidence question asked once; and the subjects the rules judge.
 """
 
 from __future__ import annotations
@@ -8,12 +8,33 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from policies.evaluation._state import CLOCK_SKEW, AdmissionHistory, Changes, Counted, Evaluation
+    from policies.evaluation._state import (
+        CLOCK_SKEW,
+        AdmissionHistory,
+        Changes,
+        Counted,
+        EngineSubject,
+        Evaluation,
+        ImageSubject,
+        VerifiedBuild,
+        WorkloadSubject,
+    )
 
 #: Where each public name lives.
 _HOMES: dict[str, str] = {
     **dict.fromkeys(
-        ("CLOCK_SKEW", "AdmissionHistory", "Changes", "Counted", "Evaluation"), "policies.evaluation._state"
+        (
+            "CLOCK_SKEW",
+            "AdmissionHistory",
+            "Changes",
+            "Counted",
+            "EngineSubject",
+            "Evaluation",
+            "ImageSubject",
+            "VerifiedBuild",
+            "WorkloadSubject",
+        ),
+        "policies.evaluation._state",
     ),
 }
 
@@ -22,7 +43,11 @@ __all__ = [
     "AdmissionHistory",
     "Changes",
     "Counted",
+    "EngineSubject",
     "Evaluation",
+    "ImageSubject",
+    "VerifiedBuild",
+    "WorkloadSubject",
 ]
 
 
