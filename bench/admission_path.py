@@ -205,7 +205,7 @@ async def trace_admission(work: Path, root: Path = ROOT) -> tuple[bool, Admissio
             loaded = policies.current
             if loaded is None:
                 raise RuntimeError("the policy store holds no policies after the first request")
-            empty_caches(loaded.engine.verified)
+            empty_caches(loaded.evaluator.verified)
             asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor())
             with tracer.installed():
                 answer = (await client.post("/validate?timeout=10s", content=review)).json()["response"]

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import registry_evidence as registry_bench
 from bench import startup as startup_bench
 from bench import webhook_latency as webhook_bench
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from trtguard.demo.material import make_material
 from verifier.keys import generate_private_key
 from verifier.registry.client import RegistryClient
@@ -159,7 +159,7 @@ async def _cold_registry(folder: Path, images: int) -> dict[str, Any]:
         async with httpx.AsyncClient() as bare:
             floor = await registry_bench.timed(lambda: bare.get(f"http://{host}/v2/"), images)
         async with RegistryClient(registry_bench.client_config(host)) as client:
-            engine = PolicyEngine(policy_set, RegistryEvidence(client))
+            engine = PolicyEvaluator(policy_set, RegistryEvidence(client))
             queue = list(refs)
             cold = await registry_bench.timed(lambda: registry_bench.admit(engine, queue.pop()), images)
             requests = client.stats.total_requests / images

@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import webhook_latency as webhook_bench
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.requesters import Requester
 from policies.schema import trusted_keys_yaml
@@ -100,7 +100,7 @@ spec:
 """
 
 
-def build(root: Path) -> tuple[PolicyEngine, PolicyEngine, dict[str, Any]]:
+def build(root: Path) -> tuple[PolicyEvaluator, PolicyEvaluator, dict[str, Any]]:
     signers = {"image-signer": generate_private_key(), "build-signer": generate_private_key()}
     public = {name: key.public_key() for name, key in signers.items()}
     (root / "keys.yaml").write_text(trusted_keys_yaml("platform", public))
@@ -183,8 +183,8 @@ def build(root: Path) -> tuple[PolicyEngine, PolicyEngine, dict[str, Any]]:
         },
     }
     evidence = LocalEvidence(evidence_dir)
-    full = PolicyEngine(load_policy_set([root / "policies.yaml", root / "keys.yaml"]), evidence)
-    empty = PolicyEngine(load_policy_set([root / "nothing.yaml"]), evidence)
+    full = PolicyEvaluator(load_policy_set([root / "policies.yaml", root / "keys.yaml"]), evidence)
+    empty = PolicyEvaluator(load_policy_set([root / "nothing.yaml"]), evidence)
     return full, empty, pod
 
 
@@ -192,7 +192,7 @@ def webhook_request(root: Path) -> Callable[[], Coroutine[Any, Any, Any]]:
     """One evaluation of the webhook benchmark's request, as ``webhook.admission`` asks for it."""
     material = make_material(root)
     request = json.loads(webhook_bench._review_body(material, root).read_text())["request"]
-    engine = PolicyEngine(load_policy_set(material.policies), LocalEvidence(material.attestations))
+    engine = PolicyEvaluator(load_policy_set(material.policies), LocalEvidence(material.attestations))
     requester = Requester(request["userInfo"]["username"], request["userInfo"]["groups"])
 
     def evaluate() -> Coroutine[Any, Any, Any]:

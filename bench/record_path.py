@@ -38,14 +38,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def _record(folder: Path) -> Any:
     """The webhook's record of the benchmark Pod (as ``webhook.admission`` builds it)."""
     from policies.check import check, read_resources  # noqa: PLC0415 - imported from the tree measured
-    from policies.evaluator import PolicyEngine  # noqa: PLC0415
+    from policies.evaluator import PolicyEvaluator  # noqa: PLC0415
     from policies.loader import load_policy_set  # noqa: PLC0415
     from trtguard.demo.material import SIDECAR_IMAGES, TENSORRT_IMAGE, make_material  # noqa: PLC0415
     from verifier.evidence_folder import LocalEvidence  # noqa: PLC0415
 
     material = make_material(folder)
     pod = _pod(material.engines["fp16"], TENSORRT_IMAGE, SIDECAR_IMAGES)
-    engine = PolicyEngine(load_policy_set([material.policies]), LocalEvidence(material.attestations))
+    engine = PolicyEvaluator(load_policy_set([material.policies]), LocalEvidence(material.attestations))
     (folder / "pod.json").write_text(json.dumps(pod))
     resources = list(read_resources([str(folder / "pod.json")], None, []))
     [outcome] = asyncio.run(check(engine, resources))

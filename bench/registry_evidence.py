@@ -1,7 +1,7 @@
 """Registry evidence on the admission path: latency cold and warm, requests per burst, verification rate.
 
 Starts Debian's ``docker-registry`` on 127.0.0.1 (temporary storage, killed at the end), pushes signed tiny
-images with the project's own client, then measures what ``PolicyEngine.evaluate`` pays for a pod whose
+images with the project's own client, then measures what ``PolicyEvaluator.evaluate`` pays for a pod whose
 image must carry a signature by a trusted key (policy: one image rule with ``signatures: {keys: [...]}``):
 
 * **admission latency** — resolve the tag, fetch the ``.sig`` manifest, its payload blob and the referrers
@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import PolicySet, load_policy_set
 from policies.schema import trusted_keys_yaml
 from trtguard.release.cosign_layout import append_layer, simple_signing_payload
@@ -136,7 +136,7 @@ def pod(image: ImageReference | str) -> dict[str, object]:
     }
 
 
-async def admit(engine: PolicyEngine, image: ImageReference | str) -> None:
+async def admit(engine: PolicyEvaluator, image: ImageReference | str) -> None:
     decision = await engine.evaluate(pod(image), deadline=Deadline.after(10))
     if not decision.allowed:
         raise SystemExit(f"unexpected deny: {[v.message for v in decision.denials]}")
@@ -165,7 +165,7 @@ async def timed(action: Callable[[], Awaitable[object]], count: int) -> list[flo
 
 
 async def latency(host: str, key: PrivateKey, policy_set: PolicySet, images: int, warm: int) -> None:
-    print("admission latency, PolicyEngine.evaluate (resolve + .sig + payload + referrers + verify):")
+    print("admission latency, PolicyEvaluator.evaluate (resolve + .sig + payload + referrers + verify):")
     async with RegistryClient(client_config(host)) as seeding:
         refs = [await push_signed_image(seeding, host, key) for _ in range(images)]
     async with httpx.AsyncClient() as bare:
@@ -174,7 +174,7 @@ async def latency(host: str, key: PrivateKey, policy_set: PolicySet, images: int
             await timed(lambda: bare.get(f"http://{host}/v2/"), warm),
         )
     async with RegistryClient(client_config(host)) as client:
-        engine = PolicyEngine(policy_set, RegistryEvidence(client))
+        engine = PolicyEvaluator(policy_set, RegistryEvidence(client))
         queue = list(refs)
         report(
             "cold: new image each time, tag reference",
@@ -192,7 +192,7 @@ async def bursts(host: str, key: PrivateKey, policy_set: PolicySet, count: int) 
         async with RegistryClient(client_config(host)) as seeding:
             ref = await push_signed_image(seeding, host, key)
         async with RegistryClient(client_config(host)) as client:
-            engine = PolicyEngine(policy_set, RegistryEvidence(client))
+            engine = PolicyEvaluator(policy_set, RegistryEvidence(client))
             started = time.perf_counter()
             await asyncio.gather(*(admit(engine, ref) for _ in range(100)))
             durations.append(time.perf_counter() - started)
@@ -220,7 +220,7 @@ async def _independent(
     client: RegistryClient, policy_set: PolicySet, ref: ImageReference, gate: asyncio.Semaphore
 ) -> None:
     async with gate:
-        await admit(PolicyEngine(policy_set, RegistryEvidence(client)), ref)
+        await admit(PolicyEvaluator(policy_set, RegistryEvidence(client)), ref)
 
 
 def throughput(key: PrivateKey, policy: TrustPolicy, seconds: float) -> None:

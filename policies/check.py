@@ -1,4 +1,4 @@
-"""``trtguard check``: the policy engine run offline over rendered manifests.
+"""``trtguard check``: the policy evaluator run offline over rendered manifests.
 
 Inputs are files, directories (walked for ``*.yaml``, ``*.yml``, ``*.json``) and standard input, each holding
 one or more YAML/JSON documents (``List`` kinds are flattened). Every document of every input is reported:
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.pinning import apply_patch, patch_for
 from policies.requesters import Requester
 from policies.results import Action, Decision
@@ -269,7 +269,7 @@ def _resources(document: Document, source: str, problems: list[InputError]) -> I
 
 
 async def check(
-    engine: PolicyEngine,
+    evaluator: PolicyEvaluator,
     resources: Sequence[Resource],
     *,
     namespace: str | None = None,
@@ -309,7 +309,7 @@ async def check(
                     "without --namespace to judge each resource in the namespace it names",
                 ),
             )
-        decision = await engine.evaluate(
+        decision = await evaluator.evaluate(
             resource.obj,
             namespace=None if resource.namespace else namespace,
             deadline=Deadline.never(),
@@ -333,7 +333,7 @@ async def check(
         for index, resource in pending:
             outcomes[index] = await one(resource)
 
-    workers = min(concurrency if engine.evidence.concurrent_lookups else 1, len(resources))
+    workers = min(concurrency if evaluator.evidence.concurrent_lookups else 1, len(resources))
     await asyncio.gather(*(worker() for _ in range(workers)))
     return [o for o in outcomes if o is not None]
 

@@ -33,11 +33,11 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from policies.evaluation import Evaluation
 from policies.loader import CompiledPolicy
 from policies.patterns import ImagePattern, matches_any
 from policies.podspec import EngineUse, ImageField
 from policies.results import Violation
-from policies.rules.evaluation import Evaluation
 from policies.rules.findings import unavailable, violation
 from policies.workload import Workload
 from verifier.base import EvidenceUnavailable, ImageReference, VerificationError

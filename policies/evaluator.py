@@ -1,48 +1,45 @@
-"""Evaluate a workload against a :class:`~policies.loader.PolicySet`: the one place to read the order of the
-checks.
+"""Evaluate a workload against a :class:`~policies.loader.PolicySet`; the order of the checks is the rule
+table of :mod:`policies._judging`.
 
 For every policy that matches the resource (:mod:`policies.matching`), every image must match at least one
 of the policy's image rules (an unmatched image is a violation) and satisfy each rule it matches; every
 engine must satisfy the policy's ``models`` rules (a build manifest signed by its keys, when
 ``buildManifest`` is set, and the rules over that manifest) and its change control. Each rule family has a
-module in :mod:`policies.rules`. A rule that cannot be checked (offline, a registry that fails, time running
-out) is a violation with ``error=True`` whose action is the policy's ``onError``: never a silent pass.
-Reading the object (and an UPDATE's old one) runs off the event loop unless small, within a CPU budget
-(:mod:`policies.budget`); past it, every matching policy's ``onError`` answers.
+module in :mod:`policies.rules`, registered once in that table. A rule that cannot be checked (offline, a
+registry that fails, time running out) is a violation with ``error=True`` whose action is the policy's
+``onError``: never a silent pass. Reading the object (and an UPDATE's old one) runs off the event loop
+unless small, within a CPU budget (:mod:`policies.budget`); past it, every matching policy's ``onError``
+answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from policies._judging import judge_policy
 from policies.budget import DEFAULT_CPU_SECONDS, Budget, BudgetExceeded, within
 from policies.cel.sandbox import CelSandbox, shared_sandbox
-from policies.engines import EngineSort, engine_sort, outside_violations, sort_engines
+from policies.engines import EngineSort, engine_sort, sort_engines
+from policies.evaluation import AdmissionHistory, Changes, Evaluation
 from policies.loader import CompiledPolicy, PolicySet
 from policies.matching import selection
 from policies.pinning import apply_patch, patch_for
-from policies.pods import EngineUse
 from policies.requesters import Requester
 from policies.results import Action, ArtifactRecord, Decision, Violation
-from policies.rules import change_control, expressions, gpu, images, manifest, model, toolchain, verification
-from policies.rules import requester as requester_rule
-from policies.rules.evaluation import AdmissionHistory, Changes, Evaluation
-from policies.rules.findings import Findings, unavailable, violation
-from policies.schema import ModelsRule
 from policies.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
 from policies.workload import Unjudged, Workload, changed_since, extract, identify, unknown_kind
-from verifier.base import Deadline, InputError, InvalidReference, TrtguardError
+from verifier.base import Deadline, InputError
 from verifier.evidence import EvidenceSource
 
-__all__ = ["AdmissionHistory", "CacheSettings", "PolicyEngine", "VerifiedManifest"]
+__all__ = ["AdmissionHistory", "CacheSettings", "PolicyEvaluator", "VerifiedManifest"]
 
 #: Name used for violations that belong to no single policy (a resource that cannot be read at all).
-ENGINE_NAME = "trtguard"
+EVALUATOR_NAME = "trtguard"
 #: The note on a workload that a policy with ``changeControl`` selects, judged without an admission history
 #: (``trtguard check`` without ``--decision-log``): the webhook's verdict may differ.
 HISTORY_NOT_CONSULTED = (
@@ -63,10 +60,10 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class PolicyEngine:
+class PolicyEvaluator:
     """Evaluates workloads against one policy set with one evidence source.
 
-    An engine is immutable with respect to its policy set; a reload makes a new engine. Verified evidence
+    An evaluator is immutable with respect to its policy set; a reload makes a new one. Verified evidence
     (signatures, build manifests, attestations) is cached for ``cache.ttl`` seconds by everything its
     verdict depends on (registry, repository and digest, key set, question), so repeated admissions of the
     same image or engine touch neither the registry nor the cryptography, and no verdict depends on what
@@ -227,7 +224,7 @@ class PolicyEngine:
         sorted_engines = [sort if sort is not None else next(remaining) for sort in known]
         judged_findings: list[Violation] = []
         for policy, sort in zip(policies, sorted_engines, strict=True):
-            findings = await _judge(run, policy, sort)
+            findings = await judge_policy(run, policy, sort)
             unverified = policy.name in unknown
             judged_findings += [_requester_unknown(policy, v) for v in findings] if unverified else findings
         violations = tuple(judged_findings)
@@ -301,7 +298,7 @@ class PolicyEngine:
             for p in policies
         ) or (
             Violation(
-                policy=ENGINE_NAME,
+                policy=EVALUATOR_NAME,
                 rule="evaluation",
                 message=message,
                 fix="retry; if it persists, check the webhook's logs",
@@ -328,7 +325,7 @@ class PolicyEngine:
             policy_revision=self.revision,
             violations=(
                 Violation(
-                    policy=ENGINE_NAME,
+                    policy=EVALUATOR_NAME,
                     rule="workload",
                     message=f"the resource cannot be read: {error}",
                     fix="send a well-formed object with a pod spec",
@@ -367,134 +364,3 @@ def _requester_unknown(policy: CompiledPolicy, found: Violation) -> Violation:
         action=policy.document.spec.on_error,
         error=True,
     )
-
-
-async def _judge(run: Evaluation, policy: CompiledPolicy, sort: EngineSort) -> list[Violation]:
-    """Everything ``policy`` finds: malformed fields, the requester, then each image, then each engine
-    (``sort`` says which of the workload's image volumes are engines for this policy)."""
-    spec = policy.document.spec
-    judged, previous = run.view(policy)
-    found: list[Violation] = [
-        violation(policy, "workload", problem.message, "fix the resource", path=problem.path)
-        for problem in judged.problems
-    ]
-    if spec.requester is not None:
-        found += requester_rule.check(run, policy, spec.requester)
-    if policy.image_rules:
-        # Nothing to check is never a pass; on an UPDATE only when it is new (the images were removed).
-        if not run.context.images and (previous is None or previous.images):
-            found.append(
-                violation(
-                    policy,
-                    "workload",
-                    "no image could be found in the resource, so nothing can be checked",
-                    "give every container an image",
-                    path=judged.spec_path,
-                )
-            )
-        for image_use in judged.images:
-            found += await _confined(
-                images.check(run, policy, image_use),
-                policy,
-                "images",
-                image=image_use.reference,
-                path=image_use.path,
-            )
-    if spec.models is not None:
-        if spec.models.required and not sort.engines and (previous is None or previous.engines):
-            found.append(
-                violation(
-                    policy,
-                    "models.required",
-                    "the workload declares no TensorRT engine"
-                    + (
-                        f" in any of its {len(judged.templates)} pod templates"
-                        if len(judged.templates) > 1
-                        else ""
-                    ),
-                    "name the engine by digest in an image volume or the trtguard.dev/engines annotation",
-                    path=f"{judged.spec_path}.volumes" if len(judged.templates) == 1 else judged.spec_path,
-                )
-            )
-        found += sort.violations(policy, judged.engines, run)
-        found += outside_violations(policy, judged, run)
-        for engine_use in judged.engines:
-            if engine_use not in sort.engines:
-                continue
-            found += await _confined(
-                _judge_engine(run, policy, spec.models, engine_use),
-                policy,
-                "models",
-                engine=engine_use.reference,
-                path=engine_use.path,
-            )
-        if spec.change_control is not None:
-            judged_now = set(judged.engines)
-            unchanged = [use for use in sort.engines if use not in judged_now]
-            await change_control.confirm_unchanged(run, policy.name, unchanged)
-    return found
-
-
-async def _judge_engine(
-    run: Evaluation, policy: CompiledPolicy, models: ModelsRule, use: EngineUse
-) -> list[Violation]:
-    """The engine rules in order: a pinned reference, the build manifest and the rules over it, change
-    control, then GPU verification."""
-    ref = run.reference(use.reference)
-    if isinstance(ref, InvalidReference):
-        found = Findings(policy, engine=use.reference, path=use.path)
-        found.add(
-            "models.reference", f"invalid engine reference: {ref.message}", ref.hint or "fix the reference"
-        )
-        return found.violations
-    found = Findings(policy, engine=str(ref), path=use.path)
-    if ref.digest is None:
-        found.add(
-            "models.reference",
-            "engine reference is not pinned by digest",
-            f"refer to the engine as {ref.name}@sha256:<digest> (printed by `trtguard push-engine`)"
-            + (
-                "; an image volume that holds no engine: list the engine repositories in models.engines"
-                if use.source != "annotation" and models.engines is None
-                else ""
-            ),
-        )
-        return found.violations
-    verified: VerifiedManifest | None = None
-    counted = run.counted(use.reference)
-    manifest_rule = models.build_manifest
-    if manifest_rule is not None:
-        verified = await manifest.verify(run, found, manifest_rule, ref, counted)
-        if verified is None:
-            return found.violations
-        manifest.check_max_age(run, found, manifest_rule, verified)
-        await manifest.check_inputs_signed(run, found, manifest_rule, ref, verified)
-        model.check(found, models.rules, verified.manifest)
-        await expressions.check(run, found, ref, use, verified)
-        if models.rules.toolchain is not None:
-            await toolchain.check(run, found, models.rules.toolchain, use, verified)
-        if models.rules.gpu_compatibility is not None:
-            await gpu.check(run, found, models.rules.gpu_compatibility, use, verified)
-        change_rule = policy.document.spec.change_control
-        if change_rule is not None:
-            await change_control.check(run, found, change_rule, manifest_rule, ref, use, verified)
-    if models.verification is not None:
-        await verification.check(run, found, models.verification, ref, verified, counted)
-    return found.violations
-
-
-async def _confined(
-    check: Awaitable[list[Violation]],
-    policy: CompiledPolicy,
-    rule: str,
-    *,
-    image: str | None = None,
-    engine: str | None = None,
-    path: str,
-) -> list[Violation]:
-    """What ``check`` finds about one image or engine; a check that failed in a way no rule foresaw is a
-    violation under ``onError`` for that image or engine alone."""
-    try:
-        return await check
-    except TrtguardError as error:
-        return [unavailable(policy, rule, error, image=image, engine=engine, path=path)]

@@ -18,7 +18,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 from pydantic.alias_generators import to_camel
 
 from policies.check import Outcome, check, read_resources
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.requesters import Requester
 from policies.results import Action, Decision
@@ -164,7 +164,7 @@ async def run_suite(
     policy_set = load_policy_set([base / p for p in spec.policies])
     evidence = LocalEvidence(base / spec.attestations if spec.attestations else None)
     moment: datetime | None = spec.now or now
-    engine = PolicyEngine(
+    evaluator = PolicyEvaluator(
         policy_set, evidence, clock=(lambda: moment) if moment else datetime.now().astimezone
     )
     problems: list[InputError] = []
@@ -173,7 +173,7 @@ async def run_suite(
         raise problems[0]
     requester = spec.requester
     outcomes = await check(
-        engine,
+        evaluator,
         resources,
         namespace=spec.namespace,
         requester=Requester.impersonated(requester.username, tuple(requester.groups)) if requester else None,

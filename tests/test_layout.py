@@ -201,9 +201,9 @@ RAW_ATTRIBUTES = frozenset({"obj", "pod_spec_path", "spec_paths", "container"})
 #: Where a judging module may read the raw object anyway, and why: CEL's `workload` variable is the object
 #: as admitted, change detection compares objects, the decision record names each image's container.
 RAW_READERS = {
-    ("policies.rules.evaluation", "between"),
-    ("policies.rules.evaluation", "cel_workload"),
-    ("policies.rules.evaluation", "image_records"),
+    ("policies.evaluation._state", "between"),
+    ("policies.evaluation._state", "cel_workload"),
+    ("policies.evaluation._state", "image_records"),
 }
 #: What reads pod templates: only extraction (policies.workload, through these) may import them.
 TEMPLATE_READERS = frozenset(

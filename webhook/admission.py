@@ -1,8 +1,8 @@
-"""Judging one AdmissionRequest: operation rules, the deadline, the policy engine, and the decision record.
+"""Judging one AdmissionRequest: operation rules, the deadline, the policy evaluator, and the decision record.
 
 :class:`Reviewer` turns a parsed request into the AdmissionReview answer. Everything it decides is written to
 the decision log *before* the answer is returned; if the record cannot be written the answer is a denial.
-Nothing that goes wrong here (a timeout, an exception, a policy engine that fails) becomes an allow: the
+Nothing that goes wrong here (a timeout, an exception, a policy evaluator that fails) becomes an allow: the
 policies' ``onError`` decides, and without a policy to ask, the answer is a denial.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from decisionlog import DecisionLogUnavailable, DecisionRecord, DecisionStore
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.kinds import group_of
 from policies.requesters import Requester
 from policies.results import Action, Decision, Violation
@@ -196,13 +196,13 @@ class Reviewer:
             return Verdict(True, "DeletionInProgress")
         obj = _with_kind(obj, request)
         old = _with_kind(request.old_object, request) if request.old_object is not None else None
-        engine = loaded.engine
+        evaluator = loaded.evaluator
         try:
             with self.tracing.span("policy.evaluate", **{"trtguard.policy_revision": loaded.revision}):
                 async with asyncio.timeout(deadline.remaining()):
                     # A kind the policies do not know reaches the webhook only if its rules were widened:
                     # what it names is judged as found (never admitted unjudged), with a warning.
-                    decision = await engine.evaluate(
+                    decision = await evaluator.evaluate(
                         obj,
                         namespace=request.namespace,
                         old=old,
@@ -214,7 +214,7 @@ class Reviewer:
         except TimeoutError:
             message = f"ran out of time after {budget:.1f} s"
             return self._error_verdict(
-                engine,
+                evaluator,
                 obj=obj,
                 request=request,
                 message=message,
@@ -223,18 +223,18 @@ class Reviewer:
             )
         except TrtguardError as error:
             return self._error_verdict(
-                engine,
+                evaluator,
                 obj=obj,
                 request=request,
                 message=str(error),
                 reason="EvaluationError",
                 failure="evaluation_error",
             )
-        except Exception as error:  # a bug in a policy or the engine: onError decides, not a default allow
+        except Exception as error:  # a bug in a policy or the evaluator: onError decides, not a default allow
             _log.exception("policy evaluation failed", extra={"fields": {"uid": request.uid}})
             message = f"internal error while evaluating ({type(error).__name__})"
             return self._error_verdict(
-                engine,
+                evaluator,
                 obj=obj,
                 request=request,
                 message=message,
@@ -244,14 +244,14 @@ class Reviewer:
         if decision.unjudged is not None:
             return _not_a_workload(decision.unjudged)
         verdict = _from_decision(decision, "PolicyViolation")
-        if engine.policy_set.kinds.get(request.kind.group, request.kind.kind, request.kind.version) is None:
+        if loaded.policy_set.kinds.get(request.kind.group, request.kind.kind, request.kind.version) is None:
             warning = f"trtguard does not know {request.kind}; it judged the images found in the whole object"
             verdict = replace(verdict, warnings=(warning, *verdict.warnings))
         return verdict
 
     def _error_verdict(
         self,
-        engine: PolicyEngine,
+        evaluator: PolicyEvaluator,
         *,
         obj: Mapping[str, Any],
         request: AdmissionRequest,
@@ -260,7 +260,7 @@ class Reviewer:
         failure: str,
     ) -> Verdict:
         try:
-            decision = engine.error_decision(obj, namespace=request.namespace, message=message)
+            decision = evaluator.error_decision(obj, namespace=request.namespace, message=message)
         except Exception:  # the fallback itself failed: deny rather than guess what the policies meant
             _log.exception("error decision failed", extra={"fields": {"uid": request.uid}})
             return _deny(reason, f"trtguard could not check this request: {message}", failure)

@@ -1,4 +1,4 @@
-"""What the webhook admitted before, for change control: the policy engine's ``AdmissionHistory``.
+"""What the webhook admitted before, for change control: the policy evaluator's ``AdmissionHistory``.
 
 Answered from the decision log alone, per change-control policy and workload (API group, kind, namespace
 and name: :mod:`policies.identity`): of each ONNX model (``model`` of each recorded engine), the engine the
@@ -41,7 +41,7 @@ from verifier.base import Deadline, EvidenceUnavailable
 
 
 class DecisionLogHistory:
-    """The policy engine's ``AdmissionHistory``, answered from the decision log.
+    """The policy evaluator's ``AdmissionHistory``, answered from the decision log.
 
     Looks back through the real admissions of the workload, newest first, a page at a time, and the carried
     state (the last admissions of records pruned away, those of each policy's models among them): of each

@@ -1,7 +1,7 @@
 """What ``/mutate`` makes of a review: the JSONPatch pinning what ``pinDigest`` rules verified.
 
 The review itself is the validating one (``webhook.admission``: same policies, same decision log), judged
-with pinning on (:class:`~policies.rules.evaluation.Evaluation` ``pinning``); :func:`settle` turns its
+with pinning on (:class:`~policies.evaluation._state.Evaluation` ``pinning``); :func:`settle` turns its
 verdict into the mutating answer, and :func:`with_patch` puts the patch in the AdmissionReview.
 
 - An allow carries the patch of :func:`policies.pinning.patch_for` (``reason`` ``DigestsPinned``, or

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from policies.evaluator import AdmissionHistory, PolicyEngine
+from policies.evaluator import AdmissionHistory, PolicyEvaluator
 from policies.loader import PolicySet, load_policy_set
 from verifier.base import InputError, TrtguardError
 from verifier.evidence import EvidenceSource
@@ -43,10 +43,10 @@ _STARTUP_ATTEMPTS: Final = 5
 
 @dataclass(frozen=True, slots=True)
 class LoadedPolicies:
-    """A policy set and the engine that evaluates it."""
+    """A policy set and the evaluator that judges by it."""
 
     policy_set: PolicySet
-    engine: PolicyEngine
+    evaluator: PolicyEvaluator
     loaded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
@@ -66,7 +66,7 @@ class ReloadFailure:
 class PolicyStore:
     """Holds the policies in force; :meth:`watch` reloads them when the files under ``path`` change.
 
-    ``history`` (the decision log, for change control) is handed to every engine built from the files;
+    ``history`` (the decision log, for change control) is handed to every evaluator built from the files;
     ``settle`` is how long changed files must stand still before they are read (see the module docstring).
     """
 
@@ -185,7 +185,7 @@ class PolicyStore:
         try:
             policy_set = load_policy_set(self.path)
             result: LoadedPolicies | TrtguardError = LoadedPolicies(
-                policy_set, PolicyEngine(policy_set, self.evidence, history=self.history)
+                policy_set, PolicyEvaluator(policy_set, self.evidence, history=self.history)
             )
         except TrtguardError as error:
             result = error

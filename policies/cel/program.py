@@ -92,7 +92,7 @@ _RUNTIME_HINTS: Final = (
     ("key not found", MISSING_KEY_HINT),
     ("no such key", MISSING_KEY_HINT),
     ("index error", "test the length first: `size(x) > i && x[i] ...`"),
-    ("no value with name", "the policy engine did not hand this variable in: report it as a bug"),
+    ("no value with name", "the policy evaluator did not hand this variable in: report it as a bug"),
     ("iteration budget exceeded", RESOURCE_HINT),
     (
         "no matching overload",

@@ -301,7 +301,7 @@ _shared_lock = threading.Lock()
 
 def shared_sandbox() -> CelSandbox:
     """The process's sandbox with the default limits, made on first use and closed at exit."""
-    global _shared  # noqa: PLW0603 - one pool per process, shared by every policy engine it builds
+    global _shared  # noqa: PLW0603 - one pool per process, shared by every policy evaluator it builds
     with _shared_lock:
         if _shared is None:
             _shared = CelSandbox()

@@ -6,7 +6,7 @@ documents of the role the rule judges (``document``: an SBOM is no scan, a VEX d
 that tie for the newest are all judged (each must hold, so the stricter wins), and a rule that judges no
 one role judges the newest of each; an undated document is judged beside them (it may be newer). A
 document dated in the future (beyond
-:data:`~policies.rules.evaluation.CLOCK_SKEW`) is refused whatever the rule says: it would be the newest
+:data:`~policies.evaluation._state.CLOCK_SKEW`) is refused whatever the rule says: it would be the newest
 until that time came and hide every document attested before it. ``maxAge`` measures a scan from the older
 of its run and its vulnerability database, an SBOM from its making. For other predicate types every
 signed attestation must meet the conditions.
@@ -36,9 +36,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from policies.cel import MISSING_KEY_HINT, CelEvaluationError, prepare_activation
+from policies.evaluation import CLOCK_SKEW, Evaluation
 from policies.loader import CompiledAttestation, CompiledExpression
 from policies.rules._components import check_components
-from policies.rules.evaluation import CLOCK_SKEW, Evaluation
 from policies.rules.findings import Findings, Refusal
 from policies.schema import AttestationRule, VulnerabilityRule
 from policies.verified import Documents, VerifiedPredicate

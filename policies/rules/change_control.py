@@ -8,7 +8,7 @@ notion, read the same way by the verdict, its wording and the decision record.
 An engine's changes are computed against every baseline that can be found, so that leaving
 ``previous_manifest_digest`` out cannot hide a gated change: the previous manifest its own build manifest
 declares, and, of each ONNX model, the last build this policy confirmed in the workload
-(:class:`~policies.rules.evaluation.AdmissionHistory`; the workload is its API group, kind, namespace and
+(:class:`~policies.evaluation._state.AdmissionHistory`; the workload is its API group, kind, namespace and
 name), so that a model left out of some admissions keeps its baseline. Of those, the one built from the same
 ONNX model counts, else all of them: never a choice by names, containers or templates, which the workload's
 author controls (:func:`_predecessors`). With no baseline at all the engine is a first build: only what is new
@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from policies.evaluation import EngineSubject, Evaluation, WorkloadSubject
 from policies.identity import WorkloadIdentity
 from policies.podspec import EngineUse
 from policies.results import (
@@ -50,8 +51,7 @@ from policies.results import (
     BaselineRecord,
     ChangeControlRecord,
 )
-from policies.rules.evaluation import Evaluation
-from policies.rules.findings import Findings, Refusal
+from policies.rules.findings import EngineFamily, Findings, Refusal, WorkloadFamily
 from policies.schema import BuildManifestRule, ChangeControl
 from policies.verified import Documents, VerifiedApproval, VerifiedManifest
 from verifier.attestations import ChangeApproval, ChangeKind
@@ -59,7 +59,15 @@ from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference,
 from verifier.manifest import EngineBuildManifest
 from verifier.manifest_diff import diff_manifests
 
-__all__ = ["Baseline", "ChangeVerdict", "change_indexes", "check", "confirm_unchanged", "describe", "judge"]
+__all__ = [
+    "CHANGE_CONTROL",
+    "CHANGE_CONTROL_KEPT",
+    "Baseline",
+    "ChangeVerdict",
+    "change_indexes",
+    "describe",
+    "judge",
+]
 
 _RULE = "changeControl"
 
@@ -613,3 +621,36 @@ def describe(
     )
     fix = f"ask the release committee ({', '.join(rule.approvals.keys)}) to run `{command}`"
     return message, fix
+
+
+async def _check_engine(run: Evaluation, found: Findings, engine: EngineSubject) -> EngineSubject:
+    """:func:`check` of the engine against its verified build manifest."""
+    rule = found.policy.document.spec.change_control
+    if rule is not None and engine.build is not None:
+        await check(run, found, rule, engine.build.rule, engine.ref, engine.use, engine.build.manifest)
+    return engine
+
+
+async def _confirm(run: Evaluation, found: Findings, workload: WorkloadSubject) -> None:
+    """:func:`confirm_unchanged` of the engines an UPDATE left as they were."""
+    await confirm_unchanged(run, found.policy.name, workload.unchanged)
+
+
+#: ``spec.changeControl`` over each engine judged, an engine rule over the build manifest.
+CHANGE_CONTROL = EngineFamily(
+    name=_RULE,
+    applies=lambda policy: (
+        policy.document.spec.change_control is not None
+        and (models := policy.document.spec.models) is not None
+        and models.build_manifest is not None
+    ),
+    check=_check_engine,
+)
+#: ``spec.changeControl`` over the engines no engine rule judged (an UPDATE kept them), once those are judged.
+CHANGE_CONTROL_KEPT = WorkloadFamily(
+    name=f"{_RULE}.unchanged",
+    applies=lambda policy: (
+        policy.document.spec.change_control is not None and policy.document.spec.models is not None
+    ),
+    check=_confirm,
+)

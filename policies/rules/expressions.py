@@ -20,16 +20,33 @@ from typing import Any
 
 from policies.budget import within
 from policies.cel import CelEvaluationError, prepare_activation
+from policies.evaluation import EngineSubject, Evaluation
 from policies.pods import EngineUse
-from policies.rules.evaluation import Evaluation
-from policies.rules.findings import Findings
+from policies.rules.findings import EngineFamily, Findings
 from policies.verified import VerifiedManifest
 from verifier.base import ImageReference
 
-__all__ = ["check"]
+__all__ = ["EXPRESSIONS"]
 
 
-async def check(
+async def _check(run: Evaluation, found: Findings, engine: EngineSubject) -> EngineSubject:
+    """The policy's expressions against the engine's verified build manifest."""
+    if engine.build is not None:
+        await _judge(run, found, engine.ref, engine.use, engine.build.manifest)
+    return engine
+
+
+#: ``models.rules.expressions``, an engine rule over the build manifest.
+EXPRESSIONS = EngineFamily(
+    name="models.rules.expressions",
+    applies=lambda policy: (
+        (models := policy.document.spec.models) is not None and models.build_manifest is not None
+    ),
+    check=_check,
+)
+
+
+async def _judge(
     run: Evaluation, found: Findings, ref: ImageReference, use: EngineUse, verified: VerifiedManifest
 ) -> None:
     """Every expression of the policy, against this engine's manifest and the workload."""

@@ -1,23 +1,42 @@
-"""Violations: how they are worded, and a check that cannot answer turned into one.
+"""Violations: how they are worded, and a check that cannot answer turned into one; and the rule contract.
 
 A rule either holds or yields a :class:`~policies.results.Violation`. Evidence that cannot be fetched
 (:class:`~verifier.base.EvidenceUnavailable`: offline, a registry that fails, time running out) is a
 violation under the policy's ``onError``; evidence that was fetched and refused
 (:class:`~verifier.base.VerificationError`) is one under its ``action``. :meth:`Findings.check` does both
 for every rule family.
+
+The rule contract: each rule family's module exposes its rule, a :class:`WorkloadFamily`,
+:class:`ImageFamily` or :class:`EngineFamily`: its ``name`` (the policy field it judges), ``applies``
+(whether a policy sets that field: the rule's guard) and ``check``, one coroutine judging one subject
+(:mod:`policies.evaluation`) into the :class:`Findings` it is handed. The evaluator applies them from one
+ordered :class:`RuleTable` (``policies._judging.RULES``), as Kyverno's engine picks a handler per rule and
+collects what it finds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from policies.loader import CompiledPolicy
 from policies.results import Action, Violation
 from verifier.base import EvidenceUnavailable, TrtguardError, VerificationError
 
-__all__ = ["Findings", "Refusal", "unavailable", "violation"]
+if TYPE_CHECKING:
+    from policies.evaluation import EngineSubject, Evaluation, ImageSubject, WorkloadSubject
+
+__all__ = [
+    "EngineFamily",
+    "Findings",
+    "ImageFamily",
+    "Refusal",
+    "RuleTable",
+    "WorkloadFamily",
+    "unavailable",
+    "violation",
+]
 
 T = TypeVar("T")
 
@@ -192,3 +211,61 @@ class Findings:
             for rule in names:
                 self.add(rule, message, fix, error=refused.error)
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadFamily:
+    """A rule over the workload as a whole (``requester``), or over what the engine rules left unjudged."""
+
+    name: str
+    """The policy field it judges (``requester``): each family is registered once (:class:`RuleTable`)."""
+    applies: Callable[[CompiledPolicy], bool]
+    """Whether the policy sets that field: a rule that does not apply is not run."""
+    check: Callable[[Evaluation, Findings, WorkloadSubject], Awaitable[None]]
+    """Judge the workload; what it finds goes into the findings (about no one image or engine)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFamily:
+    """A rule over each image of the workload (``images``)."""
+
+    name: str
+    applies: Callable[[CompiledPolicy], bool]
+    check: Callable[[Evaluation, Findings, ImageSubject], Awaitable[None]]
+    """Judge one image, into findings that name it."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineFamily:
+    """A rule over each engine of the workload (``models.*``, ``changeControl``)."""
+
+    name: str
+    applies: Callable[[CompiledPolicy], bool]
+    check: Callable[[Evaluation, Findings, EngineSubject], Awaitable[EngineSubject | None]]
+    """Judge one engine, into findings that name it; the subject the rules after it judge (the build
+    manifest rule adds the manifest it verified), or None when they cannot judge it (no manifest that can
+    be judged): the engine's remaining rules are not run."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleTable:
+    """Every rule family, in the order the evaluator applies them to one policy."""
+
+    workload: tuple[WorkloadFamily, ...]
+    """First, over the workload."""
+    images: tuple[ImageFamily, ...]
+    """Then, in this order, over each image."""
+    engines: tuple[EngineFamily, ...]
+    """Then, in this order, over each engine the policy judges."""
+    afterwards: tuple[WorkloadFamily, ...]
+    """Last, over the workload again, once its engines are judged."""
+
+    def families(self) -> tuple[str, ...]:
+        """The name of every family, in order."""
+        parts: tuple[tuple[WorkloadFamily | ImageFamily | EngineFamily, ...], ...] = (
+            self.workload,
+            self.images,
+            self.engines,
+            self.afterwards,
+        )
+        return tuple(rule.name for part in parts for rule in part)

@@ -27,23 +27,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from policies.evaluation import EngineSubject, Evaluation
 from policies.pods import EngineUse, ImageUse, PodTemplate
-from policies.rules.evaluation import Evaluation
-from policies.rules.findings import Findings
+from policies.rules.findings import EngineFamily, Findings
 from policies.rules.toolchain import runtime_groups
 from policies.scheduling import NodeTerm
-from policies.schema import GpuCompatibilityRule
-from policies.verified import VerifiedManifest
 from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
 
 __all__ = [
     "AMPERE_OR_NEWER",
+    "GPU_COMPATIBILITY",
     "MAJOR_LABEL",
     "MINOR_LABEL",
     "PRODUCT_LABEL",
     "GpuFit",
-    "check",
     "loads",
     "misfit",
     "misfits",
@@ -88,14 +86,29 @@ _OTHER_TERMS = 3
 _LISTED_PROBLEMS = 3
 
 
-async def check(
-    run: Evaluation, found: Findings, rule: GpuCompatibilityRule, use: EngineUse, verified: VerifiedManifest
-) -> None:
+async def _check(run: Evaluation, found: Findings, engine: EngineSubject) -> EngineSubject:
     """The engine fits the GPUs its Pods may be placed on (``nodes``) and its runtimes (``runtime``)."""
+    rule = engine.models.rules.gpu_compatibility
+    if rule is None or engine.build is None:
+        return engine
+    manifest = engine.build.manifest.manifest
     if rule.nodes:
-        await _nodes(run, found, use, verified.manifest)
+        await _nodes(run, found, engine.use, manifest)
     if rule.runtime:
-        await _runtime(run, found, use, verified.manifest)
+        await _runtime(run, found, engine.use, manifest)
+    return engine
+
+
+#: ``models.rules.gpuCompatibility``, an engine rule over the build manifest.
+GPU_COMPATIBILITY = EngineFamily(
+    name="models.rules.gpuCompatibility",
+    applies=lambda policy: (
+        (models := policy.document.spec.models) is not None
+        and models.build_manifest is not None
+        and models.rules.gpu_compatibility is not None
+    ),
+    check=_check,
+)
 
 
 def product_label(gpu_name: str) -> str:

@@ -8,25 +8,19 @@ resolved first.
 
 from __future__ import annotations
 
-from policies.loader import CompiledAttestation, CompiledImageRule, CompiledPolicy
-from policies.podspec import ImageUse
-from policies.results import AttestationRecord, Violation
+from policies.evaluation import Counted, Evaluation, ImageSubject
+from policies.loader import CompiledAttestation, CompiledImageRule
+from policies.results import AttestationRecord
 from policies.rules import attestations
-from policies.rules.evaluation import Counted, Evaluation
-from policies.rules.findings import Findings, Refusal
-from verifier.base import ImageReference, InvalidReference
+from policies.rules.findings import Findings, ImageFamily, Refusal
+from verifier.base import ImageReference
 
-__all__ = ["check"]
+__all__ = ["IMAGES"]
 
 
-async def check(run: Evaluation, policy: CompiledPolicy, use: ImageUse) -> list[Violation]:
-    """What ``policy``'s image rules find about one image of the workload."""
-    ref = run.reference(use.reference)
-    if isinstance(ref, InvalidReference):
-        found = Findings(policy, image=use.reference, path=use.path)
-        found.add("images", f"invalid image reference: {ref.message}", ref.hint or "fix the reference")
-        return found.violations
-    found = Findings(policy, image=str(ref), path=use.path)
+async def _check(run: Evaluation, found: Findings, image: ImageSubject) -> None:
+    """What the policy's image rules find about one image of the workload."""
+    policy, use, ref = found.policy, image.use, image.ref
     rules = [r for r in policy.image_rules if r.applies_to(ref, use.field)]
     if not rules:
         allowed = ", ".join(p.text for r in policy.image_rules if r.judges(use.field) for p in r.patterns)
@@ -37,17 +31,20 @@ async def check(run: Evaluation, policy: CompiledPolicy, use: ImageUse) -> list[
             f"{use.field} image is not allowed by any image rule (allowed there: {allowed or 'none'}){scope}",
             "use an allowed image, or add a rule for it to the policy",
         )
-        return found.violations
+        return
     # A tag can be pinned only where a field holds the reference as written (ImageUse.prefix).
     pinnable = use.prefix is not None
     for compiled in rules:
         before = len(found.violations)
-        digest = await _rule(run, found, compiled, ref, run.counted(use.reference), pinnable)
+        digest = await _rule(run, found, compiled, ref, image.counted, pinnable)
         # Pinned only when the rule verified the digest and found nothing at all (a warning included).
         clean = len(found.violations) == before
         if run.pinning and compiled.rule.pin_digest and digest is not None and clean:
             run.pin(use.path, digest)
-    return found.violations
+
+
+#: ``spec.images``, an image rule.
+IMAGES = ImageFamily(name="images", applies=lambda policy: bool(policy.image_rules), check=_check)
 
 
 async def _rule(

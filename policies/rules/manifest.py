@@ -8,19 +8,45 @@ missing manifest is the violation).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
+from policies.evaluation import CLOCK_SKEW, Counted, EngineSubject, Evaluation, VerifiedBuild
 from policies.results import BuildManifestRecord
-from policies.rules.evaluation import CLOCK_SKEW, Counted, Evaluation
-from policies.rules.findings import Findings, Refusal
+from policies.rules.findings import EngineFamily, Findings, Refusal
 from policies.schema import BuildManifestRule, SignersRule
 from policies.verified import VerifiedManifest
 from verifier.base import ImageReference
 
-__all__ = ["check_inputs_signed", "check_max_age", "verify"]
+__all__ = ["BUILD_MANIFEST"]
 
 
-async def verify(
+async def _check(run: Evaluation, found: Findings, engine: EngineSubject) -> EngineSubject | None:
+    """The engine's build manifest, verified, recent enough, its inputs signed: the subject with that
+    manifest for the rules after it, or None when there is no manifest they could judge."""
+    rule = engine.models.build_manifest
+    if rule is None:
+        return engine
+    verified = await _verify(run, found, rule, engine.ref, engine.counted)
+    if verified is None:
+        return None
+    _check_max_age(run, found, rule, verified)
+    await _check_inputs_signed(run, found, rule, engine.ref, verified)
+    return replace(engine, build=VerifiedBuild(rule, verified))
+
+
+#: ``models.buildManifest`` (with ``maxAge``, ``onnxSignedBy``, ``calibrationSignedBy``), an engine rule:
+#: the first, as every rule over the manifest reads the one it verified.
+BUILD_MANIFEST = EngineFamily(
+    name="models.buildManifest",
+    applies=lambda policy: (
+        (models := policy.document.spec.models) is not None and models.build_manifest is not None
+    ),
+    check=_check,
+)
+
+
+async def _verify(
     run: Evaluation, found: Findings, rule: BuildManifestRule, ref: ImageReference, counted: Counted
 ) -> VerifiedManifest | None:
     """The engine's newest build manifest signed by the rule's keys (noted in ``counted``); None when there
@@ -96,11 +122,11 @@ async def verify(
     return verified
 
 
-def check_max_age(
+def _check_max_age(
     run: Evaluation, found: Findings, rule: BuildManifestRule, verified: VerifiedManifest
 ) -> None:
     """``maxAge``: the engine was built recently enough (a manifest dated in the future is refused by
-    :func:`verify` already)."""
+    :func:`_verify` already)."""
     max_age = found.policy.manifest_max_age
     if max_age is None:
         return
@@ -113,7 +139,7 @@ def check_max_age(
         )
 
 
-async def check_inputs_signed(
+async def _check_inputs_signed(
     run: Evaluation, found: Findings, rule: BuildManifestRule, ref: ImageReference, verified: VerifiedManifest
 ) -> None:
     """``onnxSignedBy`` and ``calibrationSignedBy``: the ONNX model and the calibration dataset the manifest

@@ -9,14 +9,33 @@ expressions`) and ``toolchain`` (:mod:`policies.rules.toolchain`).
 
 from __future__ import annotations
 
-from policies.rules.findings import Findings
+from policies.evaluation import EngineSubject, Evaluation
+from policies.rules.findings import EngineFamily, Findings
 from policies.schema import ModelRulesSpec
 from verifier.manifest import EngineBuildManifest
 
-__all__ = ["check"]
+__all__ = ["MODEL_RULES"]
 
 
-def check(found: Findings, rules: ModelRulesSpec, manifest: EngineBuildManifest) -> None:
+async def _check(_run: Evaluation, found: Findings, engine: EngineSubject) -> EngineSubject:
+    """The model rules against the engine's verified build manifest."""
+    if engine.build is not None:
+        _judge(found, engine.models.rules, engine.build.manifest.manifest)
+    return engine
+
+
+#: ``models.rules`` ``precisions``, ``int8RequiresCalibration``, ``minAccuracy``, ``pluginsAllowed``: an
+#: engine rule over the build manifest.
+MODEL_RULES = EngineFamily(
+    name="models.rules",
+    applies=lambda policy: (
+        (models := policy.document.spec.models) is not None and models.build_manifest is not None
+    ),
+    check=_check,
+)
+
+
+def _judge(found: Findings, rules: ModelRulesSpec, manifest: EngineBuildManifest) -> None:
     """Precisions, INT8 calibration, accuracy floors and plugins, each against the manifest."""
     if rules.precisions is not None:
         extra = sorted(manifest.precisions() - set(rules.precisions))

@@ -8,43 +8,49 @@ decides, never a pass.
 
 from __future__ import annotations
 
-from policies.loader import CompiledPolicy
-from policies.requesters import RequesterRule, describe_set, in_set
-from policies.results import Violation
-from policies.rules.evaluation import Evaluation
-from policies.rules.findings import violation
+from policies.evaluation import Evaluation, WorkloadSubject
+from policies.requesters import describe_set, in_set
+from policies.rules.findings import Findings, WorkloadFamily, violation
 
-__all__ = ["check"]
+__all__ = ["REQUESTER"]
 
 _RULE = "requester"
 
 
-def check(run: Evaluation, policy: CompiledPolicy, rule: RequesterRule) -> list[Violation]:
-    """The violation of ``rule`` by this request's requester, if any."""
-    if not run.changed():
-        return []
+async def _check(run: Evaluation, found: Findings, _workload: WorkloadSubject) -> None:
+    """The violation of the policy's ``requester`` rule by this request's requester, if any."""
+    rule = found.policy.document.spec.requester
+    if rule is None or not run.changed():
+        return
     allowed = describe_set(rule.allowed)
     requester = run.requester
     if requester is None:
-        return [
+        found.violations.append(
             violation(
-                policy,
+                found.policy,
                 _RULE,
                 f"who may create or change these workloads ({allowed}) cannot be checked: the requester is "
                 "unknown",
                 "name the requester: trtguard check --as USER [--as-group GROUP]",
                 error=True,
             )
-        ]
+        )
+        return
     if in_set(requester, rule.allowed):
-        return []
-    return [
+        return
+    found.violations.append(
         violation(
-            policy,
+            found.policy,
             _RULE,
             f"requester {requester} may not create or change the workloads this policy selects "
             f"(allowed: {allowed})",
             "deploy through one of the allowed requesters, or have the policy extended",
             path="metadata",
         )
-    ]
+    )
+
+
+#: ``spec.requester``, a workload rule.
+REQUESTER = WorkloadFamily(
+    name=_RULE, applies=lambda policy: policy.document.spec.requester is not None, check=_check
+)

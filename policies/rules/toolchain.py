@@ -8,7 +8,7 @@ What such a rule finds depends on the engine's digest and the image only, so an 
 times (a hundred image volumes of one digest) beside hundreds of images is judged, and reported, once per
 (policy, rule, engine digest, image) (:func:`runtime_groups`, which ``gpuCompatibility``'s ``runtime``
 shares): not once per volume, which made a 112 KB Pod a hundred thousand violations. The grouping is pure
-work charged to the evaluation's budget (:meth:`~policies.rules.evaluation.Evaluation.computed`), so past
+work charged to the evaluation's budget (:meth:`~policies.evaluation._state.Evaluation.computed`), so past
 it the policy's ``onError`` answers.
 """
 
@@ -16,20 +16,40 @@ from __future__ import annotations
 
 import functools
 
+from policies.evaluation import EngineSubject, Evaluation
 from policies.patterns import matches_any
 from policies.pods import EngineUse, SameImage, by_image
-from policies.rules.evaluation import Evaluation
-from policies.rules.findings import Findings
+from policies.rules.findings import EngineFamily, Findings
 from policies.schema import ToolchainRule
 from policies.verified import VerifiedManifest
 from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference
 
-__all__ = ["check", "runtime_groups"]
+__all__ = ["TOOLCHAIN", "runtime_groups"]
 
 _RULE = "models.rules.toolchain"
 
 
-async def check(
+async def _check(run: Evaluation, found: Findings, engine: EngineSubject) -> EngineSubject:
+    """The toolchain rule against the engine's verified build manifest."""
+    rule = engine.models.rules.toolchain
+    if rule is not None and engine.build is not None:
+        await _judge(run, found, rule, engine.use, engine.build.manifest)
+    return engine
+
+
+#: ``models.rules.toolchain``, an engine rule over the build manifest.
+TOOLCHAIN = EngineFamily(
+    name=_RULE,
+    applies=lambda policy: (
+        (models := policy.document.spec.models) is not None
+        and models.build_manifest is not None
+        and models.rules.toolchain is not None
+    ),
+    check=_check,
+)
+
+
+async def _judge(
     run: Evaluation, found: Findings, rule: ToolchainRule, use: EngineUse, verified: VerifiedManifest
 ) -> None:
     """The builder image the manifest names: allowed, and (``sameAsRuntimeImage``) the one that runs."""

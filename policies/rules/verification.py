@@ -3,17 +3,36 @@
 
 from __future__ import annotations
 
+from policies.evaluation import Counted, EngineSubject, Evaluation
 from policies.results import VerificationRecord
-from policies.rules.evaluation import Counted, Evaluation
-from policies.rules.findings import Findings, Refusal
+from policies.rules.findings import EngineFamily, Findings, Refusal
 from policies.schema import VerificationRule
 from policies.verified import VerifiedManifest
 from verifier.base import ImageReference
 
-__all__ = ["check"]
+__all__ = ["VERIFICATION"]
 
 
-async def check(
+async def _check(run: Evaluation, found: Findings, engine: EngineSubject) -> EngineSubject:
+    """The engine's GPU verification; about the file its build manifest describes, when there is one."""
+    rule = engine.models.verification
+    if rule is not None:
+        manifest = engine.build.manifest if engine.build is not None else None
+        await _judge(run, found, rule, engine.ref, manifest, engine.counted)
+    return engine
+
+
+#: ``models.verification``, an engine rule: judged with or without a build manifest rule.
+VERIFICATION = EngineFamily(
+    name="models.verification",
+    applies=lambda policy: (
+        (models := policy.document.spec.models) is not None and models.verification is not None
+    ),
+    check=_check,
+)
+
+
+async def _judge(
     run: Evaluation,
     found: Findings,
     rule: VerificationRule,

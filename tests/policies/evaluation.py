@@ -1,4 +1,4 @@
-"""Helpers for tests that evaluate policies through a PolicyEngine: real keys, attestations in a folder."""
+"""Helpers for tests that evaluate policies through a PolicyEvaluator: real keys, attestations in a folder."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.results import Action, Decision
 from tests.policies.conftest import Material
@@ -31,14 +31,14 @@ spec:
 """
 
 
-def engine_for(material: Material, *policies: str, keys: Sequence[str] = ()) -> PolicyEngine:
+def engine_for(material: Material, *policies: str, keys: Sequence[str] = ()) -> PolicyEvaluator:
     paths = [material.policy(text, f"policy{i}.yaml") for i, text in enumerate(policies)]
     if keys:
         paths.append(material.keys_file(*keys))
-    return PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: NOW)
+    return PolicyEvaluator(load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: NOW)
 
 
-def evaluate(engine: PolicyEngine, obj: dict[str, Any], **kwargs: Any) -> Decision:
+def evaluate(engine: PolicyEvaluator, obj: dict[str, Any], **kwargs: Any) -> Decision:
     return asyncio.run(engine.evaluate(obj, **kwargs))
 
 

@@ -6,8 +6,8 @@ attacker with push rights but no signing key does (park a signed build manifest 
 writing exactly the layouts the commands write.
 
 :func:`build_world` fills one registry with :data:`RESOURCES`; :func:`check_registry` is ``trtguard check
---registry`` for one Pod, the verdict every other path (one long-lived ``PolicyEngine``, ``trtguard serve``)
-must agree with.
+--registry`` for one Pod, the verdict every other path (one long-lived ``PolicyEvaluator``, ``trtguard
+serve``) must agree with.
 """
 
 from __future__ import annotations

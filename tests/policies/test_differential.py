@@ -1,4 +1,5 @@
-"""One long-lived PolicyEngine (as ``serve`` holds it) gives every request the verdict ``check`` gives alone.
+"""One long-lived PolicyEvaluator (as ``serve`` holds it) gives every request the verdict ``check`` gives
+alone.
 
 The verdict of a resource may depend only on the resource: never on what the same engine was asked before,
 nor on what it is asked at the same time. A real registry (one per module) holds signed and unsigned images
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from tests.policies.registry_world import World, build_world, check_registry, pod
 from tests.support.localregistry import LocalRegistry, start_registry
@@ -57,9 +58,10 @@ def test_check_judges_each_resource_as_expected(world: World, alone: dict[str, b
 
 
 async def _judge(world: World, batches: Sequence[Sequence[str]]) -> list[bool]:
-    """Send ``batches`` of resource names to one new PolicyEngine: each batch at once, batch after batch."""
+    """Send ``batches`` of resource names to one new PolicyEvaluator: each batch at once, batch after
+    batch."""
     async with RegistryClient(load_registry_config(world.config)) as client:
-        engine = PolicyEngine(load_policy_set(world.policies), RegistryEvidence(client))
+        engine = PolicyEvaluator(load_policy_set(world.policies), RegistryEvidence(client))
         verdicts: list[bool] = []
         for batch in batches:
             resources = [world.resources[name] for name in batch]

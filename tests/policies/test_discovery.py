@@ -9,7 +9,7 @@ import pytest
 
 from policies.budget import Budget
 from policies.discovery import find_images, find_pod_specs
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from tests.policies.conftest import Material
 from tests.policies.evaluation import images_policy
@@ -171,7 +171,7 @@ def test_an_unknown_kind_naming_only_an_image_object_is_reported_and_judged(mate
         "metadata": {"name": "llama3", "namespace": "prod"},
         "spec": {"image": {"repository": "nvcr.io/nim/meta/llama3", "tag": "1.0"}},
     }
-    engine = PolicyEngine(
+    engine = PolicyEvaluator(
         load_policy_set([material.policy(images_policy())]), LocalEvidence(material.attestations)
     )
     reported = asyncio.run(engine.evaluate(obj))

@@ -1,4 +1,4 @@
-"""policies.evaluator: PolicyEngine as a whole — actions, unreadable objects, updates, onError, caching."""
+"""policies.evaluator: PolicyEvaluator as a whole — actions, unreadable objects, updates, onError, caching."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 import pytest
 
 from policies.budget import UNLIMITED, BudgetExceeded, offload
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.pods import MAX_CONTAINERS
 from policies.results import Action
@@ -184,7 +184,7 @@ class UnreachableRegistry:
 def test_unavailable_evidence_follows_on_error(material: Material, on_error: str, allowed: bool) -> None:
     policy = images_policy(on_error=on_error) + "      signatures: {keys: [platform/image-signer]}\n"
     source: EvidenceSource = UnreachableRegistry()
-    engine = PolicyEngine(
+    engine = PolicyEvaluator(
         load_policy_set([material.policy(policy), material.keys_file("image-signer")]), source
     )
     decision = evaluate(engine, pod())
@@ -204,7 +204,7 @@ class LyingRegistry(UnreachableRegistry):
 
 def test_unforeseen_check_error_is_confined_to_its_image_and_follows_on_error(material: Material) -> None:
     policy = images_policy(on_error="Deny").replace("requireDigest: true", "digests: []")
-    engine = PolicyEngine(load_policy_set([material.policy(policy)]), LyingRegistry())
+    engine = PolicyEvaluator(load_policy_set([material.policy(policy)]), LyingRegistry())
     decision = evaluate(engine, pod(images=("nvcr.io/nvidia/tensorrt:24.05",)))
     assert not decision.allowed
     [violation] = decision.violations
@@ -297,14 +297,14 @@ def _many_containers(count: int, namespace: str = "prod") -> dict[str, Any]:
 def test_an_evaluation_past_its_cpu_budget_ends_in_on_error(material: Material, on_error: str) -> None:
     # Issue 24, item 9: reading the object is charged to a CPU budget; past it, each policy's onError.
     paths = [material.policy(images_policy(on_error=on_error))]
-    engine = PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations), cpu_seconds=0.0)
+    engine = PolicyEvaluator(load_policy_set(paths), LocalEvidence(material.attestations), cpu_seconds=0.0)
     decision = evaluate(engine, _many_containers(300))  # a few hundred steps: past a budget of nothing
     [violation] = decision.violations
     assert (violation.policy, violation.rule, violation.error) == ("images", "evaluation", True)
     assert violation.action == Action(on_error)
     assert "more than its CPU budget of 0 s" in violation.message
     assert decision.allowed == (on_error == "Warn")
-    generous = PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations))
+    generous = PolicyEvaluator(load_policy_set(paths), LocalEvidence(material.attestations))
     assert evaluate(generous, _many_containers(300)).allowed
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from tests.policies.conftest import Material, manifest_data
 from tests.policies.registry_world import (
@@ -265,7 +265,7 @@ def test_an_approval_must_be_about_the_engine_layer(material: Material) -> None:
         _statement(material, CHANGE_APPROVAL_PREDICATE_TYPE, approval, (digest, about), "alice")
     policy = material.policy(ENGINES_POLICY.replace("MODELS_RULE", BUILD_MANIFEST))
     keys = [material.keys_file("build-signer"), material.keys_file("alice", set_name="committee")]
-    engine_ = PolicyEngine(load_policy_set([policy, *keys]), LocalEvidence(material.attestations))
+    engine_ = PolicyEvaluator(load_policy_set([policy, *keys]), LocalEvidence(material.attestations))
     ref = ImageReference.parse(engine)
 
     async def approvals() -> set[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from tests.conftest import REPO
 from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material
@@ -38,7 +38,7 @@ def isvc(storage_uri: str, image: str | None = RUNTIME) -> dict[str, Any]:
 
 
 def judge(material: Material, paths: list[Any], obj: dict[str, Any]) -> list[str]:
-    engine = PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations))
+    engine = PolicyEvaluator(load_policy_set(paths), LocalEvidence(material.attestations))
     decision = asyncio.run(engine.evaluate(obj))
     return [f"{v.policy}/{v.rule}: {v.message} | {v.fix}" for v in decision.denials]
 

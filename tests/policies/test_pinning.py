@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.pinning import apply_patch, patch_for, pointer, written
 from policies.results import ArtifactRecord, Decision
@@ -458,7 +458,7 @@ async def test_the_pins_and_the_verdict_rest_on_one_resolution_of_the_tag(
     }
     async with RegistryClient(plain_config(host)) as client:
         evidence = _MovingTag(client, tag)
-        engine = PolicyEngine(load_policy_set([Path(str(args[1]))]), evidence)
+        engine = PolicyEvaluator(load_policy_set([Path(str(args[1]))]), evidence)
         decision = await engine.evaluate(pod, pin=True)
     assert decision.allowed, decision.violations
     assert [pin.pinned for pin in decision.pins] == [f"{tag}@{digests['server']}"] * 2

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.results import Decision
 from tests.conftest import DATA
@@ -85,7 +85,7 @@ def judge(material: Material, policy: str, state: str, scan: bool) -> Decision:
         path.write_text(json.dumps(envelope))
     paths = [material.policy(policy), material.keys_file("image-signer")]
     material.key("rogue")
-    engine = PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: NOW)
+    engine = PolicyEvaluator(load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: NOW)
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",

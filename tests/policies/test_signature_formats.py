@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from tests.policies.conftest import Material, manifest_data, pod
 from tests.policies.evaluation import NOW, evaluate, rules
@@ -49,12 +49,12 @@ def _keys(material: Material, gnupg: GnuPG, *, extra: str = "") -> tuple[Path, s
     return path, fingerprint
 
 
-def _engine(material: Material, keys: Path, policy: str) -> tuple[PolicyEngine, str, bytes]:
+def _engine(material: Material, keys: Path, policy: str) -> tuple[PolicyEvaluator, str, bytes]:
     """An engine whose manifest the ECDSA key signed (DSSE); returns the engine and the statement bytes."""
     reference = material.engine("resnet")
     manifest = EngineBuildManifest.model_validate(manifest_data(b"engine resnet"))
     statement = manifest_statement(manifest).to_json()
-    engine = PolicyEngine(
+    engine = PolicyEvaluator(
         load_policy_set([material.policy(policy), keys]),
         LocalEvidence(material.attestations),
         clock=lambda: NOW,
@@ -112,7 +112,7 @@ def test_an_openpgp_approval_counts_with_a_dsse_one(material: Material, gnupg: G
     int8 = {"typing": "weak", "precision_flags": ["fp16", "int8"], "max_workspace_size": 1 << 30}
     reference = material.engine("resnet", builder_config=int8)
     material.approval("resnet", ["FirstInt8"], "build-signer")
-    engine = PolicyEngine(
+    engine = PolicyEvaluator(
         load_policy_set([material.policy(policy), keys]),
         LocalEvidence(material.attestations),
         clock=lambda: NOW,
@@ -127,7 +127,7 @@ def test_an_openpgp_approval_counts_with_a_dsse_one(material: Material, gnupg: G
     (material.attestations / "approval.gpg.json.asc").write_bytes(
         gnupg.sign(statement, fingerprint, at=T0 + timedelta(hours=1))
     )
-    engine = PolicyEngine(
+    engine = PolicyEvaluator(
         load_policy_set([material.policy(policy), keys]),
         LocalEvidence(material.attestations),
         clock=lambda: NOW,

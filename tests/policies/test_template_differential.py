@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.kinds import KindDefinition, Template
 from policies.loader import load_policy_set
 from policies.operator_kinds import DEFAULT_KINDS
@@ -122,18 +122,18 @@ def _m(*names: str, read_only: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[PolicyEngine, dict[str, dict[str, Any]]]:
+def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[PolicyEvaluator, dict[str, dict[str, Any]]]:
     material = Material(tmp_path_factory.mktemp("template-differential"))
     engine = material.engine("e")
     unsigned = material.engine("u", signer="someone-else")
     paths = [material.policy(POLICIES), material.keys_file("build-signer")]
-    policy_engine = PolicyEngine(
+    policy_engine = PolicyEvaluator(
         load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: NOW
     )
     return policy_engine, shapes(engine, unsigned)
 
 
-def findings(engine: PolicyEngine, obj: Mapping[str, Any]) -> frozenset[Finding]:
+def findings(engine: PolicyEvaluator, obj: Mapping[str, Any]) -> frozenset[Finding]:
     decision = asyncio.run(engine.evaluate(obj))
     assert decision.unjudged is None, decision.unjudged
     return frozenset((v.policy, v.rule, v.action.value) for v in decision.violations)
@@ -142,7 +142,7 @@ def findings(engine: PolicyEngine, obj: Mapping[str, Any]) -> frozenset[Finding]
 _ALONE: dict[tuple[int, str], frozenset[Finding]] = {}
 
 
-def alone(engine: PolicyEngine, specs: Mapping[str, dict[str, Any]], shape: str) -> frozenset[Finding]:
+def alone(engine: PolicyEvaluator, specs: Mapping[str, dict[str, Any]], shape: str) -> frozenset[Finding]:
     """The oracle: the pod spec of ``shape`` judged as a Pod (kept per engine and shape)."""
     key = (id(engine), shape)
     if key not in _ALONE:
@@ -156,7 +156,7 @@ SHAPES: Final = sorted(shapes("e", "u"))
 VIOLATING: Final = [s for s in SHAPES if not s.startswith(("good", "read-only"))]
 
 
-def test_the_shapes_break_what_they_say(world: tuple[PolicyEngine, dict[str, dict[str, Any]]]) -> None:
+def test_the_shapes_break_what_they_say(world: tuple[PolicyEvaluator, dict[str, dict[str, Any]]]) -> None:
     engine, specs = world
     broken = {shape: {f"{p}/{r}" for p, r, _ in alone(engine, specs, shape)} for shape in SHAPES}
     assert broken == {
@@ -222,7 +222,7 @@ SERVING_RUNTIME: Final = next(d for d in DEFAULT_KINDS if d.name == "ServingRunt
 @given(workloads())
 @example((SERVING_RUNTIME, [[], ["another-gpu"]]))  # workers only: the runtime's own pod spec is filled in
 def test_a_workloads_findings_are_those_of_its_pod_specs_alone(
-    world: tuple[PolicyEngine, dict[str, dict[str, Any]]], drawn: tuple[KindDefinition, list[list[str]]]
+    world: tuple[PolicyEvaluator, dict[str, dict[str, Any]]], drawn: tuple[KindDefinition, list[list[str]]]
 ) -> None:
     engine, specs = world
     definition, placed = drawn[0], with_parents(*drawn)
@@ -240,7 +240,7 @@ def _positions(definition: KindDefinition) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("shape", VIOLATING)
 @pytest.mark.parametrize("definition", KINDS, ids=lambda d: d.name)
 def test_a_violating_pod_spec_denies_in_every_position_of_every_kind(
-    world: tuple[PolicyEngine, dict[str, dict[str, Any]]], definition: KindDefinition, shape: str
+    world: tuple[PolicyEvaluator, dict[str, dict[str, Any]]], definition: KindDefinition, shape: str
 ) -> None:
     engine, specs = world
     expected = alone(engine, specs, shape)

@@ -12,7 +12,7 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from tests.policies.conftest import Material, pod
 from tests.policies.evaluation import evaluate
@@ -87,7 +87,7 @@ def test_a_cached_signature_verdict_ends_when_the_signature_expires(material: Ma
     image = _signed_image(material.attestations, expiry=timedelta(hours=1))
     (material.root / "keys.yaml").write_text(KEYS)
     clock = [NOW]
-    engine = PolicyEngine(
+    engine = PolicyEvaluator(
         load_policy_set([material.policy(POLICY), material.root / "keys.yaml"]),
         LocalEvidence(material.attestations),
         clock=lambda: clock[0],

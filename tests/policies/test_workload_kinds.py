@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import PolicyLoadError, load_policy_set
 from policies.workload import Workload, extract
 from tests.policies.conftest import Material
@@ -62,7 +62,7 @@ def test_a_workload_kind_is_read_like_a_shipped_one(material: Material) -> None:
         ("spec.workers[0].template.spec.containers[0].image", "docker.io/library/nginx:1"),
         ("spec.sidecar.image", "docker.io/library/busybox:1"),
     ]
-    decision = evaluate(PolicyEngine(policy_set, LocalEvidence(None)), JOB)
+    decision = evaluate(PolicyEvaluator(policy_set, LocalEvidence(None)), JOB)
     assert decision.matched_policies == ("jobs",)
     assert {v.image for v in decision.violations} == {
         "docker.io/library/nginx:1",
@@ -70,7 +70,7 @@ def test_a_workload_kind_is_read_like_a_shipped_one(material: Material) -> None:
     }
     # Another version than the document names is a kind trtguard does not know.
     other = {**JOB, "apiVersion": "example.com/v2"}
-    assert not evaluate(PolicyEngine(policy_set, LocalEvidence(None)), other).matched_policies
+    assert not evaluate(PolicyEvaluator(policy_set, LocalEvidence(None)), other).matched_policies
     # Without the document the kind is unknown to trtguard.
     found = extract(JOB)
     assert isinstance(found, Workload) and not found.known_kind
@@ -158,10 +158,10 @@ def test_policies_name_kinds_by_group(material: Material) -> None:
         "metadata": {"name": "v"},
         "spec": {"tasks": [{"template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}}]},
     }
-    engine = PolicyEngine(policy_set, LocalEvidence(None))
+    engine = PolicyEvaluator(policy_set, LocalEvidence(None))
     assert evaluate(engine, volcano).matched_policies == ()
     policy_set = load(material, POLICY.replace("KINDS", "Job.batch.volcano.sh"))
-    decision = evaluate(PolicyEngine(policy_set, LocalEvidence(None)), volcano)
+    decision = evaluate(PolicyEvaluator(policy_set, LocalEvidence(None)), volcano)
     assert rules(decision) == {("jobs", "images.pinned.requireDigest", decision.violations[0].action)}
 
 

@@ -25,7 +25,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.results import Decision
 from policies.workload import Workload, extract, iter_resources
@@ -151,7 +151,7 @@ class World:
         engine = material.engine("e")
         unsigned = material.engine("u", signer="someone-else")
         policy_set = load_policy_set([material.policy(POLICIES + EXTRA), material.keys_file("build-signer")])
-        self.engine = PolicyEngine(policy_set, LocalEvidence(material.attestations), clock=lambda: NOW)
+        self.engine = PolicyEvaluator(policy_set, LocalEvidence(material.attestations), clock=lambda: NOW)
         found = shapes(engine, unsigned)
         placed = {key: value for key, value in found["good"].items() if key != "nodeSelector"}
         bases = {

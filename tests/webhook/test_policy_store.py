@@ -52,7 +52,7 @@ async def test_load_reload_and_keep_the_old_set_when_broken(folder: Path, demo_m
     loaded = store.load()
     assert store.current is loaded
     assert loaded.revision.startswith("sha256:")
-    assert loaded.engine.policy_set is loaded.policy_set
+    assert loaded.evaluator.policy_set is loaded.policy_set
     assert events == [(True, loaded.revision)]
     assert await store.reload_if_changed() is None  # nothing changed
 

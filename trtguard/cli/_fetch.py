@@ -60,7 +60,7 @@ def print_digest(args: argparse.Namespace) -> int:
 
 def fetch(args: argparse.Namespace) -> int:
     """``trtguard fetch-attestations``: fill an attestation folder from the registries."""
-    # Imported here: the registry client and the policy engine's readers are not needed for `--help`.
+    # Imported here: the registry client and the policy evaluator's readers are not needed for `--help`.
     from policies.check import read_resources  # noqa: PLC0415
     from policies.discovery import find_images  # noqa: PLC0415
     from policies.workload import Unjudged, extract  # noqa: PLC0415

@@ -74,7 +74,7 @@ def register(subparsers: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the audit (the command's handler)."""
-    from policies.evaluator import PolicyEngine  # noqa: PLC0415 - the command's own weight
+    from policies.evaluator import PolicyEvaluator  # noqa: PLC0415 - the command's own weight
     from policies.loader import load_policy_set  # noqa: PLC0415
     from policies.policy_report import policy_reports  # noqa: PLC0415
     from trtguard.cli.check import _decision_log_url, _history  # noqa: PLC0415
@@ -119,8 +119,8 @@ def run(args: argparse.Namespace) -> int:
     async def evaluate() -> None:
         try:
             async with asyncio.timeout(api.deadline.remaining()), _history(log) as history:
-                engine = PolicyEngine(policy_set, evidence, history=history)
-                audit.verdicts = await judge(engine, objects)
+                evaluator = PolicyEvaluator(policy_set, evidence, history=history)
+                audit.verdicts = await judge(evaluator, objects)
         except TimeoutError:
             raise api.out_of_time(f"judging {len(objects)} workloads") from None
         finally:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from policies.check import CheckReport, Outcome, Resource, check, fixed, input_files, read_resources
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.report import FORMATS, render
 from policies.requesters import Requester
@@ -38,7 +38,7 @@ from verifier.evidence import EvidenceSource
 from verifier.evidence_choice import evidence_source
 
 if TYPE_CHECKING:
-    from policies.rules.evaluation import AdmissionHistory
+    from policies.evaluation import AdmissionHistory
 
 
 def register(subparsers: Subparsers) -> None:
@@ -144,12 +144,12 @@ def _run(args: argparse.Namespace) -> int:
 
     async def evaluate(evidence: EvidenceSource) -> list[Outcome]:
         async with _history(log) as history:
-            engine = PolicyEngine(policy_set, evidence, history=history, clock=clock(args))
-            return await _check(engine)
+            evaluator = PolicyEvaluator(policy_set, evidence, history=history, clock=clock(args))
+            return await _check(evaluator)
 
-    async def _check(engine: PolicyEngine) -> list[Outcome]:
+    async def _check(evaluator: PolicyEvaluator) -> list[Outcome]:
         return await check(
-            engine,
+            evaluator,
             resources,
             namespace=args.namespace,
             unverifiable=unverifiable,

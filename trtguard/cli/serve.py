@@ -184,7 +184,7 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # Imported here so that `trtguard --help` and other commands do not load uvicorn and the policy engine.
+    # Imported here so that `trtguard --help` and other commands do not load uvicorn and the policy evaluator.
     from webhook.logging import configure_logging  # noqa: PLC0415
     from webhook.server import run  # noqa: PLC0415
 

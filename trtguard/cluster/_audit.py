@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.kinds import KindDefinition, KindRegistry
 from policies.policy_report import API_VERSION, SOURCE, Subject
 from policies.results import Action, Decision
@@ -183,10 +183,10 @@ def list_workloads(
 
 
 async def judge(
-    engine: PolicyEngine, objects: Sequence[dict[str, Any]], *, concurrency: int = 32
+    evaluator: PolicyEvaluator, objects: Sequence[dict[str, Any]], *, concurrency: int = 32
 ) -> list[tuple[Subject, Decision | InputError]]:
     """Each object's decision, as ``trtguard check`` reaches it (``concurrency`` at once)."""
-    limit = asyncio.Semaphore(concurrency if engine.evidence.concurrent_lookups else 1)
+    limit = asyncio.Semaphore(concurrency if evaluator.evidence.concurrent_lookups else 1)
 
     async def one(obj: dict[str, Any]) -> tuple[Subject, Decision | InputError]:
         found = obj.get("metadata")
@@ -200,7 +200,7 @@ async def judge(
         )
         async with limit:
             try:
-                decision = await engine.evaluate(obj, deadline=Deadline.never())
+                decision = await evaluator.evaluate(obj, deadline=Deadline.never())
             except InputError as error:
                 return subject, error
         return subject, decision

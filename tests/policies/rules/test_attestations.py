@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import PolicyLoadError, load_policy_set
 from policies.results import Action, Decision
 from tests.conftest import DATA
@@ -97,7 +97,7 @@ def clean_scan() -> dict[str, Any]:
 
 def judge(material: Material, text: str, *, now: datetime = NOW) -> Decision:
     paths = [material.policy(text), material.keys_file("scanner")]
-    engine = PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: now)
+    engine = PolicyEvaluator(load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: now)
     return asyncio.run(engine.evaluate(pod()))
 
 

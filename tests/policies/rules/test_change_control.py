@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.identity import WorkloadIdentity
 from policies.loader import load_policy_set
 from policies.results import AdmittedEngine, AdmittingDecision, Decision
@@ -101,18 +101,18 @@ def int8_chain(material: Material) -> tuple[str, str]:
 
 def engine_for(
     material: Material, history: RecordedHistory | None = None, policy: str = POLICY
-) -> PolicyEngine:
+) -> PolicyEvaluator:
     paths = [
         material.policy(policy),
         material.keys_file("build-signer"),
         material.keys_file(*COMMITTEE, set_name="committee"),
     ]
-    return PolicyEngine(
+    return PolicyEvaluator(
         load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: NOW, history=history
     )
 
 
-def evaluate(engine: PolicyEngine, obj: dict[str, Any]) -> Decision:
+def evaluate(engine: PolicyEvaluator, obj: dict[str, Any]) -> Decision:
     return asyncio.run(engine.evaluate(obj))
 
 
@@ -461,7 +461,7 @@ def test_an_approval_pushed_since_counts_at_the_next_admission(material: Materia
         material.keys_file("build-signer"),
         material.keys_file(*COMMITTEE, set_name="committee"),
     ]
-    engine = PolicyEngine(load_policy_set(paths), source, clock=lambda: NOW)
+    engine = PolicyEvaluator(load_policy_set(paths), source, clock=lambda: NOW)
     assert "FirstInt8 needs 2 more" in change_violation(evaluate(engine, pod(engine=ref)))
     material.approval("first", ["FirstInt8"], "alice")
     source.reload()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.results import Action, Decision
 from tests.policies.cel.test_cost import costly_expression
@@ -44,10 +44,10 @@ spec:
 """
 
 
-def costly_engine(material: Material, expression: str, on_error: str = "Deny") -> PolicyEngine:
+def costly_engine(material: Material, expression: str, on_error: str = "Deny") -> PolicyEvaluator:
     text = POLICY.replace("ONERROR", on_error).replace("EXPRESSION", expression)
     paths = [material.policy(text), material.keys_file("build-signer")]
-    return PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations))
+    return PolicyEvaluator(load_policy_set(paths), LocalEvidence(material.attestations))
 
 
 def annotated_pod(material: Material, **annotations: str) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def annotated_pod(material: Material, **annotations: str) -> dict[str, Any]:
     return obj
 
 
-def evaluate_within(engine: PolicyEngine, obj: dict[str, Any], seconds: float) -> tuple[Decision, float]:
+def evaluate_within(engine: PolicyEvaluator, obj: dict[str, Any], seconds: float) -> tuple[Decision, float]:
     start = time.monotonic()
     decision = asyncio.run(engine.evaluate(obj, deadline=Deadline.after(seconds)))
     return decision, time.monotonic() - start
@@ -139,7 +139,7 @@ def test_library_workspace_rule_reads_the_limit_under_either_name(
     (material.attestations / "pool.oci.json").write_bytes(artifact)
     ref = f"registry.example.com/models/pool@sha256:{sha256_bytes(artifact)}"
     policy_set = load_policy_set([LIBRARY / "int8-calibration.yaml", material.keys_file("build-signer")])
-    engine_ = PolicyEngine(policy_set, LocalEvidence(material.attestations), clock=lambda: NOW)
+    engine_ = PolicyEvaluator(policy_set, LocalEvidence(material.attestations), clock=lambda: NOW)
     decision = evaluate(engine_, pod(namespace="staging", engine=ref))
     assert [v.rule for v in decision.violations] == ["models.rules.expressions.workspace-limit"]
 

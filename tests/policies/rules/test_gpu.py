@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.results import Action, Decision
 from policies.rules.gpu import (
@@ -50,11 +50,11 @@ RUNTIME_RULE = "models.rules.gpuCompatibility.runtime"
 H200 = {"nvidia.com/gpu.compute.major": "9", "nvidia.com/gpu.compute.minor": "0"}
 
 
-def engine(material: Material, *, version: str | None = None, checks: str = "{}") -> PolicyEngine:
+def engine(material: Material, *, version: str | None = None, checks: str = "{}") -> PolicyEvaluator:
     text = POLICY.replace("CHECKS", checks)
     text = text.replace("VERSION\n", f"      tensorrtVersion: '{version}'\n" if version else "")
     paths = [material.policy(text), material.keys_file("build-signer")]
-    return PolicyEngine(load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: NOW)
+    return PolicyEvaluator(load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: NOW)
 
 
 def placed(
@@ -78,7 +78,7 @@ def placed(
     return obj
 
 
-def judge(engine: PolicyEngine, obj: dict[str, Any], **kwargs: Any) -> Decision:
+def judge(engine: PolicyEvaluator, obj: dict[str, Any], **kwargs: Any) -> Decision:
     return asyncio.run(engine.evaluate(obj, **kwargs))
 
 
@@ -425,7 +425,7 @@ def test_each_template_is_judged_once_however_many_engines_and_policies_reach_it
     ref = material.engine("e")
     text = POLICY.replace("CHECKS", "{nodes: true, runtime: false}").replace("VERSION\n", "")
     paths = [material.policy(text), material.policy(text.replace("gpu-fit", "again"), "again.yaml")]
-    fit = PolicyEngine(
+    fit = PolicyEvaluator(
         load_policy_set([*paths, material.keys_file("build-signer")]),
         LocalEvidence(material.attestations),
         clock=lambda: NOW,

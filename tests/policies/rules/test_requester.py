@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from policies.evaluator import PolicyEngine
+from policies.evaluator import PolicyEvaluator
 from policies.loader import PolicyLoadError, load_policy_set
 from policies.requesters import Requester, RequesterSet, glob_matches, in_set
 from policies.results import Action, Decision
@@ -49,13 +49,13 @@ spec:
 """.replace("EMPTY", "0" * 64)
 
 
-def engine(material: Material, text: str, on_error: str = "Deny") -> PolicyEngine:
+def engine(material: Material, text: str, on_error: str = "Deny") -> PolicyEvaluator:
     path = material.policy(text.replace("ONERROR", on_error))
-    return PolicyEngine(load_policy_set([path]), LocalEvidence(material.attestations))
+    return PolicyEvaluator(load_policy_set([path]), LocalEvidence(material.attestations))
 
 
 def judge(
-    engine: PolicyEngine, requester: Requester | None, obj: dict[str, Any] | None = None, **kwargs: Any
+    engine: PolicyEvaluator, requester: Requester | None, obj: dict[str, Any] | None = None, **kwargs: Any
 ) -> Decision:
     obj = obj or pod(namespace="prod-vision")
     return asyncio.run(engine.evaluate(obj, requester=requester, **kwargs))

@@ -5,6 +5,9 @@ attestation, approval or GPU verification) is asked at most once per evaluation,
 rules need its answer; with a registry behind the evidence, :meth:`Evaluation.prefetch` asks them all at once
 before the rules run one after another.
 
+What each rule is handed besides the state is a subject (:class:`WorkloadSubject`, :class:`ImageSubject`,
+:class:`EngineSubject`): the rule contract of :mod:`policies.rules.findings` judges one of them.
+
 One module on purpose: the state and its once-per-evaluation questions are one concern (every rule family
 reads both through one object), and a split would spread the memo over modules that only each other use.
 """
@@ -34,7 +37,14 @@ from policies.results import (
     SignerRecord,
     VerificationRecord,
 )
-from policies.schema import AttestationRule, BuildManifestRule, SignatureRule, SignersRule, VerificationRule
+from policies.schema import (
+    AttestationRule,
+    BuildManifestRule,
+    ModelsRule,
+    SignatureRule,
+    SignersRule,
+    VerificationRule,
+)
 from policies.verified import (
     Documents,
     VerifiedApproval,
@@ -46,12 +56,23 @@ from policies.verified import (
     VerifiedSignatures,
     VerifiedVerification,
 )
-from policies.workload import Workload
+from policies.workload import EngineUse, ImageUse, Workload
 from verifier.base import Deadline, EvidenceUnavailable, ImageReference, InvalidReference, VerificationError
 from verifier.evidence import ArtifactAttestations, EvidenceSource
 from verifier.scans import is_scan_predicate_type
 
-__all__ = ["CLOCK_SKEW", "LAST_APPLIED", "AdmissionHistory", "Changes", "Counted", "Evaluation"]
+__all__ = [
+    "CLOCK_SKEW",
+    "LAST_APPLIED",
+    "AdmissionHistory",
+    "Changes",
+    "Counted",
+    "EngineSubject",
+    "Evaluation",
+    "ImageSubject",
+    "VerifiedBuild",
+    "WorkloadSubject",
+]
 
 T = TypeVar("T")
 
@@ -156,6 +177,50 @@ class Changes:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadSubject:
+    """What a workload rule judges for one policy: the workload itself."""
+
+    workload: Workload
+    """What the policy judges of it (on an UPDATE: what is new or changed, :meth:`Evaluation.view`)."""
+    unchanged: tuple[EngineUse, ...]
+    """The policy's engines an UPDATE left as they were (none on a CREATE): judged by no engine rule."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImageSubject:
+    """What an image rule judges: one image of the workload, its reference parsed."""
+
+    use: ImageUse
+    ref: ImageReference
+    counted: Counted
+    """Where the rule notes the evidence it counted (:meth:`Evaluation.counted`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedBuild:
+    """An engine's build manifest, verified under the policy's ``buildManifest`` rule."""
+
+    rule: BuildManifestRule
+    manifest: VerifiedManifest
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSubject:
+    """What an engine rule judges: one engine of the workload, referred to by digest."""
+
+    use: EngineUse
+    ref: ImageReference
+    """The engine's reference, pinned by digest (an engine without one is judged by no rule)."""
+    models: ModelsRule
+    """The policy's ``models`` section."""
+    counted: Counted
+    """Where the rule notes the evidence it counted (:meth:`Evaluation.counted`)."""
+    build: VerifiedBuild | None = None
+    """The verified build manifest, once the ``buildManifest`` rule found one; None without that rule (the
+    rules over a manifest then have none to judge)."""
+
+
 @dataclass
 class Evaluation:
     """State of one evaluation: parsed references and evidence look-ups shared by every policy.
@@ -164,7 +229,7 @@ class Evaluation:
     the whole object, which rules about the running containers read (the runtime image of an engine);
     ``previous`` is the old object of an UPDATE, ``changes`` what it changed (computed when first asked
     unless given). :meth:`view` says what one policy judges. The rest comes from the
-    :class:`~policies.evaluator.PolicyEngine`: where evidence comes from, the verified-evidence cache, the
+    :class:`~policies.evaluator.PolicyEvaluator`: where evidence comes from, the verified-evidence cache, the
     admission history, the clock and the CEL sandbox; ``budget`` is the CPU the evaluation's pure work
     may spend (:mod:`policies.budget`).
     """

@@ -1,0 +1,195 @@
+"""One policy's findings about one workload: the rule table, and the order it is applied in.
+
+Every rule family is one rule of the contract of :mod:`policies.rules.findings`, registered once in
+:data:`RULES`; each applies to a policy when its guard says so (``applies``), and judges one subject
+(:mod:`policies.evaluation`): first the workload, then each image, then each engine the policy judges (the
+build manifest rule first: the rules after it read the manifest it verified, and none of them runs when it
+finds none that can be judged), then the workload again. Whatever an image's or engine's rules raise that no
+rule foresaw is confined to that image or engine (``onError``). :class:`~policies.evaluator.PolicyEvaluator`
+runs this for each policy that selects the workload; no module but this one runs a rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Final, TypeVar
+
+from policies import rules
+from policies.engines import EngineSort, outside_violations
+from policies.evaluation import EngineSubject, Evaluation, ImageSubject, WorkloadSubject
+from policies.loader import CompiledPolicy
+from policies.pods import EngineUse, ImageUse
+from policies.results import Violation
+from policies.rules import Findings, unavailable, violation
+from policies.schema import ModelsRule
+from verifier.base import InvalidReference, TrtguardError
+
+__all__ = ["RULES", "judge_policy"]
+
+_Rule = TypeVar("_Rule", rules.WorkloadFamily, rules.ImageFamily, rules.EngineFamily)
+
+#: The rule table: every rule family, in the order it judges (docs/ARCHITECTURE.md, "The rule contract").
+#: The build manifest comes first among the engine rules: the rules over the manifest read the one it
+#: verified, and none of them (GPU verification included) runs when it finds none that can be judged.
+RULES: Final = rules.RuleTable(
+    workload=(rules.REQUESTER,),
+    images=(rules.IMAGES,),
+    engines=(
+        rules.BUILD_MANIFEST,
+        rules.MODEL_RULES,
+        rules.EXPRESSIONS,
+        rules.TOOLCHAIN,
+        rules.GPU_COMPATIBILITY,
+        rules.CHANGE_CONTROL,
+        rules.VERIFICATION,
+    ),
+    afterwards=(rules.CHANGE_CONTROL_KEPT,),
+)
+
+
+async def judge_policy(run: Evaluation, policy: CompiledPolicy, sort: EngineSort) -> list[Violation]:
+    """Everything ``policy`` finds: malformed fields, the workload rules, then each image, then each engine
+    (``sort`` says which of the workload's image volumes are engines for this policy), each rule of
+    :data:`RULES` that applies to the policy in the table's order."""
+    spec = policy.document.spec
+    judged, previous = run.view(policy)
+    found: list[Violation] = [
+        violation(policy, "workload", problem.message, "fix the resource", path=problem.path)
+        for problem in judged.problems
+    ]
+    judged_now = set(judged.engines)
+    workload = WorkloadSubject(judged, tuple(use for use in sort.engines if use not in judged_now))
+    for workload_rule in _applying(RULES.workload, policy):
+        about = Findings(policy, path=None)
+        await workload_rule.check(run, about, workload)
+        found += about.violations
+    image_rules = _applying(RULES.images, policy)
+    if image_rules:
+        # Nothing to check is never a pass; on an UPDATE only when it is new (the images were removed).
+        if not run.context.images and (previous is None or previous.images):
+            found.append(
+                violation(
+                    policy,
+                    "workload",
+                    "no image could be found in the resource, so nothing can be checked",
+                    "give every container an image",
+                    path=judged.spec_path,
+                )
+            )
+        for image_use in judged.images:
+            found += await _confined(
+                _judge_image(run, policy, image_rules, image_use),
+                policy,
+                "images",
+                image=image_use.reference,
+                path=image_use.path,
+            )
+    if spec.models is not None:
+        if spec.models.required and not sort.engines and (previous is None or previous.engines):
+            found.append(
+                violation(
+                    policy,
+                    "models.required",
+                    "the workload declares no TensorRT engine"
+                    + (
+                        f" in any of its {len(judged.templates)} pod templates"
+                        if len(judged.templates) > 1
+                        else ""
+                    ),
+                    "name the engine by digest in an image volume or the trtguard.dev/engines annotation",
+                    path=f"{judged.spec_path}.volumes" if len(judged.templates) == 1 else judged.spec_path,
+                )
+            )
+        found += sort.violations(policy, judged.engines, run)
+        found += outside_violations(policy, judged, run)
+        engine_rules = _applying(RULES.engines, policy)
+        for engine_use in judged.engines:
+            if engine_use not in sort.engines:
+                continue
+            found += await _confined(
+                _judge_engine(run, policy, spec.models, engine_rules, engine_use),
+                policy,
+                "models",
+                engine=engine_use.reference,
+                path=engine_use.path,
+            )
+    for later in _applying(RULES.afterwards, policy):
+        about = Findings(policy, path=None)
+        await later.check(run, about, workload)
+        found += about.violations
+    return found
+
+
+def _applying(part: tuple[_Rule, ...], policy: CompiledPolicy) -> tuple[_Rule, ...]:
+    """The rules of one part of the table that apply to ``policy``, in order."""
+    return tuple(rule for rule in part if rule.applies(policy))
+
+
+async def _judge_image(
+    run: Evaluation, policy: CompiledPolicy, applying: tuple[rules.ImageFamily, ...], use: ImageUse
+) -> list[Violation]:
+    """The image rules in order, over an image whose reference parses."""
+    ref = run.reference(use.reference)
+    if isinstance(ref, InvalidReference):
+        found = Findings(policy, image=use.reference, path=use.path)
+        found.add("images", f"invalid image reference: {ref.message}", ref.hint or "fix the reference")
+        return found.violations
+    found = Findings(policy, image=str(ref), path=use.path)
+    image = ImageSubject(use, ref, run.counted(use.reference))
+    for rule in applying:
+        await rule.check(run, found, image)
+    return found.violations
+
+
+async def _judge_engine(
+    run: Evaluation,
+    policy: CompiledPolicy,
+    models: ModelsRule,
+    applying: tuple[rules.EngineFamily, ...],
+    use: EngineUse,
+) -> list[Violation]:
+    """The engine rules in order, over an engine referred to by digest, until one says the rest cannot
+    judge it (no build manifest that can be judged)."""
+    ref = run.reference(use.reference)
+    if isinstance(ref, InvalidReference):
+        found = Findings(policy, engine=use.reference, path=use.path)
+        found.add(
+            "models.reference", f"invalid engine reference: {ref.message}", ref.hint or "fix the reference"
+        )
+        return found.violations
+    found = Findings(policy, engine=str(ref), path=use.path)
+    if ref.digest is None:
+        found.add(
+            "models.reference",
+            "engine reference is not pinned by digest",
+            f"refer to the engine as {ref.name}@sha256:<digest> (printed by `trtguard push-engine`)"
+            + (
+                "; an image volume that holds no engine: list the engine repositories in models.engines"
+                if use.source != "annotation" and models.engines is None
+                else ""
+            ),
+        )
+        return found.violations
+    engine: EngineSubject | None = EngineSubject(use, ref, models, run.counted(use.reference))
+    for rule in applying:
+        if engine is None:
+            break
+        engine = await rule.check(run, found, engine)
+    return found.violations
+
+
+async def _confined(
+    check: Awaitable[list[Violation]],
+    policy: CompiledPolicy,
+    rule: str,
+    *,
+    image: str | None = None,
+    engine: str | None = None,
+    path: str,
+) -> list[Violation]:
+    """What ``check`` finds about one image or engine; a check that failed in a way no rule foresaw is a
+    violation under ``onError`` for that image or engine alone."""
+    try:
+        return await check
+    except TrtguardError as error:
+        return [unavailable(policy, rule, error, image=image, engine=engine, path=path)]
