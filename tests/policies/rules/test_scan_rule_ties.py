@@ -7,6 +7,7 @@ wrapped), so that no test depends on which statement digest happens to sort firs
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import Sequence
@@ -14,12 +15,15 @@ from typing import Any
 
 import pytest
 
+from policies.evaluator import PolicyEngine
+from policies.loader import load_policy_set
 from policies.results import Action, Decision
 from policies.rules import attestations
 from policies.verified import VerifiedPredicate
-from tests.policies.conftest import Material
-from tests.policies.rules.test_attestations import CDX, VULN, attest, data, judge
+from tests.policies.conftest import Material, pod
+from tests.policies.rules.test_attestations import CDX, NOW, VULN, attest, data, judge
 from tests.policies.rules.test_scan_rules import BASE, found, policy
+from verifier.evidence_folder import LocalEvidence
 
 SCAN = f"{BASE}[{VULN}]"
 SBOM = f"{BASE}[{CDX}]"
@@ -209,3 +213,29 @@ def test_every_document_from_the_future_is_named(material: Material) -> None:
     assert not decision.allowed
     for name in ("a.json", "b.json"):
         assert any(name in v.message and "in the future" in v.message for v in decision.violations)
+
+
+def test_a_components_check_past_the_cpu_budget_leaves_the_other_findings_standing(
+    material: Material,
+) -> None:
+    # F7: the check runs in the evaluation's budget; spent, it is an onError for that check alone, never
+    # the whole image's verdict in place of the CRITICAL finding beside it
+    attest(material, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"))
+    entry = f"""
+    - predicateType: {CDX}
+      keys: [platform/scanner]
+      document: scan
+      vulnerabilities: {{maxSeverity: high}}
+      components: {{banned: [xz-utils]}}
+    """
+    text = policy(entry).replace("  onIndeterminate: Deny\n", "  onIndeterminate: Deny\n  onError: Warn\n")
+    paths = [material.policy(text), material.keys_file("scanner")]
+    engine = PolicyEngine(
+        load_policy_set(paths), LocalEvidence(material.attestations), clock=lambda: NOW, cpu_seconds=0.0
+    )
+    decision = asyncio.run(engine.evaluate(pod()))
+    assert found(decision) == {
+        (f"{SBOM}.vulnerabilities", Action.DENY, False),
+        (f"{SBOM}.components", Action.WARN, False),
+    }
+    assert not decision.allowed
