@@ -11,21 +11,24 @@ matched on the names :func:`verifier.scans.component_from` normalised, so that n
   CycloneDX component's ``group`` and ``name``; a bare artifact name is no Maven package;
 * a purl names the ecosystem too, and its version, when it has one, must be the component's (PyPI versions
   compared under PEP 440: ``5.3`` is ``5.3.0``); a purl is parsed (``%40`` is ``@``), never compared as
-  text. A banned version matches a component that records no version (it cannot be ruled out); a required
-  one does not.
+  text. As PEP 440's ``==``, a PyPI version without a local label names every local build of it (``2.1.0``
+  is ``2.1.0+cu118``). A banned version matches a component that records no version (it cannot be ruled
+  out); a required one does not.
+* each component is read once and indexed (:class:`ComponentIndex`); a document of more than
+  :data:`MAX_COMPONENTS` components cannot tell.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import unquote
 
-from policies.rules.findings import Findings
 from verifier.scans import Component, component_from, normal_text
 
-__all__ = ["check_components", "wanted_package"]
+__all__ = ["MAX_COMPONENTS", "ComponentFinding", "component_findings", "wanted_package"]
 
 _PEP503: Final = re.compile(r"[-_.]+")
 # PEP 440's version scheme (its appendix's pattern), for comparing PyPI versions: 5.3 is 5.3.0, 1.0RC1 1.0rc1
@@ -69,81 +72,173 @@ def wanted_package(written: str) -> WantedPackage:
     return WantedPackage(written, None, frozenset({text, *_slashed(text)}))
 
 
-def check_components(
-    found: Findings,
+#: Components one document may list for the check to read them: past it the rule cannot tell (its
+#: ``unknown``), never passes. Well above the SBOMs of real images (thousands of packages), it keeps the
+#: check's CPU (about 15 ms per thousand components: bench/component_bans.py) inside an admission's budget.
+MAX_COMPONENTS: Final = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentFinding:
+    """One violation the check found: its rule, what it says and how to fix it."""
+
+    rule: str
+    message: str
+    fix: str
+    indeterminate: bool = False
+
+
+def component_findings(
     rule_id: str,
     *,
     required: Sequence[str],
     banned: Sequence[str],
     listed: Sequence[Component],
     origin: str,
-) -> None:
+    step: Callable[[int], None] = lambda _count: None,
+) -> list[ComponentFinding]:
     """``components``: every ``required`` package is among the ``listed`` components of the document at
-    ``origin``, and no ``banned`` one.
+    ``origin``, and no ``banned`` one; what is not, as findings. Pure work: an evaluation runs it in its
+    budget's thread, and ``step`` counts the work so that the budget can stop it.
 
-    The components are indexed once by the PEP 503 form of their names (equal names have equal forms), so
-    that each name the policy gives is compared with the few components of that name only: linear in the
-    names and the components, never their product (a thousand bans against a five-thousand-component SBOM).
+    Each component's purl is parsed once, and the components are indexed by ecosystem, name and version
+    (:class:`ComponentIndex`), so that each name the policy gives is one look-up: linear in the names and
+    the components, never their product (a thousand bans against a five-thousand-component SBOM, or fifty
+    versioned bans against twenty thousand copies of one package).
     """
     if not listed:
-        return  # a document that lists nothing is said once, by the rule's document check
-    index = ComponentIndex(listed)
-    missing = [name for name in required if not index.find(wanted_package(name), unknown_version=False)]
+        return []  # a document that lists nothing is said once, by the rule's document check
+    if len(listed) > MAX_COMPONENTS:
+        return [
+            ComponentFinding(
+                rule_id,
+                f"cannot tell: the SBOM ({origin}) lists {len(listed)} components, more than the "
+                f"{MAX_COMPONENTS} trtguard reads",
+                "attest an SBOM of the image alone (one entry per package)",
+                indeterminate=True,
+            )
+        ]
+    wanted = {name: wanted_package(name) for name in (*required, *banned)}
+    index = ComponentIndex(listed, step, versions=any(w.version is not None for w in wanted.values()))
+    findings: list[ComponentFinding] = []
+    missing = [name for name in required if not index.find(wanted[name], unknown_version=False)]
     if missing:
-        found.add(
-            f"{rule_id}.required",
-            f"the SBOM ({origin}) does not list {', '.join(missing)}",
-            "build the image with the required components, then generate and attest its SBOM again",
+        findings.append(
+            ComponentFinding(
+                f"{rule_id}.required",
+                f"the SBOM ({origin}) does not list {', '.join(missing)}",
+                "build the image with the required components, then generate and attest its SBOM again",
+            )
         )
-    hits = [
-        f"{name} (listed as {c.raw_name}{f' {c.version}' if c.version else ' with no version recorded'})"
-        for name in banned
-        for c in index.find(wanted_package(name), unknown_version=True)
-    ]
+    hits: dict[str, None] = {}
+    for name in dict.fromkeys(banned):
+        matched = index.find(wanted[name], unknown_version=True)
+        step(len(matched) + 1)
+        hits.update(dict.fromkeys(f"{name} (listed as {index.shown(c)})" for c in matched))
     if hits:
-        found.add(
-            f"{rule_id}.banned",
-            f"the SBOM ({origin}) lists banned component(s): {_listed(dict.fromkeys(hits))}",
-            "remove the banned components from the image, then generate and attest its SBOM again",
+        findings.append(
+            ComponentFinding(
+                f"{rule_id}.banned",
+                f"the SBOM ({origin}) lists banned component(s): {_listed(hits)}",
+                "remove the banned components from the image, then generate and attest its SBOM again",
+            )
         )
+    return findings
+
+
+#: A look-up key of :class:`ComponentIndex`: ecosystem (a purl type, or None) and name in it.
+_Key = tuple[str | None, str]
+
+
+class _Named:
+    """The components of one ecosystem and name: all of them, those that record no version, and by version."""
+
+    __slots__ = ("every", "unversioned", "versions")
+
+    def __init__(self) -> None:
+        self.every: dict[int, Component] = {}
+        self.unversioned: dict[int, Component] = {}
+        self.versions: dict[tuple[bool, tuple[object, ...]], dict[int, Component]] = {}
 
 
 class ComponentIndex:
-    """Components by the PEP 503 form of each of their names (:func:`_names`), for :meth:`find`."""
+    """Components by ecosystem, by the name they match under (:func:`_names`: PEP 503 where the component is
+    or may be a Python package) and by the key of each version they record, for :meth:`find`."""
 
-    __slots__ = ("_by_name",)
+    __slots__ = ("_ecosystems", "_named", "_shown")
 
-    def __init__(self, components: Iterable[Component]) -> None:
-        self._by_name: dict[str, list[Component]] = {}
-        for component in components:
-            for name in {_loose(n) for n in _names(component)}:
-                self._by_name.setdefault(name, []).append(component)
+    def __init__(
+        self,
+        components: Iterable[Component],
+        step: Callable[[int], None] = lambda _count: None,
+        *,
+        versions: bool = True,
+    ) -> None:
+        """Index ``components``, counting each in ``step``; by version too unless ``versions`` is false
+        (no name looked up names a version: then :meth:`find` is asked for none)."""
+        self._named: dict[_Key, _Named] = {}
+        self._shown: dict[int, str] = {}
+        for component in dict.fromkeys(components):  # equal components are one
+            step(1)
+            recorded = _versions(component) if versions else set()
+            keys: set[tuple[bool, tuple[object, ...]]] = set()
+            for python in _key_kinds(component.ecosystem):
+                for version in recorded:
+                    key = _version_key(version, python=python)
+                    # PEP 440: a version without a local label (+cu118) names every local build of it
+                    keys |= {(python, key), (python, _without_local(key))}
+            ecosystem = component.ecosystem
+            for name in {_matched_as(n, ecosystem) for n in _names(component)}:
+                named = self._named.get((ecosystem, name))
+                if named is None:
+                    named = self._named[(ecosystem, name)] = _Named()
+                named.every[id(component)] = component
+                if not recorded:
+                    named.unversioned[id(component)] = component
+                for key in keys:
+                    named.versions.setdefault(key, {})[id(component)] = component
+            version = f" {component.version}" if component.version else " with no version recorded"
+            self._shown[id(component)] = f"{component.raw_name}{version}"
+        self._ecosystems = {ecosystem for ecosystem, _ in self._named}
+
+    def shown(self, component: Component) -> str:
+        """How a denial names ``component``: its written name and version."""
+        return self._shown[id(component)]
 
     def find(self, wanted: WantedPackage, *, unknown_version: bool) -> list[Component]:
-        """The components that are ``wanted`` (:func:`matches`), each once."""
-        candidates = {id(c): c for n in wanted.names for c in self._by_name.get(_loose(n), ())}
-        return [c for c in candidates.values() if matches(wanted, c, unknown_version=unknown_version)]
+        """The components that are ``wanted``, each once: of its ecosystem (or of none), by its name in it,
+        of its version when it names one (``unknown_version``: what a component that records no version is
+        then: a ban cannot rule it out; a requirement is not met by it)."""
+        ecosystems = self._ecosystems if wanted.ecosystem is None else {None, wanted.ecosystem}
+        python = wanted.ecosystem == "pypi"
+        key = (python, _version_key(wanted.version, python=python)) if wanted.version is not None else None
+        found: dict[int, Component] = {}
+        for ecosystem in ecosystems:
+            for name in {_matched_as(n, ecosystem) for n in wanted.names}:
+                named = self._named.get((ecosystem, name))
+                if named is None:
+                    continue
+                if key is None:
+                    found.update(named.every)
+                    continue
+                found.update(named.versions.get(key, {}))
+                if unknown_version:
+                    found.update(named.unversioned)
+        return list(found.values())
 
 
-def matches(wanted: WantedPackage, component: Component, *, unknown_version: bool) -> bool:
-    """Whether ``component`` is the package ``wanted``; ``unknown_version``: what a component that records
-    no version is when ``wanted`` names one (a ban cannot rule it out; a requirement is not met by it)."""
-    if wanted.ecosystem is not None and component.ecosystem not in (None, wanted.ecosystem):
-        return False
-    names = _names(component)
-    if component.ecosystem in (None, "pypi") or wanted.ecosystem == "pypi":
-        # The ecosystem may be Python's (no purl says otherwise): PEP 503, so spelling does not escape.
-        if not {_loose(n) for n in names} & {_loose(n) for n in wanted.names}:
-            return False
-    elif not names & wanted.names:
-        return False
-    if wanted.version is None:
-        return True
-    versions = _versions(component)
-    if not versions:
-        return unknown_version
-    python = "pypi" in (wanted.ecosystem, component.ecosystem)
-    return _version_key(wanted.version, python=python) in {_version_key(v, python=python) for v in versions}
+def _matched_as(name: str, ecosystem: str | None) -> str:
+    """The form of ``name`` a component of ``ecosystem`` is matched by: PEP 503 where it is (or, without a
+    purl, may be) a Python package, so that spelling does not escape a ban; as normalised elsewhere."""
+    return _loose(name) if ecosystem in (None, "pypi") else name
+
+
+def _key_kinds(ecosystem: str | None) -> tuple[bool, ...]:
+    """Which version keys a component of ``ecosystem`` is compared under (PEP 440: True): PyPI's; a
+    component without a purl may be a Python package or not."""
+    if ecosystem == "pypi":
+        return (True,)
+    return (True, False) if ecosystem is None else (False,)
 
 
 def _names(component: Component) -> frozenset[str]:
@@ -162,12 +257,22 @@ def _slashed(name: str) -> set[str]:
 
 
 def _versions(component: Component) -> set[str]:
+    """The versions ``component`` records: its ``version`` field and its purl's."""
     versions = {component.version} if component.version else set()
-    if component.purl is not None:
-        purl_version = component_from(component.raw_name, None, component.purl).version
-        if purl_version:
-            versions.add(purl_version)
+    purl_version = _purl_version(component.purl) if component.purl is not None else None
+    if purl_version:
+        versions.add(purl_version)
     return versions
+
+
+def _purl_version(purl: str) -> str | None:
+    """The version of a component's purl, which :func:`verifier.scans.component_from` wrote in its
+    canonical form (an ``@`` inside a name percent-encoded): what follows the last ``@`` before the
+    qualifiers and subpath, decoded. Reading it so costs a fraction of parsing the purl again, which an
+    SBOM of one package listed twenty thousand times made the bulk of an admission (attack 27, F7)."""
+    head = purl.split("#", 1)[0].split("?", 1)[0]
+    _, at, version = head.rpartition("@")
+    return unquote(version) if at else None
 
 
 def _version_key(version: str, *, python: bool) -> tuple[object, ...]:
@@ -186,8 +291,18 @@ def _version_key(version: str, *, python: bool) -> tuple[object, ...]:
         (_PRE[found["pre_l"]], int(found["pre_n"] or 0)) if found["pre_l"] else None,
         int(post) if post is not None else None,
         int(found["dev_n"] or 0) if found["dev"] else None,
-        re.sub(r"[-_]", ".", found["local"]) if found["local"] else None,
+        _local(found["local"]) if found["local"] else None,
     )
+
+
+def _local(label: str) -> tuple[int | str, ...]:
+    """PEP 440's local label: segments split on ``.``, ``-`` or ``_``, numeric ones compared as integers."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"[-_.]", label))
+
+
+def _without_local(key: tuple[object, ...]) -> tuple[object, ...]:
+    """``key`` without its local label (the last part of a PEP 440 key)."""
+    return (*key[:-1], None) if key[0] == "pep440" else key
 
 
 def _loose(name: str) -> str:

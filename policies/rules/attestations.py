@@ -30,7 +30,7 @@ on the missing key, which is the same. Other condition failures (a type error) a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -38,12 +38,13 @@ from typing import Any, Final
 from policies.cel import MISSING_KEY_HINT, CelEvaluationError, prepare_activation
 from policies.evaluation import CLOCK_SKEW, Evaluation
 from policies.loader import CompiledAttestation, CompiledExpression
-from policies.rules._components import check_components
+from policies.rules._components import component_findings
+from policies.rules._vulnerabilities import vulnerability_findings
 from policies.rules.findings import Findings, Refusal
-from policies.schema import AttestationRule, VulnerabilityRule
+from policies.schema import AttestationRule
 from policies.verified import Documents, VerifiedPredicate
-from verifier.base import ImageReference
-from verifier.scans import SEVERITY_ORDER, canonical_id, is_scan_predicate_type
+from verifier.base import ImageReference, TrtguardError
+from verifier.scans import is_scan_predicate_type
 
 __all__ = ["AttestationsJudged", "check"]
 
@@ -137,29 +138,79 @@ async def _judge(
     if not readable:
         return []
     judged = _judged(run, pinned, rule, readable) if scans else readable
-    if scans and any(_from_the_future(run.clock(), found, rule_id, rule, d) for d in judged):
-        return judged
+    if scans and [d for d in judged if _from_the_future(run.clock(), found, rule_id, rule, d)]:
+        return judged  # each such document is named; the rule refuses them
+    # Every judged document is judged in full and none decides for the others (docs/scans.md, "Ties"): one
+    # that cannot tell says so, and the checks and conditions of each that can tell still run, in any order.
+    mark = len(found.violations)
     if compiled.max_age is not None:
-        _max_age(run.clock(), found, f"{rule_id}.maxAge", rule, compiled.max_age, judged[0])
-    if kind is not None:
-        told = [_tells(found, rule_id, rule, kind, d) for d in judged]  # every one says what it cannot tell
-        if not all(told):
-            return judged
-    for document in judged:
+        _max_ages(run.clock(), found, f"{rule_id}.maxAge", rule, compiled.max_age, judged)
+    told = [d for d in judged if kind is None or _tells(found, rule_id, rule, kind, d)]
+    for document in told:
         if document.scan is not None and rule.vulnerabilities is not None:
             _vulnerabilities(run, found, f"{rule_id}.vulnerabilities", compiled, document, pinned)
         if document.scan is not None and rule.components is not None:
-            check_components(
-                found,
-                f"{rule_id}.components",
-                required=rule.components.required,
-                banned=rule.components.banned,
-                listed=document.scan.components,
-                origin=document.origin,
-            )
-        if not await _conditions(run, found, rule_id, compiled.conditions, document):
-            break  # one failing document is enough to say what is wrong
+            await _components(run, found, f"{rule_id}.components", rule, document)
+        await _conditions(run, found, rule_id, compiled.conditions, document)
+    # documents that fail alike (a tie of two stale scans, one condition) say so once
+    found.violations[mark:] = list(dict.fromkeys(found.violations[mark:]))
     return judged
+
+
+def _vulnerabilities(
+    run: Evaluation,
+    found: Findings,
+    rule_id: str,
+    compiled: CompiledAttestation,
+    document: VerifiedPredicate,
+    pinned: ImageReference,
+) -> None:
+    """``vulnerabilities``: the scan's affected findings are within ``maxSeverity`` or allow-listed."""
+    rule, scan = compiled.rule.vulnerabilities, document.scan
+    if rule is None or scan is None:
+        return
+    said, notes = vulnerability_findings(scan, rule.max_severity, compiled.allowed.match, run.clock())
+    for note in notes:
+        run.note(f"image {pinned}: {note}")
+    for finding in said:
+        unknown = rule.unknown if finding.indeterminate else None
+        found.add(rule_id, finding.message, finding.fix, indeterminate=finding.indeterminate, unknown=unknown)
+
+
+async def _components(
+    run: Evaluation, found: Findings, rule_id: str, rule: AttestationRule, document: VerifiedPredicate
+) -> None:
+    """The built-in ``components`` check of ``document``, charged to the evaluation's CPU budget (in its
+    thread past a thousand components); past the budget, ``onError`` for this check alone, so that what
+    the other checks found still stands."""
+    components, scan = rule.components, document.scan
+    if components is None or scan is None:
+        return
+    listed = scan.components
+    try:
+        findings = await run.computed(
+            ("components", rule_id, tuple(components.required), tuple(components.banned), document.digest),
+            lambda: component_findings(
+                rule_id,
+                required=components.required,
+                banned=components.banned,
+                listed=listed,
+                origin=document.origin,
+                step=run.budget.step,
+            ),
+            list(listed),
+        )
+    except TrtguardError as error:  # the budget spent (BudgetExceeded)
+        found.unavailable(rule_id, error)
+        return
+    for finding in findings:
+        found.add(
+            finding.rule,
+            finding.message,
+            finding.fix,
+            indeterminate=finding.indeterminate,
+            unknown=components.unknown if finding.indeterminate else None,
+        )
 
 
 def _none_of_the_role(found: Findings, rule_id: str, rule: AttestationRule, kind: str, count: int) -> None:
@@ -289,6 +340,36 @@ def _from_the_future(
     return False
 
 
+def _max_ages(
+    now: datetime,
+    found: Findings,
+    rule_id: str,
+    rule: AttestationRule,
+    max_age: timedelta,
+    judged: Sequence[VerifiedPredicate],
+) -> None:
+    """``maxAge`` over the judged documents: every dated one is measured, so that of documents that tie the
+    stalest decides, whichever is listed first; with none dated, the age cannot be told. An undated scan
+    is as old as its vulnerability database at least: one older than ``maxAge`` is stale."""
+    dated = [d for d in judged if d.scan is not None and d.scan.scanned_at is not None]
+    measured = {id(d) for d in dated or judged[:1]}
+    for document in judged:
+        if id(document) in measured or _stale_database(now, rule, max_age, document) is not None:
+            _max_age(now, found, rule_id, rule, max_age, document)
+
+
+def _stale_database(
+    now: datetime, rule: AttestationRule, max_age: timedelta, document: VerifiedPredicate
+) -> datetime | None:
+    """When the vulnerability database of ``document``, a scan that records no time of its own, was built,
+    if that alone makes it older than ``max_age``."""
+    scan = document.scan
+    if scan is None or scan.scanned_at is not None or rule.judges() == "sbom":
+        return None
+    database = scan.database_at
+    return database if database is not None and now - database > max_age else None
+
+
 def _max_age(
     now: datetime,
     found: Findings,
@@ -301,6 +382,7 @@ def _max_age(
     scan = document.scan
     sbom = rule.judges() == "sbom"
     since = (scan.scanned_at if sbom else scan.freshness) if scan is not None else None
+    since = since or _stale_database(now, rule, max_age, document)
     if scan is None or since is None:
         why = "; ".join(u for u in (scan.unknowns if scan else ()) if "time" in u) or "it records no time"
         found.add(
@@ -336,10 +418,10 @@ async def _conditions(
     rule_id: str,
     conditions: Sequence[CompiledExpression],
     document: VerifiedPredicate,
-) -> bool:
-    """Whether every condition holds for ``document``; violations are recorded for those that do not."""
+) -> None:
+    """Whether every condition holds for ``document``: a violation for each that does not."""
     if not conditions:
-        return True
+        return
     sources = " ".join(c.program.source for c in conditions)
     values: dict[str, Any] = {
         "predicate": document.predicate if _READS_PREDICATE.search(sources) else {},
@@ -359,15 +441,13 @@ async def _conditions(
             error.hint or "attest a smaller document",
             error=True,
         )
-        return False
+        return
     outcomes = await run.cel.evaluate_bools(
         [c.program for c in conditions], activation, seconds=run.deadline.remaining()
     )
-    held = True
     for condition, outcome in zip(conditions, outcomes, strict=True):
         if outcome is True:
             continue
-        held = False
         condition_id = f"{rule_id}.conditions.{condition.name}"
         if outcome is False:
             found.add(
@@ -391,94 +471,7 @@ async def _conditions(
                 outcome.hint or "fix the condition",
                 error=outcome.resource or outcome.hint == MISSING_KEY_HINT,
             )
-    return held
 
 
 def _time(moment: datetime | None) -> str:
     return moment.isoformat().replace("+00:00", "Z") if moment is not None else "?"
-
-
-#: Findings named in one message at most (the rest are counted).
-_SHOWN: Final = 8
-
-
-def _vulnerabilities(
-    run: Evaluation,
-    found: Findings,
-    rule_id: str,
-    compiled: CompiledAttestation,
-    document: VerifiedPredicate,
-    pinned: ImageReference,
-) -> None:
-    """``vulnerabilities``: the scan's affected findings are within ``maxSeverity`` or allow-listed."""
-    rule = compiled.rule.vulnerabilities
-    scan = document.scan
-    if rule is None or scan is None or scan.vulnerabilities is None:
-        return  # a scan that cannot tell is said once, by the rule's document check
-    now = run.clock()
-    limit = SEVERITY_ORDER.index(rule.max_severity)
-    above: list[str] = []
-    unrated: list[str] = []
-    undecided: list[str] = []
-    for finding in scan.vulnerabilities:
-        if not finding.affected:
-            continue
-        ids = finding.ids
-        admitted, expired = compiled.allowed.match(ids, now)  # one lookup per id (linear: S1)
-        if admitted is not None:
-            continue
-        for entry in expired:
-            run.note(
-                f"image {pinned}: the allow-list entry {entry.id} ({entry.source}) expired at "
-                f"{entry.expires.isoformat() if entry.expires else '?'} and no longer admits it"
-            )
-        where = f" in {', '.join(finding.components)}" if finding.components else ""
-        name = canonical_id(finding.id)
-        aliases = [i for i in ids if i != name]
-        shown = f"{name} ({', '.join(aliases)})" if aliases else name
-        if finding.undecided:
-            undecided.append(f"{shown}{where}")
-        elif not finding.severities:
-            unrated.append(f"{shown}{where}")
-        elif SEVERITY_ORDER.index(finding.severities[0]) > limit:
-            above.append(f"{shown}: {finding.severities[0]}{where}")
-    if above:
-        found.add(
-            rule_id,
-            f"{len(above)} affected finding(s) above {rule.max_severity} that no allow-list entry admits: "
-            f"{_listed(above)}",
-            "upgrade the affected components and scan again, or allow-list the finding by id with a reason "
-            "and an expiry (`vulnerabilities.allow`, or the `allowFrom` file)",
-        )
-    if unrated:
-        found.add(
-            rule_id,
-            f"cannot tell whether {len(unrated)} affected finding(s) are above {rule.max_severity}: no "
-            f"rating gives a severity for {_listed(unrated)}",
-            "attest a scan that rates its findings (or a pip-audit JSON report enriched with severities), "
-            "or allow-list the finding by id with a reason",
-            indeterminate=True,
-            unknown=rule.unknown,
-        )
-    _undecided(found, rule_id, rule, undecided)
-
-
-def _undecided(found: Findings, rule_id: str, rule: VulnerabilityRule, undecided: Sequence[str]) -> None:
-    """Findings a rating gives only a CVSS vector for that trtguard cannot score: "cannot tell"."""
-    if undecided:
-        found.add(
-            rule_id,
-            f"cannot tell whether {len(undecided)} affected finding(s) are above {rule.max_severity}: a "
-            "rating gives a CVSS vector without a score, which trtguard computes only for CVSS v3 base "
-            f"vectors: {_listed(undecided)}",
-            "attest a scan whose ratings give their scores (or severities), or allow-list the finding by id "
-            "with a reason",
-            indeterminate=True,
-            unknown=rule.unknown,
-        )
-
-
-def _listed(items: Iterable[str]) -> str:
-    shown = list(items)
-    more = len(shown) - _SHOWN
-    return "; ".join(shown[:_SHOWN]) + (f"; and {more} more" if more > 0 else "")

@@ -5,19 +5,18 @@ the components of real SBOMs (tests/data 607 cyclonedx-py, 613 Trivy) however ei
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
-from typing import cast
 
 import pytest
 import yaml
+from packaging.specifiers import SpecifierSet
 
 from policies.loader import PolicyLoadError
 from policies.results import Action
-from policies.rules.findings import Findings
+from policies.rules._components import component_findings
 from tests.policies.conftest import Material
 from tests.policies.rules.test_attestations import CDX, README, attest, data, judge
 from tests.policies.rules.test_scan_rules import BASE, found, policy
-from verifier.scans import component_from
+from verifier.scans import Component, component_from
 
 BANNED = f"{BASE}[{CDX}].components.banned"
 REQUIRED = f"{BASE}[{CDX}].components.required"
@@ -196,27 +195,97 @@ def test_exact_versions_and_scoped_names_still_load(material: Material, written:
     judge(material, policy(rule("banned", [written])))
 
 
-def test_checking_names_is_linear_in_names_and_components(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the family of S1: every policy name was compared with every component (and its purl parsed each time)
+def _parses(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """Every purl the components check parses (its calls of ``component_from``), recorded."""
     from policies.rules import _components  # noqa: PLC0415 - the module under test, patched
 
-    calls = 0
-    real = _components.matches
+    parsed: list[str | None] = []
+    real = component_from
 
-    def counted(*args: object, **kwargs: bool) -> bool:
-        nonlocal calls
-        calls += 1
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+    def counted(name: str, version: str | None, purl: str | None) -> Component:
+        parsed.append(purl)
+        return real(name, version, purl)
 
-    monkeypatch.setattr(_components, "matches", counted)
+    monkeypatch.setattr(_components, "component_from", counted)
+    return parsed
+
+
+def _check(required: list[str], banned: list[str], listed: list[Component]) -> list[str]:
+    """The rules that :func:`component_findings` says ``listed`` breaks."""
+    found = component_findings("r", required=required, banned=banned, listed=listed, origin="sbom")
+    return [finding.rule for finding in found]
+
+
+def test_checking_names_is_linear_in_names_and_components(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the family of S1: every policy name was compared with every component (and its purl parsed each time)
     listed = [component_from(f"package-{n}", "1.0", f"pkg:pypi/package-{n}@1.0") for n in range(1000)] + [
         component_from("PyYAML", "5.3", "pkg:pypi/pyyaml@5.3")
     ]
-    added: list[str] = []
-    found = SimpleNamespace(add=lambda rule, *_args, **_kwargs: added.append(rule))
+    parsed = _parses(monkeypatch)
     bans = [f"pkg:pypi/banned-{n}" for n in range(1000)] + ["pyyaml"]
-    _components.check_components(
-        cast(Findings, found), "r", required=["package-7"], banned=bans, listed=listed, origin="sbom"
+    assert _check(["package-7"], bans, listed) == ["r.banned"]
+    assert len(parsed) <= len(listed) + len(bans) + 1  # each component's purl once, each policy purl once
+
+
+def test_versioned_bans_parse_each_component_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # attack 27 F7: 50 versioned bans of one package against 2,000 copies of it re-parsed a purl per
+    # (ban, component) pair, 100,000 parses (20,000 copies: a minute of one admission's event loop)
+    listed = [component_from("PyYAML", f"9.{n}", f"pkg:pypi/pyyaml@9.{n}") for n in range(2000)]
+    listed.append(component_from("PyYAML", "5.3.0", "pkg:pypi/pyyaml@5.3.0"))
+    parsed = _parses(monkeypatch)
+    bans = [f"pkg:pypi/pyyaml@5.{n}" for n in range(50)]
+    assert _check(["pkg:pypi/pyyaml@9.1999"], bans, listed) == ["r.banned"]
+    assert len(parsed) <= len(listed) + len(bans) + 1
+
+
+def test_too_many_components_cannot_tell(monkeypatch: pytest.MonkeyPatch) -> None:
+    from policies.rules import _components  # noqa: PLC0415 - the module under test, patched
+
+    monkeypatch.setattr(_components, "MAX_COMPONENTS", 10)
+    listed = [component_from(f"package-{n}", "1.0", None) for n in range(11)]
+    [finding] = _components.component_findings("r", required=[], banned=["xz"], listed=listed, origin="sbom")
+    assert finding.indeterminate and finding.rule == "r"
+    assert (
+        _components.component_findings("r", required=[], banned=["xz"], listed=listed[:10], origin="s") == []
     )
-    assert added == ["r.banned"]
-    assert calls == 2  # the two names that are listed; never 1002 x 1001
+
+
+@pytest.mark.parametrize(
+    ("banned", "listed", "hit"),
+    [
+        ("pkg:pypi/torch@2.1.0", "2.1.0+cu118", True),  # PEP 440: no local label in the ban: every build
+        ("pkg:pypi/torch@2.1", "2.1.0+CU118", True),
+        ("pkg:pypi/torch@2.1.0+cu118", "2.1.0+cu118", True),
+        ("pkg:pypi/torch@2.1.0+cu118", "2.1.0+cu121", False),  # a local label in the ban names that build
+        ("pkg:pypi/torch@2.1.0+cu118", "2.1.0", False),
+        ("pkg:pypi/torch@2.1.0+abc.01", "2.1.0+abc-1", True),  # segments compared as PEP 440 says
+        ("pkg:pypi/torch@2.1.0", "2.1.0.post1+cu118", False),
+    ],
+)
+def test_a_pypi_version_matches_as_pep_440_equality_does(banned: str, listed: str, hit: bool) -> None:
+    # attack 27 F2: a ban of pkg:pypi/torch@2.1.0 missed torch 2.1.0+cu118 (every CUDA wheel of
+    # download.pytorch.org carries such a label); packaging, the reference, agrees with each case
+    version = banned.split("@")[1]
+    assert (listed in SpecifierSet(f"=={version}")) is hit
+    component = component_from("torch", listed, f"pkg:pypi/torch@{listed.replace('+', '%2B')}")
+    assert _check([], [banned], [component]) == (["r.banned"] if hit else [])
+    assert _check([banned], [], [component]) == ([] if hit else ["r.required"])
+
+
+@pytest.mark.parametrize("ecosystem", ["deb", "npm"])
+def test_other_ecosystems_compare_versions_as_written(ecosystem: str) -> None:
+    # a Debian version's "+" is part of it (1.2+dfsg-1), not a local label (docs/scans.md)
+    component = component_from("pkg", "1.2+dfsg-1", f"pkg:{ecosystem}/pkg@1.2%2Bdfsg-1")
+    assert _check([], [f"pkg:{ecosystem}/pkg@1.2"], [component]) == []
+    assert _check([], [f"pkg:{ecosystem}/pkg@1.2+DFSG-1"], [component]) == ["r.banned"]
+
+
+def test_the_torch_wheel_of_a_cuda_image_is_banned_end_to_end(material: Material) -> None:
+    sbom = data("607-cyclonedx-py-requirements.cdx.json")
+    sbom["components"].append(
+        {"type": "library", "name": "torch", "version": "2.1.0+cu118", "purl": "pkg:pypi/torch@2.1.0%2Bcu118"}
+    )
+    attest(material, CDX, sbom)
+    decision = judge(material, policy(rule("banned", ["pkg:pypi/torch@2.1.0"])))
+    assert found(decision) == {(BANNED, Action.DENY, False)}
+    assert "torch 2.1.0+cu118" in decision.violations[0].message
