@@ -1,44 +1,69 @@
-"""CPU per ``POST /validate`` in-process: the ASGI app called directly (no TLS, no HTTP client, no load
-generator), so the figure is trtguard's own work per request.
+"""CPU per ``POST /validate`` in-process, beside the empty webhook driven the same way, and per part.
 
-The request is ``bench/webhook_latency.py``'s (a Pod of 3 containers and 1 engine, the bundled library
-policies, admitted), each with a fresh uid; the decision log is SQLite with ``?synchronous=normal`` (no fsync
-per commit, which costs wall time, not CPU). Printed per request: CPU of the whole process (the event loop
-and the decision log's writer thread), CPU of the event loop's thread alone, and wall time.
+The ASGI app is called directly (no TLS, no HTTP client, no load generator), so the figure is the webhook's
+own work per request. The request is ``bench/webhook_latency.py``'s (a Pod of 3 containers and 1 engine, the
+bundled library policies, admitted), each with a fresh uid; the decision log is SQLite with
+``?synchronous=normal`` (no fsync per commit, which costs wall time, not CPU); the decision line is logged as
+JSON (to /dev/null) and the long-lived objects are frozen out of the collector, as ``trtguard serve`` does.
 
-Usage: ``.venv/bin/python bench/validate_cpu.py [--requests N]``
+Printed per request, median over --runs: CPU of the whole process (the event loop and the decision log's
+writer thread), CPU of the event loop's thread alone, and wall time; the same for the empty webhook of
+``bench/webhook_latency.py`` (FastAPI, the body decoded, the uid answered) in the same process, and the
+ratio. ``--parts`` adds the CPU of each part of one request, called alone: decoding the AdmissionReview,
+judging it (policies), building the record, building and encoding the answer, the decision line and metrics,
+and the writer's encoding and hashing of the record (``link``). ``--before DIR`` measures an earlier source
+tree (``git archive REV | tar -x -C DIR``) in the same run, interleaved with this one.
+
+Usage: ``.venv/bin/python bench/validate_cpu.py [--requests N] [--runs 3] [--parts] [--before DIR]``
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
+import importlib.util
 import io
 import json
+import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench import webhook_latency as webhook_bench
-from trtguard.demo.material import make_material
-from webhook.app import create_app
-from webhook.server import Built, build
-from webhook.settings import ServeSettings
-
+HERE = Path(__file__).resolve().parent
 Message = MutableMapping[str, Any]
+App = Callable[
+    [Message, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]
+]
 
 
-def measure(requests: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as folder:
+def _webhook_bench() -> Any:
+    """This tree's ``bench/webhook_latency.py`` (the request, the empty webhook), for any tree measured."""
+    spec = importlib.util.spec_from_file_location("webhook_latency_bench", HERE / "webhook_latency.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def measure(requests: int, parts: bool) -> dict[str, float]:
+    """The figures of the tree this interpreter imports ``webhook`` and ``decisionlog`` from."""
+    from trtguard.demo.material import make_material  # noqa: PLC0415 - from the tree measured
+    from webhook.logging import configure_logging  # noqa: PLC0415
+    from webhook.server import build  # noqa: PLC0415
+    from webhook.settings import ServeSettings  # noqa: PLC0415
+
+    bench = _webhook_bench()
+    with tempfile.TemporaryDirectory() as folder, Path(os.devnull).open("w") as sink:
         root = Path(folder)
         material = make_material(root)
-        template = webhook_bench._review_body(material, root).read_text()
+        template = bench._review_body(material, root).read_text()
         settings = ServeSettings(
             policies=material.policies,
             attestations=material.attestations,
@@ -46,72 +71,172 @@ def measure(requests: int) -> dict[str, float]:
             decision_log=f"sqlite:///{root / 'decisions.db'}?synchronous=normal",
         )
         built = build(settings, out=io.StringIO())
-        return asyncio.run(_drive(settings, built, template, requests))
+        configure_logging("info", stream=sink)
+        gc.freeze()
+        return asyncio.run(_drive(settings, built, template, requests, parts, bench))
 
 
-async def _drive(settings: ServeSettings, built: Built, template: str, requests: int) -> dict[str, float]:
+def _body(template: str, placeholder: str) -> bytes:
+    return template.replace(placeholder, str(uuid.uuid4())).encode()
+
+
+async def _call(app: App, body: bytes) -> list[Message]:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/validate",
+        "raw_path": b"/validate",
+        "query_string": b"timeout=10s",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8443),
+    }
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        if messages:
+            return messages.pop()
+        await asyncio.Event().wait()  # the client never disconnects
+        raise AssertionError("unreachable")
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent
+
+
+async def _per_request(app: App, template: str, placeholder: str, requests: int) -> dict[str, float]:
+    answer = await _call(app, _body(template, placeholder))
+    review = json.loads(answer[1]["body"])
+    assert answer[0]["status"] == 200 and review["response"]["allowed"] is True, review
+    for _ in range(300):  # warm: verified evidence cached, the log's first pages written
+        await _call(app, _body(template, placeholder))
+    bodies = [_body(template, placeholder) for _ in range(requests)]
+    process, thread, wall = time.process_time(), time.thread_time(), time.perf_counter()
+    for body in bodies:
+        await _call(app, body)
+    return {
+        "cpu_us": (time.process_time() - process) / requests * 1e6,
+        "loop_cpu_us": (time.thread_time() - thread) / requests * 1e6,
+        "wall_us": (time.perf_counter() - wall) / requests * 1e6,
+    }
+
+
+async def _drive(
+    settings: Any, built: Any, template: str, requests: int, parts: bool, bench: Any
+) -> dict[str, float]:
+    from webhook.app import create_app  # noqa: PLC0415 - from the tree measured
+
     app = create_app(settings, built.services, owns_store=False)
     await built.services.store.open()
-
-    async def one() -> list[Message]:
-        body = template.replace(webhook_bench.UID_PLACEHOLDER, str(uuid.uuid4())).encode()
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/validate",
-            "raw_path": b"/validate",
-            "query_string": b"timeout=10s",
-            "root_path": "",
-            "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
-            "client": ("127.0.0.1", 40000),
-            "server": ("127.0.0.1", 8443),
-        }
-        messages = [{"type": "http.request", "body": body, "more_body": False}]
-        sent: list[Message] = []
-
-        async def receive() -> Message:
-            if messages:
-                return messages.pop()
-            await asyncio.Event().wait()  # the client never disconnects
-            raise AssertionError("unreachable")
-
-        async def send(message: Message) -> None:
-            sent.append(message)
-
-        await app(scope, receive, send)
-        return sent
-
     try:
-        answer = await one()
-        review = json.loads(answer[1]["body"])
-        assert answer[0]["status"] == 200 and review["response"]["allowed"] is True, review
-        for _ in range(300):  # warm: verified evidence cached, the log's first pages written
-            await one()
-        process, thread, wall = time.process_time(), time.thread_time(), time.perf_counter()
-        for _ in range(requests):
-            await one()
-        return {
-            "requests": requests,
-            "cpu_us_per_request": (time.process_time() - process) / requests * 1e6,
-            "event_loop_thread_cpu_us_per_request": (time.thread_time() - thread) / requests * 1e6,
-            "wall_us_per_request": (time.perf_counter() - wall) / requests * 1e6,
-        }
+        figures = await _per_request(app, template, bench.UID_PLACEHOLDER, requests)
+        empty = await _per_request(bench.empty_app(), template, bench.UID_PLACEHOLDER, requests)
+        figures |= {f"empty_{key}": value for key, value in empty.items()}
+        figures["cpu_ratio_to_empty"] = figures["cpu_us"] / figures["empty_cpu_us"]
+        if parts:
+            figures |= await _parts(built, _body(template, bench.UID_PLACEHOLDER))
     finally:
         await built.services.store.close()
+    return figures
 
 
-def main() -> None:
+async def _parts(built: Any, body: bytes) -> dict[str, float]:
+    """CPU of each part of one request, called alone (the thread's CPU, best of 5 rounds)."""
+    from decisionlog import _sql  # noqa: PLC0415 - from the tree measured
+    from decisionlog._record import GENESIS_HASH  # noqa: PLC0415
+    from verifier.base import Deadline  # noqa: PLC0415
+    from webhook.wire import encode, parse_review  # noqa: PLC0415
+
+    reviewer = built.services.reviewer
+    request = parse_review(body)
+
+    def judge() -> Any:
+        return reviewer._judge(request, Deadline.after(5.0), 5.0)
+
+    verdict = await judge()
+    record = reviewer._record(request, verdict, 0.001)
+
+    def answer() -> bytes:
+        review = reviewer._response(request, verdict)
+        return review if isinstance(review, bytes) else encode(review)
+
+    def rounds(call: Callable[[], object], calls: int = 500) -> float:
+        best = float("inf")
+        for _ in range(5):
+            started = time.thread_time()
+            for _ in range(calls):
+                call()
+            best = min(best, (time.thread_time() - started) / calls * 1e6)
+        return best
+
+    best = float("inf")
+    for _ in range(5):
+        started = time.thread_time()
+        for _ in range(100):
+            await judge()
+        best = min(best, (time.thread_time() - started) / 100 * 1e6)
+    return {
+        "part_decode_us": rounds(lambda: parse_review(body)),
+        "part_judge_us": best,
+        "part_record_us": rounds(lambda: reviewer._record(request, verdict, 0.001)),
+        "part_answer_us": rounds(answer),
+        "part_log_line_and_metrics_us": rounds(lambda: reviewer._observe(request, verdict, record, 0.001)),
+        "part_writer_link_us": rounds(lambda: _sql.link(record, 1, GENESIS_HASH)),
+    }
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=3, help="runs of each tree, interleaved (3)")
+    parser.add_argument("--parts", action="store_true", help="the CPU of each part of a request, alone")
+    parser.add_argument("--before", type=Path, help="an earlier source tree, measured in the same run")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    figures = measure(args.requests)
-    print(json.dumps({key: round(value, 1) for key, value in figures.items()}))
+    if args.json:
+        print(json.dumps(measure(args.requests, args.parts)))
+        return 0
+    trees = {"this tree": HERE.parent} | ({"before": args.before.resolve()} if args.before else {})
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for _ in range(args.runs):  # interleaved, so that a machine busy with other work slows both alike
+        for name, tree in trees.items():
+            command = [sys.executable, __file__, "--json", "--requests", str(args.requests)]
+            command += ["--parts"] if args.parts else []
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=tree, env=env)
+            runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    print(
+        f"POST /validate in-process, {args.requests} requests, median of {args.runs} runs; "
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+    )
+    for name, rows in runs.items():
+        medians = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
+        print(
+            f"  {name:<10} CPU {medians['cpu_us']:7.1f} us/request (event loop {medians['loop_cpu_us']:.1f}, "
+            f"wall {medians['wall_us']:.1f}); empty webhook {medians['empty_cpu_us']:.1f} us (event loop "
+            f"{medians['empty_loop_cpu_us']:.1f}): {medians['cpu_ratio_to_empty']:.2f}x the empty webhook"
+        )
+        if args.parts:
+            print(
+                "             parts: "
+                + ", ".join(
+                    f"{key.removeprefix('part_').removesuffix('_us')} {value:.1f}"
+                    for key, value in medians.items()
+                    if key.startswith("part_")
+                )
+                + " (us)"
+            )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

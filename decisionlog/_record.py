@@ -85,7 +85,7 @@ _TEXT_FIELDS: Final = (
     "policy_revision",
     "replica",
 )
-_LIST_FIELDS: Final = ("violations", "warnings", "images", "engines", "groups")
+LIST_FIELDS: Final = ("violations", "warnings", "images", "engines", "groups")
 _FORMAT_1_KEYS: Final = frozenset(
     {
         "record_id",
@@ -268,7 +268,7 @@ def storable(record: DecisionRecord) -> DecisionRecord:
         value = getattr(record, name)
         if isinstance(value, str) and (fixed := _storable_text(value)) is not value:
             changes[name] = fixed
-    for name in _LIST_FIELDS:
+    for name in LIST_FIELDS:
         entries = getattr(record, name)
         if (bounded := _entries(entries)) is not entries:
             changes[name] = bounded
@@ -367,12 +367,15 @@ def canonical_json(data: Mapping[str, Any]) -> bytes:
     return rfc8785.dumps(dict(data))
 
 
-def canonical_parts(data: Mapping[str, Any], apart: Collection[str]) -> tuple[bytes, bytes, bytes]:
+def canonical_parts(
+    data: Mapping[str, Any], apart: Collection[str], *, plain: bool = False
+) -> tuple[bytes, bytes, bytes]:
     """Canonical JSON of ``data`` (ASCII keys), of ``data`` without the keys ``apart``, and of those alone.
 
     Each member is encoded once and the three objects are joined from the pieces: a JCS object is its sorted
     members, each member's canonical form being the same on its own. (A store keeps the parts ``apart`` once
-    and the record's hash covers the whole.)
+    and the record's hash covers the whole.) ``plain``: the caller knows ``data`` holds no float and no
+    non-ASCII key (``decisionlog._stored``), so it is not walked again to find out.
     """
     whole: list[bytes] = []
     rest: list[bytes] = []
@@ -383,16 +386,16 @@ def canonical_parts(data: Mapping[str, Any], apart: Collection[str]) -> tuple[by
             run[key] = data[key]
             continue
         if run:  # the members before this one, encoded together without their braces
-            piece = canonical_json(run)[1:-1]
+            piece = (_JSON.encode(run).encode("utf-8") if plain else canonical_json(run))[1:-1]
             whole.append(piece)
             rest.append(piece)
             run = {}
         value = data[key]
-        encoded = _JSON.encode(value).encode("utf-8") if _plain(value) else rfc8785.dumps(value)
+        encoded = _JSON.encode(value).encode("utf-8") if plain or _plain(value) else rfc8785.dumps(value)
         whole.append(b'"%s":%s' % (key.encode("ascii"), encoded))
         alone.append(whole[-1])
     if run:
-        piece = canonical_json(run)[1:-1]
+        piece = (_JSON.encode(run).encode("utf-8") if plain else canonical_json(run))[1:-1]
         whole.append(piece)
         rest.append(piece)
     return b"{%s}" % b",".join(whole), b"{%s}" % b",".join(rest), b"{%s}" % b",".join(alone)

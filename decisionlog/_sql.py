@@ -13,13 +13,12 @@ from decisionlog._record import (
     INDEXED_NAMES,
     DecisionRecord,
     StoredRecord,
-    canonical_parts,
     format_time,
     link_hash,
     load_body,
-    storable,
 )
 from decisionlog._store import RecordQuery
+from decisionlog._stored import stored_form
 
 #: Parts of a record kept once in ``trtguard_shared`` and referenced from each record that holds them: the
 #: images and engines with their evidence repeat from one admission of a workload to the next. The record's
@@ -106,10 +105,8 @@ def link(
 
     What is stored is :func:`storable` of ``record``: no content of a request can make the write fail.
     """
-    record = storable(record)
-    data = record.to_json()
     # One encoding of each member: the hashed body, the body without its shared part, and that part.
-    body, rest, content = canonical_parts(data, SHARED_KEYS)
+    record, data, (body, rest, content) = stored_form(record, SHARED_KEYS)
     digest = link_hash(prev, body)
     shared: tuple[str, str] | None = None
     if len(content) >= MIN_SHARED_BYTES:

@@ -25,8 +25,16 @@ class Span(Protocol):
 
 
 class _NoSpan:
+    """The span, and the block around it, while tracing is off: one object for every request."""
+
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         """Ignored: tracing is off."""
+
+    def __enter__(self) -> _NoSpan:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
 
 
 _NO_SPAN = _NoSpan()
@@ -69,12 +77,15 @@ class Tracing:
         """True when spans are exported."""
         return self._tracer is not None
 
-    @contextlib.contextmanager
-    def span(self, name: str, **attributes: AttributeValue | None) -> Iterator[Span]:
+    def span(self, name: str, **attributes: AttributeValue | None) -> contextlib.AbstractContextManager[Span]:
         """A span around the block (a child of the current one); ``None`` attributes are left out."""
         if self._tracer is None:
-            yield _NO_SPAN
-            return
+            # Three spans per admission: while tracing is off, no generator-based context manager for each.
+            return _NO_SPAN
+        return self._span(name, attributes)
+
+    @contextlib.contextmanager
+    def _span(self, name: str, attributes: dict[str, AttributeValue | None]) -> Iterator[Span]:
         clean = {key: value for key, value in attributes.items() if value is not None}
         with self._tracer.start_as_current_span(name, attributes=clean) as span:
             yield span

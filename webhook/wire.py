@@ -46,6 +46,9 @@ _DURATION_UNITS: Final = {
     "m": 60.0,
     "h": 3600.0,
 }
+# One encoder of each kind for every answer: json.dumps with options builds a new one per call.
+_COMPACT: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_COMPACT_ASCII: Final = json.JSONEncoder(separators=(",", ":"))
 # Audit annotation keys become "<webhook name>/<key>", which the API server checks as a qualified name.
 _ANNOTATION_KEY = re.compile(r"[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?")
 
@@ -318,13 +321,13 @@ def deny_response(
 
 def encode(review: Mapping[str, Any]) -> bytes:
     """The response body: compact UTF-8 JSON."""
-    text = json.dumps(review, separators=(",", ":"), ensure_ascii=False)
+    text = _COMPACT.encode(review)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (from a "\ud800" escape in the request, echoed in the uid or a message) has no
         # UTF-8 form; written as a JSON escape it goes back as it came.
-        return json.dumps(review, separators=(",", ":")).encode("ascii")
+        return _COMPACT_ASCII.encode(review).encode("ascii")
 
 
 def short_warnings(texts: Iterable[str]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from datetime import UTC, datetime, timedelta, timezone
@@ -24,6 +25,7 @@ from decisionlog._record import (
     new_record_id,
     storable,
 )
+from decisionlog._stored import stored_form
 from tests.support.harness import RecordFactory
 
 
@@ -314,3 +316,87 @@ def test_a_record_is_bounded_as_documented(text: str, bound: int) -> None:
     )
     size = len(storable(record).canonical())
     assert bound * 0.9 < size <= bound
+
+
+# What a record's lists may hold, the odd cases included: text a store cannot hold, text past the bounds,
+# numbers JCS cannot write, floats, tuples, non-ASCII and non-string keys.
+_ODD_VALUE = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | _ANY_TEXT
+    | st.sampled_from(["x" * (MAX_TEXT_CHARS + 1), "\\u0000", 2**53, -(2**53)]),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.lists(children, max_size=3).map(tuple)
+        | st.dictionaries(_ANY_TEXT | st.sampled_from(["é", "digest"]), children, max_size=4)
+        | st.dictionaries(st.integers(0, 3), children, max_size=2)
+    ),
+    max_leaves=12,
+)
+
+
+@given(
+    st.lists(st.dictionaries(st.sampled_from(["reference", "digest", "é"]), _ODD_VALUE), max_size=3),
+    st.lists(_ANY_TEXT, max_size=3),
+    _ANY_TEXT,
+)
+def test_stored_form_is_storable_encoded_as_the_stores_did(
+    entries: list[dict[str, Any]], texts: list[str], text: str
+) -> None:
+    """The one-walk path gives the bytes (and the record) of storable() and canonical_parts(), whatever the
+    record holds."""
+    record = DecisionRecord(
+        uid=text,
+        operation="CREATE",
+        kind="Pod",
+        api_version="v1",
+        allowed=True,
+        reason="Allowed",
+        message=text,
+        images=tuple(entries),
+        engines=tuple(entries[:1]),
+        violations=tuple(entries[1:]),
+        warnings=tuple(texts),
+        groups=tuple(texts[:1]),
+    )
+    apart = ("engines", "images")
+    general = storable(record)
+    expected = (general, general.to_json(), canonical_parts(general.to_json(), apart))
+    assert stored_form(record, apart) == expected
+
+
+def test_stored_form_takes_a_plain_record_as_it_is(make_record: RecordFactory) -> None:
+    """Nearly every record needs no change: it is not copied, and JSON of it is its JCS form."""
+    record = make_record(images=({"reference": "r", "signatures": [{"digest": "d", "tlog_index": 7}]},))
+    stored, data, (whole, _, _) = stored_form(record, ("images",))
+    assert stored is record and data == record.to_json() and whole == rfc8785.dumps(data)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        "plain",  # the record's only odd part is its MAX_ITEMS + 1 warnings
+        2**53,
+        -(2**53),
+        1.5,
+        float("nan"),
+        "\x00",
+        "\ud800",
+        "\\u0000",
+        "x" * (MAX_TEXT_CHARS + 1),
+        ("a", "tuple"),
+        {"é": "a non-ASCII key"},
+        {1: "an integer key"},
+        {"k" * (MAX_TEXT_CHARS + 1): "a long key"},
+        ["y" * 1000] * 300,  # past the list bound in characters
+    ],
+)
+def test_stored_form_of_a_record_with_one_odd_value(make_record: RecordFactory, odd: Any) -> None:
+    """Each thing storable() changes, or JSON does not write as JCS, alone in an otherwise plain record."""
+    record = make_record(images=({"reference": "r", "odd": odd},), warnings=("w",) * (MAX_ITEMS + 1))
+    for candidate in (record, dataclasses.replace(record, warnings=())):
+        general = storable(candidate)
+        expected = (general, general.to_json(), canonical_parts(general.to_json(), ("images",)))
+        assert stored_form(candidate, ("images",)) == expected

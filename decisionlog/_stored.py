@@ -1,0 +1,81 @@
+"""What a store writes for a record, found in one walk of it when nothing in it needs changing.
+
+:func:`decisionlog._record.storable` walks every value of a record to bound it and make it storable, and
+:func:`~decisionlog._record.canonical_parts` walks it again to find whether the standard library's JSON of it
+is its JCS form; nearly every record needs neither change nor ``rfc8785``. :func:`stored_form` checks that
+in one cheaper walk and encodes the record once; any record it is not sure of takes the general path, whose
+result is the same (tests/decisionlog/test_record.py checks both paths against each other).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any, Final
+
+from decisionlog._record import (
+    LIST_FIELDS,
+    MAX_ITEMS,
+    MAX_LIST_CHARS,
+    MAX_TEXT_CHARS,
+    DecisionRecord,
+    canonical_parts,
+    storable,
+)
+
+_TEXT_LISTS: Final = frozenset({"warnings", "groups"})
+#: Encoded records up to this size fit every list bound (see stored_form).
+_UNTOUCHED_MAX_BYTES: Final = MAX_LIST_CHARS * 2 // 3
+
+
+def stored_form(
+    record: DecisionRecord, apart: Collection[str]
+) -> tuple[DecisionRecord, dict[str, Any], tuple[bytes, bytes, bytes]]:
+    """:func:`storable` of ``record``, its :meth:`~DecisionRecord.to_json`, and :func:`canonical_parts` of
+    that: what a store writes, with the record walked once when nothing in it needs changing (as for nearly
+    every record), instead of once to make it storable and once more to find whether JSON of it is JCS.
+
+    The walk (:func:`_untouched`) checks types, text lengths and integer ranges; what it cannot see cheaply
+    (a lone surrogate, which UTF-8 cannot encode, or NUL, escaped as ``\\u0000``) and the list bounds are
+    checked on the encoded bytes. Anything else takes the general path, whose result is the same.
+    """
+    data = record.to_json()
+    if _untouched(data) and all(
+        len(entries) <= MAX_ITEMS
+        and all(type(entry) is (str if name in _TEXT_LISTS else dict) for entry in entries)
+        for name in LIST_FIELDS
+        if (entries := getattr(record, name))
+    ):
+        try:
+            parts = canonical_parts(data, apart, plain=True)
+        except UnicodeEncodeError:  # a lone surrogate: storable escapes it
+            pass
+        else:
+            # The list bounds count at most 1.5 characters per encoded byte (a bracket pair per container).
+            if len(parts[0]) <= _UNTOUCHED_MAX_BYTES and b"\\u0000" not in parts[0]:
+                return record, data, parts
+    record = storable(record)
+    data = record.to_json()
+    return record, data, canonical_parts(data, apart)
+
+
+def _untouched(value: Any) -> bool:
+    """True when :func:`storable` would leave ``value`` as it is and JSON of it is JCS (``_record._plain``),
+    save for lone surrogates and NUL in its text (:func:`stored_form` looks for those in the encoded bytes):
+    only dicts with ASCII string keys, lists, strings of at most :data:`MAX_TEXT_CHARS`, integers JCS can
+    write, booleans and None, of exactly these types (a subclass or a tuple takes the general path)."""
+    kind = type(value)
+    if kind is str:
+        return len(value) <= MAX_TEXT_CHARS
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii() or len(key) > MAX_TEXT_CHARS or not _untouched(item):
+                return False
+        return True
+    if kind is list:
+        for item in value:  # noqa: SIM110 - a loop, not all() over a generator: this runs per value
+            if not _untouched(item):
+                return False
+        return True
+    if kind is int:
+        return bool(-(2**53) < value < 2**53)
+    return value is None or kind is bool
