@@ -21,7 +21,7 @@ from policies.results import Action, Decision
 from policies.rules import attestations
 from policies.verified import VerifiedPredicate
 from tests.policies.conftest import Material, pod
-from tests.policies.rules.test_attestations import CDX, NOW, VULN, attest, data, judge
+from tests.policies.rules.test_attestations import CDX, NOW, VULN, about_runtime, attest, data, judge
 from tests.policies.rules.test_scan_rules import BASE, found, policy
 from verifier.evidence_folder import LocalEvidence
 
@@ -32,7 +32,7 @@ FINISHED = "2026-12-01T16:00:00Z"
 
 def trivy(finished: str | None = FINISHED, db: str | None = None) -> dict[str, Any]:
     """cosign's predicate over Trivy's report (610) with one finding, raised to CRITICAL."""
-    result = data("610-cosign-vuln-trivy-spec-example.json")["scanner"]["result"]
+    result = about_runtime(data("610-cosign-vuln-trivy-spec-example.json"))["scanner"]["result"]
     result["Results"][0]["Vulnerabilities"] = result["Results"][0]["Vulnerabilities"][:1]
     result["Results"][0]["Vulnerabilities"][0]["Severity"] = "CRITICAL"
     return cosign(result, "pkg:github/aquasecurity/trivy@0.50.0", finished, db)
