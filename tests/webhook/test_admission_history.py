@@ -245,3 +245,32 @@ async def test_a_model_left_out_of_later_admissions_keeps_its_last_build(store: 
         (embedder, emb, AdmittingDecision(without.record_id, 4)),
         (lm2, lm, AdmittingDecision(second.record_id, 3)),
     ]
+
+
+async def test_each_policy_keeps_the_models_by_its_own_reading(store: SQLiteStore) -> None:
+    """Attack 24 (a): two policies that read different manifests of one engine keep its model each by its
+    own (``confirmed``); one recorded model (the first judge's) would file the embedder under the language
+    model for the platform policy, and lose that model's last build when an UPDATE dropped it. A record
+    without ``confirmed`` keeps its one model for every policy, as before."""
+    lm, embedder = (f"{RESNET}@sha256:{c * 64}" for c in "12")
+    x, w = "a" * 64, "b" * 64
+
+    def confirmed(reference: str, team: str, platform: str) -> dict[str, Any]:
+        return {
+            **_engine(reference, team),
+            "confirmed_by": ["team", "platform"],
+            "confirmed": {"team": {"model": team}, "platform": {"model": platform}},
+        }
+
+    first = _record(engines=(confirmed(lm, x, x), confirmed(embedder, x, w)))
+    dropped = _record(engines=(confirmed(embedder, x, w),))
+    await _append(store, first, dropped)
+    history = DecisionLogHistory(store)
+    platform = await history.last_engines(RESNET50, Deadline.after(5), "platform")
+    assert [(e.reference, e.model) for e in platform] == [(embedder, w), (lm, x)]
+    team = await history.last_engines(RESNET50, Deadline.after(5), "team")
+    assert [(e.reference, e.model) for e in team] == [(embedder, x)]
+    old = _record(engines=({**_engine(lm, x), "confirmed_by": ["team", "platform"]},))
+    await _append(store, old)
+    platform = await history.last_engines(RESNET50, Deadline.after(5), "platform")
+    assert [(e.reference, e.model) for e in platform] == [(lm, x), (embedder, w)]
