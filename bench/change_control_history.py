@@ -11,10 +11,13 @@ Measured in the same run, per look-up (``DecisionLogHistory.last_engines``, the 
      each model's last build, then one read of the carried state);
   3. workloads whose last admission was pruned: answered from the carried state.
 And the rotation: sealing with the carried state folded in, beside reading and chain-checking the same rows
-(what sealing did before).
+(what sealing did before). Then one workload's history as it grows (attack 24 g): 100, 400 and 1,600 prior
+no-op UPDATEs, each naming --growth-engines engines of as many models, and the time of one policy's look-up
+after each, beside the 100-record baseline of the same run (the look-up reads the same few records however
+many there are).
 
 Usage:  .venv/bin/python bench/change_control_history.py [--records 50000] [--workloads 1000]
-        [--segment-records 10000] [--keep-records 10000] [--lookups 400]
+        [--segment-records 10000] [--keep-records 10000] [--lookups 400] [--growth-engines 100]
 """
 
 from __future__ import annotations
@@ -154,6 +157,54 @@ def run(args: argparse.Namespace) -> None:
             print(_line("pruned last admission, answered from the carried state", now_carried))
 
         asyncio.run(lookups())
+        asyncio.run(_growth(Path(scratch) / "growth.db", args.growth_engines))
+
+
+async def _growth(log: Path, engines: int) -> None:
+    """One policy's look-up of one workload after 100, 400 and 1,600 prior no-op UPDATEs (attack 24 g)."""
+    store = SQLiteStore(log)
+    await store.open()
+    named = tuple(
+        {
+            "reference": f"registry.example.com/models/m{i}@sha256:{i:064x}",
+            "digest": f"sha256:{i:064x}",
+            "path": f"spec.template.spec.volumes[{i}]",
+            "model": f"{i:064x}",
+            "containers": ["server"],
+            "confirmed_by": [POLICY],
+        }
+        for i in range(engines)
+    )
+    history, workload, done = (
+        DecisionLogHistory(store),
+        WorkloadIdentity("apps", "Deployment", "prod", "svc"),
+        0,
+    )
+    baseline = 0.0
+    print(f"one workload's history as it grows ({engines} engines per admission), one policy's look-up:")
+    for total in (100, 400, 1600):
+        while done < total:
+            record = DecisionRecord(
+                uid=f"growth-{done}",
+                operation="UPDATE",
+                kind="Deployment",
+                api_version="apps/v1",
+                allowed=True,
+                reason="Allowed",
+                namespace="prod",
+                name="svc",
+                engines=named,
+            )
+            await store.append(record, deadline=Deadline.after(30))
+            done += 1
+        look_up = lambda: history.last_engines(workload, Deadline.after(600), POLICY)  # noqa: E731
+        seconds = statistics.median(await _timed([look_up] * 5))
+        baseline = baseline or seconds
+        print(
+            f"  {total:5,} prior records: {seconds * 1e3:8.2f} ms per admission "
+            f"({seconds / baseline:.1f}x the 100)"
+        )
+    await store.close()
 
 
 def main() -> None:
@@ -163,6 +214,7 @@ def main() -> None:
     parser.add_argument("--segment-records", type=int, default=10_000)
     parser.add_argument("--keep-records", type=int, default=10_000)
     parser.add_argument("--lookups", type=int, default=400)
+    parser.add_argument("--growth-engines", type=int, default=100)
     run(parser.parse_args())
 
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from decisionlog._backup import backup_sqlite
     from decisionlog._carried import (
         KEPT,
+        MAX_MODELS,
         Carried,
         CarriedAdmission,
         carried_engines,
@@ -46,7 +47,15 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("archive_segments", "verify_archive", "verify_segment"), "decisionlog._archive"),
     "backup_sqlite": "decisionlog._backup",
     **dict.fromkeys(
-        ("KEPT", "Carried", "CarriedAdmission", "carried_engines", "confirmed_engines", "model_key"),
+        (
+            "KEPT",
+            "MAX_MODELS",
+            "Carried",
+            "CarriedAdmission",
+            "carried_engines",
+            "confirmed_engines",
+            "model_key",
+        ),
         "decisionlog._carried",
     ),
     **dict.fromkeys(("Break", "ChainReport"), "decisionlog._chain"),
@@ -79,6 +88,7 @@ _HOMES: dict[str, str] = {
 __all__ = [
     "GENESIS_HASH",
     "KEPT",
+    "MAX_MODELS",
     "AppendReceipt",
     "Break",
     "Carried",

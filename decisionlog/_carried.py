@@ -58,7 +58,8 @@ class CarriedAdmission:
     time: str
     uid: str
     #: ``{"reference", "name", "containers"}`` of each engine, as the record holds them, and
-    #: ``confirmed_by`` where the record says which policies confirmed it (:func:`carried_engines`).
+    #: ``confirmed_by`` where the record says which policies confirmed it, ``confirmed`` where it says each
+    #: one's model and manifest (:func:`carried_engines`).
     engines: tuple[Mapping[str, Any], ...]
 
     def to_json(self) -> dict[str, Any]:
@@ -91,8 +92,8 @@ class CarriedAdmission:
         record written before models were keeps its admissions as it always did)."""
         return frozenset(
             model_key(engine)
-            for engine in self.engines
-            if isinstance(engine.get("model"), str) and policy in (_confirmers(engine) or ())
+            for engine in confirmed_engines(self.engines, policy)
+            if isinstance(engine.get("model"), str) and not self.legacy
         )
 
     def confirms(self, policy: str | None) -> bool:
@@ -170,8 +171,33 @@ def carried_engines(record: DecisionRecord) -> tuple[Mapping[str, Any], ...]:
         if isinstance(confirmed, list):
             # Sorted and each once: the state is the same whatever order the policies confirmed in.
             kept["confirmed_by"] = sorted({p for p in confirmed if isinstance(p, str)})
+        builds = engine.get("confirmed")
+        if isinstance(builds, dict):  # each confirming policy's own model and manifest (schema 7 on)
+            kept["confirmed"] = {
+                policy: {k: v for k, v in build.items() if k in ("model", "manifest") and isinstance(v, str)}
+                for policy, build in sorted(builds.items())
+                if isinstance(policy, str) and isinstance(build, dict)
+            }
         found.append(kept)
     return tuple(found)
+
+
+def as_confirmed_by(engine: Mapping[str, Any], policy: str) -> Mapping[str, Any]:
+    """The engine (:func:`carried_engines`) as ``policy`` judged it: with the ``model`` and ``manifest`` of
+    its own entry in ``confirmed`` (none there: no model, its own), where the record has ``confirmed``.
+
+    Two policies that trust different signers read different manifests of one engine, which may name
+    different models: each keeps its last build of a model by its own reading, never by another's. A
+    record written before ``confirmed`` existed keeps the one ``model`` and ``manifest`` it has.
+    """
+    builds = engine.get("confirmed")
+    if not isinstance(builds, Mapping):
+        return engine
+    own = builds.get(policy)
+    view = {k: v for k, v in engine.items() if k not in ("model", "manifest", "confirmed")}
+    if isinstance(own, Mapping):
+        view.update({k: v for k, v in own.items() if k in ("model", "manifest") and isinstance(v, str)})
+    return view
 
 
 def model_key(engine: Mapping[str, Any]) -> str:
@@ -196,7 +222,7 @@ def confirmed_engines(
     engines = tuple(engines)
     if policy is None or is_legacy(engines):
         return engines
-    return tuple(engine for engine in engines if policy in (_confirmers(engine) or ()))
+    return tuple(as_confirmed_by(e, policy) for e in engines if policy in (_confirmers(e) or ()))
 
 
 def _confirmers(engine: Mapping[str, Any]) -> list[str] | None:

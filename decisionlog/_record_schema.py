@@ -155,6 +155,15 @@ class Verification(_Model):
     signers: Signers
 
 
+class ConfirmedBuild(_Model):
+    """What one confirming policy judged an engine by."""
+
+    model: Annotated[
+        str | None, Field(description="hex SHA-256 of the ONNX model", pattern=r"^[0-9a-f]{64}$")
+    ] = None
+    manifest: Annotated[Digest | None, Field(description="the build manifest it judged the engine by")] = None
+
+
 class Engine(_Model):
     """An engine of the object."""
 
@@ -177,8 +186,8 @@ class Engine(_Model):
     model: Annotated[
         str | None,
         Field(
-            description="hex SHA-256 of the ONNX model the engine's judged build manifest names: change "
-            "control keeps, per policy and workload, the last confirmed engine of each model",
+            description="hex SHA-256 of the ONNX model the build manifest the first change-control policy "
+            "judged the engine by names (each confirming policy's own: confirmed)",
             pattern=r"^[0-9a-f]{64}$",
         ),
     ] = None
@@ -188,6 +197,15 @@ class Engine(_Model):
             description="the build manifest change control judged the engine by: its baseline once admitted"
         ),
     ] = None
+    confirmed: Annotated[
+        dict[str, ConfirmedBuild],
+        Field(
+            description="for each policy of confirmed_by, the ONNX model and the build manifest that policy "
+            "judged the engine by (each reads its own signers' manifests): that policy's history keeps the "
+            "engine's model by these; absent in records written before schema 7, whose model and manifest "
+            "count for every policy"
+        ),
+    ] = {}
 
 
 class Violation(_Model):

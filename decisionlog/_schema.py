@@ -371,7 +371,18 @@ _VERSION_6: Final = Migration(
     postgresql=(),
 )
 
-MIGRATIONS: Final = (*_MIGRATIONS_2, _VERSION_3, _VERSION_4, _VERSION_5, _VERSION_6)
+# No table changes: the version keeps an older trtguard from writing or rotating a log whose engines name
+# each confirming policy's own model and manifest (``confirmed``). Its fold would keep each policy's builds
+# by the one ``model`` the first policy judged, and sign another state than this version's
+# (docs/decision-log-storage.md, Upgrading).
+_VERSION_7: Final = Migration(
+    version=7,
+    description="engines name each confirming policy's model and manifest; the carried state keeps them",
+    sqlite=(),
+    postgresql=(),
+)
+
+MIGRATIONS: Final = (*_MIGRATIONS_2, _VERSION_3, _VERSION_4, _VERSION_5, _VERSION_6, _VERSION_7)
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version
 

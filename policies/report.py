@@ -8,7 +8,7 @@ The table shows every invisible or line-breaking character of what it prints as 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +17,7 @@ import yaml
 from policies.check import CheckReport, Outcome
 from policies.evaluator import HISTORY_NOT_CONSULTED
 from policies.policy_report import Subject, policy_reports
-from policies.results import MAX_LISTED, Action
+from policies.results import MAX_LISTED, Action, Violation
 from verifier.base import InputError, visible
 
 FORMATS = ("table", "json", "junit", "sarif", "policy-report")
@@ -180,10 +180,16 @@ def _junit(report: CheckReport) -> str:
             else:
                 ET.SubElement(case, "skipped", message=decision.unjudged).text = images or None
             continue
+        # At most MAX_LISTED violations, as the table and JSON list: a workload built to make thousands must
+        # not make a report of megabytes.
+        listed, unlisted = decision.violations[:MAX_LISTED], _not_listed(decision.violations)
         if not decision.allowed:
             failure = ET.SubElement(case, "failure", message=decision.denials[0].one_line(), type="denied")
-            failure.text = "\n".join(v.one_line() for v in decision.denials)
-        others = [v.one_line() for v in decision.violations if v.action is not Action.DENY]
+            failure.text = "\n".join(
+                [v.one_line() for v in listed if v.action is Action.DENY] + ([unlisted] if unlisted else [])
+            )
+        others = [v.one_line() for v in listed if v.action is not Action.DENY]
+        others += [unlisted] if unlisted and decision.allowed else []
         others += [f"note: {note}" for note in decision.notes]
         if others:
             ET.SubElement(case, "system-out").text = "\n".join(others)
@@ -192,6 +198,12 @@ def _junit(report: CheckReport) -> str:
         ET.SubElement(case, "error", message=problem.message).text = problem.diagnostics()
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _not_listed(violations: Sequence[Violation]) -> str:
+    """What a report says of the violations past :data:`MAX_LISTED` (nothing when there are none)."""
+    left = len(violations) - MAX_LISTED
+    return f"… and {left} more violations, not listed" if left > 0 else ""
 
 
 def _location(uri: str, line: int) -> dict[str, Any]:
@@ -232,7 +244,7 @@ def _sarif(report: CheckReport) -> str:
                     [_location(resource.source, resource.line_of(image.path))],
                 )
             continue
-        for violation in decision.violations:
+        for violation in decision.violations[:MAX_LISTED]:
             subject = violation.image or violation.engine
             about = f"{subject}: " if subject else ""
             text = f"{_title(outcome)}: {about}{violation.message}. Fix: {violation.fix}"
@@ -241,6 +253,15 @@ def _sarif(report: CheckReport) -> str:
                 _SARIF_LEVEL[violation.action],
                 text,
                 [_location(resource.source, resource.line_of(violation.path))],
+            )
+        unlisted = _not_listed(decision.violations)
+        if unlisted:  # as severe as the worst of those left out, so a cut never lowers the run's level
+            worst = min(decision.violations[MAX_LISTED:], key=lambda v: list(_SARIF_LEVEL).index(v.action))
+            add(
+                "trtguard/not-listed",
+                _SARIF_LEVEL[worst.action],
+                f"{_title(outcome)}: {unlisted}",
+                [_location(resource.source, resource.line)],
             )
         for note in decision.notes:
             # What the verdict rests on (or does not): a check without history may differ from the webhook.

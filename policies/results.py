@@ -284,11 +284,17 @@ class ArtifactRecord:
     Change control's history for a policy is the last admission that policy confirmed engines in
     (policies/README.md, "Change control")."""
     model: str | None = None
-    """For an engine change control judged: the hex SHA-256 of the ONNX model its build manifest names (the
-    model identity change control keeps each policy's last confirmed build of, per workload)."""
+    """For an engine change control judged: the hex SHA-256 of the ONNX model the build manifest the first
+    policy judged it by names (for people: each confirming policy's own is in :attr:`confirmed`)."""
     manifest: str | None = None
-    """For an engine change control judged: the digest of the signed build manifest it was judged by, its
-    baseline manifest once admitted (another manifest signed later for the same file replaces it never)."""
+    """For an engine change control judged: the digest of the signed build manifest the first policy judged
+    it by."""
+    confirmed: tuple[tuple[str, str | None, str | None], ...] = ()
+    """For an engine: (policy, model, manifest) of each policy of :attr:`confirmed_by`: the ONNX model and
+    the build manifest that policy judged it by, its baseline manifest once admitted (another manifest signed
+    later for the same file replaces it never). Each policy reads the manifests its own signers signed, so
+    each keeps the engine's model by its own: the model identity change control keeps that policy's last
+    confirmed build of, per workload."""
     pinned: str | None = None
     """For an image a ``pinDigest`` rule verified by tag: the reference it is pinned to
     (``name:tag@sha256:…``, the digest verified), as the mutating webhook's patch writes it at ``path`` (a
@@ -308,6 +314,10 @@ class ArtifactRecord:
                 data["model"] = self.model
             if self.manifest is not None:
                 data["manifest"] = self.manifest
+            data["confirmed"] = {
+                policy: {k: v for k, v in (("model", model), ("manifest", manifest)) if v is not None}
+                for policy, model, manifest in self.confirmed
+            }
         else:
             data["container"] = self.container
             data["signatures"] = _bounded(self.signatures)

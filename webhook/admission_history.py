@@ -10,6 +10,11 @@ confirmed nothing in (it did not apply, or its change control found something mi
 the engine in anyway) counts for no model. A record written before records named the confirming policies
 counts as confirmed by every policy; an engine recorded without its model counts only in the policy's newest
 admission, as it did before models were recorded.
+The work of one look-up is bounded: a policy keeps its newest ``MAX_MODELS`` models, so the live records are
+read only until its delivered admissions read hold that many, and never more than
+:attr:`DecisionLogHistory.MAX_RECORDS` records (:attr:`~DecisionLogHistory.MAX_ENGINES` engine entries); a
+look-up that would read further cannot tell what ran, and the policy's ``onError`` decides (never an allow by
+default: what it did not read could hold a model's last build).
 The live records are read first; what rotation pruned is answered by the carried state the log keeps through
 its newest pruned checkpoint (:mod:`decisionlog._carried`: for each policy the last admissions of each of its
 newest models), so that pruning never forgets a policy's last build of a model.
@@ -24,6 +29,7 @@ from typing import Any
 
 from decisionlog import (
     KEPT,
+    MAX_MODELS,
     Carried,
     DecisionLogError,
     DecisionStore,
@@ -48,8 +54,15 @@ class DecisionLogHistory:
     model, the newest delivered one in which the policy confirmed an engine of it.
     """
 
-    #: Records read per round trip to the store.
+    #: Records read per round trip to the store, at most (the first pages are smaller: most look-ups end in
+    #: the newest few records).
     PAGE = 50
+    #: Live records one look-up reads at most, and engine entries of them: the work of an admission stays
+    #: bounded however often the workload was updated since the last rotation. A look-up that would read
+    #: further cannot tell what ran (the policy's ``onError`` decides); ``audit rotate`` moves what it needs
+    #: into the carried state, read at once (docs/change-control.md).
+    MAX_RECORDS = 1000
+    MAX_ENGINES = 20_000
 
     def __init__(self, store: DecisionStore) -> None:
         self.store = store
@@ -64,14 +77,15 @@ class DecisionLogHistory:
         Records and carried entries of another API group (a Volcano ``Job`` beside a ``batch/v1`` one of the
         same name) are another workload's: never read here.
 
-        The live records are read first, a page at a time by key (for a policy: all of them, as a model may
-        have last run long ago), then the carried state: a prune between
-        the reads deletes records only together with moving the carried state past them (one transaction),
-        so what the live pages missed, the state read after them holds.
+        The live records are read first, a page at a time by key (for a policy: until its newest models are
+        found, as a model may have last run long ago; at most :attr:`MAX_RECORDS`), then the carried state:
+        a prune between the reads deletes records only together with moving the carried state past them
+        (one transaction), so what the live pages missed, the state read after them holds.
 
         Raises :class:`EvidenceUnavailable` (transient) when the log cannot answer in time: the policy's
         ``onError`` then decides, as for any evidence that cannot be fetched; and (not transient) when the
-        log cannot tell what ran last, because records were pruned without carrying it forward.
+        log cannot tell what ran last, because records were pruned without carrying it forward, or because
+        telling would read more live records than a look-up may.
         """
         try:
             async with asyncio.timeout(deadline.remaining()):
@@ -95,8 +109,12 @@ class DecisionLogHistory:
             ) from None
 
     async def _records(self, workload: WorkloadIdentity) -> AsyncIterator[StoredRecord]:
-        """The workload's live real allows, newest first, a page at a time."""
+        """The workload's live real allows, newest first, a page at a time (growing to :attr:`PAGE`).
+
+        Raises :class:`_TooMany` past :attr:`MAX_RECORDS` records or :attr:`MAX_ENGINES` engine entries.
+        """
         older_than: tuple[datetime, int] | None = None
+        limit, records, engines = min(4, self.PAGE), 0, 0
         while True:
             # Newest by decision time, not by seq: a record shipped from a spool after an outage lands
             # after newer admissions written directly, and must not be taken as the last one.
@@ -110,15 +128,19 @@ class DecisionLogHistory:
                     dry_run=False,
                     newest_first=True,
                     by_time=True,
-                    limit=self.PAGE,
+                    limit=limit,
                     older_than=older_than,
                 )
             )
             for stored in page:
+                records, engines = records + 1, engines + len(stored.record.engines)
+                if records > self.MAX_RECORDS or engines > self.MAX_ENGINES:
+                    raise _TooMany(workload, self.MAX_RECORDS, self.MAX_ENGINES)
                 yield stored
-            if len(page) < self.PAGE:
+            if len(page) < limit:
                 return
             older_than = (page[-1].record.time, page[-1].seq)
+            limit = min(limit * 2, self.PAGE)
 
     async def _live(self, workload: WorkloadIdentity) -> StoredRecord | None:
         """The newest live admission of the workload that named engines, delivered."""
@@ -132,13 +154,33 @@ class DecisionLogHistory:
     async def _models(self, workload: WorkloadIdentity, policy: str) -> tuple[AdmittedEngine, ...]:
         """Of each model, the engines ``policy`` last confirmed in a delivered admission (every build of it
         that admission ran, not one picked by the order the record lists them in): the live records and the
-        carried admissions, newest first (a record both hold is read once)."""
+        carried admissions, newest first (a record both hold is read once).
+
+        The policy keeps its :data:`MAX_MODELS` newest models, as rotation does: the live records are read
+        only until the delivered admissions read hold that many (whole admissions: every model of the one
+        that reached it), and no admission older than that one counts."""
         found: list[tuple[tuple[str, int], str, str, int, tuple[Mapping[str, Any], ...]]] = []
+        delivered: dict[tuple[str, str], bool] = {}
+        seen: set[str] = set()
+        floor: tuple[str, int] | None = None  # the admission the live reading stopped at: none older counts
+
+        async def is_undelivered(uid: str, record_id: str) -> bool:
+            if (uid, record_id) not in delivered:
+                delivered[uid, record_id] = await self._undelivered(uid, record_id)
+            return delivered[uid, record_id]
+
         async for stored in self._records(workload):
             engines = confirmed_engines(carried_engines(stored.record), policy)
             if engines:
                 record = stored.record
                 found.append((_order(stored), record.record_id, record.uid, stored.seq, engines))
+                # Engines recorded without a model count in the newest admission only: never toward the cap.
+                models = {model_key(e) for e in engines if isinstance(e.get("model"), str)}
+                if not models <= seen and not await is_undelivered(record.uid, record.record_id):
+                    seen |= models
+                    if len(seen) >= MAX_MODELS:
+                        floor = _order(stored)
+                        break
         carried = await self.store.carried(
             workload.namespace, workload.name, group=workload.group, kind=workload.kind
         )
@@ -154,7 +196,9 @@ class DecisionLogHistory:
         taken_back: dict[str, int] = {}
         cut = entry.cut_for(policy) if entry else None
         newest = True
-        for _, record_id, uid, seq, engines in sorted(found, key=lambda f: f[0], reverse=True):
+        for order, record_id, uid, seq, engines in sorted(found, key=lambda f: f[0], reverse=True):
+            if floor is not None and order < floor:
+                break  # older than the newest MAX_MODELS models' admissions: forgotten, as rotation does
             # An engine recorded without its model counts in the newest admission only, as before models
             # were recorded (the carried state keeps no older one of it either).
             new = [
@@ -164,7 +208,7 @@ class DecisionLogHistory:
             ]
             if not new:
                 continue
-            if await self._undelivered(uid, record_id):
+            if await is_undelivered(uid, record_id):
                 for engine in new:
                     # The newest kept of a model all taken back: one cut from the state may be its last.
                     taken_back[model_key(engine)] = taken_back.get(model_key(engine), 0) + 1
@@ -245,6 +289,19 @@ def _engine(engine: Mapping[str, Any], decision: AdmittingDecision) -> AdmittedE
 
 class _Lost(DecisionLogError):
     """The log cannot tell what a workload last ran: retrying will not help."""
+
+
+class _TooMany(_Lost):
+    """Telling what a workload last ran would read more live records than a look-up may."""
+
+    def __init__(self, workload: WorkloadIdentity, records: int, engines: int) -> None:
+        super().__init__(
+            f"what {workload} last ran is not known within the {records} newest live records ({engines} "
+            "engine entries) a look-up reads: it was admitted more often than that since the log was last "
+            "rotated",
+            hint="run `trtguard audit rotate`: the carried state then answers for what it pruned "
+            "(docs/change-control.md, 'Bounded look-ups')",
+        )
 
 
 def _lost(workload: WorkloadIdentity, base_seq: int) -> _Lost:

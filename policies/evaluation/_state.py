@@ -114,9 +114,10 @@ class Counted:
     verifications: dict[str, VerificationRecord] = field(default_factory=dict)
     #: The change-control policies that confirmed the engine, in the order they did (a dict: each once).
     confirmed_by: dict[str, None] = field(default_factory=dict)
-    #: The engine's ONNX model and the build manifest change control judged it by (``ArtifactRecord``).
-    model: str | None = None
-    manifest: str | None = None
+    #: Of each change-control policy that judged the engine (or carried it unchanged), the ONNX model and
+    #: the build manifest it judged it by: its own, as each policy reads the manifests its own signers
+    #: signed; what it keeps this engine's model by once it confirms it (``ArtifactRecord.confirmed``).
+    judged_as: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
 
     def signature(self, found: SignatureRecord) -> None:
         """An image signature that counted (what several rules' levels only logged of it, kept once)."""
@@ -561,6 +562,8 @@ class Evaluation:
             ref = self._refs.get(use.reference) or self.reference(use.reference)
             digest = ref.digest if isinstance(ref, ImageReference) else None
             counted = self._counted.get(use.reference) or Counted()
+            # The first judge's model for people; each confirming policy's own in ``confirmed``.
+            model, manifest = next(iter(counted.judged_as.values()), (None, None))
             yield ArtifactRecord(
                 reference=use.reference,
                 digest=digest,
@@ -572,8 +575,11 @@ class Evaluation:
                 change_control=tuple(counted.change_control),
                 verifications=tuple(counted.verifications.values()),
                 confirmed_by=tuple(counted.confirmed_by),
-                model=counted.model,
-                manifest=counted.manifest,
+                model=model,
+                manifest=manifest,
+                confirmed=tuple(
+                    (policy, *counted.judged_as.get(policy, (None, None))) for policy in counted.confirmed_by
+                ),
             )
 
 

@@ -153,8 +153,9 @@ async def check(
             break
     counted = run.counted(use.reference)
     counted.changes(_record(run, found.policy.name, baselines, verdict))
-    if counted.model is None:  # what the next admission keeps this engine's model by, and its baseline
-        counted.model, counted.manifest = verified.manifest.onnx.sha256, verified.digest
+    # What the next admission keeps this engine's model by for this policy, and its baseline: this policy's
+    # own manifest, never another policy's (whose signers may name another model).
+    counted.judged_as.setdefault(found.policy.name, (verified.manifest.onnx.sha256, verified.digest))
     if looked_up and not verdict.satisfied:
         message, fix = describe(rule, verified, verdict, ref)
         ignored = await _ignored(run, rule, ref)
@@ -419,8 +420,9 @@ async def confirm_unchanged(run: Evaluation, policy: str, uses: Iterable[EngineU
         if digest in confirmed:
             counted = run.counted(use.reference)
             counted.confirmed_by[policy] = None
-            if counted.model is None:  # still a build of the model it was, judged by the manifest it was
-                counted.model, counted.manifest = confirmed[digest].model, confirmed[digest].manifest
+            # Still a build of the model it was for this policy, judged by the manifest it was (the policy's
+            # own history says which: never what another policy judged it by in this evaluation).
+            counted.judged_as.setdefault(policy, (confirmed[digest].model, confirmed[digest].manifest))
 
 
 def _admitted_engines(

@@ -245,6 +245,17 @@ def fold(state: dict[Key, dict[str, Any]], seq: int, record: dict[str, Any]) -> 
                 if isinstance(e.get("confirmed_by"), list)
                 else {}
             ),
+            **(
+                {
+                    "confirmed": {
+                        p: {k: v for k, v in b.items() if k in ("model", "manifest") and isinstance(v, str)}
+                        for p, b in sorted(e["confirmed"].items())
+                        if isinstance(b, dict)
+                    }
+                }
+                if isinstance(e.get("confirmed"), dict)
+                else {}
+            ),
         }
         for e in record["engines"]
         if isinstance(e.get("reference"), str)
@@ -272,9 +283,9 @@ def fold(state: dict[Key, dict[str, Any]], seq: int, record: dict[str, Any]) -> 
         for i in mine:
             for model in sorted(
                 {
-                    e["model"]
+                    model
                     for e in admissions[i]["engines"]
-                    if "model" in e and policy in e.get("confirmed_by", [])
+                    if (model := policy_model(e, policy)) is not None and policy in e.get("confirmed_by", [])
                 }
             ):
                 models.setdefault(model, []).append(i)
@@ -310,6 +321,15 @@ def confirmers(admission: dict[str, Any]) -> set[str]:
 
 def confirms(admission: dict[str, Any], policy: str) -> bool:
     return legacy(admission) or policy in confirmers(admission)
+
+
+def policy_model(engine: dict[str, Any], policy: str) -> str | None:
+    """The section's model of an engine for a policy: its entry in ``confirmed`` where the engine has one."""
+    if "confirmed" in engine:
+        model = engine["confirmed"].get(policy, {}).get("model")
+        return model if isinstance(model, str) else None
+    model = engine.get("model")
+    return model if isinstance(model, str) else None
 
 
 def entries(state: dict[Key, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -401,6 +421,28 @@ def test_the_specification_recomputes_what_rotation_carries(
                 engines=(engine,),
             )
             await store.append(record, deadline=Deadline.after(5))
+        # Schema 7: each confirming policy's own model and manifest of an engine (``confirmed``).
+        for i, (team, platform) in enumerate((("1a", "2b"), ("1a", "3c"))):
+            read_twice: dict[str, Any] = {
+                "reference": demo_material.engines["fp16"],
+                "name": "engine",
+                "containers": ["server"],
+                "confirmed_by": ["platform", "team"],
+                "model": team * 32,
+                "confirmed": {"team": {"model": team * 32}, "platform": {"model": platform * 32}},
+            }
+            record = DecisionRecord(
+                uid=f"two readers {i}",
+                operation="UPDATE",
+                kind="Deployment",
+                api_version="apps/v1",
+                allowed=True,
+                reason="Allowed",
+                namespace="prod",
+                name="two-readers",
+                engines=(read_twice,),
+            )
+            await store.append(record, deadline=Deadline.after(5))
         await store.close()
 
     asyncio.run(more())
@@ -429,7 +471,7 @@ def test_the_specification_recomputes_what_rotation_carries(
     state: dict[Key, dict[str, Any]] = {}
     previous = hashlib.sha256(b'{"workloads":[]}').hexdigest()
     files = sorted(archive.glob("decisions-*.jsonl.gz"))
-    assert len(files) == 9
+    assert len(files) == 10
     for file in files:
         with gzip.open(file, "rb") as handle:
             lines = [json.loads(raw) for raw in handle.read().split(b"\n") if raw]
@@ -451,6 +493,11 @@ def test_the_specification_recomputes_what_rotation_carries(
     ]
     legacy = [(e["group"], len(e["admissions"])) for e in entries(state) if e["name"] == "legacy"]
     assert legacy == [("apps", 2)]
+    [readers] = [e for e in entries(state) if e["name"] == "two-readers"]
+    assert readers["admissions"][0]["engines"][0]["confirmed"] == {
+        "platform": {"model": "3c" * 32},
+        "team": {"model": "1a" * 32},
+    }
     [scoped] = [e for e in entries(state) if e["name"] == "scoped"]
     assert [a["engines"][0]["confirmed_by"] for a in scoped["admissions"]] == [[], [], ["release"]]
     assert "older_for" not in scoped and not scoped["older"]

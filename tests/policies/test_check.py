@@ -155,6 +155,26 @@ def test_a_resource_lists_at_most_max_listed_violations_and_counts_the_rest(
     assert "… and 1 more violations, not listed" in table
 
 
+def test_junit_and_sarif_list_at_most_max_listed_violations_and_count_the_rest(
+    setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Attack 24 (c): JUnit and SARIF listed every violation while the table and JSON stopped at the cap.
+    monkeypatch.setattr(results, "MAX_LISTED", 2)
+    monkeypatch.setattr(check_report, "MAX_LISTED", 2)
+    args, material = setup
+    bad = write(material.root / "bad.yaml", pod(images=("docker.io/library/nginx:1",) * 5))
+    status, out, _ = run(["check", *args, "--format", "junit", str(bad)], capsys)
+    assert status == 1
+    [failure] = ET.fromstring(out).iter("failure")
+    lines = (failure.text or "").splitlines()
+    assert len(lines) == 3 and lines[-1] == "… and 3 more violations, not listed"
+    status, out, _ = run(["check", *args, "--format", "sarif", str(bad)], capsys)
+    assert status == 1
+    found = json.loads(out)["runs"][0]["results"]
+    assert [r["ruleId"] for r in found] == ["images/images"] * 2 + ["trtguard/not-listed"]
+    assert found[-1]["level"] == "error" and "3 more violations, not listed" in found[-1]["message"]["text"]
+
+
 def test_malformed_input_exits_two_after_checking_the_rest(
     setup: tuple[list[str], Material], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -245,3 +245,82 @@ async def test_a_model_left_out_of_later_admissions_keeps_its_last_build(store: 
         (embedder, emb, AdmittingDecision(without.record_id, 4)),
         (lm2, lm, AdmittingDecision(second.record_id, 3)),
     ]
+
+
+async def test_each_policy_keeps_the_models_by_its_own_reading(store: SQLiteStore) -> None:
+    """Attack 24 (a): two policies that read different manifests of one engine keep its model each by its
+    own (``confirmed``); one recorded model (the first judge's) would file the embedder under the language
+    model for the platform policy, and lose that model's last build when an UPDATE dropped it. A record
+    without ``confirmed`` keeps its one model for every policy, as before."""
+    lm, embedder = (f"{RESNET}@sha256:{c * 64}" for c in "12")
+    x, w = "a" * 64, "b" * 64
+
+    def confirmed(reference: str, team: str, platform: str) -> dict[str, Any]:
+        return {
+            **_engine(reference, team),
+            "confirmed_by": ["team", "platform"],
+            "confirmed": {"team": {"model": team}, "platform": {"model": platform}},
+        }
+
+    first = _record(engines=(confirmed(lm, x, x), confirmed(embedder, x, w)))
+    dropped = _record(engines=(confirmed(embedder, x, w),))
+    await _append(store, first, dropped)
+    history = DecisionLogHistory(store)
+    platform = await history.last_engines(RESNET50, Deadline.after(5), "platform")
+    assert [(e.reference, e.model) for e in platform] == [(embedder, w), (lm, x)]
+    team = await history.last_engines(RESNET50, Deadline.after(5), "team")
+    assert [(e.reference, e.model) for e in team] == [(embedder, x)]
+    old = _record(engines=({**_engine(lm, x), "confirmed_by": ["team", "platform"]},))
+    await _append(store, old)
+    platform = await history.last_engines(RESNET50, Deadline.after(5), "platform")
+    assert [(e.reference, e.model) for e in platform] == [(lm, x), (embedder, w)]
+
+
+class _Counting:
+    """A store that counts the records its queries return (the work of a look-up, not its time)."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store, self.read = store, 0
+        self.description = store.description
+
+    async def query(self, query: Any) -> Any:
+        found = await self.store.query(query)
+        self.read += len(found)
+        return found
+
+    async def carried(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.store.carried(*args, **kwargs)
+
+
+async def test_the_records_a_look_up_reads_stay_bounded_as_history_grows(store: SQLiteStore) -> None:
+    """Attack 24 (g): every no-op UPDATE of a workload made each later look-up read one record more. A
+    policy keeps its newest MAX_MODELS models, so reading stops once the admissions read hold that many."""
+    engines = tuple(_engine(f"{RESNET}@sha256:{i:064x}", f"{i:064x}") for i in range(20))
+    engines = tuple({**e, "confirmed_by": ["cc"]} for e in engines)
+    reads, done = [], 0
+    for total in (100, 400, 1600):
+        while done < total:
+            await _append(store, _record(uid=f"u{done}", engines=engines))
+            done += 1
+        counting = _Counting(store)
+        found = await DecisionLogHistory(counting).last_engines(  # type: ignore[arg-type]
+            RESNET50, Deadline.after(30), "cc"
+        )
+        assert len(found) == 20
+        reads.append(counting.read)
+    assert reads[0] == reads[1] == reads[2] <= 8, reads
+
+
+async def test_a_look_up_past_its_bound_cannot_tell_rather_than_allow(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A policy with one model whose history holds more live records than a look-up may read: an older
+    model's last build could be past the bound, so the log cannot tell (the policy's onError decides)."""
+    monkeypatch.setattr(DecisionLogHistory, "MAX_RECORDS", 10)
+    old, lm = (f"{RESNET}@sha256:{c * 64}" for c in "12")
+    await _append(store, _record(engines=({**_engine(old, "b" * 64), "confirmed_by": ["cc"]},)))
+    for i in range(10):
+        await _append(store, _record(uid=f"u{i}", engines=({**_engine(lm), "confirmed_by": ["cc"]},)))
+    with pytest.raises(EvidenceUnavailable, match="within the 10 newest live records") as raised:
+        await DecisionLogHistory(store).last_engines(RESNET50, Deadline.after(5), "cc")
+    assert not raised.value.transient
