@@ -182,7 +182,6 @@ KNOWN: dict[str, tuple[str, ...]] = {
         "trtguard.cli.check -> policies.requesters",
         "trtguard.cli.check -> policies.results",
         "trtguard.cli.check -> policies.rules.evaluation",
-        "trtguard.cli.check -> verifier.evidence",
         "trtguard.cli.check -> verifier.evidence_choice",
         "trtguard.cli.check -> webhook.admission_history",
         "trtguard.cli.evidence -> trtguard.audit.workloads",
