@@ -16,7 +16,9 @@ one or more YAML/JSON documents (``List`` kinds are flattened). Every document o
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -336,6 +338,57 @@ async def check(
     workers = min(concurrency if evaluator.evidence.concurrent_lookups else 1, len(resources))
     await asyncio.gather(*(worker() for _ in range(workers)))
     return [o for o in outcomes if o is not None]
+
+
+#: Resources judged per task of :func:`check_in_processes`, at most: enough that a task's own event loop
+#: costs nothing beside it; at least a quarter of each process's share, so that the processes end together.
+_TASK = 250
+_TASK_LEAST = 25
+#: Fewer resources than this are judged in one process: starting others would cost more than it saves.
+_FORK_AT = 200
+#: What the processes forked by :func:`check_in_processes` judge, theirs from the fork (nothing is sent):
+#: the evaluator, the resources, how many each task judges and the options of :func:`check`.
+_forked: tuple[PolicyEvaluator, Sequence[Resource], int, dict[str, Any]] | None = None
+
+
+def check_in_processes(
+    evaluator: PolicyEvaluator, resources: Sequence[Resource], *, processes: int, **options: Any
+) -> list[Outcome]:
+    """:func:`check` (with ``options``), its resources shared among ``processes`` forked processes.
+
+    Each resource's decision depends on that resource alone (no verdict is kept from one to the next), so
+    the outcomes are those of :func:`check`, in the order of ``resources``; each process keeps its own cache
+    of verified evidence. Judged here instead, one after another: with one process, fewer resources than
+    :data:`_FORK_AT`, evidence from the network (``check`` asks for it concurrently), no ``fork`` on this
+    system, or another thread running (what a fork copies of a thread's state would be inconsistent).
+    """
+    global _forked  # noqa: PLW0603 - handed to the forked processes by the fork itself
+    if (
+        processes < 2
+        or len(resources) < _FORK_AT
+        or evaluator.evidence.concurrent_lookups
+        or "fork" not in multiprocessing.get_all_start_methods()
+        or threading.active_count() > 1
+    ):
+        return asyncio.run(check(evaluator, resources, **options))
+    size = min(_TASK, max(_TASK_LEAST, -(-len(resources) // (4 * processes))))
+    _forked = (evaluator, resources, size, options)
+    try:
+        tasks = range(0, len(resources), size)
+        with multiprocessing.get_context("fork").Pool(min(processes, len(tasks))) as pool:
+            results = [result for part in pool.imap(_judge_part, tasks) for result in part]
+    finally:
+        _forked = None
+    return [Outcome(resource=r, result=result) for r, result in zip(resources, results, strict=True)]
+
+
+def _judge_part(start: int) -> list[Decision | InputError]:
+    """The results of the forked resources from ``start`` on, one task's worth, in a forked process."""
+    if _forked is None:
+        raise RuntimeError("only called in a process forked by check_in_processes")
+    evaluator, resources, size, options = _forked
+    outcomes = asyncio.run(check(evaluator, resources[start : start + size], **options))
+    return [outcome.result for outcome in outcomes]
 
 
 def fixed(outcome: Outcome) -> tuple[dict[str, Any], str | None]:

@@ -164,7 +164,6 @@ KNOWN: dict[str, tuple[str, ...]] = {
         "trtguard.cli.check -> policies.report",
         "trtguard.cli.check -> policies.requesters",
         "trtguard.cli.check -> policies.results",
-        "trtguard.cli.check -> verifier.evidence",
         "trtguard.cli.check -> verifier.evidence_choice",
         "trtguard.cli.check -> webhook.admission_history",
         "trtguard.cli.evidence -> trtguard.audit.workloads",

@@ -31,9 +31,41 @@ from verifier.base._errors import InputError
 from verifier.base._validation import short_repr
 
 try:  # the C parser is an optional part of PyYAML wheels; fall back to the pure-Python one
-    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment,unused-ignore]
-except AttributeError:  # pragma: no cover - every manylinux wheel ships it
-    _Loader = yaml.SafeLoader
+    from yaml import CSafeLoader as _Base
+except ImportError:  # pragma: no cover - every manylinux wheel ships it
+    from yaml import SafeLoader as _Base  # type: ignore[assignment]
+
+_ScalarNode, _SequenceNode, _MappingNode = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
+#: Tags of the plain scalars met so far, by text: the same names, labels and images recur through a stream,
+#: and resolving one runs the resolver's regular expressions in Python (a third of composing).
+_PLAIN_TAGS: dict[str, str] = {}
+_PLAIN_TAGS_KEPT = 65_536
+_PLAIN_TAG_LENGTH = 256
+
+
+class _Loader(_Base):
+    """The safe loader, with the tag of each plain scalar kept by its text.
+
+    Without path resolvers (the safe loader has none), a plain scalar's tag depends on its text alone, so
+    the tag kept is the one the resolver would give again.
+    """
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: tuple[bool, bool]) -> str:
+        if (
+            kind is _ScalarNode
+            and implicit[0]
+            and len(value) <= _PLAIN_TAG_LENGTH
+            and not self.yaml_path_resolvers
+        ):
+            tag = _PLAIN_TAGS.get(value)
+            if tag is None:
+                tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+                if len(_PLAIN_TAGS) >= _PLAIN_TAGS_KEPT:
+                    _PLAIN_TAGS.clear()  # bounded: one stream of unique values costs at most this much
+                _PLAIN_TAGS[value] = tag
+            return tag
+        return str(super().resolve(kind, value, implicit))  # type: ignore[no-untyped-call]
+
 
 Path = tuple[str | int, ...]
 
@@ -58,11 +90,14 @@ class _Nodes:
     them over and over (10,000 manifests: seconds); the text alone costs it nothing.
     """
 
-    __slots__ = ("_roots", "_text")
+    __slots__ = ("_roots", "_text", "anchored")
 
     def __init__(self, text: str) -> None:
         self._text = text
         self._roots: list[yaml.Node | None] | None = None
+        #: Whether the text may hold an anchor (``&name``), so that an alias may repeat a node: without one,
+        #: no node can be met twice and reading need not keep which ones it met.
+        self.anchored = "&" in text
 
     def root(self, index: int) -> yaml.Node | None:
         if self._roots is None:
@@ -202,6 +237,7 @@ def load_document(text: str, source: str, *, what: str, limits: Limits | None = 
 _SCALAR_CONSTRUCTOR = yaml.SafeLoader(stream="")
 _CONSTRUCTORS = yaml.SafeLoader.yaml_constructors
 _STR = "tag:yaml.org,2002:str"
+_MERGE = "tag:yaml.org,2002:merge"
 # Kubernetes reads timestamps as strings; a datetime object would also not be JSON-like data.
 _AS_TEXT = frozenset({_STR, "tag:yaml.org,2002:timestamp"})
 
@@ -232,15 +268,18 @@ def _scalar(node: yaml.ScalarNode, source: str, offset: int) -> Any:
 def _construct(
     root: yaml.Node, source: str, index: int, limits: Limits, nodes: _Nodes, offset: int = 0
 ) -> Document:
-    seen: set[int] = set()
+    # The hot loop of every read: scalars of the plain-text tags are read inline rather than through a call
+    # each, and which nodes were met is only kept when the stream has an anchor (``&``) an alias could name.
+    seen: set[int] | None = set() if nodes.anchored else None
     count = 0
     characters = 0
+    max_nodes, max_characters, max_depth = limits.max_nodes, limits.max_characters, limits.max_depth
 
     def where(node: yaml.Node) -> str:
         return f"{source}:{node.start_mark.line + 1 + offset}"
 
     def too_big(what: str, node: yaml.Node, parent: yaml.Node, repeated: bool) -> InputError:
-        limits_text = f"limits per document: {limits.max_nodes} values, {limits.max_characters} characters"
+        limits_text = f"limits per document: {max_nodes} values, {max_characters} characters"
         if repeated:
             return InputError(
                 f"the document holds {what} once its YAML aliases are expanded: aliases (*name) here "
@@ -260,40 +299,48 @@ def _construct(
         nonlocal count, characters
         count += 0 if key else 1
         characters += len(node.value)
-        repeated = id(node) in seen
-        seen.add(id(node))
-        if count > limits.max_nodes:
-            raise too_big(f"more than {limits.max_nodes} values", node, parent, repeated)
-        if characters > limits.max_characters:
-            raise too_big(f"more than {limits.max_characters} characters of text", node, parent, repeated)
+        repeated = False
+        if seen is not None:
+            repeated = id(node) in seen
+            seen.add(id(node))
+        if count > max_nodes:
+            raise too_big(f"more than {max_nodes} values", node, parent, repeated)
+        if characters > max_characters:
+            raise too_big(f"more than {max_characters} characters of text", node, parent, repeated)
+        if node.tag in _AS_TEXT:
+            return node.value
         return _scalar(node, source, offset)
 
     def visit(node: yaml.Node, depth: int, parent: yaml.Node) -> Any:
         nonlocal count
-        if depth > limits.max_depth:
-            raise InputError(
-                f"document is nested deeper than {limits.max_depth} levels", location=where(node)
-            )
-        if isinstance(node, yaml.ScalarNode):
+        if depth > max_depth:
+            raise InputError(f"document is nested deeper than {max_depth} levels", location=where(node))
+        if isinstance(node, _ScalarNode):
             return text(node, parent)
         count += 1
-        if count > limits.max_nodes:
-            raise too_big(f"more than {limits.max_nodes} values", node, parent, repeated=False)
-        if id(node) in seen:
-            raise InputError(
-                "YAML aliases (*name) of lists and maps are not accepted",
-                location=where(node),
-                hint="write the value out instead of referring to an anchor",
-            )
-        seen.add(id(node))
-        if isinstance(node, yaml.SequenceNode):
-            return [visit(child, depth + 1, node) for child in node.value]
-        if isinstance(node, yaml.MappingNode):
+        if count > max_nodes:
+            raise too_big(f"more than {max_nodes} values", node, parent, repeated=False)
+        if seen is not None:
+            if id(node) in seen:
+                raise InputError(
+                    "YAML aliases (*name) of lists and maps are not accepted",
+                    location=where(node),
+                    hint="write the value out instead of referring to an anchor",
+                )
+            seen.add(id(node))
+        inner = depth + 1
+        if isinstance(node, _SequenceNode):
+            return [
+                text(child, node) if isinstance(child, _ScalarNode) and inner <= max_depth
+                else visit(child, inner, node)
+                for child in node.value
+            ]  # fmt: skip
+        if isinstance(node, _MappingNode):
             result: dict[Any, Any] = {}
             for key_node, value_node in node.value:
-                if not isinstance(key_node, yaml.ScalarNode):
+                if not isinstance(key_node, _ScalarNode):
                     raise InputError("mapping keys must be plain values", location=where(key_node))
-                if key_node.tag == "tag:yaml.org,2002:merge":
+                if key_node.tag == _MERGE:
                     raise InputError("YAML merge keys (<<) are not accepted", location=where(key_node))
                 key = text(key_node, node, key=True)
                 if key in result:
@@ -302,7 +349,11 @@ def _construct(
                         location=where(key_node),
                         hint="remove one of them; which one was meant is ambiguous",
                     )
-                result[key] = visit(value_node, depth + 1, node)
+                result[key] = (
+                    text(value_node, node)
+                    if isinstance(value_node, _ScalarNode) and inner <= max_depth
+                    else visit(value_node, inner, node)
+                )
             return result
         raise InputError(f"unsupported YAML node {node.tag}", location=where(node))  # pragma: no cover
 

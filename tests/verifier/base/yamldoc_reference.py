@@ -1,0 +1,348 @@
+"""The YAML reader as it was before its fast path (commit 81f7003), kept whole as the reference that
+``test_yamldoc_differential.py`` compares :mod:`verifier.base._yamldoc` with: same documents, same lines,
+same errors.
+
+Its own docstring follows.
+
+Read YAML/JSON documents safely, keeping the line of every value: the one YAML reader of trtguard.
+
+Policies, ``trtguard check`` inputs, PolicyTest suites, manifest settings and records, the registry
+configuration and ``serve --config`` are all read here. PyYAML's C parser composes the node graph quickly;
+the Python objects are then built here, so that limits can be enforced and each value's source line
+recorded:
+
+- duplicate mapping keys are an error (PyYAML silently keeps the last one, which hides conflicting settings);
+- aliases of lists and maps, and merge keys (``<<``), are refused: policies and Kubernetes manifests don't
+  need them, and they are how "billion laughs" inputs blow up whoever walks the result;
+- an alias of a scalar is read as a copy of its anchor's value, and every copy counts: a document may hold
+  at most :attr:`Limits.max_values` values and :attr:`Limits.max_characters` characters of text *after*
+  aliases are expanded, so 150,000 aliases of one 60 KB scalar (9 GB once written out) are refused after
+  the first few hundred, not handed to code that would serialise them;
+- depth is bounded, so a hostile document costs bounded time and memory;
+- values that cannot be read as their tag says (``!!float abc``, an integer of 5,000 digits) and
+  non-UTF-8 bytes are reported with their position instead of a traceback;
+- messages show at most a short prefix of any value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from verifier.base._errors import InputError
+from verifier.base._validation import short_repr
+
+try:  # the C parser is an optional part of PyYAML wheels; fall back to the pure-Python one
+    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment,unused-ignore]
+except AttributeError:  # pragma: no cover - every manylinux wheel ships it
+    _Loader = yaml.SafeLoader
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on one document, counted with every alias expanded."""
+
+    #: nesting of lists and maps
+    max_depth: int = 64
+    #: values: scalars, lists and maps (mapping keys not counted)
+    max_nodes: int = 200_000
+    #: characters of text in all scalars, mapping keys included; Kubernetes objects are at most ~1.5 MiB
+    #: (etcd's request limit), policies, settings and records far less
+    max_characters: int = 16 * 1024 * 1024
+
+
+class _Nodes:
+    """The node trees of one stream, composed again only when a line number is asked for.
+
+    Keeping every node of every document alive for the whole run makes Python's cycle collector rescan
+    them over and over (10,000 manifests: seconds); the text alone costs it nothing.
+    """
+
+    __slots__ = ("_roots", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._roots: list[yaml.Node | None] | None = None
+
+    def root(self, index: int) -> yaml.Node | None:
+        if self._roots is None:
+            try:
+                self._roots = list(yaml.compose_all(self._text, Loader=_Loader))
+            except (
+                yaml.YAMLError
+            ):  # the documents were read, so this cannot happen; a line is not worth a crash
+                self._roots = []
+        return self._roots[index] if index < len(self._roots) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One parsed document: its data, its 1-based start line, and the means to find any value's line."""
+
+    data: Any
+    line: int
+    index: int
+    nodes: _Nodes
+    offset: int = 0
+    """Lines of the stream before the text ``nodes`` holds (a document read on its own)."""
+
+    def line_of(self, path: Path) -> int:
+        """The line of the value at ``path``, or of its nearest ancestor that exists."""
+        node = self._node(path)
+        return self.line if node is None else int(node.start_mark.line) + 1 + self.offset
+
+    def text_line_of(self, path: Path) -> int:
+        """The line where the text of the scalar at ``path`` starts: for ``|`` and ``>`` blocks, the next."""
+        node = self._node(path)
+        if node is None:
+            return self.line
+        block = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
+        return int(node.start_mark.line) + (2 if block else 1) + self.offset
+
+    def _node(self, path: Path) -> yaml.Node | None:
+        node = self.nodes.root(self.index)
+        if node is None:
+            return None
+        for part in path:
+            child: yaml.Node | None = None
+            if isinstance(node, yaml.MappingNode):
+                child = next((v for k, v in node.value if k.value == str(part)), None)
+            elif (
+                isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value)
+            ):
+                child = node.value[part]
+            if child is None:
+                break
+            node = child
+        return node
+
+
+def decode(raw: bytes, source: str) -> str:
+    """UTF-8 text of ``raw``; a clear error with the byte offset otherwise."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(
+            f"not UTF-8: byte 0x{raw[error.start]:02x} at offset {error.start} cannot be decoded",
+            location=source,
+            hint="save the file as UTF-8 (Kubernetes manifests and policies are UTF-8 text)",
+        ) from None
+
+
+_MALFORMED = "malformed YAML: "
+
+
+def load_documents(
+    text: str, source: str, limits: Limits | None = None, *, offset: int = 0
+) -> Iterator[Document]:
+    """Yield every document of a YAML (or JSON) stream; empty documents are skipped.
+
+    ``offset`` is the number of lines before ``text`` in its source (for a document read on its own).
+    """
+    limits = limits or Limits()
+    nodes = _Nodes(text)
+    try:
+        for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
+            if node is not None:
+                yield _construct(node, source, index, limits, nodes, offset)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"{source}:{mark.line + 1 + offset}:{mark.column + 1}" if mark else source
+        problem = error.problem or error.context or "malformed YAML"
+        if mark is not None and _tab_at(text, mark.index):
+            raise InputError(
+                f"{_MALFORMED}{problem}: a tab character, which YAML never allows in indentation",
+                location=where,
+                hint="indent with spaces (editors: expand tabs to spaces for YAML files)",
+            ) from None
+        raise InputError(f"{_MALFORMED}{problem}", location=where) from None
+    except yaml.YAMLError as error:
+        raise InputError(f"{_MALFORMED}{error}", location=source) from None
+    except RecursionError:
+        raise InputError(
+            "document is nested too deeply to parse", location=source, hint="flatten the document"
+        ) from None
+
+
+def _tab_at(text: str, index: int) -> bool:
+    """Whether the parser stopped at a tab, or on a line whose indentation holds one."""
+    if 0 <= index < len(text) and text[index] == "\t":
+        return True
+    start = text.rfind("\n", 0, max(index, 0)) + 1
+    line = text[start : text.find("\n", start) if "\n" in text[start:] else len(text)]
+    return "\t" in line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def load_document(text: str, source: str, *, what: str, limits: Limits | None = None) -> Document | None:
+    """The one document of a YAML (or JSON) file that must hold at most one; ``None`` when it is empty.
+
+    ``what`` names the file in messages: "the registry configuration is not valid YAML: ...".
+    """
+    try:
+        documents = iter(load_documents(text, source, limits))
+        first = next(documents, None)
+        second = next(documents, None)
+    except InputError as error:
+        detail = error.message
+        message = (
+            f"{what} is not valid YAML: {detail.removeprefix(_MALFORMED)}"
+            if detail.startswith(_MALFORMED)
+            else f"{what}: {detail}"
+        )
+        raise InputError(message, location=error.location, hint=error.hint) from None
+    if second is not None:
+        raise InputError(
+            f"{what} holds more than one YAML document (a second starts at line {second.line})",
+            location=f"{source}:{second.line}",
+            hint="remove the '---' separator and what follows it",
+        )
+    return first
+
+
+_SCALAR_CONSTRUCTOR = yaml.SafeLoader(stream="")
+_CONSTRUCTORS = yaml.SafeLoader.yaml_constructors
+_STR = "tag:yaml.org,2002:str"
+# Kubernetes reads timestamps as strings; a datetime object would also not be JSON-like data.
+_AS_TEXT = frozenset({_STR, "tag:yaml.org,2002:timestamp"})
+
+
+def _scalar(node: yaml.ScalarNode, source: str, offset: int) -> Any:
+    if node.tag in _AS_TEXT:
+        return node.value
+    constructor = _CONSTRUCTORS.get(node.tag)
+    if constructor is None:
+        raise InputError(
+            f"unsupported YAML tag {short_repr(node.tag)}",
+            location=f"{source}:{node.start_mark.line + 1 + offset}",
+            hint="remove the explicit tag",
+        )
+    try:
+        return constructor(_SCALAR_CONSTRUCTOR, node)
+    except (ValueError, TypeError, KeyError, OverflowError, yaml.YAMLError) as error:
+        # e.g. !!float abc, !!bool maybe, or an integer beyond Python's 4,300-digit conversion limit
+        what = node.tag.rsplit(":", 1)[-1]
+        raise InputError(
+            f"{short_repr(node.value)} cannot be read as {what}"
+            + (": it has too many digits" if "digits" in str(error) else ""),
+            location=f"{source}:{node.start_mark.line + 1 + offset}",
+            hint="quote the value to keep it as text, or write a valid value",
+        ) from None
+
+
+def _construct(
+    root: yaml.Node, source: str, index: int, limits: Limits, nodes: _Nodes, offset: int = 0
+) -> Document:
+    seen: set[int] = set()
+    count = 0
+    characters = 0
+
+    def where(node: yaml.Node) -> str:
+        return f"{source}:{node.start_mark.line + 1 + offset}"
+
+    def too_big(what: str, node: yaml.Node, parent: yaml.Node, repeated: bool) -> InputError:
+        limits_text = f"limits per document: {limits.max_nodes} values, {limits.max_characters} characters"
+        if repeated:
+            return InputError(
+                f"the document holds {what} once its YAML aliases are expanded: aliases (*name) here "
+                f"repeat the value anchored at line {node.start_mark.line + 1 + offset}",
+                location=where(parent),
+                hint=f"each alias counts as a copy of its anchor's value ({limits_text}); "
+                "write the values out, or split the document",
+            )
+        return InputError(
+            f"the document holds {what}",
+            location=where(root),
+            hint=f"split it into documents ({limits_text})",
+        )
+
+    def text(node: yaml.ScalarNode, parent: yaml.Node, *, key: bool = False) -> Any:
+        """The scalar's value, counted; a scalar met again is an alias of it, read as a copy."""
+        nonlocal count, characters
+        count += 0 if key else 1
+        characters += len(node.value)
+        repeated = id(node) in seen
+        seen.add(id(node))
+        if count > limits.max_nodes:
+            raise too_big(f"more than {limits.max_nodes} values", node, parent, repeated)
+        if characters > limits.max_characters:
+            raise too_big(f"more than {limits.max_characters} characters of text", node, parent, repeated)
+        return _scalar(node, source, offset)
+
+    def visit(node: yaml.Node, depth: int, parent: yaml.Node) -> Any:
+        nonlocal count
+        if depth > limits.max_depth:
+            raise InputError(
+                f"document is nested deeper than {limits.max_depth} levels", location=where(node)
+            )
+        if isinstance(node, yaml.ScalarNode):
+            return text(node, parent)
+        count += 1
+        if count > limits.max_nodes:
+            raise too_big(f"more than {limits.max_nodes} values", node, parent, repeated=False)
+        if id(node) in seen:
+            raise InputError(
+                "YAML aliases (*name) of lists and maps are not accepted",
+                location=where(node),
+                hint="write the value out instead of referring to an anchor",
+            )
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            return [visit(child, depth + 1, node) for child in node.value]
+        if isinstance(node, yaml.MappingNode):
+            result: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise InputError("mapping keys must be plain values", location=where(key_node))
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    raise InputError("YAML merge keys (<<) are not accepted", location=where(key_node))
+                key = text(key_node, node, key=True)
+                if key in result:
+                    raise InputError(
+                        f"the key {short_repr(key)} appears twice in one mapping",
+                        location=where(key_node),
+                        hint="remove one of them; which one was meant is ambiguous",
+                    )
+                result[key] = visit(value_node, depth + 1, node)
+            return result
+        raise InputError(f"unsupported YAML node {node.tag}", location=where(node))  # pragma: no cover
+
+    data = visit(root, 0, root)
+    return Document(
+        data=data, line=root.start_mark.line + 1 + offset, index=index, nodes=nodes, offset=offset
+    )
+
+
+_SEPARATOR = re.compile(r"^---(?=[ \t\r]|$)", re.MULTILINE)
+
+
+def load_each_document(
+    text: str, source: str, limits: Limits | None = None
+) -> Iterator[Document | InputError]:
+    """Every document of a stream, or for each one that cannot be read, its :class:`InputError`.
+
+    The stream is read whole first; when that fails, each document (split at its ``---`` line, as kubectl
+    splits a stream) is read on its own, so that one malformed document costs only itself and every other
+    document is still read, in order.
+    """
+    try:
+        whole = list(load_documents(text, source, limits))
+    except InputError:
+        pass
+    else:
+        yield from whole
+        return
+    starts = [0, *(found.start() for found in _SEPARATOR.finditer(text) if found.start() > 0)]
+    line = 0
+    for begin, end in zip(starts, [*starts[1:], len(text)], strict=True):
+        chunk = text[begin:end]
+        try:
+            yield from load_documents(chunk, source, limits, offset=line)
+        except InputError as error:
+            yield error
+        line += chunk.count("\n")
