@@ -20,7 +20,7 @@ if TYPE_CHECKING:
         confirmed_engines,
         model_key,
     )
-    from decisionlog._chain import Break, ChainReport
+    from decisionlog._chain import Break, ChainReport, ChainSink
     from decisionlog._checkpoints import Checkpoint, read_checkpoint_file, write_checkpoint_file
     from decisionlog._errors import DecisionLogError, DecisionLogUnavailable
     from decisionlog._open import open_store
@@ -49,7 +49,7 @@ _HOMES: dict[str, str] = {
         ("KEPT", "Carried", "CarriedAdmission", "carried_engines", "confirmed_engines", "model_key"),
         "decisionlog._carried",
     ),
-    **dict.fromkeys(("Break", "ChainReport"), "decisionlog._chain"),
+    **dict.fromkeys(("Break", "ChainReport", "ChainSink"), "decisionlog._chain"),
     **dict.fromkeys(
         ("Checkpoint", "read_checkpoint_file", "write_checkpoint_file"), "decisionlog._checkpoints"
     ),
@@ -84,6 +84,7 @@ __all__ = [
     "Carried",
     "CarriedAdmission",
     "ChainReport",
+    "ChainSink",
     "Checkpoint",
     "DecisionLogError",
     "DecisionLogUnavailable",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -118,6 +119,18 @@ def _digest(engine: Mapping[str, Any]) -> str | None:
     """The recorded digest, else the one in the reference; ``None`` when neither is a SHA-256 digest."""
     digest = engine.get("digest")
     reference = engine.get("reference")
+    if (digest is None or isinstance(digest, str)) and (reference is None or isinstance(reference, str)):
+        # A workload's decisions name the same few artifacts again and again: each pair is resolved once.
+        return _resolved(digest, reference)
+    return _resolve(digest, reference)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved(digest: str | None, reference: str | None) -> str | None:
+    return _resolve(digest, reference)
+
+
+def _resolve(digest: object, reference: object) -> str | None:
     if not isinstance(digest, str) and isinstance(reference, str):
         try:
             digest = ImageReference.parse(reference).digest
