@@ -20,7 +20,7 @@ if TYPE_CHECKING:
         confirmed_engines,
         model_key,
     )
-    from decisionlog._chain import Break, ChainReport, ChainSink
+    from decisionlog._chain import Break, ChainReport, ChainSink, canonical_of, load_json
     from decisionlog._checkpoints import Checkpoint, read_checkpoint_file, write_checkpoint_file
     from decisionlog._errors import DecisionLogError, DecisionLogUnavailable
     from decisionlog._open import open_store
@@ -49,7 +49,7 @@ _HOMES: dict[str, str] = {
         ("KEPT", "Carried", "CarriedAdmission", "carried_engines", "confirmed_engines", "model_key"),
         "decisionlog._carried",
     ),
-    **dict.fromkeys(("Break", "ChainReport", "ChainSink"), "decisionlog._chain"),
+    **dict.fromkeys(("Break", "ChainReport", "ChainSink", "canonical_of", "load_json"), "decisionlog._chain"),
     **dict.fromkeys(
         ("Checkpoint", "read_checkpoint_file", "write_checkpoint_file"), "decisionlog._checkpoints"
     ),
@@ -101,6 +101,7 @@ __all__ = [
     "archive_segments",
     "backup_sqlite",
     "canonical_json",
+    "canonical_of",
     "carried_engines",
     "carried_problems",
     "chain_hash",
@@ -108,6 +109,7 @@ __all__ = [
     "decision_json_schema",
     "format_time",
     "link_hash",
+    "load_json",
     "model_key",
     "open_store",
     "original_id",

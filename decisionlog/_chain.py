@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
@@ -17,7 +17,6 @@ from decisionlog._record import (
     canonical_json,
     format_time,
     link_hash,
-    load_body,
 )
 
 #: Called with each record that checks, in ``seq`` order, and the canonical JSON its hash covers (what an
@@ -328,22 +327,36 @@ _PLAIN: Final = json.JSONDecoder(parse_float=_not_plain, parse_constant=_not_pla
 _ENCODER: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _canonical_body(body: str) -> tuple[dict[str, Any], bytes]:
-    """The parsed body and its RFC 8785 canonical JSON (``canonical_json`` of it, found faster).
-
-    ``canonical_json`` walks the whole object to decide whether sorted compact JSON is JCS for it; here
-    the parser rules out floats and long integers as it meets them, and ASCII output rules out keys that
-    sort otherwise. Anything else takes ``canonical_json``. Raises :class:`DecisionLogError` for a body that
-    is not a JSON object.
-    """
+def load_json(text: str | bytes) -> tuple[Any, bool]:
+    """``json.loads(text)``, and whether the text holds no float, NaN, infinity or integer beyond ±2^53
+    (found by the parser as it meets them, at no cost for other values): for such data
+    :func:`canonical_of` need not walk it to know that sorted compact JSON is RFC 8785."""
     try:
-        data = _PLAIN.decode(body)
-    except _NotPlain:
-        data = load_body(body)
-        return data, canonical_json(data)
+        return _PLAIN.decode(text if isinstance(text, str) else text.decode("utf-8")), True
+    except (_NotPlain, ValueError):  # a float, or text only json.loads reads (or none): its answer stands
+        return json.loads(text), False
+
+
+def canonical_of(data: Mapping[str, Any], plain: bool) -> bytes:
+    """``canonical_json(data)`` (RFC 8785) of ``data`` parsed by :func:`load_json`, given its ``plain``.
+
+    ``canonical_json`` walks the whole object to decide whether sorted compact JSON is JCS for it; when the
+    parser ruled out floats and long integers, ASCII output rules out keys that sort otherwise.
+    """
+    if plain:
+        encoded = _ENCODER.encode(data).encode("utf-8")
+        if encoded.isascii():
+            return encoded
+    return canonical_json(data)
+
+
+def _canonical_body(body: str) -> tuple[dict[str, Any], bytes]:
+    """The parsed body and its canonical JSON; raises :class:`DecisionLogError` for a body that is not a
+    JSON object (as ``load_body``)."""
+    try:
+        data, plain = load_json(body)
     except ValueError as error:
         raise DecisionLogError(f"stored record is not JSON: {error}") from None
     if not isinstance(data, dict):
         raise DecisionLogError("stored record is not a JSON object")
-    encoded = _ENCODER.encode(data).encode("utf-8")
-    return data, encoded if encoded.isascii() else canonical_json(data)
+    return data, canonical_of(data, plain)
