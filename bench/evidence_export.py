@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import multiprocessing
 import resource
@@ -180,8 +181,8 @@ def _read(store: DecisionStore) -> Work:
     return work
 
 
-def _peak_rss(what: str, log: str, material: str, output: str) -> int:
-    """Peak RSS (KiB) of this fresh process after one ``what`` (``read``, ``export`` or nothing)."""
+def _peak_rss(what: str, log: str, material: str, output: str) -> float:
+    """Peak RSS (MiB) of this fresh process after one ``what`` (``read``, ``export`` or nothing)."""
 
     async def once() -> None:
         store = open_store(f"sqlite:///{log}", read_only=True)
@@ -193,7 +194,13 @@ def _peak_rss(what: str, log: str, material: str, output: str) -> int:
         await store.close()
 
     asyncio.run(once())
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # getrusage's ru_maxrss outlives exec (a child started by a large parent reports the parent's peak); the
+    # high-water mark of this process's own memory does not.
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _rss_line(log: Path, material: Path, output: Path) -> str:
@@ -202,7 +209,7 @@ def _rss_line(log: Path, material: Path, output: Path) -> str:
     peaks = {}
     for what in ("start", "read", "export"):
         with context.Pool(1) as pool:
-            peaks[what] = pool.apply(_peak_rss, (what, str(log), str(material), str(output))) / 1024
+            peaks[what] = pool.apply(_peak_rss, (what, str(log), str(material), str(output)))
     return (
         f"  peak RSS of a fresh process: export {peaks['export']:.0f} MiB, reading the records "
         f"{peaks['read']:.0f} MiB, starting alone {peaks['start']:.0f} MiB"
