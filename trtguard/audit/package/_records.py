@@ -18,7 +18,7 @@ from typing import IO
 from decisionlog import ChainReport, StoredRecord
 from trtguard.audit.package.archive import SpooledMember
 from trtguard.audit.package.contents import ChainScope, record_line
-from trtguard.audit.package.selection import Selection, engine_digests, image_digests, undigested_engines
+from trtguard.audit.package.selection import Selection, artifacts, engine_digests
 from verifier.base import VerificationError, is_sha256_hex
 
 
@@ -80,15 +80,13 @@ class RecordCollector:
     def _choose(self, stored: StoredRecord) -> None:
         self.selected.append(stored.seq)
         self.revisions[stored.record.policy_revision] += 1
-        for named, found_in in (
-            (engine_digests(stored.record), self.references),
-            (image_digests(stored.record), self.image_references),
-        ):
+        engines, images, undigested = artifacts(stored.record)
+        for named, found_in in ((engines, self.references), (images, self.image_references)):
             for digest, reference in named.items():
                 known = found_in.setdefault(digest, [])
                 if reference not in known:
                     known.append(reference)
-        for reference in undigested_engines(stored.record):
+        for reference in undigested:
             self.undigested.setdefault(reference, []).append(stored.seq)
 
     def member(self, report: ChainReport) -> SpooledMember:

@@ -89,30 +89,38 @@ class Selection:
 
 def engine_digests(record: DecisionRecord) -> dict[str, str]:
     """The engines a record names: ``sha256:…`` digest → first reference (digest-less engines left out)."""
-    found: dict[str, str] = {}
-    for engine in record.engines:
-        digest = _digest(engine)
-        if digest is not None:
-            reference = engine.get("reference")
-            found.setdefault(digest, reference if isinstance(reference, str) else digest)
-    return found
+    return artifacts(record)[0]
 
 
 def image_digests(record: DecisionRecord) -> dict[str, str]:
     """The images a record names other than its engines: ``sha256:…`` digest → first reference."""
-    engines = engine_digests(record)
-    found: dict[str, str] = {}
-    for image in record.images:
-        digest = _digest(image)
-        if digest is not None and digest not in engines:
-            reference = image.get("reference")
-            found.setdefault(digest, reference if isinstance(reference, str) else digest)
-    return found
+    return artifacts(record)[1]
 
 
 def undigested_engines(record: DecisionRecord) -> list[str]:
     """References of engines the record names without a digest (no evidence can be looked up for them)."""
-    return [str(engine.get("reference")) for engine in record.engines if _digest(engine) is None]
+    return artifacts(record)[2]
+
+
+def artifacts(record: DecisionRecord) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """:func:`engine_digests`, :func:`image_digests` and :func:`undigested_engines` of ``record``, in one
+    pass over its engines and images (what an export collects of every selected decision)."""
+    engines: dict[str, str] = {}
+    undigested: list[str] = []
+    for engine in record.engines:
+        digest = _digest(engine)
+        reference = engine.get("reference")
+        if digest is None:
+            undigested.append(str(reference))
+        else:
+            engines.setdefault(digest, reference if isinstance(reference, str) else digest)
+    images: dict[str, str] = {}
+    for image in record.images:
+        digest = _digest(image)
+        if digest is not None and digest not in engines:
+            reference = image.get("reference")
+            images.setdefault(digest, reference if isinstance(reference, str) else digest)
+    return engines, images, undigested
 
 
 def _digest(engine: Mapping[str, Any]) -> str | None:
