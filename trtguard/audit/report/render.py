@@ -30,8 +30,8 @@ _DIMENSION_UNKNOWN: Final = "?"
 _PAGE_KEEPS: Final = "\t\n"
 
 
-#: Most rows of the chain and of the denials a page lists: the package holds every record, and a page of a
-#: large one (100,000 records) stays one that a browser opens, and says where the rest are.
+#: Most admitted changes, chain records and denials a page lists: the package holds every record, and a page
+#: of a large one (100,000 records) stays one that a browser opens, and says where the rest are.
 LISTED_ROWS: Final = 500
 
 

@@ -247,3 +247,5 @@ def test_a_large_package_lists_a_bounded_number_of_records_and_says_where_the_re
     assert chain.count('<th scope="row">') == 1  # one record listed, of the records carried
     assert f"The first 1 of the {carried} records carried are listed" in page
     assert ("of the " + str(denied) + " denials are listed" in page) == (denied > 1)
+    admitted = len(view.contents.decisions.admissions)
+    assert ("of the " + str(admitted) + " admitted changes are listed" in page) == (admitted > 1)
