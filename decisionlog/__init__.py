@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         confirmed_engines,
         model_key,
     )
-    from decisionlog._chain import Break, ChainReport
+    from decisionlog._chain import Break, ChainReport, ChainSink, canonical_of, load_json
     from decisionlog._checkpoints import Checkpoint, read_checkpoint_file, write_checkpoint_file
     from decisionlog._errors import DecisionLogError, DecisionLogUnavailable
     from decisionlog._open import open_store
@@ -58,7 +58,7 @@ _HOMES: dict[str, str] = {
         ),
         "decisionlog._carried",
     ),
-    **dict.fromkeys(("Break", "ChainReport"), "decisionlog._chain"),
+    **dict.fromkeys(("Break", "ChainReport", "ChainSink", "canonical_of", "load_json"), "decisionlog._chain"),
     **dict.fromkeys(
         ("Checkpoint", "read_checkpoint_file", "write_checkpoint_file"), "decisionlog._checkpoints"
     ),
@@ -94,6 +94,7 @@ __all__ = [
     "Carried",
     "CarriedAdmission",
     "ChainReport",
+    "ChainSink",
     "Checkpoint",
     "DecisionLogError",
     "DecisionLogUnavailable",
@@ -110,6 +111,7 @@ __all__ = [
     "archive_segments",
     "backup_sqlite",
     "canonical_json",
+    "canonical_of",
     "carried_engines",
     "carried_problems",
     "chain_hash",
@@ -117,6 +119,7 @@ __all__ = [
     "decision_json_schema",
     "format_time",
     "link_hash",
+    "load_json",
     "model_key",
     "open_store",
     "original_id",

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, NoReturn
 
 from decisionlog._errors import DecisionLogError
-from decisionlog._record import GENESIS_HASH, INDEXED_NAMES, DecisionRecord, chain_hash, load_body
+from decisionlog._record import (
+    GENESIS_HASH,
+    INDEXED_NAMES,
+    DecisionRecord,
+    StoredRecord,
+    canonical_json,
+    format_time,
+    link_hash,
+)
+
+#: Called with each record that checks, in ``seq`` order, and the canonical JSON its hash covers (what an
+#: evidence package carries): a reader that needs the records too gets them from the one pass that verifies.
+ChainSink = Callable[[StoredRecord, bytes], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +79,10 @@ class ChainVerifier:
     def __init__(self) -> None:
         #: The record of the last row that checked (read once here, for callers that fold records too).
         self.last_record: DecisionRecord | None = None
+        #: The canonical JSON of :attr:`last_record`, as its hash covers it.
+        self.last_canonical = b""
+        #: The ``seq`` of the last row that checked (0: none yet).
+        self.last_seq = 0
         self._expected_seq = 1
         self._prev = GENESIS_HASH
         self._previous: tuple[int, str | None] | None = None
@@ -88,7 +106,7 @@ class ChainVerifier:
         if self._break is not None:
             return False
         self._count += 1
-        problem, uid, record = _check(row, self._expected_seq, self._prev)
+        problem, uid, record, canonical = _check(row, self._expected_seq, self._prev)
         if problem == _EDITED_BEFORE and self._previous is not None:
             # The row links, by a hash that covers it, to something other than the record before it. Which
             # record is out of place shows only further on: read the rest (of a broken log) before naming it.
@@ -102,6 +120,8 @@ class ChainVerifier:
         self._prev = row.hash
         self._previous = (row.seq, uid)
         self.last_record = record
+        self.last_canonical = canonical
+        self.last_seq = row.seq
         return True
 
     def finish(self, *, head_seq: int | None, head_hash: str | None) -> ChainReport:
@@ -149,18 +169,29 @@ def verify_rows(
     head_seq: int | None,
     head_hash: str | None,
     base: tuple[int, str] | None = None,
+    sink: ChainSink | None = None,
 ) -> ChainReport:
     """Check every link, hash and indexed column of ``rows`` (in ``seq`` order), then the chain head.
 
-    ``base`` is the ``(seq, hash)`` of the newest pruned checkpoint: the chain starts after it.
+    ``base`` is the ``(seq, hash)`` of the newest pruned checkpoint: the chain starts after it. Each row
+    that checks goes to ``sink`` (if given) as it checks; the report says whether the whole chain held.
     """
     verifier = ChainVerifier()
     if base is not None:
         verifier.start_after(*base)
     for row in rows:
-        if not verifier.feed(row):
+        if not feed(verifier, row, sink):
             break
     return verifier.finish(head_seq=head_seq, head_hash=head_hash)
+
+
+def feed(verifier: ChainVerifier, row: Row, sink: ChainSink | None) -> bool:
+    """``verifier.feed(row)``, then ``row`` to ``sink`` if it checked (a row under suspicion goes nowhere)."""
+    if not verifier.feed(row):
+        return False
+    if sink is not None and verifier.last_seq == row.seq and verifier.last_record is not None:
+        sink(StoredRecord(row.seq, verifier.last_record, row.prev_hash, row.hash), verifier.last_canonical)
+    return True
 
 
 @dataclass(slots=True)
@@ -219,34 +250,46 @@ class _Suspect:
 _EDITED_BEFORE = "prev_hash is not the hash of the record before it, though its own hash recomputes"
 
 
-def _check(row: Row, expected_seq: int, prev: str) -> tuple[str | None, str | None, DecisionRecord | None]:
+def _check(
+    row: Row, expected_seq: int, prev: str
+) -> tuple[str | None, str | None, DecisionRecord | None, bytes]:
     try:
-        data = load_body(row.body)
+        data, canonical = _canonical_body(row.body)
     except DecisionLogError as error:
-        return error.message, None, None
+        return error.message, None, None, b""
     uid = data.get("uid") if isinstance(data.get("uid"), str) else None
     if row.seq != expected_seq:
-        return f"expected seq {expected_seq} next, found {row.seq}: records were removed before it", uid, None
+        return (
+            f"expected seq {expected_seq} next, found {row.seq}: records were removed before it",
+            uid,
+            None,
+            b"",
+        )
     if row.prev_hash != prev:
-        if chain_hash(row.prev_hash, data) == row.hash:
-            return _EDITED_BEFORE, uid, None
-        return "prev_hash does not match the hash of the record before it", uid, None
-    if chain_hash(prev, data) != row.hash:
-        return "stored hash does not match the record's content: the record was changed", uid, None
+        if link_hash(row.prev_hash, canonical) == row.hash:
+            return _EDITED_BEFORE, uid, None, b""
+        return "prev_hash does not match the hash of the record before it", uid, None, b""
+    if link_hash(prev, canonical) != row.hash:
+        return "stored hash does not match the record's content: the record was changed", uid, None, b""
     try:
         record = DecisionRecord.from_json(data)
     except DecisionLogError as error:
-        return error.message, uid, None
-    stored = record.to_json()
+        return error.message, uid, None, b""
     for column in INDEXED_NAMES:
+        # The record's fields as to_json gives them: the body's own values (from_json checked their types),
+        # but for a time not written as format_time writes it (building the whole JSON again costs more).
+        stored = data[column]
+        if column == "time" and not _FORMATTED_TIME.fullmatch(stored):
+            stored = format_time(record.time)
         value = row.columns.get(column)
-        if isinstance(stored[column], bool):
+        if isinstance(stored, bool):
             value = None if value is None else bool(value)
-        if value != stored[column]:
+        if value != stored:
             return (
-                f"column {column} ({value!r}) differs from the hashed record ({stored[column]!r})",
+                f"column {column} ({value!r}) differs from the hashed record ({stored!r})",
                 uid,
                 None,
+                b"",
             )
     if "api_group" in row.columns and row.columns["api_group"] != record.api_group:
         return (
@@ -254,5 +297,66 @@ def _check(row: Row, expected_seq: int, prev: str) -> tuple[str | None, str | No
             f"({record.api_group!r})",
             uid,
             None,
+            b"",
         )
-    return None, uid, record
+    return None, uid, record, canonical
+
+
+#: A time as format_time writes it (a year of four digits: strftime writes no leading zero).
+_FORMATTED_TIME: Final = re.compile(r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
+
+
+class _NotPlain(Exception):
+    """The body holds a value that sorted compact JSON does not write as RFC 8785 does."""
+
+
+def _not_plain(_: str) -> NoReturn:
+    raise _NotPlain
+
+
+def _plain_int(text: str) -> int:
+    value = int(text)
+    if len(text) > 15 and not -(2**53) < value < 2**53:  # JCS cannot write it exactly
+        raise _NotPlain
+    return value
+
+
+# Parses only what the fast encoding below writes as JCS: no floats, NaN or infinities, no integer beyond
+# ±2^53 (each found by the parser itself, at no cost for the values that are not numbers).
+_PLAIN: Final = json.JSONDecoder(parse_float=_not_plain, parse_constant=_not_plain, parse_int=_plain_int)
+_ENCODER: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def load_json(text: str | bytes) -> tuple[Any, bool]:
+    """``json.loads(text)``, and whether the text holds no float, NaN, infinity or integer beyond ±2^53
+    (found by the parser as it meets them, at no cost for other values): for such data
+    :func:`canonical_of` need not walk it to know that sorted compact JSON is RFC 8785."""
+    try:
+        return _PLAIN.decode(text if isinstance(text, str) else text.decode("utf-8")), True
+    except (_NotPlain, ValueError):  # a float, or text only json.loads reads (or none): its answer stands
+        return json.loads(text), False
+
+
+def canonical_of(data: Mapping[str, Any], plain: bool) -> bytes:
+    """``canonical_json(data)`` (RFC 8785) of ``data`` parsed by :func:`load_json`, given its ``plain``.
+
+    ``canonical_json`` walks the whole object to decide whether sorted compact JSON is JCS for it; when the
+    parser ruled out floats and long integers, ASCII output rules out keys that sort otherwise.
+    """
+    if plain:
+        encoded = _ENCODER.encode(data).encode("utf-8")
+        if encoded.isascii():
+            return encoded
+    return canonical_json(data)
+
+
+def _canonical_body(body: str) -> tuple[dict[str, Any], bytes]:
+    """The parsed body and its canonical JSON; raises :class:`DecisionLogError` for a body that is not a
+    JSON object (as ``load_body``)."""
+    try:
+        data, plain = load_json(body)
+    except ValueError as error:
+        raise DecisionLogError(f"stored record is not JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise DecisionLogError("stored record is not a JSON object")
+    return data, canonical_of(data, plain)

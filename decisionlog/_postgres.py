@@ -24,7 +24,7 @@ from decisionlog import _schema, _sql
 from decisionlog import _undelivered as undelivered
 from decisionlog._batching import BatchWriter
 from decisionlog._carried import Carried, carried_from_rows
-from decisionlog._chain import ChainReport, ChainVerifier
+from decisionlog._chain import ChainReport, ChainSink, ChainVerifier, feed
 from decisionlog._errors import DecisionLogError, DecisionLogUnavailable, describe
 from decisionlog._record import DecisionRecord, StoredRecord
 from decisionlog._store import AppendReceipt, RecordQuery, redact
@@ -268,8 +268,9 @@ class PostgresStore:
             rows = await self._fetch(conn, sql, params)
         return [_sql.stored_record(row) for row in rows]
 
-    async def verify(self) -> ChainReport:
-        """Recompute the chain from one snapshot, streaming rows through a server-side cursor."""
+    async def verify(self, sink: ChainSink | None = None) -> ChainReport:
+        """Recompute the chain from one snapshot, streaming rows through a server-side cursor (``sink``,
+        called on the event loop: see ``DecisionStore.verify``)."""
         async with self._connection() as conn, conn.transaction():
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             head = await self._fetch(conn, "SELECT seq, hash FROM trtguard_chain_head WHERE id = 1", [])
@@ -284,7 +285,7 @@ class PostgresStore:
             async with conn.cursor(name="trtguard_verify") as cursor:
                 await cursor.execute(f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions ORDER BY seq")  # noqa: S608
                 async for row in cursor:
-                    if not verifier.feed(_sql.chain_row(row)):
+                    if not feed(verifier, _sql.chain_row(row), sink):
                         break
         if not head:
             return verifier.finish(head_seq=None, head_hash=None)

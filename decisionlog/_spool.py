@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from decisionlog._carried import Carried
-from decisionlog._chain import ChainReport
+from decisionlog._chain import ChainReport, ChainSink
 from decisionlog._errors import DecisionLogError, DecisionLogInDoubt, DecisionLogUnavailable
 from decisionlog._postgres import PostgresStore
 from decisionlog._record import DecisionRecord, StoredRecord, load_body, new_record_id, storable
@@ -282,9 +282,9 @@ class SpoolingStore:
         """What the PostgreSQL log carried forward of the workload's pruned records (the spool holds none)."""
         return await self.primary.carried(namespace, name, group=group, kind=kind)
 
-    async def verify(self) -> ChainReport:
-        """Verify the PostgreSQL chain."""
-        return await self.primary.verify()
+    async def verify(self, sink: ChainSink | None = None) -> ChainReport:
+        """Verify the PostgreSQL chain (``sink``: see ``DecisionStore.verify``)."""
+        return await self.primary.verify(sink)
 
     def _late_done(self, task: asyncio.Task[None]) -> None:
         self._late.discard(task)

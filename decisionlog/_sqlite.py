@@ -27,7 +27,7 @@ from decisionlog import _schema, _sql
 from decisionlog import _undelivered as undelivered
 from decisionlog._batching import BatchWriter
 from decisionlog._carried import Carried, carried_from_rows
-from decisionlog._chain import ChainReport, Row, verify_rows
+from decisionlog._chain import ChainReport, ChainSink, Row, verify_rows
 from decisionlog._errors import DecisionLogError, DecisionLogUnavailable
 from decisionlog._record import DecisionRecord, StoredRecord
 from decisionlog._store import AppendReceipt, RecordQuery, writable_room
@@ -267,9 +267,9 @@ class SQLiteStore:
         """Records matching ``query``, read on a separate read-only connection in a thread."""
         return await asyncio.to_thread(self._query, query)
 
-    async def verify(self) -> ChainReport:
-        """Recompute the chain in a thread."""
-        return await asyncio.to_thread(self._verify)
+    async def verify(self, sink: ChainSink | None = None) -> ChainReport:
+        """Recompute the chain in a thread (``sink``, called on that thread: see ``DecisionStore.verify``)."""
+        return await asyncio.to_thread(self._verify, sink)
 
     async def carried(
         self, namespace: str, name: str, *, group: str | None = None, kind: str | None = None
@@ -302,7 +302,7 @@ class SQLiteStore:
             rows = conn.execute(sql, params).fetchall()
         return [_sql.stored_record(row) for row in rows]
 
-    def _verify(self) -> ChainReport:
+    def _verify(self, sink: ChainSink | None) -> ChainReport:
         with self._reading() as conn:
             # One read transaction, so that rows and head are one snapshot while writers go on.
             conn.execute("BEGIN")
@@ -312,7 +312,7 @@ class SQLiteStore:
             )
             cursor = conn.execute(f"SELECT {_sql.ROW_COLUMNS} FROM trtguard_decisions ORDER BY seq")  # noqa: S608
             report = verify_rows(
-                _rows(cursor), head_seq=head and head[0], head_hash=head and head[1], base=base
+                _rows(cursor), head_seq=head and head[0], head_hash=head and head[1], base=base, sink=sink
             )
             conn.execute("COMMIT")
         return report

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from decisionlog._carried import Carried
-from decisionlog._chain import ChainReport
+from decisionlog._chain import ChainReport, ChainSink
 from decisionlog._record import DecisionRecord, StoredRecord
 from verifier.base import Deadline
 
@@ -105,8 +105,14 @@ class DecisionStore(Protocol):
         """Records matching ``query`` in chain order (or newest first)."""
         ...
 
-    async def verify(self) -> ChainReport:
-        """Recompute the whole chain."""
+    async def verify(self, sink: ChainSink | None = None) -> ChainReport:
+        """Recompute the whole chain from one snapshot.
+
+        Each record that checks goes to ``sink`` with its canonical JSON, in ``seq`` order, as it is read:
+        a reader that needs the verified records (an evidence export) reads them in the same pass, in
+        bounded memory. The sink may be called on a thread of the store's; it must not block on the event
+        loop. Records it was given are proven only once the report is ``ok``.
+        """
         ...
 
     async def carried(

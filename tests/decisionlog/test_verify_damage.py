@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import rfc8785
 
 from decisionlog import (
     DecisionLogError,
@@ -17,6 +18,7 @@ from decisionlog import (
     RecordQuery,
     SQLiteStore,
     chain_hash,
+    link_hash,
 )
 from tests.support.harness import RecordFactory
 from trtguard.cli import main
@@ -198,3 +200,50 @@ async def test_the_last_record_edited_and_rehashed_is_named_not_called_removed(
     assert report.first_break is not None
     assert (report.first_break.seq, report.first_break.uid) == (5, uids[4])
     assert "the record was changed and its hash recomputed" in report.first_break.problem
+
+
+async def test_a_record_with_a_float_verifies_by_rfc_8785_not_by_python_json(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    # Python writes 1e-07 where RFC 8785 writes 1e-7: the fast encoding must not decide for such a record.
+    store = SQLiteStore(tmp_path / "d.db")
+    await store.open()
+    await store.append(make_record(reason="x"), deadline=Deadline.after(5))
+    record = make_record(reason="x", violations=({"rule": "r", "score": 1e-07},))
+    await store.append(record, deadline=Deadline.after(5))
+    await store.close()
+    given: list[tuple[int, bytes]] = []
+    report = await store.verify(lambda stored, canonical: given.append((stored.seq, canonical)))
+    assert report.ok, report.summary()
+    assert [seq for seq, _ in given] == [1, 2]
+    assert b'"score":1e-7' in given[1][1]
+    assert given[1][1] == rfc8785.dumps(record.to_json())
+    with sqlite3.connect(store.path) as conn:
+        prev = conn.execute("SELECT prev_hash FROM trtguard_decisions WHERE seq = 2").fetchone()[0]
+    python = json.dumps(record.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    forged = link_hash(prev, python.encode())
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("DROP TRIGGER trtguard_decisions_no_update")
+        conn.execute(
+            "UPDATE trtguard_decisions SET body = ?, hash = ?, shared_ref = NULL WHERE seq = 2",
+            (python, forged),
+        )
+        conn.execute("UPDATE trtguard_chain_head SET hash = ? WHERE id = 1", (forged,))
+    given.clear()
+    report = await store.verify(lambda stored, canonical: given.append((stored.seq, canonical)))
+    assert report.first_break is not None
+    assert report.first_break.seq == 2
+    assert "stored hash does not match" in report.first_break.problem
+    assert [seq for seq, _ in given] == [1]  # a record that does not check goes to no sink
+
+
+async def test_verify_hands_each_record_with_the_bytes_its_hash_covers(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    store, _ = await _sqlite_log(tmp_path, make_record)
+    given: list[tuple[int, bytes, str]] = []
+    report = await store.verify(lambda stored, canonical: given.append((stored.seq, canonical, stored.hash)))
+    assert report.ok
+    stored = await store.query(RecordQuery())
+    assert given == [(s.seq, s.record.canonical(), s.hash) for s in stored]
+    assert all(link_hash(s.prev_hash, s.record.canonical()) == s.hash for s in stored)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
+from trtguard.audit.package.archive import Member
 from trtguard.audit.package.contents import ModelSignatureFile
 from verifier.model_signing import MODEL_SIGNING_PREDICATE
 
@@ -31,7 +32,7 @@ def model_signatures_in(elsewhere: Sequence[_F]) -> tuple[_F, ...]:
 
 
 def model_signature_files(
-    folder: str, signatures: Sequence[_Found], files: dict[str, bytes]
+    folder: str, signatures: Sequence[_Found], files: dict[str, Member]
 ) -> list[ModelSignatureFile]:
     """Add each bundle to ``files`` once, under ``folder`` (however many places it was found in: the first
     one is named); their entries in the predicate."""

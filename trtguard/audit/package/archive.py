@@ -28,12 +28,26 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import IO, Final
 
 from verifier.base import InputError
 
 #: Longest member name accepted (bytes of ASCII).
 MAX_NAME: Final = 512
+
+
+@dataclass(frozen=True, slots=True)
+class SpooledMember:
+    """A member too large to hold in memory (the decision records of a large export): its bytes in an open
+    file, read from the start, with their SHA-256 and size (found as they were written)."""
+
+    file: IO[bytes]
+    sha256: str
+    size: int
+
+
+#: A member's content: its bytes, or the file that holds them.
+Member = bytes | SpooledMember
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +87,7 @@ def check_name(name: str, *, location: str) -> str:
     return name
 
 
-def write_archive(path: Path, members: Iterable[tuple[str, bytes]], *, mtime: int, overwrite: bool) -> int:
+def write_archive(path: Path, members: Iterable[tuple[str, Member]], *, mtime: int, overwrite: bool) -> int:
     """Write ``members`` (in the given order) as a reproducible tar.gz; returns the archive's size.
 
     The archive appears under ``path`` only once complete (written beside it, then renamed).
@@ -93,10 +107,15 @@ def write_archive(path: Path, members: Iterable[tuple[str, bytes]], *, mtime: in
             ):
                 for name, data in members:
                     info = tarfile.TarInfo(check_name(name, location=str(path)))
-                    info.size = len(data)
                     info.mtime = mtime
                     info.mode = 0o644
-                    tar.addfile(info, io.BytesIO(data))
+                    if isinstance(data, SpooledMember):
+                        data.file.seek(0)
+                        info.size = data.size
+                        tar.addfile(info, data.file)
+                    else:
+                        info.size = len(data)
+                        tar.addfile(info, io.BytesIO(data))
             raw.flush()
             os.fsync(raw.fileno())
         os.chmod(temporary, 0o644)  # noqa: PTH101 - mkstemp made it 0600; a package is meant to be shared

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from trtguard.audit.package.archive import Member, SpooledMember
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
     ENGINE_BUILD_PREDICATE_TYPE,
@@ -226,11 +227,11 @@ def image_folder(digest: str) -> str:
 
 
 def seal(
-    files: Mapping[str, bytes], predicate: EvidencePackagePredicate, key: PrivateKey
-) -> list[tuple[str, bytes]]:
+    files: Mapping[str, Member], predicate: EvidencePackagePredicate, key: PrivateKey
+) -> list[tuple[str, Member]]:
     """Every member of the package, index and signature first, then ``files`` by name."""
     names = sorted(files)
-    entries = [IndexEntry(path=n, sha256=sha256_bytes(files[n]), size=len(files[n])) for n in names]
+    entries = [_entry(name, files[name]) for name in names]
     index = Index(version=INDEX_VERSION, files=entries).model_dump_json(indent=1).encode() + b"\n"
     subjects = [ResourceDescriptor(name=INDEX, digest={"sha256": sha256_bytes(index)})]
     subjects += [ResourceDescriptor(name=entry.path, digest={"sha256": entry.sha256}) for entry in entries]
@@ -241,6 +242,12 @@ def seal(
     )
     envelope = sign_statement(statement, key)
     return [(INDEX, index), (SIGNATURE, envelope.to_json() + b"\n"), *((name, files[name]) for name in names)]
+
+
+def _entry(name: str, data: Member) -> IndexEntry:
+    if isinstance(data, SpooledMember):
+        return IndexEntry(path=name, sha256=data.sha256, size=data.size)
+    return IndexEntry(path=name, sha256=sha256_bytes(data), size=len(data))
 
 
 def parse_index(data: bytes) -> Index:

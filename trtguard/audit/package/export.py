@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
-import json
+import tempfile
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
-from decisionlog import ChainReport, DecisionStore, RecordQuery, StoredRecord, canonical_json, link_hash
+from decisionlog import ChainReport, DecisionStore
 from trtguard.audit.package._model_signatures import model_signature_files, model_signatures_in
-from trtguard.audit.package.archive import refuse_overwrite, write_archive
+from trtguard.audit.package._records import EngineNames, RecordCollector
+from trtguard.audit.package.archive import Member, refuse_overwrite, write_archive
 from trtguard.audit.package.contents import (
     ATTESTATION_KINDS,
     NO_SOURCE,
@@ -34,11 +37,10 @@ from trtguard.audit.package.contents import (
     SignedManifest,
     engine_folder,
     image_folder,
-    record_line,
     seal,
 )
 from trtguard.audit.package.policy import PolicySnapshot, take_snapshot
-from trtguard.audit.package.selection import Selection, engine_digests, image_digests, undigested_engines
+from trtguard.audit.package.selection import Selection
 from verifier.base import (
     Deadline,
     EvidenceUnavailable,
@@ -47,7 +49,6 @@ from verifier.base import (
     TrtguardError,
     VerificationError,
     hash_file,
-    is_sha256_hex,
     sha256_bytes,
 )
 from verifier.evidence import Attestation, EvidenceSource, ImageSignatures
@@ -60,6 +61,8 @@ from verifier.signatures.notation import JWS_MEDIA_TYPE
 
 #: Engines looked up at once from a source that waits on the network.
 _CONCURRENT_LOOKUPS = 8
+#: Bytes of records.jsonl buffered before they are written to its spool file.
+_SPOOL_BUFFER = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,56 +184,88 @@ async def export_package(
             hint="give --attestations DIR or --registry-config FILE",
         )
     refuse_overwrite(output, overwrite)
-    report = await store.verify()
-    if not report.ok:
-        raise VerificationError(
-            f"the decision log does not verify, so it cannot prove anything: {report.summary()}",
-            location=store.description,
-            hint="investigate with `trtguard audit verify`; a broken chain is itself the finding",
-        )
-    if report.head_seq == 0:
-        raise InputError("the decision log is empty", location=store.description)
     engines = _EngineEvidence(evidence, deadline)
     images = _EngineEvidence(evidence, deadline)
-    # Loading the policies (CEL compilation included) overlaps with reading the log; both are waited for, so
-    # that neither is left running when the other fails.
-    snapshot, read = await asyncio.gather(
-        asyncio.to_thread(take_snapshot, policies),
-        _read_log(store, selection, chain, report, engines),
-        return_exceptions=True,
-    )
-    if isinstance(snapshot, BaseException):
-        raise snapshot
-    if isinstance(read, BaseException):
-        raise read
-    selected, segment, records, problems = read
-    references: dict[str, list[str]] = {}
-    image_references: dict[str, list[str]] = {}
-    undigested: dict[str, list[int]] = {}
-    for stored in selected:
-        for named, found_in in (
-            (engine_digests(stored.record), references),
-            (image_digests(stored.record), image_references),
-        ):
-            for digest, reference in named.items():
-                known = found_in.setdefault(digest, [])
-                if reference not in known:
-                    known.append(reference)
-        for reference in undigested_engines(stored.record):
-            undigested.setdefault(reference, []).append(stored.seq)
+    # The records.jsonl lines wait beside the archive (a large log's are not held in memory, nor in /tmp).
+    with _spool_beside(output) as spool:
+        # Loading the policies (CEL compilation included) overlaps with reading the log; both are waited
+        # for, so that neither is left running when the other fails.
+        snapshot, read = await asyncio.gather(
+            asyncio.to_thread(take_snapshot, policies),
+            _read_log(store, selection, chain, engines, spool),
+            return_exceptions=True,
+        )
+        if isinstance(read, VerificationError):  # a broken log is the finding, whatever else failed
+            raise read
+        if isinstance(snapshot, BaseException):
+            raise snapshot
+        if isinstance(read, BaseException):
+            raise read
+        report, collected, problems = read
+        return await _write_package(
+            store,
+            selection,
+            report,
+            collected,
+            problems,
+            snapshot,
+            engines,
+            images,
+            evidence=evidence,
+            key=key,
+            output=output,
+            chain=chain,
+            overwrite=overwrite,
+            now=now,
+        )
+
+
+@contextlib.contextmanager
+def _spool_beside(output: Path) -> Iterator[IO[bytes]]:
+    """An unnamed temporary file in the folder of ``output``, gone when closed."""
+    try:
+        # Closed by the with below, once it is made: an error making it is the one to convert.
+        spool = tempfile.TemporaryFile(  # noqa: SIM115
+            prefix=f".{output.name}.records.", dir=output.parent, buffering=_SPOOL_BUFFER
+        )
+    except OSError as error:
+        raise InputError(f"cannot write the archive: {error.strerror}", location=str(output)) from error
+    with spool:
+        yield spool
+
+
+async def _write_package(
+    store: DecisionStore,
+    selection: Selection,
+    report: ChainReport,
+    collected: RecordCollector,
+    problems: list[str],
+    snapshot: PolicySnapshot,
+    engines: _EngineEvidence,
+    images: _EngineEvidence,
+    *,
+    evidence: EvidenceSource | None,
+    key: PrivateKey,
+    output: Path,
+    chain: ChainScope,
+    overwrite: bool,
+    now: datetime,
+) -> ExportSummary:
+    """Look up the evidence of what the selected decisions name, then seal and write the package."""
+    references = collected.references
     problems += [
         f"engine {reference} is named without a digest (decisions seq {', '.join(map(str, seqs))}): "
         "no evidence can be looked up for it"
-        for reference, seqs in undigested.items()
+        for reference, seqs in collected.undigested.items()
     ]
     # An image that is also an engine somewhere in the selection is the engine's (its signatures go there).
-    image_references = {d: refs for d, refs in image_references.items() if d not in references}
+    image_references = {d: refs for d, refs in collected.image_references.items() if d not in references}
     await asyncio.gather(
         engines.fetch({digest: refs[0] for digest, refs in references.items()}),
         images.fetch({digest: refs[0] for digest, refs in image_references.items()}, images=True),
     )
 
-    files: dict[str, bytes] = {RECORDS: records, **snapshot.contents}
+    files: dict[str, Member] = {RECORDS: collected.member(report), **snapshot.contents}
     engine_infos = [_engine_files(d, references[d], engines.found[d], files) for d in sorted(references)]
     image_infos = [
         ImageInfo(
@@ -248,20 +283,20 @@ async def export_package(
             by=selection.kind,
             value=selection.value,
             rule=selection.rule(),
-            records=[stored.seq for stored in selected],
+            records=collected.selected,
         ),
         log=LogInfo(
             description=store.description,
             chain=chain,
             file=RECORDS,
-            first_seq=segment[0].seq,
-            last_seq=segment[-1].seq,
-            records=len(segment),
+            first_seq=collected.first_seq,
+            last_seq=collected.last_seq,
+            records=collected.records,
             report=ChainReportInfo(
                 ok=report.ok, records=report.records, head_seq=report.head_seq, head_hash=report.head_hash
             ),
         ),
-        policy=_policy_info(snapshot, selected),
+        policy=_policy_info(snapshot, collected.revisions),
         evidence_source=evidence.description if evidence is not None else NO_SOURCE,
         engines=engine_infos,
         images=image_infos,
@@ -279,11 +314,11 @@ async def export_package(
         size=size,
         sha256=written.sha256,
         files=len(members),
-        decisions=len(selected),
+        decisions=len(collected.selected),
         chain=chain,
-        chain_records=len(segment),
-        first_seq=segment[0].seq,
-        last_seq=segment[-1].seq,
+        chain_records=collected.records,
+        first_seq=collected.first_seq,
+        last_seq=collected.last_seq,
         head_seq=report.head_seq,
         engines=len(engine_infos),
         attestations=dict(kinds),
@@ -304,110 +339,51 @@ async def _read_log(
     store: DecisionStore,
     selection: Selection,
     chain: ChainScope,
-    report: ChainReport,
     engines: _EngineEvidence,
-) -> tuple[list[StoredRecord], list[StoredRecord], bytes, list[str]]:
-    """The selected records, the chain segment, its ``records.jsonl`` bytes and what could not be searched."""
-    head = report.head_seq
-    candidates = await _candidates(store, selection, chain, head)
+    spool: IO[bytes],
+) -> tuple[ChainReport, RecordCollector, list[str]]:
+    """The verified chain's report, what was collected of its records, and what could not be searched.
+
+    One pass verifies the whole log and collects the records (``_records``); an audit-ID selection reads it
+    once before, for the engines whose build manifests are to be searched.
+    """
     problems: list[str] = []
     audit_engines: frozenset[str] = frozenset()
     if selection.kind == "audit_id":
-        named = {d: ref for stored in candidates for d, ref in engine_digests(stored.record).items()}
-        await engines.fetch(named)
-        audit_engines = frozenset(d for d in named if selection.value in engines.audit_ids(d))
-        unsearched = sorted(d for d in named if engines.found[d].problems)
+        names = EngineNames()
+        _verified(store, await store.verify(names))
+        await engines.fetch(names.named)
+        audit_engines = frozenset(d for d in names.named if selection.value in engines.audit_ids(d))
+        unsearched = sorted(d for d in names.named if engines.found[d].problems)
         if unsearched:
             problems.append(
-                f"{len(unsearched)} of the {len(named)} engines in the log could not be searched for the "
-                f"audit ID (their evidence was unavailable): {', '.join(unsearched)}"
+                f"{len(unsearched)} of the {len(names.named)} engines in the log could not be searched for "
+                f"the audit ID (their evidence was unavailable): {', '.join(unsearched)}"
             )
-    selected = [stored for stored in candidates if selection.matches(stored.record, audit_engines)]
-    if not selected:
+    collected = RecordCollector(selection, chain, spool, audit_engines)
+    report = _verified(store, await store.verify(collected))
+    if not collected.selected:
         raise InputError(
-            f"no decision in {store.description} (seq 1 to {head}) matches: {selection.rule()}",
+            f"no decision in {store.description} (seq 1 to {report.head_seq}) matches: {selection.rule()}",
             hint="check the selection with `trtguard audit query`",
         )
-    if chain is ChainScope.SELECTED:
-        segment = selected
-    else:
-        first = 1 if chain is ChainScope.FULL else selected[0].seq
-        segment = [stored for stored in candidates if stored.seq >= first]
-    records = await asyncio.to_thread(_chain_lines, segment, chain, report)
-    return selected, segment, records, problems
+    return report, collected, problems
 
 
-async def _candidates(
-    store: DecisionStore, selection: Selection, chain: ChainScope, head: int
-) -> list[StoredRecord]:
-    """The records the selection is made from; for a segment, they are the segment itself.
-
-    Only records up to the verified head count: later ones were appended after the chain was checked.
-    """
-    if selection.kind != "workload" or chain is ChainScope.FULL:
-        return await store.query(RecordQuery(limit=head))
-    identity = selection.identity
-    if identity is not None:
-        query = RecordQuery(
-            namespace=identity.namespace, name=identity.name, kind=identity.kind, group=identity.group
-        )
-    else:
-        namespace, _, name = selection.value.partition("/")
-        query = RecordQuery(namespace=namespace, name=name)
-    if chain is ChainScope.SELECTED:
-        found = await store.query(query)
-        return [stored for stored in found if stored.seq <= head]
-    first = await store.query(replace(query, limit=1))
-    if not first or first[0].seq > head:
-        return []
-    start = first[0].seq
-    return await store.query(RecordQuery(after_seq=start - 1, limit=head - start + 1))
-
-
-def _chain_lines(segment: list[StoredRecord], chain: ChainScope, report: ChainReport) -> bytes:
-    """``decisions/records.jsonl``, after checking that what was read back still forms the verified chain."""
-    lines: list[bytes] = []
-    previous: StoredRecord | None = None
-    for stored in segment:
-        canonical = _canonical(stored)
-        linked = previous is None or stored.seq != previous.seq + 1 or stored.prev_hash == previous.hash
-        if canonical is None or not linked or not is_sha256_hex(stored.prev_hash):
-            raise VerificationError(
-                f"record seq {stored.seq} as read back does not recompute to its chain hash",
-                hint="the log changed during the export, or was written by a newer trtguard; run "
-                "`trtguard audit verify` and export again",
-            )
-        if chain is not ChainScope.SELECTED and previous is not None and stored.seq != previous.seq + 1:
-            raise VerificationError(f"the log has no record between seq {previous.seq} and {stored.seq}")
-        lines.append(record_line(stored.seq, stored.prev_hash, stored.hash, canonical))
-        previous = stored
-    if chain is not ChainScope.SELECTED and (segment[-1].seq, segment[-1].hash) != (
-        report.head_seq,
-        report.head_hash,
-    ):
+def _verified(store: DecisionStore, report: ChainReport) -> ChainReport:
+    """``report`` of a log that verifies and is not empty; raises otherwise."""
+    if not report.ok:
         raise VerificationError(
-            f"the records read end at seq {segment[-1].seq}, not at the verified head seq {report.head_seq}"
+            f"the decision log does not verify, so it cannot prove anything: {report.summary()}",
+            location=store.description,
+            hint="investigate with `trtguard audit verify`; a broken chain is itself the finding",
         )
-    return b"".join(lines)
+    if report.head_seq == 0:
+        raise InputError("the decision log is empty", location=store.description)
+    return report
 
 
-def _canonical(stored: StoredRecord) -> bytes | None:
-    """The record's canonical JSON, as the log hashed it; ``None`` when no form recomputes its hash.
-
-    Records hold no floats or non-ASCII keys, and for those sorted compact JSON is RFC 8785: tried first,
-    because the general check of that costs more than the encoding. The hash decides; the exact encoder
-    is the fallback.
-    """
-    data = stored.record.to_json()
-    fast = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-    if link_hash(stored.prev_hash, fast) == stored.hash:
-        return fast
-    exact = canonical_json(data)
-    return exact if link_hash(stored.prev_hash, exact) == stored.hash else None
-
-
-def _policy_info(snapshot: PolicySnapshot, selected: list[StoredRecord]) -> PolicyInfo:
-    counts = Counter(stored.record.policy_revision for stored in selected)
+def _policy_info(snapshot: PolicySnapshot, counts: Counter[str | None]) -> PolicyInfo:
     return PolicyInfo(
         revision=snapshot.revision,
         files=list(snapshot.policy_files),
@@ -419,7 +395,7 @@ def _policy_info(snapshot: PolicySnapshot, selected: list[StoredRecord]) -> Poli
     )
 
 
-def _engine_files(digest: str, references: list[str], found: _Found, files: dict[str, bytes]) -> EngineInfo:
+def _engine_files(digest: str, references: list[str], found: _Found, files: dict[str, Member]) -> EngineInfo:
     """Add one engine's attestations and signatures to ``files``; its entry in the predicate."""
     folder = engine_folder(digest)
     attestations: list[AttestationFile] = []
@@ -463,7 +439,7 @@ def _engine_files(digest: str, references: list[str], found: _Found, files: dict
 
 
 def _signature_files(
-    folder: str, signatures: ImageSignatures | None, files: dict[str, bytes]
+    folder: str, signatures: ImageSignatures | None, files: dict[str, Member]
 ) -> list[SignatureFile]:
     if signatures is None:
         return []

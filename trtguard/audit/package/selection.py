@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -88,36 +89,56 @@ class Selection:
 
 def engine_digests(record: DecisionRecord) -> dict[str, str]:
     """The engines a record names: ``sha256:…`` digest → first reference (digest-less engines left out)."""
-    found: dict[str, str] = {}
-    for engine in record.engines:
-        digest = _digest(engine)
-        if digest is not None:
-            reference = engine.get("reference")
-            found.setdefault(digest, reference if isinstance(reference, str) else digest)
-    return found
+    return artifacts(record)[0]
 
 
 def image_digests(record: DecisionRecord) -> dict[str, str]:
     """The images a record names other than its engines: ``sha256:…`` digest → first reference."""
-    engines = engine_digests(record)
-    found: dict[str, str] = {}
-    for image in record.images:
-        digest = _digest(image)
-        if digest is not None and digest not in engines:
-            reference = image.get("reference")
-            found.setdefault(digest, reference if isinstance(reference, str) else digest)
-    return found
+    return artifacts(record)[1]
 
 
 def undigested_engines(record: DecisionRecord) -> list[str]:
     """References of engines the record names without a digest (no evidence can be looked up for them)."""
-    return [str(engine.get("reference")) for engine in record.engines if _digest(engine) is None]
+    return artifacts(record)[2]
+
+
+def artifacts(record: DecisionRecord) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """:func:`engine_digests`, :func:`image_digests` and :func:`undigested_engines` of ``record``, in one
+    pass over its engines and images (what an export collects of every selected decision)."""
+    engines: dict[str, str] = {}
+    undigested: list[str] = []
+    for engine in record.engines:
+        digest = _digest(engine)
+        reference = engine.get("reference")
+        if digest is None:
+            undigested.append(str(reference))
+        else:
+            engines.setdefault(digest, reference if isinstance(reference, str) else digest)
+    images: dict[str, str] = {}
+    for image in record.images:
+        digest = _digest(image)
+        if digest is not None and digest not in engines:
+            reference = image.get("reference")
+            images.setdefault(digest, reference if isinstance(reference, str) else digest)
+    return engines, images, undigested
 
 
 def _digest(engine: Mapping[str, Any]) -> str | None:
     """The recorded digest, else the one in the reference; ``None`` when neither is a SHA-256 digest."""
     digest = engine.get("digest")
     reference = engine.get("reference")
+    if (digest is None or isinstance(digest, str)) and (reference is None or isinstance(reference, str)):
+        # A workload's decisions name the same few artifacts again and again: each pair is resolved once.
+        return _resolved(digest, reference)
+    return _resolve(digest, reference)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved(digest: str | None, reference: str | None) -> str | None:
+    return _resolve(digest, reference)
+
+
+def _resolve(digest: object, reference: object) -> str | None:
     if not isinstance(digest, str) and isinstance(reference, str):
         try:
             digest = ImageReference.parse(reference).digest

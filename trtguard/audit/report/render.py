@@ -30,11 +30,16 @@ _DIMENSION_UNKNOWN: Final = "?"
 _PAGE_KEEPS: Final = "\t\n"
 
 
+#: Most admitted changes, chain records and denials a page lists: the package holds every record, and a page
+#: of a large one (100,000 records) stays one that a browser opens, and says where the rest are.
+LISTED_ROWS: Final = 500
+
+
 def render_html(view: ReportView) -> str:
     """The report page of ``view``."""
     environment = _environment()
     template = environment.get_template("report.html.j2")
-    return template.render(view=view, csp=CONTENT_SECURITY_POLICY)
+    return template.render(view=view, csp=CONTENT_SECURITY_POLICY, listed=LISTED_ROWS)
 
 
 def _environment() -> Environment:

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from trtguard.audit.package import verify_evidence_package
-from trtguard.audit.package.archive import ArchiveLimits, UnsafeArchive, read_archive, write_archive
+from trtguard.audit.package.archive import (
+    ArchiveLimits,
+    SpooledMember,
+    UnsafeArchive,
+    read_archive,
+    write_archive,
+)
 from trtguard.cli import main
 from verifier.base._errors import InputError
 from verifier.keys import generate_private_key
@@ -54,6 +62,17 @@ def test_round_trip_is_reproducible_to_the_byte(tmp_path: Path) -> None:
         assert [(m.name, m.mode, m.uid, m.mtime) for m in tar] == [
             (name, 0o644, 0, 1_700_000_000) for name, _ in MEMBERS
         ]
+
+
+def test_a_spooled_member_is_written_as_its_bytes_would_be(tmp_path: Path) -> None:
+    as_bytes, spooled = tmp_path / "bytes.tar.gz", tmp_path / "spooled.tar.gz"
+    write_archive(as_bytes, MEMBERS, mtime=0, overwrite=False)
+    with tempfile.TemporaryFile() as spool:
+        name, data = MEMBERS[-1]
+        spool.write(data)
+        member = SpooledMember(spool, hashlib.sha256(data).hexdigest(), len(data))
+        write_archive(spooled, [*MEMBERS[:-1], (name, member)], mtime=0, overwrite=False)
+    assert spooled.read_bytes() == as_bytes.read_bytes()
 
 
 def test_writing_refuses_to_overwrite_and_leaves_nothing_half_written(tmp_path: Path) -> None:

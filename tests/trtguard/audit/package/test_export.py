@@ -47,6 +47,26 @@ def test_the_log_holds_what_the_webhook_decided(world: World) -> None:
     ]
 
 
+async def test_export_reads_each_record_of_the_log_once(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The one pass that verifies the chain hands the records on: none is read (or decoded) a second time.
+    made: list[str] = []
+    real = DecisionRecord.from_json.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[DecisionRecord], data: dict[str, object]) -> DecisionRecord:
+        made.append(str(data["uid"]))
+        return real(cls, data)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(DecisionRecord, "from_json", classmethod(counted))
+    summary = await export_package(world, Selection.workload("prod/resnet"), tmp_path / "once.tar.gz")
+    assert (summary.first_seq, summary.head_seq) == (2, 9)
+    assert len(made) == len(set(made)) == 9  # the whole log, verified; the segment (seq 2 to 9) not again
+    monkeypatch.undo()
+    report = verify_package(world, tmp_path / "once.tar.gz")
+    assert report.ok, messages(report, "fail")
+
+
 def test_export_is_reproducible(world: World, resnet_package: Path, tmp_path: Path) -> None:
     again = tmp_path / "again.tar.gz"
     asyncio.run(export_package(world, Selection.workload("prod/resnet"), again))

@@ -228,3 +228,24 @@ def test_hostile_strings_in_build_records_verifications_and_approvals_stay_text(
         assert visible(s[name]) in text, name
     assert "admin<U+202E>gpj.exe<U+202C>" in text and "\u202e" not in html
     assert "GPU verification: FAILED" in text
+
+
+def test_a_large_package_lists_a_bounded_number_of_records_and_says_where_the_rest_are(
+    world: World, resnet_package: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    view = build_view(resnet_package, world.exporter.public_key())
+    assert view.contents is not None
+    carried, denied = len(view.contents.decisions.chain), len(view.contents.decisions.denials)
+    assert carried > 2 and denied >= 1
+    whole = render_html(view)
+    assert whole.count('<table class="chain">') == 1 and "are listed;" not in whole
+    monkeypatch.setattr("trtguard.audit.report.render.LISTED_ROWS", 1)
+    page = render_html(view)
+    chain = page[
+        page.index('<table class="chain">') : page.index("</table>", page.index('<table class="chain">'))
+    ]
+    assert chain.count('<th scope="row">') == 1  # one record listed, of the records carried
+    assert f"The first 1 of the {carried} records carried are listed" in page
+    assert ("of the " + str(denied) + " denials are listed" in page) == (denied > 1)
+    admitted = len(view.contents.decisions.admissions)
+    assert ("of the " + str(admitted) + " admitted changes are listed" in page) == (admitted > 1)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from decisionlog import GENESIS_HASH, DecisionLogError, DecisionRecord, chain_hash
+from decisionlog import GENESIS_HASH, DecisionLogError, DecisionRecord, canonical_of, link_hash, load_json
 from trtguard.audit.package.contents import ChainScope, EvidencePackagePredicate
 from trtguard.audit.package.verify.findings import LISTED, Findings, listed
 
@@ -78,7 +77,8 @@ def check_decisions(
 
 def _line(raw: bytes, where: str, findings: Findings) -> RecordLine | None:
     try:
-        data = json.loads(raw)
+        # The parser tells whether the record can be canonicalised without walking it (canonical_of).
+        data, plain = load_json(raw)
         seq, prev_hash, digest, body = data["seq"], data["prev_hash"], data["hash"], data["record"]
         if not (
             isinstance(seq, int)
@@ -88,7 +88,7 @@ def _line(raw: bytes, where: str, findings: Findings) -> RecordLine | None:
             and isinstance(body, dict)
         ):
             raise TypeError("a field has the wrong type")
-        recomputed = chain_hash(prev_hash, body)
+        recomputed = link_hash(prev_hash, canonical_of(body, plain))
         record = DecisionRecord.from_json(body)
     except (ValueError, KeyError, TypeError, RecursionError) as error:
         findings.fail("decisions", f"{where}: not a decision record line ({type(error).__name__}: {error})")
