@@ -109,6 +109,20 @@ def test_update_that_makes_a_policy_apply_judges_the_whole_object(material: Mate
     assert not decision.allowed
 
 
+def test_a_policy_added_since_judges_only_what_an_update_changes(material: Material) -> None:
+    # The decision (policies/README.md, "On an UPDATE"): a policy added after a workload was admitted judges
+    # what an UPDATE changes, as a rule added to a policy does; what already runs is the business of
+    # `trtguard audit-cluster`, and `check` (a CREATE) judges the object whole.
+    engine = engine_for(material, images_policy())
+    legacy = ("docker.io/library/legacy:1",)
+    old = pod(images=legacy)
+    rollout = pod(images=legacy, labels={"rollout": "2"})
+    assert evaluate(engine, rollout, old=old).allowed
+    assert not evaluate(engine, rollout).allowed
+    changed = pod(images=(*legacy, "docker.io/library/new:1"), labels={"rollout": "2"})
+    assert [v.image for v in evaluate(engine, changed, old=old).violations] == ["docker.io/library/new:1"]
+
+
 def test_update_of_the_runtime_image_judges_its_engine_again(material: Material) -> None:
     rules_yaml = "      toolchain: {sameAsRuntimeImage: true}\n"
     ref = material.engine("e")
