@@ -240,12 +240,15 @@ _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
 # Kubernetes reads timestamps as strings; a datetime object would also not be JSON-like data.
 _AS_TEXT = frozenset({_STR, "tag:yaml.org,2002:timestamp"})
+_SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("null", "bool", "int", "float"))
 
 
 def _scalar(node: yaml.ScalarNode, source: str, offset: int) -> Any:
     if node.tag in _AS_TEXT:
         return node.value
-    constructor = _CONSTRUCTORS.get(node.tag)
+    # Only tags of JSON-like scalars: a scalar tagged !!seq or !!map would construct a generator, !!binary
+    # bytes, !!set a set; none of them is data a manifest or a policy can hold.
+    constructor = _CONSTRUCTORS.get(node.tag) if node.tag in _SCALAR_TAGS else None
     if constructor is None:
         raise InputError(
             f"unsupported YAML tag {short_repr(node.tag)}",

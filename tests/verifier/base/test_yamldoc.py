@@ -104,6 +104,14 @@ def test_values_that_do_not_read_as_their_tag_are_input_errors(text: str, messag
     assert len(raised.value.message) < 200
 
 
+@pytest.mark.parametrize("tag", ["!!seq", "!!map", "!!binary", "!!set", "!!omap", "!!pairs"])
+def test_a_scalar_with_the_tag_of_a_collection_or_bytes_is_refused(tag: str) -> None:
+    # a scalar tagged !!seq once came back as a Python generator object, !!binary as bytes
+    with pytest.raises(InputError, match="unsupported YAML tag") as raised:
+        list(load_documents(f"a: 1\nb: {tag} eA==\n", "tags.yaml"))
+    assert raised.value.location == "tags.yaml:2"
+
+
 def test_a_huge_duplicate_key_is_named_in_short() -> None:
     key = "k" * 100_000
     with pytest.raises(InputError) as raised:

@@ -5,7 +5,6 @@ same documents with the same lines, or the same errors."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -71,9 +70,7 @@ def _read(module: Any, text: str, limits: fast.Limits) -> list[Any]:
             read.append(("error", item.message, item.location, item.hint))
         else:
             lines = [(p, item.line_of(p), item.text_line_of(p)) for p in _paths(item.data)]
-            # re: a scalar tagged !!seq or !!map reads as a generator object in both (a known defect, not
-            # the fast path's), whose repr names its address
-            read.append(("document", re.sub(r" at 0x[0-9a-f]+", "", repr(item.data)), item.line, lines))
+            read.append(("document", repr(item.data), item.line, lines))
     return read
 
 

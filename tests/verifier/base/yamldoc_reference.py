@@ -1,6 +1,6 @@
-"""The YAML reader as it was before its fast path (commit 81f7003), kept whole as the reference that
-``test_yamldoc_differential.py`` compares :mod:`verifier.base._yamldoc` with: same documents, same lines,
-same errors.
+"""The YAML reader as it was before its fast path (commit 81f7003, with the refusal of scalars tagged as
+collections that both now make), kept whole as the reference that ``test_yamldoc_differential.py`` compares
+:mod:`verifier.base._yamldoc` with: same documents, same lines, same errors.
 
 Its own docstring follows.
 
@@ -210,12 +210,13 @@ _CONSTRUCTORS = yaml.SafeLoader.yaml_constructors
 _STR = "tag:yaml.org,2002:str"
 # Kubernetes reads timestamps as strings; a datetime object would also not be JSON-like data.
 _AS_TEXT = frozenset({_STR, "tag:yaml.org,2002:timestamp"})
+_SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("null", "bool", "int", "float"))
 
 
 def _scalar(node: yaml.ScalarNode, source: str, offset: int) -> Any:
     if node.tag in _AS_TEXT:
         return node.value
-    constructor = _CONSTRUCTORS.get(node.tag)
+    constructor = _CONSTRUCTORS.get(node.tag) if node.tag in _SCALAR_TAGS else None
     if constructor is None:
         raise InputError(
             f"unsupported YAML tag {short_repr(node.tag)}",
