@@ -56,10 +56,13 @@ class CompiledAttestation:
 
     @property
     def reads_documents(self) -> bool:
-        """Whether the rule reads what the attested documents say (not only that one is signed)."""
+        """Whether the rule reads what the attested documents say (not only that one is signed). A rule on
+        an SBOM or scan type always does: its documents are judged as documents (one from the future, one
+        signed but unreadable, is refused or cannot tell), never counted by their signature alone."""
         rule = self.rule
         return bool(
-            self.conditions
+            is_scan_predicate_type(rule.predicate_type)
+            or self.conditions
             or self.max_age is not None
             or rule.vulnerabilities is not None
             or rule.components is not None

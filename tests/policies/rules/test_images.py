@@ -130,9 +130,17 @@ def test_image_attestation_rule(material: Material) -> None:
     assert rules(decision) == {
         ("images", "images.runtime.attestations[https://cyclonedx.org/bom]", Action.DENY)
     }
+    # a rule on an SBOM type judges its documents as documents: a signed one that is no valid SBOM cannot tell
     material.statement(
         "a1" * 32, "https://cyclonedx.org/bom", {"bomFormat": "CycloneDX"}, "image-signer", "sbom.json"
     )
+    assert not evaluate(engine_for(material, policy, keys=("image-signer",)), pod()).allowed
+    sbom = {
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.5",
+        "components": [{"name": "pyyaml", "version": "6.0"}],
+    }
+    material.statement("a1" * 32, "https://cyclonedx.org/bom", sbom, "image-signer", "sbom.json")
     assert evaluate(engine_for(material, policy, keys=("image-signer",)), pod()).allowed
 
 

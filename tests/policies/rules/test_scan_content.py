@@ -9,7 +9,7 @@ from typing import Any
 
 from policies.results import Action
 from tests.policies.conftest import RUNTIME, Material
-from tests.policies.rules.test_attestations import CDX, VULN, about_runtime, attest, data, judge
+from tests.policies.rules.test_attestations import CDX, VULN, about_runtime, attest, data, judge, wrapped
 from tests.policies.rules.test_scan_rules import BASE, found, policy, vulns
 
 OTHER = "sha256:" + "ab" * 32
@@ -95,3 +95,17 @@ def test_a_ban_sees_components_nested_in_metadata_component(material: Material) 
     decision = judge(material, policy(entry))
     assert found(decision) == {(f"{BASE}[{CDX}].components.banned", Action.DENY, False)}
     assert decision.violations[0].image == RUNTIME
+
+
+def test_a_presence_rule_on_a_scan_type_refuses_a_document_from_the_future(material: Material) -> None:
+    # only predicateType and keys: the scan is still judged as a document, and one from the future is refused
+    attest(material, VULN, wrapped(trivy()["scanner"]["result"], finished="2027-06-01T00:00:00Z"))
+    entry = f"""
+    - predicateType: {VULN}
+      keys: [platform/scanner]
+    """
+    decision = judge(material, policy(entry))
+    assert not decision.allowed
+    assert any("future" in v.message or "ahead" in v.message for v in decision.violations)
+    attest(material, VULN, wrapped(trivy()["scanner"]["result"]), file="today.json")
+    assert not judge(material, policy(entry)).allowed  # the future one is refused whatever else is there
