@@ -12,8 +12,10 @@ matched on the names :func:`verifier.scans.component_from` normalised, so that n
 * a purl names the ecosystem too, and its version, when it has one, must be the component's (PyPI versions
   compared under PEP 440: ``5.3`` is ``5.3.0``); a purl is parsed (``%40`` is ``@``), never compared as
   text. As PEP 440's ``==``, a PyPI version without a local label names every local build of it (``2.1.0``
-  is ``2.1.0+cu118``). A banned version matches a component that records no version (it cannot be ruled
-  out); a required one does not.
+  is ``2.1.0+cu118``); as SemVer's precedence, an npm, Cargo, Go or NuGet version without build metadata
+  names every build of it (``4.17.20`` is ``4.17.20+build.5``), and Go's ``v`` prefix is no part of the
+  version (``v1.2.3`` is ``1.2.3``). A banned version matches a component that records no version (it
+  cannot be ruled out); a required one does not.
 * each component is read once and indexed (:class:`ComponentIndex`); a document of more than
   :data:`MAX_COMPONENTS` components cannot tell.
 """
@@ -31,6 +33,8 @@ from verifier.scans import Component, component_from, normal_text
 __all__ = ["MAX_COMPONENTS", "ComponentFinding", "component_findings", "wanted_package"]
 
 _PEP503: Final = re.compile(r"[-_.]+")
+#: Ecosystems whose versions are SemVer 2, where build metadata (``+...``) never makes another version.
+_SEMVER: Final = frozenset({"npm", "cargo", "golang", "nuget"})
 # PEP 440's version scheme (its appendix's pattern), for comparing PyPI versions: 5.3 is 5.3.0, 1.0RC1 1.0rc1
 _PEP440: Final = re.compile(
     r"v?(?:(?P<epoch>[0-9]+)!)?(?P<release>[0-9]+(?:\.[0-9]+)*)"
@@ -185,8 +189,12 @@ class ComponentIndex:
             for python in _key_kinds(component.ecosystem):
                 for version in recorded:
                     key = _version_key(version, python=python)
-                    # PEP 440: a version without a local label (+cu118) names every local build of it
+                    # PEP 440: a version without a local label (+cu118) names every local build of it;
+                    # SemVer: one without build metadata, every build of it
                     keys |= {(python, key), (python, _without_local(key))}
+                    if component.ecosystem in _SEMVER and not python:
+                        for builds in (True, False):
+                            keys.add((False, _semver_key(version, component.ecosystem, builds=builds)))
             ecosystem = component.ecosystem
             for name in {_matched_as(n, ecosystem) for n in _names(component)}:
                 named = self._named.get((ecosystem, name))
@@ -212,6 +220,8 @@ class ComponentIndex:
         ecosystems = self._ecosystems if wanted.ecosystem is None else {None, wanted.ecosystem}
         python = wanted.ecosystem == "pypi"
         key = (python, _version_key(wanted.version, python=python)) if wanted.version is not None else None
+        if key is not None and wanted.version is not None and wanted.ecosystem in _SEMVER:
+            key = (False, _semver_key(wanted.version, wanted.ecosystem, builds=False))
         found: dict[int, Component] = {}
         for ecosystem in ecosystems:
             for name in {_matched_as(n, ecosystem) for n in wanted.names}:
@@ -293,6 +303,17 @@ def _version_key(version: str, *, python: bool) -> tuple[object, ...]:
         int(found["dev_n"] or 0) if found["dev"] else None,
         _local(found["local"]) if found["local"] else None,
     )
+
+
+def _semver_key(version: str, ecosystem: str | None, *, builds: bool) -> tuple[object, ...]:
+    """The key of a SemVer version: Go's ``v`` prefix dropped, and with ``builds`` its build metadata too
+    (a component is found by both keys; a wanted version that names a build only as that build)."""
+    text = normal_text(version)
+    if ecosystem == "golang" and text[:1] == "v" and text[1:2].isdigit():
+        text = text[1:]
+    if builds:
+        text = text.split("+", 1)[0]
+    return ("text", text)
 
 
 def _local(label: str) -> tuple[int | str, ...]:

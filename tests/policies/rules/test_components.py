@@ -272,12 +272,42 @@ def test_a_pypi_version_matches_as_pep_440_equality_does(banned: str, listed: st
     assert _check([banned], [], [component]) == ([] if hit else ["r.required"])
 
 
-@pytest.mark.parametrize("ecosystem", ["deb", "npm"])
+@pytest.mark.parametrize("ecosystem", ["deb", "rpm"])
 def test_other_ecosystems_compare_versions_as_written(ecosystem: str) -> None:
-    # a Debian version's "+" is part of it (1.2+dfsg-1), not a local label (docs/scans.md)
+    # a Debian or RPM version's "+" is part of it (1.2+dfsg-1), not a local label nor build metadata
     component = component_from("pkg", "1.2+dfsg-1", f"pkg:{ecosystem}/pkg@1.2%2Bdfsg-1")
     assert _check([], [f"pkg:{ecosystem}/pkg@1.2"], [component]) == []
     assert _check([], [f"pkg:{ecosystem}/pkg@1.2+DFSG-1"], [component]) == ["r.banned"]
+
+
+@pytest.mark.parametrize(
+    ("purl", "banned", "matches"),
+    [
+        # SemVer precedence ignores build metadata: a ban without one names every build
+        ("pkg:npm/lodash@4.17.20%2Bbuild.5", "pkg:npm/lodash@4.17.20", True),
+        ("pkg:cargo/time@0.1.45%2Bpatched", "pkg:cargo/time@0.1.45", True),
+        ("pkg:nuget/Newtonsoft.Json@12.0.1%2Bsha.abc", "pkg:nuget/newtonsoft.json@12.0.1", True),
+        # a ban that names a build names that build only
+        ("pkg:npm/lodash@4.17.20%2Bbuild.5", "pkg:npm/lodash@4.17.20+build.6", False),
+        ("pkg:npm/lodash@4.17.20%2Bbuild.5", "pkg:npm/lodash@4.17.20+build.5", True),
+        # Go: the "v" is no part of the version, and +incompatible is build metadata
+        ("pkg:golang/github.com/gin-gonic/gin@v1.6.0", "pkg:golang/github.com/gin-gonic/gin@1.6.0", True),
+        (
+            "pkg:golang/github.com/docker/docker@v20.10.0%2Bincompatible",
+            "pkg:golang/github.com/docker/docker@v20.10.0",
+            True,
+        ),
+        (
+            "pkg:golang/github.com/docker/docker@v20.10.0%2Bincompatible",
+            "pkg:golang/github.com/docker/docker@20.10.0+incompatible",
+            True,
+        ),
+        ("pkg:npm/lodash@4.17.21", "pkg:npm/lodash@4.17.20", False),
+    ],
+)
+def test_semver_versions_match_as_semver_precedence_does(purl: str, banned: str, matches: bool) -> None:
+    component = component_from("x", None, purl)
+    assert _check([], [banned], [component]) == (["r.banned"] if matches else [])
 
 
 def test_the_torch_wheel_of_a_cuda_image_is_banned_end_to_end(material: Material) -> None:
