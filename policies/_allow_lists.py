@@ -69,16 +69,42 @@ class AllowList:
             by_id.setdefault(entry.id, []).append(entry)
         return cls(listed, {key: tuple(value) for key, value in by_id.items()})
 
-    def match(self, ids: Iterable[str], now: datetime) -> tuple[AllowEntry | None, list[AllowEntry]]:
-        """The first entry active at ``now`` that names any of ``ids`` (canonical ids), and the expired
-        entries that name them (None and those when no active one does)."""
+    def match(self, ids: Sequence[str], now: datetime) -> tuple[AllowEntry | None, list[AllowEntry]]:
+        """The entry active at ``now`` that admits the finding of ``ids`` (canonical, its own id first), and
+        the expired entries that name them (None and those when no active one admits it).
+
+        An entry naming any of the ids admits the finding, but where its aliases name several
+        vulnerabilities of one scheme (an advisory listing two CVEs, ``ALAS-2023-1950``): then only an entry
+        naming the finding's own id, or entries naming every one of those vulnerabilities, admit it, so that
+        allowing one CVE never admits another that the same finding carries."""
         expired: list[AllowEntry] = []
-        for finding_id in ids:
-            for entry in self._by_id.get(finding_id, ()):
-                if entry.active(now):
+        if not ids:
+            return None, expired
+        schemes: dict[str, list[str]] = {}
+        for alias in ids[1:]:
+            schemes.setdefault(alias.split("-", 1)[0], []).append(alias)
+        several = [alias for group in schemes.values() if len(group) > 1 for alias in group]
+        if not several:
+            for finding_id in ids:
+                entry = self._active(finding_id, now, expired)
+                if entry is not None:
                     return entry, []
-                expired.append(entry)
+            return None, expired
+        entry = self._active(ids[0], now, expired)
+        if entry is not None:
+            return entry, []
+        each = [self._active(alias, now, expired) for alias in several]
+        if all(each):
+            return each[0], []
         return None, expired
+
+    def _active(self, finding_id: str, now: datetime, expired: list[AllowEntry]) -> AllowEntry | None:
+        """The first entry naming ``finding_id`` active at ``now``; the expired ones go to ``expired``."""
+        for entry in self._by_id.get(finding_id, ()):
+            if entry.active(now):
+                return entry
+            expired.append(entry)
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,24 @@ def test_an_expired_entry_is_reported_and_an_active_one_admits() -> None:
     assert AllowList.of([expired, active]).match(("CVE-2020-14343",), NOW) == (active, [])
 
 
+def entry(finding_id: str) -> AllowEntry:
+    return AllowEntry(finding_id, "triaged", None, "policy.yaml:1")
+
+
+def test_allowing_one_cve_never_admits_another_the_same_finding_carries() -> None:
+    # grype names Amazon Linux findings by advisory, with every CVE it fixes as a reference (attack 35b)
+    finding = ("ALAS-2023-1950", "CVE-2023-0215", "CVE-2023-0286")
+    one = entry("CVE-2023-0215")
+    assert AllowList.of([one]).match(finding, NOW) == (None, [])
+    both = [one, entry("CVE-2023-0286")]
+    assert AllowList.of(both).match(finding, NOW)[0] == one
+    advisory = entry("ALAS-2023-1950")
+    assert AllowList.of([advisory]).match(finding, NOW) == (advisory, [])
+    # one vulnerability under several schemes (GHSA with its CVE and PYSEC aliases): any of them admits
+    ghsa = ("GHSA-8q59-q68h-6hv4", "CVE-2020-14343", "PYSEC-2021-142")
+    assert AllowList.of([entry("CVE-2020-14343")]).match(ghsa, NOW)[0] is not None
+
+
 @pytest.mark.parametrize("where", ["../outside.allow.yaml", "sub/../../outside.allow.yaml", "absolute"])
 def test_allow_from_outside_the_policy_folder_is_refused(material: Material, where: str) -> None:
     # attack finding F3: `allowFrom` read any file on the machine
