@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from decisionlog._spool import SpoolingStore
     from decisionlog._sqlite import SQLiteStore
     from decisionlog._store import AppendReceipt, DecisionStore, RecordQuery, redact
+    from decisionlog._stored import engines_left_out
     from decisionlog._undelivered import original_id
 
 #: Where each public name lives.
@@ -81,6 +82,7 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("Ledger", "SealedSegment", "carried_problems"), "decisionlog._segments"),
     "SpoolingStore": "decisionlog._spool",
     "SQLiteStore": "decisionlog._sqlite",
+    "engines_left_out": "decisionlog._stored",
     **dict.fromkeys(("AppendReceipt", "DecisionStore", "RecordQuery", "redact"), "decisionlog._store"),
     "original_id": "decisionlog._undelivered",
 }
@@ -117,6 +119,7 @@ __all__ = [
     "chain_hash",
     "confirmed_engines",
     "decision_json_schema",
+    "engines_left_out",
     "format_time",
     "link_hash",
     "load_json",

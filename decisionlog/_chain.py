@@ -355,8 +355,12 @@ def _canonical_body(body: str) -> tuple[dict[str, Any], bytes]:
     JSON object (as ``load_body``)."""
     try:
         data, plain = load_json(body)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         raise DecisionLogError(f"stored record is not JSON: {error}") from None
     if not isinstance(data, dict):
         raise DecisionLogError("stored record is not a JSON object")
-    return data, canonical_of(data, plain)
+    try:
+        return data, canonical_of(data, plain)
+    except (ValueError, RecursionError, OverflowError) as error:
+        # a lone surrogate, an integer or float RFC 8785 cannot write: no record trtguard wrote holds one
+        raise DecisionLogError(f"stored record cannot be written as canonical JSON: {error}") from None

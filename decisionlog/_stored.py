@@ -18,6 +18,7 @@ from decisionlog._record import (
     MAX_LIST_CHARS,
     MAX_TEXT_CHARS,
     DecisionRecord,
+    _entries,
     canonical_parts,
     storable,
 )
@@ -79,3 +80,21 @@ def _untouched(value: Any) -> bool:
     if kind is int:
         return bool(-(2**53) < value < 2**53)
     return value is None or kind is bool
+
+
+def engines_left_out(record: DecisionRecord) -> str | None:
+    """Why a store could not keep every engine entry of ``record``, in words (None: it keeps them all).
+
+    Change control reads what ran from the records: one that leaves engines out behind its ``{"omitted": N}``
+    marker would make it forget them, so the webhook refuses such an admission instead (attack 35a F1).
+    """
+    kept = _entries(record.engines)
+    last = kept[-1] if kept and kept is not record.engines else None
+    if not (isinstance(last, dict) and set(last) == {"omitted"}):
+        return None
+    return (
+        f"trtguard denies this request: its decision record cannot hold all {len(record.engines)} engine "
+        f"entries ({last['omitted']} would be left out: a record keeps at most {MAX_ITEMS} entries and "
+        f"{MAX_LIST_CHARS // 1024} KiB in one list), so change control could not remember what it runs; "
+        "mount each engine in fewer containers, or split the workload"
+    )

@@ -4,6 +4,9 @@
 the decision log *before* the answer is returned; if the record cannot be written the answer is a denial.
 Nothing that goes wrong here (a timeout, an exception, a policy evaluator that fails) becomes an allow: the
 policies' ``onError`` decides, and without a policy to ask, the answer is a denial.
+
+One module on purpose: the flow of one request, from the parsed request to the recorded answer, is one
+concern that a reader follows top to bottom; the wire format and the history live in their own modules.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from decisionlog import DecisionLogUnavailable, DecisionRecord, DecisionStore
+from decisionlog import DecisionLogUnavailable, DecisionRecord, DecisionStore, engines_left_out
 from policies.evaluator import PolicyEvaluator
 from policies.kinds import group_of
 from policies.requesters import Requester
@@ -131,10 +134,12 @@ class Reviewer:
                 verdict = replace(verdict, **settle(request.object, verdict))
             latency = time.perf_counter() - started
             record = self._record(request, verdict, latency)
-            # Half the margin is left for the record, so that a slow evaluation still gets logged in time.
-            # Nothing waits past it: a record not confirmed by then is answered as a denial, and if it lands
-            # later the store follows it with an undelivered record (decisionlog._undelivered). The
-            # store stamps the record's latency from the arrival, so the record shows the whole answer time.
+            if verdict.allowed and (left_out := engines_left_out(record)) is not None:
+                verdict = _deny("EnginesNotRecorded", left_out, "decision_log")  # change control reads them
+                record = self._record(request, verdict, latency)
+            # Half the margin is left for the record, so that a slow evaluation still gets logged in time. A
+            # record not confirmed by then is answered as a denial; one landing later is followed by an
+            # undelivered record (decisionlog._undelivered). Latency is stamped from the arrival.
             log_deadline = Deadline.after(deadline.remaining() + self.settings.timeout_margin / 2)
             arrived = time.monotonic() - (time.perf_counter() - started)
             written = await self._write(record, verdict, log_deadline, arrived)

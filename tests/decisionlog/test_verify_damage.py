@@ -247,3 +247,33 @@ async def test_verify_hands_each_record_with_the_bytes_its_hash_covers(
     stored = await store.query(RecordQuery())
     assert given == [(s.seq, s.record.canonical(), s.hash) for s in stored]
     assert all(link_hash(s.prev_hash, s.record.canonical()) == s.hash for s in stored)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        '"\\ud800"',  # a lone surrogate
+        "123456789012345678901234567890",  # an integer RFC 8785 cannot write
+        "1E400",  # a float beyond any double
+        "[" * 50_000 + "]" * 50_000,  # nested past the parser's recursion
+    ],
+)
+async def test_a_record_edited_to_hold_what_rfc_8785_cannot_write_is_named_not_a_traceback(
+    tmp_path: Path, make_record: RecordFactory, value: str
+) -> None:
+    # attack 35a F2: such a body made `audit verify` and `evidence export` end in a traceback
+    store, _ = await _sqlite_log(tmp_path, make_record)
+    with sqlite3.connect(store.path) as conn:
+        (body,) = conn.execute("SELECT body FROM trtguard_decisions WHERE seq = 3").fetchone()
+        data = json.loads(body)
+        data.pop("latency_us", None)
+        edited = json.dumps(data)[:-1] + f', "latency_us": {value}}}'
+        conn.execute("DROP TRIGGER trtguard_decisions_no_update")
+        conn.execute("UPDATE trtguard_decisions SET body = ? WHERE seq = 3", (edited,))
+    report = await store.verify()
+    assert report.first_break is not None
+    assert report.first_break.seq == 3
+    assert "canonical JSON" in report.first_break.problem or "not JSON" in report.first_break.problem
+    assert (
+        await asyncio.to_thread(main, ["audit", "verify", "--decision-log", f"sqlite:///{store.path}"]) == 1
+    )
