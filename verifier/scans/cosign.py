@@ -39,16 +39,24 @@ from verifier.scans.times import parse_time
 
 __all__ = ["read_cosign_vuln"]
 
-#: Scanner flags that leave findings out of a report, so that a report without them cannot tell what is
-#: vulnerable: Trivy's (``--ignore-unfixed``, ``--ignorefile``, ...) and a ``--severity`` filter.
-_FILTERING_FLAGS: Final = frozenset(
-    {
-        "--ignore-unfixed", "--ignore-status", "--ignorefile", "--ignore-policy", "--skip-dirs",
-        "--skip-files", "--vex", "--pkg-types", "--vuln-type",
-    }
-)  # fmt: skip
+#: Scanner flags that leave findings out of a report, by scanner (read from ``scanner.uri``; Trivy's when it
+#: names none of the others), so that a report made with one cannot tell what is vulnerable. A configuration
+#: file (``--config``) may set any of them.
+_FILTERING_FLAGS: Final = {
+    "pip-audit": frozenset({"--ignore-vuln"}),
+    "grype": frozenset({"--only-fixed", "--only-notfixed", "--ignore-states", "--exclude", "--config", "-c"}),
+    "trivy": frozenset(
+        {
+            "--ignore-unfixed", "--ignore-status", "--ignorefile", "--ignore-policy", "--skip-dirs",
+            "--skip-files", "--vex", "--pkg-types", "--vuln-type", "--pkg-relationships", "--config", "-c",
+        }
+    ),
+}  # fmt: skip
+#: Flags that are switches: ``--ignore-unfixed=false`` leaves nothing out.
+_SWITCHES: Final = frozenset({"--ignore-unfixed", "--only-fixed", "--only-notfixed"})
+#: Trivy's ``--severity`` (``-s``); its default names every severity, UNKNOWN included.
 _SEVERITY_FLAGS: Final = frozenset({"--severity", "-s"})
-_EVERY_SEVERITY: Final = frozenset({"LOW", "MEDIUM", "HIGH", "CRITICAL"})
+_EVERY_SEVERITY: Final = frozenset({"UNKNOWN", "LOW", "MEDIUM", "HIGH", "CRITICAL"})
 #: Trivy's VendorSeverity numbers.
 _TRIVY_SEVERITIES: Final = {1: "low", 2: "medium", 3: "high", 4: "critical"}
 #: Trivy's result classes that carry vulnerabilities (others: config, secret, license, custom).
@@ -215,7 +223,9 @@ def read_cosign_vuln(data: Mapping[str, Any], source: str) -> ScanDocument:
             hint="attest the scanner's JSON output in one of those formats",
         )
     database_at, absent = _database_time(predicate.scanner.db)
-    filters = _filtering_flags(predicate.invocation.parameters if predicate.invocation else None)
+    filters = _filtering_flags(
+        predicate.invocation.parameters if predicate.invocation else None, predicate.scanner.uri
+    )
     if filters:
         unknowns.append(
             f"the scanner ran with {', '.join(filters)}, which leave findings out of the report, so it "
@@ -236,18 +246,30 @@ def read_cosign_vuln(data: Mapping[str, Any], source: str) -> ScanDocument:
     )
 
 
-def _filtering_flags(parameters: object) -> list[str]:
-    """The flags among the scanner's ``parameters`` that leave findings out (:data:`_FILTERING_FLAGS`, a
-    ``--severity`` that names fewer than every severity), each once in the order given."""
-    if not isinstance(parameters, list):
+def _filtering_flags(parameters: object, scanner: str | None) -> list[str]:
+    """The flags among the scanner's ``parameters`` that leave findings out (:data:`_FILTERING_FLAGS` of the
+    ``scanner``, a Trivy ``--severity`` that names fewer than every severity), each once in the order given.
+
+    ``parameters`` is free-form in cosign's predicate: a list of words or one string (split at white space),
+    or nothing; anything else cannot be read, so it counts as a filter."""
+    if parameters is None:
         return []
-    words = [p.strip() for p in parameters if isinstance(p, str)]
+    if isinstance(parameters, str):
+        parameters = [parameters]
+    if not isinstance(parameters, list) or not all(isinstance(p, str) for p in parameters):
+        return ["invocation.parameters that are not a list of flags"]
+    uri = (scanner or "").lower()
+    tool = next((name for name in ("pip-audit", "grype") if name in uri), "trivy")
+    words = [word for p in parameters for word in p.split()]
     found: list[str] = []
     for index, word in enumerate(words):
         flag, has_value, value = word.partition("=")
-        if flag in _FILTERING_FLAGS:
-            found.append(flag)
-        elif flag in _SEVERITY_FLAGS:
+        if tool == "trivy" and flag.startswith("-s") and not flag.startswith("--") and len(flag) > 2:
+            flag, has_value, value = "-s", True, flag[2:]  # -sCRITICAL
+        if flag in _FILTERING_FLAGS[tool]:
+            if not (flag in _SWITCHES and has_value and value.strip().lower() in {"false", "0"}):
+                found.append(flag)
+        elif tool == "trivy" and flag in _SEVERITY_FLAGS:
             if not has_value:
                 value = words[index + 1] if index + 1 < len(words) else ""
             named = {v.strip().upper() for v in value.split(",")}

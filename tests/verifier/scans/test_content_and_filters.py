@@ -121,9 +121,17 @@ def test_trivy_cvss_vectors_without_a_score(cvss: dict[str, Any], severities: tu
         (["--skip-dirs=/opt", "--format=json"], "--skip-dirs"),
         (["--ignorefile", ".trivyignore"], "--ignorefile"),
         (["--vex", "vex.json"], "--vex"),
+        # Trivy's default --severity names UNKNOWN too: leaving it out drops unrated findings
+        (["--severity=LOW,MEDIUM,HIGH,CRITICAL"], "--severity LOW,MEDIUM,HIGH,CRITICAL"),
+        (["-sCRITICAL"], "-s CRITICAL"),
+        (["--format json --ignore-unfixed"], "--ignore-unfixed"),  # several words in one entry
+        ("--format json --ignore-unfixed", "--ignore-unfixed"),  # one string
+        (["--config", "trivy.yaml"], "--config"),  # a file may set any filter
+        (["--pkg-relationships", "root"], "--pkg-relationships"),
+        ({"flags": "--ignore-unfixed"}, "not a list of flags"),
     ],
 )
-def test_flags_that_leave_findings_out_cannot_tell(parameters: list[str], named: str) -> None:
+def test_flags_that_leave_findings_out_cannot_tell(parameters: object, named: str) -> None:
     predicate = trivy_predicate()
     predicate["invocation"]["parameters"] = parameters
     document = read_trivy(predicate)
@@ -136,8 +144,8 @@ def test_flags_that_leave_findings_out_cannot_tell(parameters: list[str], named:
     [
         ["--format=json"],
         ["--severity=UNKNOWN,LOW,MEDIUM,HIGH,CRITICAL"],
-        None,
-        {"flags": "--ignore-unfixed"},  # free-form parameters other than a list of flags are not read
+        ["--ignore-unfixed=false"],
+        None,  # what Trivy's own --format cosign-vuln writes: it records no flags
         [],
     ],
 )
@@ -146,3 +154,22 @@ def test_flags_that_filter_nothing_keep_the_findings(parameters: object) -> None
     predicate["invocation"]["parameters"] = parameters
     unfiltered = copy.deepcopy(trivy_predicate())
     assert read_trivy(predicate).vulnerabilities == read_trivy(unfiltered).vulnerabilities is not None
+
+
+@pytest.mark.parametrize(
+    ("scanner", "parameters", "filtered"),
+    [
+        # pip-audit's -s is its vulnerability service, not a severity filter
+        ("pkg:pypi/pip-audit@2.10.1", ["-s", "osv"], False),
+        ("pkg:pypi/pip-audit@2.10.1", ["--ignore-vuln", "PYSEC-2021-142"], True),
+        ("pkg:github/anchore/grype@0.80.0", ["--only-fixed"], True),
+        ("pkg:github/anchore/grype@0.80.0", ["--ignore-states", "wont-fix"], True),
+    ],
+)
+def test_flags_are_read_as_their_scanner_means_them(
+    scanner: str, parameters: list[str], filtered: bool
+) -> None:
+    predicate = trivy_predicate()
+    predicate["scanner"]["uri"] = scanner
+    predicate["invocation"]["parameters"] = parameters
+    assert (read_trivy(predicate).vulnerabilities is None) is filtered
