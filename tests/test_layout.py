@@ -161,7 +161,7 @@ OFFLINE_CHECK_SKIPS = (
     "verifier.signatures.classic",
     "verifier.signatures.notation",
     "verifier.signatures.verify",
-    "verifier.scans.cyclonedx",
+    "verifier.scans._cyclonedx",
 )
 
 

@@ -43,8 +43,7 @@ from trtguard.release.manifest.probe import Distribution
 from trtguard.release.manifest.settings import ManifestSettings
 from verifier.base import InputError, hash_file, input_error_from_validation, read_limited
 from verifier.dsse import Envelope
-from verifier.engine.calibration import InvalidCalibrationCache
-from verifier.engine.onnx_model import InvalidOnnxModel
+from verifier.engine import InvalidCalibrationCache, InvalidOnnxModel
 from verifier.intoto import sign_statement
 from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 from verifier.manifest_diff import ManifestDiff, diff_manifests

@@ -1,7 +1,7 @@
 """Stand-in engine files for trying the release flow without a GPU (``trtguard demo engine``).
 
 A stand-in plan has the header layout TensorRT ≥ 8.6 writes and trtguard reads
-(:mod:`verifier.engine.header`, documented in docs/engine-artifact.md "The plan header"): ``ftrt`` at 0, the
+(:mod:`verifier.engine._header`, documented in docs/engine-artifact.md "The plan header"): ``ftrt`` at 0, the
 u32 0 at 4, the file's length as a u64 at 0x10, the TensorRT version bytes at 24..27, and a ``ptrt``
 serialization archive tag at 0x38 with its format number at 0x40. What follows is a plain-text note saying
 that it is a stand-in and the ``--seed`` text, so that two stand-ins of different seeds have different

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from trtguard.cli import main
-from verifier.engine.header import PlanMagic, read_plan_header
-from verifier.engine.onnx_model import read_onnx_model
+from verifier.engine._header import PlanMagic, read_plan_header
+from verifier.engine._onnx_model import read_onnx_model
 
 
 def cli(*argv: object) -> tuple[int, str, str]:

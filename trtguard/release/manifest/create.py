@@ -27,9 +27,7 @@ from trtguard.release.manifest.probe import (
 )
 from trtguard.release.manifest.settings import ManifestSettings
 from verifier.base import InputError, VerificationError, read_limited, sha256_bytes
-from verifier.engine.calibration import read_calibration_cache
-from verifier.engine.header import PlanMagic, read_plan_header
-from verifier.engine.onnx_model import read_onnx_model
+from verifier.engine import PlanMagic, read_calibration_cache, read_onnx_model, read_plan_header
 from verifier.manifest import parse_tensorrt_version
 from verifier.predicates import Precision
 

@@ -21,7 +21,7 @@ from trtguard.release.manifest.create import CreateInputs, Environment, create_m
 from trtguard.release.manifest.hashing import hash_paths
 from trtguard.release.manifest.probe import Distribution
 from trtguard.release.manifest.settings import ManifestSettings
-from verifier.engine.calibration import InvalidCalibrationCache
+from verifier.engine._calibration import InvalidCalibrationCache
 
 IMAGE = "nvcr.io/nvidia/tensorrt:24.10-py3@sha256:" + "5d" * 32
 NOW = datetime(2025, 3, 14, 9, 26, 53, 123456, tzinfo=UTC)

@@ -24,7 +24,7 @@ from verifier.attestations import (
 )
 from verifier.base import VerificationError
 from verifier.dsse import Envelope
-from verifier.engine.report import CheckStatus, EngineReport
+from verifier.engine._report import CheckStatus, EngineReport
 from verifier.intoto import ResourceDescriptor, Statement, sign_statement
 from verifier.keys import PrivateKey
 from verifier.manifest import OptimizationProfile, ShapeRange

@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from verifier.engine._dtypes import TENSORRT_DTYPES
 from verifier.engine._private.supervise import Finished, run_supervised
-from verifier.engine.dtypes import TENSORRT_DTYPES
 
 #: The child program, run as a script (it imports nothing from this package).
 CHILD_PROGRAM = Path(__file__).resolve().parent / "_private" / "child.py"
@@ -75,7 +75,7 @@ class EngineTensor(_Strict):
 
     @property
     def canonical_dtype(self) -> str:
-        """The dtype in the vocabulary shared with ONNX (:mod:`verifier.engine.dtypes`)."""
+        """The dtype in the vocabulary shared with ONNX (:mod:`verifier.engine._dtypes`)."""
         return TENSORRT_DTYPES.get(self.dtype, self.dtype.lower())
 
 

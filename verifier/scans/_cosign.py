@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verifier.base import InputError, input_error_from_validation
 from verifier.scans._cvss import base_score_v3
-from verifier.scans.cyclonedx import is_cyclonedx, read_cyclonedx
+from verifier.scans._cyclonedx import is_cyclonedx, read_cyclonedx
+from verifier.scans._times import parse_time
 from verifier.scans.model import (
     Component,
     Rating,
@@ -35,7 +36,6 @@ from verifier.scans.model import (
     severity_name,
     severity_unknowns,
 )
-from verifier.scans.times import parse_time
 
 __all__ = ["read_cosign_vuln"]
 

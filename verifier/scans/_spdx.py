@@ -1,6 +1,6 @@
 """SPDX 2.2 and 2.3 JSON: the packages of an SBOM (SPDX 2 has no vulnerability results).
 
-A strict subset read with pydantic, like :mod:`verifier.scans.cyclonedx`: ``spdxVersion``,
+A strict subset read with pydantic, like :mod:`verifier.scans._cyclonedx`: ``spdxVersion``,
 ``creationInfo.created`` (the document's time) and each package's ``name``, ``versionInfo`` and purl (an
 ``externalRefs`` entry of category ``PACKAGE-MANAGER`` and type ``purl``); every other field is ignored.
 docs/scans.md compares this with ``spdx-tools``.
@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verifier.base import InputError, input_error_from_validation
+from verifier.scans._times import parse_time
 from verifier.scans.model import ScanDocument, component_from
-from verifier.scans.times import parse_time
 
 __all__ = ["is_spdx", "read_spdx"]
 

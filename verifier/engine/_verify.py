@@ -14,17 +14,17 @@ from pathlib import Path
 
 from verifier.base import InputError, ProgressCallback, VerificationError, hash_file, read_limited
 from verifier.dsse import Envelope
+from verifier.engine._calibration import CalibrationCacheFile, InvalidCalibrationCache, read_calibration_cache
+from verifier.engine._header import read_plan_header
+from verifier.engine._inspector import InvalidInspectorOutput, LayerPrecisions, parse_engine_information
 from verifier.engine._model_signature import ModelSignatureRequest, model_signature_checks
-from verifier.engine.calibration import CalibrationCacheFile, InvalidCalibrationCache, read_calibration_cache
+from verifier.engine._onnx_model import InvalidOnnxModel, OnnxModelInfo, read_onnx_model
+from verifier.engine._report import Check, CheckStatus, EngineReport, ManifestSummary, failed, passed, skipped
+from verifier.engine._runtime import LEAN_MODULES, GpuOptions, GpuOutcome, GpuRun, inspect_on_gpu
 from verifier.engine.checks.calibration import calibration_checks
 from verifier.engine.checks.gpu import gpu_checks
 from verifier.engine.checks.onnx import onnx_checks
 from verifier.engine.checks.plan import engine_file_checks, plan_checks, plan_version_check
-from verifier.engine.header import read_plan_header
-from verifier.engine.inspector import InvalidInspectorOutput, LayerPrecisions, parse_engine_information
-from verifier.engine.onnx_model import InvalidOnnxModel, OnnxModelInfo, read_onnx_model
-from verifier.engine.report import Check, CheckStatus, EngineReport, ManifestSummary, failed, passed, skipped
-from verifier.engine.runtime import LEAN_MODULES, GpuOptions, GpuOutcome, GpuRun, inspect_on_gpu
 from verifier.keys import PublicKey
 from verifier.manifest import EngineBuildManifest, manifest_digest
 from verifier.verification import StatementRefused, StatementTrust, manifest_of, signers_of, verify_statement

@@ -14,11 +14,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from verifier.engine.calibration import CalibrationCacheFile
-from verifier.engine.header import PlanHeader
-from verifier.engine.inspector import LayerPrecisions
-from verifier.engine.onnx_model import OnnxModelInfo
-from verifier.engine.runtime import GpuRun
+from verifier.engine._calibration import CalibrationCacheFile
+from verifier.engine._header import PlanHeader
+from verifier.engine._inspector import LayerPrecisions
+from verifier.engine._onnx_model import OnnxModelInfo
+from verifier.engine._runtime import GpuRun
 
 
 class CheckStatus(StrEnum):

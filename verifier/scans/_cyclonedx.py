@@ -10,7 +10,7 @@ no finding, whether its ``vulnerabilities`` list is empty or absent, is an SBOM:
 ``"vulnerabilities": []`` into every CycloneDX SBOM it makes without looking for vulnerabilities, and
 pip-audit leaves the key out of a clean scan, so nothing in the document tells a clean scan from an SBOM.
 Such a document counts as a scan only inside a wrapper that says it is one (the cosign vulnerability
-predicate, :mod:`verifier.scans.cosign`), and ``as_scan`` says so. A document that reports findings is a
+predicate, :mod:`verifier.scans._cosign`), and ``as_scan`` says so. A document that reports findings is a
 scan, unless every finding carries a VEX ``analysis`` that clears it (``not_affected``, ``false_positive``,
 ``resolved``): then it is a VEX document, statements about known vulnerabilities and not a scan of every
 component. A finding analysed as ``exploitable`` or ``in_triage`` (or with no state) is reported as a scan
@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verifier.base import InputError, input_error_from_validation
 from verifier.scans._cvss import base_score_v3
+from verifier.scans._times import parse_time
 from verifier.scans.model import (
     NOT_AFFECTED_STATES,
     Component,
@@ -41,7 +42,6 @@ from verifier.scans.model import (
     severity_name,
     severity_unknowns,
 )
-from verifier.scans.times import parse_time
 
 __all__ = ["is_cyclonedx", "read_cyclonedx"]
 

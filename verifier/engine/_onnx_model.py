@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.base import InputError, VerificationError, hash_file
-from verifier.engine.dtypes import ONNX_DTYPES, precision_of
+from verifier.engine._dtypes import ONNX_DTYPES, precision_of
 
 #: A dimension: a fixed size, a symbolic name (``"batch"``) or ``None`` when the model leaves it unknown.
 Dim = int | str | None
@@ -28,7 +28,7 @@ class OnnxTensor:
     """One graph input or output."""
 
     name: str
-    #: Canonical dtype name (see :mod:`verifier.engine.dtypes`), e.g. "float32"; "non-tensor" for
+    #: Canonical dtype name (see :mod:`verifier.engine._dtypes`), e.g. "float32"; "non-tensor" for
     #: sequence, map and optional types.
     dtype: str
     #: ``None`` when the model declares no shape at all (not even the rank).
