@@ -39,8 +39,7 @@ from verifier.dsse import sign_envelope
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor
 from verifier.keys import PrivateKey, generate_private_key
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, manifest_statement
-from verifier.registry.client import RegistryClient
-from verifier.registry.cosign_layout import (
+from verifier.registry._cosign_layout import (
     DSSE_ENVELOPE,
     PREDICATE_TYPE_ANNOTATION,
     SIGNATURE_ANNOTATION,
@@ -49,6 +48,7 @@ from verifier.registry.cosign_layout import (
     read_signatures,
     signature_tag,
 )
+from verifier.registry.client import RegistryClient
 
 T = TypeVar("T")
 

@@ -34,16 +34,16 @@ from verifier.base import Deadline, ImageReference, InputError, TrtguardError, r
 from verifier.dsse import Envelope
 from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
 from verifier.keys import load_private_key
+from verifier.registry import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig, load_registry_config
-from verifier.registry.cosign_layout import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
+from verifier.signatures import MAX_SIGNATURE_BYTES, read_signatures
 from verifier.signatures.notation import (
     COSE_MEDIA_TYPE,
     JWS_MEDIA_TYPE,
     load_certificates,
     sign_notation,
 )
-from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES, read_signatures
 
 
 def _registry_config(args: argparse.Namespace) -> RegistryConfig:

@@ -31,7 +31,7 @@ from verifier.base import Deadline, ImageReference, InputError, VerificationErro
 from verifier.evidence import ArtifactSubjects
 from verifier.intoto import Statement
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
-from verifier.registry.cosign_layout import (
+from verifier.registry import (
     BUNDLE_CONTENT_ANNOTATION,
     BUNDLE_PREDICATE_ANNOTATION,
     DSSE_ENVELOPE,
@@ -223,8 +223,7 @@ async def attach_notation_signature(
     trust is decided here) and its payload must name the artifact's manifest descriptor exactly (media type,
     digest and size, as the registry serves it): :class:`InputError` otherwise.
     """
-    from verifier.signatures.notation import ARTIFACT_TYPE, THUMBPRINT_ANNOTATION  # noqa: PLC0415
-    from verifier.signatures.notation.verify import read_signer  # noqa: PLC0415
+    from verifier.signatures.notation import ARTIFACT_TYPE, THUMBPRINT_ANNOTATION, read_signer  # noqa: PLC0415
 
     try:
         signer = read_signer(envelope, media_type)

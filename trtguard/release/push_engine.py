@@ -15,6 +15,7 @@ from pathlib import Path
 
 from trtguard.release.publish import RegistryWriter
 from verifier.base import Deadline, ImageReference, InputError
+from verifier.registry import EMPTY_DESCRIPTOR, EMPTY_JSON, OCI_MANIFEST, Descriptor
 from verifier.registry.engine_artifact import (
     CALIBRATION_CACHE_LAYER,
     ENGINE_LAYER,
@@ -25,7 +26,6 @@ from verifier.registry.engine_artifact import (
     engine_layers,
     plain_file_name,
 )
-from verifier.registry.oci import EMPTY_DESCRIPTOR, EMPTY_JSON, OCI_MANIFEST, Descriptor
 
 __all__ = ["CarriedEngine", "EngineArtifact", "carried_engine", "push_engine"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from verifier.registry.oci import EMPTY_DESCRIPTOR, Descriptor, Manifest, image_manifest
+from verifier.registry._oci import EMPTY_DESCRIPTOR, Descriptor, Manifest, image_manifest
 
 ENGINE_ARTIFACT_TYPE: Final = "application/vnd.trtguard.engine.v1"
 ENGINE_LAYER: Final = "application/vnd.trtguard.engine.plan.v1"

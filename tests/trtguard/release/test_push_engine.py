@@ -13,6 +13,7 @@ from trtguard.release.push_engine import push_engine
 from verifier.base._deadline import Deadline
 from verifier.base._errors import InputError
 from verifier.base._references import ImageReference
+from verifier.registry._oci import EMPTY_DESCRIPTOR
 from verifier.registry.client import RegistryClient
 from verifier.registry.engine_artifact import (
     CALIBRATION_CACHE_LAYER,
@@ -22,7 +23,6 @@ from verifier.registry.engine_artifact import (
     TITLE_ANNOTATION,
     engine_layers,
 )
-from verifier.registry.oci import EMPTY_DESCRIPTOR
 
 
 def _files(folder: Path) -> tuple[Path, Path, Path]:

@@ -25,8 +25,7 @@ from verifier.evidence import COSIGN_SIGN_PREDICATE, EvidenceSource
 from verifier.evidence_folder import LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement, sign_statement, statement_for_file
 from verifier.keys import PrivateKey, generate_private_key
-from verifier.registry.client import RegistryClient
-from verifier.registry.cosign_layout import (
+from verifier.registry._cosign_layout import (
     BUNDLE_CONTENT_ANNOTATION,
     BUNDLE_PREDICATE_ANNOTATION,
     DSSE_ENVELOPE,
@@ -40,9 +39,10 @@ from verifier.registry.cosign_layout import (
     attestation_tag,
     signature_tag,
 )
+from verifier.registry._oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, image_manifest
+from verifier.registry.client import RegistryClient
 from verifier.registry.engine_artifact import ENGINE_ARTIFACT_TYPE, ENGINE_LAYER, TITLE_ANNOTATION
 from verifier.registry.evidence import RegistryEvidence, evidence_source
-from verifier.registry.oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, image_manifest
 from verifier.signatures import TrustPolicy, verify_attestation, verify_image_signatures
 from verifier.signatures.notation import ARTIFACT_TYPE as NOTATION_SIGNATURE
 from verifier.signatures.notation import JWS_MEDIA_TYPE, MAX_ENVELOPE_BYTES, MAX_NOTATION_SIGNATURES

@@ -15,12 +15,11 @@ from verifier.base import Deadline, EvidenceUnavailable, InputError, Verificatio
 from verifier.dsse import MAX_SIGNATURES, Envelope, pae, verify_envelope
 from verifier.intoto import Statement, statement_from_envelope
 from verifier.signatures import _rekor as rekor_entry
-from verifier.signatures.bundle import require_subject
-from verifier.signatures.bundle import verify_bundle as _verify_bundle
-from verifier.signatures.classic import verify_classic, verify_signed
-from verifier.signatures.notation import ArtifactDescriptor, NotationSignature, verify_notation
-from verifier.signatures.policy import SignerMatch, TrustPolicy
-from verifier.signatures.results import (
+from verifier.signatures._bundle import require_subject
+from verifier.signatures._bundle import verify_bundle as _verify_bundle
+from verifier.signatures._classic import verify_classic, verify_signed
+from verifier.signatures._policy import SignerMatch, TrustPolicy
+from verifier.signatures._results import (
     COSIGN_SIGN_PREDICATE,
     CosignSignature,
     CountedSignature,
@@ -29,6 +28,7 @@ from verifier.signatures.results import (
     SignatureSource,
     VerificationResult,
 )
+from verifier.signatures.notation import ArtifactDescriptor, NotationSignature, verify_notation
 
 _log = logging.getLogger(__name__)
 

@@ -5,13 +5,13 @@
 * Every attempt has a timeout derived from the caller's :class:`~verifier.base.Deadline` and the
   registry's settings; 429 (honouring ``Retry-After`` up to the longest back-off, else giving up), 5xx and
   connection failures are retried with back-off only while the deadline leaves time for it.
-* 401 challenges are answered through :class:`~verifier.registry.auth.Authenticator` (Basic, or Bearer
+* 401 challenges are answered through :class:`~verifier.registry._auth.Authenticator` (Basic, or Bearer
   tokens fetched with this transport, so with the same timeouts, retries and TLS settings).
-* The transport holds what reads share (:mod:`verifier.registry.sharing`): identical GETs in flight made
+* The transport holds what reads share (:mod:`verifier.registry._sharing`): identical GETs in flight made
   once, and a small content-addressed store of verified content, both keyed by registry and repository.
 
-Sending one request (connections, redirects, the bounded body) is :mod:`verifier.registry.wire`'s; what a
-failure says is :mod:`verifier.registry.failures`'. The operations built on the transport: reading in
+Sending one request (connections, redirects, the bounded body) is :mod:`verifier.registry._wire`'s; what a
+failure says is :mod:`verifier.registry._failures`'. The operations built on the transport: reading in
 :mod:`verifier.registry.client`; writing (uploads) in the release tooling, ``trtguard.release.publish``.
 """
 
@@ -28,9 +28,8 @@ from typing import Any, Literal, overload
 import httpx
 
 from verifier.base import Deadline, EvidenceUnavailable
-from verifier.registry.auth import Authenticator, CredentialStore, TokenRequest, parse_challenges
-from verifier.registry.config import RegistryConfig, RegistrySettings, normalise_host
-from verifier.registry.failures import (
+from verifier.registry._auth import Authenticator, CredentialStore, TokenRequest, parse_challenges
+from verifier.registry._failures import (
     backoff,
     error_detail,
     gave_up,
@@ -42,8 +41,9 @@ from verifier.registry.failures import (
     timeout_kind,
     tls_failure,
 )
-from verifier.registry.sharing import ContentStore, SharedFlights
-from verifier.registry.wire import Call, ClosedOnExit, Connections, Reply
+from verifier.registry._sharing import ContentStore, SharedFlights
+from verifier.registry._wire import Call, ClosedOnExit, Connections, Reply
+from verifier.registry.config import RegistryConfig, RegistrySettings, normalise_host
 
 __all__ = ["Expected", "RegistryStats", "RegistryTransport", "repository_at", "repository_scope"]
 

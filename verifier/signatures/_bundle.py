@@ -33,10 +33,10 @@ from verifier.keys import InvalidKey, PublicKey
 from verifier.signatures import _certificate as sigstore_cert
 from verifier.signatures import _rekor as rekor_entry
 from verifier.signatures._bundle_format import Bundle, MessageSignature, parse_bundle
+from verifier.signatures._policy import SignerMatch, TrustPolicy
 from verifier.signatures._rekor import LoggedSignature, RekorLog
 from verifier.signatures._timestamp import SignedTimes, verify_timestamps
-from verifier.signatures.policy import SignerMatch, TrustPolicy
-from verifier.signatures.trust import TrustRoot
+from verifier.signatures._trust import TrustRoot
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@
 * The body is hashed while it streams in and cut off as soon as it passes its limit; a successful body
   above its limit, or announcing another size than its descriptor, is refused before it is read whole.
 
-Retries, authentication and judging the answer are :mod:`verifier.registry.transport`'s.
+Retries, authentication and judging the answer are :mod:`verifier.registry._transport`'s.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Self
 import httpx
 
 from verifier.base import Deadline, EvidenceUnavailable, InputError
+from verifier.registry._failures import too_large
 from verifier.registry.config import RegistrySettings, is_loopback
-from verifier.registry.failures import too_large
 
 __all__ = ["Call", "ClosedOnExit", "Connections", "Reply"]
 
@@ -65,7 +65,7 @@ class Call:
     url: str
     #: What was asked for, for messages: "manifest team/app:1.0", "blob sha256:… of team/app".
     what: str
-    #: Token scope (:func:`~verifier.registry.transport.repository_scope`); None for calls that carry no
+    #: Token scope (:func:`~verifier.registry._transport.repository_scope`); None for calls that carry no
     #: registry auth (token realms).
     scope: str | None
     headers: dict[str, str] = field(default_factory=dict)

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from verifier.base import Deadline, EvidenceUnavailable, SingleFlight
-from verifier.registry.oci import Manifest
+from verifier.registry._oci import Manifest
 
 __all__ = ["ContentStore", "SharedFlights"]
 

@@ -32,9 +32,9 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from verifier.base import VerificationError
 from verifier.signatures.notation._chain import check_chain, invalid_at, subject_text
 from verifier.signatures.notation._envelope import SCHEME_X509, SignerInfo, TargetArtifact, read_envelope
+from verifier.signatures.notation._trust import Check, NotationTrust, StoreType, certificate_subject
 from verifier.signatures.notation._tstoken import timestamp_range
 from verifier.signatures.notation.config import NotationPolicy
-from verifier.signatures.notation.trust import Check, NotationTrust, StoreType, certificate_subject
 
 __all__ = [
     "ArtifactDescriptor",

@@ -13,9 +13,9 @@ from verifier.base import InputError, VerificationError
 from verifier.keys import PublicKey
 from verifier.signatures._certificate import certificate_identity
 from verifier.signatures._rekor import RekorLog
+from verifier.signatures._trust import TrustRoot
+from verifier.signatures.notation import NotationTrust
 from verifier.signatures.notation.config import NotationPolicy
-from verifier.signatures.notation.trust import NotationTrust
-from verifier.signatures.trust import TrustRoot
 
 
 def _compile(pattern: str, what: str) -> re.Pattern[str]:

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from verifier.base import Deadline, EvidenceUnavailable, ImageReference, parse_sha256
+from verifier.registry._oci import Descriptor, Manifest
 from verifier.registry._tasks import task_group
-from verifier.registry.oci import Descriptor, Manifest
 from verifier.signatures import (
     BUNDLE_MEDIA_TYPE,
     CERTIFICATE_ANNOTATION,

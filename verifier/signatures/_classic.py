@@ -21,10 +21,10 @@ from verifier.base import VerificationError
 from verifier.keys import InvalidKey, PublicKey
 from verifier.signatures import _certificate as sigstore_cert
 from verifier.signatures import _rekor as rekor_entry
+from verifier.signatures._policy import SignerMatch, TrustPolicy
 from verifier.signatures._rekor import LoggedSignature
+from verifier.signatures._results import SIMPLE_SIGNING_MEDIA_TYPE
 from verifier.signatures._simple_signing import check_payload
-from verifier.signatures.policy import SignerMatch, TrustPolicy
-from verifier.signatures.results import SIMPLE_SIGNING_MEDIA_TYPE
 
 
 def _verifies(key: PublicKey, signature: bytes, data: bytes | None, sha256: bytes) -> bool:

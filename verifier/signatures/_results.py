@@ -11,7 +11,7 @@ from verifier.base import VerificationError
 from verifier.intoto import Statement
 
 if TYPE_CHECKING:  # the results load without the verifiers (X.509, Notation): start-up time, issue 15
-    from verifier.signatures.policy import SignerMatch
+    from verifier.signatures._policy import SignerMatch
 
 #: The payload type of a classic cosign signature (a simple-signing document).
 SIMPLE_SIGNING_MEDIA_TYPE: Final = "application/vnd.dev.cosign.simplesigning.v1+json"
