@@ -29,7 +29,7 @@ from tests.policies.conftest import manifest_data
 from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config
 from trtguard.cli import main
-from trtguard.release.attach import PREDICATE_TYPE_REFERRER_ANNOTATION
+from trtguard.release._attach import PREDICATE_TYPE_REFERRER_ANNOTATION
 from trtguard.release.cosign_layout import append_layer, push_referrer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from trtguard.cli._args import add_clock_argument
-from trtguard.release.manifest.draft import Draft
+from trtguard.release.manifest import Draft
 from verifier.base import VerificationError, read_limited
 from verifier.signatures import MAX_SIGNATURE_BYTES, OpenPGPKey, verify_detached
 

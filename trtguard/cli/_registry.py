@@ -20,16 +20,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from trtguard.cli._key_commands import load_signing_key
-from trtguard.release.attach import (
+from trtguard.release import (
     Attached,
+    CarriedEngine,
     attach_attestation,
     attach_model_signature,
     attach_notation_signature,
     attach_openpgp_statement,
+    carried_engine,
+    push_engine,
 )
 from trtguard.release.cosign_layout import append_layer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
-from trtguard.release.push_engine import CarriedEngine, carried_engine, push_engine
 from verifier.base import Deadline, ImageReference, InputError, TrtguardError, read_limited
 from verifier.dsse import Envelope
 from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope

@@ -1,4 +1,4 @@
-"""trtguard/cli/demo.py (and trtguard/demo/engine.py): a stand-in engine whose header trtguard reads as a
+"""trtguard/cli/demo.py (and trtguard/demo/_engine.py): a stand-in engine whose header trtguard reads as a
 plan's, and a real ONNX model, for trying the release flow without a GPU (issue 28 item 4)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""trtguard/release/push_engine.py: engine artifacts pushed to a real registry and read back."""
+"""trtguard/release/_push_engine.py: engine artifacts pushed to a real registry and read back."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.localregistry import LocalRegistry
+from trtguard.release._push_engine import push_engine
 from trtguard.release.publish import RegistryWriter
-from trtguard.release.push_engine import push_engine
 from verifier.base._deadline import Deadline
 from verifier.base._errors import InputError
 from verifier.base._references import ImageReference

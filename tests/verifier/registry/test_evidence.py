@@ -13,9 +13,9 @@ import pytest
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.images import TinyImage, push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config
+from trtguard.release._push_engine import push_engine
 from trtguard.release.cosign_layout import append_layer, push_referrer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
-from trtguard.release.push_engine import push_engine
 from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.base._files import MAX_DOCUMENT_BYTES

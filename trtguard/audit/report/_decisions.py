@@ -2,7 +2,7 @@
 
 The records come from the package's ``records.jsonl`` (already checked by the package verifier); admitted
 changes are replayed per workload (API group, kind, namespace and name) with
-:func:`trtguard.audit.history.replay`, as ``audit history`` replays the log, so that both tell the same story.
+:func:`trtguard.audit._history.replay`, as ``audit history`` replays the log, so both tell the same story.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from decisionlog import DecisionLogError, DecisionRecord, StoredRecord, original_id
 from policies.identity import kind_name
-from trtguard.audit.history import ArtifactChange, replay, signer_names
+from trtguard.audit._history import ArtifactChange, replay, signer_names
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,9 @@ from trtguard.audit.package.contents import (
     parse_predicate,
 )
 from trtguard.audit.package.verify import Anchor, EvidencePackageReport, PackageVerifier
-from trtguard.audit.report.chart import Point, accuracy_chart
-from trtguard.audit.report.decisions import Decisions, read_decisions, read_records
-from trtguard.audit.report.engines import EngineView, RunningEngine, read_engines, running_now
+from trtguard.audit.report._chart import Point, accuracy_chart
+from trtguard.audit.report._decisions import Decisions, read_decisions, read_records
+from trtguard.audit.report._engines import EngineView, RunningEngine, read_engines, running_now
 from verifier.base import hash_file
 from verifier.dsse import Envelope
 from verifier.intoto import statement_from_envelope

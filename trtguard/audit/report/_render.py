@@ -1,8 +1,8 @@
-"""Rendering a :class:`~trtguard.audit.report.view.ReportView` to one self-contained HTML page.
+"""Rendering a :class:`~trtguard.audit.report._view.ReportView` to one self-contained HTML page.
 
 Jinja2 with autoescape on for every template and undefined names refused: everything out of a package is
 untrusted text, escaped wherever it lands (element text and attribute values alike). The only markup that is
-not escaped is the chart, which :mod:`trtguard.audit.report.chart` drew and checked, and the small spans the
+not escaped is the chart, which :mod:`trtguard.audit.report._chart` drew and checked, and the small spans the
 filters below build with :class:`markupsafe.Markup` around escaped values. The page loads nothing: a strict
 Content-Security-Policy (no script, no connection, styles inline, images only as ``data:``) is its first
 element, and nothing from the package ever becomes a link.
@@ -17,7 +17,7 @@ from typing import Final
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from trtguard.audit.report.view import ReportView
+from trtguard.audit.report._view import ReportView
 from verifier.base import visible as shown
 
 #: The page's policy: nothing may load or run; inline styles (the page's and the chart's) and data: images.

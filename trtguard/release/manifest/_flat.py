@@ -9,7 +9,7 @@ The flat record::
 
 It describes a weakly typed (TensorRT ≤ 10) build and lacks much of what the manifest requires (build GPU,
 CUDA version, audit ID, the dataset accuracy was measured on, …). Every such gap becomes a blocking
-:class:`~trtguard.release.manifest.draft.Note` that says what to add; nothing is guessed except where the
+:class:`~trtguard.release.manifest._draft.Note` that says what to add; nothing is guessed except where the
 record says it plainly (a version written in the image tag).
 """
 
@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from trtguard.release.manifest.draft import Draft, Note, finish, get_path, set_path
-from trtguard.release.manifest.settings import ManifestSettings
-from trtguard.release.manifest.shapes import profile_from_shapes
+from trtguard.release.manifest._draft import Draft, Note, finish, get_path, set_path
+from trtguard.release.manifest._settings import ManifestSettings
+from trtguard.release.manifest._shapes import profile_from_shapes
 from verifier.base import FileDigest, ImageReference, InputError, VerificationError, is_sha256_hex, short_repr
 from verifier.manifest import parse_tensorrt_version
 

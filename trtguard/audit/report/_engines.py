@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from trtguard.audit.package.contents import EngineInfo
-from trtguard.audit.report.decisions import Admission, InForce
+from trtguard.audit.report._decisions import Admission, InForce
 from verifier.attestations import ChangeApproval, EngineVerification
 from verifier.base import TrtguardError
 from verifier.dsse import Envelope

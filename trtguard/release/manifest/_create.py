@@ -15,9 +15,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO, get_args
 
-from trtguard.release.manifest.draft import Draft, Note, finish
-from trtguard.release.manifest.hashing import hash_paths
-from trtguard.release.manifest.probe import (
+from trtguard.release.manifest._draft import Draft, Note, finish
+from trtguard.release.manifest._hashing import hash_paths
+from trtguard.release.manifest._probe import (
     Distribution,
     Finding,
     cuda_version,
@@ -25,7 +25,7 @@ from trtguard.release.manifest.probe import (
     query_gpu,
     tensorrt_version,
 )
-from trtguard.release.manifest.settings import ManifestSettings
+from trtguard.release.manifest._settings import ManifestSettings
 from verifier.base import InputError, VerificationError, read_limited, sha256_bytes
 from verifier.engine import PlanMagic, read_calibration_cache, read_onnx_model, read_plan_header
 from verifier.manifest import parse_tensorrt_version
