@@ -1,6 +1,6 @@
 """The data an expression is evaluated against: bounded and made plain before cel-cpp converts it.
 
-:func:`prepare_activation` checks values against :class:`~policies.cel.limits.CelLimits` (list and map
+:func:`prepare_activation` checks values against :class:`~policies.cel._limits.CelLimits` (list and map
 lengths, string lengths, all values and all text together, nesting depth, types CEL can represent) once per
 set of values; a :class:`CelActivation` then serves every program evaluated against them.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from policies.cel.errors import CelEvaluationError
-from policies.cel.limits import DEFAULT_LIMITS, CelLimits
+from policies.cel._errors import CelEvaluationError
+from policies.cel._limits import DEFAULT_LIMITS, CelLimits
 
 __all__ = ["CelActivation", "prepare_activation"]
 

@@ -11,7 +11,7 @@ It must therefore never be low. It is computed from the checked AST and from bou
 - a value the expression builds is bounded by what it is built from: ``a + b`` by both operands, a list
   literal by its elements, ``map``/``filter`` results by the range they iterate;
 - every node is evaluated at most as many times as the comprehensions around it iterate, and cel-cpp stops
-  an evaluation after :data:`~policies.cel.limits.COMPREHENSION_ITERATION_BUDGET` iterations in all, so
+  an evaluation after :data:`~policies.cel._limits.COMPREHENSION_ITERATION_BUDGET` iterations in all, so
   no node runs more often than that.
 
 *Work* is counted in units of about a nanosecond on a slow core: the call costs :data:`CALL`, a node
@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final
 
-from policies.cel.limits import COMPREHENSION_ITERATION_BUDGET
+from policies.cel._limits import COMPREHENSION_ITERATION_BUDGET
 
 #: Work of one evaluation before any node: the call into cel-cpp and the result back (measured: ~4 us).
 CALL: Final = 10_000

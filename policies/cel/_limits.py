@@ -40,7 +40,7 @@ class CelLimits:
     #: code points of all strings handed in, all variables together (the API server refuses requests over
     #: 3 MiB, etcd objects over 1.5 MiB)
     max_total_length: int = 4 * 1024 * 1024
-    #: worst-case work (about ns, see policies.cel.cost) up to which an expression may run inline
+    #: worst-case work (about ns, see policies.cel._cost) up to which an expression may run inline
     inline_work: float = 20_000_000
     #: worst-case memory (bytes) up to which an expression may run inline
     inline_memory: float = 16 * 1024 * 1024

@@ -8,16 +8,16 @@ from typing import Any, Final
 
 from cel_expr_python import cel as _cel
 
-from policies.cel.activation import CelActivation, prepare_activation
-from policies.cel.cost import CelCost
-from policies.cel.errors import (
+from policies.cel._activation import CelActivation, prepare_activation
+from policies.cel._cost import CelCost
+from policies.cel._errors import (
     LANGUAGE_DEFINITION,
     MISSING_KEY_HINT,
     RESOURCE_HINT,
     CelEvaluationError,
     status_text,
 )
-from policies.cel.limits import COMPREHENSION_ITERATION_BUDGET, CelLimits
+from policies.cel._limits import COMPREHENSION_ITERATION_BUDGET, CelLimits
 
 __all__ = ["CelProgram"]
 
@@ -30,7 +30,7 @@ class CelProgram:
     location: str | None
     variables: frozenset[str]
     limits: CelLimits
-    #: worst case of one evaluation over data within ``limits`` (:mod:`policies.cel.cost`)
+    #: worst case of one evaluation over data within ``limits`` (:mod:`policies.cel._cost`)
     cost: CelCost
     _env: Any = field(repr=False, compare=False)
     _expression: Any = field(repr=False, compare=False)

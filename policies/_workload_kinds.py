@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from policies.kind_schema import WorkloadKindDocument
+from policies._kind_schema import WorkloadKindDocument
 from policies.kinds import KindDefinition, KindRegistry, template
 from policies.operator_kinds import DEFAULT_KINDS
 from verifier.base import Document

@@ -1,5 +1,5 @@
 """The ``WorkloadKind`` policy document, as a pydantic model: a custom resource kind and where it keeps the
-Pods it makes (``policies/README.md``, "Workload kinds"; :mod:`policies.workload_kinds` turns it into a
+Pods it makes (``policies/README.md``, "Workload kinds"; :mod:`policies._workload_kinds` turns it into a
 :class:`~policies.kinds.KindDefinition`)."""
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from policies.strict import API_VERSION, Metadata, Name
-from policies.strict import StrictModel as _Model
+from policies._strict import API_VERSION, Metadata, Name
+from policies._strict import StrictModel as _Model
 from verifier.verification import PublicKey
 
 __all__ = [

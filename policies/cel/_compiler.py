@@ -1,5 +1,5 @@
 """Compiling a policy expression within static bounds: source length, AST nodes and depth after macro
-expansion, comprehensions nested in one another, and a worst-case cost (:mod:`policies.cel.cost`).
+expansion, comprehensions nested in one another, and a worst-case cost (:mod:`policies.cel._cost`).
 
 Errors point at ``file:line:column`` of the problem inside the policy file.
 """
@@ -15,10 +15,10 @@ from cel_expr_python import cel as _cel
 from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
-from policies.cel.cost import estimate
-from policies.cel.errors import LANGUAGE_DEFINITION, CelCompileError, status_text
-from policies.cel.limits import DEFAULT_LIMITS, CelLimits
-from policies.cel.program import CelProgram
+from policies.cel._cost import estimate
+from policies.cel._errors import LANGUAGE_DEFINITION, CelCompileError, status_text
+from policies.cel._limits import DEFAULT_LIMITS, CelLimits
+from policies.cel._program import CelProgram
 
 __all__ = ["compile_expression"]
 
