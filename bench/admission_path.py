@@ -42,8 +42,8 @@ import httpx
 
 from decisionlog import SQLiteStore
 from policies.verified import VerifiedEvidence
+from trtguard.demo._run import admission_review, scenarios
 from trtguard.demo.material import make_material
-from trtguard.demo.run import admission_review, scenarios
 from verifier.base._cache import ResultCache
 from verifier.evidence_folder import LocalEvidence
 from webhook.admission import Reviewer

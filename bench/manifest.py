@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Only the stdlib-based hashing module is imported here, so that `--only hashing` runs where pydantic is
 # not installed (the GPU machine); the model part imports the rest when it runs.
-from trtguard.release.manifest.hashing import hash_paths
+from trtguard.release.manifest._hashing import hash_paths
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "tests" / "data" / "202-manifest-trt10-weak-int8.json"
 MIB = 1024 * 1024

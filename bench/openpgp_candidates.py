@@ -7,7 +7,7 @@ Run from the repository root (needs the ``gpg`` binary, which makes every signat
 
 Candidates: ``pysequoia`` (Sequoia-PGP's binding, the one trtguard uses), ``PGPy`` (pure Python) and
 ``python-gnupg`` (drives the ``gpg`` binary and reads its status lines; a fresh keyring per check, as a
-verifier that trusts only the keys a policy names must have); ``trtguard`` is ``verifier.signatures.openpgp``
+verifier that trusts only the keys a policy names must have); ``trtguard`` is ``verifier.signatures._openpgp``
 (pysequoia, and text-mode signatures refused). Each case is a detached signature made by
 real ``gpg`` at a chosen time, checked against the signer's certificate as a policy file would hold it.
 A candidate that is not installed is listed as missing (``pip install pgpy python-gnupg``).
@@ -136,7 +136,7 @@ def _gnupg() -> Callable[[Case], bool]:
 
 
 def _trtguard() -> Callable[[Case], bool]:
-    openpgp = importlib.import_module("verifier.signatures.openpgp")
+    openpgp = importlib.import_module("verifier.signatures._openpgp")
     errors = importlib.import_module("verifier.base._errors")
 
     def verify(case: Case) -> bool:
@@ -155,7 +155,7 @@ CANDIDATES = {
     "PGPy": ("pgpy", _pgpy),
     "python-gnupg": ("gnupg", _gnupg),
     # What trtguard adds on top of pysequoia: text-mode signatures refused.
-    "trtguard": ("verifier.signatures.openpgp", _trtguard),
+    "trtguard": ("verifier.signatures._openpgp", _trtguard),
 }
 
 

@@ -47,11 +47,11 @@ from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline
 from verifier.base._references import ImageReference
 from verifier.keys import PrivateKey, generate_private_key
+from verifier.registry._cosign_layout import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
+from verifier.registry._oci import OCI_CONFIG, OCI_MANIFEST, Descriptor, image_manifest
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig
-from verifier.registry.cosign_layout import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
 from verifier.registry.evidence import RegistryEvidence
-from verifier.registry.oci import OCI_CONFIG, OCI_MANIFEST, Descriptor, image_manifest
 from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
 
 

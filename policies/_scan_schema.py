@@ -12,8 +12,8 @@ from typing import Final, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from policies._strict import StrictModel
 from policies.results import Action
-from policies.strict import StrictModel
 from verifier.scans import is_scan_predicate_type, scan_family
 
 __all__ = [

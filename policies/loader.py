@@ -31,8 +31,9 @@ from policies._compiled_rules import (
     compile_attestation,
     field_path,
 )
+from policies._kind_schema import WorkloadKindDocument
+from policies._workload_kinds import kind_name_problems, registry
 from policies.cel import CelCompileError, compile_expression
-from policies.kind_schema import WorkloadKindDocument
 from policies.kinds import KindRegistry
 from policies.operator_kinds import DEFAULT_KINDS
 from policies.patterns import ImagePattern, PatternError, matches_any
@@ -44,7 +45,6 @@ from policies.schema import (
     parse_duration,
 )
 from policies.signers import Signer, load_signers, signer_list_problems
-from policies.workload_kinds import kind_name_problems, registry
 from verifier.base import Document, ImageReference, InputError, decode, load_documents, short_repr, visible
 
 __all__ = [

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pydantic import Field, model_validator
 
-from policies.strict import StrictModel
+from policies._strict import StrictModel
 
 __all__ = ["Requester", "RequesterRule", "RequesterSet", "describe_set", "glob_matches", "in_set"]
 

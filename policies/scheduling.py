@@ -14,7 +14,7 @@ labels): within a term they all hold (AND), and the terms are alternatives (OR).
 ``labels.NewRequirement`` refuses (a ``Gt``/``Lt`` value that is not one integer as Go's
 ``strconv.ParseInt`` reads it, a value that is not a label value) matches no node, though the API server
 admits the Pod; ``Gt``/``Lt`` compare the node's label value read by ``ParseInt`` too, so a node labelled
-``09`` has 9 (:mod:`policies.labels`). A term whose requirements on one label contradict each other
+``09`` has 9 (:mod:`policies._labels`). A term whose requirements on one label contradict each other
 (``Gt 10`` and ``Lt 5``, ``In`` and ``DoesNotExist``) matches no node either. Saying that a term matches no
 node admits what it asks for, so it is said only where the scheduler says so.
 
@@ -30,8 +30,8 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from policies._labels import INT64_MAX, LABEL_VALUE_MAX_LENGTH, is_label_value, parse_int64
 from policies.budget import UNLIMITED, Budget
-from policies.labels import INT64_MAX, LABEL_VALUE_MAX_LENGTH, is_label_value, parse_int64
 
 __all__ = [
     "Admitted",

@@ -1,5 +1,5 @@
 """The policy documents, as pydantic models: ``TrustedKeys`` and ``InferencePolicy`` (``WorkloadKind`` is in
-:mod:`policies.kind_schema`).
+:mod:`policies._kind_schema`).
 
 The documents are Kubernetes-style YAML (``apiVersion``, ``kind``, ``metadata``, ``spec``) with camelCase
 keys. Unknown keys are errors everywhere: a misspelt rule must never be silently ignored. Every field is
@@ -23,11 +23,11 @@ from policies._scan_schema import (
     judged_document,
     scan_rule_problem,
 )
+from policies._strict import API_VERSION, KeyRef, Metadata, Name, StrictModel, parse_duration
+from policies._trusted_keys import NotationSigner, TrustedKey, TrustedKeysDocument, trusted_keys_yaml
 from policies.podspec import ImageField
 from policies.requesters import RequesterRule, RequesterSet
 from policies.results import Action
-from policies.strict import API_VERSION, KeyRef, Metadata, Name, StrictModel, parse_duration
-from policies.trusted_keys import NotationSigner, TrustedKey, TrustedKeysDocument, trusted_keys_yaml
 from verifier.attestations import ChangeKind
 
 __all__ = [
@@ -72,7 +72,7 @@ __all__ = [
     "trusted_keys_yaml",
 ]
 
-#: The base of every model here (named so since before it moved to policies.strict).
+#: The base of every model here (named so since before it moved to policies._strict).
 _Model = StrictModel
 
 
@@ -466,7 +466,7 @@ class InferencePolicyDocument(_Model):
 
 def policy_json_schema() -> dict[str, Any]:
     """JSON Schema of the policy documents (one of TrustedKeys, InferencePolicy, WorkloadKind), by alias."""
-    from policies.kind_schema import WorkloadKindDocument  # noqa: PLC0415 - it builds on this module
+    from policies._kind_schema import WorkloadKindDocument  # noqa: PLC0415 - it builds on this module
 
     adapter: TypeAdapter[TrustedKeysDocument | InferencePolicyDocument | WorkloadKindDocument] = TypeAdapter(
         Annotated[

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from policies._trusted_keys import KeylessSigner, ModelSigningSigner
 from policies.schema import NotationSigner, TrustedKey, TrustedKeysDocument
-from policies.trusted_keys import KeylessSigner, ModelSigningSigner
 from verifier.base import Document, TrtguardError, read_limited
 from verifier.verification import PublicKey
 

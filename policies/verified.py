@@ -37,10 +37,10 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from policies.cel.activation import CelActivation, prepare_activation
+from policies._signature_records import VerifiedSignatures, signature_record
+from policies.cel import CelActivation, prepare_activation
 from policies.loader import PolicySet
 from policies.results import SignerRecord
-from policies.signature_records import VerifiedSignatures, signature_record
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
     ENGINE_VERIFICATION_PREDICATE_TYPE,

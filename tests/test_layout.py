@@ -157,11 +157,11 @@ OFFLINE_CHECK_SKIPS = (
     "cryptography.x509",
     "verifier.registry.config",
     "verifier.registry.evidence",
-    "verifier.signatures.bundle",
-    "verifier.signatures.classic",
+    "verifier.signatures._bundle",
+    "verifier.signatures._classic",
     "verifier.signatures.notation",
-    "verifier.signatures.verify",
-    "verifier.scans.cyclonedx",
+    "verifier.signatures._verify",
+    "verifier.scans._cyclonedx",
 )
 
 

@@ -20,14 +20,14 @@ from verifier.base import Deadline, ImageReference, VerificationError
 from verifier.dsse import Envelope
 from verifier.intoto import Statement
 from verifier.manifest import EngineBuildManifest
+from verifier.registry import Descriptor, Manifest
 from verifier.registry.engine_artifact import (
     ENGINE_ARTIFACT_TYPE,
     ENGINE_LAYER,
     InvalidEngineArtifact,
     engine_layers,
 )
-from verifier.registry.oci import Descriptor, Manifest
-from verifier.signatures.results import COSIGN_SIGN_PREDICATE, CosignSignature
+from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature
 
 if TYPE_CHECKING:  # Notation's verifier loads when a Notation signature is found (start-up time, issue 15)
     from verifier.signatures.notation import NotationSignature

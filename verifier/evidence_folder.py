@@ -61,13 +61,12 @@ from verifier.intoto import (
     claimed_by_statement,
     statement_from_envelope,
 )
+from verifier.registry import MANIFEST_TYPES, Descriptor, InvalidDocument, Manifest
 from verifier.registry.engine_artifact import (
     ENGINE_ARTIFACT_TYPE,
     InvalidEngineArtifact,
 )
-from verifier.registry.oci import MANIFEST_TYPES, Descriptor, InvalidDocument, Manifest
-from verifier.signatures import COSIGN_SIGN_PREDICATE, CosignSignature
-from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES
+from verifier.signatures import COSIGN_SIGN_PREDICATE, MAX_SIGNATURE_BYTES, CosignSignature
 
 if TYPE_CHECKING:  # Notation's verifier loads when a Notation envelope is found (start-up time, issue 15)
     from verifier.signatures.notation import NotationSignature

@@ -172,7 +172,7 @@ class CalibrationDataset(StrictModel):
     hash_method: Literal["file", "trtguard-tree-v1"] | None = Field(
         default=None,
         description="'file': SHA-256 of one file; 'trtguard-tree-v1': the directory tree hash of "
-        "`trtguard manifest create` (see trtguard/release/manifest/hashing.py); null: unknown",
+        "`trtguard manifest create` (see trtguard/release/manifest/_hashing.py); null: unknown",
     )
     name: str | None = None
     uri: str | None = None

@@ -10,7 +10,7 @@ of one evaluation:
   maps no longer than ``max_list_length``, strings no longer than ``max_string_length`` and
   ``max_total_length`` together, no more than ``max_values`` values in all, nesting no deeper than
   ``max_value_depth`` (cel-cpp converts nested data recursively and crashes on very deep input);
-- and in between, :mod:`policies.cel.cost` bounds the work and memory of one evaluation from the
+- and in between, :mod:`policies.cel._cost` bounds the work and memory of one evaluation from the
   AST and those data limits (:attr:`CelProgram.cost`). Neither the binding nor cel-cpp can stop an
   evaluation that runs long or allocates much, so an expression whose bound is above
   ``inline_work``/``inline_memory`` must be evaluated where it can be stopped
@@ -21,18 +21,18 @@ RFC 3339 strings and compared through ``timestamp()``::
 
     timestamp(manifest.build_timestamp) > timestamp("2026-01-01T00:00:00Z")
 
-The modules: :mod:`~policies.cel.limits` (the bounds), :mod:`~policies.cel.compiler` (compiling within the
-static bounds), :mod:`~policies.cel.cost` (the worst case), :mod:`~policies.cel.activation` (the data,
-checked against the data bounds), :mod:`~policies.cel.program` (evaluating), :mod:`~policies.cel.errors`,
+The modules: :mod:`~policies.cel._limits` (the bounds), :mod:`~policies.cel._compiler` (compiling within the
+static bounds), :mod:`~policies.cel._cost` (the worst case), :mod:`~policies.cel._activation` (the data,
+checked against the data bounds), :mod:`~policies.cel._program` (evaluating), :mod:`~policies.cel._errors`,
 and :mod:`~policies.cel.sandbox` with :mod:`~policies.cel.worker` (where costly expressions run).
 """
 
-from policies.cel.activation import CelActivation, prepare_activation
-from policies.cel.compiler import compile_expression
-from policies.cel.cost import CelCost
-from policies.cel.errors import MISSING_KEY_HINT, RESOURCE_HINT, CelCompileError, CelEvaluationError
-from policies.cel.limits import COMPREHENSION_ITERATION_BUDGET, CelLimits
-from policies.cel.program import CelProgram
+from policies.cel._activation import CelActivation, prepare_activation
+from policies.cel._compiler import compile_expression
+from policies.cel._cost import CelCost
+from policies.cel._errors import MISSING_KEY_HINT, RESOURCE_HINT, CelCompileError, CelEvaluationError
+from policies.cel._limits import COMPREHENSION_ITERATION_BUDGET, CelLimits
+from policies.cel._program import CelProgram
 
 __all__ = [
     "COMPREHENSION_ITERATION_BUDGET",

@@ -29,7 +29,7 @@ from tests.policies.conftest import manifest_data
 from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config
 from trtguard.cli import main
-from trtguard.release.attach import PREDICATE_TYPE_REFERRER_ANNOTATION
+from trtguard.release._attach import PREDICATE_TYPE_REFERRER_ANNOTATION
 from trtguard.release.cosign_layout import append_layer, push_referrer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline
@@ -39,8 +39,7 @@ from verifier.dsse import sign_envelope
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor
 from verifier.keys import PrivateKey, generate_private_key
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, manifest_statement
-from verifier.registry.client import RegistryClient
-from verifier.registry.cosign_layout import (
+from verifier.registry._cosign_layout import (
     DSSE_ENVELOPE,
     PREDICATE_TYPE_ANNOTATION,
     SIGNATURE_ANNOTATION,
@@ -49,6 +48,7 @@ from verifier.registry.cosign_layout import (
     read_signatures,
     signature_tag,
 )
+from verifier.registry.client import RegistryClient
 
 T = TypeVar("T")
 

@@ -46,15 +46,7 @@ from verifier.base._references import ImageReference
 from verifier.dsse import sign_envelope
 from verifier.evidence_folder import LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
-from verifier.registry.client import RegistryClient
-from verifier.registry.engine_artifact import (
-    CALIBRATION_CACHE_LAYER,
-    ENGINE_LAYER,
-    ONNX_LAYER,
-    engine_artifact_manifest,
-    engine_layer,
-)
-from verifier.registry.oci import (
+from verifier.registry._oci import (
     EMPTY_DESCRIPTOR,
     EMPTY_JSON,
     OCI_INDEX,
@@ -62,6 +54,14 @@ from verifier.registry.oci import (
     Descriptor,
     image_index,
     image_manifest,
+)
+from verifier.registry.client import RegistryClient
+from verifier.registry.engine_artifact import (
+    CALIBRATION_CACHE_LAYER,
+    ENGINE_LAYER,
+    ONNX_LAYER,
+    engine_artifact_manifest,
+    engine_layer,
 )
 
 GOOD = sha256_bytes(GOOD_ENGINE)

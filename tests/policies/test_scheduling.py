@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.labels import INT64_MAX
+from policies._labels import INT64_MAX
 from policies.rules.gpu import AMPERE_OR_NEWER, MAJOR_LABEL, MINOR_LABEL, PRODUCT_LABEL, GpuFit, misfit
 from policies.scheduling import Admitted, LabelRequirement, NodeTerm, read_node_selection
 from tests.policies.test_labels import CASES, go_parse_int

@@ -13,8 +13,15 @@ from dataclasses import dataclass
 from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline
 from verifier.base._references import ImageReference
+from verifier.registry._oci import (
+    OCI_CONFIG,
+    OCI_INDEX,
+    OCI_MANIFEST,
+    Descriptor,
+    image_index,
+    image_manifest,
+)
 from verifier.registry.client import RegistryClient
-from verifier.registry.oci import OCI_CONFIG, OCI_INDEX, OCI_MANIFEST, Descriptor, image_index, image_manifest
 
 LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from verifier.keys import PrivateKey
 from verifier.signatures.notation import PAYLOAD_CONTENT_TYPE
-from verifier.signatures.notation.sign import _raw_signature
+from verifier.signatures.notation._sign import _raw_signature
 
 COSE_ALGORITHMS = {"PS256": -37, "PS384": -38, "PS512": -39, "ES256": -7, "ES384": -35, "ES512": -36}
 SCHEME = "io.cncf.notary.signingScheme"

@@ -597,12 +597,12 @@ def pgpy(case: Case, _folder: Path) -> bool:
 
 
 def trtguard_library(case: Case, _folder: Path) -> bool:
-    """``verifier.signatures.openpgp.verify_detached`` with each certificate of the keyring as a key (the
+    """``verifier.signatures._openpgp.verify_detached`` with each certificate of the keyring as a key (the
     interface main and this branch share, so that ``--root`` can compare them)."""
     import pysequoia  # noqa: PLC0415 - loaded when trtguard is
 
     from verifier.base._errors import TrtguardError  # noqa: PLC0415 - imported from the checkout compared
-    from verifier.signatures.openpgp import OpenPGPKey, verify_detached  # noqa: PLC0415
+    from verifier.signatures._openpgp import OpenPGPKey, verify_detached  # noqa: PLC0415
 
     try:
         certificates = pysequoia.Cert.split_bytes(case.keyring)

@@ -21,13 +21,13 @@ from verifier.evidence_documents import classic_signature_document
 from verifier.evidence_folder import LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.keys import PrivateKey, generate_private_key
+from verifier.registry._oci import Descriptor
 from verifier.registry.engine_artifact import (
     ENGINE_LAYER,
     TITLE_ANNOTATION,
     engine_artifact_manifest,
     engine_layer,
 )
-from verifier.registry.oci import Descriptor
 from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
 
 SUBJECT = "ab" * 32

@@ -30,7 +30,7 @@ from verifier.base._deadline import Deadline
 from verifier.base._references import ImageReference
 from verifier.evidence_folder import LocalEvidence
 from verifier.scans import read_scan
-from verifier.signatures.openpgp import OpenPGPKey, read_keyring, read_signatures, verify_detached
+from verifier.signatures._openpgp import OpenPGPKey, read_keyring, read_signatures, verify_detached
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FUZZ = settings(

@@ -9,7 +9,7 @@ still names what it replaced); each change says when, who deployed it, what chan
 recorded audit ID, TensorRT version and precisions, old → new), its change kinds, approvers and audit ID:
 the 3 a.m. answer from the log alone.
 
-Replayed from the decision log alone (:mod:`trtguard.audit.history`) and checked against the recomputed
+Replayed from the decision log alone (:mod:`trtguard.audit._history`) and checked against the recomputed
 chain; after rotation it starts from what rotation carried forward (the workload's last admissions through
 the records pruned) and says where the earlier changes are.
 """
@@ -29,8 +29,7 @@ from verifier.base import InputError, visible
 
 if TYPE_CHECKING:
     from decisionlog import Carried, DecisionStore, StoredRecord
-    from trtguard.audit.chain import ChainCheck
-    from trtguard.audit.history import HistoryEntry, ManifestComparison
+    from trtguard.audit import ChainCheck, HistoryEntry, ManifestComparison
 
 Flag = Callable[[argparse.ArgumentParser], None]
 
@@ -73,8 +72,15 @@ def register(commands: Subparsers, log_flag: Flag, format_flag: Flag, verify_fla
 
 def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from decisionlog import Carried  # noqa: PLC0415
-    from trtguard.audit import history  # noqa: PLC0415
-    from trtguard.audit.chain import check_chain  # noqa: PLC0415
+    from trtguard.audit import (  # noqa: PLC0415
+        check_chain,
+        history_json,
+        last_carried,
+        not_delivered_json,
+        replay,
+        workload_carried,
+        workload_records,
+    )
     from trtguard.audit.workloads import closest_workloads, resolve_workload  # noqa: PLC0415
     from trtguard.cli.audit import _run, _time, _warn  # noqa: PLC0415 - audit imports this module
 
@@ -91,8 +97,8 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     async def work(store: DecisionStore) -> int:
         workload = await resolve_workload(store, text, where="NAMESPACE/KIND/NAME")
-        records = [] if workload is None else await history.workload_records(store, workload)
-        carried = Carried(0, True) if workload is None else await history.workload_carried(store, workload)
+        records = [] if workload is None else await workload_records(store, workload)
+        carried = Carried(0, True) if workload is None else await workload_carried(store, workload)
         shown = text if workload is None else str(workload)
         if not records and not carried.workloads:
             close = await closest_workloads(store, shown)
@@ -102,7 +108,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 file=sys.stderr,
             )
             return 1
-        replayed = history.replay(records, carried=history.last_carried(carried))
+        replayed = replay(records, carried=last_carried(carried))
         if not replayed and not carried.workloads and _only_denied(records):
             # Not an empty history: the workload was asked for and refused, which the 3 a.m. reader must see.
             print(_denied_line(shown, records), file=sys.stderr)
@@ -110,7 +116,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         entries = [entry for entry in replayed if since is None or entry.time >= since]
         entries = entries[-args.last :] if args.last is not None else entries
         # Admissions the API server never received (answered deny): not changes, but an auditor sees them.
-        undelivered = history.not_delivered_json(records)
+        undelivered = not_delivered_json(records)
         chain = await check_chain(store, verify=not args.no_verify)
         verified = {entry.seq: chain.intact(entry.stored) for entry in entries}
         comparisons = await _compare(entries, args)
@@ -120,7 +126,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 "changes_in_log": len(replayed),
                 "log": store.description,
                 "chain": _chain_json(chain),
-                "entries": history.history_json(entries, comparisons, verified),
+                "entries": history_json(entries, comparisons, verified),
                 "not_delivered": undelivered,
                 # After rotation: the records up to this seq were pruned; what ran then is carried forward.
                 "pruned_through": carried.base_seq,
@@ -143,7 +149,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def _only_denied(records: Sequence[StoredRecord]) -> bool:
     """Whether ``records`` hold denials and no admission (an allow not delivered admitted nothing)."""
-    from trtguard.audit.history import not_delivered  # noqa: PLC0415
+    from trtguard.audit import not_delivered  # noqa: PLC0415
 
     dropped = {stored.seq for stored in not_delivered(records)}
     admitted = [stored for stored in records if stored.record.allowed and stored.seq not in dropped]
@@ -220,7 +226,7 @@ async def _compare(
 ) -> dict[tuple[int, str], ManifestComparison]:
     if not wants_evidence(args):
         return {}
-    from trtguard.audit.history import compare_manifests  # noqa: PLC0415
+    from trtguard.audit import compare_manifests  # noqa: PLC0415
     from verifier.base import Deadline  # noqa: PLC0415
     from verifier.registry.evidence import evidence_source  # noqa: PLC0415
 
@@ -249,7 +255,7 @@ def _print_history(
     verified: dict[int, bool | None],
     out: TextIO,
 ) -> None:
-    from trtguard.audit.history import signer_names  # noqa: PLC0415
+    from trtguard.audit import signer_names  # noqa: PLC0415
 
     shown = f"the last {len(entries)} of {total}" if len(entries) < total else str(total)
     say(out, f"{workload}: {shown} admitted change(s), from {source}")
@@ -302,7 +308,7 @@ def _print_history(
 
 
 def _print_change_control(control: dict[str, Any], out: TextIO) -> None:
-    from trtguard.audit.history import signer_names  # noqa: PLC0415
+    from trtguard.audit import signer_names  # noqa: PLC0415
 
     baselines = _items(control, "baselines")
     several = len(baselines) > 1

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from trtguard.cli._args import add_clock_argument
-from trtguard.release.manifest.draft import Draft
+from trtguard.release.manifest import Draft
 from verifier.base import VerificationError, read_limited
-from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES, OpenPGPKey, verify_detached
+from verifier.signatures import MAX_SIGNATURE_BYTES, OpenPGPKey, verify_detached
 
 #: ``manifest import``'s exit statuses, as its --help lists them.
 IMPORT_EXIT: Final = {

@@ -20,30 +20,32 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from trtguard.cli._key_commands import load_signing_key
-from trtguard.release.attach import (
+from trtguard.release import (
     Attached,
+    CarriedEngine,
     attach_attestation,
     attach_model_signature,
     attach_notation_signature,
     attach_openpgp_statement,
+    carried_engine,
+    push_engine,
 )
 from trtguard.release.cosign_layout import append_layer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
-from trtguard.release.push_engine import CarriedEngine, carried_engine, push_engine
 from verifier.base import Deadline, ImageReference, InputError, TrtguardError, read_limited
 from verifier.dsse import Envelope
 from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
 from verifier.keys import load_private_key
+from verifier.registry import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig, load_registry_config
-from verifier.registry.cosign_layout import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
+from verifier.signatures import MAX_SIGNATURE_BYTES, read_signatures
 from verifier.signatures.notation import (
     COSE_MEDIA_TYPE,
     JWS_MEDIA_TYPE,
     load_certificates,
     sign_notation,
 )
-from verifier.signatures.openpgp import MAX_SIGNATURE_BYTES, read_signatures
 
 
 def _registry_config(args: argparse.Namespace) -> RegistryConfig:

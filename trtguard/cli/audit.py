@@ -3,7 +3,7 @@
 ``tail`` and ``query`` print records, ``verify`` recomputes the hash chain (exit 1 and the first broken record
 when it does not hold), ``history NAMESPACE/WORKLOAD`` lists every admitted change of a workload's engines
 and images with the evidence its records hold. ``tail``, ``query`` and ``history`` recompute the chain too
-and mark what it does not vouch for (:mod:`trtguard.audit.chain`): exit 1, a warning, and UNVERIFIED on
+and mark what it does not vouch for (:mod:`trtguard.audit._chain`): exit 1, a warning, and UNVERIFIED on
 each such record. These open the log read-only. ``seal``, ``archive``, ``prune`` and ``rotate`` manage
 sealed segments (:mod:`trtguard.cli._audit_segments`), ``backup`` copies the log; ``verify`` is in
 :mod:`trtguard.cli._audit_verify`, ``history`` in :mod:`trtguard.cli._audit_history`.
@@ -28,7 +28,7 @@ from webhook.settings import DEFAULT_DECISION_LOG
 
 if TYPE_CHECKING:
     from decisionlog import DecisionStore, StoredRecord
-    from trtguard.audit.chain import ChainCheck
+    from trtguard.audit import ChainCheck
 
 _T = TypeVar("_T")
 _RELATIVE = re.compile(r"(\d+)([smhd])")
@@ -161,7 +161,7 @@ def _run(args: argparse.Namespace, work: Callable[[DecisionStore], Awaitable[_T]
 
 def _tail(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from decisionlog import RecordQuery  # noqa: PLC0415
-    from trtguard.audit.chain import check_chain, follows  # noqa: PLC0415
+    from trtguard.audit import check_chain, follows  # noqa: PLC0415
 
     out = out or sys.stdout
     if args.lines < 0:
@@ -233,7 +233,7 @@ def _query(args: argparse.Namespace, out: TextIO | None = None) -> int:
     )
 
     async def work(store: DecisionStore) -> int:
-        from trtguard.audit.chain import check_chain  # noqa: PLC0415
+        from trtguard.audit import check_chain  # noqa: PLC0415
 
         found = await store.query(query)
         return _print_checked(found, await check_chain(store, verify=not args.no_verify), args.format, out)

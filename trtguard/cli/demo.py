@@ -1,6 +1,6 @@
 """``trtguard demo engine OUT``: a stand-in engine (and ONNX model) for trying the release flow without a GPU.
 
-What the files hold is :mod:`trtguard.demo.engine`'s; the scripted webhook demo is ``make demo``.
+What the files hold is :mod:`trtguard.demo._engine`'s; the scripted webhook demo is ``make demo``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def register(subparsers: Subparsers) -> None:
 
 def _engine(args: argparse.Namespace) -> int:
     from trtguard.cli._output import Output, check_output, write_outputs  # noqa: PLC0415
-    from trtguard.demo.engine import stand_in_onnx, stand_in_plan  # noqa: PLC0415
+    from trtguard.demo import stand_in_onnx, stand_in_plan  # noqa: PLC0415
     from verifier.base import InputError, sha256_bytes  # noqa: PLC0415
 
     # Every path and the onnx package are checked before anything is written: a bad --onnx leaves no plan.

@@ -35,16 +35,21 @@ from trtguard.cli._manifest_import import (
     verify_record_signature,
 )
 from trtguard.cli._output import check_output, write_output
-from trtguard.release.manifest.create import CreateInputs, Environment, create_manifest
-from trtguard.release.manifest.draft import Draft
-from trtguard.release.manifest.files import parse_json, read_manifest_file, read_yaml
-from trtguard.release.manifest.flat import import_flat
-from trtguard.release.manifest.probe import Distribution
-from trtguard.release.manifest.settings import ManifestSettings
+from trtguard.release.manifest import (
+    CreateInputs,
+    Distribution,
+    Draft,
+    Environment,
+    ManifestSettings,
+    create_manifest,
+    import_flat,
+    parse_json,
+    read_manifest_file,
+    read_yaml,
+)
 from verifier.base import InputError, hash_file, input_error_from_validation, read_limited
 from verifier.dsse import Envelope
-from verifier.engine.calibration import InvalidCalibrationCache
-from verifier.engine.onnx_model import InvalidOnnxModel
+from verifier.engine import InvalidCalibrationCache, InvalidOnnxModel
 from verifier.intoto import sign_statement
 from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 from verifier.manifest_diff import ManifestDiff, diff_manifests
@@ -281,14 +286,9 @@ def _create(args: argparse.Namespace) -> int:
         nvidia_smi_timeout=_NVIDIA_SMI_TIMEOUT,
         now=datetime.now(UTC),
     )
+    progress = None if args.no_progress else sys.stderr
     try:
-        draft = create_manifest(
-            inputs,
-            settings,
-            environment,
-            workers=jobs,
-            progress_stream=None if args.no_progress else sys.stderr,
-        )
+        draft = create_manifest(inputs, settings, environment, workers=jobs, progress_stream=progress)
     except (InvalidOnnxModel, InvalidCalibrationCache) as error:
         # Failed verifications when an engine is checked against them; here they are the user's files.
         raise InputError(error.message, location=error.location, hint=error.hint) from error

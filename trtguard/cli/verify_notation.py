@@ -88,7 +88,7 @@ def _envelope(path: Path) -> NotationSignature:
 
 
 def _offline_descriptor(args: argparse.Namespace, digest: str) -> ArtifactDescriptor:
-    from verifier.registry.oci import InvalidDocument, Manifest  # noqa: PLC0415
+    from verifier.registry import InvalidDocument, Manifest  # noqa: PLC0415
     from verifier.signatures.notation import TargetArtifact  # noqa: PLC0415
 
     if (args.manifest is None) == (args.descriptor is None):

@@ -23,7 +23,7 @@ from typing import Any
 from trtguard.cli._args import add_clock_argument
 from trtguard.cli._commands import Subparsers, add_command
 from verifier.base import InputError, VerificationError, read_limited
-from verifier.signatures.openpgp import (
+from verifier.signatures import (
     MAX_SIGNATURE_BYTES,
     OpenPGPKey,
     SignatureCheck,

@@ -1,7 +1,7 @@
-"""``python -m trtguard.demo`` (``make demo``): the scripted demo of :mod:`trtguard.demo.run`."""
+"""``python -m trtguard.demo`` (``make demo``): the scripted demo of :mod:`trtguard.demo._run`."""
 
 import sys
 
-from trtguard.demo.run import main
+from trtguard.demo._run import main
 
 sys.exit(main())

@@ -1,7 +1,7 @@
 """Writing cosign's signature and attestation layouts to a registry: what ``sign`` and ``attach`` push.
 
 The layouts themselves (tags, annotations, the referrers fallback index) are described with the reading side,
-:mod:`verifier.registry.cosign_layout`. Adding a signature or attestation to a ``.sig``/``.att`` tag is a
+:mod:`verifier.registry._cosign_layout`. Adding a signature or attestation to a ``.sig``/``.att`` tag is a
 read-modify-write that keeps the existing layers; a referrer is pushed by digest, and added to the
 ``sha256-<hex>`` fallback index where the registry does not index its subject itself.
 """
@@ -15,8 +15,7 @@ from typing import Final
 
 from trtguard.release.publish import PushedManifest, RegistryWriter
 from verifier.base import Deadline, EvidenceUnavailable, ImageReference, parse_sha256
-from verifier.registry.cosign_layout import list_referrers, read_referrer, referrers_tag
-from verifier.registry.oci import (
+from verifier.registry import (
     EMPTY_DESCRIPTOR,
     EMPTY_JSON,
     OCI_CONFIG,
@@ -25,6 +24,9 @@ from verifier.registry.oci import (
     Descriptor,
     image_index,
     image_manifest,
+    list_referrers,
+    read_referrer,
+    referrers_tag,
 )
 
 __all__ = ["CREATED_ANNOTATION", "append_layer", "cosign_config", "push_referrer", "simple_signing_payload"]

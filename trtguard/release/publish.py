@@ -21,12 +21,9 @@ from pathlib import Path
 import httpx
 
 from verifier.base import Deadline, EvidenceUnavailable, ImageReference, InputError, hash_file
+from verifier.registry import Call, Descriptor, Manifest, refusal, repository_at, repository_scope
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import normalise_host
-from verifier.registry.failures import refusal
-from verifier.registry.oci import Descriptor, Manifest
-from verifier.registry.transport import repository_at, repository_scope
-from verifier.registry.wire import Call
 
 __all__ = ["PushedManifest", "RegistryWriter"]
 

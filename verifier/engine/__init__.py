@@ -11,20 +11,20 @@
 
 from __future__ import annotations
 
-from verifier.engine._model_signature import ModelSignatureRequest
-from verifier.engine.attest import sign_verification, verification_predicate
-from verifier.engine.calibration import (
+from verifier.engine._attest import sign_verification, verification_predicate
+from verifier.engine._calibration import (
     CalibrationCacheFile,
     InvalidCalibrationCache,
     parse_calibration_cache,
     read_calibration_cache,
 )
-from verifier.engine.header import PlanHeader, PlanMagic, parse_plan_header, read_plan_header
-from verifier.engine.inspector import LayerPrecisions, parse_engine_information
-from verifier.engine.onnx_model import InvalidOnnxModel, OnnxModelInfo, OnnxTensor, read_onnx_model
-from verifier.engine.report import Check, CheckStatus, EngineReport, ManifestSummary
-from verifier.engine.runtime import GpuOptions, GpuOutcome, GpuRun, inspect_on_gpu
-from verifier.engine.verify import SignedManifest, VerifyRequest, load_signed_manifest, verify_engine
+from verifier.engine._header import PlanHeader, PlanMagic, parse_plan_header, read_plan_header
+from verifier.engine._inspector import LayerPrecisions, parse_engine_information
+from verifier.engine._model_signature import ModelSignatureRequest
+from verifier.engine._onnx_model import InvalidOnnxModel, OnnxModelInfo, OnnxTensor, read_onnx_model
+from verifier.engine._report import Check, CheckStatus, EngineReport, ManifestSummary
+from verifier.engine._runtime import GpuOptions, GpuOutcome, GpuRun, inspect_on_gpu
+from verifier.engine._verify import SignedManifest, VerifyRequest, load_signed_manifest, verify_engine
 
 __all__ = [
     "CalibrationCacheFile",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from verifier.base import InputError, VerificationError, read_limited
-from verifier.engine.report import Check, failed, passed
+from verifier.engine._report import Check, failed, passed
 
 if TYPE_CHECKING:
     from verifier.model_signing import ModelSigningTrust

@@ -10,7 +10,7 @@
   A registry that lies (wrong digest, wrong size) or a request it refuses is a definitive failure.
 
 Timeouts, retries, authentication, redirects and limits are the transport's
-(:mod:`verifier.registry.transport`); uploads are the release tooling's (``trtguard.release.publish``).
+(:mod:`verifier.registry._transport`); uploads are the release tooling's (``trtguard.release.publish``).
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ import re
 from typing import Literal, overload
 
 from verifier.base import Deadline, EvidenceUnavailable, ImageReference, InputError, is_sha256_hex
-from verifier.registry.config import RegistryConfig, RegistrySettings, normalise_host
-from verifier.registry.oci import INDEXES, MANIFEST_TYPES, OCI_INDEX, Descriptor, InvalidDocument, Manifest
-from verifier.registry.transport import (
+from verifier.registry._oci import INDEXES, MANIFEST_TYPES, OCI_INDEX, Descriptor, InvalidDocument, Manifest
+from verifier.registry._transport import (
     Expected,
     RegistryStats,
     RegistryTransport,
     repository_at,
     repository_scope,
 )
-from verifier.registry.wire import Call, ClosedOnExit
+from verifier.registry._wire import Call, ClosedOnExit
+from verifier.registry.config import RegistryConfig, RegistrySettings, normalise_host
 
 __all__ = ["RegistryClient"]
 

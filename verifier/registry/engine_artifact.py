@@ -12,7 +12,7 @@ The layout is specified in docs/engine-artifact.md (for other tools, and tested 
 Layer media types: ``application/vnd.trtguard.engine.plan.v1`` (the serialized engine; exactly one),
 ``application/vnd.trtguard.calibration-cache.v1`` and ``application/vnd.trtguard.onnx.v1`` (optional).
 
-Pushing such an artifact is the release tooling's: ``trtguard.release.push_engine``.
+Pushing such an artifact is the release tooling's: ``trtguard.release._push_engine``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from verifier.registry.oci import EMPTY_DESCRIPTOR, Descriptor, Manifest, image_manifest
+from verifier.registry._oci import EMPTY_DESCRIPTOR, Descriptor, Manifest, image_manifest
 
 ENGINE_ARTIFACT_TYPE: Final = "application/vnd.trtguard.engine.v1"
 ENGINE_LAYER: Final = "application/vnd.trtguard.engine.plan.v1"

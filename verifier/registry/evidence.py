@@ -68,8 +68,7 @@ from verifier.intoto import (
     claimed_by_statement,
     statement_from_envelope,
 )
-from verifier.registry._tasks import task_group
-from verifier.registry.cosign_layout import (
+from verifier.registry._cosign_layout import (
     DSSE_ENVELOPE,
     IN_TOTO_JSON,
     OPENPGP_STATEMENT,
@@ -80,8 +79,9 @@ from verifier.registry.cosign_layout import (
     read_referrer,
     read_signatures,
 )
+from verifier.registry._oci import Descriptor
+from verifier.registry._tasks import task_group
 from verifier.registry.engine_artifact import InvalidEngineArtifact
-from verifier.registry.oci import Descriptor
 from verifier.signatures import CosignSignature, NotationSignature
 from verifier.signatures.notation import ARTIFACT_TYPE as NOTATION_SIGNATURE
 from verifier.signatures.notation import (

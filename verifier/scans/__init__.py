@@ -103,15 +103,15 @@ def read_scan(predicate_type: str, predicate: Mapping[str, Any], source: str) ->
     # The readers are imported here: see the module's docstring.
     family = scan_family(predicate_type)
     if family == "cyclonedx":
-        from verifier.scans.cyclonedx import read_cyclonedx  # noqa: PLC0415
+        from verifier.scans._cyclonedx import read_cyclonedx  # noqa: PLC0415
 
         return read_cyclonedx(predicate, source)
     if family == "spdx":
-        from verifier.scans.spdx import read_spdx  # noqa: PLC0415
+        from verifier.scans._spdx import read_spdx  # noqa: PLC0415
 
         return read_spdx(predicate, source)
     if family == "cosign-vuln":
-        from verifier.scans.cosign import read_cosign_vuln  # noqa: PLC0415
+        from verifier.scans._cosign import read_cosign_vuln  # noqa: PLC0415
 
         return read_cosign_vuln(predicate, source)
     raise InputError(

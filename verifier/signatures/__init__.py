@@ -33,10 +33,19 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from verifier.dsse import MAX_SIGNATURES
-    from verifier.signatures.notation import NotationSignature
-    from verifier.signatures.openpgp import OpenPGPKey
-    from verifier.signatures.policy import KeylessIdentity, SignerMatch, TrustPolicy
-    from verifier.signatures.results import (
+    from verifier.signatures._openpgp import (
+        MAX_SIGNATURE_BYTES,
+        OpenPGPKey,
+        SignatureCheck,
+        check_signatures,
+        keyring_of,
+        not_verified,
+        read_keyring,
+        read_signatures,
+        verify_detached,
+    )
+    from verifier.signatures._policy import KeylessIdentity, SignerMatch, TrustPolicy
+    from verifier.signatures._results import (
         BUNDLE_ANNOTATION,
         BUNDLE_MEDIA_TYPE,
         CERTIFICATE_ANNOTATION,
@@ -50,20 +59,33 @@ if TYPE_CHECKING:
         NoSignatures,
         VerificationResult,
     )
-    from verifier.signatures.trust import TrustRoot
-    from verifier.signatures.verify import (
+    from verifier.signatures._trust import TrustRoot
+    from verifier.signatures._verify import (
         verify_attestation,
         verify_blob_signature,
         verify_bundle,
         verify_image_signatures,
     )
+    from verifier.signatures.notation import NotationSignature
 
 #: Where each public name lives.
 _HOMES: dict[str, str] = {
     "MAX_SIGNATURES": "verifier.dsse",
-    "NotationSignature": "verifier.signatures.notation",
-    "OpenPGPKey": "verifier.signatures.openpgp",
-    **dict.fromkeys(("KeylessIdentity", "SignerMatch", "TrustPolicy"), "verifier.signatures.policy"),
+    **dict.fromkeys(
+        (
+            "MAX_SIGNATURE_BYTES",
+            "OpenPGPKey",
+            "SignatureCheck",
+            "check_signatures",
+            "keyring_of",
+            "not_verified",
+            "read_keyring",
+            "read_signatures",
+            "verify_detached",
+        ),
+        "verifier.signatures._openpgp",
+    ),
+    **dict.fromkeys(("KeylessIdentity", "SignerMatch", "TrustPolicy"), "verifier.signatures._policy"),
     **dict.fromkeys(
         (
             "BUNDLE_ANNOTATION",
@@ -79,13 +101,14 @@ _HOMES: dict[str, str] = {
             "NoSignatures",
             "VerificationResult",
         ),
-        "verifier.signatures.results",
+        "verifier.signatures._results",
     ),
-    "TrustRoot": "verifier.signatures.trust",
+    "TrustRoot": "verifier.signatures._trust",
     **dict.fromkeys(
         ("verify_attestation", "verify_blob_signature", "verify_bundle", "verify_image_signatures"),
-        "verifier.signatures.verify",
+        "verifier.signatures._verify",
     ),
+    "NotationSignature": "verifier.signatures.notation",
 }
 
 __all__ = [
@@ -95,6 +118,7 @@ __all__ = [
     "CHAIN_ANNOTATION",
     "COSIGN_SIGN_PREDICATE",
     "MAX_SIGNATURES",
+    "MAX_SIGNATURE_BYTES",
     "SIGNATURE_ANNOTATION",
     "SIMPLE_SIGNING_MEDIA_TYPE",
     "CosignSignature",
@@ -104,13 +128,20 @@ __all__ = [
     "NoSignatures",
     "NotationSignature",
     "OpenPGPKey",
+    "SignatureCheck",
     "SignerMatch",
     "TrustPolicy",
     "TrustRoot",
     "VerificationResult",
+    "check_signatures",
+    "keyring_of",
+    "not_verified",
+    "read_keyring",
+    "read_signatures",
     "verify_attestation",
     "verify_blob_signature",
     "verify_bundle",
+    "verify_detached",
     "verify_image_signatures",
 ]
 

@@ -35,7 +35,7 @@ from cryptography.x509.verification import (
 
 from verifier.base import VerificationError
 from verifier.signatures._rekor import RekorLog
-from verifier.signatures.trust import CertificateAuthority
+from verifier.signatures._trust import CertificateAuthority
 
 _ISSUER_V1 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
 _ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")

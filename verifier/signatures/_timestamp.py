@@ -18,7 +18,7 @@ from typing import Final
 from rfc3161_client import TimeStampResponse, VerificationError, VerifierBuilder, decode_timestamp_response
 
 from verifier.base import VerificationError as TrtguardVerificationError
-from verifier.signatures.trust import CertificateAuthority
+from verifier.signatures._trust import CertificateAuthority
 
 #: sigstore-go's limit, against bundles that make verification expensive.
 MAX_TIMESTAMPS: Final = 32

@@ -1,7 +1,7 @@
 """Detached OpenPGP signatures over a statement's exact bytes (``gpg --detach-sign``): their signature check.
 
 A signature's own expiry is when it stops verifying (its ``valid_until``); a key's expiry or soft revocation
-cuts off only signatures made after it (:mod:`verifier.signatures.openpgp`), so it ends nothing here.
+cuts off only signatures made after it (:mod:`verifier.signatures._openpgp`), so it ends nothing here.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class _OpenPgp:
     def check(
         self, copy: Attestation, trusted: Mapping[str, OpenPGPKey], now: datetime | None
     ) -> tuple[list[tuple[str, datetime | None]], list[str]]:
-        from verifier.signatures.openpgp import verify_detached  # noqa: PLC0415 - see TYPE_CHECKING
+        from verifier.signatures import verify_detached  # noqa: PLC0415 - see TYPE_CHECKING
 
         signers: list[tuple[str, datetime | None]] = []
         problems: list[str] = []
@@ -49,7 +49,7 @@ class _OpenPgp:
 
 def _expiry(signature: bytes) -> datetime | None:
     """The earliest expiry among the signatures of a detached signature file (None: none expires)."""
-    from verifier.signatures.openpgp import read_signatures  # noqa: PLC0415 - see TYPE_CHECKING
+    from verifier.signatures import read_signatures  # noqa: PLC0415 - see TYPE_CHECKING
 
     ends = []
     for parsed in read_signatures(signature):

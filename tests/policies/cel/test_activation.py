@@ -1,4 +1,4 @@
-"""policies.cel.activation: the data handed in, bounded before cel-cpp sees it."""
+"""policies.cel._activation: the data handed in, bounded before cel-cpp sees it."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""policies.cel.compiler: compile errors with positions, declared variables, static limits."""
+"""policies.cel._compiler: compile errors with positions, declared variables, static limits."""
 
 from __future__ import annotations
 
 import pytest
 
 from policies.cel import CelCompileError, CelLimits, compile_expression
-from policies.cel.compiler import _check_shape
+from policies.cel._compiler import _check_shape
 from tests.policies.cel.conftest import compile_error, program
 from verifier.base._errors import InputError
 

@@ -1,4 +1,4 @@
-"""policies/cel/cost.py: the static worst-case bound that decides where an expression runs.
+"""policies/cel/_cost.py: the static worst-case bound that decides where an expression runs.
 
 The bound must never be low: expressions it calls cheap are evaluated here on the worst data the limits
 allow, and must take no longer than it says.
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from policies.cel import CelEvaluationError, CelLimits, compile_expression, prepare_activation
-from policies.cel.limits import COMPREHENSION_ITERATION_BUDGET as ITERATION_BUDGET
+from policies.cel._limits import COMPREHENSION_ITERATION_BUDGET as ITERATION_BUDGET
 
 VARIABLES = ("manifest", "workload", "engine")
 LIMITS = CelLimits()

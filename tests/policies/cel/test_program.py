@@ -1,4 +1,4 @@
-"""policies.cel.program: evaluation errors, typed and located, with a hint; never a silent pass."""
+"""policies.cel._program: evaluation errors, typed and located, with a hint; never a silent pass."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""trtguard.audit.history: the engines a workload was admitted with over time, replayed from the log."""
+"""trtguard.audit._history: the engines a workload was admitted with over time, replayed from the log."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from decisionlog import DecisionRecord, SQLiteStore, StoredRecord
 from decisionlog import _undelivered as undelivered
 from policies.identity import WorkloadIdentity
-from trtguard.audit.history import (
+from trtguard.audit._history import (
     not_delivered,
     not_delivered_json,
     replay,

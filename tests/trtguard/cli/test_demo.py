@@ -1,4 +1,4 @@
-"""trtguard/cli/demo.py (and trtguard/demo/engine.py): a stand-in engine whose header trtguard reads as a
+"""trtguard/cli/demo.py (and trtguard/demo/_engine.py): a stand-in engine whose header trtguard reads as a
 plan's, and a real ONNX model, for trying the release flow without a GPU (issue 28 item 4)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from trtguard.cli import main
-from verifier.engine.header import PlanMagic, read_plan_header
-from verifier.engine.onnx_model import read_onnx_model
+from verifier.engine._header import PlanMagic, read_plan_header
+from verifier.engine._onnx_model import read_onnx_model
 
 
 def cli(*argv: object) -> tuple[int, str, str]:

@@ -33,8 +33,8 @@ from verifier.base._references import ImageReference
 from verifier.evidence import ImageSignatures
 from verifier.intoto import sign_statement, statement_for_file
 from verifier.keys import PrivateKey, encrypt_private_key, generate_private_key
+from verifier.registry._cosign_layout import read_signatures
 from verifier.registry.client import RegistryClient
-from verifier.registry.cosign_layout import read_signatures
 from verifier.registry.evidence import RegistryEvidence
 from verifier.signatures import TrustPolicy, verify_image_signatures
 from verifier.signatures.notation import NotationTrust, TrustedIdentity

@@ -24,8 +24,8 @@ import yaml
 from decisionlog import RecordQuery, SQLiteStore
 from tests.support.harness import SERVICE, WebhookProcess
 from trtguard.cli import main
+from trtguard.demo._run import scenarios, write_manifests
 from trtguard.demo.material import Material
-from trtguard.demo.run import scenarios, write_manifests
 
 
 def cli(*argv: object) -> tuple[int, str, str]:

@@ -1,4 +1,4 @@
-"""trtguard/demo/run.py: the README's first command, end to end (a real server, real TLS, real signatures)."""
+"""trtguard/demo/_run.py: the README's first command, end to end (real server, real TLS, real signatures)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from trtguard.demo import run as demo
+from trtguard.demo import _run as demo
 from trtguard.demo.material import Material
 from verifier.base._errors import TrtguardError
 

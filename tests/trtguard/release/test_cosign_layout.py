@@ -24,8 +24,7 @@ from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline
 from verifier.base._references import ImageReference
 from verifier.keys import generate_private_key
-from verifier.registry.client import RegistryClient
-from verifier.registry.cosign_layout import (
+from verifier.registry._cosign_layout import (
     DSSE_ENVELOPE,
     SIGNATURE_ANNOTATION,
     SIMPLE_SIGNING,
@@ -35,7 +34,8 @@ from verifier.registry.cosign_layout import (
     referrers_tag,
     signature_tag,
 )
-from verifier.registry.oci import OCI_INDEX, Descriptor
+from verifier.registry._oci import OCI_INDEX, Descriptor
+from verifier.registry.client import RegistryClient
 from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
 
 

@@ -16,8 +16,8 @@ from tests.support.localregistry import LocalRegistry
 from tests.verifier.registry.faults import DENIED, INJECTED, assert_definitive, image_ref, timed
 from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline
+from verifier.registry._oci import OCI_MANIFEST, Descriptor
 from verifier.registry.client import RegistryClient
-from verifier.registry.oci import OCI_MANIFEST, Descriptor
 
 
 async def test_blobs_are_uploaded_once(

@@ -1,4 +1,4 @@
-"""trtguard/release/push_engine.py: engine artifacts pushed to a real registry and read back."""
+"""trtguard/release/_push_engine.py: engine artifacts pushed to a real registry and read back."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.localregistry import LocalRegistry
+from trtguard.release._push_engine import push_engine
 from trtguard.release.publish import RegistryWriter
-from trtguard.release.push_engine import push_engine
 from verifier.base._deadline import Deadline
 from verifier.base._errors import InputError
 from verifier.base._references import ImageReference
+from verifier.registry._oci import EMPTY_DESCRIPTOR
 from verifier.registry.client import RegistryClient
 from verifier.registry.engine_artifact import (
     CALIBRATION_CACHE_LAYER,
@@ -22,7 +23,6 @@ from verifier.registry.engine_artifact import (
     TITLE_ANNOTATION,
     engine_layers,
 )
-from verifier.registry.oci import EMPTY_DESCRIPTOR
 
 
 def _files(folder: Path) -> tuple[Path, Path, Path]:

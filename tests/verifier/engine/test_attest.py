@@ -1,4 +1,4 @@
-"""verifier/engine/attest.py: the signed engine-verification attestation of a report."""
+"""verifier/engine/_attest.py: the signed engine-verification attestation of a report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""verifier/engine/calibration.py: the two public caches, both version encodings, and malformed caches."""
+"""verifier/engine/_calibration.py: the two public caches, both version encodings, and malformed caches."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from verifier.base._digests import sha256_bytes
 from verifier.base._errors import InputError
-from verifier.engine.calibration import (
+from verifier.engine._calibration import (
     InvalidCalibrationCache,
     decode_version_number,
     parse_calibration_cache,

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import pytest
 
 from verifier.engine._private import child
-from verifier.engine.runtime import ChildReport, EngineFacts
+from verifier.engine._runtime import ChildReport, EngineFacts
 
 
 class Mode(enum.Enum):

@@ -1,4 +1,4 @@
-"""verifier/engine/header.py: the plan header of every public plan, and broken files."""
+"""verifier/engine/_header.py: the plan header of every public plan, and broken files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tests.verifier.engine.helpers import PLANS
 from verifier.base._errors import InputError
-from verifier.engine.header import HEADER_BYTES, PlanMagic, parse_plan_header, read_plan_header
+from verifier.engine._header import HEADER_BYTES, PlanMagic, parse_plan_header, read_plan_header
 
 #: SOURCES.md §5: the magic and serialization number of each public file.
 EXPECTED = {

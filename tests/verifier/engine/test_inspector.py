@@ -1,4 +1,4 @@
-"""verifier/engine/inspector.py: NVIDIA's real DETAILED inspector dumps, the 11.x schema, and bad input."""
+"""verifier/engine/_inspector.py: NVIDIA's real DETAILED inspector dumps, the 11.x schema, and bad input."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.engine.inspector import InvalidInspectorOutput, parse_engine_information, precision_in
+from verifier.engine._inspector import InvalidInspectorOutput, parse_engine_information, precision_in
 
 
 def _graph(shared_fixtures: Path, build: str) -> str:

@@ -1,4 +1,4 @@
-"""verifier/engine/onnx_model.py: real ONNX models written with the onnx package, and files that are not."""
+"""verifier/engine/_onnx_model.py: real ONNX models written with the onnx package, and files that are not."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from verifier.base._digests import hash_file
 from verifier.base._errors import InputError
-from verifier.engine.onnx_model import InvalidOnnxModel, read_onnx_model
+from verifier.engine._onnx_model import InvalidOnnxModel, read_onnx_model
 
 
 def conv_model(path: Path, *, dtype: int = TensorProto.FLOAT, batch: int | str = "batch") -> Path:

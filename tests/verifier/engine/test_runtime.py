@@ -1,4 +1,4 @@
-"""verifier/engine/runtime.py (and _private/supervise.py): the GPU child's supervisor.
+"""verifier/engine/_runtime.py (and _private/supervise.py): the GPU child's supervisor.
 
 The fake children in fake_children/ test what the parent does when its child hangs, crashes, floods its
 output or answers nonsense; the no-GPU test runs the real child program.
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.verifier.engine.helpers import FAKE_CHILDREN, FAKE_TENSORRT
-from verifier.engine.runtime import GpuOptions, GpuOutcome, inspect_on_gpu
+from verifier.engine._runtime import GpuOptions, GpuOutcome, inspect_on_gpu
 
 SHA = "ab" * 32
 

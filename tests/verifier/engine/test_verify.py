@@ -1,4 +1,4 @@
-"""verifier/engine/verify.py: every public plan against a signed manifest, the manifest's signature and
+"""verifier/engine/_verify.py: every public plan against a signed manifest, the manifest's signature and
 predicate, and the gates: no GPU run before the hash matched a manifest signed by a trusted key.
 
 The comparisons themselves are tested beside their modules, in tests/verifier/engine/checks/."""

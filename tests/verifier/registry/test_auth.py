@@ -1,4 +1,4 @@
-"""verifier/registry/auth.py: dockerconfigjson, challenges, and auth against real registries.
+"""verifier/registry/_auth.py: dockerconfigjson, challenges, and auth against real registries.
 
 The token registry is distribution in ``auth: token`` mode with the test token service; the TLS registry
 uses a test CA and htpasswd Basic auth.
@@ -24,7 +24,7 @@ from tests.support.tokenserver import TokenServer
 from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable, InputError
 from verifier.base._references import ImageReference
-from verifier.registry.auth import Credentials, CredentialStore, parse_challenges, parse_docker_config
+from verifier.registry._auth import Credentials, CredentialStore, parse_challenges, parse_docker_config
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig
 

@@ -20,8 +20,8 @@ from tests.verifier.registry.faults import ALTERED, assert_definitive, image_ref
 from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable, InputError
+from verifier.registry._oci import DOCKER_MANIFEST, OCI_INDEX, Descriptor
 from verifier.registry.client import RegistryClient
-from verifier.registry.oci import DOCKER_MANIFEST, OCI_INDEX, Descriptor
 
 
 async def test_push_resolve_and_fetch(client: RegistryClient, registry: LocalRegistry) -> None:

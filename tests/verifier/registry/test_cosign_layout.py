@@ -1,4 +1,4 @@
-"""verifier/registry/cosign_layout.py: reading .sig/.att tags, referrers and the fallback index.
+"""verifier/registry/_cosign_layout.py: reading .sig/.att tags, referrers and the fallback index.
 
 The connaisseur fixtures are real cosign ``.sig`` manifests and payload blobs from Docker Hub: they are
 pushed verbatim under their tags and read back through the client and verifier.signatures. Writing the
@@ -21,8 +21,7 @@ from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable, VerificationError
 from verifier.base._references import ImageReference
 from verifier.keys import PublicKey
-from verifier.registry.client import RegistryClient
-from verifier.registry.cosign_layout import (
+from verifier.registry._cosign_layout import (
     DSSE_ENVELOPE,
     SIGNATURE_ANNOTATION,
     SIMPLE_SIGNING,
@@ -34,7 +33,8 @@ from verifier.registry.cosign_layout import (
     referrers_tag,
     signature_tag,
 )
-from verifier.registry.oci import OCI_CONFIG, OCI_INDEX, OCI_MANIFEST, Descriptor, image_index
+from verifier.registry._oci import OCI_CONFIG, OCI_INDEX, OCI_MANIFEST, Descriptor, image_index
+from verifier.registry.client import RegistryClient
 from verifier.signatures import (
     CosignSignature,
     KeylessIdentity,

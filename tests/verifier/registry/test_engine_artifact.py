@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from verifier.registry._oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, Manifest, image_manifest
 from verifier.registry.engine_artifact import (
     CALIBRATION_CACHE_LAYER,
     ENGINE_ARTIFACT_TYPE,
@@ -13,7 +14,6 @@ from verifier.registry.engine_artifact import (
     InvalidEngineArtifact,
     engine_layers,
 )
-from verifier.registry.oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, Manifest, image_manifest
 
 
 def _artifact(layers: list[Descriptor], artifact_type: str = ENGINE_ARTIFACT_TYPE) -> Manifest:

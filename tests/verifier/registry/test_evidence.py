@@ -13,9 +13,9 @@ import pytest
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.images import TinyImage, push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config
+from trtguard.release._push_engine import push_engine
 from trtguard.release.cosign_layout import append_layer, push_referrer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
-from trtguard.release.push_engine import push_engine
 from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.base._files import MAX_DOCUMENT_BYTES
@@ -25,8 +25,7 @@ from verifier.evidence import COSIGN_SIGN_PREDICATE, EvidenceSource
 from verifier.evidence_folder import LocalEvidence
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement, sign_statement, statement_for_file
 from verifier.keys import PrivateKey, generate_private_key
-from verifier.registry.client import RegistryClient
-from verifier.registry.cosign_layout import (
+from verifier.registry._cosign_layout import (
     BUNDLE_CONTENT_ANNOTATION,
     BUNDLE_PREDICATE_ANNOTATION,
     DSSE_ENVELOPE,
@@ -40,9 +39,10 @@ from verifier.registry.cosign_layout import (
     attestation_tag,
     signature_tag,
 )
+from verifier.registry._oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, image_manifest
+from verifier.registry.client import RegistryClient
 from verifier.registry.engine_artifact import ENGINE_ARTIFACT_TYPE, ENGINE_LAYER, TITLE_ANNOTATION
 from verifier.registry.evidence import RegistryEvidence, evidence_source
-from verifier.registry.oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, image_manifest
 from verifier.signatures import TrustPolicy, verify_attestation, verify_image_signatures
 from verifier.signatures.notation import ARTIFACT_TYPE as NOTATION_SIGNATURE
 from verifier.signatures.notation import JWS_MEDIA_TYPE, MAX_ENVELOPE_BYTES, MAX_NOTATION_SIGNATURES

@@ -1,4 +1,4 @@
-"""verifier/registry/oci.py: strict parsing of manifests and indexes, and the documents trtguard writes."""
+"""verifier/registry/_oci.py: strict parsing of manifests and indexes, and the documents trtguard writes."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from verifier.base._errors import InputError
-from verifier.registry.auth import parse_docker_config
-from verifier.registry.failures import error_detail
-from verifier.registry.oci import (
+from verifier.registry._auth import parse_docker_config
+from verifier.registry._failures import error_detail
+from verifier.registry._oci import (
     DOCKER_MANIFEST,
     DOCKER_MANIFEST_LIST,
     EMPTY_DESCRIPTOR,

@@ -1,4 +1,4 @@
-"""verifier/registry/sharing.py: identical reads made once, verified content kept."""
+"""verifier/registry/_sharing.py: identical reads made once, verified content kept."""
 
 from __future__ import annotations
 

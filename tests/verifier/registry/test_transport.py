@@ -1,4 +1,4 @@
-"""verifier/registry/transport.py through the fault proxy: retries, deadlines, digest checks.
+"""verifier/registry/_transport.py through the fault proxy: retries, deadlines, digest checks.
 
 Every fault must end in the right EvidenceUnavailable (transient or not, naming the registry and what
 happened) within the deadline; none may hang. What :meth:`RegistryTransport.fetch` says of a refusal or a
@@ -29,10 +29,10 @@ from tests.verifier.registry.faults import (
 )
 from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable
+from verifier.registry._transport import Expected, RegistryTransport, repository_scope
+from verifier.registry._wire import Call
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig
-from verifier.registry.transport import Expected, RegistryTransport, repository_scope
-from verifier.registry.wire import Call
 
 
 async def test_500_three_times_is_transient(

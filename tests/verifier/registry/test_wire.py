@@ -1,4 +1,4 @@
-"""verifier/registry/wire.py: bodies bounded as they stream in, redirects, credentials to the origin only."""
+"""verifier/registry/_wire.py: bodies bounded as they stream in, redirects, credentials to the origin only."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from tests.verifier.registry.faults import SLACK, image_ref, pushed_image, timed
 from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable, InputError
+from verifier.registry._oci import OCI_INDEX, encode_json
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig
-from verifier.registry.oci import OCI_INDEX, encode_json
 
 
 async def test_limits_apply_while_streaming(registry: LocalRegistry) -> None:

@@ -1,4 +1,4 @@
-"""verifier.scans.cyclonedx on real pip-audit and cyclonedx-py output (tests/data 602-607) and a VEX document
+"""verifier.scans._cyclonedx on real pip-audit and cyclonedx-py output (tests/data 602-607) and a VEX document
 (609), compared with cyclonedx-python-lib where that library reads the document."""
 
 from __future__ import annotations

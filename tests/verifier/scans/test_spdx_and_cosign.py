@@ -1,5 +1,5 @@
-"""verifier.scans.spdx (the SPDX 2.3 specification's example, compared with spdx-tools) and
-verifier.scans.cosign (the cosign specification's Trivy example, real pip-audit JSON reports)."""
+"""verifier.scans._spdx (the SPDX 2.3 specification's example, compared with spdx-tools) and
+verifier.scans._cosign (the cosign specification's Trivy example, real pip-audit JSON reports)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 from tests.support.gpg import ALGORITHMS, GnuPG
 from tests.support.openpgp_packets import ed25519_secret, issuer_subpackets, sign_detached
 from verifier.base._errors import InputError, VerificationError
-from verifier.signatures.openpgp import OpenPGPKey, check_signatures, read_signatures, verify_detached
+from verifier.signatures._openpgp import OpenPGPKey, check_signatures, read_signatures, verify_detached
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 HOUR, DAY = timedelta(hours=1), timedelta(days=1)

@@ -18,7 +18,7 @@ from verifier.dsse import Envelope, sign_envelope
 from verifier.evidence import Attestation
 from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.keys import PrivateKey, PublicKey, generate_private_key
-from verifier.signatures.openpgp import OpenPGPKey
+from verifier.signatures._openpgp import OpenPGPKey
 from verifier.verification import StatementRefused, StatementTrust, signers_of, verify_statement
 
 SUBJECT = "ab" * 32

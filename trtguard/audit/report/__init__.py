@@ -19,8 +19,8 @@ from pathlib import Path
 
 from trtguard.audit.package.archive import ArchiveLimits
 from trtguard.audit.package.verify import Anchor
-from trtguard.audit.report.render import CONTENT_SECURITY_POLICY, render_html
-from trtguard.audit.report.view import ReportView, build_view
+from trtguard.audit.report._render import CONTENT_SECURITY_POLICY, render_html
+from trtguard.audit.report._view import ReportView, build_view
 from verifier.base import InputError
 from verifier.keys import PublicKey
 

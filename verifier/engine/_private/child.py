@@ -1,6 +1,6 @@
 """The GPU child: deserializes one engine with TensorRT and prints what the engine says, as one JSON object.
 
-Started by :mod:`verifier.engine.runtime` as ``python child.py --engine PATH --sha256 HEX …`` in a process of
+Started by :mod:`verifier.engine._runtime` as ``python child.py --engine PATH --sha256 HEX …`` in a process of
 its own (never forked from a process that may hold CUDA state), with a time limit, so that a crash, a hang or
 a CUDA error in native code ends this process and not the caller. It is run as a script, not as part of the
 ``verifier`` package, and uses the standard library only: nothing but TensorRT and the driver is loaded

@@ -1,6 +1,6 @@
 """Comparisons of what was read from the files (and the GPU) with what the signed manifest declares.
 
-Each function returns :class:`~verifier.engine.report.Check` objects and never raises for a mismatch. When
+Each function returns :class:`~verifier.engine._report.Check` objects and never raises for a mismatch. When
 there is no usable manifest, the manifest-dependent checks are skipped with the reason the caller gives
 (no ``--manifest``, a signature that did not verify, an invalid predicate). One module per thing compared:
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from verifier.engine.calibration import CalibrationCacheFile
-from verifier.engine.report import Check, failed, passed, skipped, verdict
+from verifier.engine._calibration import CalibrationCacheFile
+from verifier.engine._report import Check, failed, passed, skipped, verdict
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from verifier.engine._dtypes import precision_of
+from verifier.engine._inspector import LayerPrecisions
+from verifier.engine._onnx_model import OnnxModelInfo
+from verifier.engine._report import Check, failed, passed, skipped, verdict
+from verifier.engine._runtime import LEAN_MODULES, EngineFacts, EngineProfile, GpuOutcome, GpuRun
 from verifier.engine.checks import declared_profiles
-from verifier.engine.dtypes import precision_of
-from verifier.engine.inspector import LayerPrecisions
-from verifier.engine.onnx_model import OnnxModelInfo
-from verifier.engine.report import Check, failed, passed, skipped, verdict
-from verifier.engine.runtime import LEAN_MODULES, EngineFacts, EngineProfile, GpuOutcome, GpuRun
 from verifier.manifest import EngineBuildManifest
 
 

@@ -3,9 +3,9 @@ profiles, and the precisions the model carries."""
 
 from __future__ import annotations
 
+from verifier.engine._onnx_model import OnnxModelInfo
+from verifier.engine._report import Check, failed, passed, skipped, verdict
 from verifier.engine.checks import declared_profiles
-from verifier.engine.onnx_model import OnnxModelInfo
-from verifier.engine.report import Check, failed, passed, skipped, verdict
 from verifier.manifest import EngineBuildManifest
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from verifier.engine.header import PlanHeader, PlanMagic
-from verifier.engine.report import Check, failed, passed, skipped, verdict
+from verifier.engine._header import PlanHeader, PlanMagic
+from verifier.engine._report import Check, failed, passed, skipped, verdict
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
 
 #: The oldest TensorRT whose plans carry the "ftrt" container with version bytes.

@@ -16,9 +16,8 @@ from verifier.signatures.notation._envelope import (
     MAX_ENVELOPE_BYTES,
     PAYLOAD_CONTENT_TYPE,
 )
-from verifier.signatures.notation.config import NotationPolicy, load_notation_config
-from verifier.signatures.notation.sign import sign_notation
-from verifier.signatures.notation.trust import (
+from verifier.signatures.notation._sign import sign_notation
+from verifier.signatures.notation._trust import (
     Level,
     NotationTrust,
     StoreType,
@@ -26,13 +25,15 @@ from verifier.signatures.notation.trust import (
     load_certificates,
     parse_identities,
 )
-from verifier.signatures.notation.verify import (
+from verifier.signatures.notation._verify import (
     ArtifactDescriptor,
     NotationSignature,
     NotationVerified,
     TargetArtifact,
+    read_signer,
     verify_notation,
 )
+from verifier.signatures.notation.config import NotationPolicy, load_notation_config
 
 __all__ = [
     "ARTIFACT_TYPE",
@@ -54,6 +55,7 @@ __all__ = [
     "load_certificates",
     "load_notation_config",
     "parse_identities",
+    "read_signer",
     "sign_notation",
     "verify_notation",
 ]

@@ -34,7 +34,7 @@ from cryptography import x509
 
 from verifier.base import InputError, VerificationError
 from verifier.signatures.notation._stores import StoreType, load_certificates
-from verifier.signatures.notation.trust import Level, NotationTrust, parse_identities
+from verifier.signatures.notation._trust import Level, NotationTrust, parse_identities
 
 __all__ = ["POLICY_FILES", "NotationPolicy", "NotationStatement", "load_notation_config"]
 

@@ -1,10 +1,10 @@
-"""trtguard/audit/report/chart.py: matplotlib's SVG of accuracy over engine versions, checked script-free."""
+"""trtguard/audit/report/_chart.py: matplotlib's SVG of accuracy over engine versions, checked script-free."""
 
 from __future__ import annotations
 
 import pytest
 
-from trtguard.audit.report.chart import Point, accuracy_chart, checked_svg
+from trtguard.audit.report._chart import Point, accuracy_chart, checked_svg
 from verifier.base._errors import VerificationError
 
 POINTS = [

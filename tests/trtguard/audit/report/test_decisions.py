@@ -1,4 +1,4 @@
-"""trtguard/audit/report/decisions.py: an allow whose answer was not delivered is no admitted change, in a
+"""trtguard/audit/report/_decisions.py: an allow whose answer was not delivered is no admitted change, in a
 package as in ``audit history``; the undelivered record shows among the denials, and the package verifier
 (trtguard/audit/package/verify/selection.py) notes the selected allow."""
 
@@ -16,7 +16,7 @@ from decisionlog._record import new_record_id
 from tests.trtguard.audit.package.world import World, export_package, messages, verify_package
 from trtguard.audit.package import Selection
 from trtguard.audit.report import build_view
-from trtguard.audit.report.decisions import read_decisions
+from trtguard.audit.report._decisions import read_decisions
 from verifier.base._deadline import Deadline
 
 

@@ -1,4 +1,4 @@
-"""trtguard/audit/report/render.py and its templates: a self-contained, escaped, accessible page; a failed
+"""trtguard/audit/report/_render.py and its templates: a self-contained, escaped, accessible page; a failed
 package renders as failed; hostile strings out of a real package stay text."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from tests.trtguard.audit.package.world import World
 from tests.trtguard.audit.report.conftest import INVISIBLE, WRITTEN_OUT, hostile_strings
 from trtguard.audit.report import CONTENT_SECURITY_POLICY, build_view, render_html, write_report
-from trtguard.audit.report.render import visible
+from trtguard.audit.report._render import visible
 from verifier.base._errors import InputError
 from verifier.base._visible import hidden
 

@@ -1,4 +1,4 @@
-"""trtguard/audit/report/view.py (with decisions.py and engines.py): what a report shows of a real package,
+"""trtguard/audit/report/_view.py (with decisions.py and engines.py): what a report shows of a real package,
 and that a package failing verification shows nothing of its contents."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""trtguard.release.manifest.create: a manifest from real build files and a (partly fake) build node.
+"""trtguard.release.manifest._create: a manifest from real build files and a (partly fake) build node.
 
 The ONNX models are real (written with the ``onnx`` package), the engine is a real TensorRT 10.5 plan from the
 shared fixtures, calibration caches are real files; only ``nvidia-smi`` is a FAKE script (no driver here).
@@ -17,11 +17,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from trtguard.release.manifest.create import CreateInputs, Environment, create_manifest
-from trtguard.release.manifest.hashing import hash_paths
-from trtguard.release.manifest.probe import Distribution
-from trtguard.release.manifest.settings import ManifestSettings
-from verifier.engine.calibration import InvalidCalibrationCache
+from trtguard.release.manifest._create import CreateInputs, Environment, create_manifest
+from trtguard.release.manifest._hashing import hash_paths
+from trtguard.release.manifest._probe import Distribution
+from trtguard.release.manifest._settings import ManifestSettings
+from verifier.engine._calibration import InvalidCalibrationCache
 
 IMAGE = "nvcr.io/nvidia/tensorrt:24.10-py3@sha256:" + "5d" * 32
 NOW = datetime(2025, 3, 14, 9, 26, 53, 123456, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""trtguard.release.manifest.flat: the flat build record → build manifest draft (``manifest import``)."""
+"""trtguard.release.manifest._flat: the flat build record → build manifest draft (``manifest import``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from trtguard.release.manifest.flat import import_flat
-from trtguard.release.manifest.settings import ManifestSettings
+from trtguard.release.manifest._flat import import_flat
+from trtguard.release.manifest._settings import ManifestSettings
 from verifier.base._digests import hash_file
 from verifier.base._errors import InputError, VerificationError
 

@@ -1,4 +1,4 @@
-"""trtguard.release.manifest.hashing: file and tree digests, parallel hashing, progress lines."""
+"""trtguard.release.manifest._hashing: file and tree digests, parallel hashing, progress lines."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trtguard.release.manifest.hashing import TREE_METHOD, Progress, hash_paths, tree_digest
+from trtguard.release.manifest._hashing import TREE_METHOD, Progress, hash_paths, tree_digest
 from verifier.base._errors import InputError
 
 

@@ -1,4 +1,4 @@
-"""trtguard.release.manifest.probe: versions from packages and variables, the GPU from nvidia-smi.
+"""trtguard.release.manifest._probe: versions from packages and variables, the GPU from nvidia-smi.
 
 The ``nvidia-smi`` used here is a FAKE: a shell script written into the test's temporary folder (this machine
 has no NVIDIA driver). Its output lines are copied from the real tool's ``--format=csv,noheader`` form.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from trtguard.release.manifest.probe import (
+from trtguard.release.manifest._probe import (
     Distribution,
     cuda_version,
     cudnn_version,

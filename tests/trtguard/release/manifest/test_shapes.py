@@ -1,4 +1,4 @@
-"""trtguard.release.manifest.shapes: shape ranges in the forms build pipelines write, read or refused."""
+"""trtguard.release.manifest._shapes: shape ranges in the forms build pipelines write, read or refused."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from trtguard.release.manifest.shapes import profile_from_shapes
+from trtguard.release.manifest._shapes import profile_from_shapes
 
 RANGES = {"min": [1, 3, 224, 224], "opt": [8, 3, 224, 224], "max": [32, 3, 224, 224]}
 

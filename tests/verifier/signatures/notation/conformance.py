@@ -144,7 +144,7 @@ def verify(
 def identities_admit(certificate: x509.Certificate, identities: Sequence[str]) -> bool:
     """notation-go's ``verifyX509TrustedIdentities``: the identities as a policy loads them, matched against
     the leaf's subject."""
-    from verifier.signatures.notation import trust  # noqa: PLC0415
+    from verifier.signatures.notation import _trust as trust  # noqa: PLC0415
 
     parse = getattr(trust, "parse_identities", None)
     parsed = parse(identities) if parse else tuple(trust.TrustedIdentity.parse(t) for t in identities)

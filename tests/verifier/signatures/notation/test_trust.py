@@ -6,7 +6,7 @@ import pytest
 
 from tests.support.notary_pki import issue, make_pki, subject
 from verifier.base._errors import InputError
-from verifier.signatures.notation.trust import (
+from verifier.signatures.notation._trust import (
     NotationTrust,
     TrustedIdentity,
     certificate_subject,

@@ -30,9 +30,9 @@ from verifier.signatures.notation import (
     sign_notation,
     verify_notation,
 )
-from verifier.signatures.notation import verify as notation_verify
+from verifier.signatures.notation import _verify as notation_verify
 from verifier.signatures.notation._envelope import read_envelope
-from verifier.signatures.notation.sign import _raw_signature
+from verifier.signatures.notation._sign import _raw_signature
 
 DIGEST = "sha256:" + "ab" * 32
 DESCRIPTOR = {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": DIGEST, "size": 1234}
@@ -464,7 +464,7 @@ def test_an_unexpected_error_in_one_signature_refuses_only_it(monkeypatch: pytes
             raise TypeError("a reader bug")
         return real(signature, *args, **kwargs)
 
-    monkeypatch.setattr("verifier.signatures.verify.verify_notation", flaky)
+    monkeypatch.setattr("verifier.signatures._verify.verify_notation", flaky)
     policy = TrustPolicy(notation={"n": _trust(pki)})
     result = verify_image_signatures(
         DIGEST, policy, notation=[hostile, _sign(pki)], notation_target=TARGET, now=NOW

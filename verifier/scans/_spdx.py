@@ -1,0 +1,90 @@
+"""SPDX 2.2 and 2.3 JSON: the packages of an SBOM (SPDX 2 has no vulnerability results).
+
+A strict subset read with pydantic, like :mod:`verifier.scans._cyclonedx`: ``spdxVersion``,
+``creationInfo.created`` (the document's time) and each package's ``name``, ``versionInfo`` and purl (an
+``externalRefs`` entry of category ``PACKAGE-MANAGER`` and type ``purl``); every other field is ignored.
+docs/scans.md compares this with ``spdx-tools``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from verifier.base import InputError, input_error_from_validation
+from verifier.scans._times import parse_time
+from verifier.scans.model import ScanDocument, component_from
+
+__all__ = ["is_spdx", "read_spdx"]
+
+_VERSIONS = frozenset({"SPDX-2.2", "SPDX-2.3"})
+# SPDX 2.3 writes the category with a hyphen; 2.2 documents and some tools use an underscore.
+_PACKAGE_MANAGER = frozenset({"PACKAGE-MANAGER", "PACKAGE_MANAGER"})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
+
+
+class _ExternalRef(_Model):
+    category: str = Field(alias="referenceCategory")
+    type: str = Field(alias="referenceType")
+    locator: str = Field(alias="referenceLocator")
+
+
+class _Package(_Model):
+    name: str
+    version: str | None = Field(default=None, alias="versionInfo")
+    external_refs: list[_ExternalRef] | None = Field(default=None, alias="externalRefs")
+
+
+class _CreationInfo(_Model):
+    created: str
+
+
+class _Document(_Model):
+    spdx_version: str = Field(alias="spdxVersion")
+    creation_info: _CreationInfo = Field(alias="creationInfo")
+    packages: list[_Package] | None = None
+
+
+def is_spdx(data: Mapping[str, Any]) -> bool:
+    """Whether ``data`` says it is an SPDX 2 JSON document."""
+    version = data.get("spdxVersion")
+    return isinstance(version, str) and version.startswith("SPDX-2.")
+
+
+def read_spdx(data: Mapping[str, Any], source: str) -> ScanDocument:
+    """An SPDX 2.2/2.3 JSON document as a :class:`ScanDocument` (components only).
+
+    Raises :class:`~verifier.base.InputError` for another SPDX version or fields of the wrong type.
+    """
+    version = data.get("spdxVersion")
+    if version not in _VERSIONS:
+        raise InputError(
+            f"not an SPDX 2.2 or 2.3 JSON document (spdxVersion is {version!r})",
+            location=source,
+            hint="attest the SBOM tool's SPDX 2.3 JSON output as the predicate",
+        )
+    try:
+        document = _Document.model_validate(data)
+    except ValidationError as error:
+        raise input_error_from_validation(error, source, what="the SPDX document") from None
+    unknowns: list[str] = []
+    created = parse_time(document.creation_info.created, "creationInfo.created", unknowns)
+    components = tuple(
+        component_from(package.name, package.version, _purl(package)) for package in document.packages or []
+    )
+    if not components:
+        unknowns.append("the document lists no package (an empty SBOM)")
+    unknowns.append("an SPDX 2 document carries no vulnerability results")
+    return ScanDocument(format="spdx", scanned_at=created, components=components, unknowns=tuple(unknowns))
+
+
+def _purl(package: _Package) -> str | None:
+    for ref in package.external_refs or []:
+        if ref.category in _PACKAGE_MANAGER and ref.type == "purl":
+            return ref.locator
+    return None
