@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from policies.rules._components import component_findings
 from verifier.scans import Component
-from verifier.scans.cyclonedx import read_cyclonedx
+from verifier.scans._cyclonedx import read_cyclonedx
 
 
 def _best(call: Callable[[], object], runs: int) -> float:

@@ -239,7 +239,7 @@ def test_a_large_package_lists_a_bounded_number_of_records_and_says_where_the_re
     assert carried > 2 and denied >= 1
     whole = render_html(view)
     assert whole.count('<table class="chain">') == 1 and "are listed;" not in whole
-    monkeypatch.setattr("trtguard.audit.report.render.LISTED_ROWS", 1)
+    monkeypatch.setattr("trtguard.audit.report._render.LISTED_ROWS", 1)
     page = render_html(view)
     chain = page[
         page.index('<table class="chain">') : page.index("</table>", page.index('<table class="chain">'))
