@@ -14,8 +14,10 @@ matched on the names :func:`verifier.scans.component_from` normalised, so that n
   text. As PEP 440's ``==``, a PyPI version without a local label names every local build of it (``2.1.0``
   is ``2.1.0+cu118``); as SemVer's precedence, an npm, Cargo, Go or NuGet version without build metadata
   names every build of it (``4.17.20`` is ``4.17.20+build.5``), and Go's ``v`` prefix is no part of the
-  version (``v1.2.3`` is ``1.2.3``). A banned version matches a component that records no version (it
-  cannot be ruled out); a required one does not.
+  version (``v1.2.3`` is ``1.2.3``). A Debian, RPM or Arch version's epoch is read from the version
+  (``1:1.0.2k-16.el7``) or the purl's ``epoch`` qualifier (none is 0), and one without an epoch names every
+  epoch of it (a ban over-matches rather than misses). A banned version matches a component that records
+  no version (it cannot be ruled out); a required one does not.
 * each component is read once and indexed (:class:`ComponentIndex`); a document of more than
   :data:`MAX_COMPONENTS` components cannot tell.
 """
@@ -35,6 +37,10 @@ __all__ = ["MAX_COMPONENTS", "ComponentFinding", "component_findings", "wanted_p
 _PEP503: Final = re.compile(r"[-_.]+")
 #: Ecosystems whose versions are SemVer 2, where build metadata (``+...``) never makes another version.
 _SEMVER: Final = frozenset({"npm", "cargo", "golang", "nuget"})
+#: Ecosystems whose versions may carry an epoch (``1:1.0.2k-16.el7``; Trivy writes it in the purl's
+#: ``epoch`` qualifier instead). Alpine's apk versions have none.
+_EPOCHS: Final = frozenset({"deb", "rpm", "alpm"})
+_EPOCH: Final = re.compile(r"([0-9]+):(.+)")
 # PEP 440's version scheme (its appendix's pattern), for comparing PyPI versions: 5.3 is 5.3.0, 1.0RC1 1.0rc1
 _PEP440: Final = re.compile(
     r"v?(?:(?P<epoch>[0-9]+)!)?(?P<release>[0-9]+(?:\.[0-9]+)*)"
@@ -72,7 +78,11 @@ def wanted_package(written: str) -> WantedPackage:
     if text.startswith("pkg:"):
         parsed = component_from(written, None, written.strip())
         if parsed.ecosystem is not None:
-            return WantedPackage(written, parsed.ecosystem, _names(parsed), parsed.version)
+            version = parsed.version
+            if version is not None and parsed.ecosystem in _EPOCHS and parsed.purl is not None:
+                epoch, bare = _epoch_of(version, parsed.purl)
+                version = f"{epoch}:{bare}" if epoch is not None else bare
+            return WantedPackage(written, parsed.ecosystem, _names(parsed), version)
     return WantedPackage(written, None, frozenset({text, *_slashed(text)}))
 
 
@@ -186,6 +196,8 @@ class ComponentIndex:
             step(1)
             recorded = _versions(component) if versions else set()
             keys: set[tuple[bool, tuple[object, ...]]] = set()
+            if recorded and component.ecosystem in _EPOCHS and component.purl is not None:
+                keys |= _epoch_keys(recorded, component.purl)
             for python in _key_kinds(component.ecosystem):
                 for version in recorded:
                     key = _version_key(version, python=python)
@@ -273,6 +285,32 @@ def _versions(component: Component) -> set[str]:
     if purl_version:
         versions.add(purl_version)
     return versions
+
+
+def _epoch_of(version: str, purl: str) -> tuple[int | None, str]:
+    """The epoch of a Debian, RPM or Arch ``version`` (written in it, ``1:1.0.2k``, or in the ``purl``'s
+    ``epoch`` qualifier; None where neither gives one) and the version without it."""
+    written = _EPOCH.fullmatch(version.strip())
+    if written is not None:
+        return int(written[1]), written[2]
+    query = purl.split("#", 1)[0].partition("?")[2]
+    for pair in query.split("&") if query else ():
+        name, _, value = pair.partition("=")
+        if name == "epoch" and unquote(value).strip().isdigit():
+            return int(unquote(value)), version
+    return None, version
+
+
+def _epoch_keys(versions: set[str], purl: str) -> set[tuple[bool, tuple[object, ...]]]:
+    """The keys a Debian, RPM or Arch component is found by: each version without its epoch (a ban
+    without one names every epoch) and as ``epoch:version`` for each epoch it records (0 where none)."""
+    split = [_epoch_of(version, purl) for version in versions]
+    epochs = {epoch for epoch, _ in split if epoch is not None} or {0}
+    keys: set[tuple[bool, tuple[object, ...]]] = set()
+    for _, bare in split:
+        keys.add((False, _version_key(bare, python=False)))
+        keys |= {(False, _version_key(f"{epoch}:{bare}", python=False)) for epoch in epochs}
+    return keys
 
 
 def _purl_version(purl: str) -> str | None:

@@ -319,3 +319,28 @@ def test_the_torch_wheel_of_a_cuda_image_is_banned_end_to_end(material: Material
     decision = judge(material, policy(rule("banned", ["pkg:pypi/torch@2.1.0"])))
     assert found(decision) == {(BANNED, Action.DENY, False)}
     assert "torch 2.1.0+cu118" in decision.violations[0].message
+
+
+@pytest.mark.parametrize(
+    ("purl", "version", "banned", "matches"),
+    [
+        # attack 35 C2: Trivy splits the epoch into the purl's qualifier; errata write epoch:version-release
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7?epoch=1", "1.0.2k", "1:1.0.2k-16.el7", True),
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7?epoch=1", "1.0.2k", "1.0.2k-16.el7", True),
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7?epoch=1", "1.0.2k", "0:1.0.2k-16.el7", False),
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7?epoch=1", "1.0.2k", "2:1.0.2k-16.el7", False),
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7", None, "0:1.0.2k-16.el7", True),  # no epoch is 0
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7", None, "1:1.0.2k-16.el7", False),
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7", None, "1.0.2k-16.el7?epoch=0", True),
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7", None, "1.0.2k-16.el7?epoch=1", False),
+        ("pkg:deb/debian/libc6@2:2.28-10", None, "2.28-10", True),  # an epoch written in the version
+        ("pkg:deb/debian/libc6@2:2.28-10", None, "2:2.28-10", True),
+        ("pkg:deb/debian/libc6@2:2.28-10", None, "1:2.28-10", False),
+    ],
+)
+def test_rpm_and_debian_epochs_match_however_written(
+    purl: str, version: str | None, banned: str, matches: bool
+) -> None:
+    component = component_from("x", version, purl)
+    wanted = purl.split("@", maxsplit=1)[0] + "@" + banned
+    assert _check([], [wanted], [component]) == (["r.banned"] if matches else [])
