@@ -19,7 +19,8 @@ matched on the names :func:`verifier.scans.component_from` normalised, so that n
   epoch of it (a ban over-matches rather than misses). A banned version matches a component that records
   no version (it cannot be ruled out); a required one does not.
 * each component is read once and indexed (:class:`ComponentIndex`); a document of more than
-  :data:`MAX_COMPONENTS` components cannot tell.
+  :data:`verifier.scans.MAX_COMPONENTS` components is refused when it is read, and a list that long
+  given here cannot tell.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote
 
-from verifier.scans import Component, component_from, normal_text
+from verifier.scans import MAX_COMPONENTS, Component, component_from, normal_text
 
 __all__ = ["MAX_COMPONENTS", "ComponentFinding", "component_findings", "wanted_package"]
 
@@ -84,12 +85,6 @@ def wanted_package(written: str) -> WantedPackage:
                 version = f"{epoch}:{bare}" if epoch is not None else bare
             return WantedPackage(written, parsed.ecosystem, _names(parsed), version)
     return WantedPackage(written, None, frozenset({text, *_slashed(text)}))
-
-
-#: Components one document may list for the check to read them: past it the rule cannot tell (its
-#: ``unknown``), never passes. Well above the SBOMs of real images (thousands of packages), it keeps the
-#: check's CPU (about 15 ms per thousand components: bench/component_bans.py) inside an admission's budget.
-MAX_COMPONENTS: Final = 100_000
 
 
 @dataclass(frozen=True, slots=True)
