@@ -14,10 +14,13 @@ matched on the names :func:`verifier.scans.component_from` normalised, so that n
   text. As PEP 440's ``==``, a PyPI version without a local label names every local build of it (``2.1.0``
   is ``2.1.0+cu118``); as SemVer's precedence, an npm, Cargo, Go or NuGet version without build metadata
   names every build of it (``4.17.20`` is ``4.17.20+build.5``), and Go's ``v`` prefix is no part of the
-  version (``v1.2.3`` is ``1.2.3``). A banned version matches a component that records no version (it
-  cannot be ruled out); a required one does not.
+  version (``v1.2.3`` is ``1.2.3``). A Debian, RPM or Arch version's epoch is read from the version
+  (``1:1.0.2k-16.el7``) or the purl's ``epoch`` qualifier (none is 0), and one without an epoch names every
+  epoch of it (a ban over-matches rather than misses). A banned version matches a component that records
+  no version (it cannot be ruled out); a required one does not.
 * each component is read once and indexed (:class:`ComponentIndex`); a document of more than
-  :data:`MAX_COMPONENTS` components cannot tell.
+  :data:`verifier.scans.MAX_COMPONENTS` components is refused when it is read, and a list that long
+  given here cannot tell.
 """
 
 from __future__ import annotations
@@ -28,13 +31,17 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote
 
-from verifier.scans import Component, component_from, normal_text
+from verifier.scans import MAX_COMPONENTS, Component, component_from, normal_text
 
 __all__ = ["MAX_COMPONENTS", "ComponentFinding", "component_findings", "wanted_package"]
 
 _PEP503: Final = re.compile(r"[-_.]+")
 #: Ecosystems whose versions are SemVer 2, where build metadata (``+...``) never makes another version.
 _SEMVER: Final = frozenset({"npm", "cargo", "golang", "nuget"})
+#: Ecosystems whose versions may carry an epoch (``1:1.0.2k-16.el7``; Trivy writes it in the purl's
+#: ``epoch`` qualifier instead). Alpine's apk versions have none.
+_EPOCHS: Final = frozenset({"deb", "rpm", "alpm"})
+_EPOCH: Final = re.compile(r"([0-9]+):(.+)")
 # PEP 440's version scheme (its appendix's pattern), for comparing PyPI versions: 5.3 is 5.3.0, 1.0RC1 1.0rc1
 _PEP440: Final = re.compile(
     r"v?(?:(?P<epoch>[0-9]+)!)?(?P<release>[0-9]+(?:\.[0-9]+)*)"
@@ -72,14 +79,12 @@ def wanted_package(written: str) -> WantedPackage:
     if text.startswith("pkg:"):
         parsed = component_from(written, None, written.strip())
         if parsed.ecosystem is not None:
-            return WantedPackage(written, parsed.ecosystem, _names(parsed), parsed.version)
+            version = parsed.version
+            if version is not None and parsed.ecosystem in _EPOCHS and parsed.purl is not None:
+                epoch, bare = _epoch_of(version, parsed.purl)
+                version = f"{epoch}:{bare}" if epoch is not None else bare
+            return WantedPackage(written, parsed.ecosystem, _names(parsed), version)
     return WantedPackage(written, None, frozenset({text, *_slashed(text)}))
-
-
-#: Components one document may list for the check to read them: past it the rule cannot tell (its
-#: ``unknown``), never passes. Well above the SBOMs of real images (thousands of packages), it keeps the
-#: check's CPU (about 15 ms per thousand components: bench/component_bans.py) inside an admission's budget.
-MAX_COMPONENTS: Final = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +142,6 @@ def component_findings(
     hits: dict[str, None] = {}
     for name in dict.fromkeys(banned):
         matched = index.find(wanted[name], unknown_version=True)
-        step(len(matched) + 1)
         hits.update(dict.fromkeys(f"{name} (listed as {index.shown(c)})" for c in matched))
     if hits:
         findings.append(
@@ -169,7 +173,7 @@ class ComponentIndex:
     """Components by ecosystem, by the name they match under (:func:`_names`: PEP 503 where the component is
     or may be a Python package) and by the key of each version they record, for :meth:`find`."""
 
-    __slots__ = ("_ecosystems", "_named", "_shown")
+    __slots__ = ("_holding", "_named", "_shown", "_step")
 
     def __init__(
         self,
@@ -178,14 +182,21 @@ class ComponentIndex:
         *,
         versions: bool = True,
     ) -> None:
-        """Index ``components``, counting each in ``step``; by version too unless ``versions`` is false
-        (no name looked up names a version: then :meth:`find` is asked for none)."""
+        """Index ``components``, counting each in ``step`` (and :meth:`find`'s look-ups and the components
+        they find); by version too unless ``versions`` is false (no name looked up names a version: then
+        :meth:`find` is asked for none)."""
+        self._step = step
         self._named: dict[_Key, _Named] = {}
+        # the ecosystems holding each name, so that a name without an ecosystem is looked up where it is,
+        # not in every ecosystem the document names (attack 35 E4: 90,000 purl types)
+        self._holding: dict[str, list[str | None]] = {}
         self._shown: dict[int, str] = {}
         for component in dict.fromkeys(components):  # equal components are one
             step(1)
             recorded = _versions(component) if versions else set()
             keys: set[tuple[bool, tuple[object, ...]]] = set()
+            if recorded and component.ecosystem in _EPOCHS and component.purl is not None:
+                keys |= _epoch_keys(recorded, component.purl)
             for python in _key_kinds(component.ecosystem):
                 for version in recorded:
                     key = _version_key(version, python=python)
@@ -200,6 +211,7 @@ class ComponentIndex:
                 named = self._named.get((ecosystem, name))
                 if named is None:
                     named = self._named[(ecosystem, name)] = _Named()
+                    self._holding.setdefault(name, []).append(ecosystem)
                 named.every[id(component)] = component
                 if not recorded:
                     named.unversioned[id(component)] = component
@@ -207,7 +219,6 @@ class ComponentIndex:
                     named.versions.setdefault(key, {})[id(component)] = component
             version = f" {component.version}" if component.version else " with no version recorded"
             self._shown[id(component)] = f"{component.raw_name}{version}"
-        self._ecosystems = {ecosystem for ecosystem, _ in self._named}
 
     def shown(self, component: Component) -> str:
         """How a denial names ``component``: its written name and version."""
@@ -216,24 +227,35 @@ class ComponentIndex:
     def find(self, wanted: WantedPackage, *, unknown_version: bool) -> list[Component]:
         """The components that are ``wanted``, each once: of its ecosystem (or of none), by its name in it,
         of its version when it names one (``unknown_version``: what a component that records no version is
-        then: a ban cannot rule it out; a requirement is not met by it)."""
-        ecosystems = self._ecosystems if wanted.ecosystem is None else {None, wanted.ecosystem}
+        then: a ban cannot rule it out; a requirement is not met by it). A name without an ecosystem is
+        looked up in the ecosystems that hold it; each look-up and each component found is a step."""
+        if wanted.ecosystem is None:  # the ecosystems that hold the name, in the form each matches it by
+            places = [
+                (ecosystem, form)
+                for name in wanted.names
+                for form in {name, _loose(name)}
+                for ecosystem in self._holding.get(form, ())
+                if _matched_as(name, ecosystem) == form
+            ]
+        else:
+            places = [(e, _matched_as(n, e)) for e in (None, wanted.ecosystem) for n in wanted.names]
         python = wanted.ecosystem == "pypi"
         key = (python, _version_key(wanted.version, python=python)) if wanted.version is not None else None
         if key is not None and wanted.version is not None and wanted.ecosystem in _SEMVER:
             key = (False, _semver_key(wanted.version, wanted.ecosystem, builds=False))
         found: dict[int, Component] = {}
-        for ecosystem in ecosystems:
-            for name in {_matched_as(n, ecosystem) for n in wanted.names}:
-                named = self._named.get((ecosystem, name))
-                if named is None:
-                    continue
-                if key is None:
-                    found.update(named.every)
-                    continue
-                found.update(named.versions.get(key, {}))
-                if unknown_version:
-                    found.update(named.unversioned)
+        self._step(1)
+        for place in dict.fromkeys(places):
+            named = self._named.get(place)
+            if named is None:
+                self._step(1)
+                continue
+            if key is None:
+                hits = named.every
+            else:
+                hits = {**named.versions.get(key, {}), **(named.unversioned if unknown_version else {})}
+            self._step(1 + len(hits))  # each component found is work, as each look-up is
+            found.update(hits)
         return list(found.values())
 
 
@@ -273,6 +295,32 @@ def _versions(component: Component) -> set[str]:
     if purl_version:
         versions.add(purl_version)
     return versions
+
+
+def _epoch_of(version: str, purl: str) -> tuple[int | None, str]:
+    """The epoch of a Debian, RPM or Arch ``version`` (written in it, ``1:1.0.2k``, or in the ``purl``'s
+    ``epoch`` qualifier; None where neither gives one) and the version without it."""
+    written = _EPOCH.fullmatch(version.strip())
+    if written is not None:
+        return int(written[1]), written[2]
+    query = purl.split("#", 1)[0].partition("?")[2]
+    for pair in query.split("&") if query else ():
+        name, _, value = pair.partition("=")
+        if name == "epoch" and unquote(value).strip().isdigit():
+            return int(unquote(value)), version
+    return None, version
+
+
+def _epoch_keys(versions: set[str], purl: str) -> set[tuple[bool, tuple[object, ...]]]:
+    """The keys a Debian, RPM or Arch component is found by: each version without its epoch (a ban
+    without one names every epoch) and as ``epoch:version`` for each epoch it records (0 where none)."""
+    split = [_epoch_of(version, purl) for version in versions]
+    epochs = {epoch for epoch, _ in split if epoch is not None} or {0}
+    keys: set[tuple[bool, tuple[object, ...]]] = set()
+    for _, bare in split:
+        keys.add((False, _version_key(bare, python=False)))
+        keys |= {(False, _version_key(f"{epoch}:{bare}", python=False)) for epoch in epochs}
+    return keys
 
 
 def _purl_version(purl: str) -> str | None:

@@ -32,6 +32,7 @@ from verifier.base import InputError
 
 if TYPE_CHECKING:
     from verifier.scans.model import (
+        MAX_COMPONENTS,
         SEVERITY_ORDER,
         Component,
         ScanDocument,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COSIGN_VULN_PREDICATE_TYPE",
     "CYCLONEDX_PREDICATE_TYPE",
+    "MAX_COMPONENTS",
     "SEVERITY_ORDER",
     "SPDX_PREDICATE_TYPE",
     "Component",
@@ -123,6 +125,7 @@ def read_scan(predicate_type: str, predicate: Mapping[str, Any], source: str) ->
 
 _MODEL_NAMES: Final = frozenset(
     {
+        "MAX_COMPONENTS",
         "SEVERITY_ORDER",
         "Component",
         "ScanDocument",

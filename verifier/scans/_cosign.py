@@ -30,9 +30,11 @@ from verifier.scans.model import (
     Rating,
     ScanDocument,
     Vulnerability,
+    check_component_count,
     component_from,
     cvss_severity,
     image_digest,
+    listed_count,
     severity_name,
     severity_unknowns,
 )
@@ -296,6 +298,7 @@ def _database_time(db: _Db | None) -> tuple[datetime | None, tuple[tuple[str, st
 
 
 def _pip_audit(result: Mapping[str, Any], source: str) -> ScanDocument:
+    check_component_count(listed_count(result.get("dependencies")), source)  # before validating
     try:
         report = _PipAudit.model_validate(result)
     except ValidationError as error:
@@ -331,6 +334,11 @@ def _pip_audit(result: Mapping[str, Any], source: str) -> ScanDocument:
 
 
 def _trivy(result: Mapping[str, Any], source: str) -> ScanDocument:
+    results = result.get("Results")
+    packages = (
+        [r.get("Packages") for r in results if isinstance(r, Mapping)] if isinstance(results, list) else []
+    )
+    check_component_count(sum(map(listed_count, packages)), source)  # before validating: MAX_COMPONENTS
     try:
         report = _Trivy.model_validate(result)
     except ValidationError as error:

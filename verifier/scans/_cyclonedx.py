@@ -29,12 +29,14 @@ from verifier.base import InputError, input_error_from_validation
 from verifier.scans._cvss import base_score_v3
 from verifier.scans._times import parse_time
 from verifier.scans.model import (
+    MAX_COMPONENTS,
     NOT_AFFECTED_STATES,
     Component,
     DocumentRole,
     Rating,
     ScanDocument,
     Vulnerability,
+    check_component_count,
     component_from,
     cvss_severity,
     highest,
@@ -143,6 +145,7 @@ def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = Fals
             location=source,
             hint="attest the scanner's CycloneDX JSON output as the predicate",
         )
+    check_component_count(_count_components(data), source)  # before validating: see MAX_COMPONENTS
     try:
         bom = _Bom.model_validate(data)
     except ValidationError as error:
@@ -227,6 +230,27 @@ def _role(found: list[_Vulnerability], *, as_scan: bool) -> DocumentRole:
     # triage, or giving no state reports it as a scan does, and must not let an older scan be judged instead.
     cleared = all(v.analysis is not None and v.analysis.state in NOT_AFFECTED_STATES for v in found)
     return "vex" if cleared else "scan"
+
+
+def _count_components(data: Mapping[str, Any]) -> int:
+    """The components the raw document lists, nested ones and those of ``metadata.component`` included,
+    counted up to just past :data:`MAX_COMPONENTS` (what is not a list or an object is left to validation)."""
+    metadata = data.get("metadata")
+    described = metadata.get("component") if isinstance(metadata, Mapping) else None
+    pending = [
+        data.get("components"),
+        described.get("components") if isinstance(described, Mapping) else None,
+    ]
+    count = 0
+    while pending:
+        items = pending.pop()
+        if not isinstance(items, list):
+            continue
+        count += len(items)
+        if count > MAX_COMPONENTS:
+            break
+        pending += [item.get("components") for item in items if isinstance(item, Mapping)]
+    return count
 
 
 def _flatten(components: list[_Component]) -> Iterator[_Component]:

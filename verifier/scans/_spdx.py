@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verifier.base import InputError, input_error_from_validation
 from verifier.scans._times import parse_time
-from verifier.scans.model import ScanDocument, component_from
+from verifier.scans.model import ScanDocument, check_component_count, component_from, listed_count
 
 __all__ = ["is_spdx", "read_spdx"]
 
@@ -68,6 +68,7 @@ def read_spdx(data: Mapping[str, Any], source: str) -> ScanDocument:
             location=source,
             hint="attest the SBOM tool's SPDX 2.3 JSON output as the predicate",
         )
+    check_component_count(listed_count(data.get("packages")), source)  # before validating: MAX_COMPONENTS
     try:
         document = _Document.model_validate(data)
     except ValidationError as error:

@@ -29,9 +29,10 @@ from typing import Any, Final, Literal
 
 from packageurl import PackageURL
 
-from verifier.base import hidden
+from verifier.base import InputError, hidden
 
 __all__ = [
+    "MAX_COMPONENTS",
     "SEVERITY_ORDER",
     "Component",
     "DocumentRole",
@@ -40,6 +41,7 @@ __all__ = [
     "ScanFormat",
     "Vulnerability",
     "canonical_id",
+    "check_component_count",
     "component_from",
     "cvss_severity",
     "highest",
@@ -48,6 +50,12 @@ __all__ = [
     "severity_name",
     "severity_unknowns",
 ]
+
+#: Components (packages) one document may list for trtguard to read it: past it the document is unreadable
+#: evidence, which a rule cannot tell from (never passes). Well above the SBOMs of real images (thousands of
+#: packages), it is counted in the raw JSON before a component is built, so that reading a huge document
+#: costs a count rather than seconds of validation (attack 35 E3: 550,000 components, 6 s).
+MAX_COMPONENTS: Final = 100_000
 
 ScanFormat = Literal["cyclonedx", "spdx", "cosign-vuln"]
 #: What a document is for the rules (docs/scans.md, "What counts as scan evidence"): an ``sbom`` lists
@@ -201,6 +209,22 @@ def component_from(
         purl=canonical,
         ecosystem=kind,
     )
+
+
+def check_component_count(count: int, source: str) -> None:
+    """Raise :class:`~verifier.base.InputError` when a document at ``source`` lists ``count`` components,
+    more than :data:`MAX_COMPONENTS`."""
+    if count > MAX_COMPONENTS:
+        raise InputError(
+            f"the document lists more than {MAX_COMPONENTS} components, the most trtguard reads",
+            location=source,
+            hint="attest an SBOM of the image alone (one entry per package)",
+        )
+
+
+def listed_count(items: object) -> int:
+    """How many entries ``items`` has when it is a JSON list (0 otherwise: the reader refuses its type)."""
+    return len(items) if isinstance(items, list) else 0
 
 
 def normal_text(text: str | None) -> str:

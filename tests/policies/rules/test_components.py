@@ -319,3 +319,57 @@ def test_the_torch_wheel_of_a_cuda_image_is_banned_end_to_end(material: Material
     decision = judge(material, policy(rule("banned", ["pkg:pypi/torch@2.1.0"])))
     assert found(decision) == {(BANNED, Action.DENY, False)}
     assert "torch 2.1.0+cu118" in decision.violations[0].message
+
+
+@pytest.mark.parametrize(
+    ("purl", "version", "banned", "matches"),
+    [
+        # attack 35 C2: Trivy splits the epoch into the purl's qualifier; errata write epoch:version-release
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7?epoch=1", "1.0.2k", "1:1.0.2k-16.el7", True),
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7?epoch=1", "1.0.2k", "1.0.2k-16.el7", True),
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7?epoch=1", "1.0.2k", "0:1.0.2k-16.el7", False),
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7?epoch=1", "1.0.2k", "2:1.0.2k-16.el7", False),
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7", None, "0:1.0.2k-16.el7", True),  # no epoch is 0
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7", None, "1:1.0.2k-16.el7", False),
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7", None, "1.0.2k-16.el7?epoch=0", True),
+        ("pkg:rpm/centos/openssl-libs@1.0.2k-16.el7", None, "1.0.2k-16.el7?epoch=1", False),
+        ("pkg:deb/debian/libc6@2:2.28-10", None, "2.28-10", True),  # an epoch written in the version
+        ("pkg:deb/debian/libc6@2:2.28-10", None, "2:2.28-10", True),
+        ("pkg:deb/debian/libc6@2:2.28-10", None, "1:2.28-10", False),
+    ],
+)
+def test_rpm_and_debian_epochs_match_however_written(
+    purl: str, version: str | None, banned: str, matches: bool
+) -> None:
+    component = component_from("x", version, purl)
+    wanted = purl.split("@", maxsplit=1)[0] + "@" + banned
+    assert _check([], [wanted], [component]) == (["r.banned"] if matches else [])
+
+
+def test_a_name_only_ban_looks_only_where_the_name_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    # attack 35 E4: a name without an ecosystem was looked up in every ecosystem the SBOM names, uncounted
+    # (90,000 purl types x 200 bans: 23 s of CPU charged as 200 steps)
+    from policies.rules import _components  # noqa: PLC0415 - the module under test, patched
+
+    listed = [component_from("x", "1", f"pkg:t{n}x/c{n}@1") for n in range(2000)]
+    listed += [component_from("xz", "1", f"pkg:t{n}x/xz@1") for n in range(50)]
+    steps: list[int] = []
+    index = _components.ComponentIndex(listed, steps.append)
+    assert sum(steps) == len(listed)
+    looked: list[tuple[str, str | None]] = []
+    real = _components._matched_as
+
+    def counted(name: str, ecosystem: str | None) -> str:
+        looked.append((name, ecosystem))
+        return real(name, ecosystem)
+
+    monkeypatch.setattr(_components, "_matched_as", counted)
+    steps.clear()
+    for n in range(200):
+        assert index.find(_components.wanted_package(f"ban{n}"), unknown_version=True) == []
+    assert len(looked) == 0  # no ecosystem holds the names
+    assert 200 <= sum(steps) <= 2 * 200
+    steps.clear()
+    assert len(index.find(_components.wanted_package("xz"), unknown_version=True)) == 50
+    assert len(looked) == 50  # the 50 ecosystems that hold it, each once
+    assert sum(steps) >= len(looked) + 50  # each look-up and each component found is counted
