@@ -33,7 +33,7 @@ from verifier.scans.model import (
     check_component_count,
     component_from,
     cvss_severity,
-    image_digest,
+    images_about,
     listed_count,
     severity_name,
     severity_unknowns,
@@ -371,7 +371,7 @@ def _trivy(result: Mapping[str, Any], source: str) -> ScanDocument:
         ),
         unknowns=tuple(unknowns),
         # Metadata.ImageID is the image's config digest, never a manifest's: it names nothing a subject can be
-        about=tuple(dict.fromkeys(d for d in map(image_digest, named) if d is not None)),
+        about=images_about(named),
     )
 
 

@@ -40,7 +40,7 @@ from verifier.scans.model import (
     component_from,
     cvss_severity,
     highest,
-    image_digest,
+    images_about,
     severity_name,
     severity_unknowns,
 )
@@ -211,13 +211,13 @@ def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = Fals
 
 
 def _about(described: _Component | None) -> tuple[str, ...]:
-    """The image digests ``metadata.component`` names: an OCI purl's version, Trivy's RepoDigest."""
+    """The image digests ``metadata.component`` names (:func:`~verifier.scans.model.images_about`): its
+    purl and ``bom-ref``, Trivy's RepoDigest property, and syft's ``name``/``version`` of a container."""
     if described is None:
         return ()
-    named = [p.value for p in described.properties or [] if p.name == _TRIVY_REPO_DIGEST]
-    if described.purl is not None and described.purl.startswith("pkg:oci/"):
-        named.append(component_from(described.name, None, described.purl).version)
-    return tuple(dict.fromkeys(d for d in map(image_digest, named) if d is not None))
+    named: list[object] = [p.value for p in described.properties or [] if p.name == _TRIVY_REPO_DIGEST]
+    named += [described.purl, described.bom_ref, described.name, described.version]
+    return images_about(named)
 
 
 def _role(found: list[_Vulnerability], *, as_scan: bool) -> DocumentRole:

@@ -15,7 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verifier.base import InputError, input_error_from_validation
 from verifier.scans._times import parse_time
-from verifier.scans.model import ScanDocument, check_component_count, component_from, listed_count
+from verifier.scans.model import (
+    ScanDocument,
+    check_component_count,
+    component_from,
+    images_about,
+    listed_count,
+)
 
 __all__ = ["is_spdx", "read_spdx"]
 
@@ -81,7 +87,11 @@ def read_spdx(data: Mapping[str, Any], source: str) -> ScanDocument:
     if not components:
         unknowns.append("the document lists no package (an empty SBOM)")
     unknowns.append("an SPDX 2 document carries no vulnerability results")
-    return ScanDocument(format="spdx", scanned_at=created, components=components, unknowns=tuple(unknowns))
+    # a package that is a container image (syft's root package: pkg:oci/…@sha256:…) names what it describes
+    about = images_about(_purl(package) for package in document.packages or [])
+    return ScanDocument(
+        format="spdx", scanned_at=created, components=components, unknowns=tuple(unknowns), about=about
+    )
 
 
 def _purl(package: _Package) -> str | None:

@@ -45,7 +45,7 @@ __all__ = [
     "component_from",
     "cvss_severity",
     "highest",
-    "image_digest",
+    "images_about",
     "normal_text",
     "severity_name",
     "severity_unknowns",
@@ -89,7 +89,10 @@ _PEP503: Final = re.compile(r"[-_.]+")
 # "vendor": debian, ubuntu, fedora, alpine, arch), not a part of the package's name.
 _VENDOR_NAMESPACES: Final = frozenset({"deb", "rpm", "apk", "alpm"})
 _ID_PREFIX: Final = re.compile(r"^([A-Za-z][A-Za-z0-9]*)-(.+)$")
-_IMAGE_DIGEST: Final = re.compile(r"(?:^|@)(sha256:[0-9a-f]{64})$")
+_IMAGE_DIGEST: Final = re.compile(r"(?:^|@)(sha256:[0-9a-f]{64})$", re.IGNORECASE)
+_DIGEST_LIKE: Final = re.compile(r"sha[0-9]+:", re.IGNORECASE)
+#: purl types of container images, whose version is the image's digest.
+_IMAGE_PURL_TYPES: Final = frozenset({"oci", "docker"})
 
 
 def severity_name(text: object) -> str | None:
@@ -127,12 +130,33 @@ def canonical_id(text: str) -> str:
     return f"{found.group(1).upper()}-{found.group(2).lower()}" if found else text
 
 
-def image_digest(text: object) -> str | None:
-    """The ``sha256:<hex>`` digest a reference (``repo@sha256:<hex>``) or a bare digest names, else None."""
-    if not isinstance(text, str):
-        return None
-    found = _IMAGE_DIGEST.search(text.strip())
-    return found.group(1) if found else None
+def images_about(named: Iterable[object]) -> tuple[str, ...]:
+    """The image digests a document's content names (:attr:`ScanDocument.about`), each once: of each text,
+    the ``sha256:<hex>`` (in lower case) a reference (``repo@sha256:<hex>``), a bare digest or a container
+    image's purl (``pkg:oci/…@sha256%3A…``, ``pkg:docker/…``) names. A text that names a digest otherwise
+    (``sha512:``, text after it) is kept as it is: it names no subject, so the document cannot be this
+    image's; a text that names none counts for nothing."""
+    found: list[str] = []
+    for written in named:
+        if not isinstance(written, str):
+            continue
+        text = written.strip()
+        if text[:4].lower() == "pkg:":
+            text = _image_purl_version(text) or ""
+        digest = _IMAGE_DIGEST.search(text)
+        if digest is not None:
+            found.append(digest.group(1).lower())
+        elif _DIGEST_LIKE.search(text):
+            found.append(text)
+    return tuple(dict.fromkeys(found))
+
+
+def _image_purl_version(purl: str) -> str | None:
+    try:
+        parsed = PackageURL.from_string(purl)
+    except ValueError:
+        return purl  # kept whole: a digest in it still says which image it is about
+    return parsed.version if parsed.type.lower() in _IMAGE_PURL_TYPES else None
 
 
 @dataclass(frozen=True, slots=True)

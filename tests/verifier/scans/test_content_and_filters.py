@@ -173,3 +173,50 @@ def test_flags_are_read_as_their_scanner_means_them(
     predicate["scanner"]["uri"] = scanner
     predicate["invocation"]["parameters"] = parameters
     assert (read_trivy(predicate).vulnerabilities is None) is filtered
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        f"registry.example.com/other@{OTHER.upper().replace('SHA256', 'sha256')}",  # upper-case hex
+        f"registry.example.com/other@{OTHER.replace('sha256', 'SHA256')}",
+        f"pkg:OCI/other@{OTHER.replace(':', '%3A')}",
+        f"pkg:docker/other@{OTHER.replace(':', '%3A')}",
+    ],
+)
+def test_another_image_is_recognised_however_it_is_written(written: str) -> None:
+    predicate = trivy_predicate()
+    predicate["scanner"]["result"]["Metadata"]["RepoDigests"] = [written]
+    assert read_trivy(predicate).about == (OTHER,)
+
+
+def test_a_digest_that_does_not_parse_names_no_subject() -> None:
+    # sha512, or text after the digest: kept as written, so that it matches no subject (refused)
+    predicate = trivy_predicate()
+    predicate["scanner"]["result"]["Metadata"]["RepoDigests"] = ["other@sha512:" + "ab" * 64]
+    assert read_trivy(predicate).about[-1] == "other@sha512:" + "ab" * 64
+
+
+def test_syft_and_spdx_name_the_image_they_describe() -> None:
+    bom_ref_only = {"bom-ref": f"pkg:oci/app@{OTHER.replace(':', '%3A')}", "type": "container", "name": "app"}
+    assert read_scan(CDX, cyclonedx(bom_ref_only, [{"name": "pyyaml"}]), "x").about == (OTHER,)
+    syft = {"bom-ref": "1", "type": "container", "name": "app", "version": OTHER}
+    assert read_scan(CDX, cyclonedx(syft, [{"name": "pyyaml"}]), "x").about == (OTHER,)
+    spdx = {
+        "spdxVersion": "SPDX-2.3",
+        "creationInfo": {"created": "2026-12-01T00:00:00Z"},
+        "packages": [
+            {
+                "name": "app",
+                "externalRefs": [
+                    {
+                        "referenceCategory": "PACKAGE-MANAGER",
+                        "referenceType": "purl",
+                        "referenceLocator": f"pkg:oci/app@{OTHER.replace(':', '%3A')}",
+                    }
+                ],
+            },
+            {"name": "pyyaml", "versionInfo": "6.0"},
+        ],
+    }
+    assert read_scan("https://spdx.dev/Document", spdx, "x").about == (OTHER,)
