@@ -5,7 +5,6 @@ real SQLite decision log."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,8 @@ import pytest
 
 from decisionlog import DecisionRecord, RecordQuery, SQLiteStore, engines_left_out
 from tests.support.harness import ReviewFactory
+from tests.webhook.test_admission_history import reviewing
 from trtguard.demo.material import TENSORRT_IMAGE, Material
-from verifier.evidence_folder import LocalEvidence
-from webhook.admission import Reviewer
-from webhook.admission_history import DecisionLogHistory
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.wire import parse_review_document
 
 
 @pytest.fixture
@@ -55,18 +49,7 @@ def deployment(engines: list[str], containers: int = 1, name: str = "server") ->
 async def test_an_admission_whose_record_would_leave_engines_out_is_refused(
     demo_material: Material, store: SQLiteStore, make_review: ReviewFactory
 ) -> None:
-    policies = PolicyStore(
-        demo_material.policies, LocalEvidence(demo_material.attestations), history=DecisionLogHistory(store)
-    )
-    policies.load()
-    reviewer = Reviewer(policies, store, Metrics())
-
-    async def review(body: dict[str, Any]) -> dict[str, Any]:
-        answer = await reviewer.review(
-            parse_review_document(body), api_timeout=30, started=time.perf_counter()
-        )
-        response: dict[str, Any] = answer["response"]
-        return response
+    review = reviewing(demo_material.policies, demo_material, store)
 
     engines = demo_material.engines
     first = deployment([engines["int8-calibrated"]])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -184,6 +184,24 @@ def _deployment(engine: str, volume: str = "engine") -> dict[str, Any]:
     }
 
 
+def reviewing(
+    policies: Path, material: Material, store: SQLiteStore
+) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+    """A webhook reviewing AdmissionReviews under ``policies``, change control's history kept in ``store``."""
+    loaded = PolicyStore(policies, LocalEvidence(material.attestations), history=DecisionLogHistory(store))
+    loaded.load()
+    reviewer = Reviewer(loaded, store, Metrics())
+
+    async def review(body: dict[str, Any]) -> dict[str, Any]:
+        answer = await reviewer.review(
+            parse_review_document(body), api_timeout=30, started=time.perf_counter()
+        )
+        response: dict[str, Any] = answer["response"]
+        return response
+
+    return review
+
+
 @pytest.mark.parametrize(
     ("repository", "volume"),
     [(RESNET, "engine"), (f"{RESNET}-next", "engine"), (f"{RESNET}-next", "engine-next")],
@@ -205,19 +223,7 @@ async def test_change_control_in_the_webhook_compares_with_the_last_admitted_eng
     # Two builds of one model, published under one repository.
     fp16 = f"{RESNET}@{demo_material.engines['fp16'].split('@')[1]}"
     int8 = f"{repository}@{demo_material.engines['int8-calibrated'].split('@')[1]}"
-    policies = PolicyStore(
-        folder, LocalEvidence(demo_material.attestations), history=DecisionLogHistory(store)
-    )
-    policies.load()
-    reviewer = Reviewer(policies, store, Metrics())
-
-    async def review(body: dict[str, Any]) -> dict[str, Any]:
-        answer = await reviewer.review(
-            parse_review_document(body), api_timeout=10, started=time.perf_counter()
-        )
-        response: dict[str, Any] = answer["response"]
-        return response
-
+    review = reviewing(folder, demo_material, store)
     first = await review(make_review(obj=_deployment(fp16)))
     assert first["allowed"], first
     update = make_review(obj=_deployment(int8, volume), old=_deployment(fp16), operation="UPDATE")

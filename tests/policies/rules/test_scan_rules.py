@@ -224,17 +224,21 @@ def test_maven_components_are_group_colon_artifact(material: Material) -> None:
     }
 
 
+#: Either a cosign vulnerability scan or a CycloneDX scan, each with no finding above high.
+ANY_OF_SCANS = f"""
+- anyOf:
+    - predicateType: {VULN}
+      keys: [platform/scanner]
+      vulnerabilities: {{maxSeverity: high}}
+    - predicateType: {CDX}
+      keys: [platform/scanner]
+      document: scan
+      vulnerabilities: {{maxSeverity: high}}
+"""
+
+
 def test_any_of_admits_either_format(material: Material) -> None:
-    entry = f"""
-    - anyOf:
-        - predicateType: {VULN}
-          keys: [platform/scanner]
-          vulnerabilities: {{maxSeverity: high}}
-        - predicateType: {CDX}
-          keys: [platform/scanner]
-          document: scan
-          vulnerabilities: {{maxSeverity: high}}
-    """
+    entry = ANY_OF_SCANS
     attest(material, CDX, clean_scan(), "cdx.json")  # only the CycloneDX scan
     decision = judge(material, policy(entry))
     assert decision.allowed, decision.violations
@@ -245,16 +249,7 @@ def test_any_of_admits_either_format(material: Material) -> None:
 
 
 def test_any_of_with_none_holding_says_why_each_failed(material: Material) -> None:
-    entry = f"""
-    - anyOf:
-        - predicateType: {VULN}
-          keys: [platform/scanner]
-          vulnerabilities: {{maxSeverity: high}}
-        - predicateType: {CDX}
-          keys: [platform/scanner]
-          document: scan
-          vulnerabilities: {{maxSeverity: high}}
-    """
+    entry = ANY_OF_SCANS
     attest(material, CDX, data("609-cyclonedx-vex-pyyaml-ratings.cdx.json"))  # a CRITICAL finding
     decision = judge(material, policy(entry))
     assert found(decision) == {
@@ -264,16 +259,7 @@ def test_any_of_with_none_holding_says_why_each_failed(material: Material) -> No
 
 
 def test_any_of_is_never_passed_by_an_alternative_that_cannot_tell(material: Material) -> None:
-    entry = f"""
-    - anyOf:
-        - predicateType: {VULN}
-          keys: [platform/scanner]
-          vulnerabilities: {{maxSeverity: high}}
-        - predicateType: {CDX}
-          keys: [platform/scanner]
-          document: scan
-          vulnerabilities: {{maxSeverity: high}}
-    """
+    entry = ANY_OF_SCANS
     attest(material, VULN, wrapped(data("604-pip-audit-offline-skipped.json")))
     decision = judge(material, policy(entry))
     assert not decision.allowed
@@ -285,16 +271,7 @@ def test_any_of_is_never_passed_on_evidence_older_than_a_finding_of_another_alte
 ) -> None:
     # attack 27 case A: a newer cosign scan with a CRITICAL finding beside an older CycloneDX scan with only
     # HIGH ones: the CycloneDX alternative held, and overruled the newer finding
-    entry = f"""
-    - anyOf:
-        - predicateType: {VULN}
-          keys: [platform/scanner]
-          vulnerabilities: {{maxSeverity: high}}
-        - predicateType: {CDX}
-          keys: [platform/scanner]
-          document: scan
-          vulnerabilities: {{maxSeverity: high}}
-    """
+    entry = ANY_OF_SCANS
     scan = data("613-trivy-pom-scan.cdx.json")  # CVE-2020-9548 CRITICAL
     old = {**scan, "metadata": {**scan["metadata"], "timestamp": "2026-10-01T12:00:00Z"}}
     old["vulnerabilities"] = [v for v in scan["vulnerabilities"] if v["id"] != "CVE-2020-9548"]
