@@ -9,10 +9,11 @@ from collections.abc import Mapping
 from policies.loader import PolicySet
 from trtguard.audit.package.contents import EngineInfo, EvidencePackagePredicate
 from trtguard.audit.package.selection import engine_digests
+from trtguard.audit.package.verify._entries import named_by_selection, package_entries
 from trtguard.audit.package.verify.attestations import build_inputs, check_attestation, check_model_signature
 from trtguard.audit.package.verify.decisions import RecordLine
-from trtguard.audit.package.verify.findings import Findings, listed
-from trtguard.audit.package.verify.signatures import check_signature, trust_policies
+from trtguard.audit.package.verify.findings import Findings
+from trtguard.audit.package.verify.signatures import check_signature, signer_keys, trust_policies
 from verifier.verification import PublicKey, StatementTrust
 
 
@@ -24,25 +25,9 @@ def check_engines(
     findings: Findings,
 ) -> frozenset[str]:
     """Check every engine's evidence; returns the engines whose build manifest carries the audit ID."""
-    chosen = set(predicate.selection.records)
-    named: dict[str, list[int]] = {}
-    for line in lines:
-        if line.seq in chosen:
-            for digest in engine_digests(line.record):
-                named.setdefault(digest, []).append(line.seq)
-    entries: dict[str, EngineInfo] = {}
-    for entry in predicate.engines:
-        if entry.digest in entries:
-            findings.fail("engines", f"engine {entry.digest} is listed twice")
-        entries[entry.digest] = entry
-    for digest, seqs in sorted(named.items()):
-        if digest not in entries:
-            findings.fail(
-                "engines",
-                f"engine {digest}, named by decisions seq {listed(map(str, seqs))}, is not in the package"
-                " (an incomplete export)",
-            )
-    keys = _keys(policy_set)
+    named = named_by_selection(lines, set(predicate.selection.records), engine_digests)
+    entries = package_entries("engines", predicate.engines, named, findings, missing="an incomplete export")
+    keys = signer_keys(policy_set)
     audit_engines: set[str] = set()
     for entry in entries.values():
         if _engine(members, entry, keys, policy_set, predicate.selection.value, findings):
@@ -96,9 +81,3 @@ def _engine(
             findings=findings,
         )
     return carries
-
-
-def _keys(policy_set: PolicySet | None) -> dict[str, PublicKey]:
-    if policy_set is None:
-        return {}
-    return {ref: s.public_key for ref, s in policy_set.signers.items() if s.public_key is not None}

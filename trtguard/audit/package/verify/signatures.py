@@ -80,6 +80,13 @@ def _signed_manifest(signature: SignatureFile, digest: str) -> TargetArtifact | 
     return TargetArtifact(manifest.media_type, digest, manifest.size) if manifest is not None else None
 
 
+def signer_keys(policy_set: PolicySet | None) -> dict[str, PublicKey]:
+    """The public keys of the included policies' signers, by signer reference (keyless signers have none)."""
+    if policy_set is None:
+        return {}
+    return {ref: s.public_key for ref, s in policy_set.signers.items() if s.public_key is not None}
+
+
 def trust_policies(keys: Mapping[str, PublicKey], policy_set: PolicySet | None) -> list[TrustPolicy]:
     """One policy for every key together, and one per keyless signer (each with its own trusted root)."""
     policies = [TrustPolicy(keys=dict(keys))] if keys else []
