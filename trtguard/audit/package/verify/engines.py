@@ -13,7 +13,7 @@ from trtguard.audit.package.verify._entries import named_by_selection, package_e
 from trtguard.audit.package.verify.attestations import build_inputs, check_attestation, check_model_signature
 from trtguard.audit.package.verify.decisions import RecordLine
 from trtguard.audit.package.verify.findings import Findings
-from trtguard.audit.package.verify.signatures import check_signature, signer_keys, trust_policies
+from trtguard.audit.package.verify.signatures import check_entry_signatures, signer_keys, trust_policies
 from verifier.verification import PublicKey, StatementTrust
 
 
@@ -70,14 +70,6 @@ def _engine(
         check_model_signature(
             members, model_signature, name=name, inputs=inputs, trust=model_trust, findings=findings
         )
-    for signature in entry.signatures:
-        check_signature(
-            members,
-            signature,
-            name=name,
-            digest=entry.digest,
-            references=entry.references,
-            trust=trust_policies(keys, policy_set),
-            findings=findings,
-        )
+    signers = trust_policies(keys, policy_set)
+    check_entry_signatures(members, entry, name=name, trust=signers, findings=findings, topic="engines")
     return carries

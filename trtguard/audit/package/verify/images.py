@@ -11,7 +11,7 @@ from trtguard.audit.package.selection import engine_digests, image_digests
 from trtguard.audit.package.verify._entries import named_by_selection, package_entries
 from trtguard.audit.package.verify.decisions import RecordLine
 from trtguard.audit.package.verify.findings import Findings
-from trtguard.audit.package.verify.signatures import check_signature, signer_keys, trust_policies
+from trtguard.audit.package.verify.signatures import check_entry_signatures, signer_keys, trust_policies
 
 
 def check_images(
@@ -42,14 +42,4 @@ def check_images(
             findings.limits.append(f"Signatures of image {entry.digest}: {problem}.")
         if not entry.signatures and not entry.problems:
             findings.note("images", f"{name}: no signature was found at export")
-        for signature in entry.signatures:
-            check_signature(
-                members,
-                signature,
-                name=name,
-                digest=entry.digest,
-                references=entry.references,
-                trust=trust,
-                findings=findings,
-                topic="images",
-            )
+        check_entry_signatures(members, entry, name=name, trust=trust, findings=findings, topic="images")

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from policies.loader import PolicySet
-from trtguard.audit.package.contents import SignatureFile
+from trtguard.audit.package.contents import EngineInfo, ImageInfo, SignatureFile
 from trtguard.audit.package.verify.findings import Findings, Topic, error_text
 from trtguard.audit.package.verify.formats import notation_material, notation_policies
 from verifier.base import ImageReference, InputError, VerificationError
@@ -31,7 +31,7 @@ def check_signature(
     references: Sequence[str],
     trust: Sequence[TrustPolicy],
     findings: Findings,
-    topic: Topic = "engines",
+    topic: Topic,
 ) -> None:
     """Check one signature file of the artifact ``digest`` (known by ``references``; ``name`` in messages).
 
@@ -70,6 +70,29 @@ def check_signature(
         return
     why = problems[0] if problems else "the included policies give no key or keyless identity"
     findings.fail(topic, f"{name}: signature {path} does not verify with the included trust: {why}")
+
+
+def check_entry_signatures(
+    members: Mapping[str, bytes],
+    entry: EngineInfo | ImageInfo,
+    *,
+    name: str,
+    trust: Sequence[TrustPolicy],
+    findings: Findings,
+    topic: Topic,
+) -> None:
+    """:func:`check_signature` for every signature file of the package's engine or image ``entry``."""
+    for signature in entry.signatures:
+        check_signature(
+            members,
+            signature,
+            name=name,
+            digest=entry.digest,
+            references=entry.references,
+            trust=trust,
+            findings=findings,
+            topic=topic,
+        )
 
 
 def _signed_manifest(signature: SignatureFile, digest: str) -> TargetArtifact | None:
