@@ -16,8 +16,10 @@ import base64
 import binascii
 import json
 import os
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 from trtguard.cli._key_commands import load_signing_key
 from trtguard.release import (
@@ -47,6 +49,8 @@ from verifier.signatures.notation import (
     sign_notation,
 )
 
+_T = TypeVar("_T")
+
 
 def _registry_config(args: argparse.Namespace) -> RegistryConfig:
     path: Path | None = args.registry_config
@@ -60,6 +64,24 @@ def _deadline(args: argparse.Namespace) -> Deadline:
     if not seconds > 0:
         raise InputError(f"--timeout must be a positive number of seconds, not {seconds}")
     return Deadline.after(seconds)
+
+
+def _with_registry(
+    args: argparse.Namespace, write: Callable[[RegistryWriter, Deadline], Awaitable[_T]]
+) -> _T:
+    """Run ``write`` with a writer to the registries as ``args`` configure them, under their ``--timeout``."""
+    config, deadline = _registry_config(args), _deadline(args)
+
+    async def run() -> _T:
+        async with RegistryClient(config) as client:
+            return await write(RegistryWriter(client), deadline)
+
+    return asyncio.run(run())
+
+
+def _attached(what: str, target: ImageReference, attached: Attached) -> str:
+    """The line saying that ``what`` was attached to ``target``, and where its referrer went."""
+    return f"attached {what} to {target.name}@{attached.digest}; referrer {target.name}@{attached.referrer}"
 
 
 def sign(args: argparse.Namespace) -> int:
@@ -76,26 +98,24 @@ def sign(args: argparse.Namespace) -> int:
             raise InputError(f"annotation {item!r} is not KEY=VALUE", hint="write -a team=inference")
         annotations[name] = value
     key = load_signing_key(args.key, args)
-    config, deadline = _registry_config(args), _deadline(args)
 
-    async def run() -> tuple[str, str]:
-        async with RegistryClient(config) as client:
-            digest = await client.resolve(reference, deadline)
-            payload = simple_signing_payload(reference, digest, annotations)
-            signature = base64.b64encode(key.sign(payload)).decode()
-            tag = signature_tag(digest)
-            await append_layer(
-                RegistryWriter(client),
-                reference,
-                tag,
-                payload,
-                media_type=SIMPLE_SIGNING,
-                annotations={SIGNATURE_ANNOTATION: signature},
-                deadline=deadline,
-            )
-            return digest, tag
+    async def write(writer: RegistryWriter, deadline: Deadline) -> tuple[str, str]:
+        digest = await writer.client.resolve(reference, deadline)
+        payload = simple_signing_payload(reference, digest, annotations)
+        signature = base64.b64encode(key.sign(payload)).decode()
+        tag = signature_tag(digest)
+        await append_layer(
+            writer,
+            reference,
+            tag,
+            payload,
+            media_type=SIMPLE_SIGNING,
+            annotations={SIGNATURE_ANNOTATION: signature},
+            deadline=deadline,
+        )
+        return digest, tag
 
-    digest, tag = asyncio.run(run())
+    digest, tag = _with_registry(args, write)
     print(f"signed {reference.name}@{digest}; signature in {reference.name}:{tag}")
     return 0
 
@@ -126,25 +146,21 @@ def _sign_notation(args: argparse.Namespace) -> int:
         else load_signing_key(args.key, args)
     )
     media_type = JWS_MEDIA_TYPE if args.envelope == "jws" else COSE_MEDIA_TYPE
-    config, deadline = _registry_config(args), _deadline(args)
     now = datetime.now(UTC)
     expiry = now + timedelta(days=args.expiry) if args.expiry is not None else None
 
-    async def run() -> tuple[str, str]:
-        async with RegistryClient(config) as client:
-            digest = await client.resolve(reference, deadline)
-            pinned = reference.with_digest(digest)
-            target = (await client.get_manifest(pinned, deadline)).descriptor
-            descriptor = {"mediaType": target.media_type, "digest": target.digest, "size": target.size}
-            envelope = sign_notation(
-                descriptor, key, chain, media_type=media_type, signing_time=now, expiry=expiry
-            )
-            pushed = await attach_notation_signature(
-                RegistryWriter(client), pinned, envelope, media_type, deadline
-            )
-            return digest, pushed.referrer
+    async def write(writer: RegistryWriter, deadline: Deadline) -> tuple[str, str]:
+        digest = await writer.client.resolve(reference, deadline)
+        pinned = reference.with_digest(digest)
+        target = (await writer.client.get_manifest(pinned, deadline)).descriptor
+        descriptor = {"mediaType": target.media_type, "digest": target.digest, "size": target.size}
+        envelope = sign_notation(
+            descriptor, key, chain, media_type=media_type, signing_time=now, expiry=expiry
+        )
+        pushed = await attach_notation_signature(writer, pinned, envelope, media_type, deadline)
+        return digest, pushed.referrer
 
-    digest, referrer = asyncio.run(run())
+    digest, referrer = _with_registry(args, write)
     print(
         f"signed {reference.name}@{digest} (Notary Project, {media_type}); "
         f"signature {reference.name}@{referrer}"
@@ -155,21 +171,14 @@ def _sign_notation(args: argparse.Namespace) -> int:
 def push_engine_file(args: argparse.Namespace) -> int:
     """``trtguard push-engine``: an engine file (and its companions) pushed as an OCI artifact."""
     target = ImageReference.parse(args.to)
-    config, deadline = _registry_config(args), _deadline(args)
 
-    async def run() -> str:
-        async with RegistryClient(config) as client:
-            artifact = await push_engine(
-                RegistryWriter(client),
-                target,
-                args.engine,
-                deadline,
-                calibration_cache=args.calibration_cache,
-                onnx=args.onnx,
-            )
-            return f"{artifact.reference.name}@{artifact.reference.digest}"
+    async def write(writer: RegistryWriter, deadline: Deadline) -> str:
+        artifact = await push_engine(
+            writer, target, args.engine, deadline, calibration_cache=args.calibration_cache, onnx=args.onnx
+        )
+        return f"{artifact.reference.name}@{artifact.reference.digest}"
 
-    print(asyncio.run(run()))
+    print(_with_registry(args, write))
     return 0
 
 
@@ -228,19 +237,11 @@ def push_model_signature(
 ) -> str:
     """Attach the model signature ``data`` to the engine artifact ``to``; returns where it went."""
     target = ImageReference.parse(to)
-    config, deadline = _registry_config(args), _deadline(args)
-
-    async def run() -> Attached:
-        async with RegistryClient(config) as client:
-            return await attach_model_signature(
-                RegistryWriter(client), target, data, deadline, location=location
-            )
-
-    attached = asyncio.run(run())
-    return (
-        f"attached a model signature (OpenSSF Model Signing) to {target.name}@{attached.digest}; "
-        f"referrer {target.name}@{attached.referrer}"
+    attached = _with_registry(
+        args,
+        lambda writer, deadline: attach_model_signature(writer, target, data, deadline, location=location),
     )
+    return _attached("a model signature (OpenSSF Model Signing)", target, attached)
 
 
 def push_notation_signature(
@@ -248,19 +249,13 @@ def push_notation_signature(
 ) -> str:
     """Push the Notary Project envelope ``data`` as a signature referrer of ``to``; returns where it went."""
     target = ImageReference.parse(to)
-    config, deadline = _registry_config(args), _deadline(args)
-
-    async def run() -> Attached:
-        async with RegistryClient(config) as client:
-            return await attach_notation_signature(
-                RegistryWriter(client), target, data, media_type, deadline, location=location
-            )
-
-    attached = asyncio.run(run())
-    return (
-        f"attached a Notary Project signature ({media_type}) to {target.name}@{attached.digest}; "
-        f"referrer {target.name}@{attached.referrer}"
+    attached = _with_registry(
+        args,
+        lambda writer, deadline: attach_notation_signature(
+            writer, target, data, media_type, deadline, location=location
+        ),
     )
+    return _attached(f"a Notary Project signature ({media_type})", target, attached)
 
 
 def push_openpgp_statement(
@@ -278,18 +273,14 @@ def push_openpgp_statement(
     except TrtguardError as error:
         raise InputError(error.message, location=location, hint=error.hint) from error
     target = ImageReference.parse(to)
-    config, deadline = _registry_config(args), _deadline(args)
-
-    async def run() -> Attached:
-        async with RegistryClient(config) as client:
-            return await attach_openpgp_statement(
-                RegistryWriter(client), target, data, statement, signatures, deadline, location=location
-            )
-
-    attached = asyncio.run(run())
-    return (
-        f"attached {statement.predicate_type} (OpenPGP, {len(signatures)} signature(s)) to "
-        f"{target.name}@{attached.digest}; referrer {target.name}@{attached.referrer}"
+    attached = _with_registry(
+        args,
+        lambda writer, deadline: attach_openpgp_statement(
+            writer, target, data, statement, signatures, deadline, location=location
+        ),
+    )
+    return _attached(
+        f"{statement.predicate_type} (OpenPGP, {len(signatures)} signature(s))", target, attached
     )
 
 
@@ -306,29 +297,17 @@ def push_attestation(data: bytes, to: str, args: argparse.Namespace, *, location
     if not envelope.signatures:
         raise InputError("the envelope carries no signature", location=location, hint="sign it first")
     target = ImageReference.parse(to)
-    config, deadline = _registry_config(args), _deadline(args)
-
-    async def run() -> Attached:
-        async with RegistryClient(config) as client:
-            return await attach_attestation(
-                RegistryWriter(client), target, data, statement, deadline, location=location
-            )
-
-    attached = asyncio.run(run())
-    return (
-        f"attached {statement.predicate_type} to {target.name}@{attached.digest}; "
-        f"referrer {target.name}@{attached.referrer}"
+    attached = _with_registry(
+        args,
+        lambda writer, deadline: attach_attestation(
+            writer, target, data, statement, deadline, location=location
+        ),
     )
+    return _attached(statement.predicate_type, target, attached)
 
 
 def carried_engine_of(reference: str, args: argparse.Namespace) -> CarriedEngine:
     """The artifact digest of ``reference`` and the engine file it carries, as :func:`carried_engine` reads
     them (``args``: the options of :func:`add_registry_arguments`)."""
     target = ImageReference.parse(reference)
-    config, deadline = _registry_config(args), _deadline(args)
-
-    async def run() -> CarriedEngine:
-        async with RegistryClient(config) as client:
-            return await carried_engine(RegistryWriter(client), target, deadline)
-
-    return asyncio.run(run())
+    return _with_registry(args, lambda writer, deadline: carried_engine(writer, target, deadline))

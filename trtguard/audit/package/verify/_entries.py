@@ -11,7 +11,7 @@ from trtguard.audit.package.contents import EngineInfo, ImageInfo
 from trtguard.audit.package.verify.decisions import RecordLine
 from trtguard.audit.package.verify.findings import Findings, listed
 
-Entry = TypeVar("Entry", EngineInfo, ImageInfo)
+_Entry = TypeVar("_Entry", EngineInfo, ImageInfo)
 
 
 def named_by_selection(
@@ -28,16 +28,16 @@ def named_by_selection(
 
 def package_entries(
     topic: Literal["engines", "images"],
-    entries: Sequence[Entry],
+    entries: Sequence[_Entry],
     named: dict[str, list[int]],
     findings: Findings,
     *,
     missing: str,
-) -> dict[str, Entry]:
+) -> dict[str, _Entry]:
     """The package's ``entries`` by digest; fails an entry listed twice and each named digest with none
     (``missing``: the likely reason, in the message)."""
     noun = topic.removesuffix("s")
-    by_digest: dict[str, Entry] = {}
+    by_digest: dict[str, _Entry] = {}
     for entry in entries:
         if entry.digest in by_digest:
             findings.fail(topic, f"{noun} {entry.digest} is listed twice")
