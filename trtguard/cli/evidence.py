@@ -91,10 +91,7 @@ def register(subparsers: Subparsers) -> None:
     export.add_argument(
         "--timeout", type=float, default=60.0, metavar="SECONDS", help="limit for fetching evidence (60)"
     )
-    export.add_argument(
-        "-o", "--output", type=Path, required=True, metavar="FILE", help="the .tar.gz to write"
-    )
-    export.add_argument("--force", action="store_true", help="replace an existing output file")
+    _output_arguments(export, "the .tar.gz to write")
     export.set_defaults(handler=_export)
 
     verify = add_subcommand(
@@ -107,15 +104,7 @@ def register(subparsers: Subparsers) -> None:
         "the file cannot be used.",
         epilog=_LIMITS,
     )
-    verify.add_argument("archive", type=Path, metavar="FILE", help="the package (.tar.gz)")
-    verify.add_argument("--key", type=Path, required=True, metavar="PUB", help="the exporter's public key")
-    verify.add_argument(
-        "--anchor",
-        action="append",
-        default=[],
-        metavar="SEQ:HASH",
-        help="a chain head recorded independently, to check the package's chain against (repeatable)",
-    )
+    _package_arguments(verify, "FILE")
     verify.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or JSON")
     verify.set_defaults(handler=_verify)
 
@@ -130,18 +119,29 @@ def register(subparsers: Subparsers) -> None:
         "loads and runs nothing. Exit 0 when the package verified, 1 when a check failed (the page is "
         "written and says so), 2 when a file cannot be used.",
     )
-    report.add_argument("archive", type=Path, metavar="PACKAGE", help="the package (.tar.gz)")
-    report.add_argument("--key", type=Path, required=True, metavar="PUB", help="the exporter's public key")
-    report.add_argument(
+    _package_arguments(report, "PACKAGE")
+    _output_arguments(report, "the .html to write")
+    report.set_defaults(handler=_report)
+
+
+def _package_arguments(parser: argparse.ArgumentParser, metavar: str) -> None:
+    """The package to check (``metavar`` in the help), the exporter's key and ``--anchor``: what ``verify``
+    and ``report`` read."""
+    parser.add_argument("archive", type=Path, metavar=metavar, help="the package (.tar.gz)")
+    parser.add_argument("--key", type=Path, required=True, metavar="PUB", help="the exporter's public key")
+    parser.add_argument(
         "--anchor",
         action="append",
         default=[],
         metavar="SEQ:HASH",
         help="a chain head recorded independently, to check the package's chain against (repeatable)",
     )
-    report.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the .html to write")
-    report.add_argument("--force", action="store_true", help="replace an existing output file")
-    report.set_defaults(handler=_report)
+
+
+def _output_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """``-o/--output FILE`` (``what``: its help) and ``--force``."""
+    parser.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help=what)
+    parser.add_argument("--force", action="store_true", help="replace an existing output file")
 
 
 def _selection(args: argparse.Namespace) -> Selection:
