@@ -79,6 +79,13 @@ def add_command(subparsers: Subparsers, name: str, **kwargs: Any) -> argparse.Ar
     return subparsers.add_parser(name, help=COMMANDS[name].help, allow_abbrev=False, **kwargs)
 
 
+def add_command_group(subparsers: Subparsers, name: str, **kwargs: Any) -> Subparsers:
+    """Command ``name`` (as :func:`add_command` adds it) made of sub-commands: the place to add them, one
+    of which the command line must name."""
+    parser = add_command(subparsers, name, **kwargs)
+    return parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND", required=True)
+
+
 def add_subcommand(subparsers: Subparsers, name: str, **kwargs: Any) -> argparse.ArgumentParser:
     """The parser of one sub-command of a command (``audit tail``, ``manifest create``, …)."""
     return subparsers.add_parser(name, allow_abbrev=False, **kwargs)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from trtguard.cli._audit_lines import print_record
-from trtguard.cli._commands import Subparsers, add_command, add_subcommand
+from trtguard.cli._commands import Subparsers, add_command_group, add_subcommand
 from verifier.base import InputError
 from webhook.settings import DEFAULT_DECISION_LOG
 
@@ -39,13 +39,12 @@ FOLLOW_INTERVAL = 1.0
 
 def register(subparsers: Subparsers) -> None:
     """Add ``audit`` and its sub-commands."""
-    audit = add_command(
+    commands = add_command_group(
         subparsers,
         "audit",
         description="Read and verify the webhook's hash-chained decision log (read-only); seal, archive, "
         "prune and back it up (seal, archive, prune, rotate, backup).",
     )
-    commands = audit.add_subparsers(dest="audit_command", metavar="COMMAND", required=True)
 
     tail = add_subcommand(commands, "tail", help="the latest decisions")
     _log_flag(tail)

@@ -8,15 +8,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trtguard.cli._commands import Subparsers, add_command, add_subcommand
+from trtguard.cli._commands import Subparsers, add_command_group, add_subcommand
 
 
 def register(subparsers: Subparsers) -> None:
     """Add ``demo`` and ``demo engine``."""
-    parser = add_command(
+    commands = add_command_group(
         subparsers, "demo", description="Material for trying trtguard without a GPU or a cluster."
     )
-    commands = parser.add_subparsers(dest="demo_command", metavar="COMMAND", required=True)
     engine = add_subcommand(
         commands,
         "engine",

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from trtguard.cli._args import add_evidence_arguments, wants_evidence
-from trtguard.cli._commands import Subparsers, add_command, add_subcommand
+from trtguard.cli._commands import Subparsers, add_command_group, add_subcommand
 from trtguard.cli._key_commands import load_public_key, load_signing_key
 from trtguard.cli._keys import add_password_arguments
 from trtguard.cli._output import check_output
@@ -46,13 +46,12 @@ _LIMITS = (
 
 def register(subparsers: Subparsers) -> None:
     """Add ``evidence export``, ``evidence verify`` and ``evidence report``."""
-    evidence = add_command(
+    commands = add_command_group(
         subparsers,
         "evidence",
         description="Signed evidence packages: decisions with their hash-chain proof, engine attestations "
         "and the policies in force, in one tar.gz an auditor checks offline.",
     )
-    commands = evidence.add_subparsers(dest="evidence_command", metavar="COMMAND", required=True)
 
     export = add_subcommand(
         commands,

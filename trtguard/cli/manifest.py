@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from trtguard.cli._args import add_registry_arguments
-from trtguard.cli._commands import Subparsers, add_command, add_subcommand
+from trtguard.cli._commands import Subparsers, add_command_group, add_subcommand
 from trtguard.cli._key_commands import load_signing_key, write_envelope
 from trtguard.cli._keys import add_password_arguments
 from trtguard.cli._manifest_import import (
@@ -59,12 +59,11 @@ _NVIDIA_SMI_TIMEOUT = 10.0
 
 def register(subparsers: Subparsers) -> None:
     """Add ``manifest import``, ``manifest create`` and ``manifest diff``."""
-    parser = add_command(
+    commands = add_command_group(
         subparsers,
         "manifest",
         description="Write engine build manifests (in-toto Statements) and compare them.",
     )
-    commands = parser.add_subparsers(dest="manifest_command", metavar="COMMAND", required=True)
     _register_import(commands)
     _register_create(commands)
     _register_diff(commands)

@@ -8,17 +8,16 @@ from pathlib import Path
 
 from policies.testing import junit, run_tests
 from trtguard.cli._args import add_clock_argument
-from trtguard.cli._commands import Subparsers, add_command, add_subcommand
+from trtguard.cli._commands import Subparsers, add_command_group, add_subcommand
 from trtguard.cli._output import check_output, write_output
 
 
 def register(subparsers: Subparsers) -> None:
     """Add ``policy test``."""
-    parser = add_command(
+    commands = add_command_group(
         subparsers,
         "policy",
     )
-    commands = parser.add_subparsers(dest="policy_command", metavar="COMMAND", required=True)
     test = add_subcommand(
         commands,
         "test",
