@@ -124,45 +124,30 @@ def register(subparsers: Subparsers) -> None:
         "reset (refused by default: restore it from a backup, or accept the break with this flag)",
     )
     timing = parser.add_argument_group("timing")
-    timing.add_argument(
-        "--default-timeout", type=float, metavar="SECONDS", help="deadline without ?timeout= (default 10)"
-    )
-    timing.add_argument(
-        "--timeout-margin",
-        type=float,
-        metavar="SECONDS",
-        help="kept back from the API server's timeout (0.5)",
-    )
-    timing.add_argument(
-        "--reload-interval",
-        type=float,
-        metavar="SECONDS",
-        help="how often policies and certificates are checked (default 2)",
-    )
-    timing.add_argument(
+    _duration(timing, "--default-timeout", "deadline without ?timeout= (default 10)")
+    _duration(timing, "--timeout-margin", "kept back from the API server's timeout (0.5)")
+    _duration(timing, "--reload-interval", "how often policies and certificates are checked (default 2)")
+    _duration(
+        timing,
         "--reload-settle",
-        type=float,
-        metavar="SECONDS",
-        help="how long changed policy files must stay unchanged before they are loaded (default 1)",
+        "how long changed policy files must stay unchanged before they are loaded (default 1)",
     )
     connections = parser.add_argument_group("connections")
-    connections.add_argument(
+    _duration(
+        connections,
         "--header-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="from connecting to the end of the request headers, TLS handshake included (default 5)",
+        "from connecting to the end of the request headers, TLS handshake included (default 5)",
     )
-    connections.add_argument(
+    _duration(
+        connections,
         "--body-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="from the end of the request headers to the end of the body (default 10)",
+        "from the end of the request headers to the end of the body (default 10)",
     )
-    connections.add_argument(
+    _duration(
+        connections,
         "--idle-timeout",
-        type=int,
-        metavar="SECONDS",
-        help="how long a kept-alive connection may wait for its next request (default 100)",
+        "how long a kept-alive connection may wait for its next request (default 100)",
+        kind=int,
     )
     connections.add_argument(
         "--max-connections",
@@ -181,6 +166,13 @@ def register(subparsers: Subparsers) -> None:
         "--log-level", type=str.lower, choices=("debug", "info", "warning", "error"), help="default info"
     )
     parser.set_defaults(handler=_run)
+
+
+def _duration(
+    group: argparse._ArgumentGroup, flag: str, text: str, *, kind: type[float] | type[int] = float
+) -> None:
+    """A setting of seconds: ``flag SECONDS`` (``text``: its help), read as ``kind``."""
+    group.add_argument(flag, type=kind, metavar="SECONDS", help=text)
 
 
 def _run(args: argparse.Namespace) -> int:
