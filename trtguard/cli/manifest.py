@@ -18,7 +18,7 @@ import shutil
 import sys
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from pydantic import ValidationError
 
@@ -55,6 +55,8 @@ from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_sta
 from verifier.manifest_diff import ManifestDiff, diff_manifests
 
 _NVIDIA_SMI_TIMEOUT = 10.0
+#: What a settings file holds: a mapping or a list.
+_Shape = TypeVar("_Shape", dict[str, Any], list[Any])
 
 
 def register(subparsers: Subparsers) -> None:
@@ -294,36 +296,49 @@ def _create(args: argparse.Namespace) -> int:
     return _emit(draft, args, "manifest create")
 
 
+def _read_settings_file(
+    path: Path,
+    what: str,
+    kind: type[_Shape],
+    must_be: str,
+    *,
+    hint: str | None = None,
+    key: str | None = None,
+) -> _Shape:
+    """The YAML file ``path`` (the ``what``), which ``must_be`` a ``kind``; a mapping of ``key`` alone
+    stands for its value."""
+    value = read_yaml(path, what)
+    if key is not None and isinstance(value, dict) and set(value) == {key}:
+        value = value[key]
+    if not isinstance(value, kind):
+        raise InputError(f"the {what} must be {must_be}", location=str(path), hint=hint)
+    return value
+
+
 def _settings(args: argparse.Namespace) -> ManifestSettings:
     """Merge the --config file, the builder-config and accuracy files and the flags (flags win)."""
     values: dict[str, Any] = {}
     source = "command line"
     if args.config is not None:
-        loaded = read_yaml(args.config, "config file")
-        if not isinstance(loaded, dict):
-            raise InputError("the config file must be a mapping of settings", location=str(args.config))
-        values = loaded
+        values = _read_settings_file(args.config, "config file", dict, "a mapping of settings")
         source = str(args.config)
     if args.builder_config is not None:
-        config = read_yaml(args.builder_config, "builder config")
-        if not isinstance(config, dict):
-            raise InputError(
-                "the builder config must be a mapping of builder_config fields",
-                location=str(args.builder_config),
-                hint="see `trtguard schema manifest`, $defs.BuilderConfig",
-            )
-        values["builder_config"] = config
+        values["builder_config"] = _read_settings_file(
+            args.builder_config,
+            "builder config",
+            dict,
+            "a mapping of builder_config fields",
+            hint="see `trtguard schema manifest`, $defs.BuilderConfig",
+        )
     if args.accuracy is not None:
-        accuracy = read_yaml(args.accuracy, "accuracy file")
-        if isinstance(accuracy, dict) and set(accuracy) == {"accuracy"}:
-            accuracy = accuracy["accuracy"]
-        if not isinstance(accuracy, list):
-            raise InputError(
-                "the accuracy file must be a list of {metric, value, dataset: {name, sha256}}",
-                location=str(args.accuracy),
-                hint="one entry per metric, with the dataset it was measured on",
-            )
-        values["accuracy"] = accuracy
+        values["accuracy"] = _read_settings_file(
+            args.accuracy,
+            "accuracy file",
+            list,
+            "a list of {metric, value, dataset: {name, sha256}}",
+            hint="one entry per metric, with the dataset it was measured on",
+            key="accuracy",
+        )
     flags = {
         "toolchain_image": args.toolchain_image,
         "audit_id": args.audit_id,
