@@ -8,7 +8,7 @@ admitted (then by build time), and numbers them as versions for the chart.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic import ValidationError
 
@@ -64,21 +64,8 @@ def read_engines(
                 first.setdefault(change.new.rsplit("@", 1)[-1], admission.seq)
     views = [_engine(info, members, first.get(info.digest)) for info in engines]
     views.sort(key=lambda view: (view.first_admitted is None, view.first_admitted or 0, _built(view)))
-    return [
-        EngineView(
-            version=number,
-            digest=view.digest,
-            references=view.references,
-            builds=view.builds,
-            verifications=view.verifications,
-            approvals=view.approvals,
-            signatures=view.signatures,
-            problems=view.problems,
-            first_admitted=view.first_admitted,
-            model_signatures=view.model_signatures,
-        )
-        for number, view in enumerate(views, start=1)
-    ]
+    # Numbered once sorted: the order of admission is the version.
+    return [replace(view, version=number) for number, view in enumerate(views, start=1)]
 
 
 def _engine(info: EngineInfo, members: Mapping[str, bytes], first_admitted: int | None) -> EngineView:
