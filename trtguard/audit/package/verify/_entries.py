@@ -4,14 +4,21 @@ each named one present."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from decisionlog import DecisionRecord
-from trtguard.audit.package.contents import EngineInfo, ImageInfo
 from trtguard.audit.package.verify.decisions import RecordLine
 from trtguard.audit.package.verify.findings import Findings, listed
 
-_Entry = TypeVar("_Entry", EngineInfo, ImageInfo)
+
+class _Listed(Protocol):
+    """An engine or image entry of the package's index."""
+
+    @property
+    def digest(self) -> str: ...
+
+
+_Entry = TypeVar("_Entry", bound=_Listed)
 
 
 def named_by_selection(
