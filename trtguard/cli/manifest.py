@@ -18,7 +18,7 @@ import shutil
 import sys
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO
 
 from pydantic import ValidationError
 
@@ -45,7 +45,7 @@ from trtguard.release.manifest import (
     import_flat,
     parse_json,
     read_manifest_file,
-    read_yaml,
+    read_yaml_as,
 )
 from verifier.base import InputError, hash_file, input_error_from_validation, read_limited
 from verifier.dsse import Envelope
@@ -55,8 +55,6 @@ from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_sta
 from verifier.manifest_diff import ManifestDiff, diff_manifests
 
 _NVIDIA_SMI_TIMEOUT = 10.0
-#: What a settings file holds: a mapping or a list.
-_Shape = TypeVar("_Shape", dict[str, Any], list[Any])
 
 
 def register(subparsers: Subparsers) -> None:
@@ -296,34 +294,15 @@ def _create(args: argparse.Namespace) -> int:
     return _emit(draft, args, "manifest create")
 
 
-def _read_settings_file(
-    path: Path,
-    what: str,
-    kind: type[_Shape],
-    must_be: str,
-    *,
-    hint: str | None = None,
-    key: str | None = None,
-) -> _Shape:
-    """The YAML file ``path`` (the ``what``), which ``must_be`` a ``kind``; a mapping of ``key`` alone
-    stands for its value."""
-    value = read_yaml(path, what)
-    if key is not None and isinstance(value, dict) and set(value) == {key}:
-        value = value[key]
-    if not isinstance(value, kind):
-        raise InputError(f"the {what} must be {must_be}", location=str(path), hint=hint)
-    return value
-
-
 def _settings(args: argparse.Namespace) -> ManifestSettings:
     """Merge the --config file, the builder-config and accuracy files and the flags (flags win)."""
     values: dict[str, Any] = {}
     source = "command line"
     if args.config is not None:
-        values = _read_settings_file(args.config, "config file", dict, "a mapping of settings")
+        values = read_yaml_as(args.config, "config file", dict, "a mapping of settings")
         source = str(args.config)
     if args.builder_config is not None:
-        values["builder_config"] = _read_settings_file(
+        values["builder_config"] = read_yaml_as(
             args.builder_config,
             "builder config",
             dict,
@@ -331,7 +310,7 @@ def _settings(args: argparse.Namespace) -> ManifestSettings:
             hint="see `trtguard schema manifest`, $defs.BuilderConfig",
         )
     if args.accuracy is not None:
-        values["accuracy"] = _read_settings_file(
+        values["accuracy"] = read_yaml_as(
             args.accuracy,
             "accuracy file",
             list,

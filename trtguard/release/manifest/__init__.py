@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from trtguard.release.manifest._create import CreateInputs, Environment, create_manifest
     from trtguard.release.manifest._draft import Draft
-    from trtguard.release.manifest._files import parse_json, read_manifest_file, read_yaml
+    from trtguard.release.manifest._files import parse_json, read_manifest_file, read_yaml, read_yaml_as
     from trtguard.release.manifest._flat import import_flat
     from trtguard.release.manifest._probe import Distribution
     from trtguard.release.manifest._settings import ManifestSettings
@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 _HOMES: dict[str, str] = {
     **dict.fromkeys(("CreateInputs", "Environment", "create_manifest"), "trtguard.release.manifest._create"),
     "Draft": "trtguard.release.manifest._draft",
-    **dict.fromkeys(("parse_json", "read_manifest_file", "read_yaml"), "trtguard.release.manifest._files"),
+    **dict.fromkeys(
+        ("parse_json", "read_manifest_file", "read_yaml", "read_yaml_as"), "trtguard.release.manifest._files"
+    ),
     "import_flat": "trtguard.release.manifest._flat",
     "Distribution": "trtguard.release.manifest._probe",
     "ManifestSettings": "trtguard.release.manifest._settings",
@@ -36,6 +38,7 @@ __all__ = [
     "parse_json",
     "read_manifest_file",
     "read_yaml",
+    "read_yaml_as",
 ]
 
 

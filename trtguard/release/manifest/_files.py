@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from verifier.base import InputError, load_document, read_limited, short_repr
 from verifier.dsse import Envelope
 from verifier.intoto import statement_from_envelope
 from verifier.manifest import EngineBuildManifest, load_manifest
+
+#: What a settings file holds: a mapping or a list.
+_Shape = TypeVar("_Shape", dict[str, Any], list[Any])
 
 #: Manifests, records and settings are small; anything far larger is a mistake (or an attack on memory).
 
@@ -70,6 +73,25 @@ def read_yaml(path: Path, what: str) -> Any:
     text = _read_text(path, what)
     document = load_document(text, str(path), what=f"the {what}")
     return None if document is None else document.data
+
+
+def read_yaml_as(
+    path: Path,
+    what: str,
+    kind: type[_Shape],
+    must_be: str,
+    *,
+    hint: str | None = None,
+    key: str | None = None,
+) -> _Shape:
+    """:func:`read_yaml`, for a file that ``must_be`` (in the message) a ``kind``; a mapping of ``key`` alone
+    stands for its value."""
+    value = read_yaml(path, what)
+    if key is not None and isinstance(value, dict) and set(value) == {key}:
+        value = value[key]
+    if not isinstance(value, kind):
+        raise InputError(f"the {what} must be {must_be}", location=str(path), hint=hint)
+    return value
 
 
 def read_manifest_file(path: Path) -> tuple[EngineBuildManifest, bool]:
