@@ -110,12 +110,12 @@ def _against_checkpoints(
 ) -> list[str]:
     """What does not hold between the live log and its stored checkpoints, the key and the anchor."""
     from decisionlog import Ledger  # noqa: PLC0415
-    from trtguard.cli.audit import _url  # noqa: PLC0415
+    from trtguard.cli.audit import decision_log_url  # noqa: PLC0415
 
     if not report.ok or (key is None and anchor is None):
         return []
     problems: list[str] = []
-    with Ledger.open(_url(args), read_only=True) as ledger:
+    with Ledger.open(decision_log_url(args), read_only=True) as ledger:
         sealed: dict[int, Checkpoint] = {}
         for segment in ledger.segments():
             if segment.checkpoint.last_seq in sealed:
@@ -184,11 +184,11 @@ def _against_checkpoints(
 def _carried_problems(args: argparse.Namespace, report: ChainReport) -> list[str]:
     """What does not hold of the carried state between the stored checkpoints, their rows and the records."""
     from decisionlog import Ledger, carried_problems  # noqa: PLC0415
-    from trtguard.cli.audit import _url  # noqa: PLC0415
+    from trtguard.cli.audit import decision_log_url  # noqa: PLC0415
 
     if not report.ok:
         return []
-    with Ledger.open(_url(args), read_only=True) as ledger:
+    with Ledger.open(decision_log_url(args), read_only=True) as ledger:
         return carried_problems(ledger, report.base_seq)
 
 
@@ -232,7 +232,7 @@ def _verify_archive_folder(args: argparse.Namespace, key: PublicKey, out: TextIO
     import os  # noqa: PLC0415
 
     from decisionlog import Ledger, verify_archive  # noqa: PLC0415
-    from trtguard.cli.audit import _run, _url  # noqa: PLC0415
+    from trtguard.cli.audit import _run, decision_log_url  # noqa: PLC0415
 
     if args.decision_log is None and not os.environ.get("TRTGUARD_DECISION_LOG"):
         records, problems = verify_archive(args.archive, key=key)
@@ -244,7 +244,7 @@ def _verify_archive_folder(args: argparse.Namespace, key: PublicKey, out: TextIO
 
         report = _run(args, live)
         base = report.base_seq
-        with Ledger.open(_url(args), read_only=True) as ledger:
+        with Ledger.open(decision_log_url(args), read_only=True) as ledger:
             stored = ledger.segments()
         records, problems = verify_archive(args.archive, key=key, stored=stored, through_seq=base)
         if not report.ok:  # the seq it starts after is then in doubt too

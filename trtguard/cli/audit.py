@@ -47,7 +47,7 @@ def register(subparsers: Subparsers) -> None:
     )
 
     tail = add_subcommand(commands, "tail", help="the latest decisions")
-    _log_flag(tail)
+    add_decision_log_argument(tail)
     tail.add_argument("-n", "--lines", type=int, default=20, metavar="N", help="how many (default 20)")
     tail.add_argument(
         "-f",
@@ -67,7 +67,7 @@ def register(subparsers: Subparsers) -> None:
         "the newest). The last deploy of a workload: --namespace NS --name NAME --kind KIND --allowed "
         "--no-dry-run --last 1.",
     )
-    _log_flag(query)
+    add_decision_log_argument(query)
     query.add_argument("--namespace", help="only this namespace")
     query.add_argument("--name", help="only objects of this name")
     query.add_argument(
@@ -100,18 +100,25 @@ def register(subparsers: Subparsers) -> None:
     from trtguard.cli import _audit_segments as audit_segments  # noqa: PLC0415
     from trtguard.cli import _audit_verify as audit_verify  # noqa: PLC0415
 
-    audit_verify.register(commands, _log_flag, _format_flag)
-    audit_segments.register(commands, _log_flag)
+    audit_verify.register(commands, add_decision_log_argument, _format_flag)
+    audit_segments.register(commands, add_decision_log_argument)
 
-    audit_history.register(commands, _log_flag, _format_flag, _verify_flag)
+    audit_history.register(commands, add_decision_log_argument, _format_flag, _verify_flag)
 
 
-def _log_flag(parser: argparse.ArgumentParser) -> None:
+def add_decision_log_argument(parser: argparse.ArgumentParser) -> None:
+    """``--decision-log URL``: the log a command reads (see :func:`decision_log_url`)."""
     parser.add_argument(
         "--decision-log",
         metavar="URL",
         help=f"sqlite:///path or postgresql://… (default: $TRTGUARD_DECISION_LOG or {DEFAULT_DECISION_LOG})",
     )
+
+
+def decision_log_url(args: argparse.Namespace) -> str:
+    """The ``--decision-log`` URL, else ``$TRTGUARD_DECISION_LOG``, else the webhook's default."""
+    value: str = args.decision_log or os.environ.get("TRTGUARD_DECISION_LOG") or DEFAULT_DECISION_LOG
+    return value
 
 
 def _verify_flag(parser: argparse.ArgumentParser) -> None:
@@ -129,15 +136,10 @@ def _format_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _url(args: argparse.Namespace) -> str:
-    value: str = args.decision_log or os.environ.get("TRTGUARD_DECISION_LOG") or DEFAULT_DECISION_LOG
-    return value
-
-
 def _run(args: argparse.Namespace, work: Callable[[DecisionStore], Awaitable[_T]]) -> _T:
     from decisionlog import open_store  # noqa: PLC0415 - keep `trtguard --help` light
 
-    url = _url(args)
+    url = decision_log_url(args)
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///").partition("?")[0]).is_file():
         # A wrong path is a usage error (exit 2), as for `check --decision-log`; reading never creates a log.
         raise InputError(

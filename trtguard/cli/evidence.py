@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import textwrap
 from pathlib import Path
@@ -21,8 +20,8 @@ from trtguard.cli._commands import Subparsers, add_command_group, add_subcommand
 from trtguard.cli._key_commands import load_public_key, load_signing_key
 from trtguard.cli._keys import add_password_arguments
 from trtguard.cli._output import check_output
+from trtguard.cli.audit import add_decision_log_argument, decision_log_url
 from verifier.base import InputError
-from webhook.settings import DEFAULT_DECISION_LOG
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -73,11 +72,7 @@ def register(subparsers: Subparsers) -> None:
         metavar="NAMESPACE/KIND/NAME",
         help="e.g. prod/Deployment/resnet50, prod/Job.batch.volcano.sh/train, or prod/resnet50",
     )
-    export.add_argument(
-        "--decision-log",
-        metavar="URL",
-        help=f"sqlite:///path or postgresql://… (default: $TRTGUARD_DECISION_LOG or {DEFAULT_DECISION_LOG})",
-    )
+    add_decision_log_argument(export)
     export.add_argument(
         "--policies", nargs="+", type=Path, required=True, metavar="PATH", help="the policy files in force"
     )
@@ -164,7 +159,7 @@ def _export(args: argparse.Namespace, out: TextIO | None = None) -> int:
     selection = _selection(args)
     check_output(args.output, "the package")  # before the key's password is asked for
     key = load_signing_key(args.key, args)
-    url: str = args.decision_log or os.environ.get("TRTGUARD_DECISION_LOG") or DEFAULT_DECISION_LOG
+    url = decision_log_url(args)
 
     async def main() -> tuple[ExportSummary, Selection]:
         store = open_store(url, read_only=True)
