@@ -46,18 +46,19 @@ class PlanHeader:
 
     ``format_problem`` says what is wrong with the header itself (unknown tag, too short, unsupported
     layout) and ``size_problem`` how the declared size disagrees with the file; both ``None`` means the
-    header is consistent with the file. ``magic`` is ``None`` when the file starts with no known tag.
+    header is consistent with the file. ``magic`` is ``None`` when the file starts with no known tag (and then
+    nothing else is read from it).
     """
 
-    magic: PlanMagic | None
-    #: "major.minor.patch.build" from bytes 24..27 (``ftrt``/``vtrt`` only; pre-8.6 plans do not carry it).
-    tensorrt_version: str | None
-    #: The file length the header declares, ``None`` when it declares none that could be read.
-    declared_size: int | None
-    #: Serialization format number (informational only: undocumented, e.g. 236 for 8.6, 239 for 10.5).
-    serialization_version: int | None
     #: The first bytes as hexadecimal, to show what an unrecognised file starts with.
     first_bytes: str
+    magic: PlanMagic | None = None
+    #: "major.minor.patch.build" from bytes 24..27 (``ftrt``/``vtrt`` only; pre-8.6 plans do not carry it).
+    tensorrt_version: str | None = None
+    #: The file length the header declares, ``None`` when it declares none that could be read.
+    declared_size: int | None = None
+    #: Serialization format number (informational only: undocumented, e.g. 236 for 8.6, 239 for 10.5).
+    serialization_version: int | None = None
     format_problem: str | None = None
     size_problem: str | None = None
 
@@ -162,7 +163,6 @@ def _parse_bare_archive(data: bytes, file_size: int) -> PlanHeader:
     declared = length + 24 if length is not None else None
     return PlanHeader(
         magic=PlanMagic.PTRT,
-        tensorrt_version=None,
         declared_size=declared,
         serialization_version=serialization,
         first_bytes=data[:16].hex(),
@@ -188,14 +188,7 @@ def parse_plan_header(data: bytes, file_size: int) -> PlanHeader:
         problem = f"the file is too short ({file_size} bytes) to be a TensorRT plan"
     else:
         problem = f"the file starts with {tag!r}, not with a TensorRT plan tag ('ftrt', 'ptrt' or 'vtrt')"
-    return PlanHeader(
-        magic=None,
-        tensorrt_version=None,
-        declared_size=None,
-        serialization_version=None,
-        first_bytes=data[:16].hex(),
-        format_problem=problem,
-    )
+    return PlanHeader(first_bytes=data[:16].hex(), format_problem=problem)
 
 
 def read_plan_header(path: Path) -> PlanHeader:

@@ -75,6 +75,27 @@ def skipped(name: str, why: str, expected: Any = None) -> Check:
     return Check(name, CheckStatus.SKIPPED, why, expected, None)
 
 
+def compared(
+    name: str, expected: Any, observed: Any, good: str, bad: str, *, unrecorded: str | None = None
+) -> Check:
+    """:func:`verdict` on whether ``observed`` is the manifest's ``expected``; with ``unrecorded``, a manifest
+    that records no value (``expected`` None) skips the check for that reason."""
+    if unrecorded is not None and expected is None:
+        return skipped(name, unrecorded)
+    return verdict(name, expected == observed, good, bad, expected, observed)
+
+
+def sha256_matches(name: str, thing: str, expected: str, observed: str, otherwise: str) -> Check:
+    """Whether the ``thing``'s SHA-256 is the manifest's; ``otherwise`` says what a different one means."""
+    return compared(
+        name,
+        expected,
+        observed,
+        f"the {thing}'s SHA-256 matches",
+        f"the {thing}'s SHA-256 differs from the manifest's: {otherwise}",
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ManifestSummary:
     """The signed manifest the engine was checked against."""

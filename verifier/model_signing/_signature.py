@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from verifier.base import MAX_DOCUMENT_BYTES, InputError
 
-__all__ = ["MODEL_SIGNING_PREDICATE", "PREDICATE_TYPE", "ModelSignature", "read_signature"]
+__all__ = ["MODEL_SIGNING_PREDICATE", "PREDICATE_TYPE", "ModelSignature", "SigstoreBundle", "read_signature"]
 
 #: The predicate type of a model-signing v1.0 signature.
 PREDICATE_TYPE = "https://model_signing/signature/v1.0"
@@ -55,10 +55,10 @@ _KEPT = 4
 
 
 @dataclass(frozen=True, slots=True)
-class ModelSignature:
-    """One model-signing signature, parsed (its signature not yet verified)."""
+class SigstoreBundle:
+    """What a model signature's Sigstore bundle carries around its statement, as read (nothing verified)."""
 
-    bundle: bytes  # the whole Sigstore bundle, as read (keyless: its certificate and log entry are verified)
+    raw: bytes  # the whole Sigstore bundle, as read (keyless: its certificate and log entry are verified)
     media_type: str  # one of BUNDLE_MEDIA_TYPES
     material: Material  # the verification material the bundle carries
     logged: bool  # it carries transparency-log entries (a Sigstore keyless bundle)
@@ -66,6 +66,14 @@ class ModelSignature:
     signature: bytes  # the one DSSE signature upstream verifies (``signatures[0]``)
     key_hint: str | None  # ``verificationMaterial.publicKey.hint``: SHA-256 of the signing key's PEM
     chain: tuple[bytes, ...]  # DER certificates, leaf first (x509CertificateChain, or the one certificate)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSignature:
+    """One model-signing signature, parsed (its signature not yet verified): its bundle and the model
+    manifest its statement signs."""
+
+    bundle: SigstoreBundle
     model_name: str
     root_digest: str  # the subject's SHA-256 (hex): over the resources' digests, in their order
     #: Every signed file: its name (POSIX, relative to the model; ``.`` for a one-file model) → SHA-256 hex.
@@ -159,24 +167,10 @@ def _read(raw: bytes, location: str) -> ModelSignature:
     entries = material.get("tlogEntries", [])
     if not isinstance(entries, list):
         raise InputError("verificationMaterial.tlogEntries is not a list", location=location)
+    chain = _chain(material, location)
     return _with_statement(
-        _Envelope(raw, media_type, present[0], bool(entries), payload, signature, hint),
-        _chain(material, location),
-        location,
+        SigstoreBundle(raw, media_type, present[0], bool(entries), payload, signature, hint, chain), location
     )
-
-
-@dataclass(frozen=True, slots=True)
-class _Envelope:
-    """What the bundle says around the statement."""
-
-    raw: bytes
-    media_type: str
-    material: Material
-    logged: bool
-    payload: bytes
-    signature: bytes
-    hint: str | None
 
 
 def _chain(material: dict[str, Any], location: str) -> tuple[bytes, ...]:
@@ -197,7 +191,7 @@ def _chain(material: dict[str, Any], location: str) -> tuple[bytes, ...]:
     return ()
 
 
-def _with_statement(around: _Envelope, chain: tuple[bytes, ...], location: str) -> ModelSignature:
+def _with_statement(around: SigstoreBundle, location: str) -> ModelSignature:
     try:
         statement = _object(json.loads(around.payload), "the statement", location)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -271,14 +265,7 @@ def _with_statement(around: _Envelope, chain: tuple[bytes, ...], location: str) 
     if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
         raise InputError("serialization.ignore_paths is not a list of paths", location=location)
     return ModelSignature(
-        bundle=around.raw,
-        media_type=around.media_type,
-        material=around.material,
-        logged=around.logged,
-        payload=around.payload,
-        signature=around.signature,
-        key_hint=around.hint,
-        chain=chain,
+        bundle=around,
         model_name=name,
         root_digest=root_hash.hexdigest(),
         resources=MappingProxyType(files),  # one parse is shared by every reader: none may change it

@@ -48,7 +48,12 @@ from cryptography.x509.verification import (
 )
 
 from verifier.base import InputError, VerificationError
-from verifier.model_signing._signature import BUNDLE_MEDIA_TYPES, PREDICATE_TYPE, ModelSignature
+from verifier.model_signing._signature import (
+    BUNDLE_MEDIA_TYPES,
+    PREDICATE_TYPE,
+    ModelSignature,
+    SigstoreBundle,
+)
 
 if TYPE_CHECKING:  # Sigstore's verifier loads with the first keyless signature (verify-engine, start-up time)
     from verifier.signatures import KeylessIdentity, TrustRoot
@@ -197,11 +202,11 @@ def _curve_hash(key: object, what: str) -> hashes.HashAlgorithm:
     return _CURVE_HASHES[key.curve.name]()
 
 
-def _verify_ecdsa(key: ec.EllipticCurvePublicKey, signature: ModelSignature) -> None:
+def _verify_ecdsa(key: ec.EllipticCurvePublicKey, bundle: SigstoreBundle) -> None:
     try:
         key.verify(
-            signature.signature,
-            _pae(signature.payload),
+            bundle.signature,
+            _pae(bundle.payload),
             ec.ECDSA(_curve_hash(key, "the signing key")),
         )
     except InvalidSignature:
@@ -214,35 +219,34 @@ def signing_key(signature: ModelSignature, trust: ModelSigningTrust) -> str:
     (:class:`InputError` for a key that is not ECDSA)."""
     if isinstance(trust, ModelSigningKeyless):
         return _keyless_signer(signature, trust)
-    if signature.media_type != _V03:
+    bundle = signature.bundle
+    if bundle.media_type != _V03:
         raise VerificationError(
-            f"a bundle of media type {signature.media_type!r}: the key and certificate methods read "
+            f"a bundle of media type {bundle.media_type!r}: the key and certificate methods read "
             f"{_V03} only (as model_signing does)"
-            + ("; a keyless one is verified with modelSigning.keyless" if signature.logged else ""),
+            + ("; a keyless one is verified with modelSigning.keyless" if bundle.logged else ""),
         )
     if isinstance(trust, ModelSigningKey):
-        if signature.material != "publicKey":
+        if bundle.material != "publicKey":
             raise VerificationError(
-                f"the signature carries {signature.material}, not publicKey: it was not signed with a key"
+                f"the signature carries {bundle.material}, not publicKey: it was not signed with a key"
             )
         key = trust.key
         pem = key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        if signature.key_hint is not None and signature.key_hint != hashlib.sha256(pem).hexdigest():
+        if bundle.key_hint is not None and bundle.key_hint != hashlib.sha256(pem).hexdigest():
             raise VerificationError("signed with another key (the bundle's key hint is not this key's)")
-        _verify_ecdsa(key, signature)
+        _verify_ecdsa(key, bundle)
         return trust.identity
-    if signature.material != "x509CertificateChain":
-        kind = {"publicKey": "it was signed with a key", "certificate": _KEYLESS_HINT}[signature.material]
-        raise VerificationError(
-            f"the signature carries {signature.material}, not x509CertificateChain: {kind}"
-        )
-    if signature.logged:
+    if bundle.material != "x509CertificateChain":
+        kind = {"publicKey": "it was signed with a key", "certificate": _KEYLESS_HINT}[bundle.material]
+        raise VerificationError(f"the signature carries {bundle.material}, not x509CertificateChain: {kind}")
+    if bundle.logged:
         raise VerificationError(f"the signature carries transparency-log entries: {_KEYLESS_HINT}")
-    leaf = _verified_leaf(signature.chain, trust)
+    leaf = _verified_leaf(bundle.chain, trust)
     leaf_key = leaf.public_key()
     if not isinstance(leaf_key, ec.EllipticCurvePublicKey):
         raise VerificationError("the signing certificate's key is not an ECDSA key")
-    _verify_ecdsa(leaf_key, signature)
+    _verify_ecdsa(leaf_key, bundle)
     return _key_identity(leaf_key)
 
 
@@ -301,11 +305,12 @@ def _may_sign(leaf: x509.Certificate) -> bool:
 def _keyless_signer(signature: ModelSignature, trust: ModelSigningKeyless) -> str:
     from verifier.signatures import TrustPolicy, verify_bundle  # noqa: PLC0415 - see TYPE_CHECKING above
 
-    if not signature.chain:
+    bundle = signature.bundle
+    if not bundle.chain:
         raise VerificationError("the signature carries no certificate (it was signed with a key)")
     policy = TrustPolicy(identities=(trust.signer,), trust_root=trust.trust_root)
     result = verify_bundle(
-        signature.bundle,
+        bundle.raw,
         policy,
         digest=f"sha256:{signature.root_digest}",
         predicate_type=PREDICATE_TYPE,
@@ -313,9 +318,9 @@ def _keyless_signer(signature: ModelSignature, trust: ModelSigningKeyless) -> st
     )
     # The statement verified is the one read (the bundle reader also takes proto field names, so a bundle
     # holding two envelopes must not pass one off for the other).
-    if result.statement is None or result.statement.predicate != json.loads(signature.payload)["predicate"]:
+    if result.statement is None or result.statement.predicate != json.loads(bundle.payload)["predicate"]:
         raise VerificationError("the statement verified is not the one the signature lists files from")
     # Counted by the leaf's key, as a certificate-method signature is: one signature is one signer, however
     # many keyless or certificateChain signers it verifies for. verify_bundle read this very leaf (its reader
     # takes exactly one of the bundle's certificate fields, each spelling once), or it would not verify.
-    return _key_identity(x509.load_der_x509_certificate(signature.chain[0]).public_key())
+    return _key_identity(x509.load_der_x509_certificate(bundle.chain[0]).public_key())

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from verifier.base import EvidenceUnavailable, InputError, SingleFlight
+from verifier.base import EvidenceUnavailable, InputError, SingleFlight, read_limited
 from verifier.registry.config import is_loopback, normalise_host
 
 #: Tokens are renewed this many seconds before the realm says they expire (clock skew, long requests).
@@ -132,14 +132,9 @@ class CredentialStore:
         return self._credentials.get(normalise_host(host))
 
     def _reload(self, path: Path) -> None:
-        try:
-            data = path.read_bytes()
-        except OSError as error:
-            raise InputError(
-                f"cannot read the credentials file: {error.strerror}",
-                location=str(path),
-                hint="check credentials_file in the registry configuration",
-            ) from error
+        data = read_limited(
+            path, "the credentials file", hint="check credentials_file in the registry configuration"
+        )
         self._credentials = parse_docker_config(data, source=str(path))
         self._stamp = _stamp(path)
 

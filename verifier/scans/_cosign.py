@@ -19,11 +19,12 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from verifier.base import InputError, input_error_from_validation
+from verifier.base import InputError
 from verifier.scans._cvss import base_score_v3
 from verifier.scans._cyclonedx import is_cyclonedx, read_cyclonedx
+from verifier.scans._lenient_model import LenientModel
 from verifier.scans._times import parse_time
 from verifier.scans.model import (
     Component,
@@ -76,33 +77,29 @@ TRIVY_SCANNED_LANGUAGE_TYPES: Final = frozenset(
 )  # fmt: skip
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
-
-
-class _Db(_Model):
+class _Db(LenientModel):
     uri: str | None = None
     version: str | None = None
 
 
-class _Scanner(_Model):
+class _Scanner(LenientModel):
     uri: str | None = None
     version: str | None = None
     db: _Db | None = None
     result: dict[str, Any]
 
 
-class _Metadata(_Model):
+class _Metadata(LenientModel):
     scan_started_on: str | None = Field(default=None, alias="scanStartedOn")
     scan_finished_on: str | None = Field(default=None, alias="scanFinishedOn")
 
 
-class _Invocation(_Model):
+class _Invocation(LenientModel):
     parameters: Any = None
     """Free-form in cosign's predicate (``interface{}``); a list of the scanner's flags is what is read."""
 
 
-class _Predicate(_Model):
+class _Predicate(LenientModel):
     invocation: _Invocation | None = None
     scanner: _Scanner
     metadata: _Metadata | None = None
@@ -111,12 +108,12 @@ class _Predicate(_Model):
 # --- pip-audit's JSON report ---
 
 
-class _PipAuditVuln(_Model):
+class _PipAuditVuln(LenientModel):
     id: str
     aliases: list[str] | None = None
 
 
-class _PipAuditDependency(_Model):
+class _PipAuditDependency(LenientModel):
     name: str
     version: str | None = None
     vulns: list[_PipAuditVuln] | None = None
@@ -124,24 +121,24 @@ class _PipAuditDependency(_Model):
     skip_reason: str | None = None
 
 
-class _PipAudit(_Model):
+class _PipAudit(LenientModel):
     dependencies: list[_PipAuditDependency]
 
 
 # --- Trivy's JSON report (types.Report) ---
 
 
-class _TrivyIdentifier(_Model):
+class _TrivyIdentifier(LenientModel):
     purl: str | None = Field(default=None, alias="PURL")
 
 
-class _TrivyPackage(_Model):
+class _TrivyPackage(LenientModel):
     name: str = Field(alias="Name")
     version: str | None = Field(default=None, alias="Version")
     identifier: _TrivyIdentifier | None = Field(default=None, alias="Identifier")
 
 
-class _TrivyCvss(_Model):
+class _TrivyCvss(LenientModel):
     v40_score: float | None = Field(default=None, alias="V40Score")
     v3_score: float | None = Field(default=None, alias="V3Score")
     v2_score: float | None = Field(default=None, alias="V2Score")
@@ -150,7 +147,7 @@ class _TrivyCvss(_Model):
     v2_vector: str | None = Field(default=None, alias="V2Vector")
 
 
-class _TrivyVulnerability(_Model):
+class _TrivyVulnerability(LenientModel):
     id: str = Field(alias="VulnerabilityID")
     vendor_ids: list[str] | None = Field(default=None, alias="VendorIDs")
     package: str = Field(alias="PkgName")
@@ -163,7 +160,7 @@ class _TrivyVulnerability(_Model):
     cvss: dict[str, _TrivyCvss] | None = Field(default=None, alias="CVSS")
 
 
-class _TrivyResult(_Model):
+class _TrivyResult(LenientModel):
     target: str = Field(alias="Target")
     result_class: str | None = Field(default=None, alias="Class")
     type: str | None = Field(default=None, alias="Type")
@@ -171,18 +168,18 @@ class _TrivyResult(_Model):
     vulnerabilities: list[_TrivyVulnerability] | None = Field(default=None, alias="Vulnerabilities")
 
 
-class _TrivyOs(_Model):
+class _TrivyOs(LenientModel):
     family: str | None = Field(default=None, alias="Family")
     name: str | None = Field(default=None, alias="Name")
     eosl: bool = Field(default=False, alias="EOSL")
 
 
-class _TrivyMetadata(_Model):
+class _TrivyMetadata(LenientModel):
     os: _TrivyOs | None = Field(default=None, alias="OS")
     repo_digests: list[str] | None = Field(default=None, alias="RepoDigests")
 
 
-class _Trivy(_Model):
+class _Trivy(LenientModel):
     schema_version: int = Field(alias="SchemaVersion")
     artifact_name: str | None = Field(default=None, alias="ArtifactName")
     metadata: _TrivyMetadata | None = Field(default=None, alias="Metadata")
@@ -195,10 +192,7 @@ def read_cosign_vuln(data: Mapping[str, Any], source: str) -> ScanDocument:
     Raises :class:`~verifier.base.InputError` for a predicate without a scanner result, or a result in a
     format trtguard does not read.
     """
-    try:
-        predicate = _Predicate.model_validate(data)
-    except ValidationError as error:
-        raise input_error_from_validation(error, source, what="the cosign vulnerability predicate") from None
+    predicate = _Predicate.read(data, source, "the cosign vulnerability predicate")
     metadata = predicate.metadata or _Metadata()
     time_unknowns: list[str] = []
     when = _set(metadata.scan_finished_on) or _set(metadata.scan_started_on)
@@ -299,10 +293,7 @@ def _database_time(db: _Db | None) -> tuple[datetime | None, tuple[tuple[str, st
 
 def _pip_audit(result: Mapping[str, Any], source: str) -> ScanDocument:
     check_component_count(listed_count(result.get("dependencies")), source)  # before validating
-    try:
-        report = _PipAudit.model_validate(result)
-    except ValidationError as error:
-        raise input_error_from_validation(error, source, what="the pip-audit report") from None
+    report = _PipAudit.read(result, source, "the pip-audit report")
     unknowns: list[str] = []
     components: list[Component] = []
     vulnerabilities: list[Vulnerability] = []
@@ -339,10 +330,7 @@ def _trivy(result: Mapping[str, Any], source: str) -> ScanDocument:
         [r.get("Packages") for r in results if isinstance(r, Mapping)] if isinstance(results, list) else []
     )
     check_component_count(sum(map(listed_count, packages)), source)  # before validating: MAX_COMPONENTS
-    try:
-        report = _Trivy.model_validate(result)
-    except ValidationError as error:
-        raise input_error_from_validation(error, source, what="the Trivy report") from None
+    report = _Trivy.read(result, source, "the Trivy report")
     unknowns: list[str] = []
     results = report.results or []
     scanned = [r for r in results if r.result_class in _TRIVY_PACKAGE_CLASSES]

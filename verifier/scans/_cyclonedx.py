@@ -23,10 +23,11 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from verifier.base import InputError, input_error_from_validation
+from verifier.base import InputError
 from verifier.scans._cvss import base_score_v3
+from verifier.scans._lenient_model import LenientModel
 from verifier.scans._times import parse_time
 from verifier.scans.model import (
     MAX_COMPONENTS,
@@ -58,16 +59,12 @@ _VECTOR_VERSION = re.compile(r"CVSS:([34])\.[0-9]+/")
 _TRIVY_REPO_DIGEST = "aquasecurity:trivy:RepoDigest"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
-
-
-class _Property(_Model):
+class _Property(LenientModel):
     name: str
     value: str | None = None
 
 
-class _Component(_Model):
+class _Component(LenientModel):
     name: str
     group: str | None = None
     version: str | None = None
@@ -77,12 +74,12 @@ class _Component(_Model):
     properties: list[_Property] | None = None
 
 
-class _Source(_Model):
+class _Source(LenientModel):
     name: str | None = None
     url: str | None = None
 
 
-class _Rating(_Model):
+class _Rating(LenientModel):
     source: _Source | None = None
     score: float | None = None
     severity: str | None = None
@@ -90,20 +87,20 @@ class _Rating(_Model):
     vector: str | None = None
 
 
-class _Reference(_Model):
+class _Reference(LenientModel):
     id: str
     source: _Source | None = None
 
 
-class _Analysis(_Model):
+class _Analysis(LenientModel):
     state: str | None = None
 
 
-class _Affects(_Model):
+class _Affects(LenientModel):
     ref: str
 
 
-class _Vulnerability(_Model):
+class _Vulnerability(LenientModel):
     id: str | None = None
     bom_ref: str | None = Field(default=None, alias="bom-ref")
     source: _Source | None = None
@@ -113,14 +110,14 @@ class _Vulnerability(_Model):
     affects: list[_Affects] | None = None
 
 
-class _Metadata(_Model):
+class _Metadata(LenientModel):
     timestamp: str | None = None
     component: _Component | None = None
     """What the document describes (an image, an application); the components nested in it are the
     document's too (CycloneDX allows an inventory there as well as in ``components``)."""
 
 
-class _Bom(_Model):
+class _Bom(LenientModel):
     spec_version: str = Field(alias="specVersion")
     metadata: _Metadata | None = None
     components: list[_Component] | None = None
@@ -146,10 +143,7 @@ def read_cyclonedx(data: Mapping[str, Any], source: str, *, as_scan: bool = Fals
             hint="attest the scanner's CycloneDX JSON output as the predicate",
         )
     check_component_count(_count_components(data), source)  # before validating: see MAX_COMPONENTS
-    try:
-        bom = _Bom.model_validate(data)
-    except ValidationError as error:
-        raise input_error_from_validation(error, source, what="the CycloneDX document") from None
+    bom = _Bom.read(data, source, "the CycloneDX document")
     unknowns: list[str] = []
     scanned_at = parse_time(bom.metadata.timestamp if bom.metadata else None, "metadata.timestamp", unknowns)
     by_ref: dict[str, Component] = {}

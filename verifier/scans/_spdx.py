@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from verifier.base import InputError, input_error_from_validation
+from verifier.base import InputError
+from verifier.scans._lenient_model import LenientModel
 from verifier.scans._times import parse_time
 from verifier.scans.model import (
     ScanDocument,
@@ -30,27 +31,23 @@ _VERSIONS = frozenset({"SPDX-2.2", "SPDX-2.3"})
 _PACKAGE_MANAGER = frozenset({"PACKAGE-MANAGER", "PACKAGE_MANAGER"})
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
-
-
-class _ExternalRef(_Model):
+class _ExternalRef(LenientModel):
     category: str = Field(alias="referenceCategory")
     type: str = Field(alias="referenceType")
     locator: str = Field(alias="referenceLocator")
 
 
-class _Package(_Model):
+class _Package(LenientModel):
     name: str
     version: str | None = Field(default=None, alias="versionInfo")
     external_refs: list[_ExternalRef] | None = Field(default=None, alias="externalRefs")
 
 
-class _CreationInfo(_Model):
+class _CreationInfo(LenientModel):
     created: str
 
 
-class _Document(_Model):
+class _Document(LenientModel):
     spdx_version: str = Field(alias="spdxVersion")
     creation_info: _CreationInfo = Field(alias="creationInfo")
     packages: list[_Package] | None = None
@@ -75,10 +72,7 @@ def read_spdx(data: Mapping[str, Any], source: str) -> ScanDocument:
             hint="attest the SBOM tool's SPDX 2.3 JSON output as the predicate",
         )
     check_component_count(listed_count(data.get("packages")), source)  # before validating: MAX_COMPONENTS
-    try:
-        document = _Document.model_validate(data)
-    except ValidationError as error:
-        raise input_error_from_validation(error, source, what="the SPDX document") from None
+    document = _Document.read(data, source, "the SPDX document")
     unknowns: list[str] = []
     created = parse_time(document.creation_info.created, "creationInfo.created", unknowns)
     components = tuple(

@@ -23,7 +23,7 @@ from verifier.signatures import _certificate as sigstore_cert
 from verifier.signatures import _rekor as rekor_entry
 from verifier.signatures._policy import SignerMatch, TrustPolicy
 from verifier.signatures._rekor import LoggedSignature
-from verifier.signatures._results import SIMPLE_SIGNING_MEDIA_TYPE
+from verifier.signatures._results import SIMPLE_SIGNING_MEDIA_TYPE, CosignSignature
 from verifier.signatures._simple_signing import check_payload
 
 
@@ -141,28 +141,23 @@ def verify_signed(
 
 
 def verify_classic(
+    signature: CosignSignature,
     *,
-    payload: bytes,
-    media_type: str,
-    signature_b64: str,
-    certificate: str | None,
-    chain: str | None,
-    rekor_bundle: str | None,
     image_digest: str,
     repository: str | None,
     policy: TrustPolicy,
 ) -> tuple[list[SignerMatch], bool]:
     """The trusted signers of one classic image signature and whether its Rekor entry was verified."""
-    if media_type != SIMPLE_SIGNING_MEDIA_TYPE:
-        raise VerificationError(f"media type {media_type!r} is not a cosign simple-signing payload")
+    if signature.media_type != SIMPLE_SIGNING_MEDIA_TYPE:
+        raise VerificationError(f"media type {signature.media_type!r} is not a cosign simple-signing payload")
     result = verify_signed(
-        decode_signature(signature_b64),
-        data=payload,
-        sha256=hashlib.sha256(payload).digest(),
-        certificate=certificate,
-        chain=chain,
-        rekor_bundle=rekor_bundle,
+        decode_signature(signature.signature),
+        data=signature.payload,
+        sha256=hashlib.sha256(signature.payload).digest(),
+        certificate=signature.certificate,
+        chain=signature.chain,
+        rekor_bundle=signature.rekor_bundle,
         policy=policy,
     )
-    check_payload(payload, image_digest=image_digest, repository=repository)
+    check_payload(signature.payload, image_digest=image_digest, repository=repository)
     return result

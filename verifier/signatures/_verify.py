@@ -165,15 +165,7 @@ def verify_image_signatures(
         label = f"signature {index}"
         try:
             matches, tlog = verify_classic(
-                payload=signature.payload,
-                media_type=signature.media_type,
-                signature_b64=signature.signature,
-                certificate=signature.certificate,
-                chain=signature.chain,
-                rekor_bundle=signature.rekor_bundle,
-                image_digest=image_digest,
-                repository=repository,
-                policy=policy,
+                signature, image_digest=image_digest, repository=repository, policy=policy
             )
         except (VerificationError, InputError) as error:
             outcomes.append(_Outcome(label=label, problem=error.message))

@@ -246,7 +246,7 @@ def test_one_keyless_signature_is_one_signer_whichever_signers_it_matches(signed
     with pytest.raises(VerificationError, match="signed by 1 of the 2 required distinct keys"):
         verify_model(signed, signed / "model.sig", trusted, threshold=2, ignore_paths=ignore)
     signature = read_signature((signed / "model.sig").read_bytes(), "model.sig")
-    leaf = x509.load_der_x509_certificate(signature.chain[0]).public_key()
+    leaf = x509.load_der_x509_certificate(signature.bundle.chain[0]).public_key()
     spki = leaf.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     assert signing_key(signature, trusted["ibm"]) == f"key:{hashlib.sha256(spki).hexdigest()}"
 

@@ -23,6 +23,7 @@ from tests.support.localregistry import (
 from tests.support.tokenserver import TokenServer
 from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable, InputError
+from verifier.base._files import MAX_DOCUMENT_BYTES
 from verifier.base._references import ImageReference
 from verifier.registry._auth import Credentials, CredentialStore, parse_challenges, parse_docker_config
 from verifier.registry.client import RegistryClient
@@ -96,6 +97,15 @@ def test_credential_store_rereads_a_rotated_file(tmp_path: Path) -> None:
 def test_missing_credentials_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot read the credentials file"):
         CredentialStore(tmp_path / "absent.json")
+
+
+def test_credentials_file_above_the_document_limit_is_refused_unread(tmp_path: Path) -> None:
+    # A configuration document has the one bound of every document read (MAX_DOCUMENT_BYTES); the file was
+    # read whole before, however large.
+    path = tmp_path / "config.json"
+    path.write_bytes(b" " * (MAX_DOCUMENT_BYTES + 1))
+    with pytest.raises(InputError, match="the credentials file is larger than 16 MiB"):
+        CredentialStore(path)
 
 
 def test_challenges_with_commas_inside_quotes() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from verifier.engine._calibration import CalibrationCacheFile
-from verifier.engine._report import Check, failed, passed, skipped, verdict
+from verifier.engine._report import Check, compared, failed, passed, sha256_matches, skipped
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
 
 
@@ -60,28 +60,24 @@ def calibration_checks(
         )
         return checks
     checks.append(
-        verdict(
+        sha256_matches(
             "calibration.cache.sha256",
-            declared.sha256 == cache.sha256,
-            "the cache's SHA-256 matches",
-            "the cache's SHA-256 differs from the manifest's: this is not the cache the build used",
+            "cache",
             declared.sha256,
             cache.sha256,
+            "this is not the cache the build used",
         )
     )
-    if declared.algorithm is None:
-        checks.append(skipped("calibration.cache.algorithm", "the manifest does not name the algorithm"))
-    else:
-        checks.append(
-            verdict(
-                "calibration.cache.algorithm",
-                declared.algorithm == cache.algorithm,
-                cache.algorithm,
-                f"the cache was written by {cache.algorithm}, the manifest says {declared.algorithm}",
-                declared.algorithm,
-                cache.algorithm,
-            )
+    checks.append(
+        compared(
+            "calibration.cache.algorithm",
+            declared.algorithm,
+            cache.algorithm,
+            cache.algorithm,
+            f"the cache was written by {cache.algorithm}, the manifest says {declared.algorithm}",
+            unrecorded="the manifest does not name the algorithm",
         )
+    )
     toolchain = parse_tensorrt_version(manifest.toolchain.tensorrt_version)[:3]
     observed = tuple(int(part) for part in cache.tensorrt_version.split("."))
     if observed[: len(toolchain)] == toolchain:

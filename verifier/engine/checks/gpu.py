@@ -9,7 +9,7 @@ from typing import Any
 from verifier.engine._dtypes import precision_of
 from verifier.engine._inspector import LayerPrecisions
 from verifier.engine._onnx_model import OnnxModelInfo
-from verifier.engine._report import Check, failed, passed, skipped, verdict
+from verifier.engine._report import Check, compared, failed, passed, skipped, verdict
 from verifier.engine._runtime import LEAN_MODULES, EngineFacts, EngineProfile, GpuOutcome, GpuRun
 from verifier.engine.checks import declared_profiles
 from verifier.manifest import EngineBuildManifest
@@ -202,27 +202,25 @@ def _compatibility_checks(run: GpuRun, engine: EngineFacts, manifest: EngineBuil
             )
         ]
     checks = [
-        verdict(
+        compared(
             "builder_config.hardware_compatibility_level",
-            level == declared_level,
-            level,
-            f"the engine was built with {level}, the manifest says {declared_level}",
             declared_level,
             level,
+            level,
+            f"the engine was built with {level}, the manifest says {declared_level}",
         )
     ]
     probe = run.report.gpu if run.report else None
     if probe is not None and probe.compute_capability and level == "none":
         declared_cc = manifest.build_node.compute_capability
         checks.append(
-            verdict(
+            compared(
                 "build_node.compute_capability",
-                declared_cc == probe.compute_capability,
+                declared_cc,
+                probe.compute_capability,
                 "the engine (no hardware compatibility) loaded on a GPU of the declared compute capability",
                 "an engine without hardware compatibility loads only on the compute capability it was "
                 f"built for: it loaded on {probe.compute_capability}, the manifest says {declared_cc}",
-                declared_cc,
-                probe.compute_capability,
             )
         )
     runtime = run.report.runtime if run.report else None

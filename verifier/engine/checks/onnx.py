@@ -4,7 +4,7 @@ profiles, and the precisions the model carries."""
 from __future__ import annotations
 
 from verifier.engine._onnx_model import OnnxModelInfo
-from verifier.engine._report import Check, failed, passed, skipped, verdict
+from verifier.engine._report import Check, compared, failed, passed, sha256_matches, skipped
 from verifier.engine.checks import declared_profiles
 from verifier.manifest import EngineBuildManifest
 
@@ -40,29 +40,24 @@ def onnx_checks(
         return checks
     declared = manifest.onnx
     checks.append(
-        verdict(
+        sha256_matches(
             "onnx.sha256",
-            declared.sha256 == model.sha256,
-            "the model's SHA-256 matches",
-            "the model's SHA-256 differs from the manifest's: this is not the model the engine was "
-            "built from",
+            "model",
             declared.sha256,
             model.sha256,
+            "this is not the model the engine was built from",
         )
     )
-    if declared.opset is None:
-        checks.append(skipped("onnx.opset", "the manifest does not record the opset"))
-    else:
-        checks.append(
-            verdict(
-                "onnx.opset",
-                declared.opset == model.opset,
-                f"opset {model.opset}",
-                f"the model has opset {model.opset}, the manifest says {declared.opset}",
-                declared.opset,
-                model.opset,
-            )
+    checks.append(
+        compared(
+            "onnx.opset",
+            declared.opset,
+            model.opset,
+            f"opset {model.opset}",
+            f"the model has opset {model.opset}, the manifest says {declared.opset}",
+            unrecorded="the manifest does not record the opset",
         )
+    )
     problems = _onnx_input_problems(model, manifest)
     observed = [tensor.to_json() for tensor in model.inputs]
     if problems:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from verifier.engine._header import PlanHeader, PlanMagic
-from verifier.engine._report import Check, failed, passed, skipped, verdict
+from verifier.engine._report import Check, compared, failed, passed, sha256_matches, skipped
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
 
 #: The oldest TensorRT whose plans carry the "ftrt" container with version bytes.
@@ -18,21 +18,15 @@ def engine_file_checks(
         return [skipped("output_engine.sha256", unavailable), skipped("output_engine.size", unavailable)]
     declared = manifest.output_engine
     return [
-        verdict(
-            "output_engine.sha256",
-            declared.sha256 == sha256,
-            "the file's SHA-256 matches",
-            "the file's SHA-256 differs from the manifest's: this is not the engine that was built",
-            declared.sha256,
-            sha256,
+        sha256_matches(
+            "output_engine.sha256", "file", declared.sha256, sha256, "this is not the engine that was built"
         ),
-        verdict(
+        compared(
             "output_engine.size",
-            declared.size == size,
-            f"{size} bytes, as declared",
-            f"the file has {size} bytes, the manifest declares {declared.size}",
             declared.size,
             size,
+            f"{size} bytes, as declared",
+            f"the file has {size} bytes, the manifest declares {declared.size}",
         ),
     ]
 

@@ -278,7 +278,7 @@ def _read_jws(data: bytes) -> SignerInfo:
         raise VerificationError("the JWS protected header is not an object")
     if set(protected) & set(header):
         raise VerificationError("a header is both protected and unprotected")
-    scheme, signing_time, expiry = _check_headers(protected, protected.get("crit"), protected.get("cty"))
+    headers = _check_headers(protected, protected.get("crit"), protected.get("cty"))
     algorithm = algorithm_for(certificates[0])
     if protected.get("alg") != algorithm:
         raise VerificationError(
@@ -289,8 +289,24 @@ def _read_jws(data: bytes) -> SignerInfo:
     if not _verify_raw(certificates[0], algorithm, signature, signing_input):
         raise VerificationError("the JWS signature does not verify")
     stamp = header.get(TIMESTAMP_SIGNATURE)
+    token = _b64(stamp, TIMESTAMP_SIGNATURE, url=False) if stamp is not None else None
+    return _signer_info(JWS_MEDIA_TYPE, algorithm, headers, payload, certificates, signature, token)
+
+
+def _signer_info(
+    media_type: str,
+    algorithm: str,
+    headers: tuple[str, datetime, datetime | None],
+    payload: bytes,
+    certificates: tuple[x509.Certificate, ...],
+    signature: bytes,
+    timestamp_token: bytes | None,
+) -> SignerInfo:
+    """What an envelope of either format says, once its signature verified: ``headers`` are
+    :func:`_check_headers`'s (scheme, signing time, expiry)."""
+    scheme, signing_time, expiry = headers
     return SignerInfo(
-        media_type=JWS_MEDIA_TYPE,
+        media_type=media_type,
         algorithm=algorithm,
         scheme=scheme,
         signing_time=signing_time,
@@ -299,7 +315,7 @@ def _read_jws(data: bytes) -> SignerInfo:
         target=_target(payload),
         certificates=certificates,
         signature=signature,
-        timestamp_token=_b64(stamp, TIMESTAMP_SIGNATURE, url=False) if stamp is not None else None,
+        timestamp_token=timestamp_token,
     )
 
 
@@ -348,9 +364,7 @@ def _read_cose(data: bytes) -> SignerInfo:
         raise VerificationError("the COSE protected header is not a map")
     if set(protected) & set(unprotected):
         raise VerificationError("a header is both protected and unprotected")
-    scheme, signing_time, expiry = _check_headers(
-        protected, protected.get(_COSE_CRIT), protected.get(_COSE_CONTENT_TYPE)
-    )
+    headers = _check_headers(protected, protected.get(_COSE_CRIT), protected.get(_COSE_CONTENT_TYPE))
     # The COSE envelope specification lets the chain be protected too; in both places is refused above.
     certificates = _certificates(
         protected[_COSE_X5CHAIN] if _COSE_X5CHAIN in protected else unprotected.get(_COSE_X5CHAIN)
@@ -368,18 +382,7 @@ def _read_cose(data: bytes) -> SignerInfo:
     stamp = unprotected.get(TIMESTAMP_SIGNATURE)
     if stamp is not None and not isinstance(stamp, bytes):
         raise VerificationError(f"{TIMESTAMP_SIGNATURE} is not a byte string")
-    return SignerInfo(
-        media_type=COSE_MEDIA_TYPE,
-        algorithm=algorithm,
-        scheme=scheme,
-        signing_time=signing_time,
-        expiry=expiry,
-        payload=payload,
-        target=_target(payload),
-        certificates=certificates,
-        signature=signature,
-        timestamp_token=stamp,
-    )
+    return _signer_info(COSE_MEDIA_TYPE, algorithm, headers, payload, certificates, signature, stamp)
 
 
 def read_envelope(data: bytes, media_type: str) -> SignerInfo:
