@@ -117,15 +117,19 @@ def _ray(
     resource: str,
     spec: str,
     *,
-    cluster: str = "",
-    selector: str = "",
+    job: bool = False,
     versions: tuple[str, ...] = ("v1", "v1alpha1"),  # v1alpha1 has no historyServerOptions
 ) -> KindDefinition:
-    """A KubeRay kind: the Ray cluster at ``spec`` (or at ``spec.<cluster>`` for a job, whose submitter Pod
-    is ``spec.submitterPodTemplate`` and which may instead run on the cluster its ``selector`` names)."""
-    templates = _ray_cluster(f"{spec}.{cluster}" if cluster else spec)
-    if cluster:
-        templates = (*templates, template(f"{spec}.submitterPodTemplate", role="submitter"))
+    """A KubeRay kind whose Ray cluster is described at ``spec``; a ``job``'s at ``spec.rayClusterSpec``,
+    beside its submitter Pod. A job may instead run on an existing RayCluster (checked on its own), named
+    by ``spec.clusterSelector``, with KubeRay's default submitter."""
+    if not job:
+        templates = _ray_cluster(spec)
+    else:
+        templates = (
+            *_ray_cluster(f"{spec}.rayClusterSpec"),
+            template(f"{spec}.submitterPodTemplate", role="submitter"),
+        )
     return KindDefinition(
         "ray.io",
         kind,
@@ -133,7 +137,7 @@ def _ray(
         templates,
         versions=versions,
         source=_KUBERAY.format(resource),
-        delegates=(f"{spec}.{selector}",) if selector else (),
+        delegates=(f"{spec}.clusterSelector",) if job else (),
     )
 
 
@@ -203,16 +207,8 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
     _serving_runtime("ClusterServingRuntime", "clusterservingruntimes", namespaced=False),
     _ray("RayCluster", "rayclusters", "spec"),
     _ray("RayService", "rayservices", "spec.rayClusterConfig"),
-    # A RayJob may run on an existing RayCluster (checked on its own) with KubeRay's default submitter.
-    _ray("RayJob", "rayjobs", "spec", cluster="rayClusterSpec", selector="clusterSelector"),
-    _ray(
-        "RayCronJob",
-        "raycronjobs",
-        "spec.jobTemplate",
-        cluster="rayClusterSpec",
-        selector="clusterSelector",
-        versions=("v1",),
-    ),
+    _ray("RayJob", "rayjobs", "spec", job=True),
+    _ray("RayCronJob", "raycronjobs", "spec.jobTemplate", job=True, versions=("v1",)),
     KindDefinition(
         "leaderworkerset.x-k8s.io",
         "LeaderWorkerSet",
