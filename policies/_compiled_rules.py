@@ -25,6 +25,7 @@ __all__ = [
     "CompiledAttestation",
     "CompiledExpression",
     "compile_attestation",
+    "compile_condition",
     "field_path",
 ]
 
@@ -75,6 +76,32 @@ def field_path(loc: Sequence[str | int]) -> str:
     return ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in loc).replace(".[", "[")
 
 
+def compile_condition(
+    cel: str,
+    variables: Sequence[str],
+    where: tuple[str | int, ...],
+    document: Document,
+    path: Path,
+    problems: list[str],
+    *,
+    hint: str | None = None,
+) -> CelProgram | None:
+    """The boolean CEL expression at ``where`` of the policy document read from ``path``, compiled; None when
+    it does not compile, its problem (file, line, field, and ``hint`` in place of the compiler's) appended to
+    ``problems``."""
+    try:
+        return compile_expression(
+            cel,
+            variables=variables,
+            location=f"{path}:{document.text_line_of(where)} {field_path(where)}",
+            expect_bool=True,
+        )
+    except CelCompileError as error:
+        hint = hint or error.hint
+        problems.append(str(error) + (f" ({hint})" if hint else ""))
+        return None
+
+
 def compile_attestation(
     rule: AttestationRule,
     loc: tuple[str | int, ...],
@@ -112,19 +139,12 @@ def _compile_conditions(
     variables = CONDITION_VARIABLES if is_scan_predicate_type(rule.predicate_type) else ("predicate", "now")
     compiled = []
     for k, condition in enumerate(rule.conditions):
+        hint = None
+        if "scan" not in variables and re.search(r"\bscan\b", condition.cel):
+            hint = f"`scan` is set only for SBOMs and scans; read `predicate` for {rule.predicate_type}"
         where = (*loc, "conditions", k, "cel")
-        try:
-            program = compile_expression(
-                condition.cel,
-                variables=variables,
-                location=f"{path}:{document.text_line_of(where)} {field_path(where)}",
-                expect_bool=True,
-            )
-        except CelCompileError as error:
-            hint = error.hint
-            if "scan" not in variables and re.search(r"\bscan\b", condition.cel):
-                hint = f"`scan` is set only for SBOMs and scans; read `predicate` for {rule.predicate_type}"
-            problems.append(str(error) + (f" ({hint})" if hint else ""))
+        program = compile_condition(condition.cel, variables, where, document, path, problems, hint=hint)
+        if program is None:
             continue
         compiled.append(
             CompiledExpression(

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from policies._strict import refuse_repeats
 from policies.paths import PathError, PathPattern
 from policies.schema import Metadata, _Model
 
@@ -46,9 +47,7 @@ class WorkloadKindSpec(_Model):
                 PathPattern.parse(text)
             except PathError as error:
                 raise ValueError(str(error)) from None
-        repeated = sorted({p for p in paths if paths.count(p) > 1})
-        if repeated:
-            raise ValueError(f"each path may be listed once; repeated: {', '.join(repeated)}")
+        refuse_repeats(paths, "each path may be listed once")
         return self
 
 

@@ -4,13 +4,14 @@ types the documents share: names, key references, durations, ``metadata``."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-__all__ = ["API_VERSION", "KeyRef", "Metadata", "Name", "StrictModel", "parse_duration"]
+__all__ = ["API_VERSION", "KeyRef", "Metadata", "Name", "StrictModel", "parse_duration", "refuse_repeats"]
 
 
 class StrictModel(BaseModel):
@@ -53,6 +54,14 @@ def parse_duration(text: str) -> timedelta:
             f"{text!r} is not a duration; write a whole number and a unit s, m, h, d or w (180d)"
         )
     return timedelta(seconds=int(found.group(1)) * _DURATION_UNITS[found.group(2)])
+
+
+def refuse_repeats(values: Sequence[str], problem: str) -> None:
+    """Raise ``ValueError("<problem>; repeated: a, b")`` when ``values`` hold any value more than once (each
+    repeated value named once, sorted)."""
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise ValueError(f"{problem}; repeated: {', '.join(repeated)}")
 
 
 class Metadata(StrictModel):

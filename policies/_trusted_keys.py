@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from policies._strict import API_VERSION, Metadata, Name
+from policies._strict import API_VERSION, Metadata, Name, refuse_repeats
 from policies._strict import StrictModel as _Model
 from verifier.verification import PublicKey
 
@@ -176,10 +176,7 @@ class TrustedKeysSpec(_Model):
     @field_validator("keys")
     @classmethod
     def _unique(cls, keys: list[TrustedKey]) -> list[TrustedKey]:
-        names = [k.name for k in keys]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"key names must be unique; repeated: {', '.join(duplicates)}")
+        refuse_repeats([k.name for k in keys], "key names must be unique")
         return keys
 
 

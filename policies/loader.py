@@ -29,11 +29,11 @@ from policies._compiled_rules import (
     CompiledAttestation,
     CompiledExpression,
     compile_attestation,
+    compile_condition,
     field_path,
 )
 from policies._kind_schema import WorkloadKindDocument
 from policies._workload_kinds import kind_name_problems, registry
-from policies.cel import CelCompileError, compile_expression
 from policies.kinds import KindRegistry
 from policies.operator_kinds import DEFAULT_KINDS
 from policies.patterns import ImagePattern, PatternError, matches_any
@@ -552,15 +552,8 @@ def _compile_policies(
         if models is not None:
             for i, expression in enumerate(models.rules.expressions):
                 loc = ("spec", "models", "rules", "expressions", i, "cel")
-                try:
-                    program = compile_expression(
-                        expression.cel,
-                        variables=CEL_VARIABLES,
-                        location=f"{path}:{document.text_line_of(loc)} {field_path(loc)}",
-                        expect_bool=True,
-                    )
-                except CelCompileError as error:
-                    problems.append(str(error) + (f" ({error.hint})" if error.hint else ""))
+                program = compile_condition(expression.cel, CEL_VARIABLES, loc, document, path, problems)
+                if program is None:
                     continue
                 expressions.append(
                     CompiledExpression(

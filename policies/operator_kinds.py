@@ -112,6 +112,66 @@ def _serving_runtime(kind: str, resource: str, *, namespaced: bool) -> KindDefin
     )
 
 
+def _ray(
+    kind: str,
+    resource: str,
+    spec: str,
+    *,
+    job: bool = False,
+    versions: tuple[str, ...] = ("v1", "v1alpha1"),  # v1alpha1 has no historyServerOptions
+) -> KindDefinition:
+    """A KubeRay kind whose Ray cluster is described at ``spec``; a ``job``'s at ``spec.rayClusterSpec``,
+    beside its submitter Pod. A job may instead run on an existing RayCluster (checked on its own), named
+    by ``spec.clusterSelector``, with KubeRay's default submitter."""
+    if not job:
+        templates = _ray_cluster(spec)
+    else:
+        templates = (
+            *_ray_cluster(f"{spec}.rayClusterSpec"),
+            template(f"{spec}.submitterPodTemplate", role="submitter"),
+        )
+    return KindDefinition(
+        "ray.io",
+        kind,
+        resource,
+        templates,
+        versions=versions,
+        source=_KUBERAY.format(resource),
+        delegates=(f"{spec}.clusterSelector",) if job else (),
+    )
+
+
+def _training_job(
+    kind: str,
+    resource: str,
+    replica_specs: str,
+    *,
+    versions: tuple[str, ...] = ("v1",),
+    source: str = "",
+) -> KindDefinition:
+    """A Kubeflow training job: one Pod template per replica type, in ``spec.<replica_specs>``."""
+    return KindDefinition(
+        "kubeflow.org",
+        kind,
+        resource,
+        (template(f"spec.{replica_specs}.*.template", role="replica {name}"),),
+        versions=versions,
+        source=source or _TRAINING.format(resource),
+    )
+
+
+def _volcano_job(kind: str, resource: str, job_spec: str) -> KindDefinition:
+    """A Volcano kind: one Pod template per task of the job spec at ``job_spec``."""
+    return KindDefinition(
+        "batch.volcano.sh",
+        kind,
+        resource,
+        (template(f"{job_spec}.tasks[*].template", role="task {name}", name_key="name"),),
+        versions=("v1alpha1",),
+        source=_VOLCANO.format(resource),
+    )
+
+
 #: The shipped operator kinds.
 OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
     KindDefinition(
@@ -145,44 +205,10 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
     ),
     _serving_runtime("ServingRuntime", "servingruntimes", namespaced=True),
     _serving_runtime("ClusterServingRuntime", "clusterservingruntimes", namespaced=False),
-    KindDefinition(
-        "ray.io",
-        "RayCluster",
-        "rayclusters",
-        _ray_cluster("spec"),
-        versions=("v1", "v1alpha1"),  # v1alpha1 has no historyServerOptions
-        source=_KUBERAY.format("rayclusters"),
-    ),
-    KindDefinition(
-        "ray.io",
-        "RayService",
-        "rayservices",
-        _ray_cluster("spec.rayClusterConfig"),
-        versions=("v1", "v1alpha1"),  # v1alpha1 has no historyServerOptions
-        source=_KUBERAY.format("rayservices"),
-    ),
-    KindDefinition(
-        "ray.io",
-        "RayJob",
-        "rayjobs",
-        (*_ray_cluster("spec.rayClusterSpec"), template("spec.submitterPodTemplate", role="submitter")),
-        versions=("v1", "v1alpha1"),  # v1alpha1 has no historyServerOptions
-        source=_KUBERAY.format("rayjobs"),
-        # A RayJob may run on an existing RayCluster (checked on its own) with KubeRay's default submitter.
-        delegates=("spec.clusterSelector",),
-    ),
-    KindDefinition(
-        "ray.io",
-        "RayCronJob",
-        "raycronjobs",
-        (
-            *_ray_cluster("spec.jobTemplate.rayClusterSpec"),
-            template("spec.jobTemplate.submitterPodTemplate", role="submitter"),
-        ),
-        versions=("v1",),
-        source=_KUBERAY.format("raycronjobs"),
-        delegates=("spec.jobTemplate.clusterSelector",),
-    ),
+    _ray("RayCluster", "rayclusters", "spec"),
+    _ray("RayService", "rayservices", "spec.rayClusterConfig"),
+    _ray("RayJob", "rayjobs", "spec", job=True),
+    _ray("RayCronJob", "raycronjobs", "spec.jobTemplate", job=True, versions=("v1",)),
     KindDefinition(
         "leaderworkerset.x-k8s.io",
         "LeaderWorkerSet",
@@ -204,31 +230,16 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         # A Rollout may take its pod template from a Deployment, which is checked on its own.
         delegates=("spec.workloadRef",),
     ),
-    KindDefinition(
-        "kubeflow.org",
+    _training_job(
         "MPIJob",
         "mpijobs",
-        (template("spec.mpiReplicaSpecs.*.template", role="replica {name}"),),
+        "mpiReplicaSpecs",
         versions=("v2beta1", "v1"),  # mpi-operator and training-operator
         source="kubeflow/mpi-operator@caa3c47f manifests/base/kubeflow.org_mpijobs.yaml; "
         + _TRAINING.format("mpijobs"),
     ),
-    KindDefinition(
-        "kubeflow.org",
-        "PyTorchJob",
-        "pytorchjobs",
-        (template("spec.pytorchReplicaSpecs.*.template", role="replica {name}"),),
-        versions=("v1",),
-        source=_TRAINING.format("pytorchjobs"),
-    ),
-    KindDefinition(
-        "kubeflow.org",
-        "TFJob",
-        "tfjobs",
-        (template("spec.tfReplicaSpecs.*.template", role="replica {name}"),),
-        versions=("v1",),
-        source=_TRAINING.format("tfjobs"),
-    ),
+    _training_job("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs"),
+    _training_job("TFJob", "tfjobs", "tfReplicaSpecs"),
     KindDefinition(
         "kubeflow.org",
         "Notebook",
@@ -238,22 +249,8 @@ OPERATOR_KINDS: Final[tuple[KindDefinition, ...]] = (
         source="kubeflow/kubeflow@6dbe5161 "
         "components/notebook-controller/config/crd/bases/kubeflow.org_notebooks.yaml",
     ),
-    KindDefinition(
-        "batch.volcano.sh",
-        "Job",
-        "jobs",
-        (template("spec.tasks[*].template", role="task {name}", name_key="name"),),
-        versions=("v1alpha1",),
-        source=_VOLCANO.format("jobs"),
-    ),
-    KindDefinition(
-        "batch.volcano.sh",
-        "CronJob",
-        "cronjobs",
-        (template("spec.jobTemplate.spec.tasks[*].template", role="task {name}", name_key="name"),),
-        versions=("v1alpha1",),
-        source=_VOLCANO.format("cronjobs"),
-    ),
+    _volcano_job("Job", "jobs", "spec"),
+    _volcano_job("CronJob", "cronjobs", "spec.jobTemplate.spec"),
 )
 
 #: The built-in Kubernetes kinds and the shipped operator kinds: what a policy set knows without any

@@ -23,7 +23,7 @@ from policies._scan_schema import (
     judged_document,
     scan_rule_problem,
 )
-from policies._strict import API_VERSION, KeyRef, Metadata, Name, StrictModel, parse_duration
+from policies._strict import API_VERSION, KeyRef, Metadata, Name, StrictModel, parse_duration, refuse_repeats
 from policies._trusted_keys import NotationSigner, TrustedKey, TrustedKeysDocument, trusted_keys_yaml
 from policies.podspec import ImageField
 from policies.requesters import RequesterRule, RequesterSet
@@ -440,10 +440,7 @@ class InferencePolicySpec(_Model):
     @field_validator("images")
     @classmethod
     def _unique_rules(cls, rules: list[ImageRule]) -> list[ImageRule]:
-        names = [r.name for r in rules]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"image rule names must be unique; repeated: {', '.join(duplicates)}")
+        refuse_repeats([r.name for r in rules], "image rule names must be unique")
         return rules
 
     @model_validator(mode="after")

@@ -17,9 +17,10 @@ import ssl
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TextIO
+from typing import Any, Final, Literal, TextIO
 
 import uvicorn
+from fastapi import FastAPI
 
 from decisionlog import open_store
 from verifier.base import InputError
@@ -149,30 +150,21 @@ async def _serve_open(settings: ServeSettings, built: Built, out: TextIO) -> Non
     app = create_app(settings, built.services, owns_store=False)
     context = built.ssl_context
     limits = connection_limits(settings)
-    # The protocol does the TLS handshake itself (with a deadline), so uvicorn is given no SSL context.
-    config = uvicorn.Config(
+    config = _listener_config(
         app,
-        host=settings.host,
-        port=settings.port,
-        http=guarded_http_protocol(ConnectionTracker(limits), context),
+        settings.host,
+        settings.port,
+        limits,
+        context,
         lifespan="on",
-        log_config=None,
-        access_log=False,
-        timeout_keep_alive=limits.idle_timeout,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     server = _Server(config)
     probe: _ProbeServer | None = None
     if settings.metrics_port is not None:
-        probe_config = uvicorn.Config(
-            create_probe_app(built.services),
-            host=settings.host,
-            port=settings.metrics_port,
-            http=guarded_http_protocol(ConnectionTracker(limits), None),
-            lifespan="off",
-            log_config=None,
-            access_log=False,
-            timeout_keep_alive=limits.idle_timeout,
+        probe_app = create_probe_app(built.services)
+        probe_config = _listener_config(
+            probe_app, settings.host, settings.metrics_port, limits, None, lifespan="off"
         )
         probe = _ProbeServer(probe_config)
     main = asyncio.create_task(_serve_guarded(server), name="trtguard-webhook")
@@ -238,6 +230,34 @@ def _refreeze() -> None:
     gc.unfreeze()
     gc.collect()
     gc.freeze()
+
+
+def _listener_config(
+    app: FastAPI,
+    host: str,
+    port: int,
+    limits: ConnectionLimits,
+    context: ssl.SSLContext | None,
+    *,
+    lifespan: Literal["on", "off"],
+    timeout_graceful_shutdown: int | None = None,
+) -> uvicorn.Config:
+    """uvicorn's settings for one listening server, behind the guarded protocol (TLS under ``context``).
+
+    The protocol does the TLS handshake itself (with a deadline), so uvicorn is given no SSL context; the
+    webhook logs its own requests, so uvicorn's logging is left unconfigured and its access log off.
+    """
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=guarded_http_protocol(ConnectionTracker(limits), context),
+        lifespan=lifespan,
+        log_config=None,
+        access_log=False,
+        timeout_keep_alive=limits.idle_timeout,
+        timeout_graceful_shutdown=timeout_graceful_shutdown,
+    )
 
 
 def connection_limits(settings: ServeSettings) -> ConnectionLimits:
