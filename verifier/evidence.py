@@ -187,6 +187,10 @@ class Attestation:
     #: The Sigstore bundle the envelope came in, whole, where it came in one: its verification material
     #: (certificate chain, key hint) is part of formats that sign so (model-signing).
     bundle: bytes | None = None
+    #: Other detached signatures over the statement's exact bytes, each with the kind it was filed as (the
+    #: suffix of a folder's ``X.json.<kind>`` beside ``X.json``, without the dot): a statement signature
+    #: format picks its own kind, so that a reader need not know which formats exist.
+    detached: tuple[tuple[str, bytes], ...] = ()
 
     @classmethod
     def of(
@@ -197,6 +201,7 @@ class Attestation:
         *,
         openpgp_signatures: tuple[bytes, ...] = (),
         bundle: bytes | None = None,
+        detached: tuple[tuple[str, bytes], ...] = (),
     ) -> Attestation:
         """The attestation of ``envelope``, whose payload is ``statement``: its subjects and type are the
         statement's."""
@@ -207,6 +212,7 @@ class Attestation:
             origin,
             openpgp_signatures,
             bundle,
+            detached,
         )
 
 

@@ -8,8 +8,10 @@ document, :mod:`verifier.evidence_documents`), OCI manifests (an engine artifact
 engine; any manifest gives the descriptor a Notary Project signature names) and Notary Project signature
 envelopes (``*.jws``, ``*.cose`` in a ``sha256-<hex>`` folder: signatures of that digest). An in-toto
 statement ``X.json`` with a detached OpenPGP signature ``X.json.asc`` beside it is a statement signed with
-OpenPGP (over its exact bytes). Files it cannot use (a message-signature bundle over another digest
-algorithm, a classic signature whose payload names no image digest, an envelope that carries no in-toto
+OpenPGP (over its exact bytes); any other file ``X.json.<kind>`` beside a bare statement is a detached
+signature of that kind (:attr:`~verifier.evidence.Attestation.detached`), for whichever statement signature
+format signs so: the folder names no format. Files it cannot use (a message-signature bundle over another
+digest algorithm, a classic signature whose payload names no image digest, an envelope that carries no in-toto
 statement, a Notation envelope outside a ``sha256-<hex>`` folder) are left out and listed in
 :attr:`LocalEvidence.skipped`, and so are files that are broken or hostile (not JSON, a malformed envelope,
 statement or signature document, a file over the size limit), as a registry's unreadable attachments are:
@@ -81,6 +83,29 @@ _OCI_MANIFEST_TYPES = MANIFEST_TYPES
 _CLAIM_PREFIX_BYTES = 1024 * 1024
 #: Notary Project envelopes by file suffix (what ``fetch-attestations`` writes): JWS and COSE.
 _NOTATION_SUFFIXES = {".jws": "application/jose+json", ".cose": "application/cose"}
+#: The suffixes of the files read as evidence of their own; any other file ``X.json.<kind>`` is a detached
+#: signature over the bytes of ``X.json``.
+_EVIDENCE_SUFFIXES = (".json", ".dsse", ".jsonl", *_NOTATION_SUFFIXES)
+
+
+def _detached_signatures(files: list[Path]) -> dict[Path, list[Path]]:
+    """Each ``X.json`` of ``files`` → the files ``X.json.<kind>`` beside it (not themselves evidence)."""
+    named = set(files)
+    found: dict[Path, list[Path]] = defaultdict(list)
+    for path in files:
+        statement = path.with_suffix("")
+        if path.suffix not in _EVIDENCE_SUFFIXES and statement.suffix == ".json" and statement in named:
+            found[statement].append(path)
+    return found
+
+
+def _bare_statement(raw: bytes) -> bool:
+    """Whether ``raw`` is a JSON object that is an in-toto statement rather than an envelope or bundle."""
+    try:
+        document = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    return isinstance(document, dict) and "_type" in document and "payloadType" not in document
 
 
 def _is_manifest(document: Any) -> bool:
@@ -114,11 +139,14 @@ class LocalEvidence:
         self._malformed_artifacts: dict[str, str] = {}
         self._skipped: list[SkippedFile] = []
         self._unchecked: list[tuple[str | None, UncheckedStatement]] = []
+        self._sidecars: dict[Path, list[Path]] = {}
         if folder is None:
             return
         if not folder.is_dir():
             raise InputError(f"attestation folder {folder} does not exist or is not a folder")
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        self._sidecars = _detached_signatures(files)
+        for path in files:
             self._load(path)
 
     @property
@@ -152,7 +180,7 @@ class LocalEvidence:
         self._unchecked.append((self._scope, UncheckedStatement(location, reason, predicate_type, subjects)))
 
     def _load(self, path: Path) -> None:
-        if path.name.startswith(".") or path.suffix not in (".json", ".dsse", ".jsonl", *_NOTATION_SUFFIXES):
+        if path.name.startswith(".") or path.suffix not in _EVIDENCE_SUFFIXES:
             return
         self._scope = self._repository_scope(path)
         with contextlib.suppress(OSError):  # an unreadable file is refused by read_limited below
@@ -173,12 +201,15 @@ class LocalEvidence:
             return
         with self._refusing(str(path)):
             raw = read_limited(path, "the evidence file")
+            sidecars = self._sidecars.get(path, [])
             signature = path.with_name(path.name + ".asc")
             if path.suffix in _NOTATION_SUFFIXES:
                 self._add_notation(raw, path)
-            elif path.suffix == ".json" and signature.is_file():
-                detached = read_limited(signature, "the OpenPGP signature", limit=MAX_SIGNATURE_BYTES)
-                self._add_openpgp(raw, detached, path)
+            elif signature in sidecars or (sidecars and _bare_statement(raw)):
+                openpgp: tuple[bytes, ...] = ()
+                if signature in sidecars:
+                    openpgp = (read_limited(signature, "the OpenPGP signature", limit=MAX_SIGNATURE_BYTES),)
+                self._add_detached(raw, openpgp, [s for s in sidecars if s != signature], path)
             else:
                 self._add_json(raw, str(path))
 
@@ -288,14 +319,27 @@ class LocalEvidence:
             return
         self._classic[digest].append((self._scope, signature))
 
-    def _add_openpgp(self, raw: bytes, signature: bytes, path: Path) -> None:
-        """An in-toto statement ``X.json`` with its detached OpenPGP signature ``X.json.asc`` beside it."""
+    def _add_detached(self, raw: bytes, openpgp: tuple[bytes, ...], sidecars: list[Path], path: Path) -> None:
+        """An in-toto statement ``X.json`` with detached signatures beside it: its OpenPGP one
+        ``X.json.asc``, and each other ``X.json.<kind>`` as a signature of that kind (a sidecar that cannot
+        be read fails only itself)."""
         envelope = Envelope(PAYLOAD_TYPE, raw, ())
         statement = self._statement(envelope, str(path))
         if statement is None:
             return
-        origin = f"{path} (OpenPGP signature {path.name}.asc)"
-        attestation = Attestation.of(envelope, statement, origin, openpgp_signatures=(signature,))
+        detached: list[tuple[str, bytes]] = []
+        for sidecar in sidecars:
+            with self._refusing(str(sidecar)):
+                data = read_limited(sidecar, "the detached signature", limit=MAX_SIGNATURE_BYTES)
+                detached.append((sidecar.suffix[1:], data))
+        if sidecars:
+            named = ([f"{path.name}.asc"] if openpgp else []) + [s.name for s in sidecars]
+            origin = f"{path} (detached signatures {', '.join(named)})"
+        else:
+            origin = f"{path} (OpenPGP signature {path.name}.asc)"
+        attestation = Attestation.of(
+            envelope, statement, origin, openpgp_signatures=openpgp, detached=tuple(detached)
+        )
         for digest in attestation.subjects:
             self._by_subject[digest].append((self._scope, attestation))
 

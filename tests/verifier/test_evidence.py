@@ -28,7 +28,7 @@ from verifier.registry.engine_artifact import (
     engine_artifact_manifest,
     engine_layer,
 )
-from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
+from verifier.signatures import MAX_SIGNATURE_BYTES, CosignSignature, TrustPolicy, verify_image_signatures
 
 SUBJECT = "ab" * 32
 T = TypeVar("T")
@@ -301,3 +301,30 @@ def test_a_media_type_of_another_json_type_is_refused_not_a_crash(tmp_path: Path
     (tmp_path / "odd.json").write_text(json.dumps(document))
     [skipped] = LocalEvidence(tmp_path).skipped
     assert skipped.reason.startswith("refused, it counts for nothing: ")
+
+
+def test_files_beside_a_statement_are_its_detached_signatures_and_nothing_else(tmp_path: Path) -> None:
+    """``X.json.<kind>`` beside a bare statement ``X.json`` is a detached signature of that kind, for
+    whichever format signs so (the folder names none); beside an envelope it changes nothing; one that
+    cannot be read fails only itself."""
+    statement = Statement(
+        subject=[ResourceDescriptor(digest={"sha256": SUBJECT})], predicate_type="p"
+    ).to_json()
+    (tmp_path / "bare.json").write_bytes(statement)
+    (tmp_path / "bare.json.ed25519").write_bytes(b"one")
+    (tmp_path / "bare.json.toy").write_bytes(b"two")
+    (tmp_path / "bare.json.huge").write_bytes(b"x" * (MAX_SIGNATURE_BYTES + 1))
+    (tmp_path / "signed.json").write_bytes(envelope_json())
+    (tmp_path / "signed.json.sha256").write_text("a checksum, not a signature")
+    evidence = LocalEvidence(tmp_path)
+    ref = ImageReference.parse(f"quay.io/a/b@sha256:{SUBJECT}")
+    found = {
+        a.origin.split(" ")[0].rsplit("/", 1)[1]: a
+        for a in run(evidence.attestations(ref, Deadline.never())).attestations
+    }
+    assert found["bare.json"].detached == (("ed25519", b"one"), ("toy", b"two"))
+    assert found["bare.json"].openpgp_signatures == ()
+    assert found["bare.json"].envelope.payload == statement
+    assert found["signed.json"].detached == ()
+    assert found["signed.json"].envelope.signatures  # read as the DSSE envelope it is
+    assert [s.location.rsplit("/", 1)[1] for s in evidence.skipped] == ["bare.json.huge"]

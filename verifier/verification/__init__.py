@@ -34,7 +34,9 @@ structurally: it imports nothing from this room (so a format in its own folder m
   its canonical encoding, or a fingerprint in one case, prefixed with the format), so one key under two
   names or in two encodings counts once; the room counts by it, never by signer names;
 * ``carries(copy) -> bool`` — whether a found copy (a :class:`verifier.evidence.Attestation`) holds a
-  signature of this format at all;
+  signature of this format at all: in its envelope (DSSE), its ``openpgp_signatures``, its Sigstore
+  ``bundle``, or, for a new detached format, its ``detached`` signatures of the format's kind (an evidence
+  folder files them as ``X.json.<kind>`` beside the statement ``X.json``, naming no format);
 * ``check(copy, trusted) -> (signed, problems)`` — which of ``trusted`` (signer name → material) signed
   the copy's exact bytes: ``signed`` lists ``(name, valid_until)`` (``valid_until``: when that signature
   stops verifying on its own, e.g. its expiry, else None), ``problems`` says why others did not, as text.
@@ -48,10 +50,19 @@ and register it with ONE line, in the ``FORMATS`` tuple of ``verifier/verificati
     from verifier.model_signing import MODEL_SIGNING  # the import that line needs
     FORMATS: tuple[StatementFormat, ...] = (DSSE, OPENPGP, MODEL_SIGNING)
 
-mypy then checks the object against the protocol. Nothing else changes: thresholds, copies, subject
-binding, the refusal, the cache's ``valid_until`` and every caller (evaluator, evidence-package checker,
-``verify-engine``) come with it. Trust material of a new kind of signer needs its TrustedKeys field and
-:class:`policies.signers.Signer` attribute too: the policy language's side, not verification's.
+mypy then checks the object against the protocol. Nothing else in verification changes: thresholds,
+copies, subject binding, the refusal and ``valid_until`` come with it, for every caller of
+:func:`verify_statement` and its loaders (``tests/verifier/verification/test_adding_a_format.py`` proves
+it with a format made in a test). What is not verification's, and a real format adds where it needs it:
+
+* the policy language: a TrustedKeys field (``policies/_trusted_keys.py``) and, in ``policies/signers.py``,
+  the :class:`~policies.signers.Signer` attribute ``material`` reads, its loading, ``kind`` and
+  ``fingerprint``, and where ``signer_list_problems`` lets it be listed (``policies/loader.py`` says which
+  rules admit which formats); without them a signer of the new kind cannot be written down;
+* evidence transport beyond a folder: a registry layout (``verifier/registry/evidence.py``, and its writer
+  in ``trtguard/release``) and the evidence package's file list (``trtguard/audit/package``: ``export.py``,
+  ``contents.py``, ``verify/attestations.py`` carry OpenPGP signatures only);
+* ``verify-engine``, which takes DSSE keys alone (:meth:`StatementTrust.with_keys`).
 """
 
 from __future__ import annotations

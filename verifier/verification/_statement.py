@@ -1,9 +1,11 @@
 """One statement, found in one or more places, verified against who may sign it: :func:`verify_statement`.
 
-Each registered format (:data:`~verifier.verification._table.FORMATS`) checks its own signatures on every
-copy; the threshold is counted here, once, over the distinct keys that signed in any format and any copy (a
-key listed under two names, in two encodings, or by a fingerprint in another case counts once); the
-statement is then read and bound to its subject. A refusal is one typed error, :class:`StatementRefused`.
+Each registered format (:data:`~verifier.verification._table.FORMATS`, read there on every call: the
+table is the one place a format is registered, so nothing here keeps a copy of it) checks its own
+signatures on every copy; the threshold is counted here, once, over the distinct keys that signed in any
+format and any copy (a key listed under two names, in two encodings, or by a fingerprint in another case
+counts once); the statement is then read and bound to its subject. A refusal is one typed error,
+:class:`StatementRefused`.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from verifier.base import InputError, VerificationError, sha256_bytes
 from verifier.intoto import Statement, statement_from_envelope
+from verifier.verification import _table
 from verifier.verification._contract import SignedBy, StatementFormat
-from verifier.verification._table import FORMATS
 
 if TYPE_CHECKING:
     from verifier.evidence import Attestation
@@ -50,7 +52,9 @@ class StatementTrust:
     now: datetime | None = None
 
     def __post_init__(self) -> None:
-        distinct = {fmt.identity(m) for fmt in FORMATS for m in self.material.get(fmt.label, {}).values()}
+        distinct = {
+            fmt.identity(m) for fmt in _table.FORMATS for m in self.material.get(fmt.label, {}).values()
+        }
         if self.threshold < 1 or self.threshold > max(len(distinct), 1):
             raise InputError(
                 f"threshold {self.threshold} cannot be met by {len(distinct)} distinct key(s)"
@@ -106,7 +110,8 @@ class VerifiedStatement:
 
 
 def _formats(labels: Sequence[str] | None) -> tuple[StatementFormat, ...]:
-    return FORMATS if labels is None else tuple(f for f in FORMATS if f.label in labels)
+    formats = _table.FORMATS
+    return formats if labels is None else tuple(f for f in formats if f.label in labels)
 
 
 def statement_digest(payload: bytes) -> str:
@@ -129,8 +134,9 @@ def signers_of(copies: Sequence[Attestation], trust: StatementTrust) -> tuple[Si
         raise InputError("the copies given are not of one statement (their bytes differ)")
     signed: list[SignedBy] = []
     reasons: list[str] = []
+    formats = _table.FORMATS
     for copy in copies:
-        for fmt in FORMATS:
+        for fmt in formats:
             trusted = trust.material.get(fmt.label)
             if not trusted or not fmt.carries(copy):
                 continue
@@ -141,11 +147,11 @@ def signers_of(copies: Sequence[Attestation], trust: StatementTrust) -> tuple[Si
                 identity = entry[2] if len(entry) == 3 else fmt.identity(trusted[entry[0]])
                 signed.append(SignedBy(entry[0], identity, entry[1]))
     if not signed:
-        formats = [f.label for f in FORMATS if trust.material.get(f.label)]
+        labels = [f.label for f in formats if trust.material.get(f.label)]
         raise StatementRefused(
             reasons[0]
             if reasons
-            else f"it carries no {' or '.join(formats)} signature, which [{', '.join(trust.names)}] sign in"
+            else f"it carries no {' or '.join(labels)} signature, which [{', '.join(trust.names)}] sign in"
         )
     return tuple(signed)
 
