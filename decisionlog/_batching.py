@@ -29,7 +29,6 @@ succeeds.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -206,7 +205,7 @@ class BatchWriter:
                 if item.arrived is not None:
                     # The whole answer time: from the request's arrival, this queue included, to this commit.
                     latency = round((now - item.arrived) * 1_000_000)
-                    item.record = dataclasses.replace(item.record, latency_us=latency)
+                    item.record = item.record.with_latency(latency)
             if taken or self._undelivered:
                 await self._write(commit, taken)
             if stop:
