@@ -11,8 +11,10 @@ writer thread), CPU of the event loop's thread alone, and wall time; the same fo
 ``bench/webhook_latency.py`` (FastAPI, the body decoded, the uid answered) in the same process, and the
 ratio. ``--parts`` adds the CPU of each part of one request, called alone: decoding the AdmissionReview,
 judging it (policies), building the record, building and encoding the answer, the decision line and metrics,
-and the writer's encoding and hashing of the record (``link``). ``--before DIR`` measures an earlier source
-tree (``git archive REV | tar -x -C DIR``) in the same run, interleaved with this one.
+the check that the record keeps every engine, the writer's encoding and hashing of the record (``link``),
+and the writer's whole transaction for one record (``commit``: link, insert, chain head, commit, no fsync).
+``--before DIR`` measures an earlier source tree (``git archive REV | tar -x -C DIR``) in the same run,
+interleaved with this one. The CPU of each thread of the process is printed too (``--threads``).
 
 Usage: ``.venv/bin/python bench/validate_cpu.py [--requests N] [--runs 3] [--parts] [--before DIR]``
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import importlib.util
 import io
@@ -30,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -118,14 +122,32 @@ async def _per_request(app: App, template: str, placeholder: str, requests: int)
     for _ in range(300):  # warm: verified evidence cached, the log's first pages written
         await _call(app, _body(template, placeholder))
     bodies = [_body(template, placeholder) for _ in range(requests)]
+    threads = _thread_cpu()
     process, thread, wall = time.process_time(), time.thread_time(), time.perf_counter()
     for body in bodies:
         await _call(app, body)
-    return {
+    figures = {
         "cpu_us": (time.process_time() - process) / requests * 1e6,
         "loop_cpu_us": (time.thread_time() - thread) / requests * 1e6,
         "wall_us": (time.perf_counter() - wall) / requests * 1e6,
     }
+    for name, seconds in _thread_cpu().items():
+        figures[f"thread_{name}_us"] = (seconds - threads.get(name, 0.0)) / requests * 1e6
+    return figures
+
+
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds of each named thread of this process so far (Linux ``/proc``; nothing elsewhere)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found: dict[str, float] = {}
+    for thread in threading.enumerate():
+        try:
+            stat = Path(f"/proc/self/task/{thread.native_id}/stat").read_text()
+        except OSError:
+            continue
+        user, system = stat.rsplit(")", 1)[1].split()[11:13]
+        found[thread.name] = (int(user) + int(system)) / ticks
+    return found
 
 
 async def _drive(
@@ -138,7 +160,7 @@ async def _drive(
     try:
         figures = await _per_request(app, template, bench.UID_PLACEHOLDER, requests)
         empty = await _per_request(bench.empty_app(), template, bench.UID_PLACEHOLDER, requests)
-        figures |= {f"empty_{key}": value for key, value in empty.items()}
+        figures |= {f"empty_{key}": value for key, value in empty.items() if not key.startswith("thread_")}
         figures["cpu_ratio_to_empty"] = figures["cpu_us"] / figures["empty_cpu_us"]
         if parts:
             figures |= await _parts(built, _body(template, bench.UID_PLACEHOLDER))
@@ -149,8 +171,9 @@ async def _drive(
 
 async def _parts(built: Any, body: bytes) -> dict[str, float]:
     """CPU of each part of one request, called alone (the thread's CPU, best of 5 rounds)."""
-    from decisionlog import _sql  # noqa: PLC0415 - from the tree measured
+    from decisionlog import _sql, engines_left_out  # noqa: PLC0415 - from the tree measured
     from decisionlog._record import GENESIS_HASH  # noqa: PLC0415
+    from decisionlog._sqlite import connect, migrate, write_batch  # noqa: PLC0415
     from verifier.base import Deadline  # noqa: PLC0415
     from webhook.wire import encode, parse_review  # noqa: PLC0415
 
@@ -182,13 +205,23 @@ async def _parts(built: Any, body: bytes) -> dict[str, float]:
         for _ in range(100):
             await judge()
         best = min(best, (time.thread_time() - started) / 100 * 1e6)
+    with tempfile.TemporaryDirectory() as folder:
+        # One record a transaction, as one request at a time gets: the writer thread's whole share of it.
+        conn = connect(Path(folder) / "parts.db", synchronous="normal")
+        migrate(conn, where="parts")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        records = iter([dataclasses.replace(record, record_id=uuid.uuid4().hex) for _ in range(2500)])
+        commit = rounds(lambda: write_batch(conn, [next(records)], dedupe=False))
+        conn.close()
     return {
         "part_decode_us": rounds(lambda: parse_review(body)),
         "part_judge_us": best,
         "part_record_us": rounds(lambda: reviewer._record(request, verdict, 0.001)),
         "part_answer_us": rounds(answer),
         "part_log_line_and_metrics_us": rounds(lambda: reviewer._observe(request, verdict, record, 0.001)),
+        "part_engines_left_out_us": rounds(lambda: engines_left_out(record)),
         "part_writer_link_us": rounds(lambda: _sql.link(record, 1, GENESIS_HASH)),
+        "part_writer_commit_us": commit,
     }
 
 
@@ -199,6 +232,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=3, help="runs of each tree, interleaved (3)")
     parser.add_argument("--parts", action="store_true", help="the CPU of each part of a request, alone")
+    parser.add_argument("--threads", action="store_true", help="the CPU of each thread per request")
     parser.add_argument("--before", type=Path, help="an earlier source tree, measured in the same run")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -219,12 +253,23 @@ def main() -> int:
         f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
     )
     for name, rows in runs.items():
-        medians = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
+        keys = dict.fromkeys(key for row in rows for key in row)  # a thread may be missing from a run
+        medians = {key: statistics.median(row.get(key, 0.0) for row in rows) for key in keys}
         print(
             f"  {name:<10} CPU {medians['cpu_us']:7.1f} us/request (event loop {medians['loop_cpu_us']:.1f}, "
             f"wall {medians['wall_us']:.1f}); empty webhook {medians['empty_cpu_us']:.1f} us (event loop "
             f"{medians['empty_loop_cpu_us']:.1f}): {medians['cpu_ratio_to_empty']:.2f}x the empty webhook"
         )
+        if args.threads:
+            print(
+                "             threads: "
+                + ", ".join(
+                    f"{key.removeprefix('thread_').removesuffix('_us')} {value:.1f}"
+                    for key, value in medians.items()
+                    if key.startswith("thread_")
+                )
+                + " (us CPU/request; /proc counts in clock ticks)"
+            )
         if args.parts:
             print(
                 "             parts: "

@@ -206,7 +206,7 @@ class BatchWriter:
                 if item.arrived is not None:
                     # The whole answer time: from the request's arrival, this queue included, to this commit.
                     latency = round((now - item.arrived) * 1_000_000)
-                    item.record = dataclasses.replace(item.record, latency_us=latency)
+                    item.record = _with_latency(item.record, latency)
             if taken or self._undelivered:
                 await self._write(commit, taken)
             if stop:
@@ -271,3 +271,18 @@ def _drain(queue: asyncio.Queue[_Item | None], first: _Item) -> tuple[list[_Item
             return batch, True
         batch.append(item)
     return batch, False
+
+
+#: The fields of a DecisionRecord, in order (:func:`_with_latency` copies them).
+_FIELDS: Final = tuple(f.name for f in dataclasses.fields(DecisionRecord))
+
+
+def _with_latency(record: DecisionRecord, latency_us: int) -> DecisionRecord:
+    """``dataclasses.replace(record, latency_us=latency_us)`` at about half its cost (it walks the fields'
+    metadata and calls ``__init__``; a DecisionRecord has no ``__post_init__`` to run): once per record, on
+    the event loop."""
+    copy = object.__new__(DecisionRecord)
+    for name in _FIELDS:
+        object.__setattr__(copy, name, getattr(record, name))
+    object.__setattr__(copy, "latency_us", latency_us)
+    return copy

@@ -17,10 +17,9 @@ import contextlib
 import functools
 import logging
 import sqlite3
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Final, Literal, TypeVar
+from typing import Final, Literal
 
 from decisionlog import _head as head
 from decisionlog import _schema, _sql
@@ -32,10 +31,10 @@ from decisionlog._errors import DecisionLogError, DecisionLogUnavailable
 from decisionlog._record import DecisionRecord, StoredRecord
 from decisionlog._store import AppendReceipt, RecordQuery, writable_room
 from decisionlog._wal import WAL_LIMIT_BYTES, WalKeeper
+from decisionlog._writer_thread import WriterThread
 from verifier.base import Deadline
 
 _log = logging.getLogger(__name__)
-_T = TypeVar("_T")
 
 #: How long a writer waits for another process's lock on the same file before failing the batch.
 BUSY_TIMEOUT_MS: Final = 5000
@@ -169,7 +168,7 @@ class SQLiteStore:
         self._busy_timeout_ms = busy_timeout_ms
         # The writer's connection is used only on the writer thread, where busy waits and fsyncs happen.
         self._conn: sqlite3.Connection | None = None
-        self._writer_thread: ThreadPoolExecutor | None = None
+        self._writer_thread: WriterThread | None = None
         # After a failed batch the writer checks whether it can take the write lock again (see ``ready``).
         self._writer = BatchWriter(
             where=self.description, log=_log, recover_interval=health_interval, stall_after=STALL_AFTER
@@ -229,16 +228,16 @@ class SQLiteStore:
             if self.path.is_file():
                 await asyncio.to_thread(self._check_schema)
             return
-        thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trtguard-decision-log")
+        thread = WriterThread("trtguard-decision-log")
         try:
-            conn = await _on(thread, self._connect_writer)
+            conn = await thread.run(self._connect_writer)
         except BaseException:
-            thread.shutdown(wait=False)
+            thread.shutdown()
             raise
         self._writer_thread, self._conn = thread, conn
         self._writer.start(
             functools.partial(self._commit, thread, conn),
-            functools.partial(_on, thread, self._check_health, conn),
+            functools.partial(thread.run, self._check_health, conn),
             name="trtguard-decision-log-writer",
         )
         self._wal.start()
@@ -249,8 +248,8 @@ class SQLiteStore:
         if thread is None or conn is None:
             return
         await self._writer.stop()
-        await _on(thread, self._close_writer, conn)
-        thread.shutdown(wait=False)
+        await thread.run(self._close_writer, conn)
+        thread.shutdown()
         self._writer_thread = self._conn = None
         await self._wal.stop()
 
@@ -416,10 +415,10 @@ class SQLiteStore:
             conn.close()
 
     async def _commit(
-        self, thread: ThreadPoolExecutor, conn: sqlite3.Connection, records: list[DecisionRecord]
+        self, thread: WriterThread, conn: sqlite3.Connection, records: list[DecisionRecord]
     ) -> list[StoredRecord]:
         """One batch on the writer thread, after a checkpoint of its own if the WAL is past its bound."""
-        stored = await _on(thread, self._write, conn, records)
+        stored = await thread.run(self._write, conn, records)
         self._wal.committed(len(stored))
         return stored
 
@@ -455,11 +454,6 @@ def _carried_problem(conn: sqlite3.Connection, where: str) -> str | None:
 
 def _has_table(conn: sqlite3.Connection, table: str) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
-
-
-async def _on(thread: ThreadPoolExecutor, call: Callable[..., _T], *args: object) -> _T:
-    """``call(*args)`` on ``thread``."""
-    return await asyncio.get_running_loop().run_in_executor(thread, call, *args)
 
 
 def _rows(cursor: sqlite3.Cursor) -> Iterator[Row]:

@@ -47,6 +47,9 @@ class WalKeeper:
         self._stopping = threading.Event()
         self._since = 0
         self._size_bytes: int | None = None
+        #: The WAL file's size at the writer's last look: a WAL started over is rewritten inside the file,
+        #: which keeps its size (``journal_size_limit`` cuts it back to the bound, not below).
+        self._wal_seen = 0
 
     @property
     def size_bytes(self) -> int | None:
@@ -91,7 +94,10 @@ class WalKeeper:
             wal = self._wal.stat().st_size
         except OSError:
             wal = 0
-        if wal > self.limit // 2:
+        grew, self._wal_seen = wal > self._wal_seen, wal
+        if grew and wal > self.limit // 2:
+            # Only a file that grows says the WAL is long: one started over inside a file of that size again
+            # would otherwise ask for a checkpoint (two fsyncs) after every batch.
             self._due.set()
         if wal > self.limit:
             try:

@@ -121,8 +121,26 @@ async def judge_policy(run: Evaluation, policy: CompiledPolicy, sort: EngineSort
 
 
 def _applying(part: tuple[_Rule, ...], policy: CompiledPolicy) -> tuple[_Rule, ...]:
-    """The rules of one part of the table that apply to ``policy``, in order."""
-    return tuple(rule for rule in part if rule.applies(policy))
+    """The rules of one part of the table that apply to ``policy``, in order.
+
+    Worked out once per policy loaded (a policy is immutable, and each guard reads only the policy): asked
+    four times per policy of every admission otherwise. The entry holds the policy, so that its ``id`` is
+    not reused while it is cached.
+    """
+    key = (id(part), id(policy))
+    found = _APPLYING.get(key)
+    if found is not None and found[0] is policy:
+        return found[1]  # type: ignore[return-value]  # cached for this very part
+    applying = tuple(rule for rule in part if rule.applies(policy))
+    if len(_APPLYING) >= _APPLYING_MAX:  # policies reloaded many times: start over
+        _APPLYING.clear()
+    _APPLYING[key] = (policy, applying)
+    return applying
+
+
+#: ``_applying``'s answers, by the ids of the part and the policy.
+_APPLYING: Final[dict[tuple[int, int], tuple[CompiledPolicy, tuple[object, ...]]]] = {}
+_APPLYING_MAX: Final = 4096
 
 
 async def _judge_image(

@@ -4,6 +4,7 @@ file (``write_batch``), with a gate that holds a batch in its commit and failure
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -15,7 +16,7 @@ import pytest
 
 from decisionlog import DecisionLogUnavailable, DecisionRecord, StoredRecord
 from decisionlog import _undelivered as undelivered
-from decisionlog._batching import MAX_BATCH, BatchWriter
+from decisionlog._batching import MAX_BATCH, BatchWriter, _with_latency
 from decisionlog._sqlite import connect, migrate, write_batch
 from tests.support.harness import RecordFactory
 from verifier.base._deadline import Deadline
@@ -273,3 +274,13 @@ async def test_a_writer_not_started_or_on_another_loop_takes_nothing(
     finally:
         await writer.stop()
     assert log.stored() == []
+
+
+def test_the_latency_stamp_is_dataclasses_replace(make_record: RecordFactory) -> None:
+    """The writer's cheaper copy gives what ``dataclasses.replace`` gives, field for field (a field or a
+    ``__post_init__`` added to DecisionRecord would show here)."""
+    record = make_record(message="m")
+    stamped = _with_latency(record, 1234)
+    assert stamped == dataclasses.replace(record, latency_us=1234)
+    assert stamped.record_id == record.record_id and stamped.time == record.time
+    assert not hasattr(DecisionRecord, "__post_init__")
