@@ -8,15 +8,15 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from policies._strict import Metadata, StrictModel
 from policies.paths import PathError, PathPattern
-from policies.schema import Metadata, _Model
 
 __all__ = ["WorkloadKindDocument", "WorkloadKindSpec"]
 
 _PATTERNS = "path patterns: keys joined by dots, [*] for every item of a list, * for every value of a map"
 
 
-class WorkloadKindSpec(_Model):
+class WorkloadKindSpec(StrictModel):
     """Where a custom resource keeps the Pods it makes: pod templates, pod specs and single containers."""
 
     group: str = Field(
@@ -52,7 +52,7 @@ class WorkloadKindSpec(_Model):
         return self
 
 
-class WorkloadKindDocument(_Model):
+class WorkloadKindDocument(StrictModel):
     """A custom resource kind trtguard reads, with the paths of its pod templates."""
 
     api_version: Literal["trtguard.dev/v1alpha1"]

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, TypeAdapter, field_validator, model_validator
 
+from policies._kind_schema import WorkloadKindDocument
 from policies._scan_schema import (
     AllowedVulnerability,
     ComponentRule,
@@ -466,7 +467,6 @@ class InferencePolicyDocument(_Model):
 
 def policy_json_schema() -> dict[str, Any]:
     """JSON Schema of the policy documents (one of TrustedKeys, InferencePolicy, WorkloadKind), by alias."""
-    from policies._kind_schema import WorkloadKindDocument  # noqa: PLC0415 - it builds on this module
 
     adapter: TypeAdapter[TrustedKeysDocument | InferencePolicyDocument | WorkloadKindDocument] = TypeAdapter(
         Annotated[

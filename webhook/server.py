@@ -23,8 +23,8 @@ import uvicorn
 
 from decisionlog import open_store
 from verifier.base import InputError
+from verifier.evidence_choice import evidence_source
 from verifier.registry.client import RegistryClient
-from verifier.registry.evidence import evidence_source
 from webhook.admission import Reviewer, ReviewSettings
 from webhook.admission_history import DecisionLogHistory
 from webhook.app import WebhookServices, create_app, create_probe_app

@@ -152,9 +152,9 @@ def _non_negative(text: str) -> int:
 
 def _ledger(args: argparse.Namespace, work: Callable[[Ledger], int]) -> int:
     from decisionlog import Ledger  # noqa: PLC0415
-    from trtguard.cli.audit import _url  # noqa: PLC0415 - audit imports this module
+    from trtguard.cli._audit_log import log_url  # noqa: PLC0415
 
-    with Ledger.open(_url(args)) as ledger:
+    with Ledger.open(log_url(args)) as ledger:
         return work(ledger)
 
 
@@ -258,11 +258,11 @@ def _backup(args: argparse.Namespace, out: TextIO | None = None) -> int:
         SQLiteStore,
         backup_sqlite,
     )
-    from trtguard.cli.audit import _url  # noqa: PLC0415
+    from trtguard.cli._audit_log import log_url  # noqa: PLC0415
 
     out = out or sys.stdout
     check_output(args.to, "the backup")  # a missing folder is a usage error, named as such
-    backup_sqlite(_url(args), args.to)
+    backup_sqlite(log_url(args), args.to)
     # The copy is checked as a log of its own: what a restore would start from.
     report = asyncio.run(SQLiteStore(args.to, read_only=True).verify())
     print(f"{args.to}: {report.summary()}", file=out)

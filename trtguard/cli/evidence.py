@@ -211,7 +211,7 @@ async def _one_workload(store: DecisionStore, selection: Selection) -> Selection
 
 
 async def _source(args: argparse.Namespace) -> tuple[EvidenceSource | None, Callable[[], Awaitable[None]]]:
-    from verifier.registry.evidence import evidence_source  # noqa: PLC0415
+    from verifier.evidence_choice import evidence_source  # noqa: PLC0415
 
     if not wants_evidence(args):
         return None, _nothing

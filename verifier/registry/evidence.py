@@ -60,7 +60,6 @@ from verifier.evidence import (
     ImageSignatures,
     UncheckedStatement,
 )
-from verifier.evidence_choice import evidence_source  # re-exported: the server and other callers
 from verifier.intoto import (
     PAYLOAD_TYPE,
     Statement,
@@ -91,7 +90,7 @@ from verifier.signatures.notation import (
     MAX_NOTATION_SIGNATURES,
 )
 
-__all__ = ["RegistryEvidence", "evidence_source"]
+__all__ = ["RegistryEvidence"]
 
 if TYPE_CHECKING:  # the client (httpx) is imported when a registry is used: offline checks start faster
     from verifier.registry.client import RegistryClient
