@@ -140,6 +140,9 @@ class Relocation:
         parts = folder.split("/")
         if not all(p.isidentifier() for p in parts):
             return folder
+        move = self.lookup.lookup(".".join(parts))
+        if move is None or not self._was_package(move.old):
+            return folder  # a folder of data beside a moved module of the same name stays
         new = self.lookup.map(".".join(parts))
         return new.replace(".", "/") if new else folder
 
