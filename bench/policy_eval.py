@@ -30,7 +30,7 @@ from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.requesters import Requester
 from policies.schema import trusted_keys_yaml
-from policies.workload import extract
+from policies.workload_model._extraction import extract
 from trtguard.demo.material import make_material
 from verifier.base._digests import sha256_bytes
 from verifier.dsse import sign_envelope

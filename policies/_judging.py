@@ -18,10 +18,10 @@ from policies import rules
 from policies.engines import EngineSort, outside_violations
 from policies.evaluation import EngineSubject, Evaluation, ImageSubject, WorkloadSubject
 from policies.loader import CompiledPolicy
-from policies.pods import EngineUse, ImageUse
 from policies.results import Violation
 from policies.rules import Findings, unavailable, violation
 from policies.schema import ModelsRule
+from policies.workload_model import EngineUse, ImageUse
 from verifier.base import InvalidReference, TrtguardError
 
 __all__ = ["RULES", "judge_policy"]

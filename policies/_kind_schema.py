@@ -1,6 +1,6 @@
 """The ``WorkloadKind`` policy document, as a pydantic model: a custom resource kind and where it keeps the
 Pods it makes (``policies/README.md``, "Workload kinds"; :mod:`policies._workload_kinds` turns it into a
-:class:`~policies.kinds.KindDefinition`)."""
+:class:`~policies.workload_model._kinds.KindDefinition`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from policies._strict import Metadata, StrictModel
-from policies.paths import PathError, PathPattern
+from policies.workload_model import PathError, PathPattern
 
 __all__ = ["WorkloadKindDocument", "WorkloadKindSpec"]
 

@@ -31,7 +31,8 @@ __all__ = ["PatchOperation", "apply_patch", "patch_for", "pointer", "written"]
 PatchOperation = dict[str, Any]
 
 _SEGMENT: Final = re.compile(r"\.?(?P<key>[A-Za-z_][A-Za-z0-9_-]*)|\[(?P<bracket>[^\]]*)\]")
-#: The schemes of a model storage URI that names an image (``policies.podspec``, ``policies.discovery``).
+#: The schemes of a model storage URI that names an image (``policies.workload_model._podspec``,
+# ``policies.workload_model._discovery``).
 _OCI_SCHEME: Final = re.compile(r"oci(?:\+[a-z]+)?")
 
 

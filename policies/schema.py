@@ -26,9 +26,9 @@ from policies._scan_schema import (
 )
 from policies._strict import API_VERSION, KeyRef, Metadata, Name, StrictModel, parse_duration
 from policies._trusted_keys import NotationSigner, TrustedKey, TrustedKeysDocument, trusted_keys_yaml
-from policies.podspec import ImageField
 from policies.requesters import RequesterRule, RequesterSet
 from policies.results import Action
+from policies.workload_model import ImageField
 from verifier.attestations import ChangeKind
 
 __all__ = [

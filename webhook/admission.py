@@ -21,9 +21,9 @@ from typing import Any, Final
 
 from decisionlog import DecisionLogUnavailable, DecisionRecord, DecisionStore, engines_left_out
 from policies.evaluator import PolicyEvaluator
-from policies.kinds import group_of
 from policies.requesters import Requester
 from policies.results import Action, Decision, Violation
+from policies.workload_model import group_of
 from verifier.base import Deadline, TrtguardError
 from webhook.logging import log_fields
 from webhook.metrics import ERROR_DENIAL_REASONS, Metrics

@@ -42,7 +42,6 @@ from datetime import datetime
 
 from policies.evaluation import EngineSubject, Evaluation, WorkloadSubject
 from policies.identity import WorkloadIdentity
-from policies.podspec import EngineUse
 from policies.results import (
     AdmittedEngine,
     AdmittingDecision,
@@ -54,6 +53,7 @@ from policies.results import (
 from policies.rules.findings import EngineFamily, Findings, Refusal, WorkloadFamily
 from policies.schema import BuildManifestRule, ChangeControl
 from policies.verified import Documents, VerifiedApproval, VerifiedManifest
+from policies.workload_model import EngineUse
 from verifier.attestations import ChangeApproval, ChangeKind
 from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference, VerificationError
 from verifier.manifest import EngineBuildManifest

@@ -4,10 +4,11 @@ Each must come out true. One that is false, or fails (a missing key, a type erro
 the policy's ``action``; one stopped by a bound on time or memory could not be checked, so ``onError``
 applies. The data is checked against the CEL limits and converted once for all of a policy's expressions;
 with the workload in it, off the event loop and charged to the evaluation's CPU budget
-(:mod:`policies.budget`).
+(:mod:`policies.workload_model._budget`).
 
 ``engine`` holds, besides the engine's ``name``, ``reference`` and ``digest``, where it runs, from the
-workload model (:mod:`policies.pods`): ``containers`` (every container that can read it: ``path``,
+workload model (:mod:`policies.workload_model._pods`): ``containers`` (every container that can read it:
+``path``,
 ``name``, ``field``, ``template``, ``image``) and ``templates`` (every pod template it reaches: ``path``,
 ``role``, ``nodeSelector``, ``affinity``), so that an expression about the Pods that run the engine need
 not pick one template of the object.
@@ -18,12 +19,11 @@ from __future__ import annotations
 from datetime import UTC
 from typing import Any
 
-from policies.budget import within
 from policies.cel import CelEvaluationError, prepare_activation
 from policies.evaluation import EngineSubject, Evaluation
-from policies.pods import EngineUse
 from policies.rules.findings import EngineFamily, Findings
 from policies.verified import VerifiedManifest
+from policies.workload_model import EngineUse, within
 from verifier.base import ImageReference
 
 __all__ = ["EXPRESSIONS"]

@@ -7,13 +7,14 @@ TensorRT version that built it, unless it was built version-compatible. Nothing 
 engine was built on a 9.0 GPU from landing on 8.0 nodes, where it fails when it loads.
 
 ``nodes``: every way the Pods of every template the engine reaches can be placed (nodeSelector and each
-required node-affinity term, :mod:`policies.scheduling`; each template on its own: a Ray worker group, an
+required node-affinity term, :mod:`policies.workload_model._scheduling`; each template on its own: a Ray
+worker group, an
 LWS worker, a Volcano task) must confine them to GPUs that fit, by the labels NVIDIA GPU Feature Discovery
 puts on nodes: ``nvidia.com/gpu.compute.major`` and ``.minor``, or ``nvidia.com/gpu.product`` naming the
 build GPU itself.
 
 ``runtime``: every container that can read the engine, in any template
-(:attr:`~policies.pods.EngineUse.readers`), must run a TensorRT that can load it. Its version
+(:attr:`~policies.workload_model._pods.EngineUse.readers`), must run a TensorRT that can load it. Its version
 comes from the signed build manifest when the container runs the builder image (same digest), else from
 ``tensorrtVersion`` of the policy's image rules that select the container's image; with neither, the
 version is unknown and the rule cannot be checked (``onError``).
@@ -28,10 +29,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from policies.evaluation import EngineSubject, Evaluation
-from policies.pods import EngineUse, ImageUse, PodTemplate
 from policies.rules.findings import EngineFamily, Findings
 from policies.rules.toolchain import runtime_groups
-from policies.scheduling import NodeTerm
+from policies.workload_model import EngineUse, ImageUse, NodeTerm, PodTemplate
 from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
 

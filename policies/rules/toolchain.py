@@ -1,7 +1,8 @@
 """The toolchain rule (``models.rules.toolchain``): which TensorRT image built the engine, and where it runs.
 
 ``allowed`` lists the builder images the manifest may name; ``sameAsRuntimeImage`` requires every container
-that can read the engine, in any pod template (:attr:`~policies.pods.EngineUse.readers`), to run the very
+that can read the engine, in any pod template (:attr:`~policies.workload_model._pods.EngineUse.readers`), to
+run the very
 image (by digest) that built it, since an engine only works with the TensorRT version it was built with.
 
 What such a rule finds depends on the engine's digest and the image only, so an engine mounted a hundred
@@ -18,10 +19,10 @@ import functools
 
 from policies.evaluation import EngineSubject, Evaluation
 from policies.patterns import matches_any
-from policies.pods import EngineUse, SameImage, by_image
 from policies.rules.findings import EngineFamily, Findings
 from policies.schema import ToolchainRule
 from policies.verified import VerifiedManifest
+from policies.workload_model import EngineUse, SameImage, by_image
 from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference
 
 __all__ = ["TOOLCHAIN", "runtime_groups"]

@@ -8,11 +8,11 @@ from typing import Any, NoReturn
 
 import pytest
 
-from policies.budget import UNLIMITED, BudgetExceeded, offload
 from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
-from policies.pods import MAX_CONTAINERS
 from policies.results import Action
+from policies.workload_model._budget import UNLIMITED, BudgetExceeded, offload
+from policies.workload_model._pods import MAX_CONTAINERS
 from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, pod
 from tests.policies.evaluation import (
     engine_for,

@@ -90,7 +90,8 @@ def make_material(folder: Path, *, library: Path = LIBRARY, now: datetime | None
     for target in (policies, attestations):
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
-    # The starter library as the image ships it (the templates to copy are in policies/templates).
+    # The starter library as the image ships it (the templates to copy are in
+    # policies/workload_model/_templates).
     for source in sorted(library.glob("*.yaml")):
         shutil.copy(source, policies / source.name)
 

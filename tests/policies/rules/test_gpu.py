@@ -1,4 +1,5 @@
-"""models.rules.gpuCompatibility (policies.rules.gpu, policies.scheduling): engines that fit the GPUs a Pod
+"""models.rules.gpuCompatibility (policies.rules.gpu, policies.workload_model._scheduling): engines that fit
+the GPUs a Pod
 can land on, and the TensorRT runtime it runs in, with real signed build manifests."""
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from policies.rules.gpu import (
     misfits,
     product_label,
 )
-from policies.workload import Workload, extract
+from policies.workload_model._extraction import Workload, extract
 from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, manifest_data, pod
 from tests.policies.evaluation import NOW
-from tests.policies.test_discovery import CountingBudget
+from tests.policies.workload_model.test_discovery import CountingBudget
 from verifier.evidence_folder import LocalEvidence
 from verifier.manifest import EngineBuildManifest
 

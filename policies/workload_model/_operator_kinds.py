@@ -3,7 +3,8 @@ Volcano keep the Pods their custom resources make.
 
 Each definition was checked against the project's published CRD schema (every object with a ``containers``
 list or an ``image`` field under ``spec`` is a template or container here, and every path here is in the
-schema: ``tests/policies/test_operator_kinds.py`` holds that against ``tests/data/500-operator-crds``) and
+schema: ``tests/policies/workload_model/test_operator_kinds.py`` holds that against
+``tests/data/500-operator-crds``) and
 its examples (``tests/data/501-operator-manifests``). ``source`` names the CRD file and commit.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from policies.kinds import BUILTIN_KINDS, KindDefinition, KindRegistry, Template, template
+from policies.workload_model._kinds import BUILTIN_KINDS, KindDefinition, KindRegistry, Template, template
 
 __all__ = ["DEFAULT_KINDS", "OPERATOR_KINDS"]
 

@@ -1,12 +1,13 @@
-"""policies.kinds: workload kinds by API group and kind, where each keeps its pod templates; kind names."""
+"""policies.workload_model._kinds: workload kinds by API group and kind, where each keeps its pod templates;
+kind names."""
 
 from __future__ import annotations
 
 import pytest
 
-from policies.kinds import BUILTIN_KINDS, KindRegistry, named_kinds, parse_kind_name
-from policies.operator_kinds import DEFAULT_KINDS
-from tests.policies.test_workload import API_VERSIONS, SPEC_PATHS
+from policies.workload_model._kinds import BUILTIN_KINDS, KindRegistry, named_kinds, parse_kind_name
+from policies.workload_model._operator_kinds import DEFAULT_KINDS
+from tests.policies.workload_model.test_extraction import API_VERSIONS, SPEC_PATHS
 
 
 def test_every_builtin_kind_is_known_by_its_group() -> None:

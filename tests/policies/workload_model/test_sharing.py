@@ -1,4 +1,5 @@
-"""policies.sharing: which containers of a workload can read an engine: the graph against a fixpoint written
+"""policies.workload_model._sharing: which containers of a workload can read an engine: the graph against a
+fixpoint written
 out plainly, what each volume and container shares, and the rule over whole workloads (F1, F2 of the issue 24
 review: storage linked by its name, and files read through a process namespace or the node)."""
 
@@ -13,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.sharing import (
+from policies.workload_model._extraction import Workload, extract
+from policies.workload_model._sharing import (
     Attachment,
     HostAccess,
     MountMode,
@@ -24,7 +26,6 @@ from policies.sharing import (
     read_only_volume,
     readers,
 )
-from policies.workload import Workload, extract
 
 
 def fixpoint(count: int, attachments: Sequence[Attachment], seed: Collection[int]) -> tuple[int, ...]:
@@ -215,7 +216,8 @@ def test_what_reaches_every_container_on_the_node(
     assert host_access(container, pod) is reaches
 
 
-# --- the rule over whole workloads (policies.templates builds the graph from every template) -------------
+# --- the rule over whole workloads (policies.workload_model._templates builds the graph from every template)
+# -------------
 
 RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32
 OTHER = "nvcr.io/nvidia/tensorrt@sha256:" + "b2" * 32
@@ -545,7 +547,7 @@ def test_the_workloads_graph_grows_linearly_with_its_containers(monkeypatch: pyt
         sizes.append(len(attachments))
         return readers(count, attachments, seeds)
 
-    monkeypatch.setattr("policies.templates.readers", counting)
+    monkeypatch.setattr("policies.workload_model._templates.readers", counting)
     mounts = [{"name": n, "mountPath": f"/{n}"} for n in ("claim", "host", "scratch")]
 
     def wide(n: int) -> dict[str, Any]:

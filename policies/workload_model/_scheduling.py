@@ -4,7 +4,8 @@ The scheduler places a Pod on a node that has every ``nodeSelector`` label and s
 of ``affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`` (the kubelet checks the same
 on admission, so ``nodeName`` does not get around them). :func:`read_node_selection` turns both, for one
 pod spec (each template's is read once, when the workload is extracted:
-:attr:`policies.pods.PodTemplate.selection`), into the terms a node may satisfy, each a list of label
+:attr:`policies.workload_model._pods.PodTemplate.selection`), into the terms a node may satisfy, each a list
+of label
 requirements that hold together with the nodeSelector's, and :meth:`NodeTerm.numbers` and
 :meth:`NodeTerm.texts` say which values a label can have on such a node. Preferred affinity, taints and
 tolerations never confine a Pod, so they are not read.
@@ -14,12 +15,14 @@ labels): within a term they all hold (AND), and the terms are alternatives (OR).
 ``labels.NewRequirement`` refuses (a ``Gt``/``Lt`` value that is not one integer as Go's
 ``strconv.ParseInt`` reads it, a value that is not a label value) matches no node, though the API server
 admits the Pod; ``Gt``/``Lt`` compare the node's label value read by ``ParseInt`` too, so a node labelled
-``09`` has 9 (:mod:`policies._labels`). A term whose requirements on one label contradict each other
+``09`` has 9 (:mod:`policies.workload_model._labels`). A term whose requirements on one label contradict each
+other
 (``Gt 10`` and ``Lt 5``, ``In`` and ``DoesNotExist``) matches no node either. Saying that a term matches no
 node admits what it asks for, so it is said only where the scheduler says so.
 
 Everything here is linear in the size of the node selection, and reading it counts its requirements and
-values as steps of the evaluation's :class:`~policies.budget.Budget`: a ``Gt``/``Lt`` range is kept as its
+values as steps of the evaluation's :class:`~policies.workload_model._budget.Budget`: a ``Gt``/``Lt`` range is
+kept as its
 bounds and the few numbers ``NotIn`` excludes, never listed value by value.
 """
 
@@ -30,8 +33,8 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from policies._labels import INT64_MAX, LABEL_VALUE_MAX_LENGTH, is_label_value, parse_int64
-from policies.budget import UNLIMITED, Budget
+from policies.workload_model._budget import UNLIMITED, Budget
+from policies.workload_model._labels import INT64_MAX, LABEL_VALUE_MAX_LENGTH, is_label_value, parse_int64
 
 __all__ = [
     "Admitted",

@@ -1,4 +1,5 @@
-"""policies.workload: images and engines with JSON paths from every Pod-bearing kind, and malformed input."""
+"""policies.workload_model._extraction: images and engines with JSON paths from every Pod-bearing kind, and
+malformed input."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from policies.workload import (
+from policies.workload_model._extraction import (
     ENGINES_ANNOTATION,
     EngineUse,
     ImageUse,

@@ -228,7 +228,8 @@ _ACCESS: Final[dict[HostAccess, int]] = {"none": 0, "reads": 1, "full": 2}
 
 class PodGraph:
     """One Pod's part of the workload's sharing graph, gathered while its pod spec is read (by
-    :class:`~policies.podspec.PodSpecReader`, which numbers its containers and resolves names);
+    :class:`~policies.workload_model._podspec.PodSpecReader`, which numbers its containers and resolves
+    names);
     :meth:`sharing` makes the attachments once every container and volume is read."""
 
     __slots__ = ("_declared", "_host", "_namespaces", "_shares_processes", "_storage", "_template")

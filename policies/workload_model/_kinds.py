@@ -5,7 +5,7 @@ never by its kind alone: a Volcano ``Job`` is not a ``batch/v1`` Job. The versio
 pod template sits at the same path in every version (each definition says which versions it was checked
 against). A :class:`KindDefinition` lists its :class:`Template`\\ s; a :class:`KindRegistry` holds the
 built-in Kubernetes kinds (:data:`BUILTIN_KINDS`), the operator kinds trtguard ships
-(:mod:`policies.operator_kinds`) and the ``WorkloadKind`` documents of a policy set.
+(:mod:`policies.workload_model._operator_kinds`) and the ``WorkloadKind`` documents of a policy set.
 
 Policies name kinds as Kubernetes writes a GroupKind: ``Kind.group`` (``RayCluster.ray.io``,
 ``Job.batch.volcano.sh``), or a built-in Kubernetes kind by its bare name (``Deployment``, ``Job``).
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from policies.paths import PathPattern
+from policies.workload_model._paths import PathPattern
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -46,7 +46,8 @@ _KIND_NAME: Final = re.compile(r"(?P<kind>[A-Z][A-Za-z0-9]*)(?:\.(?P<group>[a-z0
 class Template:
     """One place where a kind keeps (part of) the Pods it makes.
 
-    ``path`` reaches the template's root (a :class:`~policies.paths.PathPattern`; a wildcard makes one
+    ``path`` reaches the template's root (a :class:`~policies.workload_model._paths.PathPattern`; a wildcard
+    makes one
     template per match). By ``shape`` the root is:
 
     - ``podTemplate``: a PodTemplateSpec; the pod spec is its ``spec``, the Pods' annotations its
@@ -113,7 +114,8 @@ def template(
     joins: str | None = None,
     runs_parent_models: bool = False,
 ) -> Template:
-    """A :class:`Template` from pattern texts (raises :class:`~policies.paths.PathError`); the role defaults
+    """A :class:`Template` from pattern texts (raises :class:`~policies.workload_model._paths.PathError`); the
+    role defaults
     to what the shape is."""
     return Template(
         PathPattern.parse(path),

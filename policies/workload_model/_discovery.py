@@ -32,9 +32,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from policies.budget import UNLIMITED, Budget
-from policies.paths import child, item
-from policies.podspec import MAPPINGS, ImageUse, Problem, type_name
+from policies.workload_model._budget import UNLIMITED, Budget
+from policies.workload_model._paths import child, item
+from policies.workload_model._podspec import MAPPINGS, ImageUse, Problem, type_name
 
 __all__ = ["FoundPodSpec", "find_images", "find_pod_specs"]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from policies.podspec import EngineUse, ImageUse, Problem
-from policies.workload import ENGINES_ANNOTATION, Unjudged, Workload, extract
+from policies.workload_model._extraction import ENGINES_ANNOTATION, Unjudged, Workload, extract
+from policies.workload_model._podspec import EngineUse, ImageUse, Problem
 from verifier.base._errors import InputError
 
 ENGINE = "registry.corp/models/resnet@sha256:" + "e1" * 32

@@ -1,4 +1,5 @@
-"""The workload model (policies.pods): every template with its path and role, containers by path, engines
+"""The workload model (policies.workload_model._pods): every template with its path and role, containers by
+path, engines
 with the containers that can read them, and the limits of one workload."""
 
 from __future__ import annotations
@@ -7,8 +8,15 @@ from typing import Any
 
 import pytest
 
-from policies.pods import MAX_CONTAINERS, MAX_ENGINES, MAX_IMAGES, MAX_PROBLEMS, MAX_TEMPLATES, MAX_VOLUMES
-from policies.workload import Workload, extract
+from policies.workload_model._extraction import Workload, extract
+from policies.workload_model._pods import (
+    MAX_CONTAINERS,
+    MAX_ENGINES,
+    MAX_IMAGES,
+    MAX_PROBLEMS,
+    MAX_TEMPLATES,
+    MAX_VOLUMES,
+)
 from verifier.base._errors import InputError
 
 RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32

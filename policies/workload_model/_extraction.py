@@ -1,11 +1,13 @@
 """Kubernetes object → :class:`Workload`: every image and engine reference, each with its JSON path.
 
 One extractor serves ``trtguard check`` and the admission webhook. It looks the object's kind up by API group
-and kind (:mod:`policies.kinds`: the built-in kinds, the shipped operator kinds and a policy set's
-``WorkloadKind`` documents), reads the object's metadata, and has :mod:`policies.podspec` read the images and
+and kind (:mod:`policies.workload_model._kinds`: the built-in kinds, the shipped operator kinds and a policy
+set's
+``WorkloadKind`` documents), reads the object's metadata, and has :mod:`policies.workload_model._podspec` read
+the images and
 engines of each pod template (the ``trtguard.dev/engines`` annotation of the template, and of the object
 where its kind's Pods carry it). Images found outside those templates are reported too
-(:mod:`policies.discovery`), and so is everything a kind trtguard does not know names.
+(:mod:`policies.workload_model._discovery`), and so is everything a kind trtguard does not know names.
 
 Malformed fields never raise: each becomes a :class:`Problem` with its path. An object with nothing to
 judge is no error either: :func:`extract` returns :class:`Unjudged` with the reason. Only what makes
@@ -19,13 +21,20 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from policies.budget import UNLIMITED, Budget
-from policies.kinds import KindDefinition, KindRegistry, group_of
-from policies.operator_kinds import DEFAULT_KINDS
-from policies.paths import PathPattern
-from policies.pods import Container, PodTemplate, Tally
-from policies.podspec import ENGINES_ANNOTATION, MAPPINGS, EngineUse, ImageUse, Problem, type_name
-from policies.templates import PodTemplates, mapping_field, string_map
+from policies.workload_model._budget import UNLIMITED, Budget
+from policies.workload_model._kinds import KindDefinition, KindRegistry, group_of
+from policies.workload_model._operator_kinds import DEFAULT_KINDS
+from policies.workload_model._paths import PathPattern
+from policies.workload_model._pods import Container, PodTemplate, Tally
+from policies.workload_model._podspec import (
+    ENGINES_ANNOTATION,
+    MAPPINGS,
+    EngineUse,
+    ImageUse,
+    Problem,
+    type_name,
+)
+from policies.workload_model._templates import PodTemplates, mapping_field, string_map
 from verifier.base import InputError
 
 __all__ = [
@@ -49,7 +58,8 @@ _MAX_LIST_NESTING: Final = 8
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """What an object runs: its pod templates (:mod:`policies.pods`, the model every rule reads), its
+    """What an object runs: its pod templates (:mod:`policies.workload_model._pods`, the model every rule
+    reads), its
     images and engines, with where each was found."""
 
     kind: str
@@ -187,11 +197,13 @@ def extract(
 
     The kind is looked up by API group and kind (an object without ``apiVersion`` is read as the built-in
     Kubernetes kind of its name). A kind ``kinds`` does not know is searched as a whole
-    (:mod:`policies.discovery`): the result is a :class:`Workload` with ``known_kind`` False when it names
+    (:mod:`policies.workload_model._discovery`): the result is a :class:`Workload` with ``known_kind`` False
+    when it names
     images, and :class:`Unjudged` when it names none. :class:`Unjudged` also answers for a known kind whose
     Pods are described by another object (``KindDefinition.delegates``). Raises :class:`InputError` when
     the object is not a mapping, has no kind, has none of its kind's pod templates, or holds more than the
-    limits of :mod:`policies.pods`; :class:`~policies.budget.BudgetExceeded` when reading it spends
+    limits of :mod:`policies.workload_model._pods`; :class:`~policies.workload_model._budget.BudgetExceeded`
+    when reading it spends
     ``budget``.
     """
     problems: list[Problem] = []

@@ -1,4 +1,5 @@
-"""policies.operator_kinds against the operators' CRD schemas (tests/data/500-operator-crd-image-paths.json).
+"""policies.workload_model._operator_kinds against the operators' CRD schemas
+(tests/data/500-operator-crd-image-paths.json).
 
 For every served version of every CRD: the shipped definition reads exactly the pod specs, containers and
 model storage URIs the schema has under ``spec``: nothing the schema holds is missed, and nothing the
@@ -12,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from policies.kinds import KindDefinition
-from policies.operator_kinds import DEFAULT_KINDS, OPERATOR_KINDS
+from policies.workload_model._kinds import KindDefinition
+from policies.workload_model._operator_kinds import DEFAULT_KINDS, OPERATOR_KINDS
 from tests.conftest import DATA
 
 CRDS: list[dict[str, Any]] = json.loads((DATA / "500-operator-crd-image-paths.json").read_text())["crds"]

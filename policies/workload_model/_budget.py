@@ -1,6 +1,7 @@
 """The CPU one evaluation may spend on pure Python work, and the threads that work runs in.
 
-Reading a workload (:func:`policies.workload.extract`) and preparing the data of CEL expressions walk the
+Reading a workload (:func:`policies.workload_model._extraction.extract`) and preparing the data of CEL
+expressions walk the
 whole object; an object built to make that slow must not stall the admissions answered beside it. So that
 work runs off the event loop, in :func:`offload`'s threads (unless the object is :func:`small`), and is
 charged to the request's
@@ -8,7 +9,7 @@ charged to the request's
 steps, and the request's deadline. Past either, :class:`BudgetExceeded` ends the work, and the evaluator
 answers with each policy's ``onError``. A thread alone would not bound anything (Python runs one thread at a
 time, so unbounded work there still takes its share from the loop); the budget and the workload limits
-(:mod:`policies.pods`) do.
+(:mod:`policies.workload_model._pods`) do.
 """
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
 """Reading the pod templates of one object: each template its kind's definition names, or, for a kind trtguard
 does not know, each pod spec found by searching the object; then the images found outside them.
 
-:class:`PodTemplates` builds the :class:`~policies.pods.PodTemplate` of each, and collects the images,
+:class:`PodTemplates` builds the :class:`~policies.workload_model._pods.PodTemplate` of each, and collects the
+images,
 engines and problems of all of them into one list each, with real JSON paths
 (``spec.workerGroupSpecs[1].template.spec.containers[0].image``). Each template is read by its own
-:class:`~policies.podspec.PodSpecReader`, so engines resolve against the volumes and containers of the Pod
+:class:`~policies.workload_model._podspec.PodSpecReader`, so engines resolve against the volumes and
+containers of the Pod
 they belong to; a container an operator adds to another template's Pods (KubeRay's autoscaler) is read
 into that template, and the workers that run a template's model (a KServe predictor's ``workerSpec``) read
-its models too. Who else can read an engine is one graph over every template (:mod:`policies.sharing`):
+its models too. Who else can read an engine is one graph over every template
+(:mod:`policies.workload_model._sharing`):
 storage that can outlive a Pod and the node reach across templates.
 """
 
@@ -17,11 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.discovery import find_images, find_pod_specs
-from policies.kinds import KindDefinition, Template
-from policies.paths import Match, child
-from policies.pods import Container, PodTemplate, Tally
-from policies.podspec import (
+from policies.workload_model._discovery import find_images, find_pod_specs
+from policies.workload_model._kinds import KindDefinition, Template
+from policies.workload_model._paths import Match, child
+from policies.workload_model._pods import Container, PodTemplate, Tally
+from policies.workload_model._podspec import (
     ENGINES_ANNOTATION,
     MAPPINGS,
     Candidate,
@@ -31,8 +34,8 @@ from policies.podspec import (
     Problem,
     type_name,
 )
-from policies.scheduling import read_node_selection
-from policies.sharing import HOST, Attachment, readers
+from policies.workload_model._scheduling import read_node_selection
+from policies.workload_model._sharing import HOST, Attachment, readers
 from verifier.base import InputError
 
 __all__ = ["PodTemplates", "mapping_field", "string_map"]
@@ -322,7 +325,8 @@ def _runs_parent_models(read: _Read) -> bool:
 
 
 def _node(count: int, host: list[int], host_readers: list[int]) -> list[Attachment]:
-    """The node's channel (:data:`~policies.sharing.HOST`): with a container that has full host access,
+    """The node's channel (:data:`~policies.workload_model._sharing.HOST`): with a container that has full
+    host access,
     every container of the workload (Pods of any template may share a node) puts into it and takes from
     it; with only containers that read the node, every container puts into it and those take from it."""
     if host:

@@ -1,4 +1,5 @@
-"""policies._labels: label values and integers as Kubernetes reads them, against the upstream test cases
+"""policies.workload_model._labels: label values and integers as Kubernetes reads them, against the upstream
+test cases
 (tests/data/kubernetes-label-integers) and a reference ParseInt written from Go's documentation."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policies._labels import is_label_value, parse_int64
+from policies.workload_model._labels import is_label_value, parse_int64
 from tests.conftest import DATA
 
 CASES: dict[str, Any] = json.loads((DATA / "kubernetes-label-integers" / "cases.json").read_text())

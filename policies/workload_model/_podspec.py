@@ -22,7 +22,8 @@
     whoever they share a process namespace or a writable volume with), but are no readers themselves:
     their image is the engine, judged as one, and as a ``modelcar`` image by the image rules.
 
-  ``EngineUse.readers`` adds every container those can hand the engine to (:mod:`policies.sharing`:
+  ``EngineUse.readers`` adds every container those can hand the engine to
+  (:mod:`policies.workload_model._sharing`:
   through a volume, storage that outlives the Pod, a process namespace or the node), by path: containers
   are told apart by where they are, not by name. An ephemeral container's ``targetContainerName`` must
   name a container of the Pod.
@@ -42,9 +43,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from policies._engine_entries import Entry, parse_entry
-from policies.pods import Container, EngineUse, ImageField, ImageUse, Problem, Tally
-from policies.sharing import MountMode, PodGraph, PodSharing, mount_mode
+from policies.workload_model._engine_entries import Entry, parse_entry
+from policies.workload_model._pods import Container, EngineUse, ImageField, ImageUse, Problem, Tally
+from policies.workload_model._sharing import MountMode, PodGraph, PodSharing, mount_mode
 
 __all__ = [
     "ENGINES_ANNOTATION",
@@ -381,7 +382,7 @@ class PodSpecReader:
     def candidates(self) -> list[Candidate]:
         """Resolve annotation entries against image volumes and mounts into engine candidates, each with
         the containers that read it directly; who else can read it is the workload's graph
-        (:meth:`graph`, :mod:`policies.sharing`)."""
+        (:meth:`graph`, :mod:`policies.workload_model._sharing`)."""
         mounters: dict[str, list[int]] = {}
         for container, volume, _ in self._mounts:
             if volume in self._volumes:
@@ -445,7 +446,8 @@ class PodSpecReader:
         return [number for number, c in enumerate(self.containers) if c.field == "container"]
 
     def graph(self) -> PodSharing:
-        """This Pod's part of the workload's sharing graph (:class:`~policies.sharing.PodGraph`): its
+        """This Pod's part of the workload's sharing graph
+        (:class:`~policies.workload_model._sharing.PodGraph`): its
         mounts, the claims KServe mounts for a ``pvc://`` URI (read-only unless an annotation says
         otherwise: counted as writable) and each ephemeral container's target's process namespace, which
         it shares with every ephemeral container that targets the same container."""

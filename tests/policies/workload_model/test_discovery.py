@@ -1,4 +1,5 @@
-"""policies.discovery: what names an image in a kind trtguard does not know, and a search in one walk."""
+"""policies.workload_model._discovery: what names an image in a kind trtguard does not know, and a search in
+one walk."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from policies.budget import Budget
-from policies.discovery import find_images, find_pod_specs
 from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
+from policies.workload_model._budget import Budget
+from policies.workload_model._discovery import find_images, find_pod_specs
 from tests.policies.conftest import Material
 from tests.policies.evaluation import images_policy
 from verifier.evidence_folder import LocalEvidence

@@ -9,7 +9,7 @@ look at less than the whole workload (``tests/test_layout.py`` holds the rule mo
 - a :class:`Container` is one container of a template, identified by its path, not its name (two templates
   may each have a container named ``server``, and a KServe ``model`` may have no name at all);
 - an :class:`EngineUse` says which containers can read the engine (:attr:`EngineUse.readers`, container
-  paths; :mod:`policies.sharing` says how they are found) and which templates it reaches
+  paths; :mod:`policies.workload_model._sharing` says how they are found) and which templates it reaches
   (:attr:`EngineUse.templates`); :class:`ImageUse` is one image-bearing field.
 
 The limits (:data:`MAX_TEMPLATES`, :data:`MAX_CONTAINERS`, :data:`MAX_VOLUMES`, :data:`MAX_ENGINES`,
@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from policies.budget import UNLIMITED, Budget
-from policies.scheduling import NodeSelection
+from policies.workload_model._budget import UNLIMITED, Budget
+from policies.workload_model._scheduling import NodeSelection
 from verifier.base import InputError
 
 __all__ = [
@@ -103,7 +103,7 @@ class EngineUse:
     """The paths of every container that can read the engine: those the annotation names (without
     ``container``: the regular containers), those mounting the image volume, those running the model of a
     URI, and every container those can hand it to: through a writable volume, storage that outlives the Pod
-    (any template's), a shared process namespace or the node (:mod:`policies.sharing`)."""
+    (any template's), a shared process namespace or the node (:mod:`policies.workload_model._sharing`)."""
     templates: tuple[str, ...] = ()
     """The paths of the pod templates the engine reaches (its own, and the workers that run its model)."""
 
@@ -187,7 +187,8 @@ class PodTemplate:
     """The pod spec; empty for a template that is one container (the operator makes its Pod)."""
     containers: tuple[Container, ...]
     selection: NodeSelection
-    """The nodes its Pods may be placed on (:mod:`policies.scheduling`), read with the template, under the
+    """The nodes its Pods may be placed on (:mod:`policies.workload_model._scheduling`), read with the
+    template, under the
     evaluation's budget, so that every rule and every engine that reaches it shares one reading."""
 
     def describe(self) -> str:
@@ -204,7 +205,7 @@ class Tally:
     """What one workload holds so far, against the limits, and the work it cost, against the budget.
 
     Each count past its limit raises :class:`InputError` (the object cannot be judged, which is a denial);
-    each counted item is a step of the :class:`~policies.budget.Budget`.
+    each counted item is a step of the :class:`~policies.workload_model._budget.Budget`.
     """
 
     __slots__ = ("budget", "containers", "engines", "images", "templates", "volumes")
