@@ -46,12 +46,12 @@ from trtguard.demo._run import admission_review, scenarios
 from trtguard.demo.material import make_material
 from verifier.base._cache import ResultCache
 from verifier.evidence_folder import LocalEvidence
-from webhook.admission import Reviewer
-from webhook.app import WebhookServices, create_app
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.settings import ServeSettings
-from webhook.tracing import Tracing
+from webhook._admission import Reviewer
+from webhook._app import WebhookServices, create_app
+from webhook._metrics import Metrics
+from webhook._policy_store import PolicyStore
+from webhook._settings import ServeSettings
+from webhook._tracing import Tracing
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where project files live (relative to the root); the demo is the harness, not the request.

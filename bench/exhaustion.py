@@ -52,7 +52,7 @@ from typing import Any
 
 from bench import webhook_latency as webhook_bench
 from trtguard.demo.material import TENSORRT_IMAGE, Material, make_material
-from webhook.tls import make_self_signed
+from webhook._tls import make_self_signed
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "policies" / "workload_model" / "_templates"

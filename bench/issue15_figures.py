@@ -50,7 +50,7 @@ from trtguard.demo.material import make_material
 from verifier.keys import generate_private_key
 from verifier.registry.client import RegistryClient
 from verifier.registry.evidence import RegistryEvidence
-from webhook.tls import make_self_signed
+from webhook._tls import make_self_signed
 
 GOAL_P99_MS = 10.0
 GOAL_THROUGHPUT_FRACTION = 0.5

@@ -189,7 +189,7 @@ def build(root: Path) -> tuple[PolicyEvaluator, PolicyEvaluator, dict[str, Any]]
 
 
 def webhook_request(root: Path) -> Callable[[], Coroutine[Any, Any, Any]]:
-    """One evaluation of the webhook benchmark's request, as ``webhook.admission`` asks for it."""
+    """One evaluation of the webhook benchmark's request, as ``webhook._admission`` asks for it."""
     material = make_material(root)
     request = json.loads(webhook_bench._review_body(material, root).read_text())["request"]
     engine = PolicyEvaluator(load_policy_set(material.policies), LocalEvidence(material.attestations))

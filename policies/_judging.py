@@ -1,6 +1,6 @@
 """One policy's findings about one workload: the rule table, and the order it is applied in.
 
-Every rule family is one rule of the contract of :mod:`policies.rules.findings`, registered once in
+Every rule family is one rule of the contract of :mod:`policies.rules._findings`, registered once in
 :data:`RULES`; each applies to a policy when its guard says so (``applies``), and judges one subject
 (:mod:`policies.evaluation`): first the workload, then each image, then each engine the policy judges (the
 build manifest rule first: the rules after it read the manifest it verified, and none of them runs when it

@@ -38,7 +38,7 @@ from policies.evaluation import Evaluation
 from policies.loader import CompiledPolicy
 from policies.patterns import ImagePattern, matches_any
 from policies.results import Violation
-from policies.rules.findings import unavailable, violation
+from policies.rules import unavailable, violation
 from policies.workload_model import EngineUse, ImageField, Workload
 from verifier.base import EvidenceUnavailable, ImageReference, VerificationError
 

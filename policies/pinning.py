@@ -13,7 +13,7 @@ against the object itself, so that a bracket is read as a list index or a map ke
 Only a field that holds the reference as written can be pinned (:func:`written`): an image field, or a model
 storage URI that names it behind its OCI scheme (KServe's ``storageUri: oci://…``, pinned as
 ``oci://name:tag@sha256:…``). An image found as an object (``{repository, tag}``) or composed from fields
-beside it is never rewritten: the evaluation refuses to pin it (``policies.rules.images``).
+beside it is never rewritten: the evaluation refuses to pin it (``policies.rules._images``).
 """
 
 from __future__ import annotations

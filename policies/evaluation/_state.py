@@ -6,7 +6,7 @@ rules need its answer; with a registry behind the evidence, :meth:`Evaluation.pr
 before the rules run one after another.
 
 What each rule is handed besides the state is a subject (:class:`WorkloadSubject`, :class:`ImageSubject`,
-:class:`EngineSubject`): the rule contract of :mod:`policies.rules.findings` judges one of them.
+:class:`EngineSubject`): the rule contract of :mod:`policies.rules._findings` judges one of them.
 
 One module on purpose: the state and its once-per-evaluation questions are one concern (every rule family
 reads both through one object), and a split would spread the memo over modules that only each other use.

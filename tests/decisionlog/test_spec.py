@@ -32,10 +32,10 @@ from trtguard.cli import main
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, Material
 from verifier.evidence_folder import LocalEvidence
 from verifier.keys import generate_private_key
-from webhook.admission import Reviewer
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.wire import parse_review_document
+from webhook._admission import Reviewer
+from webhook._metrics import Metrics
+from webhook._policy_store import PolicyStore
+from webhook._wire import parse_review_document
 
 GENESIS = "0" * 64
 _SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}

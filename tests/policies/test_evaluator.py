@@ -328,10 +328,10 @@ def test_an_evaluation_past_its_cpu_budget_ends_in_on_error(material: Material, 
         # a CEL expression that reads the workload: the workload's CEL data is prepared under the budget
         (
             '      expressions:\n        - {cel: "size(workload.spec) > 0", message: reads the workload}\n',
-            "policies.rules.expressions.prepare_activation",
+            "policies.rules._expressions.prepare_activation",
         ),
         # GPU fit: each template's node selection is judged under the budget
-        ("      gpuCompatibility: {nodes: true, runtime: false}\n", "policies.rules.gpu.misfits"),
+        ("      gpuCompatibility: {nodes: true, runtime: false}\n", "policies.rules._gpu.misfits"),
     ],
 )
 def test_a_rule_past_the_cpu_budget_ends_in_on_error(

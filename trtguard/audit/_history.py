@@ -18,7 +18,7 @@ segments (``trtguard audit verify --archive`` checks each).
 
 Build manifests can also be compared field by field (:func:`compare_manifests`): they come from an
 evidence source (an attestation folder or the registry) as attached *now*, which the records themselves do
-not need. The webhook's change control reads the same records through :mod:`webhook.admission_history`.
+not need. The webhook's change control reads the same records through :mod:`webhook._admission_history`.
 """
 
 from __future__ import annotations

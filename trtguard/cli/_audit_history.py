@@ -227,8 +227,8 @@ async def _compare(
     if not wants_evidence(args):
         return {}
     from trtguard.audit import compare_manifests  # noqa: PLC0415
+    from verifier import evidence_source  # noqa: PLC0415
     from verifier.base import Deadline  # noqa: PLC0415
-    from verifier.evidence_choice import evidence_source  # noqa: PLC0415
 
     deadline = Deadline.after(args.timeout)
     evidence, client = evidence_source(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from verifier.base import InputError
-from webhook.settings import DEFAULT_DECISION_LOG
+from webhook import DEFAULT_DECISION_LOG
 
 if TYPE_CHECKING:
     from decisionlog import DecisionStore

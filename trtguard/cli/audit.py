@@ -21,7 +21,7 @@ from trtguard.cli._audit_lines import print_record
 from trtguard.cli._audit_log import parse_time, read_log, warn
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
 from verifier.base import InputError
-from webhook.settings import DEFAULT_DECISION_LOG
+from webhook import DEFAULT_DECISION_LOG
 
 if TYPE_CHECKING:
     from decisionlog import DecisionStore, StoredRecord

@@ -22,7 +22,7 @@ from trtguard.cli._key_commands import load_public_key, load_signing_key
 from trtguard.cli._keys import add_password_arguments
 from trtguard.cli._output import check_output
 from verifier.base import InputError
-from webhook.settings import DEFAULT_DECISION_LOG
+from webhook import DEFAULT_DECISION_LOG
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -211,7 +211,7 @@ async def _one_workload(store: DecisionStore, selection: Selection) -> Selection
 
 
 async def _source(args: argparse.Namespace) -> tuple[EvidenceSource | None, Callable[[], Awaitable[None]]]:
-    from verifier.evidence_choice import evidence_source  # noqa: PLC0415
+    from verifier import evidence_source  # noqa: PLC0415
 
     if not wants_evidence(args):
         return None, _nothing

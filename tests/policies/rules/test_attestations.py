@@ -1,4 +1,4 @@
-"""policies.rules.attestations: image attestations with maxAge and CEL conditions, against real keys and real
+"""policies.rules._attestations: image attestations with maxAge and CEL conditions, against real keys and real
 scanner output (tests/data 602-610) signed as in-toto statements about the image digest."""
 
 from __future__ import annotations

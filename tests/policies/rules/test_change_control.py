@@ -17,7 +17,7 @@ from policies.evaluator import PolicyEvaluator
 from policies.identity import WorkloadIdentity
 from policies.loader import load_policy_set
 from policies.results import AdmittedEngine, AdmittingDecision, Decision
-from policies.rules.change_control import _newest_per_model
+from policies.rules._change_control import _newest_per_model
 from tests.policies.conftest import Material, pod
 from trtguard.cli import main
 from verifier.base import sha256_bytes

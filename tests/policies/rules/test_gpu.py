@@ -1,4 +1,4 @@
-"""models.rules.gpuCompatibility (policies.rules.gpu, policies.workload_model._scheduling): engines that fit
+"""models.rules.gpuCompatibility (policies.rules._gpu, policies.workload_model._scheduling): engines that fit
 the GPUs a Pod
 can land on, and the TensorRT runtime it runs in, with real signed build manifests."""
 
@@ -13,7 +13,7 @@ import pytest
 from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.results import Action, Decision
-from policies.rules.gpu import (
+from policies.rules._gpu import (
     GpuFit,
     loads,
     misfits,
@@ -437,7 +437,7 @@ def test_each_template_is_judged_once_however_many_engines_and_policies_reach_it
         calls.append(template.path)
         return misfits(template, *args)
 
-    monkeypatch.setattr("policies.rules.gpu.misfits", counted)
+    monkeypatch.setattr("policies.rules._gpu.misfits", counted)
 
     def task(index: int) -> dict[str, Any]:
         spec = placed(ref, terms=_wide(3))["spec"]

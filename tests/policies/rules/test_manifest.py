@@ -1,4 +1,4 @@
-"""policies.rules.manifest: the signed build manifest of an engine and its maxAge."""
+"""policies.rules._manifest: the signed build manifest of an engine and its maxAge."""
 
 from __future__ import annotations
 

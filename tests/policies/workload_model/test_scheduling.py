@@ -1,7 +1,7 @@
 """policies.workload_model._scheduling: node terms mean what they mean to the scheduler: upstream cases of
 apimachinery and
 the scheduler's node affinity (tests/data/kubernetes-label-integers), terms over one numeric label held
-against a node-by-node reference of the scheduler's matching, and GPU fit (policies.rules.gpu.misfit) over
+against a node-by-node reference of the scheduler's matching, and GPU fit (policies.rules._gpu.misfit) over
 whole node selections held against a brute-force enumeration of a small universe of nodes."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.rules.gpu import AMPERE_OR_NEWER, MAJOR_LABEL, MINOR_LABEL, PRODUCT_LABEL, GpuFit, misfit
+from policies.rules._gpu import AMPERE_OR_NEWER, MAJOR_LABEL, MINOR_LABEL, PRODUCT_LABEL, GpuFit, misfit
 from policies.workload_model._labels import INT64_MAX
 from policies.workload_model._scheduling import Admitted, LabelRequirement, NodeTerm, read_node_selection
 from tests.policies.workload_model.test_labels import CASES, go_parse_int

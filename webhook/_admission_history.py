@@ -3,7 +3,7 @@
 Answered from the decision log alone, per change-control policy and workload (API group, kind, namespace
 and name: :mod:`policies.identity`): of each ONNX model (``model`` of each recorded engine), the engine the
 policy last confirmed (``confirmed_by``) in a real (not dry-run), delivered admission, with the name,
-containers and build manifest it was recorded with (``policies.rules.change_control`` compares a new engine
+containers and build manifest it was recorded with (``policies.rules._change_control`` compares a new engine
 with the last build of its own model). A model left out of later admissions keeps its last build: removing
 an engine for one UPDATE and bringing it back changed never forgets what it was. An admission the policy
 confirmed nothing in (it did not apply, or its change control found something missing and its action let

@@ -4,13 +4,13 @@ well it does.
 ``precisions`` (the precisions the engine may use), ``int8RequiresCalibration`` (INT8 only with recorded
 calibration evidence), ``minAccuracy`` (a floor per recorded metric) and ``pluginsAllowed`` (plugin
 libraries by digest). The rules with a module of their own: ``expressions`` (:mod:`policies.rules.
-expressions`) and ``toolchain`` (:mod:`policies.rules.toolchain`).
+expressions`) and ``toolchain`` (:mod:`policies.rules._toolchain`).
 """
 
 from __future__ import annotations
 
 from policies.evaluation import EngineSubject, Evaluation
-from policies.rules.findings import EngineFamily, Findings
+from policies.rules._findings import EngineFamily, Findings
 from policies.schema import ModelRulesSpec
 from verifier.manifest import EngineBuildManifest
 

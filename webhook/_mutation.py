@@ -1,6 +1,6 @@
 """What ``/mutate`` makes of a review: the JSONPatch pinning what ``pinDigest`` rules verified.
 
-The review itself is the validating one (``webhook.admission``: same policies, same decision log), judged
+The review itself is the validating one (``webhook._admission``: same policies, same decision log), judged
 with pinning on (:class:`~policies.evaluation._state.Evaluation` ``pinning``); :func:`settle` turns its
 verdict into the mutating answer, and :func:`with_patch` puts the patch in the AdmissionReview.
 
@@ -30,7 +30,7 @@ __all__ = ["Judged", "settle", "with_patch"]
 
 
 class Judged(Protocol):
-    """What :func:`settle` reads of a verdict (``webhook.admission.Verdict``)."""
+    """What :func:`settle` reads of a verdict (``webhook._admission.Verdict``)."""
 
     @property
     def allowed(self) -> bool: ...

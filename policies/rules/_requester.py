@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from policies.evaluation import Evaluation, WorkloadSubject
 from policies.requesters import describe_set, in_set
-from policies.rules.findings import Findings, WorkloadFamily, violation
+from policies.rules._findings import Findings, WorkloadFamily, violation
 
 __all__ = ["REQUESTER"]
 

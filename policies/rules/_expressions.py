@@ -21,7 +21,7 @@ from typing import Any
 
 from policies.cel import CelEvaluationError, prepare_activation
 from policies.evaluation import EngineSubject, Evaluation
-from policies.rules.findings import EngineFamily, Findings
+from policies.rules._findings import EngineFamily, Findings
 from policies.verified import VerifiedManifest
 from policies.workload_model import EngineUse, within
 from verifier.base import ImageReference

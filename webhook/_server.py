@@ -1,6 +1,6 @@
 """Assembling and running ``trtguard serve``: settings in, a running uvicorn server (or two) out.
 
-:func:`build` turns :class:`~webhook.settings.ServeSettings` into the services (evidence source, policies,
+:func:`build` turns :class:`~webhook._settings.ServeSettings` into the services (evidence source, policies,
 decision store, TLS, metrics, tracing); :func:`run` serves them until SIGINT/SIGTERM. Startup problems
 (policies that do not load, a certificate that does not parse) raise a :class:`TrtguardError` before
 anything listens.
@@ -22,18 +22,18 @@ from typing import Any, Final, TextIO
 import uvicorn
 
 from decisionlog import open_store
+from verifier import evidence_source
 from verifier.base import InputError
-from verifier.evidence_choice import evidence_source
 from verifier.registry.client import RegistryClient
-from webhook.admission import Reviewer, ReviewSettings
-from webhook.admission_history import DecisionLogHistory
-from webhook.app import WebhookServices, create_app, create_probe_app
-from webhook.connections import ConnectionLimits, ConnectionTracker, guarded_http_protocol
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.settings import ServeSettings
-from webhook.tls import CertificateReloader, make_self_signed, server_context
-from webhook.tracing import Tracing
+from webhook._admission import Reviewer, ReviewSettings
+from webhook._admission_history import DecisionLogHistory
+from webhook._app import WebhookServices, create_app, create_probe_app
+from webhook._connections import ConnectionLimits, ConnectionTracker, guarded_http_protocol
+from webhook._metrics import Metrics
+from webhook._policy_store import PolicyStore
+from webhook._settings import ServeSettings
+from webhook._tls import CertificateReloader, make_self_signed, server_context
+from webhook._tracing import Tracing
 
 _log = logging.getLogger(__name__)
 

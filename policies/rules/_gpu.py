@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from policies.evaluation import EngineSubject, Evaluation
-from policies.rules.findings import EngineFamily, Findings
-from policies.rules.toolchain import runtime_groups
+from policies.rules._findings import EngineFamily, Findings
+from policies.rules._toolchain import runtime_groups
 from policies.workload_model import EngineUse, ImageUse, NodeTerm, PodTemplate
 from verifier.base import EvidenceUnavailable, ImageReference, InvalidReference
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version

@@ -19,7 +19,7 @@ import functools
 
 from policies.evaluation import EngineSubject, Evaluation
 from policies.patterns import matches_any
-from policies.rules.findings import EngineFamily, Findings
+from policies.rules._findings import EngineFamily, Findings
 from policies.schema import ToolchainRule
 from policies.verified import VerifiedManifest
 from policies.workload_model import EngineUse, SameImage, by_image

@@ -50,7 +50,7 @@ from policies.results import (
     BaselineRecord,
     ChangeControlRecord,
 )
-from policies.rules.findings import EngineFamily, Findings, Refusal, WorkloadFamily
+from policies.rules._findings import EngineFamily, Findings, Refusal, WorkloadFamily
 from policies.schema import BuildManifestRule, ChangeControl
 from policies.verified import Documents, VerifiedApproval, VerifiedManifest
 from policies.workload_model import EngineUse

@@ -39,8 +39,8 @@ from policies.cel import MISSING_KEY_HINT, CelEvaluationError, prepare_activatio
 from policies.evaluation import CLOCK_SKEW, Evaluation
 from policies.loader import CompiledAttestation, CompiledExpression
 from policies.rules._components import component_findings
+from policies.rules._findings import Findings, Refusal
 from policies.rules._vulnerabilities import vulnerability_findings
-from policies.rules.findings import Findings, Refusal
 from policies.schema import AttestationRule
 from policies.verified import Documents, VerifiedPredicate
 from verifier.base import ImageReference, TrtguardError

@@ -2,7 +2,7 @@
 ``GET /metrics``.
 
 ``/mutate`` is the same review (same policies, same decision log) answered with the JSONPatch that pins what
-``pinDigest`` rules verified (``webhook.admission``); everything below holds for both.
+``pinDigest`` rules verified (``webhook._admission``); everything below holds for both.
 
 ``create_app`` takes the settings and the already-built services (policy store, decision store, reviewer,
 metrics, tracing, certificate reloader) and wires them to HTTP; it reads nothing from the environment. Its
@@ -29,13 +29,13 @@ from fastapi.responses import JSONResponse, Response
 from starlette.requests import ClientDisconnect
 
 from decisionlog import DecisionStore, SpoolingStore
-from webhook.admission import Reviewer
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.settings import ServeSettings
-from webhook.tls import CertificateReloader
-from webhook.tracing import Tracing
-from webhook.wire import (
+from webhook._admission import Reviewer
+from webhook._metrics import Metrics
+from webhook._policy_store import PolicyStore
+from webhook._settings import ServeSettings
+from webhook._tls import CertificateReloader
+from webhook._tracing import Tracing
+from webhook._wire import (
     MAX_BODY_BYTES,
     AdmissionRequest,
     ReviewError,

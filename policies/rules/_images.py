@@ -2,7 +2,7 @@
 
 A rule may require a digest in the reference (``requireDigest``), allow only listed digests (``digests``),
 and require signatures (``signatures``) and attestations (``attestations``, with conditions:
-:mod:`policies.rules.attestations`) by its signers. The last three judge the digest that runs, so a tag is
+:mod:`policies.rules._attestations`) by its signers. The last three judge the digest that runs, so a tag is
 resolved first.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from policies.evaluation import Counted, Evaluation, ImageSubject
 from policies.loader import CompiledAttestation, CompiledImageRule
 from policies.results import AttestationRecord
-from policies.rules import attestations
-from policies.rules.findings import Findings, ImageFamily, Refusal
+from policies.rules import _attestations as attestations
+from policies.rules._findings import Findings, ImageFamily, Refusal
 from verifier.base import ImageReference
 
 __all__ = ["IMAGES"]

@@ -25,12 +25,12 @@ from policies.requesters import Requester
 from policies.results import Action, Decision, Violation
 from policies.workload_model import group_of
 from verifier.base import Deadline, TrtguardError
-from webhook.logging import log_fields
-from webhook.metrics import ERROR_DENIAL_REASONS, Metrics
-from webhook.mutation import settle, with_patch
-from webhook.policy_store import PolicyStore
-from webhook.tracing import Tracing
-from webhook.wire import (
+from webhook._logging import log_fields
+from webhook._metrics import ERROR_DENIAL_REASONS, Metrics
+from webhook._mutation import settle, with_patch
+from webhook._policy_store import PolicyStore
+from webhook._tracing import Tracing
+from webhook._wire import (
     MAX_ANNOTATION_CHARS,
     OPERATIONS,
     AdmissionRequest,
@@ -82,7 +82,7 @@ class Reviewer:
     metrics: Metrics
     tracing: Tracing = field(default_factory=lambda: Tracing(None))
     settings: ReviewSettings = field(default_factory=ReviewSettings)
-    pinning: bool = False  # answers /mutate (webhook.mutation)
+    pinning: bool = False  # answers /mutate (webhook._mutation)
 
     async def review(
         self, request: AdmissionRequest, *, api_timeout: float | None, started: float

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from policies.evaluation import Counted, EngineSubject, Evaluation
 from policies.results import VerificationRecord
-from policies.rules.findings import EngineFamily, Findings, Refusal
+from policies.rules._findings import EngineFamily, Findings, Refusal
 from policies.schema import VerificationRule
 from policies.verified import VerifiedManifest
 from verifier.base import ImageReference

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from policies.evaluation import CLOCK_SKEW, Counted, EngineSubject, Evaluation, VerifiedBuild
 from policies.results import BuildManifestRecord
-from policies.rules.findings import EngineFamily, Findings, Refusal
+from policies.rules._findings import EngineFamily, Findings, Refusal
 from policies.schema import BuildManifestRule, SignersRule
 from policies.verified import VerifiedManifest
 from verifier.base import ImageReference
