@@ -39,7 +39,7 @@ from decisionlog._segments import Ledger
 from decisionlog._sqlite import connect, migrate, write_batch
 from policies.identity import WorkloadIdentity
 from verifier.base._deadline import Deadline
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 from webhook._admission_history import DecisionLogHistory
 
 START = datetime(2026, 11, 1, tzinfo=UTC)

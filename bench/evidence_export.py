@@ -47,8 +47,8 @@ from trtguard.audit.package import (
 from trtguard.audit.package.archive import read_archive, write_archive
 from trtguard.demo.material import TENSORRT_IMAGE, Material, make_material
 from verifier.base._deadline import Deadline
+from verifier.crypto._keys import PrivateKey, generate_private_key
 from verifier.evidence_folder import LocalEvidence
-from verifier.keys import PrivateKey, generate_private_key
 from webhook._admission import Reviewer
 from webhook._metrics import Metrics
 from webhook._policy_store import PolicyStore

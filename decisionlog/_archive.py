@@ -28,7 +28,7 @@ from decisionlog._checkpoints import Checkpoint
 from decisionlog._errors import DecisionLogError
 from decisionlog._record import GENESIS_HASH, canonical_json, load_body
 from decisionlog._segments import Ledger, SealedSegment, file_sha256
-from verifier.keys import PublicKey
+from verifier.crypto import PublicKey
 
 
 def segment_name(checkpoint: Checkpoint) -> str:

@@ -36,7 +36,7 @@ from decisionlog._record import GENESIS_HASH, DecisionRecord, canonical_json, lo
 from decisionlog._schema import Dialect
 from decisionlog._sqlite import connect, migrate
 from decisionlog._store import redact
-from verifier.keys import PrivateKey
+from verifier.crypto import PrivateKey
 
 #: Rows read per query while sealing or archiving.
 PAGE: Final = 2000

@@ -21,8 +21,8 @@ from tests.support.harness import ReviewFactory
 from trtguard.demo.material import TENSORRT_IMAGE, Material
 from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable
+from verifier.crypto._keys import generate_private_key
 from verifier.evidence_folder import LocalEvidence
-from verifier.keys import generate_private_key
 from webhook._admission import Reviewer
 from webhook._admission_history import DecisionLogHistory
 from webhook._metrics import Metrics

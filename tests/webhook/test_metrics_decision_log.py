@@ -16,8 +16,8 @@ from decisionlog._segments import Ledger
 from tests.support.harness import TcpProxy, WaitUntil
 from trtguard.demo.material import Material
 from verifier.base._deadline import Deadline
+from verifier.crypto._keys import generate_private_key
 from verifier.evidence_folder import LocalEvidence
-from verifier.keys import generate_private_key
 from webhook._admission import Reviewer
 from webhook._app import WebhookServices, create_app
 from webhook._metrics import OBSERVE_TIMEOUT_S, Metrics

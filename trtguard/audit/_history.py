@@ -31,8 +31,8 @@ from typing import Any, Literal
 from decisionlog import Carried, CarriedAdmission, DecisionStore, RecordQuery, StoredRecord, original_id
 from policies.identity import WorkloadIdentity
 from verifier.base import Deadline, ImageReference, InputError, TrtguardError, VerificationError
+from verifier.crypto import statement_from_envelope
 from verifier.evidence import EvidenceSource
-from verifier.intoto import statement_from_envelope
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest
 from verifier.manifest_diff import ManifestDiff, diff_manifests
 

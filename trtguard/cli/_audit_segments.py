@@ -24,7 +24,7 @@ from trtguard.cli._output import check_output
 
 if TYPE_CHECKING:
     from decisionlog import Checkpoint, Ledger, SealedSegment
-    from verifier.keys import PrivateKey
+    from verifier.crypto import PrivateKey
 
 #: Records per sealed segment unless told otherwise: about 200 MB of JSON at 2 KB a record.
 SEGMENT_RECORDS = 100_000

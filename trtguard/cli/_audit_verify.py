@@ -27,7 +27,7 @@ from trtguard.cli._commands import Subparsers, add_subcommand
 
 if TYPE_CHECKING:
     from decisionlog import ChainReport, Checkpoint, DecisionStore
-    from verifier.keys import PublicKey
+    from verifier.crypto import PublicKey
 
 
 def register(commands: Subparsers, log_flag: Any, format_flag: Any) -> None:

@@ -21,9 +21,17 @@ from verifier.attestations import (
     load_verification,
 )
 from verifier.base import InputError, TrtguardError, hash_file, read_limited
-from verifier.dsse import Envelope
-from verifier.intoto import Statement, sign_statement, statement_for_file
-from verifier.keys import PrivateKey, PublicKey, encrypt_private_key, generate_private_key, load_private_key
+from verifier.crypto import (
+    Envelope,
+    PrivateKey,
+    PublicKey,
+    Statement,
+    encrypt_private_key,
+    generate_private_key,
+    load_private_key,
+    sign_statement,
+    statement_for_file,
+)
 from verifier.manifest import load_manifest
 from verifier.signatures import TrustPolicy, verify_attestation
 

@@ -33,9 +33,7 @@ from trtguard.release import (
 from trtguard.release.cosign_layout import append_layer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
 from verifier.base import Deadline, ImageReference, InputError, TrtguardError, read_limited
-from verifier.dsse import Envelope
-from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
-from verifier.keys import load_private_key
+from verifier.crypto import PAYLOAD_TYPE, Envelope, load_private_key, statement_from_envelope
 from verifier.registry import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig, load_registry_config

@@ -20,8 +20,7 @@ from verifier.base import (
     parse_sha256,
     read_limited,
 )
-from verifier.dsse import Envelope
-from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
+from verifier.crypto import Envelope, ResourceDescriptor, Statement, sign_statement, statement_from_envelope
 from verifier.manifest import load_manifest, manifest_digest
 
 _DURATION = re.compile(r"^(\d+)([hdw])$")

@@ -48,9 +48,8 @@ from trtguard.release.manifest import (
     read_yaml,
 )
 from verifier.base import InputError, hash_file, input_error_from_validation, read_limited
-from verifier.dsse import Envelope
+from verifier.crypto import Envelope, sign_statement
 from verifier.engine import InvalidCalibrationCache, InvalidOnnxModel
-from verifier.intoto import sign_statement
 from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 from verifier.manifest_diff import ManifestDiff, diff_manifests
 

@@ -21,6 +21,7 @@ from trtguard.cli._args import add_clock_argument
 from trtguard.cli._commands import Subparsers, add_command
 from trtguard.cli._output import check_output, write_output
 from verifier.base import InputError, TrtguardError, read_limited
+from verifier.crypto import PrivateKey, PublicKey
 from verifier.engine import (
     GpuOptions,
     ModelSignatureRequest,
@@ -30,7 +31,6 @@ from verifier.engine import (
     sign_verification,
     verify_engine,
 )
-from verifier.keys import PrivateKey, PublicKey
 
 #: Files at least this large get a progress line while they are hashed.
 PROGRESS_FROM_BYTES = 64 * 1024 * 1024

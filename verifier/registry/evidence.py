@@ -51,7 +51,14 @@ from verifier.base import (
     InputError,
     VerificationError,
 )
-from verifier.dsse import Envelope
+from verifier.crypto import (
+    PAYLOAD_TYPE,
+    Envelope,
+    Statement,
+    StatementTooDeep,
+    claimed_by_statement,
+    statement_from_envelope,
+)
 from verifier.evidence import (
     COSIGN_SIGN_PREDICATE,
     ArtifactAttestations,
@@ -59,13 +66,6 @@ from verifier.evidence import (
     Attestation,
     ImageSignatures,
     UncheckedStatement,
-)
-from verifier.intoto import (
-    PAYLOAD_TYPE,
-    Statement,
-    StatementTooDeep,
-    claimed_by_statement,
-    statement_from_envelope,
 )
 from verifier.registry._cosign_layout import (
     DSSE_ENVELOPE,

@@ -14,13 +14,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from verifier.base import InputError, VerificationError, sha256_bytes
-from verifier.intoto import Statement, statement_from_envelope
+from verifier.crypto import Statement, statement_from_envelope
 from verifier.verification._contract import SignedBy, StatementFormat
 from verifier.verification._table import FORMATS
 
 if TYPE_CHECKING:
+    from verifier.crypto import PublicKey
     from verifier.evidence import Attestation
-    from verifier.keys import PublicKey
 
 
 class StatementRefused(VerificationError):

@@ -23,9 +23,9 @@ from trtguard.cli import main
 from verifier.base import sha256_bytes
 from verifier.base._deadline import Deadline
 from verifier.base._references import ImageReference
+from verifier.crypto._keys import encrypt_private_key
 from verifier.evidence import ArtifactAttestations, ArtifactSubjects, ImageSignatures
 from verifier.evidence_folder import LocalEvidence
-from verifier.keys import encrypt_private_key
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 COMMITTEE = ("alice", "bob", "chen")

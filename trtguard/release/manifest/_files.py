@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.base import InputError, load_document, read_limited, short_repr
-from verifier.dsse import Envelope
-from verifier.intoto import statement_from_envelope
+from verifier.crypto import Envelope, statement_from_envelope
 from verifier.manifest import EngineBuildManifest, load_manifest
 
 #: Manifests, records and settings are small; anything far larger is a mistake (or an attack on memory).

@@ -38,11 +38,11 @@ from verifier.attestations import (
     ChangeApproval,
     EngineVerification,
 )
-from verifier.dsse import Envelope
+from verifier.crypto._dsse import Envelope
+from verifier.crypto._intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
+from verifier.crypto._keys import PrivateKey, encrypt_private_key, generate_private_key
 from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.evidence_folder import LocalEvidence
-from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
-from verifier.keys import PrivateKey, encrypt_private_key, generate_private_key
 from webhook._admission import Reviewer
 from webhook._metrics import Metrics
 from webhook._policy_store import PolicyStore

@@ -11,7 +11,7 @@ from trtguard.audit.package.selection import engine_digests, image_digests
 from trtguard.audit.package.verify.decisions import RecordLine
 from trtguard.audit.package.verify.findings import Findings, listed
 from trtguard.audit.package.verify.signatures import check_signature, trust_policies
-from verifier.keys import PublicKey
+from verifier.crypto import PublicKey
 
 
 def check_images(

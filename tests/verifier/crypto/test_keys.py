@@ -1,4 +1,5 @@
-"""verifier.keys: public keys, signature schemes and cosign encrypted key files (_private/cosign_keyfile)."""
+"""verifier.crypto._keys: public keys, signature schemes and cosign encrypted key files
+(_private/cosign_keyfile)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 from cryptography.x509.oid import NameOID
 
-from verifier import _keyfile as cosign_keyfile
-from verifier import keys
 from verifier.base._errors import InputError
-from verifier.keys import InvalidKey, PrivateKey, PublicKey, WrongPassword
+from verifier.crypto import _keyfile as cosign_keyfile
+from verifier.crypto import _keys as keys
+from verifier.crypto._keys import InvalidKey, PrivateKey, PublicKey, WrongPassword
 
 # Passwords published with the fixtures (SOURCES.md §3.1).
 FIXTURE_KEYS = [

@@ -18,8 +18,8 @@ import nacl.exceptions
 import nacl.secret
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from verifier._der import der_header
 from verifier.base import InputError
+from verifier.crypto._der import der_header
 
 SIGSTORE_LABEL: Final = "ENCRYPTED SIGSTORE PRIVATE KEY"
 COSIGN_LABEL: Final = "ENCRYPTED COSIGN PRIVATE KEY"

@@ -1,4 +1,5 @@
-"""verifier.dsse: PAE, envelope JSON, signing, verification with thresholds; interop with securesystemslib."""
+"""verifier.crypto._dsse: PAE, envelope JSON, signing, verification with thresholds; interop with
+securesystemslib."""
 
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer._crypto_signer import CryptoSigner
 from securesystemslib.signer._key import SSlibKey
 
-from verifier import dsse, keys
 from verifier.base._errors import InputError, VerificationError
-from verifier.dsse import Envelope, EnvelopeSignature
-from verifier.keys import PrivateKey, PublicKey
+from verifier.crypto import _dsse as dsse
+from verifier.crypto import _keys as keys
+from verifier.crypto._dsse import Envelope, EnvelopeSignature
+from verifier.crypto._keys import PrivateKey, PublicKey
 
 
 @pytest.fixture(scope="module")

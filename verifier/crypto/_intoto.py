@@ -17,8 +17,8 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from verifier.base import InputError, VerificationError, hash_file, parse_sha256
-from verifier.dsse import Envelope, sign_envelope
-from verifier.keys import PrivateKey
+from verifier.crypto._dsse import Envelope, sign_envelope
+from verifier.crypto._keys import PrivateKey
 
 __all__ = [
     "PAYLOAD_TYPE",

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     # checking with public keys needs neither (start-up time, issue 15).
     from cryptography import x509
 
-    from verifier._keyfile import WrongPassword
+    from verifier.crypto._keyfile import WrongPassword
 
 __all__ = [
     "InvalidKey",
@@ -356,14 +356,14 @@ def _pem_block(data: bytes) -> tuple[str, bytes]:
 
 def __getattr__(name: str) -> Any:
     if name == "WrongPassword":  # re-exported, loaded on first use (see TYPE_CHECKING above)
-        from verifier._keyfile import WrongPassword  # noqa: PLC0415
+        from verifier.crypto._keyfile import WrongPassword  # noqa: PLC0415
 
         return WrongPassword
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _from_pkcs8(der: bytes) -> PrivateKey:
-    from verifier import _keyfile as cosign_keyfile  # noqa: PLC0415 - see TYPE_CHECKING above
+    from verifier.crypto import _keyfile as cosign_keyfile  # noqa: PLC0415 - see TYPE_CHECKING above
 
     if not cosign_keyfile.is_pkcs8(der):
         raise InvalidKey(
@@ -383,7 +383,7 @@ def load_private_key(data: bytes, password: bytes) -> PrivateKey:
     ``password`` is ignored for unencrypted keys. Raises :class:`WrongPassword` when the password does not
     open the file and :class:`InvalidKey` (or another :class:`InputError`) for anything malformed.
     """
-    from verifier import _keyfile as cosign_keyfile  # noqa: PLC0415 - see TYPE_CHECKING above
+    from verifier.crypto import _keyfile as cosign_keyfile  # noqa: PLC0415 - see TYPE_CHECKING above
 
     label, body = _pem_block(data)
     if label in cosign_keyfile.LABELS:
@@ -401,7 +401,7 @@ def load_private_key(data: bytes, password: bytes) -> PrivateKey:
 
 def encrypt_private_key(key: PrivateKey, password: bytes) -> bytes:
     """The cosign key file (``ENCRYPTED SIGSTORE PRIVATE KEY``, scrypt N=2^16, r=8, p=1) for ``key``."""
-    from verifier import _keyfile as cosign_keyfile  # noqa: PLC0415 - see TYPE_CHECKING above
+    from verifier.crypto import _keyfile as cosign_keyfile  # noqa: PLC0415 - see TYPE_CHECKING above
 
     body = base64.b64encode(cosign_keyfile.encrypt(key.to_pkcs8_der(), password)).decode()
     lines = [body[i : i + 64] for i in range(0, len(body), 64)]

@@ -1,4 +1,4 @@
-"""verifier.intoto: in-toto Statement v1 parsing, building and subject matching."""
+"""verifier.crypto._intoto: in-toto Statement v1 parsing, building and subject matching."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
-from verifier import dsse, intoto, keys
 from verifier.base._errors import InputError, VerificationError
-from verifier.dsse import Envelope
-from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
+from verifier.crypto import _dsse as dsse
+from verifier.crypto import _intoto as intoto
+from verifier.crypto import _keys as keys
+from verifier.crypto._dsse import Envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 
 DIGEST = "a" * 64
 

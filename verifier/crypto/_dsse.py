@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from verifier.base import InputError, VerificationError
-from verifier.keys import PrivateKey, PublicKey
+from verifier.crypto._keys import PrivateKey, PublicKey
 
 __all__ = [
     "MAX_SIGNATURES",
