@@ -270,7 +270,6 @@ KNOWN: dict[str, tuple[str, ...]] = {
         "policies.cel.sandbox -> policies (its own package)",
         "policies.cel.sandbox -> policies.cel (its own package)",
         "policies.cel.worker -> policies.cel (its own package)",
-        "trtguard.cli._key_commands <-> trtguard.cli._registry",
         "verifier.engine.checks.gpu -> verifier.engine.checks (its own package)",
         "verifier.engine.checks.onnx -> verifier.engine.checks (its own package)",
     ),

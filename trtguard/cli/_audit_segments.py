@@ -159,7 +159,7 @@ def _ledger(args: argparse.Namespace, work: Callable[[Ledger], int]) -> int:
 
 
 def _signing_key(args: argparse.Namespace) -> PrivateKey:
-    from trtguard.cli._key_commands import load_signing_key  # noqa: PLC0415
+    from trtguard.cli._key_files import load_signing_key  # noqa: PLC0415
 
     key: PrivateKey = load_signing_key(args.key, args)
     return key

@@ -64,7 +64,7 @@ def register(commands: Subparsers, log_flag: Any, format_flag: Any) -> None:
 def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from decisionlog import read_checkpoint_file  # noqa: PLC0415
     from trtguard.cli._audit_log import read_log  # noqa: PLC0415
-    from trtguard.cli._key_commands import load_public_key  # noqa: PLC0415
+    from trtguard.cli._key_files import load_public_key  # noqa: PLC0415
     from verifier.base import InputError  # noqa: PLC0415
 
     out = out or sys.stdout

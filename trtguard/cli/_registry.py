@@ -19,7 +19,7 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from trtguard.cli._key_commands import load_signing_key
+from trtguard.cli._key_files import load_signing_key
 from trtguard.release import (
     Attached,
     CarriedEngine,

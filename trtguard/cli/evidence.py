@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from trtguard.cli._args import add_evidence_arguments, wants_evidence
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
-from trtguard.cli._key_commands import load_public_key, load_signing_key
+from trtguard.cli._key_files import load_public_key, load_signing_key
 from trtguard.cli._keys import add_password_arguments
 from trtguard.cli._output import check_output
 from verifier.base import InputError

@@ -24,7 +24,8 @@ from pydantic import ValidationError
 
 from trtguard.cli._args import add_registry_arguments
 from trtguard.cli._commands import Subparsers, add_command, add_subcommand
-from trtguard.cli._key_commands import load_signing_key, write_envelope
+from trtguard.cli._key_commands import write_envelope
+from trtguard.cli._key_files import load_signing_key
 from trtguard.cli._keys import add_password_arguments
 from trtguard.cli._manifest_import import (
     IMPORT_EXIT,

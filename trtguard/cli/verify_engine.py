@@ -178,7 +178,7 @@ def _model_signers(args: argparse.Namespace) -> ModelSignatureRequest | None:
 def _signing_key(args: argparse.Namespace) -> PrivateKey:
     # Imported here: the shared password helper lives with the key commands, whose module also loads the
     # sigstore verifier; only --attest needs it.
-    from trtguard.cli._key_commands import load_signing_key  # noqa: PLC0415
+    from trtguard.cli._key_files import load_signing_key  # noqa: PLC0415
 
     return load_signing_key(args.attest_key, args)
 
