@@ -49,7 +49,6 @@ KNOWN: dict[str, tuple[str, ...]] = {
         "policies.rules._verification -> policies.schema",
         "policies.rules._verification -> policies.verified",
         "policies.schema -> verifier.attestations",
-        "policies._signature_records -> verifier.evidence",
         "policies.testing -> verifier.evidence_folder",
         "policies.verified -> verifier.attestations",
         "policies.verified -> verifier.evidence",
