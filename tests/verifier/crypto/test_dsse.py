@@ -214,7 +214,7 @@ def test_interop_cosign_keyless_dsse_envelope(shared_fixtures: Path) -> None:
 
 
 def _spec_vector() -> dict[str, Any]:
-    path = Path(__file__).resolve().parents[1] / "data" / "dsse-spec" / "protocol-test-vector.json"
+    path = Path(__file__).resolve().parents[2] / "data" / "dsse-spec" / "protocol-test-vector.json"
     vector: dict[str, Any] = json.loads(path.read_text())
     return vector
 

@@ -433,7 +433,7 @@ def test_unencrypted_pkcs8_round_trip(tmp_path: Path) -> None:
 
 # --- cosign's own key vectors (tests/data/cosign-test-vectors, SOURCES.md) ------------------------------
 
-COSIGN_KEYS = Path(__file__).resolve().parents[1] / "data" / "cosign-test-vectors"
+COSIGN_KEYS = Path(__file__).resolve().parents[2] / "data" / "cosign-test-vectors"
 
 
 @pytest.mark.parametrize(
