@@ -15,7 +15,7 @@ Three figures: the files *executed*; the *raw path*; and the *reading path*, wha
 request's own modules (files directly in ``webhook/`` or ``policies/``) on the path, plus each unit they call
 into, where a unit is a room (a folder below a top-level package, or the whole ``decisionlog`` package)
 counted once, or a file directly in ``verifier/``. A room entered only from another room is inside it.
-Issue 26 gates: reading path <= 12, raw path <= 27 (today: 16 and 26).
+Issue 26 gates: reading path <= 12, raw path <= 27 (today: 12 and 35).
 
 Usage, from the repository root: ``.venv/bin/python bench/admission_path.py [WORKDIR]`` (a fresh temporary
 folder by default).
@@ -46,12 +46,12 @@ from trtguard.demo._run import admission_review, scenarios
 from trtguard.demo.material import make_material
 from verifier.base._cache import ResultCache
 from verifier.evidence_folder import LocalEvidence
-from webhook.admission import Reviewer
-from webhook.app import WebhookServices, create_app
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.settings import ServeSettings
-from webhook.tracing import Tracing
+from webhook._admission import Reviewer
+from webhook._app import WebhookServices, create_app
+from webhook._metrics import Metrics
+from webhook._policy_store import PolicyStore
+from webhook._settings import ServeSettings
+from webhook._tracing import Tracing
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where project files live (relative to the root); the demo is the harness, not the request.

@@ -39,8 +39,8 @@ from decisionlog._segments import Ledger
 from decisionlog._sqlite import connect, migrate, write_batch
 from policies.identity import WorkloadIdentity
 from verifier.base._deadline import Deadline
-from verifier.keys import generate_private_key
-from webhook.admission_history import DecisionLogHistory
+from verifier.crypto._keys import generate_private_key
+from webhook._admission_history import DecisionLogHistory
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 #: The change-control policy that confirmed each engine (``confirmed_by``), whose history is looked up.

@@ -42,7 +42,7 @@ from decisionlog._segments import Ledger
 from decisionlog._wal import CHECKPOINT_INTERVAL, WAL_LIMIT_BYTES
 from trtguard.demo.material import make_material
 from verifier.base import Deadline
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 
 MONTH_S = 30 * 86400
 #: Workloads the decisions are about; each has its own images and engines, new every --version-records.

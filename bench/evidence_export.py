@@ -47,12 +47,12 @@ from trtguard.audit.package import (
 from trtguard.audit.package.archive import read_archive, write_archive
 from trtguard.demo.material import TENSORRT_IMAGE, Material, make_material
 from verifier.base._deadline import Deadline
+from verifier.crypto._keys import PrivateKey, generate_private_key
 from verifier.evidence_folder import LocalEvidence
-from verifier.keys import PrivateKey, generate_private_key
-from webhook.admission import Reviewer
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.wire import parse_review_document
+from webhook._admission import Reviewer
+from webhook._metrics import Metrics
+from webhook._policy_store import PolicyStore
+from webhook._wire import parse_review_document
 
 #: Issue 31: the default export of a workload's decisions within 1.5x reading them from the store, and a
 #: workload of 100,000 decisions in under 10 s.

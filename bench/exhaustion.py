@@ -6,7 +6,8 @@ there), a kind trtguard does not know holding 5,000 pod specs, and the same shap
 (499 init containers, 100 pod specs), which are judged in full. The unrelated review is the Pod of
 ``bench/webhook_latency.py`` (three containers, one engine; admitted).
 
-Against a second server whose policies add the GPU-fit template (``policies/templates/gpu-fit.yaml``),
+Against a second server whose policies add the GPU-fit template
+(``policies/workload_model/_templates/gpu-fit.yaml``),
 node selections built to make GPU fit slow: a Pod (10 KB) whose required node affinity has 20 terms, each
 admitting every compute capability up to 998.998 past a product label's ``NotIn``; a Volcano Job of 20
 tasks, each of 5 containers mounting an engine volume of their own, under one term of 50 ``Gt``/``Lt``
@@ -51,10 +52,10 @@ from typing import Any
 
 from bench import webhook_latency as webhook_bench
 from trtguard.demo.material import TENSORRT_IMAGE, Material, make_material
-from webhook.tls import make_self_signed
+from webhook._tls import make_self_signed
 
 ROOT = Path(__file__).resolve().parent.parent
-TEMPLATES = ROOT / "policies" / "templates"
+TEMPLATES = ROOT / "policies" / "workload_model" / "_templates"
 #: How long the client waits for any one answer (the code before issue 24 took minutes on some).
 ANSWER_TIMEOUT = 300.0
 

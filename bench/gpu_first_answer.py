@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from verifier.base._digests import hash_file  # noqa: E402
-from verifier.intoto import ResourceDescriptor, Statement, sign_statement  # noqa: E402
-from verifier.keys import generate_private_key  # noqa: E402
+from verifier.crypto._intoto import ResourceDescriptor, Statement, sign_statement  # noqa: E402
+from verifier.crypto._keys import generate_private_key  # noqa: E402
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest  # noqa: E402
 
 # verify-engine through the handler trtguard calls, with trtguard's error handling, for images without

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from webhook.metrics import Metrics
+from webhook._metrics import Metrics
 
 
 def _best(call: Callable[[], object], calls: int, runs: int) -> float:

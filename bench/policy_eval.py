@@ -30,14 +30,14 @@ from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.requesters import Requester
 from policies.schema import trusted_keys_yaml
-from policies.workload import extract
+from policies.workload_model._extraction import extract
 from trtguard.demo.material import make_material
 from verifier.base._digests import sha256_bytes
-from verifier.dsse import sign_envelope
+from verifier.crypto._dsse import sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
+from verifier.crypto._keys import generate_private_key
 from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.evidence_folder import LocalEvidence
-from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
-from verifier.keys import generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_statement
 from verifier.registry.engine_artifact import engine_artifact_manifest, engine_layer
 
@@ -189,7 +189,7 @@ def build(root: Path) -> tuple[PolicyEvaluator, PolicyEvaluator, dict[str, Any]]
 
 
 def webhook_request(root: Path) -> Callable[[], Coroutine[Any, Any, Any]]:
-    """One evaluation of the webhook benchmark's request, as ``webhook.admission`` asks for it."""
+    """One evaluation of the webhook benchmark's request, as ``webhook._admission`` asks for it."""
     material = make_material(root)
     request = json.loads(webhook_bench._review_body(material, root).read_text())["request"]
     engine = PolicyEvaluator(load_policy_set(material.policies), LocalEvidence(material.attestations))

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _record(folder: Path) -> Any:
-    """The webhook's record of the benchmark Pod (as ``webhook.admission`` builds it)."""
+    """The webhook's record of the benchmark Pod (as ``webhook._admission`` builds it)."""
     from policies.check import check, read_resources  # noqa: PLC0415 - imported from the tree measured
     from policies.evaluator import PolicyEvaluator  # noqa: PLC0415
     from policies.loader import load_policy_set  # noqa: PLC0415
@@ -110,13 +110,13 @@ async def _validate_cpu_us(folder: Path, requests: int) -> float:
     from decisionlog import SQLiteStore  # noqa: PLC0415
     from trtguard.demo.material import SIDECAR_IMAGES, TENSORRT_IMAGE, make_material  # noqa: PLC0415
     from verifier.evidence_folder import LocalEvidence  # noqa: PLC0415
-    from webhook.admission import Reviewer  # noqa: PLC0415
-    from webhook.app import WebhookServices, create_app  # noqa: PLC0415
-    from webhook.logging import configure_logging  # noqa: PLC0415
-    from webhook.metrics import Metrics  # noqa: PLC0415
-    from webhook.policy_store import PolicyStore  # noqa: PLC0415
-    from webhook.settings import ServeSettings  # noqa: PLC0415
-    from webhook.tracing import Tracing  # noqa: PLC0415
+    from webhook._admission import Reviewer  # noqa: PLC0415
+    from webhook._app import WebhookServices, create_app  # noqa: PLC0415
+    from webhook._logging import configure_logging  # noqa: PLC0415
+    from webhook._metrics import Metrics  # noqa: PLC0415
+    from webhook._policy_store import PolicyStore  # noqa: PLC0415
+    from webhook._settings import ServeSettings  # noqa: PLC0415
+    from webhook._tracing import Tracing  # noqa: PLC0415
 
     material = make_material(folder)
     policies = PolicyStore(material.policies, LocalEvidence(material.attestations))

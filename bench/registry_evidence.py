@@ -46,7 +46,7 @@ from trtguard.release.cosign_layout import append_layer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline
 from verifier.base._references import ImageReference
-from verifier.keys import PrivateKey, generate_private_key
+from verifier.crypto._keys import PrivateKey, generate_private_key
 from verifier.registry._cosign_layout import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
 from verifier.registry._oci import OCI_CONFIG, OCI_MANIFEST, Descriptor, image_manifest
 from verifier.registry.client import RegistryClient
@@ -246,7 +246,7 @@ def throughput(key: PrivateKey, policy: TrustPolicy, seconds: float) -> None:
     keys_verify = rate(lambda: public.verify(signature, payload))
     full = rate(lambda: verify_image_signatures(digest, policy, classic=classic, repository=ref.name))
     print(f"  baseline: cryptography ECDSA verify     {baseline:9.0f} /s")
-    print(f"  verifier.keys PublicKey.verify          {keys_verify:9.0f} /s")
+    print(f"  verifier.crypto._keys PublicKey.verify          {keys_verify:9.0f} /s")
     print(f"  verify_image_signatures (full check)    {full:9.0f} /s")
 
 

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import webhook_latency as single
 from decisionlog import open_store
 from trtguard.demo.material import make_material
-from webhook.tls import make_self_signed
+from webhook._tls import make_self_signed
 
 DATABASE = "trtguard_bench_replicas"
 

@@ -37,7 +37,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from verifier import dsse, intoto, keys, signatures
+from verifier import signatures
+from verifier.crypto import _dsse as dsse
+from verifier.crypto import _intoto as intoto
+from verifier.crypto import _keys as keys
 from verifier.signatures import CosignSignature, KeylessIdentity, TrustPolicy, TrustRoot
 
 IMAGE = "sha256:" + hashlib.sha256(b"bench manifest").hexdigest()

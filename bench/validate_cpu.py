@@ -59,9 +59,9 @@ def _webhook_bench() -> Any:
 def measure(requests: int, parts: bool) -> dict[str, float]:
     """The figures of the tree this interpreter imports ``webhook`` and ``decisionlog`` from."""
     from trtguard.demo.material import make_material  # noqa: PLC0415 - from the tree measured
-    from webhook.logging import configure_logging  # noqa: PLC0415
-    from webhook.server import build  # noqa: PLC0415
-    from webhook.settings import ServeSettings  # noqa: PLC0415
+    from webhook._logging import configure_logging  # noqa: PLC0415
+    from webhook._server import build  # noqa: PLC0415
+    from webhook._settings import ServeSettings  # noqa: PLC0415
 
     bench = _webhook_bench()
     with tempfile.TemporaryDirectory() as folder, Path(os.devnull).open("w") as sink:
@@ -153,7 +153,7 @@ def _thread_cpu() -> dict[str, float]:
 async def _drive(
     settings: Any, built: Any, template: str, requests: int, parts: bool, bench: Any
 ) -> dict[str, float]:
-    from webhook.app import create_app  # noqa: PLC0415 - from the tree measured
+    from webhook._app import create_app  # noqa: PLC0415 - from the tree measured
 
     app = create_app(settings, built.services, owns_store=False)
     await built.services.store.open()
@@ -175,7 +175,7 @@ async def _parts(built: Any, body: bytes) -> dict[str, float]:
     from decisionlog._record import GENESIS_HASH  # noqa: PLC0415
     from decisionlog._sqlite import connect, migrate, write_batch  # noqa: PLC0415
     from verifier.base import Deadline  # noqa: PLC0415
-    from webhook.wire import encode, parse_review  # noqa: PLC0415
+    from webhook._wire import encode, parse_review  # noqa: PLC0415
 
     reviewer = built.services.reviewer
     request = parse_review(body)

@@ -42,7 +42,7 @@ from fastapi.responses import Response
 
 from decisionlog import SQLiteStore
 from trtguard.demo.material import SIDECAR_IMAGES, TENSORRT_IMAGE, make_material
-from webhook.tls import make_self_signed, server_context
+from webhook._tls import make_self_signed, server_context
 
 SERVICE = "trtguard.trtguard.svc"
 UID_PLACEHOLDER = "00000000-0000-4000-8000-000000000000"

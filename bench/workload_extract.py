@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from policies.workload import ENGINES_ANNOTATION, Workload, extract
+from policies.workload_model._extraction import ENGINES_ANNOTATION, Workload, extract
 from verifier.base._references import (  # _parse.__wrapped__: the parser without its cache
     ImageReference,
     _parse,

@@ -15,28 +15,20 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import itertools
 import json
 import os
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
 
 from decisionlog import _checkpoints as checkpoints
-from decisionlog._carried import CarriedState, state_from_json
-from decisionlog._chain import ChainReport, ChainVerifier, Row
+from decisionlog._archived_segment import SegmentCheck, check_segment, segment_header, segment_lines
+from decisionlog._carried import CarriedState
+from decisionlog._chain import ChainReport
 from decisionlog._checkpoints import Checkpoint
 from decisionlog._errors import DecisionLogError
-from decisionlog._record import GENESIS_HASH, INDEXED_NAMES, DecisionRecord, canonical_json, load_body
+from decisionlog._record import GENESIS_HASH, canonical_json, load_body
 from decisionlog._segments import Ledger, SealedSegment, file_sha256
-from verifier.keys import PublicKey
-
-#: How the line of the carried state a segment starts from begins (canonical JSON: its only key).
-_CARRIED_BEFORE: Final = b'{"carried_before":'
-#: Longest line read back from an archive: a record is at most about 8 MB of canonical JSON.
-MAX_LINE_BYTES: Final = 16 * 1024 * 1024
+from verifier.crypto import PublicKey
 
 
 def segment_name(checkpoint: Checkpoint) -> str:
@@ -121,22 +113,6 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentCheck:
-    """What checking an archived segment found, beside its chain report.
-
-    ``carried_ok``: the carried state the file starts from has the checkpoint's ``prev_carried_hash``, and
-    folded over the records gives its ``carried_hash`` (None for a checkpoint of format 1 or 2, which names
-    no carried state of the form kept now).
-    """
-
-    checkpoint: Checkpoint
-    signature_ok: bool | None
-    seconds: float
-    carried_ok: bool | None = None
-    carried_problem: str | None = None
-
-
 def verify_segment(path: Path, *, key: PublicKey | None) -> tuple[ChainReport, SegmentCheck]:
     """Recompute an archived segment's chain from its checkpoint's ``prev_hash`` to its ``head_hash``, and
     its carried state from ``prev_carried_hash`` to ``carried_hash``.
@@ -145,103 +121,10 @@ def verify_segment(path: Path, *, key: PublicKey | None) -> tuple[ChainReport, S
     when the report is ok, the carried state checks and the signature holds.
     """
     started = time.perf_counter()
-    lines = _lines(path)
-    checkpoint = _header(next(lines, None), path)
-    verifier = ChainVerifier()
-    verifier.start_after(checkpoint.first_seq - 1, checkpoint.prev_hash)
-    second = next(lines, None)
-    carried, problem, read = _carried_before(checkpoint, second, path)
-    records = lines if read or second is None else itertools.chain([second], lines)
-    for number, line in enumerate(records, start=3 if read else 2):
-        row, record = _row(line, path, number)
-        if not verifier.feed(row):
-            break
-        if carried is not None:
-            carried.fold(row.seq, record)
-    report = verifier.finish(head_seq=checkpoint.last_seq, head_hash=checkpoint.head_hash)
-    if carried is not None and problem is None and report.ok and carried.digest() != checkpoint.carried_hash:
-        problem = "the carried state after the records is not the one the checkpoint signs"
-    carried_ok = problem is None if checkpoint.signs_carried else None
-    signature_ok = None if key is None else checkpoint.verify(key)
+    report, check = check_segment(path)
+    signature_ok = None if key is None else check.checkpoint.verify(key)
     seconds = time.perf_counter() - started
-    return report, SegmentCheck(checkpoint, signature_ok, seconds, carried_ok, problem)
-
-
-def segment_rows(path: Path, checkpoint: Checkpoint) -> Iterator[Row]:
-    """The records of the archived segment of ``checkpoint``, once the whole file is checked against it."""
-    report, check = verify_segment(path, key=None)
-    if check.checkpoint.statement() != checkpoint.statement() or not report.ok or check.carried_ok is False:
-        raise DecisionLogError(
-            f"the archive is not the segment of seq {checkpoint.first_seq}…{checkpoint.last_seq}: "
-            f"{check.carried_problem or report.summary()}",
-            location=str(path),
-        )
-    lines = _lines(path)
-    next(lines, None)
-    for number, line in enumerate(lines, start=2):
-        if number == 2 and line.startswith(_CARRIED_BEFORE):
-            continue
-        yield _row(line, path, number)[0]
-
-
-def _header(line: bytes | None, path: Path) -> Checkpoint:
-    try:
-        header = json.loads(line if line is not None else b"")
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise DecisionLogError(f"not an archived segment: {error}", location=str(path)) from None
-    return checkpoints.parse(header, where=str(path))
-
-
-def _carried_before(
-    checkpoint: Checkpoint, line: bytes | None, path: Path
-) -> tuple[CarriedState | None, str | None, bool]:
-    """The carried state the segment starts from (its second ``line``), what is wrong with it, if anything,
-    and whether the line was it (else it is the first record).
-
-    A format-2 segment archived before workloads were keyed by API group holds a state of that form there:
-    read past, unchecked (nothing reads it any more); one archived since holds none."""
-    if not checkpoint.signs_carried:
-        earlier = checkpoint.prev_carried_hash is not None and (line or b"").startswith(_CARRIED_BEFORE)
-        return None, None, earlier
-    try:
-        data = json.loads(line or b"")
-        state = state_from_json(data["carried_before"], where=f"{path}:2")
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, DecisionLogError) as error:
-        detail = error.message if isinstance(error, DecisionLogError) else repr(error)
-        return CarriedState(), f"line 2 is not the carried state the segment starts from: {detail}", True
-    if state.digest() != checkpoint.prev_carried_hash:
-        return state, "the carried state the segment starts from is not the one the checkpoint signs", True
-    return state, None, True
-
-
-def _lines(path: Path) -> Iterator[bytes]:
-    try:
-        with gzip.open(path, "rb") as handle:
-            while line := handle.readline(MAX_LINE_BYTES + 1):
-                if len(line) > MAX_LINE_BYTES:
-                    raise DecisionLogError("a line of the archive is too long", location=str(path))
-                yield line
-    except (OSError, EOFError) as error:
-        raise DecisionLogError(f"cannot read the archived segment: {error}", location=str(path)) from None
-
-
-def _row(line: bytes, path: Path, number: int) -> tuple[Row, DecisionRecord]:
-    try:
-        data = json.loads(line)
-        record = data["record"]
-        body = canonical_json(record).decode()
-        decision = DecisionRecord.from_json(record)
-        columns = decision.to_json()
-        row = Row(
-            int(data["seq"]),
-            body,
-            str(data["prev_hash"]),
-            str(data["hash"]),
-            {**{name: columns[name] for name in INDEXED_NAMES}, "api_group": decision.api_group},
-        )
-        return row, decision
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, DecisionLogError) as e:
-        raise DecisionLogError(f"line {number} is not an archived record: {e}", location=str(path)) from None
+    return report, dataclasses.replace(check, signature_ok=signature_ok, seconds=seconds)
 
 
 def checkpoint_chain_problems(
@@ -314,7 +197,7 @@ def verify_archive(
             )
     for path in sorted(folder.glob("decisions-*.jsonl.gz")):
         try:
-            header = _header(next(_lines(path), None), path)
+            header = segment_header(next(segment_lines(path), None), path)
         except DecisionLogError as error:
             problems.append(f"{path.name}: {error.message}")
             continue

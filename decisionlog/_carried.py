@@ -1,7 +1,7 @@
 """What change control must remember of records that rotation prunes: each workload's last admissions.
 
 Change control compares an engine with those a policy confirmed in its last admission of the workload
-(``webhook.admission_history``). Pruning deletes old records, so the last admission of a workload that was
+(``webhook._admission_history``). Pruning deletes old records, so the last admission of a workload that was
 not changed for a while would go with them, and a gated change would then have no baseline. The *carried
 state* keeps it: for every workload (namespace, API group, kind, name: :mod:`policies.identity`) the newest
 :data:`KEPT` real, delivered admissions that named engines, and the newest :data:`KEPT` of them that each

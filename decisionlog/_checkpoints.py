@@ -2,7 +2,8 @@
 
 A checkpoint says "records ``first_seq``…``last_seq`` of this log, after ``prev_hash``, end in ``head_hash``",
 with the decision times of the first and last record and when it was sealed, signed with a key the operator
-holds (any key :mod:`verifier.keys` signs with: ECDSA, Ed25519 or RSA). The signed bytes are the canonical
+holds (any key :mod:`verifier.crypto._keys` signs with: ECDSA, Ed25519 or RSA). The signed bytes are the
+canonical
 JSON (RFC 8785) of the statement, so anyone can check one with the public key alone. Consecutive checkpoints
 link: each one's ``prev_hash`` is the ``head_hash`` of the one before (the genesis hash for the first).
 
@@ -32,7 +33,7 @@ from typing import Any, Final
 
 from decisionlog._errors import DecisionLogError
 from decisionlog._record import canonical_json, format_time
-from verifier.keys import PrivateKey, PublicKey
+from verifier.crypto import PrivateKey, PublicKey
 
 CHECKPOINT_TYPE: Final = "trtguard.dev/decision-log-checkpoint/v3"
 CHECKPOINT_TYPE_2: Final = "trtguard.dev/decision-log-checkpoint/v2"

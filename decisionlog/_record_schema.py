@@ -1,7 +1,7 @@
 """The JSON Schema of a decision record (format 2), as ``trtguard schema decision`` prints it.
 
 The models below describe the JSON object the log stores and hashes (:meth:`DecisionRecord.to_json`), field
-by field: what the admission flow puts in (``webhook.admission``) and, in ``images`` and ``engines``, what
+by field: what the admission flow puts in (``webhook._admission``) and, in ``images`` and ``engines``, what
 the policies counted (``policies.results.ArtifactRecord``). They are a description for readers and
 validators, not the writer's code: docs/decision-log.md is the specification they follow, and the tests
 check every record the webhook writes against this schema.

@@ -36,7 +36,7 @@ from decisionlog._record import GENESIS_HASH, DecisionRecord, canonical_json, lo
 from decisionlog._schema import Dialect
 from decisionlog._sqlite import connect, migrate
 from decisionlog._store import redact
-from verifier.keys import PrivateKey
+from verifier.crypto import PrivateKey
 
 #: Rows read per query while sealing or archiving.
 PAGE: Final = 2000
@@ -237,7 +237,7 @@ class Ledger:
         """The records of a sealed segment, chain-checked: from the store, or its archive once pruned."""
         checkpoint = segment.checkpoint
         if segment.pruned:
-            from decisionlog._archive import segment_rows  # noqa: PLC0415 - archive imports this module
+            from decisionlog._archived_segment import segment_rows  # noqa: PLC0415
 
             if archive is None or segment.archive is None:
                 raise DecisionLogError(

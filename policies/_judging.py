@@ -1,6 +1,6 @@
 """One policy's findings about one workload: the rule table, and the order it is applied in.
 
-Every rule family is one rule of the contract of :mod:`policies.rules.findings`, registered once in
+Every rule family is one rule of the contract of :mod:`policies.rules._findings`, registered once in
 :data:`RULES`; each applies to a policy when its guard says so (``applies``), and judges one subject
 (:mod:`policies.evaluation`): first the workload, then each image, then each engine the policy judges (the
 build manifest rule first: the rules after it read the manifest it verified, and none of them runs when it
@@ -18,10 +18,10 @@ from policies import rules
 from policies.engines import EngineSort, outside_violations
 from policies.evaluation import EngineSubject, Evaluation, ImageSubject, WorkloadSubject
 from policies.loader import CompiledPolicy
-from policies.pods import EngineUse, ImageUse
 from policies.results import Violation
 from policies.rules import Findings, unavailable, violation
 from policies.schema import ModelsRule
+from policies.workload_model import EngineUse, ImageUse
 from verifier.base import InvalidReference, TrtguardError
 
 __all__ = ["RULES", "judge_policy"]

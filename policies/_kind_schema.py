@@ -1,6 +1,6 @@
 """The ``WorkloadKind`` policy document, as a pydantic model: a custom resource kind and where it keeps the
 Pods it makes (``policies/README.md``, "Workload kinds"; :mod:`policies._workload_kinds` turns it into a
-:class:`~policies.kinds.KindDefinition`)."""
+:class:`~policies.workload_model._kinds.KindDefinition`)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,15 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from policies._strict import refuse_repeats
-from policies.paths import PathError, PathPattern
-from policies.schema import Metadata, _Model
+from policies._strict import Metadata, StrictModel, refuse_repeats
+from policies.workload_model import PathError, PathPattern
 
 __all__ = ["WorkloadKindDocument", "WorkloadKindSpec"]
 
 _PATTERNS = "path patterns: keys joined by dots, [*] for every item of a list, * for every value of a map"
 
 
-class WorkloadKindSpec(_Model):
+class WorkloadKindSpec(StrictModel):
     """Where a custom resource keeps the Pods it makes: pod templates, pod specs and single containers."""
 
     group: str = Field(
@@ -51,7 +50,7 @@ class WorkloadKindSpec(_Model):
         return self
 
 
-class WorkloadKindDocument(_Model):
+class WorkloadKindDocument(StrictModel):
     """A custom resource kind trtguard reads, with the paths of its pod templates."""
 
     api_version: Literal["trtguard.dev/v1alpha1"]

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from policies._kind_schema import WorkloadKindDocument
-from policies.kinds import KindDefinition, KindRegistry, template
-from policies.operator_kinds import DEFAULT_KINDS
+from policies.workload_model import DEFAULT_KINDS, KindDefinition, KindRegistry, template
 from verifier.base import Document
 
 __all__ = ["kind_name_problems", "registry"]

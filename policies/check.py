@@ -28,7 +28,7 @@ from policies.evaluator import PolicyEvaluator
 from policies.pinning import apply_patch, patch_for
 from policies.requesters import Requester
 from policies.results import Action, Decision
-from policies.workload import iter_resources
+from policies.workload_model import iter_resources
 from verifier.base import Deadline, Document, InputError, decode, load_each_document
 
 _INPUT_SUFFIXES = (".yaml", ".yml", ".json")

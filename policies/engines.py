@@ -1,7 +1,8 @@
 """Which image volumes a policy treats as TensorRT engines (``models.engines``), and what the others need.
 
 Engine candidates are the image volumes a container mounts, the volumes an annotation entry names, model
-storage URIs (KServe's ``oci://``) and annotation entries (:class:`~policies.podspec.EngineUse`). For a
+storage URIs (KServe's ``oci://``) and annotation entries
+(:class:`~policies.workload_model._podspec.EngineUse`). For a
 policy:
 
 - without ``models.engines``, every candidate is an engine (nothing unsigned passes as "just an image");
@@ -36,10 +37,9 @@ from dataclasses import dataclass
 from policies.evaluation import Evaluation
 from policies.loader import CompiledPolicy
 from policies.patterns import ImagePattern, matches_any
-from policies.podspec import EngineUse, ImageField
 from policies.results import Violation
-from policies.rules.findings import unavailable, violation
-from policies.workload import Workload
+from policies.rules import unavailable, violation
+from policies.workload_model import EngineUse, ImageField, Workload
 from verifier.base import EvidenceUnavailable, ImageReference, VerificationError
 
 __all__ = ["EngineSort", "engine_sort", "outside_violations", "sort_engines"]

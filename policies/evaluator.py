@@ -8,7 +8,8 @@ engine must satisfy the policy's ``models`` rules (a build manifest signed by it
 module in :mod:`policies.rules`, registered once in that table. A rule that cannot be checked (offline, a
 registry that fails, time running out) is a violation with ``error=True`` whose action is the policy's
 ``onError``: never a silent pass. Reading the object (and an UPDATE's old one) runs off the event loop
-unless small, within a CPU budget (:mod:`policies.budget`); past it, every matching policy's ``onError``
+unless small, within a CPU budget (:mod:`policies.workload_model._budget`); past it, every matching policy's
+``onError``
 answers.
 """
 
@@ -22,7 +23,6 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from policies._judging import judge_policy
-from policies.budget import DEFAULT_CPU_SECONDS, Budget, BudgetExceeded, within
 from policies.cel.sandbox import CelSandbox, shared_sandbox
 from policies.engines import EngineSort, engine_sort, sort_engines
 from policies.evaluation import AdmissionHistory, Changes, Evaluation
@@ -32,7 +32,18 @@ from policies.pinning import apply_patch, patch_for
 from policies.requesters import Requester
 from policies.results import Action, ArtifactRecord, Decision, Violation
 from policies.verified import CacheSettings, VerifiedEvidence, VerifiedManifest
-from policies.workload import Unjudged, Workload, changed_since, extract, identify, unknown_kind
+from policies.workload_model import (
+    DEFAULT_CPU_SECONDS,
+    Budget,
+    BudgetExceeded,
+    Unjudged,
+    Workload,
+    changed_since,
+    extract,
+    identify,
+    unknown_kind,
+    within,
+)
 from verifier.base import Deadline, InputError
 from verifier.evidence import EvidenceSource
 
@@ -69,7 +80,7 @@ class PolicyEvaluator:
     same image or engine touch neither the registry nor the cryptography, and no verdict depends on what
     was asked before. CEL expressions not proven cheap at load time run in ``cel`` (the process's shared
     sandbox unless given), under its time and memory limits. ``cpu_seconds`` is the CPU one evaluation may
-    spend reading the object and preparing data (:mod:`policies.budget`), within its deadline.
+    spend reading the object and preparing data (:mod:`policies.workload_model._budget`), within its deadline.
     """
 
     def __init__(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from policies.kinds import GroupKind, group_of, named_kinds, parse_kind_name
+from policies.workload_model import GroupKind, group_of, named_kinds, parse_kind_name
 from verifier.base import InputError
 
 __all__ = [

@@ -34,8 +34,6 @@ from policies._compiled_rules import (
 )
 from policies._kind_schema import WorkloadKindDocument
 from policies._workload_kinds import kind_name_problems, registry
-from policies.kinds import KindRegistry
-from policies.operator_kinds import DEFAULT_KINDS
 from policies.patterns import ImagePattern, PatternError, matches_any
 from policies.schema import (
     API_VERSION,
@@ -45,6 +43,7 @@ from policies.schema import (
     parse_duration,
 )
 from policies.signers import Signer, load_signers, signer_list_problems
+from policies.workload_model import DEFAULT_KINDS, KindRegistry
 from verifier.base import Document, ImageReference, InputError, decode, load_documents, short_repr, visible
 
 __all__ = [

@@ -8,11 +8,10 @@ import functools
 import re
 from collections.abc import Callable, Mapping
 
-from policies.kinds import named_kinds
 from policies.loader import CompiledPolicy
 from policies.requesters import Requester, RequesterSet, in_set
 from policies.schema import LabelSelector, ResourceFilter
-from policies.workload import Workload
+from policies.workload_model import Workload, named_kinds
 
 __all__ = ["selection", "selects", "selects_by_requester"]
 

@@ -13,7 +13,7 @@ against the object itself, so that a bracket is read as a list index or a map ke
 Only a field that holds the reference as written can be pinned (:func:`written`): an image field, or a model
 storage URI that names it behind its OCI scheme (KServe's ``storageUri: oci://…``, pinned as
 ``oci://name:tag@sha256:…``). An image found as an object (``{repository, tag}``) or composed from fields
-beside it is never rewritten: the evaluation refuses to pin it (``policies.rules.images``).
+beside it is never rewritten: the evaluation refuses to pin it (``policies.rules._images``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ __all__ = ["PatchOperation", "apply_patch", "patch_for", "pointer", "written"]
 PatchOperation = dict[str, Any]
 
 _SEGMENT: Final = re.compile(r"\.?(?P<key>[A-Za-z_][A-Za-z0-9_-]*)|\[(?P<bracket>[^\]]*)\]")
-#: The schemes of a model storage URI that names an image (``policies.podspec``, ``policies.discovery``).
+#: The schemes of a model storage URI that names an image (``policies.workload_model._podspec``,
+# ``policies.workload_model._discovery``).
 _OCI_SCHEME: Final = re.compile(r"oci(?:\+[a-z]+)?")
 
 

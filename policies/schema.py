@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, TypeAdapter, field_validator, model_validator
 
+from policies._kind_schema import WorkloadKindDocument
 from policies._scan_schema import (
     AllowedVulnerability,
     ComponentRule,
@@ -25,9 +26,9 @@ from policies._scan_schema import (
 )
 from policies._strict import API_VERSION, KeyRef, Metadata, Name, StrictModel, parse_duration, refuse_repeats
 from policies._trusted_keys import NotationSigner, TrustedKey, TrustedKeysDocument, trusted_keys_yaml
-from policies.podspec import ImageField
 from policies.requesters import RequesterRule, RequesterSet
 from policies.results import Action
+from policies.workload_model import ImageField
 from verifier.attestations import ChangeKind
 
 __all__ = [
@@ -463,7 +464,6 @@ class InferencePolicyDocument(_Model):
 
 def policy_json_schema() -> dict[str, Any]:
     """JSON Schema of the policy documents (one of TrustedKeys, InferencePolicy, WorkloadKind), by alias."""
-    from policies._kind_schema import WorkloadKindDocument  # noqa: PLC0415 - it builds on this module
 
     adapter: TypeAdapter[TrustedKeysDocument | InferencePolicyDocument | WorkloadKindDocument] = TypeAdapter(
         Annotated[

@@ -23,6 +23,10 @@ hit skips the registry and the cryptography; the evaluator still runs every othe
 Verification runs in a worker thread (keyless signatures cost ~10 ms of certificate checks), never on the
 event loop.
 
+The image signatures that counted are written down here too, in the decision record's terms
+(:class:`VerifiedSignatures`, :func:`signature_record`): what :mod:`verifier.verification` returned, named as
+the decision log names it.
+
 One module on purpose: :class:`VerifiedEvidence` is one object, every cache of verified evidence with the
 cache keys and per-rule trust its methods share; splitting it by evidence kind would spread that state.
 """
@@ -37,15 +41,21 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from policies._signature_records import VerifiedSignatures, signature_record
 from policies.cel import CelActivation, prepare_activation
 from policies.loader import PolicySet
-from policies.results import SignerRecord
+from policies.results import SignatureFormat, SignatureRecord, SignerRecord
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
     ENGINE_VERIFICATION_PREDICATE_TYPE,
 )
-from verifier.base import Deadline, ImageReference, ResultCache, TrtguardError, VerificationError
+from verifier.base import (
+    Deadline,
+    ImageReference,
+    ResultCache,
+    TrtguardError,
+    VerificationError,
+    sha256_bytes,
+)
 from verifier.evidence import ArtifactAttestations, EvidenceSource
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
 from verifier.scans import same_predicate_type
@@ -63,6 +73,7 @@ from verifier.verification import (
     by_statement,
     dsse_trust,
     image_trust,
+    statement_digest,
     verify_approval,
     verify_attestation,
     verify_image,
@@ -73,7 +84,8 @@ from verifier.verification import (
 )
 
 if TYPE_CHECKING:
-    from verifier.verification import TrustPolicy
+    from verifier.evidence import ImageSignatures
+    from verifier.verification import CountedSignature, SignerMatch, TrustPolicy, VerificationResult
 
 __all__ = [
     "CacheSettings",
@@ -96,6 +108,58 @@ Fetch = Callable[[], Awaitable[ArtifactAttestations]]
 
 
 _Document = TypeVar("_Document", VerifiedPredicate, VerifiedManifest, VerifiedModelStatement)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedSignatures:
+    """An image's signatures that met a rule, and each one that counted, as the decision log records it."""
+
+    result: VerificationResult
+    counted: tuple[SignatureRecord, ...]
+
+    @property
+    def valid_until(self) -> datetime | None:
+        """When a counted signature stops verifying (a certificate's notAfter, a signature's expiry)."""
+        return self.result.valid_until
+
+
+_FORMATS: dict[str, SignatureFormat] = {
+    "classic": "cosign-classic",
+    "bundle": "sigstore-bundle",
+    "envelope": "dsse",
+    "notation": "notation",
+}
+
+
+def signature_record(counted: CountedSignature, material: ImageSignatures) -> SignatureRecord:
+    """How the decision log names a signature that counted: its format, object digest and signers."""
+    if counted.source == "classic":
+        digest = f"sha256:{sha256_bytes(material.classic[counted.index].payload)}"
+    elif counted.source == "bundle":
+        digest = f"sha256:{sha256_bytes(material.bundles[counted.index])}"
+    elif counted.source == "notation":
+        digest = f"sha256:{sha256_bytes(material.notation[counted.index].envelope)}"
+    else:
+        digest = statement_digest(material.statements[counted.index].envelope.payload)
+    return SignatureRecord(
+        format=_FORMATS[counted.source],
+        digest=digest,
+        signers=tuple(signer_record(match) for match in counted.signers),
+        tlog_index=counted.log_index,
+        logged=counted.logged,
+    )
+
+
+def signer_record(match: SignerMatch) -> SignerRecord:
+    """A signer that matched, as the decision log records it (key name and id, or identity and issuer)."""
+    if match.kind == "key":
+        return SignerRecord(key=match.label, key_id=match.signer_id.removeprefix("key:"))
+    if match.kind == "notation":
+        # "name (certificate subject)": the trust policy's signer name, and the subject under its anchor.
+        return SignerRecord(key=match.label.partition(" (")[0], key_id=match.signer_id)
+    # A keyless label is "subject (issuer)"; an issuer is a URL, which holds no " (".
+    subject, _, issuer = match.label.rpartition(" (")
+    return SignerRecord(identity=subject, issuer=issuer.removesuffix(")"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """Where a CustomResourceDefinition's schema keeps pod specs, containers and model storage URIs.
 
-Writes the JSON that tests/policies/test_operator_kinds.py holds the shipped operator kinds against
+Writes the JSON that tests/policies/workload_model/test_operator_kinds.py holds the shipped operator kinds
+against
 (tests/data/500-operator-crd-image-paths.json):
 
     python scripts/crd_image_paths.py OWNER/REPO@COMMIT:PATH=FILE ...

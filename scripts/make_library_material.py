@@ -18,10 +18,10 @@ from typing import Any
 
 from policies.schema import trusted_keys_yaml
 from verifier.base._digests import sha256_bytes
-from verifier.dsse import sign_envelope
+from verifier.crypto._dsse import sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
+from verifier.crypto._keys import generate_private_key
 from verifier.evidence import COSIGN_SIGN_PREDICATE
-from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
-from verifier.keys import generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_statement
 from verifier.registry.engine_artifact import engine_artifact_manifest, engine_layer
 

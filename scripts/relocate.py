@@ -63,6 +63,8 @@ TEXT_SUFFIXES = (
 TEXT_NAMES = ("Makefile", "Dockerfile", ".dockerignore", ".gitignore")
 #: Never rewritten: the fixtures (but their README and SOURCES pages) and the mapping files themselves.
 FROZEN = ("tests/data/", "docs/moves/")
+#: A path built from the file's own place (``Path(__file__).parent``, ``.parents[1]``).
+_FROM_FILE = re.compile(r"__file__\)(?:\.resolve\(\))?\.(?:parent\b|parents\[)")
 _LINK = re.compile(r"(\]\()([^)\s]+)|^(\[[^\]\n]+\]:[ \t]*)(\S+)", re.M)
 
 
@@ -140,6 +142,9 @@ class Relocation:
         parts = folder.split("/")
         if not all(p.isidentifier() for p in parts):
             return folder
+        move = self.lookup.lookup(".".join(parts))
+        if move is None or not self._was_package(move.old):
+            return folder  # a folder of data beside a moved module of the same name stays
         new = self.lookup.map(".".join(parts))
         return new.replace(".", "/") if new else folder
 
@@ -238,6 +243,9 @@ class Relocation:
         result = rewrite_python(text, file, names, self.exists, self._provides)
         plan.references += result.changes
         plan.notes.extend(result.notes)
+        if path.count("/") != source.count("/") and _FROM_FILE.search(text):
+            # Path(__file__).parents[1] / "data" names another folder once the file sits at another depth.
+            plan.notes.append(f"{path}: moved to another depth: check the paths it builds from __file__")
         self.exports.extend(result.exports)
         return result.text
 

@@ -63,11 +63,11 @@ BASE = (
 )
 CRYPTO = (
     "verifier.crypto",
-    "verifier._der",
-    "verifier._keyfile",
-    "verifier.dsse",
-    "verifier.intoto",
-    "verifier.keys",
+    "verifier.crypto._der",
+    "verifier.crypto._keyfile",
+    "verifier.crypto._dsse",
+    "verifier.crypto._intoto",
+    "verifier.crypto._keys",
 )
 
 #: The contracts by key (a ratchet contract's key is also its key in ``KNOWN``).

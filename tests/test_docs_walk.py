@@ -26,7 +26,7 @@ import yaml
 
 from policies.loader import load_policy_set
 from tests.conftest import REPO
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 
 PAGE = REPO / "docs" / "change-control.md"
 _BLOCK = re.compile(r"^```(sh|text)\n(.*?)^```$", re.MULTILINE | re.DOTALL)

@@ -63,7 +63,13 @@ def test_imports_point_one_way(module: str) -> None:
 
 #: The cryptography: what verifies a signature. Only verifier.verification (and the formats below it) may use
 #: it on behalf of policies, which keeps the caches and asks (issue 26).
-CRYPTO = ("verifier.dsse", "verifier.intoto", "verifier.keys", "verifier._der", "verifier._keyfile")
+CRYPTO = (
+    "verifier.crypto._dsse",
+    "verifier.crypto._intoto",
+    "verifier.crypto._keys",
+    "verifier.crypto._der",
+    "verifier.crypto._keyfile",
+)
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[0] == "policies"))
@@ -186,7 +192,7 @@ def test_an_offline_check_with_key_signers_loads_no_other_verifier() -> None:
 
 
 #: The modules that judge a workload: they reach pod templates through the workload model
-#: (policies.pods: Workload.templates, readers, templates_of) and nothing else (issue 24).
+#: (policies.workload_model._pods: Workload.templates, readers, templates_of) and nothing else (issue 24).
 JUDGING = sorted(
     m for m in MODULES if m.startswith("policies.rules.") or m in ("policies.evaluator", "policies.engines")
 )
@@ -205,10 +211,16 @@ RAW_READERS = {
     ("policies.evaluation._state", "cel_workload"),
     ("policies.evaluation._state", "image_records"),
 }
-#: What reads pod templates: only extraction (policies.workload, through these) may import them.
+#: What reads pod templates: only extraction (policies.workload_model._extraction, through these) may import
+# them.
 TEMPLATE_READERS = frozenset(
-    {"policies.templates", "policies.discovery", "policies.podspec.PodSpecReader", "policies.sharing"}
-    | {"policies.scheduling.read_node_selection", "policies.paths"}
+    {
+        "policies.workload_model._templates",
+        "policies.workload_model._discovery",
+        "policies.workload_model._podspec.PodSpecReader",
+        "policies.workload_model._sharing",
+    }
+    | {"policies.workload_model._scheduling.read_node_selection", "policies.workload_model._paths"}
 )
 
 
@@ -247,7 +259,9 @@ def _raw_reads(module: str) -> list[str]:
 
 @pytest.mark.parametrize("module", JUDGING)
 def test_rules_reach_pod_templates_only_through_the_workload_model(module: str) -> None:
-    assert not _raw_reads(module), "judge the workload's templates (policies.pods), not the object"
+    assert not _raw_reads(module), (
+        "judge the workload's templates (policies.workload_model._pods), not the object"
+    )
     readers = sorted(name for name in _imports(MODULES[module]) if name in TEMPLATE_READERS)
     assert not readers, f"{module} imports {readers}: only extraction reads pod templates"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import DATA, REPO
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 
 TRTGUARD = Path(sys.executable).with_name("trtguard")
 CHART_OUTPUT = DATA / "501-operator-manifests" / "helm" / "ray-cluster.yaml"

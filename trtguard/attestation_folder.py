@@ -32,10 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifier.base import Deadline, ImageReference, InputError, TrtguardError, VerificationError
-from verifier.dsse import Envelope
+from verifier.crypto import Envelope, statement_from_envelope
 from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.evidence_documents import classic_signature_document
-from verifier.intoto import statement_from_envelope
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
 from verifier.model_signing import MODEL_SIGNING_PREDICATE
 from verifier.registry.client import RegistryClient

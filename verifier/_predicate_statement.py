@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from verifier.base import InputError, input_error_from_validation
-from verifier.intoto import Statement
+from verifier.crypto import Statement
 
 _Model = TypeVar("_Model", bound=BaseModel)
 

@@ -18,7 +18,7 @@ from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from verifier._predicate_statement import require_subject, validate_predicate
-from verifier.intoto import Statement
+from verifier.crypto import Statement
 from verifier.predicates import (
     ChangeKind,
     Digest,

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from verifier.base import Deadline, ImageReference, VerificationError
-from verifier.dsse import Envelope
-from verifier.intoto import Statement
+from verifier.crypto import Envelope, Statement
 from verifier.manifest import EngineBuildManifest
 from verifier.registry import Descriptor, Manifest
 from verifier.registry.engine_artifact import (

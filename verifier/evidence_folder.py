@@ -45,7 +45,15 @@ from verifier.base import (
     VerificationError,
     read_limited,
 )
-from verifier.dsse import Envelope
+from verifier.crypto import (
+    PAYLOAD_TYPE,
+    Envelope,
+    Statement,
+    StatementTooDeep,
+    claimed_by_envelope,
+    claimed_by_statement,
+    statement_from_envelope,
+)
 from verifier.evidence import (
     ArtifactAttestations,
     ArtifactSubjects,
@@ -55,14 +63,6 @@ from verifier.evidence import (
     UncheckedStatement,
 )
 from verifier.evidence_documents import classic_signature_from_document, message_digest, signed_image_digest
-from verifier.intoto import (
-    PAYLOAD_TYPE,
-    Statement,
-    StatementTooDeep,
-    claimed_by_envelope,
-    claimed_by_statement,
-    statement_from_envelope,
-)
 from verifier.registry import MANIFEST_TYPES, Descriptor, InvalidDocument, Manifest
 from verifier.registry.engine_artifact import (
     ENGINE_ARTIFACT_TYPE,

@@ -25,8 +25,7 @@ from pydantic_core import PydanticCustomError
 from verifier._predicate_statement import require_subject, validate_predicate
 from verifier.attestations import ENGINE_BUILD_PREDICATE_TYPE
 from verifier.base import ImageReference, InputError, sha256_bytes
-from verifier.dsse import Envelope
-from verifier.intoto import ResourceDescriptor, Statement
+from verifier.crypto import Envelope, ResourceDescriptor, Statement
 from verifier.predicates import (
     Digest,
     Gpu,

@@ -6,7 +6,7 @@ rules need its answer; with a registry behind the evidence, :meth:`Evaluation.pr
 before the rules run one after another.
 
 What each rule is handed besides the state is a subject (:class:`WorkloadSubject`, :class:`ImageSubject`,
-:class:`EngineSubject`): the rule contract of :mod:`policies.rules.findings` judges one of them.
+:class:`EngineSubject`): the rule contract of :mod:`policies.rules._findings` judges one of them.
 
 One module on purpose: the state and its once-per-evaluation questions are one concern (every rule family
 reads both through one object), and a split would spread the memo over modules that only each other use.
@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from policies.budget import UNLIMITED, Budget, within
 from policies.cel.sandbox import CelSandbox
 from policies.identity import WorkloadIdentity
 from policies.loader import CompiledAttestation, CompiledPolicy
@@ -56,7 +55,7 @@ from policies.verified import (
     VerifiedSignatures,
     VerifiedVerification,
 )
-from policies.workload import EngineUse, ImageUse, Workload
+from policies.workload_model import UNLIMITED, Budget, EngineUse, ImageUse, Workload, within
 from verifier.base import Deadline, EvidenceUnavailable, ImageReference, InvalidReference, VerificationError
 from verifier.evidence import ArtifactAttestations, EvidenceSource
 from verifier.scans import is_scan_predicate_type
@@ -169,7 +168,7 @@ class Changes:
     @classmethod
     def between(cls, previous: Workload | None, current: Workload) -> Changes:
         """The changes from ``previous`` (None: a CREATE) to ``current``; walks both objects, so callers
-        compute it off the event loop (:func:`policies.budget.offload`)."""
+        compute it off the event loop (:func:`policies.workload_model._budget.offload`)."""
         if previous is None:
             return cls(spec=True, placement=True)
         return cls(
@@ -232,7 +231,7 @@ class Evaluation:
     unless given). :meth:`view` says what one policy judges. The rest comes from the
     :class:`~policies.evaluator.PolicyEvaluator`: where evidence comes from, the verified-evidence cache, the
     admission history, the clock and the CEL sandbox; ``budget`` is the CPU the evaluation's pure work
-    may spend (:mod:`policies.budget`).
+    may spend (:mod:`policies.workload_model._budget`).
     """
 
     workload: Workload
@@ -345,7 +344,8 @@ class Evaluation:
 
     async def computed(self, key: tuple[object, ...], call: Callable[[], T], *data: object) -> T:
         """``call()``, pure work several engines or policies ask for, once per ``key``, charged to the budget:
-        in a thread unless ``data`` is small (:func:`~policies.budget.within`); BudgetExceeded past it."""
+        in a thread unless ``data`` is small (:func:`~policies.workload_model._budget.within`); BudgetExceeded
+        past it."""
         if key not in self._computed:
             self._computed[key] = await within(self.budget, call, *data)
         found: T = self._computed[key]

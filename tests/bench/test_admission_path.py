@@ -60,7 +60,7 @@ def test_the_reading_path_counts_a_room_once_and_leaves_out_the_base() -> None:
 async def test_one_admission_of_the_demo_is_traced_through_the_webhook(tmp_path: Path) -> None:
     allowed, path = await trace_admission(tmp_path)
     assert allowed
-    assert {"webhook/app.py", "webhook/admission.py", "policies/evaluator.py"} <= set(path.raw)
+    assert {"webhook/_app.py", "webhook/_admission.py", "policies/evaluator.py"} <= set(path.raw)
     assert set(path.raw) <= path.executed
     # verification ran (the caches were emptied): files of the verifier beyond its base are on the path
     assert any(f.startswith("verifier/") and not f.startswith(BASE) for f in path.raw)

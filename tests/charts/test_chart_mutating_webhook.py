@@ -23,7 +23,7 @@ from tests.policies.registry_world import run_cli, sign_image
 from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config, start_registry
 from verifier.base._references import ImageReference
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 from verifier.registry.client import RegistryClient
 
 pytestmark = pytest.mark.helm

@@ -10,7 +10,7 @@ import pytest
 
 from tests.charts.helm_chart import CI_VALUES, flags, one, pod_spec, render, webhook_container
 from trtguard.cli import parse_args
-from webhook.settings import ENV_PREFIX, ServeSettings, load_settings
+from webhook._settings import ENV_PREFIX, ServeSettings, load_settings
 
 pytestmark = pytest.mark.helm
 

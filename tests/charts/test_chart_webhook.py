@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from policies.operator_kinds import OPERATOR_KINDS
+from policies.workload_model._operator_kinds import OPERATOR_KINDS
 from tests.charts.helm_chart import (
     CHART,
     CI_VALUES,

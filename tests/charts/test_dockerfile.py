@@ -127,7 +127,7 @@ def test_build_context_keeps_test_keys_and_local_state_out() -> None:
     assert context_excludes("tests/conftest.py")
     assert context_excludes(".tools/helm")
     assert context_excludes("webhook/__pycache__/settings.cpython-311.pyc")
-    assert not context_excludes("webhook/settings.py")
+    assert not context_excludes("webhook/_settings.py")
     assert not context_excludes("policies/library/signed-images.yaml")
 
 

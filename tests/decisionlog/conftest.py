@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from decisionlog import DecisionRecord, DecisionStore, PostgresStore, SQLiteStore
-from verifier.keys import PrivateKey, generate_private_key
+from verifier.crypto._keys import PrivateKey, generate_private_key
 
 RecordFactory = Callable[..., DecisionRecord]
 

@@ -32,8 +32,8 @@ from policies.results import AdmittedEngine, AdmittingDecision
 from tests.support.harness import RecordFactory
 from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable
-from verifier.keys import PrivateKey
-from webhook.admission_history import DecisionLogHistory
+from verifier.crypto._keys import PrivateKey
+from webhook._admission_history import DecisionLogHistory
 
 ENGINE = "registry.corp/engines/llm@sha256:"
 START = datetime(2026, 3, 1, tzinfo=UTC)

@@ -20,7 +20,7 @@ from decisionlog._head import TAIL_RECORDS, head_file
 from decisionlog._segments import Ledger
 from tests.support.harness import RecordFactory
 from verifier.base._deadline import Deadline
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 
 
 async def _log(path: Path, make_record: RecordFactory, records: int) -> None:

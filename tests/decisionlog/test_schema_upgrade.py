@@ -22,7 +22,7 @@ from tests.support.harness import RecordFactory
 from trtguard.cli import main
 from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable
-from webhook.admission_history import DecisionLogHistory
+from webhook._admission_history import DecisionLogHistory
 
 
 def _version_1_log(path: Path, make_record: RecordFactory) -> list[str]:

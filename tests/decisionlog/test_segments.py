@@ -15,7 +15,7 @@ from decisionlog._archive import archive_segments, verify_segment
 from decisionlog._segments import Ledger
 from tests.support.harness import RecordFactory
 from verifier.base._deadline import Deadline
-from verifier.keys import PrivateKey
+from verifier.crypto._keys import PrivateKey
 
 
 async def _append(store: DecisionStore, make_record: RecordFactory, n: int, start: datetime) -> None:

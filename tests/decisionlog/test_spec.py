@@ -30,12 +30,12 @@ from tests.support.harness import pod, review
 from trtguard.audit.package import Selection, export_evidence_package
 from trtguard.cli import main
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, Material
+from verifier.crypto._keys import generate_private_key
 from verifier.evidence_folder import LocalEvidence
-from verifier.keys import generate_private_key
-from webhook.admission import Reviewer
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.wire import parse_review_document
+from webhook._admission import Reviewer
+from webhook._metrics import Metrics
+from webhook._policy_store import PolicyStore
+from webhook._wire import parse_review_document
 
 GENESIS = "0" * 64
 _SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
@@ -351,7 +351,7 @@ def test_the_specification_recomputes_what_rotation_carries(
     from decisionlog import DecisionRecord, RecordQuery  # noqa: PLC0415
     from decisionlog import _undelivered as undelivered  # noqa: PLC0415
     from verifier.base._deadline import Deadline  # noqa: PLC0415
-    from verifier.keys import encrypt_private_key  # noqa: PLC0415
+    from verifier.crypto._keys import encrypt_private_key  # noqa: PLC0415
 
     path = tmp_path / "decisions.db"
     asyncio.run(_write_log(demo_material, path))

@@ -1,6 +1,7 @@
 """Objects of any workload kind built from pod specs: each pod spec placed in one of the kind's templates.
 
-:func:`build` reads a :class:`~policies.kinds.KindDefinition` (a built-in, shipped or WorkloadKind one) and
+:func:`build` reads a :class:`~policies.workload_model._kinds.KindDefinition` (a built-in, shipped or
+WorkloadKind one) and
 puts each given pod spec where the definition says its Pods are: a pod spec or a pod template at a fixed
 path, one list item or map value per pod spec under a wildcard. Tests use it to move the same pod spec to
 every position of every kind.
@@ -12,7 +13,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policies.kinds import KindDefinition, Template
+from policies.workload_model._kinds import KindDefinition, Template
 
 _BUILTIN_VERSIONS = {"": "v1", "apps": "apps/v1", "extensions": "extensions/v1beta1", "batch": "batch/v1"}
 

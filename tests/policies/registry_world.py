@@ -35,9 +35,9 @@ from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline
 from verifier.base._digests import sha256_bytes
 from verifier.base._references import ImageReference
-from verifier.dsse import sign_envelope
-from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor
-from verifier.keys import PrivateKey, generate_private_key
+from verifier.crypto._dsse import sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE, ResourceDescriptor
+from verifier.crypto._keys import PrivateKey, generate_private_key
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, manifest_statement
 from verifier.registry._cosign_layout import (
     DSSE_ENVELOPE,

@@ -21,7 +21,7 @@ from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config, start_registry
 from trtguard.cli import main
 from verifier.base._references import ImageReference
-from verifier.keys import encrypt_private_key, generate_private_key
+from verifier.crypto._keys import encrypt_private_key, generate_private_key
 from verifier.registry.client import RegistryClient
 
 pytestmark = pytest.mark.registry

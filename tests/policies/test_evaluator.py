@@ -8,11 +8,11 @@ from typing import Any, NoReturn
 
 import pytest
 
-from policies.budget import UNLIMITED, BudgetExceeded, offload
 from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
-from policies.pods import MAX_CONTAINERS
 from policies.results import Action
+from policies.workload_model._budget import UNLIMITED, BudgetExceeded, offload
+from policies.workload_model._pods import MAX_CONTAINERS
 from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, pod
 from tests.policies.evaluation import (
     engine_for,
@@ -328,10 +328,10 @@ def test_an_evaluation_past_its_cpu_budget_ends_in_on_error(material: Material, 
         # a CEL expression that reads the workload: the workload's CEL data is prepared under the budget
         (
             '      expressions:\n        - {cel: "size(workload.spec) > 0", message: reads the workload}\n',
-            "policies.rules.expressions.prepare_activation",
+            "policies.rules._expressions.prepare_activation",
         ),
         # GPU fit: each template's node selection is judged under the budget
-        ("      gpuCompatibility: {nodes: true, runtime: false}\n", "policies.rules.gpu.misfits"),
+        ("      gpuCompatibility: {nodes: true, runtime: false}\n", "policies.rules._gpu.misfits"),
     ],
 )
 def test_a_rule_past_the_cpu_budget_ends_in_on_error(

@@ -43,9 +43,9 @@ from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ENGINE_VERIFIC
 from verifier.base._deadline import Deadline
 from verifier.base._digests import sha256_bytes
 from verifier.base._references import ImageReference
-from verifier.dsse import sign_envelope
+from verifier.crypto._dsse import sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.evidence_folder import LocalEvidence
-from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
 from verifier.registry._oci import (
     EMPTY_DESCRIPTOR,
     EMPTY_JSON,

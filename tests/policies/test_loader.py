@@ -14,7 +14,7 @@ from policies.schema import policy_json_schema
 from tests.policies.conftest import Material
 from tests.support.notary_pki import make_pki
 from verifier.base._references import ImageReference
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 
 POLICY = """\
 apiVersion: trtguard.dev/v1alpha1

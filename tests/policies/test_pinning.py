@@ -27,7 +27,7 @@ from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config, start_registry
 from verifier.base import Deadline, InputError
 from verifier.base._references import ImageReference
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 from verifier.registry.client import RegistryClient
 from verifier.registry.evidence import RegistryEvidence
 

@@ -15,7 +15,7 @@ from tests.policies.evaluation import NOW, evaluate, rules
 from tests.policies.test_loader import problems_of
 from tests.support.gpg import GnuPG
 from tests.support.notary_pki import make_pki
-from verifier.dsse import Envelope
+from verifier.crypto._dsse import Envelope
 from verifier.evidence_folder import LocalEvidence
 from verifier.manifest import EngineBuildManifest, manifest_statement
 

@@ -8,7 +8,7 @@ from policies.loader import load_policy_set
 from policies.schema import trusted_keys_yaml
 from tests.policies.conftest import Material
 from tests.policies.test_loader import POLICY, problems_of
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 
 
 def test_trusted_keys_yaml_loads_back_as_the_same_keys(material: Material, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ shapes that break one rule each (GPU fit, the runtime, the toolchain through a m
 process namespace, an image rule, an unsigned engine) or none, all with a container named ``server`` so
 that names collide across templates. The shapes share nothing across templates (all storage that can
 outlive a Pod is one volume of the workload, and a container with host access reads every template's, so
-there the union is rightly exceeded: ``tests/policies/test_sharing.py``). Real keys
+there the union is rightly exceeded: ``tests/policies/workload_model/test_sharing.py``). Real keys
 and signed build manifests (:mod:`tests.policies.conftest`). The order of requests is
 ``tests/policies/test_differential.py``'s property.
 """
@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from policies.evaluator import PolicyEvaluator
-from policies.kinds import KindDefinition, Template
 from policies.loader import load_policy_set
-from policies.operator_kinds import DEFAULT_KINDS
+from policies.workload_model._kinds import KindDefinition, Template
+from policies.workload_model._operator_kinds import DEFAULT_KINDS
 from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material
 from tests.policies.evaluation import NOW
 from tests.policies.kind_objects import build, capacity, slots

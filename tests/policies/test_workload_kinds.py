@@ -8,7 +8,7 @@ import pytest
 
 from policies.evaluator import PolicyEvaluator
 from policies.loader import PolicyLoadError, load_policy_set
-from policies.workload import Workload, extract
+from policies.workload_model._extraction import Workload, extract
 from tests.policies.conftest import Material
 from tests.policies.evaluation import evaluate, rules
 from verifier.evidence_folder import LocalEvidence

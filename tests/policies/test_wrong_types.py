@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.results import Decision
-from policies.workload import Workload, extract, iter_resources
+from policies.workload_model._extraction import Workload, extract, iter_resources
 from tests.conftest import DATA
 from tests.policies.conftest import Material
 from tests.policies.evaluation import NOW

@@ -380,6 +380,57 @@ def test_a_mapping_that_cannot_be_applied_changes_nothing(
     assert git(repo, "status", "--porcelain") == ""
 
 
+def test_a_folder_of_data_named_as_a_moved_module_stays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pkg/templates.py`` moves; ``pkg/templates/`` (YAML, no package) is another thing and stays."""
+    files = {
+        "pkg/__init__.py": '"""A small package."""\n',
+        "pkg/templates.py": '"""Reading templates."""\n',
+        "pkg/templates/example.yaml": "kind: Example\n",
+        "moves.toml": '[[move]]\nold = "pkg.templates"\nnew = "pkg.reading._templates"\n',
+    }
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    status, out = relocate(tmp_path, capsys, "--dry-run")
+    assert status == 0, out
+    assert "pkg/templates.py → pkg/reading/_templates.py" in out
+    assert "example.yaml" not in out
+
+
+def test_a_file_moved_to_another_depth_that_builds_paths_from_its_place_is_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A test moved one folder deeper: ``parents[1] / "data"`` names another folder now."""
+    files = {
+        "pkg/__init__.py": '"""A small package."""\n',
+        "pkg/keys.py": '"""Keys."""\n',
+        "tests/__init__.py": "",
+        "tests/pkg/__init__.py": "",
+        "tests/pkg/test_keys.py": (
+            '"""pkg.keys."""\n\nfrom pathlib import Path\n\n'
+            'DATA = Path(__file__).resolve().parents[1] / "data"\n'
+        ),
+        "moves.toml": '[[move]]\nold = "pkg.keys"\nnew = "pkg.crypto._keys"\n',
+    }
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    status, out = relocate(
+        tmp_path, capsys, "--dry-run"
+    )  # a dry run lists it too (status 0: it writes nothing)
+    assert status == 0, out
+    assert (
+        "tests/pkg/crypto/test_keys.py: moved to another depth: check the paths it builds from __file__"
+        in out
+    )
+
+
 def test_the_script_runs_as_a_file() -> None:
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "relocate.py"), "--help"],

@@ -42,7 +42,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from webhook.tls import make_self_signed
+from webhook._tls import make_self_signed
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "781-kube-apiserver-responses"
 TOKEN = "stand-in-token"

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from verifier.keys import PrivateKey, PublicKey
+from verifier.crypto._keys import PrivateKey, PublicKey
 
 
 def b64(data: bytes) -> str:

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from verifier.keys import PrivateKey
+from verifier.crypto._keys import PrivateKey
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 PrivateCrypto = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey

@@ -15,7 +15,7 @@ import cbor2
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from verifier.keys import PrivateKey
+from verifier.crypto._keys import PrivateKey
 from verifier.signatures.notation import PAYLOAD_CONTENT_TYPE
 from verifier.signatures.notation._sign import _raw_signature
 

@@ -17,7 +17,7 @@ from tests.support.localregistry import LocalRegistry, plain_config, start_regis
 from tests.support.tokenserver import TokenServer
 from trtguard.release.publish import RegistryWriter
 from verifier.registry.client import RegistryClient
-from webhook.tls import make_self_signed
+from webhook._tls import make_self_signed
 
 
 @pytest.fixture(scope="session")

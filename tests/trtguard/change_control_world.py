@@ -19,7 +19,7 @@ import yaml
 from tests.policies.conftest import Material
 from tests.support.harness import SERVICE, WebhookProcess, review, verify_admission_response
 from trtguard.cli import main
-from verifier.keys import encrypt_private_key, generate_private_key
+from verifier.crypto._keys import encrypt_private_key, generate_private_key
 
 PASSWORD = "issue 24"
 RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32

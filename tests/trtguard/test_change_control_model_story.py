@@ -21,8 +21,8 @@ import yaml
 
 from tests.policies.conftest import manifest_data
 from tests.trtguard.change_control_world import CALIBRATION, INT8, TRT8, World, cli, denial, make_world
-from verifier.dsse import sign_envelope
-from verifier.intoto import PAYLOAD_TYPE
+from verifier.crypto._dsse import sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE
 from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 
 RUNTIME = "nvcr.io/nvidia/tensorrt@sha256:" + "a1" * 32

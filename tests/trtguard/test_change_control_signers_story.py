@@ -20,8 +20,8 @@ import pytest
 from tests.policies.conftest import manifest_data
 from tests.trtguard.change_control_world import TRT8, World, denial, make_world
 from tests.trtguard.test_change_control_model_story import EMBEDDER, LANGUAGE_MODEL, deployment, policy
-from verifier.dsse import sign_envelope
-from verifier.intoto import PAYLOAD_TYPE
+from verifier.crypto._dsse import sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE
 from verifier.manifest import EngineBuildManifest, manifest_statement
 
 TEAM_POLICY = """

@@ -27,9 +27,9 @@ from tests.verifier.model_signing.conftest import write_key
 from trtguard.cli import main
 from verifier.base._digests import sha256_bytes
 from verifier.base._references import ImageReference
-from verifier.dsse import sign_envelope
-from verifier.intoto import PAYLOAD_TYPE
-from verifier.keys import encrypt_private_key, generate_private_key
+from verifier.crypto._dsse import sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE
+from verifier.crypto._keys import encrypt_private_key, generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_statement
 from verifier.registry.client import RegistryClient
 

@@ -20,7 +20,7 @@ from verifier.attestations import (
     load_verification,
 )
 from verifier.base._errors import InputError
-from verifier.intoto import ResourceDescriptor, Statement
+from verifier.crypto._intoto import ResourceDescriptor, Statement
 
 ENGINE = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
 

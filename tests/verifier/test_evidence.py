@@ -15,12 +15,12 @@ from verifier.base._deadline import Deadline
 from verifier.base._digests import sha256_bytes
 from verifier.base._errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.base._references import ImageReference
-from verifier.dsse import sign_envelope
+from verifier.crypto._dsse import sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
+from verifier.crypto._keys import PrivateKey, generate_private_key
 from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.evidence_documents import classic_signature_document
 from verifier.evidence_folder import LocalEvidence
-from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
-from verifier.keys import PrivateKey, generate_private_key
 from verifier.registry._oci import Descriptor
 from verifier.registry.engine_artifact import (
     ENGINE_LAYER,

@@ -25,9 +25,11 @@ from hypothesis import strategies as st
 from tests.support.availability import unavailable
 from tests.support.gpg import GnuPG
 from tests.support.hostile import mutated, mutated_bytes, raw_nesting, read_or_refuse
-from verifier import dsse, intoto, keys
 from verifier.base._deadline import Deadline
 from verifier.base._references import ImageReference
+from verifier.crypto import _dsse as dsse
+from verifier.crypto import _intoto as intoto
+from verifier.crypto import _keys as keys
 from verifier.evidence_folder import LocalEvidence
 from verifier.scans import read_scan
 from verifier.signatures._openpgp import OpenPGPKey, read_keyring, read_signatures, verify_detached

@@ -12,9 +12,9 @@ import pytest
 from pydantic import ValidationError
 
 from verifier.base._errors import InputError
-from verifier.dsse import Envelope, sign_envelope
-from verifier.intoto import PAYLOAD_TYPE, Statement, statement_from_envelope
-from verifier.keys import generate_private_key
+from verifier.crypto._dsse import Envelope, sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE, Statement, statement_from_envelope
+from verifier.crypto._keys import generate_private_key
 from verifier.manifest import (
     ENGINE_BUILD_PREDICATE_TYPE,
     EngineBuildManifest,

@@ -1,4 +1,4 @@
-"""webhook/admission.py: the verdict rules, the deadline backstop and fail-closed behaviour, with the real
+"""webhook/_admission.py: the verdict rules, the deadline backstop and fail-closed behaviour, with the real
 policy engine, the bundled policies and a real SQLite decision log.
 
 Evidence sources that hang or break are stand-ins for a registry that does so; the real registry client
@@ -27,10 +27,10 @@ from verifier.base._errors import EvidenceUnavailable
 from verifier.base._references import ImageReference
 from verifier.evidence import ArtifactAttestations, EvidenceSource, ImageSignatures
 from verifier.evidence_folder import LocalEvidence
-from webhook.admission import MAX_ANNOTATED, Reviewer, ReviewSettings
-from webhook.metrics import ERROR_DENIAL_REASONS, FAILURE_REASONS, Metrics
-from webhook.policy_store import PolicyStore
-from webhook.wire import MAX_ANNOTATION_CHARS, parse_review_document
+from webhook._admission import MAX_ANNOTATED, Reviewer, ReviewSettings
+from webhook._metrics import ERROR_DENIAL_REASONS, FAILURE_REASONS, Metrics
+from webhook._policy_store import PolicyStore
+from webhook._wire import MAX_ANNOTATION_CHARS, parse_review_document
 
 
 class _HangingEvidence(LocalEvidence):
@@ -407,7 +407,7 @@ async def test_updates_of_an_object_being_deleted_are_admitted_unjudged_and_reco
     make_review: ReviewFactory,
     marked: str,
 ) -> None:
-    """Not a bug, a decision (issue 10): see the comment at ``DeletionInProgress`` in webhook/admission.py.
+    """Not a bug, a decision (issue 10): see the comment at ``DeletionInProgress`` in webhook/_admission.py.
 
     Even an UPDATE that swaps in an image the policies deny is let through once a deletion is under way: the
     API server keeps deletionTimestamp as stored, nothing new is started from an object being deleted, and

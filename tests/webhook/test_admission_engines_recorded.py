@@ -1,4 +1,4 @@
-"""webhook/admission.py: an admission whose decision record cannot hold every engine entry is refused, since
+"""webhook/_admission.py: an admission whose decision record cannot hold every engine entry is refused, since
 change control reads what ran from the records (attack 35a F1: a record cut behind ``{"omitted": N}`` made
 change control forget an engine and admit an unapproved INT8 build after it), with the demo's policies and a
 real SQLite decision log."""

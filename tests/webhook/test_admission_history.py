@@ -1,4 +1,5 @@
-"""webhook.admission_history: change control answered from the decision log, alone and through the webhook."""
+"""webhook._admission_history: change control answered from the decision log, alone and through the
+webhook."""
 
 from __future__ import annotations
 
@@ -20,13 +21,13 @@ from tests.support.harness import ReviewFactory
 from trtguard.demo.material import TENSORRT_IMAGE, Material
 from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable
+from verifier.crypto._keys import generate_private_key
 from verifier.evidence_folder import LocalEvidence
-from verifier.keys import generate_private_key
-from webhook.admission import Reviewer
-from webhook.admission_history import DecisionLogHistory
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.wire import parse_review_document
+from webhook._admission import Reviewer
+from webhook._admission_history import DecisionLogHistory
+from webhook._metrics import Metrics
+from webhook._policy_store import PolicyStore
+from webhook._wire import parse_review_document
 
 RESNET50 = WorkloadIdentity("apps", "Deployment", "prod", "resnet50")
 

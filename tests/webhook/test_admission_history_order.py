@@ -13,7 +13,7 @@ from decisionlog import DecisionRecord, DecisionStore, PostgresStore, SQLiteStor
 from policies.identity import WorkloadIdentity
 from policies.results import AdmittedEngine, AdmittingDecision
 from verifier.base._deadline import Deadline
-from webhook.admission_history import DecisionLogHistory
+from webhook._admission_history import DecisionLogHistory
 
 RESNET50 = WorkloadIdentity("apps", "Deployment", "prod", "resnet50")
 

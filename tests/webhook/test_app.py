@@ -1,4 +1,4 @@
-"""webhook/app.py end to end: ``trtguard serve`` over real TLS, called the way kube-apiserver calls it.
+"""webhook/_app.py end to end: ``trtguard serve`` over real TLS, called the way kube-apiserver calls it.
 
 Every answer goes through ``verify_admission_response`` (the API server's own checks). The server runs the
 bundled policies with freshly generated keys and signed demo attestations (namespaces ``prod``/``prod-*``).
@@ -26,13 +26,13 @@ from decisionlog import RecordQuery, SQLiteStore
 from tests.support.harness import PodFactory, ReviewFactory, Verifier, WaitUntil, WebhookProcess
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
 from verifier.evidence_folder import LocalEvidence
-from webhook.admission import Reviewer
-from webhook.app import WebhookServices, create_app
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.settings import ServeSettings
-from webhook.tracing import Tracing
-from webhook.wire import AdmissionRequest
+from webhook._admission import Reviewer
+from webhook._app import WebhookServices, create_app
+from webhook._metrics import Metrics
+from webhook._policy_store import PolicyStore
+from webhook._settings import ServeSettings
+from webhook._tracing import Tracing
+from webhook._wire import AdmissionRequest
 
 ADMISSION = "admission"
 

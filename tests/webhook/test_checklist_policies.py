@@ -28,7 +28,7 @@ from tests.support.localregistry import LocalRegistry, plain_config, start_regis
 from trtguard.cli import main
 from trtguard.demo.material import LIBRARY
 from verifier.base._references import ImageReference
-from verifier.keys import encrypt_private_key, generate_private_key
+from verifier.crypto._keys import encrypt_private_key, generate_private_key
 from verifier.registry.client import RegistryClient
 
 pytestmark = pytest.mark.registry

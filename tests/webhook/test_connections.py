@@ -1,4 +1,4 @@
-"""webhook/connections.py: deadlines and the connection cap of ``trtguard serve``, over real sockets and TLS.
+"""webhook/_connections.py: deadlines and the connection cap of ``trtguard serve``, over real sockets and TLS.
 
 Before, a client that connected and sent nothing, trickled its headers or body, or sat idle without a first
 request, held its connection for minutes; 1,500 of them added about 60 MiB. Each test starts a real server

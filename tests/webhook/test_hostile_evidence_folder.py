@@ -26,9 +26,9 @@ from tests.support.harness import SERVICE, WebhookProcess, review
 from tests.webhook.test_adversarial_corpus import Case, Finding, findings, load_cases
 from trtguard.cli import main
 from trtguard.demo.material import Material
-from verifier.dsse import sign_envelope
-from verifier.intoto import PAYLOAD_TYPE
-from verifier.keys import generate_private_key
+from verifier.crypto._dsse import sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE
+from verifier.crypto._keys import generate_private_key
 
 Verdicts = dict[str, tuple[bool, frozenset[Finding]]]
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"

@@ -1,4 +1,4 @@
-"""webhook/logging.py: one JSON object per line, fields flattened, uvicorn's loggers routed through it."""
+"""webhook/_logging.py: one JSON object per line, fields flattened, uvicorn's loggers routed through it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from webhook.logging import JsonFormatter, configure_logging, log_fields
+from webhook._logging import JsonFormatter, configure_logging, log_fields
 
 
 @pytest.fixture
@@ -31,13 +31,13 @@ def _lines(buffer: io.StringIO) -> list[dict[str, Any]]:
 
 
 def test_fields_become_top_level_keys(stream: io.StringIO) -> None:
-    logging.getLogger("webhook.admission").info(
+    logging.getLogger("webhook._admission").info(
         "admission decision", extra={"fields": {"uid": "u-1", "name": "pod-a", "allowed": False}}
     )
     [line] = _lines(stream)
     assert line["message"] == "admission decision"
     assert line["level"] == "info"
-    assert line["logger"] == "webhook.admission"
+    assert line["logger"] == "webhook._admission"
     assert (line["uid"], line["name"], line["allowed"]) == ("u-1", "pod-a", False)
     assert line["time"].endswith("Z")
 
@@ -78,11 +78,11 @@ def test_formatter_alone() -> None:
 
 
 def test_log_fields_writes_one_line_and_honours_the_level(stream: io.StringIO) -> None:
-    log_fields(logging.getLogger("webhook.admission"), logging.INFO, "admission decision", {"uid": "u-9"})
-    log_fields(logging.getLogger("webhook.admission"), logging.DEBUG - 1, "too low", {"uid": "u-10"})
+    log_fields(logging.getLogger("webhook._admission"), logging.INFO, "admission decision", {"uid": "u-9"})
+    log_fields(logging.getLogger("webhook._admission"), logging.DEBUG - 1, "too low", {"uid": "u-10"})
     [line] = _lines(stream)
     assert (line["message"], line["uid"], line["logger"]) == (
         "admission decision",
         "u-9",
-        "webhook.admission",
+        "webhook._admission",
     )

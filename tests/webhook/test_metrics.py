@@ -1,10 +1,10 @@
-"""webhook/metrics.py: a private registry with the webhook's metric names."""
+"""webhook/_metrics.py: a private registry with the webhook's metric names."""
 
 from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from webhook.metrics import ERROR_DENIAL_REASONS, FAILURE_REASONS, Metrics
+from webhook._metrics import ERROR_DENIAL_REASONS, FAILURE_REASONS, Metrics
 
 
 def _samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

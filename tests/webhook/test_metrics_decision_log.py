@@ -1,4 +1,4 @@
-"""webhook/metrics.py: the live decision log's record count and oldest record, before and after pruning, and
+"""webhook/_metrics.py: the live decision log's record count and oldest record, before and after pruning, and
 read beside the scrape (a hung database never holds /metrics)."""
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from decisionlog._segments import Ledger
 from tests.support.harness import TcpProxy, WaitUntil
 from trtguard.demo.material import Material
 from verifier.base._deadline import Deadline
+from verifier.crypto._keys import generate_private_key
 from verifier.evidence_folder import LocalEvidence
-from verifier.keys import generate_private_key
-from webhook.admission import Reviewer
-from webhook.app import WebhookServices, create_app
-from webhook.metrics import OBSERVE_TIMEOUT_S, Metrics
-from webhook.policy_store import PolicyStore
-from webhook.settings import ServeSettings
-from webhook.tracing import Tracing
+from webhook._admission import Reviewer
+from webhook._app import WebhookServices, create_app
+from webhook._metrics import OBSERVE_TIMEOUT_S, Metrics
+from webhook._policy_store import PolicyStore
+from webhook._settings import ServeSettings
+from webhook._tracing import Tracing
 
 
 def _record(at: datetime) -> DecisionRecord:

@@ -1,4 +1,4 @@
-"""webhook/policy_store.py: load, reload on change with an atomic swap, keep the old set when broken."""
+"""webhook/_policy_store.py: load, reload on change with an atomic swap, keep the old set when broken."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.policies.conftest import Material as PolicyMaterial
 from tests.support.harness import WaitUntil
 from trtguard.demo.material import Material
 from verifier.evidence_folder import LocalEvidence
-from webhook.policy_store import PolicyStore
+from webhook._policy_store import PolicyStore
 
 
 @pytest.fixture
@@ -273,10 +273,10 @@ async def test_a_change_while_the_files_are_loaded_is_not_put_in_force(
     (folder / "trusted-base-images.yaml").write_text(
         (folder / "trusted-base-images.yaml").read_text().replace("action: Deny", "action: Warn")
     )
-    monkeypatch.setattr("webhook.policy_store.load_policy_set", load_then_edit)
+    monkeypatch.setattr("webhook._policy_store.load_policy_set", load_then_edit)
     assert await store.reload_if_changed() is None
     assert store.current is loaded
-    monkeypatch.setattr("webhook.policy_store.load_policy_set", real)
+    monkeypatch.setattr("webhook._policy_store.load_policy_set", real)
     assert await store.reload_if_changed() is True
     assert store.current is not None
     assert store.current.revision == load_policy_set(folder).revision
@@ -298,7 +298,7 @@ def test_a_load_at_startup_rereads_files_that_changed_under_it(
             target.write_text(target.read_text().replace("onError: Deny", "onError: Warn"))
         return loaded_set
 
-    monkeypatch.setattr("webhook.policy_store.load_policy_set", load_and_edit_once)
+    monkeypatch.setattr("webhook._policy_store.load_policy_set", load_and_edit_once)
     loaded = store.load()
     assert calls == 2
     assert loaded.revision == real(folder).revision
@@ -318,7 +318,7 @@ async def test_a_slow_load_does_not_stall_the_event_loop(
             pass
         return real(path)
 
-    monkeypatch.setattr("webhook.policy_store.load_policy_set", slow)
+    monkeypatch.setattr("webhook._policy_store.load_policy_set", slow)
     target = folder / "signed-images.yaml"
     target.write_text(target.read_text().replace("onError: Deny", "onError: Warn"))
     reload = asyncio.create_task(store.reload_if_changed())

@@ -1,4 +1,4 @@
-"""webhook/server.py: ``trtguard serve`` as a process: reloads, crashes, deadlines, shared PostgreSQL.
+"""webhook/_server.py: ``trtguard serve`` as a process: reloads, crashes, deadlines, shared PostgreSQL.
 
 Each test starts its own server over real TLS and talks to it as the API server does.
 """
@@ -33,7 +33,7 @@ from tests.support.harness import (
     WebhookProcess,
 )
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
-from webhook.tls import make_self_signed
+from webhook._tls import make_self_signed
 
 SERVICE = "trtguard.trtguard.svc"
 _T = TypeVar("_T")

@@ -1,4 +1,4 @@
-"""webhook/settings.py: flags over TRTGUARD_* over the config file, and clear errors."""
+"""webhook/_settings.py: flags over TRTGUARD_* over the config file, and clear errors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from verifier.base._errors import InputError
-from webhook.settings import DEFAULT_DECISION_LOG, ServeSettings, load_settings
+from webhook._settings import DEFAULT_DECISION_LOG, ServeSettings, load_settings
 
 
 @pytest.fixture(autouse=True)

@@ -40,7 +40,7 @@ from trtguard.release.cosign_layout import push_referrer
 from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline
 from verifier.base._references import ImageReference
-from verifier.keys import encrypt_private_key, generate_private_key
+from verifier.crypto._keys import encrypt_private_key, generate_private_key
 from verifier.manifest import load_manifest, manifest_statement
 from verifier.registry.client import RegistryClient
 from verifier.signatures.notation import ARTIFACT_TYPE, JWS_MEDIA_TYPE, sign_notation

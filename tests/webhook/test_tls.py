@@ -1,4 +1,5 @@
-"""webhook/tls.py: the local CA and serving certificate, real TLS handshakes, and reload on a live context."""
+"""webhook/_tls.py: the local CA and serving certificate, real TLS handshakes, and reload on a live
+context."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from tests.support.harness import WaitUntil
 from verifier.base._errors import InputError
-from webhook.tls import CertificateReloader, make_self_signed, server_context
+from webhook._tls import CertificateReloader, make_self_signed, server_context
 
 SERVICE = "trtguard.trtguard.svc"
 

@@ -1,4 +1,4 @@
-"""webhook/tracing.py: spans exported over OTLP/HTTP to a real (loopback) receiver, or none at all."""
+"""webhook/_tracing.py: spans exported over OTLP/HTTP to a real (loopback) receiver, or none at all."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from tests.support.harness import PodFactory, ReviewFactory
 from trtguard.demo.material import TENSORRT_IMAGE, Material
 from verifier.base._errors import InputError
 from verifier.evidence_folder import LocalEvidence
-from webhook.admission import Reviewer
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.tracing import Tracing
-from webhook.wire import parse_review_document
+from webhook._admission import Reviewer
+from webhook._metrics import Metrics
+from webhook._policy_store import PolicyStore
+from webhook._tracing import Tracing
+from webhook._wire import parse_review_document
 
 
 class _Collector(http.server.ThreadingHTTPServer):

@@ -1,4 +1,4 @@
-"""webhook/wire.py: lenient request parsing, strict responses, ``?timeout=`` durations."""
+"""webhook/_wire.py: lenient request parsing, strict responses, ``?timeout=`` durations."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from webhook.wire import (
+from webhook._wire import (
     MAX_CAUSES,
     MAX_WARNING_CHARS,
     ReviewError,

@@ -18,7 +18,7 @@ segments (``trtguard audit verify --archive`` checks each).
 
 Build manifests can also be compared field by field (:func:`compare_manifests`): they come from an
 evidence source (an attestation folder or the registry) as attached *now*, which the records themselves do
-not need. The webhook's change control reads the same records through :mod:`webhook.admission_history`.
+not need. The webhook's change control reads the same records through :mod:`webhook._admission_history`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from typing import Any, Literal
 from decisionlog import Carried, CarriedAdmission, DecisionStore, RecordQuery, StoredRecord, original_id
 from policies.identity import WorkloadIdentity
 from verifier.base import Deadline, ImageReference, InputError, TrtguardError, VerificationError
+from verifier.crypto import statement_from_envelope
 from verifier.evidence import EvidenceSource
-from verifier.intoto import statement_from_envelope
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest, load_manifest
 from verifier.manifest_diff import ManifestDiff, diff_manifests
 

@@ -82,7 +82,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         workload_records,
     )
     from trtguard.audit.workloads import closest_workloads, resolve_workload  # noqa: PLC0415
-    from trtguard.cli.audit import _run, _time, _warn  # noqa: PLC0415 - audit imports this module
+    from trtguard.cli._audit_log import parse_time, read_log, warn  # noqa: PLC0415
 
     out = out or sys.stdout
     text = str(args.workload)
@@ -93,7 +93,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         )
     if args.last is not None and args.last < 1:
         raise InputError("--last must be 1 or more", location="--last")
-    since = _time(args.since, "--since")
+    since = parse_time(args.since, "--since")
 
     async def work(store: DecisionStore) -> int:
         workload = await resolve_workload(store, text, where="NAMESPACE/KIND/NAME")
@@ -140,11 +140,11 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         unverified = sum(1 for intact in verified.values() if intact is False)
         warning = chain.warning(unverified)
         if warning is not None:
-            _warn(warning)
+            warn(warning)
         broken = chain.report is not None and not chain.report.ok
         return 1 if unverified or broken else 0
 
-    return _run(args, work)
+    return read_log(args, work)
 
 
 def _only_denied(records: Sequence[StoredRecord]) -> bool:
@@ -227,8 +227,8 @@ async def _compare(
     if not wants_evidence(args):
         return {}
     from trtguard.audit import compare_manifests  # noqa: PLC0415
+    from verifier import evidence_source  # noqa: PLC0415
     from verifier.base import Deadline  # noqa: PLC0415
-    from verifier.registry.evidence import evidence_source  # noqa: PLC0415
 
     deadline = Deadline.after(args.timeout)
     evidence, client = evidence_source(

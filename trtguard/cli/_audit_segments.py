@@ -24,7 +24,7 @@ from trtguard.cli._output import check_output
 
 if TYPE_CHECKING:
     from decisionlog import Checkpoint, Ledger, SealedSegment
-    from verifier.keys import PrivateKey
+    from verifier.crypto import PrivateKey
 
 #: Records per sealed segment unless told otherwise: about 200 MB of JSON at 2 KB a record.
 SEGMENT_RECORDS = 100_000
@@ -152,14 +152,14 @@ def _non_negative(text: str) -> int:
 
 def _ledger(args: argparse.Namespace, work: Callable[[Ledger], int]) -> int:
     from decisionlog import Ledger  # noqa: PLC0415
-    from trtguard.cli.audit import decision_log_url  # noqa: PLC0415 - audit imports this module
+    from trtguard.cli._audit_log import log_url  # noqa: PLC0415
 
-    with Ledger.open(decision_log_url(args)) as ledger:
+    with Ledger.open(log_url(args)) as ledger:
         return work(ledger)
 
 
 def _signing_key(args: argparse.Namespace) -> PrivateKey:
-    from trtguard.cli._key_commands import load_signing_key  # noqa: PLC0415
+    from trtguard.cli._key_files import load_signing_key  # noqa: PLC0415
 
     key: PrivateKey = load_signing_key(args.key, args)
     return key
@@ -258,11 +258,11 @@ def _backup(args: argparse.Namespace, out: TextIO | None = None) -> int:
         SQLiteStore,
         backup_sqlite,
     )
-    from trtguard.cli.audit import decision_log_url  # noqa: PLC0415
+    from trtguard.cli._audit_log import log_url  # noqa: PLC0415
 
     out = out or sys.stdout
     check_output(args.to, "the backup")  # a missing folder is a usage error, named as such
-    backup_sqlite(decision_log_url(args), args.to)
+    backup_sqlite(log_url(args), args.to)
     # The copy is checked as a log of its own: what a restore would start from.
     report = asyncio.run(SQLiteStore(args.to, read_only=True).verify())
     print(f"{args.to}: {report.summary()}", file=out)

@@ -27,7 +27,7 @@ from trtguard.cli._commands import Subparsers, add_subcommand
 
 if TYPE_CHECKING:
     from decisionlog import ChainReport, Checkpoint, DecisionStore
-    from verifier.keys import PublicKey
+    from verifier.crypto import PublicKey
 
 
 def register(commands: Subparsers, log_flag: Any, format_flag: Any) -> None:
@@ -63,8 +63,8 @@ def register(commands: Subparsers, log_flag: Any, format_flag: Any) -> None:
 
 def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from decisionlog import read_checkpoint_file  # noqa: PLC0415
-    from trtguard.cli._key_commands import load_public_key  # noqa: PLC0415
-    from trtguard.cli.audit import _run  # noqa: PLC0415 - audit imports this module
+    from trtguard.cli._audit_log import read_log  # noqa: PLC0415
+    from trtguard.cli._key_files import load_public_key  # noqa: PLC0415
     from verifier.base import InputError  # noqa: PLC0415
 
     out = out or sys.stdout
@@ -99,7 +99,7 @@ def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
             )
         return 0 if report.ok and not problems else 1
 
-    return _run(args, work)
+    return read_log(args, work)
 
 
 def _against_checkpoints(
@@ -110,12 +110,12 @@ def _against_checkpoints(
 ) -> list[str]:
     """What does not hold between the live log and its stored checkpoints, the key and the anchor."""
     from decisionlog import Ledger  # noqa: PLC0415
-    from trtguard.cli.audit import decision_log_url  # noqa: PLC0415
+    from trtguard.cli._audit_log import log_url  # noqa: PLC0415
 
     if not report.ok or (key is None and anchor is None):
         return []
     problems: list[str] = []
-    with Ledger.open(decision_log_url(args), read_only=True) as ledger:
+    with Ledger.open(log_url(args), read_only=True) as ledger:
         sealed: dict[int, Checkpoint] = {}
         for segment in ledger.segments():
             if segment.checkpoint.last_seq in sealed:
@@ -184,11 +184,11 @@ def _against_checkpoints(
 def _carried_problems(args: argparse.Namespace, report: ChainReport) -> list[str]:
     """What does not hold of the carried state between the stored checkpoints, their rows and the records."""
     from decisionlog import Ledger, carried_problems  # noqa: PLC0415
-    from trtguard.cli.audit import decision_log_url  # noqa: PLC0415
+    from trtguard.cli._audit_log import log_url  # noqa: PLC0415
 
     if not report.ok:
         return []
-    with Ledger.open(decision_log_url(args), read_only=True) as ledger:
+    with Ledger.open(log_url(args), read_only=True) as ledger:
         return carried_problems(ledger, report.base_seq)
 
 
@@ -232,7 +232,7 @@ def _verify_archive_folder(args: argparse.Namespace, key: PublicKey, out: TextIO
     import os  # noqa: PLC0415
 
     from decisionlog import Ledger, verify_archive  # noqa: PLC0415
-    from trtguard.cli.audit import _run, decision_log_url  # noqa: PLC0415
+    from trtguard.cli._audit_log import log_url, read_log  # noqa: PLC0415
 
     if args.decision_log is None and not os.environ.get("TRTGUARD_DECISION_LOG"):
         records, problems = verify_archive(args.archive, key=key)
@@ -242,9 +242,9 @@ def _verify_archive_folder(args: argparse.Namespace, key: PublicKey, out: TextIO
         async def live(store: DecisionStore) -> ChainReport:
             return await store.verify()
 
-        report = _run(args, live)
+        report = read_log(args, live)
         base = report.base_seq
-        with Ledger.open(decision_log_url(args), read_only=True) as ledger:
+        with Ledger.open(log_url(args), read_only=True) as ledger:
             stored = ledger.segments()
         records, problems = verify_archive(args.archive, key=key, stored=stored, through_seq=base)
         if not report.ok:  # the seq it starts after is then in doubt too

@@ -62,8 +62,11 @@ def fetch(args: argparse.Namespace) -> int:
     """``trtguard fetch-attestations``: fill an attestation folder from the registries."""
     # Imported here: the registry client and the policy evaluator's readers are not needed for `--help`.
     from policies.check import read_resources  # noqa: PLC0415
-    from policies.discovery import find_images  # noqa: PLC0415
-    from policies.workload import Unjudged, extract  # noqa: PLC0415
+    from policies.workload_model import (  # noqa: PLC0415
+        Unjudged,
+        extract,
+        find_images,
+    )
     from trtguard.attestation_folder import fetch_folder, prepare  # noqa: PLC0415
     from verifier.base import Deadline  # noqa: PLC0415
     from verifier.registry.client import RegistryClient  # noqa: PLC0415

@@ -1,6 +1,7 @@
-"""What ``trtguard keygen``, ``attest`` and ``verify-attestation`` do, and the key and envelope file helpers
-that other commands share (their options are in :mod:`trtguard.cli.keygen`, :mod:`trtguard.cli.attest` and
-:mod:`trtguard.cli.verify_attestation`, the shared ones in :mod:`trtguard.cli._keys`)."""
+"""What ``trtguard keygen``, ``attest`` and ``verify-attestation`` do, and the envelope file helpers that
+other commands share (their options are in :mod:`trtguard.cli.keygen`, :mod:`trtguard.cli.attest` and
+:mod:`trtguard.cli.verify_attestation`, the shared ones in :mod:`trtguard.cli._keys`; key files are opened by
+:mod:`trtguard.cli._key_files`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trtguard.cli._key_files import load_public_key, load_signing_key
 from trtguard.cli._keys import read_password
 from trtguard.cli._output import Output, check_output, write_output, write_outputs
 from verifier.attestations import (
@@ -20,35 +22,17 @@ from verifier.attestations import (
     load_approval,
     load_verification,
 )
-from verifier.base import InputError, TrtguardError, hash_file, read_limited
-from verifier.dsse import Envelope
-from verifier.intoto import Statement, sign_statement, statement_for_file
-from verifier.keys import PrivateKey, PublicKey, encrypt_private_key, generate_private_key, load_private_key
+from verifier.base import InputError, hash_file, read_limited
+from verifier.crypto import (
+    Envelope,
+    Statement,
+    encrypt_private_key,
+    generate_private_key,
+    sign_statement,
+    statement_for_file,
+)
 from verifier.manifest import load_manifest
 from verifier.signatures import TrustPolicy, verify_attestation
-
-
-def _read(path: Path, what: str) -> bytes:
-    return read_limited(path, what)
-
-
-def load_signing_key(path: Path, args: argparse.Namespace) -> PrivateKey:
-    """Open the private key at ``path`` with the password from :func:`read_password`."""
-    data = _read(path, "the private key")
-    try:
-        return load_private_key(data, read_password(args))
-    except TrtguardError as error:
-        error.location = error.location or str(path)
-        raise
-
-
-def load_public_key(path: Path) -> PublicKey:
-    """Read a PEM public key file, naming the file in errors."""
-    try:
-        return PublicKey.from_pem(_read(path, "the public key"))
-    except TrtguardError as error:
-        error.location = error.location or str(path)
-        raise
 
 
 def keygen(args: argparse.Namespace) -> int:
@@ -83,7 +67,7 @@ def attest(args: argparse.Namespace) -> int:
     """``trtguard attest``: sign an in-toto statement about a file."""
     check_envelope_output(args)
     try:
-        predicate: Any = json.loads(_read(args.predicate, "the predicate"))
+        predicate: Any = json.loads(read_limited(args.predicate, "the predicate"))
     except (ValueError, UnicodeDecodeError) as error:
         raise InputError("the predicate is not JSON", location=str(args.predicate)) from error
     if not isinstance(predicate, dict):
@@ -124,7 +108,7 @@ def write_envelope(envelope: Envelope, args: argparse.Namespace) -> None:
     elif args.push is None:
         sys.stdout.buffer.write(output)
     if args.push is not None:
-        # Imported here: _registry.py imports this module, so a module-level import would be circular.
+        # Imported here: only --push needs the registry code.
         from trtguard.cli._registry import push_attestation  # noqa: PLC0415
 
         print(push_attestation(output, args.push, args), file=sys.stderr)
@@ -133,7 +117,7 @@ def write_envelope(envelope: Envelope, args: argparse.Namespace) -> None:
 def verify_attestation_command(args: argparse.Namespace) -> int:
     """``trtguard verify-attestation``: check an envelope's signatures, type and subject."""
     location = str(args.envelope)
-    envelope = Envelope.from_json(_read(args.envelope, "the envelope"), location=location)
+    envelope = Envelope.from_json(read_limited(args.envelope, "the envelope"), location=location)
     keys = {str(path): load_public_key(path) for path in args.key}
     policy = TrustPolicy(keys=keys, threshold=args.threshold)
     subject_digest = None

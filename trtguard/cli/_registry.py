@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
-from trtguard.cli._key_commands import load_signing_key
+from trtguard.cli._key_files import load_signing_key
 from trtguard.release import (
     Attached,
     CarriedEngine,
@@ -35,9 +35,7 @@ from trtguard.release import (
 from trtguard.release.cosign_layout import append_layer, simple_signing_payload
 from trtguard.release.publish import RegistryWriter
 from verifier.base import Deadline, ImageReference, InputError, TrtguardError, read_limited
-from verifier.dsse import Envelope
-from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
-from verifier.keys import load_private_key
+from verifier.crypto import PAYLOAD_TYPE, Envelope, load_private_key, statement_from_envelope
 from verifier.registry import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, signature_tag
 from verifier.registry.client import RegistryClient
 from verifier.registry.config import RegistryConfig, load_registry_config

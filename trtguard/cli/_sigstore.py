@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 
 from trtguard.cli._args import add_clock_argument
-from trtguard.cli._key_commands import load_public_key
+from trtguard.cli._key_files import load_public_key
 from verifier.base import InputError, hash_file, is_sha256_hex
 from verifier.signatures import KeylessIdentity, TrustPolicy, TrustRoot, VerificationResult
 

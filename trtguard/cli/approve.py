@@ -10,7 +10,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from trtguard.cli._commands import Subparsers, add_command
-from trtguard.cli._key_commands import check_envelope_output, load_signing_key, write_envelope
+from trtguard.cli._key_commands import check_envelope_output, write_envelope
+from trtguard.cli._key_files import load_signing_key
 from trtguard.cli._keys import add_output_arguments, add_password_arguments
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE, ChangeApproval, ChangeKind
 from verifier.base import (
@@ -20,8 +21,7 @@ from verifier.base import (
     parse_sha256,
     read_limited,
 )
-from verifier.dsse import Envelope
-from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
+from verifier.crypto import Envelope, ResourceDescriptor, Statement, sign_statement, statement_from_envelope
 from verifier.manifest import load_manifest, manifest_digest
 
 _DURATION = re.compile(r"^(\d+)([hdw])$")

@@ -13,26 +13,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import re
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, TextIO, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
 
 from trtguard.cli._audit_lines import print_record
+from trtguard.cli._audit_log import add_decision_log_argument, parse_time, read_log, warn
 from trtguard.cli._commands import Subparsers, add_command_group, add_subcommand
 from verifier.base import InputError
-from webhook.settings import DEFAULT_DECISION_LOG
 
 if TYPE_CHECKING:
     from decisionlog import DecisionStore, StoredRecord
     from trtguard.audit import ChainCheck
 
-_T = TypeVar("_T")
-_RELATIVE = re.compile(r"(\d+)([smhd])")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 #: Seconds between polls of ``tail --follow``.
 FOLLOW_INTERVAL = 1.0
 
@@ -106,21 +99,6 @@ def register(subparsers: Subparsers) -> None:
     audit_history.register(commands, add_decision_log_argument, _format_flag, _verify_flag)
 
 
-def add_decision_log_argument(parser: argparse.ArgumentParser) -> None:
-    """``--decision-log URL``: the log a command reads (see :func:`decision_log_url`)."""
-    parser.add_argument(
-        "--decision-log",
-        metavar="URL",
-        help=f"sqlite:///path or postgresql://… (default: $TRTGUARD_DECISION_LOG or {DEFAULT_DECISION_LOG})",
-    )
-
-
-def decision_log_url(args: argparse.Namespace) -> str:
-    """The ``--decision-log`` URL, else ``$TRTGUARD_DECISION_LOG``, else the webhook's default."""
-    value: str = args.decision_log or os.environ.get("TRTGUARD_DECISION_LOG") or DEFAULT_DECISION_LOG
-    return value
-
-
 def _verify_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-verify",
@@ -134,30 +112,6 @@ def _format_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format", choices=("text", "json"), default="text", help="text (default) or JSON Lines"
     )
-
-
-def _run(args: argparse.Namespace, work: Callable[[DecisionStore], Awaitable[_T]]) -> _T:
-    from decisionlog import open_store  # noqa: PLC0415 - keep `trtguard --help` light
-
-    url = decision_log_url(args)
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///").partition("?")[0]).is_file():
-        # A wrong path is a usage error (exit 2), as for `check --decision-log`; reading never creates a log.
-        raise InputError(
-            "the decision log file does not exist",
-            location=url.removeprefix("sqlite:///").partition("?")[0],
-            hint="pass the --decision-log URL that `trtguard serve` writes to "
-            "(sqlite:///relative/file.db, sqlite:////absolute/file.db)",
-        )
-
-    async def main() -> _T:
-        store = open_store(url, read_only=True)
-        await store.open()
-        try:
-            return await work(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(main())
 
 
 def _tail(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -183,12 +137,12 @@ def _tail(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 # A new record must link to the one before it (the first of the log: to the genesis hash).
                 intact = follows(stored, last)
                 if not intact and not args.no_verify:
-                    _warn(f"record seq {stored.seq} does not link to the record before it; marked UNVERIFIED")
+                    warn(f"record seq {stored.seq} does not link to the record before it; marked UNVERIFIED")
                 print_record(stored, args.format, out, None if args.no_verify else intact)
                 last = stored
             out.flush()  # a pipe (| jq) sees each decision when it is recorded, not once a buffer is full
 
-    return _run(args, work)
+    return read_log(args, work)
 
 
 def _print_checked(records: Sequence[StoredRecord], chain: ChainCheck, fmt: str, out: TextIO) -> int:
@@ -200,13 +154,9 @@ def _print_checked(records: Sequence[StoredRecord], chain: ChainCheck, fmt: str,
         print_record(stored, fmt, out, intact)
     warning = chain.warning(unverified)
     if warning is not None:
-        _warn(warning)
+        warn(warning)
     broken = chain.report is not None and not chain.report.ok
     return 1 if unverified or broken else 0
-
-
-def _warn(text: str) -> None:
-    print(f"trtguard: WARNING: {text}", file=sys.stderr)
 
 
 def _query(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -227,8 +177,8 @@ def _query(args: argparse.Namespace, out: TextIO | None = None) -> int:
         uid=args.uid,
         allowed=True if args.allowed else False if args.denied else None,
         dry_run=True if args.dry_run else False if args.no_dry_run else None,
-        since=_time(args.since, "--since"),
-        until=_time(args.until, "--until"),
+        since=parse_time(args.since, "--since"),
+        until=parse_time(args.until, "--until"),
         limit=args.last if args.last is not None else args.limit,
         newest_first=args.newest_first or args.last is not None,
     )
@@ -239,7 +189,7 @@ def _query(args: argparse.Namespace, out: TextIO | None = None) -> int:
         found = await store.query(query)
         return _print_checked(found, await check_chain(store, verify=not args.no_verify), args.format, out)
 
-    return _run(args, work)
+    return read_log(args, work)
 
 
 def _kind(text: str) -> tuple[str, str]:
@@ -251,19 +201,3 @@ def _kind(text: str) -> tuple[str, str]:
     except InputError as error:
         error.location = "--kind"
         raise
-
-
-def _time(text: str | None, flag: str) -> datetime | None:
-    if text is None:
-        return None
-    if match := _RELATIVE.fullmatch(text.strip()):
-        return datetime.now(UTC) - timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise InputError(
-            f"{text!r} is neither an RFC 3339 time nor an age",
-            location=flag,
-            hint="e.g. 2026-11-29T12:00:00Z or 6h",
-        ) from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -310,7 +310,7 @@ async def _history(url: str | None) -> AsyncIterator[AdmissionHistory | None]:
         yield None
         return
     from decisionlog import DecisionLogError, RecordQuery, open_store  # noqa: PLC0415
-    from webhook.admission_history import DecisionLogHistory  # noqa: PLC0415 - only when asked for
+    from webhook import DecisionLogHistory  # noqa: PLC0415 - only when asked for
 
     try:
         store = open_store(url, read_only=True)

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from trtguard.cli._args import add_evidence_arguments, wants_evidence
+from trtguard.cli._audit_log import add_decision_log_argument, log_url
 from trtguard.cli._commands import Subparsers, add_command_group, add_subcommand
-from trtguard.cli._key_commands import load_public_key, load_signing_key
+from trtguard.cli._key_files import load_public_key, load_signing_key
 from trtguard.cli._keys import add_password_arguments
 from trtguard.cli._output import check_output
-from trtguard.cli.audit import add_decision_log_argument, decision_log_url
 from verifier.base import InputError
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ def _export(args: argparse.Namespace, out: TextIO | None = None) -> int:
     selection = _selection(args)
     check_output(args.output, "the package")  # before the key's password is asked for
     key = load_signing_key(args.key, args)
-    url = decision_log_url(args)
+    url = log_url(args)
 
     async def main() -> tuple[ExportSummary, Selection]:
         store = open_store(url, read_only=True)
@@ -205,7 +205,7 @@ async def _one_workload(store: DecisionStore, selection: Selection) -> Selection
 
 
 async def _source(args: argparse.Namespace) -> tuple[EvidenceSource | None, Callable[[], Awaitable[None]]]:
-    from verifier.registry.evidence import evidence_source  # noqa: PLC0415
+    from verifier import evidence_source  # noqa: PLC0415
 
     if not wants_evidence(args):
         return None, _nothing

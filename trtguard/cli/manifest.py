@@ -24,7 +24,8 @@ from pydantic import ValidationError
 
 from trtguard.cli._args import add_registry_arguments
 from trtguard.cli._commands import Subparsers, add_command_group, add_subcommand
-from trtguard.cli._key_commands import load_signing_key, write_envelope
+from trtguard.cli._key_commands import write_envelope
+from trtguard.cli._key_files import load_signing_key
 from trtguard.cli._keys import add_password_arguments
 from trtguard.cli._manifest_import import (
     IMPORT_EXIT,
@@ -48,9 +49,8 @@ from trtguard.release.manifest import (
     read_yaml_as,
 )
 from verifier.base import InputError, hash_file, input_error_from_validation, read_limited
-from verifier.dsse import Envelope
+from verifier.crypto import Envelope, sign_statement
 from verifier.engine import InvalidCalibrationCache, InvalidOnnxModel
-from verifier.intoto import sign_statement
 from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 from verifier.manifest_diff import ManifestDiff, diff_manifests
 

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from trtguard.cli._commands import Subparsers, add_command
-from webhook.settings import DEFAULT_DECISION_LOG, load_settings
+from webhook import DEFAULT_DECISION_LOG, load_settings
 
 #: Settings fields set by flags of the same name.
 _FIELDS = (
@@ -177,8 +177,10 @@ def _duration(
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here so that `trtguard --help` and other commands do not load uvicorn and the policy evaluator.
-    from webhook.logging import configure_logging  # noqa: PLC0415
-    from webhook.server import run  # noqa: PLC0415
+    from webhook import (  # noqa: PLC0415
+        configure_logging,
+        run,
+    )
 
     settings = load_settings({name: getattr(args, name) for name in _FIELDS})
     configure_logging(settings.log_level)

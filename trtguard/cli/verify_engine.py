@@ -21,6 +21,7 @@ from trtguard.cli._args import add_clock_argument
 from trtguard.cli._commands import Subparsers, add_command
 from trtguard.cli._output import check_output, write_output
 from verifier.base import InputError, TrtguardError, read_limited
+from verifier.crypto import PrivateKey, PublicKey
 from verifier.engine import (
     GpuOptions,
     ModelSignatureRequest,
@@ -30,7 +31,6 @@ from verifier.engine import (
     sign_verification,
     verify_engine,
 )
-from verifier.keys import PrivateKey, PublicKey
 
 #: Files at least this large get a progress line while they are hashed.
 PROGRESS_FROM_BYTES = 64 * 1024 * 1024
@@ -178,7 +178,7 @@ def _model_signers(args: argparse.Namespace) -> ModelSignatureRequest | None:
 def _signing_key(args: argparse.Namespace) -> PrivateKey:
     # Imported here: the shared password helper lives with the key commands, whose module also loads the
     # sigstore verifier; only --attest needs it.
-    from trtguard.cli._key_commands import load_signing_key  # noqa: PLC0415
+    from trtguard.cli._key_files import load_signing_key  # noqa: PLC0415
 
     return load_signing_key(args.attest_key, args)
 

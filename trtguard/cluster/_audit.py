@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from policies.evaluator import PolicyEvaluator
-from policies.kinds import KindDefinition, KindRegistry
 from policies.policy_report import API_VERSION, SOURCE, Subject
 from policies.results import Action, Decision
+from policies.workload_model import KindDefinition, KindRegistry
 from trtguard.cluster._api import KubeApi, resource_path
 from trtguard.cluster._errors import ApiError, AuditTimeout
 from verifier.base import Deadline, InputError

@@ -50,8 +50,8 @@ from trtguard.demo.material import (
     make_material,
 )
 from verifier.base import InputError, TrtguardError
+from verifier.crypto import generate_private_key
 from verifier.evidence_folder import LocalEvidence
-from verifier.keys import generate_private_key
 
 SERVICE: Final = "trtguard.trtguard.svc"
 NAMESPACE: Final = "prod"

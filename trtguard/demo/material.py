@@ -1,6 +1,6 @@
 """Signed material for the scripted demo: fresh keys, the bundled policies, engine artifacts and attestations.
 
-Everything is generated on the spot with the project's own signing code (``verifier.keys``, ``verifier.dsse``,
+Everything is generated on the spot with the project's own signing code (``verifier.crypto``,
 ``verifier.manifest``), so the demo shows real signatures being checked. The private keys are discarded.
 """
 
@@ -17,10 +17,15 @@ import policies
 from policies.schema import trusted_keys_yaml
 from verifier.attestations import CHANGE_APPROVAL_PREDICATE_TYPE
 from verifier.base import sha256_bytes
-from verifier.dsse import Envelope, sign_envelope
+from verifier.crypto import (
+    PAYLOAD_TYPE,
+    Envelope,
+    ResourceDescriptor,
+    Statement,
+    generate_private_key,
+    sign_envelope,
+)
 from verifier.evidence import COSIGN_SIGN_PREDICATE
-from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
-from verifier.keys import generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_digest, manifest_statement
 from verifier.registry.engine_artifact import engine_artifact_manifest, engine_layer
 
@@ -90,7 +95,8 @@ def make_material(folder: Path, *, library: Path = LIBRARY, now: datetime | None
     for target in (policies, attestations):
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
-    # The starter library as the image ships it (the templates to copy are in policies/templates).
+    # The starter library as the image ships it (the templates to copy are in
+    # policies/workload_model/_templates).
     for source in sorted(library.glob("*.yaml")):
         shutil.copy(source, policies / source.name)
 

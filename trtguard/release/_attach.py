@@ -28,8 +28,8 @@ from verifier.attestations import (
     load_verification,
 )
 from verifier.base import Deadline, ImageReference, InputError, VerificationError
+from verifier.crypto import Statement
 from verifier.evidence import ArtifactSubjects
-from verifier.intoto import Statement
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
 from verifier.registry import (
     BUNDLE_CONTENT_ANNOTATION,

@@ -23,10 +23,8 @@ from verifier.attestations import (
     VerifierInfo,
 )
 from verifier.base import VerificationError
-from verifier.dsse import Envelope
+from verifier.crypto import Envelope, PrivateKey, ResourceDescriptor, Statement, sign_statement
 from verifier.engine._report import CheckStatus, EngineReport
-from verifier.intoto import ResourceDescriptor, Statement, sign_statement
-from verifier.keys import PrivateKey
 from verifier.manifest import OptimizationProfile, ShapeRange
 from verifier.predicates import Gpu
 

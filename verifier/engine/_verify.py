@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verifier.base import InputError, ProgressCallback, VerificationError, hash_file, read_limited
-from verifier.dsse import Envelope
+from verifier.crypto import Envelope, PublicKey
 from verifier.engine._calibration import CalibrationCacheFile, InvalidCalibrationCache, read_calibration_cache
 from verifier.engine._header import read_plan_header
 from verifier.engine._inspector import InvalidInspectorOutput, LayerPrecisions, parse_engine_information
@@ -25,7 +25,6 @@ from verifier.engine.checks.calibration import calibration_checks
 from verifier.engine.checks.gpu import gpu_checks
 from verifier.engine.checks.onnx import onnx_checks
 from verifier.engine.checks.plan import engine_file_checks, plan_checks, plan_version_check
-from verifier.keys import PublicKey
 from verifier.manifest import EngineBuildManifest, manifest_digest
 from verifier.verification import StatementRefused, StatementTrust, manifest_of, signers_of, verify_statement
 

@@ -51,7 +51,14 @@ from verifier.base import (
     InputError,
     VerificationError,
 )
-from verifier.dsse import Envelope
+from verifier.crypto import (
+    PAYLOAD_TYPE,
+    Envelope,
+    Statement,
+    StatementTooDeep,
+    claimed_by_statement,
+    statement_from_envelope,
+)
 from verifier.evidence import (
     COSIGN_SIGN_PREDICATE,
     ArtifactAttestations,
@@ -59,14 +66,6 @@ from verifier.evidence import (
     Attestation,
     ImageSignatures,
     UncheckedStatement,
-)
-from verifier.evidence_choice import evidence_source  # re-exported: the server and other callers
-from verifier.intoto import (
-    PAYLOAD_TYPE,
-    Statement,
-    StatementTooDeep,
-    claimed_by_statement,
-    statement_from_envelope,
 )
 from verifier.registry._cosign_layout import (
     DSSE_ENVELOPE,
@@ -91,7 +90,7 @@ from verifier.signatures.notation import (
     MAX_NOTATION_SIGNATURES,
 )
 
-__all__ = ["RegistryEvidence", "evidence_source"]
+__all__ = ["RegistryEvidence"]
 
 if TYPE_CHECKING:  # the client (httpx) is imported when a registry is used: offline checks start faster
     from verifier.registry.client import RegistryClient

@@ -32,7 +32,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from verifier.dsse import MAX_SIGNATURES
+    from verifier.crypto import MAX_SIGNATURES
     from verifier.signatures._openpgp import (
         MAX_SIGNATURE_BYTES,
         OpenPGPKey,
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 
 #: Where each public name lives.
 _HOMES: dict[str, str] = {
-    "MAX_SIGNATURES": "verifier.dsse",
+    "MAX_SIGNATURES": "verifier.crypto._dsse",
     **dict.fromkeys(
         (
             "MAX_SIGNATURE_BYTES",

@@ -27,9 +27,15 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
 from verifier.base import InputError, VerificationError, parse_sha256
-from verifier.dsse import MAX_SIGNATURES, Envelope, pae
-from verifier.intoto import Statement, statement_from_envelope
-from verifier.keys import InvalidKey, PublicKey
+from verifier.crypto import (
+    MAX_SIGNATURES,
+    Envelope,
+    InvalidKey,
+    PublicKey,
+    Statement,
+    pae,
+    statement_from_envelope,
+)
 from verifier.signatures import _certificate as sigstore_cert
 from verifier.signatures import _rekor as rekor_entry
 from verifier.signatures._bundle_format import Bundle, MessageSignature, parse_bundle

@@ -26,7 +26,7 @@ from typing import Final
 from cryptography import x509
 
 from verifier.base import VerificationError
-from verifier.dsse import Envelope, EnvelopeSignature
+from verifier.crypto import Envelope, EnvelopeSignature
 from verifier.signatures._json import Fields, MalformedField
 from verifier.signatures._rekor import InclusionProof, LogEntry
 

@@ -18,7 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
 from verifier.base import VerificationError
-from verifier.keys import InvalidKey, PublicKey
+from verifier.crypto import InvalidKey, PublicKey
 from verifier.signatures import _certificate as sigstore_cert
 from verifier.signatures import _rekor as rekor_entry
 from verifier.signatures._policy import SignerMatch, TrustPolicy

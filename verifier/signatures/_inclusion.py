@@ -30,7 +30,7 @@ from typing import Final
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
 from verifier.base import VerificationError
-from verifier.keys import PublicKey
+from verifier.crypto import PublicKey
 
 _SIGNATURE_PREFIX: Final = "\u2014 "
 _MAX_SIGNATURE_LINES: Final = 100

@@ -10,7 +10,7 @@ from typing import Literal
 from cryptography import x509
 
 from verifier.base import InputError, VerificationError
-from verifier.keys import PublicKey
+from verifier.crypto import PublicKey
 from verifier.signatures._certificate import certificate_identity
 from verifier.signatures._rekor import RekorLog
 from verifier.signatures._trust import TrustRoot

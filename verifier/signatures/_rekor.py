@@ -34,8 +34,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from verifier.base import VerificationError
-from verifier.dsse import Envelope, pae
-from verifier.keys import InvalidKey, PublicKey
+from verifier.crypto import Envelope, InvalidKey, PublicKey, pae
 from verifier.signatures._inclusion import leaf_hash, root_from_inclusion_proof, verify_checkpoint
 from verifier.signatures._json import Fields, MalformedField
 

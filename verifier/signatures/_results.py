@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Final, Literal
 
 from verifier.base import VerificationError
-from verifier.intoto import Statement
+from verifier.crypto import Statement
 
 if TYPE_CHECKING:  # the results load without the verifiers (X.509, Notation): start-up time, issue 15
     from verifier.signatures._policy import SignerMatch

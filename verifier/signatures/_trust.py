@@ -24,7 +24,7 @@ from typing import Final
 from cryptography import x509
 
 from verifier.base import InputError, read_limited
-from verifier.keys import InvalidKey, PublicKey
+from verifier.crypto import InvalidKey, PublicKey
 from verifier.signatures._json import Fields, MalformedField
 from verifier.signatures._rekor import RekorLog
 

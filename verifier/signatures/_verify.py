@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from verifier.base import Deadline, EvidenceUnavailable, InputError, VerificationError, parse_sha256
-from verifier.dsse import MAX_SIGNATURES, Envelope, pae, verify_envelope
-from verifier.intoto import Statement, statement_from_envelope
+from verifier.crypto import MAX_SIGNATURES, Envelope, Statement, pae, statement_from_envelope, verify_envelope
 from verifier.signatures import _rekor as rekor_entry
 from verifier.signatures._bundle import require_subject
 from verifier.signatures._bundle import verify_bundle as _verify_bundle

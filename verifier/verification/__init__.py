@@ -71,7 +71,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from verifier.keys import PublicKey
+    from verifier.crypto import PublicKey
     from verifier.model_signing import (
         MODEL_SIGNING_PREDICATE,
         ModelSigningCertificates,
@@ -127,7 +127,7 @@ if TYPE_CHECKING:
 
 #: Where each public name lives.
 _HOMES: dict[str, str] = {
-    "PublicKey": "verifier.keys",
+    "PublicKey": "verifier.crypto._keys",
     **dict.fromkeys(
         (
             "CountedSignature",

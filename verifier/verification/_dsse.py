@@ -7,11 +7,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from verifier.base import VerificationError
-from verifier.dsse import verify_envelope
+from verifier.crypto import verify_envelope
 
 if TYPE_CHECKING:
+    from verifier.crypto import PublicKey
     from verifier.evidence import Attestation
-    from verifier.keys import PublicKey
 
 
 class _Dsse:

@@ -16,13 +16,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from verifier.base import InputError, VerificationError, sha256_bytes
-from verifier.intoto import Statement, statement_from_envelope
+from verifier.crypto import Statement, statement_from_envelope
 from verifier.verification import _table
 from verifier.verification._contract import SignedBy, StatementFormat
 
 if TYPE_CHECKING:
+    from verifier.crypto import PublicKey
     from verifier.evidence import Attestation
-    from verifier.keys import PublicKey
 
 
 class StatementRefused(VerificationError):

@@ -1,5 +1,5 @@
 {{- /*
-The custom resources of the operators whose kinds trtguard ships (policies/operator_kinds.py), by the name
+The custom resources of the operators whose kinds trtguard ships (policies/workload_model/_operator_kinds.py), by the name
 webhook.operators uses: group, plural resource, the API versions trtguard reads, and scope. A version
 trtguard does not read is not registered: with matchPolicy Equivalent the API server sends such a request
 converted to a registered version where the CRD converts, and otherwise not at all.

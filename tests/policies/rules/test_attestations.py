@@ -1,4 +1,4 @@
-"""policies.rules.attestations: image attestations with maxAge and CEL conditions, against real keys and real
+"""policies.rules._attestations: image attestations with maxAge and CEL conditions, against real keys and real
 scanner output (tests/data 602-610) signed as in-toto statements about the image digest."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from policies.loader import PolicyLoadError, load_policy_set
 from policies.results import Action, Decision
 from tests.conftest import DATA
 from tests.policies.conftest import RUNTIME, Material, pod
-from verifier.dsse import sign_envelope
+from verifier.crypto._dsse import sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE
 from verifier.evidence_folder import LocalEvidence
-from verifier.intoto import PAYLOAD_TYPE
 
 CDX = "https://cyclonedx.org/bom"
 VULN = "https://cosign.sigstore.dev/attestation/vuln/v1"

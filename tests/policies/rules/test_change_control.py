@@ -17,15 +17,15 @@ from policies.evaluator import PolicyEvaluator
 from policies.identity import WorkloadIdentity
 from policies.loader import load_policy_set
 from policies.results import AdmittedEngine, AdmittingDecision, Decision
-from policies.rules.change_control import _newest_per_model
+from policies.rules._change_control import _newest_per_model
 from tests.policies.conftest import Material, pod
 from trtguard.cli import main
 from verifier.base import sha256_bytes
 from verifier.base._deadline import Deadline
 from verifier.base._references import ImageReference
+from verifier.crypto._keys import encrypt_private_key
 from verifier.evidence import ArtifactAttestations, ArtifactSubjects, ImageSignatures
 from verifier.evidence_folder import LocalEvidence
-from verifier.keys import encrypt_private_key
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 COMMITTEE = ("alice", "bob", "chen")

@@ -1,4 +1,4 @@
-"""policies.rules.expressions: CEL expressions over the manifest and the workload.
+"""policies.rules._expressions: CEL expressions over the manifest and the workload.
 
 An expression that fails is a violation quoting the error; one stopped by a time or memory bound is a
 violation with the policy's ``onError``, within the request's deadline; one that runs is judged as written.

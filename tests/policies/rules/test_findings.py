@@ -1,4 +1,4 @@
-"""policies.rules.findings: a check that cannot answer is a violation, worded the same way for every rule."""
+"""policies.rules._findings: a check that cannot answer is a violation, worded the same way for every rule."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from policies.loader import CompiledPolicy, load_policy_set
 from policies.results import Action
-from policies.rules.findings import Findings, Refusal
+from policies.rules._findings import Findings, Refusal
 from tests.policies.conftest import Material
 from tests.policies.evaluation import images_policy
 from verifier.base._errors import EvidenceUnavailable, TrtguardError, VerificationError

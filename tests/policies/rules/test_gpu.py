@@ -1,4 +1,5 @@
-"""models.rules.gpuCompatibility (policies.rules.gpu, policies.scheduling): engines that fit the GPUs a Pod
+"""models.rules.gpuCompatibility (policies.rules._gpu, policies.workload_model._scheduling): engines that fit
+the GPUs a Pod
 can land on, and the TensorRT runtime it runs in, with real signed build manifests."""
 
 from __future__ import annotations
@@ -12,16 +13,16 @@ import pytest
 from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.results import Action, Decision
-from policies.rules.gpu import (
+from policies.rules._gpu import (
     GpuFit,
     loads,
     misfits,
     product_label,
 )
-from policies.workload import Workload, extract
+from policies.workload_model._extraction import Workload, extract
 from tests.policies.conftest import OTHER_RUNTIME, RUNTIME, Material, manifest_data, pod
 from tests.policies.evaluation import NOW
-from tests.policies.test_discovery import CountingBudget
+from tests.policies.workload_model.test_discovery import CountingBudget
 from verifier.evidence_folder import LocalEvidence
 from verifier.manifest import EngineBuildManifest
 
@@ -436,7 +437,7 @@ def test_each_template_is_judged_once_however_many_engines_and_policies_reach_it
         calls.append(template.path)
         return misfits(template, *args)
 
-    monkeypatch.setattr("policies.rules.gpu.misfits", counted)
+    monkeypatch.setattr("policies.rules._gpu.misfits", counted)
 
     def task(index: int) -> dict[str, Any]:
         spec = placed(ref, terms=_wide(3))["spec"]

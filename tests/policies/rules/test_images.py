@@ -1,4 +1,4 @@
-"""policies.rules.images: image rules against real keys and real signatures in a local folder."""
+"""policies.rules._images: image rules against real keys and real signatures in a local folder."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""policies.rules.manifest: the signed build manifest of an engine and its maxAge."""
+"""policies.rules._manifest: the signed build manifest of an engine and its maxAge."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from policies.results import Action
 from tests.policies.conftest import Material, pod
 from tests.policies.evaluation import engine_for, evaluate, models_policy
 from verifier.base._digests import sha256_bytes
-from verifier.dsse import sign_envelope
-from verifier.intoto import PAYLOAD_TYPE
+from verifier.crypto._dsse import sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
 
 

@@ -1,4 +1,4 @@
-"""policies.rules.model: precisions, INT8 calibration, accuracy floors and plugins."""
+"""policies.rules._model: precisions, INT8 calibration, accuracy floors and plugins."""
 
 from __future__ import annotations
 

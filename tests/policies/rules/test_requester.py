@@ -1,4 +1,4 @@
-"""Who deploys: spec.requester (policies.rules.requester), match/exclude requesters (policies.matching) and
+"""Who deploys: spec.requester (policies.rules._requester), match/exclude requesters (policies.matching) and
 the requester model (policies.requesters), through the evaluator."""
 
 from __future__ import annotations

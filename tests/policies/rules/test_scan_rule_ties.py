@@ -1,4 +1,4 @@
-"""policies.rules.attestations: every judged document is judged in full, whatever order ties and undated
+"""policies.rules._attestations: every judged document is judged in full, whatever order ties and undated
 documents come in (attack 27, round 3: F1 a document that cannot tell stopped the checks of the others, F4
 ``maxAge`` measured only the first tie, F6 the conditions stopped at the first failing document).
 
@@ -18,7 +18,7 @@ import pytest
 from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
 from policies.results import Action, Decision
-from policies.rules import attestations
+from policies.rules import _attestations as attestations
 from policies.verified import VerifiedPredicate
 from tests.policies.conftest import Material, pod
 from tests.policies.rules.test_attestations import CDX, NOW, VULN, about_runtime, attest, data, judge

@@ -24,8 +24,8 @@ from tests.policies.rules.test_attestations import (
     judge,
     wrapped,
 )
-from verifier.dsse import sign_envelope
-from verifier.intoto import PAYLOAD_TYPE
+from verifier.crypto._dsse import sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE
 
 SPDX = "https://spdx.dev/Document"
 BASE = "images.runtime.attestations"

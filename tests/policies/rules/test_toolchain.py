@@ -1,4 +1,4 @@
-"""policies.rules.toolchain: allowed builder images and sameAsRuntimeImage."""
+"""policies.rules._toolchain: allowed builder images and sameAsRuntimeImage."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""policies.rules.verification: the GPU verification attestation of an engine."""
+"""policies.rules._verification: the GPU verification attestation of an engine."""
 
 from __future__ import annotations
 

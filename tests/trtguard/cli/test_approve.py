@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.localregistry import LocalRegistry
 from trtguard.cli import main
-from verifier.keys import encrypt_private_key, generate_private_key
+from verifier.crypto._keys import encrypt_private_key, generate_private_key
 
 PASSWORD = "approve test"
 

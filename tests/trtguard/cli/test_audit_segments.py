@@ -16,7 +16,7 @@ from decisionlog import DecisionRecord, PostgresStore, SQLiteStore
 from decisionlog._sqlite import write_batch
 from trtguard.cli import main
 from verifier.base._deadline import Deadline
-from verifier.keys import encrypt_private_key, generate_private_key
+from verifier.crypto._keys import encrypt_private_key, generate_private_key
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

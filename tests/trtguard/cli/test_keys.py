@@ -17,10 +17,10 @@ import pytest
 
 from trtguard.cli import _keys as keys_cli
 from trtguard.cli import attest, keygen, verify_attestation
-from verifier import keys
 from verifier.base._errors import InputError, TrtguardError
-from verifier.dsse import Envelope
-from verifier.intoto import statement_from_envelope
+from verifier.crypto import _keys as keys
+from verifier.crypto._dsse import Envelope
+from verifier.crypto._intoto import statement_from_envelope
 
 PREDICATE_TYPE = "https://example.com/attestations/custom/v1"
 

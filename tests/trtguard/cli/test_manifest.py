@@ -25,9 +25,9 @@ from tests.support.gpg import GnuPG
 from tests.verifier.model_signing.conftest import write_key
 from trtguard.cli import main
 from verifier.base._errors import InputError
-from verifier.dsse import Envelope, sign_envelope, verify_envelope
-from verifier.intoto import PAYLOAD_TYPE, statement_from_envelope
-from verifier.keys import encrypt_private_key, generate_private_key
+from verifier.crypto._dsse import Envelope, sign_envelope, verify_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE, statement_from_envelope
+from verifier.crypto._keys import encrypt_private_key, generate_private_key
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
 
 IMAGE = "nvcr.io/nvidia/tensorrt:24.10-py3@sha256:" + "5d" * 32

@@ -30,9 +30,9 @@ from trtguard.cli import attach_attestation, push_engine, sign
 from verifier.base._deadline import Deadline
 from verifier.base._errors import TrtguardError
 from verifier.base._references import ImageReference
+from verifier.crypto._intoto import sign_statement, statement_for_file
+from verifier.crypto._keys import PrivateKey, encrypt_private_key, generate_private_key
 from verifier.evidence import ImageSignatures
-from verifier.intoto import sign_statement, statement_for_file
-from verifier.keys import PrivateKey, encrypt_private_key, generate_private_key
 from verifier.registry._cosign_layout import read_signatures
 from verifier.registry.client import RegistryClient
 from verifier.registry.evidence import RegistryEvidence

@@ -10,8 +10,8 @@ import pytest
 from trtguard.cli import parse_args
 from trtguard.cli.serve import _FIELDS
 from verifier.base._errors import InputError
-from webhook.settings import ServeSettings, load_settings
-from webhook.tls import LOCAL_NAMES
+from webhook._settings import ServeSettings, load_settings
+from webhook._tls import LOCAL_NAMES
 
 ARCHITECTURE = Path(__file__).resolve().parents[3] / "docs" / "ARCHITECTURE.md"
 

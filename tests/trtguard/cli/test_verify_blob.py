@@ -16,8 +16,8 @@ import pytest
 
 from tests.support import local_rekor
 from trtguard.cli import main
-from verifier import keys
-from verifier.keys import PrivateKey
+from verifier.crypto import _keys as keys
+from verifier.crypto._keys import PrivateKey
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:

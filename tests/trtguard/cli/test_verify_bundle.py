@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from trtguard.cli import main
-from verifier import keys
-from verifier.keys import PrivateKey
+from verifier.crypto import _keys as keys
+from verifier.crypto._keys import PrivateKey
 
 REPO = Path(__file__).resolve().parents[3]
 SUITE = REPO / "tests" / "data" / "sigstore-conformance" / "bundle-verify"

@@ -28,7 +28,7 @@ from tests.policies.registry_world import run_cli
 from tests.support.kube_apiserver_standin import TOKEN, KubeApiStandIn, workloads
 from tests.support.policy_reports import validate_report
 from trtguard.cluster import ApiError, ClusterSettings, connect
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 
 SERVER = "registry.example/inference/server@sha256:" + "a1" * 32
 LEGACY = "registry.example/legacy/server@sha256:" + "b2" * 32

@@ -23,7 +23,7 @@ from trtguard.release.cosign_layout import append_layer, cosign_config, push_ref
 from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline
 from verifier.base._references import ImageReference
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 from verifier.registry._cosign_layout import (
     DSSE_ENVELOPE,
     SIGNATURE_ANNOTATION,

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tests.verifier.engine.helpers import CHILD_PROGRAM, FAKE_CHILDREN, HERE, sign_manifest
+from verifier.crypto._keys import PrivateKey, PublicKey, generate_private_key
 from verifier.engine import EngineReport, GpuOptions, VerifyRequest, load_signed_manifest, verify_engine
-from verifier.keys import PrivateKey, PublicKey, generate_private_key
 
 _PROBE = f"""
 import importlib.util, json, runpy, sys

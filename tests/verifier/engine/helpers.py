@@ -18,10 +18,10 @@ from onnx import TensorProto, helper, numpy_helper
 from trtguard.cli import verify_engine as engine_cli
 from verifier.base._digests import hash_file
 from verifier.base._errors import TrtguardError
-from verifier.dsse import Envelope
+from verifier.crypto._dsse import Envelope
+from verifier.crypto._intoto import ResourceDescriptor, Statement, sign_statement
+from verifier.crypto._keys import PrivateKey
 from verifier.engine import CheckStatus, EngineReport
-from verifier.intoto import ResourceDescriptor, Statement, sign_statement
-from verifier.keys import PrivateKey
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE
 
 HERE = Path(__file__).resolve().parent

@@ -12,10 +12,10 @@ import pytest
 from tests.verifier.engine.helpers import answer, engine_facts, gpu_manifest
 from verifier.attestations import ENGINE_VERIFICATION_PREDICATE_TYPE, load_verification
 from verifier.base._errors import VerificationError
-from verifier.dsse import verify_envelope
+from verifier.crypto._dsse import verify_envelope
+from verifier.crypto._intoto import statement_from_envelope
+from verifier.crypto._keys import generate_private_key
 from verifier.engine import EngineReport, GpuOptions, sign_verification, verification_predicate
-from verifier.intoto import statement_from_envelope
-from verifier.keys import generate_private_key
 
 MNIST = "sampleMNIST.trt10.5.0.18.engine"
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.verifier.engine.helpers import gpu_manifest, manifest_for, trtguard
 from trtguard.cli import verify_engine as engine_cli
-from verifier.keys import encrypt_private_key, generate_private_key
+from verifier.crypto._keys import encrypt_private_key, generate_private_key
 
 MNIST = "sampleMNIST.trt10.5.0.18.engine"
 

@@ -18,10 +18,10 @@ import pytest
 from tests.verifier.engine.helpers import FAKE_CHILDREN, PLANS, gpu_manifest, trtguard
 from verifier.attestations import load_verification
 from verifier.base._digests import hash_file
-from verifier.dsse import Envelope, verify_envelope
+from verifier.crypto._dsse import Envelope, verify_envelope
+from verifier.crypto._intoto import statement_from_envelope
+from verifier.crypto._keys import encrypt_private_key, generate_private_key
 from verifier.engine import GpuOptions, GpuOutcome, GpuRun, inspect_on_gpu
-from verifier.intoto import statement_from_envelope
-from verifier.keys import encrypt_private_key, generate_private_key
 
 pytestmark = pytest.mark.gpu
 

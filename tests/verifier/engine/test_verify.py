@@ -22,6 +22,7 @@ from tests.verifier.engine.helpers import (
 )
 from verifier.base._digests import hash_file
 from verifier.base._errors import InputError
+from verifier.crypto._keys import PrivateKey, PublicKey
 from verifier.engine import (
     CheckStatus,
     EngineReport,
@@ -30,7 +31,6 @@ from verifier.engine import (
     load_signed_manifest,
     verify_engine,
 )
-from verifier.keys import PrivateKey, PublicKey
 
 # --- the public plans ---
 

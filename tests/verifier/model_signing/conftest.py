@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from verifier.dsse import pae
+from verifier.crypto._dsse import pae
 
 
 def write_key(path: Path, curve: ec.EllipticCurve | None = None) -> ec.EllipticCurvePrivateKey:

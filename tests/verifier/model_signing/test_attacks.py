@@ -16,9 +16,9 @@ from tests.verifier.model_signing.conftest import resign, write_ca, write_key, w
 from tests.verifier.model_signing.test_interop import sign_certificate, sign_key, upstream_key
 from verifier import model_signing as ms
 from verifier.base import MAX_DOCUMENT_BYTES, InputError, VerificationError
-from verifier.dsse import Envelope
+from verifier.crypto._dsse import Envelope
+from verifier.crypto._intoto import statement_from_envelope
 from verifier.evidence import Attestation
-from verifier.intoto import statement_from_envelope
 from verifier.model_signing import _signature as signature_module
 from verifier.verification import StatementRefused, StatementTrust, verify_model_statement, verify_statement
 

@@ -20,7 +20,7 @@ from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable, VerificationError
 from verifier.base._references import ImageReference
-from verifier.keys import PublicKey
+from verifier.crypto._keys import PublicKey
 from verifier.registry._cosign_layout import (
     DSSE_ENVELOPE,
     SIGNATURE_ANNOTATION,

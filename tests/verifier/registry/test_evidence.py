@@ -20,11 +20,18 @@ from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable, InputError, VerificationError
 from verifier.base._files import MAX_DOCUMENT_BYTES
 from verifier.base._references import ImageReference
-from verifier.dsse import Envelope, sign_envelope
+from verifier.crypto._dsse import Envelope, sign_envelope
+from verifier.crypto._intoto import (
+    PAYLOAD_TYPE,
+    ResourceDescriptor,
+    Statement,
+    sign_statement,
+    statement_for_file,
+)
+from verifier.crypto._keys import PrivateKey, generate_private_key
 from verifier.evidence import COSIGN_SIGN_PREDICATE, EvidenceSource
+from verifier.evidence_choice import evidence_source
 from verifier.evidence_folder import LocalEvidence
-from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement, sign_statement, statement_for_file
-from verifier.keys import PrivateKey, generate_private_key
 from verifier.registry._cosign_layout import (
     BUNDLE_CONTENT_ANNOTATION,
     BUNDLE_PREDICATE_ANNOTATION,
@@ -42,7 +49,7 @@ from verifier.registry._cosign_layout import (
 from verifier.registry._oci import EMPTY_DESCRIPTOR, OCI_MANIFEST, Descriptor, image_manifest
 from verifier.registry.client import RegistryClient
 from verifier.registry.engine_artifact import ENGINE_ARTIFACT_TYPE, ENGINE_LAYER, TITLE_ANNOTATION
-from verifier.registry.evidence import RegistryEvidence, evidence_source
+from verifier.registry.evidence import RegistryEvidence
 from verifier.signatures import TrustPolicy, verify_attestation, verify_image_signatures
 from verifier.signatures.notation import ARTIFACT_TYPE as NOTATION_SIGNATURE
 from verifier.signatures.notation import JWS_MEDIA_TYPE, MAX_ENVELOPE_BYTES, MAX_NOTATION_SIGNATURES

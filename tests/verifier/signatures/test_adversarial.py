@@ -26,9 +26,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from tests.support import local_rekor
-from verifier import dsse, intoto, keys, signatures
+from verifier import signatures
 from verifier.base._errors import InputError, VerificationError
-from verifier.keys import PrivateKey
+from verifier.crypto import _dsse as dsse
+from verifier.crypto import _intoto as intoto
+from verifier.crypto import _keys as keys
+from verifier.crypto._keys import PrivateKey
 from verifier.signatures import CosignSignature, KeylessIdentity, TrustPolicy, TrustRoot
 from verifier.signatures._inclusion import leaf_hash, root_from_inclusion_proof
 

@@ -32,7 +32,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
 from trtguard.cli import main
-from verifier.keys import PublicKey
+from verifier.crypto._keys import PublicKey
 
 SUITE = Path(__file__).resolve().parents[2] / "data" / "sigstore-conformance" / "bundle-verify"
 IDENTITY = (

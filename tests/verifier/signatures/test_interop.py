@@ -19,8 +19,8 @@ import pytest
 
 from verifier import signatures
 from verifier.base._errors import InputError, VerificationError
-from verifier.dsse import Envelope
-from verifier.keys import InvalidKey, PublicKey
+from verifier.crypto._dsse import Envelope
+from verifier.crypto._keys import InvalidKey, PublicKey
 from verifier.signatures import (
     CosignSignature,
     KeylessIdentity,

@@ -18,9 +18,12 @@ import rfc8785
 from cryptography import x509
 
 from tests.support import local_rekor
-from verifier import dsse, intoto, keys, signatures
+from verifier import signatures
 from verifier.base._errors import InputError, VerificationError
-from verifier.keys import PrivateKey, PublicKey
+from verifier.crypto import _dsse as dsse
+from verifier.crypto import _intoto as intoto
+from verifier.crypto import _keys as keys
+from verifier.crypto._keys import PrivateKey, PublicKey
 from verifier.signatures import (
     COSIGN_SIGN_PREDICATE,
     CosignSignature,

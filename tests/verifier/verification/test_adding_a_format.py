@@ -39,11 +39,11 @@ from policies.signers import Signer
 from tests.policies.conftest import Material, manifest_data, pod
 from tests.policies.evaluation import NOW, evaluate, rules
 from verifier.base import Deadline, ImageReference
-from verifier.dsse import Envelope, sign_envelope
+from verifier.crypto._dsse import Envelope, sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE
+from verifier.crypto._keys import PublicKey, generate_private_key
 from verifier.evidence import Attestation
 from verifier.evidence_folder import LocalEvidence
-from verifier.intoto import PAYLOAD_TYPE
-from verifier.keys import PublicKey, generate_private_key
 from verifier.manifest import EngineBuildManifest, manifest_statement
 from verifier.verification import (
     StatementRefused,

@@ -14,10 +14,10 @@ import pytest
 
 from tests.support.gpg import GnuPG
 from verifier.base import InputError
-from verifier.dsse import Envelope, sign_envelope
+from verifier.crypto._dsse import Envelope, sign_envelope
+from verifier.crypto._intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
+from verifier.crypto._keys import PrivateKey, PublicKey, generate_private_key
 from verifier.evidence import Attestation
-from verifier.intoto import PAYLOAD_TYPE, ResourceDescriptor, Statement
-from verifier.keys import PrivateKey, PublicKey, generate_private_key
 from verifier.signatures._openpgp import OpenPGPKey
 from verifier.verification import StatementRefused, StatementTrust, signers_of, verify_statement
 

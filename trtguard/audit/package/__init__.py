@@ -44,8 +44,8 @@ from trtguard.audit.package.export import ExportSummary, export_package
 from trtguard.audit.package.selection import Selection
 from trtguard.audit.package.verify import Anchor, EvidencePackageReport, Finding, PackageVerifier
 from verifier.base import Deadline, hash_file
+from verifier.crypto import PrivateKey, PublicKey
 from verifier.evidence import EvidenceSource
-from verifier.keys import PrivateKey, PublicKey
 
 __all__ = [
     "EVIDENCE_PACKAGE_PREDICATE_TYPE",

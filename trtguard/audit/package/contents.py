@@ -31,8 +31,7 @@ from verifier.attestations import (
     ENGINE_VERIFICATION_PREDICATE_TYPE,
 )
 from verifier.base import InputError, sha256_bytes
-from verifier.intoto import ResourceDescriptor, Statement, sign_statement
-from verifier.keys import PrivateKey
+from verifier.crypto import PrivateKey, ResourceDescriptor, Statement, sign_statement
 
 #: Predicate type of the statement that signs a package's index.
 EVIDENCE_PACKAGE_PREDICATE_TYPE: Final = "https://trtguard.dev/attestations/evidence-package/v1"

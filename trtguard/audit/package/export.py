@@ -51,10 +51,9 @@ from verifier.base import (
     hash_file,
     sha256_bytes,
 )
+from verifier.crypto import PrivateKey, statement_from_envelope
 from verifier.evidence import Attestation, EvidenceSource, ImageSignatures
 from verifier.evidence_documents import classic_signature_document
-from verifier.intoto import statement_from_envelope
-from verifier.keys import PrivateKey
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, load_manifest
 from verifier.signatures import COSIGN_SIGN_PREDICATE
 from verifier.signatures.notation import JWS_MEDIA_TYPE

@@ -22,7 +22,7 @@ from trtguard.audit.package.verify import Anchor
 from trtguard.audit.report._render import CONTENT_SECURITY_POLICY, render_html
 from trtguard.audit.report._view import ReportView, build_view
 from verifier.base import InputError
-from verifier.keys import PublicKey
+from verifier.crypto import PublicKey
 
 __all__ = ["CONTENT_SECURITY_POLICY", "ReportView", "build_view", "render_html", "write_report"]
 

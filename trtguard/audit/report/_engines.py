@@ -16,8 +16,7 @@ from trtguard.audit.package.contents import EngineInfo
 from trtguard.audit.report._decisions import Admission, InForce
 from verifier.attestations import ChangeApproval, EngineVerification
 from verifier.base import TrtguardError
-from verifier.dsse import Envelope
-from verifier.intoto import statement_from_envelope
+from verifier.crypto import Envelope, statement_from_envelope
 from verifier.manifest import EngineBuildManifest, load_manifest, manifest_digest
 
 

@@ -25,9 +25,7 @@ from trtguard.audit.report._chart import Point, accuracy_chart
 from trtguard.audit.report._decisions import Decisions, read_decisions, read_records
 from trtguard.audit.report._engines import EngineView, RunningEngine, read_engines, running_now
 from verifier.base import hash_file
-from verifier.dsse import Envelope
-from verifier.intoto import statement_from_envelope
-from verifier.keys import PublicKey
+from verifier.crypto import Envelope, PublicKey, statement_from_envelope
 
 #: Policy file contents shown in full up to this many characters each (then cut, and said so).
 POLICY_TEXT_LIMIT = 20_000

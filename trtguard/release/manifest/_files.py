@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from verifier.base import InputError, load_document, read_limited, short_repr
-from verifier.dsse import Envelope
-from verifier.intoto import statement_from_envelope
+from verifier.crypto import Envelope, statement_from_envelope
 from verifier.manifest import EngineBuildManifest, load_manifest
 
 #: What a settings file holds: a mapping or a list.

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, utils
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from verifier.base import InputError, VerificationError
-from verifier.keys import PrivateKey
+from verifier.crypto import PrivateKey
 from verifier.signatures.notation._envelope import (
     COSE_MEDIA_TYPE,
     EXPIRY,

@@ -24,8 +24,8 @@ from typing import Final, Literal
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 
-from verifier._der import der_header
 from verifier.base import InputError
+from verifier.crypto import der_header
 
 __all__ = [
     "CERTIFICATE_ERRORS",

@@ -16,8 +16,8 @@ from cryptography import x509
 from rfc3161_client import VerificationError as TokenError
 from rfc3161_client import VerifierBuilder, decode_timestamp_response
 
-from verifier._der import der_header
 from verifier.base import VerificationError
+from verifier.crypto import der_header
 
 __all__ = ["timestamp_range"]
 

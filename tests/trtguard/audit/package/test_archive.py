@@ -21,7 +21,7 @@ from trtguard.audit.package.archive import (
 )
 from trtguard.cli import main
 from verifier.base._errors import InputError
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 
 MEMBERS = [("index.json", b'{"version": 1}\n'), ("decisions/records.jsonl", b"{}\n" * 100)]
 

@@ -23,7 +23,7 @@ from tests.trtguard.audit.package.world import (
 )
 from trtguard.audit.package import ChainScope, Selection, export_evidence_package
 from trtguard.audit.package.contents import SIGNATURE
-from verifier.dsse import Envelope
+from verifier.crypto._dsse import Envelope
 from verifier.evidence_folder import LocalEvidence
 
 

@@ -13,7 +13,7 @@ from tests.support.notary_pki import make_pki
 from trtguard.audit.package.policy import key_file_names, load_snapshot, take_snapshot
 from trtguard.demo.material import LIBRARY
 from verifier.base._errors import InputError, VerificationError
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 
 KEYLESS = "https://token.actions.githubusercontent.com"
 

@@ -38,15 +38,15 @@ from verifier.attestations import (
     ChangeApproval,
     EngineVerification,
 )
-from verifier.dsse import Envelope
+from verifier.crypto._dsse import Envelope
+from verifier.crypto._intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
+from verifier.crypto._keys import PrivateKey, encrypt_private_key, generate_private_key
 from verifier.evidence import COSIGN_SIGN_PREDICATE
 from verifier.evidence_folder import LocalEvidence
-from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
-from verifier.keys import PrivateKey, encrypt_private_key, generate_private_key
-from webhook.admission import Reviewer
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.wire import parse_review_document
+from webhook._admission import Reviewer
+from webhook._metrics import Metrics
+from webhook._policy_store import PolicyStore
+from webhook._wire import parse_review_document
 
 PASSWORD = b"evidence test password"
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

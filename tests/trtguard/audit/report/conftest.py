@@ -30,10 +30,10 @@ from tests.trtguard.audit.package.world import (
 from trtguard.audit.package import Selection
 from trtguard.demo.material import TENSORRT_IMAGE
 from verifier.evidence_folder import LocalEvidence
-from webhook.admission import Reviewer
-from webhook.metrics import Metrics
-from webhook.policy_store import PolicyStore
-from webhook.wire import parse_review_document
+from webhook._admission import Reviewer
+from webhook._metrics import Metrics
+from webhook._policy_store import PolicyStore
+from webhook._wire import parse_review_document
 
 HOSTILE_FILE = Path(__file__).parents[3] / "data" / "760-hostile-strings.json"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.trtguard.audit.package.world import World
 from trtguard.audit.report import build_view
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 
 
 def test_a_verified_package_shows_its_timeline_engines_denials_and_chain(

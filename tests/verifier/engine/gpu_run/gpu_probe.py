@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[4]
 sys.path.insert(0, str(REPO))
 
 from tests.verifier.engine.helpers import LEGACY_VERSIONS, PLANS, manifest_for, sign_manifest  # noqa: E402
+from verifier.crypto._keys import generate_private_key  # noqa: E402
 from verifier.engine import GpuOptions, VerifyRequest, load_signed_manifest, verify_engine  # noqa: E402
-from verifier.keys import generate_private_key  # noqa: E402
 
 
 def main(fixtures: Path, out: Path) -> int:

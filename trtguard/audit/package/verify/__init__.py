@@ -29,7 +29,7 @@ from trtguard.audit.package.verify.policy import check_policy
 from trtguard.audit.package.verify.seal import check_seal
 from trtguard.audit.package.verify.selection import check_selection
 from verifier.base import InputError
-from verifier.keys import PublicKey
+from verifier.crypto import PublicKey
 
 __all__ = ["Anchor", "EvidencePackageReport", "Finding", "PackageVerifier"]
 

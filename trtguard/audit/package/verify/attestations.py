@@ -24,9 +24,8 @@ from trtguard.audit.package.contents import (
 from trtguard.audit.package.verify.findings import Findings, error_text, listed
 from verifier.attestations import load_approval, load_verification
 from verifier.base import InputError, TrtguardError, VerificationError
-from verifier.dsse import Envelope
+from verifier.crypto import Envelope, Statement, statement_from_envelope
 from verifier.evidence import ArtifactSubjects, Attestation
-from verifier.intoto import Statement, statement_from_envelope
 from verifier.manifest import load_manifest
 from verifier.verification import (
     StatementRefused,

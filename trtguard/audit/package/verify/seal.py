@@ -17,9 +17,7 @@ from trtguard.audit.package.contents import (
 )
 from trtguard.audit.package.verify.findings import Findings, error_text, listed
 from verifier.base import InputError, VerificationError, sha256_bytes
-from verifier.dsse import Envelope, verify_envelope
-from verifier.intoto import Statement, statement_from_envelope
-from verifier.keys import PublicKey
+from verifier.crypto import Envelope, PublicKey, Statement, statement_from_envelope, verify_envelope
 
 
 def check_seal(

@@ -13,9 +13,8 @@ from trtguard.audit.package.contents import EngineInfo, ImageInfo, SignatureFile
 from trtguard.audit.package.verify.findings import Findings, Topic, error_text
 from trtguard.audit.package.verify.formats import notation_material, notation_policies
 from verifier.base import ImageReference, InputError, VerificationError
-from verifier.dsse import Envelope
+from verifier.crypto import Envelope, PublicKey
 from verifier.evidence_documents import classic_signature_from_document
-from verifier.keys import PublicKey
 from verifier.signatures import CosignSignature, TrustPolicy, verify_image_signatures
 
 if TYPE_CHECKING:

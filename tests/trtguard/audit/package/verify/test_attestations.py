@@ -17,9 +17,9 @@ from tests.trtguard.audit.package.world import (
 from trtguard.audit.package.contents import AttestationFile, EngineInfo
 from trtguard.audit.package.verify.attestations import check_attestation
 from trtguard.audit.package.verify.findings import Findings
-from verifier.dsse import Envelope
-from verifier.intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
-from verifier.keys import PrivateKey, generate_private_key
+from verifier.crypto._dsse import Envelope
+from verifier.crypto._intoto import ResourceDescriptor, Statement, sign_statement, statement_from_envelope
+from verifier.crypto._keys import PrivateKey, generate_private_key
 from verifier.manifest import ENGINE_BUILD_PREDICATE_TYPE, EngineBuildManifest
 from verifier.verification import StatementTrust
 

@@ -19,7 +19,7 @@ from trtguard.audit.package import UnsafeArchive, verify_evidence_package
 from trtguard.audit.package.contents import INDEX, RECORDS, SIGNATURE
 from trtguard.demo.material import TENSORRT_IMAGE
 from verifier.base._digests import sha256_bytes
-from verifier.keys import generate_private_key
+from verifier.crypto._keys import generate_private_key
 
 
 def test_workload_package_verifies_and_says_what_it_proves(world: World, resnet_package: Path) -> None:
