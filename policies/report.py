@@ -17,7 +17,7 @@ import yaml
 from policies.check import CheckReport, Outcome
 from policies.evaluator import HISTORY_NOT_CONSULTED
 from policies.policy_report import Subject, policy_reports
-from policies.results import MAX_LISTED, Action, Violation
+from policies.results import MAX_LISTED, Action, ArtifactRecord, Violation
 from verifier.base import InputError, visible
 
 FORMATS = ("table", "json", "junit", "sarif", "policy-report")
@@ -115,7 +115,9 @@ def _table(report: CheckReport) -> str:
     return "\n".join(map(visible, lines)) + "\n"
 
 
-def _outcome_json(outcome: Outcome) -> dict[str, Any]:
+def _outcome_json(
+    outcome: Outcome, artifact_json: Callable[[ArtifactRecord], dict[str, Any]] | None = None
+) -> dict[str, Any]:
     resource, result = outcome.resource, outcome.result
     if isinstance(result, InputError):
         data: dict[str, Any] = {
@@ -127,15 +129,38 @@ def _outcome_json(outcome: Outcome) -> dict[str, Any]:
             "hint": result.hint,
         }
     else:
-        data = result.to_json()
+        data = result.to_json(artifact_json=artifact_json)
         if outcome.unchecked:
             data["unknown_kind"] = True
     data["source"] = _where(outcome)
     return data
 
 
+#: JSON forms of artifact records kept by :class:`_ArtifactForms`, at most.
+_FORMS_KEPT = 4096
+
+
+class _ArtifactForms:
+    """``ArtifactRecord.to_json``, each form made once for records that are equal (the resources of one
+    report name the same few images and engines, verified alike, again and again: 10,000 resources, a
+    few dozen forms). A form is shared by every decision naming the record, so it is only encoded, never
+    changed; records are typed dataclasses, so equal records have equal forms."""
+
+    def __init__(self) -> None:
+        self._forms: dict[ArtifactRecord, dict[str, Any]] = {}
+
+    def __call__(self, record: ArtifactRecord) -> dict[str, Any]:
+        form = self._forms.get(record)
+        if form is None:
+            if len(self._forms) >= _FORMS_KEPT:
+                self._forms.clear()  # bounded: a report of many different artifacts makes them again
+            form = self._forms[record] = record.to_json()
+        return form
+
+
 def _json(report: CheckReport) -> str:
-    document = [_outcome_json(o) for o in report.outcomes]
+    forms = _ArtifactForms()
+    document = [_outcome_json(o, forms) for o in report.outcomes]
     document += [{"error": p.message, "location": p.location, "hint": p.hint} for p in report.problems]
     # One resource per line: readable in a CI log, and the C encoder (indent=None) keeps 10,000 fast.
     return "[\n" + ",\n".join(json.dumps(item) for item in document) + "\n]\n"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
@@ -398,8 +398,15 @@ class Decision:
         """Violations whose action is Audit (recorded, never shown to the user as a warning)."""
         return tuple(v for v in self.violations if v.action is Action.AUDIT)
 
-    def to_json(self) -> dict[str, Any]:
-        """One object per resource, as ``trtguard check --format json`` prints it."""
+    def to_json(
+        self, *, artifact_json: Callable[[ArtifactRecord], dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """One object per resource, as ``trtguard check --format json`` prints it.
+
+        ``artifact_json`` gives the JSON form of each image and engine (``ArtifactRecord.to_json`` unless
+        given): a report of many decisions passes one that keeps the forms of records met before.
+        """
+        artifact = artifact_json or ArtifactRecord.to_json
         denials, warnings, audits = self.denials, self.warnings, self.audits
         unlisted = {
             f"{key}_not_listed": len(found) - MAX_LISTED
@@ -417,8 +424,8 @@ class Decision:
             **unlisted,
             "policies": list(self.matched_policies),
             "policy_revision": self.policy_revision,
-            "images": [i.to_json() for i in self.images],
-            "engines": [e.to_json() for e in self.engines],
+            "images": [artifact(i) for i in self.images],
+            "engines": [artifact(e) for e in self.engines],
             "notes": list(self.notes),
             **({"skipped": self.unjudged} if self.unjudged is not None else {}),
         }

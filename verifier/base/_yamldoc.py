@@ -47,23 +47,28 @@ class _Loader(_Base):
     """The safe loader, with the tag of each plain scalar kept by its text.
 
     Without path resolvers (the safe loader has none), a plain scalar's tag depends on its text alone, so
-    the tag kept is the one the resolver would give again.
+    the tag kept is the one the resolver would give again; a quoted scalar's, a list's and a map's are
+    their defaults (``BaseResolver.resolve`` says so).
     """
 
     def resolve(self, kind: type[yaml.Node], value: Any, implicit: tuple[bool, bool]) -> str:
-        if (
-            kind is _ScalarNode
-            and implicit[0]
-            and len(value) <= _PLAIN_TAG_LENGTH
-            and not self.yaml_path_resolvers
-        ):
+        # Called by the C parser for every scalar: the common answers come first, in as few steps as may be.
+        if kind is _ScalarNode and not self.yaml_path_resolvers:
+            if not implicit[0]:
+                return _STR  # quoted or block text: a string (BaseResolver's DEFAULT_SCALAR_TAG)
             tag = _PLAIN_TAGS.get(value)
-            if tag is None:
-                tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+            if tag is not None:
+                return tag
+            tag = str(super().resolve(kind, value, implicit))  # type: ignore[no-untyped-call]
+            if len(value) <= _PLAIN_TAG_LENGTH:
                 if len(_PLAIN_TAGS) >= _PLAIN_TAGS_KEPT:
                     _PLAIN_TAGS.clear()  # bounded: one stream of unique values costs at most this much
                 _PLAIN_TAGS[value] = tag
             return tag
+        if kind is _MappingNode and not self.yaml_path_resolvers:
+            return str(self.DEFAULT_MAPPING_TAG)
+        if kind is _SequenceNode and not self.yaml_path_resolvers:
+            return str(self.DEFAULT_SEQUENCE_TAG)
         return str(super().resolve(kind, value, implicit))  # type: ignore[no-untyped-call]
 
 

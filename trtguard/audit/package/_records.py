@@ -2,21 +2,19 @@
 
 The store recomputes the whole chain once (``DecisionStore.verify``) and hands each record that checks, with
 the canonical JSON its hash covers, to a :class:`RecordCollector`: it applies the selection rule, writes the
-lines of ``decisions/records.jsonl`` that the chain scope keeps to a spool file (hashing them as they go), and
-keeps of the selected decisions only what the package names: their ``seq``, engines, images and policy
-revisions. Nothing is decoded or encoded twice, and no list of records is held: a log of any size costs the
-memory of one record and the sums.
+lines of ``decisions/records.jsonl`` that the chain scope keeps to a spool (hashed and deflated on a thread of
+its own as they go: ``_deflate``), and keeps of the selected decisions only what the package names: their
+``seq``, engines, images and policy revisions. Nothing is decoded or encoded twice, and no list of records
+is held: a log of any size costs the memory of one record, the chunks waiting to be deflated and the sums.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Collection
-from typing import IO
 
 from decisionlog import ChainReport, StoredRecord
-from trtguard.audit.package.archive import SpooledMember
+from trtguard.audit.package._deflate import Deflated, DeflatingSpool
 from trtguard.audit.package.contents import ChainScope, record_line
 from trtguard.audit.package.selection import Selection, artifacts, engine_digests
 from verifier.base import VerificationError, is_sha256_hex
@@ -29,14 +27,16 @@ class RecordCollector:
     """
 
     def __init__(
-        self, selection: Selection, chain: ChainScope, spool: IO[bytes], audit_engines: Collection[str] = ()
+        self,
+        selection: Selection,
+        chain: ChainScope,
+        spool: DeflatingSpool,
+        audit_engines: Collection[str] = (),
     ) -> None:
         self._selection = selection
         self._chain = chain
         self._spool = spool
-        self._audit_engines = audit_engines
-        self._digest = hashlib.sha256()
-        self._size = 0
+        self._matches = selection.matcher(audit_engines)
         #: The ``seq`` of every selected decision, in order.
         self.selected: list[int] = []
         #: Records written to the spool, and the first and last of them.
@@ -54,14 +54,16 @@ class RecordCollector:
 
     def __call__(self, stored: StoredRecord, canonical: bytes) -> None:
         """Take the next verified record (``ChainSink``)."""
-        chosen = self._selection.matches(stored.record, self._audit_engines)
+        chosen = self._matches(stored.record)
         if chosen:
             self._choose(stored)
         keep = chosen if self._chain is ChainScope.SELECTED else bool(self.selected)
         if not (keep or self._chain is ChainScope.FULL):
             return
         previous = self._previous
-        if not is_sha256_hex(stored.prev_hash) or not is_sha256_hex(stored.hash):
+        # A record links to the one before it, already checked, unless it is the first kept.
+        linked = previous is not None and stored.prev_hash == previous.hash
+        if not (linked or is_sha256_hex(stored.prev_hash)) or not is_sha256_hex(stored.hash):
             raise VerificationError(
                 f"record seq {stored.seq} links by a hash that is not SHA-256 hex",
                 hint="the log was written by something other than trtguard; run `trtguard audit verify`",
@@ -70,8 +72,6 @@ class RecordCollector:
             raise VerificationError(f"the log has no record between seq {previous.seq} and {stored.seq}")
         line = record_line(stored.seq, stored.prev_hash, stored.hash, canonical)
         self._spool.write(line)
-        self._digest.update(line)
-        self._size += len(line)
         self.records += 1
         self.first_seq = self.first_seq or stored.seq
         self.last_seq = stored.seq
@@ -89,14 +89,13 @@ class RecordCollector:
         for reference in undigested:
             self.undigested.setdefault(reference, []).append(stored.seq)
 
-    def member(self, report: ChainReport) -> SpooledMember:
+    def member(self, report: ChainReport) -> Deflated:
         """``decisions/records.jsonl`` as spooled, after checking that it ends at the verified head."""
-        self._spool.flush()
         if self._chain is not ChainScope.SELECTED and self.last_seq != report.head_seq:
             raise VerificationError(
                 f"the records read end at seq {self.last_seq}, not at the verified head seq {report.head_seq}"
             )
-        return SpooledMember(self._spool, self._digest.hexdigest(), self._size)
+        return self._spool.member()
 
 
 class EngineNames:

@@ -3,7 +3,9 @@
 Why tar.gz rather than zip: a tar stream has one directory of members (its headers, in order), where zip has
 two that can disagree (local headers and the central directory, the root of several parser-differential
 attacks on signed zips); with fixed times, owners and member order the same package always compresses to the
-same bytes; one gzip stream over many similar JSON records compresses them together; and every auditor's
+same bytes; one gzip stream over many similar JSON records compresses them together (the stream is written in
+segments, a member's data apart from the tar framing, so that the records deflate on a thread while the log is
+verified: ``_deflate``); and every auditor's
 machine lists it with ``tar -tzvf``. Random access, zip's advantage, is of no use: ``verify`` reads every
 member anyway.
 
@@ -22,6 +24,8 @@ import contextlib
 import gzip
 import io
 import os
+import shutil
+import struct
 import tarfile
 import tempfile
 import zlib
@@ -30,24 +34,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
+from trtguard.audit.package._deflate import Deflated, crc32_combine, deflate
 from verifier.base import InputError
 
 #: Longest member name accepted (bytes of ASCII).
 MAX_NAME: Final = 512
 
 
-@dataclass(frozen=True, slots=True)
-class SpooledMember:
-    """A member too large to hold in memory (the decision records of a large export): its bytes in an open
-    file, read from the start, with their SHA-256 and size (found as they were written)."""
-
-    file: IO[bytes]
-    sha256: str
-    size: int
-
-
-#: A member's content: its bytes, or the file that holds them.
-Member = bytes | SpooledMember
+#: A member's content: its bytes, or their deflate segment (the decision records of a large export).
+Member = bytes | Deflated
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,22 +95,7 @@ def write_archive(path: Path, members: Iterable[tuple[str, Member]], *, mtime: i
         raise InputError(f"cannot write the archive: {error.strerror}", location=str(path)) from error
     try:
         with os.fdopen(descriptor, "wb") as raw:
-            # filename="" keeps the temporary name out of the gzip header: same content, same bytes.
-            with (
-                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime, compresslevel=6) as packed,
-                tarfile.open(fileobj=packed, mode="w|", format=tarfile.PAX_FORMAT) as tar,
-            ):
-                for name, data in members:
-                    info = tarfile.TarInfo(check_name(name, location=str(path)))
-                    info.mtime = mtime
-                    info.mode = 0o644
-                    if isinstance(data, SpooledMember):
-                        data.file.seek(0)
-                        info.size = data.size
-                        tar.addfile(info, data.file)
-                    else:
-                        info.size = len(data)
-                        tar.addfile(info, io.BytesIO(data))
+            _write_tar_gz(raw, members, mtime, str(path))
             raw.flush()
             os.fsync(raw.fileno())
         os.chmod(temporary, 0o644)  # noqa: PTH101 - mkstemp made it 0600; a package is meant to be shared
@@ -127,6 +107,40 @@ def write_archive(path: Path, members: Iterable[tuple[str, Member]], *, mtime: i
             raise InputError(f"cannot write the archive: {error.strerror}", location=str(path)) from None
         raise
     return path.stat().st_size
+
+
+def _write_tar_gz(raw: IO[bytes], members: Iterable[tuple[str, Member]], mtime: int, location: str) -> None:
+    """The tar stream of ``members`` (the bytes ``tarfile`` writes in PAX format) as gzip, in segments
+    (``_deflate``): the framing since the previous member's data, then each member's data on its own."""
+    # The gzip header (RFC 1952): deflate, no flags (so no file name), the time, no extra flags, OS unknown.
+    raw.write(b"\x1f\x8b\x08\x00" + struct.pack("<I", mtime) + b"\x00\xff")
+    crc, size = 0, 0
+    framing = b""
+    for name, data in members:
+        info = tarfile.TarInfo(check_name(name, location=location))
+        info.mtime = mtime
+        info.mode = 0o644
+        info.size = data.size if isinstance(data, Deflated) else len(data)
+        framing += info.tobuf(tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape")
+        segment, segment_crc = deflate(framing)
+        raw.write(segment)
+        crc, size = crc32_combine(crc, segment_crc, len(framing)), size + len(framing)
+        if isinstance(data, Deflated):
+            data.file.seek(0)
+            shutil.copyfileobj(data.file, raw)
+            segment_crc = data.crc32
+        else:
+            segment, segment_crc = deflate(data)
+            raw.write(segment)
+        crc, size = crc32_combine(crc, segment_crc, info.size), size + info.size
+        framing = tarfile.NUL * (-info.size % tarfile.BLOCKSIZE)  # the data padded to whole blocks
+    # The archive's end, two zero blocks, padded to a whole record as tarfile pads it.
+    framing += tarfile.NUL * (2 * tarfile.BLOCKSIZE)
+    framing += tarfile.NUL * (-(size + len(framing)) % tarfile.RECORDSIZE)
+    segment, segment_crc = deflate(framing, last=True)
+    raw.write(segment)
+    crc, size = crc32_combine(crc, segment_crc, len(framing)), size + len(framing)
+    raw.write(struct.pack("<II", crc, size & 0xFFFFFFFF))
 
 
 def refuse_overwrite(path: Path, overwrite: bool) -> None:

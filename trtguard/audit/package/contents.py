@@ -24,7 +24,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trtguard.audit.package.archive import Member, SpooledMember
+from trtguard.audit.package._deflate import Deflated
+from trtguard.audit.package.archive import Member
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
     ENGINE_BUILD_PREDICATE_TYPE,
@@ -244,7 +245,7 @@ def seal(
 
 
 def _entry(name: str, data: Member) -> IndexEntry:
-    if isinstance(data, SpooledMember):
+    if isinstance(data, Deflated):
         return IndexEntry(path=name, sha256=data.sha256, size=data.size)
     return IndexEntry(path=name, sha256=sha256_bytes(data), size=len(data))
 

@@ -11,9 +11,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
 
 from decisionlog import ChainReport, DecisionStore
+from trtguard.audit.package._deflate import DeflatingSpool
 from trtguard.audit.package._model_signatures import model_signature_files, model_signatures_in
 from trtguard.audit.package._records import EngineNames, RecordCollector
 from trtguard.audit.package.archive import Member, refuse_overwrite, write_archive
@@ -60,7 +60,7 @@ from verifier.signatures.notation import JWS_MEDIA_TYPE
 
 #: Engines looked up at once from a source that waits on the network.
 _CONCURRENT_LOOKUPS = 8
-#: Bytes of records.jsonl buffered before they are written to its spool file.
+#: Bytes of deflated records.jsonl buffered before they are written to its spool file.
 _SPOOL_BUFFER = 1 << 20
 
 
@@ -220,8 +220,8 @@ async def export_package(
 
 
 @contextlib.contextmanager
-def _spool_beside(output: Path) -> Iterator[IO[bytes]]:
-    """An unnamed temporary file in the folder of ``output``, gone when closed."""
+def _spool_beside(output: Path) -> Iterator[DeflatingSpool]:
+    """A spool deflating into an unnamed temporary file in the folder of ``output``, gone when closed."""
     try:
         # Closed by the with below, once it is made: an error making it is the one to convert.
         spool = tempfile.TemporaryFile(  # noqa: SIM115
@@ -229,8 +229,8 @@ def _spool_beside(output: Path) -> Iterator[IO[bytes]]:
         )
     except OSError as error:
         raise InputError(f"cannot write the archive: {error.strerror}", location=str(output)) from error
-    with spool:
-        yield spool
+    with spool, DeflatingSpool(spool) as deflating:
+        yield deflating
 
 
 async def _write_package(
@@ -339,7 +339,7 @@ async def _read_log(
     selection: Selection,
     chain: ChainScope,
     engines: _EngineEvidence,
-    spool: IO[bytes],
+    spool: DeflatingSpool,
 ) -> tuple[ChainReport, RecordCollector, list[str]]:
     """The verified chain's report, what was collected of its records, and what could not be searched.
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -76,15 +76,26 @@ class Selection:
 
     def matches(self, record: DecisionRecord, audit_engines: Collection[str] = ()) -> bool:
         """True when ``record`` is selected; ``audit_engines`` are the engines carrying the audit ID."""
+        return self.matcher(audit_engines)(record)
+
+    def matcher(self, audit_engines: Collection[str] = ()) -> Callable[[DecisionRecord], bool]:
+        """:meth:`matches` for one record after another, the selection's value parsed once (an export asks
+        of every record in the log)."""
         if self.kind == "workload":
             identity = self.identity
             if identity is not None:
-                return record.workload == identity
+                # The cheap fields first: most records of a log are about other workloads.
+                return lambda record: (
+                    record.name == identity.name
+                    and record.namespace == identity.namespace
+                    and record.workload == identity
+                )
             namespace, _, name = self.value.partition("/")
-            return record.namespace == namespace and record.name == name
+            return lambda record: record.namespace == namespace and record.name == name
         if self.kind == "engine":
-            return record.allowed and not record.dry_run and self.value in engine_digests(record)
-        return any(digest in audit_engines for digest in engine_digests(record))
+            digest = self.value
+            return lambda record: record.allowed and not record.dry_run and digest in engine_digests(record)
+        return lambda record: any(digest in audit_engines for digest in engine_digests(record))
 
 
 def engine_digests(record: DecisionRecord) -> dict[str, str]:

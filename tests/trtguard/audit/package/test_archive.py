@@ -7,14 +7,15 @@ import hashlib
 import io
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 
 import pytest
 
 from trtguard.audit.package import verify_evidence_package
+from trtguard.audit.package._deflate import CHUNK, DeflatingSpool, crc32_combine
 from trtguard.audit.package.archive import (
     ArchiveLimits,
-    SpooledMember,
     UnsafeArchive,
     read_archive,
     write_archive,
@@ -64,15 +65,55 @@ def test_round_trip_is_reproducible_to_the_byte(tmp_path: Path) -> None:
         ]
 
 
-def test_a_spooled_member_is_written_as_its_bytes_would_be(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", [0, 1, CHUNK - 1, CHUNK, 3 * CHUNK + 17])
+def test_a_spooled_member_is_written_as_its_bytes_would_be(tmp_path: Path, size: int) -> None:
+    """Deflated on the spool's thread, written a line at a time: the same archive bytes as given whole."""
+    data = b"".join(b'{"seq": %d, "record": "%s"}\n' % (n, b"ab" * (n % 50)) for n in range(size))[:size]
+    members = [*MEMBERS, ("decisions/more.jsonl", data)]
     as_bytes, spooled = tmp_path / "bytes.tar.gz", tmp_path / "spooled.tar.gz"
-    write_archive(as_bytes, MEMBERS, mtime=0, overwrite=False)
-    with tempfile.TemporaryFile() as spool:
-        name, data = MEMBERS[-1]
-        spool.write(data)
-        member = SpooledMember(spool, hashlib.sha256(data).hexdigest(), len(data))
-        write_archive(spooled, [*MEMBERS[:-1], (name, member)], mtime=0, overwrite=False)
+    write_archive(as_bytes, members, mtime=0, overwrite=False)
+    with tempfile.TemporaryFile() as file, DeflatingSpool(file) as spool:
+        for start in range(0, size, 1000):
+            spool.write(data[start : start + 1000])
+        member = spool.member()
+        assert (member.sha256, member.size) == (hashlib.sha256(data).hexdigest(), size)
+        write_archive(spooled, [*members[:-1], ("decisions/more.jsonl", member)], mtime=0, overwrite=False)
     assert spooled.read_bytes() == as_bytes.read_bytes()
+    assert read_archive(spooled, ArchiveLimits())["decisions/more.jsonl"] == data
+
+
+def test_the_tar_stream_is_the_one_tarfile_writes(tmp_path: Path) -> None:
+    """Compressed in segments, the archive still inflates to the very tar bytes tarfile writes, and its gzip
+    trailer (CRC-32 and size of the whole stream) checks."""
+    members = [*MEMBERS, ("a" * 150, b"long name: a pax header"), ("empty", b"")]
+    path = tmp_path / "a.tar.gz"
+    write_archive(path, members, mtime=1_700_000_000, overwrite=False)
+    expected = io.BytesIO()
+    with tarfile.open(fileobj=expected, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.mtime, info.mode, info.size = 1_700_000_000, 0o644, len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert gzip.decompress(path.read_bytes()) == expected.getvalue()
+
+
+@pytest.mark.parametrize(("first", "second"), [(b"", b"x"), (b"abc", b""), (b"tar" * 999, b"\0" * 70_001)])
+def test_crc32_combine_is_the_crc_of_the_joined_bytes(first: bytes, second: bytes) -> None:
+    combined = crc32_combine(zlib.crc32(first), zlib.crc32(second), len(second))
+    assert combined == zlib.crc32(first + second)
+
+
+def test_a_spool_whose_file_fails_raises_in_the_writer_and_stops(tmp_path: Path) -> None:
+    """A full disk under the spool's thread is the export's error, not a hung thread or a half member."""
+
+    class Full(io.BytesIO):
+        def write(self, data: object) -> int:
+            raise OSError(28, "No space left on device")
+
+    with DeflatingSpool(Full()) as spool, pytest.raises(OSError, match="No space"):
+        for _ in range(20):
+            spool.write(b"x" * CHUNK)
+        spool.member()
 
 
 def test_writing_refuses_to_overwrite_and_leaves_nothing_half_written(tmp_path: Path) -> None:
