@@ -18,6 +18,7 @@ import functools
 import logging
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Final, Literal
 
@@ -26,7 +27,7 @@ from decisionlog import _schema, _sql
 from decisionlog import _undelivered as undelivered
 from decisionlog._batching import BatchWriter
 from decisionlog._carried import Carried, carried_from_rows
-from decisionlog._chain import ChainReport, ChainSink, Row, verify_rows
+from decisionlog._chain import Break, ChainReport, ChainSink, Row, verify_rows
 from decisionlog._errors import DecisionLogError, DecisionLogUnavailable
 from decisionlog._record import DecisionRecord, StoredRecord
 from decisionlog._store import AppendReceipt, RecordQuery, writable_room
@@ -313,8 +314,27 @@ class SQLiteStore:
             report = verify_rows(
                 _rows(cursor), head_seq=head and head[0], head_hash=head and head[1], base=base, sink=sink
             )
+            report = self._against_head_file(conn, report, base)
             conn.execute("COMMIT")
         return report
+
+    def _against_head_file(
+        self, conn: sqlite3.Connection, report: ChainReport, base: tuple[int, str] | None
+    ) -> ChainReport:
+        """``report``, broken where the head file beside the log names records the chain no longer holds.
+
+        The check a writer makes at open (head.py), made by readers too: a copy of the file without its WAL,
+        or a rolled-back file, verifies on its own as a shorter chain.
+        """
+        recorded = head.read_head_file(self.path)
+        if not report.ok or recorded is None:
+            return report
+        current = head.Head(report.head_seq, report.head_hash)
+        problem = head.rollback_problem(current, recorded, _hash_at(conn, recorded, current), base)
+        if problem is None:
+            return report
+        where = head.head_file(self.path).name
+        return replace(report, first_break=Break(recorded.seq, None, f"{problem} (from {where})"))
 
     def _check_schema(self) -> None:
         with self._reading() as conn:  # a file without the table is no log trtguard wrote: reads say so
@@ -380,13 +400,7 @@ class SQLiteStore:
         tail = list(_rows(cursor))
         base = _sql.pruned_base(conn.execute(_sql.PRUNED_BASE).fetchall())
         self._refuse_broken(head.tail_problem(tail, current, base=base))
-        at = None
-        if recorded is not None and 0 < recorded.seq <= current.seq:
-            row = conn.execute(
-                "SELECT hash FROM trtguard_decisions WHERE seq = ?", (recorded.seq,)
-            ).fetchone()
-            at = row[0] if row else None
-        self._refuse_broken(head.rollback_problem(current, recorded, at, base))
+        self._refuse_broken(head.rollback_problem(current, recorded, _hash_at(conn, recorded, current), base))
         self._refuse_broken(_carried_problem(conn, self.description))
         return current
 
@@ -407,8 +421,18 @@ class SQLiteStore:
         except (sqlite3.Error, OSError) as error:  # the next start checks the tail all the same
             _log.warning("decision log head file not updated: %s", error, extra={"store": self.description})
         try:
-            # Everything into the file, WAL emptied: after a clean stop the file alone is the whole log.
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # Everything into the file, WAL emptied: after a clean stop the file alone is the whole log. A
+            # reader holding an older snapshot (another process) keeps frames in the WAL past the busy
+            # timeout: SQLite answers busy in the result row rather than raising, so the row is read.
+            busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy or copied < frames:
+                _log.warning(
+                    "decision log WAL not checkpointed: another connection held the log, so %s alone lacks "
+                    "records that %s-wal holds; copy both, or use `trtguard audit backup`",
+                    self.path.name,
+                    self.path.name,
+                    extra={"store": self.description},
+                )
         except sqlite3.Error as error:  # the WAL still holds the records; the next open replays it
             _log.warning("decision log WAL not checkpointed: %s", error, extra={"store": self.description})
         finally:
@@ -440,6 +464,14 @@ class SQLiteStore:
             return no_room
         _log.info("decision log writable again", extra={"store": self.description})
         return None
+
+
+def _hash_at(conn: sqlite3.Connection, recorded: head.Head | None, current: head.Head) -> str | None:
+    """The hash of the record at the head file's ``seq``, where the chain reaches it (else None)."""
+    if recorded is None or not 0 < recorded.seq <= current.seq:
+        return None
+    row = conn.execute("SELECT hash FROM trtguard_decisions WHERE seq = ?", (recorded.seq,)).fetchone()
+    return str(row[0]) if row else None
 
 
 def _carried_problem(conn: sqlite3.Connection, where: str) -> str | None:

@@ -6,6 +6,7 @@ older copy, edited, overwritten with garbage), and a real PostgreSQL log with an
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sqlite3
@@ -152,3 +153,64 @@ async def test_postgres_refuses_an_edited_record_at_the_end(pg_url: str, make_re
         assert (await accepting.append(make_record(), deadline=Deadline.after(5))).seq == 4
     finally:
         await accepting.close()
+
+
+async def test_a_stop_while_another_connection_reads_says_so_and_the_copy_of_the_file_alone_is_a_break(
+    tmp_path: Path,
+    make_record: RecordFactory,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Attack 36 F1: a reader's snapshot keeps the last records in the WAL at a clean stop; the stop said
+    nothing, and a copy of decisions.db alone (with its head file) verified as a shorter chain."""
+    path = tmp_path / "d.db"
+    await _log(path, make_record, 3)  # closed cleanly: the WAL is empty, the head file says seq 3
+    store = SQLiteStore(path, busy_timeout_ms=10)
+    await store.open()
+    reader = sqlite3.connect(path)
+    try:
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM trtguard_decisions").fetchone() == (3,)
+        for _ in range(5):
+            await store.append(make_record(), deadline=Deadline.after(5))
+        with caplog.at_level("WARNING", logger="decisionlog"):
+            await store.close()
+        copy = tmp_path / "copy"
+        copy.mkdir()
+        shutil.copy(path, copy / "d.db")  # the file alone, as a backup of the file would take it
+        shutil.copy(head_file(path), head_file(copy / "d.db"))
+    finally:
+        reader.close()
+    assert "WAL not checkpointed: another connection held the log" in caplog.text
+    assert json.loads(head_file(path).read_text())["seq"] == 8
+
+    found = SQLiteStore(copy / "d.db", read_only=True)
+    await found.open()
+    report = await found.verify()
+    await found.close()
+    assert not report.ok
+    assert "the chain ends at seq 3, but 8 records were there before" in report.summary()
+    assert "d.db.head" in report.summary()
+    original = await _opens(path)  # the original, WAL and all, is whole
+    assert (await original.verify()).head_seq == 8
+    await original.close()
+
+    from trtguard.cli import main  # noqa: PLC0415 - the command an auditor runs on the copy
+
+    command = ["audit", "verify", "--decision-log", f"sqlite:///{copy / 'd.db'}"]
+    assert await asyncio.to_thread(main, command) == 1
+    assert "8 records were there before" in capsys.readouterr().out
+
+
+async def test_a_stop_with_nobody_reading_empties_the_wal_and_says_nothing(
+    tmp_path: Path, make_record: RecordFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "d.db"
+    with caplog.at_level("WARNING", logger="decisionlog"):
+        await _log(path, make_record, 4)
+    assert "not checkpointed" not in caplog.text
+    assert not path.with_name("d.db-wal").exists() or path.with_name("d.db-wal").stat().st_size == 0
+    store = await _opens(path)
+    report = await store.verify()
+    await store.close()
+    assert report.ok and report.head_seq == 4
