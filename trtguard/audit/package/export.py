@@ -229,8 +229,15 @@ def _spool_beside(output: Path) -> Iterator[DeflatingSpool]:
         )
     except OSError as error:
         raise InputError(f"cannot write the archive: {error.strerror}", location=str(output)) from error
-    with spool, DeflatingSpool(spool) as deflating:
-        yield deflating
+    try:
+        with spool, DeflatingSpool(spool) as deflating:
+            yield deflating
+    except OSError as error:  # the spool's volume filled up (written on the spool's own thread)
+        raise InputError(
+            f"cannot write the archive: {error.strerror}",
+            location=str(output),
+            hint="free space in the package's folder (records.jsonl is spooled there), or write it elsewhere",
+        ) from None
 
 
 async def _write_package(

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import shutil
 import socket
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -214,6 +217,42 @@ async def test_nothing_selected_is_an_input_error(world: World, tmp_path: Path) 
     ):
         await export_package(world, Selection.workload("prod/nothing"), tmp_path / "none.tar.gz")
     assert not (tmp_path / "none.tar.gz").exists()
+
+
+async def test_a_full_disk_under_the_records_spool_is_an_input_error_and_leaves_nothing(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack 36b: ENOSPC on the records' spool (written on its own thread) ended the export, and
+    `trtguard evidence export`, in an OSError traceback."""
+    from verifier.base._errors import InputError  # noqa: PLC0415
+
+    made = tempfile.TemporaryFile
+
+    class Full:
+        """The spool's file on a volume with no room left."""
+
+        def __init__(self, **options: Any) -> None:
+            self._file = made(**options)
+
+        def write(self, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._file, name)
+
+        def __enter__(self) -> Full:
+            return self
+
+        def __exit__(self, *raised: object) -> None:
+            self._file.close()
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", Full)
+    output = tmp_path / "full" / "resnet.tar.gz"
+    output.parent.mkdir()
+    with pytest.raises(InputError, match="cannot write the archive: No space left on device") as caught:
+        await export_package(world, Selection.workload("prod/resnet"), output)
+    assert "free space" in (caught.value.hint or "")
+    assert list(output.parent.iterdir()) == []
 
 
 @pytest.mark.postgres
