@@ -56,12 +56,22 @@ def _webhook_bench() -> Any:
     return module
 
 
+def _webhook_module(name: str) -> Any:
+    """``webhook._<name>`` of the tree measured, or ``webhook.<name>`` of a tree from before its modules
+    became private (issue 26, S7), so that ``--before`` measures either."""
+    try:
+        return importlib.import_module(f"webhook._{name}")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"webhook.{name}")
+
+
 def measure(requests: int, parts: bool) -> dict[str, float]:
     """The figures of the tree this interpreter imports ``webhook`` and ``decisionlog`` from."""
     from trtguard.demo.material import make_material  # noqa: PLC0415 - from the tree measured
-    from webhook._logging import configure_logging  # noqa: PLC0415
-    from webhook._server import build  # noqa: PLC0415
-    from webhook._settings import ServeSettings  # noqa: PLC0415
+
+    configure_logging = _webhook_module("logging").configure_logging
+    build = _webhook_module("server").build
+    ServeSettings = _webhook_module("settings").ServeSettings
 
     bench = _webhook_bench()
     with tempfile.TemporaryDirectory() as folder, Path(os.devnull).open("w") as sink:
@@ -153,7 +163,7 @@ def _thread_cpu() -> dict[str, float]:
 async def _drive(
     settings: Any, built: Any, template: str, requests: int, parts: bool, bench: Any
 ) -> dict[str, float]:
-    from webhook._app import create_app  # noqa: PLC0415 - from the tree measured
+    create_app = _webhook_module("app").create_app
 
     app = create_app(settings, built.services, owns_store=False)
     await built.services.store.open()

@@ -42,7 +42,6 @@ from fastapi.responses import Response
 
 from decisionlog import SQLiteStore
 from trtguard.demo.material import SIDECAR_IMAGES, TENSORRT_IMAGE, make_material
-from webhook._tls import make_self_signed, server_context
 
 SERVICE = "trtguard.trtguard.svc"
 UID_PLACEHOLDER = "00000000-0000-4000-8000-000000000000"
@@ -70,6 +69,9 @@ def empty_app() -> FastAPI:
 
 def serve_empty(cert: Path, key: Path) -> None:
     """An always-allow webhook on the same stack as trtguard: FastAPI, uvicorn, httptools, uvloop, TLS."""
+    # Here, not at the top: bench/validate_cpu.py loads this module under older trees too (--before).
+    from webhook._tls import server_context  # noqa: PLC0415
+
     context = server_context(cert, key)
     config = uvicorn.Config(
         empty_app(),
@@ -350,6 +352,8 @@ def main() -> int:
     if args.role == "load":
         run_load(args)
         return 0
+
+    from webhook._tls import make_self_signed  # noqa: PLC0415 - see serve_empty
 
     folder = Path(tempfile.mkdtemp(prefix="trtguard-bench-"))
     material = make_material(folder)
