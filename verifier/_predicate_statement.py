@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -20,11 +20,13 @@ def validate_predicate(
     *,
     predicate_type: str,
     what: str,
-) -> tuple[_Model, Statement | None]:
+    subject: tuple[str, Callable[[_Model], str]],
+) -> _Model:
     """Validate ``data`` (a bare predicate, a Statement mapping or a :class:`Statement`) against ``model``.
 
-    A Statement must carry ``predicate_type``. Returns the predicate and the Statement (None for a bare
-    predicate) so that the caller can check the subject against the predicate's own digest field.
+    A Statement must carry ``predicate_type`` and a subject with the SHA-256 (bare hex) that ``subject``
+    names: the predicate's field path and how to read it from the validated predicate. Raises
+    :class:`InputError` listing every problem with its field path.
     """
     statement: Statement | None = None
     predicate: Mapping[str, Any]
@@ -53,15 +55,17 @@ def validate_predicate(
         )
     prefix = ("predicate",) if statement is not None else ()
     try:
-        return model.model_validate(predicate), statement
+        validated = model.model_validate(predicate)
     except ValidationError as error:
         raise input_error_from_validation(error, source, what=what, prefix=prefix, model=model) from None
+    if statement is not None:
+        field, sha256_of = subject
+        _require_subject(statement, sha256_of(validated), field, source)
+    return validated
 
 
-def require_subject(statement: Statement | None, sha256: str, field: str, source: str) -> None:
+def _require_subject(statement: Statement, sha256: str, field: str, source: str) -> None:
     """Raise :class:`InputError` unless a subject of ``statement`` has SHA-256 ``sha256`` (bare hex)."""
-    if statement is None:
-        return
     digests = sorted(statement.subject_digests())
     if f"sha256:{sha256}" not in digests:
         raise InputError(

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from verifier._predicate_statement import require_subject, validate_predicate
+from verifier._predicate_statement import validate_predicate
 from verifier.crypto import Statement
 from verifier.predicates import (
     ChangeKind,
@@ -178,15 +178,14 @@ def load_verification(data: Mapping[str, Any] | Statement, source: str) -> Engin
     A Statement must have the engine-verification predicate type and a subject with ``engine.sha256``.
     Raises :class:`~verifier.base.InputError` listing every problem with its field path.
     """
-    verification, statement = validate_predicate(
+    return validate_predicate(
         EngineVerification,
         data,
         source,
         predicate_type=ENGINE_VERIFICATION_PREDICATE_TYPE,
         what="engine verification attestation",
+        subject=("engine.sha256", lambda verification: verification.engine.sha256),
     )
-    require_subject(statement, verification.engine.sha256, "engine.sha256", source)
-    return verification
 
 
 def load_approval(data: Mapping[str, Any] | Statement, source: str) -> ChangeApproval:
@@ -195,12 +194,11 @@ def load_approval(data: Mapping[str, Any] | Statement, source: str) -> ChangeApp
     A Statement must have the change-approval predicate type and a subject with ``engine_digest``.
     Raises :class:`~verifier.base.InputError` listing every problem with its field path.
     """
-    approval, statement = validate_predicate(
+    return validate_predicate(
         ChangeApproval,
         data,
         source,
         predicate_type=CHANGE_APPROVAL_PREDICATE_TYPE,
         what="change approval",
+        subject=("engine_digest", lambda approval: approval.engine_digest.removeprefix("sha256:")),
     )
-    require_subject(statement, approval.engine_digest.removeprefix("sha256:"), "engine_digest", source)
-    return approval

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from verifier._predicate_statement import require_subject, validate_predicate
+from verifier._predicate_statement import validate_predicate
 from verifier.attestations import ENGINE_BUILD_PREDICATE_TYPE
 from verifier.base import ImageReference, InputError, sha256_bytes
 from verifier.crypto import Envelope, ResourceDescriptor, Statement
@@ -470,12 +470,11 @@ def load_manifest(data: Mapping[str, Any] | Statement, source: str) -> EngineBui
     ``output_engine.sha256`` (the subject's name is not compared: renaming a file does not change it).
     Raises :class:`InputError` listing every problem with its field path.
     """
-    manifest, statement = validate_predicate(
+    return validate_predicate(
         EngineBuildManifest,
         data,
         source,
         predicate_type=ENGINE_BUILD_PREDICATE_TYPE,
         what="engine build manifest",
+        subject=("output_engine.sha256", lambda manifest: manifest.output_engine.sha256),
     )
-    require_subject(statement, manifest.output_engine.sha256, "output_engine.sha256", source)
-    return manifest
