@@ -83,6 +83,11 @@ MAX_CHAIN: Final = 10
 #: its TSA chain stay far below. A larger one fails as itself, before it is parsed.
 MAX_ENVELOPE_BYTES: Final = 1024 * 1024
 _NOTARY_HEADERS: Final = (SIGNING_SCHEME, SIGNING_TIME, EXPIRY, AUTHENTIC_SIGNING_TIME)
+#: Each signing scheme's header with the signing time, and the other time header, which it must not have.
+_SCHEME_TIMES: Final = {
+    SCHEME_X509: (SIGNING_TIME, AUTHENTIC_SIGNING_TIME),
+    SCHEME_SIGNING_AUTHORITY: (AUTHENTIC_SIGNING_TIME, SIGNING_TIME),
+}
 #: The extended attributes that make a signature need a verification plugin (the Notary Project signature
 #: specification, "Extended attributes for Notation plugins").
 PLUGIN_HEADERS: Final = ("io.cncf.notary.verificationPlugin", "io.cncf.notary.verificationPluginMinVersion")
@@ -161,22 +166,17 @@ def _check_headers(
     if not all(isinstance(name, str | int) and not isinstance(name, bool) for name in crit):
         raise VerificationError('"crit" lists something other than header names')
     scheme = protected.get(SIGNING_SCHEME)
-    if scheme == SCHEME_X509:
-        if AUTHENTIC_SIGNING_TIME in protected:
-            raise VerificationError(f"{AUTHENTIC_SIGNING_TIME} must not be present for {SCHEME_X509}")
-        if SIGNING_TIME not in protected:
-            raise VerificationError(f"{SIGNING_TIME} is missing")
-        signing_time = _time(protected[SIGNING_TIME], SIGNING_TIME)
-    elif scheme == SCHEME_SIGNING_AUTHORITY:
-        if SIGNING_TIME in protected:
-            raise VerificationError(f"{SIGNING_TIME} must not be present for {SCHEME_SIGNING_AUTHORITY}")
-        if AUTHENTIC_SIGNING_TIME not in protected:
-            raise VerificationError(f"{AUTHENTIC_SIGNING_TIME} is missing for {SCHEME_SIGNING_AUTHORITY}")
-        signing_time = _time(protected[AUTHENTIC_SIGNING_TIME], AUTHENTIC_SIGNING_TIME)
-    else:
+    # A decoded header can be a list or a map (unhashable): only a string names a scheme.
+    if not isinstance(scheme, str) or scheme not in _SCHEME_TIMES:
         raise VerificationError(
             f"signing scheme {scheme!r} is not {SCHEME_X509} or {SCHEME_SIGNING_AUTHORITY}"
         )
+    time_header, other = _SCHEME_TIMES[scheme]
+    if other in protected:
+        raise VerificationError(f"{other} must not be present for {scheme}")
+    if time_header not in protected:
+        raise VerificationError(f"{time_header} is missing for {scheme}")
+    signing_time = _time(protected[time_header], time_header)
     expiry = _time(protected[EXPIRY], EXPIRY) if EXPIRY in protected else None
     if expiry is not None and expiry <= signing_time:
         raise VerificationError("the expiry is not after the signing time")

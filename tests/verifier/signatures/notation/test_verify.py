@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 from datetime import timedelta
 from typing import Any
@@ -214,6 +215,12 @@ def test_the_algorithm_must_follow_the_key() -> None:
         ),
         ({"crit": ["io.cncf.notary.signingScheme", "x-acme"], "x-acme": 1}, "does not understand: x-acme"),
         ({"io.cncf.notary.signingScheme": "notary.x509.signingAuthority"}, "must not be present"),
+        (
+            {"io.cncf.notary.authenticSigningTime": NOW.isoformat()},
+            "authenticSigningTime must not be present for notary.x509$",
+        ),
+        ({"io.cncf.notary.signingScheme": "notary.x509.other"}, "is not notary.x509 or"),
+        ({"io.cncf.notary.signingScheme": ["notary.x509"]}, "is not notary.x509 or"),
         ({"cty": "application/json"}, "content type"),
     ],
 )
@@ -268,6 +275,23 @@ def test_a_signature_that_requires_a_verification_plugin_never_verifies(
             pki.leaf.signing_key, pki.chain, envelopes.cose_headers("ES256", NOW, **plain), body, alg="ES256"
         )
     assert _verify(NotationSignature(data, media_type), _trust(pki)) == ()
+
+
+@pytest.mark.parametrize(
+    ("scheme", "time_header"),
+    [
+        ("notary.x509", "io.cncf.notary.signingTime"),
+        ("notary.x509.signingAuthority", "io.cncf.notary.authenticSigningTime"),
+    ],
+)
+def test_each_scheme_needs_its_signing_time(scheme: str, time_header: str) -> None:
+    pki = make_pki()
+    headers = _protected("ES256", **{"io.cncf.notary.signingScheme": scheme})
+    del headers["io.cncf.notary.signingTime"]
+    with pytest.raises(
+        VerificationError, match=f"^{re.escape(time_header)} is missing for {re.escape(scheme)}$"
+    ):
+        _verify(_jws(pki, pki.leaf.signing_key, headers), _trust(pki))
 
 
 def test_the_signing_authority_scheme_needs_its_authentic_time_marked_critical() -> None:
