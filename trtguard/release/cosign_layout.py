@@ -26,6 +26,7 @@ from verifier.registry import (
     image_manifest,
     list_referrers,
     read_referrer,
+    read_tag_manifest,
     referrers_tag,
 )
 
@@ -87,17 +88,10 @@ async def append_layer(
     writers racing on the same tag can lose one layer (the classic layout has no compare-and-swap); the
     referrers layout has no such race.
     """
-    existing = await writer.client.get_manifest(ref, deadline, reference=tag, missing_ok=True)
+    existing = await read_tag_manifest(writer.client, ref, tag, deadline)
     new = Descriptor.for_bytes(media_type, blob, annotations=annotations)
     layers: list[Descriptor] = []
     if existing is not None:
-        if existing.is_index:
-            raise EvidenceUnavailable(
-                f"{ref.registry}/{ref.repository}:{tag} is an index, not a cosign manifest",
-                transient=False,
-                location=f"image {ref.registry}/{ref.repository}:{tag}",
-                hint="something other than cosign wrote this tag; remove it and sign again",
-            )
         layers = list(existing.layers)
         if any(_same_layer(old, new) for old in layers):
             return PushedManifest(existing.digest, len(existing.data), subject_indexed=False)

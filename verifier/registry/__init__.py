@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         attestation_tag,
         list_referrers,
         read_referrer,
+        read_tag_manifest,
         referrers_tag,
         signature_tag,
     )
@@ -60,6 +61,7 @@ _HOMES: dict[str, str] = {
             "attestation_tag",
             "list_referrers",
             "read_referrer",
+            "read_tag_manifest",
             "referrers_tag",
             "signature_tag",
         ),
@@ -112,6 +114,7 @@ __all__ = [
     "image_manifest",
     "list_referrers",
     "read_referrer",
+    "read_tag_manifest",
     "referrers_tag",
     "refusal",
     "repository_at",

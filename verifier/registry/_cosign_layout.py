@@ -63,6 +63,7 @@ __all__ = [
     "read_attestations",
     "read_referrer",
     "read_signatures",
+    "read_tag_manifest",
     "referrers_tag",
     "signature_tag",
 ]
@@ -157,6 +158,24 @@ async def read_attestations(
     return await _read_tag_layers(client, ref, attestation_tag(digest), DSSE_ENVELOPE, deadline, max_bytes)
 
 
+async def read_tag_manifest(
+    client: RegistryClient, ref: ImageReference, tag: str, deadline: Deadline
+) -> Manifest | None:
+    """The manifest at a ``.sig`` or ``.att`` tag, or None when the tag does not exist: what the signatures
+    are read from and what a new layer is added to. An index there is a definitive
+    :class:`~verifier.base.EvidenceUnavailable`: cosign writes a manifest at these tags.
+    """
+    manifest = await client.get_manifest(ref, deadline, reference=tag, missing_ok=True)
+    if manifest is not None and manifest.is_index:
+        raise EvidenceUnavailable(
+            f"{ref.registry}/{ref.repository}:{tag} is an index, not a cosign manifest",
+            transient=False,
+            location=f"image {ref.registry}/{ref.repository}:{tag}",
+            hint="something other than cosign wrote this tag; remove it and sign again",
+        )
+    return manifest
+
+
 async def _read_tag_layers(
     client: RegistryClient,
     ref: ImageReference,
@@ -165,16 +184,9 @@ async def _read_tag_layers(
     deadline: Deadline,
     max_bytes: int | None,
 ) -> tuple[SignatureLayer, ...]:
-    manifest = await client.get_manifest(ref, deadline, reference=tag, missing_ok=True)
+    manifest = await read_tag_manifest(client, ref, tag, deadline)
     if manifest is None:
         return ()
-    if manifest.is_index:
-        raise EvidenceUnavailable(
-            f"{ref.registry}/{ref.repository}:{tag} is an index, not a cosign signature manifest",
-            transient=False,
-            location=f"image {ref.registry}/{ref.repository}:{tag}",
-            hint="something other than cosign wrote this tag; remove it and sign again",
-        )
     # Layers of other media types (other attachments) are not signatures and are left out.
     wanted = [layer for layer in manifest.layers if layer.media_type == media_type]
     unique = {layer.digest: layer for layer in wanted}

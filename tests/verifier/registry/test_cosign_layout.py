@@ -15,7 +15,7 @@ from tests.support.connaisseur import ALICE_ONLY, CONNAISSEUR, KEYLESS, THREE_SI
 from tests.support.faultproxy import Fault, FaultProxy
 from tests.support.images import push_image, tiny_image
 from tests.support.localregistry import LocalRegistry, plain_config
-from trtguard.release.cosign_layout import cosign_config, push_referrer
+from trtguard.release.cosign_layout import append_layer, cosign_config, push_referrer
 from trtguard.release.publish import RegistryWriter
 from verifier.base._deadline import Deadline
 from verifier.base._errors import EvidenceUnavailable, VerificationError
@@ -132,6 +132,24 @@ async def test_no_sig_tag_means_no_signatures(client: RegistryClient, registry: 
     digest = await push_image(client, ref, tiny_image())
     assert await read_signatures(client, ref, digest, Deadline.after(10)) == ()
     assert await read_attestations(client, ref, digest, Deadline.after(10)) == ()
+
+
+async def test_an_index_at_a_sig_tag_is_refused_by_reader_and_writer(
+    client: RegistryClient, writer: RegistryWriter, registry: LocalRegistry
+) -> None:
+    ref = ImageReference.parse(f"{registry.host}/layout/indexed:v1")
+    digest = await push_image(client, ref, tiny_image())
+    deadline = Deadline.after(10)
+    tag = signature_tag(digest)
+    await writer.push_manifest(ref, image_index([]), OCI_INDEX, deadline, tag=tag)
+    message = f"{registry.host}/layout/indexed:{tag} is an index, not a cosign manifest"
+    with pytest.raises(EvidenceUnavailable, match=message) as read:
+        await read_signatures(client, ref, digest, deadline)
+    with pytest.raises(EvidenceUnavailable, match=message) as written:
+        await append_layer(
+            writer, ref, tag, b"{}", media_type=SIMPLE_SIGNING, annotations={}, deadline=deadline
+        )
+    assert (read.value.transient, written.value.transient) == (False, False)
 
 
 async def test_a_fallback_entry_about_another_artifact_is_ignored(
