@@ -63,7 +63,6 @@ KNOWN: dict[str, tuple[str, ...]] = {
         "trtguard.audit._history -> verifier.evidence",
         "trtguard.audit._history -> verifier.manifest",
         "trtguard.audit._history -> verifier.manifest_diff",
-        "trtguard.audit.package -> verifier.evidence",
         "trtguard.audit.package.contents -> verifier.attestations",
         "trtguard.audit.package.export -> verifier.evidence",
         "trtguard.audit.package.export -> verifier.evidence_documents",
