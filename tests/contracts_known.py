@@ -140,7 +140,6 @@ KNOWN: dict[str, tuple[str, ...]] = {
         "trtguard.cli.schema -> policies.schema",
         "trtguard.cli.schema -> verifier.manifest",
         "trtguard.cli.verify_notation -> verifier.registry.client",
-        "trtguard.cli.verify_notation -> verifier.registry.config",
         "trtguard.cli.verify_notation -> verifier.registry.evidence",
         "trtguard.cluster._audit -> policies.evaluator",
         "trtguard.cluster._audit -> policies.policy_report",
