@@ -29,7 +29,7 @@ from verifier.base import InputError, visible
 
 if TYPE_CHECKING:
     from decisionlog import Carried, DecisionStore, StoredRecord
-    from trtguard.audit import ChainCheck, HistoryEntry, ManifestComparison
+    from trtguard.audit import HistoryEntry, ManifestComparison
 
 Flag = Callable[[argparse.ArgumentParser], None]
 
@@ -82,7 +82,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         workload_records,
     )
     from trtguard.audit.workloads import closest_workloads, resolve_workload  # noqa: PLC0415
-    from trtguard.cli._audit_log import parse_time, read_log, warn  # noqa: PLC0415
+    from trtguard.cli._audit_log import chain_json, chain_status, parse_time, read_log  # noqa: PLC0415
 
     out = out or sys.stdout
     text = str(args.workload)
@@ -125,7 +125,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 "workload": shown,
                 "changes_in_log": len(replayed),
                 "log": store.description,
-                "chain": _chain_json(chain),
+                "chain": None if chain.report is None else chain_json(chain.report),
                 "entries": history_json(entries, comparisons, verified),
                 "not_delivered": undelivered,
                 # After rotation: the records up to this seq were pruned; what ran then is carried forward.
@@ -137,12 +137,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
             _print_carried(carried, out)
             _print_history(shown, store.description, entries, len(replayed), comparisons, verified, out)
             _print_undelivered(undelivered, out)
-        unverified = sum(1 for intact in verified.values() if intact is False)
-        warning = chain.warning(unverified)
-        if warning is not None:
-            warn(warning)
-        broken = chain.report is not None and not chain.report.ok
-        return 1 if unverified or broken else 0
+        return chain_status(chain, sum(1 for intact in verified.values() if intact is False))
 
     return read_log(args, work)
 
@@ -205,20 +200,6 @@ def _print_undelivered(undelivered: Sequence[dict[str, Any]], out: TextIO) -> No
     for item in undelivered:
         who = f" by {item['user']}" if item["user"] else ""
         say(out, f"  #{item['seq']}  {item['time']}  {item['operation']}{who}  uid {item['uid']}")
-
-
-def _chain_json(chain: ChainCheck) -> dict[str, Any] | None:
-    report = chain.report
-    if report is None:
-        return None
-    brk = report.first_break
-    return {
-        "ok": report.ok,
-        "records": report.records,
-        "head_seq": report.head_seq,
-        "head_hash": report.head_hash,
-        "first_break": {"seq": brk.seq, "uid": brk.uid, "problem": brk.problem} if brk else None,
-    }
 
 
 async def _compare(
