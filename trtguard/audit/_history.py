@@ -63,30 +63,32 @@ class ArtifactChange:
     @property
     def audit_ids(self) -> list[str]:
         """Audit IDs of the build manifests counted (an engine)."""
-        return _unique(m.get("audit_id") for m in _objects(self.recorded, "build_manifests"))
+        return _unique(m.get("audit_id") for m in recorded_objects(self.recorded, "build_manifests"))
 
     @property
     def change_kinds(self) -> list[str]:
         """Every change kind the policies' change control computed (an engine)."""
         return _unique(
             change.get("kind")
-            for control in _objects(self.recorded, "change_control")
-            for change in _objects(control, "changes")
+            for control in recorded_objects(self.recorded, "change_control")
+            for change in recorded_objects(control, "changes")
         )
 
     @property
     def gated(self) -> list[str]:
         """The change kinds that needed approvals."""
         return _unique(
-            kind for control in _objects(self.recorded, "change_control") for kind in _list(control, "gated")
+            kind
+            for control in recorded_objects(self.recorded, "change_control")
+            for kind in _list(control, "gated")
         )
 
     @property
     def approvals(self) -> list[Mapping[str, Any]]:
         """The approvals counted, each once (by attestation digest)."""
         found: dict[str, Mapping[str, Any]] = {}
-        for control in _objects(self.recorded, "change_control"):
-            for approval in _objects(control, "approvals"):
+        for control in recorded_objects(self.recorded, "change_control"):
+            for approval in recorded_objects(control, "approvals"):
                 found.setdefault(str(approval.get("digest")), approval)
         return list(found.values())
 
@@ -126,7 +128,7 @@ class ArtifactChange:
 
 def _manifest_values(recorded: Mapping[str, Any]) -> dict[str, str]:
     """The audit ID, TensorRT version and precisions of an engine's recorded build manifests, as text."""
-    manifests = _objects(recorded, "build_manifests")
+    manifests = recorded_objects(recorded, "build_manifests")
     values = {
         "audit ID": _unique(m.get("audit_id") for m in manifests),
         "TensorRT": _unique(m.get("tensorrt_version") for m in manifests),
@@ -419,9 +421,10 @@ def signer_names(signers: object) -> list[str]:
     return names
 
 
-def _objects(data: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
-    """The objects in the list ``data[key]``, without ``{"omitted": N}`` markers."""
-    value = data.get(key)
+def recorded_objects(data: object, key: str) -> list[dict[str, Any]]:
+    """The objects in the list ``data[key]`` of a recorded object, without ``{"omitted": N}`` markers (none
+    where ``data`` is no object or ``data[key]`` no list)."""
+    value = data.get(key) if isinstance(data, Mapping) else None
     return (
         [item for item in value if isinstance(item, dict) and "omitted" not in item]
         if isinstance(value, list)

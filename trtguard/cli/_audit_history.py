@@ -29,7 +29,7 @@ from verifier.base import InputError, visible
 
 if TYPE_CHECKING:
     from decisionlog import Carried, DecisionStore, StoredRecord
-    from trtguard.audit import ChainCheck, HistoryEntry, ManifestComparison
+    from trtguard.audit import HistoryEntry, ManifestComparison
 
 Flag = Callable[[argparse.ArgumentParser], None]
 
@@ -82,7 +82,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         workload_records,
     )
     from trtguard.audit.workloads import closest_workloads, resolve_workload  # noqa: PLC0415
-    from trtguard.cli._audit_log import parse_time, read_log, warn  # noqa: PLC0415
+    from trtguard.cli._audit_log import chain_json, chain_status, parse_time, read_log  # noqa: PLC0415
 
     out = out or sys.stdout
     text = str(args.workload)
@@ -125,7 +125,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 "workload": shown,
                 "changes_in_log": len(replayed),
                 "log": store.description,
-                "chain": _chain_json(chain),
+                "chain": None if chain.report is None else chain_json(chain.report),
                 "entries": history_json(entries, comparisons, verified),
                 "not_delivered": undelivered,
                 # After rotation: the records up to this seq were pruned; what ran then is carried forward.
@@ -137,12 +137,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
             _print_carried(carried, out)
             _print_history(shown, store.description, entries, len(replayed), comparisons, verified, out)
             _print_undelivered(undelivered, out)
-        unverified = sum(1 for intact in verified.values() if intact is False)
-        warning = chain.warning(unverified)
-        if warning is not None:
-            warn(warning)
-        broken = chain.report is not None and not chain.report.ok
-        return 1 if unverified or broken else 0
+        return chain_status(chain, sum(1 for intact in verified.values() if intact is False))
 
     return read_log(args, work)
 
@@ -207,20 +202,6 @@ def _print_undelivered(undelivered: Sequence[dict[str, Any]], out: TextIO) -> No
         say(out, f"  #{item['seq']}  {item['time']}  {item['operation']}{who}  uid {item['uid']}")
 
 
-def _chain_json(chain: ChainCheck) -> dict[str, Any] | None:
-    report = chain.report
-    if report is None:
-        return None
-    brk = report.first_break
-    return {
-        "ok": report.ok,
-        "records": report.records,
-        "head_seq": report.head_seq,
-        "head_hash": report.head_hash,
-        "first_break": {"seq": brk.seq, "uid": brk.uid, "problem": brk.problem} if brk else None,
-    }
-
-
 async def _compare(
     entries: Sequence[HistoryEntry], args: argparse.Namespace
 ) -> dict[tuple[int, str], ManifestComparison]:
@@ -255,7 +236,7 @@ def _print_history(
     verified: dict[int, bool | None],
     out: TextIO,
 ) -> None:
-    from trtguard.audit import signer_names  # noqa: PLC0415
+    from trtguard.audit import recorded_objects, signer_names  # noqa: PLC0415
 
     shown = f"the last {len(entries)} of {total}" if len(entries) < total else str(total)
     say(out, f"{workload}: {shown} admitted change(s), from {source}")
@@ -282,23 +263,23 @@ def _print_history(
                 say(out, f"      changed: {'; '.join(values)}")
             recorded = change.recorded
             if change.artifact == "image":
-                for signature in _items(recorded, "signatures"):
+                for signature in recorded_objects(recorded, "signatures"):
                     signed = ", ".join(signer_names(signature.get("signers")))
                     say(
                         out, f"      signed by {signed} ({signature.get('format')} {signature.get('digest')})"
                     )
-                for attestation in _items(recorded, "attestations"):
+                for attestation in recorded_objects(recorded, "attestations"):
                     signed = ", ".join(signer_names(attestation.get("signers")))
                     say(out, f"      attested {attestation.get('predicate_type')} by {signed}")
                 continue
-            for built in _items(recorded, "build_manifests"):
+            for built in recorded_objects(recorded, "build_manifests"):
                 say(
                     out,
                     f"      audit ID {built.get('audit_id')}; TensorRT {built.get('tensorrt_version')}; "
                     f"precisions {', '.join(map(str, built.get('precisions') or []))}; build manifest "
                     f"{built.get('digest')} signed by {', '.join(signer_names(built.get('signers')))}",
                 )
-            for control in _items(recorded, "change_control"):
+            for control in recorded_objects(recorded, "change_control"):
                 _print_change_control(control, out)
             comparison = comparisons.get((entry.seq, change.slot))
             if comparison is not None:
@@ -308,9 +289,9 @@ def _print_history(
 
 
 def _print_change_control(control: dict[str, Any], out: TextIO) -> None:
-    from trtguard.audit import signer_names  # noqa: PLC0415
+    from trtguard.audit import recorded_objects, signer_names  # noqa: PLC0415
 
-    baselines = _items(control, "baselines")
+    baselines = recorded_objects(control, "baselines")
     several = len(baselines) > 1
     compared = [
         f"{f'[{n}] ' if several else ''}{_baseline(b)}" for n, b in enumerate(baselines, start=1)
@@ -318,12 +299,12 @@ def _print_change_control(control: dict[str, Any], out: TextIO) -> None:
     say(out, f"      compared with ({control.get('policy')}): {'; '.join(compared)}")
     gated = set(control.get("gated") or [])
     kinds = []
-    for change in _items(control, "changes"):
+    for change in recorded_objects(control, "changes"):
         kind = f"{change.get('kind')}{' (gated)' if change.get('kind') in gated else ''}"
         against = [i + 1 for i in change.get("against") or [] if isinstance(i, int)]
         kinds.append(f"{kind} {against}" if several else kind)
     say(out, f"      change kinds: {', '.join(kinds) or 'none'}")
-    approvals = _items(control, "approvals")
+    approvals = recorded_objects(control, "approvals")
     if approvals:
         names = [
             f"{a.get('approver')} ({', '.join(signer_names(a.get('signers')))}) for "
@@ -356,12 +337,3 @@ def _print_comparison(old: str | None, comparison: ManifestComparison, out: Text
     for field in comparison.diff.fields:
         old_value, new_value = json.dumps(field.old), json.dumps(field.new)
         say(out, f"        {field.path}: {old_value} -> {new_value}")
-
-
-def _items(data: object, key: str) -> list[dict[str, Any]]:
-    value = data.get(key) if isinstance(data, dict) else None
-    return (
-        [item for item in value if isinstance(item, dict) and "omitted" not in item]
-        if isinstance(value, list)
-        else []
-    )

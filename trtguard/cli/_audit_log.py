@@ -14,13 +14,14 @@ import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from verifier.base import InputError
 from webhook import DEFAULT_DECISION_LOG
 
 if TYPE_CHECKING:
-    from decisionlog import DecisionStore
+    from decisionlog import ChainReport, DecisionStore
+    from trtguard.audit import ChainCheck
 
 _T = TypeVar("_T")
 _RELATIVE = re.compile(r"(\d+)([smhd])")
@@ -70,6 +71,28 @@ def read_log(args: argparse.Namespace, work: Callable[[DecisionStore], Awaitable
 def warn(text: str) -> None:
     """A warning on stderr."""
     print(f"trtguard: WARNING: {text}", file=sys.stderr)
+
+
+def chain_status(chain: ChainCheck, unverified: int) -> int:
+    """The exit status of a command that printed records, ``unverified`` of them not vouched for by
+    ``chain``: 1 for any, or for a broken chain, else 0; what the chain does not vouch for is warned about."""
+    warning = chain.warning(unverified)
+    if warning is not None:
+        warn(warning)
+    broken = chain.report is not None and not chain.report.ok
+    return 1 if unverified or broken else 0
+
+
+def chain_json(report: ChainReport) -> dict[str, Any]:
+    """A recomputed chain in ``--format json`` (``audit verify``, ``audit history``)."""
+    brk = report.first_break
+    return {
+        "ok": report.ok,
+        "records": report.records,
+        "head_seq": report.head_seq,
+        "head_hash": report.head_hash,
+        "first_break": {"seq": brk.seq, "uid": brk.uid, "problem": brk.problem} if brk else None,
+    }
 
 
 def parse_time(text: str | None, flag: str) -> datetime | None:

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from trtguard.cli._audit_log import chain_json
 from trtguard.cli._commands import Subparsers, add_subcommand
 
 if TYPE_CHECKING:
@@ -203,13 +204,9 @@ def _print(
     base_signed: bool = True,
 ) -> None:
     if fmt == "json":
-        brk = report.first_break
         data = {
+            **chain_json(report),
             "ok": report.ok and not problems,
-            "records": report.records,
-            "head_seq": report.head_seq,
-            "head_hash": report.head_hash,
-            "first_break": {"seq": brk.seq, "uid": brk.uid, "problem": brk.problem} if brk else None,
             "base_seq": report.base_seq,
             # Without --key the checkpoint a pruned log starts from is taken as stored (the text says so).
             "base_signature_checked": bool(report.base_seq) and base_signed,

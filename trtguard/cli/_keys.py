@@ -24,13 +24,14 @@ from verifier.base import InputError
 _PASSWORD_VARIABLES = ("TRTGUARD_PASSWORD", "COSIGN_PASSWORD")
 
 
-def add_password_arguments(parser: argparse._ActionsContainer) -> None:
-    """Add ``--password-file`` to a command that needs a private key password."""
+def add_password_arguments(parser: argparse._ActionsContainer, *, key: str = "key") -> None:
+    """Add ``--password-file`` to a command that needs a private key password (``key``: which key, in the
+    help of a command that takes several)."""
     parser.add_argument(
         "--password-file",
         type=Path,
         metavar="FILE",
-        help="file holding the key password (one trailing newline is ignored); "
+        help=f"file holding the {key} password (one trailing newline is ignored); "
         "default: $TRTGUARD_PASSWORD, then $COSIGN_PASSWORD, then a prompt",
     )
 

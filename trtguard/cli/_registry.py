@@ -50,14 +50,17 @@ from verifier.signatures.notation import (
 _T = TypeVar("_T")
 
 
-def _registry_config(args: argparse.Namespace) -> RegistryConfig:
+def registry_config(args: argparse.Namespace) -> RegistryConfig:
+    """The registry settings ``--registry-config`` names (:func:`~trtguard.cli._args.add_registry_arguments`),
+    else ``$TRTGUARD_REGISTRY_CONFIG``, else none (public registries over TLS, no credentials)."""
     path: Path | None = args.registry_config
     if path is None and os.environ.get("TRTGUARD_REGISTRY_CONFIG"):
         path = Path(os.environ["TRTGUARD_REGISTRY_CONFIG"])
     return load_registry_config(path) if path is not None else RegistryConfig()
 
 
-def _deadline(args: argparse.Namespace) -> Deadline:
+def registry_deadline(args: argparse.Namespace) -> Deadline:
+    """The deadline ``--timeout`` sets, from now; :class:`InputError` unless it is above 0."""
     seconds: float = args.timeout
     if not seconds > 0:
         raise InputError(f"--timeout must be a positive number of seconds, not {seconds}")
@@ -68,7 +71,7 @@ def _with_registry(
     args: argparse.Namespace, write: Callable[[RegistryWriter, Deadline], Awaitable[_T]]
 ) -> _T:
     """Run ``write`` with a writer to the registries as ``args`` configure them, under their ``--timeout``."""
-    config, deadline = _registry_config(args), _deadline(args)
+    config, deadline = registry_config(args), registry_deadline(args)
 
     async def run() -> _T:
         async with RegistryClient(config) as client:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from trtguard.cli._audit_lines import print_record
-from trtguard.cli._audit_log import add_decision_log_argument, parse_time, read_log, warn
+from trtguard.cli._audit_log import add_decision_log_argument, chain_status, parse_time, read_log, warn
 from trtguard.cli._commands import Subparsers, add_command_group, add_subcommand
 from verifier.base import InputError
 
@@ -152,11 +152,7 @@ def _print_checked(records: Sequence[StoredRecord], chain: ChainCheck, fmt: str,
         intact = chain.intact(stored)
         unverified += intact is False
         print_record(stored, fmt, out, intact)
-    warning = chain.warning(unverified)
-    if warning is not None:
-        warn(warning)
-    broken = chain.report is not None and not chain.report.ok
-    return 1 if unverified or broken else 0
+    return chain_status(chain, unverified)
 
 
 def _query(args: argparse.Namespace, out: TextIO | None = None) -> int:

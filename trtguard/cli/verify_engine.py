@@ -19,6 +19,7 @@ from typing import TextIO
 
 from trtguard.cli._args import add_clock_argument
 from trtguard.cli._commands import Subparsers, add_command
+from trtguard.cli._keys import add_password_arguments
 from trtguard.cli._output import check_output, write_output
 from verifier.base import InputError, TrtguardError, read_limited
 from verifier.crypto import PrivateKey, PublicKey
@@ -295,13 +296,6 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "-o", "--attest-output", type=Path, metavar="FILE", help="where to write the signed attestation"
     )
-    # The same flag (and environment fallbacks) as every command that opens a private key.
-    parser.add_argument(
-        "--password-file",
-        type=Path,
-        metavar="FILE",
-        help="file holding the --attest-key password (one trailing newline is ignored); "
-        "default: $TRTGUARD_PASSWORD, then $COSIGN_PASSWORD, then a prompt",
-    )
+    add_password_arguments(parser, key="--attest-key")
     add_clock_argument(parser)  # the engine's checks compare bytes and build facts, not times
     parser.set_defaults(handler=_run)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -128,18 +127,11 @@ def _offline_descriptor(args: argparse.Namespace, digest: str) -> ArtifactDescri
 async def _from_registry(
     args: argparse.Namespace, reference: ImageReference
 ) -> tuple[str, tuple[NotationSignature, ...], ArtifactDescriptor | None]:
-    from verifier.base import Deadline  # noqa: PLC0415
+    from trtguard.cli._registry import registry_config, registry_deadline  # noqa: PLC0415
     from verifier.registry.client import RegistryClient  # noqa: PLC0415
-    from verifier.registry.config import RegistryConfig, load_registry_config  # noqa: PLC0415
     from verifier.registry.evidence import RegistryEvidence  # noqa: PLC0415
 
-    if not args.timeout > 0:
-        raise InputError(f"--timeout must be a positive number of seconds, not {args.timeout}")
-    path = args.registry_config or (
-        Path(os.environ["TRTGUARD_REGISTRY_CONFIG"]) if os.environ.get("TRTGUARD_REGISTRY_CONFIG") else None
-    )
-    config = load_registry_config(path) if path is not None else RegistryConfig()
-    deadline = Deadline.after(args.timeout)
+    deadline, config = registry_deadline(args), registry_config(args)
     async with RegistryClient(config) as client:
         found = await RegistryEvidence(client).image_signatures(reference, deadline)
     return found.digest, found.notation, found.descriptor

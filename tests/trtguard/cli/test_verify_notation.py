@@ -163,3 +163,21 @@ def test_envelopes_that_need_a_plugin_or_are_too_large_are_not_verified(
         assert status == 0, out
     else:
         assert status == 1 and reason in out, out
+
+
+def test_registry_settings_come_from_the_environment_without_registry_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As in the commands that write to registries: no --registry-config, then $TRTGUARD_REGISTRY_CONFIG."""
+    settings = tmp_path / "registries.yaml"
+    settings.write_text("registries: [1\n")
+    monkeypatch.setenv("TRTGUARD_REGISTRY_CONFIG", str(settings))
+    config = _config(tmp_path / "notation", _with())
+    assert main(["verify-notation", IMAGE, "--config", str(config)]) == 2
+    assert str(settings) in capsys.readouterr().err
+
+
+def test_a_timeout_that_is_not_above_zero_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config(tmp_path / "notation", _with())
+    assert main(["verify-notation", IMAGE, "--config", str(config), "--timeout", "0"]) == 2
+    assert "--timeout must be a positive number of seconds, not 0.0" in capsys.readouterr().err

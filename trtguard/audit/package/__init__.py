@@ -34,18 +34,15 @@ earlier (``trtguard audit verify --format json``), which a segment or full packa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 
-from decisionlog import DecisionStore
 from trtguard.audit.package.archive import ArchiveLimits, UnsafeArchive, read_archive
 from trtguard.audit.package.contents import EVIDENCE_PACKAGE_PREDICATE_TYPE, ChainScope
-from trtguard.audit.package.export import ExportSummary, export_package
+from trtguard.audit.package.export import ExportSummary, export_evidence_package
 from trtguard.audit.package.selection import Selection
 from trtguard.audit.package.verify import Anchor, EvidencePackageReport, Finding, PackageVerifier
-from verifier.base import Deadline, hash_file
-from verifier.crypto import PrivateKey, PublicKey
-from verifier.evidence import EvidenceSource
+from verifier.base import hash_file
+from verifier.crypto import PublicKey
 
 __all__ = [
     "EVIDENCE_PACKAGE_PREDICATE_TYPE",
@@ -60,41 +57,6 @@ __all__ = [
     "export_evidence_package",
     "verify_evidence_package",
 ]
-
-
-async def export_evidence_package(
-    store: DecisionStore,
-    selection: Selection,
-    *,
-    policies: Sequence[Path],
-    evidence: EvidenceSource | None,
-    key: PrivateKey,
-    output: Path,
-    chain: ChainScope = ChainScope.SEGMENT,
-    deadline: Deadline | None = None,
-    overwrite: bool = False,
-    now: datetime | None = None,
-) -> ExportSummary:
-    """Write the evidence package for ``selection`` to ``output``, signed with ``key``.
-
-    ``store`` is an opened decision store (read-only is enough); ``policies`` the policy files or folders in
-    force; ``evidence`` where engine attestations and signatures come from (``None``: none are included,
-    and the package says so). Evidence that cannot be fetched is recorded in the package as a problem, not
-    left out silently. Raises :class:`~verifier.base.VerificationError` when the log's chain is broken,
-    :class:`~verifier.base.InputError` when nothing matches or an input is unusable.
-    """
-    return await export_package(
-        store,
-        selection,
-        policies=policies,
-        evidence=evidence,
-        key=key,
-        output=output,
-        chain=chain,
-        deadline=deadline or Deadline.never(),
-        overwrite=overwrite,
-        now=now,
-    )
 
 
 def verify_evidence_package(

@@ -161,7 +161,7 @@ class _EngineEvidence:
         return ids
 
 
-async def export_package(
+async def export_evidence_package(
     store: DecisionStore,
     selection: Selection,
     *,
@@ -169,12 +169,20 @@ async def export_package(
     evidence: EvidenceSource | None,
     key: PrivateKey,
     output: Path,
-    chain: ChainScope,
-    deadline: Deadline,
-    overwrite: bool,
+    chain: ChainScope = ChainScope.SEGMENT,
+    deadline: Deadline | None = None,
+    overwrite: bool = False,
     now: datetime | None = None,
 ) -> ExportSummary:
-    """Write the package for ``selection`` to ``output`` (``export_evidence_package``)."""
+    """Write the evidence package for ``selection`` to ``output``, signed with ``key``.
+
+    ``store`` is an opened decision store (read-only is enough); ``policies`` the policy files or folders in
+    force; ``evidence`` where engine attestations and signatures come from (``None``: none are included,
+    and the package says so). Evidence that cannot be fetched is recorded in the package as a problem, not
+    left out silently. Raises :class:`~verifier.base.VerificationError` when the log's chain is broken,
+    :class:`~verifier.base.InputError` when nothing matches or an input is unusable.
+    """
+    deadline = deadline or Deadline.never()
     now = now or datetime.now(UTC)
     if selection.kind == "audit_id" and evidence is None:
         raise InputError(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import posixpath
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -147,17 +147,10 @@ def key_file_names(data: bytes, *, location: str, on_disk: str | None = None) ->
             f"policy file does not parse: {error.message}", location=error.location
         ) from None
     names: list[str] = []
-    for document in documents:
-        if not isinstance(document, dict) or document.get("kind") != "TrustedKeys":
-            continue
-        try:
-            keys = TrustedKeysDocument.model_validate(document).spec.keys
-        except ValidationError:
-            continue
-        for key in keys:
-            names += _files(key)
-            if key.notation_config is not None and on_disk is not None:
-                names += _config_files(on_disk, key.notation_config.directory)
+    for key in _trusted_keys(documents):
+        names += _files(key)
+        if key.notation_config is not None and on_disk is not None:
+            names += _config_files(on_disk, key.notation_config.directory)
     return names
 
 
@@ -167,15 +160,22 @@ def key_directory_names(data: bytes, *, location: str) -> list[str]:
         documents = [document.data for document in load_documents(decode(data, location), location)]
     except InputError:
         return []
-    found = []
+    return [
+        key.notation_config.directory for key in _trusted_keys(documents) if key.notation_config is not None
+    ]
+
+
+def _trusted_keys(documents: Iterable[object]) -> Iterator[TrustedKey]:
+    """The keys of those ``documents`` that are TrustedKeys documents and validate (the loader reports the
+    others)."""
     for document in documents:
-        if isinstance(document, dict) and document.get("kind") == "TrustedKeys":
-            try:
-                keys = TrustedKeysDocument.model_validate(document).spec.keys
-            except ValidationError:
-                continue
-            found += [key.notation_config.directory for key in keys if key.notation_config is not None]
-    return found
+        if not isinstance(document, dict) or document.get("kind") != "TrustedKeys":
+            continue
+        try:
+            keys = TrustedKeysDocument.model_validate(document).spec.keys
+        except ValidationError:
+            continue
+        yield from keys
 
 
 def _config_files(base: str, directory: str) -> list[str]:
