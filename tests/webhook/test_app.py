@@ -731,3 +731,35 @@ async def test_a_failure_inside_the_webhook_is_a_recorded_denial(
         "InternalError",
         "good",
     )
+
+
+async def test_the_admission_routes_answer_as_starlette_routes_did(
+    demo_material: Material,
+    tmp_path: Path,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+) -> None:
+    """``POST /validate`` and ``/mutate`` skip FastAPI's stack; what reaches the stack still finds them."""
+    services = _services(demo_material, tmp_path)
+    app = create_app(ServeSettings(policies=demo_material.policies, insecure_http=True), services)
+    body = make_review(obj=make_pod("good", TENSORRT_IMAGE, namespace="dev"))
+    await services.store.open()
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://webhook") as client:
+            answers = [
+                await client.post(f"{path}?timeout=5s", content=json.dumps(body).encode())
+                for path in ("/validate", "/mutate")
+            ]
+            other_method = await client.get("/validate")
+            trailing_slash = await client.post("/validate/", content=b"{}")
+    finally:
+        await services.store.close()
+    for response in answers:
+        assert verify_admission_response(body["request"]["uid"], response)["allowed"] is True
+        assert response.headers["content-type"] == "application/json"
+        assert response.headers["content-length"] == str(len(response.content))
+    assert (other_method.status_code, other_method.headers["allow"]) == (405, "POST")
+    redirect = (trailing_slash.status_code, trailing_slash.headers["location"])
+    assert redirect == (307, "http://webhook/validate")
