@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -121,7 +122,7 @@ class _Admission:
         """The encoded AdmissionReview answer, or a metav1.Status response while no uid is known."""
         settings, services = self.settings, self.services
         started = time.perf_counter()
-        api_timeout = parse_timeout(_query_value(scope["query_string"], "timeout"))
+        api_timeout = _api_timeout(scope["query_string"])
         try:
             # A body that trickles in is cut off when the API server itself would have given up, and never
             # later than --body-timeout (a client may ask for any ?timeout=).
@@ -324,6 +325,13 @@ def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
         if key == name:
             return value.decode("latin-1")
     return None
+
+
+@functools.lru_cache(maxsize=16)
+def _api_timeout(query_string: bytes) -> float | None:
+    """The API server's ``?timeout=`` in seconds, or None; it sends the same query string with every call,
+    so the few last seen are kept rather than parsed again (bounded: a client may send any)."""
+    return parse_timeout(_query_value(query_string, "timeout"))
 
 
 def _query_value(query_string: bytes, name: str) -> str | None:

@@ -27,7 +27,7 @@ from tests.support.harness import PodFactory, ReviewFactory, Verifier, WaitUntil
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
 from verifier.evidence_folder import LocalEvidence
 from webhook._admission import Reviewer
-from webhook._app import WebhookServices, create_app
+from webhook._app import WebhookServices, _api_timeout, create_app
 from webhook._metrics import Metrics
 from webhook._policy_store import PolicyStore
 from webhook._settings import ServeSettings
@@ -763,3 +763,11 @@ async def test_the_admission_routes_answer_as_starlette_routes_did(
     assert (other_method.status_code, other_method.headers["allow"]) == (405, "POST")
     redirect = (trailing_slash.status_code, trailing_slash.headers["location"])
     assert redirect == (307, "http://webhook/validate")
+
+
+def test_the_api_timeout_is_read_from_the_query_string_as_starlette_reads_it() -> None:
+    assert _api_timeout(b"timeout=10s") == 10.0
+    assert _api_timeout(b"timeout=1m30s&timeout=5s") == 5.0  # the last one, as query_params.get gives
+    assert _api_timeout(b"other=1&timeout=1%2E5s") == 1.5  # percent-decoded
+    assert _api_timeout(b"") is None
+    assert _api_timeout(b"timeout=soon") is None
