@@ -18,15 +18,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import parse_qsl
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
-from starlette.requests import ClientDisconnect
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from decisionlog import DecisionStore, SpoolingStore
 from webhook._admission import Reviewer
@@ -67,62 +70,65 @@ class _TooLarge(Exception):
     pass
 
 
-def create_app(settings: ServeSettings, services: WebhookServices, *, owns_store: bool = True) -> FastAPI:
-    """The webhook application; its lifespan starts the watchers, and opens and closes the decision store
-    unless ``owns_store`` is False (``trtguard serve`` opens it before anything listens)."""
+class _Disconnected(Exception):
+    """The client went away before sending the whole body (Starlette's ``ClientDisconnect``)."""
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if owns_store:
-            await services.store.open()
-        tasks = [
-            asyncio.create_task(
-                services.policies.watch(settings.reload_interval), name="trtguard-policy-watch"
-            )
-        ]
-        if services.certificates is not None:
-            tasks.append(
-                asyncio.create_task(
-                    services.certificates.watch(settings.reload_interval), name="trtguard-tls-watch"
-                )
-            )
-        for task in tasks:
-            task.add_done_callback(_report_stopped)
-        try:
-            yield
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if owns_store:
-                await services.store.close()
-            services.tracing.shutdown()
 
-    app = FastAPI(
-        title="trtguard admission webhook",
-        lifespan=lifespan,
-        docs_url=None,
-        redoc_url=None,
-        openapi_url=None,
-    )
+class _WebhookApp(FastAPI):
+    """FastAPI, with ``POST /validate`` and ``POST /mutate`` served before its middleware and router.
 
-    pinning = dataclasses.replace(services.reviewer, pinning=True)
+    Those two read the raw ASGI messages themselves and answer every outcome (an AdmissionReview, or a
+    metav1.Status before the uid is known), so FastAPI's stack around them (error, telemetry, body-limit and
+    exception middleware, routing, a Request and a Response object) only added CPU to every admission
+    (issue 31). An exception that escapes still becomes uvicorn's HTTP 500, as it did through the stack.
+    Any other request, method or path (a ``root_path`` prefix included) takes the full stack.
+    """
 
-    async def validate(request: Request) -> Response:
-        return await admit(request, services.reviewer)
+    def __init__(self, admissions: dict[str, _Admission], **options: Any) -> None:
+        super().__init__(**options)
+        self.admissions = admissions
+        # Also routes of the router: what the fast path passes on (another method: 405) finds them there.
+        for path, admission in admissions.items():
+            self.router.routes.append(Route(path, admission, methods=["POST"], name=path.removeprefix("/")))
 
-    async def mutate(request: Request) -> Response:
-        return await admit(request, pinning)
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            admission = self.admissions.get(scope["path"])
+            if admission is not None:
+                await admission(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
 
-    async def admit(request: Request, reviewer: Reviewer) -> Response:
+
+@dataclass(frozen=True, slots=True)
+class _Admission:
+    """``POST /validate`` (or ``/mutate``, with a pinning reviewer) as a plain ASGI app."""
+
+    settings: ServeSettings
+    services: WebhookServices
+    reviewer: Reviewer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        answer = await self._admit(scope, receive)
+        if isinstance(answer, Response):
+            await answer(scope, receive, send)
+            return
+        # What Starlette's Response(answer, media_type="application/json") sends.
+        headers = [(b"content-length", b"%d" % len(answer)), (b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+    async def _admit(self, scope: Scope, receive: Receive) -> bytes | Response:
+        """The encoded AdmissionReview answer, or a metav1.Status response while no uid is known."""
+        settings, services = self.settings, self.services
         started = time.perf_counter()
-        api_timeout = parse_timeout(request.query_params.get("timeout"))
+        api_timeout = _api_timeout(scope["query_string"])
         try:
             # A body that trickles in is cut off when the API server itself would have given up, and never
             # later than --body-timeout (a client may ask for any ?timeout=).
             async with asyncio.timeout(min(api_timeout or settings.default_timeout, settings.body_timeout)):
-                body = await _read_body(request)
-        except ClientDisconnect:
+                body = await _read_body(scope, receive)
+        except _Disconnected:
             # Nobody is left to answer and nothing went wrong in the webhook: no ASGI error, no traceback.
             _log.debug("client disconnected before sending the whole AdmissionReview")
             return _status(400, "BadRequest", "the client disconnected before sending the body", close=True)
@@ -159,22 +165,62 @@ def create_app(settings: ServeSettings, services: WebhookServices, *, owns_store
                 except Exception:  # as below: a bug must deny, never become an HTTP 500
                     _log.exception("refusal failed; denying", extra={"fields": {"uid": error.uid}})
                     refused = await _internal_error(services, error.request, api_timeout, started)
-                return _answer(refused)
+                return encode(refused)
             services.metrics.review_failures.labels("bad_request").inc()
             return _status(
                 error.status, "BadRequest" if error.status == 400 else "Invalid", error.diagnostics()
             )
         try:
-            review = await reviewer.review(admission, api_timeout=api_timeout, started=started)
+            review = await self.reviewer.review(admission, api_timeout=api_timeout, started=started)
         except Exception:  # a bug in the webhook: deny, rather than an HTTP 500 that failurePolicy decides
             _log.exception("review failed; denying", extra={"fields": {"uid": admission.uid}})
             review = await _internal_error(services, admission, api_timeout, started)
-        return _answer(review)
+        return encode(review)
 
-    # A plain Starlette route: the handler reads the raw body itself, so FastAPI's per-request parameter
-    # resolution would be pure overhead on the hot path.
-    app.add_route("/validate", validate, methods=["POST"])
-    app.add_route("/mutate", mutate, methods=["POST"])
+
+def create_app(settings: ServeSettings, services: WebhookServices, *, owns_store: bool = True) -> FastAPI:
+    """The webhook application; its lifespan starts the watchers, and opens and closes the decision store
+    unless ``owns_store`` is False (``trtguard serve`` opens it before anything listens)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if owns_store:
+            await services.store.open()
+        tasks = [
+            asyncio.create_task(
+                services.policies.watch(settings.reload_interval), name="trtguard-policy-watch"
+            )
+        ]
+        if services.certificates is not None:
+            tasks.append(
+                asyncio.create_task(
+                    services.certificates.watch(settings.reload_interval), name="trtguard-tls-watch"
+                )
+            )
+        for task in tasks:
+            task.add_done_callback(_report_stopped)
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if owns_store:
+                await services.store.close()
+            services.tracing.shutdown()
+
+    admissions = {
+        "/validate": _Admission(settings, services, services.reviewer),
+        "/mutate": _Admission(settings, services, dataclasses.replace(services.reviewer, pinning=True)),
+    }
+    app = _WebhookApp(
+        admissions,
+        title="trtguard admission webhook",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     _add_probes(app, services)
     return app
 
@@ -246,19 +292,57 @@ def _update_gauges(services: WebhookServices) -> None:
         metrics.tls_not_after.set(services.certificates.not_after.timestamp())
 
 
-async def _read_body(request: Request) -> bytes:
-    """The body, refusing to read past :data:`MAX_BODY_BYTES` (checked before and while reading)."""
-    declared = request.headers.get("content-length")
+async def _read_body(scope: Scope, receive: Receive) -> bytes:
+    """The body, refusing to read past :data:`MAX_BODY_BYTES` (checked before and while reading).
+
+    The messages are read as Starlette's ``Request.stream`` reads them; ``http.disconnect`` raises
+    :class:`_Disconnected`.
+    """
+    declared = _header(scope["headers"], b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise _TooLarge
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _TooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
+    while True:
+        message = await receive()
+        kind = message["type"]
+        if kind == "http.request":
+            chunk = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise _TooLarge
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+        elif kind == "http.disconnect":
+            raise _Disconnected
+
+
+def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """The first value of header ``name`` (lower case), as Starlette's ``Headers.get`` reads it."""
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _api_timeout(query_string: bytes) -> float | None:
+    """The API server's ``?timeout=`` in seconds, or None; it sends the same query string with every call,
+    so the few last seen are kept rather than parsed again (bounded: a client may send any)."""
+    return parse_timeout(_query_value(query_string, "timeout"))
+
+
+def _query_value(query_string: bytes, name: str) -> str | None:
+    """The last value of ``name`` in the query string, as Starlette's ``query_params.get`` reads it."""
+    if not query_string:
+        return None
+    found = None
+    for key, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        if key == name:
+            found = value
+    return found
 
 
 async def _internal_error(
@@ -281,10 +365,6 @@ async def _internal_error(
         services.metrics.review_failures.labels("internal_error").inc()
         services.metrics.error_denials.labels("internal_error").inc()
         return deny_response(admission.uid, message=message, reason="InternalError", code=500)
-
-
-def _answer(review: dict[str, Any]) -> Response:
-    return Response(encode(review), media_type="application/json")
 
 
 def _report_stopped(task: asyncio.Task[None]) -> None:

@@ -27,7 +27,7 @@ from tests.support.harness import PodFactory, ReviewFactory, Verifier, WaitUntil
 from trtguard.demo.material import OFF_LIST_IMAGE, TENSORRT_IMAGE, UNPINNED_IMAGE, Material
 from verifier.evidence_folder import LocalEvidence
 from webhook._admission import Reviewer
-from webhook._app import WebhookServices, create_app
+from webhook._app import WebhookServices, _api_timeout, create_app
 from webhook._metrics import Metrics
 from webhook._policy_store import PolicyStore
 from webhook._settings import ServeSettings
@@ -731,3 +731,43 @@ async def test_a_failure_inside_the_webhook_is_a_recorded_denial(
         "InternalError",
         "good",
     )
+
+
+async def test_the_admission_routes_answer_as_starlette_routes_did(
+    demo_material: Material,
+    tmp_path: Path,
+    make_pod: PodFactory,
+    make_review: ReviewFactory,
+    verify_admission_response: Verifier,
+) -> None:
+    """``POST /validate`` and ``/mutate`` skip FastAPI's stack; what reaches the stack still finds them."""
+    services = _services(demo_material, tmp_path)
+    app = create_app(ServeSettings(policies=demo_material.policies, insecure_http=True), services)
+    body = make_review(obj=make_pod("good", TENSORRT_IMAGE, namespace="dev"))
+    await services.store.open()
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://webhook") as client:
+            answers = [
+                await client.post(f"{path}?timeout=5s", content=json.dumps(body).encode())
+                for path in ("/validate", "/mutate")
+            ]
+            other_method = await client.get("/validate")
+            trailing_slash = await client.post("/validate/", content=b"{}")
+    finally:
+        await services.store.close()
+    for response in answers:
+        assert verify_admission_response(body["request"]["uid"], response)["allowed"] is True
+        assert response.headers["content-type"] == "application/json"
+        assert response.headers["content-length"] == str(len(response.content))
+    assert (other_method.status_code, other_method.headers["allow"]) == (405, "POST")
+    redirect = (trailing_slash.status_code, trailing_slash.headers["location"])
+    assert redirect == (307, "http://webhook/validate")
+
+
+def test_the_api_timeout_is_read_from_the_query_string_as_starlette_reads_it() -> None:
+    assert _api_timeout(b"timeout=10s") == 10.0
+    assert _api_timeout(b"timeout=1m30s&timeout=5s") == 5.0  # the last one, as query_params.get gives
+    assert _api_timeout(b"other=1&timeout=1%2E5s") == 1.5  # percent-decoded
+    assert _api_timeout(b"") is None
+    assert _api_timeout(b"timeout=soon") is None
