@@ -12,8 +12,8 @@ project imports, so it runs on any checkout). It prints
 
 An import is read from the AST: ``import a.b`` names ``a.b``; ``from a import b`` names ``a`` and, when
 ``a.b`` is a module, ``a.b``; relative imports are resolved. :class:`Project` is also the import graph
-that ``tests/test_contracts.py`` checks its contracts over (with the lazy re-exports of front doors, the
-module names in a ``_HOMES`` table, as edges).
+that ``tests/test_contracts.py`` checks its contracts over (with the lazy re-exports of front doors as
+edges: the modules a door's stub ``__init__.pyi`` names for lazy_loader, or those of a ``_HOMES`` table).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from pathlib import Path
 
 #: The shipped packages, in layer order (each may import only those after it); absent ones are skipped.
 PACKAGES = ("trtguard", "webhook", "decisionlog", "policies", "verifier")
-#: The name of a front door's table of lazily loaded names (``verifier/signatures/__init__.py``).
+#: The name of a table of lazily loaded names in a front door of the old form (``scripts/relocate_fronts.py``
+#: writes it; a front door now names its names in a stub beside it, ``__init__.pyi``, read by lazy_loader).
 HOMES = "_HOMES"
 
 
@@ -111,6 +112,15 @@ def homes_table(tree: ast.Module) -> dict[str, str]:
     return table
 
 
+def stub_table(package: str, stub: ast.Module) -> dict[str, str]:
+    """A front door's stub (``from .m import A as A``, read by lazy_loader): name → the module holding it."""
+    table: dict[str, str] = {}
+    for node in stub.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            table.update(dict.fromkeys((alias.name for alias in node.names), f"{package}.{node.module}"))
+    return table
+
+
 def dunder_all(tree: ast.Module) -> list[str]:
     """The names of a module's literal ``__all__`` (empty when it has none)."""
     for node in tree.body:
@@ -139,6 +149,18 @@ class Project:
     def tree(self, name: str) -> ast.Module:
         """The parsed source of a module."""
         return self._trees[name]
+
+    def stub(self, name: str) -> ast.Module | None:
+        """The parsed stub (``__init__.pyi``) of a package's front door, if it has one."""
+        path = self.modules[name].path.with_suffix(".pyi")
+        if not (self.modules[name].is_package and path.is_file()):
+            return None
+        return ast.parse(path.read_text(), str(path))
+
+    def homes(self, name: str) -> dict[str, str]:
+        """A front door's lazily loaded names → their modules (its stub's, else its ``_HOMES`` table's)."""
+        stub = self.stub(name)
+        return stub_table(name, stub) if stub is not None else homes_table(self.tree(name))
 
     @cached_property
     def _trees(self) -> dict[str, ast.Module]:
@@ -193,7 +215,10 @@ class Project:
                 seen.add(key)
                 yield found
         if module.is_package:
-            for home in sorted(set(homes_table(self.tree(name)).values())):
+            homes = sorted(set(self.homes(name).values()))
+            if self.stub(name) is not None:  # what mypy reads: the TYPE_CHECKING imports of the old form
+                yield from (Edge(name, home, 0, False, True) for home in homes if home in self.modules)
+            for home in homes:
                 if home in self.modules and home != name:
                     yield Edge(name, home, 0, in_function=False, type_checking=False, lazy=True)
 

@@ -7,32 +7,6 @@ The front door of the modules directly in ``verifier/`` (lazy: a name loads its 
 the choice of evidence a command line makes (:func:`evidence_source`).
 """
 
-from __future__ import annotations
+import lazy_loader
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from verifier.evidence_choice import evidence_source
-
-#: Where each public name lives.
-_HOMES: dict[str, str] = {
-    "evidence_source": "verifier.evidence_choice",
-}
-
-__all__ = [
-    "evidence_source",
-]
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from scripts.layout_facts import Edge, Project, dunder_all, homes_table, is_private, strongly_connected
+from scripts.layout_facts import (
+    Edge,
+    Project,
+    dunder_all,
+    homes_table,
+    is_private,
+    strongly_connected,
+    stub_table,
+)
 
 
 def _within(name: str, prefixes: Iterable[str]) -> bool:
@@ -178,11 +186,13 @@ class NoCycles(Contract):
 
 @dataclass(frozen=True)
 class LazyFrontDoors(Contract):
-    """7. A front door loads nothing at import; ``__all__`` is exactly its ``_HOMES`` names, each resolving.
+    """7. A front door loads nothing at import; it names each name once, each resolving.
 
-    A front door is lazy when importing it imports no project module but its own packages (ancestors); it
-    is complete when ``__all__`` and ``_HOMES`` name the same names (a docstring-only one names none). Every
-    name of a lazy front door is resolved in one subprocess.
+    A front door is lazy when importing it imports no project module but its own packages (ancestors). One
+    with a stub (``__init__.pyi``) is only ``lazy_loader.attach_stub`` (so its names are the stub's) and its
+    stub only ``from .m import A as A`` lines (what lazy_loader reads, mypy's explicit re-export), one per
+    module, in order; one of the old form is complete when ``__all__`` and ``_HOMES`` name the same names
+    (a docstring-only one names none). Every name of a lazy front door is resolved in one subprocess.
     """
 
     number = 7
@@ -198,26 +208,76 @@ class LazyFrontDoors(Contract):
         for name, module in project.modules.items():
             if not module.is_package:
                 continue
-            tree = project.tree(name)
-            exported, homes = dunder_all(tree), homes_table(tree)
+            tree, stub = project.tree(name), project.stub(name)
             if any(not name.startswith(t + ".") for t in eager[name]):
                 found.add(f"{name}: loads project modules at import")
-            if set(exported) != set(homes):
-                found.add(f"{name}: __all__ is not its _HOMES names")
+            if stub is not None:
+                found.update(f"{name}: {problem}" for problem in _stub_problems(stub))
+                if not _only_attaches_stub(tree):
+                    found.add(f"{name}: its __init__.py does more than lazy_loader.attach_stub")
+                homes = stub_table(name, stub)
+            else:
+                homes = homes_table(tree)
+                if set(dunder_all(tree)) != set(homes):
+                    found.add(f"{name}: __all__ is not its _HOMES names")
+                if "attach_stub" in ast.unparse(tree):
+                    found.add(f"{name}: lazy_loader.attach_stub without a stub beside it")
             if homes:
                 resolvable[name] = sorted(homes)
         found.update(_unresolved(project.root, resolvable))
         return found
 
 
+#: The one statement of a front door with a stub (after its docstring and ``import lazy_loader``).
+ATTACH_STUB = "__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)"
+
+
+def _only_attaches_stub(tree: ast.Module) -> bool:
+    body = tree.body[1:] if ast.get_docstring(tree) is not None else tree.body
+    return [ast.unparse(node) for node in body] == ["import lazy_loader", ATTACH_STUB]
+
+
+def _member_order(name: str) -> tuple[int, str]:
+    """ruff's order of imported names (order-by-type): CONSTANTS, then Classes, then the rest."""
+    return (0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2), name
+
+
+def _stub_problems(stub: ast.Module) -> list[str]:
+    """What in a stub lazy_loader or mypy would read otherwise than a list of names (ruff's I001 is off)."""
+    problems, modules = [], []
+    for node in stub.body:
+        if not (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 1
+            and node.module
+            and all(alias.asname == alias.name for alias in node.names)
+        ):
+            problems.append(f"stub line {node.lineno} is not `from .m import A as A, …`")
+            continue
+        modules.append(node.module)
+        names = [alias.name for alias in node.names]
+        if names != sorted(set(names), key=_member_order):
+            problems.append(f"stub line {node.lineno}: the names are not in ruff's order, or repeat")
+    if modules != sorted(set(modules)):
+        problems.append("stub: the modules are not in order, or one repeats")
+    return problems
+
+
 def _unresolved(root: Path, names: Mapping[str, list[str]]) -> set[str]:
-    """``"front.name does not resolve"`` for each name whose front door cannot give it (one subprocess)."""
+    """``"front.name does not resolve"`` for each name whose front door cannot give it (one subprocess).
+
+    One that fails to import (lazy_loader refuses a stub it cannot read) is ``"front does not import"``.
+    """
     if not names:
         return set()
     probe = (
         "import importlib, sys\n"
         f"for front, names in {dict(names)!r}.items():\n"
-        "    module = importlib.import_module(front)\n"
+        "    try:\n"
+        "        module = importlib.import_module(front)\n"
+        "    except Exception:\n"
+        "        print(f'{front} does not import')\n"
+        "        continue\n"
         "    for name in names:\n"
         "        try:\n"
         "            getattr(module, name)\n"

@@ -144,6 +144,43 @@ def test_lazy_front_doors(project: Project) -> None:
     }
 
 
+#: Front doors of the stub form (lazy_loader.attach_stub beside an ``__init__.pyi``), each breaking a rule.
+ATTACH = "import lazy_loader\n\n__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)\n"
+STUBS = {
+    "verifier/__init__.py": '"""Docstring only."""\n',
+    "verifier/base/__init__.py": '"""Lazy, as it should be."""\n\n' + ATTACH,
+    "verifier/base/__init__.pyi": "from ._errors import Gone as Gone, Oops as Oops\n",
+    "verifier/base/_errors.py": "class Oops(Exception):\n    pass\n",
+    "verifier/crypto/__init__.py": ATTACH + "EXTRA = 1\n",
+    "verifier/crypto/__init__.pyi": "from verifier.crypto._keys import Key\nfrom ._keys import Key as K\n",
+    "verifier/crypto/_keys.py": "class Key:\n    pass\n",
+    "verifier/scans/__init__.py": ATTACH,
+    "verifier/order/__init__.py": ATTACH,
+    "verifier/order/__init__.pyi": "from ._b import b as b\nfrom ._a import zeta as zeta, Alpha as Alpha\n",
+    "verifier/order/_a.py": "zeta = 1\n\n\nclass Alpha:\n    pass\n",
+    "verifier/order/_b.py": "b = 2\n",
+}
+
+
+def test_lazy_front_doors_with_a_stub(tmp_path: Path) -> None:
+    project = Project(write_tree(tmp_path, STUBS), ("verifier",))
+    errors = "verifier.base._errors"
+    assert project.homes("verifier.base") == {"Gone": errors, "Oops": errors}
+    # the stub's modules are edges as _HOMES's were: lazy ones, and what mypy reads (TYPE_CHECKING)
+    edges = {(e.target, e.type_checking, e.lazy) for e in project.edges if e.source == "verifier.base"}
+    assert edges == {(errors, True, False), (errors, False, True)}
+    assert LazyFrontDoors().violations(project) == {
+        "verifier.base.Gone does not resolve",
+        "verifier.crypto: stub line 1 is not `from .m import A as A, …`",
+        "verifier.crypto: stub line 2 is not `from .m import A as A, …`",
+        "verifier.crypto: its __init__.py does more than lazy_loader.attach_stub",
+        "verifier.crypto does not import",
+        "verifier.scans: lazy_loader.attach_stub without a stub beside it",
+        "verifier.order: stub line 2: the names are not in ruff's order, or repeat",
+        "verifier.order: stub: the modules are not in order, or one repeats",
+    }
+
+
 def test_sizes(project: Project) -> None:
     assert Sizes().violations(project) == {"trtguard.long: 501 lines"}
 

@@ -1,0 +1,1 @@
+from .evidence_choice import evidence_source as evidence_source
