@@ -1,5 +1,6 @@
 """Logs of earlier schemas are migrated in place: version 1's whole-body records and new ones verify as one;
-a rotated version-3 log (carried state keyed without the API group) gets its state rebuilt by API group."""
+a rotated version-3 log (carried state keyed without the API group) gets its state rebuilt by API group; a
+version-7 log loses an index and reads as before."""
 
 from __future__ import annotations
 
@@ -212,3 +213,59 @@ def test_audit_seal_of_the_new_version_upgrades_the_log_before_the_webhook_does(
     status, out, _ = _cli("audit", "verify", "--decision-log", url, "--key", folder / "checkpoint.pub")
     assert status == 0, out
     assert asyncio.run(_lookups(url)) == {BATCH: [BATCH_ENGINE], VOLCANO: [VOLCANO_ENGINE]}
+
+
+# --- schema 7 to schema 8 (the index by namespace, name and seq dropped) -----------------------------------
+
+
+def _indexes(path: Path) -> set[str]:
+    """The indexes made on trtguard_decisions (not those of its UNIQUE and PRIMARY KEY columns)."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+        return {name for (name,) in rows if name.startswith("trtguard_decisions_")}
+
+
+async def test_a_schema_7_log_loses_the_index_no_reader_needs_and_reads_as_before(
+    tmp_path: Path, make_record: RecordFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log this writer wrote at schema 7 (the migrations cut back to 7) is migrated by `serve`: the index on
+    namespace, name and seq goes; each workload's records come back as before, in seq order, by the index on
+    its identity and time, and the chain verifies with the records appended after."""
+    path = tmp_path / "decisions.db"
+    queries = [
+        RecordQuery(namespace="prod", name="llm-1"),
+        RecordQuery(namespace="prod", name="llm-1", newest_first=True, limit=2),
+        RecordQuery(namespace="prod", name="llm-2", kind="Deployment", group="apps", dry_run=False),
+        RecordQuery(namespace="prod"),
+    ]
+    with monkeypatch.context() as old:
+        old.setattr("decisionlog._schema.MIGRATIONS", MIGRATIONS[:7])
+        old.setattr("decisionlog._schema.LATEST_VERSION", 7)
+        store = SQLiteStore(path)
+        await store.open()
+        try:
+            for n in range(12):
+                await store.append(make_record(name=f"llm-{1 + n % 3}"), deadline=Deadline.after(5))
+        finally:
+            await store.close()
+        assert "trtguard_decisions_workload" in _indexes(path)
+        before = [[s.seq for s in await store.query(query)] for query in queries]
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        await store.append(make_record(name="llm-1"), deadline=Deadline.after(5))
+    finally:
+        await store.close()
+    assert _indexes(path) == {
+        "trtguard_decisions_uid",
+        "trtguard_decisions_time",
+        "trtguard_decisions_workload_time",
+    }
+    after = [[s.seq for s in await store.query(query)] for query in queries]
+    assert after == [[*before[0], 13], [13, before[0][-1]], before[2], [*before[3], 13]]
+    assert before[0] == [1, 4, 7, 10]
+    report = await store.verify()
+    assert report.ok and report.records == 13, report.summary()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        versions = conn.execute("SELECT version FROM trtguard_schema_migrations ORDER BY version").fetchall()
+    assert versions == [(v,) for v in range(1, 9)] and LATEST_VERSION == 8
