@@ -18,6 +18,7 @@ from decisionlog._record import (
     format_time,
     link_hash,
 )
+from decisionlog._tree_json import tree_json
 
 #: Called with each record that checks, in ``seq`` order, and the canonical JSON its hash covers (what an
 #: evidence package carries): a reader that needs the records too gets them from the one pass that verifies.
@@ -324,7 +325,6 @@ def _plain_int(text: str) -> int:
 # Parses only what the fast encoding below writes as JCS: no floats, NaN or infinities, no integer beyond
 # ±2^53 (each found by the parser itself, at no cost for the values that are not numbers).
 _PLAIN: Final = json.JSONDecoder(parse_float=_not_plain, parse_constant=_not_plain, parse_int=_plain_int)
-_ENCODER: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def load_json(text: str | bytes) -> tuple[Any, bool]:
@@ -344,7 +344,7 @@ def canonical_of(data: Mapping[str, Any], plain: bool) -> bytes:
     parser ruled out floats and long integers, ASCII output rules out keys that sort otherwise.
     """
     if plain:
-        encoded = _ENCODER.encode(data).encode("utf-8")
+        encoded = tree_json(data)  # parsed from text: a tree
         if encoded.isascii():
             return encoded
     return canonical_json(data)

@@ -36,6 +36,7 @@ from typing import Any, Final
 import rfc8785
 
 from decisionlog._errors import DecisionLogError
+from decisionlog._tree_json import tree_json
 from policies.identity import WorkloadIdentity, identity_group
 
 #: ``prev_hash`` of the first record of a chain.
@@ -381,23 +382,20 @@ def canonical_parts(
     rest: list[bytes] = []
     alone: list[bytes] = []
     run: dict[str, Any] = {}
-    for key in sorted(data):
-        if key not in apart:
+    for key in [*sorted(data), None]:  # None: the end, where the last run is encoded
+        if key is not None and key not in apart:
             run[key] = data[key]
             continue
         if run:  # the members before this one, encoded together without their braces
-            piece = (_JSON.encode(run).encode("utf-8") if plain else canonical_json(run))[1:-1]
+            piece = (tree_json(run) if plain else canonical_json(run))[1:-1]
             whole.append(piece)
             rest.append(piece)
             run = {}
-        value = data[key]
-        encoded = _JSON.encode(value).encode("utf-8") if plain or _plain(value) else rfc8785.dumps(value)
-        whole.append(b'"%s":%s' % (key.encode("ascii"), encoded))
-        alone.append(whole[-1])
-    if run:
-        piece = (_JSON.encode(run).encode("utf-8") if plain else canonical_json(run))[1:-1]
-        whole.append(piece)
-        rest.append(piece)
+        if key is not None:
+            value = data[key]
+            encoded = tree_json(value) if plain or _plain(value) else rfc8785.dumps(value)
+            whole.append(b'"%s":%s' % (key.encode("ascii"), encoded))
+            alone.append(whole[-1])
     return b"{%s}" % b",".join(whole), b"{%s}" % b",".join(rest), b"{%s}" % b",".join(alone)
 
 
@@ -444,7 +442,10 @@ def load_body(body: str | bytes) -> dict[str, Any]:
 
 def format_time(value: datetime) -> str:
     """RFC 3339 in UTC with microseconds and a ``Z``: sortable as text."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    utc = value.astimezone(UTC)
+    if utc.year >= 1000:  # the same text as strftime's below, at half its cost (once per record written)
+        return utc.isoformat(timespec="microseconds")[:-6] + "Z"
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # a year of fewer than four digits, as it always was
 
 
 def parse_time(text: str) -> datetime:

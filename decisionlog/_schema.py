@@ -382,7 +382,18 @@ _VERSION_7: Final = Migration(
     postgresql=(),
 )
 
-MIGRATIONS: Final = (*_MIGRATIONS_2, _VERSION_3, _VERSION_4, _VERSION_5, _VERSION_6, _VERSION_7)
+# Version 1's look-up of a workload's records (namespace, name, seq) has the prefix of version 4's (namespace,
+# name, kind, api_group, time, seq): every reader that filters by namespace and name is served by the latter
+# (sorting the rows of one workload by seq after), and every record written keeps one index less up to date
+# (of the nine B-trees a commit of one record writes a page of). Dropping it is the whole step.
+_VERSION_8: Final = Migration(
+    version=8,
+    description="workloads looked up by identity and time only: the index by namespace, name and seq dropped",
+    sqlite=("DROP INDEX trtguard_decisions_workload",),
+    postgresql=("DROP INDEX trtguard_decisions_workload",),
+)
+
+MIGRATIONS: Final = (*_MIGRATIONS_2, _VERSION_3, _VERSION_4, _VERSION_5, _VERSION_6, _VERSION_7, _VERSION_8)
 
 LATEST_VERSION: Final = MIGRATIONS[-1].version
 

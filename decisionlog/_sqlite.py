@@ -47,6 +47,10 @@ STALL_AFTER: Final = 2.0
 
 Synchronous = Literal["full", "normal"]
 
+# The write path's statements, formatted once (sqlite3 keeps each prepared, by its text).
+_INSERT: Final = _sql.insert("?")
+_INSERT_SHARED: Final = _sql.INSERT_SHARED.format(p="?")
+
 
 def connect(
     path: Path,
@@ -136,8 +140,8 @@ def write_batch(
             stored.append(linked)
             prev = linked.hash
         if shared:
-            conn.executemany(_sql.INSERT_SHARED.format(p="?"), list(shared.values()))
-        conn.executemany(_sql.insert("?"), rows)
+            conn.executemany(_INSERT_SHARED, list(shared.values()))
+        conn.executemany(_INSERT, rows)
         conn.execute("UPDATE trtguard_chain_head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
         conn.execute("COMMIT")
     except BaseException:

@@ -21,6 +21,7 @@ from decisionlog._record import (
     UNSTORABLE_MARK,
     canonical_json,
     canonical_parts,
+    format_time,
     link_hash,
     new_record_id,
     storable,
@@ -400,3 +401,14 @@ def test_stored_form_of_a_record_with_one_odd_value(make_record: RecordFactory, 
         general = storable(candidate)
         expected = (general, general.to_json(), canonical_parts(general.to_json(), ("images",)))
         assert stored_form(candidate, ("images",)) == expected
+
+
+_ZONES = (UTC, timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=8)))
+
+
+# Naive bounds (what hypothesis takes); the times drawn carry one of the zones.
+@given(st.datetimes(datetime(1, 1, 2), datetime(9999, 12, 30), timezones=st.sampled_from(_ZONES)))
+def test_format_time_writes_what_strftime_wrote(moment: datetime) -> None:
+    """The times in stored bodies are hashed: the faster form is the very text of the one before it, in every
+    year (strftime writes a year of fewer than four digits without leading zeros) and zone."""
+    assert format_time(moment) == moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

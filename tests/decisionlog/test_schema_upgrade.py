@@ -1,5 +1,6 @@
 """Logs of earlier schemas are migrated in place: version 1's whole-body records and new ones verify as one;
-a rotated version-3 log (carried state keyed without the API group) gets its state rebuilt by API group."""
+a rotated version-3 log (carried state keyed without the API group) gets its state rebuilt by API group; a
+version-7 log loses an index and reads as before."""
 
 from __future__ import annotations
 
@@ -212,3 +213,73 @@ def test_audit_seal_of_the_new_version_upgrades_the_log_before_the_webhook_does(
     status, out, _ = _cli("audit", "verify", "--decision-log", url, "--key", folder / "checkpoint.pub")
     assert status == 0, out
     assert asyncio.run(_lookups(url)) == {BATCH: [BATCH_ENGINE], VOLCANO: [VOLCANO_ENGINE]}
+
+
+# --- schema 7 to schema 8 (the index by namespace, name and seq dropped) -----------------------------------
+
+
+def _indexes(url: str) -> set[str]:
+    """The indexes made on trtguard_decisions (not those of its UNIQUE and PRIMARY KEY columns)."""
+    if url.startswith("sqlite:///"):
+        with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+            names = {name for (name,) in rows}
+    else:
+        with psycopg.connect(url) as pg:
+            made = (
+                "SELECT indexname FROM pg_indexes WHERE indexname NOT IN (SELECT conname FROM pg_constraint)"
+            )
+            names = {name for (name,) in pg.execute(made)}
+    return {name for name in names if name.startswith("trtguard_decisions_")}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def empty_log(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of a log not made yet, on SQLite or PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'decisions.db'}"
+    pg_url: str = request.getfixturevalue("pg_url")
+    return pg_url
+
+
+async def test_a_schema_7_log_loses_the_index_no_reader_needs_and_reads_as_before(
+    empty_log: str, make_record: RecordFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log this writer wrote at schema 7 (the migrations cut back to 7) is migrated by `serve`: the index on
+    namespace, name and seq goes; each workload's records come back as before, in seq order, by the index on
+    its identity and time, and the chain verifies with the records appended after."""
+    queries = [
+        RecordQuery(namespace="prod", name="llm-1"),
+        RecordQuery(namespace="prod", name="llm-1", newest_first=True, limit=2),
+        RecordQuery(namespace="prod", name="llm-2", kind="Deployment", group="apps", dry_run=False),
+        RecordQuery(namespace="prod"),
+    ]
+    with monkeypatch.context() as old:
+        old.setattr("decisionlog._schema.MIGRATIONS", MIGRATIONS[:7])
+        old.setattr("decisionlog._schema.LATEST_VERSION", 7)
+        store = open_store(empty_log)
+        await store.open()
+        try:
+            for n in range(12):
+                await store.append(make_record(name=f"llm-{1 + n % 3}"), deadline=Deadline.after(5))
+            before = [[s.seq for s in await store.query(query)] for query in queries]
+        finally:
+            await store.close()
+        assert "trtguard_decisions_workload" in _indexes(empty_log)
+    store = open_store(empty_log)
+    await store.open()
+    try:
+        await store.append(make_record(name="llm-1"), deadline=Deadline.after(5))
+        after = [[s.seq for s in await store.query(query)] for query in queries]
+        report = await store.verify()
+    finally:
+        await store.close()
+    assert _indexes(empty_log) == {
+        "trtguard_decisions_uid",
+        "trtguard_decisions_time",
+        "trtguard_decisions_workload_time",
+    }
+    assert before[0] == [1, 4, 7, 10]
+    assert after == [[*before[0], 13], [13, before[0][-1]], before[2], [*before[3], 13]]
+    assert report.ok and report.records == 13, report.summary()
+    assert LATEST_VERSION == 8
