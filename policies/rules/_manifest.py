@@ -79,10 +79,13 @@ async def _verify(
     # Several signed manifests for one engine: the newest build is the one that describes it. Two different
     # ones of the same newest time cannot be told apart: judging either would depend on the order they were
     # found in, so it cannot tell (docs/scans.md, "Ties").
-    newest = max(v.manifest.build_timestamp for v in documents.readable)
-    tied = sorted(
-        (v for v in documents.readable if v.manifest.build_timestamp == newest), key=lambda v: v.digest
-    )
+    readable = documents.readable
+    if len(readable) == 1:  # the common case: the one manifest is the newest
+        tied = list(readable)
+        newest = tied[0].manifest.build_timestamp
+    else:
+        newest = max(v.manifest.build_timestamp for v in readable)
+        tied = sorted((v for v in readable if v.manifest.build_timestamp == newest), key=lambda v: v.digest)
     if len(tied) > 1:
         found.add(
             "models.buildManifest",

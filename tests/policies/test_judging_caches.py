@@ -1,11 +1,15 @@
-"""Work that depends only on the policy set is done once (issue 31): each table made at load or on first
-use gives what working it out on every admission gives, for every input, and stays bounded."""
+"""Per-admission work cut (issue 31): each table made at load or on first use gives what working it out on
+every admission gives, for every input, and stays bounded; a check rewritten to skip the ``Mapping`` ABC's
+Python-level test answers as before."""
 
 from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +20,9 @@ from policies.evaluator import PolicyEvaluator
 from policies.loader import CompiledImageRule, CompiledPolicy, load_policy_set
 from policies.patterns import matches_any
 from policies.verified import VerifiedEvidence
+from policies.workload_model._scheduling import _at
+from policies.workload_model._sharing import _HOST_CAPABILITIES as HOST_CAPABILITIES
+from policies.workload_model._sharing import host_access, turned_on
 from tests.policies.conftest import Material, pod
 from tests.policies.evaluation import NOW, evaluate, signature_policy
 from trtguard.demo.material import make_material
@@ -174,3 +181,60 @@ def test_a_build_manifests_record_is_the_same_on_every_admission(material: Mater
         clock=lambda: NOW,
     )
     assert asyncio.run(fresh.evaluate(workload)).engines[0].build_manifests == (record,)
+
+
+# Values a pod spec field may hold, a read-only Mapping that is no dict among them.
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.sampled_from(["", "SYS_ADMIN", "cap_sys_admin", "x"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["windowsOptions", "hostProcess", "privileged", "capabilities", "add", "k"]),
+            inner,
+            max_size=3,
+        )
+        | st.dictionaries(st.sampled_from(["hostProcess", "add", "k"]), inner, max_size=2).map(
+            MappingProxyType
+        )
+    ),
+    max_leaves=12,
+)
+
+
+def _host_access_before(container: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """``host_access`` as it was written before issue 31 (every check against ``Mapping``)."""
+
+    def host_process(context: Any) -> bool:
+        options = context.get("windowsOptions") if isinstance(context, Mapping) else None
+        return isinstance(options, Mapping) and turned_on(options.get("hostProcess"))
+
+    if turned_on(pod.get("hostPID")) or host_process(pod.get("securityContext")):
+        return True
+    context = container.get("securityContext")
+    if not isinstance(context, Mapping):
+        return False
+    if turned_on(context.get("privileged")) or host_process(context):
+        return True
+    capabilities = context.get("capabilities")
+    added = capabilities.get("add") if isinstance(capabilities, Mapping) else None
+    return isinstance(added, list) and any(
+        isinstance(name, str) and name.upper().removeprefix("CAP_") in HOST_CAPABILITIES for name in added
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(container=JSON, pod=JSON)
+def test_host_access_answers_as_before(container: Any, pod: Any) -> None:
+    container = {"securityContext": container}
+    pod = {"securityContext": pod, "hostPID": None}
+    assert host_access(container, pod) == _host_access_before(container, pod)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=JSON, path=st.sampled_from(["k", "k.k", "add.k.hostProcess", "windowsOptions.hostProcess"]))
+def test_a_dotted_path_is_read_as_before(data: Any, path: str) -> None:
+    value: Any = {"k": data, "add": data, "windowsOptions": data}
+    expected: Any = value
+    for key in path.split("."):
+        expected = expected.get(key) if isinstance(expected, Mapping) else None
+    assert _at(value, path) == expected
