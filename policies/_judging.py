@@ -11,7 +11,7 @@ runs this for each policy that selects the workload; no module but this one runs
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from policies import rules
@@ -21,7 +21,7 @@ from policies.loader import CompiledPolicy
 from policies.results import Violation
 from policies.rules import Findings, unavailable, violation
 from policies.schema import ModelsRule
-from policies.workload_model import EngineUse, ImageUse
+from policies.workload_model import EngineUse, ImageUse, Workload
 from verifier.base import InvalidReference, TrtguardError
 
 __all__ = ["RULES", "judge_policy"]
@@ -52,18 +52,18 @@ async def judge_policy(run: Evaluation, policy: CompiledPolicy, sort: EngineSort
     (``sort`` says which of the workload's image volumes are engines for this policy), each rule of
     :data:`RULES` that applies to the policy in the table's order."""
     spec = policy.document.spec
+    plan = _plan(policy)
     judged, previous = run.view(policy)
     found: list[Violation] = [
         violation(policy, "workload", problem.message, "fix the resource", path=problem.path)
         for problem in judged.problems
     ]
-    judged_now = set(judged.engines)
-    workload = WorkloadSubject(judged, tuple(use for use in sort.engines if use not in judged_now))
-    for workload_rule in _applying(RULES.workload, policy):
+    workload = _workload_subject(judged, sort)
+    for workload_rule in plan.workload:
         about = Findings(policy, path=None)
         await workload_rule.check(run, about, workload)
         found += about.violations
-    image_rules = _applying(RULES.images, policy)
+    image_rules = plan.images
     if image_rules:
         # Nothing to check is never a pass; on an UPDATE only when it is new (the images were removed).
         if not run.context.images and (previous is None or previous.images):
@@ -77,13 +77,14 @@ async def judge_policy(run: Evaluation, policy: CompiledPolicy, sort: EngineSort
                 )
             )
         for image_use in judged.images:
-            found += await _confined(
-                _judge_image(run, policy, image_rules, image_use),
-                policy,
-                "images",
-                image=image_use.reference,
-                path=image_use.path,
-            )
+            # A check that failed in a way no rule foresaw is a violation under onError for that image
+            # (or engine, below) alone.
+            try:
+                found += await _judge_image(run, policy, image_rules, image_use)
+            except TrtguardError as error:
+                found.append(
+                    unavailable(policy, "images", error, image=image_use.reference, path=image_use.path)
+                )
     if spec.models is not None:
         if spec.models.required and not sort.engines and (previous is None or previous.engines):
             found.append(
@@ -102,45 +103,71 @@ async def judge_policy(run: Evaluation, policy: CompiledPolicy, sort: EngineSort
             )
         found += sort.violations(policy, judged.engines, run)
         found += outside_violations(policy, judged, run)
-        engine_rules = _applying(RULES.engines, policy)
+        engine_rules = plan.engines
         for engine_use in judged.engines:
             if engine_use not in sort.engines:
                 continue
-            found += await _confined(
-                _judge_engine(run, policy, spec.models, engine_rules, engine_use),
-                policy,
-                "models",
-                engine=engine_use.reference,
-                path=engine_use.path,
-            )
-    for later in _applying(RULES.afterwards, policy):
+            try:
+                found += await _judge_engine(run, policy, spec.models, engine_rules, engine_use)
+            except TrtguardError as error:
+                found.append(
+                    unavailable(policy, "models", error, engine=engine_use.reference, path=engine_use.path)
+                )
+    for later in plan.afterwards:
         about = Findings(policy, path=None)
         await later.check(run, about, workload)
         found += about.violations
     return found
 
 
-def _applying(part: tuple[_Rule, ...], policy: CompiledPolicy) -> tuple[_Rule, ...]:
-    """The rules of one part of the table that apply to ``policy``, in order.
+def _workload_subject(judged: Workload, sort: EngineSort) -> WorkloadSubject:
+    """The workload as its rules see it: with the engines this policy sorted that are not judged now."""
+    if not sort.engines:
+        return WorkloadSubject(judged, ())
+    judged_now = set(judged.engines)
+    return WorkloadSubject(judged, tuple(use for use in sort.engines if use not in judged_now))
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """The rules of each part of the table that apply to one policy, in order."""
+
+    workload: tuple[rules.WorkloadFamily, ...]
+    images: tuple[rules.ImageFamily, ...]
+    engines: tuple[rules.EngineFamily, ...]
+    afterwards: tuple[rules.WorkloadFamily, ...]
+
+
+def _plan(policy: CompiledPolicy) -> _Plan:
+    """The rules that apply to ``policy``, part by part.
 
     Worked out once per policy loaded (a policy is immutable, and each guard reads only the policy): asked
-    four times per policy of every admission otherwise. The entry holds the policy, so that its ``id`` is
-    not reused while it is cached.
+    on every admission otherwise. The entry holds the policy, so that its ``id`` is not reused while it is
+    cached.
     """
-    key = (id(part), id(policy))
-    found = _APPLYING.get(key)
-    if found is not None and found[0] is policy:
-        return found[1]  # type: ignore[return-value]  # cached for this very part
-    applying = tuple(rule for rule in part if rule.applies(policy))
-    if len(_APPLYING) >= _APPLYING_MAX:  # policies reloaded many times: start over
-        _APPLYING.clear()
-    _APPLYING[key] = (policy, applying)
-    return applying
+    entry = _PLANS.get(id(policy))
+    if entry is not None and entry[0] is policy:
+        return entry[1]
+    plan = _Plan(
+        workload=_applying(RULES.workload, policy),
+        images=_applying(RULES.images, policy),
+        engines=_applying(RULES.engines, policy),
+        afterwards=_applying(RULES.afterwards, policy),
+    )
+    if len(_PLANS) >= _PLANS_MAX:  # policies reloaded many times: start over
+        _PLANS.clear()
+    _PLANS[id(policy)] = (policy, plan)
+    return plan
 
 
-#: ``_applying``'s answers, by the ids of the part and the policy.
-_APPLYING: Final[dict[tuple[int, int], tuple[CompiledPolicy, tuple[object, ...]]]] = {}
-_APPLYING_MAX: Final = 4096
+def _applying(part: tuple[_Rule, ...], policy: CompiledPolicy) -> tuple[_Rule, ...]:
+    """The rules of one part of the table that apply to ``policy``, in order."""
+    return tuple(rule for rule in part if rule.applies(policy))
+
+
+#: ``_plan``'s answers, by the id of the policy.
+_PLANS: Final[dict[int, tuple[CompiledPolicy, _Plan]]] = {}
+_PLANS_MAX: Final = 4096
 
 
 async def _judge_image(
@@ -194,20 +221,3 @@ async def _judge_engine(
             break
         engine = await rule.check(run, found, engine)
     return found.violations
-
-
-async def _confined(
-    check: Awaitable[list[Violation]],
-    policy: CompiledPolicy,
-    rule: str,
-    *,
-    image: str | None = None,
-    engine: str | None = None,
-    path: str,
-) -> list[Violation]:
-    """What ``check`` finds about one image or engine; a check that failed in a way no rule foresaw is a
-    violation under ``onError`` for that image or engine alone."""
-    try:
-        return await check
-    except TrtguardError as error:
-        return [unavailable(policy, rule, error, image=image, engine=engine, path=path)]

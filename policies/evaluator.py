@@ -227,7 +227,7 @@ class PolicyEvaluator:
         # Sorts that need no look-up are made here: a task for each would cost more than the sort itself.
         known = [engine_sort(p, workload.engines) for p in policies]
         looked_up: list[EngineSort] = []
-        if None in known or self.evidence.concurrent_lookups:
+        if any(sort is None for sort in known) or self.evidence.concurrent_lookups:
             pending = [p for p, sort in zip(policies, known, strict=True) if sort is None]
             sorting = asyncio.gather(*(sort_engines(run, p, workload.engines) for p in pending))
             looked_up, _ = await asyncio.gather(sorting, run.prefetch(policies))

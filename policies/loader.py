@@ -109,6 +109,21 @@ class CompiledImageRule:
     #: ``selects``' answers: admissions ask about the same few images again and again, and the answer
     #: depends on nothing else (bounded: emptied when full)
     _selected: dict[ImageReference, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
+    #: ``images.<name>``, the id of the rule's violations (made once: asked for every image it judges)
+    rule_id: str = field(init=False, compare=False, repr=False)
+    #: the ids of the rule's checks that judge the digest that runs (a tag resolved first), in order
+    needs_digest: tuple[str, ...] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        rule = self.rule
+        rule_id = f"images.{rule.name}"
+        object.__setattr__(self, "rule_id", rule_id)
+        needed = (
+            ("digests", rule.digests is not None),
+            ("signatures", rule.signatures is not None),
+            ("attestations", bool(rule.attestations)),
+        )
+        object.__setattr__(self, "needs_digest", tuple(f"{rule_id}.{name}" for name, on in needed if on))
 
     def selects(self, reference: ImageReference) -> bool:
         """True when a ``match`` pattern selects ``reference`` and no ``exclude`` pattern does."""
@@ -147,11 +162,27 @@ class CompiledPolicy:
     judges_scheduling: bool = False
     #: a models expression reads ``now``, the evaluation clock
     expressions_read_now: bool = False
+    #: ``rules_for``'s answers (bounded: emptied when full)
+    _rules_for: dict[tuple[ImageReference, str], tuple[CompiledImageRule, ...]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     @property
     def name(self) -> str:
         """The policy's ``metadata.name``."""
         return self.document.metadata.name
+
+    def rules_for(self, reference: ImageReference, field: str) -> tuple[CompiledImageRule, ...]:
+        """The image rules that judge ``reference`` named in ``field``, in order (remembered: admissions ask
+        about the same few images again and again, and the answer depends on nothing else)."""
+        key = (reference, field)
+        found = self._rules_for.get(key)
+        if found is None:
+            if len(self._rules_for) >= _SELECTED_MAX:
+                self._rules_for.clear()
+            found = tuple(r for r in self.image_rules if r.applies_to(reference, field))
+            self._rules_for[key] = found
+        return found
 
 
 @dataclass(frozen=True, slots=True)

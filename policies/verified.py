@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from policies.cel import CelActivation, prepare_activation
 from policies.loader import PolicySet
-from policies.results import SignatureFormat, SignatureRecord, SignerRecord
+from policies.results import BuildManifestRecord, SignatureFormat, SignatureRecord, SignerRecord
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
     ENGINE_VERIFICATION_PREDICATE_TYPE,
@@ -195,6 +195,19 @@ def _valid_until(value: object) -> datetime | None:
 
 #: How many manifests' CEL data :class:`VerifiedEvidence` keeps (emptied when full).
 _MANIFEST_ACTIVATIONS = 256
+#: How many answers each table of answers by key names keeps (emptied when full).
+_BY_KEYS_MAX = 1024
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _remember(table: dict[K, V], key: K, value: V) -> None:
+    """Keep ``value`` in ``table``, emptied first when full (the names come from the policy set, but a
+    manifest's signers may be any subset of them)."""
+    if len(table) >= _BY_KEYS_MAX:
+        table.clear()
+    table[key] = value
 
 
 class VerifiedEvidence:
@@ -214,6 +227,11 @@ class VerifiedEvidence:
         self._clock = clock
         self._trust_policies: dict[tuple[tuple[str, ...], int], TrustPolicy] = {}
         self._signer_keys: dict[tuple[str, ...], tuple[tuple[str, str, str], ...]] = {}
+        # ``signer_records`` and ``signing_fix`` answers by key names: fixed by the policy set and source.
+        self._signer_records: dict[tuple[str, ...], tuple[SignerRecord, ...]] = {}
+        self._signing_fixes: dict[tuple[str, ...], str] = {}
+        # ``build_manifest_record`` answers by the id of the (cached) manifest, which the entry holds.
+        self._manifest_records: dict[int, tuple[VerifiedManifest, BuildManifestRecord]] = {}
 
         def cache() -> ResultCache[tuple[object, ...], Any]:
             return ResultCache(
@@ -321,14 +339,36 @@ class VerifiedEvidence:
             self._trust_policies[(tuple(keys), threshold)] = found
         return found
 
+    def build_manifest_record(self, verified: VerifiedManifest) -> BuildManifestRecord:
+        """The decision log's record of a build manifest an engine was judged by (made once per manifest
+        verified: the verified manifests are themselves cached)."""
+        entry = self._manifest_records.get(id(verified))
+        if entry is not None and entry[0] is verified:
+            return entry[1]
+        manifest = verified.manifest
+        record = BuildManifestRecord(
+            digest=verified.digest,
+            signers=self.signer_records(verified.signers),
+            audit_id=manifest.audit_id,
+            tensorrt_version=manifest.toolchain.tensorrt_version,
+            precisions=tuple(sorted(manifest.precisions())),
+        )
+        _remember(self._manifest_records, id(verified), (verified, record))
+        return record
+
     def signer_records(self, names: Sequence[str]) -> tuple[SignerRecord, ...]:
         """The named signers of the policies as the decision log records them (key name and key id)."""
-        signers = self._policy_set.signers
-        return tuple(
-            SignerRecord(key=name, key_id=signer.public_key.key_id if signer.public_key else None)
-            for name in names
-            if (signer := signers.get(name)) is not None
-        )
+        key = tuple(names)
+        found = self._signer_records.get(key)
+        if found is None:
+            signers = self._policy_set.signers
+            found = tuple(
+                SignerRecord(key=name, key_id=signer.public_key.key_id if signer.public_key else None)
+                for name in key
+                if (signer := signers.get(name)) is not None
+            )
+            _remember(self._signer_records, key, found)
+        return found
 
     async def image_signatures(
         self, reference: ImageReference, keys: Sequence[str], threshold: int, deadline: Deadline
@@ -360,6 +400,14 @@ class VerifiedEvidence:
     def signing_fix(self, keys: Sequence[str]) -> str:
         """How to make a signature ``keys`` would verify: the tools of their formats (Notation's for Notation
         signers), and, offline, how the folder gets it."""
+        key = tuple(keys)
+        found = self._signing_fixes.get(key)
+        if found is None:
+            found = self._signing_fix(key)
+            _remember(self._signing_fixes, key, found)
+        return found
+
+    def _signing_fix(self, keys: tuple[str, ...]) -> str:
         kinds = {signer.kind for name in keys if (signer := self._policy_set.signers.get(name)) is not None}
         tools = []
         if kinds - {"notation"}:

@@ -74,9 +74,9 @@ async def _judge(
     programs = [expression.program for expression in policy.expressions]
     outcomes = await run.cel.evaluate_bools(programs, activation, seconds=run.deadline.remaining())
     for expression, outcome in zip(policy.expressions, outcomes, strict=True):
-        rule_id = f"models.rules.expressions.{expression.name}"
         if outcome is True:
             continue
+        rule_id = f"models.rules.expressions.{expression.name}"
         if outcome is False:
             found.add(rule_id, expression.message, "change the engine or workload so that the rule holds")
         elif outcome.resource:  # stopped by a bound on time or memory: it could not be checked

@@ -197,20 +197,24 @@ class Findings:
         to the caller (the evaluator then confines it to this image or engine, under ``onError``). A caller
         that reads the answer asks a question that never answers None.
         """
-        names = (rules,) if isinstance(rules, str) else tuple(rules)
         try:
             return await question
         except EvidenceUnavailable as error:
-            for rule in names:
+            for rule in _names(rules):
                 self.unavailable(rule, error)
         except VerificationError as error:
             if refused is None:
                 raise
             message = error.message if refused.about is None else f"{refused.about}: {error.message}"
             fix = (error.hint or refused.fix) if refused.hint_first else refused.fix
-            for rule in names:
+            for rule in _names(rules):
                 self.add(rule, message, fix, error=refused.error)
         return None
+
+
+def _names(rules: str | Sequence[str]) -> tuple[str, ...]:
+    """The rule ids :meth:`Findings.check` records a violation of."""
+    return (rules,) if isinstance(rules, str) else tuple(rules)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ __all__ = ["IMAGES"]
 async def _check(run: Evaluation, found: Findings, image: ImageSubject) -> None:
     """What the policy's image rules find about one image of the workload."""
     policy, use, ref = found.policy, image.use, image.ref
-    rules = [r for r in policy.image_rules if r.applies_to(ref, use.field)]
+    rules = policy.rules_for(ref, use.field)
     if not rules:
         allowed = ", ".join(p.text for r in policy.image_rules if r.judges(use.field) for p in r.patterns)
         other_fields = sorted({f for r in policy.image_rules if r.selects(ref) for f in r.rule.fields or ()})
@@ -58,7 +58,7 @@ async def _rule(
     """Judge ``ref`` by one rule; the digest it resolved a tag to, None when it resolved none.
     ``pinnable``: the field names the reference as written, so a patch can pin it."""
     rule = compiled.rule
-    rule_id = f"images.{rule.name}"
+    rule_id = compiled.rule_id
     if rule.pin_digest and ref.digest is None and not pinnable:
         # Rewriting an image object or a composed name would be guessing at what the operator reads.
         found.add(
@@ -85,18 +85,11 @@ async def _rule(
             f"pin it: {ref.name}@sha256:<digest> (printed by `trtguard digest {ref}`)",
         )
     # The checks below judge the digest that actually runs, so a tag must be resolved first.
-    needs_digest = [
-        f"{rule_id}.{name}"
-        for name, needed in (
-            ("digests", rule.digests is not None),
-            ("signatures", rule.signatures is not None),
-            ("attestations", bool(rule.attestations)),
-        )
-        if needed
-    ]
+    needs_digest = compiled.needs_digest
     if not needs_digest:
         return None
-    digest = await found.check(needs_digest, run.digest(ref))
+    # A reference that names its digest needs no question (and no question can fail).
+    digest = ref.digest if ref.digest is not None else await found.check(needs_digest, run.digest(ref))
     if digest is None:
         return None
     pinned = ref.with_digest(digest)

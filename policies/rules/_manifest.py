@@ -8,11 +8,10 @@ missing manifest is the violation).
 
 from __future__ import annotations
 
-from dataclasses import replace
+import functools
 from datetime import timedelta
 
 from policies.evaluation import CLOCK_SKEW, Counted, EngineSubject, Evaluation, VerifiedBuild
-from policies.results import BuildManifestRecord
 from policies.rules._findings import EngineFamily, Findings, Refusal
 from policies.schema import BuildManifestRule, SignersRule
 from policies.verified import VerifiedManifest
@@ -32,7 +31,8 @@ async def _check(run: Evaluation, found: Findings, engine: EngineSubject) -> Eng
         return None
     _check_max_age(run, found, rule, verified)
     await _check_inputs_signed(run, found, rule, engine.ref, verified)
-    return replace(engine, build=VerifiedBuild(rule, verified))
+    # Built directly rather than by dataclasses.replace (asked for every engine of every policy).
+    return EngineSubject(engine.use, engine.ref, engine.models, engine.counted, VerifiedBuild(rule, verified))
 
 
 #: ``models.buildManifest`` (with ``maxAge``, ``onnxSignedBy``, ``calibrationSignedBy``), an engine rule:
@@ -57,16 +57,11 @@ async def _verify(
     that time came, and hide every build recorded before it. Manifests that do not verify fail only
     themselves, and are named in the decision's notes.
     """
-    keys = " or ".join(rule.keys)
-    fix = (
-        f"sign the build manifest with {keys} and attach it to the engine (`trtguard attest --type "
-        "https://trtguard.dev/attestations/engine-build/v1 --push`)"
-    )
     documents = await found.check(
         "models.buildManifest",
         run.build_manifests(ref, rule),
         # A manifest about another engine file says what to attach instead (the error's hint).
-        refused=Refusal(fix, hint_first=True),
+        refused=_refusal(tuple(rule.keys)),
     )
     if documents is None:
         return None
@@ -84,10 +79,13 @@ async def _verify(
     # Several signed manifests for one engine: the newest build is the one that describes it. Two different
     # ones of the same newest time cannot be told apart: judging either would depend on the order they were
     # found in, so it cannot tell (docs/scans.md, "Ties").
-    newest = max(v.manifest.build_timestamp for v in documents.readable)
-    tied = sorted(
-        (v for v in documents.readable if v.manifest.build_timestamp == newest), key=lambda v: v.digest
-    )
+    readable = documents.readable
+    if len(readable) == 1:  # the common case: the one manifest is the newest
+        tied = list(readable)
+        newest = tied[0].manifest.build_timestamp
+    else:
+        newest = max(v.manifest.build_timestamp for v in readable)
+        tied = sorted((v for v in readable if v.manifest.build_timestamp == newest), key=lambda v: v.digest)
     if len(tied) > 1:
         found.add(
             "models.buildManifest",
@@ -110,16 +108,18 @@ async def _verify(
             "the manifest again",
         )
         return None
-    counted.build_manifest(
-        BuildManifestRecord(
-            digest=verified.digest,
-            signers=run.verified.signer_records(verified.signers),
-            audit_id=manifest.audit_id,
-            tensorrt_version=manifest.toolchain.tensorrt_version,
-            precisions=tuple(sorted(manifest.precisions())),
-        )
-    )
+    counted.build_manifest(run.verified.build_manifest_record(verified))
     return verified
+
+
+@functools.lru_cache(maxsize=1024)
+def _refusal(keys: tuple[str, ...]) -> Refusal:
+    """How a refused build manifest is worded for a rule's keys (made once per list of keys)."""
+    fix = (
+        f"sign the build manifest with {' or '.join(keys)} and attach it to the engine (`trtguard attest "
+        "--type https://trtguard.dev/attestations/engine-build/v1 --push`)"
+    )
+    return Refusal(fix, hint_first=True)
 
 
 def _check_max_age(

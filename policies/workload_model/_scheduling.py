@@ -246,7 +246,7 @@ def read_node_selection(spec: Mapping[str, Any], base: str, budget: Budget = UNL
     problems: list[str] = []
     selector = spec.get("nodeSelector") or {}
     common: list[LabelRequirement] = []
-    if not isinstance(selector, Mapping) or not all(isinstance(v, str) for v in selector.values()):
+    if not isinstance(selector, _MAPPINGS) or not all(isinstance(v, str) for v in selector.values()):
         problems.append(f"{base}.nodeSelector is not a map of label names to values")
     else:
         budget.step(len(selector))
@@ -288,10 +288,15 @@ def read_node_selection(spec: Mapping[str, Any], base: str, budget: Budget = UNL
     return NodeSelection(tuple(terms), tuple(problems))
 
 
+#: ``isinstance`` against ``Mapping`` alone calls the ABC's check in Python, even for a dict; a dict first
+#: answers in C (the same answer: a dict is a Mapping).
+_MAPPINGS: Final = (dict, Mapping)
+
+
 def _at(data: Mapping[str, Any], dotted: str) -> Any:
     value: Any = data
     for key in dotted.split("."):
-        value = value.get(key) if isinstance(value, Mapping) else None
+        value = value.get(key) if value is not None and isinstance(value, _MAPPINGS) else None
     return value
 
 

@@ -176,7 +176,7 @@ def host_access(container: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     if turned_on(pod.get("hostPID")) or _host_process(pod.get("securityContext")):
         return True
     context = container.get("securityContext")
-    if not isinstance(context, Mapping):
+    if context is None or not isinstance(context, _MAPPINGS):
         return False
     if turned_on(context.get("privileged")) or _host_process(context):
         return True
@@ -195,8 +195,15 @@ def turned_on(value: Any) -> bool:
 
 
 def _host_process(context: Any) -> bool:
-    options = context.get("windowsOptions") if isinstance(context, Mapping) else None
-    return isinstance(options, Mapping) and turned_on(options.get("hostProcess"))
+    if context is None:  # the common case, answered without the ABC's checks below
+        return False
+    options = context.get("windowsOptions") if isinstance(context, _MAPPINGS) else None
+    return options is not None and isinstance(options, _MAPPINGS) and turned_on(options.get("hostProcess"))
+
+
+#: ``isinstance`` against ``Mapping`` alone calls the ABC's check in Python, even for a dict; a dict first
+#: answers in C (the same answer: a dict is a Mapping).
+_MAPPINGS: Final = (dict, Mapping)
 
 
 class PodSharing(NamedTuple):
