@@ -117,8 +117,9 @@ class _Nodes:
     def root(self, index: int, span: Span | None = None) -> tuple[yaml.Node | None, int]:
         """The root node of document ``index`` (``span``: where its text is) and the lines of the text
         before the text it was composed from."""
-        if self._last is not None and self._last[0] == index:
-            return self._last[1], self._last[2]
+        last = self._last  # read once: another thread may ask for another document's lines meanwhile
+        if last is not None and last[0] == index:
+            return last[1], last[2]
         alone = self._alone(span) if span is not None and self.read else None
         found = (alone, span[3]) if alone is not None and span is not None else (self._stream_root(index), 0)
         self._last = (index, *found)
