@@ -16,6 +16,8 @@ one or more YAML/JSON documents (``List`` kinds are flattened). Every document o
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import multiprocessing
 import re
 import threading
@@ -375,11 +377,24 @@ def check_in_processes(
     _forked = (evaluator, resources, size, options)
     try:
         tasks = range(0, len(resources), size)
-        with multiprocessing.get_context("fork").Pool(min(processes, len(tasks))) as pool:
+        with multiprocessing.get_context("fork").Pool(min(processes, len(tasks))) as pool, _uncollected():
             results = [result for part in pool.imap(_judge_part, tasks) for result in part]
     finally:
         _forked = None
     return [Outcome(resource=r, result=result) for r, result in zip(resources, results, strict=True)]
+
+
+@contextlib.contextmanager
+def _uncollected() -> Iterator[None]:
+    """The decisions copied back from the processes, received without the cycle collector (they hold no
+    cycles, yet it would rescan them over and over while they arrive); the processes were forked before."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _judge_part(start: int) -> list[Decision | InputError]:

@@ -8,7 +8,7 @@ The table shows every invisible or line-breaking character of what it prints as 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,8 +48,67 @@ def _policy_reports(report: CheckReport, now: datetime) -> str:
         namespace = (decision.namespace if decision is not None else None) or resource.namespace or "default"
         subject = Subject(str(resource.obj.get("apiVersion", "")), resource.kind, namespace, resource.name)
         verdicts.append((subject, outcome.result))
-    documents = policy_reports(verdicts, now=now, problems=report.problems)
-    return "".join("---\n" + yaml.safe_dump(d, sort_keys=False, allow_unicode=True) for d in documents)
+    return yaml_stream(policy_reports(verdicts, now=now, problems=report.problems))
+
+
+def yaml_stream(documents: Iterable[Any]) -> str:
+    """The documents as a YAML stream, each after a ``---`` line, as ``yaml.safe_dump`` (keys in their
+    order, Unicode as it is) writes each one.
+
+    libyaml's emitter writes them, where it is known to write what PyYAML's own writes (ten times faster:
+    policy reports of 10,000 resources took 20 s); PyYAML's writes the others (see :func:`_emitted_alike`).
+    """
+    return "".join(
+        "---\n"
+        + yaml.dump(
+            document,
+            Dumper=yaml.CSafeDumper if _emitted_alike(document) else yaml.SafeDumper,
+            sort_keys=False,
+            allow_unicode=True,
+        )
+        for document in documents
+    )
+
+
+#: Longest mapping key the two emitters are known to write alike (longer ones may be ``? `` keys in one).
+_KEY_ALIKE = 64
+
+
+def _emitted_alike(document: Any) -> bool:
+    """Whether libyaml's emitter writes ``document`` as PyYAML's does: a map or list of JSON-like values
+    (a list or map met again is an alias in both, named alike), every string printable ASCII, every key a
+    non-empty one of at most :data:`_KEY_ALIKE` characters. Where the emitters differ (how a quoted string
+    with escapes is folded, an empty key, when a long key becomes a ``? `` key, a scalar's document end)
+    some of these is not so."""
+    if type(document) is not dict and type(document) is not list:
+        return False  # a document of one scalar ends with "..." in PyYAML's stream only
+    seen: set[int] = set()
+    pending: list[Any] = [document]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is str:
+            if not (item.isascii() and item.isprintable()):
+                return False
+        elif kind is dict or kind is list:
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            if kind is list:
+                pending.extend(item)
+                continue
+            for key, value in item.items():
+                if type(key) is not str or not 0 < len(key) <= _KEY_ALIKE or not key.isascii():
+                    return False
+                if not key.isprintable():
+                    return False
+                pending.append(value)
+        elif kind not in _SCALARS:
+            return False
+    return True
+
+
+_SCALARS = (int, float, bool, type(None))
 
 
 def _title(outcome: Outcome) -> str:

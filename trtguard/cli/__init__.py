@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from trtguard.cli._commands import COMMANDS
 from verifier.base import EvidenceUnavailable, TrtguardError
@@ -32,7 +32,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Auditable, enforceable TensorRT inference on Kubernetes.",
         allow_abbrev=False,
     )
-    parser.add_argument("--version", action="version", version=f"trtguard {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, entry in COMMANDS.items():
         if name == command:
@@ -42,8 +42,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class _VersionAction(argparse._VersionAction):
+    """``--version``, the version looked up when it is asked for: reading the installed distributions (and
+    importing :mod:`importlib.metadata`) cost every command some 20-50 ms of its start."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        self.version = f"trtguard {_version()}"
+        super().__call__(parser, *args, **kwargs)
+
+
 def _version() -> str:
     """The installed distribution's version (the checkout's, for an editable install)."""
+    import importlib.metadata  # noqa: PLC0415 - only for --version
+
     try:
         return importlib.metadata.version("trtguard")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed

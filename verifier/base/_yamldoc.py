@@ -88,23 +88,60 @@ class Limits:
     max_characters: int = 16 * 1024 * 1024
 
 
+#: What ends a line for the C parser (its columns count from the last of these).
+_BREAKS = "\r\n\x85\u2028\u2029"
+
+
 class _Nodes:
     """The node trees of one stream, composed again only when a line number is asked for.
 
     Keeping every node of every document alive for the whole run makes Python's cycle collector rescan
-    them over and over (10,000 manifests: seconds); the text alone costs it nothing.
+    them over and over (10,000 manifests: seconds); the text alone costs it nothing. A document's tree is
+    composed from the document's own lines (the last one is kept: a report asks for several of its lines
+    in a row); the whole stream only when those lines do not read as that document alone.
     """
 
-    __slots__ = ("_roots", "_text", "anchored")
+    __slots__ = ("_last", "_roots", "_text", "anchored", "read")
 
     def __init__(self, text: str) -> None:
         self._text = text
         self._roots: list[yaml.Node | None] | None = None
+        self._last: tuple[int, yaml.Node | None, int] | None = None
         #: Whether the text may hold an anchor (``&name``), so that an alias may repeat a node: without one,
         #: no node can be met twice and reading need not keep which ones it met.
         self.anchored = "&" in text
+        #: Whether the whole stream was read: only then may a document be composed from its lines alone (from
+        #: a stream that does not compose, no line is found but the document's own, as before).
+        self.read = False
 
-    def root(self, index: int) -> yaml.Node | None:
+    def root(self, index: int, span: Span | None = None) -> tuple[yaml.Node | None, int]:
+        """The root node of document ``index`` (``span``: where its text is) and the lines of the text
+        before the text it was composed from."""
+        last = self._last  # read once: another thread may ask for another document's lines meanwhile
+        if last is not None and last[0] == index:
+            return last[1], last[2]
+        alone = self._alone(span) if span is not None and self.read else None
+        found = (alone, span[3]) if alone is not None and span is not None else (self._stream_root(index), 0)
+        self._last = (index, *found)
+        return found
+
+    def _alone(self, span: Span) -> yaml.Node | None:
+        """The root composed from the document's lines alone, or None when they do not compose to the same
+        place (a ``%TAG`` the document needs, say): its start at the same column, its end at the same end."""
+        start, end, column, _ = span
+        if start and self._text[start - 1] not in _BREAKS:
+            return None
+        try:
+            roots = list(yaml.compose_all(self._text[start:end], Loader=_Loader))
+        except yaml.YAMLError:
+            return None
+        if len(roots) != 1 or roots[0] is None:
+            return None
+        root: yaml.Node = roots[0]
+        same = (root.start_mark.line, root.start_mark.column, root.end_mark.index) == (0, column, end - start)
+        return root if same else None
+
+    def _stream_root(self, index: int) -> yaml.Node | None:
         if self._roots is None:
             try:
                 self._roots = list(yaml.compose_all(self._text, Loader=_Loader))
@@ -113,6 +150,11 @@ class _Nodes:
             ):  # the documents were read, so this cannot happen; a line is not worth a crash
                 self._roots = []
         return self._roots[index] if index < len(self._roots) else None
+
+
+#: Where a document's root is in the text its stream was read from: the index of the start of its first
+#: line, the index of its end, its column and its line (0-based).
+Span = tuple[int, int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,24 +167,27 @@ class Document:
     nodes: _Nodes
     offset: int = 0
     """Lines of the stream before the text ``nodes`` holds (a document read on its own)."""
+    span: Span | None = None
+    """Where the document is in the text ``nodes`` holds (None: found by composing the whole stream)."""
 
     def line_of(self, path: Path) -> int:
         """The line of the value at ``path``, or of its nearest ancestor that exists."""
-        node = self._node(path)
-        return self.line if node is None else int(node.start_mark.line) + 1 + self.offset
+        node, before = self._node(path)
+        return self.line if node is None else int(node.start_mark.line) + 1 + self.offset + before
 
     def text_line_of(self, path: Path) -> int:
         """The line where the text of the scalar at ``path`` starts: for ``|`` and ``>`` blocks, the next."""
-        node = self._node(path)
+        node, before = self._node(path)
         if node is None:
             return self.line
         block = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
-        return int(node.start_mark.line) + (2 if block else 1) + self.offset
+        return int(node.start_mark.line) + (2 if block else 1) + self.offset + before
 
-    def _node(self, path: Path) -> yaml.Node | None:
-        node = self.nodes.root(self.index)
+    def _node(self, path: Path) -> tuple[yaml.Node | None, int]:
+        """The node at ``path`` (or its nearest ancestor) and the lines before the text it was read from."""
+        node, before = self.nodes.root(self.index, self.span)
         if node is None:
-            return None
+            return None, 0
         for part in path:
             child: yaml.Node | None = None
             if isinstance(node, yaml.MappingNode):
@@ -154,7 +199,7 @@ class Document:
             if child is None:
                 break
             node = child
-        return node
+        return node, before
 
 
 def decode(raw: bytes, source: str) -> str:
@@ -185,6 +230,7 @@ def load_documents(
         for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
             if node is not None:
                 yield _construct(node, source, index, limits, nodes, offset)
+        nodes.read = True
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"{source}:{mark.line + 1 + offset}:{mark.column + 1}" if mark else source
@@ -366,8 +412,10 @@ def _construct(
         raise InputError(f"unsupported YAML node {node.tag}", location=where(node))  # pragma: no cover
 
     data = visit(root, 0, root)
+    start = root.start_mark
+    span = (start.index - start.column, root.end_mark.index, start.column, start.line)
     return Document(
-        data=data, line=root.start_mark.line + 1 + offset, index=index, nodes=nodes, offset=offset
+        data=data, line=start.line + 1 + offset, index=index, nodes=nodes, offset=offset, span=span
     )
 
 

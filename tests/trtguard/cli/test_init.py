@@ -21,6 +21,19 @@ def test_version_prints_the_installed_version() -> None:
     assert result.stdout == f"trtguard {importlib.metadata.version('trtguard')}\n"
 
 
+def test_the_parser_reads_the_version_only_for_version() -> None:
+    """Reading the installed distributions (and importing importlib.metadata) cost every command's start
+    (those whose models pydantic builds import it anyway, for its plugins)."""
+    probe = (
+        "import sys\nfrom trtguard.cli import build_parser\nbuild_parser(None)\n"
+        "print('importlib.metadata' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout == "False\n"
+
+
 def test_a_registry_that_does_not_answer_gets_a_hint_for_the_command(tmp_path: Path) -> None:
     """Attack 28 finding 6d: `trtguard digest` offline said "the policy's onError decides what happens",
     though no policy is involved in a command that stops there."""

@@ -175,3 +175,25 @@ def test_other_malformed_yaml_says_nothing_of_tabs() -> None:
     with pytest.raises(InputError) as caught:
         list(load_documents("a: [1, 2\nb: 3\n", "f.yaml"))
     assert "tab" not in caught.value.message
+
+
+def test_a_line_is_found_from_its_own_document_not_the_whole_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report asks for lines in each of thousands of documents: composing the whole stream again for them
+    kept every node of every document alive (the cycle collector rescanned them for seconds)."""
+    import yaml  # noqa: PLC0415
+
+    documents = [
+        f"kind: Pod\nmetadata:\n  name: p{n}\nspec:\n  containers:\n  - image: i{n}\n" for n in range(50)
+    ]
+    text = "---\n".join(documents)
+    read = list(load_documents(text, "s.yaml"))
+    composed: list[int] = []
+    compose_all = yaml.compose_all
+
+    def counted(stream: str, **options: Any) -> Any:
+        composed.append(len(stream))
+        return compose_all(stream, **options)
+
+    monkeypatch.setattr(yaml, "compose_all", counted)
+    assert [d.line_of(("spec", "containers", 0, "image")) for d in read] == [7 * n + 6 for n in range(50)]
+    assert composed and max(composed) <= max(map(len, documents))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -86,3 +87,49 @@ def test_the_adversarial_corpus_and_the_bench_shapes_read_the_same() -> None:
     for path in sorted(DATA.glob("*.yaml")):
         text = path.read_text()
         assert _read(fast, text, fast.Limits()) == _read(reference, text, fast.Limits()), path.name
+
+
+DATA = st.recursive(
+    st.sampled_from(["a", "x y", "1", "yes", "", "é", "|", "multi\nline", "- a", "k: v", "'q'"]),
+    lambda inner: st.one_of(
+        st.lists(inner, min_size=1, max_size=3),
+        st.dictionaries(st.sampled_from(["a", "b", "c d", "1"]), inner, min_size=1, max_size=3),
+    ),
+    max_leaves=8,
+)
+BLOCK = st.tuples(
+    DATA,
+    st.sampled_from([2, 4]),
+    st.booleans(),
+    st.sampled_from(["", "  "]),
+    st.sampled_from(["---\n", "--- # c\n", "...\n---\n", "\n# c\n---\n", "---\n\n", "--- "]),
+)
+
+
+def _block(document: tuple[Any, int, bool, str, str]) -> str:
+    data, indent, flow, margin, separator = document
+    text = yaml.safe_dump(data, indent=indent, default_flow_style=flow, allow_unicode=True)
+    if separator == "--- " and isinstance(data, dict) and not flow:
+        separator = "---\n"  # a block mapping cannot start on the separator's line
+    if margin and isinstance(data, (dict, list)) and not flow:
+        text = "".join(margin + line for line in text.splitlines(keepends=True))
+    return separator + text
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(documents=st.lists(BLOCK, min_size=1, max_size=4), crlf=st.booleans())
+def test_block_documents_find_the_lines_the_whole_stream_finds(
+    documents: list[tuple[Any, int, bool, str, str]], crlf: bool
+) -> None:
+    """Each document's lines are found from its own text (the whole stream composed only when it does not
+    compose alone): indented roots, separators with comments, ``...`` ends and CRLF line ends included."""
+    text = "".join(map(_block, documents))
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    assert _read(fast, text, fast.Limits()) == _read(reference, text, fast.Limits())
+
+
+def test_a_document_that_needs_the_stream_directives_is_found_in_the_whole_stream() -> None:
+    text = "a: 1\n...\n%TAG !e! tag:example.com,2000:\n--- !e!x\nb:\n  c: 2\n"
+    assert _read(fast, text, fast.Limits()) == _read(reference, text, fast.Limits())
+    assert [item.line_of(("b", "c")) for item in fast.load_documents(text, "s.yaml")] == [1, 6]
