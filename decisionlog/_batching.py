@@ -34,10 +34,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from decisionlog._errors import DecisionLogInDoubt, DecisionLogUnavailable, describe
 from decisionlog._record import DecisionRecord, StoredRecord
+from decisionlog._store import AppendReceipt
 from decisionlog._undelivered import original_id, undelivered
 from verifier.base import Deadline
 
@@ -260,6 +261,38 @@ class BatchWriter:
                 )
             else:
                 item.future.set_result(result)
+
+
+class BatchedStore:
+    """What both stores do alike through their :class:`BatchWriter`: a subclass sets ``_writer`` and
+    ``_read_only`` in its ``__init__`` and defines ``description``."""
+
+    _writer: BatchWriter
+    _read_only: bool
+
+    if TYPE_CHECKING:
+
+        @property
+        def description(self) -> str: ...
+
+    @property
+    def undelivered_pending(self) -> int:
+        """Undelivered records not yet written (decisionlog._undelivered)."""
+        return self._writer.undelivered_pending
+
+    @property
+    def undelivered_written(self) -> int:
+        """Undelivered records written since the store was made."""
+        return self._writer.undelivered_written
+
+    async def append(
+        self, record: DecisionRecord, *, deadline: Deadline, arrived: float | None = None
+    ) -> AppendReceipt:
+        """Queue ``record`` for the writer and wait for its commit (see ``DecisionStore.append``)."""
+        if self._read_only:
+            raise DecisionLogUnavailable("this decision log was opened read-only", location=self.description)
+        stored = await self._writer.submit(record, deadline, arrived)
+        return AppendReceipt(stored.seq, stored.hash)
 
 
 def _drain(queue: asyncio.Queue[_Item | None], first: _Item) -> tuple[list[_Item], bool]:

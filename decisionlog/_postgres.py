@@ -22,13 +22,12 @@ import psycopg_pool
 from decisionlog import _head as head
 from decisionlog import _schema, _sql
 from decisionlog import _undelivered as undelivered
-from decisionlog._batching import BatchWriter
+from decisionlog._batching import BatchedStore, BatchWriter
 from decisionlog._carried import Carried, carried_from_rows
 from decisionlog._chain import ChainReport, ChainSink, ChainVerifier, feed
 from decisionlog._errors import DecisionLogError, DecisionLogUnavailable, describe
 from decisionlog._record import DecisionRecord, StoredRecord
-from decisionlog._store import AppendReceipt, RecordQuery, redact
-from verifier.base import Deadline
+from decisionlog._store import RecordQuery, redact
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -55,7 +54,7 @@ class PostgresOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class PostgresStore:
+class PostgresStore(BatchedStore):
     """Decision log in PostgreSQL; see the module docstring for how appends are serialised."""
 
     def __init__(
@@ -100,16 +99,6 @@ class PostgresStore:
         if self._writer.problem is not None:
             return self._writer.problem
         return None if self._schema_ready else "the schema is not in place yet"
-
-    @property
-    def undelivered_pending(self) -> int:
-        """Undelivered records not yet written (decisionlog._undelivered)."""
-        return self._writer.undelivered_pending
-
-    @property
-    def undelivered_written(self) -> int:
-        """Undelivered records written since the store was made."""
-        return self._writer.undelivered_written
 
     @property
     def size_bytes(self) -> int | None:
@@ -183,15 +172,6 @@ class PostgresStore:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
-
-    async def append(
-        self, record: DecisionRecord, *, deadline: Deadline, arrived: float | None = None
-    ) -> AppendReceipt:
-        """Queue ``record`` for the writer and wait for its commit (see ``DecisionStore.append``)."""
-        if self._read_only:
-            raise DecisionLogUnavailable("this decision log was opened read-only", location=self.description)
-        stored = await self._writer.submit(record, deadline, arrived)
-        return AppendReceipt(stored.seq, stored.hash)
 
     async def append_many(self, records: Sequence[DecisionRecord], *, dedupe: bool) -> list[StoredRecord]:
         """Append ``records`` in one transaction, skipping stored ``record_id``s when ``dedupe`` is set.

@@ -25,15 +25,14 @@ from typing import Final, Literal
 from decisionlog import _head as head
 from decisionlog import _schema, _sql
 from decisionlog import _undelivered as undelivered
-from decisionlog._batching import BatchWriter
+from decisionlog._batching import BatchedStore, BatchWriter
 from decisionlog._carried import Carried, carried_from_rows
 from decisionlog._chain import Break, ChainReport, ChainSink, Row, verify_rows
 from decisionlog._errors import DecisionLogError, DecisionLogUnavailable
 from decisionlog._record import DecisionRecord, StoredRecord
-from decisionlog._store import AppendReceipt, RecordQuery, writable_room
+from decisionlog._store import RecordQuery, writable_room
 from decisionlog._wal import WAL_LIMIT_BYTES, WalKeeper
 from decisionlog._writer_thread import WriterThread
-from verifier.base import Deadline
 
 _log = logging.getLogger(__name__)
 
@@ -151,7 +150,7 @@ def write_batch(
     return stored
 
 
-class SQLiteStore:
+class SQLiteStore(BatchedStore):
     """Decision log in one SQLite file; see the module docstring for how writes happen."""
 
     def __init__(
@@ -212,16 +211,6 @@ class SQLiteStore:
         return self._writer.problem or writable_room(self.path)
 
     @property
-    def undelivered_pending(self) -> int:
-        """Undelivered records not yet written (decisionlog._undelivered)."""
-        return self._writer.undelivered_pending
-
-    @property
-    def undelivered_written(self) -> int:
-        """Undelivered records written since the store was made."""
-        return self._writer.undelivered_written
-
-    @property
     def size_bytes(self) -> int | None:
         """The database file and its WAL, measured by the checkpoint thread after each checkpoint."""
         return self._wal.size_bytes
@@ -257,15 +246,6 @@ class SQLiteStore:
         thread.shutdown()
         self._writer_thread = self._conn = None
         await self._wal.stop()
-
-    async def append(
-        self, record: DecisionRecord, *, deadline: Deadline, arrived: float | None = None
-    ) -> AppendReceipt:
-        """Queue ``record`` for the writer and wait until it is committed (see ``DecisionStore``)."""
-        if self._read_only:
-            raise DecisionLogUnavailable("this decision log was opened read-only", location=self.description)
-        stored = await self._writer.submit(record, deadline, arrived)
-        return AppendReceipt(stored.seq, stored.hash)
 
     async def query(self, query: RecordQuery) -> list[StoredRecord]:
         """Records matching ``query``, read on a separate read-only connection in a thread."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from policies.cel import CelEvaluationError, prepare_activation
 from policies.evaluation import EngineSubject, Evaluation
-from policies.rules._findings import EngineFamily, Findings
+from policies.rules._findings import EngineFamily, Findings, has_build_manifest
 from policies.verified import VerifiedManifest
 from policies.workload_model import EngineUse, within
 from verifier.base import ImageReference
@@ -39,9 +39,7 @@ async def _check(run: Evaluation, found: Findings, engine: EngineSubject) -> Eng
 #: ``models.rules.expressions``, an engine rule over the build manifest.
 EXPRESSIONS = EngineFamily(
     name="models.rules.expressions",
-    applies=lambda policy: (
-        (models := policy.document.spec.models) is not None and models.build_manifest is not None
-    ),
+    applies=has_build_manifest,
     check=_check,
 )
 

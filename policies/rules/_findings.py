@@ -34,6 +34,7 @@ __all__ = [
     "Refusal",
     "RuleTable",
     "WorkloadFamily",
+    "has_build_manifest",
     "unavailable",
     "violation",
 ]
@@ -249,6 +250,12 @@ class EngineFamily:
     """Judge one engine, into findings that name it; the subject the rules after it judge (the build
     manifest rule adds the manifest it verified), or None when they cannot judge it (no manifest that can
     be judged): the engine's remaining rules are not run."""
+
+
+def has_build_manifest(policy: CompiledPolicy) -> bool:
+    """Whether ``policy`` has ``models.buildManifest``: when the engine rules over the manifest apply."""
+    models = policy.document.spec.models
+    return models is not None and models.build_manifest is not None
 
 
 @dataclass(frozen=True, slots=True)

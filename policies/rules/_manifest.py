@@ -12,7 +12,7 @@ import functools
 from datetime import timedelta
 
 from policies.evaluation import CLOCK_SKEW, Counted, EngineSubject, Evaluation, VerifiedBuild
-from policies.rules._findings import EngineFamily, Findings, Refusal
+from policies.rules._findings import EngineFamily, Findings, Refusal, has_build_manifest
 from policies.schema import BuildManifestRule, SignersRule
 from policies.verified import VerifiedManifest
 from verifier.base import ImageReference
@@ -39,9 +39,7 @@ async def _check(run: Evaluation, found: Findings, engine: EngineSubject) -> Eng
 #: the first, as every rule over the manifest reads the one it verified.
 BUILD_MANIFEST = EngineFamily(
     name="models.buildManifest",
-    applies=lambda policy: (
-        (models := policy.document.spec.models) is not None and models.build_manifest is not None
-    ),
+    applies=has_build_manifest,
     check=_check,
 )
 

@@ -10,7 +10,7 @@ expressions`) and ``toolchain`` (:mod:`policies.rules._toolchain`).
 from __future__ import annotations
 
 from policies.evaluation import EngineSubject, Evaluation
-from policies.rules._findings import EngineFamily, Findings
+from policies.rules._findings import EngineFamily, Findings, has_build_manifest
 from policies.schema import ModelRulesSpec
 from verifier.manifest import EngineBuildManifest
 
@@ -28,9 +28,7 @@ async def _check(_run: Evaluation, found: Findings, engine: EngineSubject) -> En
 #: engine rule over the build manifest.
 MODEL_RULES = EngineFamily(
     name="models.rules",
-    applies=lambda policy: (
-        (models := policy.document.spec.models) is not None and models.build_manifest is not None
-    ),
+    applies=has_build_manifest,
     check=_check,
 )
 

@@ -303,20 +303,14 @@ def unknown_kind(kinds: KindRegistry, api_version: str, kind: str) -> str:
 
 
 def _kind(obj: Mapping[str, Any], kind: str | None) -> str:
-    own_kind = obj.get("kind")
-    if own_kind is not None and not isinstance(own_kind, str):
-        raise InputError(
-            f"kind must be a string, found {type_name(own_kind)}",
-            location="kind",
-            hint="set kind to the object's kind, e.g. Deployment",
-        )
-    if own_kind and kind and own_kind != kind:
-        raise InputError(
-            f"the object says kind {own_kind} but was sent as {kind}",
-            location="kind",
-            hint="the object and its envelope must agree on the kind",
-        )
-    the_kind = own_kind or kind
+    the_kind = _agreed(
+        obj.get("kind"),
+        kind,
+        location="kind",
+        hint="set kind to the object's kind, e.g. Deployment",
+        disagree="the object says kind {own} but was sent as {given}",
+        disagree_hint="the object and its envelope must agree on the kind",
+    )
     if not the_kind:
         raise InputError(
             "the object has no kind",
@@ -405,19 +399,26 @@ def _engine_context(workload: Workload, use: EngineUse) -> tuple[object, ...]:
 
 
 def _namespace(metadata: Mapping[str, Any], given: str | None) -> str | None:
-    own = metadata.get("namespace")
+    return _agreed(
+        metadata.get("namespace"),
+        given,
+        location="metadata.namespace",
+        hint="set metadata.namespace to a namespace name",
+        disagree="the object names namespace {own!r} but is applied to namespace {given!r}",
+        disagree_hint="make metadata.namespace match the target namespace, or remove it",
+    )
+
+
+def _agreed(
+    own: object, given: str | None, *, location: str, hint: str, disagree: str, disagree_hint: str
+) -> str | None:
+    """The object's own value of a string field (``location``), else the one its envelope gave; raises
+    :class:`InputError` when the object's is not a string, or when both are set and differ (``disagree`` is
+    formatted with ``own`` and ``given``)."""
     if own is not None and not isinstance(own, str):
-        raise InputError(
-            f"metadata.namespace must be a string, found {type_name(own)}",
-            location="metadata.namespace",
-            hint="set metadata.namespace to a namespace name",
-        )
+        raise InputError(f"{location} must be a string, found {type_name(own)}", location=location, hint=hint)
     if own and given and own != given:
-        raise InputError(
-            f"the object names namespace {own!r} but is applied to namespace {given!r}",
-            location="metadata.namespace",
-            hint="make metadata.namespace match the target namespace, or remove it",
-        )
+        raise InputError(disagree.format(own=own, given=given), location=location, hint=disagree_hint)
     return own or given or None
 
 
