@@ -385,12 +385,17 @@ _VERSION_7: Final = Migration(
 # Version 1's look-up of a workload's records (namespace, name, seq) has the prefix of version 4's (namespace,
 # name, kind, api_group, time, seq): every reader that filters by namespace and name is served by the latter
 # (sorting the rows of one workload by seq after), and every record written keeps one index less up to date
-# (of the nine B-trees a commit of one record writes a page of). Dropping it is the whole step.
+# (of the nine B-trees a commit of one record writes a page of). Dropping it is the whole step, on SQLite.
+# PostgreSQL keeps it: DROP INDEX takes an ACCESS EXCLUSIVE lock on trtguard_decisions, which waits for every
+# open reader (`audit verify` reads the table in one transaction) while every replica's INSERT queues behind
+# it (attack 37a, beside a 20 s read: an older replica's writes failed for most of the 20 s, one in a
+# deadlock). CONCURRENTLY cannot run in the migration's transaction, under its lock. The cost: each commit
+# there keeps writing one B-tree page more.
 _VERSION_8: Final = Migration(
     version=8,
-    description="workloads looked up by identity and time only: the index by namespace, name and seq dropped",
+    description="workloads looked up by identity and time only: SQLite drops the one by namespace, name, seq",
     sqlite=("DROP INDEX trtguard_decisions_workload",),
-    postgresql=("DROP INDEX trtguard_decisions_workload",),
+    postgresql=(),
 )
 
 MIGRATIONS: Final = (*_MIGRATIONS_2, _VERSION_3, _VERSION_4, _VERSION_5, _VERSION_6, _VERSION_7, _VERSION_8)

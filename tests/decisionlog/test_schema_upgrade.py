@@ -1,6 +1,7 @@
 """Logs of earlier schemas are migrated in place: version 1's whole-body records and new ones verify as one;
 a rotated version-3 log (carried state keyed without the API group) gets its state rebuilt by API group; a
-version-7 log loses an index and reads as before."""
+version-7 log loses an index on SQLite (PostgreSQL keeps it), reads as before, and its migration queues no
+writer and stops no reader."""
 
 from __future__ import annotations
 
@@ -9,13 +10,22 @@ import contextlib
 import io
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from decisionlog import GENESIS_HASH, RecordQuery, SQLiteStore, open_store
+from decisionlog import (
+    GENESIS_HASH,
+    DecisionLogError,
+    PostgresOptions,
+    PostgresStore,
+    RecordQuery,
+    SQLiteStore,
+    open_store,
+)
 from decisionlog._record import INDEXED_NAMES, canonical_json, link_hash
 from decisionlog._schema import CREATE_MIGRATIONS_TABLE, LATEST_VERSION, MIGRATIONS
 from policies.identity import WorkloadIdentity
@@ -215,7 +225,7 @@ def test_audit_seal_of_the_new_version_upgrades_the_log_before_the_webhook_does(
     assert asyncio.run(_lookups(url)) == {BATCH: [BATCH_ENGINE], VOLCANO: [VOLCANO_ENGINE]}
 
 
-# --- schema 7 to schema 8 (the index by namespace, name and seq dropped) -----------------------------------
+# --- schema 7 to schema 8 (SQLite drops the index by namespace, name and seq) -------------------------------
 
 
 def _indexes(url: str) -> set[str]:
@@ -242,21 +252,28 @@ def empty_log(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return pg_url
 
 
+@contextlib.contextmanager
+def _schema_7(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This trtguard as it was at schema 7 (the migrations cut back to 7): what an older replica runs."""
+    with monkeypatch.context() as old:
+        old.setattr("decisionlog._schema.MIGRATIONS", MIGRATIONS[:7])
+        old.setattr("decisionlog._schema.LATEST_VERSION", 7)
+        yield
+
+
 async def test_a_schema_7_log_loses_the_index_no_reader_needs_and_reads_as_before(
     empty_log: str, make_record: RecordFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A log this writer wrote at schema 7 (the migrations cut back to 7) is migrated by `serve`: the index on
-    namespace, name and seq goes; each workload's records come back as before, in seq order, by the index on
-    its identity and time, and the chain verifies with the records appended after."""
+    """A log this writer wrote at schema 7 is migrated by `serve`: on SQLite the index on namespace, name and
+    seq goes (PostgreSQL keeps it: dropping it would lock the table); each workload's records come back as
+    before, in seq order, and the chain verifies with the records appended after."""
     queries = [
         RecordQuery(namespace="prod", name="llm-1"),
         RecordQuery(namespace="prod", name="llm-1", newest_first=True, limit=2),
         RecordQuery(namespace="prod", name="llm-2", kind="Deployment", group="apps", dry_run=False),
         RecordQuery(namespace="prod"),
     ]
-    with monkeypatch.context() as old:
-        old.setattr("decisionlog._schema.MIGRATIONS", MIGRATIONS[:7])
-        old.setattr("decisionlog._schema.LATEST_VERSION", 7)
+    with _schema_7(monkeypatch):
         store = open_store(empty_log)
         await store.open()
         try:
@@ -274,12 +291,107 @@ async def test_a_schema_7_log_loses_the_index_no_reader_needs_and_reads_as_befor
         report = await store.verify()
     finally:
         await store.close()
+    kept = set() if empty_log.startswith("sqlite:///") else {"trtguard_decisions_workload"}
     assert _indexes(empty_log) == {
         "trtguard_decisions_uid",
         "trtguard_decisions_time",
         "trtguard_decisions_workload_time",
+        *kept,
     }
     assert before[0] == [1, 4, 7, 10]
     assert after == [[*before[0], 13], [13, before[0][-1]], before[2], [*before[3], 13]]
     assert report.ok and report.records == 13, report.summary()
     assert LATEST_VERSION == 8
+
+
+#: Waits on a lock give up after 1 s: far longer than any statement here takes, far shorter than a reader's
+#: transaction that never ends while the test runs.
+_LOCK_TIMEOUT: PostgresOptions = PostgresOptions(statement_timeout_ms=1000)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("reading", [True, False], ids=["beside-a-reader", "alone"])
+async def test_the_postgresql_migration_to_8_waits_for_no_reader_and_queues_no_writer(
+    pg_url: str, make_record: RecordFactory, monkeypatch: pytest.MonkeyPatch, reading: bool
+) -> None:
+    """Attack 37a F1: a replica of schema 8 migrates a schema-7 log that another connection is reading (an
+    `audit verify` holds the table in one REPEATABLE READ transaction) while an older replica keeps writing.
+    A lock the migration needed on trtguard_decisions would wait for the reader (until this lock timeout, and
+    every INSERT of every replica would queue behind it) or, granted, hold the older replica's INSERT until
+    the migration commits. Neither may happen: the migration commits, and the older replica's append made
+    while the migration's transaction is open (its statements run, not committed yet) commits too."""
+    with _schema_7(monkeypatch):
+        older = PostgresStore(pg_url, _LOCK_TIMEOUT)
+        await older.open()
+    reader = psycopg.connect(pg_url)
+    try:
+        for _ in range(3):
+            await older.append(make_record(), deadline=Deadline.after(10))
+        if reading:
+            reader.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            assert reader.execute("SELECT count(*) FROM trtguard_decisions").fetchone() == (3,)
+        during: list[object] = []
+        check_head = PostgresStore._check_head
+
+        async def append_midway(store: PostgresStore, conn: psycopg.AsyncConnection[object]) -> None:
+            # The migrating store's transaction has run every step; the head is checked, then it commits.
+            try:
+                during.append(await older.append(make_record(), deadline=Deadline.after(10)))
+            except DecisionLogError as error:
+                during.append(error)
+            await check_head(store, conn)
+
+        newer = PostgresStore(pg_url, _LOCK_TIMEOUT)
+        with monkeypatch.context() as hooked:
+            hooked.setattr(PostgresStore, "_check_head", append_midway)
+            await newer.open()
+        try:
+            await newer.append(make_record(), deadline=Deadline.after(10))
+            report = await newer.verify()
+        finally:
+            await newer.close()
+        if reading:  # it read its snapshot all along
+            assert reader.execute("SELECT count(*) FROM trtguard_decisions").fetchone() == (3,)
+    finally:
+        reader.close()
+        await older.close()
+    assert len(during) == 1 and not isinstance(during[0], DecisionLogError), during
+    assert report.ok and report.records == 5, report.summary()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT max(version) FROM trtguard_schema_migrations").fetchone() == (8,)
+    assert "trtguard_decisions_workload" in _indexes(pg_url)
+
+
+async def test_the_sqlite_migration_to_8_goes_past_an_open_reader(
+    tmp_path: Path, make_record: RecordFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite drops the index in the migration's transaction: in WAL mode a reader on another connection,
+    mid-transaction and reading by that very index, neither stops the migration nor is stopped by it: it
+    reads its snapshot on, and the log as migrated once its transaction ends."""
+    path = tmp_path / "decisions.db"
+    with _schema_7(monkeypatch):
+        store = SQLiteStore(path)
+        await store.open()
+        try:
+            for n in range(6):
+                await store.append(make_record(name=f"llm-{1 + n % 2}"), deadline=Deadline.after(5))
+        finally:
+            await store.close()
+    workload = "SELECT seq FROM trtguard_decisions WHERE namespace = 'prod' AND name = 'llm-1' ORDER BY seq"
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as reader:
+        reader.execute("BEGIN")
+        plan = " ".join(str(row) for row in reader.execute(f"EXPLAIN QUERY PLAN {workload}"))
+        assert "trtguard_decisions_workload " in plan, plan  # the index the migration drops
+        assert reader.execute(workload).fetchall() == [(1,), (3,), (5,)]
+        store = SQLiteStore(path)
+        await store.open()
+        try:
+            await store.append(make_record(name="llm-1"), deadline=Deadline.after(5))
+            assert reader.execute(workload).fetchall() == [(1,), (3,), (5,)]  # its snapshot, index and all
+            reader.execute("COMMIT")
+            assert reader.execute(workload).fetchall() == [(1,), (3,), (5,), (7,)]
+            report = await store.verify()
+        finally:
+            await store.close()
+    assert report.ok and report.records == 7, report.summary()
+    assert "trtguard_decisions_workload" not in _indexes(f"sqlite:///{path}")
