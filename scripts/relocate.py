@@ -258,7 +258,8 @@ class Relocation:
 
     def _stub(self, package: str, source: str, text: str, names: NameMap) -> str:
         """A stub's lines after the moves; the names that left its package are kept in ``lost``."""
-        moved = relocated_stub(text, package_of_stub(source) or package, package, names, self.after)
+        doors = self.after | {stub_of(front) for front in self.mapping.front_doors}  # those regenerated too
+        moved = relocated_stub(text, package_of_stub(source) or package, package, names, doors)
         if moved.left:
             self.lost[package] = moved.left
             for front, gained in moved.gained.items():

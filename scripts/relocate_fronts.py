@@ -31,8 +31,9 @@ from scripts.layout_facts import HOMES, dunder_all, homes_table
 from scripts.relocate_mapping import module_path
 
 #: What an old-form lazy front door binds besides its names (all of it goes when it becomes a stub door).
-LAZY_MACHINERY = {"TYPE_CHECKING", "Any", "importlib", "annotations", HOMES, "__all__"}
-LAZY_MACHINERY |= {"__getattr__", "__dir__"}
+LAZY_MACHINERY = frozenset(
+    ("TYPE_CHECKING", "Any", "importlib", "annotations", HOMES, "__all__", "__getattr__", "__dir__")
+)
 
 
 def isort_order(name: str) -> tuple[int, list[object]]:

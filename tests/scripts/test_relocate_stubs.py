@@ -135,6 +135,20 @@ def test_a_module_moved_to_another_package_takes_its_names_to_the_door_the_mappi
     check_project(repo)
 
 
+def test_a_module_moved_to_a_new_door_takes_its_names_there(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mapping = (
+        '[[front]]\nmodule = "pkg.trust"\ndoc = "Trust."\n\n'
+        '[[move]]\nold = "pkg.sig._trust"\nnew = "pkg.trust._root"\nfront = "pkg.trust"\n'
+    )
+    relocate(repo, capsys, mapping)
+    assert read(repo, "pkg/trust/__init__.py") == DOOR.format(doc="Trust.")
+    assert read(repo, "pkg/trust/__init__.pyi") == "from ._root import TrustRoot as TrustRoot\n"
+    assert "from pkg.trust import TrustRoot\n" in read(repo, "app/main.py")
+    check_project(repo)
+
+
 def test_a_module_moved_to_another_package_without_a_door_is_imported_itself(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
