@@ -210,6 +210,13 @@ def test_an_old_form_door_becomes_a_stub_door_with_a_from_module_for_another_roo
     check_project(repo)
 
 
+def test_a_docstring_only_door_that_names_nothing_stays_as_it_is(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert relocate(repo, capsys, '[[front]]\nmodule = "pkg"\ndoc = "A small package."\n')[0] == 0
+    assert git(repo, "status", "--porcelain") == "?? moves.toml\n"
+
+
 def test_the_check_finds_stale_stub_lines(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     git(repo, "mv", "pkg/crypto/_der.py", "pkg/crypto/_der_header.py")  # moved by hand: the stub is stale
     (repo / "pkg" / "sig" / "__init__.pyi").write_text(
