@@ -12,7 +12,8 @@ The mapping format is ``docs/moves/README.md``. In order:
    attribute chains, strings and comments, paths spelled in parts (``scripts/relocate_python.py``);
 3. Markdown, TOML, YAML, text, shell, templates, ``Makefile``, ``Dockerfile``: old dotted names and paths;
    relative Markdown links are recomputed from where the page and its target are after the move;
-4. the front doors the mapping names are regenerated from their use (``scripts/relocate_fronts.py``);
+4. every front door's stub follows the moves (``scripts/_relocate_stubs.py``); the front doors the mapping
+   names are regenerated from their use, as stub doors (``scripts/relocate_fronts.py``);
 5. each ``[[rename]]``: the name, word for word, in its module, the front doors that export it and every
    file that imports it; each changed test line is printed;
 6. ``ruff check --select I,RUF022 --fix`` and ``ruff format`` on the changed Python files, then ``ruff
@@ -40,6 +41,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scripts._relocate_stubs import (
+    imports_from,
+    package_of_stub,
+    read_stub,
+    redirect_lost,
+    relocated_stub,
+    render_stub,
+    stale_stub_entries,
+    stub_homes,
+    stub_of,
+)
 from scripts.layout_facts import homes_table
 from scripts.relocate_fronts import FrontDoors, bound_names
 from scripts.relocate_mapping import Mapping, MappingError, NameMap, module_path
@@ -119,6 +131,10 @@ class Relocation:
         self.exports: list[tuple[str, str, str]] = []
         #: What each front door that is not lazy binds (None: lazy, blank or new, so regenerated).
         self.front_names: dict[str, set[str] | None] = {}
+        #: door → {name: its module now} for each name that left a stub door's package.
+        self.lost: dict[str, dict[str, str]] = {}
+        #: door → {name: its module} for each name the mapping moved to a front door from another one.
+        self.gained: dict[str, dict[str, str]] = {}
 
     def _was_package(self, name: str) -> bool:
         move = next((m for m in self.mapping.moves if m.old == name), None)
@@ -190,9 +206,11 @@ class Relocation:
             if text is None:
                 continue
             originals[path] = text
-            if not rewritable(path) or path == self.mapping_file:
+            if (package := package_of_stub(path)) is not None:
+                new = self._stub(package, sources.get(path, path), text, names)
+            elif not rewritable(path) or path == self.mapping_file:
                 continue
-            if path.endswith(".py"):
+            elif path.endswith(".py"):
                 new = self._python(path, source, text, names, plan)
             else:
                 new, count = self._text(path, source, text, names)
@@ -200,6 +218,11 @@ class Relocation:
             if new != text:
                 plan.texts[path] = new
         current = {**originals, **plan.texts}
+        redirected, exports, notes = redirect_lost(current, self.lost, self.gained, dotted_of)
+        current |= redirected
+        plan.texts |= redirected
+        self.exports += exports
+        plan.notes += notes
         self._renames(current, plan)
         self._front_doors(current, plan)
         return plan
@@ -215,6 +238,8 @@ class Relocation:
     def _bound(self, sources: dict[str, str], front: str) -> set[str] | None:
         """What a front door that is not lazy binds (None for one that is regenerated: lazy, blank or new)."""
         init = module_path(front, package=True)
+        if stub_of(front) in self.after:
+            return None  # a stub door: regenerated
         text = _read(self.root / sources.get(init, init)) if init in self.after else None
         return None if text is None else bound_names(text)
 
@@ -230,6 +255,16 @@ class Relocation:
                 raise MappingError(f"front door {front} is new: give it a docstring ([[front]] module, doc)")
             if init not in self.after:
                 raise MappingError(f"front door {front}: no module moves into {front.replace('.', '/')}/")
+
+    def _stub(self, package: str, source: str, text: str, names: NameMap) -> str:
+        """A stub's lines after the moves; the names that left its package are kept in ``lost``."""
+        doors = self.after | {stub_of(front) for front in self.mapping.front_doors}  # those regenerated too
+        moved = relocated_stub(text, package_of_stub(source) or package, package, names, doors)
+        if moved.left:
+            self.lost[package] = moved.left
+            for front, gained in moved.gained.items():
+                self.gained.setdefault(front, {}).update(gained)
+        return moved.text
 
     def _python(self, path: str, source: str, text: str, names: NameMap, plan: Plan) -> str:
         top = path.split("/", maxsplit=1)[0]
@@ -291,9 +326,15 @@ class Relocation:
         doors = FrontDoors(current, trees, self.exists, self.exports)
         for front in self.mapping.front_doors:
             doc = self.mapping.fronts[front].doc if front in self.mapping.fronts else None
-            new = doors.regenerate(front, doc)
-            if new is not None:
-                plan.texts[module_path(front, package=True)] = current[module_path(front, package=True)] = new
+            for path, text in doors.regenerate(front, doc, self.gained.get(front)).items():
+                if path not in self.after:
+                    self.after.add(path)
+                    plan.created.append(path)
+                plan.texts[path] = current[path] = text
+        for path, text in list(plan.texts.items()):  # a renamed name takes its place in its stub's order
+            package = package_of_stub(path)
+            if package is not None and (table := read_stub(text, package)) is not None:
+                plan.texts[path] = current[path] = render_stub(package, table)
         plan.notes.extend(doors.notes)
 
     def _renames(self, current: dict[str, str], plan: Plan) -> None:
@@ -302,7 +343,7 @@ class Relocation:
             word = re.compile(rf"\b{re.escape(rename.old)}\b")
             candidates = {}
             for path, text in sorted(current.items()):
-                if path.endswith(".py") and word.search(text):
+                if path.endswith((".py", ".pyi")) and word.search(text):
                     with contextlib.suppress(SyntaxError):
                         candidates[path] = ast.parse(text)
             homes = {rename.module, *(f for f in self.mapping.front_doors if in_room(rename.module, f))}
@@ -311,8 +352,10 @@ class Relocation:
                 for path, tree in candidates.items()
                 if path.endswith("__init__.py") and homes_table(tree).get(rename.old) == rename.module
             }
+            homes = stub_homes(candidates, homes, rename.old)
             for path, tree in candidates.items():
-                if not (dotted_of(path) in homes or _imports_from(tree, homes, rename.old)):
+                module = package_of_stub(path) or dotted_of(path)
+                if not (module in homes or imports_from(tree, homes, rename.old)):
                     continue
                 text = current[path]
                 new = word.sub(rename.new, text)
@@ -358,19 +401,10 @@ class Relocation:
                 continue
             for number, line in enumerate(text.splitlines(), 1):
                 found.extend(f"{path}:{number}: {old}" for old in names.finds(line))
-        return found
-
-
-def _imports_from(tree: ast.Module, homes: set[str], name: str) -> bool:
-    """Whether a module imports ``name`` from one of ``homes``, or one of ``homes`` as a module object."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            for alias in node.names:
-                if (node.module in homes and alias.name == name) or f"{node.module}.{alias.name}" in homes:
-                    return True
-        elif isinstance(node, ast.Import) and any(alias.name in homes for alias in node.names):
-            return True
-    return False
+        stubs = {p for p in self.after if package_of_stub(p)}
+        modules = {p for p in self.after if p.endswith(".py") and any(p.startswith(s[:-12]) for s in stubs)}
+        texts = {p: t for p in stubs | modules if (t := _read(self.root / p)) is not None}
+        return found + stale_stub_entries(texts, self.exists)
 
 
 def _read(path: Path) -> str | None:
@@ -399,7 +433,7 @@ def _ruff(root: Path, files: Iterable[str]) -> str:
     Sorting may merge two function-level imports that each carried ``# noqa: PLC0415`` into one statement
     whose comments sit on its names: the directive goes back to the statement's first line.
     """
-    python = sorted(f for f in files if f.endswith(".py") and (root / f).is_file())
+    python = sorted(f for f in files if f.endswith((".py", ".pyi")) and (root / f).is_file())
     if not python:
         return ""
     local = Path(sys.executable).parent / "ruff"

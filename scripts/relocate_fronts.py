@@ -1,12 +1,13 @@
-"""Front doors regenerated from their use (``scripts/relocate.py``, step 4).
+"""Front doors regenerated from their use (``scripts/relocate.py``, step 4), in the stub form.
 
-A front door is a package's ``__init__.py`` that other rooms import names from. A *lazy* one (the pattern of
-``verifier/signatures/__init__.py``) keeps a ``TYPE_CHECKING`` block, a ``_HOMES`` table (name → the module
-that has it), ``__all__`` and a module ``__getattr__`` that imports a name's module on first use. After a
-move, each lazy front door named by the mapping is regenerated to export exactly the names that modules
-import from it, each from the module that defines it; a new front door (or a docstring-only one) is written
-whole. A front door that is not lazy is not rewritten: a name imported from it that it does not bind is
-reported.
+A front door is a package's ``__init__.py`` that other rooms import names from. One of the stub form is its
+docstring and ``lazy_loader.attach_stub``, with a stub beside it (``__init__.pyi``) that names each name once
+(``scripts/_relocate_stubs.py``); one of the old form kept a ``TYPE_CHECKING`` block, a ``_HOMES`` table and
+``__all__``. After a move, each front door named by the mapping keeps its names and gains those that modules
+now import from it (and those the mapping moved to it), each from the module that defines it; a name of
+another room comes through a ``_from_<room>_<module>.py`` of its own. A new front door (or a docstring-only
+one, or one of the old form) is written whole in the stub form. A front door that is neither is not
+rewritten: a name imported from it that it does not bind is reported.
 """
 
 from __future__ import annotations
@@ -17,24 +18,22 @@ import textwrap
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from scripts._relocate_stubs import (
+    from_module,
+    from_text,
+    read_stub,
+    render_stub,
+    stub_door,
+    stub_of,
+    top_names,
+)
 from scripts.layout_facts import HOMES, dunder_all, homes_table
 from scripts.relocate_mapping import module_path
 
-#: What every lazy front door ends with.
-LAZY_TAIL = """
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-"""
+#: What an old-form lazy front door binds besides its names (all of it goes when it becomes a stub door).
+LAZY_MACHINERY = frozenset(
+    ("TYPE_CHECKING", "Any", "importlib", "annotations", HOMES, "__all__", "__getattr__", "__dir__")
+)
 
 
 def isort_order(name: str) -> tuple[int, list[object]]:
@@ -65,24 +64,6 @@ class ImportIndex:
         return index
 
 
-def _top_names(tree: ast.Module, *, imports: bool) -> set[str]:
-    """Names a module binds at its top level: what it defines, and with ``imports`` what it imports too
-    (the ``TYPE_CHECKING`` and other conditional bindings included)."""
-    found: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            found.add(node.name)
-        elif isinstance(node, ast.Assign):
-            found.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            found.add(node.target.id)
-        elif imports and isinstance(node, ast.Import | ast.ImportFrom):
-            found.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif imports and isinstance(node, ast.If):
-            found.update(_top_names(ast.Module(body=node.body + node.orelse, type_ignores=[]), imports=True))
-    return found
-
-
 def bound_names(text: str) -> set[str] | None:
     """What a front door that is not lazy binds at its top level; None when it is regenerated (lazy, blank,
     or not Python)."""
@@ -92,7 +73,7 @@ def bound_names(text: str) -> set[str] | None:
         return None
     if _is_blank(tree) or any(_target(node) == HOMES for node in tree.body):
         return None
-    return _top_names(tree, imports=True)
+    return top_names(tree, imports=True)
 
 
 def _is_blank(tree: ast.Module) -> bool:
@@ -126,7 +107,7 @@ class FrontDoors:
         tree = self.trees.get(module_path(home, package=False)) or self.trees.get(
             module_path(home, package=True)
         )
-        if tree is None or depth > 8 or name in _top_names(tree, imports=False) or name in dunder_all(tree):
+        if tree is None or depth > 8 or name in top_names(tree, imports=False) or name in dunder_all(tree):
             return home
         for node in tree.body:
             if (
@@ -139,12 +120,14 @@ class FrontDoors:
                 return self.defining(node.module, name, depth + 1)
         return home
 
-    def regenerate(self, front: str, doc: str | None) -> str | None:
-        """The front door's new text (None when unchanged or not lazy; notes say what to do by hand)."""
+    def regenerate(
+        self, front: str, doc: str | None, gained: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The front door's new files, path → text (none when unchanged or when it is not a lazy door; notes
+        say what to do by hand). ``gained``: names the mapping moved to it → their modules."""
         path = module_path(front, package=True)
-        text = self.texts.get(path)
         tree = self.trees.get(path)
-        own = _top_names(tree, imports=False) if tree is not None else set()
+        stub = self.texts.get(stub_of(front))
         used = sorted(
             {
                 name
@@ -152,93 +135,82 @@ class FrontDoors:
                 if name != "*" and not self.is_module(f"{front}.{name}") and importer != path
             }
         )
-        existing = homes_table(tree) if tree is not None else {}
-        lazy = tree is not None and any(_target(node) == HOMES for node in tree.body)
-        if tree is not None and not lazy and not _is_blank(tree):
-            bound = _top_names(tree, imports=True)
+        if stub is not None:
+            table = read_stub(stub, front) or {}
+        elif tree is None or _is_blank(tree) or _is_old_lazy(tree):
+            table = homes_table(tree) if tree is not None else {}
+        else:
+            bound = top_names(tree, imports=True)
             for name in used:
                 if name not in bound:
                     self.notes.append(
                         f"{path}: does not bind {name}, which is imported from it: add it by hand"
                     )
-            return None
-        homes: dict[str, str] = {}
+            return {}
+        table = {**table, **(gained or {})}
         for name in used:
-            if name in own:
+            if name in table:
                 continue
-            home = self.recorded.get((front, name)) or existing.get(name)
+            home = self.recorded.get((front, name))
             if home is None:
                 self.notes.append(
                     f"{path}: no module is known to hold {name}, which is imported from {front}"
                 )
                 continue
-            homes[name] = self.defining(home, name)
-        if front in self.index.objects:  # imported as a module: any name may be used, keep them all
-            homes = {**existing, **homes}
-        if dropped := sorted(set(existing) - set(homes)):
-            self.notes.append(
-                f"{path}: no longer exports {', '.join(dropped)} (nothing imports them; a string that names"
-                " them, importlib or deferred(), would now fail)"
-            )
-        exported = sorted(
-            {*homes, *(n for n in dunder_all(tree) if n in own)} if tree else homes, key=isort_order
-        )
-        if tree is None or _is_blank(tree):
+            table[name] = self.defining(home, name)
+        if not table and stub is None and tree is not None and _is_blank(tree):
+            return {}  # a docstring-only door that names nothing stays one (contract 7 takes it)
+        files = self._from_modules(front, table)
+        new_stub = render_stub(front, table)
+        if new_stub != stub:
+            files[stub_of(front)] = new_stub
+        if stub is None:
             docstring = doc or (ast.get_docstring(tree) if tree is not None else None)
             if not docstring:
                 self.notes.append(
                     f"{path}: a new front door needs a docstring ([[front]] doc in the mapping)"
                 )
                 docstring = front
-            new = _whole(docstring, homes, exported)
-        else:
-            new = self._sections(text or "", tree, homes, exported)
-        return None if new == text else new
+            files[path] = stub_door(_docstring(docstring))
+        return {p: t for p, t in files.items() if self.texts.get(p) != t}
 
-    def _sections(self, text: str, tree: ast.Module, homes: dict[str, str], exported: list[str]) -> str:
-        spans: list[tuple[int, int, str]] = []
-        lines = text.splitlines(keepends=True)
-        starts = [0]
-        for line in lines:
-            starts.append(starts[-1] + len(line))
+    def _from_modules(self, front: str, table: dict[str, str]) -> dict[str, str]:
+        """Each name of ``table`` held outside ``front``'s package through a ``_from_*`` module of its own
+        (``table`` then names that module); the texts of those modules."""
+        outside: dict[str, list[str]] = {}
+        for name, home in table.items():
+            if not home.startswith(front + "."):
+                outside.setdefault(home, []).append(name)
+        files = {}
+        for home, names in sorted(outside.items()):
+            module = from_module(front, home)
+            source = self._door_of(home, front, names)
+            file = module_path(module, package=False)
+            known = self.trees.get(file)
+            earlier = dunder_all(known) if known is not None else []
+            files[file] = from_text(source, home, [*earlier, *names])
+            table.update(dict.fromkeys(names, module))
+        return files
 
-        def span(node: ast.stmt) -> tuple[int, int]:
-            end = node.end_lineno or node.lineno
-            return starts[node.lineno - 1], starts[end]
+    def _door_of(self, home: str, front: str, names: list[str]) -> str:
+        """The nearest door above ``home`` (not above ``front``) whose stub names ``names``; else ``home``."""
+        parts = home.split(".")
+        for end in range(len(parts) - 1, 0, -1):
+            door = ".".join(parts[:end])
+            if front == door or front.startswith(door + "."):
+                break
+            stub = self.texts.get(stub_of(door))
+            table = read_stub(stub, door) if stub is not None else None
+            if table is not None and all(n in table for n in names):
+                return door
+        return home
 
-        checking = next(
-            (
-                n
-                for n in tree.body
-                if isinstance(n, ast.If) and isinstance(n.test, ast.Name) and n.test.id == "TYPE_CHECKING"
-            ),
-            None,
-        )
-        table = next(n for n in tree.body if HOMES in {_target(n)})
-        names = next((n for n in tree.body if _target(n) == "__all__"), None)
-        block = _type_checking(homes)
-        if checking is not None and not block:
-            self.notes.append("a front door exports nothing now: delete its TYPE_CHECKING import by hand")
-        if checking is not None:
-            spans.append((*span(checking), block))
-        elif block:
-            spans.append((span(table)[0], span(table)[0], block + "\n"))
-        spans.append((*span(table), _homes(homes)))
-        if names is not None:
-            spans.append((*span(names), _all(exported)))
-        for start, end, new in sorted(spans, reverse=True):
-            text = text[:start] + new + text[end:]
-        if block and "TYPE_CHECKING" not in {
-            a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names
-        }:
-            text = re.sub(
-                r"^(from __future__ import annotations\n)",
-                r"\1\nfrom typing import TYPE_CHECKING\n",
-                text,
-                count=1,
-                flags=re.M,
-            )
-        return text
+
+def _is_old_lazy(tree: ast.Module) -> bool:
+    """An old-form lazy front door with nothing of its own (all of it is rewritten as a stub door)."""
+    return any(_target(node) == HOMES for node in tree.body) and top_names(tree, imports=True) <= (
+        LAZY_MACHINERY | set(homes_table(tree))
+    )
 
 
 def _target(node: ast.stmt) -> str | None:
@@ -247,41 +219,6 @@ def _target(node: ast.stmt) -> str | None:
     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
         return node.target.id
     return None
-
-
-def _by_home(homes: dict[str, str]) -> dict[str, list[str]]:
-    grouped: dict[str, list[str]] = {}
-    for name, home in sorted(homes.items(), key=lambda item: (item[1], isort_order(item[0]))):
-        grouped.setdefault(home, []).append(name)
-    return grouped
-
-
-def _type_checking(homes: dict[str, str]) -> str:
-    if not homes:
-        return ""
-    lines = ["if TYPE_CHECKING:\n"]
-    lines.extend(
-        f"    from {home} import {', '.join(sorted(names))}\n" for home, names in _by_home(homes).items()
-    )
-    return "".join(lines)
-
-
-def _homes(homes: dict[str, str]) -> str:
-    lines = ["_HOMES: dict[str, str] = {\n"]
-    for home, names in _by_home(homes).items():
-        if len(names) == 1:
-            lines.append(f'    "{names[0]}": "{home}",\n')
-        else:
-            quoted = ", ".join(f'"{name}"' for name in names)
-            lines.append(f'    **dict.fromkeys(({quoted}), "{home}"),\n')
-    lines.append("}\n")
-    return "".join(lines) if homes else "_HOMES: dict[str, str] = {}\n"
-
-
-def _all(exported: list[str]) -> str:
-    if not exported:
-        return "__all__: list[str] = []\n"
-    return "__all__ = [\n" + "".join(f'    "{name}",\n' for name in exported) + "]\n"
 
 
 def _docstring(doc: str) -> str:
@@ -293,13 +230,3 @@ def _docstring(doc: str) -> str:
     if len(lines) == 1 and len(lines[0]) <= 107:
         return lines[0] + '"' * 3
     return "\n".join([*lines, '"' * 3])
-
-
-def _whole(doc: str, homes: dict[str, str], exported: list[str]) -> str:
-    typing = "from typing import TYPE_CHECKING, Any" if homes else "from typing import Any"
-    docstring = _docstring(doc)
-    parts = [docstring, "", "from __future__ import annotations", "", "import importlib", typing, ""]
-    if homes:
-        parts.append(_type_checking(homes))
-    parts.extend(["#: Where each public name lives.", _homes(homes), _all(exported).rstrip("\n")])
-    return "\n".join(parts) + "\n" + LAZY_TAIL

@@ -242,7 +242,7 @@ def test_the_small_project_is_clean_before(repo: Path) -> None:
 def test_a_move_rewrites_every_reference(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status, out = relocate(repo, capsys)
     assert status == 0, out
-    assert "moves 5 files (1 of tests), creates 2" in out
+    assert "moves 5 files (1 of tests), creates 4" in out
     assert "tests/pkg/base/test_errors.py:8: from pkg.base._errors import PkgError, explain  →" in out
     check_project(repo)
     status_lines = git(repo, "status", "--porcelain").splitlines()
@@ -271,17 +271,15 @@ def test_a_move_rewrites_every_reference(repo: Path, capsys: pytest.CaptureFixtu
         "tests/pkg/base/test_errors.py.\n"
     )
     front = (repo / "pkg" / "base" / "__init__.py").read_text()
-    assert front.startswith('"""The base of the small package: its errors."""\n')
-    assert (
-        "    from pkg.base._errors import BaseError, explain\n" in front
-    )  # what app/ and pkg/core.py import
-    assert (
-        '_HOMES: dict[str, str] = {\n    **dict.fromkeys(("BaseError", "explain"), "pkg.base._errors"),\n}'
-        in front
+    assert front == (
+        '"""The base of the small package: its errors."""\n\nimport lazy_loader\n\n'
+        "__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)\n"
     )
-    assert '__all__ = [\n    "BaseError",\n    "explain",\n]' in front
-    lazy = (repo / "pkg" / "_lazy" / "__init__.py").read_text()
-    assert '_HOMES: dict[str, str] = {\n    "helper": "pkg._lazy._impl",\n}' in lazy
+    stub = (repo / "pkg" / "base" / "__init__.pyi").read_text()  # what app/ and pkg/core.py import
+    assert stub == "from ._errors import BaseError as BaseError, explain as explain\n"
+    lazy = (repo / "pkg" / "_lazy" / "__init__.py").read_text()  # the old form becomes a stub door
+    assert lazy.startswith('"""A lazy front door."""\n\nimport lazy_loader\n') and "_HOMES" not in lazy
+    assert (repo / "pkg" / "_lazy" / "__init__.pyi").read_text() == "from ._impl import helper as helper\n"
     probe = "import sys, pkg.base; assert 'pkg.base._errors' not in sys.modules; print(pkg.base.BaseError)"
     assert run(repo, sys.executable, "-c", probe).stdout == "<class 'pkg.base._errors.BaseError'>\n"
 
