@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from policies.cel import CelActivation, prepare_activation
 from policies.loader import PolicySet
-from policies.results import BuildManifestRecord, SignatureFormat, SignatureRecord, SignerRecord
+from policies.results import SignatureFormat, SignatureRecord, SignerRecord
 from verifier.attestations import (
     CHANGE_APPROVAL_PREDICATE_TYPE,
     ENGINE_VERIFICATION_PREDICATE_TYPE,
@@ -230,8 +230,6 @@ class VerifiedEvidence:
         # ``signer_records`` and ``signing_fix`` answers by key names: fixed by the policy set and source.
         self._signer_records: dict[tuple[str, ...], tuple[SignerRecord, ...]] = {}
         self._signing_fixes: dict[tuple[str, ...], str] = {}
-        # ``build_manifest_record`` answers by the id of the (cached) manifest, which the entry holds.
-        self._manifest_records: dict[int, tuple[VerifiedManifest, BuildManifestRecord]] = {}
 
         def cache() -> ResultCache[tuple[object, ...], Any]:
             return ResultCache(
@@ -338,23 +336,6 @@ class VerifiedEvidence:
             found = image_trust(self._policy_set.signers_for(keys), threshold)
             self._trust_policies[(tuple(keys), threshold)] = found
         return found
-
-    def build_manifest_record(self, verified: VerifiedManifest) -> BuildManifestRecord:
-        """The decision log's record of a build manifest an engine was judged by (made once per manifest
-        verified: the verified manifests are themselves cached)."""
-        entry = self._manifest_records.get(id(verified))
-        if entry is not None and entry[0] is verified:
-            return entry[1]
-        manifest = verified.manifest
-        record = BuildManifestRecord(
-            digest=verified.digest,
-            signers=self.signer_records(verified.signers),
-            audit_id=manifest.audit_id,
-            tensorrt_version=manifest.toolchain.tensorrt_version,
-            precisions=tuple(sorted(manifest.precisions())),
-        )
-        _remember(self._manifest_records, id(verified), (verified, record))
-        return record
 
     def signer_records(self, names: Sequence[str]) -> tuple[SignerRecord, ...]:
         """The named signers of the policies as the decision log records them (key name and key id)."""

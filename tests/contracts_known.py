@@ -36,6 +36,7 @@ KNOWN: dict[str, tuple[str, ...]] = {
         "policies.rules._gpu -> verifier.manifest",
         "policies.rules._images -> policies.loader",
         "policies.rules._images -> policies.results",
+        "policies.rules._manifest -> policies.results",
         "policies.rules._manifest -> policies.schema",
         "policies.rules._manifest -> policies.verified",
         "policies.rules._model -> policies.schema",

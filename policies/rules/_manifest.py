@@ -12,6 +12,7 @@ import functools
 from datetime import timedelta
 
 from policies.evaluation import CLOCK_SKEW, Counted, EngineSubject, Evaluation, VerifiedBuild
+from policies.results import BuildManifestRecord
 from policies.rules._findings import EngineFamily, Findings, Refusal, has_build_manifest
 from policies.schema import BuildManifestRule, SignersRule
 from policies.verified import VerifiedManifest
@@ -106,7 +107,15 @@ async def _verify(
             "the manifest again",
         )
         return None
-    counted.build_manifest(run.verified.build_manifest_record(verified))
+    counted.build_manifest(
+        BuildManifestRecord(
+            digest=verified.digest,
+            signers=run.verified.signer_records(verified.signers),
+            audit_id=manifest.audit_id,
+            tensorrt_version=manifest.toolchain.tensorrt_version,
+            precisions=tuple(sorted(manifest.precisions())),
+        )
+    )
     return verified
 
 
