@@ -2,8 +2,8 @@
 
 :func:`build` turns :class:`~webhook._settings.ServeSettings` into the services (evidence source, policies,
 decision store, TLS, metrics, tracing); :func:`run` serves them until SIGINT/SIGTERM. Startup problems
-(policies that do not load, a certificate that does not parse) raise a :class:`TrtguardError` before
-anything listens.
+(policies that do not load, a certificate that does not parse, a verification module that does not import)
+raise a :class:`TrtguardError` before anything listens.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib
 import logging
 import socket
 import ssl
 import sys
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TextIO
@@ -24,7 +26,7 @@ from fastapi import FastAPI
 
 from decisionlog import open_store
 from verifier import evidence_source
-from verifier.base import InputError
+from verifier.base import InputError, TrtguardError
 from verifier.registry.client import RegistryClient
 from webhook._admission import Reviewer, ReviewSettings
 from webhook._admission_history import DecisionLogHistory
@@ -39,6 +41,31 @@ from webhook._tracing import Tracing
 _log = logging.getLogger(__name__)
 
 GRACEFUL_SHUTDOWN_SECONDS: Final = 10
+
+#: The lazy front doors (``lazy_loader``) of everything an admission may verify or judge with: each of their
+#: names is resolved at start-up. Not ``verifier.engine`` (``verify-engine``'s, with the optional extras).
+ADMISSION_DOORS: Final = (
+    "verifier.base",
+    "verifier.crypto",
+    "verifier.signatures",
+    "verifier.verification",
+    "verifier.model_signing",
+    "verifier.registry",
+    "policies.evaluation",
+    "policies.rules",
+    "policies.workload_model",
+)
+#: The modules the admission path imports inside functions, on first use (the SBOM and scan readers, the
+#: OpenPGP binding's packet parser, the OpenSSL backend cryptography's ``ECDSA`` loads).
+ADMISSION_DEFERRED: Final = (
+    "verifier.scans.model",
+    "verifier.scans._cyclonedx",
+    "verifier.scans._spdx",
+    "verifier.scans._cosign",
+    "pysequoia",
+    "pysequoia.packet",
+    "cryptography.hazmat.backends.openssl.backend",
+)
 
 
 @dataclass(slots=True)
@@ -59,6 +86,7 @@ def build(
     ``after_reload`` is called after a new policy set went live.
     """
     out = out or sys.stdout
+    load_admission_modules()
     metrics = Metrics()
     # Without an attestation folder the webhook reads the registries.
     evidence, registry = evidence_source(
@@ -121,6 +149,50 @@ def build(
     )
     services = WebhookServices(policies, store, metrics, reviewer, tracing, certificates)
     return Built(services, ssl_context, registry, ca_path)
+
+
+def load_admission_modules() -> None:
+    """Import every module an admission may import on first use (:data:`ADMISSION_DOORS`,
+    :data:`ADMISSION_DEFERRED`); a :class:`TrtguardError` naming the one that does not import.
+
+    Loaded lazily, a module missing from a broken or partial install would fail the first admission that
+    needs it, an evaluation error that a policy's ``onError: Warn`` admits; its import would also fall on
+    that admission's latency (attack 37a F4). Loaded here, before :func:`run` freezes the heap.
+    """
+    for door in ADMISSION_DOORS:
+        try:
+            package = importlib.import_module(door)
+            for name in package.__all__:
+                getattr(package, name)
+        except (ImportError, AttributeError) as error:
+            raise _unimportable(door, error) from error
+    for module in ADMISSION_DEFERRED:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise _unimportable(module, error) from error
+
+
+def _unimportable(needed_by: str, error: ImportError | AttributeError) -> TrtguardError:
+    missing = (error.name if isinstance(error, ImportError) else None) or needed_by
+    through = "" if missing == needed_by else f" through {needed_by}"
+    return TrtguardError(
+        f"cannot import {missing} ({error}), which admissions need{through}",
+        location=_import_statement(error) or needed_by,
+        hint="the installation is broken or incomplete: reinstall trtguard with its dependencies "
+        "(pip install --force-reinstall trtguard)",
+    )
+
+
+def _import_statement(error: BaseException) -> str | None:
+    """``file:line`` where ``error`` was raised, outside this module and importlib (whose bootstrap drops its
+    own frames): the import statement of a module that is missing, or the line of one that breaks."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not frame.filename.startswith("<") and frame.filename not in (__file__, importlib.__file__)
+    ]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
 
 
 def run(settings: ServeSettings, *, out: TextIO | None = None) -> int:
