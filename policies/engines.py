@@ -40,13 +40,14 @@ from policies.patterns import ImagePattern, matches_any
 from policies.results import Violation
 from policies.rules import unavailable, violation
 from policies.workload_model import EngineUse, ImageField, Workload
-from verifier.base import EvidenceUnavailable, ImageReference, VerificationError
+from verifier.base import EvidenceUnavailable, ImageReference, VerificationError, quick_init
 
 __all__ = ["EngineSort", "engine_sort", "outside_violations", "sort_engines"]
 
 _RULE = "models.engines"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class EngineSort:
     """The candidates of one workload as one policy sees them."""

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
+from verifier.base import quick_init
+
 if TYPE_CHECKING:
     from verifier.verification import LoggedCheck
 
@@ -252,6 +254,7 @@ class VerificationRecord:
         return {"digest": self.digest, "signers": _bounded(self.signers)}
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ArtifactRecord:
     """An image or engine the decision was about, with its digest where it is known, and what counted.
@@ -356,6 +359,7 @@ class AdmittedEngine:
     manifest: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Decision:
     """The verdict for one resource under one policy set."""

@@ -56,7 +56,14 @@ from policies.verified import (
     VerifiedVerification,
 )
 from policies.workload_model import UNLIMITED, Budget, EngineUse, ImageUse, Workload, within
-from verifier.base import Deadline, EvidenceUnavailable, ImageReference, InvalidReference, VerificationError
+from verifier.base import (
+    Deadline,
+    EvidenceUnavailable,
+    ImageReference,
+    InvalidReference,
+    VerificationError,
+    quick_init,
+)
 from verifier.evidence import ArtifactAttestations, EvidenceSource
 from verifier.scans import is_scan_predicate_type
 
@@ -177,6 +184,7 @@ class Changes:
         )
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class WorkloadSubject:
     """What a workload rule judges for one policy: the workload itself."""
@@ -187,6 +195,7 @@ class WorkloadSubject:
     """The policy's engines an UPDATE left as they were (none on a CREATE): judged by no engine rule."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ImageSubject:
     """What an image rule judges: one image of the workload, its reference parsed."""
@@ -197,6 +206,7 @@ class ImageSubject:
     """Where the rule notes the evidence it counted (:meth:`Evaluation.counted`)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class VerifiedBuild:
     """An engine's build manifest, verified under the policy's ``buildManifest`` rule."""
@@ -205,6 +215,7 @@ class VerifiedBuild:
     manifest: VerifiedManifest
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class EngineSubject:
     """What an engine rule judges: one engine of the workload, referred to by digest."""

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from policies.loader import CompiledPolicy
 from policies.results import Action, Violation
-from verifier.base import EvidenceUnavailable, TrtguardError, VerificationError
+from verifier.base import EvidenceUnavailable, TrtguardError, VerificationError, quick_init
 
 if TYPE_CHECKING:
     from policies.evaluation import EngineSubject, Evaluation, ImageSubject, WorkloadSubject
@@ -97,6 +97,7 @@ def unavailable(
     )
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """How :meth:`Findings.check` words evidence that was found and refused (a ``VerificationError``)."""

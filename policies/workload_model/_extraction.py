@@ -35,7 +35,7 @@ from policies.workload_model._podspec import (
     type_name,
 )
 from policies.workload_model._templates import PodTemplates, mapping_field, string_map
-from verifier.base import InputError
+from verifier.base import InputError, quick_init
 
 __all__ = [
     "DEFAULT_KINDS",
@@ -56,6 +56,7 @@ __all__ = [
 _MAX_LIST_NESTING: Final = 8
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Workload:
     """What an object runs: its pod templates (:mod:`policies.workload_model._pods`, the model every rule

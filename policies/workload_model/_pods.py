@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 
 from policies.workload_model._budget import UNLIMITED, Budget
 from policies.workload_model._scheduling import NodeSelection
-from verifier.base import InputError
+from verifier.base import InputError, quick_init
 
 __all__ = [
     "MAX_CONTAINERS",
@@ -65,6 +65,7 @@ beside the model server (``oci://``, ``oci+modelcar://``); rules for ``container
 runs."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ImageUse:
     """One image-bearing field of the workload."""
@@ -82,6 +83,7 @@ class ImageUse:
     object, or from the repository beside it), so that no patch can pin it (:mod:`policies.pinning`)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class EngineUse:
     """One engine reference of the workload."""
@@ -116,6 +118,7 @@ class Problem:
     message: str
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Container:
     """One container of a pod template, identified by :attr:`path`."""
@@ -138,6 +141,7 @@ class Container:
         return f"{self.field}{named} ({self.image.path if self.image is not None else self.path})"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SameImage:
     """Containers that run one image (as written, in one kind of field), or that name none (``image`` None):
@@ -173,6 +177,7 @@ def by_image(containers: Iterable[Container]) -> list[SameImage]:
     return [SameImage(found[0].image, tuple(found)) for found in groups.values()]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class PodTemplate:
     """One place the object describes Pods, with every container in it."""

@@ -46,6 +46,7 @@ from typing import Any, Final, Literal
 from policies.workload_model._engine_entries import Entry, parse_entry
 from policies.workload_model._pods import Container, EngineUse, ImageField, ImageUse, Problem, Tally
 from policies.workload_model._sharing import MountMode, PodGraph, PodSharing, mount_mode
+from verifier.base import quick_init
 
 __all__ = [
     "ENGINES_ANNOTATION",
@@ -77,6 +78,7 @@ _MODELCAR_NAMES: Final = {
 }
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """An engine candidate before its readers are known: the containers of its Pod that read it directly

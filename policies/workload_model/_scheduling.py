@@ -35,6 +35,7 @@ from typing import Any, Final
 
 from policies.workload_model._budget import UNLIMITED, Budget
 from policies.workload_model._labels import INT64_MAX, LABEL_VALUE_MAX_LENGTH, is_label_value, parse_int64
+from verifier.base import quick_init
 
 __all__ = [
     "Admitted",
@@ -184,6 +185,7 @@ class _Label:
 _UNCONSTRAINED: Final = _Label((), None, ANY, True)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class NodeTerm:
     """The requirements a node must meet together: one affinity term's, and the nodeSelector's."""
@@ -232,6 +234,7 @@ class NodeTerm:
         return found if found is not None else _UNCONSTRAINED
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class NodeSelection:
     """The terms of which a node must satisfy one, and what could not be read."""

@@ -54,6 +54,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple
 
+from verifier.base import quick_init
+
 __all__ = [
     "HOST",
     "READ_ONLY_KINDS",
@@ -218,6 +220,7 @@ class PodSharing(NamedTuple):
     read-only)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class _Volume:
     """What the declarations of one volume name make of it: its channel (None: nobody can write it, so it

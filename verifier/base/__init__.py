@@ -1,5 +1,6 @@
 """The base every package stands on: typed errors, deadlines, digests, image references, bounded reads,
-pydantic errors a person can act on, the one YAML reader, the result cache, and text made visible for people.
+pydantic errors a person can act on, the one YAML reader, the result cache, text made visible for people, and
+a cheaper ``__init__`` for the frozen dataclasses built on every admission.
 """
 
 import lazy_loader

@@ -15,6 +15,7 @@ from ._errors import (
     VerificationError as VerificationError,
 )
 from ._files import MAX_DOCUMENT_BYTES as MAX_DOCUMENT_BYTES, read_limited as read_limited
+from ._frozen import quick_init as quick_init
 from ._references import ImageReference as ImageReference, InvalidReference as InvalidReference
 from ._validation import (
     field_problems as field_problems,

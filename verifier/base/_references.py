@@ -33,7 +33,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import unicodedata
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Literal
 
@@ -105,6 +105,30 @@ class ImageReference:
     """The tag, or None; ``latest`` is filled in only when neither tag nor digest is given."""
     digest: str | None
     """``sha256:<64 hex>`` or None."""
+    # Admission hashes, prints and names the same few references on every look-up: the reference is
+    # immutable, so each is worked out once, when it is built (no part of equality, order or repr).
+    _hash: int = field(init=False, repr=False, compare=False)
+    _text: str = field(init=False, repr=False, compare=False)
+    _name: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        name = f"{self.registry}/{self.repository}"
+        text = name
+        if self.tag is not None:
+            text += f":{self.tag}"
+        if self.digest is not None:
+            text += f"@{self.digest}"
+        object.__setattr__(self, "_hash", hash((self.registry, self.repository, self.tag, self.digest)))
+        object.__setattr__(self, "_text", text)
+        object.__setattr__(self, "_name", name)
+
+    def __hash__(self) -> int:
+        # The hash a frozen dataclass of the four fields has.
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[ImageReference], tuple[str, str, str | None, str | None]]:
+        # Built again where it is loaded: a str hash differs from one process to the next.
+        return (ImageReference, (self.registry, self.repository, self.tag, self.digest))
 
     @classmethod
     def parse(cls, text: str) -> ImageReference:
@@ -121,15 +145,10 @@ class ImageReference:
     @property
     def name(self) -> str:
         """``registry/repository``, without tag or digest."""
-        return f"{self.registry}/{self.repository}"
+        return self._name
 
     def __str__(self) -> str:
-        text = f"{self.registry}/{self.repository}"
-        if self.tag is not None:
-            text += f":{self.tag}"
-        if self.digest is not None:
-            text += f"@{self.digest}"
-        return text
+        return self._text
 
     def with_digest(self, digest: str) -> ImageReference:
         """This reference pinned to ``digest`` (the tag is kept); raises :class:`InvalidReference`."""

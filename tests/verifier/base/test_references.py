@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -253,6 +255,42 @@ def test_references_are_hashable_and_frozen() -> None:
         ref.tag = "other"  # type: ignore[misc]
 
 
+def _as_written(ref: ImageReference) -> str:
+    """The text of ``ref`` worked out from its four fields, as the reference did before it kept it."""
+    text = f"{ref.registry}/{ref.repository}"
+    text += f":{ref.tag}" if ref.tag is not None else ""
+    return text + (f"@{ref.digest}" if ref.digest is not None else "")
+
+
+def _kept_as_built(ref: ImageReference) -> None:
+    fields = (ref.registry, ref.repository, ref.tag, ref.digest)
+    assert hash(ref) == hash(fields)  # the hash of a frozen dataclass of the four fields
+    assert str(ref) == _as_written(ref)
+    assert ref.name == f"{ref.registry}/{ref.repository}"
+    twin = ImageReference(*fields)
+    assert twin == ref and hash(twin) == hash(ref) and str(twin) == str(ref) and twin is not ref
+
+
+def test_hash_text_and_name_are_kept_for_every_way_of_building_one() -> None:
+    ref = ImageReference.parse("Registry.example.com:5000/team/app:1.0")
+    _kept_as_built(ref)
+    pinned = ref.with_digest(D1)  # built by dataclasses.replace
+    _kept_as_built(pinned)
+    assert str(pinned) == f"registry.example.com:5000/team/app:1.0@{D1}"
+    bare = ImageReference("localhost", "app", None, None)
+    _kept_as_built(bare)
+    assert str(bare) == "localhost/app" and bare != ImageReference("localhost", "app", "latest", None)
+    unpickled = pickle.loads(pickle.dumps(pinned))  # noqa: S301 - the pickle this test just wrote
+    for copied in (unpickled, copy.copy(pinned), copy.deepcopy(pinned)):
+        assert copied == pinned and str(copied) == str(pinned)
+        _kept_as_built(copied)
+    assert repr(ref) == (
+        "ImageReference(registry='registry.example.com:5000', repository='team/app', tag='1.0', digest=None)"
+    )
+    with pytest.raises(AttributeError):
+        ref._text = "other"  # type: ignore[misc]
+
+
 # --- every image string in the public admission fixtures -------------------------------------------------
 
 ALICE = "sha256:1234567890123456123456789012345612345678901234561234567890123456"
@@ -476,3 +514,10 @@ def test_any_text_parses_or_raises_invalid_reference(text: str) -> None:
     assert rendered.isascii()
     assert rendered == rendered.strip()
     assert ImageReference.parse(rendered) == ref
+
+
+@_no_deadline
+@given(st.data())
+def test_kept_hash_and_text_agree_with_the_fields(data: st.DataObject) -> None:
+    case = data.draw(_references())
+    _kept_as_built(ImageReference.parse(case[0]))
