@@ -167,7 +167,9 @@ def _applying(part: tuple[_Rule, ...], policy: CompiledPolicy) -> tuple[_Rule, .
 
 #: ``_plan``'s answers, by the id of the policy.
 _PLANS: Final[dict[int, tuple[CompiledPolicy, _Plan]]] = {}
-_PLANS_MAX: Final = 4096
+#: At most 1,024 policies, as the table before it kept: each entry holds its policy (and that policy's own
+#: caches) until the table is emptied, so this bounds what policy reloads keep alive (attack 37b).
+_PLANS_MAX: Final = 1024
 
 
 async def _judge_image(

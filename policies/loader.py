@@ -163,7 +163,7 @@ class CompiledPolicy:
     #: a models expression reads ``now``, the evaluation clock
     expressions_read_now: bool = False
     #: ``rules_for``'s answers (bounded: emptied when full)
-    _rules_for: dict[tuple[ImageReference, str], tuple[CompiledImageRule, ...]] = field(
+    _rules_for: dict[tuple[str, str, str | None, str | None, str], tuple[CompiledImageRule, ...]] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
 
@@ -175,7 +175,9 @@ class CompiledPolicy:
     def rules_for(self, reference: ImageReference, field: str) -> tuple[CompiledImageRule, ...]:
         """The image rules that judge ``reference`` named in ``field``, in order (remembered: admissions ask
         about the same few images again and again, and the answer depends on nothing else)."""
-        key = (reference, field)
+        # Keyed by the fields ImageReference's equality compares: a tuple of strings hashes in C, where the
+        # reference's own hash is a method call on every admission.
+        key = (reference.registry, reference.repository, reference.tag, reference.digest, field)
         found = self._rules_for.get(key)
         if found is None:
             if len(self._rules_for) >= _SELECTED_MAX:
