@@ -22,6 +22,8 @@ import multiprocessing
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -31,7 +33,7 @@ from policies.pinning import apply_patch, patch_for
 from policies.requesters import Requester
 from policies.results import Action, Decision
 from policies.workload_model import iter_resources
-from verifier.base import Deadline, Document, InputError, decode, load_each_document
+from verifier.base import Deadline, Document, InputError, TrtguardError, decode, load_each_document
 
 _INPUT_SUFFIXES = (".yaml", ".yml", ".json")
 _MAX_INPUT = 256 * 1024 * 1024
@@ -349,8 +351,9 @@ _TASK_LEAST = 25
 #: Fewer resources than this are judged in one process: starting others would cost more than it saves.
 _FORK_AT = 200
 #: What the processes forked by :func:`check_in_processes` judge, theirs from the fork (nothing is sent):
-#: the evaluator, the resources, how many each task judges and the options of :func:`check`.
-_forked: tuple[PolicyEvaluator, Sequence[Resource], int, dict[str, Any]] | None = None
+#: the evaluator, the resources, how many each task judges, the options of :func:`check`, and a flag for
+#: each task, shared memory, that the process taking it up sets (which tasks a process that died had).
+_forked: tuple[PolicyEvaluator, Sequence[Resource], int, dict[str, Any], Any] | None = None
 
 
 def check_in_processes(
@@ -363,6 +366,7 @@ def check_in_processes(
     of verified evidence. Judged here instead, one after another: with one process, fewer resources than
     :data:`_FORK_AT`, evidence from the network (``check`` asks for it concurrently), no ``fork`` on this
     system, or another thread running (what a fork copies of a thread's state would be inconsistent).
+    A process that dies before its share is judged is a :class:`TrtguardError` (exit status 2), not a wait.
     """
     global _forked  # noqa: PLW0603 - handed to the forked processes by the fork itself
     if (
@@ -374,14 +378,49 @@ def check_in_processes(
     ):
         return asyncio.run(check(evaluator, resources, **options))
     size = min(_TASK, max(_TASK_LEAST, -(-len(resources) // (4 * processes))))
-    _forked = (evaluator, resources, size, options)
+    tasks = range(0, len(resources), size)
+    context = multiprocessing.get_context("fork")
+    started = context.RawArray("b", len(tasks))
+    _forked = (evaluator, resources, size, options, started)
+    results: list[Decision | InputError] = []
     try:
-        tasks = range(0, len(resources), size)
-        with multiprocessing.get_context("fork").Pool(min(processes, len(tasks))) as pool, _uncollected():
-            results = [result for part in pool.imap(_judge_part, tasks) for result in part]
+        # An executor, not a Pool: a process that dies (killed, out of memory, a crash in C) breaks it, where
+        # Pool.imap waits for that task forever. Its processes are forked at the first submit, before
+        # the collector is turned off.
+        with ProcessPoolExecutor(min(processes, len(tasks)), mp_context=context) as pool:
+            parts = [pool.submit(_judge_part, start) for start in tasks]
+            with _uncollected():
+                try:
+                    for part in parts:
+                        results += part.result()
+                except BrokenProcessPool:
+                    raise _died(resources, tasks, parts, started) from None
     finally:
         _forked = None
     return [Outcome(resource=r, result=result) for r, result in zip(resources, results, strict=True)]
+
+
+def _died(
+    resources: Sequence[Resource],
+    tasks: range,
+    parts: Sequence[Future[list[Decision | InputError]]],
+    started: Sequence[int],
+) -> TrtguardError:
+    """The error of a run whose process died: no report (some resources were never judged), and which
+    resources were being judged when it did (each task taken up and not done; the others were stopped)."""
+    lost = [i for i, part in enumerate(parts) if started[i] and part.exception() is not None]
+    where = "; ".join(
+        f"resources {tasks[i] + 1}-{min(tasks[i] + tasks.step, len(resources))} of {len(resources)} "
+        f"(from {resources[tasks[i]].title}, {resources[tasks[i]].source}:{resources[tasks[i]].line})"
+        for i in lost
+    )
+    return TrtguardError(
+        "a checking process (--jobs) died (killed, out of memory, or crashed) "
+        + (f"while judging one of: {where}" if where else "before it judged anything")
+        + "; nothing was reported",
+        hint="run again with --jobs 1 (one process, which says where it fails), or with fewer jobs if the "
+        "machine ran out of memory",
+    )
 
 
 @contextlib.contextmanager
@@ -401,7 +440,8 @@ def _judge_part(start: int) -> list[Decision | InputError]:
     """The results of the forked resources from ``start`` on, one task's worth, in a forked process."""
     if _forked is None:
         raise RuntimeError("only called in a process forked by check_in_processes")
-    evaluator, resources, size, options = _forked
+    evaluator, resources, size, options, started = _forked
+    started[start // size] = 1
     outcomes = asyncio.run(check(evaluator, resources[start : start + size], **options))
     return [outcome.result for outcome in outcomes]
 

@@ -8,6 +8,7 @@ The table shows every invisible or line-breaking character of what it prints as 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -62,12 +63,48 @@ def yaml_stream(documents: Iterable[Any]) -> str:
         "---\n"
         + yaml.dump(
             document,
-            Dumper=yaml.CSafeDumper if _emitted_alike(document) else yaml.SafeDumper,
+            Dumper=_CDumper if _emitted_alike(document) else _PyDumper,
             sort_keys=False,
             allow_unicode=True,
         )
         for document in documents
     )
+
+
+class _PyDumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` that also quotes what Kubernetes reads as no string (:data:`_GO_YAML_V2`)."""
+
+
+class _CDumper(yaml.CSafeDumper):
+    """``yaml.CSafeDumper`` that also quotes what Kubernetes reads as no string (:data:`_GO_YAML_V2`)."""
+
+
+#: Plain scalars that PyYAML's YAML 1.1 resolver reads as strings but go-yaml v2 does not (kubectl and the
+#: API server read YAML with it, through sigs.k8s.io/yaml): a string written plain would come back a bool or
+#: a number there (``--fix`` of an annotation ``"y"``: kubectl refuses the file). As its resolve.go: the
+#: bools ``y Y n N``; from a sign or a digit on, with every ``_`` dropped, an integer of Go's syntax
+#: (``strconv.ParseInt`` base 0: ``0b``/``0o``/``0x`` in either case, ``0`` octal) or a float of its
+#: ``^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$``; from a dot on, a float. The patterns take
+#: a little more (a number out of range, ``_`` wherever go-yaml's float parser may refuse it): quoting a
+#: string never changes it. Added as implicit resolvers of the two dumpers alone (PyYAML's representer
+#: quotes a string its resolver reads as another type; libyaml's emitter asks the same Python resolver),
+#: so both still write the same bytes, and PyYAML's own dumpers and loaders are as they were.
+_GO_YAML_V2 = (
+    ("tag:yaml.org,2002:bool", r"^(?:y|Y|n|N)$", "yYnN"),
+    (
+        "tag:yaml.org,2002:int",
+        r"^(?:[-+]_*)?(?:0_*(?:[bB]_*[01]|[oO]_*[0-7]|[xX]_*[0-9a-fA-F])[0-9a-fA-F_]*|[0-9][0-9_]*)$",
+        "-+0123456789",
+    ),
+    (
+        "tag:yaml.org,2002:float",
+        r"^(?:[-+]_*)?(?:\._*[0-9][0-9_]*|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE]_*(?:[-+]_*)?[0-9][0-9_]*)?$",
+        "-+0123456789.",
+    ),
+)
+for _dumper in (_PyDumper, _CDumper):
+    for _tag, _pattern, _first in _GO_YAML_V2:
+        _dumper.add_implicit_resolver(_tag, re.compile(_pattern), list(_first))
 
 
 #: Longest mapping key the two emitters are known to write alike (longer ones may be ``? `` keys in one).

@@ -76,3 +76,58 @@ def test_jobs_must_be_a_positive_number(capsys: pytest.CaptureFixture[str]) -> N
         main(["check", "--policies", "p", "--jobs", "0", "x.yaml"])
     assert exited.value.code == 2
     assert "must be a whole number of processes, 1 or more: '0'" in capsys.readouterr().err
+
+
+#: ``trtguard check`` in a fresh process whose forked processes die (SIGKILL, as the OOM killer sends) when
+#: they take up the resource named ``victim``: the judging function is replaced before the fork, so only
+#: the processes forked from it see the replacement; nothing in trtguard is there for the test.
+DYING = """
+import os, signal, sys
+import policies.check
+from trtguard.cli import main
+parent, judged = os.getpid(), policies.check.check
+async def dying(evaluator, resources, **options):
+    if os.getpid() != parent and any(resource.name == "victim" for resource in resources):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return await judged(evaluator, resources, **options)
+policies.check.check = dying
+sys.exit(main(sys.argv[1:]))
+"""
+#: Only guards against the hang this test is about (a pool that waits forever for the dead process).
+HANG = 300
+
+
+def test_a_process_that_dies_fails_the_run_instead_of_hanging(
+    demo_material: Material, tmp_path: Path
+) -> None:
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "victim" if i == 260 else f"pod-{i}", "namespace": "prod"},
+            "spec": {"containers": [{"name": "c", "image": "nvcr.io/nvidia/tensorrt:24.01-py3"}]},
+        }
+        for i in range(300)
+    ]
+    manifests = tmp_path / "pods.yaml"
+    manifests.write_text(yaml.safe_dump_all(pods))
+    argv = [
+        "check",
+        "--policies",
+        str(demo_material.policies),
+        "--attestations",
+        str(demo_material.attestations),
+    ]
+    command = [sys.executable, "-c", DYING, *argv, "--jobs", "2", str(manifests)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False, timeout=HANG)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    error = done.stderr.strip().splitlines()
+    assert error[0].startswith("trtguard: error: a checking process (--jobs) died (killed, out of memory")
+    # 38 resources a task (a quarter of each process's share): the victim, 261st, was in the seventh.
+    assert f"resources 229-266 of 300 (from Pod prod/pod-228, {manifests}:" in error[0], error[0]
+    assert "run again with --jobs 1" in done.stderr, done.stderr
+    # Judged in one process (none forked, so none dies), the same resources give a report.
+    one = [*command[:-3], "--jobs", "1", str(manifests)]
+    alone = subprocess.run(one, capture_output=True, cwd=REPO, check=False)
+    assert alone.returncode in (0, 1) and alone.stdout
