@@ -56,7 +56,8 @@ ADMISSION_DOORS: Final = (
     "policies.workload_model",
 )
 #: The modules the admission path imports inside functions, on first use (the SBOM and scan readers, the
-#: OpenPGP binding's packet parser, the OpenSSL backend cryptography's ``ECDSA`` loads).
+#: OpenPGP binding's packet parser, the OpenSSL backend cryptography's ``ECDSA`` loads, and the HTTP stack
+#: httpx loads when the registry client makes its first connection: attack 37c F1).
 ADMISSION_DEFERRED: Final = (
     "verifier.scans.model",
     "verifier.scans._cyclonedx",
@@ -65,6 +66,12 @@ ADMISSION_DEFERRED: Final = (
     "pysequoia",
     "pysequoia.packet",
     "cryptography.hazmat.backends.openssl.backend",
+    "httpcore",
+    "httpcore._backends.anyio",
+    "anyio._backends._asyncio",
+    "h11",
+    "certifi",
+    "sniffio",
 )
 
 
@@ -164,16 +171,16 @@ def load_admission_modules() -> None:
             package = importlib.import_module(door)
             for name in package.__all__:
                 getattr(package, name)
-        except (ImportError, AttributeError) as error:
+        except Exception as error:  # a module that breaks, not only one missing (attack 37c F2)
             raise _unimportable(door, error) from error
     for module in ADMISSION_DEFERRED:
         try:
             importlib.import_module(module)
-        except ImportError as error:
+        except Exception as error:
             raise _unimportable(module, error) from error
 
 
-def _unimportable(needed_by: str, error: ImportError | AttributeError) -> TrtguardError:
+def _unimportable(needed_by: str, error: Exception) -> TrtguardError:
     missing = (error.name if isinstance(error, ImportError) else None) or needed_by
     through = "" if missing == needed_by else f" through {needed_by}"
     return TrtguardError(

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from trtguard.demo.material import Material
 
 #: What the first admission of each signature format imported after start-up before the fix: recorded by
@@ -99,6 +101,8 @@ class Unimportable(MetaPathFinder):
     # A broken or partial install: the module is there in name only.
     def find_spec(self, name, path=None, target=None):
         if name == sys.argv[1] or name.startswith(sys.argv[1] + "."):
+            if sys.argv[2] == "syntax":  # a file that is there but broken
+                raise SyntaxError(f"{name} is broken (test)")
             raise ImportError(f"{name} is broken (test)", name=name)
         return None
 
@@ -106,7 +110,7 @@ class Unimportable(MetaPathFinder):
 sys.meta_path.insert(0, Unimportable())
 from trtguard.cli import main
 
-sys.exit(main(sys.argv[2:]))
+sys.exit(main(sys.argv[3:]))
 """
 
 
@@ -130,14 +134,26 @@ def test_start_up_imports_what_the_first_admissions_would(demo_material: Materia
     assert found == {"missing": [], "new": []}
 
 
+@pytest.mark.parametrize(
+    ("module", "breaks", "named"),
+    [
+        ("cbor2", "import", "cannot import cbor2 ("),
+        # httpx imports its HTTP stack on the registry client's first connection (attack 37c F1)
+        ("httpcore", "import", "cannot import httpcore ("),
+        ("certifi", "import", "cannot import certifi ("),
+        # a module that raises something else than ImportError is reported alike (attack 37c F2)
+        ("verifier.scans._spdx", "syntax", "cannot import verifier.scans._spdx ("),
+    ],
+)
 async def test_a_verification_module_that_does_not_import_stops_serve_before_it_listens(
-    demo_material: Material, tmp_path: Path
+    demo_material: Material, tmp_path: Path, module: str, breaks: str, named: str
 ) -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
         _BROKEN,
-        "cbor2",
+        module,
+        breaks,
         "serve",
         "--policies",
         str(demo_material.policies),
@@ -161,8 +177,9 @@ async def test_a_verification_module_that_does_not_import_stops_serve_before_it_
     text = stderr.decode()
     assert process.returncode == 2, text
     assert "listening" not in stdout.decode()
-    assert "trtguard: error:" in text and "cannot import cbor2" in text and "hint:" in text
-    assert "verifier.signatures" in text
+    assert "trtguard: error:" in text and named in text and "hint:" in text
+    if module == "cbor2":
+        assert "which admissions need through verifier.signatures" in text
     assert "Traceback" not in text
     # Nothing was listening, so nothing was decided: the log was never opened.
     assert not (tmp_path / "decisions.db").exists()
