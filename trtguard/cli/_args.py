@@ -7,6 +7,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from verifier.base import InputError
+
 
 def add_evidence_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:
     """``--attestations DIR``, ``--registry`` and ``--registry-config FILE``: where ``purpose`` comes from.
@@ -91,3 +93,24 @@ def clock(args: argparse.Namespace) -> Callable[[], datetime]:
     if now is not None:
         return lambda: now
     return lambda: datetime.now(UTC)
+
+
+def add_requester_arguments(parser: argparse.ArgumentParser, user_help: str) -> None:
+    """``--as USER`` and ``--as-group GROUP`` (repeatable), as kubectl's impersonation options: who sends the
+    resources (``user_help`` says what the command makes of it). Read them with :func:`impersonation`."""
+    parser.add_argument("--as", dest="as_user", metavar="USER", help=user_help)
+    parser.add_argument(
+        "--as-group",
+        action="append",
+        default=[],
+        metavar="GROUP",
+        help="a group of the --as user (repeatable); system:authenticated is added as the API server does",
+    )
+
+
+def impersonation(args: argparse.Namespace) -> tuple[str, tuple[str, ...]] | None:
+    """The user and groups ``--as`` and ``--as-group`` name (for ``Requester.impersonated``); None without
+    ``--as``. Raises :class:`InputError` for ``--as-group`` without ``--as``."""
+    if args.as_group and not args.as_user:
+        raise InputError("--as-group needs --as", hint="name the user: --as USER --as-group GROUP")
+    return (args.as_user, tuple(args.as_group)) if args.as_user else None

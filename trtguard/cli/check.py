@@ -38,7 +38,13 @@ from policies.loader import load_policy_set
 from policies.report import FORMATS, render, yaml_stream
 from policies.requesters import Requester
 from policies.results import Action
-from trtguard.cli._args import add_clock_argument, add_evidence_arguments, clock
+from trtguard.cli._args import (
+    add_clock_argument,
+    add_evidence_arguments,
+    add_requester_arguments,
+    clock,
+    impersonation,
+)
 from trtguard.cli._commands import Subparsers, add_command
 from trtguard.cli._output import check_output, write_output
 from verifier.base import InputError, visible
@@ -87,19 +93,10 @@ def register(subparsers: Subparsers) -> None:
         "fail the run with exit status 1 (fail); or judge the images found in them, as the webhook does when "
         "such a kind is sent to it (judge) (default: warn)",
     )
-    parser.add_argument(
-        "--as",
-        dest="as_user",
-        metavar="USER",
-        help="who applies the resources (a username, or system:serviceaccount:NS:NAME), for policies "
-        "about the requester; without it those rules cannot be checked (see --unverifiable)",
-    )
-    parser.add_argument(
-        "--as-group",
-        action="append",
-        default=[],
-        metavar="GROUP",
-        help="a group of the --as user (repeatable); system:authenticated is added as the API server does",
+    add_requester_arguments(
+        parser,
+        "who applies the resources (a username, or system:serviceaccount:NS:NAME), for policies about the "
+        "requester; without it those rules cannot be checked (see --unverifiable)",
     )
     parser.add_argument(
         "--decision-log",
@@ -148,11 +145,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _checked(args: argparse.Namespace) -> int:
-    if args.as_group and not args.as_user:
-        raise InputError("--as-group needs --as", hint="name the user: --as USER --as-group GROUP")
+    impersonated = impersonation(args)
+    requester = Requester.impersonated(*impersonated) if impersonated else None
     if args.output is not None:
         check_output(args.output, "the report")  # before any evidence is fetched
-    requester = Requester.impersonated(args.as_user, tuple(args.as_group)) if args.as_user else None
     evidence, client = evidence_source(
         attestations=args.attestations, registry_config=args.registry_config, registry=args.registry
     )

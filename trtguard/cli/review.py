@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trtguard.cli._args import add_requester_arguments, impersonation
 from trtguard.cli._commands import Subparsers, add_command
 from verifier.base import InputError, visible
 
@@ -53,18 +54,8 @@ def register(subparsers: Subparsers) -> None:
         help="TLS server name and Host to present, as the API server presents the Service's DNS name "
         "(e.g. trtguard.trtguard.svc) when --server names an address",
     )
-    parser.add_argument(
-        "--as",
-        dest="as_user",
-        metavar="USER",
-        help="the requester (userInfo.username; default kubernetes-admin in system:masters)",
-    )
-    parser.add_argument(
-        "--as-group",
-        action="append",
-        default=[],
-        metavar="GROUP",
-        help="a group of the --as user (repeatable); system:authenticated is added as the API server does",
+    add_requester_arguments(
+        parser, "the requester (userInfo.username; default kubernetes-admin in system:masters)"
     )
     parser.add_argument("--operation", choices=("CREATE", "UPDATE"), default="CREATE", help="default CREATE")
     parser.add_argument(
@@ -110,12 +101,11 @@ def _review(args: argparse.Namespace) -> int:
     from policies.requesters import Requester  # noqa: PLC0415
     from trtguard.admission_review import ADMIN  # noqa: PLC0415
 
-    if args.as_group and not args.as_user:
-        raise InputError("--as-group needs --as", hint="name the user: --as USER --as-group GROUP")
+    impersonated = impersonation(args)
+    requester = Requester.impersonated(*impersonated) if impersonated else ADMIN
     if (args.operation == "UPDATE") != (args.old is not None):
         raise InputError("--operation UPDATE and --old FILE go together", hint="give both, or neither")
     url = _url(args.server)
-    requester = Requester.impersonated(args.as_user, tuple(args.as_group)) if args.as_user else ADMIN
     problems: list[InputError] = []
     resources = list(read_resources(args.inputs, sys.stdin.buffer.read, problems))
     old: dict[tuple[str, str, str | None, str | None], dict[str, Any]] = {}
