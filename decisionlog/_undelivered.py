@@ -11,10 +11,12 @@ record has either landed or can no longer land), and only once. See docs/decisio
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from datetime import UTC, datetime
 from typing import Final
 
-from decisionlog._record import DecisionRecord
+from decisionlog._record import FORMAT, DecisionRecord
 
 #: ``reason`` of an undelivered record.
 REASON: Final = "AnswerNotDelivered"
@@ -27,22 +29,20 @@ _TARGET = re.compile(r"^record ([0-9a-f]{32}) was not confirmed before its answe
 
 def undelivered(original: DecisionRecord) -> DecisionRecord:
     """The record saying that ``original``'s answer was not delivered (the request was denied)."""
-    return DecisionRecord(
-        uid=original.uid,
-        operation=original.operation,
-        kind=original.kind,
-        api_version=original.api_version,
-        sub_resource=original.sub_resource,
-        namespace=original.namespace,
-        name=original.name,
-        user=original.user,
-        groups=original.groups,
-        dry_run=original.dry_run,
+    # The same request, from the same requester, denied: nothing of the original's decision (its findings,
+    # artifacts, latency and time) is repeated.
+    return dataclasses.replace(
+        original,
         allowed=False,
         reason=REASON,
         message=_MESSAGE.format(record_id=original.record_id),
-        policy_revision=original.policy_revision,
-        replica=original.replica,
+        violations=(),
+        warnings=(),
+        images=(),
+        engines=(),
+        latency_us=0,
+        format=FORMAT,
+        time=datetime.now(UTC),
         # Derived from the original, so that writing it twice (an acknowledgement lost) is noticed.
         record_id=_marker_id(original.record_id),
     )
