@@ -25,10 +25,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal
 
-from decisionlog import Carried, CarriedAdmission, DecisionStore, RecordQuery, StoredRecord, original_id
+from decisionlog import (
+    Carried,
+    CarriedAdmission,
+    DecisionRecord,
+    DecisionStore,
+    RecordQuery,
+    StoredRecord,
+    original_id,
+)
 from policies.identity import WorkloadIdentity
 from verifier.base import Deadline, ImageReference, InputError, TrtguardError, VerificationError
 from verifier.crypto import statement_from_envelope
@@ -139,24 +146,25 @@ def _manifest_values(recorded: Mapping[str, Any]) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class HistoryEntry:
-    """An admission that changed the engines or images in force for the workload."""
+    """An admission that changed the engines or images in force for the workload: its record, and what it
+    changed."""
 
-    seq: int
-    time: datetime
-    uid: str
-    record_id: str
-    operation: str
-    kind: str
-    user: str | None
-    groups: tuple[str, ...]
-    policy_revision: str | None
-    format: int
+    stored: StoredRecord
     engines: Mapping[str, str]
     """Engine name (or repository) → reference in force after this admission."""
     images: Mapping[str, str]
     """Container (or path) → image in force after this admission."""
     changes: tuple[ArtifactChange, ...]
-    stored: StoredRecord
+
+    @property
+    def seq(self) -> int:
+        """The record's place in the log."""
+        return self.stored.seq
+
+    @property
+    def record(self) -> DecisionRecord:
+        """The admission's decision record."""
+        return self.stored.record
 
 
 async def workload_records(store: DecisionStore, workload: WorkloadIdentity) -> list[StoredRecord]:
@@ -248,20 +256,10 @@ def replay(records: Iterable[StoredRecord], *, carried: CarriedAdmission | None 
         if changes:
             entries.append(
                 HistoryEntry(
-                    seq=stored.seq,
-                    time=record.time,
-                    uid=record.uid,
-                    record_id=record.record_id,
-                    operation=record.operation,
-                    kind=record.kind,
-                    user=record.user,
-                    groups=record.groups,
-                    policy_revision=record.policy_revision,
-                    format=record.format,
+                    stored=stored,
                     engines=dict(in_force["engine"]),
                     images=dict(in_force["image"]),
                     changes=tuple(changes),
-                    stored=stored,
                 )
             )
     return entries
@@ -389,19 +387,20 @@ def history_json(
                     comparison.problem if comparison is not None else "build manifests not compared"
                 )
             changes.append(data)
+        record = entry.record
         result.append(
             {
                 "seq": entry.seq,
                 "verified": verified.get(entry.seq),
-                "time": entry.time.isoformat(),
-                "uid": entry.uid,
-                "record_id": entry.record_id,
-                "operation": entry.operation,
-                "kind": entry.kind,
-                "user": entry.user,
-                "groups": list(entry.groups),
-                "policy_revision": entry.policy_revision,
-                "record_format": entry.format,
+                "time": record.time.isoformat(),
+                "uid": record.uid,
+                "record_id": record.record_id,
+                "operation": record.operation,
+                "kind": record.kind,
+                "user": record.user,
+                "groups": list(record.groups),
+                "policy_revision": record.policy_revision,
+                "record_format": record.format,
                 "engines": dict(entry.engines),
                 "images": dict(entry.images),
                 "changes": changes,

@@ -113,7 +113,7 @@ def _history(args: argparse.Namespace, out: TextIO | None = None) -> int:
             # Not an empty history: the workload was asked for and refused, which the 3 a.m. reader must see.
             print(_denied_line(shown, records), file=sys.stderr)
             return 1
-        entries = [entry for entry in replayed if since is None or entry.time >= since]
+        entries = [entry for entry in replayed if since is None or entry.record.time >= since]
         entries = entries[-args.last :] if args.last is not None else entries
         # Admissions the API server never received (answered deny): not changes, but an auditor sees them.
         undelivered = not_delivered_json(records)
@@ -243,16 +243,17 @@ def _print_history(
     if not comparisons and any(c.artifact == "engine" and c.old for e in entries for c in e.changes):
         say(out, "  (give --attestations DIR or --registry-config FILE to compare build manifests)")
     for entry in entries:
-        who = f" by {entry.user}" if entry.user else " by an unknown requester"
-        groups = f" (groups: {', '.join(entry.groups)})" if entry.groups else ""
-        revision = (entry.policy_revision or "-")[:19]
+        record = entry.record
+        who = f" by {record.user}" if record.user else " by an unknown requester"
+        groups = f" (groups: {', '.join(record.groups)})" if record.groups else ""
+        revision = (record.policy_revision or "-")[:19]
         mark = "  UNVERIFIED" if verified.get(entry.seq) is False else ""
         say(
             out,
-            f"\n#{entry.seq}  {stamp(entry.time)}  {entry.operation} {entry.kind}{who}{groups}  "
-            f"policies {revision}…  record {entry.record_id}{mark}",
+            f"\n#{entry.seq}  {stamp(record.time)}  {record.operation} {record.kind}{who}{groups}  "
+            f"policies {revision}…  record {record.record_id}{mark}",
         )
-        if entry.format < 2:
+        if record.format < 2:
             say(out, "    (a record written before evidence was recorded: references only)")
         for change in entry.changes:
             say(out, f"    {change.artifact} {change.slot!r}: {change.new}{'' if change.old else '  (new)'}")

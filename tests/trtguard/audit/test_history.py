@@ -75,7 +75,10 @@ async def test_engine_history_replays_updates_per_repository(store: SQLiteStore)
         _record(operation="DELETE"),
     )
     entries = await workload_history(store, RESNET50)
-    assert [(e.seq, e.operation, e.user) for e in entries] == [(1, "CREATE", "alice"), (4, "UPDATE", "bob")]
+    assert [(e.seq, e.record.operation, e.record.user) for e in entries] == [
+        (1, "CREATE", "alice"),
+        (4, "UPDATE", "bob"),
+    ]
     assert entries[1].engines == {RESNET: v2, "registry.example.com/models/tokenizer": tokenizer}
     assert [(c.slot, c.old, c.new) for c in entries[1].changes] == [(RESNET, v1, v2)]
 
@@ -111,7 +114,7 @@ async def test_an_allow_whose_answer_was_not_delivered_changed_nothing(store: SQ
         _record(uid="next", engines=(_engine(v3),), user="bob"),
     )
     entries = await workload_history(store, RESNET50)
-    assert [(e.seq, e.user) for e in entries] == [(1, None), (4, "bob")]
+    assert [(e.seq, e.record.user) for e in entries] == [(1, None), (4, "bob")]
     assert [(c.old, c.new) for c in entries[1].changes] == [(v1, v3)]
     records = await workload_records(store, RESNET50)
     assert [(s.seq, s.record.record_id) for s in not_delivered(records)] == [(2, late.record_id)]

@@ -209,12 +209,12 @@ def _admissions(workload: str, records: Sequence[StoredRecord]) -> list[Admissio
     return [
         Admission(
             seq=entry.seq,
-            time=entry.time,
+            time=entry.record.time,
             workload=workload,
-            operation=entry.operation,
-            requester=entry.user,
-            groups=entry.groups,
-            policy_revision=entry.policy_revision,
+            operation=entry.record.operation,
+            requester=entry.record.user,
+            groups=entry.record.groups,
+            policy_revision=entry.record.policy_revision,
             changes=tuple(_change(change) for change in entry.changes),
         )
         for entry in replay(records)
