@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from trtguard.release.publish import PushedManifest, RegistryWriter
-from verifier.base import Deadline, EvidenceUnavailable, ImageReference, parse_sha256
+from verifier.base import Deadline, ImageReference, parse_sha256
 from verifier.registry import (
     EMPTY_DESCRIPTOR,
     EMPTY_JSON,
@@ -22,6 +22,7 @@ from verifier.registry import (
     OCI_INDEX,
     OCI_MANIFEST,
     Descriptor,
+    fallback_referrers,
     image_index,
     image_manifest,
     list_referrers,
@@ -172,22 +173,18 @@ async def push_referrer(
 async def _add_to_fallback_index(
     writer: RegistryWriter, ref: ImageReference, subject: str, entry: Descriptor, deadline: Deadline
 ) -> None:
-    tag = referrers_tag(subject)
-    existing = await writer.client.get_manifest(ref, deadline, reference=tag, missing_ok=True)
-    entries: list[Descriptor] = []
-    if existing is not None:
-        if not existing.is_index:
-            raise EvidenceUnavailable(
-                f"the referrers tag {tag} of {ref.registry}/{ref.repository} is not an index",
-                transient=False,
-                location=f"image {ref.registry}/{ref.repository}",
-                hint="remove the tag; it is rebuilt from the referrers pushed afterwards",
-            )
-        entries = list(existing.manifests)
+    entries = await fallback_referrers(
+        writer.client,
+        ref,
+        subject,
+        deadline,
+        hint="remove the tag; it is rebuilt from the referrers pushed afterwards",
+    )
     if any(old.digest == entry.digest for old in entries):
         return
-    entries.append(entry)
-    await writer.push_manifest(ref, image_index(entries), OCI_INDEX, deadline, tag=tag)
+    await writer.push_manifest(
+        ref, image_index([*entries, entry]), OCI_INDEX, deadline, tag=referrers_tag(subject)
+    )
 
 
 def _now() -> str:

@@ -10,6 +10,7 @@ from ._cosign_layout import (
     SIGSTORE_BUNDLE as SIGSTORE_BUNDLE,
     SIMPLE_SIGNING as SIMPLE_SIGNING,
     attestation_tag as attestation_tag,
+    fallback_referrers as fallback_referrers,
     list_referrers as list_referrers,
     read_referrer as read_referrer,
     read_tag_manifest as read_tag_manifest,

@@ -237,20 +237,38 @@ async def list_referrers(
     """
     found = await client.referrers(ref, digest, deadline)
     if found is None:
-        index = await client.get_manifest(ref, deadline, reference=referrers_tag(digest), missing_ok=True)
-        if index is None:
-            return ()
-        if not index.is_index:
-            raise EvidenceUnavailable(
-                f"the referrers tag {referrers_tag(digest)} of {ref.name} is not an index",
-                transient=False,
-                location=f"image {ref.name}",
-                hint="something other than an OCI client wrote this tag; remove it and push referrers again",
-            )
-        found = index.manifests
+        found = await fallback_referrers(
+            client,
+            ref,
+            digest,
+            deadline,
+            hint="something other than an OCI client wrote this tag; remove it and push referrers again",
+        )
     if artifact_types is None:
         return found
     return tuple(d for d in found if d.artifact_type in artifact_types)
+
+
+async def fallback_referrers(
+    client: RegistryClient, ref: ImageReference, digest: str, deadline: Deadline, *, hint: str
+) -> tuple[Descriptor, ...]:
+    """The referrers of ``digest`` listed in its ``sha256-<hex>`` index (the referrers tag schema, for
+    registries without the referrers API); none where the tag does not exist.
+
+    A tag that holds something other than an index is a definitive :class:`EvidenceUnavailable` saying
+    ``hint``.
+    """
+    index = await client.get_manifest(ref, deadline, reference=referrers_tag(digest), missing_ok=True)
+    if index is None:
+        return ()
+    if not index.is_index:
+        raise EvidenceUnavailable(
+            f"the referrers tag {referrers_tag(digest)} of {ref.name} is not an index",
+            transient=False,
+            location=f"image {ref.name}",
+            hint=hint,
+        )
+    return index.manifests
 
 
 async def read_referrer(
