@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 
 from decisionlog._errors import DecisionLogError
@@ -34,6 +34,9 @@ class Row:
     prev_hash: str
     hash: str
     columns: dict[str, Any]
+    #: The stored body without its shared part, and that part, when ``body`` was joined from them: a reader
+    #: parses each shared part once (:class:`SharedParts`). None: ``body`` is as stored.
+    parts: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,7 @@ class ChainVerifier:
         # A row that is sound by itself but links to another hash than the record before it: decided once
         # the rest of the log was seen (see ``_resolve``).
         self._suspect: _Suspect | None = None
+        self._shared = SharedParts()
 
     def start_after(self, seq: int, hash_: str) -> None:
         """Begin after record ``seq`` with hash ``hash_`` (a log pruned up to a checkpoint), not genesis."""
@@ -107,7 +111,7 @@ class ChainVerifier:
         if self._break is not None:
             return False
         self._count += 1
-        problem, uid, record, canonical = _check(row, self._expected_seq, self._prev)
+        problem, uid, record, canonical = _check(row, self._expected_seq, self._prev, self._shared)
         if problem == _EDITED_BEFORE and self._previous is not None:
             # The row links, by a hash that covers it, to something other than the record before it. Which
             # record is out of place shows only further on: read the rest (of a broken log) before naming it.
@@ -252,10 +256,11 @@ _EDITED_BEFORE = "prev_hash is not the hash of the record before it, though its 
 
 
 def _check(
-    row: Row, expected_seq: int, prev: str
+    row: Row, expected_seq: int, prev: str, shared: SharedParts
 ) -> tuple[str | None, str | None, DecisionRecord | None, bytes]:
+    joined = shared.canonical(*row.parts) if row.parts is not None else None
     try:
-        data, canonical = _canonical_body(row.body)
+        data, canonical = joined or _canonical_body(row.body)
     except DecisionLogError as error:
         return error.message, None, None, b""
     uid = data.get("uid") if isinstance(data.get("uid"), str) else None
@@ -364,3 +369,139 @@ def _canonical_body(body: str) -> tuple[dict[str, Any], bytes]:
     except (ValueError, RecursionError, OverflowError) as error:
         # a lone surrogate, an integer or float RFC 8785 cannot write: no record trtguard wrote holds one
         raise DecisionLogError(f"stored record cannot be written as canonical JSON: {error}") from None
+
+
+class SharedParts:
+    """The shared parts of the rows of one pass over a log, each parsed (and canonicalised) once.
+
+    A store keeps the parts of a record that repeat from one record to the next (a workload's images and
+    engines, most of its bytes) once, and a row's body is its own part joined with the shared one
+    (``decisionlog._sql``). Read apart, a row costs the parsing of its own part: the shared part's values
+    and canonical members are reused, so the records of a pass share them (records are immutable). Where
+    the two parts do not join as two objects simply would (not both non-empty objects, keys in both, a
+    float, text beyond ASCII), the answer is None and the caller reads the joined body as before, for the
+    same values and the same errors.
+    """
+
+    def __init__(self, limit: int = 256) -> None:
+        self._parts: dict[str, _Part | None] = {}
+        self._limit = limit
+
+    def load(self, body: str, shared: str) -> dict[str, Any] | None:
+        """``load_body`` of ``body`` joined with ``shared``, or None (see the class)."""
+        part = self._part(shared)
+        if part is None or not body.endswith("}"):
+            return None
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError):
+            return None
+        return _joined(data, part)
+
+    def canonical(self, body: str, shared: str) -> tuple[dict[str, Any], bytes] | None:
+        """``_canonical_body`` of ``body`` joined with ``shared`` (the data, its canonical JSON), or None."""
+        part = self._part(shared)
+        if part is None or part.members is None or not body.endswith("}"):
+            return None
+        try:
+            data, plain = load_json(body)
+        except (ValueError, RecursionError):
+            return None
+        joined = _joined(data, part) if plain else None
+        if joined is None:
+            return None
+        canonical = part.splice(data)
+        return (joined, canonical) if canonical is not None else None
+
+    def _part(self, shared: str) -> _Part | None:
+        try:
+            return self._parts[shared]
+        except KeyError:
+            pass
+        if len(self._parts) >= self._limit:  # a log of many distinct parts: the oldest goes
+            del self._parts[next(iter(self._parts))]
+        part = self._parts[shared] = _Part.parse(shared)
+        return part
+
+
+@dataclass(slots=True)
+class _Part:
+    """One shared part: its values, and the canonical JSON of each of its members (None: not plain ASCII)."""
+
+    data: dict[str, Any]
+    members: dict[str, bytes] | None
+    #: The keys of a body's own part (as parsed, in order) → how its canonical JSON joins with this part's.
+    plans: dict[tuple[str, ...], tuple[slice | bytes, ...] | None] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str) -> _Part | None:
+        if not text.startswith("{"):
+            return None
+        try:
+            data, plain = load_json(text)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(data, dict) or not data:
+            return None
+        members: dict[str, bytes] | None = None
+        if plain:
+            try:
+                members = {key: tree_json({key: value})[1:-1] for key, value in data.items()}
+            except (ValueError, RecursionError):
+                return cls(data, None)
+            if not all(member.isascii() for member in members.values()):
+                members = None
+        return cls(data, members)
+
+    def splice(self, own: dict[str, Any]) -> bytes | None:
+        """The canonical JSON of ``own`` joined with this part (``tree_json`` of both together), or None
+        where it is not ASCII or ``own``'s keys are not sorted. ``own``'s members are encoded in runs
+        between this part's, which are kept: a JCS object is its members in order, each as it is alone."""
+        keys = tuple(own)
+        try:
+            plan = self.plans[keys]
+        except KeyError:
+            if len(self.plans) >= _PLANS:
+                self.plans.clear()
+            plan = self.plans[keys] = self._plan(keys)
+        if plan is None:  # keys not in sorted order (not as trtguard writes them): the general way
+            return None
+        items = list(own.items())
+        try:
+            pieces = [s if isinstance(s, bytes) else tree_json(dict(items[s]))[1:-1] for s in plan]
+        except (ValueError, RecursionError):  # a lone surrogate: the general way says so
+            return None
+        encoded = b"{" + b",".join(pieces) + b"}"
+        return encoded if encoded.isascii() else None
+
+    def _plan(self, keys: tuple[str, ...]) -> tuple[slice | bytes, ...] | None:
+        """Runs of ``keys`` (slices of them, in order) and this part's members, in the order of all keys."""
+        members = self.members
+        if members is None or list(keys) != sorted(keys):
+            return None
+        plan: list[slice | bytes] = []
+        start = 0
+        for key in sorted((*keys, *members)):
+            if key in members:
+                if start < len(keys) and keys[start] < key:
+                    end = start
+                    while end < len(keys) and keys[end] < key:
+                        end += 1
+                    plan.append(slice(start, end))
+                    start = end
+                plan.append(members[key])
+        if start < len(keys):
+            plan.append(slice(start, len(keys)))
+        return tuple(plan)
+
+
+#: Orders of keys kept per shared part (a record's format fixes them: a log holds one or two).
+_PLANS: Final = 16
+
+
+def _joined(data: Any, part: _Part) -> dict[str, Any] | None:
+    """``data`` (a body's own part, parsed) with ``part``'s members after its own: the values of the
+    joined text, where both are non-empty objects without a key in common; else None."""
+    if not isinstance(data, dict) or not data or not data.keys().isdisjoint(part.data):
+        return None
+    return data | part.data
