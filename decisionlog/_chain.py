@@ -18,7 +18,7 @@ from decisionlog._record import (
     format_time,
     link_hash,
 )
-from decisionlog._tree_json import tree_json
+from decisionlog._tree_json import tree_json, tree_text
 
 #: Called with each record that checks, in ``seq`` order, and the canonical JSON its hash covers (what an
 #: evidence package carries): a reader that needs the records too gets them from the one pass that verifies.
@@ -424,14 +424,28 @@ class SharedParts:
         return part
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """Where a shared part's members go in the canonical JSON of a body's own part, for one order of its
+    keys: each (a search for the own member they precede, ``,"key":``; None: the end) with the members.
+
+    The search finds the member at the top level where the own members before it hold no object (checked
+    per row, ``guard``): in the compact JSON of strings, numbers, literals and lists of them, ``"`` followed
+    by ``:`` comes only after a key (a quote inside a string is written ``\\"``).
+    """
+
+    insertions: tuple[tuple[str | None, str], ...]
+    guard: tuple[str, ...]
+
+
 @dataclass(slots=True)
 class _Part:
     """One shared part: its values, and the canonical JSON of each of its members (None: not plain ASCII)."""
 
     data: dict[str, Any]
-    members: dict[str, bytes] | None
+    members: dict[str, str] | None
     #: The keys of a body's own part (as parsed, in order) → how its canonical JSON joins with this part's.
-    plans: dict[tuple[str, ...], tuple[slice | bytes, ...] | None] = field(default_factory=dict)
+    plans: dict[tuple[str, ...], _Plan | None] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, text: str) -> _Part | None:
@@ -443,20 +457,18 @@ class _Part:
             return None
         if not isinstance(data, dict) or not data:
             return None
-        members: dict[str, bytes] | None = None
+        members: dict[str, str] | None = None
         if plain:
-            try:
-                members = {key: tree_json({key: value})[1:-1] for key, value in data.items()}
-            except (ValueError, RecursionError):
-                return cls(data, None)
+            members = {key: tree_text({key: value})[1:-1] for key, value in data.items()}
             if not all(member.isascii() for member in members.values()):
                 members = None
         return cls(data, members)
 
     def splice(self, own: dict[str, Any]) -> bytes | None:
         """The canonical JSON of ``own`` joined with this part (``tree_json`` of both together), or None
-        where it is not ASCII or ``own``'s keys are not sorted. ``own``'s members are encoded in runs
-        between this part's, which are kept: a JCS object is its members in order, each as it is alone."""
+        where it is not ASCII, ``own``'s keys are not sorted or hold an object before a place where a member
+        of this part goes. ``own`` is encoded once and this part's members, kept, are put in their places:
+        a JCS object is its members in order, each as it is alone."""
         keys = tuple(own)
         try:
             plan = self.plans[keys]
@@ -466,37 +478,56 @@ class _Part:
             plan = self.plans[keys] = self._plan(keys)
         if plan is None:  # keys not in sorted order (not as trtguard writes them): the general way
             return None
-        items = list(own.items())
-        try:
-            pieces = [s if isinstance(s, bytes) else tree_json(dict(items[s]))[1:-1] for s in plan]
-        except (ValueError, RecursionError):  # a lone surrogate: the general way says so
-            return None
-        encoded = b"{" + b",".join(pieces) + b"}"
-        return encoded if encoded.isascii() else None
+        for key in plan.guard:
+            value = own[key]
+            if type(value) not in _FLAT and not (
+                type(value) is list and all(type(v) in _FLAT for v in value)
+            ):
+                return None
+        text = tree_text(own)
+        pieces: list[str] = []
+        done = 0
+        for search, members in plan.insertions:
+            at = len(text) - 1 if search is None else text.find(search, done)
+            if at < 0:
+                return None
+            pieces += (text[done:at], ",", members)
+            done = at
+        pieces.append(text[done:])
+        encoded = "".join(pieces)
+        return encoded.encode() if encoded.isascii() else None
 
-    def _plan(self, keys: tuple[str, ...]) -> tuple[slice | bytes, ...] | None:
-        """Runs of ``keys`` (slices of them, in order) and this part's members, in the order of all keys."""
+    def _plan(self, keys: tuple[str, ...]) -> _Plan | None:
         members = self.members
         if members is None or list(keys) != sorted(keys):
             return None
-        plan: list[slice | bytes] = []
-        start = 0
-        for key in sorted((*keys, *members)):
-            if key in members:
-                if start < len(keys) and keys[start] < key:
-                    end = start
-                    while end < len(keys) and keys[end] < key:
-                        end += 1
-                    plan.append(slice(start, end))
-                    start = end
-                plan.append(members[key])
-        if start < len(keys):
-            plan.append(slice(start, len(keys)))
-        return tuple(plan)
+        insertions: list[tuple[str | None, str]] = []
+        guard: tuple[str, ...] = ()
+        for key in sorted(members):
+            after = [own for own in keys if own > key]
+            if after and (after[0] == keys[0] or not _PLAIN_KEY.fullmatch(after[0])):
+                return None  # before every own member (no comma to find), or a key written with escapes
+            search = f',"{after[0]}":' if after else None
+            if insertions and insertions[-1][0] == search:
+                insertions[-1] = (search, f"{insertions[-1][1]},{members[key]}")
+            else:
+                insertions.append((search, members[key]))
+            if after:
+                guard = tuple(own for own in keys if own < after[0])
+        return _Plan(tuple(insertions), guard)
 
 
 #: Orders of keys kept per shared part (a record's format fixes them: a log holds one or two).
 _PLANS: Final = 16
+#: Values whose compact JSON holds no key.
+_FLAT: Final = frozenset({str, int, float, bool, type(None)})
+#: Keys written in JSON as they are.
+_PLAIN_KEY: Final = re.compile("[a-z_]+")
+
+
+def _flat(value: Any) -> bool:
+    """Whether the compact JSON of ``value`` holds no key: a scalar, or a list of them."""
+    return type(value) in _FLAT or (type(value) is list and all(type(v) in _FLAT for v in value))
 
 
 def _joined(data: Any, part: _Part) -> dict[str, Any] | None:

@@ -76,6 +76,12 @@ def test_read_apart_is_the_joined_body_or_nothing(
         ("[1]", '{"engines":[]}'),
         ('{"a":"\\ud800"}', '{"engines":[]}'),
         ('{"a":9007199254740993}', '{"engines":[]}'),
+        ('{"a":{"kind":1},"kind":2}', '{"images":[]}'),
+        ('{"a":[{"kind":1}],"kind":2}', '{"images":[]}'),
+        ('{"a":"x,\\"kind\\":","b":["y\\\\",",\\"kind\\":"],"kind":2}', '{"images":[]}'),
+        ('{"a":1,"kind":2}', '{"b":"x","engines":[],"images":{},"z":null}'),
+        ('{"engines":1}', '{"a":[]}'),
+        ('{"a":1,"k\\u0069nd":2}', '{"images":[]}'),
     ],
 )
 def test_what_does_not_join_simply_is_left_to_the_joined_body(body: str, shared: str) -> None:
