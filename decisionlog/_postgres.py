@@ -23,8 +23,9 @@ from decisionlog import _head as head
 from decisionlog import _schema, _sql
 from decisionlog import _undelivered as undelivered
 from decisionlog._batching import BatchedStore, BatchWriter
+from decisionlog._body_json import SharedParts
 from decisionlog._carried import Carried, carried_from_rows
-from decisionlog._chain import ChainReport, ChainSink, ChainVerifier, SharedParts, feed
+from decisionlog._chain import ChainReport, ChainSink, ChainVerifier, feed
 from decisionlog._errors import DecisionLogError, DecisionLogUnavailable, describe
 from decisionlog._record import DecisionRecord, StoredRecord
 from decisionlog._store import RecordQuery, redact

@@ -6,7 +6,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any, Final
 
-from decisionlog._chain import Row, SharedParts
+from decisionlog._body_json import SharedParts
+from decisionlog._chain import Row
 from decisionlog._errors import DecisionLogError
 from decisionlog._record import (
     DERIVED_COLUMNS,

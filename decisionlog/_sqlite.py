@@ -26,8 +26,9 @@ from decisionlog import _head as head
 from decisionlog import _schema, _sql
 from decisionlog import _undelivered as undelivered
 from decisionlog._batching import BatchedStore, BatchWriter
+from decisionlog._body_json import SharedParts
 from decisionlog._carried import Carried, carried_from_rows
-from decisionlog._chain import Break, ChainReport, ChainSink, Row, SharedParts, verify_rows
+from decisionlog._chain import Break, ChainReport, ChainSink, Row, verify_rows
 from decisionlog._errors import DecisionLogError, DecisionLogUnavailable
 from decisionlog._record import DecisionRecord, StoredRecord
 from decisionlog._store import RecordQuery, writable_room

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from decisionlog import DecisionLogError, DecisionRecord
-from decisionlog._chain import SharedParts, _canonical_body
+from decisionlog._body_json import SharedParts
+from decisionlog._chain import _canonical_body
 from decisionlog._record import load_body
 from decisionlog._sql import SHARED_KEYS, _whole_body
 
