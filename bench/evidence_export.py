@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import dataclasses
 import multiprocessing
+import os
 import resource
 import statistics
 import sys
@@ -238,6 +239,8 @@ async def run(decisions: int, noise: int, repeat: int, segment_only: bool) -> bo
             _read(store), _export(store, folder / "material", key, segment, ChainScope.SEGMENT), repeat
         )
         baseline = statistics.median(read)
+        # The machine may be shared: the load beside the figures says how far to trust them.
+        print(f"load average (1 min) after the timed runs: {os.getloadavg()[0]:.2f}")
         print("\nbaseline")
         print(_line("read the workload's records from the store", read))
         print("\nexport of prod/resnet")

@@ -4,6 +4,7 @@ from ._archive import (
     verify_segment as verify_segment,
 )
 from ._backup import backup_sqlite as backup_sqlite
+from ._body_json import canonical_of as canonical_of, load_json as load_json
 from ._carried import (
     KEPT as KEPT,
     MAX_MODELS as MAX_MODELS,
@@ -13,13 +14,7 @@ from ._carried import (
     confirmed_engines as confirmed_engines,
     model_key as model_key,
 )
-from ._chain import (
-    Break as Break,
-    ChainReport as ChainReport,
-    ChainSink as ChainSink,
-    canonical_of as canonical_of,
-    load_json as load_json,
-)
+from ._chain import Break as Break, ChainReport as ChainReport, ChainSink as ChainSink
 from ._checkpoints import (
     Checkpoint as Checkpoint,
     read_checkpoint_file as read_checkpoint_file,

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
+from decisionlog._body_json import SharedParts, canonical_of, load_json
 from decisionlog._errors import DecisionLogError
 from decisionlog._record import (
     GENESIS_HASH,
     INDEXED_NAMES,
     DecisionRecord,
     StoredRecord,
-    canonical_json,
     format_time,
     link_hash,
 )
-from decisionlog._tree_json import tree_json
 
 #: Called with each record that checks, in ``seq`` order, and the canonical JSON its hash covers (what an
 #: evidence package carries): a reader that needs the records too gets them from the one pass that verifies.
@@ -34,6 +32,9 @@ class Row:
     prev_hash: str
     hash: str
     columns: dict[str, Any]
+    #: The stored body without its shared part, and that part, when ``body`` was joined from them: a reader
+    #: parses each shared part once (:class:`SharedParts`). None: ``body`` is as stored.
+    parts: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,7 @@ class ChainVerifier:
         # A row that is sound by itself but links to another hash than the record before it: decided once
         # the rest of the log was seen (see ``_resolve``).
         self._suspect: _Suspect | None = None
+        self._shared = SharedParts()
 
     def start_after(self, seq: int, hash_: str) -> None:
         """Begin after record ``seq`` with hash ``hash_`` (a log pruned up to a checkpoint), not genesis."""
@@ -107,7 +109,7 @@ class ChainVerifier:
         if self._break is not None:
             return False
         self._count += 1
-        problem, uid, record, canonical = _check(row, self._expected_seq, self._prev)
+        problem, uid, record, canonical = _check(row, self._expected_seq, self._prev, self._shared)
         if problem == _EDITED_BEFORE and self._previous is not None:
             # The row links, by a hash that covers it, to something other than the record before it. Which
             # record is out of place shows only further on: read the rest (of a broken log) before naming it.
@@ -252,10 +254,11 @@ _EDITED_BEFORE = "prev_hash is not the hash of the record before it, though its 
 
 
 def _check(
-    row: Row, expected_seq: int, prev: str
+    row: Row, expected_seq: int, prev: str, shared: SharedParts
 ) -> tuple[str | None, str | None, DecisionRecord | None, bytes]:
+    joined = shared.canonical(*row.parts) if row.parts is not None else None
     try:
-        data, canonical = _canonical_body(row.body)
+        data, canonical = joined or _canonical_body(row.body)
     except DecisionLogError as error:
         return error.message, None, None, b""
     uid = data.get("uid") if isinstance(data.get("uid"), str) else None
@@ -305,49 +308,6 @@ def _check(
 
 #: A time as format_time writes it (a year of four digits: strftime writes no leading zero).
 _FORMATTED_TIME: Final = re.compile(r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
-
-
-class _NotPlain(Exception):
-    """The body holds a value that sorted compact JSON does not write as RFC 8785 does."""
-
-
-def _not_plain(_: str) -> NoReturn:
-    raise _NotPlain
-
-
-def _plain_int(text: str) -> int:
-    value = int(text)
-    if len(text) > 15 and not -(2**53) < value < 2**53:  # JCS cannot write it exactly
-        raise _NotPlain
-    return value
-
-
-# Parses only what the fast encoding below writes as JCS: no floats, NaN or infinities, no integer beyond
-# ±2^53 (each found by the parser itself, at no cost for the values that are not numbers).
-_PLAIN: Final = json.JSONDecoder(parse_float=_not_plain, parse_constant=_not_plain, parse_int=_plain_int)
-
-
-def load_json(text: str | bytes) -> tuple[Any, bool]:
-    """``json.loads(text)``, and whether the text holds no float, NaN, infinity or integer beyond ±2^53
-    (found by the parser as it meets them, at no cost for other values): for such data
-    :func:`canonical_of` need not walk it to know that sorted compact JSON is RFC 8785."""
-    try:
-        return _PLAIN.decode(text if isinstance(text, str) else text.decode("utf-8")), True
-    except (_NotPlain, ValueError):  # a float, or text only json.loads reads (or none): its answer stands
-        return json.loads(text), False
-
-
-def canonical_of(data: Mapping[str, Any], plain: bool) -> bytes:
-    """``canonical_json(data)`` (RFC 8785) of ``data`` parsed by :func:`load_json`, given its ``plain``.
-
-    ``canonical_json`` walks the whole object to decide whether sorted compact JSON is JCS for it; when the
-    parser ruled out floats and long integers, ASCII output rules out keys that sort otherwise.
-    """
-    if plain:
-        encoded = tree_json(data)  # parsed from text: a tree
-        if encoded.isascii():
-            return encoded
-    return canonical_json(data)
 
 
 def _canonical_body(body: str) -> tuple[dict[str, Any], bytes]:

@@ -23,6 +23,7 @@ from decisionlog import _head as head
 from decisionlog import _schema, _sql
 from decisionlog import _undelivered as undelivered
 from decisionlog._batching import BatchedStore, BatchWriter
+from decisionlog._body_json import SharedParts
 from decisionlog._carried import Carried, carried_from_rows
 from decisionlog._chain import ChainReport, ChainSink, ChainVerifier, feed
 from decisionlog._errors import DecisionLogError, DecisionLogUnavailable, describe
@@ -246,7 +247,8 @@ class PostgresStore(BatchedStore):
         sql, params = _sql.select(query, "%s")
         async with self._connection() as conn:
             rows = await self._fetch(conn, sql, params)
-        return [_sql.stored_record(row) for row in rows]
+        shared = SharedParts()
+        return [_sql.stored_record(row, shared) for row in rows]
 
     async def verify(self, sink: ChainSink | None = None) -> ChainReport:
         """Recompute the chain from one snapshot, streaming rows through a server-side cursor (``sink``,

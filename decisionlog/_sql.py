@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any, Final
 
+from decisionlog._body_json import SharedParts
 from decisionlog._chain import Row
 from decisionlog._errors import DecisionLogError
 from decisionlog._record import (
@@ -133,16 +134,25 @@ def _whole_body(body: str, shared: str | None) -> str:
     return body[:-1] + "," + shared[1:] if body.endswith("}") and shared.startswith("{") else body
 
 
-def stored_record(row: Sequence[Any]) -> StoredRecord:
-    """A :data:`ROW_COLUMNS` row read back as a record."""
-    body = _whole_body(row[1], row[-1])
-    return StoredRecord(row[0], DecisionRecord.from_json(load_body(body)), row[2], row[3])
+def stored_record(row: Sequence[Any], shared: SharedParts | None = None) -> StoredRecord:
+    """A :data:`ROW_COLUMNS` row read back as a record; ``shared``: the shared parts of the rows read so far,
+    so that each is parsed once."""
+    body, part = row[1], row[-1]
+    data = shared.load(body, part) if shared is not None and part is not None else None
+    if data is None:
+        data = load_body(_whole_body(body, part))
+    return StoredRecord(row[0], DecisionRecord.from_json(data), row[2], row[3])
 
 
 def chain_row(row: Sequence[Any]) -> Row:
-    """A :data:`ROW_COLUMNS` row as the chain verifier reads it (the body whole again)."""
-    columns = dict(zip((*INDEXED_NAMES, *DERIVED_COLUMNS), row[4:-1], strict=True))
-    return Row(row[0], _whole_body(row[1], row[-1]), row[2], row[3], columns)
+    """A :data:`ROW_COLUMNS` row as the chain verifier reads it (the body whole again, and its parts)."""
+    columns = dict(zip(_COLUMN_NAMES, row[4:-1], strict=True))
+    body, part = row[1], row[-1]
+    parts = None if part is None else (body, part)
+    return Row(row[0], _whole_body(body, part), row[2], row[3], columns, parts)
+
+
+_COLUMN_NAMES: Final = (*INDEXED_NAMES, *DERIVED_COLUMNS)
 
 
 #: The newest pruned checkpoint's ``statement``: the live chain starts after its ``last_seq``.

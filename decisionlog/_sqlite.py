@@ -26,6 +26,7 @@ from decisionlog import _head as head
 from decisionlog import _schema, _sql
 from decisionlog import _undelivered as undelivered
 from decisionlog._batching import BatchedStore, BatchWriter
+from decisionlog._body_json import SharedParts
 from decisionlog._carried import Carried, carried_from_rows
 from decisionlog._chain import Break, ChainReport, ChainSink, Row, verify_rows
 from decisionlog._errors import DecisionLogError, DecisionLogUnavailable
@@ -284,7 +285,8 @@ class SQLiteStore(BatchedStore):
         sql, params = _sql.select(query, "?")
         with self._reading() as conn:
             rows = conn.execute(sql, params).fetchall()
-        return [_sql.stored_record(row) for row in rows]
+        shared = SharedParts()
+        return [_sql.stored_record(row, shared) for row in rows]
 
     def _verify(self, sink: ChainSink | None) -> ChainReport:
         with self._reading() as conn:

@@ -22,4 +22,9 @@ _TREE: Final = _C_ENCODER and _C_ENCODER(
 def tree_json(value: Any) -> bytes:
     """``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` as UTF-8, for a
     ``value`` without cycles."""
-    return ("".join(_TREE(value, 0)) if _TREE else _SETTINGS.encode(value)).encode("utf-8")
+    return tree_text(value).encode("utf-8")
+
+
+def tree_text(value: Any) -> str:
+    """:func:`tree_json` before it is encoded as UTF-8."""
+    return "".join(_TREE(value, 0)) if _TREE else _SETTINGS.encode(value)

@@ -143,26 +143,30 @@ class DeflatingSpool:
 def crc32_combine(first: int, second: int, second_size: int) -> int:
     """The CRC-32 of two byte strings joined, from the CRC-32 of each and the size of the second (zlib's
     ``crc32_combine``, which Python's zlib module does not offer): the first CRC is advanced over
-    ``second_size`` zero bytes by squaring the operator matrix in GF(2), then the second's is added."""
-    if second_size == 0:
-        return first
-    odd = [_CRC32_POLYNOMIAL] + [1 << n for n in range(31)]  # the operator for one zero bit
-    even = _square(odd)  # two zero bits
-    odd = _square(even)  # four zero bits
-    while True:
-        even = _square(odd)  # the first time, one zero byte
+    ``second_size`` zero bytes by the operators for 2^k zero bytes (matrices in GF(2), each the square of
+    the one before, made once), one per bit set in the size, then the second's is added."""
+    bit = 0
+    while second_size:
         if second_size & 1:
-            first = _times(even, first)
+            first = _times(_zero_bytes(bit), first)
         second_size >>= 1
-        if not second_size:
-            break
-        odd = _square(even)
-        if second_size & 1:
-            first = _times(odd, first)
-        second_size >>= 1
-        if not second_size:
-            break
+        bit += 1
     return first ^ second
+
+
+def _zero_bytes(bit: int) -> list[int]:
+    """The operator advancing a CRC-32 over 2^``bit`` zero bytes."""
+    while len(_ZERO_BYTES) <= bit:
+        if not _ZERO_BYTES:
+            one_bit = [_CRC32_POLYNOMIAL] + [1 << n for n in range(31)]  # the operator for one zero bit
+            _ZERO_BYTES.append(_square(_square(_square(one_bit))))  # eight zero bits
+        else:
+            _ZERO_BYTES.append(_square(_ZERO_BYTES[-1]))
+    return _ZERO_BYTES[bit]
+
+
+#: The operators for 2^k zero bytes, k = 0, 1, …: made as sizes need them, the same for every archive.
+_ZERO_BYTES: list[list[int]] = []
 
 
 def _times(matrix: list[int], vector: int) -> int:

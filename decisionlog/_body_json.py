@@ -1,0 +1,223 @@
+"""A stored record body's JSON: parsed, telling whether it is plain (:func:`load_json`), canonicalised
+(:func:`canonical_of`), and read apart from the shared part a store keeps once (:class:`SharedParts`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, NoReturn
+
+from decisionlog._record import canonical_json
+from decisionlog._tree_json import tree_json, tree_text
+
+
+class _NotPlain(Exception):
+    """The body holds a value that sorted compact JSON does not write as RFC 8785 does."""
+
+
+def _not_plain(_: str) -> NoReturn:
+    raise _NotPlain
+
+
+def _plain_int(text: str) -> int:
+    value = int(text)
+    if len(text) > 15 and not -(2**53) < value < 2**53:  # JCS cannot write it exactly
+        raise _NotPlain
+    return value
+
+
+# Parses only what the fast encoding below writes as JCS: no floats, NaN or infinities, no integer beyond
+# ±2^53 (each found by the parser itself, at no cost for the values that are not numbers).
+_PLAIN: Final = json.JSONDecoder(parse_float=_not_plain, parse_constant=_not_plain, parse_int=_plain_int)
+
+
+def load_json(text: str | bytes) -> tuple[Any, bool]:
+    """``json.loads(text)``, and whether the text holds no float, NaN, infinity or integer beyond ±2^53
+    (found by the parser as it meets them, at no cost for other values): for such data
+    :func:`canonical_of` need not walk it to know that sorted compact JSON is RFC 8785."""
+    try:
+        return _PLAIN.decode(text if isinstance(text, str) else text.decode("utf-8")), True
+    except (_NotPlain, ValueError):  # a float, or text only json.loads reads (or none): its answer stands
+        return json.loads(text), False
+
+
+def canonical_of(data: Mapping[str, Any], plain: bool) -> bytes:
+    """``canonical_json(data)`` (RFC 8785) of ``data`` parsed by :func:`load_json`, given its ``plain``.
+
+    ``canonical_json`` walks the whole object to decide whether sorted compact JSON is JCS for it; when the
+    parser ruled out floats and long integers, ASCII output rules out keys that sort otherwise.
+    """
+    if plain:
+        encoded = tree_json(data)  # parsed from text: a tree
+        if encoded.isascii():
+            return encoded
+    return canonical_json(data)
+
+
+class SharedParts:
+    """The shared parts of the rows of one pass over a log, each parsed (and canonicalised) once.
+
+    A store keeps the parts of a record that repeat from one record to the next (a workload's images and
+    engines, most of its bytes) once, and a row's body is its own part joined with the shared one
+    (``decisionlog._sql``). Read apart, a row costs the parsing of its own part: the shared part's values
+    and canonical members are reused, so the records of a pass share them (records are immutable). Where
+    the two parts do not join as two objects simply would (not both non-empty objects, keys in both, a
+    float, text beyond ASCII), the answer is None and the caller reads the joined body as before, for the
+    same values and the same errors.
+    """
+
+    def __init__(self, limit: int = 256) -> None:
+        self._parts: dict[str, _Part | None] = {}
+        self._limit = limit
+
+    def load(self, body: str, shared: str) -> dict[str, Any] | None:
+        """``load_body`` of ``body`` joined with ``shared``, or None (see the class)."""
+        part = self._part(shared)
+        if part is None or not body.endswith("}"):
+            return None
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError):
+            return None
+        return _joined(data, part)
+
+    def canonical(self, body: str, shared: str) -> tuple[dict[str, Any], bytes] | None:
+        """``_canonical_body`` of ``body`` joined with ``shared`` (the data, its canonical JSON), or None."""
+        part = self._part(shared)
+        if part is None or part.members is None or not body.endswith("}"):
+            return None
+        try:
+            data, plain = load_json(body)
+        except (ValueError, RecursionError):
+            return None
+        joined = _joined(data, part) if plain else None
+        if joined is None:
+            return None
+        canonical = part.splice(data)
+        return (joined, canonical) if canonical is not None else None
+
+    def _part(self, shared: str) -> _Part | None:
+        try:
+            return self._parts[shared]
+        except KeyError:
+            pass
+        if len(self._parts) >= self._limit:  # a log of many distinct parts: the oldest goes
+            del self._parts[next(iter(self._parts))]
+        part = self._parts[shared] = _Part.parse(shared)
+        return part
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """Where a shared part's members go in the canonical JSON of a body's own part, for one order of its
+    keys: each (a search for the own member they precede, ``,"key":``; None: the end) with the members.
+
+    The search finds the member at the top level where the own members before it hold no object (checked
+    per row, ``guard``): in the compact JSON of strings, numbers, literals and lists of them, ``"`` followed
+    by ``:`` comes only after a key (a quote inside a string is written ``\\"``).
+    """
+
+    insertions: tuple[tuple[str | None, str], ...]
+    guard: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _Part:
+    """One shared part: its values, and the canonical JSON of each of its members (None: not plain ASCII)."""
+
+    data: dict[str, Any]
+    members: dict[str, str] | None
+    #: The keys of a body's own part (as parsed, in order) → how its canonical JSON joins with this part's.
+    plans: dict[tuple[str, ...], _Plan | None] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str) -> _Part | None:
+        if not text.startswith("{"):
+            return None
+        try:
+            data, plain = load_json(text)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(data, dict) or not data:
+            return None
+        members: dict[str, str] | None = None
+        if plain:
+            members = {key: tree_text({key: value})[1:-1] for key, value in data.items()}
+            if not all(member.isascii() for member in members.values()):
+                members = None
+        return cls(data, members)
+
+    def splice(self, own: dict[str, Any]) -> bytes | None:
+        """The canonical JSON of ``own`` joined with this part (``tree_json`` of both together), or None
+        where it is not ASCII, ``own``'s keys are not sorted or hold an object before a place where a member
+        of this part goes. ``own`` is encoded once and this part's members, kept, are put in their places:
+        a JCS object is its members in order, each as it is alone."""
+        keys = tuple(own)
+        try:
+            plan = self.plans[keys]
+        except KeyError:
+            if len(self.plans) >= _PLANS:
+                self.plans.clear()
+            plan = self.plans[keys] = self._plan(keys)
+        if plan is None:  # keys not in sorted order (not as trtguard writes them): the general way
+            return None
+        for key in plan.guard:
+            value = own[key]
+            if type(value) not in _FLAT and not (
+                type(value) is list and all(type(v) in _FLAT for v in value)
+            ):
+                return None
+        text = tree_text(own)
+        pieces: list[str] = []
+        done = 0
+        for search, members in plan.insertions:
+            at = len(text) - 1 if search is None else text.find(search, done)
+            if at < 0:
+                return None
+            pieces += (text[done:at], ",", members)
+            done = at
+        pieces.append(text[done:])
+        encoded = "".join(pieces)
+        return encoded.encode() if encoded.isascii() else None
+
+    def _plan(self, keys: tuple[str, ...]) -> _Plan | None:
+        members = self.members
+        if members is None or list(keys) != sorted(keys):
+            return None
+        insertions: list[tuple[str | None, str]] = []
+        guard: tuple[str, ...] = ()
+        for key in sorted(members):
+            after = [own for own in keys if own > key]
+            if after and (after[0] == keys[0] or not _PLAIN_KEY.fullmatch(after[0])):
+                return None  # before every own member (no comma to find), or a key written with escapes
+            search = f',"{after[0]}":' if after else None
+            if insertions and insertions[-1][0] == search:
+                insertions[-1] = (search, f"{insertions[-1][1]},{members[key]}")
+            else:
+                insertions.append((search, members[key]))
+            if after:
+                guard = tuple(own for own in keys if own < after[0])
+        return _Plan(tuple(insertions), guard)
+
+
+#: Orders of keys kept per shared part (a record's format fixes them: a log holds one or two).
+_PLANS: Final = 16
+#: Values whose compact JSON holds no key.
+_FLAT: Final = frozenset({str, int, float, bool, type(None)})
+#: Keys written in JSON as they are.
+_PLAIN_KEY: Final = re.compile("[a-z_]+")
+
+
+def _flat(value: Any) -> bool:
+    """Whether the compact JSON of ``value`` holds no key: a scalar, or a list of them."""
+    return type(value) in _FLAT or (type(value) is list and all(type(v) in _FLAT for v in value))
+
+
+def _joined(data: Any, part: _Part) -> dict[str, Any] | None:
+    """``data`` (a body's own part, parsed) with ``part``'s members after its own: the values of the
+    joined text, where both are non-empty objects without a key in common; else None."""
+    if not isinstance(data, dict) or not data or not data.keys().isdisjoint(part.data):
+        return None
+    return data | part.data
