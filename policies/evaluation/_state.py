@@ -509,7 +509,7 @@ class Evaluation:
                     ]
                     if rule.digests is not None:
                         questions.append(functools.partial(self.digest, ref))
-            models = policy.document.spec.models
+            models = policy.spec.models
             if models is not None and models.build_manifest is not None:
                 for engine_use in judged.engines:
                     engine = self.reference(engine_use.reference)
