@@ -122,7 +122,8 @@ async def judge_policy(run: Evaluation, policy: CompiledPolicy, sort: EngineSort
 
 def _workload_subject(judged: Workload, sort: EngineSort) -> WorkloadSubject:
     """The workload as its rules see it: with the engines this policy sorted that are not judged now."""
-    if not sort.engines:
+    # Every engine is judged now (a CREATE, where the sort is of the very engines judged): none is left.
+    if not sort.engines or sort.engines == judged.engines:
         return WorkloadSubject(judged, ())
     judged_now = set(judged.engines)
     return WorkloadSubject(judged, tuple(use for use in sort.engines if use not in judged_now))
