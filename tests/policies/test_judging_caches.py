@@ -401,18 +401,18 @@ def test_one_declaration_of_a_volume_shares_what_the_fold_over_declarations_give
     declarations: list[dict[str, Any]], modes: list[bool]
 ) -> None:
     graph = PodGraph("spec", {})
-    for volume in declarations:
-        graph.volume("v", volume)
+    for declaration in declarations:
+        graph.volume("v", declaration)
     [(_, declared)] = graph._declared.items()
-    volume = graph._volume("v", declared)
+    made = graph._volume("v", declared)
     # the fold, as every declaration count took it before issue 31's second pass
     writable = not all(read_only_volume(v) for v in declared)
     storage = any(outlives(v) for v in declared)
-    assert volume.writable == writable
-    assert volume.channel == (STORAGE if storage else "spec\0v" if writable else None)
+    assert made.writable == writable
+    assert made.channel == (STORAGE if storage else "spec\0v" if writable else None)
     for mode in ("recursive", "writable"):
         access = max((host_path_access(v, mode) for v in declared), key=["none", "reads", "full"].index)
-        assert (volume.host_read_only if mode == "recursive" else volume.host_writable) == access
+        assert (made.host_read_only if mode == "recursive" else made.host_writable) == access
     assert graph.sharing(
         len(modes), [(n, "v", "writable" if m else "recursive") for n, m in enumerate(modes)]
     )
