@@ -51,7 +51,6 @@ async def judge_policy(run: Evaluation, policy: CompiledPolicy, sort: EngineSort
     """Everything ``policy`` finds: malformed fields, the workload rules, then each image, then each engine
     (``sort`` says which of the workload's image volumes are engines for this policy), each rule of
     :data:`RULES` that applies to the policy in the table's order."""
-    spec = policy.document.spec
     plan = _plan(policy)
     judged, previous = run.view(policy)
     found: list[Violation] = [
@@ -85,8 +84,9 @@ async def judge_policy(run: Evaluation, policy: CompiledPolicy, sort: EngineSort
                 found.append(
                     unavailable(policy, "images", error, image=image_use.reference, path=image_use.path)
                 )
-    if spec.models is not None:
-        if spec.models.required and not sort.engines and (previous is None or previous.engines):
+    models = policy.spec.models
+    if models is not None:
+        if models.required and not sort.engines and (previous is None or previous.engines):
             found.append(
                 violation(
                     policy,
@@ -108,7 +108,7 @@ async def judge_policy(run: Evaluation, policy: CompiledPolicy, sort: EngineSort
             if engine_use not in sort.engines:
                 continue
             try:
-                found += await _judge_engine(run, policy, spec.models, engine_rules, engine_use)
+                found += await _judge_engine(run, policy, models, engine_rules, engine_use)
             except TrtguardError as error:
                 found.append(
                     unavailable(policy, "models", error, engine=engine_use.reference, path=engine_use.path)
@@ -122,7 +122,8 @@ async def judge_policy(run: Evaluation, policy: CompiledPolicy, sort: EngineSort
 
 def _workload_subject(judged: Workload, sort: EngineSort) -> WorkloadSubject:
     """The workload as its rules see it: with the engines this policy sorted that are not judged now."""
-    if not sort.engines:
+    # Every engine is judged now (a CREATE, where the sort is of the very engines judged): none is left.
+    if not sort.engines or sort.engines == judged.engines:
         return WorkloadSubject(judged, ())
     judged_now = set(judged.engines)
     return WorkloadSubject(judged, tuple(use for use in sort.engines if use not in judged_now))

@@ -30,7 +30,6 @@ Two more things only a policy's ``models`` can say (:func:`outside_violations`):
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -96,27 +95,17 @@ class EngineSort:
         return found
 
 
-@functools.cache
-def _patterns(texts: tuple[str, ...]) -> tuple[ImagePattern, ...]:
-    return tuple(ImagePattern.compile(text) for text in texts)
-
-
 def engine_sort(policy: CompiledPolicy, candidates: Sequence[EngineUse]) -> EngineSort | None:
     """The sort of ``candidates`` when it needs no look-up (``models.engines`` unset: all are engines), or
     None when :func:`sort_engines` must look at the artifacts."""
-    return EngineSort(tuple(candidates)) if _engine_patterns(policy) is None else None
-
-
-def _engine_patterns(policy: CompiledPolicy) -> tuple[ImagePattern, ...] | None:
-    models = policy.document.spec.models
-    return None if models is None or models.engines is None else _patterns(tuple(models.engines))
+    return EngineSort(tuple(candidates)) if policy.engine_patterns is None else None
 
 
 async def sort_engines(
     run: Evaluation, policy: CompiledPolicy, candidates: Sequence[EngineUse]
 ) -> EngineSort:
     """Sort ``candidates`` into the policy's engines and the rest (see the module's docstring)."""
-    patterns = _engine_patterns(policy)
+    patterns = policy.engine_patterns
     if patterns is None:
         return EngineSort(tuple(candidates))
     verdicts = await asyncio.gather(*(_is_engine(run, patterns, use) for use in candidates))
@@ -165,7 +154,7 @@ def outside_violations(policy: CompiledPolicy, judged: Workload, run: Evaluation
     """What ``policy``'s ``models`` finds about engines outside the places engines are read from: a
     container that runs an image of an engine repository, and image volumes outside every pod spec (see
     the module's docstring)."""
-    patterns = _engine_patterns(policy)
+    patterns = policy.engine_patterns
     found: list[Violation] = []
     if patterns:
         new = set(judged.images)

@@ -240,7 +240,7 @@ class PolicyEvaluator:
             judged_findings += [_requester_unknown(policy, v) for v in findings] if unverified else findings
         violations = tuple(judged_findings)
         notes += run.notes
-        if any(p.document.spec.change_control is not None for p in policies):
+        if any(p.spec.change_control is not None for p in policies):
             if self.history is None:
                 notes.append(HISTORY_NOT_CONSULTED)
             elif not workload.namespace or not workload.name:
@@ -303,7 +303,7 @@ class PolicyEvaluator:
                 rule="evaluation",
                 message=message,
                 fix="retry; if it persists, check the registry and the webhook's logs",
-                action=p.document.spec.on_error,
+                action=p.spec.on_error,
                 error=True,
             )
             for p in policies
@@ -372,6 +372,6 @@ def _requester_unknown(policy: CompiledPolicy, found: Violation) -> Violation:
     return replace(
         found,
         message=f"{found.message} (the policy applies to some requesters only, and the requester is unknown)",
-        action=policy.document.spec.on_error,
+        action=policy.spec.on_error,
         error=True,
     )

@@ -13,6 +13,7 @@ left out by one half must be reported by the other.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import re
@@ -35,10 +36,15 @@ from policies._compiled_rules import (
 from policies._kind_schema import WorkloadKindDocument
 from policies._workload_kinds import kind_name_problems, registry
 from policies.patterns import ImagePattern, PatternError, matches_any
+from policies.requesters import RequesterSet
 from policies.schema import (
     API_VERSION,
     ImageRule,
     InferencePolicyDocument,
+    InferencePolicySpec,
+    LabelSelector,
+    ResourceFilter,
+    SignatureRule,
     TrustedKeysDocument,
     parse_duration,
 )
@@ -113,11 +119,26 @@ class CompiledImageRule:
     rule_id: str = field(init=False, compare=False, repr=False)
     #: the ids of the rule's checks that judge the digest that runs (a tag resolved first), in order
     needs_digest: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    # The rule's fields read on every image it judges, read from the (frozen) rule once: an attribute of a
+    # pydantic model costs several times a slot's (its ``__getattr__`` keeps the interpreter from
+    # specialising the read).
+    #: ``requireDigest``
+    require_digest: bool = field(init=False, compare=False, repr=False)
+    #: ``pinDigest``
+    pin_digest: bool = field(init=False, compare=False, repr=False)
+    #: ``digests``
+    digests: list[str] | None = field(init=False, compare=False, repr=False)
+    #: ``signatures``
+    signatures: SignatureRule | None = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         rule = self.rule
         rule_id = f"images.{rule.name}"
         object.__setattr__(self, "rule_id", rule_id)
+        object.__setattr__(self, "require_digest", rule.require_digest)
+        object.__setattr__(self, "pin_digest", rule.pin_digest)
+        object.__setattr__(self, "digests", rule.digests)
+        object.__setattr__(self, "signatures", rule.signatures)
         needed = (
             ("digests", rule.digests is not None),
             ("signatures", rule.signatures is not None),
@@ -146,13 +167,37 @@ class CompiledImageRule:
 
 
 @dataclass(frozen=True, slots=True)
+class FilterTerms:
+    """A ``match`` or ``exclude`` filter's terms, read from the (frozen) document once (each admission asks
+    every policy whether it selects the workload)."""
+
+    namespaces: re.Pattern[str] | None
+    """The namespace globs as one regex for ``fnmatchcase`` against any of them (None: no such term)."""
+    kinds: tuple[str, ...] | None
+    labels: LabelSelector | None
+    requesters: RequesterSet | None
+
+    @classmethod
+    def of(cls, terms: ResourceFilter) -> FilterTerms:
+        """The terms of ``terms``."""
+        namespaces, kinds = terms.namespaces, terms.kinds
+        return cls(
+            # no glob (the schema refuses an empty list) matches nothing
+            re.compile("|".join(fnmatch.translate(p) for p in namespaces) or "(?!)")
+            if namespaces is not None
+            else None,
+            tuple(kinds) if kinds is not None else None,
+            terms.labels,
+            terms.requesters,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class CompiledPolicy:
     """An InferencePolicy ready to evaluate."""
 
     document: InferencePolicyDocument
     source: str
-    namespace_patterns: tuple[str, ...] | None
-    exclude_namespace_patterns: tuple[str, ...] | None
     image_rules: tuple[CompiledImageRule, ...]
     expressions: tuple[CompiledExpression, ...]
     expressions_read_workload: bool
@@ -162,15 +207,30 @@ class CompiledPolicy:
     judges_scheduling: bool = False
     #: a models expression reads ``now``, the evaluation clock
     expressions_read_now: bool = False
+    #: ``models.engines`` compiled (None: unset, or no ``models``)
+    engine_patterns: tuple[ImagePattern, ...] | None = None
     #: ``rules_for``'s answers (bounded: emptied when full)
     _rules_for: dict[tuple[str, str, str | None, str | None, str], tuple[CompiledImageRule, ...]] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
+    # Read from the (frozen) document once: every admission asks for them, and each attribute of a pydantic
+    # model costs several times a slot's (its ``__getattr__`` keeps the interpreter from specialising it).
+    #: The policy's ``metadata.name``.
+    name: str = field(init=False, compare=False, repr=False)
+    #: The policy's ``spec``.
+    spec: InferencePolicySpec = field(init=False, compare=False, repr=False)
+    #: ``spec.match``'s terms.
+    match: FilterTerms = field(init=False, compare=False, repr=False)
+    #: ``spec.exclude``'s terms (None: no ``exclude``).
+    exclude: FilterTerms | None = field(init=False, compare=False, repr=False)
 
-    @property
-    def name(self) -> str:
-        """The policy's ``metadata.name``."""
-        return self.document.metadata.name
+    def __post_init__(self) -> None:
+        spec = self.document.spec
+        object.__setattr__(self, "name", self.document.metadata.name)
+        object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "match", FilterTerms.of(spec.match))
+        exclude = spec.exclude
+        object.__setattr__(self, "exclude", FilterTerms.of(exclude) if exclude is not None else None)
 
     def rules_for(self, reference: ImageReference, field: str) -> tuple[CompiledImageRule, ...]:
         """The image rules that judge ``reference`` named in ``field``, in order (remembered: admissions ask
@@ -390,7 +450,7 @@ def _notations_own(relative: Path) -> bool:
 
 
 def _engine_pattern_problems(doc: InferencePolicyDocument, document: Document, path: Path) -> list[str]:
-    """``models.engines`` patterns that do not compile (policies.engines compiles them when it judges)."""
+    """``models.engines`` patterns that do not compile (:class:`CompiledPolicy` holds them compiled)."""
     found = []
     for index, text in enumerate(doc.spec.models.engines or [] if doc.spec.models is not None else []):
         try:
@@ -603,17 +663,17 @@ def _compile_policies(
                     problems.append(f"{path}:{line}: spec.models.rules.toolchain.allowed[{j}]: {error}")
             if models.build_manifest is not None and models.build_manifest.max_age is not None:
                 max_age = parse_duration(models.build_manifest.max_age)
+        try:
+            engines = None if models is None or models.engines is None else models.engines
+            engine_patterns = None if engines is None else tuple(ImagePattern.compile(t) for t in engines)
+        except PatternError:
+            continue  # reported by _engine_pattern_problems: the set does not load
         if len(problems) > before:
             continue
-        match, exclude = doc.spec.match, doc.spec.exclude
         compiled.append(
             CompiledPolicy(
                 document=doc,
                 source=where,
-                namespace_patterns=tuple(match.namespaces) if match.namespaces is not None else None,
-                exclude_namespace_patterns=tuple(exclude.namespaces)
-                if exclude is not None and exclude.namespaces is not None
-                else None,
                 image_rules=tuple(image_rules),
                 expressions=tuple(expressions),
                 # Handing the object to CEL costs a scan and a conversion; skip it when nothing reads it.
@@ -623,6 +683,7 @@ def _compile_policies(
                 manifest_max_age=max_age,
                 toolchain_patterns=tuple(toolchain_patterns),
                 judges_scheduling=models is not None and models.rules.gpu_compatibility is not None,
+                engine_patterns=engine_patterns,
             )
         )
     return compiled

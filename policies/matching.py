@@ -3,14 +3,11 @@ by who makes the request (``requesters``), which may be unknown (``trtguard chec
 
 from __future__ import annotations
 
-import fnmatch
-import functools
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from policies.loader import CompiledPolicy
+from policies.loader import CompiledPolicy, FilterTerms
 from policies.requesters import Requester, RequesterSet, in_set
-from policies.schema import LabelSelector, ResourceFilter
+from policies.schema import LabelSelector
 from policies.workload_model import Workload, named_kinds
 
 __all__ = ["selection", "selects", "selects_by_requester"]
@@ -18,21 +15,16 @@ __all__ = ["selection", "selects", "selects_by_requester"]
 
 def selects(policy: CompiledPolicy, workload: Workload) -> bool:
     """Whether the policy's match selects the workload and its exclude does not."""
-    spec = policy.document.spec
-    if not _filter_selects(spec.match, policy.namespace_patterns, workload, empty=True):
+    if not _filter_selects(policy.match, workload, empty=True):
         return False
-    exclude = spec.exclude
-    return exclude is None or not _filter_selects(
-        exclude, policy.exclude_namespace_patterns, workload, empty=False
-    )
+    exclude = policy.exclude
+    return exclude is None or not _filter_selects(exclude, workload, empty=False)
 
 
 def selects_by_requester(policy: CompiledPolicy) -> bool:
     """Whether the policy's ``match`` or ``exclude`` names requesters."""
-    spec = policy.document.spec
-    return spec.match.requesters is not None or (
-        spec.exclude is not None and spec.exclude.requesters is not None
-    )
+    exclude = policy.exclude
+    return policy.match.requesters is not None or (exclude is not None and exclude.requesters is not None)
 
 
 def selection(policy: CompiledPolicy, workload: Workload, requester: Requester | None) -> bool | None:
@@ -42,24 +34,21 @@ def selection(policy: CompiledPolicy, workload: Workload, requester: Requester |
     :func:`selects` judges the workload terms; a ``requesters`` term in ``match`` must also hold, and one in
     ``exclude`` removes the workload only together with the exclude's other terms.
     """
-    spec = policy.document.spec
+    match, exclude = policy.match, policy.exclude
     if not selects(policy, workload):
-        if spec.exclude is None or spec.exclude.requesters is None:
+        if exclude is None or exclude.requesters is None:
             return False
         # `selects` was false: either match failed, or exclude's workload terms removed it
-        if not _filter_selects(spec.match, policy.namespace_patterns, workload, empty=True):
+        if not _filter_selects(match, workload, empty=True):
             return False
-    matched = _requester_term(spec.match.requesters, requester)
+    matched = _requester_term(match.requesters, requester)
     if matched is False:
         return False
     excluded: bool | None = False
-    exclude = spec.exclude
     if exclude is not None and exclude.requesters is not None:
         others = (exclude.namespaces, exclude.kinds, exclude.labels)
         workload_terms = any(term is not None for term in others)
-        if not workload_terms or _filter_selects(
-            exclude, policy.exclude_namespace_patterns, workload, empty=False
-        ):
+        if not workload_terms or _filter_selects(exclude, workload, empty=False):
             excluded = _requester_term(exclude.requesters, requester)
     if excluded is True:
         return False
@@ -70,19 +59,6 @@ def _requester_term(term: RequesterSet | None, requester: Requester | None) -> b
     if term is None:
         return True
     return None if requester is None else in_set(requester, term)
-
-
-def _glob_any(patterns: tuple[str, ...], value: str) -> bool:
-    return _globs(patterns)(value) is not None
-
-
-@functools.lru_cache(maxsize=1024)
-def _globs(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]:
-    """One compiled regex for ``fnmatchcase`` against any of ``patterns`` (a policy's few namespace globs,
-    asked on every admission); none matches nothing."""
-    if not patterns:
-        return lambda _value: None
-    return re.compile("|".join(fnmatch.translate(p) for p in patterns)).match
 
 
 def _labels_match(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
@@ -102,14 +78,13 @@ def _labels_match(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
     return True
 
 
-def _filter_selects(
-    selection: ResourceFilter, namespaces: tuple[str, ...] | None, workload: Workload, *, empty: bool
-) -> bool:
+def _filter_selects(selection: FilterTerms, workload: Workload, *, empty: bool) -> bool:
     """Whether a match/exclude filter selects the workload; ``empty`` answers for a filter with no terms."""
     terms = 0
+    namespaces = selection.namespaces
     if namespaces is not None:
         terms += 1
-        if not _glob_any(namespaces, workload.namespace or "default"):
+        if namespaces.match(workload.namespace or "default") is None:
             return False
     if selection.kinds is not None:
         terms += 1

@@ -24,13 +24,16 @@ class CelActivation(Mapping[str, Any]):
     compiled with the same variables.
     """
 
-    __slots__ = ("_activations", "_values", "limits")
+    __slots__ = ("_activations", "_answers", "_values", "limits")
 
     def __init__(self, values: dict[str, Any], limits: CelLimits) -> None:
         self._values = values
         self.limits = limits
         # cel-cpp activation per environment (keyed by the environment object, which this keeps alive)
         self._activations: dict[Any, Any] = {}
+        # what each program evaluated in the caller's thread came to, by the program's id (the entry keeps
+        # the program, so its id is not reused while it is here)
+        self._answers: dict[int, tuple[object, bool]] = {}
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -40,6 +43,16 @@ class CelActivation(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._values)
+
+    def answer(self, program: object) -> bool | None:
+        """What ``program`` came to on these values, as :meth:`remember` kept it; None when unknown."""
+        found = self._answers.get(id(program))
+        return found[1] if found is not None and found[0] is program else None
+
+    def remember(self, program: object, value: bool) -> None:
+        """Keep what ``program`` came to on these values: evaluating it again on them gives the same (a
+        program and its values are immutable, and CEL has no side effects, clock or randomness)."""
+        self._answers[id(program)] = (program, value)
 
     def for_environment(self, env: Any) -> Any:
         """The cel-cpp activation of these values for one environment, built on first use."""

@@ -262,10 +262,17 @@ class CelSandbox:
 
 
 def _inline(program: CelProgram, activation: CelActivation) -> Outcome:
+    # An activation prepared once serves every admission of its engine (VerifiedEvidence keeps it): each
+    # program is evaluated on it once. Only true and false are kept: an error is evaluated again.
+    known = activation.answer(program)
+    if known is not None:
+        return known
     try:
-        return program.evaluate_bool(activation)
+        value = program.evaluate_bool(activation)
     except CelEvaluationError as error:
         return error
+    activation.remember(program, value)
+    return value
 
 
 def _stopped(program: CelProgram, what: str) -> CelEvaluationError:

@@ -393,10 +393,10 @@ class Evaluation:
 
     async def signatures(self, reference: ImageReference, rule: SignatureRule) -> VerifiedSignatures:
         """The image's signatures verified against ``rule``'s signers."""
-        verified = self.verified
+        verified, keys, threshold = self.verified, rule.keys, rule.threshold
         return await self.once(
-            ("signatures", reference, tuple(rule.keys), rule.threshold),
-            lambda: verified.image_signatures(reference, rule.keys, rule.threshold, self.deadline),
+            ("signatures", reference, tuple(keys), threshold),
+            lambda: verified.image_signatures(reference, keys, threshold, self.deadline),
         )
 
     async def image_attestation(
@@ -433,12 +433,10 @@ class Evaluation:
         self, reference: ImageReference, rule: BuildManifestRule
     ) -> Documents[VerifiedManifest]:
         """Every build manifest of the engine signed by ``rule``'s signers (and those that did not count)."""
-        verified = self.verified
+        verified, keys, threshold = self.verified, rule.keys, rule.threshold
         return await self.once(
-            ("manifests", reference, tuple(rule.keys), rule.threshold),
-            lambda: verified.build_manifests(
-                reference, rule.keys, rule.threshold, self.attestations(reference)
-            ),
+            ("manifests", reference, tuple(keys), threshold),
+            lambda: verified.build_manifests(reference, keys, threshold, self.attestations(reference)),
         )
 
     async def model_signatures(
@@ -509,7 +507,7 @@ class Evaluation:
                     ]
                     if rule.digests is not None:
                         questions.append(functools.partial(self.digest, ref))
-            models = policy.document.spec.models
+            models = policy.spec.models
             if models is not None and models.build_manifest is not None:
                 for engine_use in judged.engines:
                     engine = self.reference(engine_use.reference)

@@ -627,7 +627,7 @@ def describe(
 
 async def _check_engine(run: Evaluation, found: Findings, engine: EngineSubject) -> EngineSubject:
     """:func:`check` of the engine against its verified build manifest."""
-    rule = found.policy.document.spec.change_control
+    rule = found.policy.spec.change_control
     if rule is not None and engine.build is not None:
         await check(run, found, rule, engine.build.rule, engine.ref, engine.use, engine.build.manifest)
     return engine
@@ -642,8 +642,8 @@ async def _confirm(run: Evaluation, found: Findings, workload: WorkloadSubject) 
 CHANGE_CONTROL = EngineFamily(
     name=_RULE,
     applies=lambda policy: (
-        policy.document.spec.change_control is not None
-        and (models := policy.document.spec.models) is not None
+        policy.spec.change_control is not None
+        and (models := policy.spec.models) is not None
         and models.build_manifest is not None
     ),
     check=_check_engine,
@@ -651,8 +651,6 @@ CHANGE_CONTROL = EngineFamily(
 #: ``spec.changeControl`` over the engines no engine rule judged (an UPDATE kept them), once those are judged.
 CHANGE_CONTROL_KEPT = WorkloadFamily(
     name=f"{_RULE}.unchanged",
-    applies=lambda policy: (
-        policy.document.spec.change_control is not None and policy.document.spec.models is not None
-    ),
+    applies=lambda policy: policy.spec.change_control is not None and policy.spec.models is not None,
     check=_confirm,
 )

@@ -57,7 +57,7 @@ def violation(
 ) -> Violation:
     """A violation of ``rule``; ``error`` when it could not be checked (the policy's ``onError`` applies),
     ``indeterminate`` when its evidence cannot tell (``unknown``, else the policy's ``onIndeterminate``)."""
-    spec = policy.document.spec
+    spec = policy.spec
     action = spec.on_error if error else spec.action
     if indeterminate:
         action = unknown or spec.on_indeterminate
@@ -169,7 +169,7 @@ class Findings:
         """Record a failed check that a verification level only logs (Notation's ``permissive``, ``audit``):
         a warning, never a denial (an audit entry under a policy whose action is Audit), so that every
         output, the admission response and the decision log show it."""
-        spec = self.policy.document.spec
+        spec = self.policy.spec
         self.violations.append(
             Violation(
                 policy=self.policy.name,
@@ -255,7 +255,7 @@ class EngineFamily:
 
 def has_build_manifest(policy: CompiledPolicy) -> bool:
     """Whether ``policy`` has ``models.buildManifest``: when the engine rules over the manifest apply."""
-    models = policy.document.spec.models
+    models = policy.spec.models
     return models is not None and models.build_manifest is not None
 
 

@@ -103,7 +103,7 @@ async def _check(run: Evaluation, found: Findings, engine: EngineSubject) -> Eng
 GPU_COMPATIBILITY = EngineFamily(
     name="models.rules.gpuCompatibility",
     applies=lambda policy: (
-        (models := policy.document.spec.models) is not None
+        (models := policy.spec.models) is not None
         and models.build_manifest is not None
         and models.rules.gpu_compatibility is not None
     ),

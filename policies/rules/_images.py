@@ -39,7 +39,7 @@ async def _check(run: Evaluation, found: Findings, image: ImageSubject) -> None:
         digest = await _rule(run, found, compiled, ref, image.counted, pinnable)
         # Pinned only when the rule verified the digest and found nothing at all (a warning included).
         clean = len(found.violations) == before
-        if run.pinning and compiled.rule.pin_digest and digest is not None and clean:
+        if run.pinning and compiled.pin_digest and digest is not None and clean:
             run.pin(use.path, digest)
 
 
@@ -57,9 +57,9 @@ async def _rule(
 ) -> str | None:
     """Judge ``ref`` by one rule; the digest it resolved a tag to, None when it resolved none.
     ``pinnable``: the field names the reference as written, so a patch can pin it."""
-    rule = compiled.rule
     rule_id = compiled.rule_id
-    if rule.pin_digest and ref.digest is None and not pinnable:
+    pin_digest = compiled.pin_digest
+    if pin_digest and ref.digest is None and not pinnable:
         # Rewriting an image object or a composed name would be guessing at what the operator reads.
         found.add(
             f"{rule_id}.pinDigest",
@@ -69,7 +69,7 @@ async def _rule(
             f"write the digest into the manifest yourself ({ref.name}@sha256:<digest>, printed by "
             f"`trtguard digest {ref}`), or name the image as one reference string",
         )
-    elif rule.pin_digest and ref.digest is None and not run.pinning:
+    elif pin_digest and ref.digest is None and not run.pinning:
         # The mutating webhook pins every tag this rule verifies: one that arrives unpinned skipped it.
         found.add(
             f"{rule_id}.pinDigest",
@@ -78,7 +78,7 @@ async def _rule(
             f"install the chart's mutating webhook, or pin it yourself: {ref.name}@sha256:<digest> "
             "(`trtguard check --fix` prints the manifest pinned)",
         )
-    elif rule.require_digest and ref.digest is None and not (run.pinning and rule.pin_digest):
+    elif compiled.require_digest and ref.digest is None and not (run.pinning and pin_digest):
         found.add(
             f"{rule_id}.requireDigest",
             "image is not pinned by digest",
@@ -94,17 +94,18 @@ async def _rule(
         return None
     pinned = ref.with_digest(digest)
     at_digest = found.about(image=str(pinned))
-    if rule.digests is not None and pinned.digest not in rule.digests:
+    digests, signatures = compiled.digests, compiled.signatures
+    if digests is not None and pinned.digest not in digests:
         at_digest.add(
             f"{rule_id}.digests",
             f"digest {pinned.digest} is not in the allow-list",
             "use one of the digests the policy allows, or have the allow-list extended",
         )
-    if rule.signatures is not None:
+    if signatures is not None:
         signed = await at_digest.check(
             f"{rule_id}.signatures",
-            run.signatures(pinned, rule.signatures),
-            refused=Refusal(run.verified.signing_fix(rule.signatures.keys)),
+            run.signatures(pinned, signatures),
+            refused=Refusal(run.verified.signing_fix(signatures.keys)),
         )
         for record in signed.counted if signed is not None else ():
             counted.signature(record)

@@ -19,7 +19,7 @@ _RULE = "requester"
 
 async def _check(run: Evaluation, found: Findings, _workload: WorkloadSubject) -> None:
     """The violation of the policy's ``requester`` rule by this request's requester, if any."""
-    rule = found.policy.document.spec.requester
+    rule = found.policy.spec.requester
     if rule is None or not run.changed():
         return
     allowed = describe_set(rule.allowed)
@@ -51,6 +51,4 @@ async def _check(run: Evaluation, found: Findings, _workload: WorkloadSubject) -
 
 
 #: ``spec.requester``, a workload rule.
-REQUESTER = WorkloadFamily(
-    name=_RULE, applies=lambda policy: policy.document.spec.requester is not None, check=_check
-)
+REQUESTER = WorkloadFamily(name=_RULE, applies=lambda policy: policy.spec.requester is not None, check=_check)

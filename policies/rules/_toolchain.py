@@ -42,7 +42,7 @@ async def _check(run: Evaluation, found: Findings, engine: EngineSubject) -> Eng
 TOOLCHAIN = EngineFamily(
     name=_RULE,
     applies=lambda policy: (
-        (models := policy.document.spec.models) is not None
+        (models := policy.spec.models) is not None
         and models.build_manifest is not None
         and models.rules.toolchain is not None
     ),

@@ -25,9 +25,7 @@ async def _check(run: Evaluation, found: Findings, engine: EngineSubject) -> Eng
 #: ``models.verification``, an engine rule: judged with or without a build manifest rule.
 VERIFICATION = EngineFamily(
     name="models.verification",
-    applies=lambda policy: (
-        (models := policy.document.spec.models) is not None and models.verification is not None
-    ),
+    applies=lambda policy: (models := policy.spec.models) is not None and models.verification is not None,
     check=_check,
 )
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NoReturn
 
 from policies.workload_model._budget import UNLIMITED, Budget
 from policies.workload_model._scheduling import NodeSelection
@@ -219,42 +219,56 @@ class Tally:
         self.budget = budget
         self.templates = self.containers = self.volumes = self.engines = self.images = 0
 
+    # Each count is a step of the budget, and checked against its limit in place: one call fewer per item
+    # (a workload counts a few of each on every admission).
+
     def template(self, path: str) -> None:
         """Count one pod template, at ``path``."""
         self.templates += 1
-        self._within(self.templates, MAX_TEMPLATES, "pod templates", path)
+        self.budget.step()
+        if self.templates > MAX_TEMPLATES:
+            _over(MAX_TEMPLATES, "pod templates", path)
 
     def container(self, path: str) -> None:
         """Count one container, at ``path``."""
         self.containers += 1
-        self._within(self.containers, MAX_CONTAINERS, "containers", path)
+        self.budget.step()
+        if self.containers > MAX_CONTAINERS:
+            _over(MAX_CONTAINERS, "containers", path)
 
     def volume(self, path: str) -> None:
         """Count one volume, at ``path``."""
         self.volumes += 1
-        self._within(self.volumes, MAX_VOLUMES, "volumes", path)
+        self.budget.step()
+        if self.volumes > MAX_VOLUMES:
+            _over(MAX_VOLUMES, "volumes", path)
 
     def engine(self, path: str) -> None:
         """Count one engine candidate, at ``path``."""
         self.engines += 1
-        self._within(self.engines, MAX_ENGINES, "engine candidates", path)
+        self.budget.step()
+        if self.engines > MAX_ENGINES:
+            _over(MAX_ENGINES, "engine candidates", path)
 
     def image(self, path: str) -> None:
         """Count one image, at ``path``."""
         self.images += 1
-        self._within(self.images, MAX_IMAGES, "images", path)
+        self.budget.step()
+        if self.images > MAX_IMAGES:
+            _over(MAX_IMAGES, "images", path)
 
     def problems(self, found: Sequence[Problem]) -> None:
         """Check the number of malformed fields found."""
         if len(found) > MAX_PROBLEMS:
-            self._within(len(found), MAX_PROBLEMS, "malformed fields", found[MAX_PROBLEMS].path)
+            self.budget.step()
+            _over(MAX_PROBLEMS, "malformed fields", found[MAX_PROBLEMS].path)
 
-    def _within(self, count: int, limit: int, what: str, path: str) -> None:
-        self.budget.step()
-        if count > limit:
-            raise InputError(
-                f"the object has more than {limit} {what} (in all its pod templates); trtguard judges at "
-                f"most {limit} per workload, so that one admission cannot hold up the others",
-                location=path,
-                hint="split the workload into several objects",
-            )
+
+def _over(limit: int, what: str, path: str) -> NoReturn:
+    """Raise the :class:`InputError` of a workload holding more than ``limit`` of ``what``."""
+    raise InputError(
+        f"the object has more than {limit} {what} (in all its pod templates); trtguard judges at "
+        f"most {limit} per workload, so that one admission cannot hold up the others",
+        location=path,
+        hint="split the workload into several objects",
+    )

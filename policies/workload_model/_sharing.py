@@ -175,8 +175,17 @@ def host_access(container: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     ``privileged``, Windows host process or a capability of :data:`_HOST_CAPABILITIES` (``SYS_ADMIN``,
     ``cap_sys_admin``: the container runtime reads names in any case, ``CAP_`` or not). A value other
     than ``false`` counts, as a ``readOnly`` other than ``true`` does not."""
-    if turned_on(pod.get("hostPID")) or _host_process(pod.get("securityContext")):
-        return True
+    return _pod_host_access(pod) or _container_host_access(container)
+
+
+def _pod_host_access(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod spec ``pod`` gives every container of it host access (:func:`host_access`): its
+    ``hostPID`` or Windows host process."""
+    return turned_on(pod.get("hostPID")) or _host_process(pod.get("securityContext"))
+
+
+def _container_host_access(container: Mapping[str, Any]) -> bool:
+    """The container's own part of :func:`host_access`."""
     context = container.get("securityContext")
     if context is None or not isinstance(context, _MAPPINGS):
         return False
@@ -242,7 +251,16 @@ class PodGraph:
     names);
     :meth:`sharing` makes the attachments once every container and volume is read."""
 
-    __slots__ = ("_declared", "_host", "_namespaces", "_shares_processes", "_storage", "_template")
+    __slots__ = (
+        "_declared",
+        "_host",
+        "_namespaces",
+        "_pod",
+        "_pod_host",
+        "_shares_processes",
+        "_storage",
+        "_template",
+    )
 
     def __init__(self, template: str, spec: Mapping[str, Any]) -> None:
         self._template = template
@@ -251,6 +269,9 @@ class PodGraph:
         self._namespaces: list[Attachment] = []
         self._storage: list[int] = []
         self._shares_processes = turned_on(spec.get("shareProcessNamespace"))
+        # The pod's own part of every container's host access, read once (not once per container).
+        self._pod = spec
+        self._pod_host = _pod_host_access(spec)
 
     def volume(self, name: str, volume: Mapping[str, Any]) -> None:
         """One declaration of the volume ``name`` (the API server refuses a second; each then counts)."""
@@ -258,7 +279,8 @@ class PodGraph:
 
     def container(self, number: int, container: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
         """Container ``number``: whether it has host access by how it runs (:func:`host_access`)."""
-        if host_access(container, pod):
+        pod_host = self._pod_host if pod is self._pod else _pod_host_access(pod)
+        if pod_host or _container_host_access(container):
             self._host.append(number)
 
     def share_processes(self) -> None:
@@ -306,6 +328,13 @@ class PodGraph:
     def _volume(self, name: str, declarations: list[Mapping[str, Any]]) -> _Volume:
         """A volume name's channel and access, from every declaration of it, each counted as the one that
         shares more."""
+        if len(declarations) == 1:  # the API server's rule: what follows for one, without the folds
+            [volume] = declarations
+            writable = not read_only_volume(volume)
+            channel = STORAGE if outlives(volume) else f"{self._template}\0{name}" if writable else None
+            return _Volume(
+                channel, writable, host_path_access(volume, "recursive"), host_path_access(volume, "writable")
+            )
         writable = not all(read_only_volume(v) for v in declarations)
         channel = (
             STORAGE

@@ -5,6 +5,7 @@ Python-level test answers as before."""
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,11 +19,23 @@ import policies.verified as verified_module
 from policies._judging import RULES, _plan
 from policies.evaluator import PolicyEvaluator
 from policies.loader import CompiledImageRule, CompiledPolicy, load_policy_set
-from policies.patterns import matches_any
+from policies.matching import _labels_match, selection, selects, selects_by_requester
+from policies.patterns import ImagePattern, matches_any
+from policies.requesters import Requester, RequesterSet, in_set
+from policies.schema import ResourceFilter
 from policies.verified import VerifiedEvidence
+from policies.workload_model import Workload, identify, named_kinds
 from policies.workload_model._scheduling import _at
 from policies.workload_model._sharing import _HOST_CAPABILITIES as HOST_CAPABILITIES
-from policies.workload_model._sharing import host_access, turned_on
+from policies.workload_model._sharing import (
+    STORAGE,
+    PodGraph,
+    host_access,
+    host_path_access,
+    outlives,
+    read_only_volume,
+    turned_on,
+)
 from tests.policies.conftest import Material, pod
 from tests.policies.evaluation import NOW, evaluate, signature_policy
 from trtguard.demo.material import make_material
@@ -238,3 +251,168 @@ def test_a_dotted_path_is_read_as_before(data: Any, path: str) -> None:
     for key in path.split("."):
         expected = expected.get(key) if isinstance(expected, Mapping) else None
     assert _at(value, path) == expected
+
+
+# Filters of every shape `selection` reads (namespaces, kinds, labels, requesters), in match and exclude.
+FILTERS = (
+    "{}",
+    '{namespaces: ["prod*", "team-?"]}',
+    "{kinds: [Pod, Deployment, Job.batch.volcano.sh]}",
+    "{labels: {matchLabels: {tier: gpu}, matchExpressions: [{key: env, operator: NotIn, values: [dev]}]}}",
+    '{namespaces: ["prod"], requesters: {usernames: ["alice", "ci:*"]}}',
+    "{requesters: {groups: [admins]}}",
+    '{kinds: [Job], labels: {matchExpressions: [{key: tier, operator: Exists}]}, namespaces: ["*"]}',
+)
+
+
+def _filter_policies() -> tuple[CompiledPolicy, ...]:
+    """One policy per pair of a match and an exclude (or none) of :data:`FILTERS`."""
+    documents = []
+    for m, match in enumerate(FILTERS):
+        for e, exclude in enumerate((None, *FILTERS[1:])):
+            exclusion = f"\n  exclude: {exclude}" if exclude is not None else ""
+            documents.append(
+                f"apiVersion: trtguard.dev/v1alpha1\nkind: InferencePolicy\nmetadata: {{name: f{m}-{e}}}\n"
+                f"spec:\n  match: {match}{exclusion}\n  images: [{{name: any, match: ['docker.io/**']}}]\n"
+            )
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "filters.yaml"
+        path.write_text("---\n".join(documents))
+        return load_policy_set([path]).policies
+
+
+_FILTER_POLICIES = _filter_policies()
+
+
+def _selection_before(policy: CompiledPolicy, workload: Workload, requester: Requester | None) -> bool | None:
+    """``selection`` as it was written before issue 31's second pass (every term read from the document)."""
+
+    def selects(terms: ResourceFilter, *, empty: bool) -> bool:
+        count = 0
+        if terms.namespaces is not None:
+            count += 1
+            if not any(fnmatch.fnmatchcase(workload.namespace or "default", g) for g in terms.namespaces):
+                return False
+        if terms.kinds is not None:
+            count += 1
+            named = any((workload.group, workload.kind) in named_kinds(k) for k in terms.kinds)
+            if not (workload.known_kind and named):
+                return False
+        if terms.labels is not None:
+            count += 1
+            if not _labels_match(terms.labels, workload.labels):
+                return False
+        return empty if count == 0 else True
+
+    def term(found: RequesterSet | None) -> bool | None:
+        return True if found is None else None if requester is None else in_set(requester, found)
+
+    spec = policy.document.spec
+    match, exclude = spec.match, spec.exclude
+    chosen = selects(match, empty=True) and (exclude is None or not selects(exclude, empty=False))
+    if not chosen and (exclude is None or exclude.requesters is None or not selects(match, empty=True)):
+        return False
+    matched = term(match.requesters)
+    if matched is False:
+        return False
+    excluded: bool | None = False
+    if exclude is not None and exclude.requesters is not None:
+        others = (exclude.namespaces, exclude.kinds, exclude.labels)
+        if all(t is None for t in others) or selects(exclude, empty=False):
+            excluded = term(exclude.requesters)
+    if excluded is True:
+        return False
+    return None if matched is None or excluded is None else True
+
+
+WORKLOADS = st.builds(
+    lambda namespace, kind, labels: identify(
+        {"apiVersion": kind[0], "kind": kind[1], "metadata": {"name": "w", "labels": labels}},
+        namespace=namespace,
+    ),
+    st.sampled_from([None, "prod", "prod-eu", "team-a", "team-ab", "dev", "default"]),
+    st.sampled_from([("v1", "Pod"), ("apps/v1", "Deployment"), ("batch/v1", "Job"), ("x.io/v1", "Pod")]),
+    st.dictionaries(st.sampled_from(["tier", "env"]), st.sampled_from(["gpu", "dev", "cpu"]), max_size=2),
+)
+REQUESTERS = st.none() | st.builds(
+    Requester,
+    st.sampled_from(["alice", "bob", "ci:deploy", "system:serviceaccount:prod:sa"]),
+    st.lists(st.sampled_from(["admins", "devs"]), max_size=2, unique=True).map(tuple),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(workload=WORKLOADS, requester=REQUESTERS)
+def test_which_policies_select_a_workload_is_what_the_documents_say(
+    workload: Workload, requester: Requester | None
+) -> None:
+    for policy in _FILTER_POLICIES:
+        assert selection(policy, workload, requester) == _selection_before(policy, workload, requester)
+        if not selects_by_requester(policy):  # then the answer is True or False whoever asks
+            assert selects(policy, workload) is (_selection_before(policy, workload, None) is True)
+
+
+def test_the_fields_read_at_load_are_the_documents(tmp_path: Path) -> None:
+    for policy in (*_library(tmp_path), _rules_policy(), *_FILTER_POLICIES):
+        document = policy.document
+        assert policy.name == document.metadata.name and policy.spec is document.spec
+        models = document.spec.models
+        engines = models.engines if models is not None else None
+        assert policy.engine_patterns == (
+            tuple(ImagePattern.compile(text) for text in engines) if engines is not None else None
+        )
+        for rule in policy.image_rules:
+            assert (rule.require_digest, rule.pin_digest) == (rule.rule.require_digest, rule.rule.pin_digest)
+            assert rule.digests is rule.rule.digests and rule.signatures is rule.rule.signatures
+
+
+@settings(max_examples=400, deadline=None)
+@given(containers=st.lists(JSON, min_size=1, max_size=3), pod_context=JSON, host_pid=JSON)
+def test_a_pods_graph_gives_each_container_the_host_access_host_access_gives(
+    containers: list[Any], pod_context: Any, host_pid: Any
+) -> None:
+    pod = {"securityContext": pod_context, "hostPID": host_pid}
+    graph = PodGraph("spec", pod)
+    for number, context in enumerate(containers):
+        graph.container(number, {"securityContext": context}, pod)
+    host = [n for n, c in enumerate(containers) if _host_access_before({"securityContext": c}, pod)]
+    assert graph.sharing(len(containers), []).host == host
+
+
+VOLUMES = st.fixed_dictionaries(
+    {"name": st.just("v")},
+    optional={
+        "emptyDir": st.just({}),
+        "hostPath": st.fixed_dictionaries(
+            {"path": st.just("/x")}, optional={"type": st.sampled_from(["", "File", "Directory", "Socket"])}
+        ),
+        "persistentVolumeClaim": st.fixed_dictionaries(
+            {"claimName": st.just("c")}, optional={"readOnly": st.booleans()}
+        ),
+        "image": st.just({"reference": "r"}),
+        "configMap": st.just({"name": "m"}),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(declarations=st.lists(VOLUMES, min_size=1, max_size=2), modes=st.lists(st.booleans(), max_size=3))
+def test_one_declaration_of_a_volume_shares_what_the_fold_over_declarations_gives(
+    declarations: list[dict[str, Any]], modes: list[bool]
+) -> None:
+    graph = PodGraph("spec", {})
+    for declaration in declarations:
+        graph.volume("v", declaration)
+    [(_, declared)] = graph._declared.items()
+    made = graph._volume("v", declared)
+    # the fold, as every declaration count took it before issue 31's second pass
+    writable = not all(read_only_volume(v) for v in declared)
+    storage = any(outlives(v) for v in declared)
+    assert made.writable == writable
+    assert made.channel == (STORAGE if storage else "spec\0v" if writable else None)
+    for mode in ("recursive", "writable"):
+        access = max((host_path_access(v, mode) for v in declared), key=["none", "reads", "full"].index)
+        assert (made.host_read_only if mode == "recursive" else made.host_writable) == access
+    assert graph.sharing(
+        len(modes), [(n, "v", "writable" if m else "recursive") for n, m in enumerate(modes)]
+    )

@@ -15,8 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from policies.cel import CelActivation, CelEvaluationError, compile_expression, prepare_activation
+from policies.cel import CelActivation, CelEvaluationError, CelProgram, compile_expression, prepare_activation
 from policies.cel.sandbox import CelSandbox, Outcome, SandboxLimits
 from tests.policies.cel.test_cost import costly_expression
 
@@ -188,3 +190,62 @@ async def test_the_event_loop_keeps_running_while_a_worker_evaluates(sandbox: Ce
     assert isinstance(outcome, CelEvaluationError) and outcome.resource
     assert "did not finish within 2 s" in outcome.message and evaluated >= SandboxLimits().seconds == 2.0
     assert longest_gap < evaluated / 4, f"the event loop stalled for {longest_gap:.3f} s of {evaluated:.1f} s"
+
+
+#: Inline expressions of each outcome: true, false, and failures (a missing key, a type error).
+KEPT_OR_NOT = (
+    "manifest.n > 1",
+    "manifest.n < 1",
+    "manifest.missing == 1",
+    "manifest.s + 1 == 2",
+    "engine.name.startsWith('e')",
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(-3, 3), s=st.sampled_from(["a", "e"]), asked=st.lists(st.integers(0, 4), max_size=8))
+def test_an_activation_answers_each_inline_program_as_evaluating_it_afresh(
+    n: int, s: str, asked: list[int]
+) -> None:
+    # issue 31: true and false are kept on the activation (prepared once per engine), errors are not
+    values = {"manifest": {"n": n, "s": s}, "workload": {}, "engine": {"name": s}}
+    kept = prepare_activation(values)
+    programs = [compile_expression(source, variables=VARIABLES) for source in KEPT_OR_NOT]
+    assert all(program.inline for program in programs)
+    sandbox = CelSandbox()  # inline programs only: it starts no worker
+    try:
+        for index in asked:
+            [again] = asyncio.run(sandbox.evaluate_bools([programs[index]], kept, seconds=5))
+            fresh_values = prepare_activation(values)
+            [fresh] = asyncio.run(sandbox.evaluate_bools([programs[index]], fresh_values, seconds=5))
+            assert type(again) is type(fresh) and str(again) == str(fresh)
+    finally:
+        sandbox.close()
+
+
+def test_only_a_true_or_false_answer_is_kept_and_only_for_that_program(
+    sandbox: CelSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    activation = prepare_activation({"manifest": {"n": 2}, "workload": {}, "engine": {}})
+    holds, fails = (compile_expression(s, variables=VARIABLES) for s in ("manifest.n > 1", "manifest.x > 1"))
+    same_source = compile_expression("manifest.n > 1", variables=VARIABLES)
+    evaluated: list[str] = []
+    evaluate_bool = CelProgram.evaluate_bool
+
+    def counted(program: CelProgram, values: object) -> bool:
+        evaluated.append(program.source)
+        return evaluate_bool(program, values)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(CelProgram, "evaluate_bool", counted)
+    for _ in range(3):
+        outcomes = asyncio.run(sandbox.evaluate_bools([holds, fails, same_source], activation, seconds=5))
+        assert outcomes[0] is True and outcomes[2] is True and isinstance(outcomes[1], CelEvaluationError)
+    # each program once for its true, the failing one every time; another program of the same source is
+    # its own entry
+    assert evaluated == [
+        "manifest.n > 1",
+        "manifest.x > 1",
+        "manifest.n > 1",
+        "manifest.x > 1",
+        "manifest.x > 1",
+    ]
