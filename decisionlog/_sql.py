@@ -49,8 +49,8 @@ INSERT_SHARED: Final = (
 #: images and engines, whose SHA-256 (as much hashing as the record's own link) is then looked up instead.
 #: A ref depends on the content alone, so every store and thread may use it; bounded in entries and bytes.
 _REFS: Final[dict[bytes, str]] = {}
-_REFS_MAX: Final = 256
-_REF_MAX_BYTES: Final = 64 * 1024
+_REFS_MAX: Final = 128
+_REF_MAX_BYTES: Final = 32 * 1024
 
 
 def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:

@@ -10,6 +10,7 @@ result is the same (tests/decisionlog/test_record.py checks both paths against e
 from __future__ import annotations
 
 import json
+import marshal
 from collections.abc import Collection
 from typing import Any, Final
 
@@ -23,12 +24,19 @@ from decisionlog._record import (
     canonical_parts,
     storable,
 )
+from decisionlog._tree_json import tree_json
 
 _TEXT_LISTS: Final = frozenset({"warnings", "groups"})
 #: Encoded records up to this size fit every list bound (see stored_form).
 _UNTOUCHED_MAX_BYTES: Final = MAX_LIST_CHARS * 2 // 3
 #: Writes JSON values only (no NaN, no infinity): anything else takes the general path.
 _STRICT_JSON: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+#: JSON of the parts stored apart (images, engines) by their ``marshal`` bytes, for the parts encoded last:
+#: a workload's next admission repeats them, and marshalling is about a third of the cost of encoding (see
+#: :func:`_apart_json`). Any thread may use it; bounded in entries and bytes.
+_APART: Final[dict[bytes, bytes]] = {}
+_APART_MAX: Final = 128
+_APART_MAX_BYTES: Final = 32 * 1024
 
 
 def stored_form(
@@ -50,7 +58,7 @@ def stored_form(
         if (entries := getattr(record, name))
     ):
         try:
-            parts = canonical_parts(data, apart, plain=True)
+            parts = canonical_parts(data, apart, plain=True, apart_json=_apart_json)
         except UnicodeEncodeError:  # a lone surrogate: storable escapes it
             pass
         else:
@@ -60,6 +68,29 @@ def stored_form(
     record = storable(record)
     data = record.to_json()
     return record, data, canonical_parts(data, apart)
+
+
+def _apart_json(value: Any) -> bytes:
+    """:func:`tree_json` of ``value``, a part that :func:`_untouched` passed: remembered by its marshal bytes.
+
+    Version 0 of ``marshal`` writes each value with its exact type (None, True, False, an integer, text as
+    UTF-8, a list, a dict's members in order), and :func:`_untouched` lets through no other type: equal bytes
+    are the same tree, so the same JSON. (Equality would not do: ``True == 1``.) A dict whose members come in
+    another order, or any other difference, is only encoded anew. A part is remembered only once encoded, so
+    one that cannot be (a lone surrogate) is never found here.
+    """
+    try:
+        key = marshal.dumps(value, 0)
+    except ValueError:  # nested deeper than marshal goes
+        return tree_json(value)
+    encoded = _APART.get(key)
+    if encoded is None:
+        encoded = tree_json(value)
+        if len(key) <= _APART_MAX_BYTES:
+            if len(_APART) >= _APART_MAX:
+                _APART.clear()  # not evicting one by one: clear() is one step for threads sharing the dict
+            _APART[key] = encoded
+    return encoded
 
 
 def _untouched(value: Any) -> bool:
