@@ -153,10 +153,7 @@ def write_batch(
             prev = linked.hash
         if new_parts := [part for ref, part in shared.items() if parts is None or ref not in parts]:
             cursor.executemany(_INSERT_SHARED, new_parts)
-        if len(rows) == 1:
-            cursor.execute(_INSERT, rows[0])
-        else:
-            cursor.executemany(_INSERT, rows)
+        cursor.executemany(_INSERT, rows)
         cursor.execute("UPDATE trtguard_chain_head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
         cursor.execute("COMMIT")
     except BaseException:

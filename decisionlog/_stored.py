@@ -58,7 +58,7 @@ def stored_form(
         if (entries := getattr(record, name))
     ):
         try:
-            parts = canonical_parts(data, apart, plain=True, apart_json=_apart_json)
+            parts = canonical_parts(data, apart, plain=_apart_json)
         except UnicodeEncodeError:  # a lone surrogate: storable escapes it
             pass
         else:
