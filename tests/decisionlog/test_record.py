@@ -26,7 +26,7 @@ from decisionlog._record import (
     new_record_id,
     storable,
 )
-from decisionlog._stored import _apart_json, _untouched, stored_form
+from decisionlog._stored import _Apart, _untouched, stored_form
 from decisionlog._tree_json import tree_json
 from tests.support.harness import RecordFactory
 
@@ -387,10 +387,21 @@ def test_the_memo_of_parts_apart_gives_their_json_whatever_came_before(values: l
         assert _apart_json(value) == tree_json(value)
 
 
-def test_the_memo_tells_true_from_one() -> None:
+def _apart_json(value: Any) -> bytes:
+    """The JSON stored_form gives ``value`` as a part apart, remembered (or found) on the way."""
+    data = {"part": value}
+    parts = _Apart(data, ("part",))
+    assert parts.untouched(data)
+    return parts.json(value)
+
+
+def test_the_memo_tells_true_from_one_and_walks_what_it_never_saw() -> None:
     assert _apart_json([{"tlog_index": 1}]) == b'[{"tlog_index":1}]'
     assert _apart_json([{"tlog_index": True}]) == b'[{"tlog_index":true}]'
-    assert _apart_json([{"tlog_index": 1.0}]) == b'[{"tlog_index":1.0}]'  # not one _untouched passes
+    _apart_json([{"tlog_index": 1}])
+    for odd in ([{"tlog_index": 1.0}], [("a", "tuple")], ["x" * (MAX_TEXT_CHARS + 1)]):
+        data = {"part": odd}
+        assert not _Apart(data, ("part",)).untouched(data)
 
 
 def test_stored_form_takes_a_plain_record_as_it_is(make_record: RecordFactory) -> None:
