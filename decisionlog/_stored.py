@@ -37,6 +37,9 @@ _STRICT_JSON: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False
 _APART: Final[dict[bytes, bytes]] = {}
 _APART_MAX: Final = 128
 _APART_MAX_BYTES: Final = 32 * 1024
+#: The marshal bytes of engine lists :func:`_fits` found to fit (checked on the event loop for every
+#: admission, and repeated as the parts apart are); bounded as :data:`_APART` is.
+_FITTING: Final[set[bytes]] = set()
 
 
 def stored_form(
@@ -171,8 +174,19 @@ def _fits(entries: tuple[Any, ...]) -> bool:
     JSON (in C) instead of a walk of every value: the bounds count at most 1.5 characters per encoded byte
     (as in :func:`stored_form`); text the record would change (a lone surrogate, NUL, a text cut short)
     either fails to encode, is seen in the bytes, or only shortens what the bounds count. False: not sure."""
+    try:  # equal marshal bytes: the same tree (see _Apart), so the same answer
+        key: bytes | None = marshal.dumps(entries, 0)
+    except ValueError:  # not of marshal's types
+        key = None
+    if key in _FITTING:
+        return True
     try:
         encoded = _STRICT_JSON.encode(list(entries)).encode()
     except (TypeError, ValueError):  # not plain JSON (a lone surrogate is a UnicodeEncodeError, a ValueError)
         return False
-    return len(encoded) <= _UNTOUCHED_MAX_BYTES and b"\\u0000" not in encoded
+    fits = len(encoded) <= _UNTOUCHED_MAX_BYTES and b"\\u0000" not in encoded
+    if fits and key is not None and len(key) <= _APART_MAX_BYTES:
+        if len(_FITTING) >= _APART_MAX:
+            _FITTING.clear()
+        _FITTING.add(key)
+    return fits
