@@ -118,7 +118,7 @@ class _Apart:
         if encoded is None:
             encoded = tree_json(value)
             key = self.keys.get(id(value))
-            if key is not None and len(key) <= _APART_MAX_BYTES:
+            if key is not None and len(key) <= _APART_MAX_BYTES and len(encoded) <= _APART_MAX_BYTES:
                 if len(_APART) >= _APART_MAX:
                     _APART.clear()  # not one by one: clear() is one step for threads sharing the dict
                 _APART[key] = encoded
