@@ -158,39 +158,49 @@ class BatchWriter:
         if self._fail_fast and (self.failure is not None or self.stalled):
             why = self.failure or "a write has not finished"
             raise DecisionLogUnavailable(f"the decision log is unavailable: {why}", location=self._where)
-        item = _Item(record, asyncio.get_running_loop().create_future(), arrived)
+        loop = asyncio.get_running_loop()
+        item = _Item(record, loop.create_future(), arrived)
         self._queue.put_nowait(item)
+        # One timer that settles the item's future at the deadline, where ``asyncio.timeout`` around
+        # ``asyncio.shield`` cost a Timeout, an outer future and its callbacks on every decision. Cancelling
+        # the waiter cancels the item's future; the writer then stores the record all the same (as it stored
+        # the shielded one), and sets no outcome on it.
+        expiry = loop.call_later(deadline.remaining(), self._expire, item)
         try:
-            async with asyncio.timeout(deadline.remaining()):
-                return await asyncio.shield(item.future)
-        except TimeoutError:
-            if item.future.done() and item.future.exception() is None:
-                return item.future.result()
-            if not item.taken:
-                # Not yet taken by the writer: withdrawn, so that no record contradicts the answer we give.
-                item.withdrawn = True
-                raise DecisionLogUnavailable(
-                    "the decision log did not take the record in time", location=self._where
-                ) from None
-            # Taken, not confirmed: the answer is a denial, and the writer records that if the record lands.
-            item.abandoned = True
-            raise DecisionLogInDoubt(
-                "the decision log did not confirm the record in time", location=self._where
-            ) from None
+            return await item.future
+        finally:
+            expiry.cancel()
+
+    def _expire(self, item: _Item) -> None:
+        """At ``item``'s deadline: unless the writer answered it already, fail its waiter."""
+        if item.future.done():
+            return
+        if not item.taken:
+            # Not yet taken by the writer: withdrawn, so that no record contradicts the answer we give.
+            item.withdrawn = True
+            why = "the decision log did not take the record in time"
+            item.future.set_exception(DecisionLogUnavailable(why, location=self._where))
+            return
+        # Taken, not confirmed: the answer is a denial, and the writer records that if the record lands.
+        item.abandoned = True
+        why = "the decision log did not confirm the record in time"
+        item.future.set_exception(DecisionLogInDoubt(why, location=self._where))
 
     async def _run(self, queue: asyncio.Queue[_Item | None], commit: Commit, recover: Recover | None) -> None:
         while True:
-            try:
-                # Idle after a failure (or with undelivered records to write): check now and then.
-                retry = (self.failure is not None and recover is not None) or bool(self._undelivered)
-                async with asyncio.timeout(self._recover_interval if retry else None):
-                    first = await queue.get()
-            except TimeoutError:
-                if self.failure is not None and recover is not None:
-                    self.failure = await recover()
-                if self.failure is None and self._undelivered:
-                    await self._write(commit, [])
-                continue
+            # Idle after a failure (or with undelivered records to write): check now and then.
+            if (self.failure is not None and recover is not None) or self._undelivered:
+                try:
+                    async with asyncio.timeout(self._recover_interval):
+                        first = await queue.get()
+                except TimeoutError:
+                    if self.failure is not None and recover is not None:
+                        self.failure = await recover()
+                    if self.failure is None and self._undelivered:
+                        await self._write(commit, [])
+                    continue
+            else:  # no timeout to arm: the common case, once per batch
+                first = await queue.get()
             if first is None:
                 if self._undelivered:
                     await self._write(commit, [])
@@ -253,13 +263,13 @@ class BatchWriter:
         by_id = {s.record.record_id: s for s in stored}
         for item in taken:
             result = by_id[item.record.record_id]
-            if item.abandoned or item.future.done():
+            if item.abandoned:
                 self._undelivered.append(undelivered(item.record))
                 self._log.warning(
                     "decision recorded after its answer deadline; recording it as undelivered",
                     extra={"store": self._where, "fields": {"uid": item.record.uid, "seq": result.seq}},
                 )
-            else:
+            elif not item.future.done():  # done (not abandoned): its waiter was cancelled, nobody waits
                 item.future.set_result(result)
 
 

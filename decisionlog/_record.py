@@ -28,7 +28,7 @@ import math
 import os
 import random
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -369,14 +369,15 @@ def canonical_json(data: Mapping[str, Any]) -> bytes:
 
 
 def canonical_parts(
-    data: Mapping[str, Any], apart: Collection[str], *, plain: bool = False
+    data: Mapping[str, Any], apart: Collection[str], *, plain: Callable[[Any], bytes] | None = None
 ) -> tuple[bytes, bytes, bytes]:
     """Canonical JSON of ``data`` (ASCII keys), of ``data`` without the keys ``apart``, and of those alone.
 
     Each member is encoded once and the three objects are joined from the pieces: a JCS object is its sorted
     members, each member's canonical form being the same on its own. (A store keeps the parts ``apart`` once
     and the record's hash covers the whole.) ``plain``: the caller knows ``data`` holds no float and no
-    non-ASCII key (``decisionlog._stored``), so it is not walked again to find out.
+    non-ASCII key (``decisionlog._stored``), so it is not walked again to find out, and encodes the values
+    apart with this (:func:`tree_json`, or a memo of it).
     """
     whole: list[bytes] = []
     rest: list[bytes] = []
@@ -393,7 +394,7 @@ def canonical_parts(
             run = {}
         if key is not None:
             value = data[key]
-            encoded = tree_json(value) if plain or _plain(value) else rfc8785.dumps(value)
+            encoded = plain(value) if plain else tree_json(value) if _plain(value) else rfc8785.dumps(value)
             whole.append(b'"%s":%s' % (key.encode("ascii"), encoded))
             alone.append(whole[-1])
     return b"{%s}" % b",".join(whole), b"{%s}" % b",".join(rest), b"{%s}" % b",".join(alone)

@@ -46,6 +46,12 @@ INSERT_COLUMNS: Final = ", ".join(
 INSERT_SHARED: Final = (
     "INSERT INTO trtguard_shared (ref, content) VALUES ({p}, {p}) ON CONFLICT (ref) DO NOTHING"
 )
+#: Shared parts' refs by their content, for the parts linked last: a workload's next admission repeats its
+#: images and engines, whose SHA-256 (as much hashing as the record's own link) is then looked up instead.
+#: A ref depends on the content alone, so every store and thread may use it; bounded in entries and bytes.
+_REFS: Final[dict[bytes, str]] = {}
+_REFS_MAX: Final = 128
+_REF_MAX_BYTES: Final = 32 * 1024
 
 
 def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:
@@ -113,7 +119,7 @@ def link(
     if len(content) >= MIN_SHARED_BYTES:
         # 128 bits of SHA-256 name the part; were two parts ever to collide, the records would not verify
         # (the hash covers the content), so a collision could only be noticed, never go unseen.
-        shared = (hashlib.sha256(content).hexdigest()[:32], content.decode())
+        shared = (_shared_ref(content), content.decode())
         body = rest
     values = (
         seq,
@@ -125,6 +131,18 @@ def link(
         shared and shared[0],
     )
     return values, shared, StoredRecord(seq, record, prev, digest)
+
+
+def _shared_ref(content: bytes) -> str:
+    """The first 128 bits of the SHA-256 of ``content``, in hex: the ref of a shared part."""
+    ref = _REFS.get(content)
+    if ref is None:
+        ref = hashlib.sha256(content).hexdigest()[:32]
+        if len(content) <= _REF_MAX_BYTES:
+            if len(_REFS) >= _REFS_MAX:
+                _REFS.clear()  # not evicting one by one: clear() is one step for threads sharing the dict
+            _REFS[content] = ref
+    return ref
 
 
 def _whole_body(body: str, shared: str | None) -> str:

@@ -47,6 +47,9 @@ STALL_AFTER: Final = 2.0
 
 Synchronous = Literal["full", "normal"]
 
+#: Most shared-part refs a writer remembers as stored (``write_batch``'s ``parts``).
+_PARTS_KNOWN: Final = 4096
+
 # The write path's statements, formatted once (sqlite3 keeps each prepared, by its text).
 _INSERT: Final = _sql.insert("?")
 _INSERT_SHARED: Final = _sql.INSERT_SHARED.format(p="?")
@@ -95,13 +98,21 @@ def migrate(conn: sqlite3.Connection, *, where: str) -> int:
 
 
 def write_batch(
-    conn: sqlite3.Connection, records: list[DecisionRecord], *, dedupe: bool
+    conn: sqlite3.Connection,
+    records: list[DecisionRecord],
+    *,
+    dedupe: bool,
+    parts: set[str] | None = None,
 ) -> list[StoredRecord]:
     """Append ``records`` after the current chain head in one transaction.
 
     With ``dedupe`` records whose ``record_id`` is already stored are skipped (shipping a spool twice). An
     undelivered record is skipped unless the record it names is stored (or, pruned since, carried forward
     as an admission: :mod:`decisionlog._carried`) and it is not stored yet itself.
+
+    ``parts``: refs of shared parts known to be stored in this file (``trtguard_shared`` is never deleted
+    from), kept by the caller for one connection: those are not inserted again, and the refs this batch
+    committed are added.
     """
 
     def stored_id(record_id: str) -> bool:
@@ -112,9 +123,11 @@ def write_batch(
         found = conn.execute(_sql.CARRIED_ADMISSION.format(p="?"), (_sql.carried_pattern(record_id),))
         return found.fetchone() is not None
 
-    conn.execute("BEGIN IMMEDIATE")
+    # One cursor for the batch's statements: ``conn.execute`` makes one for each.
+    cursor = conn.cursor()
+    cursor.execute("BEGIN IMMEDIATE")
     try:
-        seq, prev = conn.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
+        seq, prev = cursor.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
         stored: list[StoredRecord] = []
         rows: list[tuple[object, ...]] = []
         shared: dict[str, tuple[str, str]] = {}
@@ -139,15 +152,21 @@ def write_batch(
             batch.add(record.record_id)
             stored.append(linked)
             prev = linked.hash
-        if shared:
-            conn.executemany(_INSERT_SHARED, list(shared.values()))
-        conn.executemany(_INSERT, rows)
-        conn.execute("UPDATE trtguard_chain_head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
-        conn.execute("COMMIT")
+        if new_parts := [part for ref, part in shared.items() if parts is None or ref not in parts]:
+            cursor.executemany(_INSERT_SHARED, new_parts)
+        cursor.executemany(_INSERT, rows)
+        cursor.execute("UPDATE trtguard_chain_head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
+        cursor.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
         raise
+    finally:
+        cursor.close()
+    if parts is not None and new_parts:
+        if len(parts) >= _PARTS_KNOWN:
+            parts.clear()  # a bound on memory: a part forgotten is only inserted once more (DO NOTHING)
+        parts.update(ref for ref, _ in new_parts)
     return stored
 
 
@@ -174,6 +193,8 @@ class SQLiteStore(BatchedStore):
         # The writer's connection is used only on the writer thread, where busy waits and fsyncs happen.
         self._conn: sqlite3.Connection | None = None
         self._writer_thread: WriterThread | None = None
+        # Refs of the shared parts the writer's connection found or committed in the file (write_batch).
+        self._parts: set[str] = set()
         # After a failed batch the writer checks whether it can take the write lock again (see ``ready``).
         self._writer = BatchWriter(
             where=self.description, log=_log, recover_interval=health_interval, stall_after=STALL_AFTER
@@ -230,6 +251,7 @@ class SQLiteStore(BatchedStore):
             thread.shutdown()
             raise
         self._writer_thread, self._conn = thread, conn
+        self._parts = set()
         self._writer.start(
             functools.partial(self._commit, thread, conn),
             functools.partial(thread.run, self._check_health, conn),
@@ -434,7 +456,7 @@ class SQLiteStore(BatchedStore):
 
     def _write(self, conn: sqlite3.Connection, records: list[DecisionRecord]) -> list[StoredRecord]:
         self._wal.before_batch(conn)
-        return write_batch(conn, records, dedupe=False)
+        return write_batch(conn, records, dedupe=False, parts=self._parts)
 
     def _check_health(self, conn: sqlite3.Connection) -> str | None:
         """Take and release the write lock and read the chain head; None when the store is writable again."""

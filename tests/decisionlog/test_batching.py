@@ -155,6 +155,45 @@ async def test_a_failed_batch_leaves_undelivered_records_that_are_written_only_b
     assert len(log.stored()) == 1
 
 
+async def test_a_cancelled_waiter_leaves_its_record_written_and_answers_nobody(
+    writer: BatchWriter, log: Log, make_record: RecordFactory
+) -> None:
+    """A waiter cancelled before or after the writer took its record: the record is written all the same,
+    with no undelivered record after it, and the next waiter gets the next number."""
+    log.gate.clear()
+    taken = make_record()
+    taken_task = asyncio.create_task(writer.submit(taken, Deadline.after(5)))
+    await log.entered.wait()
+    queued = make_record()
+    queued_task = asyncio.create_task(writer.submit(queued, Deadline.after(5)))
+    await asyncio.sleep(0)
+    for task in (taken_task, queued_task):
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    log.gate.set()
+    after = await writer.submit(make_record(), Deadline.after(5))
+    assert after.seq == 3
+    assert log.stored() == [taken.uid, queued.uid, after.record.uid]
+    assert writer.undelivered_pending == 0
+    assert writer.undelivered_written == 0
+
+
+async def test_a_record_answered_in_time_leaves_no_timer_behind(
+    writer: BatchWriter, make_record: RecordFactory
+) -> None:
+    loop = asyncio.get_running_loop()
+
+    def live() -> int:  # the loop's timers not cancelled: nothing public counts them
+        timers: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+        return sum(not handle.cancelled() for handle in timers)
+
+    before = live()
+    for _ in range(3):
+        await writer.submit(make_record(), Deadline.after(60))
+    assert live() <= before
+
+
 async def test_the_latency_stamped_includes_the_wait_for_the_writer(
     writer: BatchWriter, log: Log, make_record: RecordFactory
 ) -> None:

@@ -26,7 +26,8 @@ from decisionlog._record import (
     new_record_id,
     storable,
 )
-from decisionlog._stored import stored_form
+from decisionlog._stored import _Apart, _untouched, stored_form
+from decisionlog._tree_json import tree_json
 from tests.support.harness import RecordFactory
 
 
@@ -366,6 +367,41 @@ def test_stored_form_is_storable_encoded_as_the_stores_did(
     general = storable(record)
     expected = (general, general.to_json(), canonical_parts(general.to_json(), apart))
     assert stored_form(record, apart) == expected
+
+
+_PLAIN_TREE = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["", "a", "1", "true"]),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.sampled_from("abc"), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(st.lists(_PLAIN_TREE, min_size=2, max_size=6))
+def test_the_memo_of_parts_apart_gives_their_json_whatever_came_before(values: list[Any]) -> None:
+    """Parts equal in Python but not in JSON (``True == 1``, ``0 == False``), or in another order, each get
+    their own JSON, however often and in whatever order they come."""
+    for value in [*values, *reversed(values)]:
+        assert _untouched(value)
+        assert _apart_json(value) == tree_json(value)
+
+
+def _apart_json(value: Any) -> bytes:
+    """The JSON stored_form gives ``value`` as a part apart, remembered (or found) on the way."""
+    data = {"part": value}
+    parts = _Apart(data, ("part",))
+    assert parts.untouched(data)
+    return parts.json(value)
+
+
+def test_the_memo_tells_true_from_one_and_walks_what_it_never_saw() -> None:
+    assert _apart_json([{"tlog_index": 1}]) == b'[{"tlog_index":1}]'
+    assert _apart_json([{"tlog_index": True}]) == b'[{"tlog_index":true}]'
+    _apart_json([{"tlog_index": 1}])
+    for odd in ([{"tlog_index": 1.0}], [("a", "tuple")], ["x" * (MAX_TEXT_CHARS + 1)]):
+        data = {"part": odd}
+        assert not _Apart(data, ("part",)).untouched(data)
 
 
 def test_stored_form_takes_a_plain_record_as_it_is(make_record: RecordFactory) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sqlite3
 import threading
 import time
@@ -16,7 +17,7 @@ from decisionlog import DecisionLogError, DecisionLogUnavailable, RecordQuery, S
 from decisionlog import _undelivered as undelivered
 from decisionlog._record import UNSTORABLE_MARK, storable
 from decisionlog._schema import LATEST_VERSION
-from decisionlog._sqlite import connect
+from decisionlog._sqlite import connect, migrate, write_batch
 from tests.support.harness import RecordFactory, WaitUntil
 from verifier.base._deadline import Deadline
 
@@ -403,3 +404,52 @@ async def test_the_wal_stays_bounded_under_sustained_appends(
     assert pages > 3200 * 500
     # One batch (at most 32 records here) may be written past the bound before the writer checkpoints.
     assert largest <= 2 * limit, f"the WAL grew to {largest:,} bytes, bound {limit:,}"
+
+
+def _images(tag: str) -> tuple[dict[str, object], ...]:
+    """Image entries long enough to be kept apart in ``trtguard_shared`` (``_sql.MIN_SHARED_BYTES``)."""
+    return ({"reference": f"registry.example.com/{tag}@sha256:" + "a" * 64, "signatures": [], "path": "p"},)
+
+
+async def test_a_shared_part_known_stored_is_not_inserted_again_and_records_read_back_whole(
+    store: SQLiteStore, make_record: RecordFactory
+) -> None:
+    inserts: list[str] = []
+    assert store._conn is not None
+    store._conn.set_trace_callback(lambda sql: inserts.append(sql) if "trtguard_shared" in sql else None)
+    records = [make_record(images=_images(tag)) for tag in ("one", "two", "one", "two", "one")]
+    for record in records:
+        await store.append(record, deadline=Deadline.after(5))
+    assert len(inserts) == 2  # one for each distinct part
+    assert (await store.verify()).ok
+    assert [s.record for s in await store.query(RecordQuery())] == [storable(r) for r in records]
+
+
+def test_a_batch_that_fails_leaves_its_parts_unknown_so_the_next_one_inserts_them(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    conn = connect(tmp_path / "d.db")
+    migrate(conn, where="test")
+    parts: set[str] = set()
+    conn.execute(
+        "CREATE TRIGGER fail BEFORE INSERT ON trtguard_decisions BEGIN SELECT RAISE(ABORT, 'no'); END"
+    )
+    with pytest.raises(sqlite3.IntegrityError, match="no"):
+        write_batch(conn, [make_record(images=_images("one"))], dedupe=False, parts=parts)
+    assert parts == set()
+    conn.execute("DROP TRIGGER fail")
+    stored = write_batch(conn, [make_record(images=_images("one"))], dedupe=False, parts=parts)
+    assert len(parts) == 1
+    assert conn.execute("SELECT ref FROM trtguard_shared").fetchall() == [(next(iter(parts)),)]
+    assert conn.execute("SELECT shared_ref FROM trtguard_decisions").fetchall() == [(next(iter(parts)),)]
+    assert stored[0].seq == 1
+    conn.close()
+
+
+def test_the_ref_of_a_shared_part_is_its_sha256_whether_remembered_or_not() -> None:
+    content = b'{"images":[' + b"x" * 300 + b"]}"
+    first, again = _sql._shared_ref(content), _sql._shared_ref(bytes(bytearray(content)))
+    assert first == again == hashlib.sha256(content).hexdigest()[:32]
+    for n in range(_sql._REFS_MAX + 1):  # past the bound the memo starts over, still right
+        assert _sql._shared_ref(b"%d" % n) == hashlib.sha256(b"%d" % n).hexdigest()[:32]
+    assert len(_sql._REFS) <= _sql._REFS_MAX

@@ -55,3 +55,11 @@ def test_entries_past_either_bound_are_left_out_as_before() -> None:
         deep = [deep]
     record = _record(({"x": [deep] * (MAX_LIST_CHARS // 130)},))
     assert (engines_left_out(record) is not None) == _walked(record)
+
+
+@given(st.lists(st.lists(st.dictionaries(_TEXT, _VALUES, max_size=3), max_size=3).map(tuple), max_size=4))
+def test_the_quick_look_says_the_same_when_it_remembers(lists: list[tuple[Any, ...]]) -> None:
+    """Engine lists seen before (the memo of those that fit, by marshal bytes) get the walk's answer too."""
+    for engines in [*lists, *lists, ({"n": 1},), ({"n": True},), ({"n": 1.0},)]:
+        record = _record(engines)
+        assert (engines_left_out(record) is not None) == _walked(record)
