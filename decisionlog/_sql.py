@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from decisionlog._body_json import SharedParts
@@ -52,6 +53,35 @@ INSERT_SHARED: Final = (
 _REFS: Final[dict[bytes, str]] = {}
 _REFS_MAX: Final = 128
 _REF_MAX_BYTES: Final = 32 * 1024
+#: Most shared-part refs a writer remembers as stored (:class:`KnownParts`).
+_PARTS_KNOWN: Final = 4096
+
+
+@dataclass(slots=True)
+class KnownParts:
+    """Refs of the shared parts one writer's connection committed, and the chain head it left.
+
+    Those are not inserted again (``trtguard_shared`` is never deleted from). The file can still change
+    under the connection, a backup restored into it or another writer appending, and then parts it
+    remembers may be missing: when a batch finds another head than the one this connection left, the refs
+    are forgotten and every part of the batch is inserted (one already there stays as it is).
+    """
+
+    refs: set[str] = field(default_factory=set)
+    head: tuple[int, str] | None = None
+
+    def unknown(self, shared: dict[str, tuple[str, str]], head: tuple[int, str]) -> list[tuple[str, str]]:
+        """The parts of ``shared`` to insert in a batch that found the chain at ``head``."""
+        if head != self.head:
+            self.refs.clear()
+        return [part for ref, part in shared.items() if ref not in self.refs]
+
+    def committed(self, inserted: Iterable[tuple[str, str]], head: tuple[int, str]) -> None:
+        """After a COMMIT that left the chain at ``head``: the parts it inserted are stored."""
+        if len(self.refs) >= _PARTS_KNOWN:
+            self.refs.clear()  # a bound on memory: a part forgotten is only inserted once more (DO NOTHING)
+        self.refs.update(ref for ref, _ in inserted)
+        self.head = head
 
 
 def select(query: RecordQuery, placeholder: str) -> tuple[str, list[object]]:

@@ -47,9 +47,6 @@ STALL_AFTER: Final = 2.0
 
 Synchronous = Literal["full", "normal"]
 
-#: Most shared-part refs a writer remembers as stored (``write_batch``'s ``parts``).
-_PARTS_KNOWN: Final = 4096
-
 # The write path's statements, formatted once (sqlite3 keeps each prepared, by its text).
 _INSERT: Final = _sql.insert("?")
 _INSERT_SHARED: Final = _sql.INSERT_SHARED.format(p="?")
@@ -102,7 +99,7 @@ def write_batch(
     records: list[DecisionRecord],
     *,
     dedupe: bool,
-    parts: set[str] | None = None,
+    parts: _sql.KnownParts | None = None,
 ) -> list[StoredRecord]:
     """Append ``records`` after the current chain head in one transaction.
 
@@ -110,9 +107,8 @@ def write_batch(
     undelivered record is skipped unless the record it names is stored (or, pruned since, carried forward
     as an admission: :mod:`decisionlog._carried`) and it is not stored yet itself.
 
-    ``parts``: refs of shared parts known to be stored in this file (``trtguard_shared`` is never deleted
-    from), kept by the caller for one connection: those are not inserted again, and the refs this batch
-    committed are added.
+    ``parts``: the shared parts this connection knows are stored (kept by the caller for one connection):
+    those are not inserted again, unless the chain's head is not the one it left.
     """
 
     def stored_id(record_id: str) -> bool:
@@ -127,7 +123,9 @@ def write_batch(
     cursor = conn.cursor()
     cursor.execute("BEGIN IMMEDIATE")
     try:
-        seq, prev = cursor.execute("SELECT seq, hash FROM trtguard_chain_head WHERE id = 1").fetchone()
+        head_found = seq, prev = cursor.execute(
+            "SELECT seq, hash FROM trtguard_chain_head WHERE id = 1"
+        ).fetchone()
         stored: list[StoredRecord] = []
         rows: list[tuple[object, ...]] = []
         shared: dict[str, tuple[str, str]] = {}
@@ -152,7 +150,8 @@ def write_batch(
             batch.add(record.record_id)
             stored.append(linked)
             prev = linked.hash
-        if new_parts := [part for ref, part in shared.items() if parts is None or ref not in parts]:
+        new_parts = list(shared.values()) if parts is None else parts.unknown(shared, tuple(head_found))
+        if new_parts:
             cursor.executemany(_INSERT_SHARED, new_parts)
         cursor.executemany(_INSERT, rows)
         cursor.execute("UPDATE trtguard_chain_head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
@@ -163,10 +162,8 @@ def write_batch(
         raise
     finally:
         cursor.close()
-    if parts is not None and new_parts:
-        if len(parts) >= _PARTS_KNOWN:
-            parts.clear()  # a bound on memory: a part forgotten is only inserted once more (DO NOTHING)
-        parts.update(ref for ref, _ in new_parts)
+    if parts is not None:
+        parts.committed(new_parts, (seq, prev))
     return stored
 
 
@@ -193,8 +190,8 @@ class SQLiteStore(BatchedStore):
         # The writer's connection is used only on the writer thread, where busy waits and fsyncs happen.
         self._conn: sqlite3.Connection | None = None
         self._writer_thread: WriterThread | None = None
-        # Refs of the shared parts the writer's connection found or committed in the file (write_batch).
-        self._parts: set[str] = set()
+        # The shared parts the writer's connection committed to the file (write_batch).
+        self._parts = _sql.KnownParts()
         # After a failed batch the writer checks whether it can take the write lock again (see ``ready``).
         self._writer = BatchWriter(
             where=self.description, log=_log, recover_interval=health_interval, stall_after=STALL_AFTER
@@ -251,7 +248,7 @@ class SQLiteStore(BatchedStore):
             thread.shutdown()
             raise
         self._writer_thread, self._conn = thread, conn
-        self._parts = set()
+        self._parts = _sql.KnownParts()
         self._writer.start(
             functools.partial(self._commit, thread, conn),
             functools.partial(thread.run, self._check_health, conn),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import sqlite3
 import threading
@@ -430,20 +431,41 @@ def test_a_batch_that_fails_leaves_its_parts_unknown_so_the_next_one_inserts_the
 ) -> None:
     conn = connect(tmp_path / "d.db")
     migrate(conn, where="test")
-    parts: set[str] = set()
+    parts = _sql.KnownParts()
     conn.execute(
         "CREATE TRIGGER fail BEFORE INSERT ON trtguard_decisions BEGIN SELECT RAISE(ABORT, 'no'); END"
     )
     with pytest.raises(sqlite3.IntegrityError, match="no"):
         write_batch(conn, [make_record(images=_images("one"))], dedupe=False, parts=parts)
-    assert parts == set()
+    assert parts.refs == set()
     conn.execute("DROP TRIGGER fail")
     stored = write_batch(conn, [make_record(images=_images("one"))], dedupe=False, parts=parts)
-    assert len(parts) == 1
-    assert conn.execute("SELECT ref FROM trtguard_shared").fetchall() == [(next(iter(parts)),)]
-    assert conn.execute("SELECT shared_ref FROM trtguard_decisions").fetchall() == [(next(iter(parts)),)]
+    assert len(parts.refs) == 1
+    assert conn.execute("SELECT ref FROM trtguard_shared").fetchall() == [(next(iter(parts.refs)),)]
+    assert conn.execute("SELECT shared_ref FROM trtguard_decisions").fetchall() == [(next(iter(parts.refs)),)]
     assert stored[0].seq == 1
     conn.close()
+
+
+async def test_a_backup_restored_under_the_running_writer_makes_it_insert_the_parts_again(
+    store: SQLiteStore, make_record: RecordFactory, tmp_path: Path
+) -> None:
+    # Against the procedure (stop the webhook first), but the file must stay whole: the writer remembers
+    # parts it committed, and the restored file lacks the one committed after the backup (attack 38w F1).
+    await store.append(make_record(), deadline=Deadline.after(5))
+    with sqlite3.connect(store.path) as live, sqlite3.connect(tmp_path / "b.db") as copy:
+        live.backup(copy)
+    await store.append(make_record(images=_images("one")), deadline=Deadline.after(5))
+    with sqlite3.connect(tmp_path / "b.db") as copy, sqlite3.connect(store.path) as live:
+        copy.backup(live)
+    await store.append(make_record(images=_images("one")), deadline=Deadline.after(5))
+    with contextlib.closing(sqlite3.connect(store.path)) as conn:
+        missing = conn.execute(
+            "SELECT seq FROM trtguard_decisions WHERE shared_ref IS NOT NULL"
+            " AND shared_ref NOT IN (SELECT ref FROM trtguard_shared)"
+        ).fetchall()
+    assert missing == []
+    assert (await store.verify()).ok
 
 
 def test_the_ref_of_a_shared_part_is_its_sha256_whether_remembered_or_not() -> None:
