@@ -68,9 +68,13 @@ class SharedParts:
     same values and the same errors.
     """
 
-    def __init__(self, limit: int = 256) -> None:
+    def __init__(self, limit: int = 256, limit_chars: int = 16 * 1024 * 1024) -> None:
         self._parts: dict[str, _Part | None] = {}
+        # Bounded in parts and in their text: a part is kept as its values and members too, a few times
+        # its text, and a log of a few hundred large parts must not take gigabytes to read (attack 38e F2).
         self._limit = limit
+        self._limit_chars = limit_chars
+        self._chars = 0
 
     def load(self, body: str, shared: str) -> dict[str, Any] | None:
         """``load_body`` of ``body`` joined with ``shared``, or None (see the class)."""
@@ -103,9 +107,17 @@ class SharedParts:
             return self._parts[shared]
         except KeyError:
             pass
-        if len(self._parts) >= self._limit:  # a log of many distinct parts: the oldest goes
-            del self._parts[next(iter(self._parts))]
-        part = self._parts[shared] = _Part.parse(shared)
+        part = _Part.parse(shared)
+        if len(shared) > self._limit_chars:
+            return part
+        # A log of many distinct parts: the oldest go.
+        while self._parts and (
+            len(self._parts) >= self._limit or self._chars + len(shared) > self._limit_chars
+        ):
+            self._chars -= len(oldest := next(iter(self._parts)))
+            del self._parts[oldest]
+        self._parts[shared] = part
+        self._chars += len(shared)
         return part
 
 

@@ -106,3 +106,17 @@ def test_a_record_read_apart_is_the_record(make_record: Any) -> None:
     assert parts.load(body, shared) == data
     assert parts.canonical(body, shared) == (data, record.canonical())
     assert DecisionRecord.from_json(data) == record
+
+
+def test_the_parts_kept_are_bounded_by_their_text_and_still_read_right() -> None:
+    # A log of a few hundred large distinct parts took gigabytes to read (attack 38e F2).
+    parts = SharedParts(limit_chars=10_000)
+    body = '{"allowed":true,"uid":"u"}'
+    for n in range(40):
+        shared = json.dumps({"images": [{"reference": f"r{n}", "pad": "x" * 3_000}]}, separators=(",", ":"))
+        assert parts.load(body, shared) == _general(body, shared)[0]
+        assert parts.canonical(body, shared) == _general(body, shared)[1]
+        assert sum(map(len, parts._parts)) <= 10_000
+    huge = json.dumps({"images": ["y" * 20_000]}, separators=(",", ":"))  # larger than the bound: not kept
+    assert parts.load(body, huge) == _general(body, huge)[0]
+    assert huge not in parts._parts

@@ -156,17 +156,22 @@ def crc32_combine(first: int, second: int, second_size: int) -> int:
 
 def _zero_bytes(bit: int) -> list[int]:
     """The operator advancing a CRC-32 over 2^``bit`` zero bytes."""
-    while len(_ZERO_BYTES) <= bit:
-        if not _ZERO_BYTES:
-            one_bit = [_CRC32_POLYNOMIAL] + [1 << n for n in range(31)]  # the operator for one zero bit
-            _ZERO_BYTES.append(_square(_square(_square(one_bit))))  # eight zero bits
-        else:
-            _ZERO_BYTES.append(_square(_ZERO_BYTES[-1]))
+    if bit >= len(_ZERO_BYTES):
+        # Appended in order under the lock: two threads growing the table at once made it wrong for the
+        # rest of the process (attack 38e F3); a reader that sees an entry sees the right one.
+        with _ZERO_BYTES_LOCK:
+            while len(_ZERO_BYTES) <= bit:
+                if not _ZERO_BYTES:
+                    one_bit = [_CRC32_POLYNOMIAL] + [1 << n for n in range(31)]  # one zero bit's operator
+                    _ZERO_BYTES.append(_square(_square(_square(one_bit))))  # eight zero bits
+                else:
+                    _ZERO_BYTES.append(_square(_ZERO_BYTES[-1]))
     return _ZERO_BYTES[bit]
 
 
 #: The operators for 2^k zero bytes, k = 0, 1, …: made as sizes need them, the same for every archive.
 _ZERO_BYTES: list[list[int]] = []
+_ZERO_BYTES_LOCK: Final = threading.Lock()
 
 
 def _times(matrix: list[int], vector: int) -> int:

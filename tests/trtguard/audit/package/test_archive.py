@@ -5,14 +5,16 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import sys
 import tarfile
 import tempfile
+import threading
 import zlib
 from pathlib import Path
 
 import pytest
 
-from trtguard.audit.package import verify_evidence_package
+from trtguard.audit.package import _deflate, verify_evidence_package
 from trtguard.audit.package._deflate import CHUNK, DeflatingSpool, crc32_combine
 from trtguard.audit.package.archive import (
     ArchiveLimits,
@@ -101,6 +103,35 @@ def test_the_tar_stream_is_the_one_tarfile_writes(tmp_path: Path) -> None:
 def test_crc32_combine_is_the_crc_of_the_joined_bytes(first: bytes, second: bytes) -> None:
     combined = crc32_combine(zlib.crc32(first), zlib.crc32(second), len(second))
     assert combined == zlib.crc32(first + second)
+
+
+@pytest.mark.parametrize("round_", range(8))
+def test_crc32_combine_from_threads_growing_its_table_at_once(
+    monkeypatch: pytest.MonkeyPatch, round_: int
+) -> None:
+    # Threads growing the shared operator table at once appended a level twice (attack 38e F3); the race
+    # is not certain to happen in one round, so several run, each from an empty table.
+    monkeypatch.setattr(_deflate, "_ZERO_BYTES", [])
+    first, second = b"abc" * 33, bytes(1 << 20)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        start = threading.Barrier(4)
+
+        def combine() -> None:
+            start.wait()
+            crc32_combine(zlib.crc32(first), zlib.crc32(second), len(second))
+
+        threads = [threading.Thread(target=combine) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    for size in (1, 1000, 1 << 20):
+        joined = zlib.crc32(first + bytes(size))
+        assert crc32_combine(zlib.crc32(first), zlib.crc32(bytes(size)), size) == joined
 
 
 def test_a_spool_whose_file_fails_raises_in_the_writer_and_stops(tmp_path: Path) -> None:
