@@ -156,15 +156,27 @@ def _where(outcome: Outcome) -> str:
     return f"{outcome.resource.source}:{outcome.resource.line}"
 
 
+def error_lines(where: str, error: InputError) -> list[str]:
+    """The table lines of a resource that could not be judged (``check`` and ``review`` print it so)."""
+    return [f"ERROR  {where}: {error.message}", *([f"      fix: {error.hint}"] if error.hint else [])]
+
+
+def problem_lines(problems: Iterable[InputError]) -> list[str]:
+    """The table lines of input errors not about one resource (a file that did not read, a policy)."""
+    lines: list[str] = []
+    for problem in problems:
+        first, *rest = problem.diagnostics().split("\n")
+        lines += [f"ERROR  {first}", *rest]
+    return lines
+
+
 def _table(report: CheckReport) -> str:
     lines: list[str] = []
     allowed = skipped = 0
     for outcome in report.outcomes:
         decision = outcome.result
         if isinstance(decision, InputError):
-            lines.append(f"ERROR  {_title(outcome)} ({_where(outcome)}): {decision.message}")
-            if decision.hint:
-                lines.append(f"      fix: {decision.hint}")
+            lines += error_lines(f"{_title(outcome)} ({_where(outcome)})", decision)
             continue
         if outcome.unchecked:
             verdict = "FAIL  " if report.fail_unknown_kinds else "UNCHECKED"
@@ -195,9 +207,7 @@ def _table(report: CheckReport) -> str:
         if decision.allowed:  # what the mutating webhook pins before the object is admitted (check --fix)
             lines += [f"  pinned: {image.path} -> {image.pinned}" for image in decision.pins]
         lines += [f"  note: {note}" for note in decision.notes]
-    for problem in report.problems:
-        first, *rest = problem.diagnostics().split("\n")
-        lines += [f"ERROR  {first}", *rest]
+    lines += problem_lines(report.problems)
     total = len(report.outcomes)
     errors = report.errors
     lines.append(

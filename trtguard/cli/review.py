@@ -186,6 +186,7 @@ async def _send_all(
 
 
 def _table(results: list[_Sent], problems: list[InputError], url: str, requester: Any) -> str:
+    from policies.report import error_lines, problem_lines  # noqa: PLC0415
     from trtguard.admission_review import NoAnswer  # noqa: PLC0415
 
     lines: list[str] = []
@@ -193,9 +194,7 @@ def _table(results: list[_Sent], problems: list[InputError], url: str, requester
     for item in results:
         where, result = f"{item.title} ({item.resource.source}:{item.resource.line})", item.result
         if isinstance(result, InputError):
-            lines.append(f"ERROR  {where}: {result.message}")
-            if result.hint:
-                lines.append(f"      fix: {result.hint}")
+            lines += error_lines(where, result)
             continue
         if result.allowed:
             allowed += 1
@@ -210,9 +209,7 @@ def _table(results: list[_Sent], problems: list[InputError], url: str, requester
                 if finding:
                     lines.append(f"  x {_NUMBER.sub('', finding)}")
         lines += [f"  ! warning: {warning}" for warning in result.warnings]
-    for problem in problems:
-        first, *rest = problem.diagnostics().split("\n")
-        lines += [f"ERROR  {first}", *rest]
+    lines += problem_lines(problems)
     total = len(results)
     errors = len(problems) + sum(isinstance(item.result, InputError) for item in results)
     sent = sum(item.sent for item in results)
