@@ -32,6 +32,7 @@ __all__ = [
     "timeout_kind",
     "tls_failure",
     "too_large",
+    "unauthorised",
 ]
 
 
@@ -56,27 +57,45 @@ def plain_http_answer(error: BaseException) -> bool:
     return any(reason in str(error) for reason in _NOT_TLS)
 
 
+#: What a definitive status answered to a request says: the words after the host, and the hint.
+_REFUSED = {
+    403: ("denied access to", "the credentials in use lack permission for this repository"),
+    401: ("requires authentication for", "add the registry to the credentials file (dockerconfigjson)"),
+}
+_REFUSED_OTHERWISE = "the registry refused the request; check that it supports the OCI distribution API"
+
+
 def refusal(status: int, body: bytes, host: str, what: str) -> EvidenceUnavailable:
     """A definitive error for an unexpected status (403, 400, 405, …) to the request for ``what``."""
-    detail = error_detail(body)
     if status == 400 and any(marker in body for marker in _HTTPS_ONLY):
         # Go's net/http (distribution, Harbor, Zot) and nginx answer a plain-HTTP request on a TLS port so.
-        return EvidenceUnavailable(
+        return _definitive(
+            host,
             f"{host} speaks TLS (HTTPS), but trtguard asked it in plain HTTP (for {what})",
-            transient=False,
-            location=f"registry {host}",
-            hint=f"remove plain_http for {host} from the registry configuration (set ca_bundle if its "
+            f"remove plain_http for {host} from the registry configuration (set ca_bundle if its "
             "certificate is not signed by a public CA)",
         )
-    if status == 403:
-        message = f"{host} denied access to {what}{detail}"
-        hint = "the credentials in use lack permission for this repository"
-    elif status == 401:
-        message = f"{host} requires authentication for {what}{detail}"
-        hint = "add the registry to the credentials file (dockerconfigjson)"
-    else:
-        message = f"{host} answered {status} to {what}{detail}"
-        hint = "the registry refused the request; check that it supports the OCI distribution API"
+    said, hint = _REFUSED.get(status, (f"answered {status} to", _REFUSED_OTHERWISE))
+    return _definitive(host, f"{host} {said} {what}{error_detail(body)}", hint)
+
+
+def unauthorised(host: str, what: str, *, configured: bool) -> EvidenceUnavailable:
+    """A definitive error for a 401 to the request for ``what`` that answered the registry's challenge,
+    with the credentials ``configured`` for ``host`` or without any."""
+    if configured:
+        return _definitive(
+            host,
+            f"{host} refused the credentials for {what}",
+            "check the registry's entry in the credentials file (dockerconfigjson)",
+        )
+    return _definitive(
+        host,
+        f"{host} requires credentials for {what}, and none are configured for it",
+        "add the registry to the credentials_file of the registry configuration",
+    )
+
+
+def _definitive(host: str, message: str, hint: str) -> EvidenceUnavailable:
     return EvidenceUnavailable(message, transient=False, location=f"registry {host}", hint=hint)
 
 
@@ -113,7 +132,7 @@ def too_large(what: str, host: str, limit: int, expect_size: int | None) -> Evid
     else:
         message = f"{what} from {host} is larger than the limit of {limit} bytes"
         hint = "raise limits in the registry configuration if content this large is expected"
-    return EvidenceUnavailable(message, transient=False, location=f"registry {host}", hint=hint)
+    return _definitive(host, message, hint)
 
 
 def error_detail(body: bytes) -> str:

@@ -40,6 +40,7 @@ from verifier.registry._failures import (
     short,
     timeout_kind,
     tls_failure,
+    unauthorised,
 )
 from verifier.registry._sharing import ContentStore, SharedFlights
 from verifier.registry._wire import Call, ClosedOnExit, Connections, Reply
@@ -271,13 +272,7 @@ class RegistryTransport(ClosedOnExit):
         )
         reply = await self._wire.send(call, header, deadline)
         if reply.status == 401:
-            if self._auth.has_credentials(host):
-                message = f"{host} refused the credentials for {call.what}"
-                hint = "check the registry's entry in the credentials file (dockerconfigjson)"
-            else:
-                message = f"{host} requires credentials for {call.what}, and none are configured for it"
-                hint = "add the registry to the credentials_file of the registry configuration"
-            raise EvidenceUnavailable(message, transient=False, location=f"registry {host}", hint=hint)
+            raise unauthorised(host, call.what, configured=self._auth.has_credentials(host))
         return reply
 
     async def _fetch_token(
