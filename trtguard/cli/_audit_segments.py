@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 #: Records per sealed segment unless told otherwise: about 200 MB of JSON at 2 KB a record.
 SEGMENT_RECORDS = 100_000
 
+_Flags = Callable[[argparse.ArgumentParser], None]
 
-def register(commands: Subparsers, log_flag: Callable[[argparse.ArgumentParser], None]) -> None:
+
+def register(commands: Subparsers, log_flag: _Flags) -> None:
     """Add the sub-commands that seal, archive, prune and back up the log."""
     from trtguard.cli._keys import add_password_arguments  # noqa: PLC0415
 
@@ -60,27 +62,31 @@ def register(commands: Subparsers, log_flag: Callable[[argparse.ArgumentParser],
     )
     seal.set_defaults(handler=_seal)
 
-    archive = add_subcommand(commands, "archive", help="write sealed segments not yet archived to a folder")
-    log_flag(archive)
-    _archive_flag(archive)
-    archive.set_defaults(handler=_archive)
+    def keys(parser: argparse.ArgumentParser) -> None:
+        _key_flags(parser, add_password_arguments)
 
-    prune = add_subcommand(
-        commands, "prune", help="delete archived sealed segments from the live log, oldest first"
+    # The log's life: each one's flags, in this order, after --decision-log.
+    life: tuple[tuple[str, str, tuple[_Flags, ...], Callable[..., int]], ...] = (
+        ("archive", "write sealed segments not yet archived to a folder", (_archive_flag,), _archive),
+        (
+            "prune",
+            "delete archived sealed segments from the live log, oldest first",
+            (_archive_flag, _retention_flags),
+            _prune,
+        ),
+        (
+            "rotate",
+            "seal full segments, archive them, then prune what retention allows",
+            (keys, _archive_flag, _retention_flags),
+            _rotate,
+        ),
     )
-    log_flag(prune)
-    _archive_flag(prune)
-    _retention_flags(prune)
-    prune.set_defaults(handler=_prune)
-
-    rotate = add_subcommand(
-        commands, "rotate", help="seal full segments, archive them, then prune what retention allows"
-    )
-    log_flag(rotate)
-    _key_flags(rotate, add_password_arguments)
-    _archive_flag(rotate)
-    _retention_flags(rotate)
-    rotate.set_defaults(handler=_rotate)
+    for name, summary, flags, handler in life:
+        step = add_subcommand(commands, name, help=summary)
+        log_flag(step)
+        for flag in flags:
+            flag(step)
+        step.set_defaults(handler=handler)
 
     backup = add_subcommand(
         commands,
