@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from verifier.engine._calibration import CalibrationCacheFile
 from verifier.engine._report import Check, compared, failed, passed, sha256_matches, skipped
+from verifier.engine.checks import not_read
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
 
 
@@ -19,18 +20,10 @@ def calibration_checks(
     why it did not parse), against ``calibration.cache``; ``cache`` and ``problem`` both ``None`` means
     no cache was given."""
     declared = manifest.calibration.cache if manifest and manifest.calibration else None
-    if cache is None and problem is None:
-        if declared is None:
-            return []
-        return [
-            skipped(
-                "calibration.cache.sha256",
-                "the manifest binds a calibration cache; give it with --calibration-cache to check it",
-                declared.sha256,
-            )
-        ]
     if cache is None:
-        return [failed("calibration_cache.format", problem or "", "TRT-<version>-<algorithm>", None)]
+        ask = "the manifest binds a calibration cache; give it with --calibration-cache to check it"
+        unchecked = None if declared is None else skipped("calibration.cache.sha256", ask, declared.sha256)
+        return not_read(problem, "calibration_cache.format", "TRT-<version>-<algorithm>", unchecked)
     checks = [
         passed(
             "calibration_cache.format",

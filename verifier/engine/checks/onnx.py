@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from verifier.engine._onnx_model import OnnxModelInfo
 from verifier.engine._report import Check, compared, failed, passed, sha256_matches, skipped
-from verifier.engine.checks import declared_profiles
+from verifier.engine.checks import declared_profiles, not_read
 from verifier.manifest import EngineBuildManifest
 
 
@@ -16,18 +16,10 @@ def onnx_checks(
     unavailable: str,
 ) -> list[Check]:
     """An ONNX model given with ``--onnx`` against ``onnx`` and the optimization profiles."""
-    if model is None and problem is None:
-        if manifest is None:
-            return []
-        return [
-            skipped(
-                "onnx.sha256",
-                "give the model with --onnx to check its hash, inputs and precisions",
-                manifest.onnx.sha256,
-            )
-        ]
     if model is None:
-        return [failed("onnx.format", problem or "", "an ONNX model", None)]
+        ask = "give the model with --onnx to check its hash, inputs and precisions"
+        unchecked = None if manifest is None else skipped("onnx.sha256", ask, manifest.onnx.sha256)
+        return not_read(problem, "onnx.format", "an ONNX model", unchecked)
     checks = [
         passed(
             "onnx.format",
