@@ -17,6 +17,7 @@ from policies.rules._findings import EngineFamily, Findings, Refusal, has_build_
 from policies.schema import BuildManifestRule, SignersRule
 from policies.verified import VerifiedManifest
 from verifier.base import ImageReference
+from verifier.manifest import CalibrationDataset, OnnxModel
 
 __all__ = ["BUILD_MANIFEST"]
 
@@ -157,37 +158,29 @@ async def _check_inputs_signed(
     requires one of INT8 engines).
     """
     manifest = verified.manifest
-    if rule.onnx_signed_by is not None:
-        onnx = manifest.onnx
-        await _check_covered(
-            run,
-            found,
-            rule.onnx_signed_by,
-            ref,
-            verified,
-            field="onnxSignedBy",
-            what=f"the ONNX model {onnx.name or onnx.uri or ''}".rstrip(),
-            sha256=onnx.sha256,
-        )
     dataset = manifest.calibration.dataset if manifest.calibration is not None else None
-    if rule.calibration_signed_by is not None and dataset is not None:
-        tree = dataset.hash_method == "trtguard-tree-v1"
-        await _check_covered(
-            run,
-            found,
+    # A folder's tree digest is no file's digest, and a model signature records no file sizes to compute it
+    # from: only a dataset recorded as one file can be covered.
+    tree = dataset is not None and dataset.hash_method == "trtguard-tree-v1"
+    inputs: tuple[tuple[SignersRule | None, str, str, OnnxModel | CalibrationDataset | None, str], ...] = (
+        (rule.onnx_signed_by, "onnxSignedBy", "the ONNX model", manifest.onnx, ""),
+        (
             rule.calibration_signed_by,
-            ref,
-            verified,
-            field="calibrationSignedBy",
-            what=f"the calibration dataset {dataset.name or dataset.uri or ''}".rstrip(),
-            sha256=dataset.sha256,
-            # A folder's tree digest is no file's digest, and a model signature records no file sizes to
-            # compute it from: only a dataset recorded as one file can be covered.
-            why=" (its digest is a trtguard-tree-v1 folder digest, which no signed file has: record the "
-            "dataset as one file, an archive, and sign that)"
+            "calibrationSignedBy",
+            "the calibration dataset",
+            dataset,
+            " (its digest is a trtguard-tree-v1 folder digest, which no signed file has: record the dataset "
+            "as one file, an archive, and sign that)"
             if tree
             else "",
-        )
+        ),
+    )
+    for signers, field, kind, file, why in inputs:
+        if signers is not None and file is not None:
+            what = f"{kind} {file.name or file.uri or ''}".rstrip()
+            await _check_covered(
+                run, found, signers, ref, verified, field=field, what=what, sha256=file.sha256, why=why
+            )
 
 
 async def _check_covered(
