@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ class Row:
     #: The stored body without its shared part, and that part, when ``body`` was joined from them: a reader
     #: parses each shared part once (:class:`SharedParts`). None: ``body`` is as stored.
     parts: tuple[str, str] | None = None
+    #: False: what holds ``body`` is not as trtguard writes it (an archived segment's line with other text
+    #: around the record), so the row is not vouched for even where ``body`` is canonical.
+    framed: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +99,10 @@ class ChainVerifier:
         # the rest of the log was seen (see ``_resolve``).
         self._suspect: _Suspect | None = None
         self._shared = SharedParts()
+        # The first row whose hash recomputes but whose stored text is not the canonical JSON the hash
+        # covers: the chain vouches for no record from it on (none is handed on), and it is the break
+        # unless the links name one no later (see ``finish``).
+        self._unsound: Break | None = None
 
     def start_after(self, seq: int, hash_: str) -> None:
         """Begin after record ``seq`` with hash ``hash_`` (a log pruned up to a checkpoint), not genesis."""
@@ -109,7 +117,7 @@ class ChainVerifier:
         if self._break is not None:
             return False
         self._count += 1
-        problem, uid, record, canonical = _check(row, self._expected_seq, self._prev, self._shared)
+        problem, uid, record, canonical, exact = _check(row, self._expected_seq, self._prev, self._shared)
         if problem == _EDITED_BEFORE and self._previous is not None:
             # The row links, by a hash that covers it, to something other than the record before it. Which
             # record is out of place shows only further on: read the rest (of a broken log) before naming it.
@@ -122,6 +130,12 @@ class ChainVerifier:
         self._expected_seq = row.seq + 1
         self._prev = row.hash
         self._previous = (row.seq, uid)
+        if self._unsound is None and not exact:
+            self._unsound = Break(row.seq, uid, _not_canonical(row))
+        if self._unsound is not None:
+            # Read on only to tell how the links break, if they do: nothing from here on is vouched for.
+            self.last_record, self.last_canonical = None, b""
+            return True
         self.last_record = record
         self.last_canonical = canonical
         self.last_seq = row.seq
@@ -131,8 +145,16 @@ class ChainVerifier:
         """The report, after comparing the last record with the chain-head row (None: the row is missing).
 
         Writers update the head in the same transaction as their inserts, so records removed from the end
-        are noticed too.
+        are noticed too. A record stored as other text than the canonical JSON its hash covers is the break
+        unless the links break at it or before it (their account of an edit says more).
         """
+        report = self._finish(head_seq=head_seq, head_hash=head_hash)
+        unsound, brk = self._unsound, report.first_break
+        if unsound is None or (brk is not None and brk.seq <= unsound.seq):
+            return report
+        return ChainReport(report.records, report.head_seq, report.head_hash, unsound, report.base_seq)
+
+    def _finish(self, *, head_seq: int | None, head_hash: str | None) -> ChainReport:
         if self._suspect is not None:
             self._break = self._suspect.resolve()
         last_seq = self._expected_seq - 1
@@ -249,18 +271,22 @@ class _Suspect:
         )
 
 
+_CHANGED: Final = "stored hash does not match the record's content: the record was changed"
 #: What :func:`_check` says when a row is sound by itself but links to another hash than the record before.
 _EDITED_BEFORE = "prev_hash is not the hash of the record before it, though its own hash recomputes"
 
 
 def _check(
     row: Row, expected_seq: int, prev: str, shared: SharedParts
-) -> tuple[str | None, str | None, DecisionRecord | None, bytes]:
-    joined = shared.canonical(*row.parts) if row.parts is not None else None
+) -> tuple[str | None, str | None, DecisionRecord | None, bytes, bool]:
+    """What is wrong with ``row`` (None: nothing), its uid, record and canonical JSON, and, for a row that
+    checks, whether its stored text is exactly that canonical JSON (where it is kept in two parts, the text
+    of each is the canonical JSON of what it holds, and they hold no key in common)."""
+    joined = shared.checked(*row.parts) if row.parts is not None else None
     try:
-        data, canonical = joined or _canonical_body(row.body)
+        data, canonical = joined[:2] if joined is not None else _canonical_body(row.body)
     except DecisionLogError as error:
-        return error.message, None, None, b""
+        return error.message, None, None, b"", False
     uid = data.get("uid") if isinstance(data.get("uid"), str) else None
     if row.seq != expected_seq:
         return (
@@ -268,17 +294,18 @@ def _check(
             uid,
             None,
             b"",
+            False,
         )
     if row.prev_hash != prev:
         if link_hash(row.prev_hash, canonical) == row.hash:
-            return _EDITED_BEFORE, uid, None, b""
-        return "prev_hash does not match the hash of the record before it", uid, None, b""
+            return _EDITED_BEFORE, uid, None, b"", False
+        return "prev_hash does not match the hash of the record before it", uid, None, b"", False
     if link_hash(prev, canonical) != row.hash:
-        return "stored hash does not match the record's content: the record was changed", uid, None, b""
+        return _CHANGED, uid, None, b"", False
     try:
         record = DecisionRecord.from_json(data)
     except DecisionLogError as error:
-        return error.message, uid, None, b""
+        return error.message, uid, None, b"", False
     for column in INDEXED_NAMES:
         # The record's fields as to_json gives them: the body's own values (from_json checked their types),
         # but for a time not written as format_time writes it (building the whole JSON again costs more).
@@ -294,6 +321,7 @@ def _check(
                 uid,
                 None,
                 b"",
+                False,
             )
     if "api_group" in row.columns and row.columns["api_group"] != record.api_group:
         return (
@@ -302,8 +330,17 @@ def _check(
             uid,
             None,
             b"",
+            False,
         )
-    return None, uid, record, canonical
+    if not row.framed:
+        exact = False
+    elif joined is not None and joined[2]:
+        exact = True  # SharedParts.checked compared both texts with their canonical JSON
+    elif row.parts is None:
+        exact = canonical == row.body.encode()
+    else:
+        exact = _parts_exact(*row.parts)
+    return None, uid, record, canonical, exact
 
 
 #: A time as format_time writes it (a year of four digits: strftime writes no leading zero).
@@ -324,3 +361,54 @@ def _canonical_body(body: str) -> tuple[dict[str, Any], bytes]:
     except (ValueError, RecursionError, OverflowError) as error:
         # a lone surrogate, an integer or float RFC 8785 cannot write: no record trtguard wrote holds one
         raise DecisionLogError(f"stored record cannot be written as canonical JSON: {error}") from None
+
+
+def _parts_exact(own: str, shared: str) -> bool:
+    """Whether the stored texts of a body's own part and of its shared part are each the canonical JSON of
+    an object, the two objects holding no key in common: what a store writes (``decisionlog._sql.link``)."""
+    parts = []
+    for text in (own, shared):
+        try:
+            data, plain = load_json(text)
+            if not isinstance(data, dict) or canonical_of(data, plain) != text.encode():
+                return False
+        except (ValueError, RecursionError, OverflowError):
+            return False
+        parts.append(data)
+    return parts[0].keys().isdisjoint(parts[1])
+
+
+def _not_canonical(row: Row) -> str:
+    """Why a row whose hash recomputes is still a break: its stored text is not the canonical JSON."""
+    duplicate = next(
+        (key for text in (row.parts or (row.body,)) if (key := _duplicate_key(text)) is not None), None
+    )
+    what = (
+        f"the key {duplicate!r} appears twice in one object (JSON readers differ on which value counts)"
+        if duplicate is not None
+        else "the archived line holds other text around the record than trtguard writes"
+        if not row.framed
+        else "other text for the same values (whitespace, order of keys, escapes or numbers written "
+        "otherwise, or a key in both the body and its shared part)"
+    )
+    return (
+        f"the stored record is not the canonical JSON (RFC 8785) its hash covers: {what}; the record or its "
+        "stored text was changed"
+    )
+
+
+def _duplicate_key(text: str) -> str | None:
+    """The first key found twice in one object of ``text`` (None: none, or not JSON)."""
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in items]
+        if not found and len(set(keys)) < len(keys):
+            found.append(next(key for i, key in enumerate(keys) if key in keys[:i]))
+        return dict(items)
+
+    try:
+        json.loads(text, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    return found[0] if found else None
