@@ -8,12 +8,13 @@ import asyncio
 import contextlib
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import psycopg
 import pytest
 
-from decisionlog import DecisionStore, PostgresStore, RecordQuery
+from decisionlog import DataSink, DecisionStore, PostgresStore, RecordQuery
 from decisionlog._chain import ChainReport, Row, verify_rows
 from decisionlog._record import GENESIS_HASH, INDEXED_NAMES, canonical_json, link_hash
 from tests.support.harness import RecordFactory
@@ -235,3 +236,60 @@ def test_rows_read_without_a_store_are_checked_alike(make_record: RecordFactory)
     report = verify_rows(rows, head_seq=2, head_hash=prev)
     assert report.first_break is not None and report.first_break.seq == 2
     assert "the key 'allowed' appears twice" in report.summary()
+
+
+class _Data(DataSink):
+    def __init__(self, wants_records: bool) -> None:
+        self.wants_records = wants_records
+        self.taken: list[tuple[int, str, str, dict[str, Any], bytes]] = []
+
+    def take(self, seq: int, prev_hash: str, hash_: str, data: Mapping[str, Any], canonical: bytes) -> None:
+        self.taken.append((seq, prev_hash, hash_, dict(data), canonical))
+
+
+DAMAGE: dict[str, Callable[[dict[str, Any]], None]] = {
+    "none": lambda data: None,
+    "a flag not a boolean": lambda data: data.update(allowed="yes"),
+    "a text not a string": lambda data: data.update(kind=5),
+    "a list of objects holding text": lambda data: data.update(engines=["x"]),
+    "an unknown key": lambda data: data.update(extra=1),
+    "a time of another form": lambda data: data.update(time="2026-01-01T00:00:00+00:00"),
+    "a time that is none": lambda data: data.update(time="2026-13-01T00:00:00.000000Z"),
+    "an integer as text": lambda data: data.update(latency_us="7"),
+    "format 1 with groups": lambda data: data.pop("format"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE.values(), ids=DAMAGE.keys())
+async def test_a_data_sink_gets_the_same_records_and_errors_with_or_without_records_built(
+    log: tuple[DecisionStore, str], make_record: RecordFactory, damage: Callable[[dict[str, Any]], None]
+) -> None:
+    """The chain check for a DataSink that wants no records checks types alone: the same report, the same
+    records handed on (as their JSON), as when it builds them, and as a plain sink gets them."""
+    store, url = log
+    await _four(store, make_record, small=True)
+    body, prev = _fetch(url, "SELECT body, prev_hash FROM trtguard_decisions WHERE seq = %s", (4,))
+    assert isinstance(body, str) and isinstance(prev, str)
+    data = json.loads(body)
+    damage(data)
+    canonical = canonical_json(data)
+    digest = link_hash(prev, canonical)
+    _execute(
+        url,
+        "UPDATE trtguard_decisions SET body = %s, hash = %s WHERE seq = %s",
+        (canonical.decode(), digest, 4),
+    )
+    _execute(url, "UPDATE trtguard_chain_head SET hash = %s WHERE id = %s", (digest, 1))
+    plain: list[tuple[int, str, str, dict[str, Any], bytes]] = []
+    expected = await store.verify(
+        lambda s, c: plain.append((s.seq, s.prev_hash, s.hash, s.record.to_json(), c))
+    )
+    assert expected.ok == (damage is DAMAGE["none"])  # the time: another than its column's
+    for wants_records in (True, False):
+        sink = _Data(wants_records)
+        report = await store.verify(sink)
+        assert report == expected
+        assert len(sink.taken) == len(plain)
+        for (seq, prev_hash, hash_, got, canon), want in zip(sink.taken, plain, strict=True):
+            assert (seq, prev_hash, hash_, canon) == want[:3] + want[4:]
+            assert got == want[3]
