@@ -103,11 +103,12 @@ class Selection:
         if self.kind == "workload":
             identity = self.identity
             if identity is not None:
+                group = functools.lru_cache(maxsize=64)(identity_group)  # a log's few API versions and kinds
                 return lambda data: (
                     data["name"] == identity.name
                     and data["namespace"] == identity.namespace
                     and data["kind"] == identity.kind
-                    and identity_group(data["api_version"], data["kind"]) == identity.group
+                    and group(data["api_version"], data["kind"]) == identity.group
                 )
             namespace, _, name = self.value.partition("/")
             return lambda data: data["namespace"] == namespace and data["name"] == name
