@@ -14,7 +14,7 @@ from ._carried import (
     confirmed_engines as confirmed_engines,
     model_key as model_key,
 )
-from ._chain import Break as Break, ChainReport as ChainReport, ChainSink as ChainSink
+from ._chain import Break as Break, ChainReport as ChainReport, ChainSink as ChainSink, DataSink as DataSink
 from ._checkpoints import (
     Checkpoint as Checkpoint,
     read_checkpoint_file as read_checkpoint_file,

@@ -139,12 +139,19 @@ def _row(line: bytes, path: Path, number: int) -> tuple[Row, DecisionRecord]:
         body = canonical_json(record).decode()
         decision = DecisionRecord.from_json(record)
         columns = decision.to_json()
+        seq, prev_hash, hash_ = int(data["seq"]), str(data["prev_hash"]), str(data["hash"])
+        # The record's text as the line holds it, where the line is laid out as trtguard writes it (see
+        # decisionlog._archive): the chain check takes it only as the canonical JSON its hash covers.
+        head = f'{{"hash":"{hash_}","prev_hash":"{prev_hash}","record":'.encode()
+        tail = f',"seq":{seq}}}\n'.encode()
+        framed = line.startswith(head) and line.endswith(tail) and len(line) > len(head) + len(tail)
         row = Row(
-            int(data["seq"]),
-            body,
-            str(data["prev_hash"]),
-            str(data["hash"]),
+            seq,
+            line[len(head) : -len(tail)].decode() if framed else body,
+            prev_hash,
+            hash_,
             {**{name: columns[name] for name in INDEXED_NAMES}, "api_group": decision.api_group},
+            framed=framed,
         )
         return row, decision
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, DecisionLogError) as e:

@@ -89,6 +89,12 @@ class SharedParts:
 
     def canonical(self, body: str, shared: str) -> tuple[dict[str, Any], bytes] | None:
         """``_canonical_body`` of ``body`` joined with ``shared`` (the data, its canonical JSON), or None."""
+        found = self.checked(body, shared)
+        return None if found is None else found[:2]
+
+    def checked(self, body: str, shared: str) -> tuple[dict[str, Any], bytes, bool] | None:
+        """:meth:`canonical`, and whether both texts are exactly the canonical JSON of what they hold (as a
+        store writes them: no duplicate key, whitespace or other order of keys; ``decisionlog._chain``)."""
         part = self._part(shared)
         if part is None or part.members is None or not body.endswith("}"):
             return None
@@ -99,8 +105,11 @@ class SharedParts:
         joined = _joined(data, part) if plain else None
         if joined is None:
             return None
-        canonical = part.splice(data)
-        return (joined, canonical) if canonical is not None else None
+        spliced = part.splice_text(data)
+        if spliced is None:
+            return None
+        canonical, own = spliced
+        return joined, canonical, part.exact and own == body
 
     def _part(self, shared: str) -> _Part | None:
         try:
@@ -141,6 +150,8 @@ class _Part:
 
     data: dict[str, Any]
     members: dict[str, str] | None
+    #: Whether the part's text is exactly the canonical JSON of its values (False also where not known).
+    exact: bool = False
     #: The keys of a body's own part (as parsed, in order) → how its canonical JSON joins with this part's.
     plans: dict[tuple[str, ...], _Plan | None] = field(default_factory=dict)
 
@@ -159,13 +170,19 @@ class _Part:
             members = {key: tree_text({key: value})[1:-1] for key, value in data.items()}
             if not all(member.isascii() for member in members.values()):
                 members = None
-        return cls(data, members)
+        return cls(data, members, members is not None and text == _object_text(members))
 
     def splice(self, own: dict[str, Any]) -> bytes | None:
+        """:meth:`splice_text`'s canonical JSON."""
+        spliced = self.splice_text(own)
+        return None if spliced is None else spliced[0]
+
+    def splice_text(self, own: dict[str, Any]) -> tuple[bytes, str] | None:
         """The canonical JSON of ``own`` joined with this part (``tree_json`` of both together), or None
         where it is not ASCII, ``own``'s keys are not sorted or hold an object before a place where a member
         of this part goes. ``own`` is encoded once and this part's members, kept, are put in their places:
-        a JCS object is its members in order, each as it is alone."""
+        a JCS object is its members in order, each as it is alone. With the canonical JSON, that of ``own``
+        alone."""
         keys = tuple(own)
         try:
             plan = self.plans[keys]
@@ -192,7 +209,7 @@ class _Part:
             done = at
         pieces.append(text[done:])
         encoded = "".join(pieces)
-        return encoded.encode() if encoded.isascii() else None
+        return (encoded.encode(), text) if encoded.isascii() else None
 
     def _plan(self, keys: tuple[str, ...]) -> _Plan | None:
         members = self.members
@@ -220,6 +237,11 @@ _PLANS: Final = 16
 _FLAT: Final = frozenset({str, int, float, bool, type(None)})
 #: Keys written in JSON as they are.
 _PLAIN_KEY: Final = re.compile("[a-z_]+")
+
+
+def _object_text(members: dict[str, str]) -> str:
+    """The canonical JSON of an object from the canonical JSON of each of its members (keys sorted)."""
+    return "{" + ",".join(members[key] for key in sorted(members)) + "}"
 
 
 def _flat(value: Any) -> bool:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import json
+import operator
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -16,11 +19,35 @@ from decisionlog._record import (
     StoredRecord,
     format_time,
     link_hash,
+    parse_time,
 )
+from decisionlog._record_check import is_record
 
 #: Called with each record that checks, in ``seq`` order, and the canonical JSON its hash covers (what an
 #: evidence package carries): a reader that needs the records too gets them from the one pass that verifies.
 ChainSink = Callable[[StoredRecord, bytes], None]
+
+
+class DataSink:
+    """A :data:`ChainSink` that takes each record that checks as the JSON object its hash covers (parsed, as
+    :meth:`DecisionRecord.to_json` gives it), not as a :class:`DecisionRecord`, for a reader that needs a
+    few fields of every record (an evidence export). The object must not be changed: the records of one
+    pass share their shared part's values (so a reader can tell repeated parts by identity).
+
+    With :attr:`wants_records` False the stores' chain check builds no record of a row at all: it checks the
+    types ``from_json`` checks (``decisionlog._record_check``), with the same errors.
+    """
+
+    #: Whether the chain check still builds each row's record (as for a plain sink), checking it so.
+    wants_records: bool = True
+
+    def take(self, seq: int, prev_hash: str, hash_: str, data: Mapping[str, Any], canonical: bytes) -> None:
+        """Take the next record that checks, in ``seq`` order, with the canonical JSON its hash covers."""
+        raise NotImplementedError
+
+    def __call__(self, stored: StoredRecord, canonical: bytes) -> None:
+        """As a plain :data:`ChainSink`, from a reader that built the record."""
+        self.take(stored.seq, stored.prev_hash, stored.hash, stored.record.to_json(), canonical)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +62,9 @@ class Row:
     #: The stored body without its shared part, and that part, when ``body`` was joined from them: a reader
     #: parses each shared part once (:class:`SharedParts`). None: ``body`` is as stored.
     parts: tuple[str, str] | None = None
+    #: False: what holds ``body`` is not as trtguard writes it (an archived segment's line with other text
+    #: around the record), so the row is not vouched for even where ``body`` is canonical.
+    framed: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +108,14 @@ class ChainReport:
 class ChainVerifier:
     """Checks rows one at a time in ``seq`` order, so that a store can stream a log of any size."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, records: bool = True) -> None:
+        #: Whether each row's record is built (:attr:`last_record`); else only its JSON is kept (a
+        #: :class:`DataSink`), checked as a record would be.
+        self.records = records
         #: The record of the last row that checked (read once here, for callers that fold records too).
         self.last_record: DecisionRecord | None = None
+        #: The JSON of the last row that checked, as its hash covers it.
+        self.last_data: Mapping[str, Any] | None = None
         #: The canonical JSON of :attr:`last_record`, as its hash covers it.
         self.last_canonical = b""
         #: The ``seq`` of the last row that checked (0: none yet).
@@ -95,6 +130,10 @@ class ChainVerifier:
         # the rest of the log was seen (see ``_resolve``).
         self._suspect: _Suspect | None = None
         self._shared = SharedParts()
+        # The first row whose hash recomputes but whose stored text is not the canonical JSON the hash
+        # covers: the chain vouches for no record from it on (none is handed on), and it is the break
+        # unless the links name one no later (see ``finish``).
+        self._unsound: Break | None = None
 
     def start_after(self, seq: int, hash_: str) -> None:
         """Begin after record ``seq`` with hash ``hash_`` (a log pruned up to a checkpoint), not genesis."""
@@ -109,7 +148,9 @@ class ChainVerifier:
         if self._break is not None:
             return False
         self._count += 1
-        problem, uid, record, canonical = _check(row, self._expected_seq, self._prev, self._shared)
+        problem, uid, data, record, canonical, exact = _check(
+            row, self._expected_seq, self._prev, self._shared, self.records
+        )
         if problem == _EDITED_BEFORE and self._previous is not None:
             # The row links, by a hash that covers it, to something other than the record before it. Which
             # record is out of place shows only further on: read the rest (of a broken log) before naming it.
@@ -122,7 +163,14 @@ class ChainVerifier:
         self._expected_seq = row.seq + 1
         self._prev = row.hash
         self._previous = (row.seq, uid)
+        if self._unsound is None and not exact:
+            self._unsound = Break(row.seq, uid, _not_canonical(row))
+        if self._unsound is not None:
+            # Read on only to tell how the links break, if they do: nothing from here on is vouched for.
+            self.last_record, self.last_data, self.last_canonical = None, None, b""
+            return True
         self.last_record = record
+        self.last_data = data
         self.last_canonical = canonical
         self.last_seq = row.seq
         return True
@@ -131,8 +179,16 @@ class ChainVerifier:
         """The report, after comparing the last record with the chain-head row (None: the row is missing).
 
         Writers update the head in the same transaction as their inserts, so records removed from the end
-        are noticed too.
+        are noticed too. A record stored as other text than the canonical JSON its hash covers is the break
+        unless the links break at it or before it (their account of an edit says more).
         """
+        report = self._finish(head_seq=head_seq, head_hash=head_hash)
+        unsound, brk = self._unsound, report.first_break
+        if unsound is None or (brk is not None and brk.seq <= unsound.seq):
+            return report
+        return ChainReport(report.records, report.head_seq, report.head_hash, unsound, report.base_seq)
+
+    def _finish(self, *, head_seq: int | None, head_hash: str | None) -> ChainReport:
         if self._suspect is not None:
             self._break = self._suspect.resolve()
         last_seq = self._expected_seq - 1
@@ -179,7 +235,7 @@ def verify_rows(
     ``base`` is the ``(seq, hash)`` of the newest pruned checkpoint: the chain starts after it. Each row
     that checks goes to ``sink`` (if given) as it checks; the report says whether the whole chain held.
     """
-    verifier = ChainVerifier()
+    verifier = ChainVerifier(records=builds_records(sink))
     if base is not None:
         verifier.start_after(*base)
     for row in rows:
@@ -188,11 +244,20 @@ def verify_rows(
     return verifier.finish(head_seq=head_seq, head_hash=head_hash)
 
 
+def builds_records(sink: ChainSink | None) -> bool:
+    """Whether a chain check for ``sink`` builds each row's record (see :class:`DataSink`)."""
+    return not isinstance(sink, DataSink) or sink.wants_records
+
+
 def feed(verifier: ChainVerifier, row: Row, sink: ChainSink | None) -> bool:
     """``verifier.feed(row)``, then ``row`` to ``sink`` if it checked (a row under suspicion goes nowhere)."""
     if not verifier.feed(row):
         return False
-    if sink is not None and verifier.last_seq == row.seq and verifier.last_record is not None:
+    if sink is None or verifier.last_seq != row.seq:
+        return True
+    if isinstance(sink, DataSink) and verifier.last_data is not None:
+        sink.take(row.seq, row.prev_hash, row.hash, verifier.last_data, verifier.last_canonical)
+    elif verifier.last_record is not None:
         sink(StoredRecord(row.seq, verifier.last_record, row.prev_hash, row.hash), verifier.last_canonical)
     return True
 
@@ -249,42 +314,55 @@ class _Suspect:
         )
 
 
+_CHANGED: Final = "stored hash does not match the record's content: the record was changed"
 #: What :func:`_check` says when a row is sound by itself but links to another hash than the record before.
 _EDITED_BEFORE = "prev_hash is not the hash of the record before it, though its own hash recomputes"
 
 
 def _check(
-    row: Row, expected_seq: int, prev: str, shared: SharedParts
-) -> tuple[str | None, str | None, DecisionRecord | None, bytes]:
-    joined = shared.canonical(*row.parts) if row.parts is not None else None
+    row: Row, expected_seq: int, prev: str, shared: SharedParts, records: bool
+) -> tuple[str | None, str | None, dict[str, Any] | None, DecisionRecord | None, bytes, bool]:
+    """What is wrong with ``row`` (None: nothing), its uid, JSON, record (``records``: else None, where the
+    JSON is one) and canonical JSON, and, for a row that checks, whether its stored text is exactly that
+    canonical JSON (where it is kept in two parts, the text of each is the canonical JSON of what it holds,
+    and they hold no key in common)."""
+    joined = shared.checked(*row.parts) if row.parts is not None else None
     try:
-        data, canonical = joined or _canonical_body(row.body)
+        data, canonical = joined[:2] if joined is not None else _canonical_body(row.body)
     except DecisionLogError as error:
-        return error.message, None, None, b""
+        return error.message, None, None, None, b"", False
     uid = data.get("uid") if isinstance(data.get("uid"), str) else None
     if row.seq != expected_seq:
         return (
             f"expected seq {expected_seq} next, found {row.seq}: records were removed before it",
             uid,
             None,
+            None,
             b"",
+            False,
         )
     if row.prev_hash != prev:
         if link_hash(row.prev_hash, canonical) == row.hash:
-            return _EDITED_BEFORE, uid, None, b""
-        return "prev_hash does not match the hash of the record before it", uid, None, b""
+            return _EDITED_BEFORE, uid, None, None, b"", False
+        return "prev_hash does not match the hash of the record before it", uid, None, None, b"", False
     if link_hash(prev, canonical) != row.hash:
-        return "stored hash does not match the record's content: the record was changed", uid, None, b""
-    try:
-        record = DecisionRecord.from_json(data)
-    except DecisionLogError as error:
-        return error.message, uid, None, b""
-    for column in INDEXED_NAMES:
+        return _CHANGED, uid, None, None, b"", False
+    record = None
+    if records or not is_record(data):
+        try:
+            record = DecisionRecord.from_json(data)
+        except DecisionLogError as error:
+            return error.message, uid, None, None, b"", False
+    try:  # every column as in the body (a time as format_time writes it): nothing more to tell apart
+        same = _INDEXED(row.columns) == _INDEXED(data) and _FORMATTED_TIME.fullmatch(data["time"])
+    except KeyError:  # a column not read (a row not from a store)
+        same = None
+    for column in () if same else INDEXED_NAMES:
         # The record's fields as to_json gives them: the body's own values (from_json checked their types),
         # but for a time not written as format_time writes it (building the whole JSON again costs more).
         stored = data[column]
         if column == "time" and not _FORMATTED_TIME.fullmatch(stored):
-            stored = format_time(record.time)
+            stored = format_time(record.time if record is not None else parse_time(stored))
         value = row.columns.get(column)
         if isinstance(stored, bool):
             value = None if value is None else bool(value)
@@ -293,17 +371,43 @@ def _check(
                 f"column {column} ({value!r}) differs from the hashed record ({stored!r})",
                 uid,
                 None,
+                None,
                 b"",
+                False,
             )
-    if "api_group" in row.columns and row.columns["api_group"] != record.api_group:
+    if "api_group" in row.columns and row.columns["api_group"] != (
+        group := _api_group(data["api_version"], data["kind"])
+    ):
         return (
             f"column api_group ({row.columns['api_group']!r}) differs from the hashed record's API group "
-            f"({record.api_group!r})",
+            f"({group!r})",
             uid,
             None,
+            None,
             b"",
+            False,
         )
-    return None, uid, record, canonical
+    if not row.framed:
+        exact = False
+    elif joined is not None and joined[2]:
+        exact = True  # SharedParts.checked compared both texts with their canonical JSON
+    elif row.parts is None:
+        exact = canonical == row.body.encode()
+    else:
+        exact = _parts_exact(*row.parts)
+    return None, uid, data, record, canonical, exact
+
+
+#: The indexed columns of a row (or fields of a record's JSON), in order.
+_INDEXED: Final = operator.itemgetter(*INDEXED_NAMES)
+
+
+@functools.lru_cache(maxsize=256)
+def _api_group(api_version: str, kind: str) -> str:
+    """:attr:`DecisionRecord.api_group` of a record of ``api_version`` and ``kind`` (a log holds a few)."""
+    return DecisionRecord(
+        uid="", operation="", kind=kind, api_version=api_version, allowed=False, reason=""
+    ).api_group
 
 
 #: A time as format_time writes it (a year of four digits: strftime writes no leading zero).
@@ -324,3 +428,54 @@ def _canonical_body(body: str) -> tuple[dict[str, Any], bytes]:
     except (ValueError, RecursionError, OverflowError) as error:
         # a lone surrogate, an integer or float RFC 8785 cannot write: no record trtguard wrote holds one
         raise DecisionLogError(f"stored record cannot be written as canonical JSON: {error}") from None
+
+
+def _parts_exact(own: str, shared: str) -> bool:
+    """Whether the stored texts of a body's own part and of its shared part are each the canonical JSON of
+    an object, the two objects holding no key in common: what a store writes (``decisionlog._sql.link``)."""
+    parts = []
+    for text in (own, shared):
+        try:
+            data, plain = load_json(text)
+            if not isinstance(data, dict) or canonical_of(data, plain) != text.encode():
+                return False
+        except (ValueError, RecursionError, OverflowError):
+            return False
+        parts.append(data)
+    return parts[0].keys().isdisjoint(parts[1])
+
+
+def _not_canonical(row: Row) -> str:
+    """Why a row whose hash recomputes is still a break: its stored text is not the canonical JSON."""
+    duplicate = next(
+        (key for text in (row.parts or (row.body,)) if (key := _duplicate_key(text)) is not None), None
+    )
+    what = (
+        f"the key {duplicate!r} appears twice in one object (JSON readers differ on which value counts)"
+        if duplicate is not None
+        else "the archived line holds other text around the record than trtguard writes"
+        if not row.framed
+        else "other text for the same values (whitespace, order of keys, escapes or numbers written "
+        "otherwise, or a key in both the body and its shared part)"
+    )
+    return (
+        f"the stored record is not the canonical JSON (RFC 8785) its hash covers: {what}; the record or its "
+        "stored text was changed"
+    )
+
+
+def _duplicate_key(text: str) -> str | None:
+    """The first key found twice in one object of ``text`` (None: none, or not JSON)."""
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in items]
+        if not found and len(set(keys)) < len(keys):
+            found.append(next(key for i, key in enumerate(keys) if key in keys[:i]))
+        return dict(items)
+
+    try:
+        json.loads(text, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    return found[0] if found else None

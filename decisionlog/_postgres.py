@@ -25,7 +25,7 @@ from decisionlog import _undelivered as undelivered
 from decisionlog._batching import BatchedStore, BatchWriter
 from decisionlog._body_json import SharedParts
 from decisionlog._carried import Carried, carried_from_rows
-from decisionlog._chain import ChainReport, ChainSink, ChainVerifier, feed
+from decisionlog._chain import ChainReport, ChainSink, ChainVerifier, builds_records, feed
 from decisionlog._errors import DecisionLogError, DecisionLogUnavailable, describe
 from decisionlog._record import DecisionRecord, StoredRecord
 from decisionlog._store import RecordQuery, redact
@@ -256,7 +256,7 @@ class PostgresStore(BatchedStore):
         async with self._connection() as conn, conn.transaction():
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             head = await self._fetch(conn, "SELECT seq, hash FROM trtguard_chain_head WHERE id = 1", [])
-            verifier = ChainVerifier()
+            verifier = ChainVerifier(records=builds_records(sink))
             # Through _fetch first: a dropped table is the store's own error, not psycopg's.
             await self._fetch(conn, "SELECT 1 FROM trtguard_decisions LIMIT 1", [])
             has_checkpoints = await self._fetch(conn, "SELECT to_regclass('trtguard_checkpoints')", [])

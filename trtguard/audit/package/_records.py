@@ -1,7 +1,8 @@
 """The decision records of an export, read in the one pass that verifies the log, in bounded memory.
 
-The store recomputes the whole chain once (``DecisionStore.verify``) and hands each record that checks, with
-the canonical JSON its hash covers, to a :class:`RecordCollector`: it applies the selection rule, writes the
+The store recomputes the whole chain once (``DecisionStore.verify``) and hands each record that checks, as
+its JSON with the canonical JSON its hash covers (``decisionlog.DataSink``: no record object is built of
+each row), to a :class:`RecordCollector`: it applies the selection rule, writes the
 lines of ``decisions/records.jsonl`` that the chain scope keeps to a spool (hashed and deflated on a thread of
 its own as they go: ``_deflate``), and keeps of the selected decisions only what the package names: their
 ``seq``, engines, images and policy revisions. Nothing is decoded or encoded twice, and no list of records
@@ -11,16 +12,17 @@ is held: a log of any size costs the memory of one record, the chunks waiting to
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Final
 
-from decisionlog import ChainReport, StoredRecord
+from decisionlog import ChainReport, DataSink
 from trtguard.audit.package._deflate import Deflated, DeflatingSpool
 from trtguard.audit.package.contents import ChainScope, record_line
-from trtguard.audit.package.selection import Selection, artifacts, engine_digests
+from trtguard.audit.package.selection import Selection, artifacts_of
 from verifier.base import VerificationError, is_sha256_hex
 
 
-class RecordCollector:
+class RecordCollector(DataSink):
     """A ``ChainSink`` for the export of ``selection`` with ``chain``, its lines written to ``spool``.
 
     ``audit_engines`` are the engines carrying the audit ID of an audit-ID selection.
@@ -36,7 +38,7 @@ class RecordCollector:
         self._selection = selection
         self._chain = chain
         self._spool = spool
-        self._matches = selection.matcher(audit_engines)
+        self._matches = selection.data_matcher(audit_engines)
         #: The ``seq`` of every selected decision, in order.
         self.selected: list[int] = []
         #: Records written to the spool, and the first and last of them.
@@ -50,44 +52,46 @@ class RecordCollector:
         self.undigested: dict[str, list[int]] = {}
         #: Selected decisions per policy revision.
         self.revisions: Counter[str | None] = Counter()
-        self._previous: StoredRecord | None = None
+        #: ``(seq, hash)`` of the last record written.
+        self._previous: tuple[int, str] | None = None
+        self._artifacts = _Artifacts()
 
-    def __call__(self, stored: StoredRecord, canonical: bytes) -> None:
-        """Take the next verified record (``ChainSink``)."""
-        chosen = self._matches(stored.record)
+    def take(self, seq: int, prev_hash: str, hash_: str, data: Mapping[str, Any], canonical: bytes) -> None:
+        """Take the next verified record (``DataSink``)."""
+        chosen = self._matches(data)
         if chosen:
-            self._choose(stored)
+            self._choose(seq, data)
         keep = chosen if self._chain is ChainScope.SELECTED else bool(self.selected)
         if not (keep or self._chain is ChainScope.FULL):
             return
         previous = self._previous
         # A record links to the one before it, already checked, unless it is the first kept.
-        linked = previous is not None and stored.prev_hash == previous.hash
-        if not (linked or is_sha256_hex(stored.prev_hash)) or not is_sha256_hex(stored.hash):
+        linked = previous is not None and prev_hash == previous[1]
+        if not (linked or is_sha256_hex(prev_hash)) or not is_sha256_hex(hash_):
             raise VerificationError(
-                f"record seq {stored.seq} links by a hash that is not SHA-256 hex",
+                f"record seq {seq} links by a hash that is not SHA-256 hex",
                 hint="the log was written by something other than trtguard; run `trtguard audit verify`",
             )
-        if self._chain is not ChainScope.SELECTED and previous is not None and stored.seq != previous.seq + 1:
-            raise VerificationError(f"the log has no record between seq {previous.seq} and {stored.seq}")
-        line = record_line(stored.seq, stored.prev_hash, stored.hash, canonical)
-        self._spool.write(line)
+        if self._chain is not ChainScope.SELECTED and previous is not None and seq != previous[0] + 1:
+            raise VerificationError(f"the log has no record between seq {previous[0]} and {seq}")
+        self._spool.write(record_line(seq, prev_hash, hash_, canonical))
         self.records += 1
-        self.first_seq = self.first_seq or stored.seq
-        self.last_seq = stored.seq
-        self._previous = stored
+        self.first_seq = self.first_seq or seq
+        self.last_seq = seq
+        self._previous = (seq, hash_)
 
-    def _choose(self, stored: StoredRecord) -> None:
-        self.selected.append(stored.seq)
-        self.revisions[stored.record.policy_revision] += 1
-        engines, images, undigested = artifacts(stored.record)
-        for named, found_in in ((engines, self.references), (images, self.image_references)):
-            for digest, reference in named.items():
-                known = found_in.setdefault(digest, [])
-                if reference not in known:
-                    known.append(reference)
+    def _choose(self, seq: int, data: Mapping[str, Any]) -> None:
+        self.selected.append(seq)
+        self.revisions[data["policy_revision"]] += 1
+        (engines, images, undigested), merged = self._artifacts.of(data["engines"], data["images"])
+        if not merged:  # the same entries merged before add nothing: each reference is kept once, in order
+            for named, found_in in ((engines, self.references), (images, self.image_references)):
+                for digest, reference in named.items():
+                    known = found_in.setdefault(digest, [])
+                    if reference not in known:
+                        known.append(reference)
         for reference in undigested:
-            self.undigested.setdefault(reference, []).append(stored.seq)
+            self.undigested.setdefault(reference, []).append(seq)
 
     def member(self, report: ChainReport) -> Deflated:
         """``decisions/records.jsonl`` as spooled, after checking that it ends at the verified head."""
@@ -98,14 +102,43 @@ class RecordCollector:
         return self._spool.member()
 
 
-class EngineNames:
+class EngineNames(DataSink):
     """A ``ChainSink`` gathering the engines every record names (digest → a reference naming it): the engines
     whose build manifests an audit-ID selection looks in."""
 
     def __init__(self) -> None:
         self.named: dict[str, str] = {}
 
-    def __call__(self, stored: StoredRecord, canonical: bytes) -> None:
-        """Take the next verified record (``ChainSink``)."""
-        for digest, reference in engine_digests(stored.record).items():
+    def take(self, seq: int, prev_hash: str, hash_: str, data: Mapping[str, Any], canonical: bytes) -> None:
+        """Take the next verified record (``DataSink``)."""
+        for digest, reference in artifacts_of(data["engines"], ())[0].items():
             self.named[digest] = reference
+
+
+#: Engine and image lists remembered by :class:`_Artifacts`.
+_ARTIFACTS_KEPT: Final = 256
+
+
+class _Artifacts:
+    """:func:`artifacts_of` of the engine and image lists of a pass's records, by the lists' identity.
+
+    The records of one pass share their shared part's values (``decisionlog.DataSink``): a workload's
+    decisions name the same lists again and again. The lists are kept with the answer, so an ``id`` is not
+    reused while remembered; the answer also says whether it was handed out before (``merged``).
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[int, int], tuple[object, object, tuple[Any, Any, Any]]] = {}
+
+    def of(
+        self, engines: Sequence[Mapping[str, Any]], images: Sequence[Mapping[str, Any]]
+    ) -> tuple[tuple[dict[str, str], dict[str, str], list[str]], bool]:
+        key = (id(engines), id(images))
+        found = self._known.get(key)
+        if found is not None and found[0] is engines and found[1] is images:
+            return found[2], True
+        answer = artifacts_of(engines, images)
+        if len(self._known) >= _ARTIFACTS_KEPT:
+            self._known.clear()
+        self._known[key] = (engines, images, answer)
+        return answer, False

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from decisionlog import DecisionRecord
-from policies.identity import WorkloadIdentity
+from policies.identity import WorkloadIdentity, identity_group
 from verifier.base import ImageReference, InputError, is_sha256_hex, parse_sha256
 
 SelectionKind = Literal["audit_id", "engine", "workload"]
@@ -97,6 +97,28 @@ class Selection:
             return lambda record: record.allowed and not record.dry_run and digest in engine_digests(record)
         return lambda record: any(digest in audit_engines for digest in engine_digests(record))
 
+    def data_matcher(self, audit_engines: Collection[str] = ()) -> Callable[[Mapping[str, Any]], bool]:
+        """:meth:`matcher` of a record's JSON (:meth:`DecisionRecord.to_json`, as the chain check hands it
+        to an export: ``decisionlog.DataSink``), the same rule on the same fields."""
+        if self.kind == "workload":
+            identity = self.identity
+            if identity is not None:
+                group = functools.lru_cache(maxsize=64)(identity_group)  # a log's few API versions and kinds
+                return lambda data: (
+                    data["name"] == identity.name
+                    and data["namespace"] == identity.namespace
+                    and data["kind"] == identity.kind
+                    and group(data["api_version"], data["kind"]) == identity.group
+                )
+            namespace, _, name = self.value.partition("/")
+            return lambda data: data["namespace"] == namespace and data["name"] == name
+        if self.kind == "engine":
+            digest = self.value
+            return lambda data: (
+                data["allowed"] and not data["dry_run"] and digest in artifacts_of(data["engines"], ())[0]
+            )
+        return lambda data: any(digest in audit_engines for digest in artifacts_of(data["engines"], ())[0])
+
 
 def engine_digests(record: DecisionRecord) -> dict[str, str]:
     """The engines a record names: ``sha256:…`` digest → first reference (digest-less engines left out)."""
@@ -116,9 +138,16 @@ def undigested_engines(record: DecisionRecord) -> list[str]:
 def artifacts(record: DecisionRecord) -> tuple[dict[str, str], dict[str, str], list[str]]:
     """:func:`engine_digests`, :func:`image_digests` and :func:`undigested_engines` of ``record``, in one
     pass over its engines and images (what an export collects of every selected decision)."""
+    return artifacts_of(record.engines, record.images)
+
+
+def artifacts_of(
+    engine_entries: Sequence[Mapping[str, Any]], image_entries: Sequence[Mapping[str, Any]]
+) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """:func:`artifacts` of a record with these engines and images (of its JSON, say)."""
     engines: dict[str, str] = {}
     undigested: list[str] = []
-    for engine in record.engines:
+    for engine in engine_entries:
         digest = _digest(engine)
         reference = engine.get("reference")
         if digest is None:
@@ -126,7 +155,7 @@ def artifacts(record: DecisionRecord) -> tuple[dict[str, str], dict[str, str], l
         else:
             engines.setdefault(digest, reference if isinstance(reference, str) else digest)
     images: dict[str, str] = {}
-    for image in record.images:
+    for image in image_entries:
         digest = _digest(image)
         if digest is not None and digest not in engines:
             reference = image.get("reference")
