@@ -9,12 +9,14 @@ import errno
 import shutil
 import socket
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from decisionlog import DecisionRecord, RecordQuery, SQLiteStore, open_store
+from decisionlog._record_check import is_record
 from tests.trtguard.audit.package.world import (
     World,
     export_package,
@@ -53,18 +55,26 @@ def test_the_log_holds_what_the_webhook_decided(world: World) -> None:
 async def test_export_reads_each_record_of_the_log_once(
     world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The one pass that verifies the chain hands the records on: none is read (or decoded) a second time.
-    made: list[str] = []
+    # The one pass that verifies the chain hands the records on: each is checked as a record once (by its
+    # types, without building it: decisionlog._record_check), none read (or decoded) a second time.
+    checked: list[str] = []
+    built: list[str] = []
     real = DecisionRecord.from_json.__func__  # type: ignore[attr-defined]
 
+    def counted_check(data: Mapping[str, object]) -> bool:
+        checked.append(str(data["uid"]))
+        return is_record(data)
+
     def counted(cls: type[DecisionRecord], data: dict[str, object]) -> DecisionRecord:
-        made.append(str(data["uid"]))
+        built.append(str(data["uid"]))
         return real(cls, data)  # type: ignore[no-any-return]
 
+    monkeypatch.setattr("decisionlog._chain.is_record", counted_check)
     monkeypatch.setattr(DecisionRecord, "from_json", classmethod(counted))
     summary = await export_package(world, Selection.workload("prod/resnet"), tmp_path / "once.tar.gz")
     assert (summary.first_seq, summary.head_seq) == (2, 9)
-    assert len(made) == len(set(made)) == 9  # the whole log, verified; the segment (seq 2 to 9) not again
+    assert len(checked) == len(set(checked)) == 9  # the whole log; the segment (seq 2 to 9) not again
+    assert built == []  # every record checked by its types: none built
     monkeypatch.undo()
     report = verify_package(world, tmp_path / "once.tar.gz")
     assert report.ok, messages(report, "fail")
