@@ -386,7 +386,7 @@ def _construct(
         if isinstance(node, _SequenceNode):
             return [
                 text(child, node) if isinstance(child, _ScalarNode) and inner <= max_depth
-                else visit(child, inner, node)
+                else visit(child, inner, node)  # noqa: F821 - deleted once the document is built
                 for child in node.value
             ]  # fmt: skip
         if isinstance(node, _MappingNode):
@@ -406,12 +406,18 @@ def _construct(
                 result[key] = (
                     text(value_node, node)
                     if isinstance(value_node, _ScalarNode) and inner <= max_depth
-                    else visit(value_node, inner, node)
+                    else visit(value_node, inner, node)  # noqa: F821 - as above
                 )
             return result
         raise InputError(f"unsupported YAML node {node.tag}", location=where(node))  # pragma: no cover
 
-    data = visit(root, 0, root)
+    try:
+        data = visit(root, 0, root)
+    finally:
+        # ``visit`` calls itself through its closure: a cycle that would keep the document's whole node tree
+        # (its marks, every node) alive until the cycle collector runs, or to the end where reading was done
+        # without it (``check``: frozen with what was read, freed only at exit).
+        del visit
     start = root.start_mark
     span = (start.index - start.column, root.end_mark.index, start.column, start.line)
     return Document(
