@@ -123,6 +123,7 @@ class PolicyEvaluator:
         unknown_kinds: Literal["report", "judge"] = "report",
         requester: Requester | None = None,
         pin: bool = False,
+        offload: bool = True,
     ) -> Decision:
         """The decision for ``obj``.
 
@@ -139,6 +140,12 @@ class PolicyEvaluator:
         object gets with those pins in place, which is what the validating webhook sees after the patch. So
         another policy's ``requireDigest`` (or an engine rule wanting a digest) is met by the pin, and every
         rule judges the pinned digest, on the same answers the pins came from (nothing is resolved again).
+
+        ``offload``: a large object is read in an evaluation thread, so that the event loop goes on with other
+        work meanwhile (:func:`~policies.workload_model._budget.within`); False reads every object where
+        the evaluation runs, without counting its values first (``check``, which judges one resource after
+        another when its evidence comes from memory). The same work either way, charged to the same budget:
+        the decision does not depend on it.
         """
         deadline = deadline or Deadline.never()
         budget = Budget(self.cpu_seconds, deadline)
@@ -154,6 +161,7 @@ class PolicyEvaluator:
             pin=pin,
             budget=budget,
             lookups=lookups,
+            offload=offload,
         )
         decision = await judge(obj)
         if not decision.pins:
@@ -177,10 +185,12 @@ class PolicyEvaluator:
         pin: bool,
         budget: Budget,
         lookups: dict[tuple[object, ...], Any],
+        offload: bool,
     ) -> Decision:
         """One pass of :meth:`evaluate` over ``obj``, asking its questions through ``lookups``."""
         try:
-            read = await within(budget, lambda: self._read(obj, namespace, kind, old, budget), obj, old)
+            read_all = functools.partial(self._read, obj, namespace, kind, old, budget)
+            read = await within(budget, read_all, obj, old) if offload else budget.run(read_all)
         except InputError as error:
             return self._unreadable(obj, namespace, error)
         except BudgetExceeded as error:

@@ -232,6 +232,14 @@ class EngineSubject:
     rules over a manifest then have none to judge)."""
 
 
+def _copy(error: BaseException) -> BaseException:
+    """A new exception equal to ``error`` (class, arguments, attributes), without its traceback; built without
+    calling ``__init__``, whose signature differs between error classes."""
+    clone = type(error).__new__(type(error), *error.args)
+    clone.__dict__.update(vars(error))
+    return clone
+
+
 @dataclass
 class Evaluation:
     """State of one evaluation: parsed references and evidence look-ups shared by every policy.
@@ -340,7 +348,10 @@ class Evaluation:
                 try:
                     future.set_result(await call())
                 except (EvidenceUnavailable, VerificationError) as error:
-                    future.set_exception(error)
+                    # Kept without its traceback, and raised as a copy: the traceback's frames hold this
+                    # evaluation, which holds the failure, a cycle only the collector would free (half the
+                    # resources of a check are denied on such an answer).
+                    future.set_exception(error.with_traceback(None))
                 except BaseException:
                     del self.lookups[key]  # a bug or a cancellation is not an answer to keep
                     raise
@@ -348,6 +359,9 @@ class Evaluation:
                 future = asyncio.ensure_future(call())
                 self.lookups[key] = future
         if future.done():  # the common case once prefetched: no scheduling at all
+            failure = future.exception()
+            if failure is not None and failure.__traceback__ is None:  # kept from memory, as above
+                raise _copy(failure) from failure.__cause__
             done: T = future.result()
             return done
         result: T = await asyncio.shield(future)

@@ -366,7 +366,7 @@ def _construct(
         return _scalar(node, source, offset)
 
     def visit(node: yaml.Node, depth: int, parent: yaml.Node) -> Any:
-        nonlocal count
+        nonlocal count, characters
         if depth > max_depth:
             raise InputError(f"document is nested deeper than {max_depth} levels", location=where(node))
         if isinstance(node, _ScalarNode):
@@ -386,7 +386,7 @@ def _construct(
         if isinstance(node, _SequenceNode):
             return [
                 text(child, node) if isinstance(child, _ScalarNode) and inner <= max_depth
-                else visit(child, inner, node)
+                else visit(child, inner, node)  # noqa: F821 - deleted once the document is built
                 for child in node.value
             ]  # fmt: skip
         if isinstance(node, _MappingNode):
@@ -396,22 +396,46 @@ def _construct(
                     raise InputError("mapping keys must be plain values", location=where(key_node))
                 if key_node.tag == _MERGE:
                     raise InputError("YAML merge keys (<<) are not accepted", location=where(key_node))
-                key = text(key_node, node, key=True)
+                if seen is None:  # ``text`` of the key, inline (no node can be met twice)
+                    key = key_node.value
+                    characters += len(key)
+                    if characters > max_characters:
+                        raise too_big(f"more than {max_characters} characters of text", key_node, node, False)
+                    if key_node.tag not in _AS_TEXT:
+                        key = _scalar(key_node, source, offset)
+                else:
+                    key = text(key_node, node, key=True)
                 if key in result:
                     raise InputError(
                         f"the key {short_repr(key)} appears twice in one mapping",
                         location=where(key_node),
                         hint="remove one of them; which one was meant is ambiguous",
                     )
-                result[key] = (
-                    text(value_node, node)
-                    if isinstance(value_node, _ScalarNode) and inner <= max_depth
-                    else visit(value_node, inner, node)
-                )
+                if not isinstance(value_node, _ScalarNode) or inner > max_depth:
+                    result[key] = visit(value_node, inner, node)  # noqa: F821 - as above
+                elif seen is None:  # ``text`` of the value, inline
+                    value = value_node.value
+                    count += 1
+                    characters += len(value)
+                    if count > max_nodes:
+                        raise too_big(f"more than {max_nodes} values", value_node, node, False)
+                    if characters > max_characters:
+                        raise too_big(
+                            f"more than {max_characters} characters of text", value_node, node, False
+                        )
+                    result[key] = value if value_node.tag in _AS_TEXT else _scalar(value_node, source, offset)
+                else:
+                    result[key] = text(value_node, node)
             return result
         raise InputError(f"unsupported YAML node {node.tag}", location=where(node))  # pragma: no cover
 
-    data = visit(root, 0, root)
+    try:
+        data = visit(root, 0, root)
+    finally:
+        # ``visit`` calls itself through its closure: a cycle that would keep the document's whole node tree
+        # (its marks, every node) alive until the cycle collector runs, or to the end where reading was done
+        # without it (``check``: frozen with what was read, freed only at exit).
+        del visit
     start = root.start_mark
     span = (start.index - start.column, root.end_mark.index, start.column, start.line)
     return Document(
