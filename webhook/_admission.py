@@ -24,12 +24,13 @@ from policies.evaluator import PolicyEvaluator
 from policies.requesters import Requester
 from policies.results import Action, Decision, Violation
 from policies.workload_model import group_of
-from verifier.base import Deadline, TrtguardError
+from verifier.base import Deadline, TrtguardError, quick_init
+from webhook._json import json_list
 from webhook._logging import log_fields
 from webhook._metrics import ERROR_DENIAL_REASONS, Metrics
 from webhook._mutation import settle, with_patch
 from webhook._policy_store import PolicyStore
-from webhook._tracing import Tracing
+from webhook._tracing import AttributeValue, Tracing
 from webhook._wire import (
     MAX_ANNOTATION_CHARS,
     OPERATIONS,
@@ -46,6 +47,7 @@ MIN_BUDGET: Final = 0.05
 MAX_ANNOTATED: Final = 20
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """The outcome of judging one request, before it is recorded and encoded."""
@@ -119,16 +121,9 @@ class Reviewer:
         total = api_timeout if api_timeout is not None and api_timeout > 0 else self.settings.default_timeout
         budget = max(MIN_BUDGET, total - self.settings.timeout_margin - (time.perf_counter() - started))
         deadline = Deadline.after(budget)
-        with self.tracing.span(
-            "admission.review",
-            **{
-                "k8s.admission.uid": request.uid,
-                "k8s.admission.operation": request.operation,
-                "k8s.admission.kind": str(request.kind),
-                "k8s.namespace.name": request.namespace,
-                "k8s.admission.dry_run": request.dry_run,
-            },
-        ) as span:
+        # While tracing is off, the span's attributes are not even built (three spans an admission).
+        attributes = _span_attributes(request) if self.tracing.enabled else {}
+        with self.tracing.span("admission.review", **attributes) as span:
             verdict = refusal or await self._judge(request, deadline, budget)
             if self.pinning and refusal is None:
                 verdict = replace(verdict, **settle(request.object, verdict))
@@ -379,7 +374,7 @@ class Reviewer:
         annotations = {"decision": "allow" if verdict.allowed else "deny", "reason": verdict.reason}
         if verdict.decision is not None:
             annotations["policy-revision"] = verdict.decision.policy_revision
-            annotations["policies"] = json.dumps(list(verdict.decision.matched_policies))  # [] for none
+            annotations["policies"] = json_list(verdict.decision.matched_policies)  # [] for none
             if verdict.decision.violations:
                 annotations["violations"] = _violations_annotation(verdict.decision.violations)
         if request.dry_run:
@@ -396,6 +391,16 @@ class Reviewer:
             warnings=verdict.warnings,
             audit_annotations=annotations,
         )
+
+
+def _span_attributes(request: AdmissionRequest) -> dict[str, AttributeValue | None]:
+    return {
+        "k8s.admission.uid": request.uid,
+        "k8s.admission.operation": request.operation,
+        "k8s.admission.kind": str(request.kind),
+        "k8s.namespace.name": request.namespace,
+        "k8s.admission.dry_run": request.dry_run,
+    }
 
 
 def _from_decision(decision: Decision, deny_reason: str) -> Verdict:

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from verifier.base import InputError, visible
+from verifier.base import InputError, quick_init, visible
+from webhook._json import compact_encoder
 
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
@@ -46,11 +47,14 @@ _DURATION_UNITS: Final = {
     "m": 60.0,
     "h": 3600.0,
 }
-# One encoder of each kind for every answer: json.dumps with options builds a new one per call.
-_COMPACT: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-_COMPACT_ASCII: Final = json.JSONEncoder(separators=(",", ":"))
+# One encoder of each kind for every answer: json.dumps with options builds a new one per call (and
+# JSONEncoder.encode a new C encoder per call: webhook._json).
+_COMPACT: Final = compact_encoder(ensure_ascii=False)
+_COMPACT_ASCII: Final = compact_encoder(ensure_ascii=True)
 # Audit annotation keys become "<webhook name>/<key>", which the API server checks as a qualified name.
 _ANNOTATION_KEY = re.compile(r"[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?")
+#: The webhook's own keys, valid (a test checks them): an answer's keys need no regex match apiece.
+_VALID_KEYS: Final = frozenset({"decision", "reason", "policy-revision", "policies", "violations", "dry-run"})
 
 
 class ReviewError(InputError):
@@ -77,6 +81,7 @@ class ReviewError(InputError):
         self.request = request
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class GroupVersionKind:
     """``{group, version, kind}`` as the API server writes it; the core group is ``""``."""
@@ -94,6 +99,7 @@ class GroupVersionKind:
         return f"{self.api_version}/{self.kind}"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class AdmissionRequest:
     """The fields of ``AdmissionReview.request`` the webhook uses; absent optional fields are ``None``."""
@@ -217,27 +223,41 @@ def _parse_request(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
         raise ReviewError("request.kind is missing", status=422, location="request.kind")
     # Not used, but checked: the API server always sends them well-formed, so a request where they are not
     # did not come from it and is denied rather than judged.
-    _gvk(request.get("requestKind"), "request.requestKind")
+    _gvk(request.get("requestKind"), "request.requestKind", check_only=True)
     resource = request.get("resource")
     if isinstance(resource, dict):
         _optional_str(resource.get("resource"), "request.resource.resource")
     user = request.get("userInfo")
     user = user if isinstance(user, dict) else {}
+    # Checked in the order the fields are listed (the first malformed one is reported); a non-empty string
+    # is taken without a call apiece.
+    sub_resource = request.get("subResource")
+    if type(sub_resource) is not str or not sub_resource:
+        sub_resource = _optional_str(sub_resource, "request.subResource")
+    name = request.get("name")
+    if type(name) is not str or not name:
+        name = _optional_str(name, "request.name")
+    namespace = request.get("namespace")
+    if type(namespace) is not str or not namespace:
+        namespace = _optional_str(namespace, "request.namespace")
+    username = user.get("username")
+    if type(username) is not str or not username:
+        username = _optional_str(username, "request.userInfo.username")
     return AdmissionRequest(
-        uid=uid,
-        kind=gvk,
-        operation=operation,
-        sub_resource=_optional_str(request.get("subResource"), "request.subResource"),
-        name=_optional_str(request.get("name"), "request.name"),
-        namespace=_optional_str(request.get("namespace"), "request.namespace"),
-        username=_optional_str(user.get("username"), "request.userInfo.username"),
-        groups=_groups(user.get("groups")),
-        object=_optional_object(request.get("object"), "request.object"),
+        uid,
+        gvk,
+        operation,
+        sub_resource,
+        name,
+        namespace,
+        username,
+        _groups(user.get("groups")),
+        _optional_object(request.get("object"), "request.object"),
         # CREATE and CONNECT have no old object; whatever a sender put there is ignored, not judged.
-        old_object=_optional_object(request.get("oldObject"), "request.oldObject")
+        _optional_object(request.get("oldObject"), "request.oldObject")
         if operation in ("UPDATE", "DELETE")
         else None,
-        dry_run=_dry_run(request.get("dryRun")),
+        _dry_run(request.get("dryRun")),
     )
 
 
@@ -321,13 +341,13 @@ def deny_response(
 
 def encode(review: Mapping[str, Any]) -> bytes:
     """The response body: compact UTF-8 JSON."""
-    text = _COMPACT.encode(review)
+    text = _COMPACT(review)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (from a "\ud800" escape in the request, echoed in the uid or a message) has no
         # UTF-8 form; written as a JSON escape it goes back as it came.
-        return _COMPACT_ASCII.encode(review).encode("ascii")
+        return _COMPACT_ASCII(review).encode("ascii")
 
 
 def short_warnings(texts: Iterable[str]) -> list[str]:
@@ -356,7 +376,7 @@ def _add_extras(
         response["warnings"] = lines
     if audit_annotations:
         for key in audit_annotations:
-            if not _ANNOTATION_KEY.fullmatch(key):
+            if key not in _VALID_KEYS and not _ANNOTATION_KEY.fullmatch(key):
                 raise ValueError(f"audit annotation key {key!r} is not a valid qualified-name part")
         response["auditAnnotations"] = {
             key: value if len(value) <= MAX_ANNOTATION_CHARS else value[: MAX_ANNOTATION_CHARS - 1] + "…"
@@ -385,7 +405,8 @@ def _json_type(value: object) -> str:
     return "an object"
 
 
-def _gvk(value: object, where: str) -> GroupVersionKind | None:
+def _gvk(value: object, where: str, *, check_only: bool = False) -> GroupVersionKind | None:
+    """``{group, version, kind}`` at ``where``; None when absent, and when only checked (``check_only``)."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -402,7 +423,7 @@ def _gvk(value: object, where: str) -> GroupVersionKind | None:
     if "/" in group or "/" in version:
         # The record's api_version is group/version: a "/" inside either would name another group.
         raise ReviewError(f"{where}.group and .version cannot contain '/'", status=422, location=where)
-    return GroupVersionKind(group=group, version=version, kind=kind)
+    return None if check_only else GroupVersionKind(group, version, kind)
 
 
 def _optional_str(value: object, where: str) -> str | None:
