@@ -212,7 +212,9 @@ def _readable_part(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
 
 def _parse_request(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
     operation = request.get("operation")
-    if operation not in OPERATIONS:
+    # A list or object is no operation, and unhashable: asked of the set, it raised a TypeError, an HTTP 500
+    # that failurePolicy Ignore admits.
+    if type(operation) is not str or operation not in OPERATIONS:
         raise ReviewError(
             f"request.operation is {operation!r}, expected one of {', '.join(sorted(OPERATIONS))}",
             status=422,

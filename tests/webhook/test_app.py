@@ -391,6 +391,9 @@ async def test_malformed_reviews_are_failed_calls_not_answers(
     ("change", "fragment"),
     [
         ({"operation": "PATCH"}, "request.operation is 'PATCH'"),
+        # Unhashable: an HTTP 500 before (failurePolicy Ignore admits a failed call).
+        ({"operation": ["CREATE"]}, "request.operation is ['CREATE']"),
+        ({"operation": {}}, "request.operation is {}"),
         ({"dryRun": "no"}, "request.dryRun is a string"),
         ({"requestKind": {"group": "", "version": "v1"}}, "request.requestKind.kind is missing"),
         (

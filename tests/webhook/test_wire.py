@@ -136,6 +136,8 @@ def test_old_object_is_ignored_on_create() -> None:
         (_review(uid=""), 422, "uid is missing"),
         (_review(uid=7), 422, "uid is missing"),
         (_review(operation="PATCH"), 422, "request.operation is 'PATCH'"),
+        (_review(operation=[]), 422, "request.operation is []"),
+        (_review(operation={"CREATE": 1}), 422, "request.operation is {'CREATE': 1}"),
         (_review(kind=None), 422, "request.kind is missing"),
         (_review(kind={"group": "", "version": "v1"}), 422, "request.kind.kind is missing"),
         (_review(kind="Pod"), 422, "request.kind is a string"),

@@ -1,8 +1,9 @@
 """webhook/_wire.py: the decoding of a request, differential against the implementation it replaced.
 
 ``_parse_request`` takes well-formed strings without a call apiece and checks ``requestKind`` without building
-it (issue 31); below is the version before that, verbatim but for names. Every review of tests/data, and
-each of them with every field of its request (and of ``kind``, ``requestKind``, ``resource`` and
+it (issue 31); below is the version before that, verbatim but for names and the operation's type check (a
+list or object raised an unhashable-type ``TypeError`` from both until stop 39). Every review of tests/data,
+and each of them with every field of its request (and of ``kind``, ``requestKind``, ``resource`` and
 ``userInfo``) replaced by each of a set of hostile values or left out, decodes to the same request or fails
 with the same error (message, status, location, hint, uid, and the readable part recorded) through both.
 """
@@ -86,7 +87,7 @@ def _reference_gvk(value: object, where: str) -> GroupVersionKind | None:
 
 def _reference_parse_request(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
     operation = request.get("operation")
-    if operation not in OPERATIONS:
+    if type(operation) is not str or operation not in OPERATIONS:
         raise ReviewError(
             f"request.operation is {operation!r}, expected one of {', '.join(sorted(OPERATIONS))}",
             status=422,
