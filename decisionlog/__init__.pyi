@@ -4,7 +4,12 @@ from ._archive import (
     verify_segment as verify_segment,
 )
 from ._backup import backup_sqlite as backup_sqlite
-from ._body_json import canonical_of as canonical_of, load_json as load_json
+from ._body_json import (
+    canonical_of as canonical_of,
+    duplicate_key as duplicate_key,
+    load_json as load_json,
+    stored_exact as stored_exact,
+)
 from ._carried import (
     KEPT as KEPT,
     MAX_MODELS as MAX_MODELS,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Final
 
 from decisionlog import _checkpoints as checkpoints
+from decisionlog._body_json import canonical_object, unique_json
 from decisionlog._carried import CarriedState, state_from_json
 from decisionlog._chain import ChainReport, ChainVerifier, Row
 from decisionlog._checkpoints import Checkpoint
@@ -90,12 +91,20 @@ def segment_rows(path: Path, checkpoint: Checkpoint) -> Iterator[Row]:
 
 
 def segment_header(line: bytes | None, path: Path) -> Checkpoint:
-    """The checkpoint an archived segment file starts with (its first ``line``)."""
+    """The checkpoint an archived segment file starts with (its first ``line``), exactly as archived: the
+    checkpoint file's object as ``json.dumps`` writes it with sorted keys (``decisionlog._archive``)."""
     try:
-        header = json.loads(line if line is not None else b"")
+        header = unique_json(line if line is not None else b"", what="line 1", where=str(path))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise DecisionLogError(f"not an archived segment: {error}", location=str(path)) from None
-    return checkpoints.parse(header, where=str(path))
+    checkpoint = checkpoints.parse(header, where=str(path))
+    if line != json.dumps(checkpoint.to_json(), sort_keys=True).encode() + b"\n":
+        raise DecisionLogError(
+            "line 1 is not the checkpoint as trtguard archives it: other text for the same values "
+            "(whitespace, order of keys, escapes); it was changed",
+            location=str(path),
+        )
+    return checkpoint
 
 
 def _carried_before(
@@ -108,16 +117,35 @@ def _carried_before(
     read past, unchecked (nothing reads it any more); one archived since holds none."""
     if not checkpoint.signs_carried:
         earlier = checkpoint.prev_carried_hash is not None and (line or b"").startswith(_CARRIED_BEFORE)
+        if earlier:
+            try:
+                _carried_line(line or b"", path)
+            except DecisionLogError as error:
+                what = f"line 2 is not the carried state as trtguard archived it: {error.message}"
+                raise DecisionLogError(what, location=str(path)) from None
         return None, None, earlier
     try:
-        data = json.loads(line or b"")
-        state = state_from_json(data["carried_before"], where=f"{path}:2")
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, DecisionLogError) as error:
-        detail = error.message if isinstance(error, DecisionLogError) else repr(error)
-        return CarriedState(), f"line 2 is not the carried state the segment starts from: {detail}", True
+        state = state_from_json(_carried_line(line or b"", path), where=f"{path}:2")
+    except DecisionLogError as error:
+        what = f"line 2 is not the carried state the segment starts from: {error.message}"
+        return CarriedState(), what, True
     if state.digest() != checkpoint.prev_carried_hash:
         return state, "the carried state the segment starts from is not the one the checkpoint signs", True
     return state, None, True
+
+
+def _carried_line(line: bytes, path: Path) -> object:
+    """``carried_before`` of a segment's second line, which must be exactly its canonical JSON, that object
+    alone: a line that held more (a record) would be read otherwise by a reader of the lines."""
+    data = canonical_object(line.removesuffix(b"\n"), what="the line", where=f"{path}:2")
+    if (others := sorted(set(data) - {"carried_before"})) or "carried_before" not in data:
+        raise DecisionLogError(
+            f"the line holds other members than carried_before ({', '.join(others)})"
+            if others
+            else "the line holds no carried_before",
+            location=f"{path}:2",
+        )
+    return data["carried_before"]
 
 
 def segment_lines(path: Path) -> Iterator[bytes]:

@@ -1,16 +1,32 @@
 """A stored record body's JSON: parsed, telling whether it is plain (:func:`load_json`), canonicalised
-(:func:`canonical_of`), and read apart from the shared part a store keeps once (:class:`SharedParts`)."""
+(:func:`canonical_of`), and read apart from the shared part a store keeps once (:class:`SharedParts`); JSON
+texts a reader depends on held to their canonical bytes (:func:`canonical_object`, :func:`stored_exact`) or
+refused where a key appears twice (:func:`unique_json`, :func:`duplicate_key`)."""
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 
-from decisionlog._record import canonical_json
+from decisionlog._errors import DecisionLogError
+from decisionlog._record import StoredRecord, canonical_json
 from decisionlog._tree_json import tree_json, tree_text
+
+#: The members of a record a store keeps apart, once, as its shared part (``decisionlog._sql.link``): a
+#: workload's images and engines with their evidence repeat from one admission to the next. The record's
+#: hash covers them as always (the body is given back whole); see docs/decision-log-storage.md.
+SHARED_KEYS: Final = ("engines", "images")
+
+
+class NotText(str):
+    """A stored body or shared part that is not text (a BLOB in SQLite, whose JSON functions read a BLOB as
+    JSONB), decoded: :func:`load_json` refuses it, so that the chain check names its row (``_sql``)."""
+
+    __slots__ = ()
 
 
 class _NotPlain(Exception):
@@ -37,6 +53,8 @@ def load_json(text: str | bytes) -> tuple[Any, bool]:
     """``json.loads(text)``, and whether the text holds no float, NaN, infinity or integer beyond ±2^53
     (found by the parser as it meets them, at no cost for other values): for such data
     :func:`canonical_of` need not walk it to know that sorted compact JSON is RFC 8785."""
+    if type(text) is NotText:
+        raise ValueError("it is stored as a BLOB, not as text: it was written by other means than trtguard")
     try:
         return _PLAIN.decode(text if isinstance(text, str) else text.decode("utf-8")), True
     except (_NotPlain, ValueError):  # a float, or text only json.loads reads (or none): its answer stands
@@ -109,7 +127,28 @@ class SharedParts:
         if spliced is None:
             return None
         canonical, own = spliced
-        return joined, canonical, part.exact and own == body
+        return joined, canonical, part.exact is True and own == body
+
+    def exact(self, body: str, shared: str) -> bool:
+        """Whether ``body`` (a row's own part) and ``shared`` (its shared part) are each exactly the canonical
+        JSON of an object, as a store writes them: the shared part holds the record's :data:`SHARED_KEYS`,
+        the own part none of them. The shared part's answer is kept with it: a pass checks it once."""
+        part = self._part(shared)
+        if part is None or not part.is_exact(shared):
+            return False
+        try:
+            data, plain = load_json(body)
+            if not isinstance(data, dict) or canonical_of(data, plain) != body.encode():
+                return False
+        except (ValueError, RecursionError, OverflowError):
+            return False
+        return data.keys().isdisjoint(part.data)
+
+    def text(self, shared: str) -> str:
+        """``shared`` as kept here (the copy first read of a part that repeats), for a reader that keeps a
+        row's text: the rows of a pass then hold one copy of each part, not one each."""
+        part = self._part(shared)
+        return shared if part is None else part.text
 
     def _part(self, shared: str) -> _Part | None:
         try:
@@ -150,8 +189,11 @@ class _Part:
 
     data: dict[str, Any]
     members: dict[str, str] | None
-    #: Whether the part's text is exactly the canonical JSON of its values (False also where not known).
-    exact: bool = False
+    #: The part's text.
+    text: str = ""
+    #: Whether the part is as a store writes it: exactly the canonical JSON of its values, which are a
+    #: record's :data:`SHARED_KEYS` (None: not found yet, where ``members`` is None: :meth:`is_exact`).
+    exact: bool | None = None
     #: The keys of a body's own part (as parsed, in order) → how its canonical JSON joins with this part's.
     plans: dict[tuple[str, ...], _Plan | None] = field(default_factory=dict)
 
@@ -170,7 +212,18 @@ class _Part:
             members = {key: tree_text({key: value})[1:-1] for key, value in data.items()}
             if not all(member.isascii() for member in members.values()):
                 members = None
-        return cls(data, members, members is not None and text == _object_text(members))
+        exact = None if members is None else tuple(data) == SHARED_KEYS and text == _object_text(members)
+        return cls(data, members, text, exact)
+
+    def is_exact(self, text: str) -> bool:
+        """:attr:`exact`, found once (``text``: this part's)."""
+        if self.exact is None:
+            try:
+                canonical = canonical_json(self.data)
+                self.exact = tuple(sorted(self.data)) == SHARED_KEYS and canonical == text.encode()
+            except (ValueError, RecursionError, OverflowError):
+                self.exact = False
+        return self.exact
 
     def splice(self, own: dict[str, Any]) -> bytes | None:
         """:meth:`splice_text`'s canonical JSON."""
@@ -255,3 +308,98 @@ def _joined(data: Any, part: _Part) -> dict[str, Any] | None:
     if not isinstance(data, dict) or not data or not data.keys().isdisjoint(part.data):
         return None
     return data | part.data
+
+
+def duplicate_key(text: str | bytes) -> str | None:
+    """The first key found twice in one object of ``text`` (None: none, or not JSON); linear in its keys."""
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        if not found:
+            seen: set[str] = set()
+            for key, _ in items:
+                if key in seen:
+                    found.append(key)
+                    break
+                seen.add(key)
+        return dict(items)
+
+    try:
+        json.loads(text, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    return found[0] if found else None
+
+
+def twice(key: str) -> str:
+    """What a key found twice in one object means, in words."""
+    return f"the key {key!r} appears twice in one object (JSON readers differ on which value counts)"
+
+
+def canonical_object(text: str | bytes, *, what: str, where: str | None = None) -> dict[str, Any]:
+    """The JSON object ``text`` holds where ``text`` is exactly its canonical JSON (RFC 8785), as trtguard
+    writes ``what`` (a stored checkpoint statement, a carried row, a segment's carried state); else
+    :class:`DecisionLogError` naming ``what``, ``where`` and why (a key twice, other text for the values)."""
+    try:
+        raw = text.encode() if isinstance(text, str) else text
+        data, plain = load_json(raw)
+        exact = isinstance(data, dict) and canonical_of(data, plain) == raw
+    except (ValueError, RecursionError, OverflowError) as error:
+        raise DecisionLogError(f"{what} is not JSON: {error}", location=where) from None
+    if not isinstance(data, dict):
+        raise DecisionLogError(f"{what} is not a JSON object", location=where)
+    if not exact:
+        key = duplicate_key(raw)
+        why = twice(key) if key is not None else "other text for the same values (whitespace, order of keys)"
+        raise DecisionLogError(f"{what} is not the canonical JSON (RFC 8785) written: {why}", location=where)
+    return data
+
+
+class _Twice(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(items)
+    if len(found) < len(items):
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen:
+                raise _Twice(key)
+            seen.add(key)
+    return found
+
+
+def unique_json(text: str | bytes, *, what: str, where: str | None = None) -> Any:
+    """``json.loads(text)`` (its errors as they are), but :class:`DecisionLogError` naming ``what``, ``where``
+    and the key where an object holds a key twice: for JSON whose layout trtguard does not fix (a checkpoint
+    file, which people copy), only that makes readers disagree on what it says."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique)
+    except _Twice as error:
+        raise DecisionLogError(f"{what} is not valid: {twice(error.key)}", location=where) from None
+
+
+#: Shared parts of the records checked by :func:`stored_exact`, each checked once (under the lock).
+_CHECKED: Final = SharedParts(limit=64)
+_CHECKED_LOCK: Final = threading.Lock()
+
+
+def stored_exact(stored: StoredRecord) -> bool | None:
+    """Whether ``stored`` was read from text that is exactly the canonical JSON its hash covers, as the chain
+    check requires (``decisionlog._chain``): the body whole, or its own part and its shared part as a store
+    writes them. None: its text was not kept (not read by a store's query)."""
+    if stored.text is None:
+        return None
+    body, part = stored.text
+    if type(body) is NotText or type(part) is NotText:
+        return False  # (equal to the text of a part kept as text, which a look-up by it would find)
+    if part is not None:
+        with _CHECKED_LOCK:
+            return _CHECKED.exact(body, part)
+    try:
+        data, plain = load_json(body)
+        return isinstance(data, dict) and canonical_of(data, plain) == body.encode()
+    except (ValueError, RecursionError, OverflowError):
+        return False

@@ -22,12 +22,12 @@ forward").
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from decisionlog import _undelivered as undelivered
+from decisionlog._body_json import canonical_object
 from decisionlog._errors import DecisionLogError
 from decisionlog._record import DecisionRecord, canonical_json, format_time
 from policies.identity import WorkloadIdentity
@@ -442,12 +442,9 @@ def _older_for(data: dict[str, Any]) -> tuple[tuple[str, tuple[str, int]], ...]:
 
 
 def workload_from_text(text: str, *, where: str) -> CarriedWorkload:
-    """A workload entry as stored in ``trtguard_carried.content``."""
-    try:
-        data = json.loads(text)
-    except ValueError as error:
-        raise DecisionLogError(f"malformed carried state: {error}", location=where) from None
-    return workload_from_json(data, where=where)
+    """A workload entry as stored in ``trtguard_carried.content``: exactly the canonical JSON written, which
+    its checkpoint's digest covers (and ``_sql.carried_pattern`` searches)."""
+    return workload_from_json(canonical_object(text, what="a carried row", where=where), where=where)
 
 
 def state_from_json(data: object, *, where: str) -> CarriedState:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import functools
-import json
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from decisionlog._body_json import SharedParts, canonical_of, load_json
+from decisionlog._body_json import SharedParts, canonical_of, duplicate_key, load_json
 from decisionlog._errors import DecisionLogError
 from decisionlog._record import (
     GENESIS_HASH,
@@ -394,7 +393,7 @@ def _check(
     elif row.parts is None:
         exact = canonical == row.body.encode()
     else:
-        exact = _parts_exact(*row.parts)
+        exact = _parts_exact(*row.parts, shared)
     return None, uid, data, record, canonical, exact
 
 
@@ -430,19 +429,11 @@ def _canonical_body(body: str) -> tuple[dict[str, Any], bytes]:
         raise DecisionLogError(f"stored record cannot be written as canonical JSON: {error}") from None
 
 
-def _parts_exact(own: str, shared: str) -> bool:
+def _parts_exact(own: str, part: str, shared: SharedParts) -> bool:
     """Whether the stored texts of a body's own part and of its shared part are each the canonical JSON of
-    an object, the two objects holding no key in common: what a store writes (``decisionlog._sql.link``)."""
-    parts = []
-    for text in (own, shared):
-        try:
-            data, plain = load_json(text)
-            if not isinstance(data, dict) or canonical_of(data, plain) != text.encode():
-                return False
-        except (ValueError, RecursionError, OverflowError):
-            return False
-        parts.append(data)
-    return parts[0].keys().isdisjoint(parts[1])
+    an object, the shared part holding the record's engines and images and the own part neither: what a
+    store writes (``decisionlog._sql.link``). The shared part is checked once a pass (``shared``)."""
+    return shared.exact(own, part)
 
 
 def _not_canonical(row: Row) -> str:
@@ -466,16 +457,4 @@ def _not_canonical(row: Row) -> str:
 
 def _duplicate_key(text: str) -> str | None:
     """The first key found twice in one object of ``text`` (None: none, or not JSON)."""
-    found: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys = [key for key, _ in items]
-        if not found and len(set(keys)) < len(keys):
-            found.append(next(key for i, key in enumerate(keys) if key in keys[:i]))
-        return dict(items)
-
-    try:
-        json.loads(text, object_pairs_hook=pairs)
-    except (ValueError, RecursionError):
-        return None
-    return found[0] if found else None
+    return duplicate_key(text)

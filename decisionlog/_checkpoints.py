@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from decisionlog._body_json import canonical_object, unique_json
 from decisionlog._errors import DecisionLogError
 from decisionlog._record import canonical_json, format_time
 from verifier.crypto import PrivateKey, PublicKey
@@ -157,6 +158,12 @@ def parse(data: object, *, where: str) -> Checkpoint:
     hint = "pass a checkpoint file written by `trtguard audit seal` or `trtguard audit archive`"
     if not isinstance(data, dict) or not isinstance(data.get("checkpoint"), dict):
         raise DecisionLogError("not a decision-log checkpoint", location=where, hint=hint)
+    if unknown := sorted(set(data) - {"checkpoint", "signature"}):
+        raise DecisionLogError(
+            f"malformed checkpoint: members other than checkpoint and signature ({', '.join(unknown)})",
+            location=where,
+            hint=hint,
+        )
     statement: dict[str, Any] = data["checkpoint"]
     version = _VERSIONS.get(str(statement.get("type")))
     if version is None:
@@ -215,11 +222,8 @@ def _hash(data: dict[str, Any], key: str) -> str:
 
 
 def from_row(statement: str, signature: str, *, where: str) -> Checkpoint:
-    """A checkpoint as stored in ``trtguard_checkpoints``."""
-    try:
-        data = json.loads(statement)
-    except json.JSONDecodeError as error:
-        raise DecisionLogError(f"stored checkpoint is not JSON: {error}", location=where) from None
+    """A checkpoint as stored in ``trtguard_checkpoints``: its statement exactly the canonical JSON stored."""
+    data = canonical_object(statement, what="a stored checkpoint statement", where=where)
     return parse({"checkpoint": data, "signature": signature}, where=where)
 
 
@@ -233,7 +237,7 @@ def read_checkpoint_file(path: Path) -> Checkpoint:
     if len(data) > MAX_FILE_BYTES:
         raise DecisionLogError("not a checkpoint file: too large", location=str(path))
     try:
-        parsed = json.loads(data)
+        parsed = unique_json(data, what="the checkpoint file", where=str(path))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise DecisionLogError(f"checkpoint file is not JSON: {error}", location=str(path)) from None
     return parse(parsed, where=str(path))

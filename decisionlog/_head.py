@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from decisionlog._body_json import canonical_object
 from decisionlog._carried import CarriedState, carried_from_rows
 from decisionlog._chain import ChainVerifier, Row
 from decisionlog._errors import DecisionLogError
-from decisionlog._record import GENESIS_HASH, load_body
+from decisionlog._record import GENESIS_HASH
 
 #: Records at the end of the chain verified when a writer opens a log.
 TAIL_RECORDS: Final = 100
@@ -150,7 +151,7 @@ def carried_problem(base_statement: str | None, carried_rows: Sequence[Any], *, 
     from decisionlog._checkpoints import CHECKPOINT_TYPE  # noqa: PLC0415 - it loads the key code
 
     try:
-        statement = load_body(base_statement)
+        statement = canonical_object(base_statement, what="the stored checkpoint statement")
         signed = statement.get("carried_hash")
         if statement.get("type") != CHECKPOINT_TYPE or not isinstance(signed, str):
             return None

@@ -343,12 +343,13 @@ def _entries(entries: tuple[Any, ...]) -> tuple[Any, ...]:
 
 @dataclass(frozen=True, slots=True)
 class StoredRecord:
-    """A record as read back from a store, with its place in the chain."""
+    """A record read back from a store, with its place in the chain; ``text``: a query's (body, part)."""
 
     seq: int
     record: DecisionRecord
     prev_hash: str
     hash: str
+    text: tuple[str, str | None] | None = field(default=None, compare=False, repr=False)
 
 
 def chain_hash(prev_hash: str, record_json: Mapping[str, Any]) -> str:

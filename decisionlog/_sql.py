@@ -7,7 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from decisionlog._body_json import SharedParts
+from decisionlog._body_json import SHARED_KEYS as _SHARED_KEYS
+from decisionlog._body_json import NotText, SharedParts, canonical_object
 from decisionlog._chain import Row
 from decisionlog._errors import DecisionLogError
 from decisionlog._record import (
@@ -22,10 +23,8 @@ from decisionlog._record import (
 from decisionlog._store import RecordQuery
 from decisionlog._stored import stored_form
 
-#: Parts of a record kept once in ``trtguard_shared`` and referenced from each record that holds them: the
-#: images and engines with their evidence repeat from one admission of a workload to the next. The record's
-#: hash covers them as always (the body is given back whole); see docs/decision-log-storage.md.
-SHARED_KEYS: Final = ("engines", "images")
+#: Parts of a record kept once in ``trtguard_shared`` and referenced from each record that holds them.
+SHARED_KEYS: Final = _SHARED_KEYS
 #: Below this many bytes of canonical JSON the parts stay in the body: a reference would not save space.
 MIN_SHARED_BYTES: Final = 160
 #: What a SELECT returns: chain fields, indexed columns, then the shared part (see :func:`chain_row`).
@@ -183,21 +182,39 @@ def _whole_body(body: str, shared: str | None) -> str:
 
 
 def stored_record(row: Sequence[Any], shared: SharedParts | None = None) -> StoredRecord:
-    """A :data:`ROW_COLUMNS` row read back as a record; ``shared``: the shared parts of the rows read so far,
-    so that each is parsed once."""
-    body, part = row[1], row[-1]
+    """A :data:`ROW_COLUMNS` row read back as a record, with the text it was read from; ``shared``: the
+    shared parts of the rows read so far, so that each is parsed (and kept) once."""
+    body, part = _text(row[1], row[0]), None if row[-1] is None else _text(row[-1], row[0])
     data = shared.load(body, part) if shared is not None and part is not None else None
     if data is None:
         data = load_body(_whole_body(body, part))
-    return StoredRecord(row[0], DecisionRecord.from_json(data), row[2], row[3])
+    if shared is not None and part is not None:
+        part = shared.text(part)
+    return StoredRecord(row[0], DecisionRecord.from_json(data), row[2], row[3], (body, part))
 
 
 def chain_row(row: Sequence[Any]) -> Row:
     """A :data:`ROW_COLUMNS` row as the chain verifier reads it (the body whole again, and its parts)."""
     columns = dict(zip(_COLUMN_NAMES, row[4:-1], strict=True))
     body, part = row[1], row[-1]
+    if type(body) is not str or (part is not None and type(part) is not str):
+        # Not text (a BLOB): a break at this row, named (NotText), not a reader's TypeError.
+        return Row(row[0], NotText(), row[2], row[3], columns)
     parts = None if part is None else (body, part)
     return Row(row[0], _whole_body(body, part), row[2], row[3], columns, parts)
+
+
+def _text(value: Any, seq: int) -> str:
+    """A stored body or shared part as text: a BLOB (SQLite) of UTF-8 decoded, as :class:`NotText`."""
+    if isinstance(value, str):
+        return value
+    try:
+        return NotText(bytes(value).decode())
+    except (TypeError, ValueError):
+        raise DecisionLogError(
+            f"record seq {seq} is stored as a {type(value).__name__} that is not UTF-8 text",
+            location="trtguard_decisions",
+        ) from None
 
 
 _COLUMN_NAMES: Final = (*INDEXED_NAMES, *DERIVED_COLUMNS)
@@ -215,7 +232,9 @@ def pruned_base(rows: Sequence[Any]) -> tuple[int, str] | None:
     """
     if not rows:
         return None
-    statement = load_body(rows[0][0])
+    statement = canonical_object(
+        rows[0][0], what="the stored statement of the newest pruned checkpoint", where="trtguard_checkpoints"
+    )
     seq, head = statement.get("last_seq"), statement.get("head_hash")
     if not isinstance(seq, int) or not isinstance(head, str):
         raise DecisionLogError("a stored checkpoint is malformed", location="trtguard_checkpoints")

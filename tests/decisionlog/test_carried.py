@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -627,3 +628,41 @@ async def test_a_prune_between_two_pages_of_live_records_loses_nothing(
     assert [(e.reference, e.admitted_by) for e in found] == [
         (ENGINE + "1" * 64, AdmittingDecision(first.record_id, 1))
     ]
+
+
+def _set_carried(url: str, name: str, edit: Callable[[str], str]) -> None:
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+        conn.execute("DROP TRIGGER IF EXISTS trtguard_carried_no_update")
+        (content,) = conn.execute("SELECT content FROM trtguard_carried WHERE name = ?", (name,)).fetchone()
+        conn.execute("UPDATE trtguard_carried SET content = ? WHERE name = ?", (edit(content), name))
+
+
+async def test_a_carried_row_that_is_not_exactly_its_canonical_json_is_refused_naming_why(
+    sqlite_log: tuple[DecisionStore, str], make_record: RecordFactory, key: PrivateKey, tmp_path: Path
+) -> None:
+    """Attack 39a F1: a first ``record_id`` (which ``_sql.carried_pattern`` matches) or engine reference in
+    ``trtguard_carried.content``, the signed values after them: the digest recomputed and verify passed."""
+    store, url = sqlite_log
+    await append(store, admission(make_record, "resnet", "1", 0), admission(make_record, "bert", "2", 1))
+    with Ledger.open(url) as ledger:
+        ledger.seal(key, segment_records=1, partial=False)
+        archive_segments(ledger, tmp_path)
+        assert carried_problems(ledger, 0) == []
+        before = ledger.carried_state(2)
+    fake = '"record_id":"' + "feedface" * 4 + '",'
+    _set_carried(url, "resnet", lambda content: content.replace('"record_id":', fake + '"record_id":', 1))
+    with Ledger.open(url) as ledger, pytest.raises(DecisionLogError) as caught:
+        ledger.carried_state(2)
+    assert caught.value.message == (
+        "a carried row is not the canonical JSON (RFC 8785) written: the key 'record_id' appears twice in "
+        "one object (JSON readers differ on which value counts)"
+    )
+    assert caught.value.location is not None and "trtguard_carried" in caught.value.location
+    _set_carried(
+        url, "resnet", lambda content: content.replace(fake, "").replace('"engines":[', '"engines": [')
+    )
+    with Ledger.open(url) as ledger, pytest.raises(DecisionLogError, match="other text for the same values"):
+        ledger.carried_state(2)
+    _set_carried(url, "resnet", lambda content: content.replace('"engines": [', '"engines":['))
+    with Ledger.open(url) as ledger:
+        assert ledger.carried_state(2).digest() == before.digest()

@@ -4,8 +4,8 @@
 the whole chain is recomputed (:meth:`DecisionStore.verify`: every hash, link and indexed column, and the
 chain head) and each printed record is checked against it:
 
-* its body recomputes to its stored hash (what is printed is what was hashed, even if the row changed after
-  the chain was checked), and
+* its body recomputes to its stored hash and is stored as exactly the canonical JSON that hash covers (what
+  is printed is what was hashed, even if the row changed after the chain was checked), and
 * it lies before the first break of the chain and at or before the head that was checked.
 
 A record that fails either is *unverified*: the commands still print it (an investigator needs to see it)
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from decisionlog import GENESIS_HASH, ChainReport, DecisionStore, StoredRecord, chain_hash
+from decisionlog import GENESIS_HASH, ChainReport, DecisionStore, StoredRecord, chain_hash, stored_exact
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +58,10 @@ class ChainCheck:
 
 
 def linked(stored: StoredRecord, previous: StoredRecord | None) -> bool:
-    """``stored`` recomputes to its hash and, given the record before it, links to that one."""
-    if chain_hash(stored.prev_hash, stored.record.to_json()) != stored.hash:
+    """``stored`` recomputes to its hash, was read from the canonical JSON that hash covers (as the chain
+    check requires: a key twice reads otherwise elsewhere) and, given the record before it, links to that
+    one."""
+    if chain_hash(stored.prev_hash, stored.record.to_json()) != stored.hash or stored_exact(stored) is False:
         return False
     return previous is None or (stored.seq == previous.seq + 1 and stored.prev_hash == previous.hash)
 

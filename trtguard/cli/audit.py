@@ -137,7 +137,10 @@ def _tail(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 # A new record must link to the one before it (the first of the log: to the genesis hash).
                 intact = follows(stored, last)
                 if not intact and not args.no_verify:
-                    warn(f"record seq {stored.seq} does not link to the record before it; marked UNVERIFIED")
+                    warn(
+                        f"record seq {stored.seq} does not link to the record before it, or is not stored as "
+                        "the canonical JSON its hash covers; marked UNVERIFIED (`trtguard audit verify`: why)"
+                    )
                 print_record(stored, args.format, out, None if args.no_verify else intact)
                 last = stored
             out.flush()  # a pipe (| jq) sees each decision when it is recorded, not once a buffer is full

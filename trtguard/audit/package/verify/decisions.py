@@ -6,8 +6,16 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from decisionlog import GENESIS_HASH, DecisionLogError, DecisionRecord, canonical_of, link_hash, load_json
-from trtguard.audit.package.contents import ChainScope, EvidencePackagePredicate
+from decisionlog import (
+    GENESIS_HASH,
+    DecisionLogError,
+    DecisionRecord,
+    canonical_of,
+    duplicate_key,
+    link_hash,
+    load_json,
+)
+from trtguard.audit.package.contents import ChainScope, EvidencePackagePredicate, record_line
 from trtguard.audit.package.verify.findings import LISTED, Findings, listed
 
 
@@ -88,7 +96,8 @@ def _line(raw: bytes, where: str, findings: Findings) -> RecordLine | None:
             and isinstance(body, dict)
         ):
             raise TypeError("a field has the wrong type")
-        recomputed = link_hash(prev_hash, canonical_of(body, plain))
+        canonical = canonical_of(body, plain)
+        recomputed = link_hash(prev_hash, canonical)
         record = DecisionRecord.from_json(body)
     except (ValueError, KeyError, TypeError, RecursionError) as error:
         findings.fail("decisions", f"{where}: not a decision record line ({type(error).__name__}: {error})")
@@ -96,7 +105,15 @@ def _line(raw: bytes, where: str, findings: Findings) -> RecordLine | None:
     except DecisionLogError as error:
         findings.fail("decisions", f"{where}: {error.message}")
         return None
-    if recomputed != digest:
+    if raw != record_line(seq, prev_hash, digest, canonical)[:-1] and (key := duplicate_key(raw)) is not None:
+        # Not as exported (record_line), and read otherwise by a reader that takes another copy of the key:
+        # kept in the chain, as below, so that this one change is not also reported as a gap.
+        findings.fail(
+            "decisions",
+            f"{where}: record seq {seq} holds the key {key!r} twice in one object (JSON readers differ on "
+            "which value counts): it is not the line exported",
+        )
+    elif recomputed != digest:
         # Kept in the chain under its stated hash, so that this one change is not also reported as a gap.
         findings.fail(
             "decisions", f"record seq {seq} does not recompute to its hash: its content was changed"

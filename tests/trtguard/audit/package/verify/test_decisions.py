@@ -1,5 +1,5 @@
 """trtguard/audit/package/verify/decisions.py: a changed decision fails its chain hash even when the package
-is signed again; a decision removed from the middle breaks the chain."""
+is signed again; a decision removed from the middle breaks the chain; a line holding a key twice fails."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from tests.trtguard.audit.package.world import (
     World,
     edit_record,
     messages,
+    record_lines,
     reseal,
     verify_package,
 )
@@ -39,3 +40,27 @@ def test_a_decision_removed_from_the_middle_breaks_the_chain(
 
     report = verify_package(world, reseal(resnet_package, tmp_path / "t.tar.gz", world.exporter, remove))
     assert "decisions: records are missing from the segment chain: seq 4..4" in messages(report, "fail")
+
+
+def test_a_decision_holding_a_key_twice_fails_even_when_its_hash_recomputes(
+    world: World, resnet_package: Path, tmp_path: Path
+) -> None:
+    """Attack 39a F3: the exporter (holding the key) ships a line whose last ``allowed`` is the hashed one
+    and whose first says otherwise: Python's json (last wins) recomputed the hash and nothing failed."""
+
+    def duplicate(files: dict[str, bytes], _: dict[str, Any]) -> None:
+        lines = files[RECORDS].splitlines(keepends=True)
+        at = next(i for i, raw in enumerate(lines) if json.loads(raw)["seq"] == 4)
+        allowed = json.loads(lines[at])["record"]["allowed"]
+        first = b'"record": {"allowed":%s,' % (b"false" if allowed else b"true")
+        assert b'"record": {"allowed":' in lines[at]
+        lines[at] = lines[at].replace(b'"record": {', first, 1)
+        files[RECORDS] = b"".join(lines)
+
+    report = verify_package(world, reseal(resnet_package, tmp_path / "t.tar.gz", world.exporter, duplicate))
+    failures = messages(report, "fail")
+    number = next(i for i, line in enumerate(record_lines(resnet_package), start=1) if line["seq"] == 4)
+    assert failures == [
+        f"decisions: {RECORDS}:{number}: record seq 4 holds the key 'allowed' twice in one object (JSON "
+        "readers differ on which value counts): it is not the line exported"
+    ], failures
