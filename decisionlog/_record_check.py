@@ -26,8 +26,14 @@ _OPTIONAL_TEXTS: Final = (
     "replica",
 )
 _FLAGS: Final = ("dry_run", "allowed")
-_OBJECT_LISTS: Final = ("violations", "images", "engines")
-_TEXT_LISTS: Final = ("warnings", "groups")
+#: The lists, each with the type of its items.
+_LISTS: Final[tuple[tuple[str, type], ...]] = (
+    ("violations", dict),
+    ("images", dict),
+    ("engines", dict),
+    ("warnings", str),
+    ("groups", str),
+)
 _EMPTY: Final[list[Any]] = []
 
 
@@ -46,19 +52,12 @@ def is_record(data: Mapping[str, Any]) -> bool:
     for key in _FLAGS:
         if type(data[key]) is not bool:
             return False
-    for key in _OBJECT_LISTS:
+    for key, item_type in _LISTS:
         value = data.get(key, _EMPTY)
         if type(value) is not list:
             return False
         for item in value:
-            if type(item) is not dict:
-                return False
-    for key in _TEXT_LISTS:
-        value = data.get(key, _EMPTY)
-        if type(value) is not list:
-            return False
-        for item in value:
-            if type(item) is not str:
+            if type(item) is not item_type:
                 return False
     if type(data.get("latency_us", 0)) is not int:
         return False
