@@ -231,20 +231,11 @@ def _parse_request(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
         _optional_str(resource.get("resource"), "request.resource.resource")
     user = request.get("userInfo")
     user = user if isinstance(user, dict) else {}
-    # Checked in the order the fields are listed (the first malformed one is reported); a non-empty string
-    # is taken without a call apiece.
-    sub_resource = request.get("subResource")
-    if type(sub_resource) is not str or not sub_resource:
-        sub_resource = _optional_str(sub_resource, "request.subResource")
-    name = request.get("name")
-    if type(name) is not str or not name:
-        name = _optional_str(name, "request.name")
-    namespace = request.get("namespace")
-    if type(namespace) is not str or not namespace:
-        namespace = _optional_str(namespace, "request.namespace")
-    username = user.get("username")
-    if type(username) is not str or not username:
-        username = _optional_str(username, "request.userInfo.username")
+    # Checked in the order the fields are listed: the first malformed one is reported.
+    sub_resource = _optional_str(request.get("subResource"), "request.subResource")
+    name = _optional_str(request.get("name"), "request.name")
+    namespace = _optional_str(request.get("namespace"), "request.namespace")
+    username = _optional_str(user.get("username"), "request.userInfo.username")
     return AdmissionRequest(
         uid,
         gvk,

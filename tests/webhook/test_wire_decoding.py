@@ -1,11 +1,11 @@
 """webhook/_wire.py: the decoding of a request, differential against the implementation it replaced.
 
-``_parse_request`` takes well-formed strings without a call apiece and checks ``requestKind`` without building
-it (issue 31); below is the version before that, verbatim but for names and the operation's type check (a
-list or object raised an unhashable-type ``TypeError`` from both until stop 39). Every review of tests/data,
-and each of them with every field of its request (and of ``kind``, ``requestKind``, ``resource`` and
-``userInfo``) replaced by each of a set of hostile values or left out, decodes to the same request or fails
-with the same error (message, status, location, hint, uid, and the readable part recorded) through both.
+``_parse_request`` checks ``requestKind`` without building it (issue 31); below is the version before that,
+verbatim but for names and the operation's type check (a list or object raised an unhashable-type
+``TypeError`` from both until stop 39). Every review of tests/data, and each of them with every field of its
+request (and of ``kind``, ``requestKind``, ``resource`` and ``userInfo``) replaced by each of a set of hostile
+values or left out, decodes to the same request or fails with the same error (message, status, location,
+hint, uid, and the readable part recorded) through both.
 """
 
 from __future__ import annotations
