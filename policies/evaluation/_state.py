@@ -233,10 +233,12 @@ class EngineSubject:
 
 
 def _copy(error: BaseException) -> BaseException:
-    """A new exception equal to ``error`` (class, arguments, attributes), without its traceback; built without
-    calling ``__init__``, whose signature differs between error classes."""
+    """A new exception equal to ``error`` (class, arguments, attributes, the chain it was raised in), without
+    its traceback; built without calling ``__init__``, whose signature differs between error classes."""
     clone = type(error).__new__(type(error), *error.args)
     clone.__dict__.update(vars(error))
+    clone.__cause__, clone.__context__ = error.__cause__, error.__context__
+    clone.__suppress_context__ = error.__suppress_context__
     return clone
 
 
@@ -361,7 +363,7 @@ class Evaluation:
         if future.done():  # the common case once prefetched: no scheduling at all
             failure = future.exception()
             if failure is not None and failure.__traceback__ is None:  # kept from memory, as above
-                raise _copy(failure) from failure.__cause__
+                raise _copy(failure)
             done: T = future.result()
             return done
         result: T = await asyncio.shield(future)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -79,28 +79,7 @@ def test_a_failed_question_is_raised_as_a_copy_each_time_it_is_asked(evaluator: 
         calls.append(1)
         raise failure
 
-    async def run() -> list[EvidenceUnavailable]:
-        workload = extract(_pod(None))
-        assert isinstance(workload, Workload)
-        state = Evaluation(
-            workload=workload,
-            context=workload,
-            previous=None,
-            deadline=Deadline.never(),
-            evidence=evaluator.evidence,
-            verified=evaluator.verified,
-            history=None,
-            clock=evaluator.clock,
-            cel=evaluator.cel,
-        )
-        raised = []
-        for _ in range(3):
-            with pytest.raises(EvidenceUnavailable) as caught:
-                await state.once(("question",), ask)
-            raised.append(caught.value)
-        return raised
-
-    raised = asyncio.run(run())
+    raised = asyncio.run(_asked_three_times(evaluator, ask))
     assert calls == [1]  # asked once, answered from the kept failure after
     assert failure.__traceback__ is None
     assert len({id(error) for error in raised} | {id(failure)}) == 4
@@ -112,3 +91,49 @@ def test_a_failed_question_is_raised_as_a_copy_each_time_it_is_asked(evaluator: 
             failure.transient,
             failure.args,
         )
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_a_copied_failure_keeps_the_chain_it_was_raised_in(
+    evaluator: PolicyEvaluator, explicit: bool
+) -> None:
+    # Attack 39c F1: the copy had lost the implicit context (an OSError behind an EvidenceUnavailable).
+    refused = ConnectionRefusedError(111, "refused")
+
+    async def ask() -> None:
+        try:
+            raise refused
+        except OSError as error:
+            if explicit:
+                raise EvidenceUnavailable("the registry is away", transient=True) from error
+            raise EvidenceUnavailable("the registry is away", transient=True)  # noqa: B904 - the implicit chain is the case
+
+    for error in asyncio.run(_asked_three_times(evaluator, ask)):
+        assert error.__context__ is refused
+        assert error.__cause__ is (refused if explicit else None)
+        assert error.__suppress_context__ is explicit
+
+
+async def _asked_three_times(
+    evaluator: PolicyEvaluator, ask: Callable[[], Awaitable[None]]
+) -> list[EvidenceUnavailable]:
+    """What three askers of one question of one evaluation get raised."""
+    workload = extract(_pod(None))
+    assert isinstance(workload, Workload)
+    state = Evaluation(
+        workload=workload,
+        context=workload,
+        previous=None,
+        deadline=Deadline.never(),
+        evidence=evaluator.evidence,
+        verified=evaluator.verified,
+        history=None,
+        clock=evaluator.clock,
+        cel=evaluator.cel,
+    )
+    raised = []
+    for _ in range(3):
+        with pytest.raises(EvidenceUnavailable) as caught:
+            await state.once(("question",), ask)
+        raised.append(caught.value)
+    return raised
