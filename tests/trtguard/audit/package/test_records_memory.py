@@ -43,7 +43,7 @@ async def _peak(path: Path) -> int:
             engines=images,
         )
         await store.append(record, deadline=Deadline.after(30))
-    collector = RecordCollector(Selection.workload("prod/a"), ChainScope.SEGMENT, _Spool(), frozenset())
+    collector = RecordCollector(Selection.workload("prod/a"), ChainScope.SEGMENT, _Spool(), frozenset())  # type: ignore[arg-type]
     tracemalloc.start()
     try:
         report = await store.verify(collector)
