@@ -296,9 +296,9 @@ def _value(value: Any) -> tuple[Any, int]:
         return value, len(str(value))
     if isinstance(value, int | float):
         text = str(value)
-        if -(2**53) < value < 2**53 if isinstance(value, int) else math.isfinite(value):
+        if -(2**53) < value < 2**53 if isinstance(value, int) else _jcs_float(value):
             return value, len(text)
-        return text, len(text) + 2  # JCS cannot write it: kept as text
+        return text, len(text) + 2  # JCS cannot write it (or read it back): kept as text
     if isinstance(value, Mapping):
         same, size, items = isinstance(value, dict), 2, []
         for key, item in value.items():
@@ -318,6 +318,12 @@ def _value(value: Any) -> tuple[Any, int]:
         return (value if same else fixed), size
     text = _storable_text(str(value))
     return text, len(text) + 2
+
+
+def _jcs_float(value: float) -> bool:
+    """Whether JCS writes ``value`` as a number it reads back: a float from 2**53 to 1e21 it writes as
+    integer digits, an integer JCS cannot write (attack 39b F3); beyond, in exponent notation."""
+    return math.isfinite(value) and not 2**53 <= abs(value) < 1e21
 
 
 def _entries(entries: tuple[Any, ...]) -> tuple[Any, ...]:
