@@ -129,14 +129,21 @@ class SharedParts:
         canonical, own = spliced
         return joined, canonical, part.exact is True and own == body
 
-    def exact(self, body: str, shared: str) -> bool:
+    def exact(self, body: str, shared: str, data: Mapping[str, Any] | None = None) -> bool:
         """Whether ``body`` (a row's own part) and ``shared`` (its shared part) are each exactly the canonical
         JSON of an object, as a store writes them: the shared part holds the record's :data:`SHARED_KEYS`,
-        the own part none of them. The shared part's answer is kept with it: a pass checks it once."""
+        the own part none of them. The shared part's answer is kept with it: a pass checks it once.
+
+        ``data``: the values of the two joined, where the caller parsed them: the own part is then exact when
+        its text is the canonical JSON of the values not the shared part's (a key of both, written twice,
+        whitespace or another order differ from it), so it is not parsed again (attack 39b F2)."""
         part = self._part(shared)
         if part is None or not part.is_exact(shared):
             return False
         try:
+            if data is not None:
+                own = {key: value for key, value in data.items() if key not in part.data}
+                return canonical_json(own) == body.encode()
             data, plain = load_json(body)
             if not isinstance(data, dict) or canonical_of(data, plain) != body.encode():
                 return False

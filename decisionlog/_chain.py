@@ -393,7 +393,7 @@ def _check(
     elif row.parts is None:
         exact = canonical == row.body.encode()
     else:
-        exact = _parts_exact(*row.parts, shared)
+        exact = _parts_exact(*row.parts, shared, data)
     return None, uid, data, record, canonical, exact
 
 
@@ -429,11 +429,12 @@ def _canonical_body(body: str) -> tuple[dict[str, Any], bytes]:
         raise DecisionLogError(f"stored record cannot be written as canonical JSON: {error}") from None
 
 
-def _parts_exact(own: str, part: str, shared: SharedParts) -> bool:
+def _parts_exact(own: str, part: str, shared: SharedParts, data: Mapping[str, Any]) -> bool:
     """Whether the stored texts of a body's own part and of its shared part are each the canonical JSON of
     an object, the shared part holding the record's engines and images and the own part neither: what a
-    store writes (``decisionlog._sql.link``). The shared part is checked once a pass (``shared``)."""
-    return shared.exact(own, part)
+    store writes (``decisionlog._sql.link``). The shared part is checked once a pass (``shared``); ``data``:
+    the values of the two, joined and parsed."""
+    return shared.exact(own, part, data)
 
 
 def _not_canonical(row: Row) -> str:

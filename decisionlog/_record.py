@@ -28,7 +28,7 @@ import math
 import os
 import random
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -36,6 +36,7 @@ from typing import Any, Final
 import rfc8785
 
 from decisionlog._errors import DecisionLogError
+from decisionlog._json_fields import flag_of, integer_of, objects_of, optional_text_of, text_of, texts_of
 from decisionlog._tree_json import tree_json
 from policies.identity import WorkloadIdentity, identity_group
 
@@ -210,28 +211,28 @@ class DecisionRecord:
                     + (f"; missing: {', '.join(missing)}" if missing else "")
                 )
             return cls(
-                record_id=_text(data, "record_id"),
-                time=parse_time(_text(data, "time")),
-                uid=_text(data, "uid"),
-                operation=_text(data, "operation"),
-                kind=_text(data, "kind"),
-                api_version=_text(data, "api_version"),
-                sub_resource=_optional_text(data, "sub_resource"),
-                namespace=_optional_text(data, "namespace"),
-                name=_optional_text(data, "name"),
-                user=_optional_text(data, "user"),
-                dry_run=_flag(data, "dry_run"),
-                allowed=_flag(data, "allowed"),
-                reason=_text(data, "reason"),
-                message=_optional_text(data, "message"),
-                violations=tuple(_objects(data, "violations")),
-                warnings=tuple(_texts(data, "warnings")),
-                images=tuple(_objects(data, "images")),
-                engines=tuple(_objects(data, "engines")),
-                policy_revision=_optional_text(data, "policy_revision"),
-                latency_us=_integer(data, "latency_us"),
-                replica=_optional_text(data, "replica"),
-                groups=tuple(_texts(data, "groups")),
+                record_id=text_of(data, "record_id"),
+                time=parse_time(text_of(data, "time")),
+                uid=text_of(data, "uid"),
+                operation=text_of(data, "operation"),
+                kind=text_of(data, "kind"),
+                api_version=text_of(data, "api_version"),
+                sub_resource=optional_text_of(data, "sub_resource"),
+                namespace=optional_text_of(data, "namespace"),
+                name=optional_text_of(data, "name"),
+                user=optional_text_of(data, "user"),
+                dry_run=flag_of(data, "dry_run"),
+                allowed=flag_of(data, "allowed"),
+                reason=text_of(data, "reason"),
+                message=optional_text_of(data, "message"),
+                violations=tuple(objects_of(data, "violations")),
+                warnings=tuple(texts_of(data, "warnings")),
+                images=tuple(objects_of(data, "images")),
+                engines=tuple(objects_of(data, "engines")),
+                policy_revision=optional_text_of(data, "policy_revision"),
+                latency_us=integer_of(data, "latency_us"),
+                replica=optional_text_of(data, "replica"),
+                groups=tuple(texts_of(data, "groups")),
                 format=version,
             )
         except (KeyError, TypeError, ValueError) as error:
@@ -295,9 +296,9 @@ def _value(value: Any) -> tuple[Any, int]:
         return value, len(str(value))
     if isinstance(value, int | float):
         text = str(value)
-        if -(2**53) < value < 2**53 if isinstance(value, int) else math.isfinite(value):
+        if -(2**53) < value < 2**53 if isinstance(value, int) else _jcs_float(value):
             return value, len(text)
-        return text, len(text) + 2  # JCS cannot write it: kept as text
+        return text, len(text) + 2  # JCS cannot write it (or read it back): kept as text
     if isinstance(value, Mapping):
         same, size, items = isinstance(value, dict), 2, []
         for key, item in value.items():
@@ -317,6 +318,12 @@ def _value(value: Any) -> tuple[Any, int]:
         return (value if same else fixed), size
     text = _storable_text(str(value))
     return text, len(text) + 2
+
+
+def _jcs_float(value: float) -> bool:
+    """Whether JCS writes ``value`` as a number it reads back: a float from 2**53 to 1e21 it writes as
+    integer digits, an integer JCS cannot write (attack 39b F3); beyond, in exponent notation."""
+    return math.isfinite(value) and not 2**53 <= abs(value) < 1e21
 
 
 def _entries(entries: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -455,46 +462,7 @@ def parse_time(text: str) -> datetime:
     parsed = datetime.fromisoformat(text)
     if parsed.tzinfo is None:
         raise ValueError(f"time {text!r} has no timezone")
-    return parsed.astimezone(UTC)
-
-
-def _text(data: Mapping[str, Any], key: str) -> str:
-    value = data[key]
-    if not isinstance(value, str):
-        raise TypeError(f"{key} is not a string")
-    return value
-
-
-def _integer(data: Mapping[str, Any], key: str) -> int:
-    value = data.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{key} is not an integer")
-    return value
-
-
-def _optional_text(data: Mapping[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise TypeError(f"{key} is not a string")
-    return value
-
-
-def _flag(data: Mapping[str, Any], key: str) -> bool:
-    value = data[key]
-    if not isinstance(value, bool):
-        raise TypeError(f"{key} is not a boolean")
-    return value
-
-
-def _objects(data: Mapping[str, Any], key: str) -> Sequence[Mapping[str, Any]]:
-    value = data.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise TypeError(f"{key} is not a list of objects")
-    return value
-
-
-def _texts(data: Mapping[str, Any], key: str) -> Sequence[str]:
-    value = data.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise TypeError(f"{key} is not a list of strings")
-    return value
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # year 1 ahead of UTC, or 9999 behind it (attack 39b F4)
+        raise ValueError(f"time {text!r} is out of range in UTC") from None

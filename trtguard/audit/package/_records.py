@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 from decisionlog import ChainReport, DataSink
 from trtguard.audit.package._deflate import Deflated, DeflatingSpool
@@ -119,30 +119,26 @@ class EngineNames(DataSink):
             self.named[digest] = reference
 
 
-#: Engine and image lists remembered by :class:`_Artifacts`.
-_ARTIFACTS_KEPT: Final = 256
-
-
 class _Artifacts:
     """:func:`artifacts_of` of the engine and image lists of a pass's records, by the lists' identity.
 
     The records of one pass share their shared part's values (``decisionlog.DataSink``): a workload's
-    decisions name the same lists again and again. The lists are kept with the answer, so an ``id`` is not
-    reused while remembered; the answer also says whether it was handed out before (``merged``).
+    decisions name the same lists again and again, one after the other. Only the last pair is kept, with its
+    answer (so an ``id`` is not reused while remembered): lists of any size, and a row read whole has lists
+    of its own, so keeping more would keep many records' lists (attack 39b F1: 256 records' lists, 2.3 GiB
+    where one record's took 160 MiB). The answer also says whether it was handed out before (``merged``).
     """
 
     def __init__(self) -> None:
-        self._known: dict[tuple[int, int], tuple[object, object, tuple[Any, Any, Any]]] = {}
+        self._last: tuple[object, object, tuple[Any, Any, Any]] | None = None
 
     def of(
         self, engines: Sequence[Mapping[str, Any]], images: Sequence[Mapping[str, Any]]
     ) -> tuple[tuple[dict[str, str], dict[str, str], list[str]], bool]:
-        key = (id(engines), id(images))
-        found = self._known.get(key)
-        if found is not None and found[0] is engines and found[1] is images:
-            return found[2], True
+        last = self._last
+        if last is not None and last[0] is engines and last[1] is images:
+            return last[2], True
+        self._last = None  # the lists before go first: never two records' lists at once
         answer = artifacts_of(engines, images)
-        if len(self._known) >= _ARTIFACTS_KEPT:
-            self._known.clear()
-        self._known[key] = (engines, images, answer)
+        self._last = (engines, images, answer)
         return answer, False
