@@ -21,7 +21,7 @@ import gc
 import multiprocessing
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
@@ -465,3 +465,17 @@ def fixed(outcome: Outcome) -> tuple[dict[str, Any], str | None]:
     if not decision.pins:
         return obj, None
     return apply_patch(obj, patch_for(obj, decision)), None
+
+
+def error_lines(where: str, error: InputError) -> list[str]:
+    """The table lines of a resource that could not be judged (``check`` and ``review`` print it so)."""
+    return [f"ERROR  {where}: {error.message}", *([f"      fix: {error.hint}"] if error.hint else [])]
+
+
+def problem_lines(problems: Iterable[InputError]) -> list[str]:
+    """The table lines of input errors not about one resource (a file that did not read, a policy)."""
+    lines: list[str] = []
+    for problem in problems:
+        first, *rest = problem.diagnostics().split("\n")
+        lines += [f"ERROR  {first}", *rest]
+    return lines

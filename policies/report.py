@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from policies.check import CheckReport, Outcome
+from policies.check import CheckReport, Outcome, error_lines, problem_lines
 from policies.evaluator import HISTORY_NOT_CONSULTED
 from policies.policy_report import Subject, policy_reports
 from policies.results import MAX_LISTED, Action, ArtifactRecord, Violation
@@ -154,20 +154,6 @@ def _title(outcome: Outcome) -> str:
 
 def _where(outcome: Outcome) -> str:
     return f"{outcome.resource.source}:{outcome.resource.line}"
-
-
-def error_lines(where: str, error: InputError) -> list[str]:
-    """The table lines of a resource that could not be judged (``check`` and ``review`` print it so)."""
-    return [f"ERROR  {where}: {error.message}", *([f"      fix: {error.hint}"] if error.hint else [])]
-
-
-def problem_lines(problems: Iterable[InputError]) -> list[str]:
-    """The table lines of input errors not about one resource (a file that did not read, a policy)."""
-    lines: list[str] = []
-    for problem in problems:
-        first, *rest = problem.diagnostics().split("\n")
-        lines += [f"ERROR  {first}", *rest]
-    return lines
 
 
 def _table(report: CheckReport) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from datetime import timedelta
+from typing import Protocol
 
 from policies.evaluation import CLOCK_SKEW, Counted, EngineSubject, Evaluation, VerifiedBuild
 from policies.results import BuildManifestRecord
@@ -17,9 +18,21 @@ from policies.rules._findings import EngineFamily, Findings, Refusal, has_build_
 from policies.schema import BuildManifestRule, SignersRule
 from policies.verified import VerifiedManifest
 from verifier.base import ImageReference
-from verifier.manifest import CalibrationDataset, OnnxModel
 
 __all__ = ["BUILD_MANIFEST"]
+
+
+class _InputFile(Protocol):
+    """What the signed-inputs check reads of the manifest's ONNX model or calibration dataset."""
+
+    @property
+    def sha256(self) -> str: ...
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def uri(self) -> str | None: ...
 
 
 async def _check(run: Evaluation, found: Findings, engine: EngineSubject) -> EngineSubject | None:
@@ -162,7 +175,7 @@ async def _check_inputs_signed(
     # A folder's tree digest is no file's digest, and a model signature records no file sizes to compute it
     # from: only a dataset recorded as one file can be covered.
     tree = dataset is not None and dataset.hash_method == "trtguard-tree-v1"
-    inputs: tuple[tuple[SignersRule | None, str, str, OnnxModel | CalibrationDataset | None, str], ...] = (
+    inputs: tuple[tuple[SignersRule | None, str, str, _InputFile | None, str], ...] = (
         (rule.onnx_signed_by, "onnxSignedBy", "the ONNX model", manifest.onnx, ""),
         (
             rule.calibration_signed_by,

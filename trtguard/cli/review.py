@@ -186,7 +186,7 @@ async def _send_all(
 
 
 def _table(results: list[_Sent], problems: list[InputError], url: str, requester: Any) -> str:
-    from policies.report import error_lines, problem_lines  # noqa: PLC0415
+    from policies.check import error_lines, problem_lines  # noqa: PLC0415
     from trtguard.admission_review import NoAnswer  # noqa: PLC0415
 
     lines: list[str] = []

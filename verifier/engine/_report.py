@@ -219,3 +219,11 @@ class EngineReport:
             f"{counts['skipped']} skipped)"
         )
         return "\n".join(lines)
+
+
+def not_read(problem: str | None, check: str, expected: str, not_given: Check | None) -> list[Check]:
+    """The checks of a file given on the command line that was not read: ``not_given`` (when there is one)
+    where it was not given (``problem`` None), else the failed ``check`` saying why it did not parse."""
+    if problem is None:
+        return [] if not_given is None else [not_given]
+    return [failed(check, problem, expected, None)]

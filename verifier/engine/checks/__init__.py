@@ -15,18 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifier.engine._report import Check, failed
 from verifier.manifest import EngineBuildManifest
 
 
 def declared_profiles(manifest: EngineBuildManifest) -> list[dict[str, Any]]:
     """The manifest's optimization profiles as JSON (the ``expected`` value of the checks that use them)."""
     return [profile.model_dump(mode="json") for profile in manifest.builder_config.optimization_profiles]
-
-
-def not_read(problem: str | None, check: str, expected: str, not_given: Check | None) -> list[Check]:
-    """The checks of a file given on the command line that was not read: ``not_given`` (when there is one)
-    where it was not given (``problem`` None), else the failed ``check`` saying why it did not parse."""
-    if problem is None:
-        return [] if not_given is None else [not_given]
-    return [failed(check, problem, expected, None)]

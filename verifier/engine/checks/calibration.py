@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from verifier.engine._calibration import CalibrationCacheFile
-from verifier.engine._report import Check, compared, failed, passed, sha256_matches, skipped
-from verifier.engine.checks import not_read
+from verifier.engine._report import Check, compared, failed, not_read, passed, sha256_matches, skipped
 from verifier.manifest import EngineBuildManifest, parse_tensorrt_version
 
 

@@ -4,8 +4,8 @@ profiles, and the precisions the model carries."""
 from __future__ import annotations
 
 from verifier.engine._onnx_model import OnnxModelInfo
-from verifier.engine._report import Check, compared, failed, passed, sha256_matches, skipped
-from verifier.engine.checks import declared_profiles, not_read
+from verifier.engine._report import Check, compared, failed, not_read, passed, sha256_matches, skipped
+from verifier.engine.checks import declared_profiles
 from verifier.manifest import EngineBuildManifest
 
 
