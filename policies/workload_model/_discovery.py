@@ -59,25 +59,32 @@ _Node = tuple[str, "str | int", Any, Any]
 """(path, key or index, value, parent)."""
 
 
-def _children(path: str, value: Any) -> list[_Node]:
+def _children(path: str, value: Any) -> Iterator[_Node]:
+    """The children of ``value``, one at a time: none is built before the walk counts it, so that a list of
+    a million items costs the budget as it is read, not a million nodes at once."""
     if isinstance(value, MAPPINGS):
-        return [(child(path, k), k, v, value) for k, v in reversed(list(value.items())) if isinstance(k, str)]
+        return ((child(path, k), k, v, value) for k, v in value.items() if isinstance(k, str))
     if isinstance(value, list):
-        return [(item(path, i), i, v, value) for i, v in reversed(list(enumerate(value)))]
-    return []
+        return ((item(path, i), i, v, value) for i, v in enumerate(value))
+    return iter(())
 
 
 def _walk(obj: Mapping[str, Any], budget: Budget, prune: Any = None) -> Iterator[_Node]:
     """Every value under ``obj`` except top-level metadata and status, depth first in document order;
-    iterative, so that depth costs no recursion. The subtree of a value for which ``prune(value)`` is true
-    is not entered."""
-    stack = [node for node in _children("", obj) if node[1] not in _SKIPPED_AT_TOP]
-    while stack:
-        node = stack.pop()
+    iterative, so that depth costs no recursion, and lazy: the walk holds one iterator per level it is in,
+    and each node is a step of ``budget`` as it is built. The subtree of a value for which ``prune(value)``
+    is true is not entered."""
+    levels: list[Iterator[_Node]] = [(node for node in _children("", obj) if node[1] not in _SKIPPED_AT_TOP)]
+    while levels:
+        node = next(levels[-1], None)
+        if node is None:
+            levels.pop()
+            continue
         budget.step()
         yield node
-        if prune is None or not prune(node):
-            stack += _children(node[0], node[2])
+        value = node[2]
+        if value and isinstance(value, (list, *MAPPINGS)) and (prune is None or not prune(node)):
+            levels.append(_children(node[0], value))
 
 
 def _is_pod_spec(node: _Node) -> bool:
