@@ -141,8 +141,8 @@ def small(*values: object, limit: int = INLINE_VALUES) -> bool:
         count += 1
         if count > limit:
             return False
-        if isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        if count + len(stack) + len(children) > limit:
+            return False  # every value on the stack counts: past the limit without copying a wide list
+        stack.extend(children)
     return True

@@ -59,25 +59,36 @@ _Node = tuple[str, "str | int", Any, Any]
 """(path, key or index, value, parent)."""
 
 
-def _children(path: str, value: Any) -> list[_Node]:
-    if isinstance(value, MAPPINGS):
-        return [(child(path, k), k, v, value) for k, v in reversed(list(value.items())) if isinstance(k, str)]
-    if isinstance(value, list):
-        return [(item(path, i), i, v, value) for i, v in reversed(list(enumerate(value)))]
-    return []
+def _entries(value: Any) -> tuple[Iterator[tuple[Any, Any]], bool]:
+    """An iterator over the entries of a map (key, value) or a list (index, item), and whether it is a map."""
+    mapping = isinstance(value, MAPPINGS)
+    return (iter(value.items()) if mapping else enumerate(value)), mapping
 
 
 def _walk(obj: Mapping[str, Any], budget: Budget, prune: Any = None) -> Iterator[_Node]:
     """Every value under ``obj`` except top-level metadata and status, depth first in document order;
-    iterative, so that depth costs no recursion. The subtree of a value for which ``prune(value)`` is true
-    is not entered."""
-    stack = [node for node in _children("", obj) if node[1] not in _SKIPPED_AT_TOP]
-    while stack:
-        node = stack.pop()
+    iterative, so that depth costs no recursion, and lazy: the walk holds one iterator per level it is in,
+    and each node is built as ``budget`` counts it, so that a list of a million items costs the budget as it
+    is read, not a million nodes at once (attack 39d F4). The subtree of a value for which ``prune(value)``
+    is true is not entered."""
+    levels: list[tuple[str, Any, Iterator[tuple[Any, Any]], bool]] = [("", obj, *_entries(obj))]
+    while levels:
+        path, parent, entries, mapping = levels[-1]
+        entry = next(entries, None)
+        if entry is None:
+            levels.pop()
+            continue
+        key, value = entry
+        if not mapping:
+            node: _Node = (item(path, key), key, value, parent)
+        elif not isinstance(key, str) or (len(levels) == 1 and key in _SKIPPED_AT_TOP):
+            continue
+        else:
+            node = (child(path, key), key, value, parent)
         budget.step()
         yield node
-        if prune is None or not prune(node):
-            stack += _children(node[0], node[2])
+        if value and isinstance(value, (list, *MAPPINGS)) and (prune is None or not prune(node)):
+            levels.append((node[0], value, *_entries(value)))
 
 
 def _is_pod_spec(node: _Node) -> bool:

@@ -326,6 +326,12 @@ class PodSpecReader:
                 self._problem(path, f"a volume must be an object, found {type_name(volume)}")
                 continue
             self._tally.volume(path)
+            host = volume.get("hostPath")
+            kind = host.get("type") if isinstance(host, MAPPINGS) else None
+            if kind is not None and not isinstance(kind, str):
+                self._problem(
+                    f"{path}.hostPath.type", f"a host path's type must be a string, found {type_name(kind)}"
+                )
             name = volume.get("name")
             if not isinstance(name, str):
                 name = None

@@ -163,6 +163,7 @@ def host_path_access(volume: Mapping[str, Any], mode: MountMode) -> HostAccess:
     if source is None:
         return "none"
     kind = source.get("type") if isinstance(source, Mapping) else None
+    kind = kind if isinstance(kind, str) else None  # a type of another JSON type is a problem (_podspec)
     if kind in _HOST_FILE_TYPES:
         return "none"
     # A socket needs no writable mount to be used (a read-only container runtime socket is the runtime).

@@ -4,14 +4,16 @@ one walk."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import tracemalloc
+from typing import Any, Final
 
 import pytest
 
 from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
-from policies.workload_model._budget import Budget
+from policies.workload_model._budget import _STEPS_PER_CHECK, Budget, BudgetExceeded
 from policies.workload_model._discovery import find_images, find_pod_specs
+from policies.workload_model._extraction import extract
 from tests.policies.conftest import Material
 from tests.policies.evaluation import images_policy
 from verifier.evidence_folder import LocalEvidence
@@ -185,3 +187,89 @@ def test_an_unknown_kind_naming_only_an_image_object_is_reported_and_judged(mate
     assert unread.unjudged is not None
     assert "it names no image trtguard can read (spec.image: names an image" in unread.unjudged
     assert not asyncio.run(engine.evaluate(obj, unknown_kinds="judge")).allowed
+
+
+class SpentBudget(Budget):
+    """A budget spent before the walk starts, that counts the steps charged to it until it says so."""
+
+    def __init__(self) -> None:
+        super().__init__(-1.0)
+        self.steps = 0
+
+    def step(self, count: int = 1) -> None:
+        self.steps += count
+        super().step(count)
+
+
+WIDE: Final = 1_000_000
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"spec": {"x": [{}] * WIDE}},  # a list of a million values in a kind trtguard does not know
+        {"spec": {"predictor": {"tolerations": [{}] * WIDE}}},  # a field an operator kind does not read
+        {f"k{i}": i for i in range(WIDE)},  # a million fields at the top
+    ],
+    ids=["list", "operator-field", "top"],
+)
+@pytest.mark.parametrize("search", [find_images, find_pod_specs])
+def test_a_walk_too_large_for_its_budget_ends_within_a_check_and_builds_nothing_ahead(
+    obj: dict[str, Any], search: Any
+) -> None:
+    # Attack 39d F4: a list's children were all built (a million tuples, ~250 MB, seconds of CPU) in one step,
+    # before the budget had a look; now each child is built as it is counted.
+    budget = SpentBudget()
+    tracemalloc.start()
+    try:
+        with pytest.raises(BudgetExceeded, match="more than its CPU budget"):
+            search(obj, budget)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert budget.steps == _STEPS_PER_CHECK
+    assert peak < 256 * 1024, peak
+
+
+def test_a_million_values_in_an_operator_kind_are_denied_by_the_budget() -> None:
+    obj = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "i", "namespace": "prod"},
+        "spec": {"predictor": {"tolerations": [{}] * WIDE, "model": {"storageUri": "s3://b/m"}}},
+    }
+    budget = SpentBudget()
+    tracemalloc.start()
+    try:
+        with pytest.raises(BudgetExceeded, match="more than its CPU budget"):
+            extract(obj, budget=budget)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert budget.steps <= 2 * _STEPS_PER_CHECK
+    assert peak < 1024 * 1024, peak
+
+
+def test_the_evaluator_denies_a_million_values_with_the_budgets_message(material: Material) -> None:
+    engine = PolicyEvaluator(
+        load_policy_set([material.policy(images_policy())]),
+        LocalEvidence(material.attestations),
+        cpu_seconds=0.0,
+    )
+    obj = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "prod"},
+        "spec": {"image": "r.io/a:1", "x": [{}] * WIDE},
+    }
+    tracemalloc.start()
+    try:
+        decision = asyncio.run(engine.evaluate(obj, unknown_kinds="judge"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not decision.allowed
+    assert any("more than its CPU budget of 0 s" in v.message for v in decision.violations), (
+        decision.violations
+    )
+    assert peak < 8 * 1024 * 1024, peak
