@@ -8,7 +8,8 @@ Ignore`` admits.
 
 :func:`read_envelope` reads only the body's first :data:`WINDOW_BYTES`, token by token without recursion
 (the API server writes ``request.uid`` first in ``request``, and the envelope's other fields but
-``dryRun`` before ``request.object``), so the failure path costs a bounded amount of work whatever the body holds. It keeps
+``dryRun`` before ``request.object``), so the failure path costs a bounded amount of work whatever the
+body holds. It keeps
 the envelope's fields, as ``json.loads`` would decode them from the part read (the last of duplicate keys,
 escapes decoded), and nothing at other places: a ``"uid"`` inside a string, at another depth or under
 another key is never taken.
@@ -45,6 +46,8 @@ _ENVELOPE: Final[dict[str, Any]] = {
     },
 }
 _MISSING: Final = object()
+_OUTSIDE_OBJECT: Final = (True, None, None)
+_OUTSIDE_ARRAY: Final = (False, None, None)
 
 _WHITESPACE = re.compile(r"[ \t\n\r]++")
 # A JSON string as json.loads (strict) reads it: no control characters, only the escapes JSON defines.
@@ -102,6 +105,7 @@ class _Scan:
         self.stack: list[tuple[bool, Any, Any]] = []
         self.key: str = ""  # the key whose value comes next, in an object of the envelope
         self.head: list[str] = []  # the keys of the two outermost objects open: where something is
+        self.head_moved = True  # since deepest was named
         self.depth_seen = 0
         self.deepest: str | None = None
         self.long_number: str | None = None
@@ -116,6 +120,23 @@ class _Scan:
             if char in " \t\n\r":
                 match = _WHITESPACE.match(text, position)
                 position = match.end() if match else position + 1
+                continue
+            if expect <= _FIRST_ITEM and char != "]" and stack and stack[-1][1] is None:
+                # A value outside the envelope (below its top two levels), the bulk of a hostile body.
+                if char in "{[":
+                    stack.append(_OUTSIDE_OBJECT if char == "{" else _OUTSIDE_ARRAY)
+                    if len(stack) > self.depth_seen:
+                        self._deeper()
+                    expect = _FIRST_KEY if char == "{" else _FIRST_ITEM
+                    position += 1
+                    continue
+                match = (_STRING if char == '"' else _SCALAR).match(text, position)
+                if match is None:
+                    break
+                if match.lastindex == 1:
+                    self._integer(match.group())
+                position = match.end()
+                expect = _AFTER
                 continue
             if expect == _AFTER:
                 if not stack:
@@ -165,6 +186,7 @@ class _Scan:
             if depth <= 2:
                 del self.head[depth - 1 :]
                 self.head.append(key)
+                self.head_moved = True
 
     def _read_value(self, char: str, position: int) -> int:
         """Reads the value (or the opening of the container) at ``position``; the position after it, or -1
@@ -190,14 +212,13 @@ class _Scan:
                 stack.append((is_object, fields, node))
             else:
                 self._store_other(fields)
-                stack.append((is_object, None, None))
+                stack.append(_OUTSIDE_OBJECT if is_object else _OUTSIDE_ARRAY)
             depth = len(stack)
             if depth <= 2:
                 del self.head[depth - 1 :]
+                self.head_moved = True
             if depth > self.depth_seen:
-                self.depth_seen = depth
-                if depth >= self.deep:
-                    self.deepest = ".".join(self.head)
+                self._deeper()
             return position + 1
         if char == '"':
             match = _STRING.match(self.text, position)
@@ -212,15 +233,25 @@ class _Scan:
         if match is None:
             return -1
         token = match.group()
-        # An integer (no fraction, no exponent) of more digits than json.loads converts.
-        too_long = match.lastindex == 1 and 0 < self.max_digits < len(token) - token.startswith("-")
-        if too_long and self.long_number is None:
-            self.long_number = ".".join(self.head)
+        if match.lastindex == 1:
+            self._integer(token)
         if fields is None and token in _CONSTANTS:
             self._store(_CONSTANTS[token])
         else:
             self._store_other(fields)
         return match.end()
+
+    def _integer(self, token: str) -> None:
+        """Notes where the first integer of more digits than json.loads converts is."""
+        if 0 < self.max_digits < len(token) - token.startswith("-") and self.long_number is None:
+            self.long_number = ".".join(self.head)
+
+    def _deeper(self) -> None:
+        """The stack is deeper than ever: where the deepest nesting is, once it reaches ``deep``."""
+        self.depth_seen = len(self.stack)
+        if self.depth_seen >= self.deep and self.head_moved:
+            self.deepest = ".".join(self.head)
+            self.head_moved = False
 
     def _store(self, value: object) -> None:
         """Keeps ``value`` as the field being read (the parent is in the envelope: the caller checked)."""
