@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from verifier.base import InputError, quick_init, visible
 from webhook._json import compact_encoder
+from webhook._salvage import read_envelope
 
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
@@ -128,17 +130,9 @@ def parse_review(body: bytes) -> AdmissionRequest:
     try:
         document = json.loads(body)
     except RecursionError:
-        raise ReviewError(
-            "request body is JSON nested too deeply to be an AdmissionReview",
-            status=400,
-            hint="send an AdmissionReview admission.k8s.io/v1 as application/json",
-        ) from None
-    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
-        raise ReviewError(
-            f"request body is not JSON: {error}",
-            status=400,
-            hint="send an AdmissionReview admission.k8s.io/v1 as application/json",
-        ) from None
+        raise _undecoded(body, None) from None
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, an integer too long to convert
+        raise _undecoded(body, error) from None
     if not isinstance(document, dict):
         raise ReviewError(
             f"request body is JSON {_json_type(document)}, not an AdmissionReview object",
@@ -146,6 +140,38 @@ def parse_review(body: bytes) -> AdmissionRequest:
             hint="send an AdmissionReview admission.k8s.io/v1 as application/json",
         )
     return parse_review_document(document)
+
+
+def _undecoded(body: bytes, error: ValueError | None) -> ReviewError:
+    """The error for a body ``json.loads`` refused with ``error`` (None: nested too deeply).
+
+    Refused only for its depth or an integer too long, the body may be a well-formed review (the API server
+    accepts both): when its envelope (:mod:`webhook._salvage`) is a v1 review with a uid, the error carries
+    them, and the request is denied instead of failing the call.
+    """
+    hint = "send an AdmissionReview admission.k8s.io/v1 as application/json"
+    too_long = type(error) is ValueError and "integer string conversion" in str(error)
+    if error is not None and not too_long:
+        return ReviewError(f"request body is not JSON: {error}", status=400, hint=hint)
+    levels, digits = sys.getrecursionlimit(), sys.get_int_max_str_digits()
+    envelope = read_envelope(body, deep=levels // 2, max_digits=digits)
+    root = envelope.document or {}
+    request, uid = root.get("request"), None
+    if root.get("apiVersion") == API_VERSION and root.get("kind") == KIND and isinstance(request, dict):
+        uid = request.get("uid")
+    if not isinstance(uid, str) or not uid or not isinstance(request, dict):
+        if too_long:
+            return ReviewError(f"request body is not JSON: {error}", status=400, hint=hint)
+        return ReviewError(
+            "request body is JSON nested too deeply to be an AdmissionReview", status=400, hint=hint
+        )
+    if too_long:
+        where = envelope.long_number or "the request"
+        message = f"{where} holds a number of more than {digits} digits, too long to judge"
+    else:
+        where = envelope.deepest or "the request"
+        message = f"{where} is nested too deeply to judge (limit about {levels} levels)"
+    return ReviewError(message, status=400, hint=hint, uid=uid, request=_readable_part(request, uid))
 
 
 def parse_review_document(document: Mapping[str, Any]) -> AdmissionRequest:
