@@ -6,7 +6,7 @@ where Python's decoder stops near its recursion limit and at ``sys.get_int_max_s
 uid can still be read, so the webhook answers it with a denial instead of the HTTP 400 that ``failurePolicy:
 Ignore`` admits.
 
-:func:`read_envelope` reads only the body's first :data:`WINDOW_BYTES`, token by token without recursion
+:func:`salvage` reads only the body's first :data:`WINDOW_BYTES`, token by token without recursion
 (the API server writes ``request.uid`` first in ``request``, and the envelope's other fields but
 ``dryRun`` before ``request.object``), so the failure path costs a bounded amount of work whatever the
 body holds. It keeps
@@ -63,8 +63,8 @@ _VALUE, _FIRST_ITEM, _FIRST_KEY, _KEY, _COLON, _AFTER = range(6)
 
 
 @dataclass(frozen=True, slots=True)
-class Envelope:
-    """What :func:`read_envelope` read.
+class Salvaged:
+    """What :func:`salvage` read.
 
     ``document`` is the top-level object with the envelope's fields found (``request`` a dict of its own
     fields), or None when the body is no JSON object; a field of another type than expected is
@@ -78,7 +78,7 @@ class Envelope:
     long_number: str | None
 
 
-def read_envelope(body: bytes, *, deep: int, max_digits: int) -> Envelope:
+def salvage(body: bytes, *, deep: int, max_digits: int) -> Salvaged:
     """The envelope of ``body``, read from its first :data:`WINDOW_BYTES` (see the module's doc).
 
     ``max_digits`` 0 means no limit, as for ``sys.set_int_max_str_digits``.
@@ -88,7 +88,7 @@ def read_envelope(body: bytes, *, deep: int, max_digits: int) -> Envelope:
         decoder = codecs.getincrementaldecoder(json.detect_encoding(body))("surrogatepass")
         text = decoder.decode(body[:WINDOW_BYTES])
     except (UnicodeDecodeError, LookupError):
-        return Envelope(None, None, None)
+        return Salvaged(None, None, None)
     return _Scan(text, deep, max_digits).run()
 
 
@@ -110,7 +110,7 @@ class _Scan:
         self.deepest: str | None = None
         self.long_number: str | None = None
 
-    def run(self) -> Envelope:
+    def run(self) -> Salvaged:
         text, stack = self.text, self.stack
         end = len(text)
         position = 0
@@ -175,7 +175,7 @@ class _Scan:
                     break
                 position = read
                 expect = _FIRST_KEY if char == "{" else _FIRST_ITEM if char == "[" else _AFTER
-        return Envelope(self.root, self.deepest, self.long_number)
+        return Salvaged(self.root, self.deepest, self.long_number)
 
     def _read_key(self, token: str) -> None:
         stack = self.stack

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from verifier.base import InputError, quick_init, visible
 from webhook._json import compact_encoder
-from webhook._salvage import read_envelope
+from webhook._salvage import salvage
 
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
@@ -154,7 +154,7 @@ def _undecoded(body: bytes, error: ValueError | None) -> ReviewError:
     if error is not None and not too_long:
         return ReviewError(f"request body is not JSON: {error}", status=400, hint=hint)
     levels, digits = sys.getrecursionlimit(), sys.get_int_max_str_digits()
-    envelope = read_envelope(body, deep=levels // 2, max_digits=digits)
+    envelope = salvage(body, deep=levels // 2, max_digits=digits)
     root = envelope.document or {}
     request, uid = root.get("request"), None
     if root.get("apiVersion") == API_VERSION and root.get("kind") == KIND and isinstance(request, dict):

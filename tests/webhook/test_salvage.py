@@ -10,16 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook._salvage import OTHER, WINDOW_BYTES, Envelope, read_envelope
+from webhook._salvage import OTHER, WINDOW_BYTES, Salvaged, salvage
 
 HEAD = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
 
 
-def _read(body: bytes, *, deep: int = 500, max_digits: int = 4300) -> Envelope:
-    return read_envelope(body, deep=deep, max_digits=max_digits)
+def _read(body: bytes, *, deep: int = 500, max_digits: int = 4300) -> Salvaged:
+    return salvage(body, deep=deep, max_digits=max_digits)
 
 
-def _uid(envelope: Envelope) -> object:
+def _uid(envelope: Salvaged) -> object:
     """The request.uid read, or None where there is no request object."""
     request = (envelope.document or {}).get("request")
     return request.get("uid") if isinstance(request, dict) else None
