@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from policies.workload_model._budget import UNLIMITED, Budget
+from policies.workload_model._budget import UNLIMITED, Budget, BudgetExceeded
 from policies.workload_model._paths import child, item
 from policies.workload_model._podspec import MAPPINGS, ImageUse, Problem, type_name
 
@@ -43,6 +43,12 @@ _OCI_URI: Final = re.compile(r"oci(?:\+[a-z]+)?://(\S+)")
 #: What a field naming image objects may hold besides the name (anything else makes it no image object).
 _IMAGE_OBJECT_NAMES: Final = ("repository", "name")
 _DIGEST_HEX: Final = re.compile(r"[0-9a-f]{64}")
+#: Characters of the paths the walk holds at once, one per level it is in: a chain of levels under long keys
+#: holds a path a level, each longer than the one before (900 levels of 7,500-character keys, a 6.5 MiB body,
+#: held 2 GB: attack 39e F1).
+_MAX_HELD_PATHS: Final = 1 << 23
+#: A node's path costs the budget a step per this many characters besides its own step (copying it is work).
+_PATH_CHARACTERS_PER_STEP: Final = 1 << 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +78,13 @@ def _walk(obj: Mapping[str, Any], budget: Budget, prune: Any = None) -> Iterator
     is read, not a million nodes at once (attack 39d F4). The subtree of a value for which ``prune(value)``
     is true is not entered."""
     levels: list[tuple[str, Any, Iterator[tuple[Any, Any]], bool]] = [("", obj, *_entries(obj))]
+    held = 0  # characters of the levels' paths
     while levels:
         path, parent, entries, mapping = levels[-1]
         entry = next(entries, None)
         if entry is None:
             levels.pop()
+            held -= len(path)
             continue
         key, value = entry
         if not mapping:
@@ -85,9 +93,15 @@ def _walk(obj: Mapping[str, Any], budget: Budget, prune: Any = None) -> Iterator
             continue
         else:
             node = (child(path, key), key, value, parent)
-        budget.step()
+        budget.step(1 + len(node[0]) // _PATH_CHARACTERS_PER_STEP)
         yield node
         if value and isinstance(value, (list, *MAPPINGS)) and (prune is None or not prune(node)):
+            held += len(node[0])
+            if held > _MAX_HELD_PATHS:
+                raise BudgetExceeded(
+                    f"the fields of this object are nested under keys too long to judge (at {node[0][:80]}…)",
+                    hint="shorten the keys of its nested fields",
+                )
             levels.append((node[0], value, *_entries(value)))
 
 

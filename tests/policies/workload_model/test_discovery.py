@@ -11,7 +11,7 @@ import pytest
 
 from policies.evaluator import PolicyEvaluator
 from policies.loader import load_policy_set
-from policies.workload_model._budget import _STEPS_PER_CHECK, Budget, BudgetExceeded
+from policies.workload_model._budget import _STEPS_PER_CHECK, UNLIMITED, Budget, BudgetExceeded
 from policies.workload_model._discovery import find_images, find_pod_specs
 from policies.workload_model._extraction import extract
 from tests.policies.conftest import Material
@@ -273,3 +273,31 @@ def test_the_evaluator_denies_a_million_values_with_the_budgets_message(material
         decision.violations
     )
     assert peak < 8 * 1024 * 1024, peak
+
+
+def _chain(depth: int, key_length: int) -> dict[str, Any]:
+    """An object ``depth`` maps deep, each level under a key of ``key_length`` characters."""
+    inner: dict[str, Any] = {"image": "r.io/a:1"}
+    for level in range(depth):
+        inner = {f"{level:04d}" + "k" * (key_length - 4): inner}
+    return {"spec": inner}
+
+
+@pytest.mark.parametrize("search", [find_images, find_pod_specs])
+def test_a_chain_under_long_keys_is_refused_before_its_paths_fill_memory(search: Any) -> None:
+    # Attack 39e F1: the walk holds a path a level; 900 levels of 7,500-character keys held 2 GB. A chain of
+    # 200 levels of 20,000 characters (4 MB of keys) would hold 400 MB of paths; it is refused at 8 Mi.
+    obj = _chain(200, 20_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(BudgetExceeded, match="nested under keys too long to judge"):
+            search(obj, UNLIMITED)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 1024 * 1024, peak
+
+
+def test_a_chain_under_short_keys_is_walked_whole() -> None:
+    images, problems = find_images(_chain(900, 8), UNLIMITED)
+    assert [use.reference for use in images] == ["r.io/a:1"] and not problems
