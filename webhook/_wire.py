@@ -263,20 +263,20 @@ def _parse_request(request: Mapping[str, Any], uid: str) -> AdmissionRequest:
     namespace = _optional_str(request.get("namespace"), "request.namespace")
     username = _optional_str(user.get("username"), "request.userInfo.username")
     return AdmissionRequest(
-        uid,
-        gvk,
-        operation,
-        sub_resource,
-        name,
-        namespace,
-        username,
-        _groups(user.get("groups")),
-        _optional_object(request.get("object"), "request.object"),
+        uid=uid,
+        kind=gvk,
+        operation=operation,
+        sub_resource=sub_resource,
+        name=name,
+        namespace=namespace,
+        username=username,
+        groups=_groups(user.get("groups")),
+        object=_optional_object(request.get("object"), "request.object"),
         # CREATE and CONNECT have no old object; whatever a sender put there is ignored, not judged.
-        _optional_object(request.get("oldObject"), "request.oldObject")
+        old_object=_optional_object(request.get("oldObject"), "request.oldObject")
         if operation in ("UPDATE", "DELETE")
         else None,
-        _dry_run(request.get("dryRun")),
+        dry_run=_dry_run(request.get("dryRun")),
     )
 
 
