@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,3 +44,14 @@ def shared_fixtures() -> Path:
 def data_dir() -> Path:
     """``tests/data``: the project's numbered test data files."""
     return DATA
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    """The cycle collector off for the test (what it leaves for the collector shows in ``gc.collect()``)."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -47,16 +47,6 @@ def _pod(sidecar: str | None) -> dict[str, Any]:
 def evaluator() -> PolicyEvaluator:
     policies = load_policy_set([LIBRARY, LIBRARY / "tests" / "keys.yaml"])
     return PolicyEvaluator(policies, LocalEvidence(LIBRARY / "tests" / "attestations"))
-
-
-@pytest.fixture
-def collector_off() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 @pytest.mark.usefixtures("collector_off")

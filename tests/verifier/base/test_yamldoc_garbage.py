@@ -5,7 +5,6 @@ kept alive by a cycle was freed only at exit, 0.1 M instructions a resource)."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,16 +12,6 @@ from verifier.base._errors import InputError
 from verifier.base._yamldoc import load_documents, load_each_document
 
 STREAM = "a: [1, 2, {b: c}]\nd: &x e\nf: *x\n---\n- g\n- {h: [i, j]}\n---\nk: 1.5\n"
-
-
-@pytest.fixture
-def collector_off() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 @pytest.mark.usefixtures("collector_off")
